@@ -1,0 +1,70 @@
+// memscale/error.hpp: the one error mechanism for invalid input.
+//
+// detail::fail is deliberately not constexpr (the fmt report_error idiom): reaching it
+// during constant evaluation makes the expression non-constant, so the compiler names
+// the failing line; at run time it throws memscale::error with a stable id.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace memscale {
+
+enum class error_code : std::uint8_t {
+  overflow,            // a byte or element count does not fit in 64 bits
+  underflow,           // a byte subtraction would go below zero
+  invalid_model,       // a model field is out of range or inconsistent
+  invalid_run,         // a training-run field is out of range or inconsistent
+  invalid_gpu,         // a GPU description is out of range
+  invalid_plan_option, // a planner option is out of range
+  unsupported,         // a valid description this version cannot model yet
+};
+
+constexpr std::string_view to_string(error_code code) noexcept {
+  switch (code) {
+    case error_code::overflow: return "overflow";
+    case error_code::underflow: return "underflow";
+    case error_code::invalid_model: return "invalid_model";
+    case error_code::invalid_run: return "invalid_run";
+    case error_code::invalid_gpu: return "invalid_gpu";
+    case error_code::invalid_plan_option: return "invalid_plan_option";
+    case error_code::unsupported: return "unsupported";
+  }
+  return "unknown";
+}
+
+// Thrown at run time for invalid input; what() reads
+// "[memscale.invalid_model] model.layers must be > 0 (got 0)".
+class error : public std::runtime_error {
+ public:
+  error(error_code code, const std::string& message)
+      : std::runtime_error("[memscale." + std::string(to_string(code)) + "] " + message), code_(code) {}
+  [[nodiscard]] error_code code() const noexcept { return code_; }
+
+ private:
+  error_code code_;
+};
+
+namespace detail {
+
+// Not constexpr on purpose: see the header comment.
+[[noreturn]] inline void fail(error_code code, std::string_view field, std::string_view requirement) {
+  throw error(code, std::string(field) + " " + std::string(requirement));
+}
+
+// Same, with the offending value in the message.
+[[noreturn]] inline void fail(error_code code, std::string_view field, std::string_view requirement,
+                              std::uint64_t got) {
+  throw error(code, std::string(field) + " " + std::string(requirement) + " (got " + std::to_string(got) + ")");
+}
+
+// Checks a condition; on failure reports field, requirement and value.
+constexpr void require(bool ok, error_code code, std::string_view field, std::string_view requirement,
+                       std::uint64_t got) {
+  if (!ok) fail(code, field, requirement, got);
+}
+
+}  // namespace detail
+}  // namespace memscale

@@ -1,0 +1,203 @@
+// memscale/estimate.hpp: the five estimators composed into a peak and its phase.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "memscale/estimate/activations.hpp"
+#include "memscale/estimate/gradients.hpp"
+#include "memscale/estimate/optimizer.hpp"
+#include "memscale/estimate/parameters.hpp"
+#include "memscale/estimate/workspace.hpp"
+#include "memscale/model.hpp"
+#include "memscale/training.hpp"
+#include "memscale/transformer.hpp"
+
+namespace memscale {
+
+enum class phase : std::uint8_t { forward, backward, optimizer_step };
+
+constexpr std::string_view to_string(phase p) noexcept {
+  return p == phase::forward ? "forward" : p == phase::backward ? "backward" : "optimizer_step";
+}
+
+// What is on the device at one moment; total() is the tensor bytes at that moment.
+struct memory_breakdown {
+  bytes parameters{};   // parameter storage and registered buffers
+  bytes gradients{};
+  bytes optimizer{};    // optimizer state
+  bytes activations{};  // saved tensors, transient activations and their gradients, inputs
+  bytes workspace{};    // optimizer step temporaries, cuBLAS workspace
+
+  [[nodiscard]] constexpr bytes total() const { return parameters + gradients + optimizer + activations + workspace; }
+};
+
+struct peak_estimate {
+  bytes tensor{};    // what torch.cuda.max_memory_allocated reports
+  bytes reserved{};  // what torch.cuda.max_memory_reserved reports
+  bytes device{};    // what nvidia-smi shows: reserved + CUDA context
+  phase at = phase::backward;
+  memory_breakdown breakdown{};
+};
+
+struct estimate_result {
+  std::uint64_t parameter_count = 0;
+  std::uint64_t trainable_parameter_count = 0;
+  bytes parameter_bytes{};
+  bytes gradient_bytes{};
+  bytes optimizer_bytes{};
+  bytes saved_activation_bytes{};  // live at the end of forward
+  peak_estimate steady{};          // every step after the first
+  peak_estimate first_step{};      // step 1: optimizer state is created inside the step
+};
+
+namespace detail {
+
+struct phase_candidate {
+  phase at = phase::forward;
+  memory_breakdown breakdown{};
+};
+
+constexpr phase_candidate larger(const phase_candidate& a, const phase_candidate& b) {
+  return b.breakdown.total() > a.breakdown.total() ? b : a;
+}
+
+// Parameters streamed from the host (offload_parameters) leave the prologue, the
+// epilogue and two blocks (the running one and the prefetched next) on the device.
+constexpr bytes device_share_of_blocks(bytes per_block, std::uint64_t layers, bool streamed) {
+  return streamed ? per_block * (layers < 2 ? layers : std::uint64_t{2}) : per_block * layers;
+}
+
+constexpr bytes section_bytes(const graph& g, section s, const training_spec& run, bool gradients) {
+  bytes total{};
+  for (std::size_t i = s.begin; i < s.end; ++i)
+    total += gradients ? op_gradient_bytes(g.ops[i], run) : op_parameter_bytes(g.ops[i], run);
+  return total;
+}
+
+// Large blocks waste on average half of the allocator's 2 MiB rounding granule in
+// reserved memory (CUDACachingAllocator.cpp: kRoundLarge); count the large tensors alive.
+constexpr std::uint64_t large_tensor_count(const graph& g, const training_spec& run) {
+  std::uint64_t n = 0;
+  const auto p = precision_policy_of(run);
+  for (std::size_t i = 0; i < g.size; ++i) {
+    const op& o = g.ops[i];
+    const auto r = repeats_of(g, i);
+    if (o.released_by != not_kept && o.out > cuda_small_size) n += r;
+    if (storage(p.param, o.weight.largest()) > cuda_small_size) {
+      const std::uint64_t per_param = o.frozen ? 1 : 4;  // weight, gradient, two state tensors
+      n += checked_mul(r, o.weight.count, per_param);
+    }
+  }
+  return n;
+}
+
+constexpr peak_estimate estimate_peak(const graph& g, const training_spec& run, bool state_present) {
+  const auto L = g.block_repeats;
+  const bool ckpt = run.ckpt == checkpointing::full;
+  const bool persist = run.grad_accum > 1 || !run.zero_grad_to_none;
+  const bool cuda = run.device == device_kind::cuda;
+
+  // Parameters and gradients by section (block figures are per layer).
+  const bytes params_p = section_bytes(g, prologue_of(g), run, false);
+  const bytes params_b = section_bytes(g, block_of(g), run, false);
+  const bytes params_e = section_bytes(g, epilogue_of(g), run, false);
+  const bytes grads_p = section_bytes(g, prologue_of(g), run, true);
+  const bytes grads_b = section_bytes(g, block_of(g), run, true);
+  const bytes grads_e = section_bytes(g, epilogue_of(g), run, true);
+  const bool streamed = run.offload_parameters;
+  const bytes params = params_p + params_e + device_share_of_blocks(params_b, L, streamed) + g.buffers;
+  const bytes all_grads = grads_p + grads_e + device_share_of_blocks(grads_b, L, streamed);
+  const bytes state = (state_present && !run.offload_optimizer) ? optimizer_state_bytes(g, run) : bytes{};
+  const bytes workspace = cuda ? cublas_workspace_bytes(run.compute_capability) : bytes{};
+  const bytes persistent_grads = persist ? all_grads : bytes{};
+
+  // Saved activations per section pass.
+  const bytes saved_p = section_saved_bytes(g, prologue_of(g), run, false);
+  const bytes saved_b_full = section_saved_bytes(g, block_of(g), run, false);
+  bytes saved_b = ckpt ? section_saved_bytes(g, block_of(g), run, true) : saved_b_full;
+  if (ckpt && run.offload_activations) saved_b = {};  // checkpointed inputs wait on the host
+  const bytes below_blocks = saved_p + saved_b * (L - 1);
+
+  auto moment = [&](phase at, bytes activations, bytes grads, bytes extra_workspace) {
+    return phase_candidate{at, {params, grads + persistent_grads, state, activations + g.inputs,
+                                workspace + extra_workspace}};
+  };
+
+  // Forward: the last block and the epilogue see the most saved tensors.
+  phase_candidate best = moment(phase::forward, section_forward_peak(g, prologue_of(g), run), {}, {});
+  best = larger(best, moment(phase::forward, below_blocks + section_forward_peak(g, block_of(g), run), {}, {}));
+  best = larger(best, moment(phase::forward, saved_p + saved_b * L + section_forward_peak(g, epilogue_of(g), run, true),
+                             {}, {}));
+
+  // Backward of the epilogue (loss, head): every block's tensors are still saved.
+  const auto e = section_backward_peak(g, epilogue_of(g), run, persist, bytes{});
+  best = larger(best, moment(phase::backward, saved_p + saved_b * L + (e.peak - e.grads_at_peak), e.grads_at_peak, {}));
+
+  // Backward of a block: the top block (all lower blocks saved, no block gradients yet)
+  // or the bottom block (nothing below, all other block gradients created).
+  const auto bp = section_backward_peak(g, block_of(g), run, persist, g.stream_grad);
+  const bytes local_act = bp.peak - bp.grads_at_peak;
+  const bytes grads_before_top = persist ? bytes{} : grads_e;
+  const bytes grads_before_bottom =
+      persist ? bytes{} : grads_e + device_share_of_blocks(grads_b, L - 1, streamed);
+  best = larger(best, moment(phase::backward, below_blocks + local_act, grads_before_top + bp.grads_at_peak, {}));
+  best = larger(best, moment(phase::backward, saved_p + local_act, grads_before_bottom + bp.grads_at_peak, {}));
+
+  // Backward of the prologue (embeddings).
+  const auto pp = section_backward_peak(g, prologue_of(g), run, persist, bytes{});
+  const bytes grads_before_prologue = persist ? bytes{} : grads_e + device_share_of_blocks(grads_b, L, streamed);
+  best = larger(best, moment(phase::backward, pp.peak - pp.grads_at_peak, grads_before_prologue + pp.grads_at_peak,
+                             {}));
+
+  // Optimizer step: all gradients, the state (created now in step 1) and temporaries.
+  {
+    const bytes step_state = run.offload_optimizer ? bytes{} : optimizer_state_bytes(g, run);
+    phase_candidate step{phase::optimizer_step,
+                         {params, all_grads, step_state, g.inputs, workspace + optimizer_step_temporaries(g, run)}};
+    best = larger(best, step);
+  }
+
+  peak_estimate result{};
+  result.at = best.at;
+  result.breakdown = best.breakdown;
+  result.tensor = best.breakdown.total();
+  if (cuda) {
+    const bytes rounding = bytes{checked_mul(large_tensor_count(g, run), cuda_round_large.value / 2)};
+    result.reserved = round_up(result.tensor + rounding, cuda_round_large);
+    result.device = result.reserved + cuda_context_bytes(run.cuda_lazy_loading);
+  } else {
+    result.reserved = result.tensor;
+    result.device = result.tensor;
+  }
+  return result;
+}
+
+}  // namespace detail
+
+constexpr estimate_result estimate(const graph& g, const training_spec& run) {
+  estimate_result r{};
+  r.parameter_count = parameter_count(g);
+  r.trainable_parameter_count = trainable_parameter_count(g);
+  r.parameter_bytes = parameter_bytes(g, run);
+  r.gradient_bytes = gradient_bytes(g, run);
+  r.optimizer_bytes = optimizer_state_bytes(g, run);
+  const bool ckpt = run.ckpt == checkpointing::full;
+  r.saved_activation_bytes = section_saved_bytes(g, prologue_of(g), run, false) +
+                             section_saved_bytes(g, block_of(g), run, ckpt) * g.block_repeats +
+                             section_saved_bytes(g, epilogue_of(g), run, false);
+  r.steady = detail::estimate_peak(g, run, true);
+  r.first_step = detail::estimate_peak(g, run, false);
+  return r;
+}
+
+constexpr estimate_result estimate(const model_spec& model, const training_spec& run) {
+  return estimate(build_graph(model, run), run);
+}
+
+// Total parameters of a model (independent of how it is trained).
+constexpr std::uint64_t parameter_count(const model_spec& model) {
+  return parameter_count(build_graph(model, training_spec{.micro_batch = 1, .seq_len = 1}));
+}
+
+}  // namespace memscale

@@ -1,0 +1,116 @@
+// memscale/estimate/activations.hpp: saved activations and the live-memory profile of
+// forward and backward, section by section.
+//
+// Forward: an op's output lives while the op runs; whatever a later backward needs stays.
+// Backward runs the ops in reverse: a kept tensor is freed after the backward of the
+// earliest op that needs it, an op's extra saved tensors after its own backward. The
+// block section repeats, and every cross-layer term is linear in the layer index, so
+// the maximum over layers is at the first or last layer: no walk over all layers.
+#pragma once
+
+#include <array>
+#include <cstddef>
+
+#include "memscale/estimate/gradients.hpp"
+#include "memscale/graph.hpp"
+#include "memscale/training.hpp"
+
+namespace memscale {
+
+// Bytes an op keeps from forward until backward.
+constexpr bytes op_saved_bytes(const op& o) {
+  return (o.released_by != not_kept ? o.out : bytes{}) + o.extra_saved;
+}
+
+struct section {
+  std::size_t begin = 0;
+  std::size_t end = 0;
+};
+
+constexpr section prologue_of(const graph& g) { return {0, g.block_begin}; }
+constexpr section block_of(const graph& g) { return {g.block_begin, g.block_end}; }
+constexpr section epilogue_of(const graph& g) { return {g.block_end, g.size}; }
+
+// Whether selective checkpointing recomputes (so does not keep) op `o`'s tensors.
+constexpr bool dropped_by_selective(const op& o, const training_spec& run) {
+  return run.ckpt == checkpointing::selective && o.recomputed_by_selective;
+}
+
+// Saved bytes of one pass through a section, as seen by later sections.
+constexpr bytes section_saved_bytes(const graph& g, section s, const training_spec& run, bool checkpointed) {
+  bytes total{};
+  for (std::size_t i = s.begin; i < s.end; ++i) {
+    const op& o = g.ops[i];
+    // torch.utils.checkpoint keeps only the block's input (its first, stream op).
+    if (checkpointed && o.kind != op_kind::stream) continue;
+    if (dropped_by_selective(o, run)) continue;
+    total += op_saved_bytes(o);
+  }
+  return total;
+}
+
+// Highest live activation bytes inside one forward pass through a section, counted
+// from the section start: saved so far + the running op's output, temporaries and its
+// input when nothing keeps that input.
+// With `held`, outputs nobody saves stay alive until the section ends: the loss code
+// holds logits and their shifted copy in local variables until forward returns
+// (modeling_gpt2.py GPT2LMHeadModel.forward: lm_logits, shift_logits).
+constexpr bytes section_forward_peak(const graph& g, section s, const training_spec& run, bool held = false) {
+  bytes saved{};
+  bytes loose{};
+  bytes peak{};
+  for (std::size_t i = s.begin; i < s.end; ++i) {
+    const op& o = g.ops[i];
+    const bool prev_loose = i > s.begin && g.ops[i - 1].released_by == not_kept;
+    const bytes previous = held ? loose : (prev_loose ? g.ops[i - 1].out : bytes{});
+    const bytes live = saved + o.out + o.fwd_temp + o.extra_saved + previous;
+    peak = max(peak, live);
+    if (!dropped_by_selective(o, run)) saved += op_saved_bytes(o);
+    if (o.released_by == not_kept) loose += o.out;
+  }
+  return peak;
+}
+
+struct backward_profile {
+  bytes peak{};              // activations + transient gradients + gradients created in the section
+  bytes grads_at_peak{};     // the part of `peak` that is parameter gradients
+};
+
+// Highest live bytes during one backward pass through a section, counted over: the
+// section's saved tensors still needed, gradients created so far in the section (when
+// gradients do not persist), the gradients of the op's output and input, its temporaries.
+constexpr backward_profile section_backward_peak(const graph& g, section s, const training_spec& run,
+                                                 bool grads_persist, bytes carried_grad) {
+  const std::size_t n = s.end - s.begin;
+  std::array<bytes, graph_capacity> out_released_at{};  // outputs freed after backward of index
+  for (std::size_t i = s.begin; i < s.end; ++i) {
+    const op& o = g.ops[i];
+    if (o.released_by == not_kept || dropped_by_selective(o, run)) continue;
+    out_released_at[static_cast<std::size_t>(o.released_by) - s.begin] += o.out;
+  }
+  // alive_outputs(i) = sum of outputs whose release index <= i (ascending prefix sum).
+  std::array<bytes, graph_capacity> alive_outputs{};
+  std::array<bytes, graph_capacity> alive_extra{};
+  bytes running_out{};
+  bytes running_extra{};
+  for (std::size_t k = 0; k < n; ++k) {
+    running_out += out_released_at[k];
+    running_extra += g.ops[s.begin + k].extra_saved;
+    alive_outputs[k] = running_out;
+    alive_extra[k] = running_extra;
+  }
+  backward_profile result{};
+  bytes grads_after{};  // gradients created by ops later in the section (already processed)
+  for (std::size_t k = n; k-- > 0;) {
+    const op& o = g.ops[s.begin + k];
+    const bytes own_grad = op_gradient_bytes(o, run);
+    const bytes grad_out = o.out;  // gradient w.r.t. the output has the output's size
+    const bytes created = grads_persist ? own_grad : grads_after + own_grad;
+    const bytes live = alive_outputs[k] + alive_extra[k] + grad_out + o.grad_in + o.bwd_temp + carried_grad + created;
+    if (live > result.peak) result = {live, created};
+    grads_after += own_grad;
+  }
+  return result;
+}
+
+}  // namespace memscale

@@ -1,0 +1,102 @@
+// memscale/estimate/optimizer.hpp: optimizer state and the temporaries of one step.
+#pragma once
+
+#include <cstdint>
+
+#include "memscale/dtype.hpp"
+#include "memscale/graph.hpp"
+#include "memscale/precision_policy.hpp"
+#include "memscale/training.hpp"
+
+namespace memscale {
+
+// bitsandbytes keeps 32-bit state for tensors smaller than this (optim/optimizer.py min_8bit_size).
+inline constexpr std::uint64_t bnb_min_8bit_size = 4096;
+// bitsandbytes blockwise 8-bit state: one fp32 absmax per block of 256 values
+// (optim/optimizer.py Optimizer8bit.init_state, blocksize 256 since 0.37 dynamic blockwise).
+inline constexpr std::uint64_t bnb_state_block = 256;
+
+// State bytes for one parameter tensor of rows x cols elements.
+constexpr bytes tensor_state_bytes(std::uint64_t rows, std::uint64_t cols, const training_spec& run) {
+  const auto p = precision_policy_of(run);
+  const auto n = detail::checked_mul(rows, cols);
+  // Adam keeps its step counter as a 4-byte tensor; on CUDA it stays on the host unless
+  // the fused/capturable path is used (torch/optim/adam.py _init_group).
+  const bytes step_counter = (run.device == device_kind::cpu || run.optimizer_impl == optimizer_implementation::fused)
+                                 ? storage(dtype::fp32, 1)
+                                 : bytes{};
+  switch (run.optimizer) {
+    case optimizer_kind::sgd: return {};
+    // momentum_buffer = clone of the gradient (torch/optim/sgd.py).
+    case optimizer_kind::sgd_momentum: return storage(p.param, n);
+    // exp_avg and exp_avg_sq = zeros_like(param) (torch/optim/adam.py, adamw.py).
+    case optimizer_kind::adam:
+    case optimizer_kind::adamw: return storage(p.param, detail::checked_mul(n, 2)) + step_counter;
+    // Lion keeps only exp_avg (Chen et al. 2023, arXiv 2302.06675, Algorithm 2).
+    case optimizer_kind::lion: return storage(p.param, n);
+    case optimizer_kind::adamw_8bit:
+      if (n < bnb_min_8bit_size) return storage(dtype::fp32, detail::checked_mul(n, 2));
+      return storage(dtype::int8, detail::checked_mul(n, 2)) +
+             storage(dtype::fp32, detail::checked_mul(detail::ceil_div(n, bnb_state_block), 2));
+    // Adafactor (Shazeer & Stern 2018, arXiv 1804.04235; transformers optimization.py):
+    // factored second moment (row + column vectors) for matrices, full for vectors, no
+    // first moment with the default beta1=None.
+    case optimizer_kind::adafactor:
+      return cols > 1 ? storage(p.param, detail::checked_add(rows, cols)) : storage(p.param, n);
+  }
+  return {};
+}
+
+// Calls fn(rows, cols) for every trainable parameter tensor, once per repeat.
+template <class Fn>
+constexpr void for_each_trainable_tensor(const graph& g, Fn&& fn) {
+  for (std::size_t i = 0; i < g.size; ++i) {
+    const op& o = g.ops[i];
+    if (o.frozen) continue;
+    const auto copies = detail::checked_mul(repeats_of(g, i), o.weight.count);
+    if (!o.borrows_weight && o.weight.rows != 0) fn(o.weight.rows, o.weight.cols, copies);
+    if (o.bias.rows != 0) fn(o.bias.rows, std::uint64_t{1}, detail::checked_mul(repeats_of(g, i), o.bias.count));
+  }
+}
+
+constexpr bytes optimizer_state_bytes(const graph& g, const training_spec& run) {
+  bytes total{};
+  for_each_trainable_tensor(g, [&](std::uint64_t rows, std::uint64_t cols, std::uint64_t copies) {
+    total += tensor_state_bytes(rows, cols, run) * copies;
+  });
+  return total;
+}
+
+// Temporaries alive inside optimizer.step() beyond parameters, gradients and state.
+constexpr bytes optimizer_step_temporaries(const graph& g, const training_spec& run) {
+  if (run.offload_optimizer) return {};
+  const auto p = precision_policy_of(run);
+  std::uint64_t largest = 0;
+  std::uint64_t all = 0;
+  for_each_trainable_tensor(g, [&](std::uint64_t rows, std::uint64_t cols, std::uint64_t copies) {
+    largest = detail::max(largest, detail::checked_mul(rows, cols));
+    all = detail::checked_add(all, detail::checked_mul(rows, cols, copies));
+  });
+  const bool adam_like = run.optimizer == optimizer_kind::adam || run.optimizer == optimizer_kind::adamw;
+  switch (run.optimizer_impl) {
+    case optimizer_implementation::fused: return {};
+    case optimizer_implementation::for_loop:
+      // _single_tensor_adam: exp_avg_sq.sqrt() / bias_correction2_sqrt holds two
+      // parameter-sized temporaries; Adafactor's update (grad**2 + eps, then the
+      // factored update) and Lion's sign(update) likewise hold two.
+      if (adam_like || run.optimizer == optimizer_kind::adafactor || run.optimizer == optimizer_kind::lion)
+        return storage(p.param, detail::checked_mul(largest, 2));
+      return {};
+    case optimizer_implementation::foreach:
+      // _multi_tensor_adam: torch < 2.1 builds exp_avg_sq_sqrt and denom as two lists the
+      // size of the whole group; from 2.1 the eps add is in place, leaving one
+      // (torch/optim/adam.py, pytorch PR #104898 era).
+      if (adam_like) return storage(p.param, detail::checked_mul(all, run.torch_version < 201 ? 2 : 1));
+      if (run.optimizer == optimizer_kind::lion || run.optimizer == optimizer_kind::adafactor)
+        return storage(p.param, detail::checked_mul(largest, 2));
+      return {};
+  }
+  return {};
+}
+
+}  // namespace memscale

@@ -1,0 +1,57 @@
+// memscale/estimate/parameters.hpp: parameter counts and their storage.
+#pragma once
+
+#include <cstdint>
+
+#include "memscale/dtype.hpp"
+#include "memscale/graph.hpp"
+#include "memscale/precision_policy.hpp"
+#include "memscale/training.hpp"
+
+namespace memscale {
+
+// bitsandbytes NF4 (Dettmers et al. 2023, QLoRA, arXiv 2305.14314 sec. 3): 4-bit codes,
+// one absmax constant per block of 64 weights.
+inline constexpr std::uint64_t nf4_block = 64;
+// Double quantization (same paper, sec. 3): absmax stored as 8-bit, with one fp32
+// second-level constant per 256 first-level blocks.
+inline constexpr std::uint64_t nf4_second_level_block = 256;
+
+constexpr std::uint64_t parameter_count(const graph& g) {
+  std::uint64_t n = 0;
+  for (std::size_t i = 0; i < g.size; ++i) n = detail::checked_add(n, detail::checked_mul(stored_elements(g.ops[i]), repeats_of(g, i)));
+  return n;
+}
+
+// Parameters that receive gradients and optimizer state.
+constexpr std::uint64_t trainable_parameter_count(const graph& g) {
+  std::uint64_t n = 0;
+  for (std::size_t i = 0; i < g.size; ++i)
+    if (!g.ops[i].frozen) n = detail::checked_add(n, detail::checked_mul(stored_elements(g.ops[i]), repeats_of(g, i)));
+  return n;
+}
+
+// Storage of `elements` frozen matmul weights quantised to NF4.
+constexpr bytes nf4_weight_bytes(std::uint64_t elements, base_quant quant) {
+  const auto blocks = detail::ceil_div(elements, nf4_block);
+  const bytes codes = storage(dtype::nf4, elements);
+  if (quant == base_quant::nf4) return codes + storage(dtype::fp32, blocks);
+  return codes + storage(dtype::int8, blocks) + storage(dtype::fp32, detail::ceil_div(blocks, nf4_second_level_block));
+}
+
+// Bytes one op's parameters occupy on the device.
+constexpr bytes op_parameter_bytes(const op& o, const training_spec& run) {
+  const auto p = precision_policy_of(run);
+  const bool quantised = run.target == training_target::qlora && o.frozen && o.role == param_role::matmul;
+  const std::uint64_t weight = o.borrows_weight ? 0 : o.weight.elements();
+  const bytes w = quantised ? nf4_weight_bytes(weight, run.quant) : storage(p.param, weight);
+  return w + storage(p.param, o.bias.elements());
+}
+
+constexpr bytes parameter_bytes(const graph& g, const training_spec& run) {
+  bytes total{};
+  for (std::size_t i = 0; i < g.size; ++i) total += op_parameter_bytes(g.ops[i], run) * repeats_of(g, i);
+  return total;
+}
+
+}  // namespace memscale

@@ -1,0 +1,13 @@
+// memscale/memscale.hpp: the umbrella header (standard library only; fmt and JSON
+// adapters are opt-in: <memscale/fmt.hpp>, <memscale/json.hpp>).
+#pragma once
+
+#include "memscale/bytes.hpp"
+#include "memscale/dtype.hpp"
+#include "memscale/error.hpp"
+#include "memscale/estimate.hpp"
+#include "memscale/graph.hpp"
+#include "memscale/model.hpp"
+#include "memscale/presets.hpp"
+#include "memscale/training.hpp"
+#include "memscale/transformer.hpp"

@@ -1,0 +1,108 @@
+// memscale/model.hpp: the architecture of a network, as its config file describes it.
+//
+// A model_spec holds the numbers a Hugging Face config.json (or a lit-gpt Config) gives;
+// build_graph (graph_builder.hpp) turns it into the sequence of ops the estimators walk.
+// Field order is part of the API: designated initialisers must follow it.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "memscale/error.hpp"
+
+namespace memscale {
+
+enum class architecture : std::uint8_t { decoder, encoder };
+enum class position_kind : std::uint8_t { learned, rotary, none };
+enum class norm_kind : std::uint8_t { layernorm, rmsnorm };
+// gelu/relu: two matrices (up, down); swiglu/geglu: three (gate, up, down).
+enum class mlp_kind : std::uint8_t { gelu, gelu_tanh, relu, swiglu, geglu };
+// sequential: x + attn(norm(x)), then + mlp(norm(.)) (GPT-2, LLaMA);
+// parallel: x + attn(norm1(x)) + mlp(norm2(x)) (GPT-NeoX, Phi);
+// post_norm: norm(x + attn(x)), then norm(. + mlp(.)) (BERT).
+enum class block_layout : std::uint8_t { sequential, parallel, post_norm };
+enum class head_kind : std::uint8_t { causal_lm, masked_lm, sequence_classification, none };
+// The code that runs the model: what autograd keeps differs between implementations.
+enum class implementation : std::uint8_t { hf_transformers, litgpt };
+
+struct model_spec {
+  std::string_view name = "custom";
+  architecture arch = architecture::decoder;
+  std::uint64_t layers = 0;
+  std::uint64_t hidden = 0;
+  std::uint64_t heads = 0;
+  std::uint64_t kv_heads = 0;       // 0: same as heads (multi-head attention)
+  std::uint64_t head_dim = 0;       // 0: hidden / heads
+  std::uint64_t ffn = 0;            // MLP inner size (per expert for mixture-of-experts)
+  std::uint64_t vocab = 0;
+  std::uint64_t max_positions = 0;  // learned position table rows
+  std::uint64_t type_vocab = 0;     // BERT token-type embeddings
+  position_kind positions = position_kind::learned;
+  double rotary_fraction = 1.0;     // share of head_dim that is rotated (Phi: 0.5, StableLM-alpha: 0.25)
+  norm_kind norm = norm_kind::layernorm;
+  std::uint64_t extra_norms_per_block = 0;  // norms beyond the usual two (Gemma 2: 2 more)
+  mlp_kind mlp = mlp_kind::gelu;
+  block_layout layout = block_layout::sequential;
+  bool shared_attention_norm = false;  // parallel layout with one norm feeding both branches
+  bool fused_qkv = false;              // one projection makes q, k and v (GPT-2 c_attn, lit-gpt attn)
+  bool qkv_bias = false;
+  bool attn_out_bias = false;
+  bool mlp_bias = false;
+  bool norm_bias = true;               // LayerNorm with a bias (RMSNorm never has one)
+  bool embedding_norm = false;         // a norm right after the embeddings (BERT)
+  bool final_norm = true;              // a norm after the last block (pre-norm decoders)
+  bool tied_embeddings = false;
+  head_kind head = head_kind::causal_lm;
+  bool lm_head_bias = false;
+  bool upcast_logits = false;          // logits.float() before the loss (HF LLaMA-family heads)
+  bool pooler = false;                 // BERT pooler (dense + tanh on the first token)
+  std::uint64_t num_labels = 2;        // sequence-classification outputs
+  std::uint64_t experts = 0;           // 0: dense MLP
+  std::uint64_t experts_per_token = 0;
+  bool dropout = false;                // the model's own dropout layers have p > 0 (GPT-2, BERT: 0.1)
+  implementation impl = implementation::hf_transformers;
+  std::uint64_t buffer_bytes_per_layer = 0;  // registered non-parameter buffers (old HF GPT-2: 1 MiB causal mask)
+};
+
+constexpr std::uint64_t kv_heads_of(const model_spec& m) { return m.kv_heads == 0 ? m.heads : m.kv_heads; }
+constexpr std::uint64_t head_dim_of(const model_spec& m) {
+  return m.head_dim != 0 ? m.head_dim : (m.heads == 0 ? 0 : m.hidden / m.heads);
+}
+constexpr bool gated_mlp(const model_spec& m) { return m.mlp == mlp_kind::swiglu || m.mlp == mlp_kind::geglu; }
+
+// Fails (compile error in constant evaluation, memscale::error at run time) on the
+// first field that cannot describe a real network.
+constexpr const model_spec& validate(const model_spec& m) {
+  using detail::require;
+  constexpr auto bad = error_code::invalid_model;
+  require(m.layers > 0, bad, "model.layers", "must be > 0", m.layers);
+  require(m.hidden > 0, bad, "model.hidden", "must be > 0", m.hidden);
+  require(m.heads > 0, bad, "model.heads", "must be > 0", m.heads);
+  require(m.head_dim != 0 || m.hidden % m.heads == 0, bad, "model.heads",
+          "must divide model.hidden when model.head_dim is not given", m.heads);
+  require(kv_heads_of(m) <= m.heads, bad, "model.kv_heads", "must be <= model.heads", kv_heads_of(m));
+  require(m.heads % kv_heads_of(m) == 0, bad, "model.kv_heads", "must divide model.heads", kv_heads_of(m));
+  require(m.ffn > 0, bad, "model.ffn", "must be > 0", m.ffn);
+  require(m.vocab > 0, bad, "model.vocab", "must be > 0", m.vocab);
+  require(m.positions != position_kind::learned || m.max_positions > 0, bad, "model.max_positions",
+          "must be > 0 with learned positions", m.max_positions);
+  require(m.rotary_fraction > 0.0 && m.rotary_fraction <= 1.0, bad, "model.rotary_fraction", "must be in (0, 1]",
+          0);
+  require((m.experts == 0) == (m.experts_per_token == 0), bad, "model.experts_per_token",
+          "must be > 0 exactly when model.experts > 0", m.experts_per_token);
+  require(m.experts_per_token <= m.experts, bad, "model.experts_per_token", "must be <= model.experts",
+          m.experts_per_token);
+  require(m.head != head_kind::sequence_classification || m.num_labels > 0, bad, "model.num_labels",
+          "must be > 0 for a classification head", m.num_labels);
+  require(m.arch != architecture::encoder || m.head != head_kind::causal_lm, bad, "model.head",
+          "an encoder has no causal-LM head", 0);
+  require(!(m.tied_embeddings && m.head == head_kind::sequence_classification), bad, "model.tied_embeddings",
+          "a classification head has no output embedding to tie", 1);
+  return m;
+}
+
+constexpr std::string_view to_string(implementation i) noexcept {
+  return i == implementation::litgpt ? "litgpt" : "hf-transformers";
+}
+
+}  // namespace memscale

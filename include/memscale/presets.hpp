@@ -1,0 +1,120 @@
+// memscale/presets.hpp: published architectures, from each model's config.json.
+//
+// Each preset's parameter count equals the published total; tests/static/presets_static.cpp
+// pins every one with a static_assert.
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string_view>
+
+#include "memscale/model.hpp"
+
+namespace memscale::presets {
+
+// openai-community/gpt2 config.json (n_embd 768, n_layer 12, n_head 12, n_positions 1024,
+// vocab 50257); GPT2Attention registers a max_positions^2 bool causal-mask buffer per layer.
+constexpr model_spec gpt2_base(std::string_view name, std::uint64_t layers, std::uint64_t hidden, std::uint64_t heads) {
+  return {.name = name,
+          .layers = layers,
+          .hidden = hidden,
+          .heads = heads,
+          .ffn = 4 * hidden,
+          .vocab = 50257,
+          .max_positions = 1024,
+          .mlp = mlp_kind::gelu_tanh,
+          .fused_qkv = true,
+          .qkv_bias = true,
+          .attn_out_bias = true,
+          .mlp_bias = true,
+          .tied_embeddings = true,
+          .dropout = true,
+          .buffer_bytes_per_layer = 1024 * 1024};
+}
+
+inline constexpr model_spec gpt2 = gpt2_base("gpt2", 12, 768, 12);
+inline constexpr model_spec gpt2_medium = gpt2_base("gpt2-medium", 24, 1024, 16);
+inline constexpr model_spec gpt2_large = gpt2_base("gpt2-large", 36, 1280, 20);
+inline constexpr model_spec gpt2_xl = gpt2_base("gpt2-xl", 48, 1600, 25);
+
+// google-bert/bert-{base,large}-uncased config.json: vocab 30522, 512 positions, 2 token
+// types, post-LayerNorm, GELU; the published totals include the pooler.
+constexpr model_spec bert_base(std::string_view name, std::uint64_t layers, std::uint64_t hidden, std::uint64_t heads) {
+  return {.name = name,
+          .arch = architecture::encoder,
+          .layers = layers,
+          .hidden = hidden,
+          .heads = heads,
+          .ffn = 4 * hidden,
+          .vocab = 30522,
+          .max_positions = 512,
+          .type_vocab = 2,
+          .layout = block_layout::post_norm,
+          .qkv_bias = true,
+          .attn_out_bias = true,
+          .mlp_bias = true,
+          .embedding_norm = true,
+          .final_norm = false,
+          .tied_embeddings = true,
+          .head = head_kind::none,
+          .pooler = true,
+          .dropout = true};
+}
+
+inline constexpr model_spec bert_base_uncased = bert_base("bert-base-uncased", 12, 768, 12);
+inline constexpr model_spec bert_large_uncased = bert_base("bert-large-uncased", 24, 1024, 16);
+
+// LLaMA-family decoders: RoPE, RMSNorm, SwiGLU, no biases, untied head, fp32 logits.
+constexpr model_spec llama_base(std::string_view name, std::uint64_t layers, std::uint64_t hidden, std::uint64_t heads,
+                                std::uint64_t kv_heads, std::uint64_t ffn, std::uint64_t vocab) {
+  return {.name = name,
+          .layers = layers,
+          .hidden = hidden,
+          .heads = heads,
+          .kv_heads = kv_heads,
+          .ffn = ffn,
+          .vocab = vocab,
+          .positions = position_kind::rotary,
+          .norm = norm_kind::rmsnorm,
+          .mlp = mlp_kind::swiglu,
+          .norm_bias = false,
+          .upcast_logits = true};
+}
+
+// meta-llama/Llama-2-{7,13,70}b-hf config.json.
+inline constexpr model_spec llama_2_7b = llama_base("llama-2-7b", 32, 4096, 32, 32, 11008, 32000);
+inline constexpr model_spec llama_2_13b = llama_base("llama-2-13b", 40, 5120, 40, 40, 13824, 32000);
+inline constexpr model_spec llama_2_70b = llama_base("llama-2-70b", 80, 8192, 64, 8, 28672, 32000);
+// meta-llama/Meta-Llama-3-8B config.json.
+inline constexpr model_spec llama_3_8b = llama_base("llama-3-8b", 32, 4096, 32, 8, 14336, 128256);
+// mistralai/Mistral-7B-v0.1 config.json.
+inline constexpr model_spec mistral_7b = llama_base("mistral-7b", 32, 4096, 32, 8, 14336, 32000);
+
+// mistralai/Mixtral-8x7B-v0.1 config.json: 8 experts, 2 per token, a router per layer.
+constexpr model_spec mixtral_base() {
+  model_spec m = llama_base("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000);
+  m.experts = 8;
+  m.experts_per_token = 2;
+  return m;
+}
+inline constexpr model_spec mixtral_8x7b = mixtral_base();
+
+// Qwen/Qwen2.5-7B config.json: biases on q, k and v only.
+constexpr model_spec qwen25_base() {
+  model_spec m = llama_base("qwen2.5-7b", 28, 3584, 28, 4, 18944, 152064);
+  m.qkv_bias = true;
+  return m;
+}
+inline constexpr model_spec qwen2_5_7b = qwen25_base();
+
+inline constexpr std::array all{gpt2,        gpt2_medium, gpt2_large, gpt2_xl,    bert_base_uncased,
+                                bert_large_uncased, llama_2_7b, llama_2_13b, llama_2_70b, llama_3_8b,
+                                mistral_7b,  mixtral_8x7b, qwen2_5_7b};
+
+constexpr std::optional<model_spec> find(std::string_view name) {
+  for (const auto& m : all)
+    if (m.name == name) return m;
+  return std::nullopt;
+}
+
+}  // namespace memscale::presets

@@ -1,0 +1,118 @@
+// memscale/training.hpp: how a model is trained, as the training script sets it up.
+// Field order is part of the API: designated initialisers must follow it.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "memscale/error.hpp"
+
+namespace memscale {
+
+// fp32: everything fp32. amp_*: autocast with fp32 parameters and optimizer state.
+// pure_*: the model itself is cast (model.to(bf16)), so state is 16-bit too.
+enum class precision : std::uint8_t { fp32, amp_fp16, amp_bf16, pure_bf16, pure_fp16 };
+enum class optimizer_kind : std::uint8_t { sgd, sgd_momentum, adam, adamw, adamw_8bit, adafactor, lion };
+// for_loop: one parameter at a time (torch "single_tensor"); foreach: multi-tensor
+// kernels over a whole group (PyTorch 2.x default on CUDA); fused: one kernel, no temporaries.
+enum class optimizer_implementation : std::uint8_t { for_loop, foreach, fused };
+enum class checkpointing : std::uint8_t { none, full, selective };
+// eager: softmax(QK^T)V written out; sdpa_math: F.scaled_dot_product_attention's math
+// backend (same tensors); flash: flash or memory-efficient kernels (no s x s matrix kept).
+enum class attention_impl : std::uint8_t { eager, sdpa_math, flash };
+enum class training_target : std::uint8_t { full, lora, qlora };
+enum class base_quant : std::uint8_t { nf4, nf4_double_quant };
+// standard: logits materialised for the whole sequence; chunked: cross-entropy over
+// slices of the sequence (lit-gpt chunked_cross_entropy, Liger-style fused losses).
+enum class loss_impl : std::uint8_t { standard, chunked };
+// Which allocator and autocast op lists apply: a CUDA run, or a CPU trace (measure.py).
+enum class device_kind : std::uint8_t { cuda, cpu };
+
+// Bit flags naming the projections LoRA adapts.
+enum class lora_target : std::uint8_t { q = 1, k = 2, v = 4, o = 8, mlp = 16 };
+constexpr std::uint8_t operator|(lora_target a, lora_target b) {
+  return static_cast<std::uint8_t>(static_cast<std::uint8_t>(a) | static_cast<std::uint8_t>(b));
+}
+constexpr std::uint8_t operator|(std::uint8_t a, lora_target b) {
+  return static_cast<std::uint8_t>(a | static_cast<std::uint8_t>(b));
+}
+constexpr bool has(std::uint8_t set, lora_target t) { return (set & static_cast<std::uint8_t>(t)) != 0; }
+
+struct training_spec {
+  std::uint64_t micro_batch = 1;
+  std::uint64_t seq_len = 512;
+  precision prec = precision::fp32;
+  optimizer_kind optimizer = optimizer_kind::adamw;
+  optimizer_implementation optimizer_impl = optimizer_implementation::foreach;
+  std::uint64_t grad_accum = 1;
+  checkpointing ckpt = checkpointing::none;
+  attention_impl attention = attention_impl::flash;
+  training_target target = training_target::full;
+  std::uint64_t lora_rank = 0;
+  std::uint8_t lora_targets = lora_target::q | lora_target::v;
+  base_quant quant = base_quant::nf4;     // only with training_target::qlora
+  bool dropout = true;
+  loss_impl loss = loss_impl::standard;
+  std::uint64_t loss_chunk = 128;         // tokens per cross-entropy chunk (lit-gpt default 128)
+  bool zero_grad_to_none = true;          // PyTorch >= 2.0 default; older Trainers zeroed in place
+  // Memory-saving techniques the planner switches on (each modelled by the estimators).
+  bool offload_optimizer = false;         // optimizer state and step on the CPU (ZeRO-Offload style)
+  bool offload_parameters = false;        // parameters streamed from the CPU one block at a time
+  bool offload_activations = false;       // checkpointed block inputs kept on the CPU
+  device_kind device = device_kind::cuda;
+  std::uint32_t torch_version = 205;      // major * 100 + minor: optimizer internals changed across releases
+  std::uint32_t compute_capability = 80;  // the GPU's sm version: cuBLAS workspace size
+  bool cuda_lazy_loading = true;          // CUDA >= 11.7 loads kernels lazily: smaller context
+};
+
+constexpr bool uses_autocast(precision p) { return p == precision::amp_fp16 || p == precision::amp_bf16; }
+constexpr bool is_lora(const training_spec& t) { return t.target != training_target::full; }
+
+constexpr const training_spec& validate(const training_spec& t) {
+  using detail::require;
+  constexpr auto bad = error_code::invalid_run;
+  require(t.micro_batch > 0, bad, "run.micro_batch", "must be > 0", t.micro_batch);
+  require(t.seq_len > 0, bad, "run.seq_len", "must be > 0", t.seq_len);
+  require(t.grad_accum > 0, bad, "run.grad_accum", "must be > 0", t.grad_accum);
+  require(!is_lora(t) || t.lora_rank > 0, bad, "run.lora_rank", "must be > 0 when training LoRA adapters",
+          t.lora_rank);
+  require(is_lora(t) || t.lora_rank == 0, bad, "run.lora_rank", "must be 0 when training every weight",
+          t.lora_rank);
+  require(!is_lora(t) || t.lora_targets != 0, bad, "run.lora_targets", "must name at least one projection", 0);
+  require(t.loss != loss_impl::chunked || t.loss_chunk > 0, bad, "run.loss_chunk", "must be > 0", t.loss_chunk);
+  return t;
+}
+
+constexpr std::string_view to_string(precision p) noexcept {
+  switch (p) {
+    case precision::fp32: return "fp32";
+    case precision::amp_fp16: return "amp_fp16";
+    case precision::amp_bf16: return "amp_bf16";
+    case precision::pure_bf16: return "pure_bf16";
+    case precision::pure_fp16: return "pure_fp16";
+  }
+  return "fp32";
+}
+
+constexpr std::string_view to_string(optimizer_kind o) noexcept {
+  switch (o) {
+    case optimizer_kind::sgd: return "sgd";
+    case optimizer_kind::sgd_momentum: return "sgd_momentum";
+    case optimizer_kind::adam: return "adam";
+    case optimizer_kind::adamw: return "adamw";
+    case optimizer_kind::adamw_8bit: return "adamw_8bit";
+    case optimizer_kind::adafactor: return "adafactor";
+    case optimizer_kind::lion: return "lion";
+  }
+  return "adamw";
+}
+
+constexpr std::string_view to_string(checkpointing c) noexcept {
+  return c == checkpointing::full ? "full" : c == checkpointing::selective ? "selective" : "none";
+}
+
+constexpr std::string_view to_string(attention_impl a) noexcept {
+  return a == attention_impl::eager ? "eager" : a == attention_impl::sdpa_math ? "sdpa_math" : "flash";
+}
+
+}  // namespace memscale
