@@ -95,7 +95,11 @@ constexpr std::uint64_t large_tensor_count(const graph& g, const training_spec& 
 constexpr peak_estimate estimate_peak(const graph& g, const training_spec& run, bool state_present) {
   const auto L = g.block_repeats;
   const bool ckpt = run.ckpt == checkpointing::full;
-  const bool persist = run.grad_accum > 1 || !run.zero_grad_to_none;
+  // ZeRO-Offload (Ren et al. 2021, arXiv 2101.06840 sec. 4) moves each gradient to the
+  // host as backward produces it and steps the optimizer there: the device holds only
+  // the gradients of the section in flight.
+  const bool grads_to_host = run.offload_optimizer;
+  const bool persist = !grads_to_host && (run.grad_accum > 1 || !run.zero_grad_to_none);
   const bool cuda = run.device == device_kind::cuda;
 
   // Parameters and gradients by section (block figures are per layer).
@@ -138,15 +142,16 @@ constexpr peak_estimate estimate_peak(const graph& g, const training_spec& run, 
   // or the bottom block (nothing below, all other block gradients created).
   const auto bp = section_backward_peak(g, block_of(g), run, persist, g.stream_grad);
   const bytes local_act = bp.peak - bp.grads_at_peak;
-  const bytes grads_before_top = persist ? bytes{} : grads_e;
+  const bytes grads_before_top = (persist || grads_to_host) ? bytes{} : grads_e;
   const bytes grads_before_bottom =
-      persist ? bytes{} : grads_e + device_share_of_blocks(grads_b, L - 1, streamed);
+      (persist || grads_to_host) ? bytes{} : grads_e + device_share_of_blocks(grads_b, L - 1, streamed);
   best = larger(best, moment(phase::backward, below_blocks + local_act, grads_before_top + bp.grads_at_peak, {}));
   best = larger(best, moment(phase::backward, saved_p + local_act, grads_before_bottom + bp.grads_at_peak, {}));
 
   // Backward of the prologue (embeddings).
   const auto pp = section_backward_peak(g, prologue_of(g), run, persist, bytes{});
-  const bytes grads_before_prologue = persist ? bytes{} : grads_e + device_share_of_blocks(grads_b, L, streamed);
+  const bytes grads_before_prologue =
+      (persist || grads_to_host) ? bytes{} : grads_e + device_share_of_blocks(grads_b, L, streamed);
   best = larger(best, moment(phase::backward, pp.peak - pp.grads_at_peak, grads_before_prologue + pp.grads_at_peak,
                              {}));
 
@@ -154,7 +159,8 @@ constexpr peak_estimate estimate_peak(const graph& g, const training_spec& run, 
   {
     const bytes step_state = run.offload_optimizer ? bytes{} : optimizer_state_bytes(g, run);
     phase_candidate step{phase::optimizer_step,
-                         {params, all_grads, step_state, g.inputs, workspace + optimizer_step_temporaries(g, run)}};
+                         {params, grads_to_host ? bytes{} : all_grads, step_state, g.inputs,
+                          workspace + optimizer_step_temporaries(g, run)}};
     best = larger(best, step);
   }
 
