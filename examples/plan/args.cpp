@@ -13,7 +13,7 @@
 namespace memscale_plan {
 namespace {
 
-std::string quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
+std::string in_quotes(std::string_view text) { return "\"" + std::string(text) + "\""; }
 
 // How an option combines with the others: run options describe the estimated run and
 // are rejected together with a command; commands exclude each other.
@@ -53,7 +53,7 @@ const std::array<option_def, 16> option_table{{
     {"--model", "NAME", "a preset (see --list-models); default gpt2", group::run,
      [](options& o, std::string_view v) {
        const auto found = memscale::presets::find(v);
-       if (!found) throw usage_error("--model must be one of " + preset_names() + " (got " + quoted(v) + ")");
+       if (!found) throw usage_error("--model must be one of " + preset_names() + " (got " + in_quotes(v) + ")");
        o.model = *found;
      }},
     {"--batch", "N", "micro-batch size, sequences per step; default 4", group::run,
@@ -120,7 +120,7 @@ void check_combination(const options& o) {
   if (o.model.positions == memscale::position_kind::learned && o.model.max_positions > 0 &&
       o.run.seq_len > o.model.max_positions)
     throw usage_error("--seq must be <= " + std::to_string(o.model.max_positions) + " for " + std::string(o.model.name) +
-                      " (its learned position table) (got " + quoted(std::to_string(o.run.seq_len)) + ")");
+                      " (its learned position table) (got " + in_quotes(std::to_string(o.run.seq_len)) + ")");
   memscale::validate(o.run);
 }
 
@@ -133,9 +133,9 @@ std::uint64_t parse_positive(std::string_view option, std::string_view text) {
   const auto [ptr, ec] = std::from_chars(first, last, value);
   if (ec == std::errc::result_out_of_range)
     throw usage_error(std::string(option) + " must be at most " +
-                      std::to_string(std::numeric_limits<std::uint64_t>::max()) + " (got " + quoted(text) + ")");
+                      std::to_string(std::numeric_limits<std::uint64_t>::max()) + " (got " + in_quotes(text) + ")");
   if (text.empty() || ec != std::errc{} || ptr != last || value == 0)
-    throw usage_error(std::string(option) + " must be a positive integer (got " + quoted(text) + ")");
+    throw usage_error(std::string(option) + " must be a positive integer (got " + in_quotes(text) + ")");
   return value;
 }
 
@@ -162,11 +162,11 @@ options parse_args(const std::vector<std::string_view>& args) {
     }
     const option_def* def = find_option(name);
     if (def == nullptr) {
-      if (!arg.empty() && arg.front() == '-') throw usage_error("unknown option " + quoted(name) + " (see --help)");
-      throw usage_error("unexpected argument " + quoted(arg) + " (options start with --; see --help)");
+      if (!arg.empty() && arg.front() == '-') throw usage_error("unknown option " + in_quotes(name) + " (see --help)");
+      throw usage_error("unexpected argument " + in_quotes(arg) + " (options start with --; see --help)");
     }
     if (def->placeholder.empty()) {
-      if (inline_value) throw usage_error(std::string(def->name) + " takes no value (got " + quoted(value) + ")");
+      if (inline_value) throw usage_error(std::string(def->name) + " takes no value (got " + in_quotes(value) + ")");
     } else if (!inline_value) {
       if (i + 1 >= args.size() || looks_like_option(args[i + 1]))
         throw usage_error(std::string(def->name) + " needs a value (" + std::string(def->placeholder) + ")");

@@ -14,10 +14,10 @@
 namespace memscale_plan {
 namespace {
 
-std::string quoted(const std::string& text) { return "\"" + text + "\""; }
+std::string in_quotes(const std::string& text) { return "\"" + text + "\""; }
 
 [[noreturn]] void cannot_read(const std::string& path, int err) {
-  throw usage_error("--cases cannot read " + quoted(path) + ": " + std::strerror(err));
+  throw usage_error("--cases cannot read " + in_quotes(path) + ": " + std::strerror(err));
 }
 
 std::string read_file(const std::string& path) {
@@ -44,7 +44,7 @@ nlohmann::json answer(const nlohmann::json& record) {
     const auto id = record.find("id");
     nlohmann::json out;
     out["id"] = id == record.end() ? nlohmann::json("") : (id->is_string() ? *id : nlohmann::json(id->dump()));
-    out["error"] = std::string("[memscale.invalid_record] ") + e.what();
+    out["error"] = std::string("[memscale.invalid_record] unreadable record: ") + e.what();
     return out;
   }
 }
@@ -58,17 +58,17 @@ nlohmann::json run_cases(const std::string& path) {
   try {
     records = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
-    throw usage_error("--cases " + quoted(path) + " is not valid JSON: " + e.what());
+    throw usage_error("--cases " + in_quotes(path) + " is not valid JSON: " + e.what());
   }
   if (!records.is_array())
-    throw usage_error("--cases " + quoted(path) + " must hold a JSON array of records (got a " +
+    throw usage_error("--cases " + in_quotes(path) + " must hold a JSON array of records (got " +
                       std::string(records.type_name()) + ")");
   nlohmann::json answers = nlohmann::json::array();
   for (std::size_t i = 0; i < records.size(); ++i) {
     const nlohmann::json& record = records[i];
     if (!record.is_object())
-      throw usage_error("--cases " + quoted(path) + ": element " + std::to_string(i) +
-                        " must be a JSON object (got a " + std::string(record.type_name()) + ")");
+      throw usage_error("--cases " + in_quotes(path) + ": element " + std::to_string(i) +
+                        " must be a JSON object (got " + std::string(record.type_name()) + ")");
     answers.push_back(answer(record));
   }
   return answers;

@@ -1,2 +1,94 @@
-// Placeholder so the memscale-plan target exists; the real tool replaces this file.
-int main() { return 0; }
+// memscale-plan: estimate the GPU memory of a training run from the command line.
+//
+//   memscale-plan                                   # gpt2, micro-batch 4, seq 512, fp32, adamw, flash
+//   memscale-plan --model gpt2-xl --batch 1 --seq 512 --precision fp32 --optimizer adamw --json
+//   memscale-plan --list-models
+//   memscale-plan --cases shared/ground-truth/cpu_traced_dev.json
+//
+// Files: args.* parse the command line, output.* print reports, cases.* answer a
+// ground-truth file, this file dispatches and turns every failure into exit status 2
+// with one line on stderr. Everything is computed before anything is printed, so a
+// failure never leaves half a report on stdout.
+#include <cstdio>
+#include <exception>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "args.hpp"
+#include "cases.hpp"
+#include "memscale/error.hpp"
+#include "memscale/estimate.hpp"
+#include "output.hpp"
+
+namespace {
+
+constexpr int exit_ok = 0;
+constexpr int exit_bad_input = 2;
+
+// Pretty JSON; invalid UTF-8 (never produced by memscale itself) is replaced, not thrown.
+std::string dump(const nlohmann::json& j) {
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+// The one stderr line: "memscale-plan: <message>", with any line break flattened.
+int fail(std::string_view message) {
+  std::string line(message);
+  for (char& c : line)
+    if (c == '\n' || c == '\r') c = ' ';
+  std::fprintf(stderr, "memscale-plan: %s\n", line.c_str());
+  return exit_bad_input;
+}
+
+// memscale::estimate, with an overflow (a run too large for 64-bit byte counts) reported
+// against the options that size the run.
+memscale::estimate_result estimate_or_explain(const memscale_plan::options& opt) {
+  try {
+    return memscale::estimate(opt.model, opt.run);
+  } catch (const memscale::error& e) {
+    if (e.code() != memscale::error_code::overflow) throw;
+    throw memscale_plan::usage_error("--batch " + std::to_string(opt.run.micro_batch) + " --seq " +
+                                     std::to_string(opt.run.seq_len) + " on " + std::string(opt.model.name) +
+                                     " is too large to estimate: " + e.what());
+  }
+}
+
+std::string run(const memscale_plan::options& opt) {
+  using memscale_plan::command;
+  switch (opt.cmd) {
+    case command::help: return memscale_plan::help_text();
+    case command::list_models:
+      return opt.json ? dump(memscale_plan::model_list_json()) : memscale_plan::model_list_text();
+    case command::cases: return dump(memscale_plan::run_cases(opt.cases_path));
+    case command::run: {
+      // EXTENSION POINT (planner): with --gpu, plan against the budget here and pass the
+      // plan to the reports; --list-gpus gets its own case above.
+      const memscale::estimate_result result = estimate_or_explain(opt);
+      return opt.json ? dump(memscale_plan::json_report(opt.model, opt.run, result))
+                      : memscale_plan::text_report(opt.model, opt.run, result);
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const std::vector<std::string_view> args(argc > 1 ? argv + 1 : argv, argc > 1 ? argv + argc : argv);
+    const std::string out = run(memscale_plan::parse_args(args));
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    return std::fflush(stdout) == 0 ? exit_ok : fail("cannot write to stdout");
+  } catch (const memscale_plan::usage_error& e) {
+    return fail(e.what());
+  } catch (const memscale::error& e) {
+    return fail(e.what());
+  } catch (const nlohmann::json::exception& e) {
+    return fail(e.what());
+  } catch (const std::exception& e) {
+    return fail(std::string("internal error: ") + e.what());
+  } catch (...) {
+    return fail("internal error: unknown exception");
+  }
+}

@@ -131,7 +131,7 @@ inline model_spec model_from_record(const json& m) {
                       .heads = heads,
                       .positions = position_kind::rotary,
                       .rotary_fraction = family == "phi" ? 0.5 : 0.25,
-                      .mlp = family == "phi" ? mlp_kind::gelu_tanh : mlp_kind::gelu,
+                      .mlp = mlp_kind::gelu,  // lit-gpt: F.gelu(approximate=...) is one op that keeps its input
                       .layout = block_layout::parallel,
                       .shared_attention_norm = family == "phi",
                       .fused_qkv = true,

@@ -15,7 +15,9 @@ namespace memscale {
 enum class architecture : std::uint8_t { decoder, encoder };
 enum class position_kind : std::uint8_t { learned, rotary, none };
 enum class norm_kind : std::uint8_t { layernorm, rmsnorm };
-// gelu/relu: two matrices (up, down); swiglu/geglu: three (gate, up, down).
+// gelu/relu: two matrices (up, down); swiglu/geglu: three (gate, up, down). gelu_tanh is
+// Hugging Face's gelu_new written out as Python ops (each intermediate saved); a fused
+// tanh-approximate F.gelu keeps only its input, like gelu.
 enum class mlp_kind : std::uint8_t { gelu, gelu_tanh, relu, swiglu, geglu };
 // sequential: x + attn(norm(x)), then + mlp(norm(.)) (GPT-2, LLaMA);
 // parallel: x + attn(norm1(x)) + mlp(norm2(x)) (GPT-NeoX, Phi);

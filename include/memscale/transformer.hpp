@@ -82,16 +82,20 @@ class transformer_builder {
          .role = param_role::matmul,
          .frozen = frozen};
     if (p_.autocast) o.extra_saved = storage(p_.matmul, checked_mul(in_features, out_features, copies_));
-    if (frozen && t_.target == training_target::qlora) {
+    const bool four_bit = frozen && t_.target == training_target::qlora;
+    if (four_bit) {
       // bitsandbytes dequantizes the 4-bit weight to the compute dtype for each matmul
-      // (bitsandbytes/autograd/_functions.py MatMul4Bit); the copy is freed afterwards.
-      o.fwd_temp = storage(p_.matmul, checked_mul(in_features, out_features));
+      // and transposes it (bitsandbytes/autograd/_functions.py MatMul4Bit): two copies,
+      // freed afterwards.
+      o.fwd_temp = storage(p_.matmul, checked_mul(in_features, out_features, 2));
       o.bwd_temp = o.fwd_temp;
     }
     o.grad_in = storage(type(x), elems(x));
     const auto y = emit(o, tok(out_features), p_.matmul);
-    // A frozen weight needs no weight gradient, but the input gradient still needs W only.
-    if (!frozen) b_.keep(x, y);
+    // Autograd saves only what a needed gradient uses: a frozen nn.Linear keeps nothing
+    // (derivatives.yaml: mm's self is needed only for mat2's gradient). MatMul4Bit keeps
+    // its input regardless (ctx.tensors = (A, B) in MatMul4Bit.forward).
+    if (!frozen || four_bit) b_.keep(x, y);
     if (lora_adapted) return lora(x, y, in_features, out_features);
     return y;
   }
@@ -289,8 +293,9 @@ class transformer_builder {
       const auto qk = emit(op{.kind = op_kind::attention, .recomputed_by_selective = true}, scores, p_.matmul);
       b_.keep(q_copy, qk);
       b_.keep(k_copy, qk);
-      // Softmax runs in fp32 under autocast (autocast fp32 list) and saves its output.
-      const dtype prob_type = p_.autocast ? dtype::fp32 : p_.matmul;
+      // Softmax saves its output. CUDA autocast runs it in fp32 (autocast_mode.cpp fp32
+      // list); CPU autocast (torch 1.13) has no softmax entry, so it stays 16-bit.
+      const dtype prob_type = p_.autocast && t_.device == device_kind::cuda ? dtype::fp32 : p_.matmul;
       const auto probs = emit(op{.kind = op_kind::attention, .recomputed_by_selective = true}, scores, prob_type);
       b_.keep_own_output(probs);
       auto dropped = dropout(probs);
@@ -436,15 +441,17 @@ class transformer_builder {
       // logits and log-probabilities at a time, plus each chunk's saved log_softmax.
       const auto chunk_rows = t_.loss_chunk < rows ? t_.loss_chunk : rows;
       head.fwd_temp = storage(p_.matmul, checked_mul(chunk_rows, v));
+      // The chunks' logits stay referenced by a Python list until backward, and each
+      // chunk's cross_entropy keeps its log-probabilities (lit-gpt utils.py).
       const auto logits = emit(head, checked_mul(rows, v), p_.matmul);
-      b_.keep(input, logits);
-      const dtype lp = t_.device == device_kind::cuda ? dtype::fp32 : p_.matmul;
-      const auto logp = emit(op{.kind = op_kind::loss}, checked_mul(rows, v), lp);
+      if (!frozen || t_.target == training_target::qlora) b_.keep(input, logits);
+      b_.keep_own_output(logits);
+      const auto logp = emit(op{.kind = op_kind::loss}, checked_mul(rows, v), p_.matmul);
       b_.keep_own_output(logp);
       return;
     }
     const auto logits = emit(head, checked_mul(rows, v), p_.matmul);
-    b_.keep(input, logits);
+    if (!frozen) b_.keep(input, logits);
     std::size_t scores = logits;
     if (m_.head == head_kind::causal_lm) {
       // Many causal-LM heads upcast logits to fp32 (modeling_llama.py: logits.float()).
