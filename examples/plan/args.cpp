@@ -8,6 +8,7 @@
 #include <system_error>
 #include <utility>
 
+#include "memscale/gpus.hpp"
 #include "memscale/json.hpp"
 
 namespace memscale_plan {
@@ -47,9 +48,7 @@ std::string preset_names() {
 
 // The option table. Handlers get the value (empty for flags); the parser has already
 // checked that a value is present exactly when `placeholder` is non-empty.
-// EXTENSION POINT (planner): rows for --gpu NAME, --headroom FRACTION (group::run) and
-// --list-gpus (group::command) go here.
-const std::array<option_def, 16> option_table{{
+const std::array<option_def, 19> option_table{{
     {"--model", "NAME", "a preset (see --list-models); default gpt2", group::run,
      [](options& o, std::string_view v) {
        const auto found = memscale::presets::find(v);
@@ -89,10 +88,26 @@ const std::array<option_def, 16> option_table{{
      [](options& o, std::string_view v) { set_lora(o, memscale::training_target::qlora, "--qlora", v); }},
     {"--no-dropout", "", "the model's dropout layers are off (p = 0)", group::run,
      [](options& o, std::string_view) { o.run.dropout = false; }},
+    {"--gpu", "NAME", "plan the run on this GPU (see --list-gpus)", group::run,
+     [](options& o, std::string_view v) {
+       if (!memscale::find_gpu(v)) throw usage_error("--gpu must be a GPU from --list-gpus (got " + in_quotes(v) + ")");
+       o.gpu = std::string(v);
+     }},
+    {"--headroom", "FRACTION", "share of VRAM kept free with --gpu, 0.10-0.15; default 0.15", group::run,
+     [](options& o, std::string_view v) {
+       double value = 0.0;
+       const char* const last = v.data() + v.size();
+       const auto [ptr, ec] = std::from_chars(v.data(), last, value);
+       if (v.empty() || ec != std::errc{} || ptr != last)
+         throw usage_error("--headroom must be a decimal fraction such as 0.15 (got " + in_quotes(v) + ")");
+       o.headroom = value;
+     }},
     {"--json", "", "print one JSON document instead of the text report", group::output,
      [](options& o, std::string_view) { o.json = true; }},
     {"--list-models", "", "list the presets: name, parameters, layers, hidden, heads", group::command,
      [](options& o, std::string_view) { set_command(o, command::list_models); }},
+    {"--list-gpus", "", "list the GPUs: name, label, memory (GiB), bf16", group::command,
+     [](options& o, std::string_view) { set_command(o, command::list_gpus); }},
     {"--cases", "FILE", "estimate each ground-truth record of a JSON array; prints a JSON array", group::command,
      [](options& o, std::string_view v) {
        set_command(o, command::cases);
@@ -117,6 +132,7 @@ void check_combination(const options& o) {
   if (o.cmd != command::run && !o.first_run_option.empty())
     throw usage_error(std::string(o.first_run_option) + " cannot be combined with " + std::string(o.command_option));
   if (o.cmd != command::run) return;
+  if (o.headroom && o.gpu.empty()) throw usage_error("--headroom needs --gpu");
   if (o.model.positions == memscale::position_kind::learned && o.model.max_positions > 0 &&
       o.run.seq_len > o.model.max_positions)
     throw usage_error("--seq must be <= " + std::to_string(o.model.max_positions) + " for " + std::string(o.model.name) +
@@ -199,6 +215,7 @@ std::string help_text() {
   std::string out =
       "usage: memscale-plan [run options] [--json]\n"
       "       memscale-plan --list-models [--json]\n"
+      "       memscale-plan --list-gpus [--json]\n"
       "       memscale-plan --cases FILE.json\n"
       "       memscale-plan --help\n"
       "\n"
@@ -222,7 +239,7 @@ std::string help_text() {
   }
   out +=
       "\n"
-      "Values may also be given as --option=value. Numbers are positive decimal integers.\n"
+      "Values may also be given as --option=value. Counts are positive decimal integers; --headroom is a decimal fraction.\n"
       "exit status: 0 success, 2 invalid input (one line on stderr starting with \"memscale-plan: \").\n";
   return out;
 }

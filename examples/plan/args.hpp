@@ -4,12 +4,12 @@
 // group, handler); the --help text is generated from the same table, so an option added
 // there is parsed, documented and conflict-checked in one place.
 //
-// EXTENSION POINT (planner): --gpu NAME and --headroom FRACTION are run options (rows in
-// the table, fields in `options` below); --list-gpus is a command (a `command` enumerator,
-// a row, and a case in main.cpp's dispatch). Nothing else in the parser needs to change.
+// --gpu NAME and --headroom FRACTION are run options (rows in the table, fields in `options`
+// below); --list-gpus is a command (a `command` enumerator, a row, and a case in main.cpp).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -33,7 +33,7 @@ enum class command : std::uint8_t {
   list_models,
   cases,
   help,
-  // EXTENSION POINT (planner): list_gpus,
+  list_gpus,
 };
 
 // The run estimated when no run option is given: GPT-2 small, 4 x 512 tokens, fp32,
@@ -49,15 +49,14 @@ constexpr memscale::training_spec default_run() {
                                  .attention = memscale::attention_impl::flash};
 }
 
-inline constexpr std::string_view default_model_name = "gpt2";
-
 struct options {
   command cmd = command::run;
-  memscale::model_spec model = memscale::presets::gpt2;
+  memscale::model_spec model = memscale::presets::gpt2;  // --model NAME; default gpt2
   memscale::training_spec run = default_run();
   bool json = false;          // --json: one JSON document on stdout
   std::string cases_path;     // --cases FILE
-  // EXTENSION POINT (planner): std::string gpu; (--gpu NAME), std::optional<double> headroom; (--headroom)
+  std::string gpu;                 // --gpu NAME (a gpu_catalog slug); empty: no plan
+  std::optional<double> headroom;  // --headroom FRACTION
 
   // Bookkeeping for conflict checks; each names a table row (static storage).
   std::string_view command_option;    // the option that chose `cmd` ("--cases", ...)

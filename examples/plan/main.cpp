@@ -3,6 +3,7 @@
 //   memscale-plan                                   # gpt2, micro-batch 4, seq 512, fp32, adamw, flash
 //   memscale-plan --model gpt2-xl --batch 1 --seq 512 --precision fp32 --optimizer adamw --json
 //   memscale-plan --list-models
+//   memscale-plan --model gpt2-xl --batch 1 --seq 512 --gpu rtx3090 --headroom 0.10
 //   memscale-plan --cases shared/ground-truth/cpu_traced_dev.json
 //
 // Files: args.* parse the command line, output.* print reports, cases.* answer a
@@ -60,13 +61,22 @@ std::string run(const memscale_plan::options& opt) {
     case command::help: return memscale_plan::help_text();
     case command::list_models:
       return opt.json ? dump(memscale_plan::model_list_json()) : memscale_plan::model_list_text();
+    case command::list_gpus: return opt.json ? dump(memscale_plan::gpu_list_json()) : memscale_plan::gpu_list_text();
     case command::cases: return dump(memscale_plan::run_cases(opt.cases_path));
     case command::run: {
-      // EXTENSION POINT (planner): with --gpu, plan against the budget here and pass the
-      // plan to the reports; --list-gpus gets its own case above.
       const memscale::estimate_result result = estimate_or_explain(opt);
-      return opt.json ? dump(memscale_plan::json_report(opt.model, opt.run, result))
-                      : memscale_plan::text_report(opt.model, opt.run, result);
+      if (opt.gpu.empty())
+        return opt.json ? dump(memscale_plan::json_report(opt.model, opt.run, result))
+                        : memscale_plan::text_report(opt.model, opt.run, result);
+      const memscale::gpu_spec gpu = *memscale::find_gpu(opt.gpu);  // checked by parse_args
+      const memscale::plan_result plan = memscale::make_plan(
+          opt.model, opt.run, gpu, memscale::plan_options{.headroom = opt.headroom.value_or(memscale::default_headroom)});
+      if (opt.json) {
+        nlohmann::json j = memscale_plan::json_report(opt.model, opt.run, result);
+        j["plan"] = memscale_plan::plan_json(plan);
+        return dump(j);
+      }
+      return memscale_plan::text_report(opt.model, opt.run, result) + memscale_plan::plan_text(gpu, plan);
     }
   }
   return {};

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -99,7 +100,6 @@ nlohmann::json json_report(const memscale::model_spec& model, const memscale::tr
   nlohmann::json j = memscale::json_io::estimate_to_json(result);
   j["model"] = std::string(model.name);
   j["run"] = run_to_json(run);
-  // EXTENSION POINT (planner): j["plan"] = plan_json(...) when --gpu is given.
   return j;
 }
 
@@ -132,7 +132,6 @@ std::string text_report(const memscale::model_spec& model, const memscale::train
   out += peak_lines(result.steady);
   out += fmt::format("step-1 peak ({}; optimizer state is created inside the first step):\n", result.first_step.at);
   out += peak_lines(result.first_step);
-  // EXTENSION POINT (planner): the "fit on <gpu> with <headroom>" section goes here.
   return out;
 }
 
@@ -153,6 +152,65 @@ nlohmann::json model_list_json() {
                     {"hidden", m.hidden},
                     {"heads", m.heads}});
   return list;
+}
+
+std::string gpu_list_text() {
+  std::string out;
+  for (const auto& g : memscale::gpu_catalog)
+    out += fmt::format("{:<16} {:<36} {:>7.2f} GiB  bf16 {}\n", g.name, g.label, memscale::to_gib(g.memory),
+                       g.bf16 ? "yes" : "no");
+  return out;
+}
+
+nlohmann::json gpu_list_json() {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& g : memscale::gpu_catalog)
+    list.push_back({{"name", std::string(g.name)},
+                    {"label", std::string(g.label)},
+                    {"memory", g.memory.value},
+                    {"bf16", g.bf16}});
+  return list;
+}
+
+std::string plan_text(const memscale::gpu_spec& gpu, const memscale::plan_result& plan) {
+  constexpr std::size_t bar_width = 30;
+  std::string out = "\n";
+  out += fmt::format("Plan on {} (budget {:.2f} GiB = VRAM {:.2f} GiB x (1 - {:.2f}))\n", gpu.label,
+                     memscale::to_gib(plan.budget), memscale::to_gib(plan.vram), plan.headroom);
+  out += fmt::format("  memory pressure {:.2f} (unoptimized peak / VRAM)\n", plan.pressure);
+  out += fmt::format("  {:<13} {:>10}  {:<{}}  {:<4}  {:<13} {:>12}  {:>12}\n", "mode", "peak GiB", "of VRAM",
+                     bar_width, "fits", "recompute", "transfer s", "host RAM GiB");
+  for (const auto& m : plan.modes) {
+    const double share = memscale::ratio(m.peak, plan.vram);
+    const auto filled = static_cast<std::size_t>(std::min(share, 1.0) * static_cast<double>(bar_width) + 0.5);
+    const std::string recompute = m.cost.recompute_fraction > 0.0 ? "≈ +1 forward" : "-";
+    out += fmt::format("  {:<13} {:>10.2f}  {:<{}}  {:<4}  {:<13} {:>12.2f}  {:>12.2f}\n", memscale::to_string(m.m),
+                       memscale::to_gib(m.peak), std::string(filled, '#'), bar_width, m.fits ? "yes" : "no",
+                       recompute, m.cost.transfer_seconds, memscale::to_gib(m.cost.host_memory));
+  }
+  out += fmt::format("Chosen: {} — {}\n", plan.fits ? memscale::to_string(plan.chosen) : "none", plan.reason);
+  if (!plan.fits) {
+    if (plan.max_micro_batch > 0)
+      out += fmt::format("  max micro-batch {} with grad accumulation {}\n", plan.max_micro_batch,
+                         plan.grad_accumulation);
+    else if (plan.max_seq_len > 0)
+      out += fmt::format("  max sequence length {} at micro-batch 1\n", plan.max_seq_len);
+    out += fmt::format("  next step: {}\n", memscale::to_string(plan.next_step));
+  }
+  return out;
+}
+
+nlohmann::json plan_json(const memscale::plan_result& plan) {
+  nlohmann::json modes = nlohmann::json::array();
+  for (const auto& m : plan.modes)
+    modes.push_back({{"mode", std::string(memscale::to_string(m.m))}, {"peak", m.peak.value}, {"fits", m.fits}});
+  return {{"mode", std::string(plan.fits ? memscale::to_string(plan.chosen) : "none")},
+          {"fits", plan.fits},
+          {"budget", plan.budget.value},
+          {"pressure", plan.pressure},
+          {"modes", modes},
+          {"max_micro_batch", plan.max_micro_batch},
+          {"grad_accumulation", plan.grad_accumulation}};
 }
 
 }  // namespace memscale_plan

@@ -5,7 +5,9 @@
 #include <string>
 
 #include "memscale/estimate.hpp"
+#include "memscale/gpus.hpp"
 #include "memscale/model.hpp"
+#include "memscale/planner.hpp"
 #include "memscale/training.hpp"
 
 namespace memscale_plan {
@@ -25,7 +27,13 @@ nlohmann::json run_to_json(const memscale::training_spec& run);
 std::string model_list_text();
 nlohmann::json model_list_json();
 
-// EXTENSION POINT (planner): plan_text(...) / plan_json(...) for --gpu go here; text_report
-// and json_report then gain a "fit" section after the peaks.
+// --list-gpus: one line per gpu_catalog entry (name, label, memory in GiB, bf16).
+std::string gpu_list_text();
+nlohmann::json gpu_list_json();
+
+// --gpu: the "Plan on <label>" section appended to the text report, and the "plan" object
+// of the JSON report.
+std::string plan_text(const memscale::gpu_spec& gpu, const memscale::plan_result& plan);
+nlohmann::json plan_json(const memscale::plan_result& plan);
 
 }  // namespace memscale_plan

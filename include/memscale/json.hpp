@@ -202,14 +202,17 @@ inline training_spec run_from_record(const json& record) {
   const std::string opt_impl = get_string(t, "optimizer_impl", path, "", bad);
   if (!opt_impl.empty()) run.optimizer_impl = parse_optimizer_impl(opt_impl, path + ".optimizer_impl");
   if (record.contains("torch") && record.at("torch").is_string()) {
-    // "1.13.0a0" -> 113
+    // "1.13.0a0" -> 113; anything else is reported, not guessed.
     const std::string v = record.at("torch").get<std::string>();
-    const auto dot = v.find('.');
-    if (dot != std::string::npos) {
-      const auto major = static_cast<std::uint32_t>(std::stoul(v.substr(0, dot)));
-      const auto minor = static_cast<std::uint32_t>(std::stoul(v.substr(dot + 1)));
-      run.torch_version = major * 100 + minor;
-    }
+    std::uint32_t major = 0;
+    std::uint32_t minor = 0;
+    std::size_t i = 0;
+    for (; i < v.size() && v[i] >= '0' && v[i] <= '9' && major < 100; ++i) major = major * 10 + static_cast<std::uint32_t>(v[i] - '0');
+    const bool dot = i < v.size() && v[i] == '.';
+    std::size_t j = i + 1;
+    for (; dot && j < v.size() && v[j] >= '0' && v[j] <= '9' && minor < 100; ++j) minor = minor * 10 + static_cast<std::uint32_t>(v[j] - '0');
+    if (i == 0 || !dot || j == i + 1) bad_field(error_code::invalid_run, "torch", v, "must be a version like 2.1.0");
+    run.torch_version = major * 100 + minor;
   }
   if (record.contains("model") && record.at("model").value("impl", std::string()) == "litgpt") {
     // lit-gpt finetune/lora.py: chunked cross-entropy over 128-token chunks, no dropout
@@ -282,7 +285,9 @@ inline json estimate_to_json(const estimate_result& r) {
 
 // One --cases answer: {"id", "estimated_bytes", "quantity"} or {"id", "error"}.
 inline json estimate_record(const json& record) {
-  const std::string id = record.value("id", std::string());
+  const std::string id = record.is_object() && record.contains("id") && record.at("id").is_string()
+                             ? record.at("id").get<std::string>()
+                             : std::string();
   try {
     const model_spec model = model_from_record(record.at("model"));
     const training_spec run = run_from_record(record);

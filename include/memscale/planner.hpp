@@ -115,11 +115,11 @@ constexpr training_spec apply_mode(training_spec run, mode m, const gpu_spec& gp
   if (m == mode::balanced) return run;
   run.attention = attention_impl::flash;  // tiled attention (Dao et al. 2022, arXiv 2205.14135)
   run.loss = loss_impl::chunked;          // tiled loss over sequence chunks
-  // Mixed precision: autocast with fp32 master weights (Micikevicius et al. 2018, arXiv
-  // 1710.03740); BF16 where the GPU supports it, FP16 otherwise. A run that is already
-  // pure 16-bit stays so.
-  if (run.prec == precision::fp32 || uses_autocast(run.prec))
-    run.prec = gpu.bf16 ? precision::amp_bf16 : precision::amp_fp16;
+  // Mixed precision with the fp32 master weights kept on the host beside the offloaded
+  // optimizer (ZeRO-Offload sec. 4; Micikevicius et al. 2018, arXiv 1710.03740): the
+  // device holds 16-bit parameters, gradients and activations; BF16 where the GPU
+  // supports it, FP16 otherwise.
+  run.prec = gpu.bf16 ? precision::pure_bf16 : precision::pure_fp16;
   run.optimizer = optimizer_kind::adamw_8bit;  // Dettmers et al. 2022, arXiv 2110.02861
   return run;
 }
@@ -137,6 +137,8 @@ constexpr mode_cost cost_of(const estimate_result& e, const graph& g, const trai
     // holds the optimizer state and, for 16-bit device weights, fp32 master weights.
     moved += static_cast<double>(e.gradient_bytes.value) + static_cast<double>(e.parameter_bytes.value);
     c.host_memory += e.optimizer_bytes + e.gradient_bytes;
+    if (run.prec == precision::pure_bf16 || run.prec == precision::pure_fp16)
+      c.host_memory += storage(dtype::fp32, e.trainable_parameter_count);  // fp32 master weights
   }
   if (run.offload_activations && run.ckpt == checkpointing::full) {
     const bytes inputs = section_saved_bytes(g, block_of(g), run, true) * g.block_repeats;

@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# End-to-end checks of the memscale-plan tool (registered with ctest as cli.memscale-plan).
+#
+#   tests/cli/cli_checks.sh PATH/TO/memscale-plan PATH/TO/shared/ground-truth
+#
+# Checks the default run, --json, --list-models, --cases on a ground-truth file, and that
+# each kind of bad input exits 2 with exactly one line on stderr. Prints "N passed,
+# M failed" and exits non-zero when anything failed. Needs bash and python3 (JSON checks).
+set -u
+
+if [[ $# -ne 2 ]]; then
+  echo "usage: $0 MEMSCALE_PLAN GROUND_TRUTH_DIR" >&2
+  exit 64
+fi
+plan=$1
+truth=$2
+
+passed=0
+failed=0
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+pass() { passed=$((passed + 1)); echo "ok    $1"; }
+fail() {
+  failed=$((failed + 1))
+  echo "FAIL  $1"
+  shift
+  for detail in "$@"; do echo "      $detail"; done
+}
+
+# run NAME ARGS...: runs memscale-plan, leaving stdout/stderr in $work/out, $work/err and the status in $rc.
+run() {
+  "$plan" "$@" >"$work/out" 2>"$work/err"
+  rc=$?
+}
+
+stderr_lines() { wc -l <"$work/err" | tr -d ' '; }
+
+# --- default run -------------------------------------------------------------
+run
+if [[ $rc -eq 0 ]] && grep -q "peak" "$work/out" && [[ ! -s "$work/err" ]]; then
+  pass "no arguments: exit 0, prints the peak"
+else
+  fail "no arguments: exit 0, prints the peak" "exit $rc" "stderr: $(head -c 300 "$work/err")"
+fi
+
+# --- --json --------------------------------------------------------------------
+run --model gpt2 --batch 1 --seq 128 --json
+if [[ $rc -eq 0 ]] && python3 -c 'import json,sys; json.load(sys.stdin)' <"$work/out" 2>"$work/py"; then
+  pass "--json: exit 0, valid JSON"
+else
+  fail "--json: exit 0, valid JSON" "exit $rc" "stdout: $(head -c 300 "$work/out")" "python: $(tail -n 1 "$work/py")"
+fi
+if grep -q '"parameters": 124439808' "$work/out"; then
+  pass '--json: "parameters": 124439808'
+else
+  fail '--json: "parameters": 124439808' "stdout: $(head -c 300 "$work/out")"
+fi
+if python3 - "$work/out" 2>"$work/py" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["model"] == "gpt2"
+assert set(d["breakdown"]) >= {"parameters", "gradients", "optimizer", "activations", "workspace"}
+assert all(isinstance(v, int) and v >= 0 for v in d["breakdown"].values())
+assert set(d["peak"]) >= {"tensor", "reserved", "device", "phase"}
+assert all(isinstance(d["peak"][k], int) and d["peak"][k] > 0 for k in ("tensor", "reserved", "device"))
+assert d["peak"]["tensor"] <= d["peak"]["reserved"] <= d["peak"]["device"]
+assert d["run"]["micro_batch"] == 1 and d["run"]["seq_len"] == 128
+EOF
+then
+  pass "--json: model, breakdown, peak and run have the documented keys"
+else
+  fail "--json: model, breakdown, peak and run have the documented keys" "python: $(tail -n 1 "$work/py")"
+fi
+
+# --- --list-models ---------------------------------------------------------------
+run --list-models
+presets=(gpt2 gpt2-medium gpt2-large gpt2-xl bert-base-uncased bert-large-uncased llama-2-7b llama-2-13b
+         llama-2-70b llama-3-8b mistral-7b mixtral-8x7b qwen2.5-7b)
+missing=()
+for name in "${presets[@]}"; do
+  grep -q "^$name " "$work/out" || missing+=("$name")
+done
+lines=$(wc -l <"$work/out" | tr -d ' ')
+if [[ $rc -eq 0 && ${#missing[@]} -eq 0 && $lines -eq ${#presets[@]} ]]; then
+  pass "--list-models: one line for each of the ${#presets[@]} presets"
+else
+  fail "--list-models: one line for each of the ${#presets[@]} presets" "exit $rc, $lines lines" \
+    "missing: ${missing[*]:-none}"
+fi
+if grep -q "^gpt2 .*124439808" "$work/out"; then
+  pass "--list-models: gpt2 has 124439808 parameters"
+else
+  fail "--list-models: gpt2 has 124439808 parameters" "$(grep '^gpt2 ' "$work/out")"
+fi
+
+# --- --cases ---------------------------------------------------------------------
+cases=$truth/cpu_traced_dev.json
+run --cases "$cases"
+if [[ $rc -eq 0 ]] && python3 - "$cases" "$work/out" 2>"$work/py" <<'EOF'
+import json, sys
+records = json.load(open(sys.argv[1]))
+answers = json.load(open(sys.argv[2]))
+assert isinstance(answers, list), "not an array"
+assert len(answers) == len(records), f"{len(answers)} answers for {len(records)} records"
+assert [a["id"] for a in answers] == [r["id"] for r in records], "ids out of order"
+for a in answers:
+    if "error" in a:
+        assert set(a) == {"id", "error"}, a
+    else:
+        assert set(a) == {"id", "estimated_bytes", "quantity"}, a
+        assert isinstance(a["estimated_bytes"], int) and a["estimated_bytes"] > 0, a
+EOF
+then
+  pass "--cases: one answer per record, same id order"
+else
+  fail "--cases: one answer per record, same id order" "exit $rc" "stderr: $(head -c 300 "$work/err")" \
+    "python: $(tail -n 1 "$work/py")"
+fi
+
+# --- --gpu / --list-gpus ------------------------------------------------------------
+run --model bert-base-uncased --batch 16 --seq 128 --gpu rtx3090 --json
+if [[ $rc -eq 0 ]] && python3 - "$work/out" 2>"$work/py" <<'EOF'
+import json, sys
+p = json.load(open(sys.argv[1]))["plan"]
+assert p["mode"] == "none" and p["fits"] is True, p
+assert [m["mode"] for m in p["modes"]] == ["none", "conservative", "balanced", "aggressive"], p
+assert isinstance(p["budget"], int) and p["budget"] > 0, p
+EOF
+then
+  pass "--gpu rtx3090: bert-base-uncased 16 x 128 fits without techniques"
+else
+  fail "--gpu rtx3090: bert-base-uncased 16 x 128 fits without techniques" "exit $rc" \
+    "stderr: $(head -c 300 "$work/err")" "python: $(tail -n 1 "$work/py")"
+fi
+
+run --model gpt2-xl --batch 1 --seq 512 --gpu rtx3090 --json
+if [[ $rc -eq 0 ]] && python3 - "$work/out" 2>"$work/py" <<'EOF'
+import json, sys
+p = json.load(open(sys.argv[1]))["plan"]
+assert p["modes"][0]["fits"] is False and p["fits"] is True, p
+EOF
+then
+  pass "--gpu rtx3090: gpt2-xl 1 x 512 needs a memory-saving mode and fits with one"
+else
+  fail "--gpu rtx3090: gpt2-xl 1 x 512 needs a memory-saving mode and fits with one" "exit $rc" \
+    "stderr: $(head -c 300 "$work/err")" "python: $(tail -n 1 "$work/py")"
+fi
+
+run --model gpt2-xl --batch 1 --seq 512 --gpu rtx3090 --headroom 0.10
+if [[ $rc -eq 0 ]] && grep -q "^Plan on " "$work/out" && grep -q "^Chosen: " "$work/out"; then
+  pass "--gpu text: Plan and Chosen lines"
+else
+  fail "--gpu text: Plan and Chosen lines" "exit $rc" "stderr: $(head -c 300 "$work/err")"
+fi
+
+run --list-gpus
+lines=$(wc -l <"$work/out" | tr -d ' ')
+if [[ $rc -eq 0 && $lines -ge 37 ]] && grep -q "^rtx3090 " "$work/out"; then
+  pass "--list-gpus: at least 37 lines, rtx3090 among them"
+else
+  fail "--list-gpus: at least 37 lines, rtx3090 among them" "exit $rc, $lines lines"
+fi
+
+# --- bad input: exit 2, exactly one stderr line starting "memscale-plan: " -------
+bad_input() {
+  local label="$*"
+  run "$@"
+  local n
+  n=$(stderr_lines)
+  if [[ $rc -eq 2 && $n -eq 1 ]] && grep -q '^memscale-plan: ' "$work/err"; then
+    pass "bad input '$label': exit 2, one stderr line"
+  else
+    fail "bad input '$label': exit 2, one stderr line" "exit $rc, $n stderr lines" \
+      "stderr: $(head -c 300 "$work/err")"
+  fi
+}
+
+bad_input --batch 0
+bad_input --batch abc
+bad_input --batch -3
+bad_input --batch 4x
+bad_input --batch 99999999999999999999
+bad_input --batch
+bad_input --model nope
+bad_input --precision fp9
+bad_input --optimizer adamx
+bad_input --checkpointing sometimes
+bad_input --attention quantum
+bad_input --cases /nonexistent
+bad_input --gpu nope
+bad_input --gpu rtx3090 --headroom 0.5
+bad_input --gpu rtx3090 --headroom abc
+bad_input --frobnicate
+bad_input stray
+printf '[{"id": "a",' >"$work/malformed.json"
+bad_input --cases "$work/malformed.json"
+
+# --help succeeds
+run --help
+if [[ $rc -eq 0 ]] && grep -q -- "--model" "$work/out"; then
+  pass "--help: exit 0, lists the options"
+else
+  fail "--help: exit 0, lists the options" "exit $rc"
+fi
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]

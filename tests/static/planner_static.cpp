@@ -1,0 +1,31 @@
+// Planner in constant evaluation: the two MemScale scenarios and assert_fits.
+// Each make_plan runs the estimators four times plus a micro-batch search, which is
+// heavy for the constant evaluator: keep the number of plans here small.
+#include <memscale/gpus.hpp>
+#include <memscale/planner.hpp>
+#include <memscale/presets.hpp>
+#include <memscale/training.hpp>
+
+namespace planner_static {
+
+inline constexpr memscale::gpu_spec rtx3090 = *memscale::find_gpu("rtx3090");
+inline constexpr memscale::training_spec bert_run{.micro_batch = 16, .seq_len = 128};  // fp32, AdamW
+inline constexpr memscale::training_spec gpt2_xl_run{.micro_batch = 1, .seq_len = 512};  // fp32, AdamW
+
+// BERT-base 16x128 fits an RTX 3090 without any memory-saving technique.
+inline constexpr memscale::plan_result bert_plan =
+    memscale::make_plan(memscale::presets::bert_base_uncased, bert_run, rtx3090);
+static_assert(bert_plan.fits);
+static_assert(bert_plan.chosen == memscale::mode::none);
+static_assert(bert_plan.modes[0].fits);
+
+// GPT-2 XL 1x512 does not fit as is, but one of the modes makes it fit.
+inline constexpr memscale::plan_result gpt2_xl_plan = memscale::make_plan(memscale::presets::gpt2_xl, gpt2_xl_run, rtx3090);
+static_assert(!gpt2_xl_plan.modes[0].fits);
+static_assert(gpt2_xl_plan.fits);
+static_assert(gpt2_xl_plan.chosen != memscale::mode::none);
+static_assert(gpt2_xl_plan.chosen_plan().peak <= gpt2_xl_plan.budget);
+
+static_assert(memscale::assert_fits<memscale::presets::bert_base_uncased, bert_run, rtx3090>());
+
+}  // namespace planner_static
