@@ -456,6 +456,13 @@ class transformer_builder {
     if (m_.head == head_kind::causal_lm) {
       // Many causal-LM heads upcast logits to fp32 (modeling_llama.py: logits.float()).
       if (m_.upcast_logits) scores = elementwise(checked_mul(rows, v), dtype::fp32);
+      if (m_.logit_softcap) {
+        // modeling_gemma2.py: logits / cap, tanh (keeps its output), * cap.
+        elementwise(checked_mul(rows, v), type(scores));
+        scores = emit(op{.kind = op_kind::activation}, checked_mul(rows, v), type(scores));
+        b_.keep_own_output(scores);
+        scores = elementwise(checked_mul(rows, v), type(scores));
+      }
       // logits[..., :-1, :].contiguous(): a copy of all but one position per sequence.
       const auto shifted_rows = rows - t_.micro_batch;
       scores = elementwise(checked_mul(shifted_rows, v), type(scores));

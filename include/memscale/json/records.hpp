@@ -1,0 +1,276 @@
+// memscale/json/records.hpp: ground-truth records (shared/ground-truth/SCHEMA.md) as
+// model and run descriptions, and the answer `memscale-plan --cases` gives for each.
+// IWYU pragma: private, include <memscale/json.hpp>
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "memscale/estimate.hpp"
+#include "memscale/json/fields.hpp"
+#include "memscale/model.hpp"
+#include "memscale/presets.hpp"
+#include "memscale/training.hpp"
+
+namespace memscale::json_io {
+
+namespace detail {
+
+inline mlp_kind parse_activation(const std::string& s, const std::string& field) {
+  if (s == "gelu" || s == "gelu_pytorch_tanh") return mlp_kind::gelu;
+  if (s == "gelu_new" || s == "gelu_python") return mlp_kind::gelu_tanh;
+  if (s == "relu") return mlp_kind::relu;
+  if (s == "swiglu" || s == "silu") return mlp_kind::swiglu;
+  if (s == "geglu") return mlp_kind::geglu;
+  bad_field(error_code::invalid_model, field, s, "must be one of gelu, gelu_new, relu, swiglu, geglu");
+}
+
+// Architecture defaults of a Hugging Face model_type (modeling_<family>.py) or of the
+// lit-gpt blocks of the same name; the record's numbers size it afterwards.
+inline model_spec family_defaults(const std::string& family, const std::string& name, const json& m,
+                                  const std::string& path) {
+  constexpr auto bad = error_code::invalid_model;
+  const auto layers = get_count(m, "layers", path, 0, bad);
+  const auto hidden = get_count(m, "hidden", path, 0, bad);
+  const auto heads = get_count(m, "heads", path, 0, bad);
+  if (family == "gpt2") return presets::gpt2_base("custom", layers, hidden, heads);
+  if (family == "bert" || family == "roberta") {
+    model_spec spec = presets::bert_base("custom", layers, hidden, heads);
+    if (family == "roberta") spec.type_vocab = 1;
+    if (name.find("MaskedLM") != std::string::npos) {
+      spec.head = head_kind::masked_lm;
+      spec.pooler = false;
+    } else {
+      // AutoModelForSequenceClassification (and unnamed fine-tunes): pooler + classifier.
+      spec.head = head_kind::sequence_classification;
+      spec.tied_embeddings = false;
+    }
+    return spec;
+  }
+  if (family == "llama" || family == "mistral" || family == "qwen2" || family == "mixtral" || family == "phi3" ||
+      family == "gemma" || family == "gemma2") {
+    model_spec spec = presets::llama_base("custom", layers, hidden, heads, heads, 1, 1);
+    spec.qkv_bias = family == "qwen2";
+    spec.fused_qkv = family == "phi3";  // Phi3Attention.qkv_proj
+    if (family == "mixtral") {
+      spec.experts = get_count(m, "experts", path, 8, bad);
+      spec.experts_per_token = get_count(m, "experts_per_token", path, 2, bad);
+    }
+    if (family == "gemma" || family == "gemma2") {
+      spec.mlp = mlp_kind::geglu;  // GemmaMLP: gelu(tanh) gate * up
+      spec.tied_embeddings = true;
+      spec.extra_norms_per_block = family == "gemma2" ? 2 : 0;  // pre/post feed-forward norms
+      spec.logit_softcap = family == "gemma2";                   // final_logit_softcapping
+    }
+    return spec;
+  }
+  if (family == "phi" || family == "stablelm" || family == "gpt_neox" || family == "falcon") {
+    // GPT-NeoX-style parallel blocks (modeling_gpt_neox.py, modeling_phi.py,
+    // modeling_falcon.py; lit-gpt config.py for phi-1_5 and stablelm-base-alpha).
+    const bool biases = family != "falcon";
+    return model_spec{.layers = layers,
+                      .hidden = hidden,
+                      .heads = heads,
+                      .positions = position_kind::rotary,
+                      .rotary_fraction = family == "phi" ? 0.5 : (family == "falcon" ? 1.0 : 0.25),
+                      .mlp = mlp_kind::gelu,
+                      .layout = block_layout::parallel,
+                      .shared_attention_norm = family == "phi" || family == "falcon",
+                      .fused_qkv = family != "phi",
+                      .qkv_bias = biases,
+                      .attn_out_bias = biases,
+                      .mlp_bias = biases,
+                      .lm_head_bias = family == "phi"};
+  }
+  if (family == "opt") {
+    // modeling_opt.py: learned positions (2 offset rows), pre-LayerNorm, ReLU, biases, tied.
+    model_spec spec = presets::gpt2_base("custom", layers, hidden, heads);
+    spec.mlp = mlp_kind::relu;
+    spec.fused_qkv = false;
+    spec.buffer_bytes_per_layer = 0;
+    return spec;
+  }
+  if (family == "bloom") {
+    // modeling_bloom.py: ALiBi (no position table), LayerNorm after the embeddings, fused
+    // query_key_value, BloomGelu keeps its input, no dropout by default.
+    model_spec spec = presets::gpt2_base("custom", layers, hidden, heads);
+    spec.positions = position_kind::none;
+    spec.embedding_norm = true;
+    spec.mlp = mlp_kind::gelu;
+    spec.dropout = false;
+    spec.buffer_bytes_per_layer = 0;
+    return spec;
+  }
+  bad_field(error_code::unsupported, path + ".family", family, "is not a transformer family memscale models yet");
+}
+
+}  // namespace detail
+
+// A model from a ground-truth record's "model" object: the family picks the
+// architecture, the numeric fields size it, "activation" and "norm" override.
+inline model_spec model_from_record(const json& m) {
+  const std::string path = "model";
+  constexpr auto bad = error_code::invalid_model;
+  reject_misspelt_keys(m,
+                       {"family", "name", "params", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab",
+                        "max_pos", "tied_embeddings", "activation", "norm", "impl", "experts", "experts_per_token"},
+                       path, bad);
+  const std::string family = get_string(m, "family", path, "", bad);
+  const std::string name = get_string(m, "name", path, "", bad);
+  const implementation impl = parse_impl(get_string(m, "impl", path, "hf-transformers", bad), path + ".impl");
+  model_spec spec = detail::family_defaults(family, name, m, path);
+  spec.impl = impl;
+  spec.kv_heads = get_count(m, "kv_heads", path, 0, bad);
+  spec.head_dim = get_count(m, "head_dim", path, 0, bad);
+  spec.ffn = get_count(m, "ffn", path, 0, bad);
+  spec.vocab = get_count(m, "vocab", path, 0, bad);
+  if (spec.positions == position_kind::learned) {
+    spec.max_positions = get_count(m, "max_pos", path, 0, bad);
+    if (family == "opt") spec.max_positions += 2;  // OPTLearnedPositionalEmbedding offset
+  }
+  spec.tied_embeddings = get_bool(m, "tied_embeddings", path, spec.tied_embeddings, bad) &&
+                         spec.head != head_kind::sequence_classification;
+  const std::string norm = get_string(m, "norm", path, "", bad);
+  if (norm == "rmsnorm") spec.norm = norm_kind::rmsnorm;
+  else if (norm == "layernorm") spec.norm = norm_kind::layernorm;
+  else if (!norm.empty()) bad_field(bad, path + ".norm", norm, "must be layernorm or rmsnorm");
+  const std::string act = get_string(m, "activation", path, "", bad);
+  if (!act.empty() && family != "gpt2") {  // GPT-2 records say "gelu" for HF's gelu_new
+    const mlp_kind k = detail::parse_activation(act, path + ".activation");
+    const bool was_gated = gated_mlp(spec);
+    spec.mlp = k;
+    // A gated family stays gated for "gelu" (Gemma's GeGLU is labelled gelu).
+    if (was_gated && k == mlp_kind::gelu) spec.mlp = mlp_kind::geglu;
+    if (spec.mlp == mlp_kind::swiglu && family == "stablelm" && impl == implementation::hf_transformers)
+      spec.layout = block_layout::sequential;  // StableLM 3B-4E1T / 2: LLaMA-like blocks with LayerNorm
+  }
+  if (impl == implementation::litgpt) {
+    // lit-gpt has one fused qkv projection and keeps logits in the compute dtype.
+    spec.fused_qkv = true;
+    spec.upcast_logits = false;
+  }
+  return validate(spec);
+}
+
+// A run from a ground-truth record's "train" object (and the record's device).
+inline training_spec run_from_record(const json& record) {
+  const std::string path = "train";
+  constexpr auto bad = error_code::invalid_run;
+  const json& t = record.at("train");
+  reject_misspelt_keys(t,
+                       {"batch", "seq", "image", "precision", "optimizer", "optimizer_impl", "checkpointing",
+                        "attention", "grad_accum", "lora_rank", "lora_alpha", "lora_targets", "frozen", "quant",
+                        "zero_stage", "dp", "tp", "dropout", "trainable_params"},
+                       path, bad);
+  training_spec run{};
+  run.micro_batch = get_count(t, "batch", path, 1, bad);
+  run.seq_len = get_count(t, "seq", path, 0, bad);
+  if (run.seq_len == 0) bad_field(error_code::unsupported, path + ".seq", t.value("seq", json()),
+                                  "is missing: only sequence models are modelled yet");
+  run.prec = parse_precision(get_string(t, "precision", path, "fp32", bad), path + ".precision");
+  run.optimizer = parse_optimizer(get_string(t, "optimizer", path, "adamw", bad), path + ".optimizer");
+  run.grad_accum = get_count(t, "grad_accum", path, 1, bad);
+  run.ckpt = parse_checkpointing(get_string(t, "checkpointing", path, "none", bad), path + ".checkpointing");
+  run.attention = parse_attention(get_string(t, "attention", path, "sdpa", bad), path + ".attention");
+  const auto rank = get_count(t, "lora_rank", path, 0, bad);
+  if (rank > 0) {
+    run.target = t.contains("quant") && t.at("quant").is_string() ? training_target::qlora : training_target::lora;
+    run.lora_rank = rank;
+    if (run.target == training_target::qlora)
+      run.quant = t.at("quant").get<std::string>().find("dq") != std::string::npos ? base_quant::nf4_double_quant
+                                                                                 : base_quant::nf4;
+    const std::string targets = get_string(t, "lora_targets", path, "q,v", bad);
+    std::uint8_t set = 0;
+    for (char c : targets) {
+      if (c == 'q') set = set | lora_target::q;
+      if (c == 'k') set = set | lora_target::k;
+      if (c == 'v') set = set | lora_target::v;
+      if (c == 'o') set = set | lora_target::o;
+    }
+    run.lora_targets = set;
+  }
+  const auto dp = get_count(t, "dp", path, 1, bad);
+  const auto zero = get_count(t, "zero_stage", path, 0, bad);
+  if (dp > 1 || zero > 0)
+    bad_field(error_code::unsupported, path + ".dp", t.value("dp", json()), "data-parallel sharding is a later issue");
+  const std::string device = record.value("device", std::string("cuda"));
+  run.device = device == "cpu" ? device_kind::cpu : device_kind::cuda;
+  const std::string opt_impl = get_string(t, "optimizer_impl", path, "", bad);
+  if (!opt_impl.empty()) run.optimizer_impl = parse_optimizer_impl(opt_impl, path + ".optimizer_impl");
+  if (record.contains("torch") && record.at("torch").is_string()) {
+    // "1.13.0a0" -> 113; anything else is reported, not guessed.
+    const std::string v = record.at("torch").get<std::string>();
+    std::uint32_t major = 0;
+    std::uint32_t minor = 0;
+    std::size_t i = 0;
+    for (; i < v.size() && v[i] >= '0' && v[i] <= '9' && major < 100; ++i) major = major * 10 + static_cast<std::uint32_t>(v[i] - '0');
+    const bool dot = i < v.size() && v[i] == '.';
+    std::size_t j = i + 1;
+    for (; dot && j < v.size() && v[j] >= '0' && v[j] <= '9' && minor < 100; ++j) minor = minor * 10 + static_cast<std::uint32_t>(v[j] - '0');
+    if (i == 0 || !dot || j == i + 1) bad_field(error_code::invalid_run, "torch", v, "must be a version like 2.1.0");
+    run.torch_version = major * 100 + minor;
+  }
+  if (record.contains("model") && record.at("model").value("impl", std::string()) == "litgpt") {
+    // lit-gpt finetune/lora.py: chunked cross-entropy over 128-token chunks, no dropout
+    // inside the model (LoRA dropout only).
+    run.loss = loss_impl::chunked;
+    run.loss_chunk = 128;
+  }
+  return validate(run);
+}
+
+
+// The estimate quantity a record's "measure" names.
+enum class quantity : std::uint8_t { tensor, allocated, reserved, device };
+
+inline quantity quantity_of(const std::string& measure) {
+  if (measure == "cpu-tensor-peak") return quantity::tensor;
+  if (measure == "max_memory_allocated") return quantity::allocated;
+  if (measure == "max_memory_reserved") return quantity::reserved;
+  if (measure == "nvidia-smi") return quantity::device;
+  bad_field(error_code::invalid_run, "measure", measure,
+            "must be one of cpu-tensor-peak, max_memory_allocated, max_memory_reserved, nvidia-smi");
+}
+
+inline std::string_view to_string(quantity q) {
+  switch (q) {
+    case quantity::tensor: return "tensor";
+    case quantity::allocated: return "allocated";
+    case quantity::reserved: return "reserved";
+    case quantity::device: return "device";
+  }
+  return "tensor";
+}
+
+inline bytes pick(const peak_estimate& p, quantity q) {
+  switch (q) {
+    case quantity::tensor:
+    case quantity::allocated: return p.tensor;
+    case quantity::reserved: return p.reserved;
+    case quantity::device: return p.device;
+  }
+  return p.tensor;
+}
+
+// One --cases answer: {"id", "estimated_bytes", "quantity"} or {"id", "error"}.
+inline json estimate_record(const json& record) {
+  const std::string id = record.is_object() && record.contains("id") && record.at("id").is_string()
+                             ? record.at("id").get<std::string>()
+                             : std::string();
+  try {
+    const model_spec model = model_from_record(record.at("model"));
+    const training_spec run = run_from_record(record);
+    const quantity q = quantity_of(record.value("measure", std::string("max_memory_allocated")));
+    const estimate_result r = estimate(model, run);
+    return {{"id", id}, {"estimated_bytes", pick(r.steady, q).value}, {"quantity", std::string(to_string(q))}};
+  } catch (const error& e) {
+    return {{"id", id}, {"error", e.what()}};
+  } catch (const json::exception& e) {
+    return {{"id", id}, {"error", std::string("[memscale.invalid_record] ") + e.what()}};
+  }
+}
+
+
+}  // namespace memscale::json_io
