@@ -113,7 +113,11 @@ constexpr peak_estimate estimate_peak(const graph& g, const training_spec& run, 
   const bytes params = params_p + params_e + device_share_of_blocks(params_b, L, streamed) + g.buffers;
   const bytes all_grads = grads_p + grads_e + device_share_of_blocks(grads_b, L, streamed);
   const bytes state = (state_present && !run.offload_optimizer) ? optimizer_state_bytes(g, run) : bytes{};
-  const bytes workspace = cuda ? cublas_workspace_bytes(run.compute_capability) : bytes{};
+  // From PyTorch 2.0 the cuBLAS workspace comes from the caching allocator (pytorch PR
+  // #86167); before, cuBLAS allocated it itself, visible only in the device total.
+  const bool workspace_in_allocator = run.torch_version >= 200;
+  const bytes cublas = cuda ? cublas_workspace_bytes(run.compute_capability) : bytes{};
+  const bytes workspace = workspace_in_allocator ? cublas : bytes{};
   const bytes persistent_grads = persist ? all_grads : bytes{};
 
   // Saved activations per section pass.
@@ -171,7 +175,8 @@ constexpr peak_estimate estimate_peak(const graph& g, const training_spec& run, 
   if (cuda) {
     const bytes rounding = bytes{checked_mul(large_tensor_count(g, run), cuda_round_large.value / 2)};
     result.reserved = round_up(result.tensor + rounding, cuda_round_large);
-    result.device = result.reserved + cuda_context_bytes(run.cuda_lazy_loading);
+    result.device = result.reserved + cuda_context_bytes(run.cuda_lazy_loading) +
+                    (workspace_in_allocator ? bytes{} : cublas);
   } else {
     result.reserved = result.tensor;
     result.device = result.tensor;

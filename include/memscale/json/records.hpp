@@ -106,6 +106,23 @@ inline model_spec family_defaults(const std::string& family, const std::string& 
   bad_field(error_code::unsupported, path + ".family", family, "is not a transformer family memscale models yet");
 }
 
+// "1.13.0a0" -> 113, "11.2" -> 1102; 0 when the record does not name the field.
+inline std::uint32_t version_field(const json& record, const char* key) {
+  if (!record.contains(key) || record.at(key).is_null()) return 0;
+  const json& value = record.at(key);
+  if (!value.is_string()) bad_field(error_code::invalid_run, key, value, "must be a version string like \"2.1.0\"");
+  const std::string v = value.get<std::string>();
+  std::uint32_t major = 0;
+  std::uint32_t minor = 0;
+  std::size_t i = 0;
+  for (; i < v.size() && v[i] >= '0' && v[i] <= '9' && major < 100; ++i) major = major * 10 + static_cast<std::uint32_t>(v[i] - '0');
+  const bool dot = i < v.size() && v[i] == '.';
+  std::size_t j = i + 1;
+  for (; dot && j < v.size() && v[j] >= '0' && v[j] <= '9' && minor < 100; ++j) minor = minor * 10 + static_cast<std::uint32_t>(v[j] - '0');
+  if (i == 0 || !dot || j == i + 1 || minor >= 100) bad_field(error_code::invalid_run, key, value, "must be a version string like \"2.1.0\"");
+  return major * 100 + minor;
+}
+
 }  // namespace detail
 
 // A model from a ground-truth record's "model" object: the family picks the
@@ -162,7 +179,7 @@ inline training_spec run_from_record(const json& record) {
   reject_misspelt_keys(t,
                        {"batch", "seq", "image", "precision", "optimizer", "optimizer_impl", "checkpointing",
                         "attention", "grad_accum", "lora_rank", "lora_alpha", "lora_targets", "frozen", "quant",
-                        "zero_stage", "dp", "tp", "dropout", "trainable_params"},
+                        "zero_stage", "dp", "tp", "dropout", "trainable_params", "zero_grad"},
                        path, bad);
   training_spec run{};
   run.micro_batch = get_count(t, "batch", path, 1, bad);
@@ -197,21 +214,28 @@ inline training_spec run_from_record(const json& record) {
     bad_field(error_code::unsupported, path + ".dp", t.value("dp", json()), "data-parallel sharding is a later issue");
   const std::string device = record.value("device", std::string("cuda"));
   run.device = device == "cpu" ? device_kind::cpu : device_kind::cuda;
+  // The software stack, when the record names it ("torch": "1.13.0", "cuda": "11.2"):
+  // several allocation behaviours changed between releases.
+  const std::uint32_t torch = detail::version_field(record, "torch");
+  const std::uint32_t cuda = detail::version_field(record, "cuda");
+  if (torch != 0) {
+    run.torch_version = torch;
+    // foreach became the default on CUDA in 2.0 (torch/optim/optimizer.py
+    // _default_to_fused_or_foreach); before, every optimizer looped per parameter.
+    if (torch < 200) run.optimizer_impl = optimizer_implementation::for_loop;
+    // CUDA_MODULE_LOADING=LAZY is set by PyTorch from 1.13 (pytorch PR #86509).
+    if (torch < 113) run.cuda_lazy_loading = false;
+  }
+  // Lazy module loading needs CUDA 11.7 (CUDA C++ Programming Guide, "Lazy Loading").
+  if (cuda != 0 && cuda < 1107) run.cuda_lazy_loading = false;
+  // "zero": gradients are zeroed in place between steps and stay allocated through the
+  // next forward (Module.zero_grad() before PyTorch 2.0, as the HF Trainer of 2022 called
+  // it); "none": freed (set_to_none=True, the default from 2.0).
+  const std::string zero_grad = get_string(t, "zero_grad", path, "none", bad);
+  if (zero_grad != "none" && zero_grad != "zero") bad_field(bad, path + ".zero_grad", zero_grad, "must be none or zero");
+  run.zero_grad_to_none = zero_grad == "none";
   const std::string opt_impl = get_string(t, "optimizer_impl", path, "", bad);
   if (!opt_impl.empty()) run.optimizer_impl = parse_optimizer_impl(opt_impl, path + ".optimizer_impl");
-  if (record.contains("torch") && record.at("torch").is_string()) {
-    // "1.13.0a0" -> 113; anything else is reported, not guessed.
-    const std::string v = record.at("torch").get<std::string>();
-    std::uint32_t major = 0;
-    std::uint32_t minor = 0;
-    std::size_t i = 0;
-    for (; i < v.size() && v[i] >= '0' && v[i] <= '9' && major < 100; ++i) major = major * 10 + static_cast<std::uint32_t>(v[i] - '0');
-    const bool dot = i < v.size() && v[i] == '.';
-    std::size_t j = i + 1;
-    for (; dot && j < v.size() && v[j] >= '0' && v[j] <= '9' && minor < 100; ++j) minor = minor * 10 + static_cast<std::uint32_t>(v[j] - '0');
-    if (i == 0 || !dot || j == i + 1) bad_field(error_code::invalid_run, "torch", v, "must be a version like 2.1.0");
-    run.torch_version = major * 100 + minor;
-  }
   if (record.contains("model") && record.at("model").value("impl", std::string()) == "litgpt") {
     // lit-gpt finetune/lora.py: chunked cross-entropy over 128-token chunks, no dropout
     // inside the model (LoRA dropout only).
