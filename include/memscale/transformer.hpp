@@ -436,11 +436,17 @@ class transformer_builder {
             .frozen = frozen,
             .borrows_weight = tied};
     if (p_.autocast) head.extra_saved = storage(p_.matmul, checked_mul(v, h));
+    // An untied head is an nn.Linear, quantized under QLoRA like the others: its matmul
+    // dequantizes the whole V x h weight (two 16-bit copies) in forward and backward.
+    const bytes dequantized = (frozen && !tied && t_.target == training_target::qlora)
+                                  ? storage(p_.matmul, checked_mul(v, h, 2))
+                                  : bytes{};
+    head.bwd_temp = dequantized;
     if (t_.loss == loss_impl::chunked) {
       // Chunked cross-entropy (lit-gpt utils.chunked_cross_entropy) keeps one chunk's
       // logits and log-probabilities at a time, plus each chunk's saved log_softmax.
       const auto chunk_rows = t_.loss_chunk < rows ? t_.loss_chunk : rows;
-      head.fwd_temp = storage(p_.matmul, checked_mul(chunk_rows, v));
+      head.fwd_temp = storage(p_.matmul, checked_mul(chunk_rows, v)) + dequantized;
       // The chunks' logits stay referenced by a Python list until backward, and each
       // chunk's cross_entropy keeps its log-probabilities (lit-gpt utils.py).
       const auto logits = emit(head, checked_mul(rows, v), p_.matmul);
@@ -450,8 +456,9 @@ class transformer_builder {
       b_.keep_own_output(logp);
       return;
     }
+    head.fwd_temp = dequantized;
     const auto logits = emit(head, checked_mul(rows, v), p_.matmul);
-    if (!frozen) b_.keep(input, logits);
+    if (!frozen || t_.target == training_target::qlora) b_.keep(input, logits);
     std::size_t scores = logits;
     if (m_.head == head_kind::causal_lm) {
       // Many causal-LM heads upcast logits to fp32 (modeling_llama.py: logits.float()).

@@ -39,13 +39,14 @@ inline model_spec family_defaults(const std::string& family, const std::string& 
   if (family == "bert" || family == "roberta") {
     model_spec spec = presets::bert_base("custom", layers, hidden, heads);
     if (family == "roberta") spec.type_vocab = 1;
-    if (name.find("MaskedLM") != std::string::npos) {
+    if (name.find("SequenceClassification") != std::string::npos) {
+      spec.head = head_kind::sequence_classification;  // pooler + classifier
+      spec.tied_embeddings = false;
+    } else {
+      // BertForMaskedLM, and a record that names no head: the MLM head's b*s*V logits are
+      // the larger loss region, so an unknown head is never under-estimated.
       spec.head = head_kind::masked_lm;
       spec.pooler = false;
-    } else {
-      // AutoModelForSequenceClassification (and unnamed fine-tunes): pooler + classifier.
-      spec.head = head_kind::sequence_classification;
-      spec.tied_embeddings = false;
     }
     return spec;
   }
