@@ -92,6 +92,43 @@ constexpr std::uint64_t large_tensor_count(const graph& g, const training_spec& 
   return n;
 }
 
+// What one rank holds under sharding; zero fields mean "as without sharding".
+struct sharded_residency {
+  bytes params{};  // parameter bytes resident
+  bytes grads{};   // gradient bytes once backward is done (before the optimizer step)
+};
+
+constexpr sharded_residency sharded_residency_of(const graph& g, const training_spec& run, bytes params_b,
+                                                 bytes grads_b) {
+  sharded_residency r{};
+  if (run.shard == sharding::none) return r;
+  const auto n = run.data_parallel;
+  const auto L = g.block_repeats;
+  const bytes all_params = parameter_bytes(g, run);
+  const bytes params_p = section_bytes(g, prologue_of(g), run, false);
+  const bytes params_e = section_bytes(g, epilogue_of(g), run, false);
+  if (run.shard == sharding::full) {
+    // FSDP FULL_SHARD: each rank stores 1/N; the root unit (embeddings, head) stays
+    // gathered through forward and backward, and limit_all_gathers allows the running
+    // block plus one prefetched block (torch/distributed/fsdp/_runtime_utils.py).
+    r.params = ceil_div(all_params, n) + params_p + params_e + params_b * (L < 2 ? L : std::uint64_t{2});
+  }
+  if (run.shard >= sharding::gradients && run.grad_accum > 1) {
+    // Accumulating under no_sync keeps unsharded gradients until the last micro-step
+    // (FSDP no_sync docs); with use_orig_params every tensor of a block's flat parameter
+    // gets one when any of them trains.
+    const auto p = precision_policy_of(run);
+    bytes block = grads_b;
+    if (run.fsdp_use_orig_params && grads_b.value != 0) {
+      std::uint64_t elements = 0;
+      for (std::size_t i = g.block_begin; i < g.block_end; ++i) elements = checked_add(elements, stored_elements(g.ops[i]));
+      block = storage(p.param, elements);
+    }
+    r.grads = section_bytes(g, prologue_of(g), run, true) + section_bytes(g, epilogue_of(g), run, true) + block * L;
+  }
+  return r;
+}
+
 constexpr peak_estimate estimate_peak(const graph& g, const training_spec& run, bool state_present) {
   const auto L = g.block_repeats;
   const bool ckpt = run.ckpt == checkpointing::full;
@@ -100,6 +137,8 @@ constexpr peak_estimate estimate_peak(const graph& g, const training_spec& run, 
   // the gradients of the section in flight.
   const bool grads_to_host = run.offload_optimizer;
   const bool persist = !grads_to_host && (run.grad_accum > 1 || !run.zero_grad_to_none);
+  // Sharded gradients are reduce-scattered block by block, leaving 1/N of the earlier ones.
+  const std::uint64_t grad_share = (run.shard >= sharding::gradients && !persist) ? run.data_parallel : 1;
   const bool cuda = run.device == device_kind::cuda;
 
   // Parameters and gradients by section (block figures are per layer).
@@ -110,9 +149,15 @@ constexpr peak_estimate estimate_peak(const graph& g, const training_spec& run, 
   const bytes grads_b = section_bytes(g, block_of(g), run, true);
   const bytes grads_e = section_bytes(g, epilogue_of(g), run, true);
   const bool streamed = run.offload_parameters;
-  const bytes params = params_p + params_e + device_share_of_blocks(params_b, L, streamed) + g.buffers;
-  const bytes all_grads = grads_p + grads_e + device_share_of_blocks(grads_b, L, streamed);
-  const bytes state = (state_present && !run.offload_optimizer) ? optimizer_state_bytes(g, run) : bytes{};
+  const sharded_residency shards = sharded_residency_of(g, run, params_b, grads_b);
+  const bytes params = shards.params.value != 0
+                           ? shards.params + g.buffers
+                           : params_p + params_e + device_share_of_blocks(params_b, L, streamed) + g.buffers;
+  const bytes all_grads =
+      shards.grads.value != 0 ? shards.grads : grads_p + grads_e + device_share_of_blocks(grads_b, L, streamed);
+  const bytes full_state = optimizer_state_bytes(g, run);
+  const bytes device_state = run.shard != sharding::none ? ceil_div(full_state, run.data_parallel) : full_state;
+  const bytes state = (state_present && !run.offload_optimizer) ? device_state : bytes{};
   // From PyTorch 2.0 the cuBLAS workspace comes from the caching allocator (pytorch PR
   // #86167); before, cuBLAS allocated it itself, visible only in the device total.
   const bool workspace_in_allocator = run.torch_version >= 200;
@@ -146,24 +191,27 @@ constexpr peak_estimate estimate_peak(const graph& g, const training_spec& run, 
   // or the bottom block (nothing below, all other block gradients created).
   const auto bp = section_backward_peak(g, block_of(g), run, persist, g.stream_grad);
   const bytes local_act = bp.peak - bp.grads_at_peak;
-  const bytes grads_before_top = (persist || grads_to_host) ? bytes{} : grads_e;
+  const bytes grads_before_top = (persist || grads_to_host) ? bytes{} : ceil_div(grads_e, grad_share);
   const bytes grads_before_bottom =
-      (persist || grads_to_host) ? bytes{} : grads_e + device_share_of_blocks(grads_b, L - 1, streamed);
+      (persist || grads_to_host) ? bytes{}
+                                 : ceil_div(grads_e + device_share_of_blocks(grads_b, L - 1, streamed), grad_share);
   best = larger(best, moment(phase::backward, below_blocks + local_act, grads_before_top + bp.grads_at_peak, {}));
   best = larger(best, moment(phase::backward, saved_p + local_act, grads_before_bottom + bp.grads_at_peak, {}));
 
   // Backward of the prologue (embeddings).
   const auto pp = section_backward_peak(g, prologue_of(g), run, persist, bytes{});
   const bytes grads_before_prologue =
-      (persist || grads_to_host) ? bytes{} : grads_e + device_share_of_blocks(grads_b, L, streamed);
+      (persist || grads_to_host) ? bytes{}
+                                 : ceil_div(grads_e + device_share_of_blocks(grads_b, L, streamed), grad_share);
   best = larger(best, moment(phase::backward, pp.peak - pp.grads_at_peak, grads_before_prologue + pp.grads_at_peak,
                              {}));
 
   // Optimizer step: all gradients, the state (created now in step 1) and temporaries.
   {
-    const bytes step_state = run.offload_optimizer ? bytes{} : optimizer_state_bytes(g, run);
+    const bytes step_state = run.offload_optimizer ? bytes{} : device_state;
+    const bytes step_grads = run.shard >= sharding::gradients ? ceil_div(all_grads, run.data_parallel) : all_grads;
     phase_candidate step{phase::optimizer_step,
-                         {params, grads_to_host ? bytes{} : all_grads, step_state, g.inputs,
+                         {params, grads_to_host ? bytes{} : step_grads, step_state, g.inputs,
                           workspace + optimizer_step_temporaries(g, run)}};
     best = larger(best, step);
   }

@@ -25,6 +25,9 @@ enum class base_quant : std::uint8_t { nf4, nf4_double_quant };
 // standard: logits materialised for the whole sequence; chunked: cross-entropy over
 // slices of the sequence (lit-gpt chunked_cross_entropy, Liger-style fused losses).
 enum class loss_impl : std::uint8_t { standard, chunked };
+// Data-parallel sharding (Rajbhandari et al. 2020, ZeRO, arXiv 1910.02054): stage 1
+// shards optimizer state, stage 2 also gradients, stage 3 (FSDP FULL_SHARD) parameters.
+enum class sharding : std::uint8_t { none, optimizer_state, gradients, full };
 // Which allocator and autocast op lists apply: a CUDA run, or a CPU trace (measure.py).
 enum class device_kind : std::uint8_t { cuda, cpu };
 
@@ -60,6 +63,11 @@ struct training_spec {
   bool offload_parameters = false;        // parameters streamed from the CPU one block at a time
   bool offload_activations = false;       // checkpointed block inputs kept on the CPU
   device_kind device = device_kind::cuda;
+  std::uint64_t data_parallel = 1;        // ranks that shard (or replicate) the model
+  sharding shard = sharding::none;
+  // FSDP use_orig_params=True (Lightning's default from torch 2.0): a flat parameter with
+  // any trainable tensor gets a gradient for all of it, frozen tensors included.
+  bool fsdp_use_orig_params = true;
   std::uint32_t torch_version = 205;      // major * 100 + minor: optimizer internals changed across releases
   std::uint32_t compute_capability = 80;  // the GPU's sm version: cuBLAS workspace size
   bool cuda_lazy_loading = true;          // CUDA >= 11.7 loads kernels lazily: smaller context
@@ -79,6 +87,8 @@ constexpr const training_spec& validate(const training_spec& t) {
   require(is_lora(t) || t.lora_rank == 0, bad, "run.lora_rank", "must be 0 when training every weight",
           t.lora_rank);
   require(!is_lora(t) || t.lora_targets != 0, bad, "run.lora_targets", "must name at least one projection", 0);
+  require(t.data_parallel > 0, bad, "run.data_parallel", "must be > 0", t.data_parallel);
+  require(t.shard == sharding::none || t.data_parallel > 1, bad, "run.shard", "needs run.data_parallel > 1", 1);
   require(t.loss != loss_impl::chunked || t.loss_chunk > 0, bad, "run.loss_chunk", "must be > 0", t.loss_chunk);
   return t;
 }

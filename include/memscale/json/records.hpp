@@ -211,8 +211,13 @@ inline training_spec run_from_record(const json& record) {
   }
   const auto dp = get_count(t, "dp", path, 1, bad);
   const auto zero = get_count(t, "zero_stage", path, 0, bad);
-  if (dp > 1 || zero > 0)
-    bad_field(error_code::unsupported, path + ".dp", t.value("dp", json()), "data-parallel sharding is a later issue");
+  if (zero > 3) bad_field(bad, path + ".zero_stage", t.at("zero_stage"), "must be 0, 1, 2 or 3");
+  if (zero > 0 && dp < 2) bad_field(bad, path + ".dp", t.value("dp", json()), "must be > 1 with train.zero_stage > 0");
+  if (get_count(t, "tp", path, 1, bad) > 1)
+    bad_field(error_code::unsupported, path + ".tp", t.at("tp"), "tensor parallelism is not modelled yet");
+  run.data_parallel = dp;
+  run.shard = zero == 3 ? sharding::full : zero == 2 ? sharding::gradients : zero == 1 ? sharding::optimizer_state
+                                                                                     : sharding::none;
   const std::string device = record.value("device", std::string("cuda"));
   run.device = device == "cpu" ? device_kind::cpu : device_kind::cuda;
   // The software stack, when the record names it ("torch": "1.13.0", "cuda": "11.2"):
