@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "memscale/fmt.hpp"
 #include "memscale/json.hpp"
@@ -188,9 +189,35 @@ std::string plan_text(const memscale::gpu_spec& gpu, const memscale::plan_result
                        memscale::to_gib(m.peak), std::string(filled, '#'), bar_width, m.fits ? "yes" : "no",
                        recompute, m.cost.transfer_seconds, memscale::to_gib(m.cost.host_memory));
   }
+  // Components of each mode's peak (tensor bytes) as stacked bars: P parameters,
+  // G gradients, O optimizer state, A activations, W workspace.
+  out += fmt::format("\n  components at each mode's peak (GiB; bar: P params, G grads, O optimizer, A activations, "
+                     "W workspace; full width = VRAM)\n");
+  out += fmt::format("  {:<13} {:>7} {:>7} {:>7} {:>7} {:>7}  {:<15} {}\n", "mode", "params", "grads", "optim", "activ",
+                     "wkspace", "phase", "bar");
+  for (const auto& m : plan.modes) {
+    const memscale::memory_breakdown& b = m.breakdown;
+    std::string bar;
+    const std::pair<char, memscale::bytes> parts[] = {
+        {'P', b.parameters}, {'G', b.gradients}, {'O', b.optimizer}, {'A', b.activations}, {'W', b.workspace}};
+    for (const auto& [letter, size] : parts) {
+      const double share = memscale::ratio(size, plan.vram);
+      bar += std::string(static_cast<std::size_t>(share * static_cast<double>(bar_width) + 0.5), letter);
+    }
+    if (bar.size() > bar_width) bar = bar.substr(0, bar_width - 1) + ">";
+    out += fmt::format("  {:<13} {:>7.2f} {:>7.2f} {:>7.2f} {:>7.2f} {:>7.2f}  {:<15} {}\n", memscale::to_string(m.m),
+                       memscale::to_gib(b.parameters), memscale::to_gib(b.gradients), memscale::to_gib(b.optimizer),
+                       memscale::to_gib(b.activations), memscale::to_gib(b.workspace), memscale::to_string(m.at), bar);
+  }
   out += fmt::format("Chosen: {} — {}\n", plan.fits ? memscale::to_string(plan.chosen) : "none", plan.reason);
   if (!plan.fits) {
-    if (plan.max_micro_batch > 0)
+    if (plan.next_step == memscale::advice::offload_parameters)
+      out += fmt::format("  aggressive + parameters streamed from the host: peak {:.2f} GiB, host RAM {:.2f} GiB, "
+                         "{:.2f} s of transfers per step\n",
+                         memscale::to_gib(plan.parameter_offload.peak),
+                         memscale::to_gib(plan.parameter_offload.cost.host_memory),
+                         plan.parameter_offload.cost.transfer_seconds);
+    else if (plan.max_micro_batch > 0)
       out += fmt::format("  max micro-batch {} with grad accumulation {}\n", plan.max_micro_batch,
                          plan.grad_accumulation);
     else if (plan.max_seq_len > 0)
@@ -203,14 +230,28 @@ std::string plan_text(const memscale::gpu_spec& gpu, const memscale::plan_result
 nlohmann::json plan_json(const memscale::plan_result& plan) {
   nlohmann::json modes = nlohmann::json::array();
   for (const auto& m : plan.modes)
-    modes.push_back({{"mode", std::string(memscale::to_string(m.m))}, {"peak", m.peak.value}, {"fits", m.fits}});
+    modes.push_back({{"mode", std::string(memscale::to_string(m.m))},
+                     {"peak", m.peak.value},
+                     {"fits", m.fits},
+                     {"phase", std::string(memscale::to_string(m.at))},
+                     {"breakdown", memscale::json_io::breakdown_to_json(m.breakdown)},
+                     {"recompute_forward_passes", m.cost.recompute_fraction},
+                     {"transfer_seconds_per_step", m.cost.transfer_seconds},
+                     {"host_memory", m.cost.host_memory.value}});
   return {{"mode", std::string(plan.fits ? memscale::to_string(plan.chosen) : "none")},
           {"fits", plan.fits},
           {"budget", plan.budget.value},
           {"pressure", plan.pressure},
           {"modes", modes},
           {"max_micro_batch", plan.max_micro_batch},
-          {"grad_accumulation", plan.grad_accumulation}};
+          {"grad_accumulation", plan.grad_accumulation},
+          {"max_seq_len", plan.max_seq_len},
+          {"next_step", std::string(memscale::to_string(plan.next_step))},
+          {"reason", std::string(plan.reason)},
+          {"parameter_offload",
+           {{"peak", plan.parameter_offload.peak.value},
+            {"fits", plan.parameter_offload.fits},
+            {"host_memory", plan.parameter_offload.cost.host_memory.value}}}};
 }
 
 }  // namespace memscale_plan

@@ -61,11 +61,18 @@ struct mode_plan {
   mode_cost cost{};
 };
 
-enum class advice : std::uint8_t { none, smaller_micro_batch, shorter_sequence, smaller_model_or_more_gpus };
+enum class advice : std::uint8_t {
+  none,
+  offload_parameters,  // AGGRESSIVE plus streaming parameters from the host fits
+  smaller_micro_batch,
+  shorter_sequence,
+  smaller_model_or_more_gpus
+};
 
 constexpr std::string_view to_string(advice a) noexcept {
   switch (a) {
     case advice::none: return "none";
+    case advice::offload_parameters: return "offload_parameters";
     case advice::smaller_micro_batch: return "smaller_micro_batch";
     case advice::shorter_sequence: return "shorter_sequence";
     case advice::smaller_model_or_more_gpus: return "smaller_model_or_more_gpus";
@@ -80,6 +87,7 @@ struct plan_result {
   bytes unoptimized_peak{};
   double pressure = 0.0;         // unoptimized peak / vram
   std::array<mode_plan, 4> modes{};
+  mode_plan parameter_offload{};       // AGGRESSIVE + parameters streamed from the host, when no mode fits
   mode chosen = mode::none;
   bool fits = false;
   std::uint64_t max_micro_batch = 0;   // largest micro-batch that fits with the chosen (or most aggressive) mode
@@ -139,6 +147,11 @@ constexpr mode_cost cost_of(const estimate_result& e, const graph& g, const trai
     c.host_memory += e.optimizer_bytes + e.gradient_bytes;
     if (run.prec == precision::pure_bf16 || run.prec == precision::pure_fp16)
       c.host_memory += storage(dtype::fp32, e.trainable_parameter_count);  // fp32 master weights
+  }
+  if (run.offload_parameters) {
+    // Parameters stream in for the forward and again for the backward, block by block.
+    moved += 2.0 * static_cast<double>(e.parameter_bytes.value);
+    c.host_memory += e.parameter_bytes;
   }
   if (run.offload_activations && run.ckpt == checkpointing::full) {
     const bytes inputs = section_saved_bytes(g, block_of(g), run, true) * g.block_repeats;
@@ -215,6 +228,20 @@ constexpr plan_result make_plan(const model_spec& model, const training_spec& ru
     }
   }
   r.fits = found;
+  if (!found) {
+    // The last technique: stream parameters from the host (ZeRO-Infinity, Rajbhandari
+    // et al. 2021, arXiv 2104.07857), before shrinking the batch.
+    training_spec streamed = run;
+    streamed.offload_parameters = true;
+    r.parameter_offload = detail::plan_mode(model, streamed, gpu, mode::aggressive, r.budget);
+    if (r.parameter_offload.fits) {
+      r.next_step = advice::offload_parameters;
+      r.max_micro_batch = run.micro_batch;
+      r.grad_accumulation = run.grad_accum;
+      r.reason = "no mode fits; AGGRESSIVE fits when parameters are also streamed from the host";
+      return r;
+    }
+  }
   const mode search_mode = found ? r.chosen : mode::aggressive;
   const auto effective = detail::checked_mul(run.micro_batch, run.grad_accum);
   r.max_micro_batch = detail::largest_fitting(found ? options.max_batch_search : run.micro_batch, [&](std::uint64_t b) {

@@ -173,10 +173,20 @@ TEST_CASE("planner: headroom bounds and overrides", "[planner][property]") {
 }
 
 TEST_CASE("planner: advice when nothing fits", "[planner]") {
-  SECTION("llama-2-70b fp32 on an RTX 3060 12GB: smaller model or more GPUs") {
+  SECTION("llama-2-70b fp32 on an RTX 3060 12GB: only streaming the parameters from the host fits") {
     const auto plan = memscale::make_plan(memscale::presets::llama_2_70b, fp32_adamw(1, 512), gpu_named("rtx3060-12gb"));
     CHECK_FALSE(plan.fits);
     for (const auto& p : plan.modes) CHECK_FALSE(p.fits);
+    CHECK(plan.next_step == memscale::advice::offload_parameters);
+    CHECK(plan.parameter_offload.fits);
+    CHECK(plan.parameter_offload.peak < plan.modes[3].peak);
+    CHECK(plan.parameter_offload.cost.host_memory > plan.modes[3].cost.host_memory);
+  }
+  SECTION("llama-2-70b fp32 on a 2 GiB device: smaller model or more GPUs") {
+    const auto plan = memscale::make_plan(memscale::presets::llama_2_70b, fp32_adamw(1, 512),
+                                          memscale::custom_gpu(memscale::bytes{runtime_value(2ULL << 30)}));
+    CHECK_FALSE(plan.fits);
+    CHECK_FALSE(plan.parameter_offload.fits);
     CHECK(plan.max_micro_batch == 0);
     CHECK(plan.max_seq_len == 0);
     CHECK(plan.next_step == memscale::advice::smaller_model_or_more_gpus);
