@@ -179,7 +179,8 @@ constexpr peak_estimate estimate_peak(const graph& g, const training_spec& run, 
 
   // Forward: the last block and the epilogue see the most saved tensors.
   phase_candidate best = moment(phase::forward, section_forward_peak(g, prologue_of(g), run), {}, {});
-  best = larger(best, moment(phase::forward, below_blocks + section_forward_peak(g, block_of(g), run), {}, {}));
+  best = larger(best, moment(phase::forward,
+                             below_blocks + section_forward_peak(g, block_of(g), run, false, !ckpt), {}, {}));
   best = larger(best, moment(phase::forward, saved_p + saved_b * L + section_forward_peak(g, epilogue_of(g), run, true),
                              {}, {}));
 

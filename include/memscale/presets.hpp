@@ -78,7 +78,8 @@ constexpr model_spec llama_base(std::string_view name, std::uint64_t layers, std
           .norm = norm_kind::rmsnorm,
           .mlp = mlp_kind::swiglu,
           .norm_bias = false,
-          .upcast_logits = true};
+          .upcast_logits = true,
+          .softmax_fp32 = true};
 }
 
 // meta-llama/Llama-2-{7,13,70}b-hf config.json.

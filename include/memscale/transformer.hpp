@@ -137,12 +137,17 @@ class transformer_builder {
       o.extra_saved = storage(dtype::fp32, checked_mul(rows, 2));
     } else {
       o.extra_saved = storage(dtype::fp32, rows);  // rsqrt(variance + eps)
-      if (type(in) != dtype::fp32) o.extra_saved += storage(dtype::fp32, elems(in));  // hidden.to(float32)
       o.extra_saved += storage(type(in), elems(in));  // normalized x, saved by weight * x
+      // hidden.to(float32): a new tensor unless the input is fp32 already (then the input
+      // itself is what pow and mul save).
+      if (type(in) != dtype::fp32) o.extra_saved += storage(dtype::fp32, elems(in));
+      // HF's pow(2).mean(-1) also keeps x^2 alive (measured on torch 1.13,
+      // docs/research/cpu-activations.md sec. 1).
+      if (m_.impl == implementation::hf_transformers) o.extra_saved += storage(dtype::fp32, elems(in));
     }
     o.grad_in = storage(type(in), elems(in));
     const auto y = emit(o, elems(in), m_.norm == norm_kind::layernorm ? out_type : type(in));
-    b_.keep(in, y);
+    if (m_.norm == norm_kind::layernorm || type(in) == dtype::fp32 || m_.impl == implementation::litgpt) b_.keep(in, y);
     return y;
   }
 
@@ -294,10 +299,16 @@ class transformer_builder {
       b_.keep(q_copy, qk);
       b_.keep(k_copy, qk);
       // Softmax saves its output. CUDA autocast runs it in fp32 (autocast_mode.cpp fp32
-      // list); CPU autocast (torch 1.13) has no softmax entry, so it stays 16-bit.
-      const dtype prob_type = p_.autocast && t_.device == device_kind::cuda ? dtype::fp32 : p_.matmul;
-      const auto probs = emit(op{.kind = op_kind::attention, .recomputed_by_selective = true}, scores, prob_type);
+      // list); CPU autocast (torch 1.13) has no softmax entry, so it stays 16-bit; LLaMA-
+      // family code asks for softmax(dtype=float32) and casts back (modeling_llama.py).
+      const dtype prob_type =
+          (m_.softmax_fp32 || (p_.autocast && t_.device == device_kind::cuda)) ? dtype::fp32 : p_.matmul;
+      auto probs = emit(op{.kind = op_kind::attention, .recomputed_by_selective = true}, scores, prob_type);
       b_.keep_own_output(probs);
+      if (m_.softmax_fp32 && p_.matmul != dtype::fp32) {
+        probs = elementwise(scores, p_.matmul);  // .to(query_states.dtype)
+        b_.at(probs).recomputed_by_selective = true;
+      }
       auto dropped = dropout(probs);
       b_.at(dropped).recomputed_by_selective = true;
       dropped = matmul_input(dropped);
@@ -462,7 +473,8 @@ class transformer_builder {
     std::size_t scores = logits;
     if (m_.head == head_kind::causal_lm) {
       // Many causal-LM heads upcast logits to fp32 (modeling_llama.py: logits.float()).
-      if (m_.upcast_logits) scores = elementwise(checked_mul(rows, v), dtype::fp32);
+      // .float() copies only 16-bit logits; on fp32 logits it is a no-op.
+      if (m_.upcast_logits && type(scores) != dtype::fp32) scores = elementwise(checked_mul(rows, v), dtype::fp32);
       if (m_.logit_softcap) {
         // modeling_gemma2.py: logits / cap, tanh (keeps its output), * cap.
         elementwise(checked_mul(rows, v), type(scores));

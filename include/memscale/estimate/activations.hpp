@@ -55,17 +55,19 @@ constexpr bytes section_saved_bytes(const graph& g, section s, const training_sp
 // With `held`, outputs nobody saves stay alive until the section ends: the loss code
 // holds logits and their shifted copy in local variables until forward returns
 // (modeling_gpt2.py GPT2LMHeadModel.forward: lm_logits, shift_logits).
-constexpr bytes section_forward_peak(const graph& g, section s, const training_spec& run, bool held = false) {
+// With `saving` false (a checkpointed block's forward) nothing accumulates for backward.
+constexpr bytes section_forward_peak(const graph& g, section s, const training_spec& run, bool held = false,
+                                     bool saving = true) {
   bytes saved{};
   bytes loose{};
   bytes peak{};
   for (std::size_t i = s.begin; i < s.end; ++i) {
     const op& o = g.ops[i];
-    const bool prev_loose = i > s.begin && g.ops[i - 1].released_by == not_kept;
+    const bool prev_loose = i > s.begin && (g.ops[i - 1].released_by == not_kept || !saving);
     const bytes previous = held ? loose : (prev_loose ? g.ops[i - 1].out : bytes{});
     const bytes live = saved + o.out + o.fwd_temp + o.extra_saved + previous;
     peak = max(peak, live);
-    if (!dropped_by_selective(o, run)) saved += op_saved_bytes(o);
+    if (saving && !dropped_by_selective(o, run)) saved += op_saved_bytes(o);
     if (o.released_by == not_kept) loose += o.out;
   }
   return peak;
