@@ -271,8 +271,8 @@ class transformer_builder {
       q = elementwise(q_elems, p_.matmul);
       k = elementwise(k_elems, p_.matmul);
     }
-    const bool repeat_kv = kv_ != m_.heads && m_.impl == implementation::hf_transformers &&
-                           t_.attention != attention_impl::flash;
+    // Hugging Face's eager and SDPA attention both call repeat_kv before attending.
+    const bool repeat_kv = kv_ != m_.heads && m_.impl == implementation::hf_transformers;
     if (repeat_kv) {
       // repeat_kv: expand + reshape materialises heads/kv_heads copies of k and v.
       k_elems = q_elems;
