@@ -13,8 +13,13 @@
 #include <string_view>
 
 #include "memscale/memscale.hpp"
+#include "error_capture.hpp"
 
 namespace {
+
+using memscale_test::contains;
+using memscale_test::error_code_of;
+using memscale_test::error_message;
 
 using namespace memscale;
 using namespace memscale::literals;
@@ -32,31 +37,6 @@ double opaque_double(double v) {
 constexpr std::uint64_t P = 124'439'808;  // GPT-2
 constexpr std::uint64_t gpt2_tensors = 148;
 
-// The what() of the memscale::error `f` throws, or "<no error>".
-template <class F>
-std::string error_message(F&& f) {
-  try {
-    f();
-  } catch (const error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-template <class F>
-error_code error_code_of(F&& f) {
-  try {
-    f();
-  } catch (const error& e) {
-    return e.code();
-  }
-  FAIL("no memscale::error was thrown");
-  return error_code::unsupported;
-}
-
-bool contains(const std::string& haystack, std::string_view needle) {
-  return haystack.find(needle) != std::string::npos;
-}
 
 // 2 layers, hidden 64, 4 heads, ffn 256; derivation in tests/static/estimators_static.cpp.
 model_spec tiny_model() {

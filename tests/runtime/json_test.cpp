@@ -12,8 +12,13 @@
 #include <string_view>
 
 #include "memscale/json.hpp"
+#include "error_capture.hpp"
 
 namespace {
+
+using memscale_test::contains;
+using memscale_test::error_code_of;
+using memscale_test::error_message;
 
 using namespace memscale;
 using json_io::json;
@@ -74,30 +79,6 @@ json llama_lora_record() {
     "measured_bytes": 21300000000})json");
 }
 
-template <class F>
-std::string error_message(F&& f) {
-  try {
-    f();
-  } catch (const error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-template <class F>
-error_code error_code_of(F&& f) {
-  try {
-    f();
-  } catch (const error& e) {
-    return e.code();
-  }
-  FAIL("no memscale::error was thrown");
-  return error_code::unsupported;
-}
-
-bool contains(const std::string& haystack, std::string_view needle) {
-  return haystack.find(needle) != std::string::npos;
-}
 
 }  // namespace
 
