@@ -98,15 +98,14 @@ struct sharded_residency {
   bytes grads{};   // gradient bytes once backward is done (before the optimizer step)
 };
 
-constexpr sharded_residency sharded_residency_of(const graph& g, const training_spec& run, bytes params_b,
-                                                 bytes grads_b) {
+constexpr sharded_residency sharded_residency_of(const graph& g, const training_spec& run, bytes params_p,
+                                                 bytes params_b, bytes params_e, bytes grads_p, bytes grads_b,
+                                                 bytes grads_e) {
   sharded_residency r{};
   if (run.shard == sharding::none) return r;
   const auto n = run.data_parallel;
   const auto L = g.block_repeats;
-  const bytes all_params = parameter_bytes(g, run);
-  const bytes params_p = section_bytes(g, prologue_of(g), run, false);
-  const bytes params_e = section_bytes(g, epilogue_of(g), run, false);
+  const bytes all_params = params_p + params_b * L + params_e;
   if (run.shard == sharding::full) {
     // FSDP FULL_SHARD: each rank stores 1/N; the root unit (embeddings, head) stays
     // gathered through forward and backward, and limit_all_gathers allows the running
@@ -124,7 +123,7 @@ constexpr sharded_residency sharded_residency_of(const graph& g, const training_
       for (std::size_t i = g.block_begin; i < g.block_end; ++i) elements = checked_add(elements, stored_elements(g.ops[i]));
       block = storage(p.param, elements);
     }
-    r.grads = section_bytes(g, prologue_of(g), run, true) + section_bytes(g, epilogue_of(g), run, true) + block * L;
+    r.grads = grads_p + grads_e + block * L;
   }
   return r;
 }
@@ -149,7 +148,7 @@ constexpr peak_estimate estimate_peak(const graph& g, const training_spec& run, 
   const bytes grads_b = section_bytes(g, block_of(g), run, true);
   const bytes grads_e = section_bytes(g, epilogue_of(g), run, true);
   const bool streamed = run.offload_parameters;
-  const sharded_residency shards = sharded_residency_of(g, run, params_b, grads_b);
+  const sharded_residency shards = sharded_residency_of(g, run, params_p, params_b, params_e, grads_p, grads_b, grads_e);
   const bytes params = shards.params.value != 0
                            ? shards.params + g.buffers
                            : params_p + params_e + device_share_of_blocks(params_b, L, streamed) + g.buffers;
@@ -161,7 +160,7 @@ constexpr peak_estimate estimate_peak(const graph& g, const training_spec& run, 
   // From PyTorch 2.0 the cuBLAS workspace comes from the caching allocator (pytorch PR
   // #86167); before, cuBLAS allocated it itself, visible only in the device total.
   const bool workspace_in_allocator = run.torch_version >= 200;
-  const bytes cublas = cuda ? cublas_workspace_bytes(run.compute_capability) : bytes{};
+  const bytes cublas = cuda ? run.blas_workspace : bytes{};
   const bytes workspace = workspace_in_allocator ? cublas : bytes{};
   const bytes persistent_grads = persist ? all_grads : bytes{};
 

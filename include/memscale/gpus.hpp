@@ -21,6 +21,7 @@
 #include <string_view>
 
 #include "memscale/bytes.hpp"
+#include "memscale/estimate/workspace.hpp"
 #include "memscale/error.hpp"
 
 namespace memscale {
@@ -58,16 +59,7 @@ inline constexpr double pcie4_x8_gb_per_s = 15.75;
 inline constexpr double pcie4_x16_gb_per_s = 31.5;
 inline constexpr double pcie5_x16_gb_per_s = 63.0;
 
-// PyTorch's default cuBLAS workspace per (handle, stream), allocated through the caching
-// allocator: aten/src/ATen/cuda/CublasHandlePool.cpp, parseChosenWorkspaceSize():
-// ":4096:2:16:8 default" = 2 x 4096 KiB + 8 x 16 KiB = 8 MiB + 128 KiB.
-inline constexpr bytes pytorch_cublas_workspace_default = 4096_KiB * 2U + 16_KiB * 8U;
-// Same function: "32MiB for Hopper and Blackwell" (compute capability major 9, 10, 11, 12;
-// releases before that change gave 32 MiB to sm_90 only).
-inline constexpr bytes pytorch_cublas_workspace_sm90_plus = 32_MiB;
-// Same function, ROCm build: "32MiB default, 128MiB for gfx942/gfx950" (hipBLAS workspace).
-inline constexpr bytes pytorch_hipblas_workspace_default = 32_MiB;
-inline constexpr bytes pytorch_hipblas_workspace_gfx942 = 128_MiB;
+// BLAS workspace sizes: memscale/estimate/workspace.hpp.
 
 struct gpu_spec {
   std::string_view name{};    // machine slug: lower case, e.g. "rtx3090", "a100-80gb"

@@ -114,7 +114,7 @@ constexpr double validated_headroom(const plan_options& o) {
 
 // The run with a mode's techniques switched on.
 constexpr training_spec apply_mode(training_spec run, mode m, const gpu_spec& gpu) {
-  run.compute_capability = gpu.compute_capability;
+  run.blas_workspace = gpu.cublas_workspace;
   if (m == mode::none) return run;
   run.ckpt = checkpointing::full;  // every mode checkpoints (Chen et al. 2016, arXiv 1604.06174)
   if (m == mode::conservative) return run;

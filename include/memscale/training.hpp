@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "memscale/bytes.hpp"
+#include "memscale/estimate/workspace.hpp"
 #include "memscale/error.hpp"
 
 namespace memscale {
@@ -69,7 +71,7 @@ struct training_spec {
   // any trainable tensor gets a gradient for all of it, frozen tensors included.
   bool fsdp_use_orig_params = true;
   std::uint32_t torch_version = 205;      // major * 100 + minor: optimizer internals changed across releases
-  std::uint32_t compute_capability = 80;  // the GPU's sm version: cuBLAS workspace size
+  bytes blas_workspace = pytorch_cublas_workspace_default;  // the GPU's BLAS workspace (gpu_spec::cublas_workspace)
   bool cuda_lazy_loading = true;          // CUDA >= 11.7 loads kernels lazily: smaller context
 };
 

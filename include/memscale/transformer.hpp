@@ -96,14 +96,13 @@ class transformer_builder {
     // (derivatives.yaml: mm's self is needed only for mat2's gradient). MatMul4Bit keeps
     // its input regardless (ctx.tensors = (A, B) in MatMul4Bit.forward).
     if (!frozen || four_bit) b_.keep(x, y);
-    if (lora_adapted) return lora(x, y, in_features, out_features);
+    if (lora_adapted) return lora(x, in_features, out_features);
     return y;
   }
 
   // LoRA (Hu et al. 2021, arXiv 2106.09685): y + B(A(dropout(x))) * alpha/r. Saves the
   // dropped input (for A's gradient), A's output (for B's gradient) and the dropout mask.
-  constexpr std::size_t lora(std::size_t x, std::size_t base_out, std::uint64_t in_features,
-                             std::uint64_t out_features) {
+  constexpr std::size_t lora(std::size_t x, std::uint64_t in_features, std::uint64_t out_features) {
     const auto r = t_.lora_rank;
     // lit-gpt lora.py / peft: lora_dropout (0.05) on the adapter input.
     const auto dropped = emit(op{.kind = op_kind::dropout, .extra_saved = dropout_mask(elems(x), type(x))}, elems(x),
@@ -114,11 +113,8 @@ class transformer_builder {
     const auto bb = emit(op{.kind = op_kind::linear, .weight = {out_features, r, 1}, .role = param_role::adapter},
                          tok(out_features), p_.matmul);
     b_.keep(a, bb);
-    const auto scaled = elementwise(tok(out_features), p_.matmul);
-    const auto sum = elementwise(tok(out_features), p_.matmul);
-    (void)base_out;
-    (void)scaled;
-    return sum;
+    elementwise(tok(out_features), p_.matmul);         // * alpha / r
+    return elementwise(tok(out_features), p_.matmul);  // base output + adapter output
   }
 
   // LayerNorm saves its input and per-row mean and rstd in fp32
@@ -180,7 +176,7 @@ class transformer_builder {
         // Autograd keeps x (pow), tanh's output, 0.5*x and (1+tanh) for the final mul.
         const auto cube = elementwise(elems(in), type(in));
         b_.keep(in, cube);
-        const auto inner = elementwise(elems(in), type(in));
+        elementwise(elems(in), type(in));  // c * (x + 0.044715 * x^3)
         const auto th = emit(op{.kind = op_kind::activation}, elems(in), type(in));
         b_.keep_own_output(th);
         const auto one_plus = elementwise(elems(in), type(in));
@@ -188,17 +184,11 @@ class transformer_builder {
         const auto y = elementwise(elems(in), type(in));
         b_.keep(one_plus, y);
         b_.keep(half_x, y);
-        (void)inner;
         return y;
       }
       case mlp_kind::gelu:
       case mlp_kind::swiglu:
-      case mlp_kind::geglu: {
-        // gelu / silu backward use the input (derivatives.yaml: gelu_backward, silu_backward).
-        const auto y = emit(op{.kind = op_kind::activation}, elems(in), type(in));
-        b_.keep(in, y);
-        return y;
-      }
+      case mlp_kind::geglu: return input_keeping_activation(in);
     }
     return in;
   }
@@ -209,10 +199,9 @@ class transformer_builder {
   constexpr std::size_t moe(std::size_t in) {
     const auto h = m_.hidden;
     const auto e = m_.experts;
-    const auto router = linear(in, h, e, false);
+    linear(in, h, e, false);  // router
     const auto routing = emit(op{.kind = op_kind::activation}, tok(e), dtype::fp32);  // softmax in fp32
     b_.keep_own_output(routing);
-    (void)router;
     rows_ = checked_mul(tokens_, m_.experts_per_token);
     copies_ = e;
     const auto gathered = elementwise(tok(h), type(in));
@@ -281,12 +270,11 @@ class transformer_builder {
     }
     const auto batch_heads = checked_mul(t_.micro_batch, m_.heads);
     const auto scores = checked_mul(batch_heads, t_.seq_len, t_.seq_len);
-    std::size_t context = 0;
     if (t_.attention == attention_impl::flash) {
       // Flash / memory-efficient SDPA saves q, k, v, the output and a per-row fp32
       // log-sum-exp (aten/src/ATen/native/transformers/attention.cpp).
       op core{.kind = op_kind::attention, .extra_saved = storage(dtype::fp32, checked_mul(batch_heads, t_.seq_len))};
-      context = emit(core, q_elems, p_.matmul);
+      const auto context = emit(core, q_elems, p_.matmul);
       b_.keep(q, context);
       b_.keep(k, context);
       b_.keep(v, context);
@@ -316,11 +304,9 @@ class transformer_builder {
       const auto pv = emit(op{.kind = op_kind::attention}, q_elems, p_.matmul);
       b_.keep(dropped, pv);
       b_.keep(v_copy, pv);
-      context = pv;
     }
     // Heads are merged with transpose + reshape: a contiguous copy the output projection saves.
     const auto merged = elementwise(q_elems, p_.matmul);
-    (void)context;
     return linear(merged, q_width, h, m_.attn_out_bias, adapt_o);
   }
 
@@ -352,8 +338,7 @@ class transformer_builder {
       x = add(x, last());
     }
     if (m_.embedding_norm) x = norm(x);
-    x = dropout(x);
-    (void)x;
+    dropout(x);
   }
 
   constexpr void block() {
@@ -389,21 +374,20 @@ class transformer_builder {
     auto x = emit(op{.kind = op_kind::stream}, tok(h), stream_dtype());
     if (m_.final_norm) x = norm(x);
     switch (m_.head) {
-      case head_kind::causal_lm: lm_loss(x, tok(1)); break;
+      case head_kind::causal_lm: lm_loss(x); break;
       case head_kind::masked_lm: {
         // BertLMPredictionHead: dense + GELU + LayerNorm, then the (tied) decoder.
         const auto dense = linear(x, h, h, true);
-        const auto act = activation_plain_gelu(dense);
-        lm_loss(norm(act), tok(1));
+        const auto act = input_keeping_activation(dense);  // erf GELU
+        lm_loss(norm(act));
         break;
       }
       case head_kind::sequence_classification: {
         // Pooler on the first token, dropout, classifier: b rows only.
         const auto first = elementwise(checked_mul(t_.micro_batch, h), type(x));
         const auto pooled = linear_rows(first, t_.micro_batch, h, h);
-        const auto logits = linear_rows(pooled, t_.micro_batch, h, m_.num_labels);
+        linear_rows(pooled, t_.micro_batch, h, m_.num_labels);  // logits
         emit(op{.kind = op_kind::loss}, 1, dtype::fp32);
-        (void)logits;
         break;
       }
       case head_kind::none:
@@ -412,7 +396,8 @@ class transformer_builder {
     }
   }
 
-  constexpr std::size_t activation_plain_gelu(std::size_t in) {
+  // gelu / silu backward use the input (derivatives.yaml: gelu_backward, silu_backward).
+  constexpr std::size_t input_keeping_activation(std::size_t in) {
     const auto y = emit(op{.kind = op_kind::activation}, elems(in), type(in));
     b_.keep(in, y);
     return y;
@@ -434,7 +419,8 @@ class transformer_builder {
   // The output layer and cross-entropy: logits b*s*V, the shifted contiguous copy, and
   // log_softmax's output, which cross_entropy keeps for nll_loss's backward
   // (derivatives.yaml: _log_softmax_backward_data uses the result).
-  constexpr void lm_loss(std::size_t x, std::uint64_t rows) {
+  constexpr void lm_loss(std::size_t x) {
+    const auto rows = tokens_;
     const auto h = m_.hidden;
     const auto v = m_.vocab;
     const bool tied = m_.tied_embeddings;

@@ -265,7 +265,7 @@ static_assert(r_fused.first_step.device == r_fused.first_step.reserved + 400_MiB
 // sm_90: the cuBLAS workspace is 32 MiB, 25,034,752 B more at the same moment.
 constexpr estimate_result r_fused_h100 = estimate(presets::gpt2, [] {
   training_spec t = fused_run;
-  t.compute_capability = 90;
+  t.blas_workspace = cublas_workspace_bytes(90);
   return t;
 }());
 static_assert(r_fused_h100.first_step.tensor == bytes{2'012'142'160 + 25'034'752});

@@ -5,7 +5,6 @@
 #include <cstdint>
 
 #include "memscale/bytes.hpp"
-#include "memscale/training.hpp"
 
 namespace memscale {
 
@@ -17,13 +16,20 @@ inline constexpr bytes cuda_min_block{512};
 inline constexpr bytes cuda_round_large{2ULL << 20};
 inline constexpr bytes cuda_small_size{1ULL << 20};
 
-// cuBLAS workspace PyTorch allocates through the caching allocator, per handle and
-// stream: ":4096:8" (4096 KiB x 2 + 16 KiB x 8... default config string "4096:2:16:8")
-// before Hopper, 32 MiB on sm_90 (aten/src/ATen/cuda/CublasHandlePool.cpp,
-// getChosenWorkspaceSize; pytorch PR #89027, #120925). Forward and backward streams
-// share one handle in a plain training loop.
+// PyTorch's BLAS workspace per (handle, stream), allocated through the caching allocator
+// from torch 2.0: aten/src/ATen/cuda/CublasHandlePool.cpp, parseChosenWorkspaceSize():
+// ":4096:2:16:8 default" = 2 x 4096 KiB + 8 x 16 KiB = 8 MiB + 128 KiB (pytorch PR #89027).
+inline constexpr bytes pytorch_cublas_workspace_default{4096ULL * 1024 * 2 + 16ULL * 1024 * 8};
+// Same function: "32MiB for Hopper and Blackwell" (compute capability major 9-12;
+// releases before that change gave 32 MiB to sm_90 only).
+inline constexpr bytes pytorch_cublas_workspace_sm90_plus{32ULL << 20};
+// Same function, ROCm build: "32MiB default, 128MiB for gfx942/gfx950" (hipBLAS workspace).
+inline constexpr bytes pytorch_hipblas_workspace_default{32ULL << 20};
+inline constexpr bytes pytorch_hipblas_workspace_gfx942{128ULL << 20};
+
+// The NVIDIA rule by compute capability (10 * major + minor).
 constexpr bytes cublas_workspace_bytes(std::uint32_t compute_capability) {
-  return compute_capability >= 90 ? bytes{32ULL << 20} : bytes{(4096ULL << 10) * 2 + (16ULL << 10) * 8};
+  return compute_capability >= 90 ? pytorch_cublas_workspace_sm90_plus : pytorch_cublas_workspace_default;
 }
 
 // CUDA context (driver state and kernel images) as NVML counts it. With lazy module
