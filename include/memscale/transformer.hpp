@@ -300,10 +300,12 @@ class transformer_builder {
       auto dropped = dropout(probs);
       b_.at(dropped).recomputed_by_selective = true;
       dropped = matmul_input(dropped);
-      const auto v_copy = elementwise(tok(kv_width) == k_elems ? k_elems : tok(kv_width), p_.matmul);
+      // repeat_kv's output is already contiguous and bmm saves it as it is; a plain v is a
+      // permuted view that matmul copies first.
+      const auto v_saved = repeat_kv ? v : elementwise(tok(kv_width), p_.matmul);
       const auto pv = emit(op{.kind = op_kind::attention}, q_elems, p_.matmul);
       b_.keep(dropped, pv);
-      b_.keep(v_copy, pv);
+      b_.keep(v_saved, pv);
     }
     // Heads are merged with transpose + reshape: a contiguous copy the output projection saves.
     const auto merged = elementwise(q_elems, p_.matmul);
