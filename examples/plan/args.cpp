@@ -9,9 +9,9 @@
 #include <system_error>
 #include <utility>
 
-#include "memscale/json.hpp"
 #include "memscale/training.hpp"
 #include "option_groups.hpp"
+#include "suggest.hpp"
 
 namespace memscale_plan {
 namespace {
@@ -102,20 +102,12 @@ void check_run(const options& o) {
   memscale::validate(o.run);
 }
 
-// The option of `app` nearest to `name` by edit distance, or "" when none is close.
-std::string nearest_option(const CLI::App& app, const std::string& name) {
-  std::string best;
-  std::size_t best_distance = name.size() / 3 + 1;  // beyond a third of the name: no suggestion
-  for (const CLI::Option* opt : app.get_options()) {
-    for (const std::string& candidate : opt->get_lnames()) {
-      const std::size_t d = memscale::json_io::key_distance(name, "--" + candidate);
-      if (d < best_distance) {
-        best_distance = d;
-        best = "--" + candidate;
-      }
-    }
-  }
-  return best;
+// "; did you mean --X?" for the option of `app` nearest to `name`, or "".
+std::string option_hint(const CLI::App& app, const std::string& name) {
+  nearest_name nearest(name);
+  for (const CLI::Option* opt : app.get_options())
+    for (const std::string& candidate : opt->get_lnames()) nearest.offer("--" + candidate);
+  return nearest.hint();
 }
 
 // The first argument CLI11 did not take: an unknown option or a stray word.
@@ -123,9 +115,7 @@ std::string nearest_option(const CLI::App& app, const std::string& name) {
   if (arg.empty() || arg.front() != '-')
     throw usage_error("unexpected argument " + in_quotes(arg) + " (options start with --; see --help)");
   const std::string name = arg.substr(0, arg.find('='));
-  const std::string near = nearest_option(app, name);
-  throw usage_error("unknown option " + in_quotes(name) + (near.empty() ? "" : "; did you mean " + near + "?") +
-                    " (see --help)");
+  throw usage_error("unknown option " + in_quotes(name) + option_hint(app, name) + " (see --help)");
 }
 
 // CLI11's own errors, in the program's wording where it has one. ArgumentMismatch

@@ -4,7 +4,7 @@
 //   memscale-plan --model gpt2-xl --batch 1 --seq 512 --precision fp32 --optimizer adamw --json
 //   memscale-plan --list-models
 //   memscale-plan --model gpt2-xl --batch 1 --seq 512 --gpu rtx3090 --headroom 0.10
-//   memscale-plan --cases shared/ground-truth/cpu_traced_dev.json
+//   memscale-plan --cases tests/data/ground-truth/cpu_traced_dev.json
 //
 // Files: args.* parse the command line (CLI11; each option group registers itself in
 // options_<group>.cpp, see option_groups.hpp), output.* print reports, cases.* answer a

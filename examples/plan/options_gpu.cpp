@@ -5,14 +5,20 @@
 #include <system_error>
 
 #include "memscale/gpus.hpp"
+#include "memscale/planner.hpp"
 #include "option_groups.hpp"
+#include "suggest.hpp"
 
 namespace memscale_plan {
 
 void add_gpu_options(CLI::App& app, options& o) {
   const auto g = group::gpu;
   add_value(app, g, "--gpu", "NAME", "plan the run on this GPU (see --list-gpus)", [&o](const std::string& v) {
-    if (!memscale::find_gpu(v)) throw usage_error("--gpu must be a GPU from --list-gpus (got " + in_quotes(v) + ")");
+    if (!memscale::find_gpu(v)) {
+      nearest_name nearest(v);
+      for (const auto& gpu : memscale::gpu_catalog) nearest.offer(gpu.name);
+      throw usage_error("--gpu must be a GPU from --list-gpus (got " + in_quotes(v) + ")" + nearest.hint());
+    }
     o.gpu = v;
   });
   add_value(app, g, "--headroom", "FRACTION", "share of VRAM kept free with --gpu, 0.10-0.15; default 0.15",
@@ -22,6 +28,9 @@ void add_gpu_options(CLI::App& app, options& o) {
               const auto [ptr, ec] = std::from_chars(v.data(), last, value);
               if (v.empty() || ec != std::errc{} || ptr != last)
                 throw usage_error("--headroom must be a decimal fraction such as 0.15 (got " + in_quotes(v) + ")");
+              // Written so that NaN fails too; the value is quoted as typed ("nan", "inf", "0.150001").
+              if (!(value >= memscale::min_headroom && value <= memscale::max_headroom))
+                throw usage_error("--headroom must be within 0.10-0.15 (got " + in_quotes(v) + ")");
               o.headroom = value;
             });
 }

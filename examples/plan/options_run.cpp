@@ -5,6 +5,7 @@
 #include "memscale/json.hpp"
 #include "memscale/presets.hpp"
 #include "option_groups.hpp"
+#include "suggest.hpp"
 
 namespace memscale_plan {
 namespace {
@@ -24,7 +25,11 @@ void add_run_options(CLI::App& app, options& o) {
   const auto g = group::run;
   add_value(app, g, "--model", "NAME", "a preset (see --list-models); default gpt2", [&o](const std::string& v) {
     const auto found = memscale::presets::find(v);
-    if (!found) throw usage_error("--model must be one of " + preset_names() + " (got " + in_quotes(v) + ")");
+    if (!found) {
+      nearest_name nearest(v);
+      for (const auto& m : memscale::presets::all) nearest.offer(m.name);
+      throw usage_error("--model must be one of " + preset_names() + " (got " + in_quotes(v) + ")" + nearest.hint());
+    }
     o.model = *found;
   });
   add_value(app, g, "--batch", "N", "micro-batch size, sequences per step; default 4",

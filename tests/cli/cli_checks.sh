@@ -176,26 +176,6 @@ bad_input() {
   fi
 }
 
-bad_input --batch 0
-bad_input --batch abc
-bad_input --batch -3
-bad_input --batch 4x
-bad_input --batch 99999999999999999999
-bad_input --batch
-bad_input --model nope
-bad_input --precision fp9
-bad_input --optimizer adamx
-bad_input --checkpointing sometimes
-bad_input --attention quantum
-bad_input --cases /nonexistent
-bad_input --gpu nope
-bad_input --gpu rtx3090 --headroom 0.5
-bad_input --gpu rtx3090 --headroom abc
-bad_input --frobnicate
-bad_input stray
-printf '[{"id": "a",' >"$work/malformed.json"
-bad_input --cases "$work/malformed.json"
-
 # bad_input_says TEXT ARGS...: bad input whose one stderr line contains TEXT.
 bad_input_says() {
   local text=$1
@@ -208,6 +188,30 @@ bad_input_says() {
     fail "bad input '$label': says '$text'" "exit $rc" "stderr: $(head -c 300 "$work/err")"
   fi
 }
+
+bad_input --batch 0
+bad_input --batch abc
+bad_input --batch -3
+bad_input --batch 4x
+bad_input --batch 99999999999999999999
+bad_input --batch
+bad_input --model nope
+bad_input_says 'did you mean gpt2-xl?' --model gpt2-xxl
+bad_input_says 'did you mean rtx3090?' --gpu rtx309
+bad_input --precision fp9
+bad_input --optimizer adamx
+bad_input --checkpointing sometimes
+bad_input --attention quantum
+bad_input --cases /nonexistent
+bad_input --gpu nope
+bad_input --gpu rtx3090 --headroom 0.5
+bad_input --gpu rtx3090 --headroom abc
+for h in nan inf -1 0 0.150001 0.09; do bad_input_says "--headroom must be within 0.10-0.15 (got \"$h\")" --gpu rtx3090 --headroom "$h"; done
+bad_input_says 'tokens (micro_batch x seq_len) overflows' --model llama-2-7b --batch 99999999999 --seq 999999999
+bad_input --frobnicate
+bad_input stray
+printf '[{"id": "a",' >"$work/malformed.json"
+bad_input --cases "$work/malformed.json"
 
 bad_input_says '--batch needs a value (N)' --batch --seq 4
 bad_input_says '--batch needs a value (N)' --seq 4 --batch
