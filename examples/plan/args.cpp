@@ -91,10 +91,17 @@ void check_groups(const CLI::App& app) {
     throw usage_error(first_run_opt->get_name() + " cannot be combined with " + command_opt->get_name());
 }
 
-// Checks that need every option: the plan options, the run against the model.
-void check_run(const options& o) {
+// Checks that need every option (the plan options, adapter options, the run against the
+// model), and settings that depend on several options (--qlora-double-quant).
+void check_run(options& o) {
   if (o.cmd != command::run) return;
-  if (o.headroom && o.gpu.empty()) throw usage_error("--headroom needs --gpu");
+  if (o.headroom && o.gpu.empty() && !o.custom_gpu) throw usage_error("--headroom needs --gpu or --gpu-memory");
+  if (o.lora_targets_given && !memscale::is_lora(o.run)) throw usage_error("--lora-targets needs --lora or --qlora");
+  if (o.lora_alpha && !memscale::is_lora(o.run)) throw usage_error("--lora-alpha needs --lora or --qlora");
+  if (o.double_quant) {
+    if (o.run.target != memscale::training_target::qlora) throw usage_error("--qlora-double-quant needs --qlora");
+    o.run.quant = memscale::base_quant::nf4_double_quant;
+  }
   if (o.model.positions == memscale::position_kind::learned && o.model.max_positions > 0 &&
       o.run.seq_len > o.model.max_positions)
     throw usage_error("--seq must be <= " + std::to_string(o.model.max_positions) + " for " + std::string(o.model.name) +
