@@ -9,6 +9,7 @@
 #include <system_error>
 #include <utility>
 
+#include "memscale/json.hpp"
 #include "memscale/training.hpp"
 #include "option_groups.hpp"
 #include "suggest.hpp"
@@ -102,11 +103,13 @@ void check_run(options& o) {
     if (o.run.target != memscale::training_target::qlora) throw usage_error("--qlora-double-quant needs --qlora");
     o.run.quant = memscale::base_quant::nf4_double_quant;
   }
-  if (o.model.positions == memscale::position_kind::learned && o.model.max_positions > 0 &&
-      o.run.seq_len > o.model.max_positions)
-    throw usage_error("--seq must be <= " + std::to_string(o.model.max_positions) + " for " + std::string(o.model.name) +
-                      " (its learned position table) (got " + in_quotes(std::to_string(o.run.seq_len)) + ")");
-  memscale::validate(o.run);
+  const std::string where = o.run_source.empty() ? "" : " (after " + o.run_source + ")";
+  try {
+    memscale::json_io::check_sequence_fits(o.model, o.run.seq_len, "--seq");
+    memscale::validate(o.run);
+  } catch (const memscale::error& e) {
+    throw usage_error(e.what() + where);
+  }
 }
 
 // "; did you mean --X?" for the option of `app` nearest to `name`, or "".

@@ -83,6 +83,7 @@ struct options {
   // How the model was given, echoed by --json so that its output is a --run input: null
   // for a preset (written as its name), or the model object of a --run file.
   nlohmann::json model_description;
+  std::string run_source;  // "--run \"FILE\"" once a run file was read: errors found later name it
 
   config_options config;
   cluster_options cluster;

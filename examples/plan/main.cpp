@@ -52,6 +52,7 @@ memscale::estimate_result estimate_or_explain(const memscale_plan::options& opt)
     return memscale::estimate(opt.model, opt.run);
   } catch (const memscale::error& e) {
     if (e.code() != memscale::error_code::overflow) throw;
+    if (!opt.run_source.empty()) throw memscale_plan::usage_error(opt.run_source + " is too large to estimate: " + e.what());
     throw memscale_plan::usage_error("--batch " + std::to_string(opt.run.micro_batch) + " --seq " +
                                      std::to_string(opt.run.seq_len) + " on " + std::string(opt.model.name) +
                                      " is too large to estimate: " + e.what());

@@ -180,6 +180,8 @@ void read_run_document(const json& doc, const std::string& source, options& o) {
       o.model = memscale::json_io::model_from_record(doc.at("model"));
       o.model_description = doc.at("model");
       o.run = memscale::json_io::run_from_record(doc);
+      memscale::json_io::check_sequence_fits(o.model, o.run.seq_len, "train.seq");
+      o.run_source = source;
       return;
     }
     require_known_keys(doc, document_fields, "", result_fields);
@@ -194,6 +196,9 @@ void read_run_document(const json& doc, const std::string& source, options& o) {
       o.headroom = h.get<double>();
     }
     memscale::validate(o.model);
+    memscale::validate(o.run);
+    memscale::json_io::check_sequence_fits(o.model, o.run.seq_len, "run.seq_len");
+    o.run_source = source;
   } catch (const memscale::error& e) {
     throw usage_error(source + ": " + e.what());
   } catch (const usage_error& e) {

@@ -34,6 +34,15 @@ inline std::string shown(const json& value) {
   throw error(code, field + " " + std::string(requirement) + " (got " + shown(value) + ")");
 }
 
+// A model with a learned position table cannot take longer sequences than it has rows
+// (e.g. GPT-2's wpe, 1024): the same refusal for --cases records, --run files and the
+// command line; `field` names where the length came from ("train.seq", "--seq").
+inline void check_sequence_fits(const model_spec& model, std::uint64_t seq_len, const std::string& field) {
+  if (model.positions == position_kind::learned && model.max_positions > 0 && seq_len > model.max_positions)
+    throw error(error_code::invalid_run, field + " must be <= " + std::to_string(model.max_positions) +
+                                             " (the learned position table of " + std::string(model.name) + ") (got " + std::to_string(seq_len) + ")");
+}
+
 // Deepest nesting of arrays and objects a document may have: records and config.json
 // files need fewer than 10 levels; the limit keeps recursive walks (dump, comparison)
 // far from the stack's end on hostile input.
