@@ -292,6 +292,7 @@ inline json estimate_record(const json& record) {
   try {
     const model_spec model = model_from_record(record.at("model"));
     const training_spec run = run_from_record(record);
+    check_sequence_fits(model, run.seq_len, "train.seq");
     const quantity q = quantity_of(record.value("measure", std::string("max_memory_allocated")));
     const estimate_result r = estimate(model, run);
     return {{"id", id}, {"estimated_bytes", pick(r.steady, q).value}, {"quantity", std::string(to_string(q))}};
