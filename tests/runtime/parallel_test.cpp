@@ -31,7 +31,7 @@ bytes device_of(const model_spec& m, const training_spec& r, parallel_spec p) {
 TEST_CASE("Per GPU: ZeRO-3 <= ZeRO-2 <= ZeRO-1 <= DDP", "[parallel][property]") {
   for (const auto& m : models)
     for (const auto& r : runs)
-      for (std::uint64_t gpus : {2, 4, 8, 16}) {
+      for (std::uint64_t gpus : {2UL, 4UL, 8UL, 16UL}) {
         INFO(m.name << " gpus " << gpus << " prec " << to_string(r.prec));
         const parallel_spec base{.gpus_per_node = gpus};
         auto with = [&](strategy s) {
@@ -53,7 +53,7 @@ TEST_CASE("Per GPU: more GPUs never need more memory per GPU under sharding", "[
       for (strategy s : {strategy::zero1, strategy::zero2, strategy::zero3, strategy::fsdp_full,
                          strategy::fsdp_grad_op, strategy::hsdp}) {
         bytes previous = device_of(m, r, {.engine = s, .gpus_per_node = 2});
-        for (std::uint64_t gpus : {4, 8, 16, 32, 64}) {
+        for (std::uint64_t gpus : {4UL, 8UL, 16UL, 32UL, 64UL}) {
           INFO(m.name << " " << to_string(s) << " gpus " << gpus);
           const parallel_spec p{.engine = s, .gpus_per_node = gpus < 8 ? gpus : 8, .nodes = gpus < 8 ? 1 : gpus / 8};
           const bytes now = device_of(m, r, p);
