@@ -20,6 +20,7 @@
 
 #include "args.hpp"
 #include "cases.hpp"
+#include "cluster.hpp"
 #include "memscale/error.hpp"
 #include "memscale/estimate.hpp"
 #include "output.hpp"
@@ -65,6 +66,10 @@ std::string run(const memscale_plan::options& opt) {
     case command::list_gpus: return opt.json ? dump(memscale_plan::gpu_list_json()) : memscale_plan::gpu_list_text();
     case command::cases: return dump(memscale_plan::run_cases(opt.cases_path));
     case command::run: {
+      if (opt.cluster.gpus > 0) return memscale_plan::run_cluster(opt);
+      if (opt.cluster.engine || opt.cluster.emit != memscale_plan::emit_format::none || opt.cluster.tp > 1 ||
+          opt.cluster.pp > 1 || opt.cluster.nodes > 1)
+        throw memscale_plan::usage_error("--strategy, --tp, --pp, --nodes and --emit need --gpus N");
       const memscale::estimate_result result = estimate_or_explain(opt);
       if (opt.gpu.empty())
         return opt.json ? dump(memscale_plan::json_report(opt.model, opt.run, result))

@@ -29,6 +29,7 @@ struct host_memory {
 struct step_traffic {
   bytes collectives{};  // bytes each GPU sends per optimizer step (ring algorithms)
   bytes host_link{};    // bytes each GPU moves over its host link per step (offload)
+  bytes tensor_parallel{};  // the part of collectives inside tensor-parallel groups
 };
 
 struct per_gpu_estimate {
@@ -238,8 +239,7 @@ constexpr per_gpu_estimate estimate_per_gpu(const graph& g, const training_spec&
     }
     r.peak = pk;
     r.peak_role = "every rank alike";
-    const auto whole = detail::plus(detail::plus(sp_, detail::scaled(sb_, L)), se_);
-    const auto [h, tr] = host_and_traffic(whole, saved_b_graph, 0);
+    const auto [h, tr] = host_and_traffic(detail::plus(detail::plus(sp_, detail::scaled(sb_, L)), se_), saved_b_graph, 0);
     r.host = h;
     r.traffic = tr;
     return r;
@@ -247,9 +247,15 @@ constexpr per_gpu_estimate estimate_per_gpu(const graph& g, const training_spec&
 
   // Tensor and/or pipeline parallel: build the rank's memory from its share of the model.
   const bytes per_layer = saved_b_graph;  // replaced below when tp > 1
-  const bytes working_all = detail::saturating_sub(single.steady.breakdown.activations,
-                                                   g.inputs + saved_p + saved_b_graph * L);
-  const bytes epilogue_fwd = section_forward_peak(g, epilogue_of(g), rr, true);
+  // Working memory beside the saved activations: a block's backward (with its recomputation
+  // under checkpointing) everywhere, the loss and head (logits) on the last stage.
+  const auto block_bwd = section_backward_peak(g, block_of(g), rr, false, g.stream_grad);
+  const auto head_bwd = section_backward_peak(g, epilogue_of(g), rr, false, bytes{});
+  const bytes working_block = block_bwd.peak - block_bwd.grads_at_peak;
+  const bytes working_head = max(section_forward_peak(g, epilogue_of(g), rr, true), head_bwd.peak - head_bwd.grads_at_peak);
+  const bytes cublas = rr.device == device_kind::cuda && rr.torch_version >= 200 ? rr.blas_workspace : bytes{};
+  const auto whole_model = detail::plus(detail::plus(sp_, detail::scaled(sb_, L)), se_);
+  const bytes all_temporaries = optimizer_step_temporaries(g, rr);
 
   auto stage_estimate = [&](std::uint64_t stage, bytes layer_act) {
     const bool first = stage == 0;
@@ -274,10 +280,20 @@ constexpr per_gpu_estimate estimate_per_gpu(const graph& g, const training_spec&
     b.optimizer = p.offload_optimizer ? bytes{} : (sh != sharding::none ? ceil_div(part.state, n) : part.state);
     bytes act = engines::stage_saved_activations(layer_act, layers_on_stage, stage, p, m);
     if (first) act += saved_p * engines::micro_batches_in_flight(stage, p.pp, m);
-    const bytes working = last ? working_all : detail::saturating_sub(working_all, epilogue_fwd);
+    const bytes working = last ? max(working_block, working_head) : working_block;
     b.activations = act + ceil_div(working, t) + g.inputs;
-    b.workspace = single.steady.breakdown.workspace + zero_bucket;
-    return std::pair{b, part};
+    b.workspace = cublas + zero_bucket;
+    // The optimizer step: the rank's share of the step temporaries, no activations.
+    memory_breakdown step = b;
+    step.activations = g.inputs;
+    bytes temporaries = whole_model.trainable == 0
+                            ? bytes{}
+                            : bytes{detail::ceil_div(detail::checked_mul(all_temporaries.value / 1024 + 1, part.trainable),
+                                                     whole_model.trainable) * 1024};
+    if (sh != sharding::none && rr.optimizer_impl == optimizer_implementation::foreach) temporaries = ceil_div(temporaries, n);
+    step.workspace += temporaries;
+    if (sh >= sharding::gradients) step.gradients = ceil_div(part.grads, n);
+    return std::pair{step.total() > b.total() ? step : b, part};
   };
 
   bytes layer_act = per_layer;
@@ -315,7 +331,8 @@ constexpr per_gpu_estimate estimate_per_gpu(const graph& g, const training_spec&
   // pairs of the same volume, Korthikanti et al. sec. 4.2.2). Pipeline: one activation forward
   // and one gradient back per micro-batch and stage boundary.
   const bytes stream = storage(policy.matmul, detail::checked_mul(run.seq_len, run.micro_batch, shape.hidden));
-  if (t > 1) r.traffic.collectives += detail::ring_share(stream, t) * detail::checked_mul(8, layers_on_stage, m);
+  r.traffic.tensor_parallel = detail::ring_share(stream, t) * detail::checked_mul(8, layers_on_stage, m);
+  r.traffic.collectives += r.traffic.tensor_parallel;
   if (p.pp > 1) r.traffic.collectives += ceil_div(stream, p.sp ? t : 1) * (2 * m);
   return r;
 }
