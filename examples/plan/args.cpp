@@ -95,6 +95,7 @@ void check_groups(const CLI::App& app) {
 void check_run(const options& o) {
   if (o.cmd != command::run) return;
   if (o.headroom && o.gpu.empty()) throw usage_error("--headroom needs --gpu");
+  check_inference_options(o);
   if (o.model.positions == memscale::position_kind::learned && o.model.max_positions > 0 &&
       o.run.seq_len > o.model.max_positions)
     throw usage_error("--seq must be <= " + std::to_string(o.model.max_positions) + " for " + std::string(o.model.name) +

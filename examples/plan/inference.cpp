@@ -79,3 +79,39 @@ nlohmann::json inference_json(const memscale::model_spec& model, const memscale:
 }
 
 }  // namespace memscale_plan
+
+#include <optional>
+
+#include "args.hpp"
+#include "option_groups.hpp"
+#include "pictures.hpp"
+
+namespace memscale_plan {
+
+std::string inference_command(const options& opt) {
+  memscale::inference_spec spec = opt.inference.spec;
+  spec.batch = opt.run.micro_batch;
+  spec.attention = opt.run.attention;
+  if (!opt.inference.kv_dtype_given) spec.kv = spec.compute;
+  if (spec.cache == memscale::kv_cache_kind::sliding_window && spec.sliding_window == 0)
+    throw usage_error("--kv-cache sliding_window needs a model with a sliding window (got " +
+                      in_quotes(std::string(opt.model.name)) + ")");
+  std::optional<memscale::gpu_spec> gpu;
+  std::optional<memscale::inference_plan> plan;
+  if (!opt.gpu.empty()) {
+    gpu = *memscale::find_gpu(opt.gpu);  // checked by parse_args
+    spec.blas_workspace = gpu->cublas_workspace;
+    plan = memscale::plan_inference(opt.model, spec, *gpu,
+                                    memscale::plan_options{.headroom = opt.headroom.value_or(memscale::default_headroom)});
+  }
+  const memscale::inference_result result = plan ? plan->estimate : memscale::estimate_inference(opt.model, spec);
+  const memscale::inference_plan* p = plan ? &*plan : nullptr;
+  if (!opt.inference.svg.empty())
+    write_text_file("--svg", opt.inference.svg, inference_svg(opt.model, spec, result, p));
+  if (!opt.inference.svg_batch.empty())
+    write_text_file("--svg-batch", opt.inference.svg_batch, inference_cliff_svg(opt.model, spec, *gpu, *plan));
+  if (opt.json) return inference_json(opt.model, spec, result, p).dump(2) + "\n";
+  return inference_text(opt.model, spec, result, gpu ? &*gpu : nullptr, p);
+}
+
+}  // namespace memscale_plan

@@ -20,3 +20,10 @@ nlohmann::json inference_json(const memscale::model_spec& model, const memscale:
                               const memscale::inference_result& result, const memscale::inference_plan* plan);
 
 }  // namespace memscale_plan
+
+namespace memscale_plan {
+struct options;
+
+// memscale-plan --inference: the report (text or JSON), after writing --svg / --svg-batch.
+std::string inference_command(const options& opt);
+}  // namespace memscale_plan

@@ -22,7 +22,9 @@
 #include "cases.hpp"
 #include "memscale/error.hpp"
 #include "memscale/estimate.hpp"
+#include "inference.hpp"
 #include "output.hpp"
+#include "pictures.hpp"
 
 namespace {
 
@@ -65,6 +67,7 @@ std::string run(const memscale_plan::options& opt) {
     case command::list_gpus: return opt.json ? dump(memscale_plan::gpu_list_json()) : memscale_plan::gpu_list_text();
     case command::cases: return dump(memscale_plan::run_cases(opt.cases_path));
     case command::run: {
+      if (opt.inference.enabled) return memscale_plan::inference_command(opt);  // inference.cpp
       const memscale::estimate_result result = estimate_or_explain(opt);
       if (opt.gpu.empty())
         return opt.json ? dump(memscale_plan::json_report(opt.model, opt.run, result))
@@ -72,12 +75,14 @@ std::string run(const memscale_plan::options& opt) {
       const memscale::gpu_spec gpu = *memscale::find_gpu(opt.gpu);  // checked by parse_args
       const memscale::plan_result plan = memscale::make_plan(
           opt.model, opt.run, gpu, memscale::plan_options{.headroom = opt.headroom.value_or(memscale::default_headroom)});
+      memscale_plan::write_plan_pictures(opt, gpu, plan);  // --svg, --svg-batch (pictures.cpp)
       if (opt.json) {
         nlohmann::json j = memscale_plan::json_report(opt.model, opt.run, result);
         j["plan"] = memscale_plan::plan_json(plan);
         return dump(j);
       }
-      return memscale_plan::text_report(opt.model, opt.run, result) + memscale_plan::plan_text(gpu, plan);
+      return memscale_plan::text_report(opt.model, opt.run, result) + memscale_plan::plan_text(gpu, plan) +
+             memscale_plan::cliff_text(opt.model, opt.run, gpu, plan);
     }
   }
   return {};

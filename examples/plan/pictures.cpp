@@ -70,7 +70,7 @@ std::string plan_svg(const memscale::model_spec& model, const memscale::gpu_spec
     const memscale::memory_breakdown& b = m.breakdown;
     // The breakdown is tensor bytes; the gap to the device peak is allocator rounding and the CUDA context.
     const double rest = gib(m.peak) - gib(b.total());
-    svg::bar bar{.label = std::string(memscale::to_string(m.m)) + (m.fits ? "" : " (no fit)"),
+    svg::bar bar{.label = std::string(memscale::to_string(m.m)) + (m.fits ? "\nfits" : "\ndoes not fit"),
                  .segments = {{"parameters", gib(b.parameters)},
                               {"gradients", gib(b.gradients)},
                               {"optimizer", gib(b.optimizer)},
@@ -112,6 +112,7 @@ std::string cliff_svg(const memscale::model_spec& model, const memscale::trainin
   }
   by_batch.references = vram_and_budget(plan.vram, plan.budget);
   by_seq.references = by_batch.references;
+  by_batch.y_cap = by_seq.y_cap = 2.0 * gib(plan.vram);  // the cliff, not the far end of the curve
   const memscale::mode chosen = plan.fits ? plan.chosen : memscale::mode::aggressive;
   if (plan.max_micro_batch > 0)
     by_batch.markers.push_back(
@@ -149,7 +150,7 @@ std::string cliff_text(const memscale::model_spec& model, const memscale::traini
       t.micro_batch = batches[k];
       const double peak = mode_peak(model, t, gpu, all_modes[i], plan.budget);
       if (peak > top) continue;
-      grid[static_cast<std::size_t>(row_of(peak))][k * 5 + 2 + (i % 2)] = letters[i];
+      grid[static_cast<std::size_t>(row_of(peak))][k * 5 + 1 + i] = letters[i];
     }
   std::string out = fmt::format("\nOOM cliff: device peak vs micro-batch (seq {}); N none, C conservative, B balanced, "
                                 "A aggressive; '-' budget {:.1f} GiB, '=' VRAM {:.1f} GiB\n",
@@ -211,6 +212,7 @@ std::string inference_cliff_svg(const memscale::model_spec& model, const memscal
   by_ctx.lines.push_back(sc);
   by_batch.references = vram_and_budget(plan.vram, plan.budget);
   by_ctx.references = by_batch.references;
+  by_batch.y_cap = by_ctx.y_cap = 2.0 * gib(plan.vram);
   if (plan.max_batch > 0)
     by_batch.markers.push_back({.label = fmt::format("max batch {}", plan.max_batch), .x = static_cast<double>(plan.max_batch)});
   if (plan.max_context > 0)
@@ -218,6 +220,31 @@ std::string inference_cliff_svg(const memscale::model_spec& model, const memscal
                               .x = static_cast<double>(plan.max_context)});
   return svg::figure({by_batch, by_ctx}, fmt::format("memscale-plan --inference: the OOM cliff of {} on {}",
                                                      model.name, gpu.label));
+}
+
+}  // namespace memscale_plan
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#include "args.hpp"
+#include "option_groups.hpp"
+
+namespace memscale_plan {
+
+void write_text_file(const std::string& option, const std::string& path, const std::string& text) {
+  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "wb"), &std::fclose);
+  if (!file) throw usage_error(option + " cannot write " + in_quotes(path) + ": " + std::strerror(errno));
+  if (std::fwrite(text.data(), 1, text.size(), file.get()) != text.size() || std::fflush(file.get()) != 0)
+    throw usage_error(option + " cannot write " + in_quotes(path) + ": " + std::strerror(errno));
+}
+
+void write_plan_pictures(const options& opt, const memscale::gpu_spec& gpu, const memscale::plan_result& plan) {
+  if (!opt.inference.svg.empty()) write_text_file("--svg", opt.inference.svg, plan_svg(opt.model, gpu, plan));
+  if (!opt.inference.svg_batch.empty())
+    write_text_file("--svg-batch", opt.inference.svg_batch, cliff_svg(opt.model, opt.run, gpu, plan));
 }
 
 }  // namespace memscale_plan

@@ -35,3 +35,13 @@ std::string inference_cliff_svg(const memscale::model_spec& model, const memscal
                                 const memscale::gpu_spec& gpu, const memscale::inference_plan& plan);
 
 }  // namespace memscale_plan
+
+namespace memscale_plan {
+struct options;
+
+// Writes `text` to `path`; a failure is a usage_error naming `option` and the path.
+void write_text_file(const std::string& option, const std::string& path, const std::string& text);
+
+// --svg / --svg-batch of a training plan (parse_args checked that --gpu is given).
+void write_plan_pictures(const options& opt, const memscale::gpu_spec& gpu, const memscale::plan_result& plan);
+}  // namespace memscale_plan

@@ -59,6 +59,7 @@ struct chart {
   std::vector<series> lines{};               // otherwise a line chart (log2 x axis)
   std::vector<reference_line> references{};
   std::vector<x_marker> markers{};
+  double y_cap = 0.0;  // > 0: the y axis stops here and larger values are drawn at the top
 };
 
 // Segment and series colours (ColorBrewer Set2-like, readable on white and in grey print).
@@ -140,11 +141,13 @@ inline std::string y_axis(double y_max, double plot_w, double plot_h, std::strin
 
 inline std::string references(const chart& c, double y_max, double plot_w, double plot_h) {
   std::string out;
-  for (const auto& r : c.references) {
+  for (std::size_t i = 0; i < c.references.size(); ++i) {
+    const reference_line& r = c.references[i];
     const double y = top + plot_h - plot_h * std::min(r.value, y_max) / y_max;
     out += "<g class=\"reference\" data-label=\"" + escape(r.label) + "\">\n";
     out += line(left, y, left + plot_w, y, r.color, 2, r.dashed);
-    out += text(left + plot_w + 6, y + 4, r.label + " " + value_text(r.value), "start",
+    // The first label sits above its line, the others below, so close lines stay readable.
+    out += text(left + plot_w + 6, i == 0 ? y - 4 : y + 12, r.label + " " + value_text(r.value), "start",
                 " class=\"label\" fill=\"" + r.color + "\"");
     out += "</g>\n";
   }
@@ -167,7 +170,7 @@ inline double max_value(const chart& c) {
 inline std::string bars(const chart& c, double y_max, double plot_w, double plot_h) {
   std::string out;
   const double slot = plot_w / static_cast<double>(std::max<std::size_t>(c.bars.size(), 1));
-  const double width = slot * 0.6;
+  const double width = slot * 0.8;
   std::vector<std::string> legend;
   for (std::size_t i = 0; i < c.bars.size(); ++i) {
     const bar& b = c.bars[i];
@@ -184,13 +187,17 @@ inline std::string bars(const chart& c, double y_max, double plot_w, double plot
              num(std::max(0.0, y0 - y1)) + "\" fill=\"" + std::string(color) + "\"><title>" + escape(s.label) + ": " +
              value_text(s.value) + "</title></rect>\n";
       // Label a segment inside the bar when it is tall enough to hold the text.
-      if (y0 - y1 >= 14) out += text(x + width / 2, (y0 + y1) / 2 + 4, s.label, "middle", " class=\"inside\"");
+      if (y0 - y1 >= 14 && width >= 5.6 * static_cast<double>(s.label.size())) out += text(x + width / 2, (y0 + y1) / 2 + 4, s.label, "middle", " class=\"inside\"");
       if (std::find(legend.begin(), legend.end(), s.label) == legend.end()) legend.push_back(s.label);
       base += s.value;
     }
     out += text(x + width / 2, top + plot_h - plot_h * std::min(base, y_max) / y_max - 5, value_text(base), "middle",
                 " class=\"tick\"");
-    out += text(x + width / 2, top + plot_h + 18, b.label, "middle", " class=\"axis\"");
+    // The bar's label under it; a second line after '\n' (e.g. "(no fit)").
+    const auto nl = b.label.find('\n');
+    out += text(x + width / 2, top + plot_h + 18, b.label.substr(0, nl), "middle", " class=\"axis\"");
+    if (nl != std::string::npos)
+      out += text(x + width / 2, top + plot_h + 32, b.label.substr(nl + 1), "middle", " class=\"tick\"");
     out += "</g>\n";
   }
   for (std::size_t k = 0; k < legend.size(); ++k) {
@@ -220,7 +227,9 @@ inline std::string lines(const chart& c, double y_max, double plot_w, double plo
   for (double lx = std::ceil(x_min); lx <= x_max; lx += 1) {
     const double x = left + plot_w * (lx - x_min) / (x_max - x_min);
     out += line(x, top, x, top + plot_h, "#f0f0f0", 1);
-    out += text(x, top + plot_h + 16, value_text(std::pow(2.0, lx)), "middle", " class=\"tick\"");
+    char tick[32];
+    std::snprintf(tick, sizeof tick, "%.0f", std::pow(2.0, lx));
+    out += text(x, top + plot_h + 16, tick, "middle", " class=\"tick\"");
   }
   out += text(left + plot_w / 2, top + plot_h + 36, c.x_label, "middle", " class=\"axis\"");
   for (std::size_t k = 0; k < c.lines.size(); ++k) {
@@ -256,7 +265,8 @@ inline std::string chart_group(const chart& c, double x, double y) {
   using namespace detail;
   const double plot_w = chart_width - left - right;
   const double plot_h = chart_height - top - bottom;
-  const double y_max = nice_max(max_value(c) * 1.05);
+  double y_max = nice_max(max_value(c) * 1.05);
+  if (c.y_cap > 0) y_max = std::min(y_max, nice_max(c.y_cap));
   std::string out = "<g class=\"chart\" transform=\"translate(" + num(x) + " " + num(y) + ")\">\n";
   out += text(left, 22, c.title, "start", " class=\"title\"");
   out += y_axis(y_max, plot_w, plot_h, c.y_label);
