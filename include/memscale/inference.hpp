@@ -228,6 +228,9 @@ constexpr inference_peak to_peak(const graph& g, const inference_spec& r, const 
 constexpr inference_result estimate_inference(const model_spec& model, const inference_spec& run) {
   validate(model);
   validate(run);
+  detail::require(model.arch == architecture::decoder && model.head == head_kind::causal_lm, error_code::unsupported,
+                  "model.arch", "inference estimates cover decoder-only causal language models",
+                  static_cast<std::uint64_t>(model.arch));
   // The op graph of the architecture gives every weight matrix (one row, one sequence).
   const graph g = build_graph(model, training_spec{.micro_batch = 1, .seq_len = 1, .dropout = false});
   inference_result res{};

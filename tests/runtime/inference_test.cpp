@@ -163,6 +163,8 @@ TEST_CASE("inference: invalid input names the field", "[inference]") {
                    estimate_inference(presets::gpt2, inference_spec{.cache = kv_cache_kind::sliding_window});
                  }),
                  "infer.sliding_window"));
+  CHECK(contains(error_message([] { estimate_inference(presets::bert_base_uncased, inference_spec{}); }),
+                 "decoder-only"));
   CHECK(contains(error_message([] { estimate_inference(presets::gpt2, inference_spec{.kv = dtype::int64}); }),
                  "infer.kv_dtype"));
   CHECK(contains(error_message([] {
