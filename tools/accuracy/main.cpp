@@ -136,7 +136,7 @@ void write_report(const std::vector<row>& rows, const std::string& out_dir) {
      << "`ctest -R accuracy.bands` fails when a case leaves its band (CPU [-5%, +10%], GPU [-10%, +15%]) or a\n"
      << "median passes its bar (CPU 3%, GPU allocated 8%, nvidia-smi 10%). The report is made by\n"
      << "tools/accuracy/main.cpp from\n"
-     << "`../shared/ground-truth/*_dev.json`, `docs/data/cpu_traced_extra.json` (more cases of the same CPU harness,\n"
+     << "`tests/data/ground-truth/*_dev.json`, `docs/data/cpu_traced_extra.json` (more cases of the same CPU harness,\n"
      << "measured by this project), `docs/data/cpu_traced_t5.json` (T5 steps traced with the harness's Tracker) and `docs/data/memscale_aggressive.json`, with the software versions\n"
      << "the GPU records' sources state merged in from `docs/data/gpu_published_stack.json`. Error = (estimated -\n"
      << "measured) / measured. Do not edit by hand.\n\n"
