@@ -61,6 +61,7 @@ std::vector<row> ground_truth_rows(const std::string& dir, const std::string& se
     const json stack = stack_of(stacks, record.at("id").get<std::string>());
     for (const char* key : {"torch", "cuda"})
       if (stack.contains(key) && !record.contains(key)) record[key] = stack.at(key);
+    if (stack.contains("bitsandbytes") && !record.contains("software")) record["software"]["bitsandbytes"] = stack.at("bitsandbytes");
     if (stack.contains("zero_grad") && !record.at("train").contains("zero_grad"))
       record["train"]["zero_grad"] = stack.at("zero_grad");
     const json answer = memscale::json_io::estimate_record(record);
