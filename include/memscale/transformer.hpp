@@ -34,6 +34,12 @@ class transformer_builder {
     b_.set_inputs(storage(dtype::int64, checked_mul(tokens_, 2)));
     b_.add_buffers(bytes{checked_mul(m_.buffer_bytes_per_layer, m_.layers)});
     b_.set_stream_grad(storage(stream_dtype(), checked_mul(tokens_, m_.hidden)));
+    // lit-gpt's fine-tuning loop binds `logits = model(input_ids, lm_head_chunk_size=128)`
+    // and keeps the list of chunks until the next step's forward returns and rebinds it
+    // (finetune/lora.py fit(), Lightning-AI/lit-gpt @ 8641822 and @ 3cf6493c). The HF
+    // Trainer returns loss.detach() from training_step and drops the outputs.
+    if (m_.impl == implementation::litgpt && m_.head == head_kind::causal_lm)
+      b_.set_carried(storage(p_.matmul, checked_mul(tokens_, m_.vocab)));
     return b_.result();
   }
 

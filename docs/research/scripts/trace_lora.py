@@ -191,7 +191,7 @@ def cases():
     add("llama-small", ("q_proj", "v_proj"), dropout=0.0)
     add("llama-small", "all-linear", r=16, dropout=0.0, prec="pure_bf16")
     add("llama-small", ("q_proj", "v_proj"), variant="dora")
-    add("llama-small", "all-linear", r=16, variant="dora", prec="pure_bf16")
+    add("llama-small", "all-linear", r=16, variant="dora", prec="amp_bf16")  # bf16 DoRA: torch 1.13 CPU has no bf16 eye
     add("gpt2", ("c_attn",), batch=2, ckpt="full")
     add("gpt2", "all-linear", r=16, batch=2, ckpt="full")
     add("gpt2", ("c_attn",), variant="dora")
