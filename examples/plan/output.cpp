@@ -62,6 +62,7 @@ std::string lora_targets_of(memscale::lora_modules set) {
 }
 
 std::string_view architecture_of(const memscale::model_spec& m) {
+  if (m.arch == memscale::architecture::encoder_decoder) return "encoder-decoder";
   return m.arch == memscale::architecture::encoder ? "encoder" : "decoder";
 }
 

@@ -79,7 +79,11 @@ struct training_spec {
   // major * 10000 + minor * 100 + patch of bitsandbytes (QLoRA): 0.43.2 stopped keeping the
   // 4-bit matmul's input for backward. Default: the current release, 0.49.2.
   std::uint32_t bitsandbytes_version = 4902;
+  std::uint64_t target_len = 0;           // encoder-decoder: decoder (label) tokens per sequence; 0: seq_len
 };
+
+// Decoder tokens per sequence of an encoder-decoder run.
+constexpr std::uint64_t target_len_of(const training_spec& t) { return t.target_len == 0 ? t.seq_len : t.target_len; }
 
 constexpr bool uses_autocast(precision p) { return p == precision::amp_fp16 || p == precision::amp_bf16; }
 constexpr bool is_lora(const training_spec& t) { return t.target != training_target::full; }
