@@ -122,8 +122,11 @@ class transformer_builder {
   // autocast caches only leaf weights).
   constexpr std::size_t adapter_input(std::size_t in) {
     std::size_t x = in;
+    // PEFT first casts x to the adapters' dtype (layer.py Linear.forward: x = x.to(lora_A.weight.dtype)):
+    // under autocast a 16-bit input becomes an fp32 copy, and the dropout mask is fp32 too.
+    if (m_.impl == implementation::hf_transformers && type(x) != p_.param) x = elementwise(elems(x), p_.param);
     if (t_.lora_dropout)
-      x = emit(op{.kind = op_kind::dropout, .extra_saved = dropout_mask(elems(in), type(in))}, elems(in), type(in));
+      x = emit(op{.kind = op_kind::dropout, .extra_saved = dropout_mask(elems(x), type(x))}, elems(x), type(x));
     return matmul_input(x);
   }
 
