@@ -22,19 +22,6 @@ using memscale_test::error_message;
 using namespace memscale;
 using json_io::json;
 
-// The constexpr parser: same call at compile time.
-static_assert(parse_lora_targets("q_proj,v_proj") == (lora_target::q | lora_target::v));
-static_assert(parse_lora_targets(" q , v , proj , mlp , head ") ==
-              (lora_target::q | lora_target::v | lora_target::o | lora_target::gate | lora_target::up |
-               lora_target::down | lora_target::head));
-static_assert(parse_lora_targets("all-linear") == lora_all_linear);
-static_assert(!has(lora_all_linear, lora_target::head));  // PEFT leaves the output embedding out
-static_assert(parse_lora_targets("c_attn") == (lora_target::q | lora_target::k | lora_target::v));
-static_assert(parse_lora_targets("c_proj") == (lora_target::o | lora_target::down));  // both GPT-2 c_proj
-static_assert(parse_lora_targets("query_key_value,dense,dense_h_to_4h,dense_4h_to_h") ==
-              (lora_target::q | lora_target::k | lora_target::v | lora_target::o | lora_target::up |
-               lora_target::down));
-
 // A lit-gpt LLaMA-2-7B LoRA record (gpu_published_dev.json "litgpt-rt2023-llama-2-7b-hf-lora-mb1-a100").
 json litgpt_llama_record() {
   return json::parse(R"json({
@@ -158,6 +145,12 @@ TEST_CASE("an unknown module, or a field that is not modelled, is an error namin
   CHECK(contains(refused("lora_variant", "vera"), "train.lora_variant"));
   CHECK(contains(refused("lora_dropout", 1.5), "train.lora_dropout"));
   CHECK(contains(refused("frozen", "none"), "train.frozen"));
+  CHECK(contains(refused("fsdp", "hybrid_shard"), "train.fsdp"));
+  CHECK(contains(refused("offload", "optimizer"), "train.offload"));
+  CHECK(contains(refused("pp", 2), "train.pp"));
+  CHECK(contains(refused("dropout", "eval"), "train.dropout"));
+  CHECK(refused("dropout", false).empty());
+  CHECK(refused("steps", 20).empty());  // no memory effect
   CHECK(refused("trainable_dtype", "bf16").empty());  // the precision's own dtype: modelled
   CHECK(refused("quant", "bnb.nf4").empty());
 }
