@@ -43,6 +43,7 @@ std::string_view name_of(memscale::base_quant q) {
 std::string_view name_of(memscale::device_kind d) { return d == memscale::device_kind::cpu ? "cpu" : "cuda"; }
 
 std::string lora_targets_of(memscale::lora_modules set) {
+  if (set == memscale::lora_all_linear) return "all-linear";
   std::string out;
   const auto add = [&](memscale::lora_target t, std::string_view name) {
     if (!memscale::has(set, t)) return;
