@@ -1,7 +1,10 @@
 // memscale-plan: adapter options (LoRA, QLoRA).
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <string>
+#include <system_error>
 
+#include "lora_targets.hpp"
 #include "option_groups.hpp"
 
 namespace memscale_plan {
@@ -22,15 +25,29 @@ void add_lora_options(CLI::App& app, options& o) {
             [&o](const std::string& v) { set_adapter(o, memscale::training_target::lora, "--lora", v); });
   add_value(app, g, "--qlora", "RANK", "QLoRA: LoRA on q and v over an NF4-quantised frozen base",
             [&o](const std::string& v) { set_adapter(o, memscale::training_target::qlora, "--qlora", v); });
-  // Module names as PEFT or lit-gpt write them (memscale/lora.hpp); default q and v.
   add_value(app, g, "--lora-targets", "NAMES",
-            "modules that get adapters: q_proj,v_proj / all-linear / lit-gpt q,k,v,proj,mlp,head (default q,v)",
-            [&o](const std::string& v) { o.run.lora_targets = memscale::parse_lora_targets(v); });
+            "modules with adapters, comma-separated: PEFT names (q_proj, ..., down_proj, lm_head, c_attn, ...), "
+            "all-linear, or lit-gpt names (q, k, v, proj, mlp, head); default q,v",
+            [&o](const std::string& v) {
+              o.run.lora_targets = parse_lora_targets(v, "--lora-targets");
+              o.lora_targets_given = true;
+            });
+  add_value(app, g, "--lora-alpha", "ALPHA", "LoRA scaling numerator (alpha / rank); recorded, it holds no memory",
+            [&o](const std::string& v) {
+              double value = 0.0;
+              const char* const last = v.data() + v.size();
+              const auto [ptr, ec] = std::from_chars(v.data(), last, value);
+              if (v.empty() || ec != std::errc{} || ptr != last || !(value > 0.0 && value < 1e9))
+                throw usage_error("--lora-alpha must be a positive number (got " + in_quotes(v) + ")");
+              o.lora_alpha = value;
+            });
+  add_flag(app, g, "--qlora-double-quant", "with --qlora: quantise the NF4 absmax constants too (bitsandbytes)",
+           [&o] { o.double_quant = true; });
   add_value(app, g, "--lora-variant", "KIND", "lora (default), rslora or dora (PEFT)", [&o](const std::string& v) {
     if (v == "lora") o.run.lora_kind = memscale::lora_variant::lora;
     else if (v == "rslora") o.run.lora_kind = memscale::lora_variant::rslora;
     else if (v == "dora") o.run.lora_kind = memscale::lora_variant::dora;
-    else throw memscale::error(memscale::error_code::invalid_run, "--lora-variant must be lora, rslora or dora (got \"" + v + "\")");
+    else throw usage_error("--lora-variant must be lora, rslora or dora (got " + in_quotes(v) + ")");
   });
 }
 

@@ -6,6 +6,7 @@
 // query_key_value).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -46,6 +47,14 @@ inline constexpr lora_modules lora_mlp = lora_target::gate | lora_target::up | l
 inline constexpr lora_modules lora_all_linear =
     static_cast<lora_modules>(lora_attention | lora_mlp | static_cast<lora_modules>(lora_target::router));
 
+// Every module name lora_module reads (for "did you mean" hints and documentation).
+inline constexpr std::array<std::string_view, 51> lora_module_names{
+    "all-linear", "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head",
+    "q", "k", "v", "proj", "mlp", "head", "lora_query", "lora_key", "lora_value", "lora_projection", "lora_mlp",
+    "lora_head", "query", "key", "value", "q_lin", "k_lin", "v_lin", "c_attn", "query_key_value", "qkv_proj",
+    "Wqkv", "out_proj", "dense", "out_lin", "c_proj", "w1", "fc_1", "w3", "fc_2", "c_fc", "fc1", "fc_in", "fc",
+    "dense_h_to_4h", "lin1", "w2", "fc2", "fc_out", "dense_4h_to_h", "lin2", "gate"};
+
 namespace detail {
 
 [[noreturn]] inline void fail_lora_module(std::string_view name) {
@@ -71,6 +80,13 @@ constexpr lora_modules lora_module(std::string_view name) {
   constexpr lora_modules qkv = q | k | v;
   const std::string_view n = detail::trim(name);
   if (n == "all-linear") return lora_all_linear;
+  // lit-gpt's Config flags, spelled out (lit_gpt/lora.py Config: lora_query ... lora_head).
+  if (n == "lora_query") return static_cast<lora_modules>(q);
+  if (n == "lora_key") return static_cast<lora_modules>(k);
+  if (n == "lora_value") return static_cast<lora_modules>(v);
+  if (n == "lora_projection") return static_cast<lora_modules>(o);
+  if (n == "lora_mlp") return lora_mlp;
+  if (n == "lora_head") return static_cast<lora_modules>(head);
   // PEFT on Hugging Face LLaMA-family models, and lit-gpt's lora_query/key/value flags.
   if (n == "q_proj" || n == "q" || n == "query" || n == "q_lin") return static_cast<lora_modules>(q);
   if (n == "k_proj" || n == "k" || n == "key" || n == "k_lin") return static_cast<lora_modules>(k);

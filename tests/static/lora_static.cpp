@@ -18,6 +18,14 @@ static_assert(parse_lora_targets("query_key_value,dense,dense_h_to_4h,dense_4h_t
               (lora_target::q | lora_target::k | lora_target::v | lora_target::o | lora_target::up |
                lora_target::down));
 
+// Every listed name parses (the list feeds "did you mean" hints).
+constexpr bool every_listed_name_parses() {
+  for (const auto name : lora_module_names)
+    if (lora_module(name) == 0) return false;
+  return true;
+}
+static_assert(every_listed_name_parses());
+
 // PEFT all-linear, r = 16, on Llama-2-7B: 32 * 16 * (4 * 8192 + 3 * 15,104) = 39,976,960.
 constexpr training_spec all_linear{.prec = precision::pure_bf16,
                                    .target = training_target::lora,
