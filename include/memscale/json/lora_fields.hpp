@@ -8,13 +8,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "memscale/estimate/parameters.hpp"
+#include "memscale/estimate.hpp"
 #include "memscale/json/fields.hpp"
 #include "memscale/lora.hpp"
 #include "memscale/model.hpp"
 #include "memscale/precision_policy.hpp"
 #include "memscale/training.hpp"
-#include "memscale/transformer.hpp"
 
 namespace memscale::json_io::detail {
 
@@ -160,9 +159,10 @@ inline void refuse_unmodelled_train_fields(const json& t, training_spec& run) {
 }
 
 // A record's stated counts against the model's own: train.trainable_params (what the
-// framework reports as trainable) and model.params (the published total of the base
-// model). A mismatch beyond 0.5% means the record describes another network.
-inline void check_parameter_counts(const json& record, const model_spec& model, const training_spec& run) {
+// framework reports as trainable, `trainable` from the estimate) and model.params (the
+// published total of the base model, adapters excluded). A mismatch beyond 0.5% means the
+// record describes another network.
+inline void check_parameter_counts(const json& record, const model_spec& model, std::uint64_t trainable) {
   constexpr double tolerance = 0.005;
   const auto check = [](const json& obj, const char* key, const std::string& field, std::uint64_t ours) {
     if (!obj.is_object() || !obj.contains(key) || obj.at(key).is_null()) return;
@@ -175,15 +175,8 @@ inline void check_parameter_counts(const json& record, const model_spec& model, 
       throw error(error_code::invalid_run, field + " is " + std::to_string(n) + " but the model memscale builds has " +
                                                std::to_string(ours) + " (more than 0.5% apart)");
   };
-  const graph g = build_graph(model, run);
-  if (record.contains("train")) check(record.at("train"), "trainable_params", "train.trainable_params",
-                                      trainable_parameter_count(g));
-  if (record.contains("model")) {
-    training_spec full = run;
-    full.target = training_target::full;
-    full.lora_rank = 0;
-    check(record.at("model"), "params", "model.params", parameter_count(build_graph(model, full)));
-  }
+  if (record.contains("train")) check(record.at("train"), "trainable_params", "train.trainable_params", trainable);
+  if (record.contains("model")) check(record.at("model"), "params", "model.params", parameter_count(model));
 }
 
 }  // namespace memscale::json_io::detail

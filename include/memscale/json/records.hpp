@@ -307,8 +307,8 @@ inline json estimate_record(const json& record) {
     const training_spec run = run_from_record(record);
     check_sequence_fits(model, run.seq_len, "train.seq");
     const quantity q = quantity_of(record.value("measure", std::string("max_memory_allocated")));
-    detail::check_parameter_counts(record, model, run);
     const estimate_result r = estimate(model, run);
+    detail::check_parameter_counts(record, model, r.trainable_parameter_count);
     return {{"id", id}, {"estimated_bytes", pick(r.steady, q).value}, {"quantity", std::string(to_string(q))}};
   } catch (const error& e) {
     return {{"id", id}, {"error", e.what()}};
