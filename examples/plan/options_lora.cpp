@@ -26,8 +26,8 @@ void add_lora_options(CLI::App& app, options& o) {
   add_value(app, g, "--qlora", "RANK", "QLoRA: LoRA on q and v over an NF4-quantised frozen base",
             [&o](const std::string& v) { set_adapter(o, memscale::training_target::qlora, "--qlora", v); });
   add_value(app, g, "--lora-targets", "NAMES",
-            "projections with adapters, comma-separated: q,k,v,o,mlp, PEFT names (q_proj, c_attn, ...), "
-            "lit-gpt names (lora_query, ...) or all-linear; default q,v",
+            "modules with adapters, comma-separated: PEFT names (q_proj, ..., down_proj, lm_head, c_attn, ...), "
+            "all-linear, or lit-gpt names (q, k, v, proj, mlp, head); default q,v",
             [&o](const std::string& v) {
               o.run.lora_targets = parse_lora_targets(v, "--lora-targets");
               o.lora_targets_given = true;
@@ -43,6 +43,12 @@ void add_lora_options(CLI::App& app, options& o) {
             });
   add_flag(app, g, "--qlora-double-quant", "with --qlora: quantise the NF4 absmax constants too (bitsandbytes)",
            [&o] { o.double_quant = true; });
+  add_value(app, g, "--lora-variant", "KIND", "lora (default), rslora or dora (PEFT)", [&o](const std::string& v) {
+    if (v == "lora") o.run.lora_kind = memscale::lora_variant::lora;
+    else if (v == "rslora") o.run.lora_kind = memscale::lora_variant::rslora;
+    else if (v == "dora") o.run.lora_kind = memscale::lora_variant::dora;
+    else throw usage_error("--lora-variant must be lora, rslora or dora (got " + in_quotes(v) + ")");
+  });
 }
 
 }  // namespace memscale_plan

@@ -42,7 +42,8 @@ std::string_view name_of(memscale::base_quant q) {
 
 std::string_view name_of(memscale::device_kind d) { return d == memscale::device_kind::cpu ? "cpu" : "cuda"; }
 
-std::string lora_targets_of(std::uint8_t set) {
+std::string lora_targets_of(memscale::lora_modules set) {
+  if (set == memscale::lora_all_linear) return "all-linear";
   std::string out;
   const auto add = [&](memscale::lora_target t, std::string_view name) {
     if (!memscale::has(set, t)) return;
@@ -53,7 +54,11 @@ std::string lora_targets_of(std::uint8_t set) {
   add(memscale::lora_target::k, "k");
   add(memscale::lora_target::v, "v");
   add(memscale::lora_target::o, "o");
-  add(memscale::lora_target::mlp, "mlp");
+  add(memscale::lora_target::gate, "gate");
+  add(memscale::lora_target::up, "up");
+  add(memscale::lora_target::down, "down");
+  add(memscale::lora_target::head, "head");
+  add(memscale::lora_target::router, "router");
   return out;
 }
 

@@ -184,12 +184,15 @@ constexpr peak_estimate estimate_peak(const graph& g, const training_spec& run, 
                                 workspace + extra_workspace}};
   };
 
-  // Forward: the last block and the epilogue see the most saved tensors.
-  phase_candidate best = moment(phase::forward, section_forward_peak(g, prologue_of(g), run), {}, {});
+  // Forward: the last block and the epilogue see the most saved tensors; the loop may
+  // still hold tensors of the previous step (graph::carried).
+  phase_candidate best = moment(phase::forward, g.carried + section_forward_peak(g, prologue_of(g), run), {}, {});
   best = larger(best, moment(phase::forward,
-                             below_blocks + section_forward_peak(g, block_of(g), run, false, !ckpt), {}, {}));
-  best = larger(best, moment(phase::forward, saved_p + saved_b * L + section_forward_peak(g, epilogue_of(g), run, true),
-                             {}, {}));
+                             g.carried + below_blocks + section_forward_peak(g, block_of(g), run, false, !ckpt), {},
+                             {}));
+  best = larger(best, moment(phase::forward,
+                             g.carried + saved_p + saved_b * L + section_forward_peak(g, epilogue_of(g), run, true), {},
+                             {}));
 
   // Backward of the epilogue (loss, head): every block's tensors are still saved.
   const auto e = section_backward_peak(g, epilogue_of(g), run, persist, bytes{});

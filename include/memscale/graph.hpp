@@ -74,6 +74,7 @@ struct graph {
   bytes inputs{};               // the input batch (token ids, labels)
   bytes buffers{};              // registered buffers (causal masks, rotary caches)
   bytes stream_grad{};          // gradient of the residual stream, alive through a block's backward
+  bytes carried{};              // what the training loop still references from the previous step: live through the forward
 };
 
 }  // namespace memscale

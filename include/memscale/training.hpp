@@ -8,6 +8,7 @@
 #include "memscale/bytes.hpp"
 #include "memscale/estimate/workspace.hpp"
 #include "memscale/error.hpp"
+#include "memscale/lora.hpp"
 
 namespace memscale {
 
@@ -33,15 +34,13 @@ enum class sharding : std::uint8_t { none, optimizer_state, gradients, full };
 // Which allocator and autocast op lists apply: a CUDA run, or a CPU trace (measure.py).
 enum class device_kind : std::uint8_t { cuda, cpu };
 
-// Bit flags naming the projections LoRA adapts.
-enum class lora_target : std::uint8_t { q = 1, k = 2, v = 4, o = 8, mlp = 16 };
-constexpr std::uint8_t operator|(lora_target a, lora_target b) {
-  return static_cast<std::uint8_t>(static_cast<std::uint8_t>(a) | static_cast<std::uint8_t>(b));
-}
-constexpr std::uint8_t operator|(std::uint8_t a, lora_target b) {
-  return static_cast<std::uint8_t>(a | static_cast<std::uint8_t>(b));
-}
-constexpr bool has(std::uint8_t set, lora_target t) { return (set & static_cast<std::uint8_t>(t)) != 0; }
+// PEFT's LoRA variants (peft v0.13.0 @ 8f074d75, src/peft/tuners/lora/layer.py): rslora only
+// changes the scaling (alpha / sqrt(r) instead of alpha / r), so its memory is LoRA's; dora adds a
+// trainable magnitude vector per adapted layer and extra forward tensors (tuners/lora/dora.py).
+enum class lora_variant : std::uint8_t { lora, rslora, dora };
+
+// bitsandbytes 0.43.2 (@ ce53caf3): MatMul4Bit no longer keeps its input for backward.
+inline constexpr std::uint32_t bnb_drops_matmul_input = 4302;
 
 struct training_spec {
   std::uint64_t micro_batch = 1;
@@ -54,7 +53,7 @@ struct training_spec {
   attention_impl attention = attention_impl::flash;
   training_target target = training_target::full;
   std::uint64_t lora_rank = 0;
-  std::uint8_t lora_targets = lora_target::q | lora_target::v;
+  lora_modules lora_targets = lora_target::q | lora_target::v;  // memscale/lora.hpp: parse_lora_targets
   base_quant quant = base_quant::nf4;     // only with training_target::qlora
   bool dropout = true;
   loss_impl loss = loss_impl::standard;
@@ -73,6 +72,13 @@ struct training_spec {
   std::uint32_t torch_version = 205;      // major * 100 + minor: optimizer internals changed across releases
   bytes blas_workspace = pytorch_cublas_workspace_default;  // the GPU's BLAS workspace (gpu_spec::cublas_workspace)
   bool cuda_lazy_loading = true;          // CUDA >= 11.7 loads kernels lazily: smaller context
+  lora_variant lora_kind = lora_variant::lora;
+  // PEFT and lit-gpt use no dropout module at all when lora_dropout == 0 (nn.Identity /
+  // `lambda x: x`), so nothing is kept: peft layer.py update_layer, lit-gpt lora.py LoRALayer.
+  bool lora_dropout = true;
+  // major * 10000 + minor * 100 + patch of bitsandbytes (QLoRA): 0.43.2 stopped keeping the
+  // 4-bit matmul's input for backward. Default: the current release, 0.49.2.
+  std::uint32_t bitsandbytes_version = 4902;
   std::uint64_t target_len = 0;           // encoder-decoder: decoder (label) tokens per sequence; 0: seq_len
 };
 

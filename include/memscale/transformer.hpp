@@ -34,6 +34,12 @@ class transformer_builder {
     b_.set_inputs(storage(dtype::int64, checked_mul(tokens_, 2)));
     b_.add_buffers(bytes{checked_mul(m_.buffer_bytes_per_layer, m_.layers)});
     b_.set_stream_grad(storage(stream_dtype(), checked_mul(tokens_, m_.hidden)));
+    // lit-gpt's fine-tuning loop binds `logits = model(input_ids, lm_head_chunk_size=128)`
+    // and keeps the list of chunks until the next step's forward returns and rebinds it
+    // (finetune/lora.py fit(), Lightning-AI/lit-gpt @ 8641822 and @ 3cf6493c). The HF
+    // Trainer returns loss.detach() from training_step and drops the outputs.
+    if (m_.impl == implementation::litgpt && m_.head == head_kind::causal_lm)
+      b_.set_carried(storage(p_.matmul, checked_mul(tokens_, m_.vocab)));
     return b_.result();
   }
 
@@ -70,6 +76,12 @@ class transformer_builder {
   }
 
   // ---- ops -----------------------------------------------------------------------
+  [[nodiscard]] constexpr bool adapts(lora_target t) const { return is_lora(t_) && has(t_.lora_targets, t); }
+  [[nodiscard]] constexpr bool four_bit_base() const { return t_.target == training_target::qlora; }
+  [[nodiscard]] constexpr bool bnb_keeps_input() const {
+    return four_bit_base() && t_.bitsandbytes_version < bnb_drops_matmul_input;
+  }
+
   // y = x W^T + b. Saves its input (for the weight gradient) and, under autocast, the
   // 16-bit weight copy (the autocast weight cache lives until this op's backward).
   constexpr std::size_t linear(std::size_t in, std::uint64_t in_features, std::uint64_t out_features, bool bias,
@@ -81,8 +93,11 @@ class transformer_builder {
          .bias = bias ? param_tensor{out_features, 1, copies_} : param_tensor{},
          .role = param_role::matmul,
          .frozen = frozen};
-    if (p_.autocast) o.extra_saved = storage(p_.matmul, checked_mul(in_features, out_features, copies_));
-    const bool four_bit = frozen && t_.target == training_target::qlora;
+    const bool four_bit = frozen && four_bit_base();
+    // A 4-bit weight is uint8 storage behind a custom autograd Function: autocast never
+    // casts it (autocast_mode.cpp is_eligible: floating-point tensors only), so no 16-bit
+    // copy is saved (bitsandbytes 0.42.0 @ 4870580f, autograd/_functions.py MatMul4Bit).
+    if (p_.autocast && !four_bit) o.extra_saved = storage(p_.matmul, checked_mul(in_features, out_features, copies_));
     if (four_bit) {
       // bitsandbytes dequantizes the 4-bit weight to the compute dtype for each matmul
       // and transposes it (bitsandbytes/autograd/_functions.py MatMul4Bit): two copies,
@@ -93,28 +108,100 @@ class transformer_builder {
     o.grad_in = storage(type(x), elems(x));
     const auto y = emit(o, tok(out_features), p_.matmul);
     // Autograd saves only what a needed gradient uses: a frozen nn.Linear keeps nothing
-    // (derivatives.yaml: mm's self is needed only for mat2's gradient). MatMul4Bit keeps
-    // its input regardless (ctx.tensors = (A, B) in MatMul4Bit.forward).
-    if (!frozen || four_bit) b_.keep(x, y);
-    if (lora_adapted) return lora(x, in_features, out_features);
+    // (derivatives.yaml: mm's self is needed only for mat2's gradient). MatMul4Bit kept
+    // its input until bitsandbytes 0.43.2 (ctx.tensors = (A, B) in 0.42.0 @ 4870580f;
+    // (None, B) from 0.43.2 @ ce53caf3, PR #1270 "delete useless buffered activation").
+    if (!frozen || bnb_keeps_input()) b_.keep(x, y);
+    if (lora_adapted) return lora(in, y, in_features, out_features);
     return y;
   }
 
-  // LoRA (Hu et al. 2021, arXiv 2106.09685): y + B(A(dropout(x))) * alpha/r. Saves the
-  // dropped input (for A's gradient), A's output (for B's gradient) and the dropout mask.
-  constexpr std::size_t lora(std::size_t x, std::uint64_t in_features, std::uint64_t out_features) {
+  // The adapter's input: LoRA dropout when p > 0 (PEFT nn.Dropout, else nn.Identity:
+  // peft v0.13.0 @ 8f074d75 tuners/lora/layer.py update_layer; lit-gpt lora.py LoRALayer),
+  // then autocast's own 16-bit copy for lora_A (the base matmul's copy is not shared:
+  // autocast caches only leaf weights).
+  constexpr std::size_t adapter_input(std::size_t in) {
+    std::size_t x = in;
+    // PEFT first casts x to the adapters' dtype (layer.py Linear.forward: x = x.to(lora_A.weight.dtype)):
+    // under autocast a 16-bit input becomes an fp32 copy, and the dropout mask is fp32 too.
+    if (m_.impl == implementation::hf_transformers && type(x) != p_.param) x = elementwise(elems(x), p_.param);
+    if (t_.lora_dropout)
+      x = emit(op{.kind = op_kind::dropout, .extra_saved = dropout_mask(elems(x), type(x))}, elems(x), type(x));
+    return matmul_input(x);
+  }
+
+  // LoRA (Hu et al. 2021, arXiv 2106.09685): y + B(A(dropout(x))) * alpha/r, as PEFT's
+  // lora.Linear.forward and lit-gpt's LoRALinear.forward write it. Saves the adapter
+  // input (for A's gradient), A's output (for B's gradient) and the dropout mask.
+  // rsLoRA changes only the scaling factor: same tensors.
+  constexpr std::size_t lora(std::size_t in, std::size_t base, std::uint64_t in_features, std::uint64_t out_features) {
     const auto r = t_.lora_rank;
-    // lit-gpt lora.py / peft: lora_dropout (0.05) on the adapter input.
-    const auto dropped = emit(op{.kind = op_kind::dropout, .extra_saved = dropout_mask(elems(x), type(x))}, elems(x),
-                              type(x));
-    const auto a = emit(op{.kind = op_kind::linear, .weight = {r, in_features, 1}, .role = param_role::adapter}, tok(r),
-                        p_.matmul);
+    const auto dropped = adapter_input(in);
+    const auto a = emit(op{.kind = op_kind::linear, .weight = {r, in_features, copies_}, .role = param_role::adapter},
+                        tok(r), p_.matmul);
     b_.keep(dropped, a);
-    const auto bb = emit(op{.kind = op_kind::linear, .weight = {out_features, r, 1}, .role = param_role::adapter},
+    const auto bb = emit(op{.kind = op_kind::linear, .weight = {out_features, r, copies_}, .role = param_role::adapter},
                          tok(out_features), p_.matmul);
     b_.keep(a, bb);
+    if (t_.lora_kind == lora_variant::dora) return dora(dropped, base, bb, in_features, out_features);
     elementwise(tok(out_features), p_.matmul);         // * alpha / r
-    return elementwise(tok(out_features), p_.matmul);  // base output + adapter output
+    return elementwise(tok(out_features), type(base));  // base output + adapter output
+  }
+
+  // DoRA (Liu et al. 2024, arXiv 2402.09353) as PEFT runs it (peft v0.13.0 @ 8f074d75,
+  // tuners/lora/dora.py DoraLinearLayer.forward): a trainable magnitude per output row;
+  // lora_weight = lora_B(lora_A(eye(in))).T and x_eye stay referenced until the
+  // function returns; ||W + s * lora_weight|| is detached; the base matmul runs again,
+  // (m/||.|| - 1) * (x W^T) + m/||.|| * lora_out * s: both products keep their tensor factor.
+  constexpr std::size_t dora(std::size_t x, std::size_t base, std::size_t lora_out, std::uint64_t in_features,
+                             std::uint64_t out_features) {
+    const dtype t = type(x);
+    const bytes held = storage(t, checked_add(checked_mul(in_features, in_features),
+                                              checked_mul(in_features, out_features)));  // x_eye, lora_weight
+    // The weight norm: lora_A(eye) (in x r), scaling * lora_weight and W + that (out x in each).
+    op norm_op{.kind = op_kind::elementwise,
+               .weight = {out_features, 1, copies_},
+               .role = param_role::adapter,
+               .fwd_temp = held + storage(t, checked_add(checked_mul(in_features, t_.lora_rank),
+                                                         checked_mul(in_features, out_features, 2)))};
+    const dtype scale_type = p_.autocast ? dtype::fp32 : p_.matmul;  // magnitude / norm: the parameter dtype
+    emit(norm_op, checked_mul(out_features, copies_), scale_type);
+    op again{.kind = op_kind::linear, .fwd_temp = held, .grad_in = storage(t, elems(x))};
+    // Under autocast the frozen weight is cast again (not cached: it needs no grad) and
+    // mm keeps the copy for the input's gradient.
+    if (p_.autocast) again.extra_saved = storage(p_.matmul, checked_mul(in_features, out_features, copies_));
+    const auto base2 = emit(again, tok(out_features), p_.matmul);
+    const auto scaled_base = elementwise(tok(out_features), scale_type);  // (m/n - 1) * (x W^T)
+    b_.keep(base2, scaled_base);
+    const auto scaled_lora = elementwise(tok(out_features), scale_type);  // m/n * lora_out
+    b_.keep(lora_out, scaled_lora);
+    elementwise(tok(out_features), scale_type);                           // * scaling
+    const auto sum = elementwise(tok(out_features), scale_type);          // result_dora
+    return elementwise(elems(sum), type(base));                           // result + result_dora (then .to(dtype))
+  }
+
+  // lit-gpt's fused qkv adapter (lit-gpt lora.py LoRAQKVLinear.forward, Lightning-AI/lit-gpt
+  // @ 3cf6493c, 2024): lora_A has r rows per enabled part, lora_B only the enabled widths,
+  // applied as a grouped conv1d; zero_pad copies the result (x.reshape: a copy of the
+  // transposed view, which index_copy keeps for its backward: derivatives.yaml
+  // index_copy, source) into new zeros of the full qkv width.
+  constexpr std::size_t litgpt_qkv_lora(std::size_t in, std::size_t base, std::uint64_t in_features,
+                                        std::uint64_t parts, std::uint64_t enabled_width, std::uint64_t full_width) {
+    const auto r = checked_mul(t_.lora_rank, parts);
+    const auto dropped = adapter_input(in);
+    const auto a = emit(op{.kind = op_kind::linear, .weight = {r, in_features, 1}, .role = param_role::adapter},
+                        tok(r), p_.matmul);
+    b_.keep(dropped, a);
+    const auto conv = emit(op{.kind = op_kind::linear, .weight = {enabled_width, t_.lora_rank, 1},
+                              .role = param_role::adapter},
+                           tok(enabled_width), p_.matmul);
+    b_.keep(a, conv);
+    const auto source = elementwise(tok(enabled_width), p_.matmul);  // x.reshape(-1, sum(qkv_shapes))
+    op pad{.kind = op_kind::elementwise, .fwd_temp = storage(p_.matmul, tok(full_width))};  // new_zeros
+    const auto padded = emit(pad, tok(full_width), p_.matmul);
+    b_.keep(source, padded);
+    elementwise(tok(full_width), p_.matmul);                      // * scaling
+    return elementwise(tok(full_width), type(base));              // pretrained + lora
   }
 
   // LayerNorm saves its input and per-row mean and rstd in fp32
@@ -133,10 +220,14 @@ class transformer_builder {
       o.extra_saved = storage(dtype::fp32, checked_mul(rows, 2));
     } else {
       o.extra_saved = storage(dtype::fp32, rows);  // rsqrt(variance + eps)
-      o.extra_saved += storage(type(in), elems(in));  // normalized x, saved by weight * x
+      // normalized x, saved by weight * x only when the weight takes a gradient (a frozen
+      // LoRA base: derivatives.yaml mul, other is needed for self's gradient only).
+      if (trainable_norm) o.extra_saved += storage(type(in), elems(in));
       // hidden.to(float32): a new tensor unless the input is fp32 already (then the input
-      // itself is what pow and mul save).
-      if (type(in) != dtype::fp32) o.extra_saved += storage(dtype::fp32, elems(in));
+      // itself is what pow and mul save). lit-gpt's RMSNorm of the 2023 runs has no upcast
+      // (lit_gpt/rmsnorm.py @ 8641822: x * rsqrt(mean(x * x) + eps) in the input dtype).
+      if (type(in) != dtype::fp32 && m_.impl != implementation::litgpt)
+        o.extra_saved += storage(dtype::fp32, elems(in));
       // HF's pow(2).mean(-1) also keeps x^2 alive (measured on torch 1.13,
       // docs/research/cpu-activations.md sec. 1).
       if (m_.impl == implementation::hf_transformers) o.extra_saved += storage(dtype::fp32, elems(in));
@@ -199,7 +290,7 @@ class transformer_builder {
   constexpr std::size_t moe(std::size_t in) {
     const auto h = m_.hidden;
     const auto e = m_.experts;
-    linear(in, h, e, false);  // router
+    linear(in, h, e, false, adapts(lora_target::router));  // router
     const auto routing = emit(op{.kind = op_kind::activation}, tok(e), dtype::fp32);  // softmax in fp32
     b_.keep_own_output(routing);
     rows_ = checked_mul(tokens_, m_.experts_per_token);
@@ -218,34 +309,42 @@ class transformer_builder {
   constexpr std::size_t dense_mlp(std::size_t in) {
     const auto h = m_.hidden;
     const auto f = m_.ffn;
-    const bool adapted = is_lora(t_) && has(t_.lora_targets, lora_target::mlp);
+    const bool adapt_up = adapts(lora_target::up);
+    const bool adapt_down = adapts(lora_target::down);
     if (gated_mlp(m_)) {
-      const auto gate = linear(in, h, f, m_.mlp_bias, adapted);
-      const auto up = linear(in, h, f, m_.mlp_bias, adapted);
+      const auto gate = linear(in, h, f, m_.mlp_bias, adapts(lora_target::gate));
+      const auto up = linear(in, h, f, m_.mlp_bias, adapt_up);
       const auto act = activation(gate);
       const auto prod = elementwise(elems(up), type(up));
       b_.keep(act, prod);  // mul saves both factors
       b_.keep(up, prod);
-      return linear(prod, f, h, m_.mlp_bias, adapted);
+      return linear(prod, f, h, m_.mlp_bias, adapt_down);
     }
-    const auto up = linear(in, h, f, m_.mlp_bias, adapted);
+    const auto up = linear(in, h, f, m_.mlp_bias, adapt_up);
     const auto act = activation(up);
-    return linear(act, f, h, m_.mlp_bias, adapted);
+    return linear(act, f, h, m_.mlp_bias, adapt_down);
   }
 
   constexpr std::size_t attention(std::size_t in) {
     const auto h = m_.hidden;
     const auto q_width = checked_mul(m_.heads, d_);
     const auto kv_width = checked_mul(kv_, d_);
-    const bool adapt_q = is_lora(t_) && has(t_.lora_targets, lora_target::q);
-    const bool adapt_k = is_lora(t_) && has(t_.lora_targets, lora_target::k);
-    const bool adapt_v = is_lora(t_) && has(t_.lora_targets, lora_target::v);
-    const bool adapt_o = is_lora(t_) && has(t_.lora_targets, lora_target::o);
+    const bool adapt_q = adapts(lora_target::q);
+    const bool adapt_k = adapts(lora_target::k);
+    const bool adapt_v = adapts(lora_target::v);
+    const bool adapt_o = adapts(lora_target::o);
 
     std::size_t q = 0;
     std::size_t k = 0;
     std::size_t v = 0;
-    if (m_.fused_qkv) {
+    if (m_.fused_qkv && m_.impl == implementation::litgpt && (adapt_q || adapt_k || adapt_v)) {
+      // lit-gpt adapts only the enabled parts of its fused projection.
+      const std::uint64_t parts = (adapt_q ? 1U : 0U) + (adapt_k ? 1U : 0U) + (adapt_v ? 1U : 0U);
+      const std::uint64_t enabled = (adapt_q ? q_width : 0) + (adapt_k ? kv_width : 0) + (adapt_v ? kv_width : 0);
+      const auto base = linear(in, h, q_width + 2 * kv_width, m_.qkv_bias);
+      q = k = v = litgpt_qkv_lora(in, base, h, parts, enabled, q_width + 2 * kv_width);
+    } else if (m_.fused_qkv) {
+      // PEFT adapts a fused module (GPT-2 c_attn, GPT-NeoX query_key_value) as one Linear.
       const auto qkv = linear(in, h, q_width + 2 * kv_width, m_.qkv_bias, adapt_q || adapt_k || adapt_v);
       q = k = v = qkv;  // q, k and v are views of the fused output
     } else {
@@ -434,30 +533,45 @@ class transformer_builder {
             .role = tied ? param_role::embedding : param_role::matmul,
             .frozen = frozen,
             .borrows_weight = tied};
-    if (p_.autocast) head.extra_saved = storage(p_.matmul, checked_mul(v, h));
+    if (p_.autocast && !(frozen && !tied && four_bit_base())) head.extra_saved = storage(p_.matmul, checked_mul(v, h));
     // An untied head is an nn.Linear, quantized under QLoRA like the others: its matmul
     // dequantizes the whole V x h weight (two 16-bit copies) in forward and backward.
     const bytes dequantized = (frozen && !tied && t_.target == training_target::qlora)
                                   ? storage(p_.matmul, checked_mul(v, h, 2))
                                   : bytes{};
     head.bwd_temp = dequantized;
+    const auto chunk_rows = (t_.loss == loss_impl::chunked && t_.loss_chunk < rows) ? t_.loss_chunk : rows;
+    if (adapts(lora_target::head)) {
+      // An adapter on the output layer (PEFT lm_head, lit-gpt lora_head): its input and
+      // A's output are kept; B's output and the scaled copy are as wide as the logits
+      // (one chunk at a time under lit-gpt's lm_head_chunk_size), beside the base output.
+      const auto dropped = adapter_input(x);
+      const auto a = emit(op{.kind = op_kind::linear, .weight = {t_.lora_rank, h, 1}, .role = param_role::adapter},
+                          checked_mul(rows, t_.lora_rank), p_.matmul);
+      b_.keep(dropped, a);
+      // B's output is a temporary of the head's forward (not held by the loss code), so its
+      // logits-wide bytes sit in the head op's temporaries.
+      const auto bb = emit(op{.kind = op_kind::linear, .weight = {v, t_.lora_rank, 1}, .role = param_role::adapter},
+                           checked_mul(rows, t_.lora_rank), p_.matmul);
+      b_.keep(a, bb);
+      head.fwd_temp += storage(p_.matmul, checked_mul(chunk_rows, v, 2));
+    }
     if (t_.loss == loss_impl::chunked) {
       // Chunked cross-entropy (lit-gpt utils.chunked_cross_entropy) keeps one chunk's
       // logits and log-probabilities at a time, plus each chunk's saved log_softmax.
-      const auto chunk_rows = t_.loss_chunk < rows ? t_.loss_chunk : rows;
-      head.fwd_temp = storage(p_.matmul, checked_mul(chunk_rows, v)) + dequantized;
+      head.fwd_temp += storage(p_.matmul, checked_mul(chunk_rows, v)) + dequantized;
       // The chunks' logits stay referenced by a Python list until backward, and each
       // chunk's cross_entropy keeps its log-probabilities (lit-gpt utils.py).
       const auto logits = emit(head, checked_mul(rows, v, quantity{"logits (tokens x vocab)"}), p_.matmul);
-      if (!frozen || t_.target == training_target::qlora) b_.keep(input, logits);
+      if (!frozen || (!tied && bnb_keeps_input())) b_.keep(input, logits);
       b_.keep_own_output(logits);
       const auto logp = emit(op{.kind = op_kind::loss}, checked_mul(rows, v), p_.matmul);
       b_.keep_own_output(logp);
       return;
     }
-    head.fwd_temp = dequantized;
+    head.fwd_temp += dequantized;
     const auto logits = emit(head, checked_mul(rows, v, quantity{"logits (tokens x vocab)"}), p_.matmul);
-    if (!frozen || t_.target == training_target::qlora) b_.keep(input, logits);
+    if (!frozen || (!tied && bnb_keeps_input())) b_.keep(input, logits);
     std::size_t scores = logits;
     if (m_.head == head_kind::causal_lm) {
       // Many causal-LM heads upcast logits to fp32 (modeling_llama.py: logits.float()).

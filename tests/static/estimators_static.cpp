@@ -176,7 +176,7 @@ static_assert(r_lora.parameter_bytes == bytes{2 * (6'738'415'616 + 4'194'304)});
 
 // Every projection (q, k, v, o, gate, up, down):
 //   32 * 8 * (4 * (4096 + 4096) + 3 * (4096 + 11008)) = 32 * 8 * 78,080 = 19,988,480.
-constexpr std::uint8_t every_projection =
+constexpr lora_modules every_projection =
     lora_target::q | lora_target::k | lora_target::v | lora_target::o | lora_target::mlp;
 constexpr training_spec lora_all = [] {
   training_spec t = lora_run;

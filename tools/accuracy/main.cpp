@@ -55,6 +55,7 @@ const std::vector<data_set> data_sets{
      "CPU traced (extra)", 6},
     {"cpu_traced_t5", false, true, "T5 steps traced with the harness's Tracker (docs/research/scripts/trace_t5.py)",
      "CPU traced (T5)", 4},
+    {"cpu_traced_lora", false, true, "PEFT-style LoRA/DoRA adapters traced with the same harness", "CPU traced (LoRA)", 8},
     {"cpu_traced_inference", false, true,
      "greedy generate() with a KV cache (docs/research/scripts/trace_inference.py)", "CPU traced generate()", 13},
 };
@@ -85,6 +86,7 @@ std::vector<row> ground_truth_rows(const std::string& dir, const std::string& se
     const json stack = stack_of(stacks, record.at("id").get<std::string>());
     for (const char* key : {"torch", "cuda"})
       if (stack.contains(key) && !record.contains(key)) record[key] = stack.at(key);
+    if (stack.contains("bitsandbytes") && !record.contains("software")) record["software"]["bitsandbytes"] = stack.at("bitsandbytes");
     if (stack.contains("zero_grad") && !record.at("train").contains("zero_grad"))
       record["train"]["zero_grad"] = stack.at("zero_grad");
     const json answer = memscale::json_io::estimate_record(record);

@@ -11,6 +11,7 @@
 #include "memscale/estimate.hpp"
 #include "memscale/json/fields.hpp"
 #include "memscale/json/inference.hpp"
+#include "memscale/json/lora_fields.hpp"
 #include "memscale/model.hpp"
 #include "memscale/presets.hpp"
 #include "memscale/training.hpp"
@@ -116,9 +117,20 @@ inline model_spec family_defaults(const std::string& family, const std::string& 
   bad_field(error_code::unsupported, path + ".family", family, "is not a transformer family memscale models yet");
 }
 
+// A record's "software" object ({"torch": "2.1.0", "bitsandbytes": "0.42.0", ...}), if any.
+inline const json* software_of(const json& record) {
+  if (!record.contains("software") || record.at("software").is_null()) return nullptr;
+  const json& s = record.at("software");
+  if (!s.is_object()) bad_field(error_code::invalid_run, "software", s, "must be an object of version strings");
+  return &s;
+}
+
 // "1.13.0a0" -> 113, "11.2" -> 1102; 0 when the record does not name the field.
 inline std::uint32_t version_field(const json& record, const char* key) {
-  if (!record.contains(key) || record.at(key).is_null()) return 0;
+  if (!record.contains(key) || record.at(key).is_null()) {
+    const json* software = software_of(record);
+    return software != nullptr ? version_field(*software, key) : 0;
+  }
   const json& value = record.at(key);
   if (!value.is_string()) bad_field(error_code::invalid_run, key, value, "must be a version string like \"2.1.0\"");
   const std::string v = value.get<std::string>();
@@ -146,7 +158,11 @@ inline model_spec model_from_record(const json& m) {
                        path, bad);
   const std::string family = get_string(m, "family", path, "", bad);
   const std::string name = get_string(m, "name", path, "", bad);
-  const implementation impl = parse_impl(get_string(m, "impl", path, "hf-transformers", bad), path + ".impl");
+  std::string impl_name = get_string(m, "impl", path, "hf-transformers", bad);
+  // PEFT wraps a Hugging Face model: the model code is transformers', the adapters PEFT's.
+  if (impl_name == "hf-transformers+peft" || impl_name == "hf+peft" || impl_name == "peft")
+    impl_name = "hf-transformers";
+  const implementation impl = parse_impl(impl_name, path + ".impl");
   model_spec spec = detail::family_defaults(family, name, m, path);
   spec.impl = impl;
   spec.kv_heads = get_count(m, "kv_heads", path, 0, bad);
@@ -190,6 +206,7 @@ inline training_spec run_from_record(const json& record) {
                        {"batch", "seq", "image", "precision", "optimizer", "optimizer_impl", "checkpointing",
                         "attention", "grad_accum", "lora_rank", "lora_alpha", "lora_targets", "frozen", "quant",
                         "zero_stage", "dp", "tp", "dropout", "trainable_params", "zero_grad", "target_seq",
+                        "lora_variant", "lora_dropout", "trainable_dtype", "steps", "padding",
                         // multi-GPU layout (SCHEMA.md), read by json/parallel_record.hpp
                         "nodes", "fsdp", "offload", "pp", "sp", "micro_batches_in_flight"},
                        path, bad);
@@ -204,23 +221,8 @@ inline training_spec run_from_record(const json& record) {
   run.grad_accum = get_count(t, "grad_accum", path, 1, bad);
   run.ckpt = parse_checkpointing(get_string(t, "checkpointing", path, "none", bad), path + ".checkpointing");
   run.attention = parse_attention(get_string(t, "attention", path, "sdpa", bad), path + ".attention");
-  const auto rank = get_count(t, "lora_rank", path, 0, bad);
-  if (rank > 0) {
-    run.target = t.contains("quant") && t.at("quant").is_string() ? training_target::qlora : training_target::lora;
-    run.lora_rank = rank;
-    if (run.target == training_target::qlora)
-      run.quant = t.at("quant").get<std::string>().find("dq") != std::string::npos ? base_quant::nf4_double_quant
-                                                                                 : base_quant::nf4;
-    const std::string targets = get_string(t, "lora_targets", path, "q,v", bad);
-    std::uint8_t set = 0;
-    for (char c : targets) {
-      if (c == 'q') set = set | lora_target::q;
-      if (c == 'k') set = set | lora_target::k;
-      if (c == 'v') set = set | lora_target::v;
-      if (c == 'o') set = set | lora_target::o;
-    }
-    run.lora_targets = set;
-  }
+  detail::read_adapters(t, run);
+  detail::refuse_unmodelled_train_fields(t, run);
   const auto dp = get_count(t, "dp", path, 1, bad);
   const auto zero = get_count(t, "zero_stage", path, 0, bad);
   if (zero > 3) bad_field(bad, path + ".zero_stage", t.at("zero_stage"), "must be 0, 1, 2 or 3");
@@ -244,6 +246,7 @@ inline training_spec run_from_record(const json& record) {
     // CUDA_MODULE_LOADING=LAZY is set by PyTorch from 1.13 (pytorch PR #86509).
     if (torch < 113) run.cuda_lazy_loading = false;
   }
+  run.bitsandbytes_version = detail::read_bitsandbytes_version(record);
   // Lazy module loading needs CUDA 11.7 (CUDA C++ Programming Guide, "Lazy Loading").
   if (cuda != 0 && cuda < 1107) run.cuda_lazy_loading = false;
   // "zero": gradients are zeroed in place between steps and stay allocated through the
@@ -312,6 +315,7 @@ inline json estimate_record(const json& record) {
     const training_spec run = run_from_record(record);
     check_sequence_fits(model, run.seq_len, "train.seq");
     const estimate_result r = estimate(model, run);
+    detail::check_parameter_counts(record, model, r.trainable_parameter_count);
     return {{"id", id}, {"estimated_bytes", pick(r.steady, q).value}, {"quantity", std::string(to_string(q))}};
   } catch (const error& e) {
     return {{"id", id}, {"error", e.what()}};
