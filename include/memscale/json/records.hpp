@@ -205,8 +205,9 @@ inline training_spec run_from_record(const json& record) {
                        {"batch", "seq", "image", "precision", "optimizer", "optimizer_impl", "checkpointing",
                         "attention", "grad_accum", "lora_rank", "lora_alpha", "lora_targets", "frozen", "quant",
                         "zero_stage", "dp", "tp", "dropout", "trainable_params", "zero_grad", "target_seq",
-                        "lora_variant", "lora_dropout", "trainable_dtype", "fsdp", "offload", "pp", "sp",
-                        "micro_batches_in_flight", "nodes", "steps", "padding"},
+                        "lora_variant", "lora_dropout", "trainable_dtype", "steps", "padding",
+                        // multi-GPU layout (SCHEMA.md), read by json/parallel_record.hpp
+                        "nodes", "fsdp", "offload", "pp", "sp", "micro_batches_in_flight"},
                        path, bad);
   training_spec run{};
   run.micro_batch = get_count(t, "batch", path, 1, bad);
@@ -220,7 +221,7 @@ inline training_spec run_from_record(const json& record) {
   run.ckpt = parse_checkpointing(get_string(t, "checkpointing", path, "none", bad), path + ".checkpointing");
   run.attention = parse_attention(get_string(t, "attention", path, "sdpa", bad), path + ".attention");
   detail::read_adapters(t, run);
-  detail::refuse_unmodelled_train_fields(t, run);
+  detail::read_dropout_field(t, run);
   const auto dp = get_count(t, "dp", path, 1, bad);
   const auto zero = get_count(t, "zero_stage", path, 0, bad);
   if (zero > 3) bad_field(bad, path + ".zero_stage", t.at("zero_stage"), "must be 0, 1, 2 or 3");
