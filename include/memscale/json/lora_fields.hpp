@@ -96,7 +96,7 @@ inline void read_adapters(const json& t, training_spec& run) {
   if (frozen == "none" && rank > 0)
     bad_field(bad, path + ".frozen", frozen, "must be base with train.lora_rank > 0 (LoRA freezes the base)");
   const std::string quant = get_string(t, "quant", path, "", bad);
-  for (const char* key : {"lora_targets", "lora_variant", "lora_dropout", "lora_alpha"})
+  for (const char* key : {"lora_targets", "lora_variant", "lora_dropout"})
     if (rank == 0 && t.contains(key) && !t.at(key).is_null())
       bad_field(bad, path + "." + key, t.at(key), "needs train.lora_rank > 0");
   if (!quant.empty() && rank == 0)
