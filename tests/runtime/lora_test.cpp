@@ -145,9 +145,6 @@ TEST_CASE("an unknown module, or a field that is not modelled, is an error namin
   CHECK(contains(refused("lora_variant", "vera"), "train.lora_variant"));
   CHECK(contains(refused("lora_dropout", 1.5), "train.lora_dropout"));
   CHECK(contains(refused("frozen", "none"), "train.frozen"));
-  CHECK(contains(refused("fsdp", "hybrid_shard"), "train.fsdp"));
-  CHECK(contains(refused("offload", "optimizer"), "train.offload"));
-  CHECK(contains(refused("pp", 2), "train.pp"));
   CHECK(contains(refused("dropout", "eval"), "train.dropout"));
   CHECK(refused("dropout", false).empty());
   CHECK(refused("steps", 20).empty());  // no memory effect

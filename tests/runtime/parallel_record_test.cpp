@@ -42,6 +42,7 @@ TEST_CASE("Multi-GPU records: DeepSpeed, tensor and pipeline layouts are read", 
   r["software"] = {{"deepspeed", "0.14.0"}};
   r["train"]["lora_rank"] = 0;
   r["train"].erase("lora_targets");
+  r["train"].erase("trainable_params");  // a full fine-tune trains every weight
   r["train"]["frozen"] = "none";
   r["train"]["offload"] = "optimizer";
   CHECK(json_io::parallel_from_record(r).engine == strategy::zero3);

@@ -96,7 +96,7 @@ inline void read_adapters(const json& t, training_spec& run) {
   if (frozen == "none" && rank > 0)
     bad_field(bad, path + ".frozen", frozen, "must be base with train.lora_rank > 0 (LoRA freezes the base)");
   const std::string quant = get_string(t, "quant", path, "", bad);
-  for (const char* key : {"lora_targets", "lora_variant", "lora_dropout", "lora_alpha"})
+  for (const char* key : {"lora_targets", "lora_variant", "lora_dropout"})
     if (rank == 0 && t.contains(key) && !t.at(key).is_null())
       bad_field(bad, path + "." + key, t.at(key), "needs train.lora_rank > 0");
   if (!quant.empty() && rank == 0)
@@ -133,21 +133,11 @@ inline void read_adapters(const json& t, training_spec& run) {
                   "): adapters in another dtype than the base are not modelled yet");
 }
 
-// Fields of SCHEMA.md's "train" object that change memory and that this reader does not
-// model yet: refused by name instead of silently ignored (remove an entry when it is modelled).
-inline void refuse_unmodelled_train_fields(const json& t, training_spec& run) {
+// The model's own dropout as a record states it (SCHEMA.md "dropout"): read, not ignored.
+// (The multi-GPU fields are read by json/parallel_record.hpp.)
+inline void read_dropout_field(const json& t, training_spec& run) {
   const std::string path = "train";
   const auto present = [&](const char* key) { return t.contains(key) && !t.at(key).is_null(); };
-  const auto refuse = [&](const char* key, const char* why) {
-    bad_field(error_code::unsupported, path + "." + key, t.at(key), why);
-  };
-  if (present("fsdp") && t.at("fsdp") != "full_shard")
-    refuse("fsdp", "is modelled only as full_shard (train.zero_stage 3)");
-  if (present("offload") && t.at("offload") != "none") refuse("offload", "offloading in a record is not modelled yet");
-  if (present("pp") && t.at("pp") != 1) refuse("pp", "pipeline parallelism is not modelled yet");
-  if (present("sp") && t.at("sp") != false) refuse("sp", "sequence parallelism is not modelled yet");
-  if (present("micro_batches_in_flight") && t.at("micro_batches_in_flight") != 1)
-    refuse("micro_batches_in_flight", "pipeline schedules are not modelled yet");
   // The model's own dropout: the CPU harness states "train mode (HF/torchvision defaults)".
   if (present("dropout")) {
     const json& d = t.at("dropout");

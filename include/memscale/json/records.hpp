@@ -222,7 +222,7 @@ inline training_spec run_from_record(const json& record) {
   run.ckpt = parse_checkpointing(get_string(t, "checkpointing", path, "none", bad), path + ".checkpointing");
   run.attention = parse_attention(get_string(t, "attention", path, "sdpa", bad), path + ".attention");
   detail::read_adapters(t, run);
-  detail::refuse_unmodelled_train_fields(t, run);
+  detail::read_dropout_field(t, run);
   const auto dp = get_count(t, "dp", path, 1, bad);
   const auto zero = get_count(t, "zero_stage", path, 0, bad);
   if (zero > 3) bad_field(bad, path + ".zero_stage", t.at("zero_stage"), "must be 0, 1, 2 or 3");
