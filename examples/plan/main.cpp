@@ -64,7 +64,10 @@ std::string run(const memscale_plan::options& opt) {
     case command::list_gpus: return opt.json ? dump(memscale_plan::gpu_list_json()) : memscale_plan::gpu_list_text();
     case command::cases: return dump(memscale_plan::run_cases(opt.cases_path));
     case command::run: {
-      const memscale::estimate_result result = estimate_or_explain(opt);
+      // With --gpu the report estimates the run on that GPU (its BLAS workspace), as the plan does.
+      memscale_plan::options on_device = opt;
+      if (!opt.gpu.empty()) on_device.run = memscale::on_gpu(opt.run, *memscale::find_gpu(opt.gpu));
+      const memscale::estimate_result result = estimate_or_explain(on_device);
       if (opt.gpu.empty())
         return opt.json ? dump(memscale_plan::json_report(opt.model, opt.run, result))
                         : memscale_plan::text_report(opt.model, opt.run, result);
