@@ -189,49 +189,10 @@ std::string techniques_text(memscale::technique_set set) {
   return out.empty() ? "-" : out;
 }
 
-nlohmann::json techniques_json(memscale::technique_set set) {
-  nlohmann::json list = nlohmann::json::array();
-  for (const auto t : memscale::all_techniques)
-    if (set.has(t)) list.push_back(std::string(memscale::to_string(t)));
-  return list;
-}
-
 // "-9.0% .. +12.5% (gpu_published)"
 std::string band_text(const memscale::error_band& b) {
   return fmt::format("{:+.1f}% .. {:+.1f}% ({}{})", b.low * 100.0, b.high * 100.0, memscale::to_string(b.of),
                      b.measured ? "" : ", no measurement");
-}
-
-nlohmann::json band_json(const memscale::error_band& b) {
-  return {{"class", std::string(memscale::to_string(b.of))},
-          {"low", b.low},
-          {"high", b.high},
-          {"measured", b.measured},
-          {"source", std::string(b.source)}};
-}
-
-nlohmann::json mode_json(const memscale::mode_plan& m) {
-  return {{"mode", std::string(memscale::to_string(m.m))},
-          {"peak", m.peak.value},
-          {"tensor_peak", m.tensor_peak.value},
-          {"fits", m.fits},
-          {"verdict", std::string(memscale::to_string(m.v))},
-          {"band", band_json(m.band)},
-          {"peak_range", {{"low", m.range.low.value}, {"high", m.range.high.value}}},
-          {"phase", std::string(memscale::to_string(m.at))},
-          {"breakdown", memscale::json_io::breakdown_to_json(m.breakdown)},
-          {"switches_on", techniques_json(m.switched_on)},
-          {"run",
-           {{"precision", std::string(memscale::to_string(m.run.prec))},
-            {"optimizer", std::string(memscale::to_string(m.run.optimizer))},
-            {"checkpointing", std::string(memscale::to_string(m.run.ckpt))},
-            {"attention", std::string(memscale::to_string(m.run.attention))},
-            {"offload_optimizer", m.run.offload_optimizer},
-            {"offload_activations", m.run.offload_activations},
-            {"offload_parameters", m.run.offload_parameters}}},
-          {"recompute_forward_passes", m.cost.recompute_fraction},
-          {"transfer_seconds_per_step", m.cost.transfer_seconds},
-          {"host_memory", m.cost.host_memory.value}};
 }
 
 // What the answer changes in the run: one line, or empty when nothing changes.
@@ -331,35 +292,8 @@ std::string plan_text(const memscale::gpu_spec& gpu, const memscale::plan_result
 }
 
 nlohmann::json plan_json(const memscale::plan_result& plan) {
-  nlohmann::json modes = nlohmann::json::array();
-  for (const auto& m : plan.modes) modes.push_back(mode_json(m));
-  const bool has_mode = plan.status != memscale::plan_status::shorter_sequence &&
-                        plan.status != memscale::plan_status::nothing_fits;
-  nlohmann::json j = {
-      {"status", std::string(memscale::to_string(plan.status))},
-      // "none" only when no technique is needed; null when nothing fits.
-      {"mode", has_mode ? nlohmann::json(std::string(memscale::to_string(plan.chosen))) : nlohmann::json(nullptr)},
-      {"fits", plan.fits},
-      {"verdict", std::string(memscale::to_string(plan.v))},
-      {"budget", plan.budget.value},
-      {"unoptimized_peak", plan.unoptimized_peak.value},
-      {"pressure", plan.pressure},
-      {"mode_order_inverted", plan.mode_order_inverted},
-      {"modes", modes},
-      {"effective_batch", plan.effective_batch},
-      {"micro_batch", plan.micro_batch},
-      {"grad_accumulation", plan.grad_accumulation},
-      {"max_micro_batch", plan.max_micro_batch},
-      {"max_micro_batch_mode", std::string(memscale::to_string(plan.max_micro_batch_mode))},
-      {"max_seq_len", plan.max_seq_len},
-      {"next_step", std::string(memscale::to_string(plan.next_step))},
-      {"reason", std::string(plan.reason)},
-      {"changes", changes_text(plan)},
-      {"parameter_offload", mode_json(plan.parameter_offload)}};
-  if (plan.rounded_micro_batch > 0)
-    j["rounded"] = {{"micro_batch", plan.rounded_micro_batch},
-                    {"grad_accumulation", plan.rounded_grad_accumulation},
-                    {"effective_batch", plan.rounded_micro_batch * plan.rounded_grad_accumulation}};
+  nlohmann::json j = memscale::json_io::plan_to_json(plan);
+  j["changes"] = changes_text(plan);
   return j;
 }
 
