@@ -75,10 +75,10 @@ TEST_CASE("planner property: the largest micro-batch never falls when VRAM grows
 TEST_CASE("planner property: micro-batch x accumulation is the requested effective batch", "[planner][property]") {
   const memscale::model_spec models[] = {memscale::presets::gpt2_xl, memscale::presets::llama_2_7b};
   for (const auto& model : models) {
-    for (const std::uint64_t gib : {6, 12, 24, 48}) {
+    for (const std::uint64_t gib : {6U, 12U, 24U, 48U}) {
       const auto gpu = gib_gpu(gib);
-      for (const std::uint64_t batch : {1, 3, 7, 12, 32, 64}) {
-        for (const std::uint64_t accum : {1, 2, 5}) {
+      for (const std::uint64_t batch : {1U, 3U, 7U, 12U, 32U, 64U}) {
+        for (const std::uint64_t accum : {1U, 2U, 5U}) {
           training_spec run = run_of(batch, 512, memscale::precision::pure_bf16);
           run.grad_accum = runtime_value(accum);
           const auto plan = memscale::make_plan(model, run, gpu);
