@@ -66,7 +66,7 @@ constexpr const error_band& band_of(run_class c) {
 
 // Which measured class a run belongs to. A mode's run is classed by the techniques it uses.
 constexpr run_class class_of(const model_spec& model, const training_spec& run) {
-  const bool dense_decoder_or_bert = model.experts == 0;
+  const bool dense_decoder_or_bert = model.experts == 0 && model.arch != architecture::encoder_decoder;
   if (!dense_decoder_or_bert || run.offload_parameters || run.offload_optimizer) return run_class::unmeasured;
   if (run.offload_activations) {
     // Only MemScale's AGGRESSIVE figures measure activation offloading.

@@ -185,8 +185,8 @@ constexpr mode_plan plan_run(const model_spec& model, const training_spec& reque
   p.m = m;
   p.run = run;
   p.switched_on = switched_on(request, run);
-  const graph g = build_graph(model, p.run);
-  const estimate_result e = estimate(g, p.run);
+  const graph g = build_graph(model, p.run);  // encoder-decoder: one stack's shape, for transfer costs
+  const estimate_result e = model.arch == architecture::encoder_decoder ? estimate(model, p.run) : estimate(g, p.run);
   const peak_estimate& worst = overall_peak(e);
   p.peak = worst.device;
   p.tensor_peak = worst.tensor;
