@@ -119,7 +119,7 @@ struct plan_result {
   std::uint64_t micro_batch = 0;       // planned micro-batch; micro_batch * grad_accumulation == effective_batch
   std::uint64_t grad_accumulation = 1;
   std::uint64_t max_micro_batch = 0;   // largest micro-batch that fits in any mode (0: not even 1)
-  mode max_micro_batch_mode = mode::none;
+  mode max_micro_batch_mode = mode::none;  // a mode that reaches it
   // When the exact divisor is under half of max_micro_batch (e.g. a prime effective batch):
   // the alternative that rounds the effective batch to rounded_micro_batch * rounded_grad_accumulation.
   std::uint64_t rounded_micro_batch = 0;
@@ -279,23 +279,32 @@ constexpr plan_result make_plan(const model_spec& model, const training_spec& ru
       if (r.modes[j].peak > r.modes[i].peak) r.mode_order_inverted = true;
 
   // The largest micro-batch over all modes: each mode's search is monotone in the budget,
-  // so their maximum never falls when VRAM grows.
+  // so their maximum never falls when VRAM grows. The most memory-saving modes are searched
+  // first; a later mode is searched only if it fits one more than the best so far (this keeps
+  // make_plan within the constant evaluator's step limits).
   const std::uint64_t search_hi = options.max_batch_search;
-  std::array<std::uint64_t, 4> largest{};
-  for (std::size_t i = 0; i < all_modes.size(); ++i) {
+  constexpr std::array search_order{mode::aggressive, mode::balanced, mode::conservative, mode::none};
+  for (const mode m : search_order) {
+    const auto i = static_cast<std::size_t>(m);
     const auto fits_at = [&](std::uint64_t b) {
       training_spec t = run;
       t.micro_batch = b;
-      return detail::mode_fits(model, t, gpu, all_modes[i], r.budget);
+      return detail::mode_fits(model, t, gpu, m, r.budget);
     };
-    const bool request_fits = r.modes[i].fits && run.micro_batch <= search_hi;
-    largest[i] = request_fits ? detail::largest_fitting_from(run.micro_batch, search_hi, fits_at)
-                              : detail::largest_fitting(run.micro_batch < search_hi ? run.micro_batch : search_hi,
-                                                        fits_at);
-    if (largest[i] > r.max_micro_batch) {
-      r.max_micro_batch = largest[i];
-      r.max_micro_batch_mode = all_modes[i];
+    // A mode that does not fit the request fits less than the request's micro-batch.
+    const std::uint64_t hi = r.modes[i].fits ? search_hi : detail::min(search_hi, run.micro_batch - 1);
+    std::uint64_t start = 0;  // a micro-batch known to fit in this mode
+    if (r.max_micro_batch > 0) {
+      if (r.max_micro_batch >= hi || !fits_at(r.max_micro_batch + 1)) continue;
+      start = r.max_micro_batch + 1;
+    } else if (r.modes[i].fits && run.micro_batch <= hi) {
+      start = run.micro_batch;
+    } else {
+      if (hi == 0 || !fits_at(1)) continue;
+      start = 1;
     }
+    r.max_micro_batch = detail::largest_fitting_from(start, hi, fits_at);
+    r.max_micro_batch_mode = m;
   }
 
   // 1. The request fits in some mode: the least aggressive one.
@@ -316,9 +325,13 @@ constexpr plan_result make_plan(const model_spec& model, const training_spec& ru
   //    stays exactly the requested effective batch; the least aggressive mode that fits it.
   if (r.max_micro_batch > 0) {
     const std::uint64_t d = detail::largest_divisor_up_to(r.effective_batch, r.max_micro_batch);
-    for (std::size_t i = 0; i < all_modes.size(); ++i) {
-      if (largest[i] < d) continue;
-      r.chosen = all_modes[i];
+    training_spec at_d = run;
+    at_d.micro_batch = d;
+    r.chosen = r.max_micro_batch_mode;  // fits d <= max_micro_batch; a gentler mode may too
+    for (const mode m : all_modes) {
+      if (m == r.max_micro_batch_mode) break;
+      if (!detail::mode_fits(model, at_d, gpu, m, r.budget)) continue;
+      r.chosen = m;
       break;
     }
     r.micro_batch = d;
