@@ -121,7 +121,8 @@ struct plan_result {
   std::uint64_t max_micro_batch = 0;   // largest micro-batch that fits in any mode (0: not even 1)
   mode max_micro_batch_mode = mode::none;  // a mode that reaches it
   // When the exact divisor is under half of max_micro_batch (e.g. a prime effective batch):
-  // the alternative that rounds the effective batch to rounded_micro_batch * rounded_grad_accumulation.
+  // the alternative that rounds the effective batch to rounded_micro_batch * rounded_grad_accumulation
+  // (0 when there is none).
   std::uint64_t rounded_micro_batch = 0;
   std::uint64_t rounded_grad_accumulation = 0;
   std::uint64_t max_seq_len = 0;       // largest sequence length that fits at micro-batch 1 (shorter_sequence)
@@ -337,10 +338,14 @@ constexpr plan_result make_plan(const model_spec& model, const training_spec& ru
     r.micro_batch = d;
     r.grad_accumulation = r.effective_batch / d;
     if (2 * d < r.max_micro_batch) {
-      // Exact but slow (e.g. a prime effective batch): also say what rounding would change.
-      r.rounded_micro_batch = r.max_micro_batch;
-      r.rounded_grad_accumulation = detail::max(std::uint64_t{1}, (r.effective_batch + r.max_micro_batch / 2) /
-                                                                      r.max_micro_batch);
+      // Exact but slow (e.g. a prime effective batch): also say what rounding would change,
+      // with the fewest accumulation steps and the micro-batch closest to an even split.
+      const std::uint64_t accum = detail::ceil_div(r.effective_batch, r.max_micro_batch);
+      const std::uint64_t micro = detail::min(r.max_micro_batch, (r.effective_batch + accum / 2) / accum);
+      if (micro * accum != r.effective_batch) {
+        r.rounded_micro_batch = micro;
+        r.rounded_grad_accumulation = accum;
+      }
     }
     r.status = plan_status::smaller_micro_batch;
     r.next_step = advice::smaller_micro_batch;

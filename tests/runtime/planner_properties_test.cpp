@@ -93,7 +93,10 @@ TEST_CASE("planner property: micro-batch x accumulation is the requested effecti
             // The largest divisor that fits: no divisor between it and the maximum.
             for (std::uint64_t d = plan.micro_batch + 1; d <= plan.max_micro_batch; ++d)
               CHECK(plan.effective_batch % d != 0);
-            if (plan.rounded_micro_batch > 0) CHECK(plan.rounded_micro_batch == plan.max_micro_batch);
+            if (plan.rounded_micro_batch > 0) {
+              CHECK(plan.rounded_micro_batch <= plan.max_micro_batch);
+              CHECK(plan.rounded_micro_batch * plan.rounded_grad_accumulation != plan.effective_batch);
+            }
           }
         }
       }
@@ -174,4 +177,19 @@ TEST_CASE("error bands: the verdict of a peak range against a budget", "[planner
   CHECK(memscale::verdict_of(r, r.high) == memscale::verdict::fits);
   CHECK(memscale::verdict_of(r, peak) == memscale::verdict::borderline);  // the estimate alone is not enough
   CHECK(memscale::verdict_of(r, memscale::bytes{r.low.value - 1}) == memscale::verdict::does_not_fit);
+}
+
+TEST_CASE("planner: a prime effective batch is kept exactly and the rounded alternative is named", "[planner]") {
+  // GPT-2 XL 61 x 1024 on an RTX 3090: no mode fits 61; 61's only divisors are 1 and 61.
+  const auto plan = memscale::make_plan(memscale::presets::gpt2_xl, run_of(61, 1024), gpu_named("rtx3090"));
+  INFO("max " << plan.max_micro_batch << ", rounded " << plan.rounded_micro_batch << " x "
+              << plan.rounded_grad_accumulation);
+  REQUIRE(plan.status == memscale::plan_status::smaller_micro_batch);
+  CHECK(plan.micro_batch == 1);
+  CHECK(plan.grad_accumulation == 61);
+  REQUIRE(plan.max_micro_batch > 2);
+  REQUIRE(plan.rounded_micro_batch > 0);
+  CHECK(plan.rounded_micro_batch <= plan.max_micro_batch);
+  CHECK(plan.rounded_grad_accumulation == (61 + plan.max_micro_batch - 1) / plan.max_micro_batch);
+  CHECK(plan.rounded_micro_batch * plan.rounded_grad_accumulation != 61);
 }
