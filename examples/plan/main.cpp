@@ -77,9 +77,12 @@ std::string run(const memscale_plan::options& opt) {
           opt.cluster.pp > 1 || opt.cluster.nodes > 1)
         throw memscale_plan::usage_error("--strategy, --tp, --pp, --nodes and --emit need --gpus N");
       if (opt.inference.enabled) return memscale_plan::inference_command(opt);  // inference.cpp
-      const memscale::estimate_result result = estimate_or_explain(opt);
       std::optional<memscale::gpu_spec> gpu = opt.custom_gpu;
       if (!gpu && !opt.gpu.empty()) gpu = memscale::find_gpu(opt.gpu);  // checked by parse_args
+      // With a GPU the report estimates the run on it (its BLAS workspace), as the plan does.
+      memscale_plan::options on_device = opt;
+      if (gpu) on_device.run = memscale::on_gpu(opt.run, *gpu);
+      const memscale::estimate_result result = estimate_or_explain(on_device);
       nlohmann::json j;
       if (opt.json) {
         // The run as a --run input, then the results (docs/run-json.md).

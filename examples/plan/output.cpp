@@ -147,6 +147,9 @@ std::string text_report(const memscale::model_spec& model, const memscale::train
   out += peak_lines(result.steady);
   out += fmt::format("step-1 peak ({}; optimizer state is created inside the first step):\n", result.first_step.at);
   out += peak_lines(result.first_step);
+  const memscale::peak_estimate& peak = memscale::overall_peak(result);
+  out += fmt::format("peak           {} device, at step {} (the larger of the two; a plan compares this)\n",
+                     gib_and_bytes(peak.device), &peak == &result.first_step ? "1" : "2+");
   return out;
 }
 
@@ -187,22 +190,78 @@ nlohmann::json gpu_list_json() {
   return list;
 }
 
+namespace {
+
+std::string techniques_text(memscale::technique_set set) {
+  std::string out;
+  for (const auto t : memscale::all_techniques) {
+    if (!set.has(t)) continue;
+    if (!out.empty()) out += ", ";
+    out += memscale::to_string(t);
+  }
+  return out.empty() ? "-" : out;
+}
+
+// "-9.0% .. +12.5% (gpu_published)"
+std::string band_text(const memscale::error_band& b) {
+  return fmt::format("{:+.1f}% .. {:+.1f}% ({}{})", b.low * 100.0, b.high * 100.0, memscale::to_string(b.of),
+                     b.measured ? "" : ", no measurement");
+}
+
+// What the answer changes in the run: one line, or empty when nothing changes.
+std::string changes_text(const memscale::plan_result& plan) {
+  using memscale::plan_status;
+  switch (plan.status) {
+    case plan_status::no_technique_needed:
+    case plan_status::mode_needed: return {};
+    case plan_status::smaller_micro_batch: {
+      std::string out = fmt::format("micro-batch {} x gradient accumulation {} = effective batch {} (kept)",
+                                    plan.micro_batch, plan.grad_accumulation, plan.effective_batch);
+      if (plan.rounded_micro_batch > 0)
+        out += fmt::format("; or micro-batch {} x {}: the effective batch rounds to {}", plan.rounded_micro_batch,
+                           plan.rounded_grad_accumulation, plan.rounded_micro_batch * plan.rounded_grad_accumulation);
+      return out;
+    }
+    case plan_status::parameter_offload:
+      return fmt::format("micro-batch 1 x gradient accumulation {} = effective batch {} (kept), parameters and "
+                         "optimizer on the host",
+                         plan.grad_accumulation, plan.effective_batch);
+    case plan_status::shorter_sequence:
+      return fmt::format("sequence length {} (not {}) at micro-batch 1; the effective batch {} is kept with "
+                         "gradient accumulation {}",
+                         plan.max_seq_len, plan.modes[0].run.seq_len, plan.effective_batch, plan.effective_batch);
+    case plan_status::nothing_fits: return "nothing fits on this GPU";
+  }
+  return {};
+}
+
+}  // namespace
+
 std::string plan_text(const memscale::gpu_spec& gpu, const memscale::plan_result& plan) {
   constexpr std::size_t bar_width = 30;
   std::string out = "\n";
   out += fmt::format("Plan on {} (budget {:.2f} GiB = VRAM {:.2f} GiB x (1 - {:.2f}))\n", gpu.label,
                      memscale::to_gib(plan.budget), memscale::to_gib(plan.vram), plan.headroom);
-  out += fmt::format("  memory pressure {:.2f} (unoptimized peak / VRAM)\n", plan.pressure);
-  out += fmt::format("  {:<13} {:>10}  {:<{}}  {:<4}  {:<13} {:>12}  {:>12}\n", "mode", "peak GiB", "of VRAM",
-                     bar_width, "fits", "recompute", "transfer s", "host RAM GiB");
+  out += fmt::format("  memory pressure {:.2f} (unoptimized peak {:.2f} GiB / VRAM; the report's peak for this GPU)\n",
+                     plan.pressure, memscale::to_gib(plan.unoptimized_peak));
+  out += fmt::format("  {:<13} {:>10}  {:<{}}  {:>10}  {:<12}  {:<13} {:>10}  {:>12}\n", "mode", "peak GiB", "of VRAM",
+                     bar_width, "up to GiB", "verdict", "recompute", "transfer s", "host RAM GiB");
   for (const auto& m : plan.modes) {
     const double share = memscale::ratio(m.peak, plan.vram);
     const auto filled = static_cast<std::size_t>(std::min(share, 1.0) * static_cast<double>(bar_width) + 0.5);
     const std::string recompute = m.cost.recompute_fraction > 0.0 ? "≈ +1 forward" : "-";
-    out += fmt::format("  {:<13} {:>10.2f}  {:<{}}  {:<4}  {:<13} {:>12.2f}  {:>12.2f}\n", memscale::to_string(m.m),
-                       memscale::to_gib(m.peak), std::string(filled, '#'), bar_width, m.fits ? "yes" : "no",
-                       recompute, m.cost.transfer_seconds, memscale::to_gib(m.cost.host_memory));
+    out += fmt::format("  {:<13} {:>10.2f}  {:<{}}  {:>10.2f}  {:<12}  {:<13} {:>10.2f}  {:>12.2f}\n",
+                       memscale::to_string(m.m), memscale::to_gib(m.peak), std::string(filled, '#'), bar_width,
+                       memscale::to_gib(m.range.high), memscale::to_string(m.v), recompute, m.cost.transfer_seconds,
+                       memscale::to_gib(m.cost.host_memory));
   }
+  out += "\n  what each mode switches on (and the error band of its class of run):\n";
+  for (const auto& m : plan.modes)
+    out += fmt::format("  {:<13} {}; precision {}, optimizer {}; band {}\n", memscale::to_string(m.m),
+                       techniques_text(m.switched_on), m.run.prec, m.run.optimizer, band_text(m.band));
+  if (plan.mode_order_inverted)
+    out += "  note: a more aggressive mode needs more memory than a gentler one here (AGGRESSIVE keeps its 8-bit "
+           "optimizer state on the GPU; BALANCED moves its state to the host)\n";
   // Components of each mode's peak (tensor bytes) as stacked bars: P parameters,
   // G gradients, O optimizer state, A activations, W workspace.
   out += fmt::format("\n  components at each mode's peak (GiB; bar: P params, G grads, O optimizer, A activations, "
@@ -223,49 +282,32 @@ std::string plan_text(const memscale::gpu_spec& gpu, const memscale::plan_result
                        memscale::to_gib(b.parameters), memscale::to_gib(b.gradients), memscale::to_gib(b.optimizer),
                        memscale::to_gib(b.activations), memscale::to_gib(b.workspace), memscale::to_string(m.at), bar);
   }
-  out += fmt::format("Chosen: {} — {}\n", plan.fits ? memscale::to_string(plan.chosen) : "none", plan.reason);
-  if (!plan.fits) {
-    if (plan.next_step == memscale::advice::offload_parameters)
-      out += fmt::format("  aggressive + parameters streamed from the host: peak {:.2f} GiB, host RAM {:.2f} GiB, "
-                         "{:.2f} s of transfers per step\n",
-                         memscale::to_gib(plan.parameter_offload.peak),
-                         memscale::to_gib(plan.parameter_offload.cost.host_memory),
-                         plan.parameter_offload.cost.transfer_seconds);
-    else if (plan.max_micro_batch > 0)
-      out += fmt::format("  max micro-batch {} with grad accumulation {}\n", plan.max_micro_batch,
-                         plan.grad_accumulation);
-    else if (plan.max_seq_len > 0)
-      out += fmt::format("  max sequence length {} at micro-batch 1\n", plan.max_seq_len);
+  out += fmt::format("Verdict: {} (the request as given; \"fits\" only when the band's upper end is within the budget)\n",
+                     memscale::to_string(plan.v));
+  const bool has_mode = plan.status != memscale::plan_status::shorter_sequence &&
+                        plan.status != memscale::plan_status::nothing_fits;
+  out += fmt::format("Chosen: {} — {} [{}]\n", has_mode ? std::string(memscale::to_string(plan.chosen)) : "nothing",
+                     plan.reason, memscale::to_string(plan.status));
+  out += fmt::format("  largest micro-batch in any mode: {}{}\n", plan.max_micro_batch,
+                     plan.max_micro_batch > 0 ? fmt::format(" ({})", memscale::to_string(plan.max_micro_batch_mode))
+                                              : std::string());
+  const std::string changes = changes_text(plan);
+  if (!changes.empty()) out += fmt::format("  changes: {}\n", changes);
+  if (plan.status == memscale::plan_status::parameter_offload)
+    out += fmt::format("  aggressive + parameters streamed from the host: peak {:.2f} GiB (up to {:.2f}), host RAM "
+                       "{:.2f} GiB, {:.2f} s of transfers per step\n",
+                       memscale::to_gib(plan.parameter_offload.peak), memscale::to_gib(plan.parameter_offload.range.high),
+                       memscale::to_gib(plan.parameter_offload.cost.host_memory),
+                       plan.parameter_offload.cost.transfer_seconds);
+  if (plan.next_step != memscale::advice::none)
     out += fmt::format("  next step: {}\n", memscale::to_string(plan.next_step));
-  }
   return out;
 }
 
 nlohmann::json plan_json(const memscale::plan_result& plan) {
-  nlohmann::json modes = nlohmann::json::array();
-  for (const auto& m : plan.modes)
-    modes.push_back({{"mode", std::string(memscale::to_string(m.m))},
-                     {"peak", m.peak.value},
-                     {"fits", m.fits},
-                     {"phase", std::string(memscale::to_string(m.at))},
-                     {"breakdown", memscale::json_io::breakdown_to_json(m.breakdown)},
-                     {"recompute_forward_passes", m.cost.recompute_fraction},
-                     {"transfer_seconds_per_step", m.cost.transfer_seconds},
-                     {"host_memory", m.cost.host_memory.value}});
-  return {{"mode", std::string(plan.fits ? memscale::to_string(plan.chosen) : "none")},
-          {"fits", plan.fits},
-          {"budget", plan.budget.value},
-          {"pressure", plan.pressure},
-          {"modes", modes},
-          {"max_micro_batch", plan.max_micro_batch},
-          {"grad_accumulation", plan.grad_accumulation},
-          {"max_seq_len", plan.max_seq_len},
-          {"next_step", std::string(memscale::to_string(plan.next_step))},
-          {"reason", std::string(plan.reason)},
-          {"parameter_offload",
-           {{"peak", plan.parameter_offload.peak.value},
-            {"fits", plan.parameter_offload.fits},
-            {"host_memory", plan.parameter_offload.cost.host_memory.value}}}};
+  nlohmann::json j = memscale::json_io::plan_to_json(plan);
+  j["changes"] = changes_text(plan);
+  return j;
 }
 
 }  // namespace memscale_plan

@@ -58,6 +58,7 @@ struct model_spec {
   head_kind head = head_kind::causal_lm;
   bool lm_head_bias = false;
   bool upcast_logits = false;          // logits.float() before the loss (HF LLaMA-family heads)
+  bool shift_labels = false;           // the loss shifts the labels, not a copy of the logits (transformers >= 4.48)
   bool softmax_fp32 = false;           // eager attention: softmax(dtype=float32), then cast back (HF LLaMA family)
   bool logit_softcap = false;          // cap * tanh(logits / cap) before the loss (Gemma 2)
   bool pooler = false;                 // BERT pooler (dense + tanh on the first token)

@@ -1,35 +1,26 @@
-// memscale/planner.hpp: which MemScale mode makes a run fit a GPU, and at what cost.
+// memscale/planner.hpp: which MemScale mode makes a run fit a GPU, at what micro-batch, and
+// how sure the answer is.
 //
-// Modes (MemScale documentation): CONSERVATIVE = gradient checkpointing; BALANCED =
-// checkpointing + CPU offloading (optimizer state, checkpointed activations); AGGRESSIVE
-// = the full stack: checkpointing, offloading, activation tiling (memory-efficient
-// attention, chunked cross-entropy), mixed precision (BF16, FP16 without BF16) and an
-// 8-bit optimizer. Each mode's peak is estimated by the same estimators, never as a
-// flat percentage; the planner picks the least aggressive mode whose peak fits the budget.
+// The modes and their techniques: memscale/modes.hpp. Each mode's peak is estimated by the
+// same estimators, never as a flat percentage, and carries the error band the accuracy
+// report measured for its class of run (memscale/error_band.hpp). A mode fits only when the
+// band's upper end is within the budget. The planner picks the least aggressive mode that
+// fits; a more aggressive mode may need more memory than a gentler one (AGGRESSIVE keeps
+// its 8-bit optimizer state on the GPU, BALANCED offloads a 32-bit one).
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <string_view>
 
+#include "memscale/error_band.hpp"
 #include "memscale/estimate.hpp"
 #include "memscale/gpus.hpp"
 #include "memscale/model.hpp"
+#include "memscale/modes.hpp"
 #include "memscale/training.hpp"
 
 namespace memscale {
-
-enum class mode : std::uint8_t { none, conservative, balanced, aggressive };
-
-constexpr std::string_view to_string(mode m) noexcept {
-  switch (m) {
-    case mode::none: return "none";
-    case mode::conservative: return "conservative";
-    case mode::balanced: return "balanced";
-    case mode::aggressive: return "aggressive";
-  }
-  return "none";
-}
 
 // MemScale's target utilisation is 0.85: keep 15% of VRAM free by default; 10-15% is
 // accepted, anything else only as an explicit override.
@@ -43,21 +34,31 @@ struct plan_options {
   std::uint64_t max_batch_search = 4096;  // upper bound of the micro-batch search
 };
 
-// Throughput cost of a mode, as a model the user can check.
-struct mode_cost {
-  double recompute_fraction = 0.0;      // extra forward passes per step (1 = one full forward)
-  double transfer_seconds = 0.0;        // host<->device traffic per optimizer step / link bandwidth
-  bytes host_memory{};                  // host RAM the offloaded state needs
-};
+
+// The run as it runs on this GPU: the GPU's BLAS workspace (the report for a GPU and the
+// plan use the same run, so their peaks agree).
+constexpr training_spec on_gpu(training_spec run, const gpu_spec& gpu) {
+  run.blas_workspace = gpu.cublas_workspace;
+  return run;
+}
+
+// The peak a run needs: the larger device total of step 1 and the steady state.
+constexpr const peak_estimate& overall_peak(const estimate_result& e) {
+  return e.first_step.device > e.steady.device ? e.first_step : e.steady;
+}
 
 struct mode_plan {
   mode m = mode::none;
-  training_spec run{};       // the run with the mode's techniques switched on
-  bytes peak{};              // device total (reserved + context), the larger of step 1 and steady state
-  bytes tensor_peak{};       // max_memory_allocated
+  training_spec run{};             // the run with the mode's techniques switched on
+  technique_set switched_on{};     // what the mode adds to the request (precision, optimizer, offloads, ...)
+  bytes peak{};                    // device total (reserved + context), the larger of step 1 and steady state
+  bytes tensor_peak{};             // max_memory_allocated at that moment
   memory_breakdown breakdown{};
   phase at = phase::backward;
-  bool fits = false;
+  error_band band{};               // the accuracy report's band for this class of run
+  peak_range range{};              // where the measured peak can lie, given the band
+  verdict v = verdict::does_not_fit;
+  bool fits = false;               // v == verdict::fits: the band's upper end is within the budget
   mode_cost cost{};
 };
 
@@ -80,23 +81,58 @@ constexpr std::string_view to_string(advice a) noexcept {
   return "none";
 }
 
+// The planner's answer, one of six distinct outcomes.
+enum class plan_status : std::uint8_t {
+  no_technique_needed,  // the run fits as described
+  mode_needed,          // the run fits with `chosen`
+  smaller_micro_batch,  // a smaller micro-batch (a divisor of the effective batch) fits with `chosen`
+  parameter_offload,    // only AGGRESSIVE with parameters streamed from the host fits (micro-batch 1)
+  shorter_sequence,     // nothing fits at this sequence length; max_seq_len does at micro-batch 1
+  nothing_fits,         // not even a short sequence: a smaller model or more GPUs
+};
+
+constexpr std::string_view to_string(plan_status s) noexcept {
+  switch (s) {
+    case plan_status::no_technique_needed: return "no_technique_needed";
+    case plan_status::mode_needed: return "mode_needed";
+    case plan_status::smaller_micro_batch: return "smaller_micro_batch";
+    case plan_status::parameter_offload: return "parameter_offload";
+    case plan_status::shorter_sequence: return "shorter_sequence";
+    case plan_status::nothing_fits: return "nothing_fits";
+  }
+  return "nothing_fits";
+}
+
 struct plan_result {
   bytes vram{};                  // what the device offers
   bytes budget{};                // vram * (1 - headroom)
   double headroom = default_headroom;
-  bytes unoptimized_peak{};
+  bytes unoptimized_peak{};      // modes[none].peak: the report's peak for this GPU
   double pressure = 0.0;         // unoptimized peak / vram
   std::array<mode_plan, 4> modes{};
-  mode_plan parameter_offload{};       // AGGRESSIVE + parameters streamed from the host, when no mode fits
-  mode chosen = mode::none;
-  bool fits = false;
-  std::uint64_t max_micro_batch = 0;   // largest micro-batch that fits with the chosen (or most aggressive) mode
-  std::uint64_t grad_accumulation = 1; // keeps micro_batch * grad_accum of the request
-  std::uint64_t max_seq_len = 0;       // largest sequence length that fits at micro-batch 1 (when nothing fits)
+  mode_plan parameter_offload{};       // AGGRESSIVE + parameters streamed from the host, when nothing else fits
+  plan_status status = plan_status::nothing_fits;
+  mode chosen = mode::none;            // the mode of the answer (statuses up to parameter_offload)
+  bool fits = false;                   // the request as given fits (status no_technique_needed or mode_needed)
+  verdict v = verdict::does_not_fit;   // for the request as given, with the error band
+  std::uint64_t effective_batch = 0;   // requested micro_batch * grad_accum
+  std::uint64_t micro_batch = 0;       // planned micro-batch; micro_batch * grad_accumulation == effective_batch
+  std::uint64_t grad_accumulation = 1;
+  std::uint64_t max_micro_batch = 0;   // largest micro-batch that fits in any mode (0: not even 1)
+  mode max_micro_batch_mode = mode::none;  // a mode that reaches it
+  // When the exact divisor is under half of max_micro_batch (e.g. a prime effective batch):
+  // the alternative that rounds the effective batch to rounded_micro_batch * rounded_grad_accumulation
+  // (0 when there is none).
+  std::uint64_t rounded_micro_batch = 0;
+  std::uint64_t rounded_grad_accumulation = 0;
+  std::uint64_t max_seq_len = 0;       // largest sequence length that fits at micro-batch 1 (shorter_sequence)
+  bool mode_order_inverted = false;    // a more aggressive mode needs more memory than a gentler one
   advice next_step = advice::none;
   std::string_view reason{};
 
-  [[nodiscard]] constexpr const mode_plan& chosen_plan() const { return modes[static_cast<std::size_t>(chosen)]; }
+  [[nodiscard]] constexpr const mode_plan& chosen_plan() const {
+    return status == plan_status::parameter_offload ? parameter_offload : modes[static_cast<std::size_t>(chosen)];
+  }
 };
 
 namespace detail {
@@ -113,89 +149,104 @@ constexpr double validated_headroom(const plan_options& o) {
   return o.headroom;
 }
 
-// The run with a mode's techniques switched on.
-constexpr training_spec apply_mode(training_spec run, mode m, const gpu_spec& gpu) {
-  run.blas_workspace = gpu.cublas_workspace;
-  if (m == mode::none) return run;
-  run.ckpt = checkpointing::full;  // every mode checkpoints (Chen et al. 2016, arXiv 1604.06174)
-  if (m == mode::conservative) return run;
-  run.offload_optimizer = true;    // ZeRO-Offload (Ren et al. 2021, arXiv 2101.06840)
-  run.offload_activations = true;  // checkpointed block inputs wait on the host
-  if (m == mode::balanced) return run;
-  run.attention = attention_impl::flash;  // tiled attention (Dao et al. 2022, arXiv 2205.14135)
-  run.loss = loss_impl::chunked;          // tiled loss over sequence chunks
-  // Mixed precision with the fp32 master weights kept on the host beside the offloaded
-  // optimizer (ZeRO-Offload sec. 4; Micikevicius et al. 2018, arXiv 1710.03740): the
-  // device holds 16-bit parameters, gradients and activations; BF16 where the GPU
-  // supports it, FP16 otherwise.
-  run.prec = gpu.bf16 ? precision::pure_bf16 : precision::pure_fp16;
-  run.optimizer = optimizer_kind::adamw_8bit;  // Dettmers et al. 2022, arXiv 2110.02861
-  return run;
-}
-
-constexpr mode_cost cost_of(const estimate_result& e, const graph& g, const training_spec& run,
-                            const gpu_spec& gpu) {
+// Cost beyond what the request already pays: a technique the run uses is not charged again.
+constexpr mode_cost cost_of(const estimate_result& e, const graph& g, const training_spec& request,
+                            const training_spec& run, const gpu_spec& gpu) {
   mode_cost c{};
   // Full recomputation re-runs each block's forward once during backward (Korthikanti et
   // al. 2022, arXiv 2205.05198 sec. 4: about one extra forward pass).
-  if (run.ckpt == checkpointing::full) c.recompute_fraction = 1.0;
+  if (run.ckpt == checkpointing::full && request.ckpt != checkpointing::full) c.recompute_fraction = 1.0;
   const double link = gpu.host_link_gb_per_s * 1e9;
   double moved = 0.0;
   if (run.offload_optimizer) {
     // Gradients go to the host and updated parameters come back every step; the host
     // holds the optimizer state and, for 16-bit device weights, fp32 master weights.
-    moved += static_cast<double>(e.gradient_bytes.value) + static_cast<double>(e.parameter_bytes.value);
+    if (!request.offload_optimizer)
+      moved += static_cast<double>(e.gradient_bytes.value) + static_cast<double>(e.parameter_bytes.value);
     c.host_memory += e.optimizer_bytes + e.gradient_bytes;
-    if (run.prec == precision::pure_bf16 || run.prec == precision::pure_fp16)
-      c.host_memory += storage(dtype::fp32, e.trainable_parameter_count);  // fp32 master weights
+    if (is_half_precision(run.prec)) c.host_memory += storage(dtype::fp32, e.trainable_parameter_count);
   }
   if (run.offload_parameters) {
     // Parameters stream in for the forward and again for the backward, block by block.
-    moved += 2.0 * static_cast<double>(e.parameter_bytes.value);
+    if (!request.offload_parameters) moved += 2.0 * static_cast<double>(e.parameter_bytes.value);
     c.host_memory += e.parameter_bytes;
   }
   if (run.offload_activations && run.ckpt == checkpointing::full) {
     const bytes inputs = section_saved_bytes(g, block_of(g), run, true) * g.block_repeats;
-    moved += 2.0 * static_cast<double>(inputs.value);  // out after forward, back for backward
+    if (!request.offload_activations) moved += 2.0 * static_cast<double>(inputs.value);  // out, then back
     c.host_memory += inputs;
   }
   c.transfer_seconds = moved / link;
   return c;
 }
 
-constexpr mode_plan plan_mode(const model_spec& model, const training_spec& request, const gpu_spec& gpu, mode m,
-                              bytes budget) {
+// `run` is the run to estimate (a mode's run), `request` the run as the user gave it.
+constexpr mode_plan plan_run(const model_spec& model, const training_spec& request, const training_spec& run,
+                             const gpu_spec& gpu, mode m, bytes budget) {
   mode_plan p{};
   p.m = m;
-  p.run = apply_mode(request, m, gpu);
+  p.run = run;
+  p.switched_on = switched_on(request, run);
   const graph g = build_graph(model, p.run);  // encoder-decoder: one stack's shape, for transfer costs
   const estimate_result e = model.arch == architecture::encoder_decoder ? estimate(model, p.run) : estimate(g, p.run);
-  const bool step_one_larger = e.first_step.device > e.steady.device;
-  const peak_estimate& worst = step_one_larger ? e.first_step : e.steady;
+  const peak_estimate& worst = overall_peak(e);
   p.peak = worst.device;
   p.tensor_peak = worst.tensor;
   p.breakdown = worst.breakdown;
   p.at = worst.at;
-  p.fits = p.peak <= budget;
-  p.cost = cost_of(e, g, p.run, gpu);
+  p.band = band_of(class_of(model, p.run));
+  p.range = range_of(p.peak, p.band);
+  p.v = verdict_of(p.range, budget);
+  p.fits = p.v == verdict::fits;
+  p.cost = cost_of(e, g, request, p.run, gpu);
   return p;
+}
+
+constexpr mode_plan plan_mode(const model_spec& model, const training_spec& request, const gpu_spec& gpu, mode m,
+                              bytes budget) {
+  return plan_run(model, request, apply_mode(request, m, gpu), gpu, m, budget);
 }
 
 constexpr bool mode_fits(const model_spec& model, training_spec run, const gpu_spec& gpu, mode m, bytes budget) {
   return plan_mode(model, run, gpu, m, budget).fits;
 }
 
-// Largest value in [1, hi] for which fits_at(v) holds, assuming fits is monotone
-// (a larger batch or sequence never needs less memory); 0 when even 1 does not fit.
+// Largest value in [lo, hi] for which fits_at(v) holds, given that fits_at(lo) holds and
+// fits is monotone (a larger batch or sequence never needs less memory).
 template <class Fits>
-constexpr std::uint64_t largest_fitting(std::uint64_t hi, Fits fits_at) {
-  if (hi == 0 || !fits_at(std::uint64_t{1})) return 0;
-  std::uint64_t lo = 1;  // fits
+constexpr std::uint64_t largest_fitting_from(std::uint64_t lo, std::uint64_t hi, Fits fits_at) {
   while (lo < hi) {
     const std::uint64_t mid = lo + (hi - lo + 1) / 2;
     if (fits_at(mid)) lo = mid; else hi = mid - 1;
   }
   return lo;
+}
+
+// Largest value in [1, hi] for which fits_at(v) holds; 0 when even 1 does not fit.
+template <class Fits>
+constexpr std::uint64_t largest_fitting(std::uint64_t hi, Fits fits_at) {
+  if (hi == 0 || !fits_at(std::uint64_t{1})) return 0;
+  return largest_fitting_from(1, hi, fits_at);
+}
+
+// Largest divisor of n that is <= limit (limit >= 1).
+constexpr std::uint64_t largest_divisor_up_to(std::uint64_t n, std::uint64_t limit) {
+  for (std::uint64_t d = limit < n ? limit : n; d > 1; --d)
+    if (n % d == 0) return d;
+  return 1;
+}
+
+constexpr std::string_view reason_for(mode m) {
+  switch (m) {
+    case mode::none: return "the run fits without memory-saving techniques";
+    case mode::conservative: return "gradient checkpointing alone brings the peak under the budget";
+    case mode::balanced:
+      return "checkpointing is not enough; offloading optimizer state and checkpointed activations to the CPU is";
+    case mode::aggressive:
+      return "only the full stack (checkpointing, activation offloading, tiled attention, 16-bit weights, 8-bit "
+             "optimizer) fits";
+  }
+  return "";
 }
 
 }  // namespace detail
@@ -213,75 +264,143 @@ constexpr plan_result make_plan(const model_spec& model, const training_spec& ru
   validate(model);
   validate(run);
   if (gpu.memory.value == 0) detail::fail(error_code::invalid_gpu, "gpu.memory", "must be > 0", 0);
+  if (options.max_batch_search == 0)
+    detail::fail(error_code::invalid_plan_option, "plan.max_batch_search", "must be > 0", 0);
   plan_result r{};
   r.vram = gpu.memory;
   r.headroom = detail::validated_headroom(options);
   r.budget = budget_of(gpu, options);
+  r.effective_batch = detail::checked_mul(run.micro_batch, run.grad_accum);
+  r.micro_batch = run.micro_batch;
+  r.grad_accumulation = run.grad_accum;
   constexpr std::array all_modes{mode::none, mode::conservative, mode::balanced, mode::aggressive};
-  for (std::size_t i = 0; i < all_modes.size(); ++i) r.modes[i] = detail::plan_mode(model, run, gpu, all_modes[i], r.budget);
+  for (std::size_t i = 0; i < all_modes.size(); ++i)
+    r.modes[i] = detail::plan_mode(model, run, gpu, all_modes[i], r.budget);
   r.unoptimized_peak = r.modes[0].peak;
   r.pressure = ratio(r.unoptimized_peak, r.vram);
+  for (std::size_t i = 1; i < r.modes.size(); ++i)
+    for (std::size_t j = i + 1; j < r.modes.size(); ++j)
+      if (r.modes[j].peak > r.modes[i].peak) r.mode_order_inverted = true;
 
-  bool found = false;
+  // The largest micro-batch over all modes: each mode's search is monotone in the budget,
+  // so their maximum never falls when VRAM grows. The most memory-saving modes are searched
+  // first; a later mode is searched only if it fits one more than the best so far (this keeps
+  // make_plan within the constant evaluator's step limits).
+  const std::uint64_t search_hi = options.max_batch_search;
+  constexpr std::array search_order{mode::aggressive, mode::balanced, mode::conservative, mode::none};
+  for (const mode m : search_order) {
+    const auto i = static_cast<std::size_t>(m);
+    const auto fits_at = [&](std::uint64_t b) {
+      training_spec t = run;
+      t.micro_batch = b;
+      return detail::mode_fits(model, t, gpu, m, r.budget);
+    };
+    // A mode that does not fit the request fits less than the request's micro-batch.
+    const std::uint64_t hi = r.modes[i].fits ? search_hi : detail::min(search_hi, run.micro_batch - 1);
+    std::uint64_t start = 0;  // a micro-batch known to fit in this mode
+    if (r.max_micro_batch > 0) {
+      if (r.max_micro_batch >= hi || !fits_at(r.max_micro_batch + 1)) continue;
+      start = r.max_micro_batch + 1;
+    } else if (r.modes[i].fits && run.micro_batch <= hi) {
+      start = run.micro_batch;
+    } else {
+      if (hi == 0 || !fits_at(1)) continue;
+      start = 1;
+    }
+    r.max_micro_batch = detail::largest_fitting_from(start, hi, fits_at);
+    r.max_micro_batch_mode = m;
+  }
+
+  // 1. The request fits in some mode: the least aggressive one.
   for (const auto& p : r.modes) {
-    if (p.fits) {
-      r.chosen = p.m;
-      found = true;
+    if (!p.fits) continue;
+    r.chosen = p.m;
+    r.fits = true;
+    r.v = verdict::fits;
+    r.status = p.m == mode::none ? plan_status::no_technique_needed : plan_status::mode_needed;
+    r.reason = detail::reason_for(p.m);
+    return r;
+  }
+  r.v = verdict::does_not_fit;
+  for (const auto& p : r.modes)
+    if (p.v == verdict::borderline) r.v = verdict::borderline;
+
+  // 2. A smaller micro-batch that divides the effective batch, so micro x accumulation
+  //    stays exactly the requested effective batch; the least aggressive mode that fits it.
+  if (r.max_micro_batch > 0) {
+    const std::uint64_t d = detail::largest_divisor_up_to(r.effective_batch, r.max_micro_batch);
+    training_spec at_d = run;
+    at_d.micro_batch = d;
+    r.chosen = r.max_micro_batch_mode;  // fits d <= max_micro_batch; a gentler mode may too
+    for (const mode m : all_modes) {
+      if (m == r.max_micro_batch_mode) break;
+      if (!detail::mode_fits(model, at_d, gpu, m, r.budget)) continue;
+      r.chosen = m;
       break;
     }
-  }
-  r.fits = found;
-  if (!found) {
-    // The last technique: stream parameters from the host (ZeRO-Infinity, Rajbhandari
-    // et al. 2021, arXiv 2104.07857), before shrinking the batch.
-    training_spec streamed = run;
-    streamed.offload_parameters = true;
-    r.parameter_offload = detail::plan_mode(model, streamed, gpu, mode::aggressive, r.budget);
-    if (r.parameter_offload.fits) {
-      r.next_step = advice::offload_parameters;
-      r.max_micro_batch = run.micro_batch;
-      r.grad_accumulation = run.grad_accum;
-      r.reason = "no mode fits; AGGRESSIVE fits when parameters are also streamed from the host";
-      return r;
+    r.micro_batch = d;
+    r.grad_accumulation = r.effective_batch / d;
+    if (2 * d < r.max_micro_batch) {
+      // Exact but slow (e.g. a prime effective batch): also say what rounding would change,
+      // with the fewest accumulation steps and the micro-batch closest to an even split.
+      const std::uint64_t accum = detail::ceil_div(r.effective_batch, r.max_micro_batch);
+      const std::uint64_t micro = detail::min(r.max_micro_batch, (r.effective_batch + accum / 2) / accum);
+      if (micro * accum != r.effective_batch) {
+        r.rounded_micro_batch = micro;
+        r.rounded_grad_accumulation = accum;
+      }
     }
-  }
-  const mode search_mode = found ? r.chosen : mode::aggressive;
-  const auto effective = detail::checked_mul(run.micro_batch, run.grad_accum);
-  r.max_micro_batch = detail::largest_fitting(found ? options.max_batch_search : run.micro_batch, [&](std::uint64_t b) {
-    training_spec t = run;
-    t.micro_batch = b;
-    return detail::mode_fits(model, t, gpu, search_mode, r.budget);
-  });
-  if (found) {
-    r.grad_accumulation = run.grad_accum;
-    r.reason = r.chosen == mode::none ? "the run fits without memory-saving techniques"
-               : r.chosen == mode::conservative ? "gradient checkpointing alone brings the peak under the budget"
-               : r.chosen == mode::balanced ? "checkpointing is not enough; offloading optimizer state and "
-                                              "checkpointed activations to the CPU is"
-                                            : "only the full stack (checkpointing, offloading, tiling, 16-bit "
-                                              "weights, 8-bit optimizer) fits";
-    return r;
-  }
-  if (r.max_micro_batch > 0) {
-    r.grad_accumulation = detail::ceil_div(effective, r.max_micro_batch);
+    r.status = plan_status::smaller_micro_batch;
     r.next_step = advice::smaller_micro_batch;
-    r.reason = "no mode fits at this micro-batch; AGGRESSIVE fits a smaller micro-batch with more gradient accumulation";
+    r.reason = "no mode fits at this micro-batch; a smaller micro-batch that divides the effective batch does, with "
+               "more gradient accumulation";
     return r;
   }
-  r.max_seq_len = detail::largest_fitting(run.seq_len, [&](std::uint64_t s) {
-    training_spec t = run;
-    t.micro_batch = 1;
-    t.seq_len = s;
-    return detail::mode_fits(model, t, gpu, mode::aggressive, r.budget);
-  });
-  r.next_step = r.max_seq_len > 0 ? advice::shorter_sequence : advice::smaller_model_or_more_gpus;
-  r.reason = r.max_seq_len > 0 ? "even micro-batch 1 does not fit; AGGRESSIVE fits a shorter sequence"
-                               : "the model states alone exceed the budget: use a smaller model or shard over more "
-                                 "GPUs";
+
+  // 3. Not even micro-batch 1: stream the parameters from the host as well and keep the
+  //    optimizer there (ZeRO-Infinity, Rajbhandari et al. 2021, arXiv 2104.07857), at micro-batch 1.
+  training_spec single = run;
+  single.micro_batch = 1;
+  single.grad_accum = r.effective_batch;
+  training_spec streamed = apply_mode(single, mode::aggressive, gpu);
+  streamed.offload_parameters = true;
+  streamed.offload_optimizer = true;  // ZeRO-Infinity keeps optimizer state and gradients off the device too
+  r.parameter_offload = detail::plan_run(model, run, streamed, gpu, mode::aggressive, r.budget);
+  if (r.parameter_offload.fits) {
+    r.chosen = mode::aggressive;
+    r.micro_batch = 1;
+    r.grad_accumulation = r.effective_batch;
+    r.status = plan_status::parameter_offload;
+    r.next_step = advice::offload_parameters;
+    r.reason = "no mode fits even at micro-batch 1; AGGRESSIVE fits when parameters are also streamed from the host";
+    return r;
+  }
+
+  // 4. A shorter sequence at micro-batch 1, in any mode.
+  for (const mode m : all_modes) {
+    const std::uint64_t s = detail::largest_fitting(run.seq_len, [&](std::uint64_t len) {
+      training_spec t = single;
+      t.seq_len = len;
+      return detail::mode_fits(model, t, gpu, m, r.budget);
+    });
+    r.max_seq_len = detail::max(r.max_seq_len, s);
+  }
+  if (r.max_seq_len > 0) {
+    r.micro_batch = 1;
+    r.grad_accumulation = r.effective_batch;
+    r.status = plan_status::shorter_sequence;
+    r.next_step = advice::shorter_sequence;
+    r.reason = "even micro-batch 1 does not fit; a shorter sequence does";
+    return r;
+  }
+  r.status = plan_status::nothing_fits;
+  r.next_step = advice::smaller_model_or_more_gpus;
+  r.reason = "the model states alone exceed the budget: use a smaller model or shard over more GPUs";
   return r;
 }
 
-// True when the run fits the GPU in at least one mode.
+// True when the run, as described, fits the GPU in at least one mode with the error band's
+// upper end within the budget (never optimistic).
 constexpr bool fits(const model_spec& model, const training_spec& run, const gpu_spec& gpu,
                     const plan_options& options = {}) {
   return make_plan(model, run, gpu, options).fits;
@@ -292,14 +411,24 @@ constexpr bool fits(const model_spec& model, const training_spec& run, const gpu
 template <std::uint64_t RequiredBytes, std::uint64_t BudgetBytes>
 void run_does_not_fit_required_vs_budget_bytes() {}
 
+namespace detail {
+// The least any mode needs, at the upper end of its error band.
+constexpr bytes least_required(const plan_result& plan) {
+  bytes least = plan.modes[0].range.high;
+  for (const auto& p : plan.modes) least = min(least, p.range.high);
+  return least;
+}
+}  // namespace detail
+
 // static_assert(memscale::assert_fits<model, run, gpu>()): on failure the diagnostic
-// names run_does_not_fit_required_vs_budget_bytes<required, budget>. Pass variables
-// with static storage (inline constexpr) by reference.
+// names run_does_not_fit_required_vs_budget_bytes<required, budget>, required being the
+// smallest upper end of any mode's error band. Pass variables with static storage
+// (inline constexpr) by reference.
 template <const model_spec& Model, const training_spec& Run, const gpu_spec& Gpu>
 consteval bool assert_fits() {
   constexpr plan_result plan = make_plan(Model, Run, Gpu);
   if constexpr (!plan.fits) {
-    run_does_not_fit_required_vs_budget_bytes<plan.modes[3].peak.value, plan.budget.value>();
+    run_does_not_fit_required_vs_budget_bytes<detail::least_required(plan).value, plan.budget.value>();
   }
   return plan.fits;
 }

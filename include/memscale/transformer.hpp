@@ -584,9 +584,11 @@ class transformer_builder {
         b_.keep_own_output(scores);
         scores = elementwise(checked_mul(rows, v), type(scores));
       }
-      // logits[..., :-1, :].contiguous(): a copy of all but one position per sequence.
-      const auto shifted_rows = rows - t_.micro_batch;
-      scores = elementwise(checked_mul(shifted_rows, v), type(scores));
+      // logits[..., :-1, :].contiguous(): a copy of all but one position per sequence;
+      // transformers >= 4.48 pads and shifts the labels instead (loss/loss_utils.py
+      // ForCausalLMLoss at d0fed636), so every position's logits go to the loss uncopied.
+      const auto shifted_rows = m_.shift_labels ? rows : rows - t_.micro_batch;
+      if (!m_.shift_labels) scores = elementwise(checked_mul(shifted_rows, v), type(scores));
       const auto logp = emit(op{.kind = op_kind::loss}, checked_mul(shifted_rows, v),
                              p_.autocast ? dtype::fp32 : type(scores));
       b_.keep_own_output(logp);

@@ -62,7 +62,9 @@ TEST_CASE("planner: GPT-2 XL 1x512 fp32 AdamW needs a MemScale mode on an RTX 30
   CHECK(plan.max_micro_batch >= 1);
 }
 
-TEST_CASE("planner: every preset's mode peaks are ordered none >= conservative >= balanced >= aggressive", "[planner]") {
+TEST_CASE("planner: every preset gets the least aggressive mode that fits, and inversions are flagged", "[planner]") {
+  // Issue 8: mode peaks are not ordered (AGGRESSIVE keeps 8-bit state on the GPU, BALANCED
+  // offloads 32-bit state); each mode has its own peak.
   const auto gpu = gpu_named("a100-80gb");
   for (const auto& model : memscale::presets::all) {
     const std::uint64_t seq = model.max_positions > 0 && model.max_positions < 512 ? model.max_positions : 512;
@@ -70,12 +72,59 @@ TEST_CASE("planner: every preset's mode peaks are ordered none >= conservative >
     const auto& m = plan.modes;
     INFO(std::string(model.name) << " seq " << seq << ": none " << m[0].peak.value << ", conservative "
                                  << m[1].peak.value << ", balanced " << m[2].peak.value << ", aggressive "
-                                 << m[3].peak.value << " (unoptimized " << plan.unoptimized_peak.value << ")");
-    CHECK(m[0].peak >= m[1].peak);
-    CHECK(m[1].peak >= m[2].peak);
-    CHECK(m[2].peak >= m[3].peak);
-    for (const auto& p : m) CHECK(p.peak <= plan.unoptimized_peak);
+                                 << m[3].peak.value << ", status " << std::string(memscale::to_string(plan.status)));
+    bool inverted = false;
+    for (std::size_t i = 1; i < m.size(); ++i)
+      for (std::size_t j = i + 1; j < m.size(); ++j) inverted = inverted || m[j].peak > m[i].peak;
+    CHECK(plan.mode_order_inverted == inverted);
+    CHECK(plan.unoptimized_peak == m[0].peak);
+    if (plan.fits) {
+      for (std::size_t i = 0; i < index_of(plan.chosen); ++i) CHECK_FALSE(m[i].fits);
+      CHECK(plan.chosen_plan().fits);
+    } else {
+      for (const auto& p : m) CHECK_FALSE(p.fits);
+    }
   }
+}
+
+TEST_CASE("planner: AGGRESSIVE keeps 16-bit weights, 16-bit gradients and 8-bit Adam state on the GPU", "[planner]") {
+  const auto plan = memscale::make_plan(memscale::presets::gpt2_xl, fp32_adamw(1, 512), gpu_named("rtx3090"));
+  const auto& a = plan.modes[index_of(mode::aggressive)];
+  CHECK(a.run.prec == memscale::precision::pure_bf16);
+  CHECK(a.run.optimizer == memscale::optimizer_kind::adamw_8bit);
+  CHECK_FALSE(a.run.offload_optimizer);
+  CHECK(a.run.offload_activations);
+  CHECK(a.switched_on.has(memscale::technique::half_precision));
+  CHECK(a.switched_on.has(memscale::technique::optimizer_8bit));
+  CHECK_FALSE(a.switched_on.has(memscale::technique::offload_optimizer));
+  // About 6 bytes per parameter at the peak: parameters + gradients + state.
+  const auto per_param = static_cast<double>((a.breakdown.parameters + a.breakdown.gradients + a.breakdown.optimizer).value) /
+                         static_cast<double>(memscale::parameter_count(memscale::presets::gpt2_xl));
+  CHECK(per_param > 5.5);
+  CHECK(per_param < 6.5);
+  // BALANCED offloads its 32-bit state and needs less here: the order is inverted and said so.
+  CHECK(plan.modes[index_of(mode::balanced)].peak < a.peak);
+  CHECK(plan.mode_order_inverted);
+}
+
+TEST_CASE("planner: techniques the run already uses are not charged again", "[planner]") {
+  training_spec run = fp32_adamw(1, 512);
+  run.ckpt = memscale::checkpointing::full;
+  run.prec = memscale::precision::pure_bf16;
+  run.optimizer = memscale::optimizer_kind::sgd;
+  const auto plan = memscale::make_plan(memscale::presets::gpt2_medium, run, gpu_named("rtx3090"));
+  for (const auto& p : plan.modes) {
+    INFO(std::string(memscale::to_string(p.m)));
+    CHECK(p.cost.recompute_fraction == 0.0);
+    CHECK_FALSE(p.switched_on.has(memscale::technique::checkpointing));
+    CHECK_FALSE(p.switched_on.has(memscale::technique::half_precision));
+    CHECK(p.run.optimizer == memscale::optimizer_kind::sgd);  // SGD keeps less state than 8-bit Adam
+    CHECK(p.run.prec == memscale::precision::pure_bf16);
+  }
+  run.offload_optimizer = true;  // already offloaded: BALANCED moves nothing more for the optimizer
+  const auto offloaded = memscale::make_plan(memscale::presets::gpt2_medium, run, gpu_named("rtx3090"));
+  CHECK_FALSE(offloaded.modes[index_of(mode::balanced)].switched_on.has(memscale::technique::offload_optimizer));
+  CHECK(offloaded.modes[index_of(mode::aggressive)].run.offload_optimizer);  // a mode never switches a technique off
 }
 
 namespace {
@@ -173,11 +222,13 @@ TEST_CASE("planner: headroom bounds and overrides", "[planner][property]") {
 }
 
 TEST_CASE("planner: advice when nothing fits", "[planner]") {
-  SECTION("llama-2-70b fp32 on an RTX 3060 12GB: only streaming the parameters from the host fits") {
-    const auto plan = memscale::make_plan(memscale::presets::llama_2_70b, fp32_adamw(1, 512), gpu_named("rtx3060-12gb"));
+  SECTION("llama-2-70b fp32 on an RTX 3090: only streaming the parameters from the host fits") {
+    const auto plan = memscale::make_plan(memscale::presets::llama_2_70b, fp32_adamw(1, 512), gpu_named("rtx3090"));
     CHECK_FALSE(plan.fits);
     for (const auto& p : plan.modes) CHECK_FALSE(p.fits);
+    CHECK(plan.status == memscale::plan_status::parameter_offload);
     CHECK(plan.next_step == memscale::advice::offload_parameters);
+    CHECK(plan.chosen_plan().range.high <= plan.budget);
     CHECK(plan.parameter_offload.fits);
     CHECK(plan.parameter_offload.peak < plan.modes[3].peak);
     CHECK(plan.parameter_offload.cost.host_memory > plan.modes[3].cost.host_memory);
@@ -189,25 +240,32 @@ TEST_CASE("planner: advice when nothing fits", "[planner]") {
     CHECK_FALSE(plan.parameter_offload.fits);
     CHECK(plan.max_micro_batch == 0);
     CHECK(plan.max_seq_len == 0);
+    CHECK(plan.status == memscale::plan_status::nothing_fits);
     CHECK(plan.next_step == memscale::advice::smaller_model_or_more_gpus);
   }
-  SECTION("gpt2-xl 64x1024 (grad_accum 2) on an RTX 3090: a smaller micro-batch with more accumulation") {
+  SECTION("gpt2-xl 64x1024 (grad_accum 2) on an RTX 3090: a smaller micro-batch that divides the effective batch") {
     training_spec run = fp32_adamw(64, 1024);
     run.grad_accum = runtime_value(2);
-    const auto plan = memscale::make_plan(memscale::presets::gpt2_xl, run, gpu_named("rtx3090"));
-    INFO("max_micro_batch " << plan.max_micro_batch << ", grad_accumulation " << plan.grad_accumulation);
+    const auto gpu = gpu_named("rtx3090");
+    const auto plan = memscale::make_plan(memscale::presets::gpt2_xl, run, gpu);
+    INFO("micro_batch " << plan.micro_batch << ", grad_accumulation " << plan.grad_accumulation << ", max "
+                        << plan.max_micro_batch);
     CHECK_FALSE(plan.fits);
+    CHECK(plan.status == memscale::plan_status::smaller_micro_batch);
     CHECK(plan.next_step == memscale::advice::smaller_micro_batch);
     REQUIRE(plan.max_micro_batch > 0);
     CHECK(plan.max_micro_batch < run.micro_batch);
-    CHECK(plan.max_micro_batch * plan.grad_accumulation >= run.micro_batch * run.grad_accum);
-    // The advised micro-batch really fits in AGGRESSIVE, one more does not.
-    const auto budget = plan.budget;
-    const auto gpu = gpu_named("rtx3090");
+    CHECK(plan.micro_batch <= plan.max_micro_batch);
+    CHECK(plan.micro_batch * plan.grad_accumulation == run.micro_batch * run.grad_accum);
+    // The largest micro-batch fits in its mode, one more fits in none.
     training_spec t = run;
     t.micro_batch = plan.max_micro_batch;
-    CHECK(memscale::detail::mode_fits(memscale::presets::gpt2_xl, t, gpu, mode::aggressive, budget));
+    CHECK(memscale::detail::mode_fits(memscale::presets::gpt2_xl, t, gpu, plan.max_micro_batch_mode, plan.budget));
     t.micro_batch = plan.max_micro_batch + 1;
-    CHECK_FALSE(memscale::detail::mode_fits(memscale::presets::gpt2_xl, t, gpu, mode::aggressive, budget));
+    for (const mode m : {mode::none, mode::conservative, mode::balanced, mode::aggressive})
+      CHECK_FALSE(memscale::detail::mode_fits(memscale::presets::gpt2_xl, t, gpu, m, plan.budget));
+    // The planned micro-batch fits in the chosen mode.
+    t.micro_batch = plan.micro_batch;
+    CHECK(memscale::detail::mode_fits(memscale::presets::gpt2_xl, t, gpu, plan.chosen, plan.budget));
   }
 }

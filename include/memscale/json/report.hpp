@@ -6,6 +6,7 @@
 #include <string>
 
 #include "memscale/estimate.hpp"
+#include "memscale/planner.hpp"
 
 namespace memscale::json_io {
 
@@ -37,6 +38,79 @@ inline json estimate_to_json(const estimate_result& r) {
             {"gradients", r.gradient_bytes.value},
             {"optimizer", r.optimizer_bytes.value},
             {"saved_activations", r.saved_activation_bytes.value}}}};
+}
+
+// Plans (memscale/planner.hpp): every mode with its verdict, error band and what it
+// switches on; "status" tells "no_technique_needed" from "nothing_fits" ("mode" is null then).
+inline json techniques_json(technique_set set) {
+  json list = json::array();
+  for (const auto t : all_techniques)
+    if (set.has(t)) list.push_back(std::string(to_string(t)));
+  return list;
+}
+
+inline json band_json(const error_band& b) {
+  return {{"class", std::string(to_string(b.of))},
+          {"low", b.low},
+          {"high", b.high},
+          {"measured", b.measured},
+          {"source", std::string(b.source)}};
+}
+
+inline json mode_json(const mode_plan& m) {
+  return {{"mode", std::string(to_string(m.m))},
+          {"peak", m.peak.value},
+          {"tensor_peak", m.tensor_peak.value},
+          {"fits", m.fits},
+          {"verdict", std::string(to_string(m.v))},
+          {"band", band_json(m.band)},
+          {"peak_range", {{"low", m.range.low.value}, {"high", m.range.high.value}}},
+          {"phase", std::string(to_string(m.at))},
+          {"breakdown", breakdown_to_json(m.breakdown)},
+          {"switches_on", techniques_json(m.switched_on)},
+          {"run",
+           {{"precision", std::string(to_string(m.run.prec))},
+            {"optimizer", std::string(to_string(m.run.optimizer))},
+            {"checkpointing", std::string(to_string(m.run.ckpt))},
+            {"attention", std::string(to_string(m.run.attention))},
+            {"offload_optimizer", m.run.offload_optimizer},
+            {"offload_activations", m.run.offload_activations},
+            {"offload_parameters", m.run.offload_parameters}}},
+          {"recompute_forward_passes", m.cost.recompute_fraction},
+          {"transfer_seconds_per_step", m.cost.transfer_seconds},
+          {"host_memory", m.cost.host_memory.value}};
+}
+
+inline json plan_to_json(const plan_result& plan) {
+  json modes = json::array();
+  for (const auto& m : plan.modes) modes.push_back(mode_json(m));
+  const bool has_mode = plan.status != plan_status::shorter_sequence &&
+                        plan.status != plan_status::nothing_fits;
+  json j = {
+      {"status", std::string(to_string(plan.status))},
+      // "none" only when no technique is needed; null when nothing fits.
+      {"mode", has_mode ? json(std::string(to_string(plan.chosen))) : json(nullptr)},
+      {"fits", plan.fits},
+      {"verdict", std::string(to_string(plan.v))},
+      {"budget", plan.budget.value},
+      {"unoptimized_peak", plan.unoptimized_peak.value},
+      {"pressure", plan.pressure},
+      {"mode_order_inverted", plan.mode_order_inverted},
+      {"modes", modes},
+      {"effective_batch", plan.effective_batch},
+      {"micro_batch", plan.micro_batch},
+      {"grad_accumulation", plan.grad_accumulation},
+      {"max_micro_batch", plan.max_micro_batch},
+      {"max_micro_batch_mode", std::string(to_string(plan.max_micro_batch_mode))},
+      {"max_seq_len", plan.max_seq_len},
+      {"next_step", std::string(to_string(plan.next_step))},
+      {"reason", std::string(plan.reason)},
+      {"parameter_offload", mode_json(plan.parameter_offload)}};
+  if (plan.rounded_micro_batch > 0)
+    j["rounded"] = {{"micro_batch", plan.rounded_micro_batch},
+                    {"grad_accumulation", plan.rounded_grad_accumulation},
+                    {"effective_batch", plan.rounded_micro_batch * plan.rounded_grad_accumulation}};
+  return j;
 }
 
 }  // namespace memscale::json_io

@@ -1,0 +1,139 @@
+// memscale/error_band.hpp: how far an estimate can be from the measured peak, by class of
+// run, as the accuracy report (docs/accuracy.md, tools/accuracy) measured it; and the
+// verdict that follows: fits / borderline / does not fit.
+//
+// Error = (estimated - measured) / measured. A band [low, high] says the measured peak of a
+// run of that class lay within [estimate / (1 + high), estimate / (1 + low)]. ctest
+// accuracy.error_bands recomputes every case's error and fails when a case of a class falls
+// outside its band here, so the table cannot become narrower than measured unnoticed.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "memscale/bytes.hpp"
+#include "memscale/error.hpp"
+#include "memscale/model.hpp"
+#include "memscale/training.hpp"
+
+namespace memscale {
+
+enum class run_class : std::uint8_t {
+  cpu_traced,     // an implementation path the CPU harness (measure.py, trace_t5.py) traced: tensor bytes
+  gpu_published,  // a class of published GPU runs: HF full training, lit-gpt LoRA/QLoRA
+  memscale_mode,  // MemScale's AGGRESSIVE configuration (its own RTX 3090 figures)
+  unmeasured,     // no measurement at all
+};
+
+constexpr std::string_view to_string(run_class c) noexcept {
+  switch (c) {
+    case run_class::cpu_traced: return "cpu_traced";
+    case run_class::gpu_published: return "gpu_published";
+    case run_class::memscale_mode: return "memscale_mode";
+    case run_class::unmeasured: return "unmeasured";
+  }
+  return "unmeasured";
+}
+
+struct error_band {
+  run_class of = run_class::unmeasured;
+  double low = 0.0;   // most negative error allowed: the estimate may be this far under
+  double high = 0.0;  // most positive error allowed
+  bool measured = true;
+  std::string_view source{};
+};
+
+// Measured bands rounded outwards to the next half per cent.
+inline constexpr std::array error_bands{
+    error_band{run_class::cpu_traced, -0.005, 0.04, true,
+               "docs/accuracy.md cpu_traced_dev + cpu_traced_extra + cpu_traced_t5, tensor: worst -0.14% / +3.89%"},
+    error_band{run_class::gpu_published, -0.09, 0.125, true,
+               "docs/accuracy.md gpu_published_dev, allocated and nvidia-smi: worst -8.88% / +12.43%"},
+    error_band{run_class::memscale_mode, -0.005, 0.05, true,
+               "docs/accuracy.md memscale_aggressive, allocated: worst +0.38% / +4.67% (5 cases)"},
+    // No measurement: the widest band, stated as a policy, not measured. Issue 8's unseen
+    // published runs (paths without measurement then) were under by up to 34%.
+    error_band{run_class::unmeasured, -0.35, 0.35, false,
+               "no measurement: policy band, wider than every measured one (issue 8: unseen paths were up to -34%)"},
+};
+
+constexpr const error_band& band_of(run_class c) {
+  for (const auto& b : error_bands)
+    if (b.of == c) return b;
+  return error_bands.back();
+}
+
+// Which measured class a run belongs to. A mode's run is classed by the techniques it uses.
+constexpr run_class class_of(const model_spec& model, const training_spec& run) {
+  const bool t5 = model.arch == architecture::encoder_decoder;
+  if (model.experts != 0 || run.offload_parameters || run.offload_optimizer) return run_class::unmeasured;
+  if (t5) {
+    // T5 is traced on CPU (docs/data/cpu_traced_t5.json), full training only; no GPU measurement.
+    const bool traced = run.device == device_kind::cpu && run.target == training_target::full &&
+                        !run.offload_activations && run.shard == sharding::none;
+    return traced ? run_class::cpu_traced : run_class::unmeasured;
+  }
+  if (run.offload_activations) {
+    // Only MemScale's AGGRESSIVE figures measure activation offloading.
+    const bool aggressive_config = run.ckpt == checkpointing::full && run.optimizer == optimizer_kind::adamw_8bit &&
+                                   (run.prec == precision::pure_bf16 || run.prec == precision::pure_fp16) &&
+                                   run.target == training_target::full;
+    return aggressive_config ? run_class::memscale_mode : run_class::unmeasured;
+  }
+  if (run.device == device_kind::cpu) {
+    // measure.py traces Hugging Face GPT-2, LLaMA and BERT, full training, one process.
+    const bool traced = model.impl == implementation::hf_transformers && run.target == training_target::full &&
+                        run.shard == sharding::none && run.optimizer != optimizer_kind::adamw_8bit &&
+                        run.optimizer != optimizer_kind::adafactor && run.optimizer != optimizer_kind::lion &&
+                        run.prec != precision::amp_fp16 && run.prec != precision::pure_fp16;
+    return traced ? run_class::cpu_traced : run_class::unmeasured;
+  }
+  // Published GPU classes: Hugging Face full training (BERT-large on a V100, MemScale's
+  // baselines) and lit-gpt LoRA/QLoRA on A100s (single GPU and FSDP).
+  if (model.impl == implementation::hf_transformers && run.target == training_target::full &&
+      run.shard == sharding::none)
+    return run_class::gpu_published;
+  if (model.impl == implementation::litgpt && run.target != training_target::full) return run_class::gpu_published;
+  return run_class::unmeasured;
+}
+
+enum class verdict : std::uint8_t { fits, borderline, does_not_fit };
+
+constexpr std::string_view to_string(verdict v) noexcept {
+  switch (v) {
+    case verdict::fits: return "fits";
+    case verdict::borderline: return "borderline";
+    case verdict::does_not_fit: return "does_not_fit";
+  }
+  return "does_not_fit";
+}
+
+// The range the measured peak can take for an estimate of this class.
+struct peak_range {
+  bytes low{};   // estimate / (1 + high)
+  bytes high{};  // estimate / (1 + low): the figure a "fits" must respect
+};
+
+namespace detail {
+constexpr bytes scaled(bytes b, double divisor, std::string_view quantity) {
+  const double v = static_cast<double>(b.value) / divisor;
+  if (!(v < 18446744073709549568.0)) fail(error_code::overflow, quantity, "exceeds 2^64 bytes", b.value);
+  const auto whole = static_cast<std::uint64_t>(v);
+  return bytes{static_cast<double>(whole) < v ? whole + 1 : whole};  // round up: never optimistic
+}
+}  // namespace detail
+
+constexpr peak_range range_of(bytes estimate, const error_band& band) {
+  return {detail::scaled(estimate, 1.0 + band.high, "peak_range.low"),
+          detail::scaled(estimate, 1.0 + band.low, "peak_range.high")};
+}
+
+// fits: even the band's upper end is within the budget; does not fit: even its lower end is over.
+constexpr verdict verdict_of(const peak_range& r, bytes budget) {
+  if (r.high <= budget) return verdict::fits;
+  if (r.low > budget) return verdict::does_not_fit;
+  return verdict::borderline;
+}
+
+}  // namespace memscale
