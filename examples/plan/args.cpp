@@ -11,6 +11,7 @@
 
 #include "memscale/json.hpp"
 #include "memscale/training.hpp"
+#include "memscale/validate.hpp"
 #include "option_groups.hpp"
 
 namespace memscale_plan {
@@ -95,11 +96,8 @@ void check_groups(const CLI::App& app) {
 void check_run(const options& o) {
   if (o.cmd != command::run) return;
   if (o.headroom && o.gpu.empty()) throw usage_error("--headroom needs --gpu");
-  if (o.model.positions == memscale::position_kind::learned && o.model.max_positions > 0 &&
-      o.run.seq_len > o.model.max_positions)
-    throw usage_error("--seq must be <= " + std::to_string(o.model.max_positions) + " for " + std::string(o.model.name) +
-                      " (its learned position table) (got " + in_quotes(std::to_string(o.run.seq_len)) + ")");
-  memscale::validate(o.run);
+  // The same check --cases and --config reach (memscale/validate.hpp).
+  memscale::validate(o.model, o.run);
 }
 
 // The option of `app` nearest to `name` by edit distance, or "" when none is close.

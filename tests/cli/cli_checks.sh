@@ -219,7 +219,7 @@ bad_input_says '--qlora cannot be combined with --lora' --lora 8 --qlora 8
 bad_input_says '--batch cannot be combined with --list-models' --batch 2 --list-models
 bad_input_says '--list-gpus cannot be combined with --list-models' --list-models --list-gpus
 bad_input_says '--headroom needs --gpu' --headroom 0.12
-bad_input_says '--seq must be <= 1024 for gpt2' --seq 2048
+bad_input_says "run.seq_len must be <= the model's learned position table, 1024" --seq 2048
 
 # the last occurrence of an option wins; --option=value is the same as --option value
 run --batch 3 --batch=1 --seq=64 --json

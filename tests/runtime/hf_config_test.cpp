@@ -7,6 +7,9 @@
 #endif
 
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "memscale/json.hpp"
@@ -52,4 +55,63 @@ TEST_CASE("hf_config: parameter counts") {
   CHECK(count_of("FacebookAI--roberta-base") == 124'697'433ULL);
   CHECK(count_of("distilbert--distilbert-base-uncased") == 66'985'530ULL);
   CHECK(count_of("distilbert--distilbert-base-uncased-finetuned-sst-2-english") == 66'955'010ULL);
+}
+
+TEST_CASE("hf_config: a Hub id is found in the local Hub cache, a missing one is an error naming it") {
+  namespace fs = std::filesystem;
+  const fs::path home = fs::temp_directory_path() / "memscale_hf_home_test";
+  const fs::path repo = home / "hub" / "models--Qwen--Qwen3-0.6B";
+  fs::create_directories(repo / "snapshots" / "abc" );
+  fs::create_directories(repo / "refs");
+  fs::copy_file(config_path("Qwen--Qwen3-0.6B"), repo / "snapshots" / "abc" / "config.json",
+                fs::copy_options::overwrite_existing);
+  std::ofstream(repo / "refs" / "main") << "abc\n";
+  ::setenv("HF_HOME", home.c_str(), 1);
+  ::unsetenv("HF_HUB_CACHE");
+  CHECK(memscale::parameter_count(memscale::json_io::load_hf_model("Qwen/Qwen3-0.6B")) == 596'049'920ULL);
+  try {
+    (void)memscale::json_io::load_hf_model("Qwen/Qwen3-8B");
+    FAIL("a Hub id missing from the cache was accepted");
+  } catch (const memscale::error& e) {
+    CHECK(std::string(e.what()).find("Qwen/Qwen3-8B") != std::string::npos);
+  }
+  ::unsetenv("HF_HOME");
+  fs::remove_all(home);
+}
+
+TEST_CASE("hf_config: model directory, hf_config records and one validation for all paths") {
+  using memscale::json_io::json;
+  std::ifstream in(config_path("openai-community--gpt2"));
+  const json cfg = json::parse(in);
+  const json record = {{"id", "x"},
+                       {"device", "cpu"},
+                       {"measure", "cpu-tensor-peak"},
+                       {"model", {{"hf_config", cfg}}},
+                       {"train", {{"batch", 1}, {"seq", 2048}}}};
+  const json answer = memscale::json_io::estimate_record(record);
+  REQUIRE(answer.contains("error"));
+  CHECK(answer.at("error").get<std::string>().find("run.seq_len must be <= the model's max_position_embeddings, 1024") !=
+        std::string::npos);
+  const memscale::model_spec m = memscale::json_io::model_from_record(record.at("model"));
+  CHECK(memscale::parameter_count(m) == 124'439'808ULL);
+  CHECK_THROWS_AS(memscale::validate(m, memscale::training_spec{.micro_batch = 1, .seq_len = 1025}), memscale::error);
+  CHECK_NOTHROW(memscale::validate(m, memscale::training_spec{.micro_batch = 1, .seq_len = 1024}));
+}
+
+TEST_CASE("hf_config: unknown model_type and wrong-typed keys name the field") {
+  using memscale::json_io::json;
+  const auto message = [](const json& cfg) {
+    try {
+      (void)memscale::json_io::model_from_hf_config(cfg);
+    } catch (const memscale::error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(message(json{{"model_type", "mamba"}}).find("config.model_type") != std::string::npos);
+  CHECK(message(json{{"model_type", "llama"}, {"num_hidden_layers", 2}, {"hidden_size", "4096"}}).find("config.hidden_size") != std::string::npos);
+  CHECK(message(json{{"model_type", "llama"}, {"hidden_size", 64}, {"num_attention_heads", 4}, {"intermediate_size", 128},
+                     {"vocab_size", 100}})
+            .find("config.num_hidden_layers") != std::string::npos);
+  CHECK(message(json::array()).find("config") != std::string::npos);
 }
