@@ -204,7 +204,14 @@ class transformer_builder {
     const auto h = m_.hidden;
     const auto e = m_.experts;
     linear(in, h, e, false);  // router
-    const auto routing = emit(op{.kind = op_kind::activation}, tok(e), dtype::fp32);  // softmax in fp32
+    // Softmax in fp32 keeps its output; topk keeps its int64 indices, and each expert's
+    // torch.where gives int64 row and slot indices that the gather, the routing-weight
+    // slice and index_add_ keep (T*k each).
+    const auto routed_rows = checked_mul(tokens_, m_.experts_per_token);
+    const auto routing = emit(op{.kind = op_kind::activation,
+                                 .extra_saved = storage(dtype::int64, checked_mul(routed_rows, 3)) +
+                                                storage(p_.matmul, routed_rows)},
+                              tok(e), dtype::fp32);
     b_.keep_own_output(routing);
     rows_ = checked_mul(tokens_, m_.experts_per_token);
     copies_ = e;
@@ -214,7 +221,11 @@ class transformer_builder {
     b_.keep(expert_out, weighted);
     rows_ = tokens_;
     copies_ = 1;
-    const auto routed = elementwise(tok(h), type(weighted));  // index_add_ back into the token order
+    // index_add_ back into the token order. Its source gradient is written
+    // grad.index_select(dim, index).expand_as(source) (torch 1.13 derivatives.yaml
+    // index_add), so autograd saves the weighted expert outputs.
+    const auto routed = elementwise(tok(h), type(weighted));
+    b_.keep(weighted, routed);
     if (m_.shared_expert_ffn == 0) return routed;
     // modeling_qwen2_moe.py Qwen2MoeSparseMoeBlock (v4.51): every token also runs the shared
     // expert, scaled by sigmoid(shared_expert_gate(x)).
@@ -517,8 +528,10 @@ class transformer_builder {
       // .float() copies only 16-bit logits; on fp32 logits it is a no-op.
       if (m_.upcast_logits && type(scores) != dtype::fp32) scores = elementwise(checked_mul(rows, v), dtype::fp32);
       if (m_.logit_softcap) {
-        // modeling_gemma2.py: logits / cap, tanh (keeps its output), * cap.
-        elementwise(checked_mul(rows, v), type(scores));
+        // modeling_gemma2.py: logits / cap, tanh (keeps its output), * cap. Each step
+        // reassigns `logits`, so the head's output and the quotient are freed once used.
+        b_.at(scores).transient = true;
+        b_.at(elementwise(checked_mul(rows, v), type(scores))).transient = true;
         scores = emit(op{.kind = op_kind::activation}, checked_mul(rows, v), type(scores));
         b_.keep_own_output(scores);
         scores = elementwise(checked_mul(rows, v), type(scores));

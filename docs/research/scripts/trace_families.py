@@ -165,8 +165,8 @@ class Attention(nn.Module):
         nkv = c.get("num_key_value_heads") or nh
         hd = c.get("head_dim") or h // nh
         self.t, self.nh, self.nkv, self.hd = t, nh, nkv, hd
-        qkv_bias = t in ("qwen2", "qwen2_moe") or c.get("attention_bias", False)
-        o_bias = c.get("attention_bias", False)
+        qkv_bias = t in ("qwen2", "qwen2_moe") or c.get("attention_bias", False) or c.get("use_bias", False)
+        o_bias = c.get("attention_bias", False) or c.get("use_bias", False)
         if t == "phi3":
             self.qkv_proj = nn.Linear(h, (nh + 2 * nkv) * hd, bias=False)
         else:
@@ -221,6 +221,24 @@ class Phi3MLP(nn.Module):  # modeling_phi3.py Phi3MLP: fused gate_up_proj
         return self.down_proj(up)
 
 
+class Starcoder2MLP(nn.Module):  # modeling_starcoder2.py: c_fc, act, c_proj (use_bias)
+    def __init__(self, h, f, act, bias):
+        super().__init__()
+        self.c_fc = nn.Linear(h, f, bias=bias)
+        self.c_proj = nn.Linear(f, h, bias=bias)
+        self.act = act_fn(act)
+
+    def forward(self, x):
+        return self.c_proj(self.act(self.c_fc(x)))
+
+
+def make_norm(c, h):
+    t = c["model_type"]
+    if t == "starcoder2":  # nn.LayerNorm(eps=norm_epsilon)
+        return nn.LayerNorm(h, eps=c.get("norm_epsilon", 1e-5))
+    return (GemmaRMSNorm if t.startswith("gemma") else LlamaRMSNorm)(h, c.get("rms_norm_eps", 1e-6))
+
+
 class Layer(nn.Module):
     def __init__(self, c):
         super().__init__()
@@ -235,15 +253,17 @@ class Layer(nn.Module):
             self.mlp = SparseMoe(c, h, c.get("moe_intermediate_size") or c["intermediate_size"], act)
         elif t == "phi3":
             self.mlp = Phi3MLP(h, c["intermediate_size"])
+        elif t == "starcoder2":
+            self.mlp = Starcoder2MLP(h, c["intermediate_size"], act, c.get("use_bias", True))
         else:
             self.mlp = GatedMLP(h, c["intermediate_size"], act, bias=c.get("mlp_bias", False))
         if t != "olmo2":
-            self.input_layernorm = Norm(h, eps)
-        self.post_attention_layernorm = Norm(h, eps)
+            self.input_layernorm = make_norm(c, h)
+        self.post_attention_layernorm = make_norm(c, h)
         if t in ("gemma2", "gemma3_text"):
-            self.pre_feedforward_layernorm = Norm(h, eps)
+            self.pre_feedforward_layernorm = make_norm(c, h)
         if t in ("gemma2", "gemma3_text", "olmo2"):
-            self.post_feedforward_layernorm = Norm(h, eps)
+            self.post_feedforward_layernorm = make_norm(c, h)
 
     def forward(self, x, cos, sin, mask):
         t = self.t
@@ -271,9 +291,9 @@ class LlamaRecipeForCausalLM(nn.Module):
         h, V = c["hidden_size"], c["vocab_size"]
         self.embed_tokens = nn.Embedding(V, h)
         self.layers = nn.ModuleList([Layer(c) for _ in range(c["num_hidden_layers"])])
-        self.norm = (GemmaRMSNorm if t.startswith("gemma") else LlamaRMSNorm)(h, c.get("rms_norm_eps", 1e-6))
+        self.norm = make_norm(c, h)
         self.lm_head = nn.Linear(h, V, bias=False)
-        if c.get("tie_word_embeddings", t.startswith("gemma")):
+        if c.get("tie_word_embeddings", t.startswith("gemma") or t == "starcoder2"):
             self.lm_head.weight = self.embed_tokens.weight
         self.hd = c.get("head_dim") or h // c["num_attention_heads"]
 
@@ -403,6 +423,11 @@ CONFIGS = {
     "gemma3_text": base("gemma3_text", "Gemma3ForCausalLM", head_dim=64, hidden_activation="gelu_pytorch_tanh",
                         query_pre_attn_scalar=64, attn_logit_softcapping=None, final_logit_softcapping=None,
                         tie_word_embeddings=True),
+    "gemma": base("gemma", "GemmaForCausalLM", head_dim=64, num_key_value_heads=8, hidden_act="gelu_pytorch_tanh",
+                  tie_word_embeddings=True),
+    "starcoder2": base("starcoder2", "Starcoder2ForCausalLM", hidden_act="gelu_pytorch_tanh", intermediate_size=1024,
+                       use_bias=True, norm_epsilon=1e-5, residual_dropout=0.0, embedding_dropout=0.0,
+                       tie_word_embeddings=True, sliding_window=4096),
     "phi3": base("phi3", "Phi3ForCausalLM", num_key_value_heads=8, resid_pdrop=0.0, embd_pdrop=0.0),
     "mixtral": base("mixtral", "MixtralForCausalLM", num_local_experts=4, num_experts_per_tok=2, intermediate_size=344),
     "qwen2_moe": base("qwen2_moe", "Qwen2MoeForCausalLM", num_experts=8, num_experts_per_tok=2, moe_intermediate_size=176,
