@@ -402,6 +402,186 @@ class ParallelForCausalLM(nn.Module):
 
 
 # ---------------------------------------------------------------------------------------
+# GPT-J (transformers v4.46 models/gptj/modeling_gptj.py)
+# ---------------------------------------------------------------------------------------
+def create_sinusoidal_positions(num_pos, dim):
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, dtype=torch.int64) / dim))
+    sinusoid_inp = torch.einsum("i , j -> i j", torch.arange(num_pos, dtype=torch.int64).float(), inv_freq).float()
+    return torch.cat((torch.sin(sinusoid_inp), torch.cos(sinusoid_inp)), dim=1)
+
+
+def rotate_every_two(x):
+    x1 = x[:, :, :, ::2]
+    x2 = x[:, :, :, 1::2]
+    x = torch.stack((-x2, x1), dim=-1)
+    return x.flatten(-2)
+
+
+def gptj_rotary(t, sin, cos):
+    sin = torch.repeat_interleave(sin[:, :, None, :], 2, 3)
+    cos = torch.repeat_interleave(cos[:, :, None, :], 2, 3)
+    return (t * cos) + (rotate_every_two(t) * sin)
+
+
+class GPTJBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h, nh = c["n_embd"], c["n_head"]
+        self.nh, self.hd, self.rot = nh, h // nh, c["rotary_dim"]
+        self.ln_1 = nn.LayerNorm(h, eps=c.get("layer_norm_epsilon", 1e-5))
+        self.q_proj, self.k_proj = nn.Linear(h, h, bias=False), nn.Linear(h, h, bias=False)
+        self.v_proj, self.out_proj = nn.Linear(h, h, bias=False), nn.Linear(h, h, bias=False)
+        self.embed_positions = create_sinusoidal_positions(c["n_positions"], self.rot)  # a plain attribute
+        self.scale_attn = torch.sqrt(torch.tensor(self.hd, dtype=torch.float32)).to(torch.get_default_dtype())
+        inner = c.get("n_inner") or 4 * h
+        self.fc_in, self.fc_out = nn.Linear(h, inner), nn.Linear(inner, h)
+
+    def attn(self, x, pos, mask):
+        B, S, H = x.shape
+        q = self.q_proj(x).view(B, S, self.nh, self.hd)
+        k = self.k_proj(x).view(B, S, self.nh, self.hd)
+        v = self.v_proj(x).view(B, S, self.nh, self.hd).permute(0, 2, 1, 3)
+        ep = self.embed_positions.repeat(pos.shape[0], 1, 1)
+        rep_ids = pos.unsqueeze(-1).repeat(1, 1, ep.shape[-1])
+        sincos = torch.gather(ep, 1, rep_ids)
+        sin, cos = torch.split(sincos, sincos.shape[-1] // 2, dim=-1)
+        r = self.rot
+        k_rot, k_pass = k[:, :, :, :r], k[:, :, :, r:]
+        q_rot, q_pass = q[:, :, :, :r], q[:, :, :, r:]
+        k_rot = gptj_rotary(k_rot, sin, cos)
+        q_rot = gptj_rotary(q_rot, sin, cos)
+        k = torch.cat([k_rot, k_pass], dim=-1).permute(0, 2, 1, 3)
+        q = torch.cat([q_rot, q_pass], dim=-1).permute(0, 2, 1, 3)
+        q, k = q.to(torch.float32), k.to(torch.float32)  # GPTJAttention._attn
+        w = torch.matmul(q, k.transpose(-1, -2))
+        w = w / self.scale_attn
+        w = w + mask
+        w = F.softmax(w, dim=-1)
+        w = w.to(v.dtype)
+        o = torch.matmul(w, v)
+        o = o.permute(0, 2, 1, 3).contiguous().view(B, S, H)
+        return self.out_proj(o)
+
+    def forward(self, x, pos, mask):
+        r = x
+        h = self.ln_1(x)
+        a = self.attn(h, pos, mask)
+        m = self.fc_out(gelu_new(self.fc_in(h)))
+        return a + m + r
+
+
+class GPTJForCausalLM(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h, V = c["n_embd"], c["vocab_size"]
+        self.wte = nn.Embedding(V, h)
+        self.h = nn.ModuleList([GPTJBlock(c) for _ in range(c["n_layer"])])
+        self.ln_f = nn.LayerNorm(h, eps=c.get("layer_norm_epsilon", 1e-5))
+        self.lm_head = nn.Linear(h, V)
+
+    def forward(self, ids, labels):
+        B, S = ids.shape
+        x = self.wte(ids)
+        pos = torch.arange(S).unsqueeze(0)
+        mask = torch.full((S, S), torch.finfo(x.dtype).min, dtype=x.dtype).triu(1)[None, None]
+        for block in self.h:
+            x = block(x, pos, mask)
+        logits = self.lm_head(self.ln_f(x)).to(torch.float32)
+        sl = logits[..., :-1, :].contiguous()
+        lb = labels[..., 1:].contiguous()
+        return F.cross_entropy(sl.view(-1, sl.size(-1)), lb.view(-1))
+
+
+# ---------------------------------------------------------------------------------------
+# Falcon (transformers v4.46 models/falcon/modeling_falcon.py, eager attention)
+# ---------------------------------------------------------------------------------------
+class FalconLayer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h, nh = c["hidden_size"], c["num_attention_heads"]
+        self.nh, self.hd = nh, h // nh
+        self.new_arch = c.get("new_decoder_architecture", False)
+        self.mq = c.get("multi_query", True)
+        self.kv = c.get("num_kv_heads", nh) if self.new_arch else (1 if self.mq else nh)
+        bias = c.get("bias", False)
+        self.query_key_value = nn.Linear(h, (nh + 2 * self.kv) * self.hd, bias=bias)
+        self.dense = nn.Linear(h, h, bias=bias)
+        f = c.get("ffn_hidden_size") or 4 * h
+        self.dense_h_to_4h, self.dense_4h_to_h = nn.Linear(h, f, bias=bias), nn.Linear(f, h, bias=bias)
+        eps = c.get("layer_norm_epsilon", 1e-5)
+        if self.new_arch:
+            self.ln_attn, self.ln_mlp = nn.LayerNorm(h, eps=eps), nn.LayerNorm(h, eps=eps)
+        else:
+            self.input_layernorm = nn.LayerNorm(h, eps=eps)
+
+    def split_heads(self, qkv):
+        B, S, _ = qkv.shape
+        if self.new_arch:
+            qkv = qkv.view(B, S, -1, self.nh // self.kv + 2, self.hd)
+            q = qkv[:, :, :, :-2]
+            k = qkv[:, :, :, [-2]]
+            v = qkv[:, :, :, [-1]]
+            k = torch.broadcast_to(k, q.shape)
+            v = torch.broadcast_to(v, q.shape)
+            q, k, v = [x.flatten(2, 3) for x in (q, k, v)]
+            return q, k, v
+        qkv = qkv.view(B, S, self.nh + 2, self.hd)
+        return qkv[..., :-2, :], qkv[..., [-2], :], qkv[..., [-1], :]
+
+    def attn(self, x, cos, sin, mask):
+        B, S, H = x.shape
+        q, k, v = self.split_heads(self.query_key_value(x))
+        kvh = self.nh if self.new_arch else self.kv
+        q = q.transpose(1, 2).reshape(B, self.nh, S, self.hd)
+        k = k.transpose(1, 2).reshape(B, kvh, S, self.hd)
+        v = v.transpose(1, 2).reshape(B, kvh, S, self.hd)
+        q, k = apply_rotary(q, k, cos, sin)
+        scores = q @ k.transpose(-1, -2)
+        scores /= math.sqrt(self.hd)
+        scores = F.softmax(scores + mask, dim=-1, dtype=x.dtype)
+        o = scores @ v
+        o = o.view(B, self.nh, S, self.hd).permute(0, 2, 1, 3).reshape(B, S, H)
+        return self.dense(o)
+
+    def forward(self, x, cos, sin, mask):
+        r = x
+        if self.new_arch:
+            a_in, m_in = self.ln_attn(x), self.ln_mlp(x)
+        else:
+            a_in = self.input_layernorm(x)
+            m_in = a_in
+        a = self.attn(a_in, cos, sin, mask)
+        m = self.dense_4h_to_h(F.gelu(self.dense_h_to_4h(m_in)))
+        m += a
+        return r + m
+
+
+class FalconForCausalLM(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h, V = c["hidden_size"], c["vocab_size"]
+        self.c = c
+        self.word_embeddings = nn.Embedding(V, h)
+        self.h = nn.ModuleList([FalconLayer(c) for _ in range(c["num_hidden_layers"])])
+        self.ln_f = nn.LayerNorm(h, eps=c.get("layer_norm_epsilon", 1e-5))
+        self.lm_head = nn.Linear(h, V, bias=False)
+        self.lm_head.weight = self.word_embeddings.weight  # tie_word_embeddings (default True)
+
+    def forward(self, ids, labels):
+        B, S = ids.shape
+        x = self.word_embeddings(ids)
+        hd = self.c["hidden_size"] // self.c["num_attention_heads"]
+        cos, sin = rope(hd, S, self.c.get("rope_theta", 10000.0), x.dtype)
+        mask = torch.full((S, S), torch.finfo(x.dtype).min, dtype=x.dtype).triu(1)[None, None]
+        for layer in self.h:
+            x = layer(x, cos, sin, mask)
+        logits = self.lm_head(self.ln_f(x))
+        sl = logits[..., :-1, :].contiguous()
+        lb = labels[..., 1:].contiguous()
+        return F.cross_entropy(sl.view(-1, sl.size(-1)), lb.view(-1))
+
+
+# ---------------------------------------------------------------------------------------
 # small configs (config.json dicts of small models of each family)
 # ---------------------------------------------------------------------------------------
 def base(t, arch, **kw):
@@ -443,11 +623,29 @@ CONFIGS = {
             "num_attention_heads": 8, "intermediate_size": 1024, "vocab_size": 4096, "max_position_embeddings": 2048,
             "hidden_act": "gelu_new", "partial_rotary_factor": 0.5, "resid_pdrop": 0.0, "embd_pdrop": 0.0,
             "attention_dropout": 0.0, "tie_word_embeddings": False, "layer_norm_eps": 1e-5},
+    "gptj": {"architectures": ["GPTJForCausalLM"], "model_type": "gptj", "n_embd": 256, "n_layer": 4, "n_head": 8,
+             "rotary_dim": 16, "n_inner": None, "n_positions": 2048, "vocab_size": 4096, "activation_function": "gelu_new",
+             "attn_pdrop": 0.0, "embd_pdrop": 0.0, "resid_pdrop": 0.0, "layer_norm_epsilon": 1e-5,
+             "tie_word_embeddings": False},
+    "falcon": {"architectures": ["FalconForCausalLM"], "model_type": "falcon", "hidden_size": 256, "num_hidden_layers": 4,
+               "num_attention_heads": 8, "multi_query": True, "parallel_attn": True, "new_decoder_architecture": False,
+               "bias": False, "alibi": False, "vocab_size": 4096, "hidden_dropout": 0.0, "attention_dropout": 0.0,
+               "layer_norm_epsilon": 1e-5, "max_position_embeddings": 2048},
+    "falcon_new_arch": {"architectures": ["FalconForCausalLM"], "model_type": "falcon", "hidden_size": 256,
+                        "num_hidden_layers": 4, "num_attention_heads": 8, "num_kv_heads": 2,
+                        "new_decoder_architecture": True, "parallel_attn": True, "bias": False, "alibi": False,
+                        "vocab_size": 4096, "hidden_dropout": 0.0, "attention_dropout": 0.0,
+                        "layer_norm_epsilon": 1e-5, "max_position_embeddings": 2048},
 }
 
 
 def build(c):
-    return ParallelForCausalLM(c) if c["model_type"] in ("gpt_neox", "phi") else LlamaRecipeForCausalLM(c)
+    t = c["model_type"]
+    if t == "gptj":
+        return GPTJForCausalLM(c)
+    if t == "falcon":
+        return FalconForCausalLM(c)
+    return ParallelForCausalLM(c) if t in ("gpt_neox", "phi") else LlamaRecipeForCausalLM(c)
 
 
 def run_case(c, B, S):

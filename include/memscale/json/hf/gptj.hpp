@@ -21,6 +21,9 @@ inline model_spec gptj(const config& c) {
   const std::uint64_t head_dim = m.heads == 0 ? 0 : m.hidden / m.heads;
   const std::uint64_t rotary_dim = c.count("rotary_dim", head_dim);  // None: the whole head
   m.rotary_fraction = head_dim == 0 ? 1.0 : static_cast<double>(rotary_dim) / static_cast<double>(head_dim);
+  // GPTJAttention.embed_positions (v4.46): an fp32 n_positions x rotary_dim sin/cos table
+  // per layer, kept as a plain attribute and moved to the device on first use.
+  m.buffer_bytes_per_layer = m.context_length * rotary_dim * 4;
   m.mlp = plain_activation(c, "activation_function", "gelu_new");
   m.layout = block_layout::parallel;
   m.shared_attention_norm = true;
