@@ -69,7 +69,7 @@ else
 fi
 
 # --- a contradiction is refused the same way by --config and --cases -------------
-expected="run.seq_len must be <= the model's max_position_embeddings, 1024 (got 2048)"
+expected="must be <= 1024 (the max_position_embeddings of gpt2) (got 2048)"
 run --config "$configs/openai-community--gpt2.json" --seq 2048
 if [[ $rc -eq 2 ]] && grep -qF "$expected" "$work/err"; then pass "--config + --seq beyond max_position_embeddings"; else
   fail "--config + --seq beyond max_position_embeddings" "exit $rc" "$(head -c 300 "$work/err")"

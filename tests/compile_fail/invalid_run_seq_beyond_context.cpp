@@ -1,4 +1,4 @@
-// EXPECT: (non-'constexpr'|non-constexpr) function.*fail_above
+// EXPECT: (non-'constexpr'|non-constexpr) function.*fail_sequence
 // A run longer than the model's max_position_embeddings (model_spec::context_length) is
 // refused in constant evaluation by memscale::validate(model, run), the check every path
 // (--cases, --config, the run options) reaches.

@@ -90,7 +90,7 @@ TEST_CASE("hf_config: model directory, hf_config records and one validation for 
                        {"train", {{"batch", 1}, {"seq", 2048}}}};
   const json answer = memscale::json_io::estimate_record(record);
   REQUIRE(answer.contains("error"));
-  CHECK(answer.at("error").get<std::string>().find("run.seq_len must be <= the model's max_position_embeddings, 1024") !=
+  CHECK(answer.at("error").get<std::string>().find("train.seq must be <= 1024 (the max_position_embeddings of gpt2) (got 2048)") !=
         std::string::npos);
   const memscale::model_spec m = memscale::json_io::model_from_record(record.at("model"));
   CHECK(memscale::parameter_count(m) == 124'439'808ULL);

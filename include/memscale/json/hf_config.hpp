@@ -37,6 +37,7 @@
 #include "memscale/json/hf/qwen3.hpp"
 #include "memscale/json/hf/qwen3_moe.hpp"
 #include "memscale/json/hf/starcoder2.hpp"
+#include "memscale/json/hf_t5.hpp"
 #include "memscale/model.hpp"
 
 namespace memscale::json_io {
@@ -76,7 +77,8 @@ inline constexpr std::array families{
     family_entry{"bert", bert, true},
     family_entry{"roberta", roberta, true},
     family_entry{"distilbert", distilbert, true},
-    // h9-t5: family_entry{"t5", t5, true},
+    family_entry{"t5", [](const config& c) { return t5_from_hf_config(c.raw()); }, true},   // h9-t5's reader
+    family_entry{"mt5", [](const config& c) { return t5_from_hf_config(c.raw()); }, true},
 };
 
 inline std::string supported_model_types() {
