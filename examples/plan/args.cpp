@@ -11,6 +11,7 @@
 
 #include "memscale/json.hpp"
 #include "memscale/training.hpp"
+#include "memscale/validate.hpp"
 #include "option_groups.hpp"
 #include "suggest.hpp"
 

@@ -57,7 +57,9 @@ constexpr memscale::training_spec default_run() {
 
 // --- per-group settings of features registered in their own files -------------------
 // options_config.cpp (h9-config): --config PATH|HUB_ID.
-struct config_options {};
+struct config_options {
+  std::string source;  // as typed; empty: the model is a preset (--model)
+};
 
 // options_cluster.cpp (h10-multi): multi-GPU engines and the cluster planner.
 enum class emit_format : std::uint8_t { none, deepspeed, accelerate_fsdp };

@@ -1,15 +1,22 @@
-// memscale-plan: the config options (h9-config): --config PATH|HUB_ID: a Hugging Face config.json, a model directory or a Hub id in the local cache.
-// Register them here with add_value / add_flag (option_groups.hpp) under group::config;
-// their settings go in config_options (args.hpp).
+// memscale-plan: the config options (h9-config): --config PATH|HUB_ID: a Hugging Face
+// config.json, a model directory or a Hub id in the local cache (memscale/json/hf_config.hpp).
 #include <CLI/CLI.hpp>
+#include <string>
 
+#include "memscale/json.hpp"
 #include "option_groups.hpp"
 
 namespace memscale_plan {
 
 void add_config_options(CLI::App& app, options& o) {
-  (void)app;
-  (void)o;
+  add_value(app, group::config, "--config", "PATH|HUB_ID",
+            "the model from a Hugging Face config.json: a file, a model directory holding one, or a Hub id "
+            "(ORG/NAME) found in the local Hub cache ($HF_HUB_CACHE, else $HF_HOME/hub, else "
+            "~/.cache/huggingface/hub); nothing is downloaded",
+            [&o](const std::string& v) {
+              o.model = memscale::json_io::load_hf_model(v);
+              o.config.source = v;
+            });
 }
 
 }  // namespace memscale_plan

@@ -61,6 +61,7 @@ struct op {
   bytes bwd_temp{};                // temporaries inside its backward, beyond the gradients
   bytes grad_in{};                 // gradient it produces for its input
   bool recomputed_by_selective = false;  // attention-core tensors selective checkpointing drops
+  bool transient = false;          // output not kept is freed once the next op used it (a reassigned variable)
 };
 
 inline constexpr std::size_t graph_capacity = 160;

@@ -25,6 +25,12 @@ enum class mlp_kind : std::uint8_t { gelu, gelu_tanh, relu, swiglu, geglu };
 // post_norm: norm(x + attn(x)), then norm(. + mlp(.)) (BERT).
 enum class block_layout : std::uint8_t { sequential, parallel, post_norm };
 enum class head_kind : std::uint8_t { causal_lm, masked_lm, sequence_classification, none };
+// Norms around a sequential block's branches: pre (LLaMA: x + f(norm(x))), post (OLMo 2:
+// x + norm(f(x))), sandwich (Gemma 2/3: x + norm(f(norm(x)))).
+enum class branch_norms : std::uint8_t { pre, post, sandwich };
+// RMSNorm on queries and keys before RoPE: per_head over head_dim (Qwen3, Gemma 3),
+// full_width over all heads at once (OLMo 2: one norm of heads*head_dim, one of kv*head_dim).
+enum class qk_norm_kind : std::uint8_t { none, per_head, full_width };
 // The code that runs the model: what autograd keeps differs between implementations.
 enum class implementation : std::uint8_t { hf_transformers, litgpt };
 
@@ -39,6 +45,7 @@ struct model_spec {
   std::uint64_t ffn = 0;            // MLP inner size (per expert for mixture-of-experts)
   std::uint64_t vocab = 0;
   std::uint64_t max_positions = 0;  // learned position table rows
+  std::uint64_t context_length = 0; // longest sequence the model takes (config max_position_embeddings; 0: unknown)
   std::uint64_t type_vocab = 0;     // BERT token-type embeddings
   position_kind positions = position_kind::learned;
   double rotary_fraction = 1.0;     // share of head_dim that is rotated (Phi: 0.5, StableLM-alpha: 0.25)
@@ -68,6 +75,13 @@ struct model_spec {
   bool dropout = false;                // the model's own dropout layers have p > 0 (GPT-2, BERT: 0.1)
   implementation impl = implementation::hf_transformers;
   std::uint64_t buffer_bytes_per_layer = 0;  // registered non-parameter buffers (old HF GPT-2: 1 MiB causal mask)
+  // ---- family features read from a Hugging Face config.json (json/hf_config.hpp) ----
+  branch_norms block_norms = branch_norms::pre;  // sequential layout only
+  qk_norm_kind qk_norm = qk_norm_kind::none;
+  std::uint64_t shared_expert_ffn = 0;  // Qwen2-MoE: an always-on MLP beside the routed experts (0: none)
+  bool shared_expert_gate = false;      // sigmoid(Linear(hidden, 1)) scaling the shared expert's output
+  bool scale_embeddings = false;        // embeddings * sqrt(hidden) (Gemma)
+  bool attention_softcap = false;       // eager scores: cap * tanh(scores / cap) (Gemma 2)
   // Encoder-decoder (T5): `layers` counts encoder blocks.
   std::uint64_t decoder_layers = 0;              // 0: as many as the encoder
   std::uint64_t relative_attention_buckets = 0;  // T5 relative position bias rows (first block of each stack)
@@ -110,6 +124,12 @@ constexpr const model_spec& validate(const model_spec& m) {
           "an encoder has no causal-LM head", 0);
   require(!(m.tied_embeddings && m.head == head_kind::sequence_classification), bad, "model.tied_embeddings",
           "a classification head has no output embedding to tie", 1);
+  require(m.shared_expert_ffn == 0 || m.experts > 0, bad, "model.shared_expert_ffn",
+          "needs routed experts (model.experts > 0)", m.shared_expert_ffn);
+  require(!m.shared_expert_gate || m.shared_expert_ffn > 0, bad, "model.shared_expert_gate",
+          "needs a shared expert (model.shared_expert_ffn > 0)", 1);
+  require(m.block_norms == branch_norms::pre || m.layout == block_layout::sequential, bad, "model.block_norms",
+          "post and sandwich norms need the sequential layout", static_cast<std::uint64_t>(m.block_norms));
   return m;
 }
 

@@ -14,6 +14,7 @@
 #include "memscale/model.hpp"
 #include "memscale/precision_policy.hpp"
 #include "memscale/training.hpp"
+#include "memscale/validate.hpp"
 
 namespace memscale {
 namespace detail {
@@ -21,7 +22,7 @@ namespace detail {
 class transformer_builder {
  public:
   constexpr transformer_builder(const model_spec& m, const training_spec& t)
-      : m_(validate(m)), t_(validate(t)), p_(precision_policy_of(t)),
+      : m_(validate(m, t)), t_(t), p_(precision_policy_of(t)),
         tokens_(checked_mul(t.micro_batch, t.seq_len, quantity{"tokens (micro_batch x seq_len)"})), rows_(tokens_), d_(head_dim_of(m)), kv_(kv_heads_of(m)) {}
 
   constexpr graph build() {
@@ -207,12 +208,15 @@ class transformer_builder {
   // LayerNorm saves its input and per-row mean and rstd in fp32
   // (aten/src/ATen/native/layer_norm.cpp); RMSNorm as Hugging Face writes it
   // (modeling_llama.py LlamaRMSNorm) saves the fp32 input, rsqrt and the normalized x.
-  constexpr std::size_t norm(std::size_t in) {
-    const auto rows = tokens_;
+  constexpr std::size_t norm(std::size_t in) { return norm(in, m_.hidden, tokens_); }
+
+  // A norm over `width` features of `rows` rows (qk-norm: head_dim per head, or a whole
+  // projection's width).
+  constexpr std::size_t norm(std::size_t in, std::uint64_t width, std::uint64_t rows) {
     const bool trainable_norm = !is_lora(t_);
     op o{.kind = op_kind::norm,
-         .weight = {m_.hidden, 1, 1},
-         .bias = (m_.norm == norm_kind::layernorm && m_.norm_bias) ? param_tensor{m_.hidden, 1, 1} : param_tensor{},
+         .weight = {width, 1, 1},
+         .bias = (m_.norm == norm_kind::layernorm && m_.norm_bias) ? param_tensor{width, 1, 1} : param_tensor{},
          .role = param_role::vector,
          .frozen = !trainable_norm};
     const dtype out_type = p_.autocast ? dtype::fp32 : p_.param;  // autocast fp32 list: layer_norm
@@ -291,7 +295,14 @@ class transformer_builder {
     const auto h = m_.hidden;
     const auto e = m_.experts;
     linear(in, h, e, false, adapts(lora_target::router));  // router
-    const auto routing = emit(op{.kind = op_kind::activation}, tok(e), dtype::fp32);  // softmax in fp32
+    // Softmax in fp32 keeps its output; topk keeps its int64 indices, and each expert's
+    // torch.where gives int64 row and slot indices that the gather, the routing-weight
+    // slice and index_add_ keep (T*k each).
+    const auto routed_rows = checked_mul(tokens_, m_.experts_per_token);
+    const auto routing = emit(op{.kind = op_kind::activation,
+                                 .extra_saved = storage(dtype::int64, checked_mul(routed_rows, 3)) +
+                                                storage(p_.matmul, routed_rows)},
+                              tok(e), dtype::fp32);
     b_.keep_own_output(routing);
     rows_ = checked_mul(tokens_, m_.experts_per_token);
     copies_ = e;
@@ -301,14 +312,32 @@ class transformer_builder {
     b_.keep(expert_out, weighted);
     rows_ = tokens_;
     copies_ = 1;
-    return elementwise(tok(h), type(weighted));  // index_add_ back into the token order
+    // index_add_ back into the token order. Its source gradient is written
+    // grad.index_select(dim, index).expand_as(source) (torch 1.13 derivatives.yaml
+    // index_add), so autograd saves the weighted expert outputs.
+    const auto routed = elementwise(tok(h), type(weighted));
+    b_.keep(weighted, routed);
+    if (m_.shared_expert_ffn == 0) return routed;
+    // modeling_qwen2_moe.py Qwen2MoeSparseMoeBlock (v4.51): every token also runs the shared
+    // expert, scaled by sigmoid(shared_expert_gate(x)).
+    auto shared = dense_mlp(in, m_.shared_expert_ffn);
+    if (m_.shared_expert_gate) {
+      const auto logit = linear(in, h, 1, false);
+      const auto gate = emit(op{.kind = op_kind::activation}, elems(logit), type(logit));  // sigmoid keeps its output
+      b_.keep_own_output(gate);
+      const auto scaled = elementwise(elems(shared), type(shared));
+      b_.keep(shared, scaled);  // mul saves both factors
+      shared = scaled;
+    }
+    return add(routed, shared);
   }
 
   constexpr std::size_t mlp(std::size_t in) { return m_.experts > 0 ? moe(in) : dense_mlp(in); }
 
-  constexpr std::size_t dense_mlp(std::size_t in) {
+  constexpr std::size_t dense_mlp(std::size_t in) { return dense_mlp(in, m_.ffn); }
+
+  constexpr std::size_t dense_mlp(std::size_t in, std::uint64_t f) {
     const auto h = m_.hidden;
-    const auto f = m_.ffn;
     const bool adapt_up = adapts(lora_target::up);
     const bool adapt_down = adapts(lora_target::down);
     if (gated_mlp(m_)) {
@@ -354,6 +383,15 @@ class transformer_builder {
     }
     std::uint64_t q_elems = tok(q_width);
     std::uint64_t k_elems = tok(kv_width);
+    if (m_.qk_norm == qk_norm_kind::per_head) {
+      // modeling_qwen3.py / modeling_gemma3.py (transformers v4.51): q_norm, k_norm over head_dim.
+      q = norm(q, d_, checked_mul(tokens_, m_.heads));
+      k = norm(k, d_, checked_mul(tokens_, kv_));
+    } else if (m_.qk_norm == qk_norm_kind::full_width) {
+      // modeling_olmo2.py (v4.51): q_norm over heads*head_dim, k_norm over kv_heads*head_dim.
+      q = norm(q, q_width, tokens_);
+      k = norm(k, kv_width, tokens_);
+    }
     if (m_.positions == position_kind::rotary) {
       // q*cos + rotate_half(q)*sin makes new q and k tensors (modeling_llama.py apply_rotary_pos_emb).
       q = elementwise(q_elems, p_.matmul);
@@ -385,6 +423,14 @@ class transformer_builder {
       const auto qk = emit(op{.kind = op_kind::attention, .recomputed_by_selective = true}, scores, p_.matmul);
       b_.keep(q_copy, qk);
       b_.keep(k_copy, qk);
+      if (m_.attention_softcap) {
+        // modeling_gemma2.py eager_attention_forward (v4.51): scores / cap, tanh (keeps its
+        // output), * cap.
+        b_.at(elementwise(scores, p_.matmul)).recomputed_by_selective = true;
+        const auto capped = emit(op{.kind = op_kind::activation, .recomputed_by_selective = true}, scores, p_.matmul);
+        b_.keep_own_output(capped);
+        b_.at(elementwise(scores, p_.matmul)).recomputed_by_selective = true;
+      }
       // Softmax saves its output. CUDA autocast runs it in fp32 (autocast_mode.cpp fp32
       // list); CPU autocast (torch 1.13) has no softmax entry, so it stays 16-bit; LLaMA-
       // family code asks for softmax(dtype=float32) and casts back (modeling_llama.py).
@@ -426,6 +472,7 @@ class transformer_builder {
     // gradient the tied output layer already created (embedding_dense_backward).
     if (wte.weight_grad_exists && !frozen) wte.bwd_temp = storage(p_.param, checked_mul(m_.vocab, h));
     auto x = emit(wte, tok(h), p_.param);
+    if (m_.scale_embeddings) x = elementwise(tok(h), p_.param);  // modeling_gemma.py: * sqrt(hidden)
     if (m_.positions == position_kind::learned) {
       emit(op{.kind = op_kind::embedding, .weight = {m_.max_positions, h, 1}, .role = param_role::embedding,
               .frozen = frozen},
@@ -442,13 +489,17 @@ class transformer_builder {
     dropout(x);
   }
 
+  // Norms around a sequential branch (model_spec::block_norms).
+  constexpr std::size_t branch_in(std::size_t x) { return m_.block_norms == branch_norms::post ? x : norm(x); }
+  constexpr std::size_t branch_out(std::size_t y) { return m_.block_norms == branch_norms::pre ? y : norm(y); }
+
   constexpr void block() {
     const auto x = emit(op{.kind = op_kind::stream}, tok(m_.hidden), stream_dtype());
     switch (m_.layout) {
       case block_layout::sequential: {
-        const auto a = dropout(attention(norm(x)));
+        const auto a = dropout(branch_out(attention(branch_in(x))));
         const auto mid = add(x, a);
-        const auto f = dropout(mlp(norm(mid)));
+        const auto f = dropout(branch_out(mlp(branch_in(mid))));
         add(mid, f);
         break;
       }
@@ -484,6 +535,19 @@ class transformer_builder {
         break;
       }
       case head_kind::sequence_classification: {
+        if (m_.arch == architecture::decoder) {
+          // modeling_llama.py LlamaForSequenceClassification (v4.51): score = Linear(h, labels,
+          // bias=False) over every token; the last token's logits feed the loss.
+          const auto input = matmul_input(x);
+          op score{.kind = op_kind::linear,
+                   .weight = {m_.num_labels, h, 1},
+                   .role = param_role::matmul,
+                   .frozen = is_lora(t_)};
+          const auto logits = emit(score, tok(m_.num_labels), p_.matmul);
+          b_.keep(input, logits);
+          emit(op{.kind = op_kind::loss}, 1, dtype::fp32);
+          break;
+        }
         // Pooler on the first token, dropout, classifier: b rows only.
         const auto first = elementwise(checked_mul(t_.micro_batch, h), type(x));
         const auto pooled = linear_rows(first, t_.micro_batch, h, h);
@@ -578,8 +642,10 @@ class transformer_builder {
       // .float() copies only 16-bit logits; on fp32 logits it is a no-op.
       if (m_.upcast_logits && type(scores) != dtype::fp32) scores = elementwise(checked_mul(rows, v), dtype::fp32);
       if (m_.logit_softcap) {
-        // modeling_gemma2.py: logits / cap, tanh (keeps its output), * cap.
-        elementwise(checked_mul(rows, v), type(scores));
+        // modeling_gemma2.py: logits / cap, tanh (keeps its output), * cap. Each step
+        // reassigns `logits`, so the head's output and the quotient are freed once used.
+        b_.at(scores).transient = true;
+        b_.at(elementwise(checked_mul(rows, v), type(scores))).transient = true;
         scores = emit(op{.kind = op_kind::activation}, checked_mul(rows, v), type(scores));
         b_.keep_own_output(scores);
         scores = elementwise(checked_mul(rows, v), type(scores));

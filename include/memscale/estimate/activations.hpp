@@ -64,11 +64,13 @@ constexpr bytes section_forward_peak(const graph& g, section s, const training_s
   for (std::size_t i = s.begin; i < s.end; ++i) {
     const op& o = g.ops[i];
     const bool prev_loose = i > s.begin && (g.ops[i - 1].released_by == not_kept || !saving);
-    const bytes previous = held ? loose : (prev_loose ? g.ops[i - 1].out : bytes{});
+    const bool prev_transient = i > s.begin && g.ops[i - 1].transient && g.ops[i - 1].released_by == not_kept;
+    const bytes previous = held ? loose + (prev_transient ? g.ops[i - 1].out : bytes{})
+                                : (prev_loose ? g.ops[i - 1].out : bytes{});
     const bytes live = saved + o.out + o.fwd_temp + o.extra_saved + previous;
     peak = max(peak, live);
     if (saving && !dropped_by_selective(o, run)) saved += op_saved_bytes(o);
-    if (o.released_by == not_kept) loose += o.out;
+    if (o.released_by == not_kept && !o.transient) loose += o.out;
   }
   return peak;
 }

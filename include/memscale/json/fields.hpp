@@ -15,6 +15,7 @@
 #include "memscale/error.hpp"
 #include "memscale/model.hpp"
 #include "memscale/training.hpp"
+#include "memscale/validate.hpp"
 
 namespace memscale::json_io {
 
@@ -34,13 +35,12 @@ inline std::string shown(const json& value) {
   throw error(code, field + " " + std::string(requirement) + " (got " + shown(value) + ")");
 }
 
-// A model with a learned position table cannot take longer sequences than it has rows
-// (e.g. GPT-2's wpe, 1024): the same refusal for --cases records, --run files and the
-// command line; `field` names where the length came from ("train.seq", "--seq").
+// A model cannot take a sequence longer than its max_position_embeddings or its learned
+// position table (e.g. GPT-2's wpe, 1024): the same refusal for --cases records, --run
+// files, --config and the command line; `field` names where the length came from
+// ("train.seq", "--seq").
 inline void check_sequence_fits(const model_spec& model, std::uint64_t seq_len, const std::string& field) {
-  if (model.positions == position_kind::learned && model.max_positions > 0 && seq_len > model.max_positions)
-    throw error(error_code::invalid_run, field + " must be <= " + std::to_string(model.max_positions) +
-                                             " (the learned position table of " + std::string(model.name) + ") (got " + std::to_string(seq_len) + ")");
+  memscale::check_sequence(model, seq_len, field);  // memscale/validate.hpp: the one rule for every path
 }
 
 // Deepest nesting of arrays and objects a document may have: records and config.json

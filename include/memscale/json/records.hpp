@@ -12,6 +12,7 @@
 #include "memscale/json/fields.hpp"
 #include "memscale/json/inference.hpp"
 #include "memscale/json/lora_fields.hpp"
+#include "memscale/json/hf_config.hpp"
 #include "memscale/model.hpp"
 #include "memscale/presets.hpp"
 #include "memscale/training.hpp"
@@ -152,6 +153,17 @@ inline std::uint32_t version_field(const json& record, const char* key) {
 inline model_spec model_from_record(const json& m) {
   const std::string path = "model";
   constexpr auto bad = error_code::invalid_model;
+  if (m.is_object() && m.contains("hf_config")) {
+    // {"hf_config": {...config.json...}, "impl": ...}: read by the config.json reader.
+    reject_misspelt_keys(m, {"hf_config", "impl", "name", "params"}, path, bad);
+    model_spec spec = model_from_hf_config(m.at("hf_config"));
+    spec.impl = parse_impl(get_string(m, "impl", path, "hf-transformers", bad), path + ".impl");
+    if (spec.impl == implementation::litgpt) {
+      spec.fused_qkv = true;
+      spec.upcast_logits = false;
+    }
+    return validate(spec);
+  }
   reject_misspelt_keys(m,
                        {"family", "name", "params", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab",
                         "max_pos", "tied_embeddings", "activation", "norm", "impl", "experts", "experts_per_token"},

@@ -1,0 +1,130 @@
+// memscale/json/hf/config.hpp: typed reads of a Hugging Face config.json's keys, and the
+// head that the class named in "architectures" puts on the model.
+// IWYU pragma: private, include <memscale/json.hpp>
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "memscale/error.hpp"
+#include "memscale/json/fields.hpp"
+#include "memscale/model.hpp"
+
+namespace memscale::json_io::hf {
+
+// A config.json object. An absent or null key takes the default that the family's
+// configuration_<family>.py gives it; a present key of the wrong type is an error naming
+// config.<key> and the value.
+class config {
+ public:
+  explicit config(const json& c) : c_(c) {
+    if (!c_.is_object()) bad_field(error_code::invalid_model, "config", c_, "must be a JSON object");
+  }
+
+  [[nodiscard]] bool has(const char* key) const { return c_.contains(key) && !c_.at(key).is_null(); }
+
+  [[nodiscard]] std::uint64_t count(const char* key, std::uint64_t fallback) const {
+    return get_count(c_, key, "config", fallback, error_code::invalid_model);
+  }
+  // The first of several spellings that is present (GPT-2's n_embd, BLOOM's n_embed, ...).
+  [[nodiscard]] std::uint64_t count(std::initializer_list<const char*> keys, std::uint64_t fallback) const {
+    for (const char* k : keys)
+      if (has(k)) return count(k, fallback);
+    return fallback;
+  }
+  [[nodiscard]] std::uint64_t required(std::initializer_list<const char*> keys) const {
+    for (const char* k : keys)
+      if (has(k)) return count(k, 0);
+    bad_field(error_code::invalid_model, "config." + std::string(*keys.begin()), json(), "is required for this model_type");
+  }
+  [[nodiscard]] bool flag(const char* key, bool fallback) const {
+    return get_bool(c_, key, "config", fallback, error_code::invalid_model);
+  }
+  [[nodiscard]] double number(const char* key, double fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = c_.at(key);
+    if (!v.is_number()) bad_field(error_code::invalid_model, "config." + std::string(key), v, "must be a number");
+    return v.get<double>();
+  }
+  [[nodiscard]] std::string text(const char* key, const std::string& fallback) const {
+    return get_string(c_, key, "config", fallback, error_code::invalid_model);
+  }
+  [[nodiscard]] const json& raw() const { return c_; }
+
+ private:
+  const json& c_;
+};
+
+// architectures[0], or "" when the config names none.
+inline std::string class_name(const config& c) {
+  if (!c.has("architectures")) return {};
+  const json& a = c.raw().at("architectures");
+  if (!a.is_array() || a.empty() || !a.at(0).is_string())
+    bad_field(error_code::invalid_model, "config.architectures", a, "must be a non-empty array of class names");
+  return a.at(0).get<std::string>();
+}
+
+inline bool ends_with(const std::string& s, std::string_view tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// The head of the class in "architectures" (XForCausalLM / XLMHeadModel, XForMaskedLM,
+// XForSequenceClassification with num_labels, the bare XModel); `fallback` when absent.
+inline void apply_head(const config& c, model_spec& m, head_kind fallback) {
+  const std::string cls = class_name(c);
+  head_kind head = fallback;
+  if (cls.empty()) head = fallback;
+  else if (ends_with(cls, "ForCausalLM") || ends_with(cls, "LMHeadModel")) head = head_kind::causal_lm;
+  else if (ends_with(cls, "ForMaskedLM")) head = head_kind::masked_lm;
+  else if (ends_with(cls, "ForSequenceClassification")) head = head_kind::sequence_classification;
+  else if (ends_with(cls, "Model")) head = head_kind::none;
+  else
+    bad_field(error_code::unsupported, "config.architectures", cls,
+              "names a class memscale does not model (supported: ...ForCausalLM, ...LMHeadModel, ...ForMaskedLM, "
+              "...ForSequenceClassification, ...Model)");
+  if (head == head_kind::causal_lm && m.arch == architecture::encoder)
+    bad_field(error_code::unsupported, "config.architectures", cls, "is a causal-LM head on an encoder");
+  m.head = head;
+  if (head == head_kind::sequence_classification) {
+    // PretrainedConfig: num_labels is len(id2label), 2 by default.
+    std::uint64_t labels = 2;
+    if (c.has("id2label")) {
+      const json& l = c.raw().at("id2label");
+      if (!l.is_object()) bad_field(error_code::invalid_model, "config.id2label", l, "must be an object");
+      labels = l.size();
+    }
+    m.num_labels = c.count("num_labels", labels);
+    m.tied_embeddings = false;
+  }
+  if (head != head_kind::causal_lm && head != head_kind::masked_lm) m.tied_embeddings = false;
+}
+
+// True when any of the dropout probabilities named is above zero.
+inline bool any_dropout(const config& c, std::initializer_list<std::pair<const char*, double>> keys) {
+  for (const auto& [key, fallback] : keys)
+    if (c.number(key, fallback) > 0.0) return true;
+  return false;
+}
+
+// hidden_act / activation_function of a non-gated MLP.
+inline mlp_kind plain_activation(const config& c, const char* key, const std::string& fallback) {
+  const std::string act = c.text(key, fallback);
+  if (act == "gelu" || act == "gelu_pytorch_tanh" || act == "gelu_fast") return mlp_kind::gelu;
+  if (act == "gelu_new" || act == "gelu_python") return mlp_kind::gelu_tanh;
+  if (act == "relu") return mlp_kind::relu;
+  bad_field(error_code::unsupported, std::string("config.") + key, act,
+            "must be one of gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, relu");
+}
+
+// hidden_act of a gated MLP (act(gate) * up).
+inline mlp_kind gated_activation(const config& c, const char* key, const std::string& fallback) {
+  const std::string act = c.text(key, fallback);
+  if (act == "silu" || act == "swish") return mlp_kind::swiglu;
+  if (act == "gelu" || act == "gelu_pytorch_tanh" || act == "gelu_new") return mlp_kind::geglu;
+  bad_field(error_code::unsupported, std::string("config.") + key, act, "must be one of silu, gelu, gelu_pytorch_tanh");
+}
+
+}  // namespace memscale::json_io::hf

@@ -1,0 +1,42 @@
+// memscale/json/hf/gemma.hpp: Gemma, Gemma 2 and Gemma 3 text decoders (transformers v4.51
+// models/gemma/modeling_gemma.py, gemma2/modeling_gemma2.py, gemma3/modeling_gemma3.py):
+// LLaMA blocks with a GeGLU MLP (gelu_pytorch_tanh gate), embeddings scaled by
+// sqrt(hidden_size), a tied head and head_dim 256 by default. Gemma 2 and 3 add
+// sandwich norms (pre- and post-attention, pre- and post-feedforward RMSNorm); Gemma 2
+// caps attention scores and final logits with tanh; Gemma 3 has per-head qk-norm.
+// IWYU pragma: private, include <memscale/json.hpp>
+#pragma once
+
+#include "memscale/json/hf/llama.hpp"
+
+namespace memscale::json_io::hf {
+
+inline model_spec gemma_like(const config& c) {
+  // GemmaConfig: hidden_activation (newer) or hidden_act, both gelu_pytorch_tanh.
+  const char* act_key = c.has("hidden_activation") ? "hidden_activation" : "hidden_act";
+  model_spec m = llama_like(c, {.tie = true, .head_dim = 256, .act = "gelu_pytorch_tanh"});
+  m.mlp = gated_activation(c, act_key, "gelu_pytorch_tanh");
+  m.scale_embeddings = true;
+  return m;
+}
+
+inline model_spec gemma(const config& c) { return gemma_like(c); }
+
+inline model_spec gemma2(const config& c) {
+  model_spec m = gemma_like(c);
+  m.block_norms = branch_norms::sandwich;
+  m.logit_softcap = c.has("final_logit_softcapping") || !c.raw().contains("final_logit_softcapping");  // default 30.0
+  m.attention_softcap = c.has("attn_logit_softcapping") || !c.raw().contains("attn_logit_softcapping");  // default 50.0
+  return m;
+}
+
+inline model_spec gemma3_text(const config& c) {
+  model_spec m = gemma_like(c);
+  m.block_norms = branch_norms::sandwich;
+  m.qk_norm = qk_norm_kind::per_head;
+  m.logit_softcap = c.has("final_logit_softcapping");    // Gemma3TextConfig default None
+  m.attention_softcap = c.has("attn_logit_softcapping");  // default None
+  return m;
+}
+
+}  // namespace memscale::json_io::hf

@@ -1,0 +1,27 @@
+// memscale/json/hf/gpt2.hpp: GPT-2 (transformers v4.51 models/gpt2/modeling_gpt2.py): learned
+// positions, pre-LayerNorm, fused c_attn and every projection with a bias, gelu_new MLP of
+// n_inner (None: 4 * n_embd), tied head; each GPT2Attention registers an
+// n_positions^2 bool causal-mask buffer.
+// IWYU pragma: private, include <memscale/json.hpp>
+#pragma once
+
+#include "memscale/json/hf/config.hpp"
+#include "memscale/presets.hpp"
+
+namespace memscale::json_io::hf {
+
+inline model_spec gpt2(const config& c) {
+  model_spec m = presets::gpt2_base("gpt2", c.count({"n_layer", "num_hidden_layers"}, 12),
+                                    c.count({"n_embd", "hidden_size"}, 768), c.count({"n_head", "num_attention_heads"}, 12));
+  m.ffn = c.count("n_inner", 4 * m.hidden);
+  m.vocab = c.count("vocab_size", 50257);
+  m.max_positions = c.count({"n_positions", "max_position_embeddings"}, 1024);
+  m.context_length = m.max_positions;
+  m.buffer_bytes_per_layer = m.max_positions * m.max_positions;  // torch.bool mask
+  m.mlp = plain_activation(c, "activation_function", "gelu_new");
+  m.tied_embeddings = c.flag("tie_word_embeddings", true);
+  m.dropout = any_dropout(c, {{"resid_pdrop", 0.1}, {"embd_pdrop", 0.1}, {"attn_pdrop", 0.1}});
+  return m;
+}
+
+}  // namespace memscale::json_io::hf

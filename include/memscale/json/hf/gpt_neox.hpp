@@ -1,0 +1,35 @@
+// memscale/json/hf/gpt_neox.hpp: GPT-NeoX / Pythia (transformers v4.51
+// models/gpt_neox/modeling_gpt_neox.py): two LayerNorms feeding attention and MLP in
+// parallel (use_parallel_residual; sequential otherwise), fused query_key_value and dense
+// with biases (attention_bias), partial rotary (rotary_pct, default 0.25), plain GELU MLP
+// with biases, untied embed_out without a bias.
+// IWYU pragma: private, include <memscale/json.hpp>
+#pragma once
+
+#include "memscale/json/hf/config.hpp"
+
+namespace memscale::json_io::hf {
+
+inline model_spec gpt_neox(const config& c) {
+  model_spec m{};
+  m.layers = c.required({"num_hidden_layers"});
+  m.hidden = c.required({"hidden_size"});
+  m.heads = c.required({"num_attention_heads"});
+  m.ffn = c.required({"intermediate_size"});
+  m.vocab = c.required({"vocab_size"});
+  m.context_length = c.count("max_position_embeddings", 0);
+  m.positions = position_kind::rotary;
+  m.rotary_fraction = c.has("partial_rotary_factor") ? c.number("partial_rotary_factor", 0.25)
+                                                     : c.number("rotary_pct", 0.25);
+  m.mlp = plain_activation(c, "hidden_act", "gelu");
+  m.layout = c.flag("use_parallel_residual", true) ? block_layout::parallel : block_layout::sequential;
+  m.fused_qkv = true;
+  m.qkv_bias = c.flag("attention_bias", true);
+  m.attn_out_bias = m.qkv_bias;
+  m.mlp_bias = true;
+  m.tied_embeddings = c.flag("tie_word_embeddings", false);
+  m.dropout = any_dropout(c, {{"hidden_dropout", 0.0}, {"attention_dropout", 0.0}});
+  return m;
+}
+
+}  // namespace memscale::json_io::hf

@@ -1,0 +1,53 @@
+// memscale/json/hf/llama.hpp: the LLaMA recipe (RoPE, RMSNorm, gated MLP, untied head) that
+// most decoder families reuse, and the llama and mistral readers.
+// Source: transformers v4.51 models/llama/{configuration,modeling}_llama.py,
+// models/mistral/{configuration,modeling}_mistral.py.
+// IWYU pragma: private, include <memscale/json.hpp>
+#pragma once
+
+#include "memscale/json/hf/config.hpp"
+#include "memscale/model.hpp"
+
+namespace memscale::json_io::hf {
+
+struct llama_defaults {
+  bool tie = false;  // LlamaConfig(tie_word_embeddings=False)
+  std::uint64_t head_dim = 0;  // 0: hidden_size // num_attention_heads
+  const char* act = "silu";
+};
+
+inline model_spec llama_like(const config& c, const llama_defaults& d = {}) {
+  model_spec m{};
+  m.layers = c.required({"num_hidden_layers"});
+  m.hidden = c.required({"hidden_size"});
+  m.heads = c.required({"num_attention_heads"});
+  m.kv_heads = c.count("num_key_value_heads", m.heads);  // None: multi-head attention
+  m.head_dim = c.count("head_dim", d.head_dim);           // None: hidden // heads
+  m.ffn = c.required({"intermediate_size"});
+  m.vocab = c.required({"vocab_size"});
+  m.context_length = c.count("max_position_embeddings", 0);
+  m.positions = position_kind::rotary;
+  m.rotary_fraction = c.number("partial_rotary_factor", 1.0);
+  m.norm = norm_kind::rmsnorm;
+  m.norm_bias = false;
+  m.mlp = gated_activation(c, "hidden_act", d.act);
+  // LlamaAttention: q/k/v/o_proj(bias=config.attention_bias); LlamaMLP: bias=config.mlp_bias.
+  m.qkv_bias = c.flag("attention_bias", false);
+  m.attn_out_bias = m.qkv_bias;
+  m.mlp_bias = c.flag("mlp_bias", false);
+  m.tied_embeddings = c.flag("tie_word_embeddings", d.tie);
+  // LlamaForCausalLM's loss_function upcasts logits (loss_utils.py ForCausalLMLoss);
+  // eager_attention_forward runs softmax in fp32 and casts back.
+  m.upcast_logits = true;
+  m.softmax_fp32 = true;
+  m.dropout = c.number("attention_dropout", 0.0) > 0.0;
+  return m;
+}
+
+inline model_spec llama(const config& c) { return llama_like(c); }
+
+// MistralConfig: same blocks as LLaMA; sliding_window only masks scores, so eager
+// attention's score tensors keep their size.
+inline model_spec mistral(const config& c) { return llama_like(c); }
+
+}  // namespace memscale::json_io::hf

@@ -1,0 +1,18 @@
+// memscale/json/hf/mixtral.hpp: Mixtral (transformers v4.51 models/mixtral/modeling_mixtral.py):
+// LLaMA attention, a sparse MoE block of num_local_experts SwiGLU experts with a bias-free
+// router (gate: Linear(hidden, experts)).
+// IWYU pragma: private, include <memscale/json.hpp>
+#pragma once
+
+#include "memscale/json/hf/llama.hpp"
+
+namespace memscale::json_io::hf {
+
+inline model_spec mixtral(const config& c) {
+  model_spec m = llama_like(c);
+  m.experts = c.count("num_local_experts", 8);
+  m.experts_per_token = c.count("num_experts_per_tok", 2);
+  return m;
+}
+
+}  // namespace memscale::json_io::hf

@@ -1,0 +1,36 @@
+// memscale/json/hf/opt.hpp: OPT (transformers v4.51 models/opt/modeling_opt.py): learned
+// positions with an offset of 2 rows, pre-LayerNorm (do_layer_norm_before), q/k/v/out_proj
+// and fc1/fc2 with biases (enable_bias), ReLU, final LayerNorm, tied head.
+// IWYU pragma: private, include <memscale/json.hpp>
+#pragma once
+
+#include "memscale/json/hf/config.hpp"
+
+namespace memscale::json_io::hf {
+
+inline model_spec opt(const config& c) {
+  if (c.count("word_embed_proj_dim", c.count("hidden_size", 768)) != c.count("hidden_size", 768))
+    bad_field(error_code::unsupported, "config.word_embed_proj_dim", c.raw().at("word_embed_proj_dim"),
+              "must equal hidden_size: OPT's project_in/project_out are not modelled yet");
+  if (!c.flag("do_layer_norm_before", true) || c.flag("_remove_final_layer_norm", false))
+    bad_field(error_code::unsupported, "config.do_layer_norm_before", false,
+              "must be true: post-LayerNorm OPT (opt-350m) is not modelled yet");
+  const bool bias = c.flag("enable_bias", true);
+  model_spec m{};
+  m.layers = c.count("num_hidden_layers", 12);
+  m.hidden = c.count("hidden_size", 768);
+  m.heads = c.count("num_attention_heads", 12);
+  m.ffn = c.count("ffn_dim", 3072);
+  m.vocab = c.count("vocab_size", 50272);
+  m.context_length = c.count("max_position_embeddings", 2048);
+  m.max_positions = m.context_length + 2;  // OPTLearnedPositionalEmbedding: offset = 2
+  m.mlp = plain_activation(c, "activation_function", "relu");
+  m.qkv_bias = bias;
+  m.attn_out_bias = bias;
+  m.mlp_bias = bias;
+  m.tied_embeddings = c.flag("tie_word_embeddings", true);
+  m.dropout = any_dropout(c, {{"dropout", 0.1}, {"attention_dropout", 0.0}});
+  return m;
+}
+
+}  // namespace memscale::json_io::hf

@@ -1,0 +1,18 @@
+// memscale/json/hf/phi3.hpp: Phi-3 / Phi-3.5 / Phi-4 (transformers v4.51
+// models/phi3/modeling_phi3.py): LLaMA blocks with one fused qkv_proj and one fused
+// gate_up_proj (same parameters and saved bytes as separate gate and up projections).
+// IWYU pragma: private, include <memscale/json.hpp>
+#pragma once
+
+#include "memscale/json/hf/llama.hpp"
+
+namespace memscale::json_io::hf {
+
+inline model_spec phi3(const config& c) {
+  model_spec m = llama_like(c);
+  m.fused_qkv = true;
+  m.dropout = any_dropout(c, {{"resid_pdrop", 0.0}, {"embd_pdrop", 0.0}, {"attention_dropout", 0.0}});
+  return m;
+}
+
+}  // namespace memscale::json_io::hf

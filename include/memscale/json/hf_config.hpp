@@ -1,0 +1,180 @@
+// memscale/json/hf_config.hpp: a Hugging Face config.json as a model_spec.
+//
+//   model_from_hf_config(json)        the config object (also a --cases record's "hf_config")
+//   load_hf_model("path/config.json") a file, a model directory holding config.json, or a Hub
+//   load_hf_model("Qwen/Qwen3-8B")    id looked up in the local Hub cache (no network)
+//
+// Each model_type has one reader in json/hf/<family>.hpp that follows the family's
+// configuration_<family>.py defaults and modeling_<family>.py shapes; the parameter count
+// of the result equals the published total of the class named in "architectures".
+// IWYU pragma: private, include <memscale/json.hpp>
+#pragma once
+
+#include <array>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "memscale/json/hf/bert.hpp"
+#include "memscale/json/hf/bloom.hpp"
+#include "memscale/json/hf/config.hpp"
+#include "memscale/json/hf/falcon.hpp"
+#include "memscale/json/hf/gemma.hpp"
+#include "memscale/json/hf/gpt2.hpp"
+#include "memscale/json/hf/gpt_neox.hpp"
+#include "memscale/json/hf/gptj.hpp"
+#include "memscale/json/hf/llama.hpp"
+#include "memscale/json/hf/mixtral.hpp"
+#include "memscale/json/hf/olmo2.hpp"
+#include "memscale/json/hf/opt.hpp"
+#include "memscale/json/hf/phi.hpp"
+#include "memscale/json/hf/phi3.hpp"
+#include "memscale/json/hf/qwen2.hpp"
+#include "memscale/json/hf/qwen2_moe.hpp"
+#include "memscale/json/hf/qwen3.hpp"
+#include "memscale/json/hf/qwen3_moe.hpp"
+#include "memscale/json/hf/starcoder2.hpp"
+#include "memscale/json/hf_t5.hpp"
+#include "memscale/model.hpp"
+
+namespace memscale::json_io {
+
+namespace hf {
+
+using family_reader = model_spec (*)(const config&);
+
+struct family_entry {
+  std::string_view model_type;
+  family_reader read;
+  bool encoder = false;  // the reader sets the head itself (encoders choose pooler and MLM head)
+};
+
+// One row per Hugging Face model_type. A new family: one json/hf/<family>.hpp, one row.
+inline constexpr std::array families{
+    family_entry{"gpt2", gpt2},
+    family_entry{"gpt_neox", gpt_neox},
+    family_entry{"gptj", gptj},
+    family_entry{"opt", opt},
+    family_entry{"bloom", bloom},
+    family_entry{"falcon", falcon},
+    family_entry{"llama", llama},
+    family_entry{"mistral", mistral},
+    family_entry{"mixtral", mixtral},
+    family_entry{"qwen2", qwen2},
+    family_entry{"qwen2_moe", qwen2_moe},
+    family_entry{"qwen3", qwen3},
+    family_entry{"qwen3_moe", qwen3_moe},
+    family_entry{"gemma", gemma},
+    family_entry{"gemma2", gemma2},
+    family_entry{"gemma3_text", gemma3_text},
+    family_entry{"phi", phi},
+    family_entry{"phi3", phi3},
+    family_entry{"starcoder2", starcoder2},
+    family_entry{"olmo2", olmo2},
+    family_entry{"bert", bert, true},
+    family_entry{"roberta", roberta, true},
+    family_entry{"distilbert", distilbert, true},
+    family_entry{"t5", [](const config& c) { return t5_from_hf_config(c.raw()); }, true},   // h9-t5's reader
+    family_entry{"mt5", [](const config& c) { return t5_from_hf_config(c.raw()); }, true},
+};
+
+inline std::string supported_model_types() {
+  std::string s;
+  for (const auto& f : families) s += (s.empty() ? "" : ", ") + std::string(f.model_type);
+  return s;
+}
+
+}  // namespace hf
+
+// The model a config.json object describes, with the head of its "architectures" class.
+inline model_spec model_from_hf_config(const json& cfg) {
+  const hf::config c(cfg);
+  const std::string type = c.text("model_type", "");
+  if (type.empty()) bad_field(error_code::invalid_model, "config.model_type", json(), "is required");
+  for (const auto& f : hf::families) {
+    if (f.model_type != type) continue;
+    model_spec m = f.read(c);
+    m.name = f.model_type;
+    if (!f.encoder) hf::apply_head(c, m, head_kind::causal_lm);
+    return validate(m);
+  }
+  bad_field(error_code::unsupported, "config.model_type", type,
+            "is not a model_type memscale reads (supported: " + hf::supported_model_types() + ")");
+}
+
+namespace detail {
+
+inline json read_json_file(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) bad_field(error_code::invalid_model, "config", file.string(), "cannot be read");
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    throw error(error_code::invalid_model, "config " + file.string() + " is not valid JSON: " + e.what());
+  }
+}
+
+// huggingface_hub's cache: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub.
+inline std::filesystem::path hub_cache_dir() {
+  if (const char* hub = std::getenv("HF_HUB_CACHE"); hub != nullptr && *hub != '\0') return hub;
+  if (const char* home = std::getenv("HF_HOME"); home != nullptr && *home != '\0')
+    return std::filesystem::path(home) / "hub";
+  const char* user = std::getenv("HOME");
+  return std::filesystem::path(user != nullptr ? user : ".") / ".cache" / "huggingface" / "hub";
+}
+
+// ORG/NAME (or NAME) -> models--ORG--NAME/snapshots/<rev>/config.json, preferring the
+// revision refs/main points at; empty when the cache holds no such config.
+inline std::filesystem::path hub_config(std::string_view id) {
+  namespace fs = std::filesystem;
+  std::string folder = "models--";
+  for (char ch : id) folder += ch == '/' ? std::string("--") : std::string(1, ch);
+  const fs::path repo = hub_cache_dir() / folder;
+  std::error_code ec;
+  if (std::ifstream ref(repo / "refs" / "main"); ref) {
+    std::string rev;
+    std::getline(ref, rev);
+    const fs::path p = repo / "snapshots" / rev / "config.json";
+    if (!rev.empty() && fs::is_regular_file(p, ec)) return p;
+  }
+  fs::path newest;
+  fs::file_time_type newest_time{};
+  for (fs::directory_iterator it(repo / "snapshots", ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path p = it->path() / "config.json";
+    if (!fs::is_regular_file(p, ec)) continue;
+    const auto t = fs::last_write_time(p, ec);
+    if (!ec && (newest.empty() || t > newest_time)) {
+      newest = p;
+      newest_time = t;
+    }
+  }
+  return newest;
+}
+
+}  // namespace detail
+
+// A config.json file, a directory holding one, or a Hub id in the local cache.
+inline json load_hf_config_json(std::string_view path_or_hub_id) {
+  namespace fs = std::filesystem;
+  const fs::path given{std::string(path_or_hub_id)};
+  std::error_code ec;
+  if (fs::is_regular_file(given, ec)) return detail::read_json_file(given);
+  if (fs::is_directory(given, ec)) {
+    if (fs::is_regular_file(given / "config.json", ec)) return detail::read_json_file(given / "config.json");
+    bad_field(error_code::invalid_model, "--config", std::string(path_or_hub_id), "is a directory without config.json");
+  }
+  const fs::path cached = detail::hub_config(path_or_hub_id);
+  if (!cached.empty()) return detail::read_json_file(cached);
+  bad_field(error_code::invalid_model, "--config", std::string(path_or_hub_id),
+            "is neither a config.json file, a directory holding one, nor a model in the local Hub cache (" +
+                detail::hub_cache_dir().string() + "; memscale never downloads)");
+}
+
+inline model_spec load_hf_model(std::string_view path_or_hub_id) {
+  return model_from_hf_config(load_hf_config_json(path_or_hub_id));
+}
+
+}  // namespace memscale::json_io

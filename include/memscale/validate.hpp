@@ -1,0 +1,58 @@
+// memscale/validate.hpp: the one check that a model and a run agree with each other.
+//
+// Every path that pairs a model with a run (build_graph, hence estimate and the planner;
+// --cases records; --config; --run files; the run options) reaches check_sequence, so a
+// contradiction such as a sequence longer than the model takes is refused by the same
+// rule, with the same words, naming the field as the user typed it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "memscale/error.hpp"
+#include "memscale/model.hpp"
+#include "memscale/training.hpp"
+
+namespace memscale {
+
+// The longest sequence a model takes: its max_position_embeddings (model_spec::
+// context_length) and, with learned positions, its table (nn.Embedding has no row for a
+// later position); 0 when neither limits it (ALiBi, T5's relative buckets).
+struct sequence_limit {
+  std::uint64_t tokens = 0;
+  bool learned_table = false;  // the table, not max_position_embeddings, is the limit
+};
+
+constexpr sequence_limit sequence_limit_of(const model_spec& m) {
+  sequence_limit l{.tokens = m.context_length};
+  if (m.positions == position_kind::learned && m.max_positions > 0 && (l.tokens == 0 || m.max_positions < l.tokens))
+    l = {.tokens = m.max_positions, .learned_table = true};
+  return l;
+}
+
+namespace detail {
+
+// Not constexpr on purpose (see error.hpp).
+[[noreturn]] inline void fail_sequence(std::string_view field, const model_spec& m, sequence_limit l, std::uint64_t got) {
+  throw error(error_code::invalid_run, std::string(field) + " must be <= " + std::to_string(l.tokens) + " (the " +
+                                           (l.learned_table ? "learned position table" : "max_position_embeddings") +
+                                           " of " + std::string(m.name) + ") (got " + std::to_string(got) + ")");
+}
+
+}  // namespace detail
+
+// Refuses `seq_len` tokens for `m`, naming `field` (--seq, train.seq, run.seq_len).
+constexpr void check_sequence(const model_spec& m, std::uint64_t seq_len, std::string_view field) {
+  const sequence_limit l = sequence_limit_of(m);
+  if (l.tokens != 0 && seq_len > l.tokens) detail::fail_sequence(field, m, l, seq_len);
+}
+
+constexpr const model_spec& validate(const model_spec& m, const training_spec& t) {
+  validate(m);
+  validate(t);
+  check_sequence(m, t.seq_len, "run.seq_len");
+  return m;
+}
+
+}  // namespace memscale

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# End-to-end checks of memscale-plan --config (registered with ctest as cli.config).
+#
+#   tests/cli/config_checks.sh PATH/TO/memscale-plan tests/data/hf_configs
+#
+# Every config.json in the folder estimates (exit 0, valid JSON); a Hub id resolves in a
+# fake Hub cache under a temporary HF_HOME; a sequence beyond max_position_embeddings is
+# refused with the same message by --config with --seq and by a --cases record whose
+# model is an "hf_config". Prints "N passed, M failed"; exits non-zero when anything failed.
+set -u
+
+if [[ $# -ne 2 ]]; then
+  echo "usage: $0 MEMSCALE_PLAN HF_CONFIG_DIR" >&2
+  exit 64
+fi
+plan=$1
+configs=$2
+
+passed=0
+failed=0
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+pass() { passed=$((passed + 1)); echo "ok    $1"; }
+fail() {
+  failed=$((failed + 1))
+  echo "FAIL  $1"
+  shift
+  for detail in "$@"; do echo "      $detail"; done
+}
+run() {
+  "$plan" "$@" >"$work/out" 2>"$work/err"
+  rc=$?
+}
+is_json() { python3 -c 'import json,sys; json.load(sys.stdin)' <"$work/out" 2>/dev/null; }
+
+# --- every config file -----------------------------------------------------------
+count=0
+for file in "$configs"/*.json; do
+  count=$((count + 1))
+  run --config "$file" --batch 1 --seq 128 --json
+  if [[ $rc -eq 0 ]] && is_json && [[ ! -s "$work/err" ]]; then
+    pass "--config $(basename "$file")"
+  else
+    fail "--config $(basename "$file")" "exit $rc" "stderr: $(head -c 300 "$work/err")"
+  fi
+done
+if [[ $count -ge 20 ]]; then pass "$count config files found"; else fail "only $count config files in $configs"; fi
+
+# --- a model directory -----------------------------------------------------------
+mkdir -p "$work/model"
+cp "$configs/Qwen--Qwen3-0.6B.json" "$work/model/config.json"
+run --config "$work/model" --batch 1 --seq 128
+if [[ $rc -eq 0 ]] && grep -q "peak" "$work/out"; then pass "--config DIR"; else fail "--config DIR" "exit $rc" "$(head -c 300 "$work/err")"; fi
+
+# --- a Hub id in a fake cache ----------------------------------------------------
+snap="$work/hf/hub/models--Qwen--Qwen3-0.6B/snapshots/0123456789abcdef"
+mkdir -p "$snap" "$work/hf/hub/models--Qwen--Qwen3-0.6B/refs"
+cp "$configs/Qwen--Qwen3-0.6B.json" "$snap/config.json"
+echo 0123456789abcdef >"$work/hf/hub/models--Qwen--Qwen3-0.6B/refs/main"
+HF_HOME="$work/hf" HF_HUB_CACHE="" run --config Qwen/Qwen3-0.6B --batch 1 --seq 128 --json
+if [[ $rc -eq 0 ]] && is_json; then pass "--config HUB_ID in \$HF_HOME/hub"; else fail "--config HUB_ID" "exit $rc" "$(head -c 300 "$work/err")"; fi
+
+HF_HOME="$work/hf" HF_HUB_CACHE="" run --config Qwen/Qwen3-8B
+if [[ $rc -eq 2 && $(wc -l <"$work/err") -eq 1 ]] && grep -q -- "--config" "$work/err" && grep -q "Qwen/Qwen3-8B" "$work/err"; then
+  pass "a Hub id not in the cache: exit 2, one line naming --config and the id"
+else
+  fail "a Hub id not in the cache" "exit $rc" "$(head -c 300 "$work/err")"
+fi
+
+# --- a contradiction is refused the same way by --config and --cases -------------
+expected="must be <= 1024 (the max_position_embeddings of gpt2) (got 2048)"
+run --config "$configs/openai-community--gpt2.json" --seq 2048
+if [[ $rc -eq 2 ]] && grep -qF "$expected" "$work/err"; then pass "--config + --seq beyond max_position_embeddings"; else
+  fail "--config + --seq beyond max_position_embeddings" "exit $rc" "$(head -c 300 "$work/err")"
+fi
+python3 - "$configs/openai-community--gpt2.json" >"$work/cases.json" <<'PY'
+import json, sys
+cfg = json.load(open(sys.argv[1]))
+print(json.dumps([{"id": "long", "device": "cpu", "measure": "cpu-tensor-peak",
+                   "model": {"hf_config": cfg}, "train": {"batch": 1, "seq": 2048}},
+                  {"id": "fits", "device": "cpu", "measure": "cpu-tensor-peak",
+                   "model": {"hf_config": cfg}, "train": {"batch": 1, "seq": 1024}}]))
+PY
+run --cases "$work/cases.json"
+if grep -F "$expected" "$work/out" "$work/err" >/dev/null; then pass "--cases hf_config record beyond max_position_embeddings: same message"; else
+  fail "--cases hf_config record: same message" "exit $rc" "out: $(head -c 300 "$work/out")" "err: $(head -c 300 "$work/err")"
+fi
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]

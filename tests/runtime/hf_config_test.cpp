@@ -1,0 +1,117 @@
+// The config.json reader: every file in tests/data/hf_configs/ gives the published total
+// parameter count of the class its "architectures" names.
+#ifdef MEMSCALE_CATCH2_V2
+#include <catch2/catch.hpp>
+#else
+#include <catch2/catch_test_macros.hpp>
+#endif
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "memscale/json.hpp"
+
+namespace {
+
+std::string config_path(const std::string& name) {
+  return std::string(MEMSCALE_SOURCE_DIR) + "/tests/data/hf_configs/" + name + ".json";
+}
+
+std::uint64_t count_of(const std::string& name) {
+  return memscale::parameter_count(memscale::json_io::load_hf_model(config_path(name)));
+}
+
+}  // namespace
+
+TEST_CASE("hf_config: parameter counts") {
+  // Each total is the published count of the class in "architectures"; sources in
+  // tests/data/hf_configs/README.md.
+  CHECK(count_of("openai-community--gpt2") == 124'439'808ULL);
+  CHECK(count_of("EleutherAI--pythia-160m") == 162'322'944ULL);
+  CHECK(count_of("EleutherAI--gpt-j-6b") == 6'050'882'784ULL);
+  CHECK(count_of("facebook--opt-125m") == 125'239'296ULL);
+  CHECK(count_of("bigscience--bloom-560m") == 559'214'592ULL);
+  CHECK(count_of("tiiuae--falcon-7b") == 6'921'720'704ULL);
+  CHECK(count_of("meta-llama--Llama-2-7b-hf") == 6'738'415'616ULL);
+  CHECK(count_of("meta-llama--Llama-3.2-1B") == 1'235'814'400ULL);
+  CHECK(count_of("mistralai--Mistral-7B-v0.1") == 7'241'732'096ULL);
+  CHECK(count_of("mistralai--Mixtral-8x7B-v0.1") == 46'702'792'704ULL);
+  CHECK(count_of("Qwen--Qwen2.5-0.5B") == 494'032'768ULL);
+  CHECK(count_of("Qwen--Qwen2.5-7B") == 7'615'616'512ULL);
+  CHECK(count_of("Qwen--Qwen1.5-MoE-A2.7B") == 14'315'784'192ULL);
+  CHECK(count_of("Qwen--Qwen3-0.6B") == 596'049'920ULL);
+  CHECK(count_of("Qwen--Qwen3-30B-A3B") == 30'532'122'624ULL);
+  CHECK(count_of("google--gemma-7b") == 8'537'680'896ULL);
+  CHECK(count_of("google--gemma-2-2b") == 2'614'341'888ULL);
+  CHECK(count_of("google--gemma-3-1b-pt") == 999'885'952ULL);
+  CHECK(count_of("microsoft--phi-2") == 2'779'683'840ULL);
+  CHECK(count_of("microsoft--Phi-3-mini-4k-instruct") == 3'821'079'552ULL);
+  CHECK(count_of("bigcode--starcoder2-3b") == 3'030'371'328ULL);
+  CHECK(count_of("allenai--OLMo-2-1124-7B") == 7'298'617'344ULL);
+  CHECK(count_of("google-bert--bert-base-uncased") == 109'514'298ULL);
+  CHECK(count_of("FacebookAI--roberta-base") == 124'697'433ULL);
+  CHECK(count_of("distilbert--distilbert-base-uncased") == 66'985'530ULL);
+  CHECK(count_of("distilbert--distilbert-base-uncased-finetuned-sst-2-english") == 66'955'010ULL);
+}
+
+TEST_CASE("hf_config: a Hub id is found in the local Hub cache, a missing one is an error naming it") {
+  namespace fs = std::filesystem;
+  const fs::path home = fs::temp_directory_path() / "memscale_hf_home_test";
+  const fs::path repo = home / "hub" / "models--Qwen--Qwen3-0.6B";
+  fs::create_directories(repo / "snapshots" / "abc" );
+  fs::create_directories(repo / "refs");
+  fs::copy_file(config_path("Qwen--Qwen3-0.6B"), repo / "snapshots" / "abc" / "config.json",
+                fs::copy_options::overwrite_existing);
+  std::ofstream(repo / "refs" / "main") << "abc\n";
+  ::setenv("HF_HOME", home.c_str(), 1);
+  ::unsetenv("HF_HUB_CACHE");
+  CHECK(memscale::parameter_count(memscale::json_io::load_hf_model("Qwen/Qwen3-0.6B")) == 596'049'920ULL);
+  try {
+    (void)memscale::json_io::load_hf_model("Qwen/Qwen3-8B");
+    FAIL("a Hub id missing from the cache was accepted");
+  } catch (const memscale::error& e) {
+    CHECK(std::string(e.what()).find("Qwen/Qwen3-8B") != std::string::npos);
+  }
+  ::unsetenv("HF_HOME");
+  fs::remove_all(home);
+}
+
+TEST_CASE("hf_config: model directory, hf_config records and one validation for all paths") {
+  using memscale::json_io::json;
+  std::ifstream in(config_path("openai-community--gpt2"));
+  const json cfg = json::parse(in);
+  const json record = {{"id", "x"},
+                       {"device", "cpu"},
+                       {"measure", "cpu-tensor-peak"},
+                       {"model", {{"hf_config", cfg}}},
+                       {"train", {{"batch", 1}, {"seq", 2048}}}};
+  const json answer = memscale::json_io::estimate_record(record);
+  REQUIRE(answer.contains("error"));
+  CHECK(answer.at("error").get<std::string>().find("train.seq must be <= 1024 (the max_position_embeddings of gpt2) (got 2048)") !=
+        std::string::npos);
+  const memscale::model_spec m = memscale::json_io::model_from_record(record.at("model"));
+  CHECK(memscale::parameter_count(m) == 124'439'808ULL);
+  CHECK_THROWS_AS(memscale::validate(m, memscale::training_spec{.micro_batch = 1, .seq_len = 1025}), memscale::error);
+  CHECK_NOTHROW(memscale::validate(m, memscale::training_spec{.micro_batch = 1, .seq_len = 1024}));
+}
+
+TEST_CASE("hf_config: unknown model_type and wrong-typed keys name the field") {
+  using memscale::json_io::json;
+  const auto message = [](const json& cfg) {
+    try {
+      (void)memscale::json_io::model_from_hf_config(cfg);
+    } catch (const memscale::error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(message(json{{"model_type", "mamba"}}).find("config.model_type") != std::string::npos);
+  CHECK(message(json{{"model_type", "llama"}, {"num_hidden_layers", 2}, {"hidden_size", "4096"}}).find("config.hidden_size") != std::string::npos);
+  CHECK(message(json{{"model_type", "llama"}, {"hidden_size", 64}, {"num_attention_heads", 4}, {"intermediate_size", 128},
+                     {"vocab_size", 100}})
+            .find("config.num_hidden_layers") != std::string::npos);
+  CHECK(message(json::array()).find("config") != std::string::npos);
+}
