@@ -18,7 +18,9 @@
 #include <vector>
 
 #include "memscale/gpus.hpp"
+#include "memscale/bytes.hpp"
 #include "memscale/model.hpp"
+#include "memscale/parallel/strategy.hpp"
 #include "memscale/presets.hpp"
 #include "memscale/training.hpp"
 
@@ -57,7 +59,21 @@ constexpr memscale::training_spec default_run() {
 struct config_options {};
 
 // options_cluster.cpp (h10-multi): multi-GPU engines and the cluster planner.
-struct cluster_options {};
+enum class emit_format : std::uint8_t { none, deepspeed, accelerate_fsdp };
+struct cluster_options {
+  std::uint64_t gpus = 0;                     // --gpus N in all (0: one GPU, no cluster output)
+  std::uint64_t nodes = 1;                    // --nodes M
+  memscale::bytes host_memory{};              // --host-memory SIZE per node (0: not checked)
+  std::optional<memscale::strategy> engine;   // --strategy; absent: the cluster planner chooses
+  std::uint64_t tp = 1;                       // --tp N
+  std::uint64_t pp = 1;                       // --pp N
+  bool sp = false;                            // --sp
+  bool offload_optimizer = false;             // --offload optimizer[+params][+activations]
+  bool offload_parameters = false;
+  bool offload_activations = false;
+  std::uint64_t global_batch = 0;             // --global-batch N (planner); 0: batch x grad-accum
+  emit_format emit = emit_format::none;       // --emit deepspeed|accelerate-fsdp
+};
 
 // options_vision.cpp (h11-vision): CNN / ViT models.
 struct vision_options {};

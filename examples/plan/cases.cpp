@@ -39,7 +39,8 @@ std::string read_file(const std::string& path) {
 // that record's answer too.
 nlohmann::json answer(const nlohmann::json& record) {
   try {
-    return memscale::json_io::estimate_record(record);
+    return memscale::json_io::is_multi_gpu_record(record) ? memscale::json_io::estimate_parallel_record(record)
+                                                          : memscale::json_io::estimate_record(record);
   } catch (const std::exception& e) {
     const auto id = record.find("id");
     nlohmann::json out;

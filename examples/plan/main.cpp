@@ -21,6 +21,7 @@
 
 #include "args.hpp"
 #include "cases.hpp"
+#include "cluster.hpp"
 #include "memscale/error.hpp"
 #include "memscale/estimate.hpp"
 #include "output.hpp"
@@ -69,6 +70,10 @@ std::string run(const memscale_plan::options& opt) {
     case command::cases: return dump(memscale_plan::run_cases(opt.cases_path));
     case command::run: {
       memscale_plan::set_size_unit(opt.units);
+      if (opt.cluster.gpus > 0) return memscale_plan::run_cluster(opt);
+      if (opt.cluster.engine || opt.cluster.emit != memscale_plan::emit_format::none || opt.cluster.tp > 1 ||
+          opt.cluster.pp > 1 || opt.cluster.nodes > 1)
+        throw memscale_plan::usage_error("--strategy, --tp, --pp, --nodes and --emit need --gpus N");
       const memscale::estimate_result result = estimate_or_explain(opt);
       std::optional<memscale::gpu_spec> gpu = opt.custom_gpu;
       if (!gpu && !opt.gpu.empty()) gpu = memscale::find_gpu(opt.gpu);  // checked by parse_args

@@ -55,6 +55,8 @@ void add_run_options(CLI::App& app, options& o) {
             [&o](const std::string& v) { o.run.micro_batch = parse_positive("--batch", v); });
   add_value(app, g, "--seq", "N", "sequence length in tokens; default 512",
             [&o](const std::string& v) { o.run.seq_len = parse_positive("--seq", v); });
+  add_value(app, g, "--target-len", "N", "encoder-decoder (T5) decoder tokens per sequence; default --seq",
+            [&o](const std::string& v) { o.run.target_len = parse_positive("--target-len", v); });
   add_value(app, g, "--precision", "P", "fp32 | amp_fp16 | amp_bf16 | pure_bf16 | pure_fp16; default fp32",
             [&o](const std::string& v) { o.run.prec = memscale::json_io::parse_precision(v, "--precision"); });
   add_value(app, g, "--optimizer", "O",

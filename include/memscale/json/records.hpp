@@ -188,7 +188,9 @@ inline training_spec run_from_record(const json& record) {
   reject_misspelt_keys(t,
                        {"batch", "seq", "image", "precision", "optimizer", "optimizer_impl", "checkpointing",
                         "attention", "grad_accum", "lora_rank", "lora_alpha", "lora_targets", "frozen", "quant",
-                        "zero_stage", "dp", "tp", "dropout", "trainable_params", "zero_grad", "target_seq"},
+                        "zero_stage", "dp", "tp", "dropout", "trainable_params", "zero_grad", "target_seq",
+                        // multi-GPU layout (SCHEMA.md), read by json/parallel_record.hpp
+                        "nodes", "fsdp", "offload", "pp", "sp", "micro_batches_in_flight"},
                        path, bad);
   training_spec run{};
   run.micro_batch = get_count(t, "batch", path, 1, bad);
