@@ -96,6 +96,11 @@ void check_groups(const CLI::App& app) {
 // model), and settings that depend on several options (--qlora-double-quant).
 void check_run(options& o) {
   if (o.cmd != command::run) return;
+  if (o.cluster.gpus == 0) {  // --offload (options_cluster.cpp) on a single-GPU run
+    o.run.offload_optimizer = o.run.offload_optimizer || o.cluster.offload_optimizer;
+    o.run.offload_parameters = o.run.offload_parameters || o.cluster.offload_parameters;
+    o.run.offload_activations = o.run.offload_activations || o.cluster.offload_activations;
+  }
   if (o.headroom && o.gpu.empty() && !o.custom_gpu) throw usage_error("--headroom needs --gpu or --gpu-memory");
   if (o.lora_targets_given && !memscale::is_lora(o.run)) throw usage_error("--lora-targets needs --lora or --qlora");
   if (o.lora_alpha && !memscale::is_lora(o.run)) throw usage_error("--lora-alpha needs --lora or --qlora");

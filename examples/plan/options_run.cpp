@@ -73,9 +73,8 @@ void add_run_options(CLI::App& app, options& o) {
   add_value(app, g, "--attention", "A", "eager | sdpa_math | flash (sdpa); default flash",
             [&o](const std::string& v) { o.run.attention = memscale::json_io::parse_attention(v, "--attention"); });
   add_flag(app, g, "--no-dropout", "the model's dropout layers are off (p = 0)", [&o] { o.run.dropout = false; });
-  add_value(app, g, "--offload", "WHAT",
-            "keep on the host: optimizer | parameters | activations; repeat or comma-separate for several",
-            [&o](const std::string& v) { set_offload(o, v, "--offload"); });
+  // --offload is registered by the cluster group (options_cluster.cpp); args.cpp applies it
+  // to a single-GPU run as well.
   add_flag(app, g, "--fp8", "fp8 training: not modelled yet; refused with the reason", [] {
     throw usage_error(
         "--fp8 is not modelled yet: the estimators have no fp8 matmul-input path (Transformer Engine's fp8 "
