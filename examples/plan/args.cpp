@@ -96,11 +96,6 @@ void check_groups(const CLI::App& app) {
 // model), and settings that depend on several options (--qlora-double-quant).
 void check_run(options& o) {
   if (o.cmd != command::run) return;
-  if (o.cluster.gpus == 0) {  // --offload (options_cluster.cpp) on a single-GPU run
-    o.run.offload_optimizer = o.run.offload_optimizer || o.cluster.offload_optimizer;
-    o.run.offload_parameters = o.run.offload_parameters || o.cluster.offload_parameters;
-    o.run.offload_activations = o.run.offload_activations || o.cluster.offload_activations;
-  }
   if (o.headroom && o.gpu.empty() && !o.custom_gpu) throw usage_error("--headroom needs --gpu or --gpu-memory");
   if (o.lora_targets_given && !memscale::is_lora(o.run)) throw usage_error("--lora-targets needs --lora or --qlora");
   if (o.lora_alpha && !memscale::is_lora(o.run)) throw usage_error("--lora-alpha needs --lora or --qlora");
@@ -108,6 +103,7 @@ void check_run(options& o) {
     if (o.run.target != memscale::training_target::qlora) throw usage_error("--qlora-double-quant needs --qlora");
     o.run.quant = memscale::base_quant::nf4_double_quant;
   }
+  check_inference_options(o);
   const std::string where = o.run_source.empty() ? "" : " (after " + o.run_source + ")";
   try {
     memscale::json_io::check_sequence_fits(o.model, o.run.seq_len, "--seq");

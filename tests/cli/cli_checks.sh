@@ -276,7 +276,7 @@ bad_input_says 'is not modelled yet' --fp8
 bad_input_says '--lora-targets needs --lora or --qlora' --lora-targets q,v
 bad_input_says 'did you mean q_proj?' --lora 4 --lora-targets q_prj
 bad_input_says '--qlora-double-quant needs --qlora' --lora 4 --qlora-double-quant
-bad_input_says '--offload must name optimizer' --offload optimiser
+bad_input_says 'did you mean optimizer?' --offload optimiser
 bad_input_says '--units must be gib, gb or mib (got "tb")' --units tb
 
 # --help succeeds
