@@ -66,7 +66,7 @@ void set_offload(options& o, std::string_view list, const std::string& field);
 
 // "SIZE" as bytes: a number with a unit, 24GiB, 80GB, 23.5GiB, 512MiB (binary for ...iB,
 // decimal for ...B); errors name `field` (options_gpu.cpp).
-std::uint64_t parse_byte_size(std::string_view text, const std::string& field);
+std::uint64_t parse_size(std::string_view text, const std::string& field);
 
 // "\"text\"": how messages quote a value as typed.
 std::string in_quotes(std::string_view text);

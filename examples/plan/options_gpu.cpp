@@ -14,7 +14,7 @@
 
 namespace memscale_plan {
 
-std::uint64_t parse_byte_size(std::string_view text, const std::string& field) {
+std::uint64_t parse_size(std::string_view text, const std::string& field) {
   const auto bad = [&](const char* why) {
     return usage_error(field + " must be " + why + ", such as 24GiB or 80GB (got " + in_quotes(text) + ")");
   };
@@ -62,7 +62,7 @@ void add_gpu_options(CLI::App& app, options& o) {
   });
   add_value(app, g, "--gpu-memory", "SIZE", "plan on a GPU described by its memory: 24GiB, 80GB (units as typed)",
             [&o](const std::string& v) {
-              o.custom_gpu = memscale::custom_gpu(memscale::bytes{parse_byte_size(v, "--gpu-memory")});
+              o.custom_gpu = memscale::custom_gpu(memscale::bytes{parse_size(v, "--gpu-memory")});
               o.gpu.clear();
             });
   add_value(app, g, "--headroom", "FRACTION", "share of VRAM kept free with --gpu or --gpu-memory, 0.10-0.15; default 0.15",

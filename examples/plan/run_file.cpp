@@ -146,7 +146,7 @@ void read_gpu(const json& g, options& o) {
   if (!g.contains("memory")) bad_field(error_code::invalid_gpu, "gpu.memory", json(), "is missing");
   const json& m = g.at("memory");
   std::uint64_t memory = 0;
-  if (m.is_string()) memory = parse_byte_size(m.get<std::string>(), "gpu.memory");
+  if (m.is_string()) memory = parse_size(m.get<std::string>(), "gpu.memory");
   else if (m.is_number_unsigned() && m.get<std::uint64_t>() > 0) memory = m.get<std::uint64_t>();
   else bad_field(error_code::invalid_gpu, "gpu.memory", m, "must be a byte count > 0 or a size such as \"24GiB\"");
   const bool bf16 = memscale::json_io::get_bool(g, "bf16", "gpu", true, error_code::invalid_gpu);
