@@ -77,7 +77,7 @@ void add_run_options(CLI::App& app, options& o) {
   add_value(app, g, "--offload", "WHAT",
             "keep on the host: optimizer | parameters | activations | none; repeat, or join with , or +",
             [&o](const std::string& v) { set_offload(o, v, "--offload"); });
-  add_flag(app, g, "--fp8", "fp8 training: refused, it is not modelled yet (see --help text of the error)", [] {
+  add_flag(app, g, "--fp8", "fp8 training: not modelled yet; refused with the reason", [] {
     throw usage_error(
         "--fp8 is not modelled yet: the estimators have no fp8 matmul-input path (Transformer Engine's fp8 "
         "casts and scaling state); the GPU catalog only records which GPUs have fp8 tensor cores (--list-gpus --json)");

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "lora_targets.hpp"
 #include "memscale/json.hpp"
@@ -173,7 +174,8 @@ std::string read_text_file(const std::string& option, const std::string& path) {
   return text;
 }
 
-void read_run_document(const json& doc, const std::string& source, options& o) {
+void read_run_document(const json& doc, const std::string& source, options& out) {
+  options o = out;  // `out` changes only when the whole document is valid
   try {
     if (!doc.is_object()) bad_field(bad_run, "the document", doc, "must be a JSON object (docs/run-json.md)");
     if (doc.contains("train")) {  // a ground-truth record
@@ -182,6 +184,7 @@ void read_run_document(const json& doc, const std::string& source, options& o) {
       o.run = memscale::json_io::run_from_record(doc);
       memscale::json_io::check_sequence_fits(o.model, o.run.seq_len, "train.seq");
       o.run_source = source;
+      out = std::move(o);
       return;
     }
     require_known_keys(doc, document_fields, "", result_fields);
@@ -199,6 +202,7 @@ void read_run_document(const json& doc, const std::string& source, options& o) {
     memscale::validate(o.run);
     memscale::json_io::check_sequence_fits(o.model, o.run.seq_len, "run.seq_len");
     o.run_source = source;
+    out = std::move(o);
   } catch (const memscale::error& e) {
     throw usage_error(source + ": " + e.what());
   } catch (const usage_error& e) {

@@ -7,6 +7,8 @@
 // table is computed, and memory is three rows, O(length) instead of the full table.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <string_view>
 #include <vector>
@@ -20,8 +22,17 @@ inline std::size_t edit_distance(std::string_view a, std::string_view b, std::si
   const std::size_t m = b.size();
   const std::size_t over = limit + 1;
   if ((n > m ? n - m : m - n) > limit) return over;
-  std::vector<std::size_t> rows(3 * (m + 1), over);
-  std::size_t* before = rows.data();           // row i - 2
+  // Names are short: their three rows live on the stack; only long strings allocate.
+  constexpr std::size_t stack_columns = 64;
+  std::array<std::size_t, 3 * stack_columns> small;  // NOLINT: filled below, as far as used
+  std::vector<std::size_t> large;
+  std::size_t* rows = small.data();
+  if (m + 1 > stack_columns) {
+    large.resize(3 * (m + 1));
+    rows = large.data();
+  }
+  std::fill_n(rows, 3 * (m + 1), over);
+  std::size_t* before = rows;                   // row i - 2
   std::size_t* previous = before + (m + 1);     // row i - 1
   std::size_t* current = previous + (m + 1);    // row i
   for (std::size_t j = 0; j <= m && j <= limit; ++j) previous[j] = j;
