@@ -10,12 +10,14 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "memscale/gpus.hpp"
 #include "memscale/bytes.hpp"
 #include "memscale/model.hpp"
 #include "memscale/parallel/strategy.hpp"
@@ -87,7 +89,17 @@ struct options {
   bool json = false;               // --json: one JSON document on stdout
   std::string cases_path;          // --cases FILE
   std::string gpu;                 // --gpu NAME (a gpu_catalog slug); empty: no plan
+  std::optional<memscale::gpu_spec> custom_gpu;  // --gpu-memory SIZE (a GPU described by its memory)
   std::optional<double> headroom;  // --headroom FRACTION
+  std::optional<double> lora_alpha;  // --lora-alpha: scales the adapter output; no memory of its own
+  bool lora_targets_given = false;   // --lora-targets: needs --lora or --qlora
+  bool double_quant = false;         // --qlora-double-quant: needs --qlora
+  std::string units = "gib";         // --units gib | gb | mib: sizes in the text report
+
+  // How the model was given, echoed by --json so that its output is a --run input: null
+  // for a preset (written as its name), or the model object of a --run file.
+  nlohmann::json model_description;
+  std::string run_source;  // "--run \"FILE\"" once a run file was read: errors found later name it
 
   config_options config;
   cluster_options cluster;
