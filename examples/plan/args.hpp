@@ -68,9 +68,6 @@ struct cluster_options {
   std::uint64_t tp = 1;                       // --tp N
   std::uint64_t pp = 1;                       // --pp N
   bool sp = false;                            // --sp
-  bool offload_optimizer = false;             // --offload optimizer[+params][+activations]
-  bool offload_parameters = false;
-  bool offload_activations = false;
   std::uint64_t global_batch = 0;             // --global-batch N (planner); 0: batch x grad-accum
   emit_format emit = emit_format::none;       // --emit deepspeed|accelerate-fsdp
 };

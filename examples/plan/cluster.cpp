@@ -43,8 +43,8 @@ memscale::parallel_spec layout_of(const options& opt, memscale::strategy engine)
   if (c.gpus % c.nodes != 0)
     throw usage_error("--gpus " + std::to_string(c.gpus) + " must be a multiple of --nodes " + std::to_string(c.nodes));
   return {.engine = engine, .gpus_per_node = c.gpus / c.nodes, .nodes = c.nodes, .tp = c.tp, .pp = c.pp, .sp = c.sp,
-          .offload_optimizer = c.offload_optimizer, .offload_parameters = c.offload_parameters,
-          .offload_activations = c.offload_activations, .host_memory_per_node = c.host_memory};
+          .offload_optimizer = opt.run.offload_optimizer, .offload_parameters = opt.run.offload_parameters,
+          .offload_activations = opt.run.offload_activations, .host_memory_per_node = c.host_memory};
 }
 
 std::string offload_name(const memscale::parallel_spec& p) {
