@@ -103,6 +103,7 @@ void check_run(options& o) {
     if (o.run.target != memscale::training_target::qlora) throw usage_error("--qlora-double-quant needs --qlora");
     o.run.quant = memscale::base_quant::nf4_double_quant;
   }
+  check_inference_options(o);
   const std::string where = o.run_source.empty() ? "" : " (after " + o.run_source + ")";
   try {
     memscale::json_io::check_sequence_fits(o.model, o.run.seq_len, "--seq");

@@ -19,6 +19,7 @@
 
 #include "memscale/gpus.hpp"
 #include "memscale/bytes.hpp"
+#include "memscale/inference.hpp"
 #include "memscale/model.hpp"
 #include "memscale/parallel/strategy.hpp"
 #include "memscale/presets.hpp"
@@ -76,7 +77,16 @@ struct cluster_options {
 struct vision_options {};
 
 // options_inference.cpp (h12-infer): inference estimates and SVG output.
-struct inference_options {};
+struct inference_options {
+  bool enabled = false;             // --inference: estimate generate() instead of a training step
+  // --context, --new-tokens, --kv-dtype, --kv-cache, --weights; batch and attention come from
+  // --batch and --attention (options_run.cpp).
+  memscale::inference_spec spec{.batch = 1, .context = 512, .new_tokens = 128};
+  bool kv_dtype_given = false;      // otherwise the KV cache takes the weights' dtype
+  std::string setting_option;       // the first inference setting given (it needs --inference)
+  std::string svg;                  // --svg FILE: the plan (or the inference peaks) as stacked bars
+  std::string svg_batch;            // --svg-batch FILE: the OOM cliff (needs --gpu)
+};
 // -------------------------------------------------------------------------------------
 
 struct options {

@@ -24,8 +24,10 @@
 #include "cluster.hpp"
 #include "memscale/error.hpp"
 #include "memscale/estimate.hpp"
+#include "inference.hpp"
 #include "output.hpp"
 #include "run_file.hpp"
+#include "pictures.hpp"
 
 namespace {
 
@@ -74,6 +76,7 @@ std::string run(const memscale_plan::options& opt) {
       if (opt.cluster.engine || opt.cluster.emit != memscale_plan::emit_format::none || opt.cluster.tp > 1 ||
           opt.cluster.pp > 1 || opt.cluster.nodes > 1)
         throw memscale_plan::usage_error("--strategy, --tp, --pp, --nodes and --emit need --gpus N");
+      if (opt.inference.enabled) return memscale_plan::inference_command(opt);  // inference.cpp
       const memscale::estimate_result result = estimate_or_explain(opt);
       std::optional<memscale::gpu_spec> gpu = opt.custom_gpu;
       if (!gpu && !opt.gpu.empty()) gpu = memscale::find_gpu(opt.gpu);  // checked by parse_args
@@ -86,11 +89,13 @@ std::string run(const memscale_plan::options& opt) {
       if (!gpu) return opt.json ? dump(j) : memscale_plan::text_report(opt.model, opt.run, result);
       const memscale::plan_result plan = memscale::make_plan(
           opt.model, opt.run, *gpu, memscale::plan_options{.headroom = opt.headroom.value_or(memscale::default_headroom)});
+      memscale_plan::write_plan_pictures(opt, *gpu, plan);  // --svg, --svg-batch (pictures.cpp)
       if (opt.json) {
         j["plan"] = memscale_plan::plan_json(plan);
         return dump(j);
       }
-      return memscale_plan::text_report(opt.model, opt.run, result) + memscale_plan::plan_text(*gpu, plan);
+      return memscale_plan::text_report(opt.model, opt.run, result) + memscale_plan::plan_text(*gpu, plan) +
+             memscale_plan::cliff_text(opt.model, opt.run, *gpu, plan);
     }
   }
   return {};

@@ -56,6 +56,7 @@ void add_gpu_options(CLI::App& app, options& o);        // options_gpu.cpp
 void add_cluster_options(CLI::App& app, options& o);    // options_cluster.cpp   (h10-multi)
 void add_vision_options(CLI::App& app, options& o);     // options_vision.cpp    (h11-vision)
 void add_inference_options(CLI::App& app, options& o);  // options_inference.cpp (h12-infer)
+void check_inference_options(const options& o);         // options_inference.cpp: after parsing
 void add_output_options(CLI::App& app, options& o);     // options_output.cpp
 void add_command_options(CLI::App& app, options& o);    // options_commands.cpp
 

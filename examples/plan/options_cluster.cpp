@@ -1,5 +1,5 @@
 // memscale-plan: the multi-GPU options (--gpus, --nodes, --host-memory, --strategy, --tp, --pp,
-// --sp, --global-batch, --emit). What is offloaded comes from the run option --offload.
+// --sp, --global-batch, --emit; --offload is a run option, options_run.cpp).
 #include <CLI/CLI.hpp>
 #include <string>
 

@@ -1,15 +1,76 @@
-// memscale-plan: the inference options (h12-infer): inference estimates and SVG output.
-// Register them here with add_value / add_flag (option_groups.hpp) under group::inference;
-// their settings go in inference_options (args.hpp).
+// memscale-plan: the inference options (--inference and its settings) and the pictures
+// (--svg, --svg-batch).
 #include <CLI/CLI.hpp>
+#include <string>
 
+#include "memscale/json.hpp"
 #include "option_groups.hpp"
 
 namespace memscale_plan {
+namespace {
+
+void note_setting(options& o, const char* name) {
+  if (o.inference.setting_option.empty()) o.inference.setting_option = name;
+}
+
+}  // namespace
 
 void add_inference_options(CLI::App& app, options& o) {
-  (void)app;
-  (void)o;
+  const auto g = group::inference;
+  add_flag(app, g, "--inference",
+           "estimate generate() (prefill + decoding with a KV cache) instead of a training step; uses --batch",
+           [&o] { o.inference.enabled = true; });
+  add_value(app, g, "--context", "N", "prompt tokens with --inference; default 512",
+            [&o](const std::string& v) {
+              o.inference.spec.context = parse_positive("--context", v);
+              note_setting(o, "--context");
+            });
+  add_value(app, g, "--new-tokens", "N", "tokens generated with --inference; default 128",
+            [&o](const std::string& v) {
+              o.inference.spec.new_tokens = parse_positive("--new-tokens", v);
+              note_setting(o, "--new-tokens");
+            });
+  add_value(app, g, "--weights", "W", "fp32 | fp16 | bf16 | bnb-int8 | bnb-nf4 | bnb-fp4 | gptq-4bit | awq-4bit; default fp16",
+            [&o](const std::string& v) {
+              memscale::dtype native = memscale::dtype::fp16;
+              o.inference.spec.weights = memscale::json_io::parse_weight_format(v, "--weights", native);
+              o.inference.spec.compute = native;
+              note_setting(o, "--weights");
+            });
+  add_value(app, g, "--kv-dtype", "D", "KV-cache dtype: fp32 | fp16 | bf16 | fp8 | int8; default the weights' dtype",
+            [&o](const std::string& v) {
+              o.inference.spec.kv = memscale::json_io::parse_dtype(v, "--kv-dtype");
+              o.inference.kv_dtype_given = true;
+              note_setting(o, "--kv-dtype");
+            });
+  add_value(app, g, "--kv-cache", "C", "dynamic | static | sliding_window; default dynamic",
+            [&o](const std::string& v) {
+              o.inference.spec.cache = memscale::json_io::parse_kv_cache(v, "--kv-cache");
+              note_setting(o, "--kv-cache");
+            });
+  add_value(app, g, "--svg", "FILE", "write the plan as an SVG: one stacked bar per mode against VRAM and the budget",
+            [&o](const std::string& v) { o.inference.svg = v; });
+  add_value(app, g, "--svg-batch", "FILE",
+            "write the OOM cliff as an SVG: peak vs micro-batch and vs sequence length per mode (needs --gpu)",
+            [&o](const std::string& v) { o.inference.svg_batch = v; });
+}
+
+}  // namespace memscale_plan
+
+namespace memscale_plan {
+
+void check_inference_options(const options& o) {
+  const inference_options& inf = o.inference;
+  if (!inf.enabled && !inf.setting_option.empty()) throw usage_error(inf.setting_option + " needs --inference");
+  if (!inf.svg_batch.empty() && o.gpu.empty()) throw usage_error("--svg-batch needs --gpu");
+  if (!inf.svg.empty() && o.gpu.empty() && !inf.enabled) throw usage_error("--svg needs --gpu (or --inference)");
+  if (!inf.enabled) return;
+  const auto total = inf.spec.context + inf.spec.new_tokens;
+  if (o.model.positions == memscale::position_kind::learned && o.model.max_positions > 0 &&
+      total > o.model.max_positions)
+    throw usage_error("--context + --new-tokens must be <= " + std::to_string(o.model.max_positions) + " for " +
+                      std::string(o.model.name) + " (its learned position table) (got " +
+                      in_quotes(std::to_string(total)) + ")");
 }
 
 }  // namespace memscale_plan

@@ -25,12 +25,13 @@ std::string preset_names() {
 void set_offload(options& o, std::string_view list, const std::string& field) {
   std::size_t start = 0;
   while (start <= list.size()) {
-    const std::size_t comma = list.find(',', start);
+    const std::size_t comma = list.find_first_of(",+", start);
     const std::string_view part = list.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     start = comma == std::string_view::npos ? list.size() + 1 : comma + 1;
     if (part == "optimizer") o.run.offload_optimizer = true;
-    else if (part == "parameters") o.run.offload_parameters = true;
+    else if (part == "parameters" || part == "params") o.run.offload_parameters = true;
     else if (part == "activations") o.run.offload_activations = true;
+    else if (part == "none") o.run.offload_optimizer = o.run.offload_parameters = o.run.offload_activations = false;
     else {
       nearest_name nearest(part);
       for (const char* known : {"optimizer", "parameters", "activations"}) nearest.offer(known);
@@ -74,7 +75,7 @@ void add_run_options(CLI::App& app, options& o) {
             [&o](const std::string& v) { o.run.attention = memscale::json_io::parse_attention(v, "--attention"); });
   add_flag(app, g, "--no-dropout", "the model's dropout layers are off (p = 0)", [&o] { o.run.dropout = false; });
   add_value(app, g, "--offload", "WHAT",
-            "keep on the host: optimizer | parameters | activations; repeat or comma-separate for several",
+            "keep on the host: optimizer | parameters | activations | none; repeat, or join with , or +",
             [&o](const std::string& v) { set_offload(o, v, "--offload"); });
   add_flag(app, g, "--fp8", "fp8 training: refused, it is not modelled yet (see --help text of the error)", [] {
     throw usage_error(

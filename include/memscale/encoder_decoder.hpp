@@ -183,7 +183,8 @@ class t5_builder {
     return elementwise(elems(a), out);
   }
 
-  // T5Attention.forward, eager: q, k, v projections; matmul(q, k^T) on transposed views
+  // T5Attention.forward is always eager (T5 has no SDPA or flash path, whatever
+  // run.attention says): q, k, v projections; matmul(q, k^T) on transposed views
   // copies both into contiguous tensors it saves; `scores += position_bias` in place (no
   // scaling); softmax(scores.float()).type_as(scores); dropout; matmul with v (a copy
   // again); transpose + contiguous; o.
@@ -197,17 +198,6 @@ class t5_builder {
     linear(kv_in, rows_k, h, inner_);
     linear(kv_in, rows_k, h, inner_);
     const auto scores_elems = checked_mul(checked_mul(b, m_.heads), sq, sk);
-    if (t_.attention == attention_impl::flash) {
-      // No T5 flash path in transformers; an SDPA-style kernel would keep q, k, v, the
-      // output and a per-row log-sum-exp.
-      op core{.kind = op_kind::attention, .extra_saved = storage(dtype::fp32, checked_mul(b, m_.heads, sq))};
-      core.extra_saved += storage(p_.matmul, checked_mul(2, rows_k, inner_));
-      const auto context = emit(core, elems(q), p_.matmul);
-      b_.keep(q, context);
-      b_.keep_own_output(context);
-      const auto merged = elementwise(elems(q), p_.matmul);
-      return linear(merged, rows_q, inner_, h);
-    }
     const auto q_copy = elementwise(elems(q), p_.matmul);
     const auto k_copy = elementwise(checked_mul(rows_k, inner_), p_.matmul);
     const auto scores = emit(op{.kind = op_kind::attention, .recomputed_by_selective = true}, scores_elems, p_.matmul);

@@ -8,6 +8,7 @@
 
 #include "memscale/json/fields.hpp"   // IWYU pragma: export
 #include "memscale/json/hf_t5.hpp"   // IWYU pragma: export
+#include "memscale/json/inference.hpp"  // IWYU pragma: export
 #include "memscale/json/records.hpp"  // IWYU pragma: export
 #include "memscale/json/parallel_record.hpp"  // IWYU pragma: export
 #include "memscale/json/report.hpp"   // IWYU pragma: export

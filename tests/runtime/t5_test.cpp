@@ -129,6 +129,10 @@ TEST_CASE("t5: cross-stack tensors and checkpointing") {
   ckpt.ckpt = checkpointing::full;
   CHECK(estimate(presets::t5_small, ckpt).saved_activation_bytes < estimate(presets::t5_small, run).saved_activation_bytes);
   CHECK(build_encoder_decoder_graph(presets::t5_small, ckpt).decoder_cache == bytes{});
+  // T5Attention has no flash path: the attention setting does not change the estimate.
+  training_spec flash = run;
+  flash.attention = attention_impl::flash;
+  CHECK(estimate(presets::t5_small, flash).steady.tensor == estimate(presets::t5_small, run).steady.tensor);
 }
 
 TEST_CASE("t5: the planner plans an encoder-decoder") {

@@ -36,8 +36,32 @@ struct band {
   double high;
 };
 
+// Every data set of the report, one row each: a new data set is one new row.
+// CPU-traced sets are exact traces: band [-5%, +10%], median <= 3%. Published GPU runs:
+// band [-10%, +15%]; their medians per quantity are checked below.
+struct data_set {
+  const char* name;         // file stem
+  bool ground_truth;        // tests/data/ground-truth/ (else docs/data/)
+  bool cpu;                 // CPU-traced (exact) or published GPU measurements
+  const char* description;  // what it holds, for the report's header
+  const char* plot_title;
+  int point_type;           // gnuplot pt
+};
+
+const std::vector<data_set> data_sets{
+    {"cpu_traced_dev", true, true, "the dev set's CPU-traced steps", "CPU traced", 7},
+    {"gpu_published_dev", true, false, "the dev set's published GPU runs", "GPU published", 5},
+    {"cpu_traced_extra", false, true, "more cases of the same CPU harness, measured by this project",
+     "CPU traced (extra)", 6},
+    {"cpu_traced_t5", false, true, "T5 steps traced with the harness's Tracker (docs/research/scripts/trace_t5.py)",
+     "CPU traced (T5)", 4},
+    {"cpu_traced_inference", false, true,
+     "greedy generate() with a KV cache (docs/research/scripts/trace_inference.py)", "CPU traced generate()", 13},
+};
+
 band band_of(const std::string& set) {
-  if (set == "cpu_traced_dev" || set == "cpu_traced_extra" || set == "cpu_traced_t5") return {-5.0, 10.0};
+  for (const data_set& d : data_sets)
+    if (set == d.name && d.cpu) return {-5.0, 10.0};
   return {-10.0, 15.0};
 }
 
@@ -135,20 +159,24 @@ void write_report(const std::vector<row>& rows, const std::string& out_dir) {
      << "```sh\ncmake -S . -B build -G Ninja && cmake --build build --target accuracy-report\n```\n\n"
      << "`ctest -R accuracy.bands` fails when a case leaves its band (CPU [-5%, +10%], GPU [-10%, +15%]) or a\n"
      << "median passes its bar (CPU 3%, GPU allocated 8%, nvidia-smi 10%). The report is made by\n"
-     << "tools/accuracy/main.cpp from\n"
-     << "`tests/data/ground-truth/*_dev.json`, `docs/data/cpu_traced_extra.json` (more cases of the same CPU harness,\n"
-     << "measured by this project), `docs/data/cpu_traced_t5.json` (T5 steps traced with the harness's Tracker) and `docs/data/memscale_aggressive.json`, with the software versions\n"
-     << "the GPU records' sources state merged in from `docs/data/gpu_published_stack.json`. Error = (estimated -\n"
-     << "measured) / measured. Do not edit by hand.\n\n"
+     << "tools/accuracy/main.cpp from these data sets (`tests/data/ground-truth/` holds the dev sets copied from\n"
+     << "../shared/ground-truth, `docs/data/` the others):\n\n";
+  for (const data_set& d : data_sets) md << "- `" << d.name << "`: " << d.description << "\n";
+  md << "- `memscale_aggressive`: MemScale's documented AGGRESSIVE results (docs/data/memscale_aggressive.json)\n\n"
+     << "The software versions the GPU records' sources state are merged in from\n"
+     << "`docs/data/gpu_published_stack.json`. Error = (estimated - measured) / measured. Do not edit by hand.\n\n"
      << "![estimated vs measured](accuracy.svg)\n\n## Summary\n\n"
      << "| data set | quantity | cases modelled | not modelled yet | median abs error | p90 abs error | worst under | worst over |\n"
      << "|---|---|---|---|---|---|---|---|\n";
-  const std::vector<std::pair<std::string, std::string>> groups{{"cpu_traced_dev", "tensor"},
-                                                                {"cpu_traced_extra", "tensor"},
-                                                                {"cpu_traced_t5", "tensor"},
-                                                                {"gpu_published_dev", "allocated"},
-                                                                {"gpu_published_dev", "device"},
-                                                                {"memscale_aggressive", "allocated"}};
+  // One summary row per data set and quantity, in the order the rows come.
+  std::vector<std::pair<std::string, std::string>> groups;
+  for (const row& r : rows) {
+    const std::pair<std::string, std::string> key{r.set, r.quantity};
+    const bool seen = std::any_of(groups.begin(), groups.end(), [&](const auto& g) {
+      return g.first == r.set && (g.second == r.quantity || r.quantity.empty());
+    });
+    if (!seen && !r.quantity.empty()) groups.push_back(key);
+  }
   char buf[512];
   for (const auto& [set, q] : groups) {
     const summary s = summarise(rows, set, q);
@@ -173,12 +201,11 @@ void write_report(const std::vector<row>& rows, const std::string& out_dir) {
   std::ofstream gp(out_dir + "/accuracy.gp");
   gp << "set terminal svg size 720,600\nset output 'accuracy.svg'\nset logscale xy\n"
         "set xlabel 'measured (GB)'\nset ylabel 'estimated (GB)'\nset key top left\nset grid\n"
-        "plot x title 'exact' lw 1 lc rgb '#888888', 1.1*x title '+10%' dt 2 lc rgb '#bbbbbb', 0.9*x title '-10%' dt 2 lc rgb '#bbbbbb', "
-        "'< grep ^cpu_traced_dev accuracy.dat' using 2:3 title 'CPU traced' pt 7 ps 0.6, "
-        "'< grep ^cpu_traced_extra accuracy.dat' using 2:3 title 'CPU traced (extra)' pt 6 ps 0.6, "
-        "'< grep ^cpu_traced_t5 accuracy.dat' using 2:3 title 'CPU traced (T5)' pt 4 ps 0.6, "
-        "'< grep ^gpu_published_dev accuracy.dat' using 2:3 title 'GPU published' pt 5 ps 0.6, "
-        "'< grep ^memscale_aggressive accuracy.dat' using 2:3 title 'MemScale AGGRESSIVE' pt 9 ps 0.9\n";
+        "plot x title 'exact' lw 1 lc rgb '#888888', 1.1*x title '+10%' dt 2 lc rgb '#bbbbbb', 0.9*x title '-10%' dt 2 lc rgb '#bbbbbb', ";
+  for (const data_set& d : data_sets)
+    gp << "'< grep ^" << d.name << " accuracy.dat' using 2:3 title '" << d.plot_title << "' pt " << d.point_type
+       << " ps 0.6, ";
+  gp << "'< grep ^memscale_aggressive accuracy.dat' using 2:3 title 'MemScale AGGRESSIVE' pt 9 ps 0.9\n";
 }
 
 int check(const std::vector<row>& rows) {
@@ -195,18 +222,20 @@ int check(const std::vector<row>& rows) {
       ++passes;
     }
   }
-  const struct {
-    const char* set;
-    const char* quantity;
+  struct median_bar {
+    std::string set;
+    std::string quantity;
     double max_median;
-  } medians[] = {{"cpu_traced_dev", "tensor", 3.0}, {"cpu_traced_extra", "tensor", 3.0},
-                 {"cpu_traced_t5", "tensor", 3.0},
-                 {"gpu_published_dev", "allocated", 8.0},
-                 {"gpu_published_dev", "device", 10.0}};
+  };
+  std::vector<median_bar> medians;
+  for (const data_set& d : data_sets)
+    if (d.cpu) medians.push_back({d.name, "tensor", 3.0});
+  medians.push_back({"gpu_published_dev", "allocated", 8.0});
+  medians.push_back({"gpu_published_dev", "device", 10.0});
   for (const auto& m : medians) {
     const summary s = summarise(rows, m.set, m.quantity);
     if (s.median_abs > m.max_median) {
-      std::printf("MEDIAN %s %s: %.2f%% > %.0f%%\n", m.set, m.quantity, s.median_abs, m.max_median);
+      std::printf("MEDIAN %s %s: %.2f%% > %.0f%%\n", m.set.c_str(), m.quantity.c_str(), s.median_abs, m.max_median);
       ++failures;
     } else {
       ++passes;
@@ -229,16 +258,11 @@ int main(int argc, char** argv) {
     const std::string aggressive = checking ? argv[3] : argv[2];
     const std::string data_dir = aggressive.substr(0, aggressive.find_last_of('/'));
     const json stacks = read_json(data_dir + "/gpu_published_stack.json");
-    std::vector<row> rows = ground_truth_rows(dir, "cpu_traced_dev", stacks);
-    const auto gpu = ground_truth_rows(dir, "gpu_published_dev", stacks);
-    rows.insert(rows.end(), gpu.begin(), gpu.end());
-    // Cases of the same harness that the dev set leaves out, measured by this project
-    // (docs/data/cpu_traced_extra.json): a check that the mechanisms generalise.
-    const auto extra = ground_truth_rows(data_dir, "cpu_traced_extra", stacks);
-    rows.insert(rows.end(), extra.begin(), extra.end());
-    // T5 (encoder-decoder) steps traced the same way (docs/research/scripts/trace_t5.py).
-    const auto t5 = ground_truth_rows(data_dir, "cpu_traced_t5", stacks);
-    rows.insert(rows.end(), t5.begin(), t5.end());
+    std::vector<row> rows;
+    for (const data_set& d : data_sets) {
+      const auto set_rows = ground_truth_rows(d.ground_truth ? dir : data_dir, d.name, stacks);
+      rows.insert(rows.end(), set_rows.begin(), set_rows.end());
+    }
     const auto agg = aggressive_rows(aggressive);
     rows.insert(rows.end(), agg.begin(), agg.end());
     if (checking) return check(rows);

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "memscale/encoder_decoder.hpp"
+#include "memscale/estimate.hpp"  // includes this file at its end; either order works
 
 namespace memscale {
 

@@ -10,6 +10,7 @@
 
 #include "memscale/estimate.hpp"
 #include "memscale/json/fields.hpp"
+#include "memscale/json/inference.hpp"
 #include "memscale/model.hpp"
 #include "memscale/presets.hpp"
 #include "memscale/training.hpp"
@@ -302,9 +303,14 @@ inline json estimate_record(const json& record) {
                              : std::string();
   try {
     const model_spec model = model_from_record(record.at("model"));
+    const quantity q = quantity_of(record.value("measure", std::string("max_memory_allocated")));
+    if (record.contains("infer")) {  // an inference record (issue 12): json/inference.hpp
+      const inference_peak p = estimate_inference(model, inference_from_record(record)).peak;
+      const bytes b = q == quantity::reserved ? p.reserved : q == quantity::device ? p.device : p.tensor;
+      return {{"id", id}, {"estimated_bytes", b.value}, {"quantity", std::string(to_string(q))}};
+    }
     const training_spec run = run_from_record(record);
     check_sequence_fits(model, run.seq_len, "train.seq");
-    const quantity q = quantity_of(record.value("measure", std::string("max_memory_allocated")));
     const estimate_result r = estimate(model, run);
     return {{"id", id}, {"estimated_bytes", pick(r.steady, q).value}, {"quantity", std::string(to_string(q))}};
   } catch (const error& e) {

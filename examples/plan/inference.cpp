@@ -1,0 +1,117 @@
+// memscale-plan --inference (see inference.hpp).
+#include "inference.hpp"
+
+#include <fmt/format.h>
+
+#include "memscale/fmt.hpp"
+#include "memscale/json.hpp"
+
+namespace memscale_plan {
+namespace {
+
+std::string gib_and_bytes(memscale::bytes b) {
+  return fmt::format("{:8.2f} GiB  ({} bytes)", memscale::to_gib(b), memscale::format_count(b.value));
+}
+
+std::string peak_block(const memscale::inference_peak& p) {
+  const memscale::inference_breakdown& b = p.breakdown;
+  std::string out;
+  out += fmt::format("  weights     {}\n", gib_and_bytes(b.weights));
+  out += fmt::format("  KV cache    {}\n", gib_and_bytes(b.kv_cache));
+  out += fmt::format("  activations {}\n", gib_and_bytes(b.activations));
+  out += fmt::format("  logits      {}\n", gib_and_bytes(b.logits));
+  out += fmt::format("  workspace   {}\n", gib_and_bytes(b.workspace));
+  out += fmt::format("  tensor      {}  torch.cuda.max_memory_allocated\n", gib_and_bytes(p.tensor));
+  out += fmt::format("  reserved    {}  torch.cuda.max_memory_reserved\n", gib_and_bytes(p.reserved));
+  out += fmt::format("  device      {}  nvidia-smi: reserved + CUDA context\n", gib_and_bytes(p.device));
+  return out;
+}
+
+nlohmann::json spec_json(const memscale::inference_spec& s) {
+  return {{"batch", s.batch},
+          {"context", s.context},
+          {"new_tokens", s.new_tokens},
+          {"dtype", std::string(memscale::to_string(s.compute))},
+          {"weights", std::string(memscale::to_string(s.weights))},
+          {"kv_dtype", std::string(memscale::to_string(s.kv))},
+          {"kv_cache", std::string(memscale::to_string(s.cache))},
+          {"attention", std::string(memscale::to_string(s.attention))}};
+}
+
+}  // namespace
+
+std::string inference_text(const memscale::model_spec& model, const memscale::inference_spec& spec,
+                           const memscale::inference_result& result, const memscale::gpu_spec* gpu,
+                           const memscale::inference_plan* plan) {
+  std::string out;
+  out += fmt::format("model          {} ({} parameters)\n", model.name, memscale::format_count(result.parameter_count));
+  out += fmt::format("inference      batch {} x context {} + {} new tokens, dtype {}, weights {}, attention {}\n",
+                     spec.batch, spec.context, spec.new_tokens, memscale::to_string(spec.compute),
+                     memscale::to_string(spec.weights), memscale::to_string(spec.attention));
+  out += fmt::format("KV cache       {} cache in {}: {} bytes per token, {} after the last token\n",
+                     memscale::to_string(spec.cache), memscale::to_string(spec.kv),
+                     memscale::format_count(result.kv_bytes_per_token.value),
+                     fmt::format("{:.2f} GiB", memscale::to_gib(result.kv_cache_bytes)));
+  out += fmt::format("weights        {}\n\n", gib_and_bytes(result.weight_bytes));
+  out += "prefill peak (the prompt's forward pass):\n" + peak_block(result.prefill);
+  if (spec.new_tokens > 1) out += "decode peak (one new token per step):\n" + peak_block(result.decode);
+  out += fmt::format("peak: {}\n", memscale::to_string(result.peak.at));
+  if (gpu != nullptr && plan != nullptr) {
+    out += fmt::format("\nInference on {} (budget {:.2f} GiB = VRAM {:.2f} GiB x (1 - {:.2f}))\n", gpu->label,
+                       memscale::to_gib(plan->budget), memscale::to_gib(plan->vram), plan->headroom);
+    out += fmt::format("  device peak {:.2f} GiB, memory pressure {:.2f}: {}\n", memscale::to_gib(result.peak.device),
+                       plan->pressure, plan->fits ? "fits" : "does not fit");
+    out += fmt::format("  largest batch at context {}: {}\n", spec.context, plan->max_batch);
+    out += fmt::format("  largest context at batch {}: {}\n", spec.batch, plan->max_context);
+  }
+  return out;
+}
+
+nlohmann::json inference_json(const memscale::model_spec& model, const memscale::inference_spec& spec,
+                              const memscale::inference_result& result, const memscale::inference_plan* plan) {
+  nlohmann::json j = memscale::json_io::inference_to_json(result);
+  j["model"] = std::string(model.name);
+  j["inference"] = spec_json(spec);
+  if (plan != nullptr)
+    j["plan"] = {{"fits", plan->fits},         {"budget", plan->budget.value},     {"vram", plan->vram.value},
+                 {"pressure", plan->pressure}, {"max_batch", plan->max_batch},     {"max_context", plan->max_context}};
+  return j;
+}
+
+}  // namespace memscale_plan
+
+#include <optional>
+
+#include "args.hpp"
+#include "option_groups.hpp"
+#include "pictures.hpp"
+
+namespace memscale_plan {
+
+std::string inference_command(const options& opt) {
+  memscale::inference_spec spec = opt.inference.spec;
+  spec.batch = opt.run.micro_batch;
+  spec.attention = opt.run.attention;
+  if (!opt.inference.kv_dtype_given) spec.kv = spec.compute;
+  if (spec.cache == memscale::kv_cache_kind::sliding_window && spec.sliding_window == 0)
+    throw usage_error("--kv-cache sliding_window needs a model with a sliding window (got " +
+                      in_quotes(std::string(opt.model.name)) + ")");
+  std::optional<memscale::gpu_spec> gpu;
+  std::optional<memscale::inference_plan> plan;
+  if (!opt.gpu.empty()) {
+    gpu = *memscale::find_gpu(opt.gpu);  // checked by parse_args
+    spec.blas_workspace = gpu->cublas_workspace;
+    plan = memscale::plan_inference(opt.model, spec, *gpu,
+                                    memscale::plan_options{.headroom = opt.headroom.value_or(memscale::default_headroom)});
+  }
+  const memscale::inference_result result = plan ? plan->estimate : memscale::estimate_inference(opt.model, spec);
+  const memscale::inference_plan* p = plan ? &*plan : nullptr;
+  if (!opt.inference.svg.empty())
+    write_text_file("--svg", opt.inference.svg, inference_svg(opt.model, spec, result, p));
+  if (!opt.inference.svg_batch.empty())
+    write_text_file("--svg-batch", opt.inference.svg_batch, inference_cliff_svg(opt.model, spec, *gpu, *plan));
+  if (opt.json) return inference_json(opt.model, spec, result, p).dump(2) + "\n";
+  return inference_text(opt.model, spec, result, gpu ? &*gpu : nullptr, p);
+}
+
+}  // namespace memscale_plan

@@ -1,0 +1,250 @@
+// memscale-plan: pictures of a plan (see pictures.hpp).
+#include "pictures.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "memscale/svg.hpp"
+
+namespace memscale_plan {
+namespace {
+
+namespace svg = memscale::svg;
+
+constexpr std::array all_modes{memscale::mode::none, memscale::mode::conservative, memscale::mode::balanced,
+                               memscale::mode::aggressive};
+
+double gib(memscale::bytes b) { return memscale::to_gib(b); }
+
+std::vector<svg::reference_line> vram_and_budget(memscale::bytes vram, memscale::bytes budget) {
+  return {{.label = "VRAM", .value = gib(vram), .color = "#c0392b", .dashed = false},
+          {.label = "budget", .value = gib(budget), .color = "#e67e22", .dashed = true}};
+}
+
+// Device peak of one mode at another micro-batch / sequence length.
+double mode_peak(const memscale::model_spec& model, memscale::training_spec run, const memscale::gpu_spec& gpu,
+                 memscale::mode m, memscale::bytes budget) {
+  return gib(memscale::detail::plan_mode(model, run, gpu, m, budget).peak);
+}
+
+// Doubling steps from `first` up to `last` (both included).
+std::vector<std::uint64_t> doublings(std::uint64_t first, std::uint64_t last) {
+  std::vector<std::uint64_t> out;
+  for (std::uint64_t v = first; v <= last; v *= 2) out.push_back(v);
+  if (out.empty() || out.back() != last) out.push_back(last);
+  return out;
+}
+
+std::uint64_t batch_range(const memscale::training_spec& run, const memscale::plan_result& plan) {
+  return std::clamp<std::uint64_t>(std::max(plan.max_micro_batch, run.micro_batch) * 4, 8, 1024);
+}
+
+std::uint64_t seq_range(const memscale::model_spec& model, const memscale::training_spec& run) {
+  std::uint64_t last = std::max<std::uint64_t>(run.seq_len * 4, 4096);
+  if (model.positions == memscale::position_kind::learned && model.max_positions > 0)
+    last = std::min(last, model.max_positions);
+  return last;
+}
+
+// Largest sequence length (a multiple of 1) at the run's micro-batch for mode m.
+std::uint64_t largest_seq(const memscale::model_spec& model, const memscale::training_spec& run,
+                          const memscale::gpu_spec& gpu, memscale::mode m, memscale::bytes budget, std::uint64_t hi) {
+  return memscale::detail::largest_fitting(hi, [&](std::uint64_t s) {
+    memscale::training_spec t = run;
+    t.seq_len = s;
+    return memscale::detail::mode_fits(model, t, gpu, m, budget);
+  });
+}
+
+}  // namespace
+
+std::string plan_svg(const memscale::model_spec& model, const memscale::gpu_spec& gpu,
+                     const memscale::plan_result& plan) {
+  svg::chart c{.title = fmt::format("{} on {}: peak by mode", model.name, gpu.label), .y_label = "GiB"};
+  for (const auto& m : plan.modes) {
+    const memscale::memory_breakdown& b = m.breakdown;
+    // The breakdown is tensor bytes; the gap to the device peak is allocator rounding and the CUDA context.
+    const double rest = gib(m.peak) - gib(b.total());
+    svg::bar bar{.label = std::string(memscale::to_string(m.m)) + (m.fits ? "\nfits" : "\ndoes not fit"),
+                 .segments = {{"parameters", gib(b.parameters)},
+                              {"gradients", gib(b.gradients)},
+                              {"optimizer", gib(b.optimizer)},
+                              {"activations", gib(b.activations)},
+                              {"workspace", gib(b.workspace)},
+                              {"context + rounding", rest > 0 ? rest : 0.0}}};
+    c.bars.push_back(bar);
+  }
+  c.references = vram_and_budget(plan.vram, plan.budget);
+  return svg::figure({c}, fmt::format("memscale-plan: device peak (nvidia-smi) per mode; chosen: {}",
+                                      plan.fits ? memscale::to_string(plan.chosen) : "none"));
+}
+
+std::string cliff_svg(const memscale::model_spec& model, const memscale::training_spec& run,
+                      const memscale::gpu_spec& gpu, const memscale::plan_result& plan) {
+  svg::chart by_batch{.title = fmt::format("peak vs micro-batch (seq {})", run.seq_len),
+                      .x_label = "micro-batch",
+                      .y_label = "GiB"};
+  svg::chart by_seq{.title = fmt::format("peak vs sequence length (micro-batch {})", run.micro_batch),
+                    .x_label = "sequence length",
+                    .y_label = "GiB"};
+  const auto batches = doublings(1, batch_range(run, plan));
+  const auto seqs = doublings(std::min<std::uint64_t>(64, run.seq_len), seq_range(model, run));
+  for (const auto m : all_modes) {
+    svg::series sb{.label = std::string(memscale::to_string(m))};
+    for (const auto b : batches) {
+      memscale::training_spec t = run;
+      t.micro_batch = b;
+      sb.points.push_back({static_cast<double>(b), mode_peak(model, t, gpu, m, plan.budget)});
+    }
+    by_batch.lines.push_back(sb);
+    svg::series ss{.label = std::string(memscale::to_string(m))};
+    for (const auto s : seqs) {
+      memscale::training_spec t = run;
+      t.seq_len = s;
+      ss.points.push_back({static_cast<double>(s), mode_peak(model, t, gpu, m, plan.budget)});
+    }
+    by_seq.lines.push_back(ss);
+  }
+  by_batch.references = vram_and_budget(plan.vram, plan.budget);
+  by_seq.references = by_batch.references;
+  by_batch.y_cap = by_seq.y_cap = 2.0 * gib(plan.vram);  // the cliff, not the far end of the curve
+  const memscale::mode chosen = plan.fits ? plan.chosen : memscale::mode::aggressive;
+  if (plan.max_micro_batch > 0)
+    by_batch.markers.push_back(
+        {.label = fmt::format("max micro-batch {} ({})", plan.max_micro_batch, memscale::to_string(chosen)),
+         .x = static_cast<double>(plan.max_micro_batch)});
+  const auto max_seq = largest_seq(model, run, gpu, chosen, plan.budget, seqs.back());
+  if (max_seq > 0)
+    by_seq.markers.push_back(
+        {.label = fmt::format("max seq {} ({})", max_seq, memscale::to_string(chosen)), .x = static_cast<double>(max_seq)});
+  return svg::figure({by_batch, by_seq},
+                     fmt::format("memscale-plan: the OOM cliff of {} on {} (device peak, nvidia-smi)", model.name,
+                                 gpu.label));
+}
+
+std::string cliff_text(const memscale::model_spec& model, const memscale::training_spec& run,
+                       const memscale::gpu_spec& gpu, const memscale::plan_result& plan) {
+  // Rows are peak levels (top: 1.5 x VRAM), columns micro-batches 1, 2, 4, ...; each mode
+  // plots its initial (N, C, B, A); '-' marks the budget row, '=' the VRAM row.
+  constexpr int rows = 10;
+  const auto batches = doublings(1, batch_range(run, plan));
+  const double vram = gib(plan.vram);
+  const double top = vram * 1.5;
+  const auto row_of = [&](double v) { return std::clamp(static_cast<int>((1.0 - v / top) * rows + 0.5), 0, rows); };
+  std::vector<std::string> grid(rows + 1, std::string(batches.size() * 5, ' '));
+  const int budget_row = row_of(gib(plan.budget));
+  const int vram_row = row_of(vram);
+  for (std::size_t c = 0; c < grid[0].size(); ++c) {
+    grid[static_cast<std::size_t>(budget_row)][c] = '-';
+    grid[static_cast<std::size_t>(vram_row)][c] = '=';
+  }
+  const char letters[] = {'N', 'C', 'B', 'A'};
+  for (std::size_t i = 0; i < all_modes.size(); ++i)
+    for (std::size_t k = 0; k < batches.size(); ++k) {
+      memscale::training_spec t = run;
+      t.micro_batch = batches[k];
+      const double peak = mode_peak(model, t, gpu, all_modes[i], plan.budget);
+      if (peak > top) continue;
+      grid[static_cast<std::size_t>(row_of(peak))][k * 5 + 1 + i] = letters[i];
+    }
+  std::string out = fmt::format("\nOOM cliff: device peak vs micro-batch (seq {}); N none, C conservative, B balanced, "
+                                "A aggressive; '-' budget {:.1f} GiB, '=' VRAM {:.1f} GiB\n",
+                                run.seq_len, gib(plan.budget), vram);
+  for (int r = 0; r <= rows; ++r)
+    out += fmt::format("  {:>6.1f} |{}\n", top * (1.0 - static_cast<double>(r) / rows), grid[static_cast<std::size_t>(r)]);
+  std::string axis;
+  for (const auto b : batches) axis += fmt::format("{:>5}", b);
+  out += fmt::format("  {:>6} +{}\n  {:>6}  {}  micro-batch\n", "GiB", std::string(batches.size() * 5, '-'), "", axis);
+  if (plan.max_micro_batch > 0)
+    out += fmt::format("  largest micro-batch that fits ({}): {}\n",
+                       memscale::to_string(plan.fits ? plan.chosen : memscale::mode::aggressive), plan.max_micro_batch);
+  return out;
+}
+
+std::string inference_svg(const memscale::model_spec& model, const memscale::inference_spec& run,
+                          const memscale::inference_result& result, const memscale::inference_plan* plan) {
+  svg::chart c{.title = fmt::format("{} inference: batch {} x context {} + {} new tokens", model.name, run.batch,
+                                    run.context, run.new_tokens),
+               .y_label = "GiB"};
+  for (const auto* p : {&result.prefill, &result.decode}) {
+    const memscale::inference_breakdown& b = p->breakdown;
+    const double rest = gib(p->device) - gib(b.total());
+    c.bars.push_back({.label = std::string(memscale::to_string(p->at)),
+                      .segments = {{"weights", gib(b.weights)},
+                                   {"KV cache", gib(b.kv_cache)},
+                                   {"activations", gib(b.activations)},
+                                   {"logits", gib(b.logits)},
+                                   {"workspace", gib(b.workspace)},
+                                   {"context + rounding", rest > 0 ? rest : 0.0}}});
+  }
+  if (plan != nullptr) c.references = vram_and_budget(plan->vram, plan->budget);
+  return svg::figure({c}, "memscale-plan --inference: device peak (nvidia-smi) of the prefill and of decoding");
+}
+
+std::string inference_cliff_svg(const memscale::model_spec& model, const memscale::inference_spec& run,
+                                const memscale::gpu_spec& gpu, const memscale::inference_plan& plan) {
+  svg::chart by_batch{.title = fmt::format("peak vs batch (context {})", run.context), .x_label = "batch",
+                      .y_label = "GiB"};
+  svg::chart by_ctx{.title = fmt::format("peak vs context (batch {})", run.batch), .x_label = "context tokens",
+                    .y_label = "GiB"};
+  const auto estimate = [&](std::uint64_t batch, std::uint64_t context) {
+    memscale::inference_spec t = run;
+    t.batch = batch;
+    t.context = context;
+    t.blas_workspace = gpu.cublas_workspace;
+    if (t.cache == memscale::kv_cache_kind::static_preallocated) t.max_cache_len = 0;
+    return gib(memscale::estimate_inference(model, t).peak.device);
+  };
+  svg::series sb{.label = "peak"};
+  for (const auto b : doublings(1, std::clamp<std::uint64_t>(plan.max_batch * 4, 8, 4096)))
+    sb.points.push_back({static_cast<double>(b), estimate(b, run.context)});
+  by_batch.lines.push_back(sb);
+  std::uint64_t last_ctx = std::max<std::uint64_t>(plan.max_context * 2, 4096);
+  if (model.positions == memscale::position_kind::learned) last_ctx = std::min(last_ctx, model.max_positions);
+  svg::series sc{.label = "peak"};
+  for (const auto c : doublings(std::min<std::uint64_t>(128, run.context), last_ctx))
+    sc.points.push_back({static_cast<double>(c), estimate(run.batch, c)});
+  by_ctx.lines.push_back(sc);
+  by_batch.references = vram_and_budget(plan.vram, plan.budget);
+  by_ctx.references = by_batch.references;
+  by_batch.y_cap = by_ctx.y_cap = 2.0 * gib(plan.vram);
+  if (plan.max_batch > 0)
+    by_batch.markers.push_back({.label = fmt::format("max batch {}", plan.max_batch), .x = static_cast<double>(plan.max_batch)});
+  if (plan.max_context > 0)
+    by_ctx.markers.push_back({.label = fmt::format("max context {}", plan.max_context),
+                              .x = static_cast<double>(plan.max_context)});
+  return svg::figure({by_batch, by_ctx}, fmt::format("memscale-plan --inference: the OOM cliff of {} on {}",
+                                                     model.name, gpu.label));
+}
+
+}  // namespace memscale_plan
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#include "args.hpp"
+#include "option_groups.hpp"
+
+namespace memscale_plan {
+
+void write_text_file(const std::string& option, const std::string& path, const std::string& text) {
+  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "wb"), &std::fclose);
+  if (!file) throw usage_error(option + " cannot write " + in_quotes(path) + ": " + std::strerror(errno));
+  if (std::fwrite(text.data(), 1, text.size(), file.get()) != text.size() || std::fflush(file.get()) != 0)
+    throw usage_error(option + " cannot write " + in_quotes(path) + ": " + std::strerror(errno));
+}
+
+void write_plan_pictures(const options& opt, const memscale::gpu_spec& gpu, const memscale::plan_result& plan) {
+  if (!opt.inference.svg.empty()) write_text_file("--svg", opt.inference.svg, plan_svg(opt.model, gpu, plan));
+  if (!opt.inference.svg_batch.empty())
+    write_text_file("--svg-batch", opt.inference.svg_batch, cliff_svg(opt.model, opt.run, gpu, plan));
+}
+
+}  // namespace memscale_plan

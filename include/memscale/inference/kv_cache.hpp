@@ -1,0 +1,47 @@
+// memscale/inference/kv_cache.hpp: the key/value cache of autoregressive decoding.
+#pragma once
+
+#include <cstdint>
+
+#include "memscale/dtype.hpp"
+#include "memscale/inference/spec.hpp"
+#include "memscale/model.hpp"
+
+namespace memscale {
+
+// Elements one layer caches per token: a key and a value per kv head
+// (2 x kv_heads x head_dim), or MLA's latent plus its rotary key.
+constexpr std::uint64_t kv_elements_per_token_layer(const model_spec& m, const inference_spec& r) {
+  if (r.kv_lora_rank > 0) return detail::checked_add(r.kv_lora_rank, r.qk_rope_head_dim);
+  return detail::checked_mul(2, kv_heads_of(m), head_dim_of(m));
+}
+
+// Cache bytes per token over all layers: 2 x layers x kv_heads x head_dim x dtype bytes.
+constexpr bytes kv_bytes_per_token(const model_spec& m, const inference_spec& r) {
+  return storage(r.kv, detail::checked_mul(kv_elements_per_token_layer(m, r), m.layers));
+}
+
+// Positions a layer holds once `tokens` have been processed.
+constexpr std::uint64_t cached_positions(const inference_spec& r, std::uint64_t tokens) {
+  switch (r.cache) {
+    case kv_cache_kind::dynamic: return tokens;
+    case kv_cache_kind::static_preallocated:
+      return r.max_cache_len != 0 ? r.max_cache_len : detail::checked_add(r.context, r.new_tokens);
+    case kv_cache_kind::sliding_window:
+      // SlidingWindowCache.__init__: max_cache_len = min(sliding_window, max_length).
+      return detail::min(r.sliding_window, detail::checked_add(r.context, r.new_tokens));
+  }
+  return tokens;
+}
+
+// The whole cache (all layers, the batch) once `tokens` have been processed.
+constexpr bytes kv_cache_bytes(const model_spec& m, const inference_spec& r, std::uint64_t tokens) {
+  return kv_bytes_per_token(m, r) * detail::checked_mul(r.batch, cached_positions(r, tokens));
+}
+
+// One layer's key (or value) tensor over `positions` positions: what torch.cat copies.
+constexpr bytes kv_layer_half_bytes(const model_spec& m, const inference_spec& r, std::uint64_t positions) {
+  return storage(r.kv, detail::checked_mul(r.batch, positions, kv_elements_per_token_layer(m, r) / 2));
+}
+
+}  // namespace memscale

@@ -1,0 +1,125 @@
+// memscale/json/inference.hpp: inference records (the "infer" object of
+// shared/ground-truth/SCHEMA.md) and inference estimates as JSON.
+// IWYU pragma: private, include <memscale/json.hpp>
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "memscale/inference.hpp"
+#include "memscale/json/fields.hpp"
+
+namespace memscale::json_io {
+
+inline dtype parse_dtype(const std::string& s, const std::string& field) {
+  if (s == "fp32" || s == "float32") return dtype::fp32;
+  if (s == "fp16" || s == "float16") return dtype::fp16;
+  if (s == "bf16" || s == "bfloat16") return dtype::bf16;
+  if (s == "fp8" || s == "fp8_e4m3") return dtype::fp8_e4m3;
+  if (s == "fp8_e5m2") return dtype::fp8_e5m2;
+  if (s == "int8") return dtype::int8;
+  bad_field(error_code::invalid_run, field, s, "must be one of fp32, fp16, bf16, fp8, fp8_e5m2, int8");
+}
+
+// "fp16" / "bf16" / "fp32" mean unquantised weights in that dtype (returned in `native`).
+inline weight_format parse_weight_format(const std::string& s, const std::string& field, dtype& native) {
+  if (s == "fp32" || s == "fp16" || s == "bf16") {
+    native = parse_dtype(s, field);
+    return weight_format::native;
+  }
+  if (s == "bnb-int8" || s == "int8") return weight_format::bnb_int8;
+  if (s == "bnb-nf4" || s == "nf4") return weight_format::bnb_nf4;
+  if (s == "bnb-fp4" || s == "fp4") return weight_format::bnb_fp4;
+  if (s == "gptq-4bit" || s == "gptq") return weight_format::gptq_4bit;
+  if (s == "awq-4bit" || s == "awq") return weight_format::awq_4bit;
+  bad_field(error_code::invalid_run, field, s,
+            "must be one of fp32, fp16, bf16, bnb-int8, bnb-nf4, bnb-fp4, gptq-4bit, awq-4bit");
+}
+
+inline kv_cache_kind parse_kv_cache(const std::string& s, const std::string& field) {
+  if (s == "dynamic") return kv_cache_kind::dynamic;
+  if (s == "static") return kv_cache_kind::static_preallocated;
+  if (s == "sliding" || s == "sliding_window") return kv_cache_kind::sliding_window;
+  bad_field(error_code::invalid_run, field, s, "must be one of dynamic, static, sliding_window");
+}
+
+// "4.44.2" -> 444.
+inline std::uint32_t parse_major_minor(const json& v, const std::string& field) {
+  if (!v.is_string()) bad_field(error_code::invalid_run, field, v, "must be a version string like \"4.44.2\"");
+  const std::string s = v.get<std::string>();
+  std::uint32_t major = 0;
+  std::uint32_t minor = 0;
+  std::size_t i = 0;
+  for (; i < s.size() && s[i] >= '0' && s[i] <= '9' && major < 100; ++i) major = major * 10 + static_cast<std::uint32_t>(s[i] - '0');
+  std::size_t j = i + 1;
+  for (; i < s.size() && s[i] == '.' && j < s.size() && s[j] >= '0' && s[j] <= '9' && minor < 100; ++j)
+    minor = minor * 10 + static_cast<std::uint32_t>(s[j] - '0');
+  if (i == 0 || j == i + 1 || minor >= 100) bad_field(error_code::invalid_run, field, v, "must be a version string like \"4.44.2\"");
+  return major * 100 + minor;
+}
+
+// An inference run from a record's "infer" object (and its device and software).
+inline inference_spec inference_from_record(const json& record) {
+  const std::string path = "infer";
+  constexpr auto bad = error_code::invalid_run;
+  const json& t = record.at("infer");
+  reject_misspelt_keys(t,
+                       {"batch", "context", "new_tokens", "dtype", "kv_dtype", "kv_cache", "attention", "weights",
+                        "max_cache_len", "sliding_window", "group_size", "double_quant", "kv_lora_rank",
+                        "qk_rope_head_dim", "quant_block"},
+                       path, bad);
+  inference_spec r{};
+  r.batch = get_count(t, "batch", path, 1, bad);
+  r.context = get_count(t, "context", path, 0, bad);
+  r.new_tokens = get_count(t, "new_tokens", path, 1, bad);
+  dtype native = dtype::fp16;
+  r.weights = parse_weight_format(get_string(t, "weights", path, "fp16", bad), path + ".weights", native);
+  r.compute = parse_dtype(get_string(t, "dtype", path, std::string(to_string(native)), bad), path + ".dtype");
+  r.kv = parse_dtype(get_string(t, "kv_dtype", path, std::string(to_string(r.compute)), bad), path + ".kv_dtype");
+  r.cache = parse_kv_cache(get_string(t, "kv_cache", path, "dynamic", bad), path + ".kv_cache");
+  r.attention = parse_attention(get_string(t, "attention", path, "sdpa", bad), path + ".attention");
+  r.max_cache_len = get_count(t, "max_cache_len", path, 0, bad);
+  r.sliding_window = get_count(t, "sliding_window", path, 0, bad);
+  r.group_size = get_count(t, "group_size", path, 128, bad);
+  r.quant_block = get_count(t, "quant_block", path, 64, bad);
+  r.double_quant = get_bool(t, "double_quant", path, false, bad);
+  r.kv_lora_rank = get_count(t, "kv_lora_rank", path, 0, bad);
+  r.qk_rope_head_dim = get_count(t, "qk_rope_head_dim", path, 0, bad);
+  if (r.cache == kv_cache_kind::static_preallocated && r.max_cache_len == 0) r.max_cache_len = r.context + r.new_tokens;
+  r.device = record.value("device", std::string("cuda")) == "cpu" ? device_kind::cpu : device_kind::cuda;
+  if (record.contains("software") && record.at("software").is_object()) {
+    const json& sw = record.at("software");
+    if (sw.contains("transformers") && !sw.at("transformers").is_null())
+      r.transformers_version = parse_major_minor(sw.at("transformers"), "software.transformers");
+    // CUDA_MODULE_LOADING=LAZY is PyTorch's default from 1.13 with CUDA >= 11.7.
+    if (sw.contains("torch") && !sw.at("torch").is_null() && parse_major_minor(sw.at("torch"), "software.torch") < 113)
+      r.cuda_lazy_loading = false;
+  }
+  return validate(r);
+}
+
+inline json inference_breakdown_to_json(const inference_breakdown& b) {
+  return {{"weights", b.weights.value},   {"kv_cache", b.kv_cache.value}, {"activations", b.activations.value},
+          {"logits", b.logits.value},     {"workspace", b.workspace.value}, {"total", b.total().value}};
+}
+
+inline json inference_peak_to_json(const inference_peak& p) {
+  return {{"tensor", p.tensor.value},
+          {"reserved", p.reserved.value},
+          {"device", p.device.value},
+          {"at", std::string(to_string(p.at))},
+          {"breakdown", inference_breakdown_to_json(p.breakdown)}};
+}
+
+inline json inference_to_json(const inference_result& r) {
+  return {{"parameter_count", r.parameter_count},
+          {"weight_bytes", r.weight_bytes.value},
+          {"kv_bytes_per_token", r.kv_bytes_per_token.value},
+          {"kv_cache_bytes", r.kv_cache_bytes.value},
+          {"prefill", inference_peak_to_json(r.prefill)},
+          {"decode", inference_peak_to_json(r.decode)},
+          {"peak", inference_peak_to_json(r.peak)}};
+}
+
+}  // namespace memscale::json_io
