@@ -153,6 +153,10 @@ std::string run_cluster(const options& opt) {
       opt.model, opt.run, cluster,
       {.global_batch = c.global_batch,
        .headroom = headroom,
+       // ds_config.json and Accelerate's FSDP config carry no tensor or pipeline degree
+       // (those need Megatron-DeepSpeed / a PipelineModule): an emitted plan uses neither.
+       .allow_tensor_parallel = c.emit == emit_format::none,
+       .allow_pipeline_parallel = c.emit == emit_format::none,
        // An emitted config must be one the engine runs: only its own strategies are candidates.
        .strategies = c.emit == emit_format::deepspeed         ? memscale::deepspeed_strategies
                      : c.emit == emit_format::accelerate_fsdp ? memscale::fsdp_strategies

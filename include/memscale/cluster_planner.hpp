@@ -52,7 +52,7 @@ struct cluster_candidate {
   [[nodiscard]] constexpr double seconds() const { return collective_seconds + host_link_seconds; }
 };
 
-inline constexpr std::size_t cluster_candidate_capacity = 192;
+inline constexpr std::size_t cluster_candidate_capacity = 512;
 
 struct cluster_plan {
   std::array<cluster_candidate, cluster_candidate_capacity> considered{};

@@ -17,7 +17,7 @@ run() { "$plan" "$@" >"$work/out" 2>"$work/err"; rc=$?; }
 run --model llama-2-13b --batch 1 --seq 2048 --precision pure_bf16 --gpus 8 --strategy zero3 --offload optimizer --host-memory 512GiB
 [[ $rc -eq 0 ]] && grep -q "Peak rank 0" "$work/out" && grep -q "fits 512.00 GiB" "$work/out"; check "--strategy zero3: per-GPU report, host RAM checked" $?
 
-run --model llama-2-13b --batch 1 --seq 2048 --precision pure_bf16 --gpus 8 --strategy zero3 --host-memory 64GiB --offload optimizer+params
+run --model llama-2-13b --batch 1 --seq 2048 --precision pure_bf16 --gpus 8 --strategy zero3 --host-memory 64GiB --offload optimizer,parameters
 [[ $rc -eq 0 ]] && grep -q "EXCEEDS 64.00 GiB" "$work/out"; check "--host-memory too small: EXCEEDS" $?
 
 run --model llama-2-13b --batch 1 --seq 2048 --precision pure_bf16 --gpus 16 --nodes 2 --strategy hsdp --json

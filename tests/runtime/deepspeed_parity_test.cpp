@@ -14,7 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "memscale/estimate.hpp"
 #include "memscale/parallel/deepspeed_estimator.hpp"
+#include "memscale/presets.hpp"
 
 namespace {
 
@@ -55,6 +57,14 @@ constexpr t5_counts t5_3b = t5_model_params({32128, 1024, 128, 32, 16384, 24, fa
 constexpr t5_counts t5_large = t5_model_params({32128, 1024, 64, 16, 4096, 24, false});
 constexpr t5_counts t0_3b = t5_model_params({32128, 2048, 64, 32, 5120, 24, true});
 static_assert(t0_3b.total == 2'783'959'040 && t0_3b.largest_layer == 65'798'144);  // the record's notes
+// memscale's own T5 graphs (tied head: T5ForConditionalGeneration has T5Model's parameters) agree.
+static_assert(memscale::parameter_count(memscale::presets::t5_large) == t5_large.total);
+constexpr memscale::model_spec t5_3b_spec = [] {
+  auto m = memscale::presets::t5_family("t5-3b", 24, 1024, 32, 16384, false);
+  m.head_dim = 128;
+  return m;
+}();
+static_assert(memscale::parameter_count(t5_3b_spec) == t5_3b.total);
 
 json load_records() {
   std::ifstream in(std::string(MEMSCALE_SOURCE_DIR) + "/tests/data/deepspeed_estimator_outputs.json");

@@ -141,7 +141,8 @@ constexpr per_gpu_estimate estimate_per_gpu(const graph& g, const training_spec&
   const parallel_spec& p = par;
   const std::uint64_t L = g.block_repeats;
   detail::require(L % detail::checked_mul(p.pp, p.virtual_stages) == 0, error_code::invalid_run,
-                  "parallel.pp * parallel.virtual_stages", "must divide the number of layers", p.pp * p.virtual_stages);
+                  "parallel.pp * parallel.virtual_stages", "must divide the number of layers",
+                  detail::checked_mul(p.pp, p.virtual_stages));
   per_gpu_estimate r{};
   r.world = world_size(p);
   r.data_parallel = data_parallel_degree(p);
