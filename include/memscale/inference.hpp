@@ -108,19 +108,27 @@ constexpr bytes layer_transient(const model_spec& m, const inference_spec& r, st
   // MLP (LlamaMLP: down(act(gate(x)) * up(x))): act, up and their product coexist; a
   // two-matrix MLP holds its hidden activation and the activation's output.
   const auto f_rows = checked_mul(n, m.experts > 0 ? checked_mul(m.ffn, m.experts_per_token) : m.ffn);
-  const bytes mlp = act(r, f_rows) * (gated_mlp(m) ? 3u : 2u);
+  // HF's gelu_new written as Python (GPT-2) holds its input, 0.5 * x and two intermediates.
+  const std::uint64_t mlp_tensors = gated_mlp(m) ? 3 : m.mlp == mlp_kind::gelu_tanh ? 4 : 2;
+  const bytes mlp = act(r, f_rows) * mlp_tensors;
   return normed + max(max(rotary, attention), mlp);
 }
 
-// The positions whose logits the forward pass computes, and whether they are upcast to
-// fp32 inside the model (modeling_llama.py before transformers 4.45: logits.float()).
-constexpr std::uint64_t logit_rows(const inference_spec& r, std::uint64_t rows) {
-  return r.transformers_version >= 445 ? r.batch : checked_mul(r.batch, rows);
+// From transformers 4.45 generate() passes num_logits_to_keep=1 to the models PR #31292
+// gave it (the LLaMA-family heads, which also upcast logits); GPT-2 computes every position.
+constexpr bool last_logits_only(const model_spec& m, const inference_spec& r) {
+  return r.transformers_version >= 445 && m.upcast_logits;
 }
 
+// The positions whose logits the forward pass computes.
+constexpr std::uint64_t logit_rows(const model_spec& m, const inference_spec& r, std::uint64_t rows) {
+  return last_logits_only(m, r) ? r.batch : checked_mul(r.batch, rows);
+}
+
+// Logits and, before 4.45, their fp32 copy (modeling_llama.py: logits = logits.float()).
 constexpr bytes logits_in_forward(const model_spec& m, const inference_spec& r, std::uint64_t rows) {
-  const auto e = checked_mul(logit_rows(r, rows), m.vocab);
-  const bool upcast = r.transformers_version < 445 && r.compute != dtype::fp32;
+  const auto e = checked_mul(logit_rows(m, r, rows), m.vocab);
+  const bool upcast = m.upcast_logits && r.transformers_version < 445 && r.compute != dtype::fp32;
   return act(r, e) + (upcast ? storage(dtype::fp32, e) : bytes{});
 }
 
@@ -129,7 +137,8 @@ constexpr bytes logits_in_forward(const model_spec& m, const inference_spec& r, 
 // from 4.45 generate clones the last position to fp32 and deletes `outputs`.
 constexpr bytes logits_kept(const model_spec& m, const inference_spec& r, std::uint64_t rows) {
   if (r.transformers_version >= 445) return storage(dtype::fp32, checked_mul(r.batch, m.vocab));
-  return storage(dtype::fp32, checked_mul(logit_rows(r, rows), m.vocab));
+  const dtype kept = m.upcast_logits ? dtype::fp32 : r.compute;
+  return storage(kept, checked_mul(logit_rows(m, r, rows), m.vocab));
 }
 
 // Token ids, attention mask (int64, growing by one column a step), position ids.
@@ -173,6 +182,33 @@ constexpr bytes quant_workspace(const graph& g, const model_spec& m, const infer
 }
 
 
+// What one layer's cache entry holds right after the prefill. The cache keeps the tensors
+// the attention made: with a fused qkv projection the keys and values are views of its
+// output, so all of it stays (GPT-2 c_attn); rotary keys are new tensors, values without
+// rotation are views of their projection (DynamicCache.update appends them as they are).
+constexpr bytes prefill_layer_storage(const model_spec& m, const inference_spec& r) {
+  const auto tokens = checked_mul(r.batch, r.context);
+  const bytes kv = kv_layer_half_bytes(m, r, r.context) * 2u;
+  if (!m.fused_qkv || r.kv != r.compute || r.kv_lora_rank > 0 || r.cache != kv_cache_kind::dynamic) return kv;
+  const auto qkv = checked_mul(tokens, checked_mul(m.heads + 2 * kv_heads_of(m), head_dim_of(m)));
+  const bytes rotated = m.positions == position_kind::rotary ? kv_layer_half_bytes(m, r, r.context) : bytes{};
+  return act(r, qkv) + rotated;
+}
+
+// What keeps a layer's prefill value tensor alive until the first torch.cat replaces it:
+// the fused projection's whole output, or the value tensor itself.
+constexpr bytes prefill_value_storage(const model_spec& m, const inference_spec& r) {
+  const bytes rotated = (m.fused_qkv && m.positions == position_kind::rotary) ? kv_layer_half_bytes(m, r, r.context)
+                                                                              : bytes{};
+  return m.fused_qkv ? prefill_layer_storage(m, r) - rotated : kv_layer_half_bytes(m, r, r.context);
+}
+
+// The embeddings' outputs stay bound in the decoder's frame for the whole forward
+// (LlamaModel.forward inputs_embeds; GPT2Model.forward inputs_embeds and position_embeds).
+constexpr bytes embeddings_kept(const model_spec& m, const inference_spec& r, std::uint64_t rows) {
+  return act(r, checked_mul(r.batch, rows, m.hidden)) * (m.positions == position_kind::learned ? 2u : 1u);
+}
+
 // One forward pass over `rows` new positions per sequence, with `done` positions cached
 // before it and `kept_logits` of the previous step still alive.
 constexpr inference_breakdown forward_peak(const graph& g, const model_spec& m, const inference_spec& r,
@@ -194,16 +230,30 @@ constexpr inference_breakdown forward_peak(const graph& g, const model_spec& m, 
   // the prefill's keys as they are and afterwards replaces each layer's tensors by
   // torch.cat([old, new]): the old value tensor and the new one coexist.
   const bool grows = r.cache == kv_cache_kind::dynamic;
-  const bytes cat_copy = (grows && done > 0) ? kv_layer_half_bytes(m, r, done) : bytes{};
+  const bool first_step = done == r.context;
+  const bytes prefill_extra = prefill_layer_storage(m, r) - kv_layer_half_bytes(m, r, r.context) * 2u;
+  bytes cache = cache_after;
+  if (grows && done == 0) cache += prefill_extra * m.layers;  // the prefill's views
+  bytes cat_copy{};
+  bytes old_cache{};
+  if (grows && done > 0) {
+    // The last layer's old tensors while torch.cat makes the new ones: its prefill storage
+    // in the first step, its old value tensor later.
+    cat_copy = first_step ? prefill_value_storage(m, r) : kv_layer_half_bytes(m, r, done);
+    // Tuple caches: the whole previous cache is still referenced.
+    if (r.legacy_tuple_cache)
+      old_cache = first_step ? prefill_layer_storage(m, r) * m.layers : kv_cache_bytes(m, r, done);
+  }
   const bytes layer = layer_transient(m, r, rows, keys, bytes{});
+  const bytes embeds = embeddings_kept(m, r, rows);
   inference_breakdown in_layer{.weights = weights,
-                               .kv_cache = cache_after,
-                               .activations = ids + mask + rope + stream + max(layer, cat_copy + stream),
+                               .kv_cache = cache + max(old_cache, cat_copy),
+                               .activations = ids + mask + rope + embeds + stream + max(layer, stream),
                                .logits = kept_logits,
                                .workspace = workspace};
   // The output layer: the mask and rotary tables are gone with LlamaModel.forward's frame.
   inference_breakdown head{.weights = weights,
-                           .kv_cache = cache_after,
+                           .kv_cache = cache + old_cache,
                            .activations = ids + stream,
                            .logits = kept_logits + logits_in_forward(m, r, rows),
                            .workspace = workspace};

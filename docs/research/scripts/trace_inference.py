@@ -170,8 +170,9 @@ class Llama(nn.Module):  # LlamaForCausalLM
         return m
 
     def decoder(self, input_ids, attention_mask, position_ids, cache_position, cache):  # LlamaModel.forward
-        x = self.embed_tokens(input_ids)
-        mask = self.causal_mask(attention_mask, x, cache_position, cache)
+        inputs_embeds = self.embed_tokens(input_ids)  # stays bound through the loop, as in HF
+        mask = self.causal_mask(attention_mask, inputs_embeds, cache_position, cache)
+        x = inputs_embeds
         pe = self.rotary_emb(x, position_ids)
         for layer in self.layers:
             x = layer(x, mask, cache, pe)
@@ -216,19 +217,158 @@ def generate(model, input_ids, new_tokens, v445, tr):
     return input_ids
 
 
+# ---------------------------------------------------------------------------------------
+# GPT-2 (modeling_gpt2.py, transformers 4.44: legacy tuple cache, no logits upcast)
+# ---------------------------------------------------------------------------------------
+class Conv1D(nn.Module):
+    def __init__(self, nf, nx):
+        super().__init__()
+        self.nf = nf
+        self.weight = nn.Parameter(torch.empty(nx, nf).normal_(std=0.02))
+        self.bias = nn.Parameter(torch.zeros(nf))
+
+    def forward(self, x):
+        size_out = x.size()[:-1] + (self.nf,)
+        x = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
+        return x.view(size_out)
+
+
+def gelu_new(x):
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+class GPT2Attention(nn.Module):
+    def __init__(self, h, nh, max_pos):
+        super().__init__()
+        self.register_buffer("bias", torch.tril(torch.ones((max_pos, max_pos), dtype=torch.bool)).view(1, 1, max_pos, max_pos),
+                             persistent=False)
+        self.nh, self.hd, self.split = nh, h // nh, h
+        self.c_attn = Conv1D(3 * h, h)
+        self.c_proj = Conv1D(h, h)
+
+    def _split_heads(self, t):
+        return t.view(t.size()[:-1] + (self.nh, self.hd)).permute(0, 2, 1, 3)
+
+    def _attn(self, q, k, v, attention_mask):
+        w = torch.matmul(q, k.transpose(-1, -2))
+        w = w / torch.full([], v.size(-1) ** 0.5, dtype=w.dtype)
+        ql, kl = q.size(-2), k.size(-2)
+        causal = self.bias[:, :, kl - ql: kl, :kl]
+        mask_value = torch.full([], torch.finfo(w.dtype).min, dtype=w.dtype)
+        w = torch.where(causal, w.to(w.dtype), mask_value)
+        w = w + attention_mask
+        w = F.softmax(w, dim=-1)
+        w = w.type(v.dtype)
+        return torch.matmul(w, v)
+
+    def forward(self, x, layer_past, attention_mask):
+        q, k, v = self.c_attn(x).split(self.split, dim=2)
+        q, k, v = self._split_heads(q), self._split_heads(k), self._split_heads(v)
+        if layer_past is not None:
+            past_key, past_value = layer_past
+            k = torch.cat((past_key, k), dim=-2)
+            v = torch.cat((past_value, v), dim=-2)
+        present = (k, v)
+        o = self._attn(q, k, v, attention_mask)
+        o = o.permute(0, 2, 1, 3).contiguous()
+        o = o.view(o.size()[:-2] + (self.nh * self.hd,))
+        return self.c_proj(o), present
+
+
+class GPT2Block(nn.Module):
+    def __init__(self, h, nh, max_pos):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(h)
+        self.attn = GPT2Attention(h, nh, max_pos)
+        self.ln_2 = nn.LayerNorm(h)
+        self.c_fc = Conv1D(4 * h, h)
+        self.c_proj = Conv1D(h, 4 * h)
+
+    def forward(self, x, layer_past, attention_mask):
+        residual = x
+        a, present = self.attn(self.ln_1(x), layer_past, attention_mask)
+        x = a + residual
+        residual = x
+        x = self.c_proj(gelu_new(self.c_fc(self.ln_2(x))))
+        return residual + x, present
+
+
+class GPT2(nn.Module):  # GPT2LMHeadModel
+    def __init__(self, c):
+        super().__init__()
+        h = c["hidden"]
+        self.wte = nn.Embedding(c["vocab"], h)
+        self.wpe = nn.Embedding(c["max_pos"], h)
+        self.h = nn.ModuleList([GPT2Block(h, c["heads"], c["max_pos"]) for _ in range(c["layers"])])
+        self.ln_f = nn.LayerNorm(h)
+        self.lm_head = nn.Linear(h, c["vocab"], bias=False)
+        self.lm_head.weight = self.wte.weight
+
+    def decoder(self, input_ids, past, attention_mask, position_ids):  # GPT2Model.forward
+        if past is None:
+            past = tuple([None] * len(self.h))
+        b = input_ids.shape[0]
+        attention_mask = attention_mask.view(b, -1)[:, None, None, :]
+        attention_mask = attention_mask.to(dtype=self.wte.weight.dtype)
+        attention_mask = (1.0 - attention_mask) * torch.finfo(self.wte.weight.dtype).min
+        inputs_embeds = self.wte(input_ids)
+        position_embeds = self.wpe(position_ids)
+        x = inputs_embeds + position_embeds
+        presents = ()
+        for block, layer_past in zip(self.h, past):
+            x, present = block(x, layer_past, attention_mask)
+            presents = presents + (present,)
+        x = self.ln_f(x)
+        return x, presents
+
+    def forward(self, input_ids, past, attention_mask, position_ids):
+        x, presents = self.decoder(input_ids, past, attention_mask, position_ids)
+        return self.lm_head(x), presents
+
+
+@torch.no_grad()
+def generate_gpt2(model, input_ids, new_tokens, tr):
+    """GenerationMixin._sample with GPT-2's legacy tuple cache (model_kwargs and `outputs`
+    both hold the previous step's tuples while the next forward builds new ones)."""
+    b = input_ids.shape[0]
+    attention_mask = torch.ones_like(input_ids)
+    past = None
+    unfinished = torch.ones(b, dtype=torch.long)
+    outputs = None
+    for step in range(new_tokens):
+        # GPT2LMHeadModel.prepare_inputs_for_generation
+        ids = input_ids if past is None else input_ids[:, -1:]
+        position_ids = attention_mask.long().cumsum(-1) - 1
+        position_ids.masked_fill_(attention_mask == 0, 1)
+        if past is not None:
+            position_ids = position_ids[:, -ids.shape[1]:]
+        outputs = model(ids, past, attention_mask, position_ids)
+        next_logits = outputs[0][:, -1, :]
+        next_tokens = torch.argmax(next_logits, dim=-1)
+        next_tokens = next_tokens * unfinished
+        input_ids = torch.cat([input_ids, next_tokens[:, None]], dim=-1)
+        past = outputs[1]
+        attention_mask = torch.cat([attention_mask, attention_mask.new_ones((b, 1))], dim=-1)
+        tr.mark(f"step{step}")
+    return input_ids
+
+
 def trace(c, batch, context, new_tokens, dtype, v445):
     torch.manual_seed(0)
     with Tracker() as tr:
-        model = Llama(c).eval()
+        model = (GPT2(c) if c.get("family") == "gpt2" else Llama(c)).eval()
         if dtype == "bf16":
             model = model.to(torch.bfloat16)
         tr.mark("built")
         ids = torch.randint(0, c["vocab"], (batch, context))
         tr.mark("inputs")
-        out = generate(model, ids, new_tokens, v445, tr)
+        if c.get("family") == "gpt2":
+            out = generate_gpt2(model, ids, new_tokens, tr)
+        else:
+            out = generate(model, ids, new_tokens, v445, tr)
         tr.mark("done")
         del out, ids, model
-    params = sum(p.numel() for p in Llama(c).parameters())
+    params = sum(p.numel() for p in (GPT2(c) if c.get("family") == "gpt2" else Llama(c)).parameters())
     detail = {"built": tr.live("built"), "prefill_peak": tr.peak("inputs", "step0")}
     if new_tokens > 1:
         detail["decode_peak"] = tr.peak("step0", f"step{new_tokens - 1}")
@@ -241,7 +381,12 @@ def main():
     base = dict(layers=4, hidden=512, heads=8, kv_heads=8, ffn=1376, vocab=32000, max_pos=4096)
     gqa = dict(base, kv_heads=2)
     small_vocab = dict(base, vocab=4096)
+    gpt2 = dict(family="gpt2", layers=4, hidden=512, heads=8, kv_heads=8, ffn=2048, vocab=50257, max_pos=1024)
     cases = [
+        (gpt2, "gpt2", 1, 128, 16, "fp32", False),
+        (gpt2, "gpt2", 4, 256, 32, "fp32", False),
+        (gpt2, "gpt2", 8, 64, 128, "fp32", False),
+        (gpt2, "gpt2", 2, 512, 8, "bf16", False),
         # (config, name, batch, context, new tokens, dtype, transformers 4.45 loop)
         (base, "mha", 1, 128, 16, "fp32", False),
         (base, "mha", 4, 512, 8, "fp32", False),
@@ -261,16 +406,21 @@ def main():
     for c, name, b, s, n, dt, v445 in cases:
         params, peak, detail = trace(c, b, s, n, dt, v445)
         tv = "4.45.0" if v445 else "4.44.2"
-        rid = f"cpu-infer-llama-{name}-b{b}-c{s}-n{n}-{dt}" + ("-tf445" if v445 else "")
+        fam = c.get("family", "llama")
+        rid = f"cpu-infer-{'' if fam == 'gpt2' else 'llama-'}{name}-b{b}-c{s}-n{n}-{dt}" + ("-tf445" if v445 else "")
         records.append({
             "id": rid,
             "source": "docs/research/scripts/trace_inference.py (Tracker from shared/ground-truth/measure.py)",
             "measure": "cpu-tensor-peak",
             "device": "cpu",
-            "model": {"family": "llama", "name": "LLaMA-style (plain-torch LlamaForCausalLM eager)", "params": params,
-                      "layers": c["layers"], "hidden": c["hidden"], "heads": c["heads"], "kv_heads": c["kv_heads"],
-                      "ffn": c["ffn"], "vocab": c["vocab"], "max_pos": c["max_pos"], "tied_embeddings": False,
-                      "activation": "swiglu", "norm": "rmsnorm", "impl": "hf-transformers"},
+            "model": ({"family": "gpt2", "name": "GPT-2-style (plain-torch GPT2LMHeadModel eager)", "params": params,
+                       "layers": c["layers"], "hidden": c["hidden"], "heads": c["heads"], "kv_heads": c["kv_heads"],
+                       "ffn": c["ffn"], "vocab": c["vocab"], "max_pos": c["max_pos"], "tied_embeddings": True,
+                       "activation": "gelu", "norm": "layernorm", "impl": "hf-transformers"} if fam == "gpt2" else
+                      {"family": "llama", "name": "LLaMA-style (plain-torch LlamaForCausalLM eager)", "params": params,
+                       "layers": c["layers"], "hidden": c["hidden"], "heads": c["heads"], "kv_heads": c["kv_heads"],
+                       "ffn": c["ffn"], "vocab": c["vocab"], "max_pos": c["max_pos"], "tied_embeddings": False,
+                       "activation": "swiglu", "norm": "rmsnorm", "impl": "hf-transformers"}),
             "infer": {"batch": b, "context": s, "new_tokens": n, "dtype": dt, "kv_dtype": dt, "kv_cache": "dynamic",
                       "attention": "eager", "weights": dt},
             "software": {"torch": torch.__version__, "transformers": tv},

@@ -92,6 +92,10 @@ inline inference_spec inference_from_record(const json& record) {
     const json& sw = record.at("software");
     if (sw.contains("transformers") && !sw.at("transformers").is_null())
       r.transformers_version = parse_major_minor(sw.at("transformers"), "software.transformers");
+    // GPT-2 kept tuple caches until transformers 4.52 (PR #35761 moved it to Cache classes).
+    const bool gpt2 = record.contains("model") && record.at("model").is_object() &&
+                      record.at("model").value("family", std::string()) == "gpt2";
+    r.legacy_tuple_cache = gpt2 && r.transformers_version < 452;
     // CUDA_MODULE_LOADING=LAZY is PyTorch's default from 1.13 with CUDA >= 11.7.
     if (sw.contains("torch") && !sw.at("torch").is_null() && parse_major_minor(sw.at("torch"), "software.torch") < 113)
       r.cuda_lazy_loading = false;
