@@ -28,6 +28,7 @@ struct row {
   double measured = 0;
   double estimated = 0;
   std::string error;  // non-empty: not modelled yet
+  bool vision = false;  // a torchvision model (model.impl "torchvision")
   [[nodiscard]] double err_pct() const { return (estimated - measured) / measured * 100.0; }
 };
 
@@ -37,7 +38,7 @@ struct band {
 };
 
 band band_of(const std::string& set) {
-  if (set == "cpu_traced_dev" || set == "cpu_traced_extra") return {-5.0, 10.0};
+  if (set == "cpu_traced_dev" || set == "cpu_traced_extra" || set == "cpu_traced_vision") return {-5.0, 10.0};
   return {-10.0, 15.0};
 }
 
@@ -64,7 +65,8 @@ std::vector<row> ground_truth_rows(const std::string& dir, const std::string& se
     if (stack.contains("zero_grad") && !record.at("train").contains("zero_grad"))
       record["train"]["zero_grad"] = stack.at("zero_grad");
     const json answer = memscale::json_io::estimate_record(record);
-    row r{set, record.at("id").get<std::string>(), "", record.at("measured_bytes").get<double>(), 0, ""};
+    row r{set, record.at("id").get<std::string>(), "", record.at("measured_bytes").get<double>(), 0, "",
+          memscale::json_io::is_vision_record(record)};
     if (answer.contains("error")) {
       r.error = answer.at("error").get<std::string>();
     } else {
@@ -80,7 +82,8 @@ std::vector<row> ground_truth_rows(const std::string& dir, const std::string& se
 std::vector<row> aggressive_rows(const std::string& path) {
   std::vector<row> rows;
   for (const json& c : read_json(path)) {
-    row r{"memscale_aggressive", c.at("id").get<std::string>(), "allocated", c.at("measured_bytes").get<double>(), 0, ""};
+    row r{"memscale_aggressive", c.at("id").get<std::string>(), "allocated", c.at("measured_bytes").get<double>(), 0, "",
+          false};
     const auto model = memscale::presets::find(c.at("model").get<std::string>());
     const auto gpu = memscale::find_gpu(c.at("gpu").get<std::string>());
     if (!model || !gpu) {
@@ -105,11 +108,12 @@ struct summary {
   double worst_over = 0;
 };
 
-summary summarise(const std::vector<row>& rows, const std::string& set, const std::string& quantity = "") {
+summary summarise(const std::vector<row>& rows, const std::string& set, const std::string& quantity = "",
+                  bool vision_only = false) {
   std::vector<double> abs_errors;
   summary s{};
   for (const row& r : rows) {
-    if (r.set != set) continue;
+    if (r.set != set || (vision_only && !r.vision)) continue;
     if (!r.error.empty()) {
       ++s.unmodelled;
       continue;
@@ -128,6 +132,32 @@ summary summarise(const std::vector<row>& rows, const std::string& set, const st
   return s;
 }
 
+// Vision models (torchvision CNNs and ViTs, docs/vision.md): the dev set's records and
+// the vision set, summarised and listed on their own.
+void write_vision_section(std::ofstream& md, const std::vector<row>& rows) {
+  md << "## Vision models\n\n"
+     << "torchvision classification models as layer graphs (docs/vision.md), CPU-traced: the dev set's resnet18 and\n"
+     << "mobilenet_v3_large records and `docs/data/cpu_traced_vision.json` (more models, 128-512 px, batch sweeps,\n"
+     << "channels_last, autocast bf16, SGD with momentum).\n\n"
+     << "| data set | cases modelled | not modelled yet | median abs error | p90 abs error | worst under | worst over |\n"
+     << "|---|---|---|---|---|---|---|\n";
+  char buf[512];
+  for (const char* set : {"cpu_traced_dev", "cpu_traced_vision"}) {
+    const summary s = summarise(rows, set, "tensor", true);
+    std::snprintf(buf, sizeof buf, "| %s | %zu | %zu | %.2f%% | %.2f%% | %+.2f%% | %+.2f%% |\n", set, s.modelled,
+                  s.unmodelled, s.median_abs, s.p90_abs, s.worst_under, s.worst_over);
+    md << buf;
+  }
+  md << "\n| data set | id | measured | estimated | error |\n|---|---|---|---|---|\n";
+  for (const row& r : rows) {
+    if (!r.vision || !r.error.empty()) continue;
+    std::snprintf(buf, sizeof buf, "| %s | %s | %.0f | %.0f | %+.2f%% |\n", r.set.c_str(), r.id.c_str(), r.measured,
+                  r.estimated, r.err_pct());
+    md << buf;
+  }
+  md << "\n";
+}
+
 void write_report(const std::vector<row>& rows, const std::string& out_dir) {
   std::ofstream md(out_dir + "/accuracy.md");
   md << "# Accuracy report\n\n"
@@ -137,7 +167,8 @@ void write_report(const std::vector<row>& rows, const std::string& out_dir) {
      << "median passes its bar (CPU 3%, GPU allocated 8%, nvidia-smi 10%). The report is made by\n"
      << "tools/accuracy/main.cpp from\n"
      << "`../shared/ground-truth/*_dev.json`, `docs/data/cpu_traced_extra.json` (more cases of the same CPU harness,\n"
-     << "measured by this project) and `docs/data/memscale_aggressive.json`, with the software versions\n"
+     << "measured by this project), `docs/data/cpu_traced_vision.json` (torchvision models traced with the same\n"
+     << "harness by tools/trace/vision_cases.py) and `docs/data/memscale_aggressive.json`, with the software versions\n"
      << "the GPU records' sources state merged in from `docs/data/gpu_published_stack.json`. Error = (estimated -\n"
      << "measured) / measured. Do not edit by hand.\n\n"
      << "![estimated vs measured](accuracy.svg)\n\n## Summary\n\n"
@@ -145,6 +176,7 @@ void write_report(const std::vector<row>& rows, const std::string& out_dir) {
      << "|---|---|---|---|---|---|---|---|\n";
   const std::vector<std::pair<std::string, std::string>> groups{{"cpu_traced_dev", "tensor"},
                                                                 {"cpu_traced_extra", "tensor"},
+                                                                {"cpu_traced_vision", "tensor"},
                                                                 {"gpu_published_dev", "allocated"},
                                                                 {"gpu_published_dev", "device"},
                                                                 {"memscale_aggressive", "allocated"}};
@@ -155,8 +187,9 @@ void write_report(const std::vector<row>& rows, const std::string& out_dir) {
                   s.modelled, s.unmodelled, s.median_abs, s.p90_abs, s.worst_under, s.worst_over);
     md << buf;
   }
-  md << "\n(\"not modelled yet\" counts the set's records answered with an error: torchvision models and\n"
-        "multi-GPU FSDP runs.)\n\n## Cases\n\n| data set | id | quantity | measured | estimated | error |\n|---|---|---|---|---|---|\n";
+  md << "\n(\"not modelled yet\" counts the set's records answered with an error: multi-GPU FSDP runs.)\n\n";
+  write_vision_section(md, rows);
+  md << "## Cases\n\n| data set | id | quantity | measured | estimated | error |\n|---|---|---|---|---|---|\n";
   std::ofstream dat(out_dir + "/accuracy.dat");
   for (const row& r : rows) {
     if (!r.error.empty()) {
@@ -175,6 +208,7 @@ void write_report(const std::vector<row>& rows, const std::string& out_dir) {
         "plot x title 'exact' lw 1 lc rgb '#888888', 1.1*x title '+10%' dt 2 lc rgb '#bbbbbb', 0.9*x title '-10%' dt 2 lc rgb '#bbbbbb', "
         "'< grep ^cpu_traced_dev accuracy.dat' using 2:3 title 'CPU traced' pt 7 ps 0.6, "
         "'< grep ^cpu_traced_extra accuracy.dat' using 2:3 title 'CPU traced (extra)' pt 6 ps 0.6, "
+        "'< grep ^cpu_traced_vision accuracy.dat' using 2:3 title 'CPU traced (vision)' pt 4 ps 0.6, "
         "'< grep ^gpu_published_dev accuracy.dat' using 2:3 title 'GPU published' pt 5 ps 0.6, "
         "'< grep ^memscale_aggressive accuracy.dat' using 2:3 title 'MemScale AGGRESSIVE' pt 9 ps 0.9\n";
 }
@@ -198,6 +232,7 @@ int check(const std::vector<row>& rows) {
     const char* quantity;
     double max_median;
   } medians[] = {{"cpu_traced_dev", "tensor", 3.0}, {"cpu_traced_extra", "tensor", 3.0},
+                 {"cpu_traced_vision", "tensor", 3.0},
                  {"gpu_published_dev", "allocated", 8.0},
                  {"gpu_published_dev", "device", 10.0}};
   for (const auto& m : medians) {
@@ -233,6 +268,8 @@ int main(int argc, char** argv) {
     // (docs/data/cpu_traced_extra.json): a check that the mechanisms generalise.
     const auto extra = ground_truth_rows(data_dir, "cpu_traced_extra", stacks);
     rows.insert(rows.end(), extra.begin(), extra.end());
+    const auto vision = ground_truth_rows(data_dir, "cpu_traced_vision", stacks);
+    rows.insert(rows.end(), vision.begin(), vision.end());
     const auto agg = aggressive_rows(aggressive);
     rows.insert(rows.end(), agg.begin(), agg.end());
     if (checking) return check(rows);

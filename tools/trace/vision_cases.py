@@ -110,12 +110,17 @@ def cases():
     for m, px, B in (("resnet50", 224, 2), ("resnet50", 224, 8), ("resnet18", 128, 8), ("resnet18", 320, 4),
                      ("resnet18", 512, 2), ("resnet101", 224, 2), ("mobilenet_v3_large", 160, 8),
                      ("mobilenet_v3_large", 384, 2), ("efficientnet_b0", 224, 2), ("efficientnet_b0", 224, 8),
-                     ("convnext_tiny", 224, 2), ("vit_b_16", 224, 2), ("vit_b_16", 224, 4)):
+                     ("convnext_tiny", 224, 2), ("vit_b_16", 224, 2), ("vit_b_16", 224, 4),
+                     ("convnext_tiny", 224, 8), ("convnext_tiny", 160, 4), ("resnet34", 256, 4), ("mobilenet_v3_small", 224, 16),
+                     ("resnet50", 128, 16), ("efficientnet_b0", 320, 4), ("vit_b_32", 224, 8), ("resnet152", 224, 2)):
         L.append(dict(model=m, batch=B, image=px, opt="adamw", prec="fp32"))
     L.append(dict(model="resnet18", batch=8, image=224, opt="sgd_momentum", prec="fp32"))
     L.append(dict(model="resnet50", batch=4, image=224, opt="sgd_momentum", prec="fp32"))
     L.append(dict(model="resnet18", batch=8, image=224, opt="adamw", prec="amp_bf16"))
     L.append(dict(model="resnet18", batch=8, image=224, opt="adamw", prec="fp32", channels_last=True))
+    L.append(dict(model="mobilenet_v3_large", batch=8, image=224, opt="adamw", prec="amp_bf16"))
+    L.append(dict(model="resnet50", batch=4, image=224, opt="adamw", prec="amp_bf16"))
+    L.append(dict(model="efficientnet_b0", batch=4, image=224, opt="sgd_momentum", prec="fp32"))
     return L
 
 
@@ -129,9 +134,11 @@ def main():
     for c in cases():
         if a.only and a.only not in c["model"]:
             continue
-        rec = run(c)
-        if rec["id"] in done:
+        cid = f"cpu-{c['model']}-b{c['batch']}-{c['image']}px-{c['opt']}" + ("" if c["prec"] == "fp32" else "-" + c["prec"]) + \
+            ("-channels_last" if c.get("channels_last") else "")
+        if cid in done:
             continue
+        rec = run(c)
         out.append(rec)
         json.dump(out, open(a.out, "w"), indent=1)
         d = rec["detail"]

@@ -24,10 +24,10 @@ struct convnext_spec {
 constexpr tensor convnext_block(network& net, const tensor& x, bool drop_path) {
   const std::int32_t first = net.next_index();
   tensor y = net.conv2d(x, {.out = x.channels, .kernel = 7, .padding = 3, .groups = x.channels, .bias = true});
-  y = net.layer_norm(y);
+  y = net.layer_norm(y, true);
   y = net.linear(y, 4 * x.channels, true);
   y = net.act(y, activation::gelu, false);
-  y = net.linear(y, x.channels, true);
+  y = net.linear(y, x.channels, true, true);
   y = net.scale(y);
   y = net.stochastic_depth(y, drop_path);
   net.carry(first, x);
@@ -36,19 +36,19 @@ constexpr tensor convnext_block(network& net, const tensor& x, bool drop_path) {
 
 constexpr tensor convnext(network& net, const tensor& image, const convnext_spec& s, std::uint64_t classes) {
   tensor x = net.conv2d(image, {.out = s.dims[0], .kernel = 4, .stride = 4, .bias = true});
-  x = net.layer_norm(x);
+  x = net.layer_norm(x, true);
   std::uint64_t block_id = 0;
   for (std::size_t stage = 0; stage < 4; ++stage) {
     net.begin_stage();
     for (std::uint64_t b = 0; b < s.blocks[stage]; ++b, ++block_id) x = convnext_block(net, x, block_id > 0);
     net.end_stage();
     if (stage < 3) {
-      x = net.layer_norm(x);
+      x = net.layer_norm(x, true);
       x = net.conv2d(x, {.out = s.dims[stage + 1], .kernel = 2, .stride = 2, .bias = true});
     }
   }
   x = net.global_avg_pool(x);
-  x = net.layer_norm(x);
+  x = net.layer_norm(x, true);
   return net.linear(net.view(x, x.channels, 1, 1), classes, true);
 }
 

@@ -69,6 +69,7 @@ struct build_context {
   dtype norm_act = dtype::fp32;   // outputs of ops autocast keeps in fp32 (CPU autocast: batch_norm)
   bool cuda = true;
   bool autocast = false;
+  bool channels_last = false;
 };
 
 }  // namespace memscale::vision

@@ -81,7 +81,10 @@ class network {
 
   // LayerNorm over the channels at every position (nn.LayerNorm on tokens or on an
   // NHWC permute, torchvision's LayerNorm2d): per-position mean and rstd are saved.
-  constexpr tensor layer_norm(const tensor& in) {
+  // On a permuted (non-contiguous) view, the CPU kernels work on contiguous copies:
+  // layer_norm_cpu and layer_norm_backward_cpu call expect_contiguous() on the input
+  // and on the incoming gradient (aten/src/ATen/native/layer_norm.cpp).
+  constexpr tensor layer_norm(const tensor& in, bool permuted = false) {
     tensor out = in;
     out.type = ctx_.autocast ? dtype::fp32 : in.type;  // layer_norm is on autocast's fp32 list
     const tensor x = in.type == out.type ? in : cast(in, out.type);
@@ -91,6 +94,8 @@ class network {
          .bias = {.rows = in.channels},
          .role = param_role::vector,
          .extra_saved = storage(dtype::fp32, detail::checked_mul(positions, 2)),
+         .fwd_temp = permuted ? bytes_of(x) : bytes{},
+         .bwd_temp = permuted ? bytes_of(x) + bytes_of(out) : bytes{},
          .grad_in = bytes_of(x)};
     keep(x, next_index());
     return produce(o, out, x);
@@ -137,7 +142,9 @@ class network {
   }
 
   // Linear on the last dimension (flattened features or tokens): saves input and weight.
-  constexpr tensor linear(const tensor& in, std::uint64_t out_features, bool bias) {
+  // When its result is permuted before use, the gradient arrives non-contiguous and
+  // matmul's backward reshapes it into a contiguous copy.
+  constexpr tensor linear(const tensor& in, std::uint64_t out_features, bool bias, bool permuted_grad = false) {
     const tensor x = autocast_input(in);
     tensor out = in;
     out.channels = out_features;
@@ -147,6 +154,7 @@ class network {
          .bias = {.rows = bias ? out_features : 0},
          .role = param_role::matmul,
          .extra_saved = autocast_weight_copy(detail::checked_mul(out_features, in.channels)),
+         .bwd_temp = permuted_grad ? bytes_of(out) : bytes{},
          .grad_in = bytes_of(in)};
     return produce(o, out, x);
   }

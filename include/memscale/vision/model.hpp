@@ -30,6 +30,7 @@ struct vision_spec {
   std::uint64_t image_height = 224;
   std::uint64_t image_width = 224;
   std::uint64_t in_channels = 3;
+  bool channels_last = false;  // model.to(memory_format=torch.channels_last)
 };
 
 constexpr const vision_spec& validate(const vision_spec& v) {
@@ -44,19 +45,24 @@ constexpr const vision_spec& validate(const vision_spec& v) {
 }
 
 // The dtypes and device one run gives the layers.
-constexpr build_context context_of(const training_spec& run) {
+constexpr build_context context_of(const vision_spec& spec, const training_spec& run) {
   const auto p = precision_policy_of(run);
   const bool cpu = run.device == device_kind::cpu;
   // CPU autocast (torch 1.13 autocast_mode.cpp, KernelCPU lower_precision_fp list)
   // casts convolutions and matmuls; batch_norm runs in the input's dtype. CUDA autocast
   // runs batch_norm in fp32 only through cudnn with fp32 statistics: its output keeps the
   // input dtype as well.
-  return {.batch = run.micro_batch, .act = p.matmul, .norm_act = p.matmul, .cuda = !cpu, .autocast = p.autocast};
+  return {.batch = run.micro_batch,
+          .act = p.matmul,
+          .norm_act = p.matmul,
+          .cuda = !cpu,
+          .autocast = p.autocast,
+          .channels_last = spec.channels_last};
 }
 
 constexpr layer_graph build_graph(const vision_spec& spec, const training_spec& run) {
   validate(spec);
-  network net(context_of(run));
+  network net(context_of(spec, run));
   const dtype input_type = precision_policy_of(run).param;  // the batch is cast with the model
   const tensor image = net.image(spec.in_channels, spec.image_height, spec.image_width, input_type);
   tensor logits{};
