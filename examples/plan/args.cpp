@@ -1,136 +1,98 @@
-// memscale-plan: command-line parsing (see args.hpp).
+// memscale-plan: command-line parsing on CLI11 (see args.hpp, option_groups.hpp).
 #include "args.hpp"
 
-#include <array>
+#include <CLI/CLI.hpp>
 #include <charconv>
 #include <limits>
+#include <memory>
 #include <string>
 #include <system_error>
 #include <utility>
 
-#include "memscale/gpus.hpp"
 #include "memscale/json.hpp"
+#include "memscale/training.hpp"
+#include "option_groups.hpp"
 
 namespace memscale_plan {
 namespace {
 
-std::string in_quotes(std::string_view text) { return "\"" + std::string(text) + "\""; }
+// Every group, in --help order (option_groups.hpp).
+void register_all(CLI::App& app, options& o) {
+  add_config_options(app, o);
+  add_run_options(app, o);
+  add_lora_options(app, o);
+  add_gpu_options(app, o);
+  add_cluster_options(app, o);
+  add_vision_options(app, o);
+  add_inference_options(app, o);
+  add_output_options(app, o);
+  add_command_options(app, o);
+}
 
-// How an option combines with the others: run options describe the estimated run and
-// are rejected together with a command; commands exclude each other.
-enum class group : std::uint8_t { run, output, command };
+constexpr const char* description =
+    "Estimates the GPU memory of one training step before it runs: the breakdown at the\n"
+    "steady-state peak, the peak itself (tensor / reserved / device) and the step-1 peak.\n"
+    "With no run options: gpt2, micro-batch 4, seq 512, fp32, adamw (foreach), flash attention.\n";
 
-struct option_def {
-  std::string_view name;         // "--batch"
-  std::string_view placeholder;  // "N"; empty for a flag
-  std::string_view help;
-  group kind;
-  void (*apply)(options& o, std::string_view value);
+constexpr const char* usage =
+    "usage: memscale-plan [run options] [--json]\n"
+    "       memscale-plan --list-models [--json]\n"
+    "       memscale-plan --list-gpus [--json]\n"
+    "       memscale-plan --cases FILE.json\n"
+    "       memscale-plan --help\n";
+
+constexpr const char* footer =
+    "Values may also be given as --option=value; the last occurrence of an option wins.\n"
+    "Counts are positive decimal integers; --headroom is a decimal fraction.\n"
+    "exit status: 0 success, 2 invalid input (one line on stderr starting with \"memscale-plan: \").";
+
+// CLI11's formatter with our usage lines instead of "Usage: memscale-plan [OPTIONS]".
+class help_formatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App* /*app*/, std::string /*name*/) const override { return usage; }
 };
 
-void set_command(options& o, command c) { o.cmd = c; }
-
-void set_lora(options& o, memscale::training_target target, std::string_view option, std::string_view value) {
-  o.run.target = target;
-  o.run.lora_rank = parse_positive(option, value);
-  o.run.lora_targets = memscale::lora_target::q | memscale::lora_target::v;
-  if (target == memscale::training_target::qlora) o.run.quant = memscale::base_quant::nf4;
+std::unique_ptr<CLI::App> make_app(options& o) {
+  auto app = std::make_unique<CLI::App>(description, "memscale-plan");
+  app->set_help_flag();  // --help / -h are ours (options_commands.cpp): they win over errors
+  app->allow_extras();   // unknown arguments are reported by us, with a suggestion
+  auto formatter = std::make_shared<help_formatter>();
+  formatter->column_width(30);
+  app->formatter(formatter);
+  app->footer(footer);
+  register_all(*app, o);
+  return app;
 }
 
-std::string preset_names() {
-  std::string names;
-  for (const auto& m : memscale::presets::all) {
-    if (!names.empty()) names += ", ";
-    names += m.name;
+bool is_command(const CLI::Option* opt) { return opt->get_group() == group::commands; }
+bool is_output(const CLI::Option* opt) { return opt->get_group() == group::output; }
+
+// Commands exclude each other and every run option; --lora and --qlora exclude each other.
+void check_groups(const CLI::App& app) {
+  const CLI::Option* command_opt = nullptr;
+  const CLI::Option* first_run_opt = nullptr;
+  const CLI::Option* adapter_opt = nullptr;
+  for (const CLI::Option* opt : app.parse_order()) {
+    if (is_command(opt)) {
+      if (command_opt != nullptr && command_opt != opt)
+        throw usage_error(opt->get_name() + " cannot be combined with " + command_opt->get_name());
+      command_opt = opt;
+    } else if (!is_output(opt)) {
+      if (first_run_opt == nullptr) first_run_opt = opt;
+      const std::string name = opt->get_name();
+      if (name == "--lora" || name == "--qlora") {
+        if (adapter_opt != nullptr && adapter_opt != opt)
+          throw usage_error(name + " cannot be combined with " + adapter_opt->get_name());
+        adapter_opt = opt;
+      }
+    }
   }
-  return names;
+  if (command_opt != nullptr && first_run_opt != nullptr)
+    throw usage_error(first_run_opt->get_name() + " cannot be combined with " + command_opt->get_name());
 }
 
-// The option table. Handlers get the value (empty for flags); the parser has already
-// checked that a value is present exactly when `placeholder` is non-empty.
-const std::array<option_def, 19> option_table{{
-    {"--model", "NAME", "a preset (see --list-models); default gpt2", group::run,
-     [](options& o, std::string_view v) {
-       const auto found = memscale::presets::find(v);
-       if (!found) throw usage_error("--model must be one of " + preset_names() + " (got " + in_quotes(v) + ")");
-       o.model = *found;
-     }},
-    {"--batch", "N", "micro-batch size, sequences per step; default 4", group::run,
-     [](options& o, std::string_view v) { o.run.micro_batch = parse_positive("--batch", v); }},
-    {"--seq", "N", "sequence length in tokens; default 512", group::run,
-     [](options& o, std::string_view v) { o.run.seq_len = parse_positive("--seq", v); }},
-    {"--precision", "P", "fp32 | amp_fp16 | amp_bf16 | pure_bf16 | pure_fp16; default fp32", group::run,
-     [](options& o, std::string_view v) {
-       o.run.prec = memscale::json_io::parse_precision(std::string(v), "--precision");
-     }},
-    {"--optimizer", "O", "sgd | sgd_momentum | adam | adamw | adamw_8bit | adafactor | lion; default adamw",
-     group::run,
-     [](options& o, std::string_view v) {
-       o.run.optimizer = memscale::json_io::parse_optimizer(std::string(v), "--optimizer");
-     }},
-    {"--optimizer-impl", "I", "for_loop | foreach | fused; default foreach", group::run,
-     [](options& o, std::string_view v) {
-       o.run.optimizer_impl = memscale::json_io::parse_optimizer_impl(std::string(v), "--optimizer-impl");
-     }},
-    {"--grad-accum", "N", "gradient-accumulation steps; default 1", group::run,
-     [](options& o, std::string_view v) { o.run.grad_accum = parse_positive("--grad-accum", v); }},
-    {"--checkpointing", "C", "none | full | selective; default none", group::run,
-     [](options& o, std::string_view v) {
-       o.run.ckpt = memscale::json_io::parse_checkpointing(std::string(v), "--checkpointing");
-     }},
-    {"--attention", "A", "eager | sdpa_math | flash (sdpa); default flash", group::run,
-     [](options& o, std::string_view v) {
-       o.run.attention = memscale::json_io::parse_attention(std::string(v), "--attention");
-     }},
-    {"--lora", "RANK", "train LoRA adapters of this rank on q and v; the base is frozen", group::run,
-     [](options& o, std::string_view v) { set_lora(o, memscale::training_target::lora, "--lora", v); }},
-    {"--qlora", "RANK", "QLoRA: LoRA on q and v over an NF4-quantised frozen base", group::run,
-     [](options& o, std::string_view v) { set_lora(o, memscale::training_target::qlora, "--qlora", v); }},
-    {"--no-dropout", "", "the model's dropout layers are off (p = 0)", group::run,
-     [](options& o, std::string_view) { o.run.dropout = false; }},
-    {"--gpu", "NAME", "plan the run on this GPU (see --list-gpus)", group::run,
-     [](options& o, std::string_view v) {
-       if (!memscale::find_gpu(v)) throw usage_error("--gpu must be a GPU from --list-gpus (got " + in_quotes(v) + ")");
-       o.gpu = std::string(v);
-     }},
-    {"--headroom", "FRACTION", "share of VRAM kept free with --gpu, 0.10-0.15; default 0.15", group::run,
-     [](options& o, std::string_view v) {
-       double value = 0.0;
-       const char* const last = v.data() + v.size();
-       const auto [ptr, ec] = std::from_chars(v.data(), last, value);
-       if (v.empty() || ec != std::errc{} || ptr != last)
-         throw usage_error("--headroom must be a decimal fraction such as 0.15 (got " + in_quotes(v) + ")");
-       o.headroom = value;
-     }},
-    {"--json", "", "print one JSON document instead of the text report", group::output,
-     [](options& o, std::string_view) { o.json = true; }},
-    {"--list-models", "", "list the presets: name, parameters, layers, hidden, heads", group::command,
-     [](options& o, std::string_view) { set_command(o, command::list_models); }},
-    {"--list-gpus", "", "list the GPUs: name, label, memory (GiB), bf16", group::command,
-     [](options& o, std::string_view) { set_command(o, command::list_gpus); }},
-    {"--cases", "FILE", "estimate each ground-truth record of a JSON array; prints a JSON array", group::command,
-     [](options& o, std::string_view v) {
-       set_command(o, command::cases);
-       o.cases_path = std::string(v);
-     }},
-    {"--help", "", "show this help and exit", group::command,
-     [](options& o, std::string_view) { set_command(o, command::help); }},
-}};
-
-const option_def* find_option(std::string_view name) {
-  if (name == "-h") name = "--help";
-  for (const auto& def : option_table)
-    if (def.name == name) return &def;
-  return nullptr;
-}
-
-bool looks_like_option(std::string_view arg) { return arg.size() > 2 && arg.substr(0, 2) == "--"; }
-
-// Checks that need every option: commands against run options, adapters against each
-// other, the run against the model.
-void check_combination(const options& o) {
-  if (o.cmd != command::run && !o.first_run_option.empty())
-    throw usage_error(std::string(o.first_run_option) + " cannot be combined with " + std::string(o.command_option));
+// Checks that need every option: the plan options, the run against the model.
+void check_run(const options& o) {
   if (o.cmd != command::run) return;
   if (o.headroom && o.gpu.empty()) throw usage_error("--headroom needs --gpu");
   if (o.model.positions == memscale::position_kind::learned && o.model.max_positions > 0 &&
@@ -140,7 +102,79 @@ void check_combination(const options& o) {
   memscale::validate(o.run);
 }
 
+// The option of `app` nearest to `name` by edit distance, or "" when none is close.
+std::string nearest_option(const CLI::App& app, const std::string& name) {
+  std::string best;
+  std::size_t best_distance = name.size() / 3 + 1;  // beyond a third of the name: no suggestion
+  for (const CLI::Option* opt : app.get_options()) {
+    for (const std::string& candidate : opt->get_lnames()) {
+      const std::size_t d = memscale::json_io::key_distance(name, "--" + candidate);
+      if (d < best_distance) {
+        best_distance = d;
+        best = "--" + candidate;
+      }
+    }
+  }
+  return best;
+}
+
+// The first argument CLI11 did not take: an unknown option or a stray word.
+[[noreturn]] void reject_extra(const CLI::App& app, const std::string& arg) {
+  if (arg.empty() || arg.front() != '-')
+    throw usage_error("unexpected argument " + in_quotes(arg) + " (options start with --; see --help)");
+  const std::string name = arg.substr(0, arg.find('='));
+  const std::string near = nearest_option(app, name);
+  throw usage_error("unknown option " + in_quotes(name) + (near.empty() ? "" : "; did you mean " + near + "?") +
+                    " (see --help)");
+}
+
+// CLI11's own errors, in the program's wording where it has one. ArgumentMismatch
+// starts with the option's name: "--batch: 1 required N missing" (no value) or
+// "--json was given a disallowed flag override" (a flag given a value).
+[[noreturn]] void reword(const CLI::App& app, const CLI::ParseError& e, const std::vector<std::string_view>& args) {
+  const std::string message = e.what();
+  if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr) {
+    const std::string name = message.substr(0, message.find_first_of(": "));
+    const CLI::Option* opt = app.get_option_no_throw(name);
+    if (opt == nullptr) opt = app.get_option_no_throw("--" + name);  // FlagOverride names it without --
+    if (opt != nullptr) {
+      if (opt->get_expected_max() > 0)
+        throw usage_error(opt->get_name() + " needs a value (" + opt->get_type_name() + ")");
+      const std::string prefix = opt->get_name() + "=";
+      for (const auto arg : args)
+        if (arg.substr(0, prefix.size()) == prefix)
+          throw usage_error(opt->get_name() + " takes no value (got " + in_quotes(arg.substr(prefix.size())) + ")");
+      throw usage_error(opt->get_name() + " takes no value");
+    }
+  }
+  throw usage_error(message);
+}
+
+bool looks_like_option(const std::string& arg) { return arg.size() > 2 && arg.compare(0, 2, "--") == 0; }
+
 }  // namespace
+
+std::string in_quotes(std::string_view text) { return "\"" + std::string(text) + "\""; }
+
+CLI::Option* add_value(CLI::App& app, std::string_view group, const std::string& name, const std::string& placeholder,
+                       const std::string& help, std::function<void(const std::string&)> handle) {
+  // CLI11 gives a required value the next argument even when it is an option ("--batch --seq 4").
+  auto checked = [name, placeholder, handle = std::move(handle)](const std::string& value) {
+    if (looks_like_option(value))
+      throw usage_error(name.substr(name.rfind(',') + 1) + " needs a value (" + placeholder + ")");
+    handle(value);
+  };
+  CLI::Option* opt = app.add_option_function<std::string>(name, std::move(checked), help);
+  opt->type_name(placeholder)->group(std::string(group))->trigger_on_parse();
+  return opt;
+}
+
+CLI::Option* add_flag(CLI::App& app, std::string_view group, const std::string& name, const std::string& help,
+                      std::function<void()> handle) {
+  CLI::Option* opt = app.add_flag_callback(name, std::move(handle), help);
+  opt->group(std::string(group))->trigger_on_parse()->disable_flag_override();
+  return opt;
+}
 
 std::uint64_t parse_positive(std::string_view option, std::string_view text) {
   std::uint64_t value = 0;
@@ -164,84 +198,22 @@ options parse_args(const std::vector<std::string_view>& args) {
       return o;
     }
 
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string_view arg = args[i];
-    std::string_view name = arg;
-    std::string_view value;
-    bool inline_value = false;
-    if (looks_like_option(arg)) {
-      if (const auto eq = arg.find('='); eq != std::string_view::npos) {  // --batch=4
-        name = arg.substr(0, eq);
-        value = arg.substr(eq + 1);
-        inline_value = true;
-      }
-    }
-    const option_def* def = find_option(name);
-    if (def == nullptr) {
-      if (!arg.empty() && arg.front() == '-') throw usage_error("unknown option " + in_quotes(name) + " (see --help)");
-      throw usage_error("unexpected argument " + in_quotes(arg) + " (options start with --; see --help)");
-    }
-    if (def->placeholder.empty()) {
-      if (inline_value) throw usage_error(std::string(def->name) + " takes no value (got " + in_quotes(value) + ")");
-    } else if (!inline_value) {
-      if (i + 1 >= args.size() || looks_like_option(args[i + 1]))
-        throw usage_error(std::string(def->name) + " needs a value (" + std::string(def->placeholder) + ")");
-      value = args[++i];
-    }
-
-    switch (def->kind) {
-      case group::run:
-        if (o.first_run_option.empty()) o.first_run_option = def->name;
-        if (def->name == "--lora" || def->name == "--qlora") {
-          if (!o.adapter_option.empty() && o.adapter_option != def->name)
-            throw usage_error(std::string(def->name) + " cannot be combined with " + std::string(o.adapter_option));
-          o.adapter_option = def->name;
-        }
-        break;
-      case group::command:
-        if (!o.command_option.empty() && o.command_option != def->name)
-          throw usage_error(std::string(def->name) + " cannot be combined with " + std::string(o.command_option));
-        o.command_option = def->name;
-        break;
-      case group::output: break;
-    }
-    def->apply(o, value);
+  const auto app = make_app(o);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last-first
+  try {
+    app->parse(std::move(reversed));
+  } catch (const CLI::ParseError& e) {
+    reword(*app, e, args);
   }
-  check_combination(o);
+  if (const auto extras = app->remaining(); !extras.empty()) reject_extra(*app, extras.front());
+  check_groups(*app);
+  check_run(o);
   return o;
 }
 
 std::string help_text() {
-  std::string out =
-      "usage: memscale-plan [run options] [--json]\n"
-      "       memscale-plan --list-models [--json]\n"
-      "       memscale-plan --list-gpus [--json]\n"
-      "       memscale-plan --cases FILE.json\n"
-      "       memscale-plan --help\n"
-      "\n"
-      "Estimates the GPU memory of one training step before it runs: the breakdown at the\n"
-      "steady-state peak, the peak itself (tensor / reserved / device) and the step-1 peak.\n"
-      "With no run options: gpt2, micro-batch 4, seq 512, fp32, adamw (foreach), flash attention.\n";
-  const std::array<std::pair<group, std::string_view>, 3> sections{
-      {{group::run, "run options"}, {group::output, "output"}, {group::command, "commands"}}};
-  for (const auto& [kind, title] : sections) {
-    out += "\n";
-    out += title;
-    out += ":\n";
-    for (const auto& def : option_table) {
-      if (def.kind != kind) continue;
-      std::string left = "  " + std::string(def.name);
-      if (!def.placeholder.empty()) left += " " + std::string(def.placeholder);
-      if (left.size() < 24) left.resize(24, ' ');
-      else left += "  ";
-      out += left + std::string(def.help) + "\n";
-    }
-  }
-  out +=
-      "\n"
-      "Values may also be given as --option=value. Counts are positive decimal integers; --headroom is a decimal fraction.\n"
-      "exit status: 0 success, 2 invalid input (one line on stderr starting with \"memscale-plan: \").\n";
-  return out;
+  options unused{};
+  return make_app(unused)->help();
 }
 
 }  // namespace memscale_plan

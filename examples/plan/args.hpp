@@ -1,11 +1,12 @@
 // memscale-plan: the command line, parsed into one `options` value.
 //
-// Every option is a row of the table in args.cpp (name, value placeholder, help text,
-// group, handler); the --help text is generated from the same table, so an option added
-// there is parsed, documented and conflict-checked in one place.
+// The parser is CLI11 (args.cpp). Options are registered per feature group, each group in
+// its own file (option_groups.hpp lists them: options_run.cpp, options_lora.cpp, ...), so
+// a feature adds its flags, their help and their fields without touching the others.
+// The --help text is CLI11's, generated from the same registrations.
 //
-// --gpu NAME and --headroom FRACTION are run options (rows in the table, fields in `options`
-// below); --list-gpus is a command (a `command` enumerator, a row, and a case in main.cpp).
+// A group's settings live in `options` below: the run itself (model, training_spec), or a
+// group struct of its own (config, cluster, vision, inference) for a helper feature.
 #pragma once
 
 #include <cstdint>
@@ -49,29 +50,44 @@ constexpr memscale::training_spec default_run() {
                                  .attention = memscale::attention_impl::flash};
 }
 
+// --- per-group settings of features registered in their own files -------------------
+// options_config.cpp (h9-config): --config PATH|HUB_ID.
+struct config_options {};
+
+// options_cluster.cpp (h10-multi): multi-GPU engines and the cluster planner.
+struct cluster_options {};
+
+// options_vision.cpp (h11-vision): CNN / ViT models.
+struct vision_options {};
+
+// options_inference.cpp (h12-infer): inference estimates and SVG output.
+struct inference_options {};
+// -------------------------------------------------------------------------------------
+
 struct options {
   command cmd = command::run;
   memscale::model_spec model = memscale::presets::gpt2;  // --model NAME; default gpt2
   memscale::training_spec run = default_run();
-  bool json = false;          // --json: one JSON document on stdout
-  std::string cases_path;     // --cases FILE
+  bool json = false;               // --json: one JSON document on stdout
+  std::string cases_path;          // --cases FILE
   std::string gpu;                 // --gpu NAME (a gpu_catalog slug); empty: no plan
   std::optional<double> headroom;  // --headroom FRACTION
 
-  // Bookkeeping for conflict checks; each names a table row (static storage).
-  std::string_view command_option;    // the option that chose `cmd` ("--cases", ...)
-  std::string_view first_run_option;  // the first run option given, if any
-  std::string_view adapter_option;    // "--lora" or "--qlora", if given
+  config_options config;
+  cluster_options cluster;
+  vision_options vision;
+  inference_options inference;
 };
 
-// Parses argv[1..]. Throws usage_error (bad syntax, unknown option or model, bad number)
-// or memscale::error (an enum string json_io::parse_* rejects, an invalid run).
+// Parses argv[1..]. Throws usage_error (bad syntax, unknown option or model, bad number,
+// options that cannot be combined) or memscale::error (an enum string json_io::parse_*
+// rejects, an invalid run).
 options parse_args(const std::vector<std::string_view>& args);
 
 // A count for `option`: decimal digits only (std::from_chars), > 0, fits in 64 bits.
 std::uint64_t parse_positive(std::string_view option, std::string_view text);
 
-// The --help text (usage, the option table, exit codes), ending in a newline.
+// The --help text (usage, the options by group, exit codes), ending in a newline.
 std::string help_text();
 
 }  // namespace memscale_plan

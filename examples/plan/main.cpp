@@ -6,7 +6,8 @@
 //   memscale-plan --model gpt2-xl --batch 1 --seq 512 --gpu rtx3090 --headroom 0.10
 //   memscale-plan --cases shared/ground-truth/cpu_traced_dev.json
 //
-// Files: args.* parse the command line, output.* print reports, cases.* answer a
+// Files: args.* parse the command line (CLI11; each option group registers itself in
+// options_<group>.cpp, see option_groups.hpp), output.* print reports, cases.* answer a
 // ground-truth file, this file dispatches and turns every failure into exit status 2
 // with one line on stderr. Everything is computed before anything is printed, so a
 // failure never leaves half a report on stdout.

@@ -196,12 +196,51 @@ bad_input stray
 printf '[{"id": "a",' >"$work/malformed.json"
 bad_input --cases "$work/malformed.json"
 
+# bad_input_says TEXT ARGS...: bad input whose one stderr line contains TEXT.
+bad_input_says() {
+  local text=$1
+  shift
+  local label="$*"
+  run "$@"
+  if [[ $rc -eq 2 && $(stderr_lines) -eq 1 ]] && grep -qF -- "$text" "$work/err"; then
+    pass "bad input '$label': says '$text'"
+  else
+    fail "bad input '$label': says '$text'" "exit $rc" "stderr: $(head -c 300 "$work/err")"
+  fi
+}
+
+bad_input_says '--batch needs a value (N)' --batch --seq 4
+bad_input_says '--batch needs a value (N)' --seq 4 --batch
+bad_input_says '--batch must be a positive integer (got "0")' --batch=0
+bad_input_says 'did you mean --batch?' --batc 4
+bad_input_says 'did you mean --checkpointing?' --checkpoint full
+bad_input_says '--json takes no value (got "yes")' --json=yes
+bad_input_says '--qlora cannot be combined with --lora' --lora 8 --qlora 8
+bad_input_says '--batch cannot be combined with --list-models' --batch 2 --list-models
+bad_input_says '--list-gpus cannot be combined with --list-models' --list-models --list-gpus
+bad_input_says '--headroom needs --gpu' --headroom 0.12
+bad_input_says '--seq must be <= 1024 for gpt2' --seq 2048
+
+# the last occurrence of an option wins; --option=value is the same as --option value
+run --batch 3 --batch=1 --seq=64 --json
+if [[ $rc -eq 0 ]] && python3 -c 'import json,sys; r=json.load(sys.stdin)["run"]; assert r["micro_batch"]==1 and r["seq_len"]==64, r' <"$work/out" 2>"$work/py"; then
+  pass "--batch 3 --batch=1 --seq=64: the last value wins, = form accepted"
+else
+  fail "--batch 3 --batch=1 --seq=64: the last value wins, = form accepted" "exit $rc" "python: $(tail -n 1 "$work/py")"
+fi
+
 # --help succeeds
 run --help
-if [[ $rc -eq 0 ]] && grep -q -- "--model" "$work/out"; then
+if [[ $rc -eq 0 ]] && grep -q -- "--model" "$work/out" && grep -q -- "--qlora" "$work/out" && grep -q -- "--list-gpus" "$work/out"; then
   pass "--help: exit 0, lists the options"
 else
   fail "--help: exit 0, lists the options" "exit $rc"
+fi
+run --batch 0 --help
+if [[ $rc -eq 0 ]] && grep -q -- "--model" "$work/out"; then
+  pass "--help wins over an invalid option before it"
+else
+  fail "--help wins over an invalid option before it" "exit $rc"
 fi
 
 echo "$passed passed, $failed failed"

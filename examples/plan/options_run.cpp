@@ -1,0 +1,52 @@
+// memscale-plan: the run options (model and training settings).
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "memscale/json.hpp"
+#include "memscale/presets.hpp"
+#include "option_groups.hpp"
+
+namespace memscale_plan {
+namespace {
+
+std::string preset_names() {
+  std::string names;
+  for (const auto& m : memscale::presets::all) {
+    if (!names.empty()) names += ", ";
+    names += m.name;
+  }
+  return names;
+}
+
+}  // namespace
+
+void add_run_options(CLI::App& app, options& o) {
+  const auto g = group::run;
+  add_value(app, g, "--model", "NAME", "a preset (see --list-models); default gpt2", [&o](const std::string& v) {
+    const auto found = memscale::presets::find(v);
+    if (!found) throw usage_error("--model must be one of " + preset_names() + " (got " + in_quotes(v) + ")");
+    o.model = *found;
+  });
+  add_value(app, g, "--batch", "N", "micro-batch size, sequences per step; default 4",
+            [&o](const std::string& v) { o.run.micro_batch = parse_positive("--batch", v); });
+  add_value(app, g, "--seq", "N", "sequence length in tokens; default 512",
+            [&o](const std::string& v) { o.run.seq_len = parse_positive("--seq", v); });
+  add_value(app, g, "--precision", "P", "fp32 | amp_fp16 | amp_bf16 | pure_bf16 | pure_fp16; default fp32",
+            [&o](const std::string& v) { o.run.prec = memscale::json_io::parse_precision(v, "--precision"); });
+  add_value(app, g, "--optimizer", "O",
+            "sgd | sgd_momentum | adam | adamw | adamw_8bit | adafactor | lion; default adamw",
+            [&o](const std::string& v) { o.run.optimizer = memscale::json_io::parse_optimizer(v, "--optimizer"); });
+  add_value(app, g, "--optimizer-impl", "I", "for_loop | foreach | fused; default foreach", [&o](const std::string& v) {
+    o.run.optimizer_impl = memscale::json_io::parse_optimizer_impl(v, "--optimizer-impl");
+  });
+  add_value(app, g, "--grad-accum", "N", "gradient-accumulation steps; default 1",
+            [&o](const std::string& v) { o.run.grad_accum = parse_positive("--grad-accum", v); });
+  add_value(app, g, "--checkpointing", "C", "none | full | selective; default none", [&o](const std::string& v) {
+    o.run.ckpt = memscale::json_io::parse_checkpointing(v, "--checkpointing");
+  });
+  add_value(app, g, "--attention", "A", "eager | sdpa_math | flash (sdpa); default flash",
+            [&o](const std::string& v) { o.run.attention = memscale::json_io::parse_attention(v, "--attention"); });
+  add_flag(app, g, "--no-dropout", "the model's dropout layers are off (p = 0)", [&o] { o.run.dropout = false; });
+}
+
+}  // namespace memscale_plan
