@@ -19,6 +19,7 @@
 #include "memscale/model.hpp"
 #include "memscale/presets.hpp"
 #include "memscale/training.hpp"
+#include "memscale/vision/model.hpp"
 
 namespace memscale_plan {
 
@@ -57,8 +58,14 @@ struct config_options {};
 // options_cluster.cpp (h10-multi): multi-GPU engines and the cluster planner.
 struct cluster_options {};
 
-// options_vision.cpp (h11-vision): CNN / ViT models.
-struct vision_options {};
+// options_vision.cpp (h11-vision): CNN / ViT models. A torchvision --model NAME sets
+// `model` (options_run.cpp); --image and --channels-last size and lay out its input.
+struct vision_options {
+  std::optional<memscale::vision::vision_spec> model;
+  std::uint64_t image_height = 0;  // 0: the preset's 224
+  std::uint64_t image_width = 0;
+  bool channels_last = false;
+};
 
 // options_inference.cpp (h12-infer): inference estimates and SVG output.
 struct inference_options {};

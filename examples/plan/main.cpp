@@ -23,6 +23,7 @@
 #include "memscale/error.hpp"
 #include "memscale/estimate.hpp"
 #include "output.hpp"
+#include "vision.hpp"
 
 namespace {
 
@@ -60,11 +61,16 @@ std::string run(const memscale_plan::options& opt) {
   using memscale_plan::command;
   switch (opt.cmd) {
     case command::help: return memscale_plan::help_text();
-    case command::list_models:
-      return opt.json ? dump(memscale_plan::model_list_json()) : memscale_plan::model_list_text();
+    case command::list_models: {
+      if (!opt.json) return memscale_plan::model_list_text() + memscale_plan::vision_model_list_text();
+      nlohmann::json list = memscale_plan::model_list_json();
+      for (const auto& m : memscale_plan::vision_model_list_json()) list.push_back(m);
+      return dump(list);
+    }
     case command::list_gpus: return opt.json ? dump(memscale_plan::gpu_list_json()) : memscale_plan::gpu_list_text();
     case command::cases: return dump(memscale_plan::run_cases(opt.cases_path));
     case command::run: {
+      if (const auto vision = memscale_plan::vision_model_of(opt)) return memscale_plan::vision_report(opt, *vision);
       const memscale::estimate_result result = estimate_or_explain(opt);
       if (opt.gpu.empty())
         return opt.json ? dump(memscale_plan::json_report(opt.model, opt.run, result))

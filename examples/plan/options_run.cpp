@@ -4,6 +4,7 @@
 
 #include "memscale/json.hpp"
 #include "memscale/presets.hpp"
+#include "memscale/vision/presets.hpp"
 #include "option_groups.hpp"
 
 namespace memscale_plan {
@@ -15,6 +16,7 @@ std::string preset_names() {
     if (!names.empty()) names += ", ";
     names += m.name;
   }
+  for (const auto& m : memscale::vision::presets::all) names += ", " + std::string(m.name);
   return names;
 }
 
@@ -23,6 +25,11 @@ std::string preset_names() {
 void add_run_options(CLI::App& app, options& o) {
   const auto g = group::run;
   add_value(app, g, "--model", "NAME", "a preset (see --list-models); default gpt2", [&o](const std::string& v) {
+    if (const auto vision = memscale::vision::presets::find(v)) {  // a torchvision model (options_vision.cpp)
+      o.vision.model = *vision;
+      return;
+    }
+    o.vision.model.reset();
     const auto found = memscale::presets::find(v);
     if (!found) throw usage_error("--model must be one of " + preset_names() + " (got " + in_quotes(v) + ")");
     o.model = *found;
