@@ -28,6 +28,45 @@ def family_of(name):
     raise ValueError(name)
 
 
+class Checkpointed(torch.nn.Module):
+    """torch.utils.checkpoint (non-reentrant) around one stage."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        return torch.utils.checkpoint.checkpoint(self.inner, x, use_reentrant=False)
+
+
+def checkpoint_stages(model):
+    """The stages memscale's planner checkpoints: ResNet layer1-4, ConvNeXt stages, each
+    MobileNet/EfficientNet inverted residual, each ViT encoder block."""
+    name = type(model).__name__
+    if name == "ResNet":
+        for k in ("layer1", "layer2", "layer3", "layer4"):
+            setattr(model, k, Checkpointed(getattr(model, k)))
+    elif name == "VisionTransformer":
+        layers = model.encoder.layers
+        for i, k in enumerate(list(layers._modules)):
+            layers._modules[k] = Checkpointed(layers._modules[k])
+    elif name in ("MobileNetV3", "EfficientNet"):
+        f = model.features
+        for k in list(f._modules)[1:-1]:
+            blocks = f._modules[k]
+            if isinstance(blocks, torch.nn.Sequential) and name == "EfficientNet":
+                for j in list(blocks._modules):
+                    blocks._modules[j] = Checkpointed(blocks._modules[j])
+            else:
+                f._modules[k] = Checkpointed(blocks)
+    elif name == "ConvNeXt":
+        f = model.features
+        for k in list(f._modules)[1::2]:
+            f._modules[k] = Checkpointed(f._modules[k])
+    else:
+        raise ValueError(name)
+
+
 def run(c):
     torch.manual_seed(0)
     name, B, px, optn, prec = c["model"], c["batch"], c["image"], c["opt"], c["prec"]
@@ -38,6 +77,8 @@ def run(c):
             model = model.to(torch.bfloat16)
         if cl:
             model = model.to(memory_format=torch.channels_last)
+        if c.get("ckpt") == "full":
+            checkpoint_stages(model)
         model.train()
         tr.mark("built")
         opt = measure.make_opt(optn, model.parameters())
@@ -84,9 +125,9 @@ def run(c):
         r[f"s{s}_peak_opt"] = tr.peak(f"s{s}_bwd", f"s{s}_opt")
     r.update(end_live=tr.live("__end__"), n_events=tr.n_events, step_seconds=times, loss=lossv)
     fam = family_of(name)
-    cid = f"cpu-{name}-b{B}-{px}px-{optn}" + ("" if prec == "fp32" else "-" + prec) + ("-channels_last" if cl else "")
+    cid = case_id(c)
     train = dict(batch=B, seq=None, image=px, precision=prec, optimizer=optn,
-                 optimizer_impl="single_tensor (torch 1.13 CPU default)", checkpointing="none",
+                 optimizer_impl="single_tensor (torch 1.13 CPU default)", checkpointing=c.get("ckpt", "none"),
                  attention="eager" if fam == "vit" else None, grad_accum=1, lora_rank=0, frozen="none", zero_stage=0,
                  dp=1, tp=1, dropout="train mode (HF/torchvision defaults)")
     if cl:
@@ -105,6 +146,11 @@ def run(c):
     }
 
 
+def case_id(c):
+    return f"cpu-{c['model']}-b{c['batch']}-{c['image']}px-{c['opt']}" + ("" if c["prec"] == "fp32" else "-" + c["prec"]) + \
+        ("-channels_last" if c.get("channels_last") else "") + ("-ckpt" if c.get("ckpt") == "full" else "")
+
+
 def cases():
     L = []
     for m, px, B in (("resnet50", 224, 2), ("resnet50", 224, 8), ("resnet18", 128, 8), ("resnet18", 320, 4),
@@ -121,6 +167,9 @@ def cases():
     L.append(dict(model="mobilenet_v3_large", batch=8, image=224, opt="adamw", prec="amp_bf16"))
     L.append(dict(model="resnet50", batch=4, image=224, opt="adamw", prec="amp_bf16"))
     L.append(dict(model="efficientnet_b0", batch=4, image=224, opt="sgd_momentum", prec="fp32"))
+    for m, B in (("resnet50", 8), ("resnet18", 16), ("mobilenet_v3_large", 8), ("efficientnet_b0", 8), ("vit_b_16", 4),
+                 ("convnext_tiny", 4)):
+        L.append(dict(model=m, batch=B, image=224, opt="adamw", prec="fp32", ckpt="full"))
     return L
 
 
@@ -134,9 +183,7 @@ def main():
     for c in cases():
         if a.only and a.only not in c["model"]:
             continue
-        cid = f"cpu-{c['model']}-b{c['batch']}-{c['image']}px-{c['opt']}" + ("" if c["prec"] == "fp32" else "-" + c["prec"]) + \
-            ("-channels_last" if c.get("channels_last") else "")
-        if cid in done:
+        if case_id(c) in done:
             continue
         rec = run(c)
         out.append(rec)

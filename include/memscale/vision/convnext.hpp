@@ -39,7 +39,7 @@ constexpr tensor convnext(network& net, const tensor& image, const convnext_spec
   x = net.layer_norm(x, true);
   std::uint64_t block_id = 0;
   for (std::size_t stage = 0; stage < 4; ++stage) {
-    net.begin_stage();
+    net.begin_stage(x);
     for (std::uint64_t b = 0; b < s.blocks[stage]; ++b, ++block_id) x = convnext_block(net, x, block_id > 0);
     net.end_stage();
     if (stage < 3) {

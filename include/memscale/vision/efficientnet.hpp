@@ -52,10 +52,10 @@ constexpr tensor efficientnet(network& net, const tensor& image, const efficient
   for (const auto& st : stages) total += depth(st.layers);
   tensor x = conv_bn_act(net, image, {.out = channels(32), .kernel = 3, .stride = 2, .padding = 1}, activation::silu);
   std::uint64_t block_id = 0;
-  net.begin_stage();
   for (const auto& st : stages) {
     for (std::uint64_t i = 0; i < depth(st.layers); ++i, ++block_id) {
       const std::uint64_t in = x.channels;
+      net.begin_stage(x);  // each MBConv checkpointed on its own
       x = inverted_residual(net, x,
                             {.expanded = make_divisible(in * st.expand),
                              .out = channels(st.out),
@@ -66,9 +66,9 @@ constexpr tensor efficientnet(network& net, const tensor& image, const efficient
                              .se_inner = activation::silu,
                              .se_gate = activation::sigmoid,
                              .stochastic_depth = block_id > 0 && total > 0});
+      net.end_stage();
     }
   }
-  net.end_stage();
   x = conv_bn_act(net, x, {.out = 4 * x.channels, .kernel = 1}, activation::silu);
   x = net.global_avg_pool(x);
   x = net.dropout(net.view(x, x.channels, 1, 1), true, true);

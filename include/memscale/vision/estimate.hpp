@@ -35,27 +35,42 @@ struct walk_result {
 // Whether op i's saved tensors are dropped in forward (checkpointed stage).
 constexpr bool checkpointed(const layer_graph& g, std::size_t i, bool ckpt) { return ckpt && g.stage[i] != 0; }
 
+// Whether op i's output stays for backward: a backward saves it, and that backward's
+// layer is not in a checkpointed stage (then the checkpoint keeps its input instead).
+constexpr bool output_kept(const layer_graph& g, std::size_t i, bool ckpt) {
+  const auto by = g.ops[i].released_by;
+  return by != not_kept && !checkpointed(g, i, ckpt) && !checkpointed(g, static_cast<std::size_t>(by), ckpt);
+}
+
+constexpr bool starts_stage(const layer_graph& g, std::size_t i) {
+  return g.stage[i] != 0 && (i == 0 || g.stage[i - 1] != g.stage[i]);
+}
+
 constexpr walk_result walk(const layer_graph& g, const training_spec& run, bool grads_persist) {
-  const bool ckpt = run.ckpt != checkpointing::none;
+  const bool ckpt = run.ckpt != checkpointing::none && g.stages > 0;
   const std::size_t n = g.size;
   walk_result r{};
 
-  // Forward: difference array of live bytes (storage born at i, dies after last use or at
-  // backward), plus each layer's temporaries.
+  // Forward: a difference array of live bytes (a storage is born at its layer and dies
+  // after its last use unless a backward keeps it), plus each layer's temporaries. Under
+  // checkpointing a stage's own tensors all die young and its input is pinned instead.
   std::array<bytes, layer_capacity + 1> born{};
   std::array<bytes, layer_capacity + 1> dies{};
   bytes saved_total{};
   for (std::size_t i = 0; i < n; ++i) {
     const op& o = g.ops[i];
-    const bool kept = o.released_by != not_kept && !checkpointed(g, i, ckpt);
-    // A checkpointed stage's input (produced before the stage) is kept by the checkpoint.
-    born[i] += o.out + (checkpointed(g, i, ckpt) ? bytes{} : o.extra_saved);
-    if (kept) {
+    const bool dropped = checkpointed(g, i, ckpt);
+    if (dropped && starts_stage(g, i)) {
+      born[i] += g.stage_input[g.stage[i]];
+      saved_total += g.stage_input[g.stage[i]];
+    }
+    born[i] += o.out + (dropped ? bytes{} : o.extra_saved);
+    if (output_kept(g, i, ckpt)) {
       saved_total += o.out;
     } else {
       dies[static_cast<std::size_t>(g.last_use[i]) + 1] += o.out;
     }
-    if (!checkpointed(g, i, ckpt)) saved_total += o.extra_saved;
+    if (!dropped) saved_total += o.extra_saved;
   }
   bytes live{};
   for (std::size_t i = 0; i < n; ++i) {
@@ -65,7 +80,8 @@ constexpr walk_result walk(const layer_graph& g, const training_spec& run, bool 
   }
   r.saved = saved_total;
 
-  // Backward without checkpointing: prefix sums by release index.
+  // Backward over layers [begin, end) with everything they save present (for a
+  // checkpointed stage: after its forward has been replayed), `outside` kept meanwhile.
   auto backward_over = [&](std::size_t begin, std::size_t end, bytes outside, bytes grads_before) {
     std::array<bytes, layer_capacity> released_at{};
     for (std::size_t i = begin; i < end; ++i) {
@@ -95,13 +111,13 @@ constexpr walk_result walk(const layer_graph& g, const training_spec& run, bool 
     return created;
   };
 
-  if (!ckpt || g.stages == 0) {
+  if (!ckpt) {
     backward_over(0, n, bytes{}, bytes{});
     return r;
   }
-  // Checkpointed: walk the graph in stage segments from the end. Outside a segment, the
-  // saved tensors of un-checkpointed layers before it and the inputs of earlier stages
-  // stay; the segment itself is replayed with everything saved.
+  // Checkpointed: segments of equal stage id from the end. Outside a segment stay the
+  // tensors un-checkpointed layers before it saved and the inputs of the stages before
+  // it and of its own (a checkpoint holds its input until its backward has run).
   bytes grads_before{};
   std::size_t end = n;
   while (end > 0) {
@@ -109,15 +125,11 @@ constexpr walk_result walk(const layer_graph& g, const training_spec& run, bool 
     const auto s = g.stage[begin];
     while (begin > 0 && g.stage[begin - 1] == s) --begin;
     bytes outside{};
-    for (std::size_t i = 0; i < begin; ++i) {
-      const op& o = g.ops[i];
-      if (checkpointed(g, i, true)) {
-        // The last layer of an earlier stage produces the next stage's input.
-        if (i + 1 < n && g.stage[i + 1] != g.stage[i]) outside += o.out;
-        continue;
-      }
-      if (o.released_by != not_kept) outside += o.out;
-      outside += o.extra_saved;
+    for (std::size_t i = 0; i < end; ++i) {
+      if (starts_stage(g, i)) outside += g.stage_input[g.stage[i]];  // stages not yet through backward
+      if (i >= begin || checkpointed(g, i, true)) continue;
+      if (output_kept(g, i, true)) outside += g.ops[i].out;
+      outside += g.ops[i].extra_saved;
     }
     grads_before = backward_over(begin, end, outside, grads_before);
     end = begin;

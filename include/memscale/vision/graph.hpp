@@ -22,6 +22,7 @@
 namespace memscale::vision {
 
 inline constexpr std::size_t layer_capacity = 768;
+inline constexpr std::size_t stage_capacity = 64;
 
 struct layer_graph {
   std::array<op, layer_capacity> ops{};
@@ -29,6 +30,7 @@ struct layer_graph {
   std::array<bytes, layer_capacity> carried{};   // gradients parked on skip connections during its backward
   std::array<std::int32_t, layer_capacity> last_use{};  // last forward consumer of the layer's output
   std::array<std::uint16_t, layer_capacity> stage{};    // checkpointable stage (0: not checkpointed)
+  std::array<bytes, stage_capacity> stage_input{};     // what a checkpointed stage keeps: its input
   std::size_t size = 0;
   std::uint16_t stages = 0;
   bytes inputs{};   // the image batch and the labels

@@ -258,8 +258,13 @@ class network {
     push(o, storage(t, 1));
   }
 
-  // Layers added from now on belong to a new checkpointable stage.
-  constexpr void begin_stage() { current_stage_ = ++g_.stages; }
+  // Layers added from now on belong to a new checkpointable stage with this input.
+  constexpr void begin_stage(const tensor& input) {
+    detail::require(g_.stages + 1u < stage_capacity, error_code::invalid_model, "vision network",
+                    "has more checkpointable stages than fit", g_.stages);
+    current_stage_ = ++g_.stages;
+    g_.stage_input[current_stage_] = bytes_of(input);
+  }
   constexpr void end_stage() { current_stage_ = 0; }
 
   // Gradients of a skip connection wait while the layers [from, next_index()) run backward.

@@ -52,6 +52,7 @@ constexpr tensor mobilenet_v3(network& net, const tensor& image, mobilenet_v3_si
   const std::uint64_t last_channel = is_large ? 1280 : 1024;
   tensor x = conv_bn_act(net, image, {.out = 16, .kernel = 3, .stride = 2, .padding = 1}, activation::hardswish);
   auto block = [&](const bneck& b) {
+    net.begin_stage(x);  // each inverted residual checkpointed on its own
     x = inverted_residual(net, x,
                           {.expanded = b.expanded,
                            .out = b.out,
@@ -61,14 +62,13 @@ constexpr tensor mobilenet_v3(network& net, const tensor& image, mobilenet_v3_si
                            .se_squeeze = b.se ? make_divisible(b.expanded / 4) : 0,
                            .se_inner = activation::relu,
                            .se_gate = activation::hardsigmoid});
+    net.end_stage();
   };
-  net.begin_stage();
   if (is_large) {
     for (const bneck& b : large) block(b);
   } else {
     for (const bneck& b : small) block(b);
   }
-  net.end_stage();
   x = conv_bn_act(net, x, {.out = 6 * x.channels, .kernel = 1}, activation::hardswish);
   x = net.global_avg_pool(x);
   x = net.linear(net.view(x, x.channels, 1, 1), last_channel, true);

@@ -7,6 +7,8 @@
 //                 MobileNet/EfficientNet feature stack, per ViT encoder stack);
 //   BALANCED:     + automatic mixed precision (bf16 where the GPU has it, else fp16);
 //   AGGRESSIVE:   + an 8-bit AdamW (bitsandbytes) for the optimizer state.
+// Unlike the transformer modes these are not always ordered: autocast's weight copies
+// can outweigh the activations it halves (ViT at small batches).
 // cuDNN's workspace is bounded by the free memory at each convolution (vision/estimate.hpp:
 // cudnn_mandatory_workspace), so "fits" needs no extra term for it.
 #pragma once
@@ -69,13 +71,18 @@ constexpr plan_result make_plan(const vision_spec& model, const training_spec& r
       break;
     }
   }
-  const mode search_mode = r.fits ? r.chosen : mode::aggressive;
-  r.max_micro_batch =
-      memscale::detail::largest_fitting(r.fits ? options.max_batch_search : run.micro_batch, [&](std::uint64_t b) {
-        training_spec t = run;
-        t.micro_batch = b;
-        return plan_mode(model, t, gpu, search_mode, r.budget).fits;
-      });
+  // The largest batch that fits in any mode: for a ViT, mixed precision can cost more
+  // than it saves (autocast keeps 16-bit copies of every weight), so no mode is always
+  // the most frugal one.
+  for (const mode m : all_modes) {
+    const std::uint64_t largest =
+        memscale::detail::largest_fitting(options.max_batch_search, [&](std::uint64_t b) {
+          training_spec t = run;
+          t.micro_batch = b;
+          return plan_mode(model, t, gpu, m, r.budget).fits;
+        });
+    if (largest > r.max_micro_batch) r.max_micro_batch = largest;
+  }
   r.grad_accumulation = run.grad_accum;
   if (r.fits) {
     r.reason = r.chosen == mode::none           ? "the run fits without memory-saving techniques"
@@ -85,6 +92,7 @@ constexpr plan_result make_plan(const vision_spec& model, const training_spec& r
     return r;
   }
   if (r.max_micro_batch > 0) {
+    r.max_micro_batch = memscale::detail::min(r.max_micro_batch, run.micro_batch);
     r.grad_accumulation =
         memscale::detail::ceil_div(memscale::detail::checked_mul(run.micro_batch, run.grad_accum), r.max_micro_batch);
     r.next_step = advice::smaller_micro_batch;

@@ -44,7 +44,7 @@ constexpr tensor resnet(network& net, const tensor& image, const resnet_spec& s,
   x = net.max_pool(x, 3, 2, 1);
   constexpr std::array<std::uint64_t, 4> planes{64, 128, 256, 512};
   for (std::size_t stage = 0; stage < 4; ++stage) {
-    net.begin_stage();
+    net.begin_stage(x);
     for (std::uint64_t b = 0; b < s.blocks[stage]; ++b)
       x = resnet_block(net, x, planes[stage], (b == 0 && stage > 0) ? 2 : 1, s.bottleneck);
     net.end_stage();

@@ -62,9 +62,11 @@ constexpr tensor vit(network& net, const tensor& image, const vit_spec& s, std::
   net.parameter(detail::checked_mul(tokens, s.hidden));  // pos_embedding
   x = net.copy_as(x, tensor{.channels = s.hidden, .height = tokens});  // torch.cat([class_token, x])
   x = net.add(x, x, false);  // + pos_embedding
-  net.begin_stage();
-  for (std::uint64_t i = 0; i < s.layers; ++i) x = vit_encoder_block(net, x, s.heads, s.mlp);
-  net.end_stage();
+  for (std::uint64_t i = 0; i < s.layers; ++i) {
+    net.begin_stage(x);  // each encoder block checkpointed on its own
+    x = vit_encoder_block(net, x, s.heads, s.mlp);
+    net.end_stage();
+  }
   x = net.layer_norm(x);
   return net.linear(net.view(x, s.hidden, tokens, 1), classes, true);
 }
