@@ -131,6 +131,28 @@ constexpr walk_result walk(const layer_graph& g, const training_spec& run, bool 
       if (output_kept(g, i, true)) outside += g.ops[i].out;
       outside += g.ops[i].extra_saved;
     }
+    if (s != 0) {
+      // torch.utils.checkpoint replays the stage's forward when its backward starts
+      // (torch/utils/checkpoint.py, _checkpoint_without_reentrant: the first unpack
+      // runs the function again and stores what it saves): the replay's own forward
+      // peak comes on top of what is already live.
+      bytes replay{};
+      bytes replay_peak{};
+      std::array<bytes, layer_capacity + 1> gone{};
+      for (std::size_t i = begin; i < end; ++i) {
+        const op& o = g.ops[i];
+        replay += o.out + o.extra_saved;
+        if (o.released_by == not_kept) gone[static_cast<std::size_t>(g.last_use[i]) + 1] += o.out;
+        replay -= gone[i];
+        replay_peak = max(replay_peak, replay + o.fwd_temp);
+      }
+      const bytes grads = grads_persist ? bytes{} : grads_before;
+      const bytes act = outside + replay_peak + g.grad_out[end - 1] + g.carried[end - 1];
+      if (act + grads > r.backward_act + r.backward_grads) {
+        r.backward_act = act;
+        r.backward_grads = grads;
+      }
+    }
     grads_before = backward_over(begin, end, outside, grads_before);
     end = begin;
   }
