@@ -58,6 +58,7 @@ std::string lora_targets_of(std::uint8_t set) {
 }
 
 std::string_view architecture_of(const memscale::model_spec& m) {
+  if (m.arch == memscale::architecture::encoder_decoder) return "encoder-decoder";
   return m.arch == memscale::architecture::encoder ? "encoder" : "decoder";
 }
 

@@ -53,6 +53,10 @@ struct estimate_result {
 
 namespace detail {
 
+// Encoder-decoder models (estimate/encoder_decoder.hpp, included at the end).
+constexpr estimate_result estimate_encoder_decoder(const model_spec& model, const training_spec& run);
+constexpr std::uint64_t encoder_decoder_parameter_count(const model_spec& model);
+
 struct phase_candidate {
   phase at = phase::forward;
   memory_breakdown breakdown{};
@@ -251,12 +255,16 @@ constexpr estimate_result estimate(const graph& g, const training_spec& run) {
 }
 
 constexpr estimate_result estimate(const model_spec& model, const training_spec& run) {
+  if (model.arch == architecture::encoder_decoder) return detail::estimate_encoder_decoder(model, run);
   return estimate(build_graph(model, run), run);
 }
 
 // Total parameters of a model (independent of how it is trained).
 constexpr std::uint64_t parameter_count(const model_spec& model) {
+  if (model.arch == architecture::encoder_decoder) return detail::encoder_decoder_parameter_count(model);
   return parameter_count(build_graph(model, training_spec{.micro_batch = 1, .seq_len = 1}));
 }
 
 }  // namespace memscale
+
+#include "memscale/estimate/encoder_decoder.hpp"  // NOLINT: needs the definitions above

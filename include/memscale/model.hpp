@@ -12,7 +12,8 @@
 
 namespace memscale {
 
-enum class architecture : std::uint8_t { decoder, encoder };
+// encoder_decoder: two stacks (T5): build_encoder_decoder_graph (encoder_decoder.hpp).
+enum class architecture : std::uint8_t { decoder, encoder, encoder_decoder };
 enum class position_kind : std::uint8_t { learned, rotary, none };
 enum class norm_kind : std::uint8_t { layernorm, rmsnorm };
 // gelu/relu: two matrices (up, down); swiglu/geglu: three (gate, up, down). gelu_tanh is
@@ -66,6 +67,9 @@ struct model_spec {
   bool dropout = false;                // the model's own dropout layers have p > 0 (GPT-2, BERT: 0.1)
   implementation impl = implementation::hf_transformers;
   std::uint64_t buffer_bytes_per_layer = 0;  // registered non-parameter buffers (old HF GPT-2: 1 MiB causal mask)
+  // Encoder-decoder (T5): `layers` counts encoder blocks.
+  std::uint64_t decoder_layers = 0;              // 0: as many as the encoder
+  std::uint64_t relative_attention_buckets = 0;  // T5 relative position bias rows (first block of each stack)
 };
 
 constexpr std::uint64_t kv_heads_of(const model_spec& m) { return m.kv_heads == 0 ? m.heads : m.kv_heads; }
@@ -98,6 +102,9 @@ constexpr const model_spec& validate(const model_spec& m) {
           m.experts_per_token);
   require(m.head != head_kind::sequence_classification || m.num_labels > 0, bad, "model.num_labels",
           "must be > 0 for a classification head", m.num_labels);
+  require(m.arch != architecture::encoder_decoder ||
+              (m.head == head_kind::causal_lm || m.head == head_kind::none),
+          bad, "model.head", "an encoder-decoder has an LM head (causal_lm) or none", 0);
   require(m.arch != architecture::encoder || m.head != head_kind::causal_lm, bad, "model.head",
           "an encoder has no causal-LM head", 0);
   require(!(m.tied_embeddings && m.head == head_kind::sequence_classification), bad, "model.tied_embeddings",

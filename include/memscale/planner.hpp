@@ -167,8 +167,8 @@ constexpr mode_plan plan_mode(const model_spec& model, const training_spec& requ
   mode_plan p{};
   p.m = m;
   p.run = apply_mode(request, m, gpu);
-  const graph g = build_graph(model, p.run);
-  const estimate_result e = estimate(g, p.run);
+  const graph g = build_graph(model, p.run);  // encoder-decoder: one stack's shape, for transfer costs
+  const estimate_result e = model.arch == architecture::encoder_decoder ? estimate(model, p.run) : estimate(g, p.run);
   const bool step_one_larger = e.first_step.device > e.steady.device;
   const peak_estimate& worst = step_one_larger ? e.first_step : e.steady;
   p.peak = worst.device;

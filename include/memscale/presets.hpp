@@ -108,9 +108,37 @@ constexpr model_spec qwen25_base() {
 }
 inline constexpr model_spec qwen2_5_7b = qwen25_base();
 
+// T5 (google-t5/t5-{small,base,large} config.json: vocab 32128, d_kv 64, 32 relative
+// attention buckets, ReLU, tied head, dropout_rate 0.1); v1.1 / FLAN-T5 (google/t5-v1_1-*,
+// google/flan-t5-* config.json): gated-gelu (gelu_new), untied lm_head.
+constexpr model_spec t5_family(std::string_view name, std::uint64_t layers, std::uint64_t hidden, std::uint64_t heads,
+                             std::uint64_t ffn, bool v1_1) {
+  return {.name = name,
+          .arch = architecture::encoder_decoder,
+          .layers = layers,
+          .hidden = hidden,
+          .heads = heads,
+          .head_dim = 64,
+          .ffn = ffn,
+          .vocab = 32128,
+          .positions = position_kind::none,
+          .norm = norm_kind::rmsnorm,
+          .mlp = v1_1 ? mlp_kind::geglu : mlp_kind::relu,
+          .norm_bias = false,
+          .tied_embeddings = !v1_1,
+          .dropout = true,
+          .relative_attention_buckets = 32};
+}
+
+inline constexpr model_spec t5_small = t5_family("t5-small", 6, 512, 8, 2048, false);
+inline constexpr model_spec t5_base_model = t5_family("t5-base", 12, 768, 12, 3072, false);
+inline constexpr model_spec t5_large = t5_family("t5-large", 24, 1024, 16, 4096, false);
+inline constexpr model_spec flan_t5_base = t5_family("flan-t5-base", 12, 768, 12, 2048, true);
+
 inline constexpr std::array all{gpt2,        gpt2_medium, gpt2_large, gpt2_xl,    bert_base_uncased,
                                 bert_large_uncased, llama_2_7b, llama_2_13b, llama_2_70b, llama_3_8b,
-                                mistral_7b,  mixtral_8x7b, qwen2_5_7b};
+                                mistral_7b,  mixtral_8x7b, qwen2_5_7b, t5_small, t5_base_model,
+                                t5_large,    flan_t5_base};
 
 constexpr std::optional<model_spec> find(std::string_view name) {
   for (const auto& m : all)

@@ -73,7 +73,11 @@ struct training_spec {
   std::uint32_t torch_version = 205;      // major * 100 + minor: optimizer internals changed across releases
   bytes blas_workspace = pytorch_cublas_workspace_default;  // the GPU's BLAS workspace (gpu_spec::cublas_workspace)
   bool cuda_lazy_loading = true;          // CUDA >= 11.7 loads kernels lazily: smaller context
+  std::uint64_t target_len = 0;           // encoder-decoder: decoder (label) tokens per sequence; 0: seq_len
 };
+
+// Decoder tokens per sequence of an encoder-decoder run.
+constexpr std::uint64_t target_len_of(const training_spec& t) { return t.target_len == 0 ? t.seq_len : t.target_len; }
 
 constexpr bool uses_autocast(precision p) { return p == precision::amp_fp16 || p == precision::amp_bf16; }
 constexpr bool is_lora(const training_spec& t) { return t.target != training_target::full; }

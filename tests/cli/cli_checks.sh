@@ -76,7 +76,7 @@ fi
 # --- --list-models ---------------------------------------------------------------
 run --list-models
 presets=(gpt2 gpt2-medium gpt2-large gpt2-xl bert-base-uncased bert-large-uncased llama-2-7b llama-2-13b
-         llama-2-70b llama-3-8b mistral-7b mixtral-8x7b qwen2.5-7b)
+         llama-2-70b llama-3-8b mistral-7b mixtral-8x7b qwen2.5-7b t5-small t5-base t5-large flan-t5-base)
 missing=()
 for name in "${presets[@]}"; do
   grep -q "^$name " "$work/out" || missing+=("$name")

@@ -115,7 +115,8 @@ TEST_CASE("presets match the published parameter counts", "[presets]") {
       {"gpt2-xl", 1'557'611'200},     {"bert-base-uncased", 109'482'240}, {"bert-large-uncased", 335'141'888},
       {"llama-2-7b", 6'738'415'616},  {"llama-2-13b", 13'015'864'320},    {"llama-2-70b", 68'976'648'192},
       {"llama-3-8b", 8'030'261'248},  {"mistral-7b", 7'241'732'096},      {"mixtral-8x7b", 46'702'792'704},
-      {"qwen2.5-7b", 7'615'616'512},
+      {"qwen2.5-7b", 7'615'616'512},  {"t5-small", 60'506'624},           {"t5-base", 222'903'552},
+      {"t5-large", 737'668'096},      {"flan-t5-base", 247'577'856},
   };
   CHECK(presets::all.size() == std::size(table));
   for (const auto& row : table) {
