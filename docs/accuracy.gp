@@ -5,4 +5,4 @@ set xlabel 'measured (GB)'
 set ylabel 'estimated (GB)'
 set key top left
 set grid
-plot x title 'exact' lw 1 lc rgb '#888888', 1.1*x title '+10%' dt 2 lc rgb '#bbbbbb', 0.9*x title '-10%' dt 2 lc rgb '#bbbbbb', '< grep ^cpu_traced_dev accuracy.dat' using 2:3 title 'CPU traced' pt 7 ps 0.6, '< grep ^cpu_traced_extra accuracy.dat' using 2:3 title 'CPU traced (extra)' pt 6 ps 0.6, '< grep ^gpu_published_dev accuracy.dat' using 2:3 title 'GPU published' pt 5 ps 0.6, '< grep ^memscale_aggressive accuracy.dat' using 2:3 title 'MemScale AGGRESSIVE' pt 9 ps 0.9
+plot x title 'exact' lw 1 lc rgb '#888888', 1.1*x title '+10%' dt 2 lc rgb '#bbbbbb', 0.9*x title '-10%' dt 2 lc rgb '#bbbbbb', '< grep ^cpu_traced_dev accuracy.dat' using 2:3 title 'CPU traced' pt 7 ps 0.6, '< grep ^cpu_traced_extra accuracy.dat' using 2:3 title 'CPU traced (extra)' pt 6 ps 0.6, '< grep ^cpu_traced_vision accuracy.dat' using 2:3 title 'CPU traced (vision)' pt 4 ps 0.6, '< grep ^gpu_published_dev accuracy.dat' using 2:3 title 'GPU published' pt 5 ps 0.6, '< grep ^memscale_aggressive accuracy.dat' using 2:3 title 'MemScale AGGRESSIVE' pt 9 ps 0.9

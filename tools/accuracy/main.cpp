@@ -189,7 +189,7 @@ void write_report(const std::vector<row>& rows, const std::string& out_dir) {
                   s.modelled, s.unmodelled, s.median_abs, s.p90_abs, s.worst_under, s.worst_over);
     md << buf;
   }
-  md << "\n(\"not modelled yet\" counts the set's records answered with an error: multi-GPU FSDP runs.)\n\n";
+  md << "\n(\"not modelled yet\" counts the set's records answered with an error.)\n\n";
   write_vision_section(md, rows);
   md << "## Cases\n\n| data set | id | quantity | measured | estimated | error |\n|---|---|---|---|---|---|\n";
   std::ofstream dat(out_dir + "/accuracy.dat");
