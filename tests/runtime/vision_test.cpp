@@ -7,6 +7,7 @@
 #include <catch2/catch_test_macros.hpp>
 #endif
 
+#include <array>
 #include <cstdint>
 #include <fstream>
 #include <string>
@@ -50,7 +51,7 @@ TEST_CASE("vision: peaks never decrease with batch or image size, for every pres
           INFO(std::string(preset.name) << " device " << static_cast<int>(device) << " prec " << to_string(prec)
                                         << " ckpt " << to_string(ckpt));
           estimate_result previous{};
-          for (const std::uint64_t batch : {1, 2, 3, 4, 6, 8, 16, 32}) {
+          for (const std::uint64_t batch : std::array<std::uint64_t, 8>{1, 2, 3, 4, 6, 8, 16, 32}) {
             const auto e = vision::estimate(preset, run_of(batch, device, prec, ckpt));
             INFO("batch " << batch);
             CHECK(e.steady.tensor >= previous.steady.tensor);
@@ -75,7 +76,7 @@ TEST_CASE("vision: peaks never decrease with batch or image size, for every pres
 
 TEST_CASE("vision: checkpointing stages never raises the peak and keeps fewer tensors", "[vision][property]") {
   for (const auto& preset : vision::presets::all) {
-    for (const std::uint64_t batch : {1, 8, 32}) {
+    for (const std::uint64_t batch : std::array<std::uint64_t, 3>{1, 8, 32}) {
       INFO(std::string(preset.name) << " batch " << batch);
       const auto plain = vision::estimate(preset, run_of(batch, device_kind::cuda, precision::fp32, checkpointing::none));
       const auto ckpt = vision::estimate(preset, run_of(batch, device_kind::cuda, precision::fp32, checkpointing::full));
@@ -96,7 +97,7 @@ TEST_CASE("vision planner: modes are ordered, and the plan is monotone in batch 
     CHECK(plan.modes[2].peak >= plan.modes[3].peak);
     // The largest batch never grows with the image; each mode's peak never shrinks with the batch.
     std::uint64_t previous_max = ~std::uint64_t{0};
-    for (const std::uint64_t side : {128, 224, 320, 448}) {
+    for (const std::uint64_t side : std::array<std::uint64_t, 4>{128, 224, 320, 448}) {
       const auto p = vision::make_plan(at_size(preset, side, side),
                                        run_of(8, device_kind::cuda, precision::fp32, checkpointing::none), gpu);
       INFO("image " << side);
@@ -104,7 +105,7 @@ TEST_CASE("vision planner: modes are ordered, and the plan is monotone in batch 
       previous_max = p.max_micro_batch;
     }
     bytes previous{};
-    for (const std::uint64_t batch : {1, 4, 16, 64}) {
+    for (const std::uint64_t batch : std::array<std::uint64_t, 4>{1, 4, 16, 64}) {
       const auto p = vision::make_plan(preset, run_of(batch, device_kind::cuda, precision::fp32, checkpointing::none), gpu);
       CHECK(p.chosen_plan().peak >= bytes{});
       CHECK(p.modes[3].peak >= previous);

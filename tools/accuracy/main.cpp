@@ -138,13 +138,11 @@ void write_vision_section(std::ofstream& md, const std::vector<row>& rows) {
   md << "## Vision models\n\n"
      << "torchvision classification models as layer graphs (docs/vision.md), CPU-traced: the dev set's resnet18 and\n"
      << "mobilenet_v3_large records and `docs/data/cpu_traced_vision.json` (more models, 128-512 px, batch sweeps,\n"
-     << "channels_last, autocast bf16, SGD with momentum, stage checkpointing). `cpu_traced_vision_gaps` lists traced\n"
-     << "cases with a known error the model does not explain yet (docs/vision.md, known gaps); they are not held to\n"
-     << "the bands.\n\n"
+     << "channels_last, autocast bf16, SGD with momentum, stage checkpointing).\n\n"
      << "| data set | cases modelled | not modelled yet | median abs error | p90 abs error | worst under | worst over |\n"
      << "|---|---|---|---|---|---|---|\n";
   char buf[512];
-  for (const char* set : {"cpu_traced_dev", "cpu_traced_vision", "cpu_traced_vision_gaps"}) {
+  for (const char* set : {"cpu_traced_dev", "cpu_traced_vision"}) {
     const summary s = summarise(rows, set, "tensor", true);
     std::snprintf(buf, sizeof buf, "| %s | %zu | %zu | %.2f%% | %.2f%% | %+.2f%% | %+.2f%% |\n", set, s.modelled,
                   s.unmodelled, s.median_abs, s.p90_abs, s.worst_under, s.worst_over);
@@ -219,7 +217,7 @@ int check(const std::vector<row>& rows) {
   int failures = 0;
   int passes = 0;
   for (const row& r : rows) {
-    if (!r.error.empty() || r.set == "memscale_aggressive" || r.set == "cpu_traced_vision_gaps") continue;
+    if (!r.error.empty() || r.set == "memscale_aggressive") continue;
     const band b = band_of(r.set);
     if (r.err_pct() < b.low || r.err_pct() > b.high) {
       std::printf("OUT OF BAND %s %s: %+.2f%% not in [%+.0f%%, %+.0f%%]\n", r.set.c_str(), r.id.c_str(), r.err_pct(),
@@ -272,9 +270,6 @@ int main(int argc, char** argv) {
     rows.insert(rows.end(), extra.begin(), extra.end());
     const auto vision = ground_truth_rows(data_dir, "cpu_traced_vision", stacks);
     rows.insert(rows.end(), vision.begin(), vision.end());
-    // Vision cases with a known, not yet explained error: listed, not held to the bands.
-    const auto vision_gaps = ground_truth_rows(data_dir, "cpu_traced_vision_gaps", stacks);
-    rows.insert(rows.end(), vision_gaps.begin(), vision_gaps.end());
     const auto agg = aggressive_rows(aggressive);
     rows.insert(rows.end(), agg.begin(), agg.end());
     if (checking) return check(rows);

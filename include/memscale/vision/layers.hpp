@@ -57,7 +57,8 @@ class network {
          .role = param_role::matmul,
          .extra_saved = autocast_weight_copy(detail::checked_mul(c.out, fan_in)),
          .fwd_temp = onednn_weight_copy(detail::checked_mul(c.out, fan_in)),
-         .bwd_temp = onednn_weight_copy(detail::checked_mul(c.out, fan_in)),
+         .bwd_temp = onednn_weight_copy(detail::checked_mul(c.out, fan_in)) +
+                     (c.groups > 1 && !ctx_.cuda ? bytes_of(in) : bytes{}),
          .grad_in = bytes_of(in)};
     return produce(o, out, x);
   }
