@@ -12,6 +12,7 @@
 #include "memscale/json.hpp"
 #include "memscale/training.hpp"
 #include "option_groups.hpp"
+#include "suggest.hpp"
 
 namespace memscale_plan {
 namespace {
@@ -91,31 +92,32 @@ void check_groups(const CLI::App& app) {
     throw usage_error(first_run_opt->get_name() + " cannot be combined with " + command_opt->get_name());
 }
 
-// Checks that need every option: the plan options, the run against the model.
-void check_run(const options& o) {
+// Checks that need every option (the plan options, adapter options, the run against the
+// model), and settings that depend on several options (--qlora-double-quant).
+void check_run(options& o) {
   if (o.cmd != command::run) return;
-  if (o.headroom && o.gpu.empty()) throw usage_error("--headroom needs --gpu");
-  if (o.model.positions == memscale::position_kind::learned && o.model.max_positions > 0 &&
-      o.run.seq_len > o.model.max_positions)
-    throw usage_error("--seq must be <= " + std::to_string(o.model.max_positions) + " for " + std::string(o.model.name) +
-                      " (its learned position table) (got " + in_quotes(std::to_string(o.run.seq_len)) + ")");
-  memscale::validate(o.run);
+  if (o.headroom && o.gpu.empty() && !o.custom_gpu) throw usage_error("--headroom needs --gpu or --gpu-memory");
+  if (o.lora_targets_given && !memscale::is_lora(o.run)) throw usage_error("--lora-targets needs --lora or --qlora");
+  if (o.lora_alpha && !memscale::is_lora(o.run)) throw usage_error("--lora-alpha needs --lora or --qlora");
+  if (o.double_quant) {
+    if (o.run.target != memscale::training_target::qlora) throw usage_error("--qlora-double-quant needs --qlora");
+    o.run.quant = memscale::base_quant::nf4_double_quant;
+  }
+  const std::string where = o.run_source.empty() ? "" : " (after " + o.run_source + ")";
+  try {
+    memscale::json_io::check_sequence_fits(o.model, o.run.seq_len, "--seq");
+    memscale::validate(o.run);
+  } catch (const memscale::error& e) {
+    throw usage_error(e.what() + where);
+  }
 }
 
-// The option of `app` nearest to `name` by edit distance, or "" when none is close.
-std::string nearest_option(const CLI::App& app, const std::string& name) {
-  std::string best;
-  std::size_t best_distance = name.size() / 3 + 1;  // beyond a third of the name: no suggestion
-  for (const CLI::Option* opt : app.get_options()) {
-    for (const std::string& candidate : opt->get_lnames()) {
-      const std::size_t d = memscale::json_io::key_distance(name, "--" + candidate);
-      if (d < best_distance) {
-        best_distance = d;
-        best = "--" + candidate;
-      }
-    }
-  }
-  return best;
+// "; did you mean --X?" for the option of `app` nearest to `name`, or "".
+std::string option_hint(const CLI::App& app, const std::string& name) {
+  nearest_name nearest(name);
+  for (const CLI::Option* opt : app.get_options())
+    for (const std::string& candidate : opt->get_lnames()) nearest.offer("--" + candidate);
+  return nearest.hint();
 }
 
 // The first argument CLI11 did not take: an unknown option or a stray word.
@@ -123,9 +125,7 @@ std::string nearest_option(const CLI::App& app, const std::string& name) {
   if (arg.empty() || arg.front() != '-')
     throw usage_error("unexpected argument " + in_quotes(arg) + " (options start with --; see --help)");
   const std::string name = arg.substr(0, arg.find('='));
-  const std::string near = nearest_option(app, name);
-  throw usage_error("unknown option " + in_quotes(name) + (near.empty() ? "" : "; did you mean " + near + "?") +
-                    " (see --help)");
+  throw usage_error("unknown option " + in_quotes(name) + option_hint(app, name) + " (see --help)");
 }
 
 // CLI11's own errors, in the program's wording where it has one. ArgumentMismatch

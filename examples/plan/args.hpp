@@ -10,13 +10,17 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "memscale/gpus.hpp"
+#include "memscale/bytes.hpp"
 #include "memscale/model.hpp"
+#include "memscale/parallel/strategy.hpp"
 #include "memscale/presets.hpp"
 #include "memscale/training.hpp"
 #include "memscale/vision/model.hpp"
@@ -56,7 +60,21 @@ constexpr memscale::training_spec default_run() {
 struct config_options {};
 
 // options_cluster.cpp (h10-multi): multi-GPU engines and the cluster planner.
-struct cluster_options {};
+enum class emit_format : std::uint8_t { none, deepspeed, accelerate_fsdp };
+struct cluster_options {
+  std::uint64_t gpus = 0;                     // --gpus N in all (0: one GPU, no cluster output)
+  std::uint64_t nodes = 1;                    // --nodes M
+  memscale::bytes host_memory{};              // --host-memory SIZE per node (0: not checked)
+  std::optional<memscale::strategy> engine;   // --strategy; absent: the cluster planner chooses
+  std::uint64_t tp = 1;                       // --tp N
+  std::uint64_t pp = 1;                       // --pp N
+  bool sp = false;                            // --sp
+  bool offload_optimizer = false;             // --offload optimizer[+params][+activations]
+  bool offload_parameters = false;
+  bool offload_activations = false;
+  std::uint64_t global_batch = 0;             // --global-batch N (planner); 0: batch x grad-accum
+  emit_format emit = emit_format::none;       // --emit deepspeed|accelerate-fsdp
+};
 
 // options_vision.cpp (h11-vision): CNN / ViT models. A torchvision --model NAME sets
 // `model` (options_run.cpp); --image and --channels-last size and lay out its input.
@@ -78,7 +96,17 @@ struct options {
   bool json = false;               // --json: one JSON document on stdout
   std::string cases_path;          // --cases FILE
   std::string gpu;                 // --gpu NAME (a gpu_catalog slug); empty: no plan
+  std::optional<memscale::gpu_spec> custom_gpu;  // --gpu-memory SIZE (a GPU described by its memory)
   std::optional<double> headroom;  // --headroom FRACTION
+  std::optional<double> lora_alpha;  // --lora-alpha: scales the adapter output; no memory of its own
+  bool lora_targets_given = false;   // --lora-targets: needs --lora or --qlora
+  bool double_quant = false;         // --qlora-double-quant: needs --qlora
+  std::string units = "gib";         // --units gib | gb | mib: sizes in the text report
+
+  // How the model was given, echoed by --json so that its output is a --run input: null
+  // for a preset (written as its name), or the model object of a --run file.
+  nlohmann::json model_description;
+  std::string run_source;  // "--run \"FILE\"" once a run file was read: errors found later name it
 
   config_options config;
   cluster_options cluster;

@@ -39,7 +39,8 @@ std::string read_file(const std::string& path) {
 // that record's answer too.
 nlohmann::json answer(const nlohmann::json& record) {
   try {
-    return memscale::json_io::estimate_record(record);
+    return memscale::json_io::is_multi_gpu_record(record) ? memscale::json_io::estimate_parallel_record(record)
+                                                          : memscale::json_io::estimate_record(record);
   } catch (const std::exception& e) {
     const auto id = record.find("id");
     nlohmann::json out;
@@ -54,12 +55,7 @@ nlohmann::json answer(const nlohmann::json& record) {
 nlohmann::json run_cases(const std::string& path) {
   errno = 0;
   const std::string text = read_file(path);
-  nlohmann::json records;
-  try {
-    records = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw usage_error("--cases " + in_quotes(path) + " is not valid JSON: " + e.what());
-  }
+  const nlohmann::json records = memscale::json_io::parse_document(text, "--cases " + in_quotes(path));
   if (!records.is_array())
     throw usage_error("--cases " + in_quotes(path) + " must hold a JSON array of records (got " +
                       std::string(records.type_name()) + ")");

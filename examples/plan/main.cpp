@@ -4,7 +4,7 @@
 //   memscale-plan --model gpt2-xl --batch 1 --seq 512 --precision fp32 --optimizer adamw --json
 //   memscale-plan --list-models
 //   memscale-plan --model gpt2-xl --batch 1 --seq 512 --gpu rtx3090 --headroom 0.10
-//   memscale-plan --cases shared/ground-truth/cpu_traced_dev.json
+//   memscale-plan --cases tests/data/ground-truth/cpu_traced_dev.json
 //
 // Files: args.* parse the command line (CLI11; each option group registers itself in
 // options_<group>.cpp, see option_groups.hpp), output.* print reports, cases.* answer a
@@ -13,6 +13,7 @@
 // failure never leaves half a report on stdout.
 #include <cstdio>
 #include <exception>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -20,9 +21,11 @@
 
 #include "args.hpp"
 #include "cases.hpp"
+#include "cluster.hpp"
 #include "memscale/error.hpp"
 #include "memscale/estimate.hpp"
 #include "output.hpp"
+#include "run_file.hpp"
 #include "vision.hpp"
 
 namespace {
@@ -51,6 +54,7 @@ memscale::estimate_result estimate_or_explain(const memscale_plan::options& opt)
     return memscale::estimate(opt.model, opt.run);
   } catch (const memscale::error& e) {
     if (e.code() != memscale::error_code::overflow) throw;
+    if (!opt.run_source.empty()) throw memscale_plan::usage_error(opt.run_source + " is too large to estimate: " + e.what());
     throw memscale_plan::usage_error("--batch " + std::to_string(opt.run.micro_batch) + " --seq " +
                                      std::to_string(opt.run.seq_len) + " on " + std::string(opt.model.name) +
                                      " is too large to estimate: " + e.what());
@@ -70,20 +74,29 @@ std::string run(const memscale_plan::options& opt) {
     case command::list_gpus: return opt.json ? dump(memscale_plan::gpu_list_json()) : memscale_plan::gpu_list_text();
     case command::cases: return dump(memscale_plan::run_cases(opt.cases_path));
     case command::run: {
+      memscale_plan::set_size_unit(opt.units);
       if (const auto vision = memscale_plan::vision_model_of(opt)) return memscale_plan::vision_report(opt, *vision);
+      if (opt.cluster.gpus > 0) return memscale_plan::run_cluster(opt);
+      if (opt.cluster.engine || opt.cluster.emit != memscale_plan::emit_format::none || opt.cluster.tp > 1 ||
+          opt.cluster.pp > 1 || opt.cluster.nodes > 1)
+        throw memscale_plan::usage_error("--strategy, --tp, --pp, --nodes and --emit need --gpus N");
       const memscale::estimate_result result = estimate_or_explain(opt);
-      if (opt.gpu.empty())
-        return opt.json ? dump(memscale_plan::json_report(opt.model, opt.run, result))
-                        : memscale_plan::text_report(opt.model, opt.run, result);
-      const memscale::gpu_spec gpu = *memscale::find_gpu(opt.gpu);  // checked by parse_args
-      const memscale::plan_result plan = memscale::make_plan(
-          opt.model, opt.run, gpu, memscale::plan_options{.headroom = opt.headroom.value_or(memscale::default_headroom)});
+      std::optional<memscale::gpu_spec> gpu = opt.custom_gpu;
+      if (!gpu && !opt.gpu.empty()) gpu = memscale::find_gpu(opt.gpu);  // checked by parse_args
+      nlohmann::json j;
       if (opt.json) {
-        nlohmann::json j = memscale_plan::json_report(opt.model, opt.run, result);
+        // The run as a --run input, then the results (docs/run-json.md).
+        j = memscale_plan::json_report(opt.model, opt.run, result);
+        j.update(memscale_plan::run_document(opt));
+      }
+      if (!gpu) return opt.json ? dump(j) : memscale_plan::text_report(opt.model, opt.run, result);
+      const memscale::plan_result plan = memscale::make_plan(
+          opt.model, opt.run, *gpu, memscale::plan_options{.headroom = opt.headroom.value_or(memscale::default_headroom)});
+      if (opt.json) {
         j["plan"] = memscale_plan::plan_json(plan);
         return dump(j);
       }
-      return memscale_plan::text_report(opt.model, opt.run, result) + memscale_plan::plan_text(gpu, plan);
+      return memscale_plan::text_report(opt.model, opt.run, result) + memscale_plan::plan_text(*gpu, plan);
     }
   }
   return {};

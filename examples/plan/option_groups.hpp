@@ -12,6 +12,7 @@
 // option; `output` options go with anything; every other group describes the run.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -57,6 +58,14 @@ void add_vision_options(CLI::App& app, options& o);     // options_vision.cpp   
 void add_inference_options(CLI::App& app, options& o);  // options_inference.cpp (h12-infer)
 void add_output_options(CLI::App& app, options& o);     // options_output.cpp
 void add_command_options(CLI::App& app, options& o);    // options_commands.cpp
+
+// Sets the offload flags of a comma-separated list (optimizer, parameters, activations);
+// errors name `field` (options_run.cpp).
+void set_offload(options& o, std::string_view list, const std::string& field);
+
+// "SIZE" as bytes: a number with a unit, 24GiB, 80GB, 23.5GiB, 512MiB (binary for ...iB,
+// decimal for ...B); errors name `field` (options_gpu.cpp).
+std::uint64_t parse_size(std::string_view text, const std::string& field);
 
 // "\"text\"": how messages quote a value as typed.
 std::string in_quotes(std::string_view text);

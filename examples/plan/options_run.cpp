@@ -6,6 +6,8 @@
 #include "memscale/presets.hpp"
 #include "memscale/vision/presets.hpp"
 #include "option_groups.hpp"
+#include "run_file.hpp"
+#include "suggest.hpp"
 
 namespace memscale_plan {
 namespace {
@@ -22,6 +24,24 @@ std::string preset_names() {
 
 }  // namespace
 
+void set_offload(options& o, std::string_view list, const std::string& field) {
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    const std::size_t comma = list.find(',', start);
+    const std::string_view part = list.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    start = comma == std::string_view::npos ? list.size() + 1 : comma + 1;
+    if (part == "optimizer") o.run.offload_optimizer = true;
+    else if (part == "parameters") o.run.offload_parameters = true;
+    else if (part == "activations") o.run.offload_activations = true;
+    else {
+      nearest_name nearest(part);
+      for (const char* known : {"optimizer", "parameters", "activations"}) nearest.offer(known);
+      throw usage_error(field + " must be optimizer, parameters or activations (got " + in_quotes(part) + ")" +
+                        nearest.hint());
+    }
+  }
+}
+
 void add_run_options(CLI::App& app, options& o) {
   const auto g = group::run;
   add_value(app, g, "--model", "NAME", "a preset (see --list-models); default gpt2", [&o](const std::string& v) {
@@ -31,13 +51,19 @@ void add_run_options(CLI::App& app, options& o) {
     }
     o.vision.model.reset();
     const auto found = memscale::presets::find(v);
-    if (!found) throw usage_error("--model must be one of " + preset_names() + " (got " + in_quotes(v) + ")");
+    if (!found) {
+      nearest_name nearest(v);
+      for (const auto& m : memscale::presets::all) nearest.offer(m.name);
+      throw usage_error("--model must be one of " + preset_names() + " (got " + in_quotes(v) + ")" + nearest.hint());
+    }
     o.model = *found;
   });
   add_value(app, g, "--batch", "N", "micro-batch size, sequences per step; default 4",
             [&o](const std::string& v) { o.run.micro_batch = parse_positive("--batch", v); });
   add_value(app, g, "--seq", "N", "sequence length in tokens; default 512",
             [&o](const std::string& v) { o.run.seq_len = parse_positive("--seq", v); });
+  add_value(app, g, "--target-len", "N", "encoder-decoder (T5) decoder tokens per sequence; default --seq",
+            [&o](const std::string& v) { o.run.target_len = parse_positive("--target-len", v); });
   add_value(app, g, "--precision", "P", "fp32 | amp_fp16 | amp_bf16 | pure_bf16 | pure_fp16; default fp32",
             [&o](const std::string& v) { o.run.prec = memscale::json_io::parse_precision(v, "--precision"); });
   add_value(app, g, "--optimizer", "O",
@@ -54,6 +80,17 @@ void add_run_options(CLI::App& app, options& o) {
   add_value(app, g, "--attention", "A", "eager | sdpa_math | flash (sdpa); default flash",
             [&o](const std::string& v) { o.run.attention = memscale::json_io::parse_attention(v, "--attention"); });
   add_flag(app, g, "--no-dropout", "the model's dropout layers are off (p = 0)", [&o] { o.run.dropout = false; });
+  add_value(app, g, "--offload", "WHAT",
+            "keep on the host: optimizer | parameters | activations; repeat or comma-separate for several",
+            [&o](const std::string& v) { set_offload(o, v, "--offload"); });
+  add_flag(app, g, "--fp8", "fp8 training: refused, it is not modelled yet (see --help text of the error)", [] {
+    throw usage_error(
+        "--fp8 is not modelled yet: the estimators have no fp8 matmul-input path (Transformer Engine's fp8 "
+        "casts and scaling state); the GPU catalog only records which GPUs have fp8 tensor cores (--list-gpus --json)");
+  });
+  add_value(app, g, "--run", "FILE",
+            "a whole run as JSON (model, run settings, GPU; docs/run-json.md); options after it override it",
+            [&o](const std::string& v) { read_run_file(v, o); });
 }
 
 }  // namespace memscale_plan

@@ -62,8 +62,14 @@ std::string_view architecture_of(const memscale::model_spec& m) {
   return m.arch == memscale::architecture::encoder ? "encoder" : "decoder";
 }
 
-// "4.65 GiB (4,990,841,312 bytes)"
+// --units: the unit of the report's sizes (gib, gb or mib).
+std::string_view size_unit = "gib";
+
+// "4.65 GiB (4,990,841,312 bytes)", in the --units unit.
 std::string gib_and_bytes(memscale::bytes b) {
+  if (size_unit == "gb") return fmt::format("{:8.2f} GB   ({} bytes)", memscale::to_gb(b), memscale::format_count(b.value));
+  if (size_unit == "mib")
+    return fmt::format("{:8.1f} MiB  ({} bytes)", memscale::to_mib(b), memscale::format_count(b.value));
   return fmt::format("{:8.2f} GiB  ({} bytes)", memscale::to_gib(b), memscale::format_count(b.value));
 }
 
@@ -76,6 +82,8 @@ std::string peak_lines(const memscale::peak_estimate& p) {
 }
 
 }  // namespace
+
+void set_size_unit(std::string_view unit) { size_unit = unit == "gb" ? "gb" : unit == "mib" ? "mib" : "gib"; }
 
 nlohmann::json run_to_json(const memscale::training_spec& run) {
   nlohmann::json j = {{"micro_batch", run.micro_batch},

@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "memscale/estimate.hpp"
 #include "memscale/gpus.hpp"
@@ -11,6 +12,9 @@
 #include "memscale/training.hpp"
 
 namespace memscale_plan {
+
+// --units gib | gb | mib: the unit of the text report's peak sizes (default gib).
+void set_size_unit(std::string_view unit);
 
 // The text report: model summary, run settings, breakdown table, steady-state and step-1 peaks.
 std::string text_report(const memscale::model_spec& model, const memscale::training_spec& run,

@@ -53,16 +53,17 @@ std::optional<memscale::vision::vision_spec> vision_model_of(const options& opt)
 
 std::string vision_report(const options& opt, const memscale::vision::vision_spec& model) {
   const memscale::estimate_result r = memscale::vision::estimate(model, opt.run);
-  const bool plan_wanted = !opt.gpu.empty();
+  std::optional<memscale::gpu_spec> gpu = opt.custom_gpu;
+  if (!gpu && !opt.gpu.empty()) gpu = memscale::find_gpu(opt.gpu);  // checked by parse_args
+  const bool plan_wanted = gpu.has_value();
   if (opt.json) {
     nlohmann::json j = memscale::json_io::estimate_to_json(r);
     j["model"] = vision_json(model);
     j["run"] = run_to_json(opt.run);
     j["run"].erase("seq_len");
     if (plan_wanted) {
-      const memscale::gpu_spec gpu = *memscale::find_gpu(opt.gpu);
       j["plan"] = plan_json(memscale::vision::make_plan(
-          model, opt.run, gpu, memscale::plan_options{.headroom = opt.headroom.value_or(memscale::default_headroom)}));
+          model, opt.run, *gpu, memscale::plan_options{.headroom = opt.headroom.value_or(memscale::default_headroom)}));
     }
     return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   }
@@ -80,10 +81,9 @@ std::string vision_report(const options& opt, const memscale::vision::vision_spe
                      memscale::to_gib(b.workspace), memscale::to_gib(r.steady.reserved), memscale::to_gib(r.steady.device));
   out += "  cuDNN workspace (cudnn.benchmark): bounded by the free memory at each convolution; never required to fit\n";
   if (!plan_wanted) return out;
-  const memscale::gpu_spec gpu = *memscale::find_gpu(opt.gpu);
   const memscale::plan_result plan = memscale::vision::make_plan(
-      model, opt.run, gpu, memscale::plan_options{.headroom = opt.headroom.value_or(memscale::default_headroom)});
-  out += plan_text(gpu, plan);
+      model, opt.run, *gpu, memscale::plan_options{.headroom = opt.headroom.value_or(memscale::default_headroom)});
+  out += plan_text(*gpu, plan);
   out += fmt::format("  largest batch that fits (any mode): {}\n", plan.max_micro_batch);
   out += "  (vision modes: conservative = checkpointed stages; balanced = + mixed precision; aggressive = + 8-bit AdamW)\n";
   return out;

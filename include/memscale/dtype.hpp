@@ -29,7 +29,7 @@ constexpr std::uint64_t bits_of(dtype t) noexcept {
 
 // Storage of `count` elements, rounded up to whole bytes.
 constexpr bytes storage(dtype t, std::uint64_t count) {
-  return bytes{detail::ceil_div(detail::checked_mul(count, bits_of(t)), 8)};
+  return bytes{detail::ceil_div(detail::checked_mul(count, bits_of(t), detail::quantity{"tensor size in bits (elements x dtype bits)"}), 8)};
 }
 
 constexpr std::string_view to_string(dtype t) noexcept {

@@ -296,7 +296,12 @@ class t5_builder {
            // Backward runs the decoder first: a tied head, else the decoder's lookup, creates
            // the gradient; later lookups accumulate into it.
            .weight_grad_exists = decoder ? (tied && head) : true};
-    if (wte.weight_grad_exists) wte.bwd_temp = storage(p_.param, checked_mul(m_.vocab, h));
+    // embedding_dense_backward builds a V x h gradient, then the engine adds it to the one
+    // already waiting for the shared weight: out of place, a third V x h tensor while the
+    // sum is made (InputBuffer::add, torch/csrc/autograd/input_buffer.cpp, runs with grad
+    // mode as backward() was called; measured on torch 1.13: the step's peak sits in
+    // EmbeddingBackward0 -> aten::add, 2 V x h above the gradients).
+    if (wte.weight_grad_exists) wte.bwd_temp = storage(p_.param, checked_mul(m_.vocab, h, 2));
     const auto x = emit(wte, checked_mul(rows, h), p_.param);
     if (m_.relative_attention_buckets > 0) {
       op bias{.kind = op_kind::embedding, .weight = {m_.relative_attention_buckets, m_.heads, 1},

@@ -20,6 +20,7 @@ enum class error_code : std::uint8_t {
   invalid_gpu,         // a GPU description is out of range
   invalid_plan_option, // a planner option is out of range
   unsupported,         // a valid description this version cannot model yet
+  invalid_json,        // a JSON document is malformed or nested too deeply (JSON adapter)
 };
 
 constexpr std::string_view to_string(error_code code) noexcept {
@@ -31,6 +32,7 @@ constexpr std::string_view to_string(error_code code) noexcept {
     case error_code::invalid_gpu: return "invalid_gpu";
     case error_code::invalid_plan_option: return "invalid_plan_option";
     case error_code::unsupported: return "unsupported";
+    case error_code::invalid_json: return "invalid_json";
   }
   return "unknown";
 }

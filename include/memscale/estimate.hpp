@@ -114,7 +114,11 @@ constexpr sharded_residency sharded_residency_of(const graph& g, const training_
     // FSDP FULL_SHARD: each rank stores 1/N; the root unit (embeddings, head) stays
     // gathered through forward and backward, and limit_all_gathers allows the running
     // block plus one prefetched block (torch/distributed/fsdp/_runtime_utils.py).
-    r.params = ceil_div(all_params, n) + params_p + params_e + params_b * (L < 2 ? L : std::uint64_t{2});
+    // With offload_parameters (ZeRO-3 offload_param, FSDP CPUOffload(offload_params=True))
+    // the rank's shard lives in host memory and only the gathered working set is on the device
+    // (deepspeed/runtime/zero/partition_parameters.py v0.16.5: partitions on the offload device).
+    const bytes resident_shard = run.offload_parameters ? bytes{} : ceil_div(all_params, n);
+    r.params = resident_shard + params_p + params_e + params_b * (L < 2 ? L : std::uint64_t{2});
   }
   if (run.shard >= sharding::gradients && run.grad_accum > 1) {
     // Accumulating under no_sync keeps unsharded gradients until the last micro-step
@@ -214,9 +218,16 @@ constexpr peak_estimate estimate_peak(const graph& g, const training_spec& run, 
   {
     const bytes step_state = run.offload_optimizer ? bytes{} : device_state;
     const bytes step_grads = run.shard >= sharding::gradients ? ceil_div(all_grads, run.data_parallel) : all_grads;
+    // A sharded optimizer steps only the rank's partition, so foreach's group-sized
+    // temporaries cover 1/N of the parameters (ZeRO: the flat fp32 partition; FSDP: the shards).
+    const bytes all_temporaries = optimizer_step_temporaries(g, run);
+    const bytes step_temporaries =
+        run.shard != sharding::none && run.optimizer_impl == optimizer_implementation::foreach
+            ? ceil_div(all_temporaries, run.data_parallel)
+            : all_temporaries;
     phase_candidate step{phase::optimizer_step,
                          {params, grads_to_host ? bytes{} : step_grads, step_state, g.inputs,
-                          workspace + optimizer_step_temporaries(g, run)}};
+                          workspace + step_temporaries}};
     best = larger(best, step);
   }
 

@@ -7,5 +7,7 @@
 #pragma once
 
 #include "memscale/json/fields.hpp"   // IWYU pragma: export
+#include "memscale/json/hf_t5.hpp"   // IWYU pragma: export
 #include "memscale/json/records.hpp"  // IWYU pragma: export
+#include "memscale/json/parallel_record.hpp"  // IWYU pragma: export
 #include "memscale/json/report.hpp"   // IWYU pragma: export

@@ -101,14 +101,15 @@ struct plan_result {
 
 namespace detail {
 
+// NaN fails every comparison, so each check is written to fail for it; no unchecked
+// double is converted to an integer (the value is not echoed: it may be NaN or inf).
 constexpr double validated_headroom(const plan_options& o) {
+  if (!(o.headroom >= 0.0 && o.headroom < 1.0))
+    fail(error_code::invalid_plan_option, "plan.headroom", "must be a fraction within [0, 1)");
   const bool in_range = o.headroom >= min_headroom && o.headroom <= max_headroom;
   if (!in_range && !o.headroom_override)
-    fail(error_code::invalid_plan_option, "plan.headroom", "must be within 0.10-0.15 unless headroom_override is set",
-         static_cast<std::uint64_t>(o.headroom * 100.0));
-  if (!(o.headroom >= 0.0 && o.headroom < 1.0))
-    fail(error_code::invalid_plan_option, "plan.headroom", "must be within [0, 1)",
-         static_cast<std::uint64_t>(o.headroom * 100.0));
+    fail(error_code::invalid_plan_option, "plan.headroom",
+         "must be within 10-15 % unless headroom_override is set; in %", floor_to_u64(o.headroom * 100.0));
   return o.headroom;
 }
 
@@ -202,7 +203,9 @@ constexpr std::uint64_t largest_fitting(std::uint64_t hi, Fits fits_at) {
 constexpr bytes budget_of(const gpu_spec& gpu, const plan_options& options = {}) {
   const double headroom = detail::validated_headroom(options);
   // Round down: the budget must never exceed what the headroom allows.
-  return bytes{static_cast<std::uint64_t>(static_cast<double>(gpu.memory.value) * (1.0 - headroom))};
+  // The double nearest a memory close to 2^64 may be 2^64 itself: floor_to_u64 refuses it.
+  return bytes{detail::min(gpu.memory.value, detail::floor_to_u64(static_cast<double>(gpu.memory.value) * (1.0 - headroom),
+                                                                  detail::quantity{"plan.budget (gpu.memory x (1 - headroom))"}))};
 }
 
 constexpr plan_result make_plan(const model_spec& model, const training_spec& run, const gpu_spec& gpu,

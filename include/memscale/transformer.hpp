@@ -22,7 +22,7 @@ class transformer_builder {
  public:
   constexpr transformer_builder(const model_spec& m, const training_spec& t)
       : m_(validate(m)), t_(validate(t)), p_(precision_policy_of(t)),
-        tokens_(checked_mul(t.micro_batch, t.seq_len)), rows_(tokens_), d_(head_dim_of(m)), kv_(kv_heads_of(m)) {}
+        tokens_(checked_mul(t.micro_batch, t.seq_len, quantity{"tokens (micro_batch x seq_len)"})), rows_(tokens_), d_(head_dim_of(m)), kv_(kv_heads_of(m)) {}
 
   constexpr graph build() {
     prologue();
@@ -268,8 +268,8 @@ class transformer_builder {
       k = elementwise(k_elems, p_.matmul);
       v = elementwise(k_elems, p_.matmul);
     }
-    const auto batch_heads = checked_mul(t_.micro_batch, m_.heads);
-    const auto scores = checked_mul(batch_heads, t_.seq_len, t_.seq_len);
+    const auto batch_heads = checked_mul(t_.micro_batch, m_.heads, quantity{"attention scores (micro_batch x heads x seq_len^2)"});
+    const auto scores = checked_mul(batch_heads, t_.seq_len, t_.seq_len, quantity{"attention scores (micro_batch x heads x seq_len^2)"});
     if (t_.attention == attention_impl::flash) {
       // Flash / memory-efficient SDPA saves q, k, v, the output and a per-row fp32
       // log-sum-exp (aten/src/ATen/native/transformers/attention.cpp).
@@ -448,7 +448,7 @@ class transformer_builder {
       head.fwd_temp = storage(p_.matmul, checked_mul(chunk_rows, v)) + dequantized;
       // The chunks' logits stay referenced by a Python list until backward, and each
       // chunk's cross_entropy keeps its log-probabilities (lit-gpt utils.py).
-      const auto logits = emit(head, checked_mul(rows, v), p_.matmul);
+      const auto logits = emit(head, checked_mul(rows, v, quantity{"logits (tokens x vocab)"}), p_.matmul);
       if (!frozen || t_.target == training_target::qlora) b_.keep(input, logits);
       b_.keep_own_output(logits);
       const auto logp = emit(op{.kind = op_kind::loss}, checked_mul(rows, v), p_.matmul);
@@ -456,7 +456,7 @@ class transformer_builder {
       return;
     }
     head.fwd_temp = dequantized;
-    const auto logits = emit(head, checked_mul(rows, v), p_.matmul);
+    const auto logits = emit(head, checked_mul(rows, v, quantity{"logits (tokens x vocab)"}), p_.matmul);
     if (!frozen || t_.target == training_target::qlora) b_.keep(input, logits);
     std::size_t scores = logits;
     if (m_.head == head_kind::causal_lm) {

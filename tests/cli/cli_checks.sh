@@ -178,26 +178,6 @@ bad_input() {
   fi
 }
 
-bad_input --batch 0
-bad_input --batch abc
-bad_input --batch -3
-bad_input --batch 4x
-bad_input --batch 99999999999999999999
-bad_input --batch
-bad_input --model nope
-bad_input --precision fp9
-bad_input --optimizer adamx
-bad_input --checkpointing sometimes
-bad_input --attention quantum
-bad_input --cases /nonexistent
-bad_input --gpu nope
-bad_input --gpu rtx3090 --headroom 0.5
-bad_input --gpu rtx3090 --headroom abc
-bad_input --frobnicate
-bad_input stray
-printf '[{"id": "a",' >"$work/malformed.json"
-bad_input --cases "$work/malformed.json"
-
 # bad_input_says TEXT ARGS...: bad input whose one stderr line contains TEXT.
 bad_input_says() {
   local text=$1
@@ -210,6 +190,30 @@ bad_input_says() {
     fail "bad input '$label': says '$text'" "exit $rc" "stderr: $(head -c 300 "$work/err")"
   fi
 }
+
+bad_input --batch 0
+bad_input --batch abc
+bad_input --batch -3
+bad_input --batch 4x
+bad_input --batch 99999999999999999999
+bad_input --batch
+bad_input --model nope
+bad_input_says 'did you mean gpt2-xl?' --model gpt2-xxl
+bad_input_says 'did you mean rtx3090?' --gpu rtx309
+bad_input --precision fp9
+bad_input --optimizer adamx
+bad_input --checkpointing sometimes
+bad_input --attention quantum
+bad_input --cases /nonexistent
+bad_input --gpu nope
+bad_input --gpu rtx3090 --headroom 0.5
+bad_input --gpu rtx3090 --headroom abc
+for h in nan inf -1 0 0.150001 0.09; do bad_input_says "--headroom must be within 0.10-0.15 (got \"$h\")" --gpu rtx3090 --headroom "$h"; done
+bad_input_says 'tokens (micro_batch x seq_len) overflows' --model llama-2-7b --batch 99999999999 --seq 999999999
+bad_input --frobnicate
+bad_input stray
+printf '[{"id": "a",' >"$work/malformed.json"
+bad_input --cases "$work/malformed.json"
 
 bad_input_says '--batch needs a value (N)' --batch --seq 4
 bad_input_says '--batch needs a value (N)' --seq 4 --batch
@@ -238,7 +242,7 @@ if [[ $rc -eq 0 ]] && python3 -c 'import json,sys; d=json.load(sys.stdin); asser
 else
   fail "--model mobilenet_v3_large --json: 5483032 parameters" "exit $rc"
 fi
-bad_input_says '--seq must be <= 1024 for gpt2' --seq 2048
+bad_input_says '--seq must be <= 1024 (the learned position table of gpt2)' --seq 2048
 
 # the last occurrence of an option wins; --option=value is the same as --option value
 run --batch 3 --batch=1 --seq=64 --json
@@ -247,6 +251,52 @@ if [[ $rc -eq 0 ]] && python3 -c 'import json,sys; r=json.load(sys.stdin)["run"]
 else
   fail "--batch 3 --batch=1 --seq=64: the last value wins, = form accepted" "exit $rc" "python: $(tail -n 1 "$work/py")"
 fi
+
+# --json output is a --run input: reading it back gives the same document
+round_trip() {
+  local label="$*"
+  if "$plan" "$@" --json >"$work/first.json" 2>"$work/err" &&
+    "$plan" --run "$work/first.json" --json >"$work/second.json" 2>>"$work/err" &&
+    cmp -s "$work/first.json" "$work/second.json"; then
+    pass "round trip '$label': --json | --run gives the same JSON"
+  else
+    fail "round trip '$label': --json | --run gives the same JSON" "stderr: $(head -c 300 "$work/err")" \
+      "diff: $(diff "$work/first.json" "$work/second.json" | head -c 300)"
+  fi
+}
+round_trip
+round_trip --model llama-2-7b --qlora 16 --qlora-double-quant --lora-targets all-linear --lora-alpha 32 \
+  --offload optimizer,activations --gpu-memory 24GiB --headroom 0.12 --precision amp_bf16
+round_trip --model bert-base-uncased --batch 16 --seq 128 --gpu rtx3090 --checkpointing full --no-dropout
+round_trip --model mistral-7b --lora 8 --lora-targets q_proj,v_proj,gate_proj,up_proj,down_proj --optimizer-impl fused
+# a ground-truth record is a --run input too, and the output of that reads back the same
+python3 -c 'import json,sys; json.dump(json.load(open(sys.argv[1]))[0], open(sys.argv[2], "w"))' \
+  "$truth/cpu_traced_dev.json" "$work/record.json"
+run --run "$work/record.json" --json
+if [[ $rc -eq 0 ]] && cp "$work/out" "$work/from_record.json" && "$plan" --run "$work/from_record.json" --json 2>"$work/err" |
+  cmp -s - "$work/from_record.json"; then
+  pass "--run RECORD: estimates it, and its --json reads back the same"
+else
+  fail "--run RECORD: estimates it, and its --json reads back the same" "exit $rc" "stderr: $(head -c 300 "$work/err")"
+fi
+run --batch 2 --run "$work/first.json" --batch 3 --json
+if [[ $rc -eq 0 ]] && python3 -c 'import json,sys; assert json.load(sys.stdin)["run"]["micro_batch"] == 3' <"$work/out"; then
+  pass "--run FILE then --batch 3: options after --run override it"
+else
+  fail "--run FILE then --batch 3: options after --run override it" "exit $rc" "stderr: $(head -c 300 "$work/err")"
+fi
+run --gpu-memory 24GB --json
+if [[ $rc -eq 0 ]] && python3 -c 'import json,sys; assert json.load(sys.stdin)["gpu"]["memory"] == 24000000000' <"$work/out"; then
+  pass "--gpu-memory 24GB is 24e9 bytes (decimal as typed)"
+else
+  fail "--gpu-memory 24GB is 24e9 bytes (decimal as typed)" "exit $rc"
+fi
+bad_input_says 'is not modelled yet' --fp8
+bad_input_says '--lora-targets needs --lora or --qlora' --lora-targets q,v
+bad_input_says 'did you mean q_proj?' --lora 4 --lora-targets q_prj
+bad_input_says '--qlora-double-quant needs --qlora' --lora 4 --qlora-double-quant
+bad_input_says 'did you mean optimizer?' --offload optimiser
+bad_input_says '--units must be gib, gb or mib (got "tb")' --units tb
 
 # --help succeeds
 run --help

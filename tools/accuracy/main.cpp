@@ -38,7 +38,8 @@ struct band {
 };
 
 band band_of(const std::string& set) {
-  if (set == "cpu_traced_dev" || set == "cpu_traced_extra" || set == "cpu_traced_vision") return {-5.0, 10.0};
+  if (set == "cpu_traced_dev" || set == "cpu_traced_extra" || set == "cpu_traced_t5" || set == "cpu_traced_vision")
+    return {-5.0, 10.0};
   return {-10.0, 15.0};
 }
 
@@ -166,9 +167,10 @@ void write_report(const std::vector<row>& rows, const std::string& out_dir) {
      << "`ctest -R accuracy.bands` fails when a case leaves its band (CPU [-5%, +10%], GPU [-10%, +15%]) or a\n"
      << "median passes its bar (CPU 3%, GPU allocated 8%, nvidia-smi 10%). The report is made by\n"
      << "tools/accuracy/main.cpp from\n"
-     << "`../shared/ground-truth/*_dev.json`, `docs/data/cpu_traced_extra.json` (more cases of the same CPU harness,\n"
-     << "measured by this project), `docs/data/cpu_traced_vision.json` (torchvision models traced with the same\n"
-     << "harness by tools/trace/vision_cases.py) and `docs/data/memscale_aggressive.json`, with the software versions\n"
+     << "`tests/data/ground-truth/*_dev.json`, `docs/data/cpu_traced_extra.json` (more cases of the same CPU harness,\n"
+     << "measured by this project), `docs/data/cpu_traced_t5.json` (T5 steps traced with the harness's Tracker),\n"
+     << "`docs/data/cpu_traced_vision.json` (torchvision models traced with the same Tracker by\n"
+     << "tools/trace/vision_cases.py) and `docs/data/memscale_aggressive.json`, with the software versions\n"
      << "the GPU records' sources state merged in from `docs/data/gpu_published_stack.json`. Error = (estimated -\n"
      << "measured) / measured. Do not edit by hand.\n\n"
      << "![estimated vs measured](accuracy.svg)\n\n## Summary\n\n"
@@ -176,6 +178,7 @@ void write_report(const std::vector<row>& rows, const std::string& out_dir) {
      << "|---|---|---|---|---|---|---|---|\n";
   const std::vector<std::pair<std::string, std::string>> groups{{"cpu_traced_dev", "tensor"},
                                                                 {"cpu_traced_extra", "tensor"},
+                                                                {"cpu_traced_t5", "tensor"},
                                                                 {"cpu_traced_vision", "tensor"},
                                                                 {"gpu_published_dev", "allocated"},
                                                                 {"gpu_published_dev", "device"},
@@ -208,6 +211,7 @@ void write_report(const std::vector<row>& rows, const std::string& out_dir) {
         "plot x title 'exact' lw 1 lc rgb '#888888', 1.1*x title '+10%' dt 2 lc rgb '#bbbbbb', 0.9*x title '-10%' dt 2 lc rgb '#bbbbbb', "
         "'< grep ^cpu_traced_dev accuracy.dat' using 2:3 title 'CPU traced' pt 7 ps 0.6, "
         "'< grep ^cpu_traced_extra accuracy.dat' using 2:3 title 'CPU traced (extra)' pt 6 ps 0.6, "
+        "'< grep ^cpu_traced_t5 accuracy.dat' using 2:3 title 'CPU traced (T5)' pt 4 ps 0.6, "
         "'< grep ^cpu_traced_vision accuracy.dat' using 2:3 title 'CPU traced (vision)' pt 4 ps 0.6, "
         "'< grep ^gpu_published_dev accuracy.dat' using 2:3 title 'GPU published' pt 5 ps 0.6, "
         "'< grep ^memscale_aggressive accuracy.dat' using 2:3 title 'MemScale AGGRESSIVE' pt 9 ps 0.9\n";
@@ -232,6 +236,7 @@ int check(const std::vector<row>& rows) {
     const char* quantity;
     double max_median;
   } medians[] = {{"cpu_traced_dev", "tensor", 3.0}, {"cpu_traced_extra", "tensor", 3.0},
+                 {"cpu_traced_t5", "tensor", 3.0},
                  {"cpu_traced_vision", "tensor", 3.0},
                  {"gpu_published_dev", "allocated", 8.0},
                  {"gpu_published_dev", "device", 10.0}};
@@ -268,6 +273,9 @@ int main(int argc, char** argv) {
     // (docs/data/cpu_traced_extra.json): a check that the mechanisms generalise.
     const auto extra = ground_truth_rows(data_dir, "cpu_traced_extra", stacks);
     rows.insert(rows.end(), extra.begin(), extra.end());
+    // T5 (encoder-decoder) steps traced the same way (docs/research/scripts/trace_t5.py).
+    const auto t5 = ground_truth_rows(data_dir, "cpu_traced_t5", stacks);
+    rows.insert(rows.end(), t5.begin(), t5.end());
     const auto vision = ground_truth_rows(data_dir, "cpu_traced_vision", stacks);
     rows.insert(rows.end(), vision.begin(), vision.end());
     const auto agg = aggressive_rows(aggressive);

@@ -17,9 +17,11 @@ inline constexpr std::uint64_t nf4_block = 64;
 // second-level constant per 256 first-level blocks.
 inline constexpr std::uint64_t nf4_second_level_block = 256;
 
+inline constexpr detail::quantity parameter_quantity{"parameter count"};
+
 constexpr std::uint64_t parameter_count(const graph& g) {
   std::uint64_t n = 0;
-  for (std::size_t i = 0; i < g.size; ++i) n = detail::checked_add(n, detail::checked_mul(stored_elements(g.ops[i]), repeats_of(g, i)));
+  for (std::size_t i = 0; i < g.size; ++i) n = detail::checked_add(n, detail::checked_mul(stored_elements(g.ops[i]), repeats_of(g, i), parameter_quantity), parameter_quantity);
   return n;
 }
 
@@ -27,7 +29,7 @@ constexpr std::uint64_t parameter_count(const graph& g) {
 constexpr std::uint64_t trainable_parameter_count(const graph& g) {
   std::uint64_t n = 0;
   for (std::size_t i = 0; i < g.size; ++i)
-    if (!g.ops[i].frozen) n = detail::checked_add(n, detail::checked_mul(stored_elements(g.ops[i]), repeats_of(g, i)));
+    if (!g.ops[i].frozen) n = detail::checked_add(n, detail::checked_mul(stored_elements(g.ops[i]), repeats_of(g, i), parameter_quantity), parameter_quantity);
   return n;
 }
 

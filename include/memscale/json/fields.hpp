@@ -11,6 +11,7 @@
 #include <vector>
 #include <algorithm>
 
+#include "memscale/detail/edit_distance.hpp"
 #include "memscale/error.hpp"
 #include "memscale/model.hpp"
 #include "memscale/training.hpp"
@@ -19,9 +20,69 @@ namespace memscale::json_io {
 
 using json = nlohmann::json;
 
+// A value as it appears in a message: its JSON text, cut to 80 characters (a hostile
+// 10 MB string still gives a one-line message).
+inline std::string shown(const json& value) {
+  constexpr std::size_t max_shown = 80;
+  std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (text.size() > max_shown) text = text.substr(0, max_shown) + "... (" + std::to_string(text.size()) + " characters)";
+  return text;
+}
+
 [[noreturn]] inline void bad_field(error_code code, const std::string& field, const json& value,
                                    std::string_view requirement) {
-  throw error(code, field + " " + std::string(requirement) + " (got " + value.dump() + ")");
+  throw error(code, field + " " + std::string(requirement) + " (got " + shown(value) + ")");
+}
+
+// A model with a learned position table cannot take longer sequences than it has rows
+// (e.g. GPT-2's wpe, 1024): the same refusal for --cases records, --run files and the
+// command line; `field` names where the length came from ("train.seq", "--seq").
+inline void check_sequence_fits(const model_spec& model, std::uint64_t seq_len, const std::string& field) {
+  if (model.positions == position_kind::learned && model.max_positions > 0 && seq_len > model.max_positions)
+    throw error(error_code::invalid_run, field + " must be <= " + std::to_string(model.max_positions) +
+                                             " (the learned position table of " + std::string(model.name) + ") (got " + std::to_string(seq_len) + ")");
+}
+
+// Deepest nesting of arrays and objects a document may have: records and config.json
+// files need fewer than 10 levels; the limit keeps recursive walks (dump, comparison)
+// far from the stack's end on hostile input.
+inline constexpr std::size_t max_json_depth = 64;
+
+// The nesting depth of `text` (brackets outside strings) when it is <= limit; otherwise
+// limit + 1, found without parsing. Malformed text is left to the parser.
+inline std::size_t json_depth(std::string_view text, std::size_t limit = max_json_depth) {
+  std::size_t depth = 0;
+  std::size_t deepest = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return limit + 1;
+      if (depth > deepest) deepest = depth;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+// Parses one JSON document read from `source` (a file name, for messages). Throws
+// memscale::error(invalid_json) naming the source: malformed text, or nesting deeper
+// than max_json_depth.
+inline json parse_document(std::string_view text, const std::string& source) {
+  if (json_depth(text) > max_json_depth)
+    throw error(error_code::invalid_json, source + " nests arrays/objects deeper than " +
+                                              std::to_string(max_json_depth) + " levels");
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw error(error_code::invalid_json, source + " is not valid JSON: " + e.what());
+  }
 }
 
 inline std::uint64_t get_count(const json& obj, const char* key, const std::string& path, std::uint64_t fallback,
@@ -96,20 +157,15 @@ inline implementation parse_impl(const std::string& s, const std::string& field)
   bad_field(error_code::unsupported, field, s, "names an implementation memscale does not model yet");
 }
 
-// Edit distance with adjacent transpositions, for spotting misspelt keys.
-inline std::size_t key_distance(std::string_view a, std::string_view b) {
-  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
-  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  }
-  return d[a.size()][b.size()];
+// Edit distance with adjacent transpositions, for spotting misspelt keys; distances above
+// `limit` read as limit + 1 (bounded work and memory for hostile keys, see edit_distance.hpp).
+inline std::size_t key_distance(std::string_view a, std::string_view b, std::size_t limit = 2) {
+  return memscale::detail::edit_distance(a, b, limit);
 }
+
+// Longest key compared with the known ones: a longer one cannot be a misspelling of any
+// (the known keys are short), so it is skipped, not measured.
+inline constexpr std::size_t max_compared_key = 64;
 
 // Records may carry extra fields (SCHEMA.md), so an unknown key is accepted unless it
 // looks like a misspelling of a known one ("layrs", "batch_size"): then it is an error
@@ -119,12 +175,17 @@ inline void reject_misspelt_keys(const json& obj, std::initializer_list<std::str
   if (!obj.is_object()) bad_field(code, path, obj, "must be an object");
   for (const auto& item : obj.items()) {
     const std::string& key = item.key();
+    if (key.size() > max_compared_key) continue;
     bool exact = false;
     std::string_view resembles;
     for (std::string_view k : known) {
-      if (key == k) exact = true;
+      if (key == k) {
+        exact = true;
+        break;
+      }
       const bool prefixed = key.size() > k.size() && key.compare(0, k.size(), k) == 0 && key[k.size()] == '_';
-      if (prefixed || key_distance(key, k) <= (k.size() > 4 ? 2U : 1U)) resembles = k;
+      const std::size_t limit = k.size() > 4 ? 2U : 1U;
+      if (prefixed || key_distance(key, k, limit) <= limit) resembles = k;
     }
     if (!exact && !resembles.empty())
       bad_field(code, path + "." + key, item.value(), "is not a known field; did you mean " + path + "." + std::string(resembles) + "?");

@@ -25,6 +25,7 @@ inline mlp_kind parse_activation(const std::string& s, const std::string& field)
   if (s == "relu") return mlp_kind::relu;
   if (s == "swiglu" || s == "silu") return mlp_kind::swiglu;
   if (s == "geglu") return mlp_kind::geglu;
+  if (s == "gated-gelu") return mlp_kind::geglu;  // T5 v1.1 feed_forward_proj (gelu_new gate)
   bad_field(error_code::invalid_model, field, s, "must be one of gelu, gelu_new, relu, swiglu, geglu");
 }
 
@@ -85,6 +86,13 @@ inline model_spec family_defaults(const std::string& family, const std::string& 
                       .attn_out_bias = biases,
                       .mlp_bias = biases,
                       .lm_head_bias = family == "phi"};
+  }
+  if (family == "t5") {
+    // modeling_t5.py T5ForConditionalGeneration (T5Model when the name says so): an
+    // encoder-decoder with as many decoder as encoder blocks.
+    model_spec spec = presets::t5_family("custom", layers, hidden, heads, 1, false);
+    if (name.find("T5Model") != std::string::npos) spec.head = head_kind::none;
+    return spec;
   }
   if (family == "opt") {
     // modeling_opt.py: learned positions (2 offset rows), pre-LayerNorm, ReLU, biases, tied.
@@ -181,13 +189,16 @@ inline training_spec run_from_record(const json& record) {
   reject_misspelt_keys(t,
                        {"batch", "seq", "image", "precision", "optimizer", "optimizer_impl", "checkpointing",
                         "attention", "grad_accum", "lora_rank", "lora_alpha", "lora_targets", "frozen", "quant",
-                        "zero_stage", "dp", "tp", "dropout", "trainable_params", "zero_grad"},
+                        "zero_stage", "dp", "tp", "dropout", "trainable_params", "zero_grad", "target_seq",
+                        // multi-GPU layout (SCHEMA.md), read by json/parallel_record.hpp
+                        "nodes", "fsdp", "offload", "pp", "sp", "micro_batches_in_flight"},
                        path, bad);
   training_spec run{};
   run.micro_batch = get_count(t, "batch", path, 1, bad);
   run.seq_len = get_count(t, "seq", path, 0, bad);
   if (run.seq_len == 0) bad_field(error_code::unsupported, path + ".seq", t.value("seq", json()),
                                   "is missing: only sequence models are modelled yet");
+  run.target_len = get_count(t, "target_seq", path, 0, bad);  // encoder-decoder decoder tokens
   run.prec = parse_precision(get_string(t, "precision", path, "fp32", bad), path + ".precision");
   run.optimizer = parse_optimizer(get_string(t, "optimizer", path, "adamw", bad), path + ".optimizer");
   run.grad_accum = get_count(t, "grad_accum", path, 1, bad);
@@ -299,6 +310,7 @@ inline json estimate_record(const json& record) {
     }
     const model_spec model = model_from_record(record.at("model"));
     const training_spec run = run_from_record(record);
+    check_sequence_fits(model, run.seq_len, "train.seq");
     const quantity q = quantity_of(record.value("measure", std::string("max_memory_allocated")));
     const estimate_result r = estimate(model, run);
     return {{"id", id}, {"estimated_bytes", pick(r.steady, q).value}, {"quantity", std::string(to_string(q))}};

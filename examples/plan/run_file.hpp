@@ -1,0 +1,26 @@
+// memscale-plan --run FILE: a whole run (model, training settings, GPU) as one JSON
+// document, and the same document written back by --json (docs/run-json.md).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "args.hpp"
+
+namespace memscale_plan {
+
+// Reads `path` into `o` (model, run, GPU, headroom). Also accepts a ground-truth record
+// ({"model": {...}, "train": {...}}, tests/data/ground-truth/SCHEMA.md). Throws usage_error,
+// one line naming the file and the field.
+void read_run_file(const std::string& path, options& o);
+
+// Reads the run document `doc` (see read_run_file); errors name `source`.
+void read_run_document(const nlohmann::json& doc, const std::string& source, options& o);
+
+// The input part of the --json output: "model", "run", and with a GPU "gpu" and "headroom".
+nlohmann::json run_document(const options& o);
+
+// The whole text of a file; throws usage_error naming `option` and the path.
+std::string read_text_file(const std::string& option, const std::string& path);
+
+}  // namespace memscale_plan

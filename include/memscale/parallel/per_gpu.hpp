@@ -1,0 +1,349 @@
+// memscale/parallel/per_gpu.hpp: the memory of the peak rank of a multi-GPU run, the host
+// memory each node needs, and the traffic of one step. Composes the single-GPU estimator
+// (which already models ZeRO partitions and FSDP FULL_SHARD residency) with the engine
+// rules of ddp.hpp, deepspeed_zero.hpp, tensor_parallel.hpp and pipeline.hpp.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <utility>
+
+#include "memscale/estimate.hpp"
+#include "memscale/parallel/ddp.hpp"
+#include "memscale/parallel/deepspeed_zero.hpp"
+#include "memscale/parallel/pipeline.hpp"
+#include "memscale/parallel/strategy.hpp"
+#include "memscale/parallel/tensor_parallel.hpp"
+
+namespace memscale {
+
+struct host_memory {
+  bytes optimizer{};     // per node: offloaded optimizer partitions (fp32 master, state, fp32 gradients)
+  bytes parameters{};    // per node: offloaded parameter partitions
+  bytes activations{};   // per node: offloaded checkpointed block inputs
+  bytes model_load{};    // per node: every process materialising the model before partitioning
+  bytes per_node{};      // the larger of the steady figure and the load peak
+  bool fits = true;      // per_node <= parallel_spec::host_memory_per_node (true when not checked)
+};
+
+struct step_traffic {
+  bytes collectives{};  // bytes each GPU sends per optimizer step (ring algorithms)
+  bytes host_link{};    // bytes each GPU moves over its host link per step (offload)
+  bytes tensor_parallel{};  // the part of collectives inside tensor-parallel groups
+};
+
+struct per_gpu_estimate {
+  std::uint64_t world = 1;
+  std::uint64_t data_parallel = 1;
+  std::uint64_t shard = 1;          // ranks one parameter is sharded over
+  std::uint64_t global_batch = 0;   // micro_batch * grad_accum * data_parallel
+  std::uint64_t peak_rank = 0;      // a global rank holding the peak (Megatron order: tp, dp, pp)
+  std::uint64_t peak_stage = 0;     // its pipeline stage
+  std::string_view peak_role{};     // "every rank alike", "first pipeline stage", "last pipeline stage"
+  peak_estimate peak{};
+  host_memory host{};
+  step_traffic traffic{};
+};
+
+namespace detail {
+
+// The single-GPU run one rank executes: the strategy's partitions over its shard group.
+constexpr training_spec rank_run(training_spec run, const parallel_spec& p) {
+  const std::uint64_t n = shard_degree(p);
+  run.shard = n > 1 ? sharding_of(p.engine) : sharding::none;
+  run.data_parallel = n > 1 ? n : 1;
+  run.offload_optimizer = p.offload_optimizer;
+  run.offload_parameters = p.offload_parameters;
+  run.offload_activations = p.offload_activations;
+  return run;
+}
+
+struct section_states {
+  bytes params{};
+  bytes grads{};
+  bytes state{};
+  std::uint64_t trainable = 0;  // trainable elements
+};
+
+constexpr section_states states_of(const graph& g, section s, const training_spec& run) {
+  section_states r{};
+  for (std::size_t i = s.begin; i < s.end; ++i) {
+    const op& o = g.ops[i];
+    r.params += op_parameter_bytes(o, run);
+    r.grads += op_gradient_bytes(o, run);
+    if (o.frozen) continue;
+    if (!o.borrows_weight && o.weight.rows != 0) {
+      r.state += tensor_state_bytes(o.weight.rows, o.weight.cols, run) * o.weight.count;
+      r.trainable = checked_add(r.trainable, o.weight.elements());
+    }
+    if (o.bias.rows != 0) {
+      r.state += tensor_state_bytes(o.bias.rows, 1, run) * o.bias.count;
+      r.trainable = checked_add(r.trainable, o.bias.elements());
+    }
+  }
+  return r;
+}
+
+constexpr section_states scaled(section_states a, std::uint64_t times) {
+  return {a.params * times, a.grads * times, a.state * times, checked_mul(a.trainable, times)};
+}
+constexpr section_states plus(section_states a, section_states b) {
+  return {a.params + b.params, a.grads + b.grads, a.state + b.state, checked_add(a.trainable, b.trainable)};
+}
+constexpr section_states split(section_states a, std::uint64_t t) {
+  return {ceil_div(a.params, t), ceil_div(a.grads, t), ceil_div(a.state, t), ceil_div(a.trainable, t)};
+}
+
+constexpr bytes saturating_sub(bytes a, bytes b) { return a > b ? a - b : bytes{}; }
+// bytes * (n - 1) / n: what one rank sends in a ring all-gather or reduce-scatter of `b`.
+constexpr bytes ring_share(bytes b, std::uint64_t n) {
+  return n <= 1 ? bytes{} : bytes{checked_mul(b.value / n, n - 1) + (b.value % n) * (n - 1) / n};
+}
+
+// The largest module's parameter elements and those of tensors under the persistence threshold.
+struct zero3_sizes {
+  std::uint64_t largest_module = 0;
+  std::uint64_t persistent = 0;
+};
+constexpr zero3_sizes zero3_sizes_of(const graph& g, std::uint64_t threshold) {
+  zero3_sizes r{};
+  for (std::size_t i = 0; i < g.size; ++i) {
+    const op& o = g.ops[i];
+    r.largest_module = max(r.largest_module, stored_elements(o));
+    const std::uint64_t w = o.borrows_weight ? 0 : checked_mul(o.weight.rows, o.weight.cols);
+    if (w != 0 && w < threshold) r.persistent = checked_add(r.persistent, checked_mul(w, o.weight.count, repeats_of(g, i)));
+    const std::uint64_t b = o.bias.rows;
+    if (b != 0 && b < threshold) r.persistent = checked_add(r.persistent, checked_mul(b, o.bias.count, repeats_of(g, i)));
+  }
+  return r;
+}
+
+// Offloaded optimizer partition per rank: fp32 master weights, the optimizer state and an
+// fp32 gradient copy (16 bytes per parameter with Adam, the figure DeepSpeed's ZeRO-3
+// estimator uses, stage3.py estimate_zero3_model_states_mem_needs).
+constexpr bytes host_optimizer_partition(const section_states& s, std::uint64_t n) {
+  return ceil_div(s.state + storage(dtype::fp32, checked_mul(s.trainable, 2)), n);
+}
+
+// DeepSpeed sizes host memory with additional_buffer_factor 1.5 for pinned staging buffers
+// and fragmentation (stage3.py v0.16.5 estimate_zero3_model_states_mem_needs).
+constexpr bytes with_host_buffers(bytes b) { return b + bytes{b.value / 2}; }
+
+}  // namespace detail
+
+// Per-GPU estimate of `run` (micro_batch and grad_accum per rank) spread as `p` says.
+// `shape` gives the block's hidden size and heads for Korthikanti's per-layer formula (tp > 1).
+constexpr per_gpu_estimate estimate_per_gpu(const graph& g, const training_spec& run, const parallel_spec& par,
+                                            engines::layer_shape shape = {}) {
+  validate(par);
+  validate(run);
+  using detail::ceil_div;
+  const parallel_spec& p = par;
+  const std::uint64_t L = g.block_repeats;
+  detail::require(L % detail::checked_mul(p.pp, p.virtual_stages) == 0, error_code::invalid_run,
+                  "parallel.pp * parallel.virtual_stages", "must divide the number of layers", p.pp * p.virtual_stages);
+  per_gpu_estimate r{};
+  r.world = world_size(p);
+  r.data_parallel = data_parallel_degree(p);
+  r.shard = shard_degree(p);
+  r.global_batch = detail::checked_mul(run.micro_batch, run.grad_accum, r.data_parallel);
+  const std::uint64_t n = r.shard;
+  const training_spec rr = detail::rank_run(run, p);
+  const auto policy = precision_policy_of(rr);
+  const std::uint64_t model_element = storage(policy.param, 1).value;
+  const std::uint64_t m = run.grad_accum;
+
+  // Model states by section, before any splitting.
+  const auto sp_ = detail::states_of(g, prologue_of(g), rr);
+  const auto sb_ = detail::states_of(g, block_of(g), rr);
+  const auto se_ = detail::states_of(g, epilogue_of(g), rr);
+  const std::uint64_t layers_on_stage = L / p.pp;
+  const std::uint64_t t = p.tp;
+
+  // Single-GPU figures of the rank's run (tp = pp = 1): the starting point.
+  const estimate_result single = estimate(g, rr);
+  const bytes saved_p = section_saved_bytes(g, prologue_of(g), rr, false);
+  const bool ckpt = rr.ckpt == checkpointing::full;
+  const bytes saved_b_graph = section_saved_bytes(g, block_of(g), rr, ckpt);
+  const bytes zero_bucket = engines::zero_reduce_bucket_bytes(p, model_element);
+
+  // Host memory of one rank (the peak stage's share) and step traffic, filled per stage.
+  auto host_and_traffic = [&](const detail::section_states& part, bytes saved_per_layer, std::uint64_t stage) {
+    host_memory h{};
+    const std::uint64_t ranks = p.gpus_per_node;
+    if (p.offload_optimizer)
+      h.optimizer = detail::with_host_buffers(detail::host_optimizer_partition(part, n)) * ranks;
+    if (p.offload_parameters) h.parameters = detail::with_host_buffers(ceil_div(part.params, n)) * ranks;
+    const std::uint64_t in_flight = engines::micro_batches_in_flight(stage, p.pp, m);
+    if (p.offload_activations && ckpt) h.activations = saved_per_layer * layers_on_stage * in_flight * ranks;
+    // Without partitioned construction every process first builds the whole model part on the
+    // host (DeepSpeed estimator, zero_init=0: 4 bytes x params x GPUs per node).
+    if (!p.zero_init) h.model_load = part.params * ranks;
+    h.per_node = max(h.optimizer + h.parameters + h.activations, h.model_load);
+    h.fits = p.host_memory_per_node.value == 0 || h.per_node <= p.host_memory_per_node;
+
+    step_traffic tr{};
+    const bytes P = part.params;
+    const bytes G = part.grads;
+    switch (p.engine) {
+      case strategy::ddp: tr.collectives = detail::ring_share(G, r.data_parallel) * std::uint64_t{2}; break;
+      case strategy::zero1:
+      case strategy::zero2:
+        tr.collectives = detail::ring_share(G, n) * m + detail::ring_share(P, n);
+        break;
+      case strategy::zero3: tr.collectives = detail::ring_share(P, n) * (2 * m) + detail::ring_share(G, n) * m; break;
+      case strategy::fsdp_full:
+      case strategy::hsdp:
+        tr.collectives = detail::ring_share(P, n) * (2 * m) + detail::ring_share(G, n);
+        if (p.engine == strategy::hsdp)
+          tr.collectives += detail::ring_share(ceil_div(G, n), r.data_parallel / n) * std::uint64_t{2};
+        break;
+      case strategy::fsdp_grad_op: tr.collectives = detail::ring_share(P, n) * m + detail::ring_share(G, n); break;
+    }
+    if (p.offload_optimizer)  // 16-bit gradients down, updated 16-bit parameters back
+      tr.host_link += ceil_div(G, n) + ceil_div(P, n);
+    if (p.offload_parameters) tr.host_link += ceil_div(P, n) * (2 * m);
+    if (p.offload_activations && ckpt) tr.host_link += saved_per_layer * layers_on_stage * (2 * m);
+    return std::pair{h, tr};
+  };
+
+  if (t == 1 && p.pp == 1) {
+    peak_estimate pk = single.steady;
+    bytes extra_grads{};
+    bytes extra_ws{};
+    bytes params = pk.breakdown.parameters;
+    if (p.engine == strategy::ddp) extra_grads = engines::ddp_bucket_bytes(gradient_bytes(g, rr), p.ddp);
+    extra_ws = zero_bucket;
+    if (rr.shard == sharding::full && p.engine == strategy::zero3) {
+      // Replace FSDP's root unit + two blocks with ZeRO-3's gathered working set.
+      const bytes fsdp_ws = sp_.params + se_.params + sb_.params * (L < 2 ? L : std::uint64_t{2});
+      const auto z = detail::zero3_sizes_of(g, p.deepspeed.param_persistence_threshold);
+      const bytes ds_ws = storage(policy.param, engines::zero3_gathered_elements(p, z.largest_module, z.persistent));
+      params = detail::saturating_sub(params, fsdp_ws) + ds_ws;
+    }
+    if (rr.shard == sharding::gradients && p.engine == strategy::fsdp_grad_op)
+      params += ceil_div(sp_.params + sb_.params * L + se_.params, n);  // the shards beside the unsharded parameters
+    const bytes before = pk.breakdown.total();
+    pk.breakdown.parameters = params;
+    pk.breakdown.gradients += extra_grads;
+    pk.breakdown.workspace += extra_ws;
+    const bytes after = pk.breakdown.total();
+    pk.tensor = after;
+    if (after >= before) {
+      pk.reserved += round_up(after - before, cuda_round_large);
+      pk.device += round_up(after - before, cuda_round_large);
+    } else {
+      const bytes less = before - after;
+      pk.reserved = detail::saturating_sub(pk.reserved, less);
+      pk.device = detail::saturating_sub(pk.device, less);
+    }
+    r.peak = pk;
+    r.peak_role = "every rank alike";
+    const auto [h, tr] = host_and_traffic(detail::plus(detail::plus(sp_, detail::scaled(sb_, L)), se_), saved_b_graph, 0);
+    r.host = h;
+    r.traffic = tr;
+    return r;
+  }
+
+  // Tensor and/or pipeline parallel: build the rank's memory from its share of the model.
+  const bytes per_layer = saved_b_graph;  // replaced below when tp > 1
+  // Working memory beside the saved activations: a block's backward (with its recomputation
+  // under checkpointing) everywhere, the loss and head (logits) on the last stage.
+  const auto block_bwd = section_backward_peak(g, block_of(g), rr, false, g.stream_grad);
+  const auto head_bwd = section_backward_peak(g, epilogue_of(g), rr, false, bytes{});
+  const bytes working_block = block_bwd.peak - block_bwd.grads_at_peak;
+  const bytes working_head = max(section_forward_peak(g, epilogue_of(g), rr, true), head_bwd.peak - head_bwd.grads_at_peak);
+  const bytes cublas = rr.device == device_kind::cuda && rr.torch_version >= 200 ? rr.blas_workspace : bytes{};
+  const auto whole_model = detail::plus(detail::plus(sp_, detail::scaled(sb_, L)), se_);
+  const bytes all_temporaries = optimizer_step_temporaries(g, rr);
+
+  auto stage_estimate = [&](std::uint64_t stage, bytes layer_act) {
+    const bool first = stage == 0;
+    const bool last = stage + 1 == p.pp;
+    detail::section_states part = detail::scaled(sb_, layers_on_stage);
+    if (first) part = detail::plus(part, sp_);
+    if (last) part = detail::plus(part, se_);
+    part = detail::split(part, t);  // Megatron splits every matrix; norms (2h per layer) are replicated, ignored here
+    memory_breakdown b{};
+    const sharding sh = rr.shard;
+    const bytes block_params = ceil_div(sb_.params, t);
+    b.parameters = sh == sharding::full
+                       ? (p.offload_parameters ? bytes{} : ceil_div(part.params, n)) +
+                             block_params * (layers_on_stage < 2 ? layers_on_stage : std::uint64_t{2})
+                       : part.params;
+    if (sh == sharding::gradients && p.engine == strategy::fsdp_grad_op) b.parameters += ceil_div(part.params, n);
+    b.parameters += g.buffers;
+    const bool grads_stream = p.offload_optimizer;
+    // Offloaded optimizer: gradients leave for the host block by block (one block's in flight).
+    b.gradients = grads_stream ? ceil_div(sb_.grads, t) : (sh >= sharding::gradients ? ceil_div(part.grads, n) : part.grads);
+    if (p.engine == strategy::ddp) b.gradients += engines::ddp_bucket_bytes(part.grads, p.ddp);
+    b.optimizer = p.offload_optimizer ? bytes{} : (sh != sharding::none ? ceil_div(part.state, n) : part.state);
+    bytes act = engines::stage_saved_activations(layer_act, layers_on_stage, stage, p, m);
+    if (first) act += saved_p * engines::micro_batches_in_flight(stage, p.pp, m);
+    const bytes working = last ? max(working_block, working_head) : working_block;
+    b.activations = act + ceil_div(working, t) + g.inputs;
+    b.workspace = cublas + zero_bucket;
+    // The optimizer step: the rank's share of the step temporaries, no activations.
+    memory_breakdown step = b;
+    step.activations = g.inputs;
+    bytes temporaries = whole_model.trainable == 0
+                            ? bytes{}
+                            : bytes{detail::ceil_div(detail::checked_mul(all_temporaries.value / 1024 + 1, part.trainable),
+                                                     whole_model.trainable) * 1024};
+    if (sh != sharding::none && rr.optimizer_impl == optimizer_implementation::foreach) temporaries = ceil_div(temporaries, n);
+    step.workspace += temporaries;
+    if (sh >= sharding::gradients) step.gradients = ceil_div(part.grads, n);
+    return std::pair{step.total() > b.total() ? step : b, part};
+  };
+
+  bytes layer_act = per_layer;
+  if (t > 1 || p.sp) {
+    detail::require(shape.hidden > 0 && shape.heads > 0, error_code::invalid_run, "layer_shape.hidden",
+                    "must be given (> 0) for tensor or sequence parallelism", shape.hidden);
+    // Table 2's split of each term applied to the graph's own per-layer bytes, so t = 1 gives
+    // back the single-GPU figure and the graph's dtypes and kernels (flash, fp32 norms) stay.
+    const engines::layer_shape ls{.seq = run.seq_len, .batch = run.micro_batch, .hidden = shape.hidden,
+                                  .heads = shape.heads};
+    const bool scores = rr.attention != attention_impl::flash;
+    const bytes split_k = engines::korthikanti_layer_activations(ls, t, p.sp, rr.ckpt, scores);
+    const bytes whole_k = engines::korthikanti_layer_activations(ls, 1, false, rr.ckpt, scores);
+    layer_act = bytes{detail::ceil_div(detail::checked_mul(per_layer.value / 1024 + 1, split_k.value), whole_k.value) * 1024};
+    if (ckpt && p.offload_activations) layer_act = {};
+  }
+  const auto [b0, part0] = stage_estimate(0, layer_act);
+  const auto [bl, partl] = stage_estimate(p.pp - 1, layer_act);
+  const bool last_wins = p.pp > 1 && bl.total() > b0.total();
+  const memory_breakdown b = last_wins ? bl : b0;
+  r.peak_stage = last_wins ? p.pp - 1 : 0;
+  r.peak_rank = detail::checked_mul(r.peak_stage, t, r.data_parallel);
+  r.peak_role = p.pp == 1 ? "every rank alike" : last_wins ? "last pipeline stage" : "first pipeline stage";
+  r.peak.at = phase::backward;
+  r.peak.breakdown = b;
+  r.peak.tensor = b.total();
+  const bytes context = single.steady.device - single.steady.reserved;
+  r.peak.reserved = round_up(r.peak.tensor, cuda_round_large);
+  r.peak.device = r.peak.reserved + context;
+  const auto [h, tr0] = host_and_traffic(last_wins ? partl : part0, layer_act, r.peak_stage);
+  r.host = h;
+  r.traffic = tr0;
+  // Tensor parallelism: 2 all-reduces of s*b*h in forward and 2 in backward per layer and
+  // micro-batch (Megatron f/g operators; with sequence parallelism reduce-scatter + all-gather
+  // pairs of the same volume, Korthikanti et al. sec. 4.2.2). Pipeline: one activation forward
+  // and one gradient back per micro-batch and stage boundary.
+  const bytes stream = storage(policy.matmul, detail::checked_mul(run.seq_len, run.micro_batch, shape.hidden));
+  r.traffic.tensor_parallel = detail::ring_share(stream, t) * detail::checked_mul(8, layers_on_stage, m);
+  r.traffic.collectives += r.traffic.tensor_parallel;
+  if (p.pp > 1) r.traffic.collectives += ceil_div(stream, p.sp ? t : 1) * (2 * m);
+  return r;
+}
+
+constexpr per_gpu_estimate estimate_per_gpu(const model_spec& model, const training_spec& run, const parallel_spec& p) {
+  // Megatron splits attention by heads: the degree must divide them (and the key/value heads).
+  const std::uint64_t kv = model.kv_heads == 0 ? model.heads : model.kv_heads;
+  detail::require(model.heads % p.tp == 0 && (kv % p.tp == 0 || p.tp % kv == 0), error_code::invalid_run, "parallel.tp",
+                  "must divide the model's attention heads", p.tp);
+  return estimate_per_gpu(build_graph(model, run), run, p, {.seq = run.seq_len, .batch = run.micro_batch,
+                                                            .hidden = model.hidden, .heads = model.heads});
+}
+
+}  // namespace memscale
