@@ -12,7 +12,7 @@ namespace memscale_plan {
 namespace {
 
 // "512GiB", "1.5TiB", "768GB", "1099511627776": a size with an optional IEC or SI unit.
-memscale::bytes parse_size(const std::string& option, const std::string& text) {
+memscale::bytes parse_host_size(const std::string& option, const std::string& text) {
   double value = 0.0;
   const char* const first = text.data();
   const char* const last = first + text.size();
@@ -41,7 +41,7 @@ void add_cluster_options(CLI::App& app, options& o) {
   add_value(app, g, "--nodes", "M", "nodes the GPUs are spread over; default 1",
             [&c](const std::string& v) { c.nodes = parse_positive("--nodes", v); });
   add_value(app, g, "--host-memory", "SIZE", "RAM of each node, e.g. 512GiB: checked against offload needs",
-            [&c](const std::string& v) { c.host_memory = parse_size("--host-memory", v); });
+            [&c](const std::string& v) { c.host_memory = parse_host_size("--host-memory", v); });
   add_value(app, g, "--strategy", "S", "ddp | zero1 | zero2 | zero3 | fsdp-full | fsdp-grad-op | hsdp; "
                                        "without it the cluster planner chooses (needs --gpu)",
             [&c](const std::string& v) {
