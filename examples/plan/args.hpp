@@ -24,6 +24,7 @@
 #include "memscale/parallel/strategy.hpp"
 #include "memscale/presets.hpp"
 #include "memscale/training.hpp"
+#include "memscale/vision/model.hpp"
 
 namespace memscale_plan {
 
@@ -75,8 +76,14 @@ struct cluster_options {
   emit_format emit = emit_format::none;       // --emit deepspeed|accelerate-fsdp
 };
 
-// options_vision.cpp (h11-vision): CNN / ViT models.
-struct vision_options {};
+// options_vision.cpp (h11-vision): CNN / ViT models. A torchvision --model NAME sets
+// `model` (options_run.cpp); --image and --channels-last size and lay out its input.
+struct vision_options {
+  std::optional<memscale::vision::vision_spec> model;
+  std::uint64_t image_height = 0;  // 0: the preset's 224
+  std::uint64_t image_width = 0;
+  bool channels_last = false;
+};
 
 // options_inference.cpp (h12-infer): inference estimates and SVG output.
 struct inference_options {

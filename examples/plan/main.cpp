@@ -28,6 +28,7 @@
 #include "output.hpp"
 #include "run_file.hpp"
 #include "pictures.hpp"
+#include "vision.hpp"
 
 namespace {
 
@@ -66,12 +67,17 @@ std::string run(const memscale_plan::options& opt) {
   using memscale_plan::command;
   switch (opt.cmd) {
     case command::help: return memscale_plan::help_text();
-    case command::list_models:
-      return opt.json ? dump(memscale_plan::model_list_json()) : memscale_plan::model_list_text();
+    case command::list_models: {
+      if (!opt.json) return memscale_plan::model_list_text() + memscale_plan::vision_model_list_text();
+      nlohmann::json list = memscale_plan::model_list_json();
+      for (const auto& m : memscale_plan::vision_model_list_json()) list.push_back(m);
+      return dump(list);
+    }
     case command::list_gpus: return opt.json ? dump(memscale_plan::gpu_list_json()) : memscale_plan::gpu_list_text();
     case command::cases: return dump(memscale_plan::run_cases(opt.cases_path));
     case command::run: {
       memscale_plan::set_size_unit(opt.units);
+      if (const auto vision = memscale_plan::vision_model_of(opt)) return memscale_plan::vision_report(opt, *vision);
       if (opt.cluster.gpus > 0) return memscale_plan::run_cluster(opt);
       if (opt.cluster.engine || opt.cluster.emit != memscale_plan::emit_format::none || opt.cluster.tp > 1 ||
           opt.cluster.pp > 1 || opt.cluster.nodes > 1)

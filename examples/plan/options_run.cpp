@@ -4,6 +4,7 @@
 
 #include "memscale/json.hpp"
 #include "memscale/presets.hpp"
+#include "memscale/vision/presets.hpp"
 #include "option_groups.hpp"
 #include "run_file.hpp"
 #include "suggest.hpp"
@@ -17,6 +18,7 @@ std::string preset_names() {
     if (!names.empty()) names += ", ";
     names += m.name;
   }
+  for (const auto& m : memscale::vision::presets::all) names += ", " + std::string(m.name);
   return names;
 }
 
@@ -44,6 +46,11 @@ void set_offload(options& o, std::string_view list, const std::string& field) {
 void add_run_options(CLI::App& app, options& o) {
   const auto g = group::run;
   add_value(app, g, "--model", "NAME", "a preset (see --list-models); default gpt2", [&o](const std::string& v) {
+    if (const auto vision = memscale::vision::presets::find(v)) {  // a torchvision model (options_vision.cpp)
+      o.vision.model = *vision;
+      return;
+    }
+    o.vision.model.reset();
     const auto found = memscale::presets::find(v);
     if (!found) {
       nearest_name nearest(v);

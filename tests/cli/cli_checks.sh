@@ -76,7 +76,9 @@ fi
 # --- --list-models ---------------------------------------------------------------
 run --list-models
 presets=(gpt2 gpt2-medium gpt2-large gpt2-xl bert-base-uncased bert-large-uncased llama-2-7b llama-2-13b
-         llama-2-70b llama-3-8b mistral-7b mixtral-8x7b qwen2.5-7b t5-small t5-base t5-large flan-t5-base)
+         llama-2-70b llama-3-8b mistral-7b mixtral-8x7b qwen2.5-7b t5-small t5-base t5-large flan-t5-base
+         resnet18 resnet34 resnet50 resnet101 resnet152 mobilenet_v3_large mobilenet_v3_small efficientnet_b0
+         vit_b_16 vit_b_32 vit_l_16 convnext_tiny convnext_small convnext_base)
 missing=()
 for name in "${presets[@]}"; do
   grep -q "^$name " "$work/out" || missing+=("$name")
@@ -223,6 +225,23 @@ bad_input_says '--qlora cannot be combined with --lora' --lora 8 --qlora 8
 bad_input_says '--batch cannot be combined with --list-models' --batch 2 --list-models
 bad_input_says '--list-gpus cannot be combined with --list-models' --list-models --list-gpus
 bad_input_says '--headroom needs --gpu' --headroom 0.12
+bad_input_says '--image needs a vision --model' --image 224
+bad_input_says 'multiple of the ViT patch size' --model vit_b_16 --image 100
+bad_input_says '--image must be' --model resnet18 --image 224x224x3
+
+# --- vision models -----------------------------------------------------------------
+run --model resnet50 --image 384x384 --batch 64 --gpu rtx3060-12gb
+if [[ $rc -eq 0 ]] && grep -q "image 384x384" "$work/out" && grep -q "largest batch that fits" "$work/out"; then
+  pass "--model resnet50 --image 384x384 --gpu: a plan with the largest batch"
+else
+  fail "--model resnet50 --image 384x384 --gpu: a plan with the largest batch" "exit $rc" "$(head -c 300 "$work/err")"
+fi
+run --model mobilenet_v3_large --batch 8 --json
+if [[ $rc -eq 0 ]] && python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["model"]["parameters"] == 5483032' <"$work/out"; then
+  pass "--model mobilenet_v3_large --json: 5483032 parameters"
+else
+  fail "--model mobilenet_v3_large --json: 5483032 parameters" "exit $rc"
+fi
 bad_input_says '--seq must be <= 1024 (the learned position table of gpt2)' --seq 2048
 
 # the last occurrence of an option wins; --option=value is the same as --option value

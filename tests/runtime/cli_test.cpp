@@ -147,15 +147,15 @@ TEST_CASE("json_io::estimate_record: a CPU-traced GPT-2 record answers a positiv
   CHECK(answer.at("estimated_bytes").get<std::uint64_t>() > 0);
 }
 
-TEST_CASE("json_io::estimate_record: a torchvision record answers an error naming model.impl") {
+TEST_CASE("json_io::estimate_record: an unknown torchvision model answers an error naming model.name") {
   auto record = gpt2_cpu_record();
   record["id"] = "inline-resnet18";
-  record["model"] = {{"family", "resnet"}, {"name", "resnet18"}, {"impl", "torchvision"}};
+  record["model"] = {{"family", "alexnet"}, {"name", "alexnet"}, {"impl", "torchvision"}};
   const auto answer = memscale::json_io::estimate_record(record);
   CHECK(answer.at("id") == "inline-resnet18");
   REQUIRE(answer.contains("error"));
   CHECK_FALSE(answer.contains("estimated_bytes"));
   const auto message = answer.at("error").get<std::string>();
-  CHECK(message.find("model.impl") != std::string::npos);
-  CHECK(message.find("torchvision") != std::string::npos);
+  CHECK(message.find("model.name") != std::string::npos);
+  CHECK(message.find("alexnet") != std::string::npos);
 }

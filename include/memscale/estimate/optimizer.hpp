@@ -47,9 +47,10 @@ constexpr bytes tensor_state_bytes(std::uint64_t rows, std::uint64_t cols, const
   return {};
 }
 
-// Calls fn(rows, cols) for every trainable parameter tensor, once per repeat.
-template <class Fn>
-constexpr void for_each_trainable_tensor(const graph& g, Fn&& fn) {
+// Calls fn(rows, cols) for every trainable parameter tensor, once per repeat. Any op
+// sequence with `ops`, `size` and a repeats_of overload (graph, vision::layer_graph).
+template <class Graph, class Fn>
+constexpr void for_each_trainable_tensor(const Graph& g, Fn&& fn) {
   for (std::size_t i = 0; i < g.size; ++i) {
     const op& o = g.ops[i];
     if (o.frozen) continue;
@@ -59,7 +60,8 @@ constexpr void for_each_trainable_tensor(const graph& g, Fn&& fn) {
   }
 }
 
-constexpr bytes optimizer_state_bytes(const graph& g, const training_spec& run) {
+template <class Graph>
+constexpr bytes optimizer_state_bytes(const Graph& g, const training_spec& run) {
   bytes total{};
   for_each_trainable_tensor(g, [&](std::uint64_t rows, std::uint64_t cols, std::uint64_t copies) {
     total += tensor_state_bytes(rows, cols, run) * copies;
@@ -68,7 +70,8 @@ constexpr bytes optimizer_state_bytes(const graph& g, const training_spec& run) 
 }
 
 // Temporaries alive inside optimizer.step() beyond parameters, gradients and state.
-constexpr bytes optimizer_step_temporaries(const graph& g, const training_spec& run) {
+template <class Graph>
+constexpr bytes optimizer_step_temporaries(const Graph& g, const training_spec& run) {
   if (run.offload_optimizer) return {};
   const auto p = precision_policy_of(run);
   std::uint64_t largest = 0;

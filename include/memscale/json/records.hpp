@@ -13,6 +13,7 @@
 #include "memscale/json/inference.hpp"
 #include "memscale/json/lora_fields.hpp"
 #include "memscale/json/hf_config.hpp"
+#include "memscale/json/vision_records.hpp"
 #include "memscale/model.hpp"
 #include "memscale/presets.hpp"
 #include "memscale/training.hpp"
@@ -317,6 +318,12 @@ inline json estimate_record(const json& record) {
                              ? record.at("id").get<std::string>()
                              : std::string();
   try {
+    if (is_vision_record(record)) {
+      const vision::vision_spec model = vision_model_from_record(record);
+      const quantity q = quantity_of(record.value("measure", std::string("max_memory_allocated")));
+      const estimate_result r = vision::estimate(model, run_from_record(vision_run_record(record)));
+      return {{"id", id}, {"estimated_bytes", pick(r.steady, q).value}, {"quantity", std::string(to_string(q))}};
+    }
     const model_spec model = model_from_record(record.at("model"));
     const quantity q = quantity_of(record.value("measure", std::string("max_memory_allocated")));
     if (record.contains("infer")) {  // an inference record (issue 12): json/inference.hpp

@@ -1,0 +1,106 @@
+// memscale-plan: reports for torchvision models.
+#include "vision.hpp"
+
+#include <fmt/format.h>
+
+#include <string>
+
+#include "memscale/json.hpp"
+#include "memscale/vision/planner.hpp"
+#include "memscale/vision/presets.hpp"
+#include "output.hpp"
+
+namespace memscale_plan {
+namespace {
+
+std::string_view family_name(memscale::vision::family f) {
+  switch (f) {
+    case memscale::vision::family::resnet: return "resnet";
+    case memscale::vision::family::mobilenet_v3: return "mobilenet_v3";
+    case memscale::vision::family::efficientnet: return "efficientnet";
+    case memscale::vision::family::vit: return "vit";
+    case memscale::vision::family::convnext: return "convnext";
+  }
+  return "resnet";
+}
+
+nlohmann::json vision_json(const memscale::vision::vision_spec& m) {
+  return {{"name", std::string(m.name)},
+          {"family", std::string(family_name(m.arch))},
+          {"image", std::to_string(m.image_height) + "x" + std::to_string(m.image_width)},
+          {"channels_last", m.channels_last},
+          {"parameters", memscale::vision::parameter_count(m)}};
+}
+
+}  // namespace
+
+std::optional<memscale::vision::vision_spec> vision_model_of(const options& opt) {
+  const bool image = opt.vision.image_height != 0;
+  if (!opt.vision.model) {
+    if (image || opt.vision.channels_last)
+      throw usage_error(std::string(image ? "--image" : "--channels-last") +
+                        " needs a vision --model (resnet50, vit_b_16, ... see --list-models)");
+    return std::nullopt;
+  }
+  memscale::vision::vision_spec m = *opt.vision.model;
+  if (image) {
+    m.image_height = opt.vision.image_height;
+    m.image_width = opt.vision.image_width;
+  }
+  m.channels_last = opt.vision.channels_last;
+  return memscale::vision::validate(m);
+}
+
+std::string vision_report(const options& opt, const memscale::vision::vision_spec& model) {
+  const memscale::estimate_result r = memscale::vision::estimate(model, opt.run);
+  std::optional<memscale::gpu_spec> gpu = opt.custom_gpu;
+  if (!gpu && !opt.gpu.empty()) gpu = memscale::find_gpu(opt.gpu);  // checked by parse_args
+  const bool plan_wanted = gpu.has_value();
+  if (opt.json) {
+    nlohmann::json j = memscale::json_io::estimate_to_json(r);
+    j["model"] = vision_json(model);
+    j["run"] = run_to_json(opt.run);
+    j["run"].erase("seq_len");
+    if (plan_wanted) {
+      j["plan"] = plan_json(memscale::vision::make_plan(
+          model, opt.run, *gpu, memscale::plan_options{.headroom = opt.headroom.value_or(memscale::default_headroom)}));
+    }
+    return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  }
+  std::string out = fmt::format("{} ({} parameters), image {}x{}{}, batch {}, {}, {}\n", model.name,
+                                memscale::vision::parameter_count(model), model.image_height, model.image_width,
+                                model.channels_last ? " channels_last" : "", opt.run.micro_batch,
+                                memscale::to_string(opt.run.prec), memscale::to_string(opt.run.optimizer));
+  const auto& b = r.steady.breakdown;
+  out += fmt::format("  parameters {:.3f} GiB, gradients {:.3f} GiB, optimizer {:.3f} GiB, saved activations {:.3f} GiB\n",
+                     memscale::to_gib(r.parameter_bytes), memscale::to_gib(r.gradient_bytes),
+                     memscale::to_gib(r.optimizer_bytes), memscale::to_gib(r.saved_activation_bytes));
+  out += fmt::format("  peak ({}): allocated {:.3f} GiB (activations {:.3f}, workspace {:.3f}), reserved {:.3f} GiB, "
+                     "device {:.3f} GiB\n",
+                     memscale::to_string(r.steady.at), memscale::to_gib(r.steady.tensor), memscale::to_gib(b.activations),
+                     memscale::to_gib(b.workspace), memscale::to_gib(r.steady.reserved), memscale::to_gib(r.steady.device));
+  out += "  cuDNN workspace (cudnn.benchmark): bounded by the free memory at each convolution; never required to fit\n";
+  if (!plan_wanted) return out;
+  const memscale::plan_result plan = memscale::vision::make_plan(
+      model, opt.run, *gpu, memscale::plan_options{.headroom = opt.headroom.value_or(memscale::default_headroom)});
+  out += plan_text(*gpu, plan);
+  out += fmt::format("  largest batch that fits (any mode): {}\n", plan.max_micro_batch);
+  out += "  (vision modes: conservative = checkpointed stages; balanced = + mixed precision; aggressive = + 8-bit AdamW)\n";
+  return out;
+}
+
+std::string vision_model_list_text() {
+  std::string out;
+  for (const auto& m : memscale::vision::presets::all)
+    out += fmt::format("{:<22} {:>14} parameters  {} (torchvision, 224x224)\n", m.name,
+                       memscale::vision::parameter_count(m), family_name(m.arch));
+  return out;
+}
+
+nlohmann::json vision_model_list_json() {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& m : memscale::vision::presets::all) list.push_back(vision_json(m));
+  return list;
+}
+
+}  // namespace memscale_plan

@@ -1,0 +1,80 @@
+// memscale/vision/model.hpp: a vision model (architecture + input size) and its graph
+// for one training run.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "memscale/error.hpp"
+#include "memscale/precision_policy.hpp"
+#include "memscale/training.hpp"
+#include "memscale/vision/convnext.hpp"
+#include "memscale/vision/efficientnet.hpp"
+#include "memscale/vision/mobilenet.hpp"
+#include "memscale/vision/resnet.hpp"
+#include "memscale/vision/vit.hpp"
+
+namespace memscale::vision {
+
+enum class family : std::uint8_t { resnet, mobilenet_v3, efficientnet, vit, convnext };
+
+struct vision_spec {
+  std::string_view name = "custom";
+  family arch = family::resnet;
+  resnet_spec resnet{};
+  mobilenet_v3_size mobilenet = mobilenet_v3_size::large;
+  efficientnet_spec efficientnet{};
+  vit_spec vit{};
+  convnext_spec convnext{};
+  std::uint64_t classes = 1000;
+  std::uint64_t image_height = 224;
+  std::uint64_t image_width = 224;
+  std::uint64_t in_channels = 3;
+  bool channels_last = false;  // model.to(memory_format=torch.channels_last)
+};
+
+constexpr const vision_spec& validate(const vision_spec& v) {
+  constexpr auto bad = error_code::invalid_model;
+  detail::require(v.classes > 0, bad, "model.classes", "must be > 0", v.classes);
+  detail::require(v.image_height >= 32 && v.image_width >= 32, bad, "image size", "must be at least 32x32 pixels",
+                  v.image_height < v.image_width ? v.image_height : v.image_width);
+  detail::require(v.image_height <= 8192 && v.image_width <= 8192, bad, "image size", "must be at most 8192x8192 pixels",
+                  v.image_height > v.image_width ? v.image_height : v.image_width);
+  detail::require(v.in_channels > 0, bad, "model.in_channels", "must be > 0", v.in_channels);
+  return v;
+}
+
+// The dtypes and device one run gives the layers.
+constexpr build_context context_of(const vision_spec& spec, const training_spec& run) {
+  const auto p = precision_policy_of(run);
+  const bool cpu = run.device == device_kind::cpu;
+  // CPU autocast (torch 1.13 autocast_mode.cpp, KernelCPU lower_precision_fp list)
+  // casts convolutions and matmuls; batch_norm runs in the input's dtype. CUDA autocast
+  // runs batch_norm in fp32 only through cudnn with fp32 statistics: its output keeps the
+  // input dtype as well.
+  return {.batch = run.micro_batch,
+          .act = p.matmul,
+          .norm_act = p.matmul,
+          .cuda = !cpu,
+          .autocast = p.autocast,
+          .channels_last = spec.channels_last};
+}
+
+constexpr layer_graph build_graph(const vision_spec& spec, const training_spec& run) {
+  validate(spec);
+  network net(context_of(spec, run));
+  const dtype input_type = precision_policy_of(run).param;  // the batch is cast with the model
+  const tensor image = net.image(spec.in_channels, spec.image_height, spec.image_width, input_type);
+  tensor logits{};
+  switch (spec.arch) {
+    case family::resnet: logits = resnet(net, image, spec.resnet, spec.classes); break;
+    case family::mobilenet_v3: logits = mobilenet_v3(net, image, spec.mobilenet, spec.classes); break;
+    case family::efficientnet: logits = efficientnet(net, image, spec.efficientnet, spec.classes); break;
+    case family::vit: logits = vit(net, image, spec.vit, spec.classes); break;
+    case family::convnext: logits = convnext(net, image, spec.convnext, spec.classes); break;
+  }
+  net.cross_entropy(logits);
+  return net.graph();
+}
+
+}  // namespace memscale::vision
