@@ -64,18 +64,12 @@ const std::vector<data_set> data_sets{
     {"cpu_traced_families", false, true,
      "config.json families (docs/research/scripts/trace_families.py): faithful small models of each modeling file",
      "CPU traced (config.json families)", 12},
-    {"cpu_traced_vision", false, true,
-     "torchvision models traced with the same Tracker (tools/trace/vision_cases.py)", "CPU traced (vision)", 10},
-    {"cpu_traced_lora", false, true, "PEFT-style LoRA/DoRA adapters traced with the same harness", "CPU traced (LoRA)", 8},
-    {"cpu_traced_inference", false, true,
-     "greedy generate() with a KV cache (docs/research/scripts/trace_inference.py)", "CPU traced generate()", 13},
-    {"cpu_traced_families", false, true,
-     "config.json families (docs/research/scripts/trace_families.py): faithful small models of each modeling file",
-     "CPU traced (config.json families)", 12},
-    {"cpu_traced_vision", false, true,
-     "torchvision models traced with the same Tracker (tools/trace/vision_cases.py)", "CPU traced (vision)", 10},
     {"cpu_traced_lora", false, true,
      "PEFT-style LoRA/DoRA steps on the same harness (docs/research/scripts/trace_lora.py)", "CPU traced (LoRA)", 8},
+    {"cpu_traced_vision", false, true,
+     "torchvision models traced with the same Tracker (tools/trace/vision_cases.py)", "CPU traced (vision)", 10},
+    {"cpu_traced_inference", false, true,
+     "greedy generate() with a KV cache (docs/research/scripts/trace_inference.py)", "CPU traced generate()", 13},
 };
 
 band band_of(const std::string& set) {

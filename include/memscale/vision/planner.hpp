@@ -22,7 +22,7 @@
 
 namespace memscale::vision {
 
-constexpr training_spec apply_mode(training_spec run, mode m, const gpu_spec& gpu) {
+constexpr training_spec apply_vision_mode(training_spec run, mode m, const gpu_spec& gpu) {
   run.blas_workspace = gpu.cublas_workspace;
   if (m == mode::none) return run;
   run.ckpt = checkpointing::full;
@@ -38,7 +38,7 @@ constexpr mode_plan plan_mode(const vision_spec& model, const training_spec& req
                               bytes budget) {
   mode_plan p{};
   p.m = m;
-  p.run = apply_mode(request, m, gpu);
+  p.run = apply_vision_mode(request, m, gpu);
   const estimate_result e = estimate(model, p.run);
   const peak_estimate& worst = e.first_step.device > e.steady.device ? e.first_step : e.steady;
   p.peak = worst.device;
