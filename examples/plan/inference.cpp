@@ -96,10 +96,10 @@ std::string inference_command(const options& opt) {
   if (spec.cache == memscale::kv_cache_kind::sliding_window && spec.sliding_window == 0)
     throw usage_error("--kv-cache sliding_window needs a model with a sliding window (got " +
                       in_quotes(std::string(opt.model.name)) + ")");
-  std::optional<memscale::gpu_spec> gpu;
+  std::optional<memscale::gpu_spec> gpu = opt.custom_gpu;  // --gpu-memory
   std::optional<memscale::inference_plan> plan;
-  if (!opt.gpu.empty()) {
-    gpu = *memscale::find_gpu(opt.gpu);  // checked by parse_args
+  if (!gpu && !opt.gpu.empty()) gpu = *memscale::find_gpu(opt.gpu);  // checked by parse_args
+  if (gpu) {
     spec.blas_workspace = gpu->cublas_workspace;
     plan = memscale::plan_inference(opt.model, spec, *gpu,
                                     memscale::plan_options{.headroom = opt.headroom.value_or(memscale::default_headroom)});

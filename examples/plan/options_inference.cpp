@@ -62,8 +62,9 @@ namespace memscale_plan {
 void check_inference_options(const options& o) {
   const inference_options& inf = o.inference;
   if (!inf.enabled && !inf.setting_option.empty()) throw usage_error(inf.setting_option + " needs --inference");
-  if (!inf.svg_batch.empty() && o.gpu.empty()) throw usage_error("--svg-batch needs --gpu");
-  if (!inf.svg.empty() && o.gpu.empty() && !inf.enabled) throw usage_error("--svg needs --gpu (or --inference)");
+  const bool has_gpu = !o.gpu.empty() || o.custom_gpu.has_value();
+  if (!inf.svg_batch.empty() && !has_gpu) throw usage_error("--svg-batch needs --gpu (or --gpu-memory)");
+  if (!inf.svg.empty() && !has_gpu && !inf.enabled) throw usage_error("--svg needs --gpu or --gpu-memory (or --inference)");
   if (!inf.enabled) return;
   const auto total = inf.spec.context + inf.spec.new_tokens;
   if (o.model.positions == memscale::position_kind::learned && o.model.max_positions > 0 &&
