@@ -1,5 +1,5 @@
 // libFuzzer target for memscale's JSON readers: the --cases record reader
-// (json_io::estimate_record), the --run document reader (memscale-plan's run_file.cpp)
+// (json_io::estimate_record), the config.json reader (json_io::model_from_hf_config), the --run document reader (memscale-plan's run_file.cpp)
 // and the document parser in front of both (json_io::parse_document). Build and run:
 // docs/fuzzing.md. A finding is a crash, a sanitizer report, a hang, or an exception
 // other than the three kinds invalid input may raise.
@@ -20,6 +20,12 @@ void read_as_run(const nlohmann::json& doc) {
   memscale_plan::read_run_document(doc, "fuzz", o);
   (void)memscale::estimate(o.model, o.run);
   (void)memscale_plan::run_document(o);
+}
+
+// A Hugging Face config.json (--config), estimated at a small run like the CLI's default.
+void read_as_config(const nlohmann::json& doc) {
+  const memscale::model_spec model = memscale::json_io::model_from_hf_config(doc);
+  (void)memscale::estimate(model, memscale::training_spec{.micro_batch = 1, .seq_len = 8});
 }
 
 void read_as_cases(const nlohmann::json& doc) {
@@ -46,6 +52,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   try {
     read_as_cases(doc);
+  } catch (const memscale::error&) {
+  }
+  try {
+    read_as_config(doc);
   } catch (const memscale::error&) {
   }
   return 0;
