@@ -190,9 +190,15 @@ constexpr peak_estimate estimate_peak(const graph& g, const training_spec& run, 
   best = larger(best, moment(phase::forward,
                              g.carried + below_blocks + section_forward_peak(g, block_of(g), run, false, !ckpt), {},
                              {}));
+  // The loop rebinds its logits when the model returns, before the loss is computed
+  // (lit-gpt finetune/lora.py fit(): `logits = model(...)`, then chunked_cross_entropy),
+  // so the previous step's tensors are live only up to the first loss op.
   best = larger(best, moment(phase::forward,
-                             g.carried + saved_p + saved_b * L + section_forward_peak(g, epilogue_of(g), run, true), {},
-                             {}));
+                             g.carried + saved_p + saved_b * L +
+                                 section_forward_peak(g, until_loss(g, epilogue_of(g)), run, true),
+                             {}, {}));
+  best = larger(best, moment(phase::forward,
+                             saved_p + saved_b * L + section_forward_peak(g, epilogue_of(g), run, true), {}, {}));
 
   // Backward of the epilogue (loss, head): every block's tensors are still saved.
   const auto e = section_backward_peak(g, epilogue_of(g), run, persist, bytes{});

@@ -60,6 +60,7 @@ struct op {
   bytes fwd_temp{};                // temporaries inside its forward, beyond `out`
   bytes bwd_temp{};                // temporaries inside its backward, beyond the gradients
   bytes grad_in{};                 // gradient it produces for its input
+  bytes grad_out{};                // gradient it receives for its output when smaller than `out` (one loss chunk's); zero: `out`
   bool recomputed_by_selective = false;  // attention-core tensors selective checkpointing drops
   bool transient = false;          // output not kept is freed once the next op used it (a reassigned variable)
 };

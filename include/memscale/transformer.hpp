@@ -604,7 +604,11 @@ class transformer_builder {
                                   ? storage(p_.matmul, checked_mul(v, h, 2))
                                   : bytes{};
     head.bwd_temp = dequantized;
-    const auto chunk_rows = (t_.loss == loss_impl::chunked && t_.loss_chunk < rows) ? t_.loss_chunk : rows;
+    // lit-gpt splits along the sequence (model.py GPT.forward: x.split(lm_head_chunk_size, dim=1)),
+    // so a chunk holds loss_chunk positions of every sequence in the batch.
+    const auto chunk_rows = (t_.loss == loss_impl::chunked && t_.loss_chunk < t_.seq_len)
+                                ? checked_mul(t_.micro_batch, t_.loss_chunk)
+                                : rows;
     if (adapts(lora_target::head)) {
       // An adapter on the output layer (PEFT lm_head, lit-gpt lora_head): its input and
       // A's output are kept; B's output and the scaled copy are as wide as the logits
@@ -623,14 +627,24 @@ class transformer_builder {
     if (t_.loss == loss_impl::chunked) {
       // Chunked cross-entropy (lit-gpt utils.chunked_cross_entropy) keeps one chunk's
       // logits and log-probabilities at a time, plus each chunk's saved log_softmax.
-      head.fwd_temp += storage(p_.matmul, checked_mul(chunk_rows, v)) + dequantized;
+      head.fwd_temp += dequantized;
       // The chunks' logits stay referenced by a Python list until backward, and each
       // chunk's cross_entropy keeps its log-probabilities (lit-gpt utils.py).
       const auto logits = emit(head, checked_mul(rows, v, quantity{"logits (tokens x vocab)"}), p_.matmul);
       if (!frozen || (!tied && bnb_keeps_input())) b_.keep(input, logits);
       b_.keep_own_output(logits);
-      const auto logp = emit(op{.kind = op_kind::loss}, checked_mul(rows, v), p_.matmul);
+      // The one-chunk temporary belongs to the loss: the reshape of the last chunk's shifted
+      // (non-contiguous) slice copies it, after model() has returned.
+      const auto logp = emit(op{.kind = op_kind::loss, .fwd_temp = storage(p_.matmul, checked_mul(chunk_rows, v))},
+                             checked_mul(rows, v), p_.matmul);
       b_.keep_own_output(logp);
+      // Backward runs chunk by chunk (each chunk's cross_entropy and lm_head call is its own
+      // branch of the graph, joined only by torch.cat of the small per-token losses), so the
+      // gradients of log-probabilities and logits are one chunk wide at a time.
+      const auto chunk = storage(p_.matmul, checked_mul(chunk_rows, v));
+      b_.at(logp).grad_out = chunk;
+      b_.at(logp).grad_in = chunk;
+      b_.at(logits).grad_out = chunk;
       return;
     }
     head.fwd_temp += dequantized;

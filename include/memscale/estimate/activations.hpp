@@ -31,6 +31,13 @@ constexpr section prologue_of(const graph& g) { return {0, g.block_begin}; }
 constexpr section block_of(const graph& g) { return {g.block_begin, g.block_end}; }
 constexpr section epilogue_of(const graph& g) { return {g.block_end, g.size}; }
 
+// The part of a section before its first loss op (the whole section when it has none).
+constexpr section until_loss(const graph& g, section s) {
+  for (std::size_t i = s.begin; i < s.end; ++i)
+    if (g.ops[i].kind == op_kind::loss) return {s.begin, i};
+  return s;
+}
+
 // Whether selective checkpointing recomputes (so does not keep) op `o`'s tensors.
 constexpr bool dropped_by_selective(const op& o, const training_spec& run) {
   return run.ckpt == checkpointing::selective && o.recomputed_by_selective;
@@ -108,7 +115,7 @@ constexpr backward_profile section_backward_peak(const graph& g, section s, cons
   for (std::size_t k = n; k-- > 0;) {
     const op& o = g.ops[s.begin + k];
     const bytes own_grad = op_gradient_bytes(o, run);
-    const bytes grad_out = o.out;  // gradient w.r.t. the output has the output's size
+    const bytes grad_out = o.grad_out.value != 0 ? o.grad_out : o.out;  // usually the output's size
     const bytes created = grads_persist ? own_grad : grads_after + own_grad;
     const bytes live = alive_outputs[k] + alive_extra[k] + grad_out + o.grad_in + o.bwd_temp + carried_grad + created;
     if (live > result.peak) result = {live, created};
