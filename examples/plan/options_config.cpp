@@ -14,7 +14,12 @@ void add_config_options(CLI::App& app, options& o) {
             "(ORG/NAME) found in the local Hub cache ($HF_HUB_CACHE, else $HF_HOME/hub, else "
             "~/.cache/huggingface/hub); nothing is downloaded",
             [&o](const std::string& v) {
-              o.model = memscale::json_io::load_hf_model(v);
+              // Every error names the config it came from, then the field (tests/malformed/configs).
+              try {
+                o.model = memscale::json_io::load_hf_model(v);
+              } catch (const memscale::error& e) {
+                throw usage_error("--config " + in_quotes(v) + ": " + e.what());
+              }
               o.config.source = v;
             });
 }

@@ -2,7 +2,7 @@
 # The malformed-input corpus (ctest malformed.corpus): every file listed in EXPECTED must
 # make memscale-plan exit 2 within 5 s with exactly one stderr line that names the file
 # and contains the expected text (the field, or what is wrong with the document).
-# Files under cases/ go to --cases, the others to --run. Two inputs too large to keep in
+# Files under cases/ go to --cases, under configs/ to --config, the others to --run. Two inputs too large to keep in
 # the repository (a 10 MB key, a 10 MB string) are written to a temporary folder here.
 #
 #   tests/malformed/run_corpus.sh PATH/TO/memscale-plan
@@ -46,6 +46,7 @@ while IFS=$'\t' read -r file text; do
   [[ -z "$file" || "$file" == \#* ]] && continue
   option=--run
   [[ "$file" == cases/* ]] && option=--cases
+  [[ "$file" == configs/* ]] && option=--config
   check "$here/$file" "$option" "$text"
 done <"$here/EXPECTED"
 check "$work/huge_key.json" --run "is not a field"
