@@ -80,7 +80,7 @@ inline json parse_document(std::string_view text, const std::string& source) {
                                               std::to_string(max_json_depth) + " levels");
   try {
     return json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e605 (a fuzz finding)
     throw error(error_code::invalid_json, source + " is not valid JSON: " + e.what());
   }
 }

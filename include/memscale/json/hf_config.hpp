@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -110,11 +111,9 @@ namespace detail {
 inline json read_json_file(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) bad_field(error_code::invalid_model, "config", file.string(), "cannot be read");
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    throw error(error_code::invalid_model, "config " + file.string() + " is not valid JSON: " + e.what());
-  }
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // parse_document limits the nesting depth (a 10^5-deep document would exhaust the stack).
+  return parse_document(text, "config " + file.string());
 }
 
 // huggingface_hub's cache: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub.
