@@ -274,7 +274,8 @@ constexpr estimate_result estimate(const graph& g, const training_spec& run) {
   return r;
 }
 
-constexpr estimate_result estimate(const model_spec& model, const training_spec& run) {
+constexpr estimate_result estimate(const model_spec& model, const training_spec& requested) {
+  const training_spec run = with_resolved_adapters(model, requested);
   if (model.arch == architecture::encoder_decoder) return detail::estimate_encoder_decoder(model, run);
   return estimate(build_graph(model, run), run);
 }

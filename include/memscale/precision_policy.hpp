@@ -10,17 +10,20 @@ struct precision_policy {
   dtype param = dtype::fp32;   // parameters, gradients and (for Adam) optimizer state
   dtype matmul = dtype::fp32;  // outputs of matmuls and of ops that follow their input
   bool autocast = false;       // torch.autocast: fp32 weights cast per matmul, fp32-list ops stay fp32
+  dtype trainable = dtype::fp32;  // trained tensors: `param`, or fp32 adapters over a 16-bit base
 };
 
 constexpr precision_policy precision_policy_of(const training_spec& t) {
+  precision_policy p{};
   switch (t.prec) {
-    case precision::fp32: return {dtype::fp32, dtype::fp32, false};
-    case precision::amp_fp16: return {dtype::fp32, dtype::fp16, true};
-    case precision::amp_bf16: return {dtype::fp32, dtype::bf16, true};
-    case precision::pure_bf16: return {dtype::bf16, dtype::bf16, false};
-    case precision::pure_fp16: return {dtype::fp16, dtype::fp16, false};
+    case precision::fp32: p = {dtype::fp32, dtype::fp32, false}; break;
+    case precision::amp_fp16: p = {dtype::fp32, dtype::fp16, true}; break;
+    case precision::amp_bf16: p = {dtype::fp32, dtype::bf16, true}; break;
+    case precision::pure_bf16: p = {dtype::bf16, dtype::bf16, false}; break;
+    case precision::pure_fp16: p = {dtype::fp16, dtype::fp16, false}; break;
   }
-  return {};
+  p.trainable = (is_lora(t) && t.adapters == adapter_dtype::fp32) ? dtype::fp32 : p.param;
+  return p;
 }
 
 }  // namespace memscale

@@ -39,6 +39,11 @@ enum class device_kind : std::uint8_t { cuda, cpu };
 // trainable magnitude vector per adapted layer and extra forward tensors (tuners/lora/dora.py).
 enum class lora_variant : std::uint8_t { lora, rslora, dora };
 
+// The dtype LoRA adapters are kept in: weights, gradients and optimizer state. The framework's
+// default: PEFT upcasts adapters over a 16-bit base to fp32 (get_peft_model(..., autocast_adapter_dtype=True);
+// measured with peft 0.21.0, docs/gpu-measurements.md); lit-gpt keeps them in the base dtype.
+enum class adapter_dtype : std::uint8_t { framework_default, as_base, fp32 };
+
 // bitsandbytes 0.43.2 (@ ce53caf3): MatMul4Bit no longer keeps its input for backward.
 inline constexpr std::uint32_t bnb_drops_matmul_input = 4302;
 
@@ -76,6 +81,7 @@ struct training_spec {
   bytes blas_workspace = pytorch_cublas_workspace_default;  // the GPU's BLAS workspace (gpu_spec::cublas_workspace)
   bool cuda_lazy_loading = true;          // CUDA >= 11.7 loads kernels lazily: smaller context
   lora_variant lora_kind = lora_variant::lora;
+  adapter_dtype adapters = adapter_dtype::framework_default;  // resolved by with_resolved_adapters (model.hpp)
   // PEFT and lit-gpt use no dropout module at all when lora_dropout == 0 (nn.Identity /
   // `lambda x: x`), so nothing is kept: peft layer.py update_layer, lit-gpt lora.py LoRALayer.
   bool lora_dropout = true;

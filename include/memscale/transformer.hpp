@@ -125,7 +125,7 @@ class transformer_builder {
     std::size_t x = in;
     // PEFT first casts x to the adapters' dtype (layer.py Linear.forward: x = x.to(lora_A.weight.dtype)):
     // under autocast a 16-bit input becomes an fp32 copy, and the dropout mask is fp32 too.
-    if (m_.impl == implementation::hf_transformers && type(x) != p_.param) x = elementwise(elems(x), p_.param);
+    if (m_.impl == implementation::hf_transformers && type(x) != p_.trainable) x = elementwise(elems(x), p_.trainable);
     if (t_.lora_dropout)
       x = emit(op{.kind = op_kind::dropout, .extra_saved = dropout_mask(elems(x), type(x))}, elems(x), type(x));
     return matmul_input(x);
@@ -138,15 +138,20 @@ class transformer_builder {
   constexpr std::size_t lora(std::size_t in, std::size_t base, std::uint64_t in_features, std::uint64_t out_features) {
     const auto r = t_.lora_rank;
     const auto dropped = adapter_input(in);
+    // fp32 adapters over a 16-bit base compute in fp32 (no autocast casts them down).
+    const dtype adapter_out = p_.autocast ? p_.matmul : p_.trainable;
     const auto a = emit(op{.kind = op_kind::linear, .weight = {r, in_features, copies_}, .role = param_role::adapter},
-                        tok(r), p_.matmul);
+                        tok(r), adapter_out);
     b_.keep(dropped, a);
     const auto bb = emit(op{.kind = op_kind::linear, .weight = {out_features, r, copies_}, .role = param_role::adapter},
-                         tok(out_features), p_.matmul);
+                         tok(out_features), adapter_out);
     b_.keep(a, bb);
     if (t_.lora_kind == lora_variant::dora) return dora(dropped, base, bb, in_features, out_features);
-    elementwise(tok(out_features), p_.matmul);         // * alpha / r
-    return elementwise(tok(out_features), type(base));  // base output + adapter output
+    elementwise(tok(out_features), adapter_out);  // * alpha / r
+    if (adapter_out == type(base)) return elementwise(tok(out_features), type(base));  // base output + adapter output
+    // result + fp32 adapter output promotes to fp32; layer.py then casts back (result.to(torch_result_dtype)).
+    elementwise(tok(out_features), dtype::fp32);
+    return elementwise(tok(out_features), type(base));
   }
 
   // DoRA (Liu et al. 2024, arXiv 2402.09353) as PEFT runs it (peft v0.13.0 @ 8f074d75,
@@ -710,6 +715,18 @@ class transformer_builder {
 };
 
 }  // namespace detail
+
+// The run with its adapter dtype decided: PEFT (hf_transformers) keeps adapters over a 16-bit
+// base in fp32 by default (peft_model.py get_peft_model autocast_adapter_dtype=True, which
+// casts only bf16/fp16 adapters); other implementations keep them in the base dtype.
+constexpr training_spec with_resolved_adapters(const model_spec& model, training_spec run) {
+  if (run.adapters != adapter_dtype::framework_default) return run;
+  const bool sixteen_bit_base = precision_policy_of(run).param != dtype::fp32;
+  run.adapters = (is_lora(run) && sixteen_bit_base && model.impl == implementation::hf_transformers)
+                     ? adapter_dtype::fp32
+                     : adapter_dtype::as_base;
+  return run;
+}
 
 // The op sequence of one training step of `model` under `run`.
 constexpr graph build_graph(const model_spec& model, const training_spec& run) {

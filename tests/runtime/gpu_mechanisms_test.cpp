@@ -99,3 +99,28 @@ TEST_CASE("a record's software and GPU set the transformers release, the loss an
   CHECK_FALSE(json_io::model_for_record(older).shift_labels);
   CHECK(json_io::run_from_record(older).blas_workspace == pytorch_cublas_workspace_default);
 }
+
+TEST_CASE("PEFT keeps adapters over a 16-bit base in fp32 by default; lit-gpt keeps the base dtype") {
+  training_spec peft = cuda_run(precision::pure_bf16);
+  peft.target = training_target::lora;
+  peft.lora_rank = 8;
+  const auto defaulted = estimate(small_llama, peft);
+  training_spec as_base = peft;
+  as_base.adapters = adapter_dtype::as_base;
+  const auto bf16_adapters = estimate(small_llama, as_base);
+  const std::uint64_t trainable = defaulted.trainable_parameter_count;
+  CHECK(trainable == bf16_adapters.trainable_parameter_count);
+  // Weights, gradients and both AdamW moments: 2 bytes more per element each.
+  CHECK(defaulted.parameter_bytes.value - bf16_adapters.parameter_bytes.value == trainable * 2);
+  CHECK(defaulted.gradient_bytes.value - bf16_adapters.gradient_bytes.value == trainable * 2);
+  CHECK(defaulted.optimizer_bytes.value - bf16_adapters.optimizer_bytes.value == trainable * 4);
+  // The adapter input is cast to fp32 and its dropout output (saved by lora_A) is fp32.
+  CHECK(defaulted.saved_activation_bytes > bf16_adapters.saved_activation_bytes);
+  model_spec litgpt = small_llama;
+  litgpt.impl = implementation::litgpt;
+  training_spec explicit_fp32 = peft;
+  explicit_fp32.adapters = adapter_dtype::fp32;
+  CHECK(estimate(litgpt, peft).parameter_bytes == estimate(litgpt, as_base).parameter_bytes);
+  CHECK(estimate(litgpt, explicit_fp32).parameter_bytes.value - estimate(litgpt, as_base).parameter_bytes.value ==
+        trainable * 2);
+}

@@ -141,7 +141,8 @@ TEST_CASE("an unknown module, or a field that is not modelled, is an error namin
     return json_io::estimate_record(r).value("error", std::string());
   };
   CHECK(contains(refused("quant", "bnb.int8"), "train.quant"));
-  CHECK(contains(refused("trainable_dtype", "fp32"), "train.trainable_dtype"));
+  CHECK(contains(refused("trainable_dtype", "fp16"), "train.trainable_dtype"));
+  CHECK(refused("trainable_dtype", "fp32").empty());  // fp32 adapters over the bf16 base: modelled
   CHECK(contains(refused("lora_variant", "vera"), "train.lora_variant"));
   CHECK(contains(refused("lora_dropout", 1.5), "train.lora_dropout"));
   CHECK(contains(refused("frozen", "none"), "train.frozen"));

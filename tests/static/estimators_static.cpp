@@ -169,10 +169,19 @@ constexpr training_spec lora_run{.micro_batch = 1,
 constexpr estimate_result r_lora = estimate(presets::llama_2_7b, lora_run);
 static_assert(r_lora.trainable_parameter_count == 4'194'304);
 static_assert(r_lora.parameter_count == 6'738'415'616 + 4'194'304);  // base + adapters
-static_assert(r_lora.gradient_bytes == bytes{2 * 4'194'304});        // bf16, adapters only
-static_assert(r_lora.optimizer_bytes == bytes{4 * 4'194'304});       // AdamW: 2 x bf16
-// Frozen bf16 base + bf16 adapters: 2 B for every parameter.
-static_assert(r_lora.parameter_bytes == bytes{2 * (6'738'415'616 + 4'194'304)});
+// PEFT keeps adapters over a bf16 base in fp32 (get_peft_model autocast_adapter_dtype=True).
+static_assert(r_lora.gradient_bytes == bytes{4 * 4'194'304});        // fp32, adapters only
+static_assert(r_lora.optimizer_bytes == bytes{8 * 4'194'304});       // AdamW: 2 x fp32
+// Frozen bf16 base (2 B) + fp32 adapters (4 B).
+static_assert(r_lora.parameter_bytes == bytes{2 * 6'738'415'616 + 4 * 4'194'304});
+// Adapters in the base dtype when asked for (lit-gpt's way): 2 B each.
+constexpr training_spec lora_bf16_adapters = [] {
+  training_spec t = lora_run;
+  t.adapters = adapter_dtype::as_base;
+  return t;
+}();
+static_assert(estimate(presets::llama_2_7b, lora_bf16_adapters).parameter_bytes ==
+              bytes{2 * (6'738'415'616 + 4'194'304)});
 
 // Every projection (q, k, v, o, gate, up, down):
 //   32 * 8 * (4 * (4096 + 4096) + 3 * (4096 + 11008)) = 32 * 8 * 78,080 = 19,988,480.

@@ -163,7 +163,10 @@ def to_record(c, r):
                  checkpointing=c["ckpt"], attention="eager", grad_accum=1, lora_rank=c["r"], lora_alpha=c["alpha"],
                  lora_dropout=c["dropout"], lora_variant=c["variant"],
                  lora_targets=c["targets"] if c["targets"] == "all-linear" else list(c["targets"]),
-                 trainable_params=r["trainable"], frozen="base", zero_stage=0, dp=1, tp=1)
+                 trainable_params=r["trainable"], frozen="base", zero_stage=0, dp=1, tp=1,
+                 # model.to(bfloat16) after wrapping casts the adapters too: they are not upcast
+                 # as get_peft_model(autocast_adapter_dtype=True) would leave them.
+                 trainable_dtype="bf16" if c["prec"] == "pure_bf16" else "fp32")
     return {
         "id": cid, "source": HARNESS, "measure": "cpu-tensor-peak", "device": "cpu", "model": m, "train": train,
         "measured_bytes": r["s2_peak"], "first_step_peak_bytes": r["s1_peak"], "after_forward_bytes": r["s2_fwd"],

@@ -48,8 +48,13 @@ constexpr bytes section_saved_bytes(const graph& g, section s, const training_sp
   bytes total{};
   for (std::size_t i = s.begin; i < s.end; ++i) {
     const op& o = g.ops[i];
-    // torch.utils.checkpoint keeps only the block's input (its first, stream op).
-    if (checkpointed && o.kind != op_kind::stream) continue;
+    // torch.utils.checkpoint keeps only the block's input (its first, stream op), whether
+    // or not an op inside the block would have saved it (a 16-bit RMSNorm input is upcast
+    // first and not saved itself): checkpoint.py saves the inputs for the recomputation.
+    if (checkpointed) {
+      if (o.kind == op_kind::stream) total += o.out;
+      continue;
+    }
     if (dropped_by_selective(o, run)) continue;
     total += op_saved_bytes(o);
   }

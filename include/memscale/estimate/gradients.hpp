@@ -18,7 +18,7 @@ constexpr bytes op_gradient_bytes(const op& o, const training_spec& run) {
   if (o.frozen) return {};
   const auto p = precision_policy_of(run);
   const std::uint64_t weight = o.weight_grad_exists ? 0 : o.weight.elements();
-  return storage(p.param, detail::checked_add(weight, o.bias.elements()));
+  return storage(p.trainable, detail::checked_add(weight, o.bias.elements()));
 }
 
 constexpr bytes gradient_bytes(const graph& g, const training_spec& run) {

@@ -28,12 +28,12 @@ constexpr bytes tensor_state_bytes(std::uint64_t rows, std::uint64_t cols, const
   switch (run.optimizer) {
     case optimizer_kind::sgd: return {};
     // momentum_buffer = clone of the gradient (torch/optim/sgd.py).
-    case optimizer_kind::sgd_momentum: return storage(p.param, n);
+    case optimizer_kind::sgd_momentum: return storage(p.trainable, n);
     // exp_avg and exp_avg_sq = zeros_like(param) (torch/optim/adam.py, adamw.py).
     case optimizer_kind::adam:
-    case optimizer_kind::adamw: return storage(p.param, detail::checked_mul(n, 2)) + step_counter;
+    case optimizer_kind::adamw: return storage(p.trainable, detail::checked_mul(n, 2)) + step_counter;
     // Lion keeps only exp_avg (Chen et al. 2023, arXiv 2302.06675, Algorithm 2).
-    case optimizer_kind::lion: return storage(p.param, n);
+    case optimizer_kind::lion: return storage(p.trainable, n);
     case optimizer_kind::adamw_8bit:
       if (n < bnb_min_8bit_size) return storage(dtype::fp32, detail::checked_mul(n, 2));
       return storage(dtype::int8, detail::checked_mul(n, 2)) +
@@ -42,7 +42,7 @@ constexpr bytes tensor_state_bytes(std::uint64_t rows, std::uint64_t cols, const
     // factored second moment (row + column vectors) for matrices, full for vectors, no
     // first moment with the default beta1=None.
     case optimizer_kind::adafactor:
-      return cols > 1 ? storage(p.param, detail::checked_add(rows, cols)) : storage(p.param, n);
+      return cols > 1 ? storage(p.trainable, detail::checked_add(rows, cols)) : storage(p.trainable, n);
   }
   return {};
 }
@@ -88,15 +88,15 @@ constexpr bytes optimizer_step_temporaries(const Graph& g, const training_spec& 
       // parameter-sized temporaries; Adafactor's update (grad**2 + eps, then the
       // factored update) and Lion's sign(update) likewise hold two.
       if (adam_like || run.optimizer == optimizer_kind::adafactor || run.optimizer == optimizer_kind::lion)
-        return storage(p.param, detail::checked_mul(largest, 2));
+        return storage(p.trainable, detail::checked_mul(largest, 2));
       return {};
     case optimizer_implementation::foreach:
       // _multi_tensor_adam: torch < 2.1 builds exp_avg_sq_sqrt and denom as two lists the
       // size of the whole group; from 2.1 the eps add is in place, leaving one
       // (torch/optim/adam.py, pytorch PR #104898 era).
-      if (adam_like) return storage(p.param, detail::checked_mul(all, run.torch_version < 201 ? 2 : 1));
+      if (adam_like) return storage(p.trainable, detail::checked_mul(all, run.torch_version < 201 ? 2 : 1));
       if (run.optimizer == optimizer_kind::lion || run.optimizer == optimizer_kind::adafactor)
-        return storage(p.param, detail::checked_mul(largest, 2));
+        return storage(p.trainable, detail::checked_mul(largest, 2));
       return {};
   }
   return {};

@@ -46,8 +46,9 @@ constexpr bytes op_parameter_bytes(const op& o, const training_spec& run) {
   const auto p = precision_policy_of(run);
   const bool quantised = run.target == training_target::qlora && o.frozen && o.role == param_role::matmul;
   const std::uint64_t weight = o.borrows_weight ? 0 : o.weight.elements();
-  const bytes w = quantised ? nf4_weight_bytes(weight, run.quant) : storage(p.param, weight);
-  return w + storage(p.param, o.bias.elements());
+  const dtype d = o.frozen ? p.param : p.trainable;
+  const bytes w = quantised ? nf4_weight_bytes(weight, run.quant) : storage(d, weight);
+  return w + storage(d, o.bias.elements());
 }
 
 constexpr bytes parameter_bytes(const graph& g, const training_spec& run) {

@@ -126,11 +126,19 @@ inline void read_adapters(const json& t, training_spec& run) {
   // lora_alpha only scales the adapter output: no tensor changes size.
   if (t.contains("lora_alpha") && !t.at("lora_alpha").is_null() && !t.at("lora_alpha").is_number())
     bad_field(bad, path + ".lora_alpha", t.at("lora_alpha"), "must be a number");
+  // The adapters' dtype as the record states it: the base's, or fp32 over a 16-bit base (PEFT's
+  // autocast_adapter_dtype); absent: the framework's default (with_resolved_adapters).
   const std::string trainable_dtype = get_string(t, "trainable_dtype", path, "", bad);
-  if (!trainable_dtype.empty() && trainable_dtype != parameter_dtype_name(run.prec))
+  if (trainable_dtype.empty()) return;
+  if (trainable_dtype == parameter_dtype_name(run.prec)) {
+    run.adapters = adapter_dtype::as_base;
+  } else if (trainable_dtype == "fp32" && is_lora(run)) {
+    run.adapters = adapter_dtype::fp32;
+  } else {
     bad_field(error_code::unsupported, path + ".trainable_dtype", trainable_dtype,
-              "differs from the precision's parameter dtype (" + parameter_dtype_name(run.prec) +
-                  "): adapters in another dtype than the base are not modelled yet");
+              "must be the precision's parameter dtype (" + parameter_dtype_name(run.prec) +
+                  ") or fp32 for LoRA adapters over a 16-bit base");
+  }
 }
 
 // The model's own dropout as a record states it (SCHEMA.md "dropout"): read, not ignored.
