@@ -307,7 +307,7 @@ class LlamaRecipeForCausalLM(nn.Module):
             self.lm_head.weight = self.embed_tokens.weight
         self.hd = c.get("head_dim") or h // c["num_attention_heads"]
 
-    def forward(self, ids, labels):
+    def model(self, ids):  # LlamaModel.forward (GemmaModel, ...): mask and rotary tables die when it returns
         c, t = self.c, self.t
         B, S = ids.shape
         x = self.embed_tokens(ids)
@@ -317,8 +317,11 @@ class LlamaRecipeForCausalLM(nn.Module):
         mask = torch.full((S, S), torch.finfo(x.dtype).min, dtype=x.dtype).triu(1)[None, None]
         for layer in self.layers:
             x = layer(x, cos, sin, mask)
-        x = self.norm(x)
-        logits = self.lm_head(x)
+        return self.norm(x)
+
+    def forward(self, ids, labels):
+        c = self.c
+        logits = self.lm_head(self.model(ids))
         cap = c.get("final_logit_softcapping")
         if cap is not None:  # Gemma2ForCausalLM
             logits = logits / cap
@@ -398,14 +401,17 @@ class ParallelForCausalLM(nn.Module):
         self.lm_head = nn.Linear(h, V, bias=c["model_type"] == "phi")
         self.rot = self.layers[0].rot
 
-    def forward(self, ids, labels):
+    def model(self, ids):  # GPTNeoXModel.forward / PhiModel.forward: mask and rotary tables die on return
         B, S = ids.shape
         x = self.embed(ids)
         cos, sin = rope(self.rot, S, self.c.get("rope_theta", 10000.0), x.dtype)
         mask = torch.full((S, S), torch.finfo(x.dtype).min, dtype=x.dtype).triu(1)[None, None]
         for layer in self.layers:
             x = layer(x, cos, sin, mask)
-        logits = self.lm_head(self.final_norm(x)).float()
+        return self.final_norm(x)
+
+    def forward(self, ids, labels):
+        logits = self.lm_head(self.model(ids)).float()
         sl = logits[..., :-1, :].contiguous()
         lb = labels[..., 1:].contiguous()
         return F.cross_entropy(sl.view(-1, sl.size(-1)), lb.view(-1))
@@ -489,14 +495,17 @@ class GPTJForCausalLM(nn.Module):
         self.ln_f = nn.LayerNorm(h, eps=c.get("layer_norm_epsilon", 1e-5))
         self.lm_head = nn.Linear(h, V)
 
-    def forward(self, ids, labels):
+    def transformer(self, ids):  # GPTJModel.forward: mask and position ids die when it returns
         B, S = ids.shape
         x = self.wte(ids)
         pos = torch.arange(S).unsqueeze(0)
         mask = torch.full((S, S), torch.finfo(x.dtype).min, dtype=x.dtype).triu(1)[None, None]
         for block in self.h:
             x = block(x, pos, mask)
-        logits = self.lm_head(self.ln_f(x)).to(torch.float32)
+        return self.ln_f(x)
+
+    def forward(self, ids, labels):
+        logits = self.lm_head(self.transformer(ids)).to(torch.float32)
         sl = logits[..., :-1, :].contiguous()
         lb = labels[..., 1:].contiguous()
         return F.cross_entropy(sl.view(-1, sl.size(-1)), lb.view(-1))
@@ -577,7 +586,7 @@ class FalconForCausalLM(nn.Module):
         self.lm_head = nn.Linear(h, V, bias=False)
         self.lm_head.weight = self.word_embeddings.weight  # tie_word_embeddings (default True)
 
-    def forward(self, ids, labels):
+    def transformer(self, ids):  # FalconModel.forward: mask and rotary tables die when it returns
         B, S = ids.shape
         x = self.word_embeddings(ids)
         hd = self.c["hidden_size"] // self.c["num_attention_heads"]
@@ -585,7 +594,10 @@ class FalconForCausalLM(nn.Module):
         mask = torch.full((S, S), torch.finfo(x.dtype).min, dtype=x.dtype).triu(1)[None, None]
         for layer in self.h:
             x = layer(x, cos, sin, mask)
-        logits = self.lm_head(self.ln_f(x))
+        return self.ln_f(x)
+
+    def forward(self, ids, labels):
+        logits = self.lm_head(self.transformer(ids))
         sl = logits[..., :-1, :].contiguous()
         lb = labels[..., 1:].contiguous()
         return F.cross_entropy(sl.view(-1, sl.size(-1)), lb.view(-1))
@@ -795,14 +807,17 @@ class DistilBertForMaskedLM(nn.Module):
         self.vocab_projector = nn.Linear(d, V)
         self.vocab_projector.weight = self.word_embeddings.weight  # tie_weights
 
-    def forward(self, ids, labels):
+    def distilbert(self, ids):  # DistilBertModel.forward: its ones mask dies when it returns
         B, S = ids.shape
         am = torch.ones(B, S)
         x = self.word_embeddings(ids) + self.position_embeddings(self.position_ids[:, :S])
         x = self.LayerNorm(x)
         for block in self.layer:
             x = block(x, am)
-        logits = self.vocab_projector(self.vocab_layer_norm(F.gelu(self.vocab_transform(x))))
+        return x
+
+    def forward(self, ids, labels):
+        logits = self.vocab_projector(self.vocab_layer_norm(F.gelu(self.vocab_transform(self.distilbert(ids)))))
         return F.cross_entropy(logits.view(-1, logits.size(-1)), labels.view(-1))
 
 
