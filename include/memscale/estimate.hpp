@@ -136,6 +136,28 @@ constexpr sharded_residency sharded_residency_of(const graph& g, const training_
   return r;
 }
 
+// The peak's tensor, reserved and device totals. Reserved: large blocks waste on average
+// half of the allocator's 2 MiB rounding granule (`large_tensors` of them); device: the CUDA
+// context and, before PyTorch 2.0, the cuBLAS workspace cuBLAS allocated itself (pytorch PR
+// #86167 moved it into the caching allocator).
+constexpr peak_estimate finish_peak(const phase_candidate& best, const training_spec& run,
+                                    std::uint64_t large_tensors) {
+  peak_estimate result{};
+  result.at = best.at;
+  result.breakdown = best.breakdown;
+  result.tensor = best.breakdown.total();
+  if (run.device != device_kind::cuda) {
+    result.reserved = result.tensor;
+    result.device = result.tensor;
+    return result;
+  }
+  const bytes rounding = bytes{checked_mul(large_tensors, cuda_round_large.value / 2)};
+  result.reserved = round_up(result.tensor + rounding, cuda_round_large);
+  const bytes cublas_outside = run.torch_version >= 200 ? bytes{} : run.blas_workspace;
+  result.device = result.reserved + cuda_context_bytes(run.cuda_lazy_loading) + cublas_outside;
+  return result;
+}
+
 constexpr peak_estimate estimate_peak(const graph& g, const training_spec& run, bool state_present) {
   const auto L = g.block_repeats;
   const bool ckpt = run.ckpt == checkpointing::full;
@@ -178,6 +200,8 @@ constexpr peak_estimate estimate_peak(const graph& g, const training_spec& run, 
   bytes saved_b = ckpt ? section_saved_bytes(g, block_of(g), run, true) : saved_b_full;
   if (ckpt && run.offload_activations) saved_b = {};  // checkpointed inputs wait on the host
   const bytes below_blocks = saved_p + saved_b * (L - 1);
+  // The base model's masks live through its blocks; checkpointed blocks saved them as inputs.
+  const bytes held_after_blocks = ckpt ? g.held : bytes{};
 
   auto moment = [&](phase at, bytes activations, bytes grads, bytes extra_workspace) {
     return phase_candidate{at, {params, grads + persistent_grads, state, activations + g.inputs,
@@ -188,21 +212,25 @@ constexpr peak_estimate estimate_peak(const graph& g, const training_spec& run, 
   // still hold tensors of the previous step (graph::carried).
   phase_candidate best = moment(phase::forward, g.carried + section_forward_peak(g, prologue_of(g), run), {}, {});
   best = larger(best, moment(phase::forward,
-                             g.carried + below_blocks + section_forward_peak(g, block_of(g), run, false, !ckpt), {},
-                             {}));
+                             g.carried + g.held + below_blocks +
+                                 section_forward_peak(g, block_of(g), run, false, !ckpt),
+                             {}, {}));
   // The loop rebinds its logits when the model returns, before the loss is computed
   // (lit-gpt finetune/lora.py fit(): `logits = model(...)`, then chunked_cross_entropy),
   // so the previous step's tensors are live only up to the first loss op.
   best = larger(best, moment(phase::forward,
-                             g.carried + saved_p + saved_b * L +
+                             g.carried + held_after_blocks + saved_p + saved_b * L +
                                  section_forward_peak(g, until_loss(g, epilogue_of(g)), run, true),
                              {}, {}));
   best = larger(best, moment(phase::forward,
-                             saved_p + saved_b * L + section_forward_peak(g, epilogue_of(g), run, true), {}, {}));
+                             held_after_blocks + saved_p + saved_b * L +
+                                 section_forward_peak(g, epilogue_of(g), run, true),
+                             {}, {}));
 
   // Backward of the epilogue (loss, head): every block's tensors are still saved.
   const auto e = section_backward_peak(g, epilogue_of(g), run, persist, bytes{});
-  best = larger(best, moment(phase::backward, saved_p + saved_b * L + (e.peak - e.grads_at_peak), e.grads_at_peak, {}));
+  best = larger(best, moment(phase::backward, held_after_blocks + saved_p + saved_b * L + (e.peak - e.grads_at_peak),
+                             e.grads_at_peak, {}));
 
   // Backward of a block: the top block (all lower blocks saved, no block gradients yet)
   // or the bottom block (nothing below, all other block gradients created).
@@ -212,8 +240,18 @@ constexpr peak_estimate estimate_peak(const graph& g, const training_spec& run, 
   const bytes grads_before_bottom =
       (persist || grads_to_host) ? bytes{}
                                  : ceil_div(grads_e + device_share_of_blocks(grads_b, L - 1, streamed), grad_share);
-  best = larger(best, moment(phase::backward, below_blocks + local_act, grads_before_top + bp.grads_at_peak, {}));
-  best = larger(best, moment(phase::backward, saved_p + local_act, grads_before_bottom + bp.grads_at_peak, {}));
+  best = larger(best, moment(phase::backward, held_after_blocks + below_blocks + local_act,
+                             grads_before_top + bp.grads_at_peak, {}));
+  best = larger(best, moment(phase::backward, held_after_blocks + saved_p + local_act,
+                             grads_before_bottom + bp.grads_at_peak, {}));
+
+  // A checkpointed block's backward first runs its forward again, saving as it goes, with the
+  // gradient of its output waiting (torch/utils/checkpoint.py).
+  if (ckpt) {
+    const bytes rerun = g.stream_grad + section_forward_peak(g, block_of(g), run, false, true);
+    best = larger(best, moment(phase::backward, held_after_blocks + below_blocks + rerun, grads_before_top, {}));
+    best = larger(best, moment(phase::backward, held_after_blocks + saved_p + rerun, grads_before_bottom, {}));
+  }
 
   // Backward of the prologue (embeddings).
   const auto pp = section_backward_peak(g, prologue_of(g), run, persist, bytes{});
@@ -240,20 +278,7 @@ constexpr peak_estimate estimate_peak(const graph& g, const training_spec& run, 
     best = larger(best, step);
   }
 
-  peak_estimate result{};
-  result.at = best.at;
-  result.breakdown = best.breakdown;
-  result.tensor = best.breakdown.total();
-  if (cuda) {
-    const bytes rounding = bytes{checked_mul(large_tensor_count(g, run), cuda_round_large.value / 2)};
-    result.reserved = round_up(result.tensor + rounding, cuda_round_large);
-    result.device = result.reserved + cuda_context_bytes(run.cuda_lazy_loading) +
-                    (workspace_in_allocator ? bytes{} : cublas);
-  } else {
-    result.reserved = result.tensor;
-    result.device = result.tensor;
-  }
-  return result;
+  return finish_peak(best, run, cuda ? large_tensor_count(g, run) : 0);
 }
 
 }  // namespace detail

@@ -77,6 +77,8 @@ struct graph {
   bytes buffers{};              // registered buffers (causal masks, rotary caches)
   bytes stream_grad{};          // gradient of the residual stream, alive through a block's backward
   bytes carried{};              // what the training loop still references from the previous step: live through the forward
+  bytes held{};                 // the base model's masks and biases: live through the blocks' forward (and, when
+                                // checkpointed blocks keep them as inputs, until the bottom block's backward)
 };
 
 }  // namespace memscale

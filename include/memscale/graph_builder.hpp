@@ -42,6 +42,7 @@ class graph_builder {
   constexpr void add_buffers(bytes b) { g_.buffers += b; }
   constexpr void set_stream_grad(bytes b) { g_.stream_grad = b; }
   constexpr void set_carried(bytes b) { g_.carried = b; }
+  constexpr void set_held(bytes b) { g_.held = b; }
 
   [[nodiscard]] constexpr const graph& result() const { return g_; }
 

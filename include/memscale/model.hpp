@@ -82,6 +82,13 @@ struct model_spec {
   bool shared_expert_gate = false;      // sigmoid(Linear(hidden, 1)) scaling the shared expert's output
   bool scale_embeddings = false;        // embeddings * sqrt(hidden) (Gemma)
   bool attention_softcap = false;       // eager scores: cap * tanh(scores / cap) (Gemma 2)
+  // The base model makes a 2-D all-ones attention_mask when none is given (OPT, BLOOM), so its
+  // 4-D causal mask is a (b, 1, s, s) copy, held with it through the blocks (graph::held).
+  bool builds_attention_mask = false;
+  bool alibi = false;                   // ALiBi bias (b * heads, 1, s), held through the blocks (BLOOM)
+  // The attention's forward keeps its fused projection and its raw and masked scores in local
+  // variables until it returns, residual add included (BLOOM: fused_qkv, matmul_result, attn_weights).
+  bool attention_keeps_locals = false;
   // Encoder-decoder (T5): `layers` counts encoder blocks.
   std::uint64_t decoder_layers = 0;              // 0: as many as the encoder
   std::uint64_t relative_attention_buckets = 0;  // T5 relative position bias rows (first block of each stack)

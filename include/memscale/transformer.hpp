@@ -41,6 +41,7 @@ class transformer_builder {
     // Trainer returns loss.detach() from training_step and drops the outputs.
     if (m_.impl == implementation::litgpt && m_.head == head_kind::causal_lm)
       b_.set_carried(storage(p_.matmul, checked_mul(tokens_, m_.vocab)));
+    b_.set_held(base_model_held());
     return b_.result();
   }
 
@@ -53,6 +54,7 @@ class transformer_builder {
 
   constexpr std::size_t emit(op o, std::uint64_t elements, dtype type) {
     o.out = storage(type, elements);
+    o.fwd_temp += frame_locals_;
     // Ops other than matmuls and norms map their input gradient one to one onto the output's.
     if (o.kind != op_kind::linear && o.kind != op_kind::norm && o.kind != op_kind::stream &&
         o.kind != op_kind::embedding)
@@ -394,6 +396,7 @@ class transformer_builder {
       k = linear(in, h, kv_width, m_.qkv_bias, adapt_k);
       v = linear(in, h, kv_width, m_.qkv_bias, adapt_v);
     }
+    const auto projection = q;  // the fused projection's output when fused_qkv
     std::uint64_t q_elems = tok(q_width);
     std::uint64_t k_elems = tok(kv_width);
     if (m_.qk_norm == qk_norm_kind::per_head) {
@@ -440,10 +443,18 @@ class transformer_builder {
     } else {
       // matmul on permuted 4-D views reshapes them into contiguous copies that bmm saves.
       const auto q_copy = elementwise(q_elems, p_.matmul);
+      if (m_.attention_keeps_locals && m_.fused_qkv) frame_locals_ += b_.at(projection).out;  // fused_qkv
       const auto k_copy = elementwise(k_elems, p_.matmul);
       const auto qk = emit(op{.kind = op_kind::attention, .recomputed_by_selective = true}, scores, p_.matmul);
       b_.keep(q_copy, qk);
       b_.keep(k_copy, qk);
+      if (m_.attention_keeps_locals) {
+        // modeling_bloom.py BloomAttention.forward (v4.48): attn_weights = matmul_result + causal_mask
+        // (the mask's dtype wins); both stay referenced until the function returns.
+        const auto masked = elementwise(scores, p_.param);
+        b_.at(masked).recomputed_by_selective = true;
+        frame_locals_ += b_.at(qk).out;
+      }
       if (m_.attention_softcap) {
         // modeling_gemma2.py eager_attention_forward (v4.51): scores / cap, tanh (keeps its
         // output), * cap.
@@ -459,6 +470,7 @@ class transformer_builder {
           (m_.softmax_fp32 || (p_.autocast && t_.device == device_kind::cuda)) ? dtype::fp32 : p_.matmul;
       auto probs = emit(op{.kind = op_kind::attention, .recomputed_by_selective = true}, scores, prob_type);
       b_.keep_own_output(probs);
+      if (m_.attention_keeps_locals) frame_locals_ += b_.at(probs - 1).out;  // attn_weights
       if (m_.softmax_fp32 && p_.matmul != dtype::fp32) {
         probs = elementwise(scores, p_.matmul);  // .to(query_states.dtype)
         b_.at(probs).recomputed_by_selective = true;
@@ -495,9 +507,12 @@ class transformer_builder {
     auto x = emit(wte, tok(h), p_.param);
     if (m_.scale_embeddings) x = elementwise(tok(h), p_.param);  // modeling_gemma.py: * sqrt(hidden)
     if (m_.positions == position_kind::learned) {
-      emit(op{.kind = op_kind::embedding, .weight = {m_.max_positions, h, 1}, .role = param_role::embedding,
-              .frozen = frozen},
-           tok(h), p_.param);
+      op pos{.kind = op_kind::embedding, .weight = {m_.max_positions, h, 1}, .role = param_role::embedding,
+             .frozen = frozen};
+      // OPTLearnedPositionalEmbedding looks up position_ids + 2, a new (b, s) int64 tensor that
+      // embedding keeps for its backward (derivatives.yaml embedding: indices).
+      if (m_.builds_attention_mask && !frozen) pos.extra_saved = storage(dtype::int64, tokens_);
+      emit(pos, tok(h), p_.param);
       x = add(x, last());
     }
     if (m_.type_vocab > 0) {
@@ -520,6 +535,7 @@ class transformer_builder {
       case block_layout::sequential: {
         const auto a = dropout(branch_out(attention(branch_in(x))));
         const auto mid = add(x, a);
+        frame_locals_ = {};  // the attention's frame ends with its residual add
         const auto f = dropout(branch_out(mlp(branch_in(mid))));
         add(mid, f);
         break;
@@ -527,12 +543,14 @@ class transformer_builder {
       case block_layout::parallel: {
         const auto n1 = norm(x);
         const auto a = attention(n1);
+        frame_locals_ = {};
         const auto f = mlp(m_.shared_attention_norm ? n1 : norm(x));
         add(add(a, f), x);
         break;
       }
       case block_layout::post_norm: {
         const auto a = dropout(attention(x));
+        frame_locals_ = {};
         const auto mid = norm(add(a, x));
         const auto f = dropout(mlp(mid));
         norm(add(f, mid));
@@ -700,6 +718,25 @@ class transformer_builder {
   }
 
 
+  // What the base model's forward makes once and keeps in local variables through its
+  // blocks, freed when it returns, before the head (transformers v4.48 modeling_opt.py
+  // OPTDecoder.forward, modeling_bloom.py BloomModel.forward). Both make an all-ones 2-D
+  // attention_mask when none is given (torch.ones: fp32); with a 2-D mask,
+  // _prepare_4d_causal_attention_mask_with_cache_position clones the expanded causal mask
+  // into (b, 1, s, s) of the embeddings' dtype. OPT derives its position ids from that mask
+  // ((cumsum(mask) * mask - 1).long(): (b, s) int64); BLOOM's build_alibi_tensor returns
+  // (b * heads, 1, s) in the embeddings' dtype.
+  [[nodiscard]] constexpr bytes base_model_held() const {
+    bytes held{};
+    if (m_.builds_attention_mask) {
+      held += storage(dtype::fp32, tokens_);
+      held += storage(p_.param, checked_mul(tokens_, t_.seq_len, quantity{"causal mask (micro_batch x seq_len^2)"}));
+      if (m_.positions == position_kind::learned) held += storage(dtype::int64, tokens_);
+    }
+    if (m_.alibi) held += storage(p_.param, checked_mul(tokens_, m_.heads, quantity{"ALiBi bias (tokens x heads)"}));
+    return held;
+  }
+
   [[nodiscard]] constexpr std::size_t last() const { return b_.last(); }
 
   model_spec m_;
@@ -710,6 +747,7 @@ class transformer_builder {
   std::uint64_t copies_ = 1;   // parameter copies of the next linear ops: experts
   std::uint64_t d_;
   std::uint64_t kv_;
+  bytes frame_locals_{};       // tensors the running Python frame still references (model_spec::attention_keeps_locals)
   graph_builder b_{};
   std::array<tensor_info, graph_capacity> info_{};
 };

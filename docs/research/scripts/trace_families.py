@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""CPU traces of small models of the Hugging Face families memscale reads from config.json (decoders, DistilBERT MLM).
+"""CPU traces of small models of the Hugging Face families memscale reads from config.json (decoders, DistilBERT
+and RoBERTa MLM).
 
 Each model is a plain-torch re-implementation of the family's modeling_<family>.py forward
 (transformers v4.48-v4.51, eager attention, training mode), built from the small config.json
@@ -19,6 +20,7 @@ import measure  # noqa: E402  (Tracker, tensor_bytes, make_opt)
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+import torch.utils.checkpoint  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -53,6 +55,14 @@ class GemmaRMSNorm(nn.Module):  # modeling_gemma2.py Gemma2RMSNorm / gemma3 Gemm
         out = self._norm(x.float())
         out = out * (1.0 + self.weight.float())
         return out.type_as(x)
+
+
+def checkpointed(layer, *args):
+    # Non-reentrant torch.utils.checkpoint, as measure.py runs it and as
+    # gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    # asks for (the no-kwargs default is use_reentrant=True, transformers v4.48
+    # modeling_utils.py). The closure keeps the layer's inputs (hidden states, masks, alibi).
+    return torch.utils.checkpoint.checkpoint(layer, *args, use_reentrant=False)
 
 
 def rotate_half(x):
@@ -297,7 +307,7 @@ class LlamaRecipeForCausalLM(nn.Module):
             self.lm_head.weight = self.embed_tokens.weight
         self.hd = c.get("head_dim") or h // c["num_attention_heads"]
 
-    def forward(self, ids, labels):
+    def model(self, ids):  # LlamaModel.forward (GemmaModel, ...): mask and rotary tables die when it returns
         c, t = self.c, self.t
         B, S = ids.shape
         x = self.embed_tokens(ids)
@@ -307,8 +317,11 @@ class LlamaRecipeForCausalLM(nn.Module):
         mask = torch.full((S, S), torch.finfo(x.dtype).min, dtype=x.dtype).triu(1)[None, None]
         for layer in self.layers:
             x = layer(x, cos, sin, mask)
-        x = self.norm(x)
-        logits = self.lm_head(x)
+        return self.norm(x)
+
+    def forward(self, ids, labels):
+        c = self.c
+        logits = self.lm_head(self.model(ids))
         cap = c.get("final_logit_softcapping")
         if cap is not None:  # Gemma2ForCausalLM
             logits = logits / cap
@@ -388,14 +401,17 @@ class ParallelForCausalLM(nn.Module):
         self.lm_head = nn.Linear(h, V, bias=c["model_type"] == "phi")
         self.rot = self.layers[0].rot
 
-    def forward(self, ids, labels):
+    def model(self, ids):  # GPTNeoXModel.forward / PhiModel.forward: mask and rotary tables die on return
         B, S = ids.shape
         x = self.embed(ids)
         cos, sin = rope(self.rot, S, self.c.get("rope_theta", 10000.0), x.dtype)
         mask = torch.full((S, S), torch.finfo(x.dtype).min, dtype=x.dtype).triu(1)[None, None]
         for layer in self.layers:
             x = layer(x, cos, sin, mask)
-        logits = self.lm_head(self.final_norm(x)).float()
+        return self.final_norm(x)
+
+    def forward(self, ids, labels):
+        logits = self.lm_head(self.model(ids)).float()
         sl = logits[..., :-1, :].contiguous()
         lb = labels[..., 1:].contiguous()
         return F.cross_entropy(sl.view(-1, sl.size(-1)), lb.view(-1))
@@ -479,14 +495,17 @@ class GPTJForCausalLM(nn.Module):
         self.ln_f = nn.LayerNorm(h, eps=c.get("layer_norm_epsilon", 1e-5))
         self.lm_head = nn.Linear(h, V)
 
-    def forward(self, ids, labels):
+    def transformer(self, ids):  # GPTJModel.forward: mask and position ids die when it returns
         B, S = ids.shape
         x = self.wte(ids)
         pos = torch.arange(S).unsqueeze(0)
         mask = torch.full((S, S), torch.finfo(x.dtype).min, dtype=x.dtype).triu(1)[None, None]
         for block in self.h:
             x = block(x, pos, mask)
-        logits = self.lm_head(self.ln_f(x)).to(torch.float32)
+        return self.ln_f(x)
+
+    def forward(self, ids, labels):
+        logits = self.lm_head(self.transformer(ids)).to(torch.float32)
         sl = logits[..., :-1, :].contiguous()
         lb = labels[..., 1:].contiguous()
         return F.cross_entropy(sl.view(-1, sl.size(-1)), lb.view(-1))
@@ -567,7 +586,7 @@ class FalconForCausalLM(nn.Module):
         self.lm_head = nn.Linear(h, V, bias=False)
         self.lm_head.weight = self.word_embeddings.weight  # tie_word_embeddings (default True)
 
-    def forward(self, ids, labels):
+    def transformer(self, ids):  # FalconModel.forward: mask and rotary tables die when it returns
         B, S = ids.shape
         x = self.word_embeddings(ids)
         hd = self.c["hidden_size"] // self.c["num_attention_heads"]
@@ -575,7 +594,10 @@ class FalconForCausalLM(nn.Module):
         mask = torch.full((S, S), torch.finfo(x.dtype).min, dtype=x.dtype).triu(1)[None, None]
         for layer in self.h:
             x = layer(x, cos, sin, mask)
-        logits = self.lm_head(self.ln_f(x))
+        return self.ln_f(x)
+
+    def forward(self, ids, labels):
+        logits = self.lm_head(self.transformer(ids))
         sl = logits[..., :-1, :].contiguous()
         lb = labels[..., 1:].contiguous()
         return F.cross_entropy(sl.view(-1, sl.size(-1)), lb.view(-1))
@@ -625,17 +647,21 @@ class OPTForCausalLM(nn.Module):
         self.final_layer_norm = nn.LayerNorm(h)
         self.lm_head = nn.Linear(h, V, bias=False)
         self.lm_head.weight = self.embed_tokens.weight  # tie_word_embeddings
+        self.ckpt = False
+
+    def decoder(self, ids):  # OPTDecoder.forward: its masks die when it returns, before the head
+        B, S = ids.shape
+        x = self.embed_tokens(ids)
+        am = torch.ones(B, S)  # attention_mask is None: torch.ones (fp32)
+        mask = torch.full((S, S), torch.finfo(x.dtype).min, dtype=x.dtype).triu(1)[None, None].expand(B, 1, S, S).clone()
+        pos = (torch.cumsum(am, dim=1) * am - 1).long()
+        x = x + self.embed_positions(pos + 2)
+        for layer in self.layers:
+            x = checkpointed(layer, x, mask) if self.ckpt else layer(x, mask)
+        return self.final_layer_norm(x)
 
     def forward(self, ids, labels):
-        B, S = ids.shape
-        am = torch.ones(B, S, dtype=torch.long)
-        pos = (torch.cumsum(am, dim=1) * am - 1).long()
-        x = self.embed_tokens(ids)
-        x = x + self.embed_positions(pos + 2)
-        mask = torch.full((S, S), torch.finfo(x.dtype).min, dtype=x.dtype).triu(1)[None, None].expand(B, 1, S, S).clone()
-        for layer in self.layers:
-            x = layer(x, mask)
-        logits = self.lm_head(self.final_layer_norm(x)).contiguous()
+        logits = self.lm_head(self.decoder(ids)).contiguous()
         sl = logits.float()[..., :-1, :].contiguous()
         lb = labels[..., 1:].contiguous()
         return F.cross_entropy(sl.view(-1, sl.size(-1)), lb.view(-1))
@@ -721,16 +747,20 @@ class BloomForCausalLM(nn.Module):
         self.ln_f = nn.LayerNorm(h, eps=c.get("layer_norm_epsilon", 1e-5))
         self.lm_head = nn.Linear(h, V, bias=False)
         self.lm_head.weight = self.word_embeddings.weight  # tie_word_embeddings
+        self.ckpt = False
 
-    def forward(self, ids, labels):
+    def transformer(self, ids):  # BloomModel.forward: mask and alibi die when it returns, before the head
         B, S = ids.shape
         x = self.word_embeddings_layernorm(self.word_embeddings(ids))
         am = torch.ones(B, S)
         alibi = build_alibi_tensor(am, self.c["n_head"], x.dtype)
         mask = torch.full((S, S), torch.finfo(x.dtype).min, dtype=x.dtype).triu(1)[None, None].expand(B, 1, S, S).clone()
         for block in self.h:
-            x = block(x, alibi, mask)
-        logits = self.lm_head(self.ln_f(x))
+            x = checkpointed(block, x, alibi, mask) if self.ckpt else block(x, alibi, mask)
+        return self.ln_f(x)
+
+    def forward(self, ids, labels):
+        logits = self.lm_head(self.transformer(ids))
         sl = logits[..., :-1, :].contiguous()
         lb = labels[..., 1:].contiguous()
         return F.cross_entropy(sl.view(-1, sl.size(-1)), lb.view(-1))
@@ -777,15 +807,94 @@ class DistilBertForMaskedLM(nn.Module):
         self.vocab_projector = nn.Linear(d, V)
         self.vocab_projector.weight = self.word_embeddings.weight  # tie_weights
 
-    def forward(self, ids, labels):
+    def distilbert(self, ids):  # DistilBertModel.forward: its ones mask dies when it returns
         B, S = ids.shape
         am = torch.ones(B, S)
         x = self.word_embeddings(ids) + self.position_embeddings(self.position_ids[:, :S])
         x = self.LayerNorm(x)
         for block in self.layer:
             x = block(x, am)
-        logits = self.vocab_projector(self.vocab_layer_norm(F.gelu(self.vocab_transform(x))))
+        return x
+
+    def forward(self, ids, labels):
+        logits = self.vocab_projector(self.vocab_layer_norm(F.gelu(self.vocab_transform(self.distilbert(ids)))))
         return F.cross_entropy(logits.view(-1, logits.size(-1)), labels.view(-1))
+
+
+# ---------------------------------------------------------------------------------------
+# RoBERTa (transformers v4.48 models/roberta/modeling_roberta.py, eager attention, MLM head)
+# ---------------------------------------------------------------------------------------
+class RobertaLayer(nn.Module):  # RobertaSelfAttention + RobertaSelfOutput + Intermediate + Output
+    def __init__(self, c):
+        super().__init__()
+        h, self.nh = c["hidden_size"], c["num_attention_heads"]
+        self.hd = h // self.nh
+        eps, p = c.get("layer_norm_eps", 1e-12), c.get("hidden_dropout_prob", 0.1)
+        self.query, self.key, self.value = nn.Linear(h, h), nn.Linear(h, h), nn.Linear(h, h)
+        self.attn_dropout = nn.Dropout(c.get("attention_probs_dropout_prob", 0.1))
+        self.attn_dense, self.attn_drop, self.attn_ln = nn.Linear(h, h), nn.Dropout(p), nn.LayerNorm(h, eps=eps)
+        self.intermediate = nn.Linear(h, c["intermediate_size"])
+        self.out_dense, self.out_drop = nn.Linear(c["intermediate_size"], h), nn.Dropout(p)
+        self.out_ln = nn.LayerNorm(h, eps=eps)
+
+    def split(self, t):  # transpose_for_scores
+        return t.view(t.size()[:-1] + (self.nh, self.hd)).permute(0, 2, 1, 3)
+
+    def forward(self, x, ext):
+        mixed_q = self.query(x)
+        k, v = self.split(self.key(x)), self.split(self.value(x))
+        q = self.split(mixed_q)
+        scores = torch.matmul(q, k.transpose(-1, -2))
+        scores = scores / math.sqrt(self.hd)
+        scores = scores + ext
+        probs = self.attn_dropout(F.softmax(scores, dim=-1))
+        ctx = torch.matmul(probs, v).permute(0, 2, 1, 3).contiguous()
+        ctx = ctx.view(ctx.size()[:-2] + (self.nh * self.hd,))
+        a = self.attn_ln(self.attn_drop(self.attn_dense(ctx)) + x)
+        i = F.gelu(self.intermediate(a))
+        return self.out_ln(self.out_drop(self.out_dense(i)) + a)
+
+
+class RobertaForMaskedLM(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h, V, P = c["hidden_size"], c["vocab_size"], c["max_position_embeddings"]
+        self.pad = c.get("pad_token_id", 1)
+        eps = c.get("layer_norm_eps", 1e-12)
+        self.word_embeddings = nn.Embedding(V, h, padding_idx=self.pad)
+        self.position_embeddings = nn.Embedding(P, h, padding_idx=self.pad)
+        self.token_type_embeddings = nn.Embedding(c.get("type_vocab_size", 2), h)
+        self.LayerNorm, self.emb_drop = nn.LayerNorm(h, eps=eps), nn.Dropout(c.get("hidden_dropout_prob", 0.1))
+        self.register_buffer("token_type_ids", torch.zeros((1, P), dtype=torch.long), persistent=False)
+        self.layer = nn.ModuleList([RobertaLayer(c) for _ in range(c["num_hidden_layers"])])
+        self.dense, self.layer_norm = nn.Linear(h, h), nn.LayerNorm(h, eps=eps)  # RobertaLMHead
+        self.decoder = nn.Linear(h, V)
+        self.decoder.weight = self.word_embeddings.weight  # tie_word_embeddings
+
+    def embeddings(self, ids):  # RobertaEmbeddings.forward
+        B, S = ids.shape
+        mask = ids.ne(self.pad).int()  # create_position_ids_from_input_ids
+        pos = (torch.cumsum(mask, dim=1).type_as(mask) + 0) * mask
+        pos = pos.long() + self.pad
+        tt = self.token_type_ids[:, :S].expand(B, S)
+        e = self.word_embeddings(ids)
+        e = e + self.token_type_embeddings(tt)
+        e += self.position_embeddings(pos)
+        return self.emb_drop(self.LayerNorm(e))
+
+    def encoder(self, ids):  # RobertaModel.forward: its masks die when it returns
+        B, S = ids.shape
+        am = torch.ones((B, S))
+        x = self.embeddings(ids)
+        ext = am[:, None, None, :].to(dtype=x.dtype)  # get_extended_attention_mask
+        ext = (1.0 - ext) * torch.finfo(x.dtype).min
+        for layer in self.layer:
+            x = layer(x, ext)
+        return x
+
+    def forward(self, ids, labels):
+        scores = self.decoder(self.layer_norm(F.gelu(self.dense(self.encoder(ids)))))
+        return F.cross_entropy(scores.view(-1, scores.size(-1)), labels.view(-1))
 
 
 # ---------------------------------------------------------------------------------------
@@ -856,14 +965,21 @@ CONFIGS = {
                    "n_heads": 8, "hidden_dim": 1024, "vocab_size": 4096, "max_position_embeddings": 512,
                    "activation": "gelu", "dropout": 0.0, "attention_dropout": 0.0, "sinusoidal_pos_embds": False,
                    "pad_token_id": 0, "tie_weights_": True},
+    "roberta": {"architectures": ["RobertaForMaskedLM"], "model_type": "roberta", "hidden_size": 256,
+                "num_hidden_layers": 4, "num_attention_heads": 8, "intermediate_size": 1024, "vocab_size": 4096,
+                "max_position_embeddings": 514, "type_vocab_size": 1, "pad_token_id": 1, "bos_token_id": 0,
+                "eos_token_id": 2, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+                "attention_probs_dropout_prob": 0.1, "layer_norm_eps": 1e-5, "position_embedding_type": "absolute"},
 }
 
 
-# Traced but kept out of docs/data (run them with --only): both models build the 4-D causal
-# mask from the all-ones attention_mask they create, so _update_causal_mask clones the
-# expanded mask into a B x 1 x S x S fp32 tensor live through the forward (modeling_opt.py /
-# modeling_bloom.py v4.48-v4.51); memscale does not model that buffer yet (-1.0% at b4 s512).
-NOT_IN_DATA = ("opt", "bloom")
+# Traced but kept out of docs/data (run them with --only).
+NOT_IN_DATA = ()
+
+# Families traced once more with every layer checkpointed: OPT and BLOOM build a
+# (B, 1, S, S) causal mask (and BLOOM its ALiBi bias) in the base model's forward; the
+# checkpointed layers keep them as inputs until their backward.
+CHECKPOINTED = ("opt", "bloom")
 
 
 def build(c):
@@ -878,14 +994,18 @@ def build(c):
         return BloomForCausalLM(c)
     if t == "distilbert":
         return DistilBertForMaskedLM(c)
+    if t == "roberta":
+        return RobertaForMaskedLM(c)
     return ParallelForCausalLM(c) if t in ("gpt_neox", "phi") else LlamaRecipeForCausalLM(c)
 
 
-def run_case(c, B, S):
+def run_case(c, B, S, ckpt=False):
     torch.manual_seed(0)
     with measure.Tracker() as tr:
         model = build(c)
         model.train()
+        if ckpt:
+            model.ckpt = True
         tr.mark("built")
         opt = measure.make_opt("adamw", model.parameters(), None)
         x = torch.randint(0, c["vocab_size"], (B, S))
@@ -921,17 +1041,18 @@ def main():
             continue
         if not a.only and name in NOT_IN_DATA:
             continue
-        for B, S in ((2, 256), (4, 512)):
+        for B, S, ckpt in ((2, 256, False), (4, 512, False)) + ((4, 512, True),) * (name in CHECKPOINTED):
             t0 = time.time()
-            r = run_case(c, B, S)
+            r = run_case(c, B, S, ckpt)
             rec = {
-                "id": f"cpu-{name}-small-b{B}-s{S}-adamw",
+                "id": f"cpu-{name}-small-b{B}-s{S}-adamw" + ("-ckpt" if ckpt else ""),
                 "source": "docs/research/scripts/trace_families.py (harness: shared/ground-truth/measure.py)",
                 "measure": "cpu-tensor-peak",
                 "device": "cpu",
                 "model": {"hf_config": c, "params": r["nparams"]},
                 "train": dict(batch=B, seq=S, precision="fp32", optimizer="adamw",
-                              optimizer_impl="single_tensor (torch 1.13 CPU default)", checkpointing="none",
+                              optimizer_impl="single_tensor (torch 1.13 CPU default)",
+                              checkpointing="full" if ckpt else "none",
                               attention="eager", grad_accum=1),
                 "measured_bytes": r["s2_peak"],
                 "first_step_peak_bytes": r["s1_peak"],

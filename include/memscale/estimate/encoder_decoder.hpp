@@ -186,21 +186,8 @@ constexpr peak_estimate encoder_decoder_peak(const encoder_decoder_graph& g, con
     best = larger(best, phase_candidate{phase::optimizer_step, m});
   }
 
-  peak_estimate result{};
-  result.at = best.at;
-  result.breakdown = best.breakdown;
-  result.tensor = best.breakdown.total();
-  if (cuda) {
-    const auto large = checked_add(large_tensor_count(g.encoder, run), large_tensor_count(g.decoder, run));
-    const bytes rounding = bytes{checked_mul(large, cuda_round_large.value / 2)};
-    result.reserved = round_up(result.tensor + rounding, cuda_round_large);
-    result.device = result.reserved + cuda_context_bytes(run.cuda_lazy_loading) +
-                    (workspace_in_allocator ? bytes{} : cublas);
-  } else {
-    result.reserved = result.tensor;
-    result.device = result.tensor;
-  }
-  return result;
+  return finish_peak(best, run,
+                     cuda ? checked_add(large_tensor_count(g.encoder, run), large_tensor_count(g.decoder, run)) : 0);
 }
 
 }  // namespace detail

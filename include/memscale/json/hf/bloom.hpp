@@ -23,6 +23,9 @@ inline model_spec bloom(const config& c) {
   m.mlp_bias = true;
   m.tied_embeddings = c.flag("tie_word_embeddings", true);
   m.dropout = any_dropout(c, {{"hidden_dropout", 0.0}, {"attention_dropout", 0.0}});
+  m.builds_attention_mask = true;  // BloomModel.forward: torch.ones(b, s) when attention_mask is None
+  m.alibi = true;
+  m.attention_keeps_locals = true;  // BloomAttention.forward
   return m;
 }
 

@@ -102,6 +102,22 @@ inline void apply_head(const config& c, model_spec& m, head_kind fallback) {
   if (head != head_kind::causal_lm && head != head_kind::masked_lm) m.tied_embeddings = false;
 }
 
+// The shape of a rotary decoder under LlamaConfig's key names, which Phi, StarCoder2 and
+// the LLaMA-recipe families share: layers, widths, heads (num_key_value_heads None: multi-head
+// attention), vocabulary and context; the family reader adds the rest.
+inline model_spec rotary_decoder(const config& c) {
+  model_spec m{};
+  m.layers = c.required({"num_hidden_layers"});
+  m.hidden = c.required({"hidden_size"});
+  m.heads = c.required({"num_attention_heads"});
+  m.kv_heads = c.count("num_key_value_heads", m.heads);
+  m.ffn = c.required({"intermediate_size"});
+  m.vocab = c.required({"vocab_size"});
+  m.context_length = c.count("max_position_embeddings", 0);
+  m.positions = position_kind::rotary;
+  return m;
+}
+
 // True when any of the dropout probabilities named is above zero.
 inline bool any_dropout(const config& c, std::initializer_list<std::pair<const char*, double>> keys) {
   for (const auto& [key, fallback] : keys)

@@ -17,16 +17,8 @@ struct llama_defaults {
 };
 
 inline model_spec llama_like(const config& c, const llama_defaults& d = {}) {
-  model_spec m{};
-  m.layers = c.required({"num_hidden_layers"});
-  m.hidden = c.required({"hidden_size"});
-  m.heads = c.required({"num_attention_heads"});
-  m.kv_heads = c.count("num_key_value_heads", m.heads);  // None: multi-head attention
-  m.head_dim = c.count("head_dim", d.head_dim);           // None: hidden // heads
-  m.ffn = c.required({"intermediate_size"});
-  m.vocab = c.required({"vocab_size"});
-  m.context_length = c.count("max_position_embeddings", 0);
-  m.positions = position_kind::rotary;
+  model_spec m = rotary_decoder(c);
+  m.head_dim = c.count("head_dim", d.head_dim);  // None: hidden // heads
   m.rotary_fraction = c.number("partial_rotary_factor", 1.0);
   m.norm = norm_kind::rmsnorm;
   m.norm_bias = false;

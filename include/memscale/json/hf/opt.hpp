@@ -30,6 +30,7 @@ inline model_spec opt(const config& c) {
   m.mlp_bias = bias;
   m.tied_embeddings = c.flag("tie_word_embeddings", true);
   m.dropout = any_dropout(c, {{"dropout", 0.1}, {"attention_dropout", 0.0}});
+  m.builds_attention_mask = true;  // OPTDecoder.forward: torch.ones(b, s) when attention_mask is None
   return m;
 }
 

@@ -10,15 +10,7 @@
 namespace memscale::json_io::hf {
 
 inline model_spec phi(const config& c) {
-  model_spec m{};
-  m.layers = c.required({"num_hidden_layers"});
-  m.hidden = c.required({"hidden_size"});
-  m.heads = c.required({"num_attention_heads"});
-  m.kv_heads = c.count("num_key_value_heads", m.heads);
-  m.ffn = c.required({"intermediate_size"});
-  m.vocab = c.required({"vocab_size"});
-  m.context_length = c.count("max_position_embeddings", 0);
-  m.positions = position_kind::rotary;
+  model_spec m = rotary_decoder(c);
   m.rotary_fraction = c.number("partial_rotary_factor", 0.5);
   m.mlp = plain_activation(c, "hidden_act", "gelu_new");
   m.layout = block_layout::parallel;
