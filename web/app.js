@@ -407,7 +407,13 @@ function start() {
   for (const id of ['grad-accum', 'lora-rank', 'lora-targets', 'gpu-memory']) $(id).addEventListener('input', update);
   for (const id of ['precision', 'optimizer', 'optimizer-impl', 'checkpointing', 'attention', 'dropout', 'double-quant'])
     $(id).addEventListener('change', update);
-  $('config').addEventListener('change', () => readConfig($('config').value));
+  // A pasted or typed config.json is read when the typing pauses (and on leaving the box).
+  let typing = 0;
+  $('config').addEventListener('input', () => {
+    clearTimeout(typing);
+    typing = setTimeout(() => readConfig($('config').value), 400);
+  });
+  $('config').addEventListener('change', () => { clearTimeout(typing); readConfig($('config').value); });
   $('config-file').addEventListener('change', (e) => { const f = e.target.files[0]; if (f) f.text().then(readConfig); });
   const box = $('config');
   box.addEventListener('dragover', (e) => e.preventDefault());
