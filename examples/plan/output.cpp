@@ -140,7 +140,7 @@ std::string techniques_text(memscale::technique_set set) {
   return out.empty() ? "-" : out;
 }
 
-// "-9.0% .. +12.5% (gpu_published)"
+// "-18.5% .. +12.5% (gpu_published)"
 std::string band_text(const memscale::error_band& b) {
   return fmt::format("{:+.1f}% .. {:+.1f}% ({}{})", b.low * 100.0, b.high * 100.0, memscale::to_string(b.of),
                      b.measured ? "" : ", no measurement");

@@ -70,6 +70,9 @@ struct training_spec {
   // any trainable tensor gets a gradient for all of it, frozen tensors included.
   bool fsdp_use_orig_params = true;
   std::uint32_t torch_version = 205;      // major * 100 + minor: optimizer internals changed across releases
+  // major * 100 + minor of Hugging Face transformers; 0: not stated (the 4.x attention path).
+  // From 5.0 SDPA gets grouped-query k/v as they are (enable_gqa) instead of repeat_kv copies.
+  std::uint32_t transformers_version = 0;
   bytes blas_workspace = pytorch_cublas_workspace_default;  // the GPU's BLAS workspace (gpu_spec::cublas_workspace)
   bool cuda_lazy_loading = true;          // CUDA >= 11.7 loads kernels lazily: smaller context
   lora_variant lora_kind = lora_variant::lora;

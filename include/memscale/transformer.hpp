@@ -232,9 +232,11 @@ class transformer_builder {
       // (lit_gpt/rmsnorm.py @ 8641822: x * rsqrt(mean(x * x) + eps) in the input dtype).
       if (type(in) != dtype::fp32 && m_.impl != implementation::litgpt)
         o.extra_saved += storage(dtype::fp32, elems(in));
-      // HF's pow(2).mean(-1) also keeps x^2 alive (measured on torch 1.13,
-      // docs/research/cpu-activations.md sec. 1).
-      if (m_.impl == implementation::hf_transformers) o.extra_saved += storage(dtype::fp32, elems(in));
+      // HF's pow(2).mean(-1) also keeps x^2 alive on torch 1.13, whose MeanBackward saved its
+      // input (docs/research/cpu-activations.md sec. 1). From 2.0 mean.dim's backward keeps
+      // only self.sym_numel() (tools/autograd/derivatives.yaml); measured on 2.11 (docs/gpu-measurements.md).
+      if (m_.impl == implementation::hf_transformers && t_.torch_version < 200)
+        o.extra_saved += storage(dtype::fp32, elems(in));
     }
     o.grad_in = storage(type(in), elems(in));
     const auto y = emit(o, elems(in), m_.norm == norm_kind::layernorm ? out_type : type(in));
@@ -269,14 +271,20 @@ class transformer_builder {
       case mlp_kind::gelu_tanh: {
         // Hugging Face gelu_new, written as Python: 0.5*x*(1+tanh(c*(x+0.044715*x^3))).
         // Autograd keeps x (pow), tanh's output, 0.5*x and (1+tanh) for the final mul.
-        const auto cube = elementwise(elems(in), type(in));
-        b_.keep(in, cube);
-        elementwise(elems(in), type(in));  // c * (x + 0.044715 * x^3)
-        const auto th = emit(op{.kind = op_kind::activation}, elems(in), type(in));
+        // CUDA autocast runs pow in fp32 (aten/src/ATen/autocast_mode.cpp, fp32 cast policy:
+        // pow), so pow keeps an fp32 copy of x and the chain after it is fp32; 0.5*x stays
+        // 16-bit (measured on torch 2.11, docs/gpu-measurements.md). CPU autocast has no pow entry.
+        const bool pow_fp32 = p_.autocast && t_.device == device_kind::cuda && type(in) != dtype::fp32;
+        const dtype chain = pow_fp32 ? dtype::fp32 : type(in);
+        const auto x = pow_fp32 ? elementwise(elems(in), dtype::fp32) : in;
+        const auto cube = elementwise(elems(in), chain);
+        b_.keep(x, cube);
+        elementwise(elems(in), chain);  // c * (x + 0.044715 * x^3)
+        const auto th = emit(op{.kind = op_kind::activation}, elems(in), chain);
         b_.keep_own_output(th);
-        const auto one_plus = elementwise(elems(in), type(in));
+        const auto one_plus = elementwise(elems(in), chain);
         const auto half_x = elementwise(elems(in), type(in));
-        const auto y = elementwise(elems(in), type(in));
+        const auto y = elementwise(elems(in), chain);
         b_.keep(one_plus, y);
         b_.keep(half_x, y);
         return y;
@@ -397,8 +405,16 @@ class transformer_builder {
       q = elementwise(q_elems, p_.matmul);
       k = elementwise(k_elems, p_.matmul);
     }
-    // Hugging Face's eager and SDPA attention both call repeat_kv before attending.
-    const bool repeat_kv = kv_ != m_.heads && m_.impl == implementation::hf_transformers;
+    // Hugging Face's eager and SDPA attention both call repeat_kv before attending; from
+    // transformers 5.0 SDPA without a mask passes k and v as they are with enable_gqa
+    // (integrations/sdpa_attention.py use_gqa_in_sdpa, v5.17.0). On CUDA only the flash and
+    // math kernels take enable_gqa, and flash needs 16-bit inputs, so fp32 falls back to the
+    // math kernel, which repeats k and v itself (measured: tools/gpu-measure/sdpa_backends.py).
+    const bool gqa = kv_ != m_.heads && m_.impl == implementation::hf_transformers;
+    const bool sdpa_gqa = gqa && t_.attention == attention_impl::flash && t_.transformers_version >= 500;
+    const bool math_kernel = sdpa_gqa && t_.device == device_kind::cuda && p_.matmul == dtype::fp32;
+    const bool repeat_kv = gqa && (!sdpa_gqa || math_kernel);
+    const bool flash_kernel = t_.attention == attention_impl::flash && !math_kernel;
     if (repeat_kv) {
       // repeat_kv: expand + reshape materialises heads/kv_heads copies of k and v.
       k_elems = q_elems;
@@ -407,7 +423,7 @@ class transformer_builder {
     }
     const auto batch_heads = checked_mul(t_.micro_batch, m_.heads, quantity{"attention scores (micro_batch x heads x seq_len^2)"});
     const auto scores = checked_mul(batch_heads, t_.seq_len, t_.seq_len, quantity{"attention scores (micro_batch x heads x seq_len^2)"});
-    if (t_.attention == attention_impl::flash) {
+    if (flash_kernel) {
       // Flash / memory-efficient SDPA saves q, k, v, the output and a per-row fp32
       // log-sum-exp (aten/src/ATen/native/transformers/attention.cpp).
       op core{.kind = op_kind::attention, .extra_saved = storage(dtype::fp32, checked_mul(batch_heads, t_.seq_len))};

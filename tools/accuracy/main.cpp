@@ -70,11 +70,22 @@ const std::vector<data_set> data_sets{
      "torchvision models traced with the same Tracker (tools/trace/vision_cases.py)", "CPU traced (vision)", 10},
     {"cpu_traced_inference", false, true,
      "greedy generate() with a KV cache (docs/research/scripts/trace_inference.py)", "CPU traced generate()", 13},
+    {"gpu_measured_h100", false, false,
+     "training steps, generate() and torchvision steps measured by this project on an H100 (torch 2.11, "
+     "transformers 5.17; tools/gpu-measure/measure_gpu.py, docs/gpu-measurements.md)",
+     "GPU measured (H100)", 9},
+    {"gpu_heldout_h100", false, false,
+     "more H100 runs of the same script, measured after the changes docs/gpu-measurements.md made and never used "
+     "to make them",
+     "GPU held out (H100)", 11},
 };
 
 band band_of(const std::string& set) {
   for (const data_set& d : data_sets)
     if (set == d.name && d.cpu) return {-5.0, 10.0};
+  // A regression guard at the measured worst, not a claim: the caching allocator's
+  // fragmentation (reserved) is not modelled, docs/gpu-measurements.md.
+  if (set == "gpu_measured_h100" || set == "gpu_heldout_h100") return {-25.0, 15.0};
   return {-10.0, 15.0};
 }
 
@@ -136,7 +147,7 @@ std::vector<row> ground_truth_rows(const std::string& dir, const std::string& se
       r.vision = memscale::json_io::is_vision_record(record);
       r.classified = !r.vision && !record.contains("infer");
       if (r.classified) {
-        r.model = memscale::json_io::model_from_record(record.at("model"));
+        r.model = memscale::json_io::model_for_record(record);
         apply_causal_lm_loss(r.model, stack);
         r.run = memscale::json_io::run_from_record(record);
       }
@@ -392,6 +403,8 @@ int check(const std::vector<row>& rows) {
     if (d.cpu) medians.push_back({d.name, "tensor", 3.0});
   medians.push_back({"gpu_published_dev", "allocated", 8.0});
   medians.push_back({"gpu_published_dev", "device", 10.0});
+  medians.push_back({"gpu_measured_h100", "allocated", 3.0});
+  medians.push_back({"gpu_heldout_h100", "allocated", 3.0});
   for (const auto& m : medians) {
     const summary s = summarise(rows, m.set, m.quantity);
     if (s.median_abs > m.max_median) {

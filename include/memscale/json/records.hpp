@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "memscale/estimate.hpp"
+#include "memscale/gpus.hpp"
 #include "memscale/json/fields.hpp"
 #include "memscale/json/inference.hpp"
 #include "memscale/json/lora_fields.hpp"
@@ -260,6 +261,9 @@ inline training_spec run_from_record(const json& record) {
     if (torch < 113) run.cuda_lazy_loading = false;
   }
   run.bitsandbytes_version = detail::read_bitsandbytes_version(record);
+  run.transformers_version = detail::version_field(record, "transformers");
+  // The record's GPU, when the table knows it, sets the BLAS workspace (32 MiB on Hopper).
+  if (const auto gpu = find_gpu(device); gpu && run.device == device_kind::cuda) run.blas_workspace = gpu->cublas_workspace;
   // Lazy module loading needs CUDA 11.7 (CUDA C++ Programming Guide, "Lazy Loading").
   if (cuda != 0 && cuda < 1107) run.cuda_lazy_loading = false;
   // "zero": gradients are zeroed in place between steps and stay allocated through the
@@ -313,6 +317,18 @@ inline bytes pick(const peak_estimate& p, quantity q) {
 }
 
 // One --cases answer: {"id", "estimated_bytes", "quantity"} or {"id", "error"}.
+// The model a record ran, with what its stated transformers release changes: from 4.48 the
+// causal-LM loss is loss/loss_utils.py ForCausalLMLoss: logits.float(), then the labels are
+// padded and shifted instead of a shifted copy of the logits (transformers d0fed636).
+inline model_spec model_for_record(const json& record) {
+  model_spec model = model_from_record(record.at("model"));
+  if (model.head == head_kind::causal_lm && detail::version_field(record, "transformers") >= 448) {
+    model.upcast_logits = true;
+    model.shift_labels = true;
+  }
+  return model;
+}
+
 inline json estimate_record(const json& record) {
   const std::string id = record.is_object() && record.contains("id") && record.at("id").is_string()
                              ? record.at("id").get<std::string>()
@@ -324,7 +340,7 @@ inline json estimate_record(const json& record) {
       const estimate_result r = vision::estimate(model, run_from_record(vision_run_record(record)));
       return {{"id", id}, {"estimated_bytes", pick(r.steady, q).value}, {"quantity", std::string(to_string(q))}};
     }
-    const model_spec model = model_from_record(record.at("model"));
+    const model_spec model = model_for_record(record);
     const quantity q = quantity_of(record.value("measure", std::string("max_memory_allocated")));
     if (record.contains("infer")) {  // an inference record (issue 12): json/inference.hpp
       const inference_peak p = estimate_inference(model, inference_from_record(record)).peak;

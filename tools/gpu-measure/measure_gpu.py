@@ -1,0 +1,380 @@
+#!/usr/bin/env python3
+"""Measure real GPU memory peaks of runs memscale models, as ground-truth records.
+
+Each case runs in its own process (so the CUDA context, the caching allocator and
+nvidia-smi's per-process figure start from nothing). A training case builds the model
+from a config with random weights, runs two steps (forward, backward, optimizer.step(),
+zero_grad(set_to_none=True)) and measures the second; an inference case runs generate().
+Per case three records come out, one per measure: max_memory_allocated,
+max_memory_reserved and nvidia-smi (this process's used memory, read while it is alive).
+
+  python3 measure_gpu.py --list
+  python3 measure_gpu.py --out records.json [--only name,name] [--budget-s 540]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+GPT2 = {"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "n_positions": 1024,
+        "vocab_size": 50257, "tie_word_embeddings": True}
+GPT2_MEDIUM = dict(GPT2, n_embd=1024, n_layer=24, n_head=16)
+# The LLaMA-style model of shared/ground-truth/measure.py (155,730,944 params).
+LLAMA_SMALL = {"model_type": "llama", "hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16,
+               "num_key_value_heads": 4, "intermediate_size": 2816, "vocab_size": 32000,
+               "max_position_embeddings": 4096, "hidden_act": "silu", "rms_norm_eps": 1e-5,
+               "tie_word_embeddings": False}
+# TinyLlama-1.1B (config.json of TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T).
+TINYLLAMA = dict(LLAMA_SMALL, hidden_size=2048, num_hidden_layers=22, num_attention_heads=32,
+                 num_key_value_heads=4, intermediate_size=5632, max_position_embeddings=2048)
+# Llama-2-7b (config.json of meta-llama/Llama-2-7b-hf).
+LLAMA2_7B = dict(LLAMA_SMALL, hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+                 num_key_value_heads=32, intermediate_size=11008, max_position_embeddings=4096)
+# Qwen2-0.5B (config.json of Qwen/Qwen2-0.5B).
+QWEN2_05B = {"model_type": "qwen2", "hidden_size": 896, "num_hidden_layers": 24, "num_attention_heads": 14,
+             "num_key_value_heads": 2, "intermediate_size": 4864, "vocab_size": 151936,
+             "max_position_embeddings": 32768, "hidden_act": "silu", "rms_norm_eps": 1e-6,
+             "tie_word_embeddings": True, "use_sliding_window": False}
+# Mistral-style small (config of docs/data/cpu_traced_families.json, widened).
+MISTRAL_SMALL = {"model_type": "mistral", "hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16,
+                 "num_key_value_heads": 4, "intermediate_size": 3584, "vocab_size": 32000,
+                 "max_position_embeddings": 4096, "hidden_act": "silu", "rms_norm_eps": 1e-5,
+                 "tie_word_embeddings": False, "sliding_window": 4096}
+# Qwen2-1.5B (config.json of Qwen/Qwen2-1.5B).
+QWEN2_15B = dict(QWEN2_05B, hidden_size=1536, num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2,
+                 intermediate_size=8960)
+GPT2_LARGE = dict(GPT2, n_embd=1280, n_layer=36, n_head=20)
+BERT_LARGE = {"model_type": "bert", "hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16,
+              "intermediate_size": 4096, "vocab_size": 30522, "max_position_embeddings": 512, "type_vocab_size": 2}
+BERT_BASE = {"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+             "intermediate_size": 3072, "vocab_size": 30522, "max_position_embeddings": 512,
+             "type_vocab_size": 2}
+
+
+def train(name, cfg, batch, seq, precision="fp32", optimizer="adamw", attention="sdpa", ckpt="none",
+          lora=None, head="causal_lm"):
+    return {"kind": "train", "name": name, "cfg": cfg, "batch": batch, "seq": seq, "precision": precision,
+            "optimizer": optimizer, "attention": attention, "ckpt": ckpt, "lora": lora, "head": head}
+
+
+def infer(name, cfg, batch, context, new_tokens, dtype="bf16", attention="sdpa"):
+    return {"kind": "infer", "name": name, "cfg": cfg, "batch": batch, "context": context,
+            "new_tokens": new_tokens, "dtype": dtype, "attention": attention}
+
+
+def vision(name, arch, batch, precision="fp32", optimizer="adamw", image=224):
+    return {"kind": "vision", "name": name, "arch": arch, "batch": batch, "precision": precision,
+            "optimizer": optimizer, "image": image}
+
+
+CASES = [
+    train("gpt2-b4-s512-fp32-eager", GPT2, 4, 512, attention="eager"),
+    train("gpt2-b4-s512-fp32-sdpa", GPT2, 4, 512),
+    train("gpt2-b8-s1024-amp_bf16-sdpa", GPT2, 8, 1024, precision="amp_bf16"),
+    train("gpt2-b8-s1024-fp32-sdpa-ckpt", GPT2, 8, 1024, ckpt="full"),
+    train("gpt2-medium-b8-s1024-pure_bf16-sdpa", GPT2_MEDIUM, 8, 1024, precision="pure_bf16"),
+    train("llama-small-b4-s512-fp32-eager", LLAMA_SMALL, 4, 512, attention="eager"),
+    train("llama-small-b8-s1024-fp32-sdpa", LLAMA_SMALL, 8, 1024),
+    train("llama-small-b8-s1024-amp_bf16-sdpa", LLAMA_SMALL, 8, 1024, precision="amp_bf16"),
+    train("llama-small-b8-s2048-pure_bf16-sdpa-sgd", LLAMA_SMALL, 8, 2048, precision="pure_bf16", optimizer="sgd"),
+    train("mistral-small-b4-s2048-amp_bf16-sdpa", MISTRAL_SMALL, 4, 2048, precision="amp_bf16"),
+    train("tinyllama-b4-s2048-amp_bf16-sdpa", TINYLLAMA, 4, 2048, precision="amp_bf16"),
+    train("tinyllama-b8-s2048-pure_bf16-sdpa-ckpt", TINYLLAMA, 8, 2048, precision="pure_bf16", ckpt="full"),
+    train("qwen2-0.5b-b4-s1024-amp_bf16-sdpa", QWEN2_05B, 4, 1024, precision="amp_bf16"),
+    train("qwen2-0.5b-b8-s2048-pure_bf16-sdpa-ckpt", QWEN2_05B, 8, 2048, precision="pure_bf16", ckpt="full"),
+    train("bert-base-mlm-b16-s512-fp32-sdpa", BERT_BASE, 16, 512, head="masked_lm"),
+    train("bert-base-mlm-b16-s512-amp_bf16-eager", BERT_BASE, 16, 512, precision="amp_bf16", attention="eager",
+          head="masked_lm"),
+    train("llama2-7b-lora-qv-r8-b4-s1024-bf16", LLAMA2_7B, 4, 1024, precision="pure_bf16",
+          lora={"r": 8, "alpha": 16, "targets": ["q_proj", "v_proj"]}),
+    train("llama2-7b-lora-all-r16-b2-s2048-bf16-ckpt", LLAMA2_7B, 2, 2048, precision="pure_bf16", ckpt="full",
+          lora={"r": 16, "alpha": 32, "targets": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                                   "down_proj"]}),
+    infer("infer-llama2-7b-bf16-b1-c1024-n64", LLAMA2_7B, 1, 1024, 64),
+    infer("infer-llama2-7b-bf16-b8-c2048-n128", LLAMA2_7B, 8, 2048, 128),
+    infer("infer-tinyllama-bf16-b16-c1024-n256", TINYLLAMA, 16, 1024, 256),
+    infer("infer-gpt2-fp32-b4-c512-n64", GPT2, 4, 512, 64, dtype="fp32"),
+    # Held out: measured after the model changes of docs/gpu-measurements.md, never used to make them.
+    train("heldout-qwen2-1.5b-b4-s2048-amp_bf16-sdpa", QWEN2_15B, 4, 2048, precision="amp_bf16"),
+    train("heldout-mistral-small-b4-s1024-fp32-sdpa", MISTRAL_SMALL, 4, 1024),
+    train("heldout-llama-small-b2-s2048-fp32-sdpa", LLAMA_SMALL, 2, 2048),
+    train("heldout-gpt2-large-b4-s1024-amp_bf16-sdpa", GPT2_LARGE, 4, 1024, precision="amp_bf16"),
+    train("heldout-gpt2-b16-s512-amp_bf16-eager", GPT2, 16, 512, precision="amp_bf16", attention="eager"),
+    train("heldout-tinyllama-b2-s4096-pure_bf16-sdpa", dict(TINYLLAMA, max_position_embeddings=4096), 2, 4096,
+          precision="pure_bf16"),
+    train("heldout-bert-large-mlm-b8-s512-fp32-sdpa", BERT_LARGE, 8, 512, head="masked_lm"),
+    train("heldout-qwen2-0.5b-b8-s1024-pure_bf16-sdpa-sgd_momentum", QWEN2_05B, 8, 1024, precision="pure_bf16",
+          optimizer="sgd_momentum"),
+    vision("resnet50-b64-224-fp32-sgd_momentum", "resnet50", 64, optimizer="sgd_momentum"),
+    vision("resnet50-b64-224-amp_bf16-adamw", "resnet50", 64, precision="amp_bf16"),
+    vision("vit_b_16-b32-224-amp_bf16-adamw", "vit_b_16", 32, precision="amp_bf16"),
+]
+
+MEASURES = ("max_memory_allocated", "max_memory_reserved", "nvidia-smi")
+
+
+def smi_used_bytes():
+    """This process's used GPU memory as nvidia-smi reports it (MiB granularity)."""
+    out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                         capture_output=True, text=True, check=False).stdout
+    for line in out.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 2 and parts[0] == str(os.getpid()):
+            return int(parts[1]) * (1 << 20)
+    return None
+
+
+def software():
+    import torch
+    sw = {"torch": torch.__version__.split("+")[0], "cuda": torch.version.cuda}
+    for mod in ("transformers", "peft", "torchvision", "accelerate"):
+        try:
+            sw[mod] = __import__(mod).__version__
+        except Exception:  # noqa: BLE001 - absent packages are simply not recorded
+            pass
+    return sw
+
+
+def make_optimizer(params, name):
+    import torch
+    params = [p for p in params if p.requires_grad]
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=1e-4)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-3)
+    if name == "sgd_momentum":
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9)
+    raise ValueError(name)
+
+
+def build_hf(case, dtype):
+    import torch
+    import transformers
+    cfg = dict(case["cfg"])
+    model_type = cfg.pop("model_type")
+    config = transformers.AutoConfig.for_model(model_type, **cfg)
+    auto = transformers.AutoModelForMaskedLM if case.get("head") == "masked_lm" else transformers.AutoModelForCausalLM
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device("cuda"):
+            model = auto.from_config(config, attn_implementation=case["attention"])
+    finally:
+        torch.set_default_dtype(torch.float32)
+    return model, config
+
+
+def run_train(case):
+    import torch
+    torch.manual_seed(0)
+    pure = case["precision"].startswith("pure_")
+    dtype = torch.bfloat16 if pure else torch.float32
+    model, config = build_hf(case, dtype)
+    model.train()
+    trainable_dtype = None
+    if case["ckpt"] == "full":
+        model.gradient_checkpointing_enable()
+    if case["lora"]:
+        import peft
+        lc = peft.LoraConfig(r=case["lora"]["r"], lora_alpha=case["lora"]["alpha"], lora_dropout=0.05,
+                             target_modules=case["lora"]["targets"], task_type="CAUSAL_LM")
+        if case["ckpt"] == "full":
+            model.enable_input_require_grads()
+        model = peft.get_peft_model(model, lc)
+        trainable_dtype = str(next(p for p in model.parameters() if p.requires_grad).dtype).replace("torch.", "")
+    params = sum(p.numel() for p in model.parameters())
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    opt = make_optimizer(model.parameters(), case["optimizer"])
+    vocab = config.vocab_size
+    x = torch.randint(0, vocab, (case["batch"], case["seq"]), device="cuda")
+    amp = case["precision"] == "amp_bf16"
+    marks = {}
+
+    def step(record):
+        if record:
+            torch.cuda.reset_peak_memory_stats()
+            marks["start"] = torch.cuda.memory_allocated()
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+            loss = model(input_ids=x, labels=x).loss
+        if record:
+            marks["after_forward"] = torch.cuda.memory_allocated()
+            marks["peak_forward"] = torch.cuda.max_memory_allocated()
+        loss.backward()
+        if record:
+            marks["after_backward"] = torch.cuda.memory_allocated()
+            marks["peak_backward"] = torch.cuda.max_memory_allocated()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del loss
+
+    step(False)
+    torch.cuda.synchronize()
+    step(True)
+    torch.cuda.synchronize()
+    info = {"params": params, "trainable": trainable, "trainable_dtype": trainable_dtype,
+            "ckpt_kwargs": getattr(model, "_gradient_checkpointing_kwargs", None)}
+    return info, marks
+
+
+def run_infer(case):
+    import torch
+    torch.manual_seed(0)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[case["dtype"]]
+    model, config = build_hf(case, dtype)
+    model.eval()
+    params = sum(p.numel() for p in model.parameters())
+    x = torch.randint(0, config.vocab_size, (case["batch"], case["context"]), device="cuda")
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    marks = {"start": torch.cuda.memory_allocated()}
+    with torch.no_grad():
+        out = model.generate(x, max_new_tokens=case["new_tokens"], min_new_tokens=case["new_tokens"],
+                             do_sample=False, pad_token_id=0)
+    torch.cuda.synchronize()
+    marks["generated_tokens"] = int(out.shape[1] - x.shape[1])
+    return {"params": params}, marks
+
+
+def run_vision(case):
+    import torch
+    import torch.nn.functional as F
+    import torchvision
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        model = getattr(torchvision.models, case["arch"])()
+    model.train()
+    params = sum(p.numel() for p in model.parameters())
+    opt = make_optimizer(model.parameters(), case["optimizer"])
+    x = torch.randn(case["batch"], 3, case["image"], case["image"], device="cuda")
+    y = torch.randint(0, 1000, (case["batch"],), device="cuda")
+    amp = case["precision"] == "amp_bf16"
+    marks = {}
+    for record in (False, True):
+        if record:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            marks["start"] = torch.cuda.memory_allocated()
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del loss
+    torch.cuda.synchronize()
+    return {"params": params}, marks
+
+
+def measure_one(case):
+    import torch
+    t0 = time.time()
+    runner = {"train": run_train, "infer": run_infer, "vision": run_vision}[case["kind"]]
+    info, marks = runner(case)
+    free, total = torch.cuda.mem_get_info()
+    stats = torch.cuda.memory_stats()
+    return {"name": case["name"], "info": info, "marks": marks,
+            "allocated": torch.cuda.max_memory_allocated(), "reserved": torch.cuda.max_memory_reserved(),
+            "smi": smi_used_bytes(), "device_used": total - free,
+            "alloc_retries": stats.get("num_alloc_retries"), "ooms": stats.get("num_ooms"),
+            "gpu": torch.cuda.get_device_name(), "software": software(), "seconds": round(time.time() - t0, 2)}
+
+
+def records_of(case, result):
+    """Ground-truth records (shared/ground-truth/SCHEMA.md), one per measure."""
+    source = "tools/gpu-measure/measure_gpu.py"
+    sw = result["software"]
+    common = {"source": source, "device": "h100-80gb", "software": sw}
+    if case["kind"] == "vision":
+        model = {"family": "resnet" if case["arch"].startswith("resnet") else "vit",
+                 "name": "torchvision.models." + case["arch"], "params": result["info"]["params"],
+                 "impl": "torchvision"}
+        body = {"train": {"batch": case["batch"], "image": case["image"], "precision": case["precision"],
+                          "optimizer": case["optimizer"], "optimizer_impl": "foreach", "checkpointing": "none",
+                          "grad_accum": 1, "dropout": "train mode (HF/torchvision defaults)"}}
+    else:
+        model = {"hf_config": case["cfg"], "params": None, "impl": "hf-transformers"}
+        if case["kind"] == "infer":
+            model["params"] = result["info"]["params"]
+            body = {"infer": {"batch": case["batch"], "context": case["context"], "new_tokens": case["new_tokens"],
+                              "dtype": case["dtype"], "kv_dtype": case["dtype"], "kv_cache": "dynamic",
+                              "attention": case["attention"], "weights": case["dtype"]}}
+        else:
+            info = result["info"]
+            t = {"batch": case["batch"], "seq": case["seq"], "precision": case["precision"],
+                 "optimizer": case["optimizer"], "optimizer_impl": "foreach", "checkpointing": case["ckpt"],
+                 "attention": case["attention"], "grad_accum": 1, "dropout": "train mode (HF/torchvision defaults)"}
+            if case["lora"]:
+                model["impl"] = "hf-transformers"  # PEFT adapters: train.lora_*, software.peft
+                model["params"] = None
+                t.update({"lora_rank": case["lora"]["r"], "lora_alpha": case["lora"]["alpha"], "lora_dropout": 0.05,
+                          "lora_variant": "lora", "lora_targets": case["lora"]["targets"],
+                          "trainable_params": info["trainable"], "frozen": "base",
+                          "trainable_dtype": {"float32": "fp32", "bfloat16": "bf16"}.get(info["trainable_dtype"])})
+            else:
+                model["params"] = info["params"]
+            body = {"train": t}
+    values = {"max_memory_allocated": result["allocated"], "max_memory_reserved": result["reserved"],
+              "nvidia-smi": result["smi"]}
+    out = []
+    for measure in MEASURES:
+        if values[measure] is None:
+            continue
+        rec = {"id": "h100-" + case["name"] + "-" + {"max_memory_allocated": "allocated",
+                                                    "max_memory_reserved": "reserved",
+                                                    "nvidia-smi": "smi"}[measure],
+               "measure": measure, "model": model, **body, "measured_bytes": values[measure], **common,
+               "detail": {"marks": result["marks"], "info": result["info"], "device_used": result["device_used"],
+                          "alloc_retries": result["alloc_retries"], "gpu": result["gpu"],
+                          "seconds": result["seconds"]},
+               "notes": "Second training step (or the whole generate()) measured after torch.cuda."
+                        "reset_peak_memory_stats(); absolute peak including weights, optimizer state and "
+                        "inputs. nvidia-smi = this process's used_memory (MiB) read after the step."}
+        out.append(rec)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--out", default="gpu_measured.json")
+    ap.add_argument("--case", default="")
+    ap.add_argument("--budget-s", type=float, default=540)
+    a = ap.parse_args()
+    by_name = {c["name"]: c for c in CASES}
+    if a.list:
+        print("\n".join(by_name))
+        return
+    if a.case:  # child process: one case, result as JSON on the last stdout line
+        print(json.dumps(measure_one(by_name[a.case])))
+        return
+    names = [n for n in a.only.split(",") if n] or list(by_name)
+    t0 = time.time()
+    records, log = [], []
+    for n in names:
+        left = a.budget_s - (time.time() - t0)
+        if left < 20:
+            log.append({"name": n, "skipped": "time budget"})
+            continue
+        try:
+            p = subprocess.run([sys.executable, __file__, "--case", n], capture_output=True, text=True,
+                               timeout=min(left, 240))
+            if p.returncode != 0:
+                log.append({"name": n, "error": p.stderr[-3000:]})
+                print(n, "FAILED", p.stderr[-800:], flush=True)
+                continue
+            result = json.loads(p.stdout.strip().splitlines()[-1])
+            records += records_of(by_name[n], result)
+            log.append({"name": n, "ok": True, "seconds": result["seconds"]})
+            print(n, result["allocated"], result["reserved"], result["smi"], result["seconds"], flush=True)
+        except subprocess.TimeoutExpired:
+            log.append({"name": n, "error": "timeout"})
+            print(n, "TIMEOUT", flush=True)
+        with open(a.out, "w") as f:
+            json.dump(records, f, indent=1)
+        with open(a.out + ".log.json", "w") as f:
+            json.dump(log, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
