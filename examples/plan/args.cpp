@@ -156,7 +156,7 @@ bool looks_like_option(const std::string& arg) { return arg.size() > 2 && arg.co
 
 }  // namespace
 
-std::string in_quotes(std::string_view text) { return "\"" + std::string(text) + "\""; }
+std::string in_quotes(std::string_view text) { return memscale::json_io::in_quotes(text); }
 
 CLI::Option* add_value(CLI::App& app, std::string_view group, const std::string& name, const std::string& placeholder,
                        const std::string& help, std::function<void(const std::string&)> handle) {

@@ -20,6 +20,7 @@
 #include "memscale/gpus.hpp"
 #include "memscale/bytes.hpp"
 #include "memscale/inference.hpp"
+#include "memscale/json/run_settings.hpp"
 #include "memscale/model.hpp"
 #include "memscale/parallel/strategy.hpp"
 #include "memscale/presets.hpp"
@@ -28,11 +29,9 @@
 
 namespace memscale_plan {
 
-// Invalid command-line input; what() is one line naming the option and the value.
-class usage_error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+// Invalid command-line input; what() is one line naming the option and the value. The
+// run-document reader (memscale/json/run_document.hpp) throws the same type.
+using usage_error = memscale::json_io::input_error;
 
 // What the program does; `run` (estimate one training run) is the default.
 enum class command : std::uint8_t {
@@ -45,16 +44,7 @@ enum class command : std::uint8_t {
 
 // The run estimated when no run option is given: GPT-2 small, 4 x 512 tokens, fp32,
 // AdamW (foreach), flash attention, no checkpointing.
-constexpr memscale::training_spec default_run() {
-  return memscale::training_spec{.micro_batch = 4,
-                                 .seq_len = 512,
-                                 .prec = memscale::precision::fp32,
-                                 .optimizer = memscale::optimizer_kind::adamw,
-                                 .optimizer_impl = memscale::optimizer_implementation::foreach,
-                                 .grad_accum = 1,
-                                 .ckpt = memscale::checkpointing::none,
-                                 .attention = memscale::attention_impl::flash};
-}
+using memscale::json_io::default_run;
 
 // --- per-group settings of features registered in their own files -------------------
 // options_config.cpp (h9-config): --config PATH|HUB_ID.

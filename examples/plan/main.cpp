@@ -24,6 +24,7 @@
 #include "cluster.hpp"
 #include "memscale/error.hpp"
 #include "memscale/estimate.hpp"
+#include "memscale/json/run_report.hpp"
 #include "inference.hpp"
 #include "output.hpp"
 #include "run_file.hpp"
@@ -89,20 +90,14 @@ std::string run(const memscale_plan::options& opt) {
       memscale_plan::options on_device = opt;
       if (gpu) on_device.run = memscale::on_gpu(opt.run, *gpu);
       const memscale::estimate_result result = estimate_or_explain(on_device);
-      nlohmann::json j;
-      if (opt.json) {
-        // The run as a --run input, then the results (docs/run-json.md).
-        j = memscale_plan::json_report(opt.model, opt.run, result);
-        j.update(memscale_plan::run_document(opt));
-      }
-      if (!gpu) return opt.json ? dump(j) : memscale_plan::text_report(opt.model, opt.run, result);
-      const memscale::plan_result plan = memscale::make_plan(
-          opt.model, opt.run, *gpu, memscale::plan_options{.headroom = opt.headroom.value_or(memscale::default_headroom)});
+      // The JSON report is the library's (memscale/json/run_report.hpp), as the web calculator's.
+      const memscale::json_io::run_input input = memscale_plan::run_input_of(opt);
+      if (!gpu)
+        return opt.json ? dump(memscale::json_io::run_report_json(input, result, nullptr))
+                        : memscale_plan::text_report(opt.model, opt.run, result);
+      const memscale::plan_result plan = memscale::json_io::plan_run(input, *gpu);
       memscale_plan::write_plan_pictures(opt, *gpu, plan);  // --svg, --svg-batch (pictures.cpp)
-      if (opt.json) {
-        j["plan"] = memscale_plan::plan_json(plan);
-        return dump(j);
-      }
+      if (opt.json) return dump(memscale::json_io::run_report_json(input, result, &plan));
       return memscale_plan::text_report(opt.model, opt.run, result) + memscale_plan::plan_text(*gpu, plan) +
              memscale_plan::cliff_text(opt.model, opt.run, *gpu, plan);
     }

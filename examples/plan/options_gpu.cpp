@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "memscale/gpus.hpp"
+#include "memscale/json/run_settings.hpp"
 #include "memscale/planner.hpp"
 #include "option_groups.hpp"
 #include "suggest.hpp"
@@ -15,38 +16,7 @@
 namespace memscale_plan {
 
 std::uint64_t parse_size(std::string_view text, const std::string& field) {
-  const auto bad = [&](const char* why) {
-    return usage_error(field + " must be " + why + ", such as 24GiB or 80GB (got " + in_quotes(text) + ")");
-  };
-  std::size_t digits = 0;
-  while (digits < text.size() && ((text[digits] >= '0' && text[digits] <= '9') || text[digits] == '.')) ++digits;
-  std::string_view unit = text.substr(digits);
-  while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
-  // Units as typed: ...iB binary (IEC), ...B decimal (SI), as nvidia-smi and spec sheets use them.
-  constexpr std::array<std::pair<std::string_view, std::uint64_t>, 9> units{{{"B", 1},
-                                                                            {"KB", 1000},
-                                                                            {"MB", 1000'000},
-                                                                            {"GB", 1000'000'000},
-                                                                            {"TB", 1000'000'000'000},
-                                                                            {"KiB", 1ULL << 10},
-                                                                            {"MiB", 1ULL << 20},
-                                                                            {"GiB", 1ULL << 30},
-                                                                            {"TiB", 1ULL << 40}}};
-  std::uint64_t scale = 0;
-  for (const auto& [name, factor] : units)
-    if (unit == name) scale = factor;
-  if (scale == 0) throw bad("a size with a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)");
-  const std::string_view number = text.substr(0, digits);
-  double value = 0.0;
-  const auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
-  if (number.empty() || ec != std::errc{} || ptr != number.data() + number.size()) throw bad("a number with a unit");
-  const double size = value * static_cast<double>(scale);
-  if (!(size >= 1.0 && size < 18446744073709551616.0)) throw bad("a positive size below 16 EiB");
-  // Whole numbers are exact (24GiB = 24 x 2^30); fractions round down to whole bytes.
-  std::uint64_t whole = 0;
-  const auto [wptr, wec] = std::from_chars(number.data(), number.data() + number.size(), whole);
-  if (wec == std::errc{} && wptr == number.data() + number.size() && whole <= UINT64_MAX / scale) return whole * scale;
-  return memscale::detail::floor_to_u64(size);
+  return memscale::json_io::parse_size(text, field);  // memscale/json/run_settings.hpp
 }
 
 void add_gpu_options(CLI::App& app, options& o) {

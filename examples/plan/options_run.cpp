@@ -25,22 +25,7 @@ std::string preset_names() {
 }  // namespace
 
 void set_offload(options& o, std::string_view list, const std::string& field) {
-  std::size_t start = 0;
-  while (start <= list.size()) {
-    const std::size_t comma = list.find_first_of(",+", start);
-    const std::string_view part = list.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
-    start = comma == std::string_view::npos ? list.size() + 1 : comma + 1;
-    if (part == "optimizer") o.run.offload_optimizer = true;
-    else if (part == "parameters" || part == "params") o.run.offload_parameters = true;
-    else if (part == "activations") o.run.offload_activations = true;
-    else if (part == "none") o.run.offload_optimizer = o.run.offload_parameters = o.run.offload_activations = false;
-    else {
-      nearest_name nearest(part);
-      for (const char* known : {"optimizer", "parameters", "activations"}) nearest.offer(known);
-      throw usage_error(field + " must be optimizer, parameters or activations (got " + in_quotes(part) + ")" +
-                        nearest.hint());
-    }
-  }
+  memscale::json_io::set_offload(o.run, list, field);  // memscale/json/run_settings.hpp
 }
 
 void add_run_options(CLI::App& app, options& o) {

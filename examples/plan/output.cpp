@@ -16,51 +16,10 @@
 namespace memscale_plan {
 namespace {
 
-// Names for the settings the library has no to_string for; the spellings are the ones
-// the command line (json_io::parse_*) accepts.
-std::string_view name_of(memscale::optimizer_implementation i) {
-  switch (i) {
-    case memscale::optimizer_implementation::for_loop: return "for_loop";
-    case memscale::optimizer_implementation::foreach: return "foreach";
-    case memscale::optimizer_implementation::fused: return "fused";
-  }
-  return "foreach";
-}
+// Names of settings and LoRA targets as the run document spells them (memscale/json/run_settings.hpp).
+using memscale::json_io::detail::name_of;
 
-std::string_view name_of(memscale::training_target t) {
-  switch (t) {
-    case memscale::training_target::full: return "full";
-    case memscale::training_target::lora: return "lora";
-    case memscale::training_target::qlora: return "qlora";
-  }
-  return "full";
-}
-
-std::string_view name_of(memscale::base_quant q) {
-  return q == memscale::base_quant::nf4_double_quant ? "nf4_double_quant" : "nf4";
-}
-
-std::string_view name_of(memscale::device_kind d) { return d == memscale::device_kind::cpu ? "cpu" : "cuda"; }
-
-std::string lora_targets_of(memscale::lora_modules set) {
-  if (set == memscale::lora_all_linear) return "all-linear";
-  std::string out;
-  const auto add = [&](memscale::lora_target t, std::string_view name) {
-    if (!memscale::has(set, t)) return;
-    if (!out.empty()) out += ',';
-    out += name;
-  };
-  add(memscale::lora_target::q, "q");
-  add(memscale::lora_target::k, "k");
-  add(memscale::lora_target::v, "v");
-  add(memscale::lora_target::o, "o");
-  add(memscale::lora_target::gate, "gate");
-  add(memscale::lora_target::up, "up");
-  add(memscale::lora_target::down, "down");
-  add(memscale::lora_target::head, "head");
-  add(memscale::lora_target::router, "router");
-  return out;
-}
+std::string lora_targets_of(memscale::lora_modules set) { return memscale::json_io::detail::lora_target_letters(set); }
 
 std::string_view architecture_of(const memscale::model_spec& m) {
   if (m.arch == memscale::architecture::encoder_decoder) return "encoder-decoder";
@@ -90,32 +49,11 @@ std::string peak_lines(const memscale::peak_estimate& p) {
 
 void set_size_unit(std::string_view unit) { size_unit = unit == "gb" ? "gb" : unit == "mib" ? "mib" : "gib"; }
 
-nlohmann::json run_to_json(const memscale::training_spec& run) {
-  nlohmann::json j = {{"micro_batch", run.micro_batch},
-                      {"seq_len", run.seq_len},
-                      {"grad_accum", run.grad_accum},
-                      {"precision", std::string(memscale::to_string(run.prec))},
-                      {"optimizer", std::string(memscale::to_string(run.optimizer))},
-                      {"optimizer_impl", std::string(name_of(run.optimizer_impl))},
-                      {"checkpointing", std::string(memscale::to_string(run.ckpt))},
-                      {"attention", std::string(memscale::to_string(run.attention))},
-                      {"target", std::string(name_of(run.target))},
-                      {"dropout", run.dropout},
-                      {"device", std::string(name_of(run.device))}};
-  if (memscale::is_lora(run)) {
-    j["lora_rank"] = run.lora_rank;
-    j["lora_targets"] = lora_targets_of(run.lora_targets);
-  }
-  if (run.target == memscale::training_target::qlora) j["quant"] = std::string(name_of(run.quant));
-  return j;
-}
+nlohmann::json run_to_json(const memscale::training_spec& run) { return memscale::json_io::run_to_json(run); }
 
 nlohmann::json json_report(const memscale::model_spec& model, const memscale::training_spec& run,
                            const memscale::estimate_result& result) {
-  nlohmann::json j = memscale::json_io::estimate_to_json(result);
-  j["model"] = std::string(model.name);
-  j["run"] = run_to_json(run);
-  return j;
+  return memscale::json_io::estimate_report_json(model, run, result);
 }
 
 std::string text_report(const memscale::model_spec& model, const memscale::training_spec& run,
@@ -209,31 +147,7 @@ std::string band_text(const memscale::error_band& b) {
 }
 
 // What the answer changes in the run: one line, or empty when nothing changes.
-std::string changes_text(const memscale::plan_result& plan) {
-  using memscale::plan_status;
-  switch (plan.status) {
-    case plan_status::no_technique_needed:
-    case plan_status::mode_needed: return {};
-    case plan_status::smaller_micro_batch: {
-      std::string out = fmt::format("micro-batch {} x gradient accumulation {} = effective batch {} (kept)",
-                                    plan.micro_batch, plan.grad_accumulation, plan.effective_batch);
-      if (plan.rounded_micro_batch > 0)
-        out += fmt::format("; or micro-batch {} x {}: the effective batch rounds to {}", plan.rounded_micro_batch,
-                           plan.rounded_grad_accumulation, plan.rounded_micro_batch * plan.rounded_grad_accumulation);
-      return out;
-    }
-    case plan_status::parameter_offload:
-      return fmt::format("micro-batch 1 x gradient accumulation {} = effective batch {} (kept), parameters and "
-                         "optimizer on the host",
-                         plan.grad_accumulation, plan.effective_batch);
-    case plan_status::shorter_sequence:
-      return fmt::format("sequence length {} (not {}) at micro-batch 1; the effective batch {} is kept with "
-                         "gradient accumulation {}",
-                         plan.max_seq_len, plan.modes[0].run.seq_len, plan.effective_batch, plan.effective_batch);
-    case plan_status::nothing_fits: return "nothing fits on this GPU";
-  }
-  return {};
-}
+std::string changes_text(const memscale::plan_result& plan) { return memscale::json_io::plan_changes_text(plan); }
 
 }  // namespace
 
@@ -304,10 +218,6 @@ std::string plan_text(const memscale::gpu_spec& gpu, const memscale::plan_result
   return out;
 }
 
-nlohmann::json plan_json(const memscale::plan_result& plan) {
-  nlohmann::json j = memscale::json_io::plan_to_json(plan);
-  j["changes"] = changes_text(plan);
-  return j;
-}
+nlohmann::json plan_json(const memscale::plan_result& plan) { return memscale::json_io::plan_report_json(plan); }
 
 }  // namespace memscale_plan

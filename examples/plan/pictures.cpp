@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "memscale/json/run_report.hpp"
 #include "memscale/svg.hpp"
 
 namespace memscale_plan {
@@ -27,9 +28,9 @@ std::vector<svg::reference_line> vram_and_budget(memscale::bytes vram, memscale:
 }
 
 // Device peak of one mode at another micro-batch / sequence length.
-double mode_peak(const memscale::model_spec& model, memscale::training_spec run, const memscale::gpu_spec& gpu,
+double mode_peak(const memscale::model_spec& model, const memscale::training_spec& run, const memscale::gpu_spec& gpu,
                  memscale::mode m, memscale::bytes budget) {
-  return gib(memscale::detail::plan_mode(model, run, gpu, m, budget).peak);
+  return gib(memscale::json_io::cliff_peak(model, run, run.micro_batch, gpu, m, budget));  // as the web page's cliff
 }
 
 // Doubling steps from `first` up to `last` (both included).
@@ -38,10 +39,6 @@ std::vector<std::uint64_t> doublings(std::uint64_t first, std::uint64_t last) {
   for (std::uint64_t v = first; v <= last; v *= 2) out.push_back(v);
   if (out.empty() || out.back() != last) out.push_back(last);
   return out;
-}
-
-std::uint64_t batch_range(const memscale::training_spec& run, const memscale::plan_result& plan) {
-  return std::clamp<std::uint64_t>(std::max(plan.max_micro_batch, run.micro_batch) * 4, 8, 1024);
 }
 
 std::uint64_t seq_range(const memscale::model_spec& model, const memscale::training_spec& run) {
@@ -92,7 +89,7 @@ std::string cliff_svg(const memscale::model_spec& model, const memscale::trainin
   svg::chart by_seq{.title = fmt::format("peak vs sequence length (micro-batch {})", run.micro_batch),
                     .x_label = "sequence length",
                     .y_label = "GiB"};
-  const auto batches = doublings(1, batch_range(run, plan));
+  const auto batches = memscale::json_io::cliff_micro_batches(run, plan);
   const auto seqs = doublings(std::min<std::uint64_t>(64, run.seq_len), seq_range(model, run));
   for (const auto m : all_modes) {
     svg::series sb{.label = std::string(memscale::to_string(m))};
@@ -132,7 +129,7 @@ std::string cliff_text(const memscale::model_spec& model, const memscale::traini
   // Rows are peak levels (top: 1.5 x VRAM), columns micro-batches 1, 2, 4, ...; each mode
   // plots its initial (N, C, B, A); '-' marks the budget row, '=' the VRAM row.
   constexpr int rows = 10;
-  const auto batches = doublings(1, batch_range(run, plan));
+  const auto batches = memscale::json_io::cliff_micro_batches(run, plan);
   const double vram = gib(plan.vram);
   const double top = vram * 1.5;
   const auto row_of = [&](double v) { return std::clamp(static_cast<int>((1.0 - v / top) * rows + 0.5), 0, rows); };

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "args.hpp"
+#include "memscale/json/run_document.hpp"
 
 namespace memscale_plan {
 
@@ -16,6 +17,9 @@ void read_run_file(const std::string& path, options& o);
 
 // Reads the run document `doc` (see read_run_file); errors name `source`.
 void read_run_document(const nlohmann::json& doc, const std::string& source, options& o);
+
+// The run-document view of the options (model, run, GPU, headroom, LoRA alpha).
+memscale::json_io::run_input run_input_of(const options& o);
 
 // The input part of the --json output: "model", "run", and with a GPU "gpu" and "headroom".
 nlohmann::json run_document(const options& o);

@@ -13,3 +13,6 @@
 #include "memscale/json/records.hpp"  // IWYU pragma: export
 #include "memscale/json/parallel_record.hpp"  // IWYU pragma: export
 #include "memscale/json/report.hpp"   // IWYU pragma: export
+#include "memscale/json/run_document.hpp"  // IWYU pragma: export
+#include "memscale/json/run_report.hpp"  // IWYU pragma: export
+#include "memscale/json/run_settings.hpp"  // IWYU pragma: export

@@ -22,11 +22,11 @@ inline std::string emit_accelerate_fsdp_config(const training_spec& run, const p
                                                std::string_view layer_class) {
   validate(run);
   validate(p);
-  detail::require(is_fsdp(p.engine), error_code::unsupported, "parallel.engine",
+  memscale::detail::require(is_fsdp(p.engine), error_code::unsupported, "parallel.engine",
                   "has no Accelerate FSDP config (DeepSpeed strategies: emit deepspeed)",
                   static_cast<std::uint64_t>(p.engine));
-  detail::require(p.tp == 1 && p.pp == 1, error_code::unsupported, "parallel.tp * parallel.pp",
-                  "must be 1 for an Accelerate FSDP config", detail::checked_mul(p.tp, p.pp));
+  memscale::detail::require(p.tp == 1 && p.pp == 1, error_code::unsupported, "parallel.tp * parallel.pp",
+                  "must be 1 for an Accelerate FSDP config", memscale::detail::checked_mul(p.tp, p.pp));
   // FSDP2 has no hybrid strategy in accelerate's config questions: HSDP is written as FSDP1.
   const bool v2 = p.fsdp == fsdp_api::fsdp2 && p.engine != strategy::hsdp;
   const std::string_view mixed = (run.prec == precision::amp_bf16 || run.prec == precision::pure_bf16) ? "bf16"

@@ -16,14 +16,14 @@ namespace memscale::json_io {
 inline nlohmann::json emit_deepspeed_config(const training_spec& run, const parallel_spec& p) {
   validate(run);
   validate(p);
-  detail::require(is_deepspeed(p.engine) || p.engine == strategy::ddp, error_code::unsupported, "parallel.engine",
+  memscale::detail::require(is_deepspeed(p.engine) || p.engine == strategy::ddp, error_code::unsupported, "parallel.engine",
                   "has no DeepSpeed config (FSDP strategies: emit accelerate-fsdp)", static_cast<std::uint64_t>(p.engine));
   // ZeRO offload is a ZeRO feature: parameters only with stage 3 (zero/config.py offload_param docs).
-  detail::require(!p.offload_optimizer || is_deepspeed(p.engine), error_code::invalid_run, "parallel.offload_optimizer",
+  memscale::detail::require(!p.offload_optimizer || is_deepspeed(p.engine), error_code::invalid_run, "parallel.offload_optimizer",
                   "needs a ZeRO stage in DeepSpeed", 1);
   // The data-parallel world DeepSpeed divides by (config.py: mpu.get_data_parallel_world_size()).
   const std::uint64_t dp = data_parallel_degree(p);
-  const std::uint64_t train_batch = detail::checked_mul(run.micro_batch, run.grad_accum, dp);
+  const std::uint64_t train_batch = memscale::detail::checked_mul(run.micro_batch, run.grad_accum, dp);
   const int stage = p.engine == strategy::zero1 ? 1 : p.engine == strategy::zero2 ? 2 : p.engine == strategy::zero3 ? 3 : 0;
   nlohmann::json zero = {{"stage", stage}};
   if (stage > 0) {

@@ -1,0 +1,235 @@
+// memscale/json/run_document.hpp: a whole run (model, training settings, GPU, headroom) as
+// one JSON document, read and written back (docs/run-json.md). memscale-plan's --run and
+// --json and the web calculator (web/) use this one reader and writer.
+// IWYU pragma: private, include <memscale/json.hpp>
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "memscale/detail/nearest_name.hpp"
+#include "memscale/gpus.hpp"
+#include "memscale/json/fields.hpp"
+#include "memscale/json/records.hpp"
+#include "memscale/json/run_settings.hpp"
+#include "memscale/model.hpp"
+#include "memscale/planner.hpp"
+#include "memscale/presets.hpp"
+#include "memscale/training.hpp"
+#include "memscale/validate.hpp"
+
+namespace memscale::json_io {
+
+// What a run document describes. Fields the document leaves out keep their values here.
+struct run_input {
+  model_spec model = presets::gpt2;
+  training_spec run = default_run();
+  // How the model was given, written back by run_document_json: null for a preset (written
+  // as its name), otherwise the document's model object.
+  json model_description;
+  std::string gpu;                     // a gpu_catalog name; empty: none (or custom_gpu)
+  std::optional<gpu_spec> custom_gpu;  // a GPU described by its memory
+  std::optional<double> headroom;
+  std::optional<double> lora_alpha;    // scales the adapter output; no memory of its own
+};
+
+// The GPU the run is planned on, if any.
+inline std::optional<gpu_spec> gpu_of(const run_input& in) {
+  if (in.custom_gpu) return in.custom_gpu;
+  if (!in.gpu.empty()) return find_gpu(in.gpu);
+  return std::nullopt;
+}
+
+namespace detail {
+
+inline constexpr auto bad_run = error_code::invalid_run;
+
+// Input fields of the run document, and the result fields --json adds (read back and ignored).
+inline constexpr std::array<std::string_view, 4> document_fields{"model", "run", "gpu", "headroom"};
+inline constexpr std::array<std::string_view, 7> result_fields{"parameters", "trainable_parameters", "breakdown", "peak",
+                                                               "first_step", "static", "plan"};
+inline constexpr std::array<std::string_view, 16> run_fields{
+    "micro_batch", "seq_len", "grad_accum", "precision", "optimizer", "optimizer_impl", "checkpointing", "attention",
+    "target",      "lora_rank", "lora_targets", "lora_alpha", "quant", "dropout", "device", "offload"};
+inline constexpr std::array<std::string_view, 2> gpu_fields{"memory", "bf16"};
+
+// Every key of `obj` must be one of `known` (or `ignored`); an unknown one is an error
+// naming it and the nearest known field.
+inline void require_known_keys(const json& obj, std::span<const std::string_view> known, const std::string& path,
+                               std::span<const std::string_view> ignored = {}) {
+  if (!obj.is_object()) bad_field(bad_run, path, obj, "must be a JSON object");
+  for (const auto& item : obj.items()) {
+    const std::string& key = item.key();
+    bool found = false;
+    for (auto k : known) found = found || key == k;
+    for (auto k : ignored) found = found || key == k;
+    if (found) continue;
+    memscale::detail::nearest_name nearest(key.size() > 64 ? std::string_view(key).substr(0, 64) : std::string_view(key));
+    for (auto k : known) nearest.offer(k);
+    const std::string shown_key = key.size() > 64 ? key.substr(0, 64) + "..." : key;
+    throw error(bad_run, (path.empty() ? "" : path + ".") + shown_key + " is not a field of a run document" +
+                             nearest.hint());
+  }
+}
+
+inline std::uint64_t positive(const json& obj, const char* key, const std::string& path, std::uint64_t fallback) {
+  const std::uint64_t v = get_count(obj, key, path, fallback, bad_run);
+  if (v == 0) bad_field(bad_run, path + "." + key, obj.at(key), "must be a positive integer");
+  return v;
+}
+
+inline model_spec model_of(const json& m, run_input& in) {
+  if (m.is_string()) {
+    const std::string name = m.get<std::string>();
+    const auto found = presets::find(name);
+    if (!found) {
+      memscale::detail::nearest_name nearest(name);
+      for (const auto& p : presets::all) nearest.offer(p.name);
+      bad_field(error_code::invalid_model, "model", m, "must be a preset name (see --list-models)" + nearest.hint());
+    }
+    in.model_description = nullptr;
+    return *found;
+  }
+  if (!m.is_object())
+    bad_field(error_code::invalid_model, "model", m, "must be a preset name or a model object (docs/run-json.md)");
+  const model_spec spec = model_from_record(m);
+  in.model_description = m;
+  return spec;
+}
+
+inline void read_run_object(const json& r, run_input& in) {
+  const std::string path = "run";
+  require_known_keys(r, run_fields, path);
+  training_spec& run = in.run;
+  run.micro_batch = positive(r, "micro_batch", path, run.micro_batch);
+  run.seq_len = positive(r, "seq_len", path, run.seq_len);
+  run.grad_accum = positive(r, "grad_accum", path, run.grad_accum);
+  const auto text = [&](const char* key) { return get_string(r, key, path, "", bad_run); };
+  if (const auto v = text("precision"); !v.empty()) run.prec = parse_precision(v, path + ".precision");
+  if (const auto v = text("optimizer"); !v.empty()) run.optimizer = parse_optimizer(v, path + ".optimizer");
+  if (const auto v = text("optimizer_impl"); !v.empty())
+    run.optimizer_impl = parse_optimizer_impl(v, path + ".optimizer_impl");
+  if (const auto v = text("checkpointing"); !v.empty()) run.ckpt = parse_checkpointing(v, path + ".checkpointing");
+  if (const auto v = text("attention"); !v.empty()) run.attention = parse_attention(v, path + ".attention");
+  if (const auto v = text("target"); !v.empty()) {
+    if (v == "full") run.target = training_target::full;
+    else if (v == "lora") run.target = training_target::lora;
+    else if (v == "qlora") run.target = training_target::qlora;
+    else bad_field(bad_run, path + ".target", r.at("target"), "must be full, lora or qlora");
+  }
+  run.lora_rank = get_count(r, "lora_rank", path, run.lora_rank, bad_run);
+  if (const auto v = text("lora_targets"); !v.empty()) run.lora_targets = parse_lora_target_list(v, path + ".lora_targets");
+  if (r.contains("lora_alpha") && !r.at("lora_alpha").is_null()) {
+    const json& a = r.at("lora_alpha");
+    if (!a.is_number() || !(a.get<double>() > 0.0 && a.get<double>() < 1e9))
+      bad_field(bad_run, path + ".lora_alpha", a, "must be a positive number");
+    in.lora_alpha = a.get<double>();
+  }
+  if (const auto v = text("quant"); !v.empty()) {
+    if (v == "nf4") run.quant = base_quant::nf4;
+    else if (v == "nf4_double_quant") run.quant = base_quant::nf4_double_quant;
+    else bad_field(bad_run, path + ".quant", r.at("quant"), "must be nf4 or nf4_double_quant");
+  }
+  run.dropout = get_bool(r, "dropout", path, run.dropout, bad_run);
+  if (const auto v = text("device"); !v.empty()) {
+    if (v == "cuda") run.device = device_kind::cuda;
+    else if (v == "cpu") run.device = device_kind::cpu;
+    else bad_field(bad_run, path + ".device", r.at("device"), "must be cuda or cpu");
+  }
+  if (r.contains("offload") && !r.at("offload").is_null()) {
+    const json& list = r.at("offload");
+    if (!list.is_array()) bad_field(bad_run, path + ".offload", list, "must be an array of strings");
+    for (const json& item : list) {
+      if (!item.is_string()) bad_field(bad_run, path + ".offload", item, "must hold strings");
+      set_offload(run, item.get<std::string>(), path + ".offload");
+    }
+  }
+}
+
+inline void read_gpu(const json& g, run_input& in) {
+  if (g.is_string()) {
+    const std::string name = g.get<std::string>();
+    if (!find_gpu(name)) {
+      memscale::detail::nearest_name nearest(name);
+      for (const auto& gpu : gpu_catalog) nearest.offer(gpu.name);
+      bad_field(error_code::invalid_gpu, "gpu", g, "must be a GPU from --list-gpus" + nearest.hint());
+    }
+    in.gpu = name;
+    in.custom_gpu.reset();
+    return;
+  }
+  require_known_keys(g, gpu_fields, "gpu");
+  if (!g.contains("memory")) bad_field(error_code::invalid_gpu, "gpu.memory", json(), "is missing");
+  const json& m = g.at("memory");
+  std::uint64_t memory = 0;
+  if (m.is_string()) memory = parse_size(m.get<std::string>(), "gpu.memory");
+  else if (m.is_number_unsigned() && m.get<std::uint64_t>() > 0) memory = m.get<std::uint64_t>();
+  else bad_field(error_code::invalid_gpu, "gpu.memory", m, "must be a byte count > 0 or a size such as \"24GiB\"");
+  const bool bf16 = get_bool(g, "bf16", "gpu", true, error_code::invalid_gpu);
+  in.custom_gpu = custom_gpu(bytes{memory}, bf16);
+  in.gpu.clear();
+}
+
+}  // namespace detail
+
+// Reads the run document `doc` into `out`: {"model", "run", "gpu", "headroom"} (the result
+// fields --json adds are ignored), or a ground-truth record ({"model", "train"},
+// tests/data/ground-truth/SCHEMA.md). `out` changes only when the whole document is valid.
+// Throws memscale::error or input_error naming the field (json::exception on a type
+// mismatch nlohmann reports itself); the caller adds where the document came from.
+inline void read_run_document(const json& doc, run_input& out) {
+  run_input in = out;
+  if (!doc.is_object()) bad_field(detail::bad_run, "the document", doc, "must be a JSON object (docs/run-json.md)");
+  if (doc.contains("train")) {  // a ground-truth record
+    in.model = model_from_record(doc.at("model"));
+    in.model_description = doc.at("model");
+    in.run = run_from_record(doc);
+    check_sequence_fits(in.model, in.run.seq_len, "train.seq");
+    out = std::move(in);
+    return;
+  }
+  detail::require_known_keys(doc, detail::document_fields, "", detail::result_fields);
+  if (!doc.contains("model")) bad_field(error_code::invalid_model, "model", json(), "is missing");
+  in.model = detail::model_of(doc.at("model"), in);
+  if (doc.contains("run")) detail::read_run_object(doc.at("run"), in);
+  if (doc.contains("gpu")) detail::read_gpu(doc.at("gpu"), in);
+  if (doc.contains("headroom")) {
+    const json& h = doc.at("headroom");
+    if (!h.is_number() || !(h.get<double>() >= min_headroom && h.get<double>() <= max_headroom))
+      bad_field(error_code::invalid_plan_option, "headroom", h, "must be a number within 0.10-0.15");
+    in.headroom = h.get<double>();
+  }
+  validate(in.model);
+  validate(in.run);
+  check_sequence_fits(in.model, in.run.seq_len, "run.seq_len");
+  out = std::move(in);
+}
+
+// The input part of a report: "model", "run", and with a GPU "gpu" and "headroom"; read
+// back by read_run_document to the same run.
+inline json run_document_json(const run_input& in) {
+  json j;
+  j["model"] = in.model_description.is_null() ? json(std::string(in.model.name)) : in.model_description;
+  json run = run_to_json(in.run);
+  if (!is_lora(in.run)) run.erase("lora_targets");
+  if (is_lora(in.run)) run["lora_targets"] = lora_targets_text(in.run.lora_targets);
+  if (in.lora_alpha) run["lora_alpha"] = *in.lora_alpha;
+  json offload = json::array();
+  if (in.run.offload_optimizer) offload.push_back("optimizer");
+  if (in.run.offload_parameters) offload.push_back("parameters");
+  if (in.run.offload_activations) offload.push_back("activations");
+  if (!offload.empty()) run["offload"] = offload;
+  j["run"] = run;
+  if (!in.gpu.empty()) j["gpu"] = in.gpu;
+  if (in.custom_gpu) j["gpu"] = {{"memory", in.custom_gpu->memory.value}, {"bf16", in.custom_gpu->bf16}};
+  if (!in.gpu.empty() || in.custom_gpu) j["headroom"] = in.headroom.value_or(default_headroom);
+  return j;
+}
+
+}  // namespace memscale::json_io

@@ -1,0 +1,118 @@
+// memscale/json/run_report.hpp: the whole JSON report of one training run, as
+// `memscale-plan --json` prints it: the estimate, the run document it answers, and with a
+// GPU the plan. memscale-plan and the web calculator (web/) build it here, so the page
+// shows exactly what the command line prints. Also the OOM cliff (peak against
+// micro-batch per mode) that --svg-batch draws and the page plots.
+// IWYU pragma: private, include <memscale/json.hpp>
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "memscale/estimate.hpp"
+#include "memscale/json/report.hpp"
+#include "memscale/json/run_document.hpp"
+#include "memscale/json/run_settings.hpp"
+#include "memscale/planner.hpp"
+
+namespace memscale::json_io {
+
+// What the plan changes in the run: one line, or empty when nothing changes.
+inline std::string plan_changes_text(const plan_result& plan) {
+  using std::to_string;
+  switch (plan.status) {
+    case plan_status::no_technique_needed:
+    case plan_status::mode_needed: return {};
+    case plan_status::smaller_micro_batch: {
+      std::string out = "micro-batch " + to_string(plan.micro_batch) + " x gradient accumulation " +
+                        to_string(plan.grad_accumulation) + " = effective batch " + to_string(plan.effective_batch) +
+                        " (kept)";
+      if (plan.rounded_micro_batch > 0)
+        out += "; or micro-batch " + to_string(plan.rounded_micro_batch) + " x " +
+               to_string(plan.rounded_grad_accumulation) + ": the effective batch rounds to " +
+               to_string(plan.rounded_micro_batch * plan.rounded_grad_accumulation);
+      return out;
+    }
+    case plan_status::parameter_offload:
+      return "micro-batch 1 x gradient accumulation " + to_string(plan.grad_accumulation) + " = effective batch " +
+             to_string(plan.effective_batch) + " (kept), parameters and optimizer on the host";
+    case plan_status::shorter_sequence:
+      return "sequence length " + to_string(plan.max_seq_len) + " (not " + to_string(plan.modes[0].run.seq_len) +
+             ") at micro-batch 1; the effective batch " + to_string(plan.effective_batch) +
+             " is kept with gradient accumulation " + to_string(plan.effective_batch);
+    case plan_status::nothing_fits: return "nothing fits on this GPU";
+  }
+  return {};
+}
+
+// The "plan" object of the report: plan_to_json plus "changes".
+inline json plan_report_json(const plan_result& plan) {
+  json j = plan_to_json(plan);
+  j["changes"] = plan_changes_text(plan);
+  return j;
+}
+
+// estimate_to_json plus "model" (the name) and "run" (the settings).
+inline json estimate_report_json(const model_spec& model, const training_spec& run, const estimate_result& result) {
+  json j = estimate_to_json(result);
+  j["model"] = std::string(model.name);
+  j["run"] = run_to_json(run);
+  return j;
+}
+
+// The report of `in` from its estimate (on the GPU when there is one) and its plan (null
+// without a GPU): the results, then the run document (so the report is a run document).
+inline json run_report_json(const run_input& in, const estimate_result& result, const plan_result* plan) {
+  json j = estimate_report_json(in.model, in.run, result);
+  j.update(run_document_json(in));
+  if (plan != nullptr) j["plan"] = plan_report_json(*plan);
+  return j;
+}
+
+// The plan of `in` on `gpu`, with the document's headroom.
+inline plan_result plan_run(const run_input& in, const gpu_spec& gpu) {
+  return make_plan(in.model, in.run, gpu, plan_options{.headroom = in.headroom.value_or(default_headroom)});
+}
+
+// The estimate of `in`; with a GPU, of the run on it (its BLAS workspace), as the plan does.
+inline estimate_result estimate_run(const run_input& in) {
+  const std::optional<gpu_spec> gpu = gpu_of(in);
+  return estimate(in.model, gpu ? on_gpu(in.run, *gpu) : in.run);
+}
+
+// The OOM cliff: the micro-batches 1, 2, 4, ... up to four times the larger of the run's
+// micro-batch and the largest that fits (8 to 1024).
+inline std::vector<std::uint64_t> cliff_micro_batches(const training_spec& run, const plan_result& plan) {
+  const std::uint64_t last = std::clamp<std::uint64_t>(std::max(plan.max_micro_batch, run.micro_batch) * 4, 8, 1024);
+  std::vector<std::uint64_t> out;
+  for (std::uint64_t v = 1; v <= last; v *= 2) out.push_back(v);
+  if (out.back() != last) out.push_back(last);
+  return out;
+}
+
+// Device peak of mode `m` for the run at another micro-batch (the planner's own mode plan).
+inline bytes cliff_peak(const model_spec& model, training_spec run, std::uint64_t micro_batch, const gpu_spec& gpu,
+                        mode m, bytes budget) {
+  run.micro_batch = micro_batch;
+  return memscale::detail::plan_mode(model, run, gpu, m, budget).peak;
+}
+
+// {"micro_batch": [1, 2, ...], "peak": {"none": [bytes, ...], "conservative": ..., ...}}.
+inline json cliff_json(const run_input& in, const gpu_spec& gpu, const plan_result& plan) {
+  constexpr std::array modes{mode::none, mode::conservative, mode::balanced, mode::aggressive};
+  const auto batches = cliff_micro_batches(in.run, plan);
+  json peaks = json::object();
+  for (const auto m : modes) {
+    json row = json::array();
+    for (const auto b : batches) row.push_back(cliff_peak(in.model, in.run, b, gpu, m, plan.budget).value);
+    peaks[std::string(to_string(m))] = row;
+  }
+  return {{"micro_batch", batches}, {"peak", peaks}};
+}
+
+}  // namespace memscale::json_io
