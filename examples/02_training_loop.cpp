@@ -49,7 +49,7 @@ int main() {
 }
 
 // Output (g++ 12 and clang++ 14):
-// -> gpt2-xl on rtx3090: mode balanced (checkpointing is not enough; offloading optimizer state and checkpointed activations to the CPU is)
+// -> gpt2-xl on rtx3090: mode balanced (checkpointing is not enough; with optimizer state and checkpointed activations offloaded to the CPU the run fits)
 // -> peak 8962 MiB of a 20628 MiB budget
 // -> step 0: micro-batch 4, accumulating 4
 // -> step 1: micro-batch 4, accumulating 4

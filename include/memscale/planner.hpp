@@ -241,7 +241,8 @@ constexpr std::string_view reason_for(mode m) {
     case mode::none: return "the run fits without memory-saving techniques";
     case mode::conservative: return "gradient checkpointing alone brings the peak under the budget";
     case mode::balanced:
-      return "checkpointing is not enough; offloading optimizer state and checkpointed activations to the CPU is";
+      return "checkpointing is not enough; with optimizer state and checkpointed activations offloaded to the CPU "
+             "the run fits";
     case mode::aggressive:
       return "only the full stack (checkpointing, activation offloading, tiled attention, 16-bit weights, 8-bit "
              "optimizer) fits";
