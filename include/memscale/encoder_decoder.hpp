@@ -55,7 +55,7 @@ class t5_builder {
   }
 
   constexpr encoder_decoder_graph build() {
-    encoder_decoder_graph r{};
+    encoder_decoder_graph& r = out_;
     const auto b = t_.micro_batch;
     const auto se = t_.seq_len;
     const auto sd = target_len_of(t_);
@@ -63,7 +63,6 @@ class t5_builder {
 
     // ---- encoder ----
     stack(false, se, se);
-    r.encoder = b_.result();
     const auto enc_out = info_[b_.last()];
     r.encoder_output = storage(enc_out.type, enc_out.elements);
     r.encoder_output_saved = !p_.autocast;
@@ -74,10 +73,9 @@ class t5_builder {
     r.encoder_bias_grad = m_.relative_attention_buckets > 0 ? enc_bias : bytes{};
 
     // ---- decoder ----
-    b_ = graph_builder{};
+    b_ = graph_builder{r.decoder};
     info_ = {};
     stack(true, sd, se);
-    r.decoder = b_.result();
     const bytes dec_bias = storage(dtype::fp32, checked_mul(checked_mul(b, m_.heads), sd, sd));
     const bytes cross_bias = storage(dtype::fp32, checked_mul(checked_mul(b, m_.heads), sd, se));
     // _update_causal_mask: (b, 1, sd, sd) in the embeddings' dtype.
@@ -343,7 +341,8 @@ class t5_builder {
   training_spec t_;
   precision_policy p_;
   std::uint64_t inner_;
-  graph_builder b_{};
+  encoder_decoder_graph out_{};
+  graph_builder b_{out_.encoder};
   std::array<tensor_info, graph_capacity> info_{};
 };
 

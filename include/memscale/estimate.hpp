@@ -96,6 +96,57 @@ constexpr std::uint64_t large_tensor_count(const graph& g, const training_spec& 
   return n;
 }
 
+// What estimate() needs from the whole op sequence, gathered in one pass (the separate
+// walks above and in estimate/*.hpp give the same figures one at a time).
+struct graph_totals {
+  std::uint64_t parameters = 0;            // parameter_count
+  std::uint64_t trainable_parameters = 0;  // trainable_parameter_count
+  bytes params_p{}, params_b{}, params_e{};  // parameter bytes by section (block: one layer)
+  bytes grads_p{}, grads_b{}, grads_e{};     // gradient bytes by section
+  bytes optimizer_state{};                 // optimizer_state_bytes
+  bytes step_temporaries{};                // optimizer_step_temporaries
+  std::uint64_t large_tensors = 0;         // large_tensor_count (CUDA runs)
+
+  [[nodiscard]] constexpr bytes parameter_bytes(std::uint64_t layers) const { return params_p + params_b * layers + params_e; }
+  [[nodiscard]] constexpr bytes gradient_bytes(std::uint64_t layers) const { return grads_p + grads_b * layers + grads_e; }
+};
+
+constexpr graph_totals totals_of(const graph& g, const training_spec& run) {
+  graph_totals t{};
+  const auto p = precision_policy_of(run);
+  std::uint64_t largest_trainable = 0;  // elements of the largest trainable tensor
+  std::uint64_t trainable_elements = 0;
+  for (std::size_t i = 0; i < g.size; ++i) {
+    const op& o = g.ops[i];
+    const auto r = repeats_of(g, i);
+    if (o.released_by != not_kept && o.out > cuda_small_size) t.large_tensors = checked_add(t.large_tensors, r);
+    if (o.weight.rows == 0 && o.bias.rows == 0) continue;  // most ops own no parameter
+    const op_elements n = elements_of(o);
+    const std::uint64_t stored = checked_mul(stored_elements(o, n), r, parameter_quantity);
+    t.parameters = checked_add(t.parameters, stored, parameter_quantity);
+    bytes& section_params = i < g.block_begin ? t.params_p : i < g.block_end ? t.params_b : t.params_e;
+    bytes& section_grads = i < g.block_begin ? t.grads_p : i < g.block_end ? t.grads_b : t.grads_e;
+    section_params += op_parameter_bytes(o, n, run, p);
+    section_grads += op_gradient_bytes(o, n, p.trainable);
+    const std::uint64_t weight_matrix = o.weight.largest();  // one copy
+    if (storage(p.param, weight_matrix) > cuda_small_size)
+      t.large_tensors = checked_add(t.large_tensors, checked_mul(r, o.weight.count, o.frozen ? 1 : 4));
+    if (o.frozen) continue;
+    t.trainable_parameters = checked_add(t.trainable_parameters, stored, parameter_quantity);
+    // The trainable tensors of for_each_trainable_tensor: the weight (unless borrowed) and the bias.
+    const auto tensor = [&](std::uint64_t rows, std::uint64_t cols, std::uint64_t one_copy, std::uint64_t copies) {
+      t.optimizer_state += tensor_state_bytes(rows, cols, one_copy, run, p.trainable) * copies;
+      largest_trainable = max(largest_trainable, one_copy);
+      trainable_elements = checked_add(trainable_elements, checked_mul(one_copy, copies));
+    };
+    if (!o.borrows_weight && o.weight.rows != 0)
+      tensor(o.weight.rows, o.weight.cols, weight_matrix, checked_mul(r, o.weight.count));
+    if (o.bias.rows != 0) tensor(o.bias.rows, 1, o.bias.rows, checked_mul(r, o.bias.count));
+  }
+  t.step_temporaries = step_temporaries_of(largest_trainable, trainable_elements, run);
+  return t;
+}
+
 // What one rank holds under sharding; zero fields mean "as without sharding".
 struct sharded_residency {
   bytes params{};  // parameter bytes resident
@@ -158,7 +209,15 @@ constexpr peak_estimate finish_peak(const phase_candidate& best, const training_
   return result;
 }
 
-constexpr peak_estimate estimate_peak(const graph& g, const training_spec& run, bool state_present) {
+// The peaks of step 1 (optimizer state created inside the step) and of every later step. The
+// two differ only by the state present through forward and backward, so the moments are
+// compared once, without it.
+struct step_peaks {
+  peak_estimate steady{};
+  peak_estimate first_step{};
+};
+
+constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, const graph_totals& t) {
   const auto L = g.block_repeats;
   const bool ckpt = run.ckpt == checkpointing::full;
   // ZeRO-Offload (Ren et al. 2021, arXiv 2101.06840 sec. 4) moves each gradient to the
@@ -171,12 +230,12 @@ constexpr peak_estimate estimate_peak(const graph& g, const training_spec& run, 
   const bool cuda = run.device == device_kind::cuda;
 
   // Parameters and gradients by section (block figures are per layer).
-  const bytes params_p = section_bytes(g, prologue_of(g), run, false);
-  const bytes params_b = section_bytes(g, block_of(g), run, false);
-  const bytes params_e = section_bytes(g, epilogue_of(g), run, false);
-  const bytes grads_p = section_bytes(g, prologue_of(g), run, true);
-  const bytes grads_b = section_bytes(g, block_of(g), run, true);
-  const bytes grads_e = section_bytes(g, epilogue_of(g), run, true);
+  const bytes params_p = t.params_p;
+  const bytes params_b = t.params_b;
+  const bytes params_e = t.params_e;
+  const bytes grads_p = t.grads_p;
+  const bytes grads_b = t.grads_b;
+  const bytes grads_e = t.grads_e;
   const bool streamed = run.offload_parameters;
   const sharded_residency shards = sharded_residency_of(g, run, params_p, params_b, params_e, grads_p, grads_b, grads_e);
   const bytes params = shards.params.value != 0
@@ -184,9 +243,8 @@ constexpr peak_estimate estimate_peak(const graph& g, const training_spec& run, 
                            : params_p + params_e + device_share_of_blocks(params_b, L, streamed) + g.buffers;
   const bytes all_grads =
       shards.grads.value != 0 ? shards.grads : grads_p + grads_e + device_share_of_blocks(grads_b, L, streamed);
-  const bytes full_state = optimizer_state_bytes(g, run);
-  const bytes device_state = run.shard != sharding::none ? ceil_div(full_state, run.data_parallel) : full_state;
-  const bytes state = (state_present && !run.offload_optimizer) ? device_state : bytes{};
+  const bytes device_state =
+      run.shard != sharding::none ? ceil_div(t.optimizer_state, run.data_parallel) : t.optimizer_state;
   // From PyTorch 2.0 the cuBLAS workspace comes from the caching allocator (pytorch PR
   // #86167); before, cuBLAS allocated it itself, visible only in the device total.
   const bool workspace_in_allocator = run.torch_version >= 200;
@@ -204,7 +262,7 @@ constexpr peak_estimate estimate_peak(const graph& g, const training_spec& run, 
   const bytes held_after_blocks = ckpt ? g.held : bytes{};
 
   auto moment = [&](phase at, bytes activations, bytes grads, bytes extra_workspace) {
-    return phase_candidate{at, {params, grads + persistent_grads, state, activations + g.inputs,
+    return phase_candidate{at, {params, grads + persistent_grads, bytes{}, activations + g.inputs,
                                 workspace + extra_workspace}};
   };
 
@@ -267,7 +325,7 @@ constexpr peak_estimate estimate_peak(const graph& g, const training_spec& run, 
     const bytes step_grads = run.shard >= sharding::gradients ? ceil_div(all_grads, run.data_parallel) : all_grads;
     // A sharded optimizer steps only the rank's partition, so foreach's group-sized
     // temporaries cover 1/N of the parameters (ZeRO: the flat fp32 partition; FSDP: the shards).
-    const bytes all_temporaries = optimizer_step_temporaries(g, run);
+    const bytes all_temporaries = t.step_temporaries;
     const bytes step_temporaries =
         run.shard != sharding::none && run.optimizer_impl == optimizer_implementation::foreach
             ? ceil_div(all_temporaries, run.data_parallel)
@@ -275,27 +333,31 @@ constexpr peak_estimate estimate_peak(const graph& g, const training_spec& run, 
     phase_candidate step{phase::optimizer_step,
                          {params, grads_to_host ? bytes{} : step_grads, step_state, g.inputs,
                           workspace + step_temporaries}};
-    best = larger(best, step);
+    // Steady state: the state is on the device through forward and backward too.
+    phase_candidate steady = best;
+    if (!run.offload_optimizer) steady.breakdown.optimizer = device_state;
+    const std::uint64_t large = cuda ? t.large_tensors : 0;
+    return {finish_peak(larger(steady, step), run, large), finish_peak(larger(best, step), run, large)};
   }
-
-  return finish_peak(best, run, cuda ? large_tensor_count(g, run) : 0);
 }
 
 }  // namespace detail
 
 constexpr estimate_result estimate(const graph& g, const training_spec& run) {
   estimate_result r{};
-  r.parameter_count = parameter_count(g);
-  r.trainable_parameter_count = trainable_parameter_count(g);
-  r.parameter_bytes = parameter_bytes(g, run);
-  r.gradient_bytes = gradient_bytes(g, run);
-  r.optimizer_bytes = optimizer_state_bytes(g, run);
+  const detail::graph_totals t = detail::totals_of(g, run);
+  r.parameter_count = t.parameters;
+  r.trainable_parameter_count = t.trainable_parameters;
+  r.parameter_bytes = t.parameter_bytes(g.block_repeats);
+  r.gradient_bytes = t.gradient_bytes(g.block_repeats);
+  r.optimizer_bytes = t.optimizer_state;
   const bool ckpt = run.ckpt == checkpointing::full;
   r.saved_activation_bytes = section_saved_bytes(g, prologue_of(g), run, false) +
                              section_saved_bytes(g, block_of(g), run, ckpt) * g.block_repeats +
                              section_saved_bytes(g, epilogue_of(g), run, false);
-  r.steady = detail::estimate_peak(g, run, true);
-  r.first_step = detail::estimate_peak(g, run, false);
+  const detail::step_peaks peaks = detail::estimate_peaks(g, run, t);
+  r.steady = peaks.steady;
+  r.first_step = peaks.first_step;
   return r;
 }
 

@@ -15,7 +15,9 @@
 
 namespace memscale {
 
+// elementwise is first: a value-initialised op is all zero bytes (see release_point).
 enum class op_kind : std::uint8_t {
+  elementwise, // adds, multiplies, casts, copies
   stream,      // the residual stream entering a section (produced by the previous section)
   embedding,
   linear,
@@ -23,15 +25,20 @@ enum class op_kind : std::uint8_t {
   activation,
   attention,   // the attention core: scores, softmax, context
   dropout,
-  elementwise, // adds, multiplies, casts, copies
   loss,
 };
 
-// A parameter tensor: `count` tensors of rows x cols elements (count > 1 for experts).
+// A parameter tensor: `count` tensors of rows x cols elements (count > 1 for experts). All
+// zero by default (no tensor), so that a value-initialised op is zero bytes (see release_point):
+// give every dimension, or use vector() and matrix().
 struct param_tensor {
   std::uint64_t rows = 0;
-  std::uint64_t cols = 1;
-  std::uint64_t count = 1;
+  std::uint64_t cols = 0;
+  std::uint64_t count = 0;
+
+  static constexpr param_tensor vector(std::uint64_t n) { return {n, 1, 1}; }
+  static constexpr param_tensor matrix(std::uint64_t rows, std::uint64_t cols) { return {rows, cols, 1}; }
+
   [[nodiscard]] constexpr std::uint64_t elements() const { return detail::checked_mul(rows, cols, count); }
   [[nodiscard]] constexpr std::uint64_t largest() const { return detail::checked_mul(rows, cols); }
 };
@@ -44,26 +51,44 @@ enum class param_role : std::uint8_t {
   adapter,    // LoRA A/B matrices: always trainable, kept in the compute dtype
 };
 
-inline constexpr std::int32_t not_kept = -1;
+// The earliest op (in forward order) whose backward still needs an op's output, or none.
+// Stored as index + 1 so that "none" is zero: an op with every field zero is a valid empty op,
+// and a graph's op array is initialised by one memset rather than op by op (docs/performance.md).
+struct release_point {
+  std::uint32_t index_plus_one = 0;
 
+  static constexpr release_point at(std::size_t index) { return {static_cast<std::uint32_t>(index + 1)}; }
+  [[nodiscard]] constexpr std::size_t index() const { return index_plus_one - 1; }
+  // Whether this is earlier than `other`, "none" being later than every op.
+  [[nodiscard]] constexpr bool before(release_point other) const {
+    return index_plus_one != 0 && (other.index_plus_one == 0 || index_plus_one < other.index_plus_one);
+  }
+  friend constexpr bool operator==(release_point, release_point) = default;
+};
+
+inline constexpr release_point not_kept{};
+
+// Members are ordered to pack into 112 bytes (a graph holds graph_capacity of them); designated
+// initialisers follow this order.
 struct op {
-  op_kind kind = op_kind::elementwise;
+  op_kind kind = op_kind::elementwise;  // zero (op_kind's first)
+  bool recomputed_by_selective = false;  // attention-core tensors selective checkpointing drops
+  bool transient = false;          // output not kept is freed once the next op used it (a reassigned variable)
   param_tensor weight{};           // rows == 0: the op owns no weight
   param_tensor bias{};             // rows == 0: no bias
   param_role role = param_role::none;
   bool frozen = false;             // no gradient, no optimizer state (LoRA base)
   bool borrows_weight = false;     // uses a weight owned by another op (tied LM head): gradient, no storage
   bool weight_grad_exists = false; // its weight's gradient was already created by a borrower (tied embedding)
+  release_point released_by{};     // smallest op index whose backward still needs `out` (not_kept: none)
   bytes out{};                     // the output tensor
   bytes extra_saved{};             // other tensors its backward needs: statistics, masks, log-sum-exp
-  std::int32_t released_by = not_kept;  // smallest op index whose backward still needs `out`
   bytes fwd_temp{};                // temporaries inside its forward, beyond `out`
   bytes bwd_temp{};                // temporaries inside its backward, beyond the gradients
   bytes grad_in{};                 // gradient it produces for its input
   bytes grad_out{};                // gradient it receives for its output when smaller than `out` (one loss chunk's); zero: `out`
-  bool recomputed_by_selective = false;  // attention-core tensors selective checkpointing drops
-  bool transient = false;          // output not kept is freed once the next op used it (a reassigned variable)
 };
+static_assert(sizeof(op) <= 112, "op grew: a graph is graph_capacity ops, zeroed for every build");
 
 inline constexpr std::size_t graph_capacity = 160;
 
@@ -90,9 +115,18 @@ constexpr std::uint64_t repeats_of(const graph& g, std::size_t index) {
   return (index >= g.block_begin && index < g.block_end) ? g.block_repeats : 1;
 }
 
+// An op's weight and bias elements, every copy (counted once per op by walks that need both).
+struct op_elements {
+  std::uint64_t weight = 0;
+  std::uint64_t bias = 0;
+};
+
+constexpr op_elements elements_of(const op& o) { return {o.weight.elements(), o.bias.elements()}; }
+
 // Parameter elements an op stores (a borrowed, tied weight is stored by its owner).
-constexpr std::uint64_t stored_elements(const op& o) {
-  return detail::checked_add(o.borrows_weight ? 0 : o.weight.elements(), o.bias.elements());
+constexpr std::uint64_t stored_elements(const op& o, const op_elements& n) {
+  return detail::checked_add(o.borrows_weight ? 0 : n.weight, n.bias);
 }
+constexpr std::uint64_t stored_elements(const op& o) { return stored_elements(o, elements_of(o)); }
 
 }  // namespace memscale

@@ -2,52 +2,95 @@
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
 
 #include "memscale/error.hpp"
 #include "memscale/graph.hpp"
 
 namespace memscale {
 
+// Writes into a graph the caller owns, so a finished graph (20 KB) is never copied out.
 class graph_builder {
  public:
+  // `target` must be value-initialised (graph{}): append() relies on its empty slots being zero.
+  constexpr explicit graph_builder(graph& target) : g_(&target) {
+    if (target.size != 0) detail::fail(error_code::unsupported, "graph", "a builder needs an empty graph; size",
+                                       target.size);
+  }
+
   // Appends an op and returns its index.
   constexpr std::size_t push(const op& o) {
-    if (g_.size >= graph_capacity) detail::fail(error_code::unsupported, "graph", "has more ops than graph_capacity",
-                                                g_.size);
-    g_.ops[g_.size] = o;
-    return g_.size++;
+    if (g_->size >= graph_capacity) detail::fail(error_code::unsupported, "graph", "has more ops than graph_capacity",
+                                                g_->size);
+    // Member by member: the builders have just written `o` with narrow stores, and a block copy
+    // reads it back in 16-byte words, which stalls store forwarding (half of build_graph's time,
+    // docs/performance.md). The bindings stop compiling when op gains or loses a member.
+    const auto& [kind, selective, transient, weight, bias, role, frozen, borrows, grad_exists, released, out, extra,
+                 fwd, bwd, grad_in, grad_out] = o;
+    auto& [to_kind, to_selective, to_transient, to_weight, to_bias, to_role, to_frozen, to_borrows, to_grad_exists,
+           to_released, to_out, to_extra, to_fwd, to_bwd, to_grad_in, to_grad_out] = g_->ops[g_->size];
+    to_kind = kind;
+    to_selective = selective;
+    to_transient = transient;
+    to_weight = weight;
+    to_bias = bias;
+    to_role = role;
+    to_frozen = frozen;
+    to_borrows = borrows;
+    to_grad_exists = grad_exists;
+    to_released = released;
+    to_out = out;
+    to_extra = extra;
+    to_fwd = fwd;
+    to_bwd = bwd;
+    to_grad_in = grad_in;
+    to_grad_out = grad_out;
+    return g_->size++;
+  }
+
+  // Appends an op of `kind` with every other field zero, written in place (no temporary op):
+  // the slots past `size` are still as value-initialised (zero), as nothing writes there.
+  constexpr std::size_t append(op_kind kind) {
+    if (g_->size >= graph_capacity) detail::fail(error_code::unsupported, "graph", "has more ops than graph_capacity",
+                                                g_->size);
+    op& slot = g_->ops[g_->size];
+    // g++ 12's constant evaluator loses the value-initialised members of a slot written one
+    // member at a time ("accessing value of result_decl"): there the slot is assigned whole.
+    if (std::is_constant_evaluated()) slot = op{};
+    slot.kind = kind;
+    return g_->size++;
   }
 
   // Records that the backward of op `user` needs the output of op `producer`. The
   // tensor is freed after the backward of the earliest such op (backward runs in reverse).
   constexpr void keep(std::size_t producer, std::size_t user) {
-    auto& released = g_.ops[producer].released_by;
-    const auto u = static_cast<std::int32_t>(user);
-    if (released == not_kept || u < released) released = u;
+    auto& released = g_->ops[producer].released_by;
+    const auto u = release_point::at(user);
+    if (u.before(released)) released = u;
   }
 
   // Op `index` saves its own output (softmax, ReLU, tanh).
   constexpr void keep_own_output(std::size_t index) { keep(index, index); }
 
-  [[nodiscard]] constexpr std::size_t last() const { return g_.size - 1; }
-  [[nodiscard]] constexpr op& at(std::size_t index) { return g_.ops[index]; }
+  [[nodiscard]] constexpr std::size_t last() const { return g_->size - 1; }
+  [[nodiscard]] constexpr op& at(std::size_t index) { return g_->ops[index]; }
 
-  constexpr void begin_block() { g_.block_begin = g_.size; }
+  constexpr void begin_block() { g_->block_begin = g_->size; }
   constexpr void end_block(std::uint64_t repeats) {
-    g_.block_end = g_.size;
-    g_.block_repeats = repeats;
+    g_->block_end = g_->size;
+    g_->block_repeats = repeats;
   }
 
-  constexpr void set_inputs(bytes b) { g_.inputs = b; }
-  constexpr void add_buffers(bytes b) { g_.buffers += b; }
-  constexpr void set_stream_grad(bytes b) { g_.stream_grad = b; }
-  constexpr void set_carried(bytes b) { g_.carried = b; }
-  constexpr void set_held(bytes b) { g_.held = b; }
+  constexpr void set_inputs(bytes b) { g_->inputs = b; }
+  constexpr void add_buffers(bytes b) { g_->buffers += b; }
+  constexpr void set_stream_grad(bytes b) { g_->stream_grad = b; }
+  constexpr void set_carried(bytes b) { g_->carried = b; }
+  constexpr void set_held(bytes b) { g_->held = b; }
 
-  [[nodiscard]] constexpr const graph& result() const { return g_; }
+  [[nodiscard]] constexpr const graph& result() const { return *g_; }
 
  private:
-  graph g_{};
+  graph* g_;
 };
 
 }  // namespace memscale

@@ -21,11 +21,12 @@ namespace detail {
 
 class transformer_builder {
  public:
-  constexpr transformer_builder(const model_spec& m, const training_spec& t)
+  // Builds into `out`, which must be value-initialised.
+  constexpr transformer_builder(const model_spec& m, const training_spec& t, graph& out)
       : m_(validate(m, t)), t_(t), p_(precision_policy_of(t)),
-        tokens_(checked_mul(t.micro_batch, t.seq_len, quantity{"tokens (micro_batch x seq_len)"})), rows_(tokens_), d_(head_dim_of(m)), kv_(kv_heads_of(m)) {}
+        tokens_(checked_mul(t.micro_batch, t.seq_len, quantity{"tokens (micro_batch x seq_len)"})), rows_(tokens_), d_(head_dim_of(m)), kv_(kv_heads_of(m)), b_(out) {}
 
-  constexpr graph build() {
+  constexpr void build() {
     prologue();
     b_.begin_block();
     block();
@@ -42,29 +43,38 @@ class transformer_builder {
     if (m_.impl == implementation::litgpt && m_.head == head_kind::causal_lm)
       b_.set_carried(storage(p_.matmul, checked_mul(tokens_, m_.vocab)));
     b_.set_held(base_model_held());
-    return b_.result();
   }
 
  private:
   // ---- tensors -------------------------------------------------------------------
+  // No default member initialisers: info_ is written before it is read, so it is left
+  // uninitialised (allowed in constant evaluation since C++20, P1331) instead of zeroed per build.
   struct tensor_info {
-    std::uint64_t elements = 0;
-    dtype type = dtype::fp32;
+    std::uint64_t elements;
+    dtype type;
   };
 
-  constexpr std::size_t emit(op o, std::uint64_t elements, dtype type) {
+  // Completed in its slot rather than in a copy (graph_builder::push says why copies are slow).
+  constexpr std::size_t emit(const op& proto, std::uint64_t elements, dtype type) {
+    return complete(b_.push(proto), elements, type);
+  }
+  // An op with nothing but its kind and output.
+  constexpr std::size_t emit(op_kind kind, std::uint64_t elements, dtype type) {
+    return complete(b_.append(kind), elements, type);
+  }
+  constexpr std::size_t complete(std::size_t index, std::uint64_t elements, dtype type) {
+    op& o = b_.at(index);
     o.out = storage(type, elements);
     o.fwd_temp += frame_locals_;
     // Ops other than matmuls and norms map their input gradient one to one onto the output's.
     if (o.kind != op_kind::linear && o.kind != op_kind::norm && o.kind != op_kind::stream &&
         o.kind != op_kind::embedding)
       o.grad_in = o.out;
-    const auto index = b_.push(o);
     info_[index] = {elements, type};
     return index;
   }
   constexpr std::size_t elementwise(std::uint64_t elements, dtype type) {
-    return emit(op{.kind = op_kind::elementwise}, elements, type);
+    return emit(op_kind::elementwise, elements, type);
   }
   [[nodiscard]] constexpr std::uint64_t elems(std::size_t i) const { return info_[i].elements; }
   [[nodiscard]] constexpr dtype type(std::size_t i) const { return info_[i].type; }
@@ -91,11 +101,13 @@ class transformer_builder {
                                bool lora_adapted = false) {
     const bool frozen = is_lora(t_);
     const auto x = matmul_input(in);
-    op o{.kind = op_kind::linear,
-         .weight = {out_features, in_features, copies_},
-         .bias = bias ? param_tensor{out_features, 1, copies_} : param_tensor{},
-         .role = param_role::matmul,
-         .frozen = frozen};
+    // The most frequent op is written in its slot (graph_builder::push says why).
+    const auto y = b_.append(op_kind::linear);
+    op& o = b_.at(y);
+    o.weight = {out_features, in_features, copies_};
+    o.bias = bias ? param_tensor{out_features, 1, copies_} : param_tensor{};
+    o.role = param_role::matmul;
+    o.frozen = frozen;
     const bool four_bit = frozen && four_bit_base();
     // A 4-bit weight is uint8 storage behind a custom autograd Function: autocast never
     // casts it (autocast_mode.cpp is_eligible: floating-point tensors only), so no 16-bit
@@ -109,7 +121,7 @@ class transformer_builder {
       o.bwd_temp = o.fwd_temp;
     }
     o.grad_in = storage(type(x), elems(x));
-    const auto y = emit(o, tok(out_features), p_.matmul);
+    complete(y, tok(out_features), p_.matmul);
     // Autograd saves only what a needed gradient uses: a frozen nn.Linear keeps nothing
     // (derivatives.yaml: mm's self is needed only for mat2's gradient). MatMul4Bit kept
     // its input until bitsandbytes 0.43.2 (ctx.tensors = (A, B) in 0.42.0 @ 4870580f;
@@ -271,7 +283,7 @@ class transformer_builder {
   constexpr std::size_t activation(std::size_t in) {
     switch (m_.mlp) {
       case mlp_kind::relu: {
-        const auto y = emit(op{.kind = op_kind::activation}, elems(in), type(in));
+        const auto y = emit(op_kind::activation, elems(in), type(in));
         b_.keep_own_output(y);  // threshold_backward uses the result
         return y;
       }
@@ -287,7 +299,7 @@ class transformer_builder {
         const auto cube = elementwise(elems(in), chain);
         b_.keep(x, cube);
         elementwise(elems(in), chain);  // c * (x + 0.044715 * x^3)
-        const auto th = emit(op{.kind = op_kind::activation}, elems(in), chain);
+        const auto th = emit(op_kind::activation, elems(in), chain);
         b_.keep_own_output(th);
         const auto one_plus = elementwise(elems(in), chain);
         const auto half_x = elementwise(elems(in), type(in));
@@ -338,7 +350,7 @@ class transformer_builder {
     auto shared = dense_mlp(in, m_.shared_expert_ffn);
     if (m_.shared_expert_gate) {
       const auto logit = linear(in, h, 1, false);
-      const auto gate = emit(op{.kind = op_kind::activation}, elems(logit), type(logit));  // sigmoid keeps its output
+      const auto gate = emit(op_kind::activation, elems(logit), type(logit));  // sigmoid keeps its output
       b_.keep_own_output(gate);
       const auto scaled = elementwise(elems(shared), type(shared));
       b_.keep(shared, scaled);  // mul saves both factors
@@ -481,7 +493,7 @@ class transformer_builder {
       // repeat_kv's output is already contiguous and bmm saves it as it is; a plain v is a
       // permuted view that matmul copies first.
       const auto v_saved = repeat_kv ? v : elementwise(tok(kv_width), p_.matmul);
-      const auto pv = emit(op{.kind = op_kind::attention}, q_elems, p_.matmul);
+      const auto pv = emit(op_kind::attention, q_elems, p_.matmul);
       b_.keep(dropped, pv);
       b_.keep(v_saved, pv);
     }
@@ -530,7 +542,7 @@ class transformer_builder {
   constexpr std::size_t branch_out(std::size_t y) { return m_.block_norms == branch_norms::pre ? y : norm(y); }
 
   constexpr void block() {
-    const auto x = emit(op{.kind = op_kind::stream}, tok(m_.hidden), stream_dtype());
+    const auto x = emit(op_kind::stream, tok(m_.hidden), stream_dtype());
     switch (m_.layout) {
       case block_layout::sequential: {
         const auto a = dropout(branch_out(attention(branch_in(x))));
@@ -562,7 +574,7 @@ class transformer_builder {
 
   constexpr void epilogue() {
     const auto h = m_.hidden;
-    auto x = emit(op{.kind = op_kind::stream}, tok(h), stream_dtype());
+    auto x = emit(op_kind::stream, tok(h), stream_dtype());
     if (m_.final_norm) x = norm(x);
     switch (m_.head) {
       case head_kind::causal_lm: lm_loss(x); break;
@@ -584,14 +596,14 @@ class transformer_builder {
                    .frozen = is_lora(t_)};
           const auto logits = emit(score, tok(m_.num_labels), p_.matmul);
           b_.keep(input, logits);
-          emit(op{.kind = op_kind::loss}, 1, dtype::fp32);
+          emit(op_kind::loss, 1, dtype::fp32);
           break;
         }
         // Pooler on the first token, dropout, classifier: b rows only.
         const auto first = elementwise(checked_mul(t_.micro_batch, h), type(x));
         const auto pooled = linear_rows(first, t_.micro_batch, h, h);
         linear_rows(pooled, t_.micro_batch, h, m_.num_labels);  // logits
-        emit(op{.kind = op_kind::loss}, 1, dtype::fp32);
+        emit(op_kind::loss, 1, dtype::fp32);
         break;
       }
       case head_kind::none:
@@ -602,7 +614,7 @@ class transformer_builder {
 
   // gelu / silu backward use the input (derivatives.yaml: gelu_backward, silu_backward).
   constexpr std::size_t input_keeping_activation(std::size_t in) {
-    const auto y = emit(op{.kind = op_kind::activation}, elems(in), type(in));
+    const auto y = emit(op_kind::activation, elems(in), type(in));
     b_.keep(in, y);
     return y;
   }
@@ -699,7 +711,7 @@ class transformer_builder {
         // reassigns `logits`, so the head's output and the quotient are freed once used.
         b_.at(scores).transient = true;
         b_.at(elementwise(checked_mul(rows, v), type(scores))).transient = true;
-        scores = emit(op{.kind = op_kind::activation}, checked_mul(rows, v), type(scores));
+        scores = emit(op_kind::activation, checked_mul(rows, v), type(scores));
         b_.keep_own_output(scores);
         scores = elementwise(checked_mul(rows, v), type(scores));
       }
@@ -708,11 +720,11 @@ class transformer_builder {
       // ForCausalLMLoss at d0fed636), so every position's logits go to the loss uncopied.
       const auto shifted_rows = m_.shift_labels ? rows : rows - t_.micro_batch;
       if (!m_.shift_labels) scores = elementwise(checked_mul(shifted_rows, v), type(scores));
-      const auto logp = emit(op{.kind = op_kind::loss}, checked_mul(shifted_rows, v),
+      const auto logp = emit(op_kind::loss, checked_mul(shifted_rows, v),
                              p_.autocast ? dtype::fp32 : type(scores));
       b_.keep_own_output(logp);
     } else {
-      const auto logp = emit(op{.kind = op_kind::loss}, checked_mul(rows, v), p_.autocast ? dtype::fp32 : type(scores));
+      const auto logp = emit(op_kind::loss, checked_mul(rows, v), p_.autocast ? dtype::fp32 : type(scores));
       b_.keep_own_output(logp);
     }
   }
@@ -739,8 +751,8 @@ class transformer_builder {
 
   [[nodiscard]] constexpr std::size_t last() const { return b_.last(); }
 
-  model_spec m_;
-  training_spec t_;
+  const model_spec& m_;   // the builder lives inside build_graph, within its arguments' lifetime
+  const training_spec& t_;
   precision_policy p_;
   std::uint64_t tokens_;
   std::uint64_t rows_;         // rows the next ops process: tokens, or tokens * top-k inside experts
@@ -748,8 +760,8 @@ class transformer_builder {
   std::uint64_t d_;
   std::uint64_t kv_;
   bytes frame_locals_{};       // tensors the running Python frame still references (model_spec::attention_keeps_locals)
-  graph_builder b_{};
-  std::array<tensor_info, graph_capacity> info_{};
+  graph_builder b_;
+  std::array<tensor_info, graph_capacity> info_;
 };
 
 }  // namespace detail
@@ -768,7 +780,9 @@ constexpr training_spec with_resolved_adapters(const model_spec& model, training
 
 // The op sequence of one training step of `model` under `run`.
 constexpr graph build_graph(const model_spec& model, const training_spec& run) {
-  return detail::transformer_builder(model, run).build();
+  graph g{};
+  detail::transformer_builder(model, run, g).build();
+  return g;
 }
 
 }  // namespace memscale

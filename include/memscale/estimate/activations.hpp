@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 
 #include "memscale/estimate/gradients.hpp"
 #include "memscale/graph.hpp"
@@ -98,33 +99,39 @@ struct backward_profile {
 constexpr backward_profile section_backward_peak(const graph& g, section s, const training_spec& run,
                                                  bool grads_persist, bytes carried_grad) {
   const std::size_t n = s.end - s.begin;
-  std::array<bytes, graph_capacity> out_released_at{};  // outputs freed after backward of index
+  const dtype trainable = precision_policy_of(run).trainable;
+  // Outputs and extra saved tensors still alive at the backward of op k are those released at
+  // k or later: the section's totals less what the ops after k released (walked in reverse).
+  // Outputs freed after the backward of index k. Only the section's n entries are zeroed: a
+  // value-initialised array costs more than the walk (left uninitialised is allowed in constant
+  // evaluation since C++20, P1331, as no entry is read before it is written).
+  std::array<std::uint64_t, graph_capacity> out_released_at;
+  for (std::size_t k = 0; k < n; ++k) out_released_at[k] = 0;
+  bytes alive_outputs{};
+  bytes alive_extra{};
   for (std::size_t i = s.begin; i < s.end; ++i) {
     const op& o = g.ops[i];
+    alive_extra += o.extra_saved;
     if (o.released_by == not_kept || dropped_by_selective(o, run)) continue;
-    out_released_at[static_cast<std::size_t>(o.released_by) - s.begin] += o.out;
-  }
-  // alive_outputs(i) = sum of outputs whose release index <= i (ascending prefix sum).
-  std::array<bytes, graph_capacity> alive_outputs{};
-  std::array<bytes, graph_capacity> alive_extra{};
-  bytes running_out{};
-  bytes running_extra{};
-  for (std::size_t k = 0; k < n; ++k) {
-    running_out += out_released_at[k];
-    running_extra += g.ops[s.begin + k].extra_saved;
-    alive_outputs[k] = running_out;
-    alive_extra[k] = running_extra;
+    // Kept for a later section's backward, which runs first: already freed here.
+    const auto k = o.released_by.index() - s.begin;
+    if (k >= n) continue;
+    out_released_at[k] = detail::checked_add(out_released_at[k], o.out.value);
+    alive_outputs += o.out;
   }
   backward_profile result{};
   bytes grads_after{};  // gradients created by ops later in the section (already processed)
   for (std::size_t k = n; k-- > 0;) {
     const op& o = g.ops[s.begin + k];
-    const bytes own_grad = op_gradient_bytes(o, run);
+    const bytes own_grad = op_gradient_bytes(o, trainable);
     const bytes grad_out = o.grad_out.value != 0 ? o.grad_out : o.out;  // usually the output's size
     const bytes created = grads_persist ? own_grad : grads_after + own_grad;
-    const bytes live = alive_outputs[k] + alive_extra[k] + grad_out + o.grad_in + o.bwd_temp + carried_grad + created;
+    const bytes live = alive_outputs + alive_extra + grad_out + o.grad_in + o.bwd_temp + carried_grad + created;
     if (live > result.peak) result = {live, created};
     grads_after += own_grad;
+    // Moving to op k - 1: what op k released and its own extra tensors are gone.
+    alive_outputs -= bytes{out_released_at[k]};
+    alive_extra -= o.extra_saved;
   }
   return result;
 }

@@ -14,11 +14,19 @@ namespace memscale {
 
 // Gradient bytes op `o` creates in its backward (zero when a tied owner's gradient
 // already exists: the new part is accumulated in place).
-constexpr bytes op_gradient_bytes(const op& o, const training_spec& run) {
+// `n`: the op's elements; `trainable`: precision_policy::trainable.
+constexpr bytes op_gradient_bytes(const op& o, const op_elements& n, dtype trainable) {
   if (o.frozen) return {};
-  const auto p = precision_policy_of(run);
-  const std::uint64_t weight = o.weight_grad_exists ? 0 : o.weight.elements();
-  return storage(p.trainable, detail::checked_add(weight, o.bias.elements()));
+  return storage(trainable, detail::checked_add(o.weight_grad_exists ? 0 : n.weight, n.bias));
+}
+
+constexpr bytes op_gradient_bytes(const op& o, dtype trainable) {
+  if (o.frozen || (o.weight.rows == 0 && o.bias.rows == 0)) return {};
+  return op_gradient_bytes(o, elements_of(o), trainable);
+}
+
+constexpr bytes op_gradient_bytes(const op& o, const training_spec& run) {
+  return op_gradient_bytes(o, precision_policy_of(run).trainable);
 }
 
 constexpr bytes gradient_bytes(const graph& g, const training_spec& run) {

@@ -16,10 +16,11 @@ inline constexpr std::uint64_t bnb_min_8bit_size = 4096;
 // (optim/optimizer.py Optimizer8bit.init_state, blocksize 256 since 0.37 dynamic blockwise).
 inline constexpr std::uint64_t bnb_state_block = 256;
 
-// State bytes for one parameter tensor of rows x cols elements.
-constexpr bytes tensor_state_bytes(std::uint64_t rows, std::uint64_t cols, const training_spec& run) {
-  const auto p = precision_policy_of(run);
-  const auto n = detail::checked_mul(rows, cols);
+// State bytes for one parameter tensor of rows x cols elements trained in `trainable`
+// (precision_policy::trainable).
+// `n`: rows x cols, when the caller has it.
+constexpr bytes tensor_state_bytes(std::uint64_t rows, std::uint64_t cols, std::uint64_t n, const training_spec& run,
+                                   dtype trainable) {
   // Adam keeps its step counter as a 4-byte tensor; on CUDA it stays on the host unless
   // the fused/capturable path is used (torch/optim/adam.py _init_group).
   const bytes step_counter = (run.device == device_kind::cpu || run.optimizer_impl == optimizer_implementation::fused)
@@ -28,12 +29,12 @@ constexpr bytes tensor_state_bytes(std::uint64_t rows, std::uint64_t cols, const
   switch (run.optimizer) {
     case optimizer_kind::sgd: return {};
     // momentum_buffer = clone of the gradient (torch/optim/sgd.py).
-    case optimizer_kind::sgd_momentum: return storage(p.trainable, n);
+    case optimizer_kind::sgd_momentum: return storage(trainable, n);
     // exp_avg and exp_avg_sq = zeros_like(param) (torch/optim/adam.py, adamw.py).
     case optimizer_kind::adam:
-    case optimizer_kind::adamw: return storage(p.trainable, detail::checked_mul(n, 2)) + step_counter;
+    case optimizer_kind::adamw: return storage(trainable, detail::checked_mul(n, 2)) + step_counter;
     // Lion keeps only exp_avg (Chen et al. 2023, arXiv 2302.06675, Algorithm 2).
-    case optimizer_kind::lion: return storage(p.trainable, n);
+    case optimizer_kind::lion: return storage(trainable, n);
     case optimizer_kind::adamw_8bit:
       if (n < bnb_min_8bit_size) return storage(dtype::fp32, detail::checked_mul(n, 2));
       return storage(dtype::int8, detail::checked_mul(n, 2)) +
@@ -42,9 +43,13 @@ constexpr bytes tensor_state_bytes(std::uint64_t rows, std::uint64_t cols, const
     // factored second moment (row + column vectors) for matrices, full for vectors, no
     // first moment with the default beta1=None.
     case optimizer_kind::adafactor:
-      return cols > 1 ? storage(p.trainable, detail::checked_add(rows, cols)) : storage(p.trainable, n);
+      return cols > 1 ? storage(trainable, detail::checked_add(rows, cols)) : storage(trainable, n);
   }
   return {};
+}
+
+constexpr bytes tensor_state_bytes(std::uint64_t rows, std::uint64_t cols, const training_spec& run) {
+  return tensor_state_bytes(rows, cols, detail::checked_mul(rows, cols), run, precision_policy_of(run).trainable);
 }
 
 // Calls fn(rows, cols) for every trainable parameter tensor, once per repeat. Any op
@@ -69,17 +74,11 @@ constexpr bytes optimizer_state_bytes(const Graph& g, const training_spec& run) 
   return total;
 }
 
-// Temporaries alive inside optimizer.step() beyond parameters, gradients and state.
-template <class Graph>
-constexpr bytes optimizer_step_temporaries(const Graph& g, const training_spec& run) {
+// Temporaries alive inside optimizer.step() beyond parameters, gradients and state, given
+// the elements of the largest trainable tensor and of all of them.
+constexpr bytes step_temporaries_of(std::uint64_t largest, std::uint64_t all, const training_spec& run) {
   if (run.offload_optimizer) return {};
   const auto p = precision_policy_of(run);
-  std::uint64_t largest = 0;
-  std::uint64_t all = 0;
-  for_each_trainable_tensor(g, [&](std::uint64_t rows, std::uint64_t cols, std::uint64_t copies) {
-    largest = detail::max(largest, detail::checked_mul(rows, cols));
-    all = detail::checked_add(all, detail::checked_mul(rows, cols, copies));
-  });
   const bool adam_like = run.optimizer == optimizer_kind::adam || run.optimizer == optimizer_kind::adamw;
   switch (run.optimizer_impl) {
     case optimizer_implementation::fused: return {};
@@ -100,6 +99,18 @@ constexpr bytes optimizer_step_temporaries(const Graph& g, const training_spec& 
       return {};
   }
   return {};
+}
+
+template <class Graph>
+constexpr bytes optimizer_step_temporaries(const Graph& g, const training_spec& run) {
+  if (run.offload_optimizer) return {};
+  std::uint64_t largest = 0;
+  std::uint64_t all = 0;
+  for_each_trainable_tensor(g, [&](std::uint64_t rows, std::uint64_t cols, std::uint64_t copies) {
+    largest = detail::max(largest, detail::checked_mul(rows, cols));
+    all = detail::checked_add(all, detail::checked_mul(rows, cols, copies));
+  });
+  return step_temporaries_of(largest, all, run);
 }
 
 }  // namespace memscale

@@ -41,14 +41,22 @@ constexpr bytes nf4_weight_bytes(std::uint64_t elements, base_quant quant) {
   return codes + storage(dtype::int8, blocks) + storage(dtype::fp32, detail::ceil_div(blocks, nf4_second_level_block));
 }
 
-// Bytes one op's parameters occupy on the device.
-constexpr bytes op_parameter_bytes(const op& o, const training_spec& run) {
-  const auto p = precision_policy_of(run);
+// Bytes one op's parameters (`n` elements) occupy on the device, under the run's precision policy `p`.
+constexpr bytes op_parameter_bytes(const op& o, const op_elements& n, const training_spec& run,
+                                   const precision_policy& p) {
   const bool quantised = run.target == training_target::qlora && o.frozen && o.role == param_role::matmul;
-  const std::uint64_t weight = o.borrows_weight ? 0 : o.weight.elements();
+  const std::uint64_t weight = o.borrows_weight ? 0 : n.weight;
   const dtype d = o.frozen ? p.param : p.trainable;
   const bytes w = quantised ? nf4_weight_bytes(weight, run.quant) : storage(d, weight);
-  return w + storage(d, o.bias.elements());
+  return w + storage(d, n.bias);
+}
+
+constexpr bytes op_parameter_bytes(const op& o, const training_spec& run, const precision_policy& p) {
+  return op_parameter_bytes(o, elements_of(o), run, p);
+}
+
+constexpr bytes op_parameter_bytes(const op& o, const training_spec& run) {
+  return op_parameter_bytes(o, run, precision_policy_of(run));
 }
 
 constexpr bytes parameter_bytes(const graph& g, const training_spec& run) {

@@ -39,7 +39,7 @@ constexpr bool checkpointed(const layer_graph& g, std::size_t i, bool ckpt) { re
 // layer is not in a checkpointed stage (then the checkpoint keeps its input instead).
 constexpr bool output_kept(const layer_graph& g, std::size_t i, bool ckpt) {
   const auto by = g.ops[i].released_by;
-  return by != not_kept && !checkpointed(g, i, ckpt) && !checkpointed(g, static_cast<std::size_t>(by), ckpt);
+  return by != not_kept && !checkpointed(g, i, ckpt) && !checkpointed(g, by.index(), ckpt);
 }
 
 constexpr bool starts_stage(const layer_graph& g, std::size_t i) {
@@ -87,7 +87,7 @@ constexpr walk_result walk(const layer_graph& g, const training_spec& run, bool 
     for (std::size_t i = begin; i < end; ++i) {
       const op& o = g.ops[i];
       if (o.released_by == not_kept) continue;
-      const auto at = static_cast<std::size_t>(o.released_by);
+      const auto at = o.released_by.index();
       released_at[at < begin ? begin : at] += o.out;
     }
     std::array<bytes, layer_capacity> alive{};

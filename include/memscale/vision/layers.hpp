@@ -52,8 +52,8 @@ class network {
                .type = ctx_.act};
     const std::uint64_t fan_in = detail::checked_mul(in.channels / c.groups, c.kernel, c.kernel);
     op o{.kind = op_kind::linear,
-         .weight = {.rows = c.out, .cols = fan_in},
-         .bias = {.rows = c.bias ? c.out : 0},
+         .weight = param_tensor::matrix(c.out, fan_in),
+         .bias = param_tensor::vector(c.bias ? c.out : 0),
          .role = param_role::matmul,
          .extra_saved = autocast_weight_copy(detail::checked_mul(c.out, fan_in)),
          .fwd_temp = onednn_weight_copy(detail::checked_mul(c.out, fan_in)),
@@ -71,8 +71,8 @@ class network {
     const tensor x = in.type == out.type ? in : cast(in, out.type);
     g_.buffers += storage(dtype::fp32, 2 * in.channels) + storage(dtype::int64, 1);
     op o{.kind = op_kind::norm,
-         .weight = {.rows = in.channels},
-         .bias = {.rows = in.channels},
+         .weight = param_tensor::vector(in.channels),
+         .bias = param_tensor::vector(in.channels),
          .role = param_role::vector,
          .extra_saved = storage(dtype::fp32, 2 * in.channels),  // save_mean, save_invstd
          .grad_in = bytes_of(x)};
@@ -91,8 +91,8 @@ class network {
     const tensor x = in.type == out.type ? in : cast(in, out.type);
     const std::uint64_t positions = detail::checked_mul(ctx_.batch, in.height, in.width);
     op o{.kind = op_kind::norm,
-         .weight = {.rows = in.channels},
-         .bias = {.rows = in.channels},
+         .weight = param_tensor::vector(in.channels),
+         .bias = param_tensor::vector(in.channels),
          .role = param_role::vector,
          .extra_saved = storage(dtype::fp32, detail::checked_mul(positions, 2)),
          .fwd_temp = permuted ? bytes_of(x) : bytes{},
@@ -151,8 +151,8 @@ class network {
     out.channels = out_features;
     out.type = ctx_.act;
     op o{.kind = op_kind::linear,
-         .weight = {.rows = out_features, .cols = in.channels},
-         .bias = {.rows = bias ? out_features : 0},
+         .weight = param_tensor::matrix(out_features, in.channels),
+         .bias = param_tensor::vector(bias ? out_features : 0),
          .role = param_role::matmul,
          .extra_saved = autocast_weight_copy(detail::checked_mul(out_features, in.channels)),
          .bwd_temp = permuted_grad ? bytes_of(out) : bytes{},
@@ -194,7 +194,7 @@ class network {
   // A learned per-channel scale (ConvNeXt's layer_scale * x): the parameter and x are saved.
   constexpr tensor scale(const tensor& in) {
     keep(in, next_index());
-    op o{.kind = op_kind::elementwise, .weight = {.rows = in.channels}, .role = param_role::vector,
+    op o{.kind = op_kind::elementwise, .weight = param_tensor::vector(in.channels), .role = param_role::vector,
          .grad_in = bytes_of(in)};
     return produce(o, in, in);
   }
@@ -244,7 +244,7 @@ class network {
 
   // A learned tensor added to the input (ViT's class token and position embedding).
   constexpr void parameter(std::uint64_t elements) {
-    push(op{.kind = op_kind::embedding, .weight = {.rows = elements}, .role = param_role::vector}, bytes{});
+    push(op{.kind = op_kind::embedding, .weight = param_tensor::vector(elements), .role = param_role::vector}, bytes{});
   }
 
   // F.cross_entropy = log_softmax (result saved, fp32 under autocast) + nll_loss
@@ -302,7 +302,8 @@ class network {
   constexpr void keep(const tensor& t, std::int32_t by) {
     if (t.storage < 0) return;
     op& owner = g_.ops[static_cast<std::size_t>(t.storage)];
-    if (owner.released_by == not_kept || by < owner.released_by) owner.released_by = by;
+    const auto point = release_point::at(static_cast<std::size_t>(by));
+    if (point.before(owner.released_by)) owner.released_by = point;
   }
 
   constexpr void use(const tensor& t, std::int32_t by) {
