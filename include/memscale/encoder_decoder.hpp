@@ -91,6 +91,8 @@ class t5_builder {
       const auto per_block = checked_add(checked_mul(checked_mul(2, b), sd, inner_), checked_mul(checked_mul(2, b), se, inner_));
       r.decoder_cache = storage(p_.matmul, checked_mul(per_block, decoder_layers()));
     }
+    r.encoder.ops.complete_for_constant(r.encoder.size);
+    r.decoder.ops.complete_for_constant(r.decoder.size);
     return r;
   }
 
@@ -341,7 +343,7 @@ class t5_builder {
   training_spec t_;
   precision_policy p_;
   std::uint64_t inner_;
-  encoder_decoder_graph out_{};
+  encoder_decoder_graph out_;  // default-initialised: the op slots are left unwritten
   graph_builder b_{out_.encoder};
   std::array<tensor_info, graph_capacity> info_{};
 };

@@ -215,6 +215,7 @@ constexpr peak_estimate finish_peak(const phase_candidate& best, const training_
 struct step_peaks {
   peak_estimate steady{};
   peak_estimate first_step{};
+  bytes saved_activations{};  // live at the end of forward (estimate_result::saved_activation_bytes)
 };
 
 constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, const graph_totals& t) {
@@ -254,41 +255,47 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
 
   // Saved activations per section pass.
   const bytes saved_p = section_saved_bytes(g, prologue_of(g), run, false);
-  const bytes saved_b_full = section_saved_bytes(g, block_of(g), run, false);
-  bytes saved_b = ckpt ? section_saved_bytes(g, block_of(g), run, true) : saved_b_full;
-  if (ckpt && run.offload_activations) saved_b = {};  // checkpointed inputs wait on the host
+  const bytes saved_b_on_device = section_saved_bytes(g, block_of(g), run, ckpt);
+  // Checkpointed inputs offloaded wait on the host.
+  const bytes saved_b = ckpt && run.offload_activations ? bytes{} : saved_b_on_device;
   const bytes below_blocks = saved_p + saved_b * (L - 1);
   // The base model's masks live through its blocks; checkpointed blocks saved them as inputs.
   const bytes held_after_blocks = ckpt ? g.held : bytes{};
 
-  auto moment = [&](phase at, bytes activations, bytes grads, bytes extra_workspace) {
-    return phase_candidate{at, {params, grads + persistent_grads, bytes{}, activations + g.inputs,
-                                workspace + extra_workspace}};
+  // The moments below differ only in activations and gradients (parameters, persistent
+  // gradients, inputs and workspace are common), so they are ranked by those two alone and
+  // the winner's breakdown is written once.
+  struct leading_moment {
+    phase at = phase::forward;
+    bytes activations{};
+    bytes grads{};
+    bytes ranked{};  // activations + grads
+  } lead{};
+  bool first_moment = true;
+  auto consider = [&](phase at, bytes activations, bytes grads) {
+    const bytes ranked = activations + grads;
+    if (first_moment || ranked > lead.ranked) lead = {at, activations, grads, ranked};
+    first_moment = false;
   };
 
   // Forward: the last block and the epilogue see the most saved tensors; the loop may
   // still hold tensors of the previous step (graph::carried).
-  phase_candidate best = moment(phase::forward, g.carried + section_forward_peak(g, prologue_of(g), run), {}, {});
-  best = larger(best, moment(phase::forward,
-                             g.carried + g.held + below_blocks +
-                                 section_forward_peak(g, block_of(g), run, false, !ckpt),
-                             {}, {}));
+  consider(phase::forward, g.carried + section_forward_peak(g, prologue_of(g), run), {});
+  consider(phase::forward, g.carried + g.held + below_blocks + section_forward_peak(g, block_of(g), run, false, !ckpt),
+           {});
   // The loop rebinds its logits when the model returns, before the loss is computed
   // (lit-gpt finetune/lora.py fit(): `logits = model(...)`, then chunked_cross_entropy),
   // so the previous step's tensors are live only up to the first loss op.
-  best = larger(best, moment(phase::forward,
-                             g.carried + held_after_blocks + saved_p + saved_b * L +
-                                 section_forward_peak(g, until_loss(g, epilogue_of(g)), run, true),
-                             {}, {}));
-  best = larger(best, moment(phase::forward,
-                             held_after_blocks + saved_p + saved_b * L +
-                                 section_forward_peak(g, epilogue_of(g), run, true),
-                             {}, {}));
+  consider(phase::forward,
+           g.carried + held_after_blocks + saved_p + saved_b * L +
+               section_forward_peak(g, until_loss(g, epilogue_of(g)), run, true),
+           {});
+  consider(phase::forward,
+           held_after_blocks + saved_p + saved_b * L + section_forward_peak(g, epilogue_of(g), run, true), {});
 
   // Backward of the epilogue (loss, head): every block's tensors are still saved.
   const auto e = section_backward_peak(g, epilogue_of(g), run, persist, bytes{});
-  best = larger(best, moment(phase::backward, held_after_blocks + saved_p + saved_b * L + (e.peak - e.grads_at_peak),
-                             e.grads_at_peak, {}));
+  consider(phase::backward, held_after_blocks + saved_p + saved_b * L + (e.peak - e.grads_at_peak), e.grads_at_peak);
 
   // Backward of a block: the top block (all lower blocks saved, no block gradients yet)
   // or the bottom block (nothing below, all other block gradients created).
@@ -298,17 +305,15 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   const bytes grads_before_bottom =
       (persist || grads_to_host) ? bytes{}
                                  : ceil_div(grads_e + device_share_of_blocks(grads_b, L - 1, streamed), grad_share);
-  best = larger(best, moment(phase::backward, held_after_blocks + below_blocks + local_act,
-                             grads_before_top + bp.grads_at_peak, {}));
-  best = larger(best, moment(phase::backward, held_after_blocks + saved_p + local_act,
-                             grads_before_bottom + bp.grads_at_peak, {}));
+  consider(phase::backward, held_after_blocks + below_blocks + local_act, grads_before_top + bp.grads_at_peak);
+  consider(phase::backward, held_after_blocks + saved_p + local_act, grads_before_bottom + bp.grads_at_peak);
 
   // A checkpointed block's backward first runs its forward again, saving as it goes, with the
   // gradient of its output waiting (torch/utils/checkpoint.py).
   if (ckpt) {
     const bytes rerun = g.stream_grad + section_forward_peak(g, block_of(g), run, false, true);
-    best = larger(best, moment(phase::backward, held_after_blocks + below_blocks + rerun, grads_before_top, {}));
-    best = larger(best, moment(phase::backward, held_after_blocks + saved_p + rerun, grads_before_bottom, {}));
+    consider(phase::backward, held_after_blocks + below_blocks + rerun, grads_before_top);
+    consider(phase::backward, held_after_blocks + saved_p + rerun, grads_before_bottom);
   }
 
   // Backward of the prologue (embeddings).
@@ -316,8 +321,7 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   const bytes grads_before_prologue =
       (persist || grads_to_host) ? bytes{}
                                  : ceil_div(grads_e + device_share_of_blocks(grads_b, L, streamed), grad_share);
-  best = larger(best, moment(phase::backward, pp.peak - pp.grads_at_peak, grads_before_prologue + pp.grads_at_peak,
-                             {}));
+  consider(phase::backward, pp.peak - pp.grads_at_peak, grads_before_prologue + pp.grads_at_peak);
 
   // Optimizer step: all gradients, the state (created now in step 1) and temporaries.
   {
@@ -334,10 +338,13 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
                          {params, grads_to_host ? bytes{} : step_grads, step_state, g.inputs,
                           workspace + step_temporaries}};
     // Steady state: the state is on the device through forward and backward too.
+    const phase_candidate best{lead.at, {params, lead.grads + persistent_grads, bytes{}, lead.activations + g.inputs,
+                                         workspace}};
     phase_candidate steady = best;
     if (!run.offload_optimizer) steady.breakdown.optimizer = device_state;
     const std::uint64_t large = cuda ? t.large_tensors : 0;
-    return {finish_peak(larger(steady, step), run, large), finish_peak(larger(best, step), run, large)};
+    const bytes saved_all = saved_p + saved_b_on_device * L + section_saved_bytes(g, epilogue_of(g), run, false);
+    return {finish_peak(larger(steady, step), run, large), finish_peak(larger(best, step), run, large), saved_all};
   }
 }
 
@@ -351,11 +358,8 @@ constexpr estimate_result estimate(const graph& g, const training_spec& run) {
   r.parameter_bytes = t.parameter_bytes(g.block_repeats);
   r.gradient_bytes = t.gradient_bytes(g.block_repeats);
   r.optimizer_bytes = t.optimizer_state;
-  const bool ckpt = run.ckpt == checkpointing::full;
-  r.saved_activation_bytes = section_saved_bytes(g, prologue_of(g), run, false) +
-                             section_saved_bytes(g, block_of(g), run, ckpt) * g.block_repeats +
-                             section_saved_bytes(g, epilogue_of(g), run, false);
   const detail::step_peaks peaks = detail::estimate_peaks(g, run, t);
+  r.saved_activation_bytes = peaks.saved_activations;
   r.steady = peaks.steady;
   r.first_step = peaks.first_step;
   return r;

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <cstddef>
-#include <type_traits>
 
 #include "memscale/error.hpp"
 #include "memscale/graph.hpp"
@@ -12,7 +11,7 @@ namespace memscale {
 // Writes into a graph the caller owns, so a finished graph (20 KB) is never copied out.
 class graph_builder {
  public:
-  // `target` must be value-initialised (graph{}): append() relies on its empty slots being zero.
+  // `target` must be empty: ops are appended from slot 0.
   constexpr explicit graph_builder(graph& target) : g_(&target) {
     if (target.size != 0) detail::fail(error_code::unsupported, "graph", "a builder needs an empty graph; size",
                                        target.size);
@@ -28,7 +27,7 @@ class graph_builder {
     const auto& [kind, selective, transient, weight, bias, role, frozen, borrows, grad_exists, released, out, extra,
                  fwd, bwd, grad_in, grad_out] = o;
     auto& [to_kind, to_selective, to_transient, to_weight, to_bias, to_role, to_frozen, to_borrows, to_grad_exists,
-           to_released, to_out, to_extra, to_fwd, to_bwd, to_grad_in, to_grad_out] = g_->ops[g_->size];
+           to_released, to_out, to_extra, to_fwd, to_bwd, to_grad_in, to_grad_out] = g_->ops.start(g_->size, kind);
     to_kind = kind;
     to_selective = selective;
     to_transient = transient;
@@ -48,16 +47,11 @@ class graph_builder {
     return g_->size++;
   }
 
-  // Appends an op of `kind` with every other field zero, written in place (no temporary op):
-  // the slots past `size` are still as value-initialised (zero), as nothing writes there.
+  // Appends an op of `kind` with every other field zero, written in place (no temporary op).
   constexpr std::size_t append(op_kind kind) {
     if (g_->size >= graph_capacity) detail::fail(error_code::unsupported, "graph", "has more ops than graph_capacity",
                                                 g_->size);
-    op& slot = g_->ops[g_->size];
-    // g++ 12's constant evaluator loses the value-initialised members of a slot written one
-    // member at a time ("accessing value of result_decl"): there the slot is assigned whole.
-    if (std::is_constant_evaluated()) slot = op{};
-    slot.kind = kind;
+    g_->ops.start(g_->size, kind);
     return g_->size++;
   }
 

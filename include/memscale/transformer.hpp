@@ -780,8 +780,9 @@ constexpr training_spec with_resolved_adapters(const model_spec& model, training
 
 // The op sequence of one training step of `model` under `run`.
 constexpr graph build_graph(const model_spec& model, const training_spec& run) {
-  graph g{};
+  graph g;  // default-initialised: the op slots are left unwritten (graph.hpp op_slots)
   detail::transformer_builder(model, run, g).build();
+  g.ops.complete_for_constant(g.size);
   return g;
 }
 
