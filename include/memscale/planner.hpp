@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "memscale/detail/largest_fitting.hpp"
 #include "memscale/error_band.hpp"
 #include "memscale/estimate.hpp"
 #include "memscale/gpus.hpp"
@@ -209,24 +210,6 @@ constexpr mode_plan plan_mode(const model_spec& model, const training_spec& requ
 
 constexpr bool mode_fits(const model_spec& model, training_spec run, const gpu_spec& gpu, mode m, bytes budget) {
   return plan_mode(model, run, gpu, m, budget).fits;
-}
-
-// Largest value in [lo, hi] for which fits_at(v) holds, given that fits_at(lo) holds and
-// fits is monotone (a larger batch or sequence never needs less memory).
-template <class Fits>
-constexpr std::uint64_t largest_fitting_from(std::uint64_t lo, std::uint64_t hi, Fits fits_at) {
-  while (lo < hi) {
-    const std::uint64_t mid = lo + (hi - lo + 1) / 2;
-    if (fits_at(mid)) lo = mid; else hi = mid - 1;
-  }
-  return lo;
-}
-
-// Largest value in [1, hi] for which fits_at(v) holds; 0 when even 1 does not fit.
-template <class Fits>
-constexpr std::uint64_t largest_fitting(std::uint64_t hi, Fits fits_at) {
-  if (hi == 0 || !fits_at(std::uint64_t{1})) return 0;
-  return largest_fitting_from(1, hi, fits_at);
 }
 
 // Largest divisor of n that is <= limit (limit >= 1).
