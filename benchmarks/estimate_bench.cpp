@@ -1,4 +1,4 @@
-// How long an estimate and a plan take at run time ("instant" is a claim to measure).
+// How long an estimate takes at run time ("instant" is a claim to measure); plans: plan_bench.cpp.
 #include <benchmark/benchmark.h>
 
 #include <memscale/memscale.hpp>
@@ -14,28 +14,5 @@ void estimate_llama_2_7b(benchmark::State& state) {
   }
 }
 BENCHMARK(estimate_llama_2_7b);
-
-void make_plan_gpt2_xl_rtx3090(benchmark::State& state) {
-  const memscale::gpu_spec gpu = *memscale::find_gpu("rtx3090");
-  memscale::training_spec run{.micro_batch = 1, .seq_len = 512};
-  for ([[maybe_unused]] auto _ : state) {
-    benchmark::DoNotOptimize(run);
-    auto plan = memscale::make_plan(memscale::presets::gpt2_xl, run, gpu);
-    benchmark::DoNotOptimize(plan);
-  }
-}
-BENCHMARK(make_plan_gpt2_xl_rtx3090);
-
-// A plan that searches for the largest micro-batch (nothing fits as asked).
-void make_plan_with_batch_search(benchmark::State& state) {
-  const memscale::gpu_spec gpu = *memscale::find_gpu("rtx3090");
-  memscale::training_spec run{.micro_batch = 64, .seq_len = 1024, .grad_accum = 2};
-  for ([[maybe_unused]] auto _ : state) {
-    benchmark::DoNotOptimize(run);
-    auto plan = memscale::make_plan(memscale::presets::gpt2_xl, run, gpu);
-    benchmark::DoNotOptimize(plan);
-  }
-}
-BENCHMARK(make_plan_with_batch_search);
 
 }  // namespace

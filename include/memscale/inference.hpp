@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "memscale/detail/largest_fitting.hpp"
 #include "memscale/dtype.hpp"
 #include "memscale/estimate.hpp"
 #include "memscale/inference/kv_cache.hpp"

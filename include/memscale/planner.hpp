@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "memscale/detail/largest_fitting.hpp"
 #include "memscale/error_band.hpp"
 #include "memscale/estimate.hpp"
 #include "memscale/gpus.hpp"
@@ -211,22 +212,75 @@ constexpr bool mode_fits(const model_spec& model, training_spec run, const gpu_s
   return plan_mode(model, run, gpu, m, budget).fits;
 }
 
-// Largest value in [lo, hi] for which fits_at(v) holds, given that fits_at(lo) holds and
-// fits is monotone (a larger batch or sequence never needs less memory).
-template <class Fits>
-constexpr std::uint64_t largest_fitting_from(std::uint64_t lo, std::uint64_t hi, Fits fits_at) {
-  while (lo < hi) {
-    const std::uint64_t mid = lo + (hi - lo + 1) / 2;
-    if (fits_at(mid)) lo = mid; else hi = mid - 1;
+// What a search needs of one run: the upper end of the error band of its device peak (the
+// larger of step 1 and the steady state), which `fits` compares with the budget. The same
+// estimate plan_run makes, without what only a plan shows (the saved-activation total, the
+// breakdown, the costs): plan_run(...).fits == (peak_upper_end(...) <= budget).
+constexpr bytes peak_upper_end(const model_spec& model, const training_spec& run, const error_band& band) {
+  bytes device{};
+  if (model.arch == architecture::encoder_decoder) {
+    device = overall_peak(estimate(model, run)).device;
+  } else {
+    const graph g = build_graph(model, run);
+    const step_peaks p = estimate_peaks(g, run, totals_of(g, run));
+    device = p.first_step.device > p.steady.device ? p.first_step.device : p.steady.device;
   }
-  return lo;
+  return range_of(device, band).high;
 }
 
-// Largest value in [1, hi] for which fits_at(v) holds; 0 when even 1 does not fit.
-template <class Fits>
-constexpr std::uint64_t largest_fitting(std::uint64_t hi, Fits fits_at) {
-  if (hi == 0 || !fits_at(std::uint64_t{1})) return 0;
-  return largest_fitting_from(1, hi, fits_at);
+// One mode's fit results at the micro-batches evaluated so far, so that no estimate is made
+// twice: a larger micro-batch never needs less memory, so every micro-batch up to `fits.at`
+// fits and none from `over.at` on does (at == 0: none known yet).
+struct mode_search {
+  training_spec run{};  // the request with the mode's techniques; micro_batch varies
+  error_band band{};
+  bytes budget{};
+  probe_point fits{};
+  probe_point over{};
+
+  // The upper end of the peak's band at micro-batch b: one estimate, remembered.
+  constexpr std::uint64_t value_at(const model_spec& model, std::uint64_t b) {
+    training_spec t = run;
+    t.micro_batch = b;
+    const std::uint64_t v = peak_upper_end(model, t, band).value;
+    if (v <= budget.value) {
+      if (b > fits.at) fits = {b, v};
+    } else if (over.at == 0 || b < over.at) {
+      over = {b, v};
+    }
+    return v;
+  }
+
+  // detail::mode_fits(model, run at b, gpu, m, budget), from what is known when it can be.
+  constexpr bool fits_at(const model_spec& model, std::uint64_t b) {
+    if (b <= fits.at) return true;
+    if (over.at != 0 && b >= over.at) return false;
+    return value_at(model, b) <= budget.value;
+  }
+};
+
+// A first guess at the largest micro-batch that fits mode p, from its plan of the request
+// at micro_batch: the activations grow with the micro-batch and the rest of the peak does
+// not. Only a guess (0: none): the search evaluates it like any other point.
+constexpr std::uint64_t first_guess(const mode_plan& p, std::uint64_t micro_batch, bytes budget) {
+  const double per_sample =
+      static_cast<double>(p.breakdown.activations.value) / static_cast<double>(micro_batch) / (1.0 + p.band.low);
+  if (!(per_sample > 0.0)) return 0;
+  const double x = static_cast<double>(micro_batch) +
+                   (static_cast<double>(budget.value) - static_cast<double>(p.range.high.value)) / per_sample;
+  if (!(x >= 1.0)) return 1;
+  if (!(x < 18446744073709549568.0)) return u64_max;
+  return static_cast<std::uint64_t>(x);
+}
+
+// The search state of mode p.m, knowing p (the mode's plan of the request).
+constexpr mode_search search_of(const mode_plan& p, const training_spec& request, const gpu_spec& gpu, bytes budget) {
+  mode_search s{};
+  s.run = apply_mode(request, p.m, gpu);
+  s.band = p.band;
+  s.budget = budget;
+  (p.fits ? s.fits : s.over) = probe_point{request.micro_batch, p.range.high.value};
+  return s;
 }
 
 // Largest divisor of n that is <= limit (limit >= 1).
@@ -285,31 +339,38 @@ constexpr plan_result make_plan(const model_spec& model, const training_spec& ru
 
   // The largest micro-batch over all modes: each mode's search is monotone in the budget,
   // so their maximum never falls when VRAM grows. The most memory-saving modes are searched
-  // first; a later mode is searched only if it fits one more than the best so far (this keeps
-  // make_plan within the constant evaluator's step limits).
+  // first; a later mode is searched only if it fits one more than the best so far. Each
+  // search solves for the crossing from the peak values (largest_within_budget) and
+  // remembers what it evaluated (mode_search), so no micro-batch is estimated twice.
+  std::array<detail::mode_search, 4> searches{};
+  for (std::size_t i = 0; i < searches.size(); ++i) searches[i] = detail::search_of(r.modes[i], run, gpu, r.budget);
   const std::uint64_t search_hi = options.max_batch_search;
+  bool request_fits = false;
+  for (const auto& p : r.modes) request_fits = request_fits || p.fits;
+  std::uint64_t divisor = 0;  // when nothing fits the request: step 2's micro-batch for the max so far
   constexpr std::array search_order{mode::aggressive, mode::balanced, mode::conservative, mode::none};
   for (const mode m : search_order) {
     const auto i = static_cast<std::size_t>(m);
-    const auto fits_at = [&](std::uint64_t b) {
-      training_spec t = run;
-      t.micro_batch = b;
-      return detail::mode_fits(model, t, gpu, m, r.budget);
-    };
+    detail::mode_search& s = searches[i];
     // A mode that does not fit the request fits less than the request's micro-batch.
     const std::uint64_t hi = r.modes[i].fits ? search_hi : detail::min(search_hi, run.micro_batch - 1);
-    std::uint64_t start = 0;  // a micro-batch known to fit in this mode
+    if (r.max_micro_batch >= hi) continue;
     if (r.max_micro_batch > 0) {
-      if (r.max_micro_batch >= hi || !fits_at(r.max_micro_batch + 1)) continue;
-      start = r.max_micro_batch + 1;
-    } else if (r.modes[i].fits && run.micro_batch <= hi) {
-      start = run.micro_batch;
-    } else {
-      if (hi == 0 || !fits_at(1)) continue;
-      start = 1;
+      // Step 2 will ask this mode (gentler than the one of the max so far) about the divisor
+      // d <= max_micro_batch: asked first, a mode that does not fit d cannot fit one more
+      // than the max, and needs no other estimate.
+      if (!request_fits && !s.fits_at(model, divisor)) continue;
+      if (!s.fits_at(model, r.max_micro_batch + 1)) continue;
     }
-    r.max_micro_batch = detail::largest_fitting_from(start, hi, fits_at);
+    const auto value_at = [&](std::uint64_t b) { return s.value_at(model, b); };
+    const std::uint64_t largest =
+        s.fits.at >= hi ? hi
+                        : detail::largest_within_budget(hi, r.budget.value, value_at, s.fits, s.over,
+                                                        detail::first_guess(r.modes[i], run.micro_batch, r.budget));
+    if (largest == 0) continue;
+    r.max_micro_batch = largest;
     r.max_micro_batch_mode = m;
+    if (!request_fits) divisor = detail::largest_divisor_up_to(r.effective_batch, r.max_micro_batch);
   }
 
   // 1. The request fits in some mode: the least aggressive one.
@@ -330,12 +391,10 @@ constexpr plan_result make_plan(const model_spec& model, const training_spec& ru
   //    stays exactly the requested effective batch; the least aggressive mode that fits it.
   if (r.max_micro_batch > 0) {
     const std::uint64_t d = detail::largest_divisor_up_to(r.effective_batch, r.max_micro_batch);
-    training_spec at_d = run;
-    at_d.micro_batch = d;
     r.chosen = r.max_micro_batch_mode;  // fits d <= max_micro_batch; a gentler mode may too
     for (const mode m : all_modes) {
       if (m == r.max_micro_batch_mode) break;
-      if (!detail::mode_fits(model, at_d, gpu, m, r.budget)) continue;
+      if (!searches[static_cast<std::size_t>(m)].fits_at(model, d)) continue;
       r.chosen = m;
       break;
     }
@@ -379,11 +438,17 @@ constexpr plan_result make_plan(const model_spec& model, const training_spec& ru
 
   // 4. A shorter sequence at micro-batch 1, in any mode.
   for (const mode m : all_modes) {
-    const std::uint64_t s = detail::largest_fitting(run.seq_len, [&](std::uint64_t len) {
-      training_spec t = single;
+    training_spec t = apply_mode(single, m, gpu);
+    const error_band& band = band_of(class_of(model, t));
+    const auto value_at = [&](std::uint64_t len) {
       t.seq_len = len;
-      return detail::mode_fits(model, t, gpu, m, r.budget);
-    });
+      return detail::peak_upper_end(model, t, band).value;
+    };
+    // At micro-batch 1 the request is `single` itself: its full length is known not to fit.
+    const detail::probe_point over =
+        run.micro_batch == 1 ? detail::probe_point{run.seq_len, r.modes[static_cast<std::size_t>(m)].range.high.value}
+                             : detail::probe_point{};
+    const std::uint64_t s = detail::largest_within_budget(run.seq_len, r.budget.value, value_at, {}, over);
     r.max_seq_len = detail::max(r.max_seq_len, s);
   }
   if (r.max_seq_len > 0) {
@@ -400,11 +465,50 @@ constexpr plan_result make_plan(const model_spec& model, const training_spec& ru
   return r;
 }
 
+namespace detail {
+
+// The verdict of make_plan(model, run, gpu, options).fits without the rest of the plan: the
+// same checks of the input, then the modes' peaks at the request, stopping at the first mode
+// that fits. `least_required` (when none fits) is the smallest upper end of any mode's band.
+struct request_fit {
+  bool fits = false;
+  bytes least_required{};
+  bytes budget{};
+};
+
+constexpr request_fit fit_of_request(const model_spec& model, const training_spec& run, const gpu_spec& gpu,
+                                     const plan_options& options) {
+  validate(model);
+  validate(run);
+  if (gpu.memory.value == 0) fail(error_code::invalid_gpu, "gpu.memory", "must be > 0", 0);
+  if (options.max_batch_search == 0) fail(error_code::invalid_plan_option, "plan.max_batch_search", "must be > 0", 0);
+  request_fit f{};
+  f.budget = budget_of(gpu, options);
+  static_cast<void>(checked_mul(run.micro_batch, run.grad_accum));  // the effective batch, as make_plan checks it
+  constexpr std::array all_modes{mode::none, mode::conservative, mode::balanced, mode::aggressive};
+  for (const mode m : all_modes) {
+    const training_spec t = apply_mode(run, m, gpu);
+    const bytes need = peak_upper_end(model, t, band_of(class_of(model, t)));
+    if (need <= f.budget) {
+      f.fits = true;
+      f.least_required = need;
+      return f;
+    }
+    f.least_required = m == mode::none ? need : min(f.least_required, need);
+  }
+  return f;
+}
+
+}  // namespace detail
+
 // True when the run, as described, fits the GPU in at least one mode with the error band's
-// upper end within the budget (never optimistic).
+// upper end within the budget (never optimistic): make_plan(...).fits, from the modes' peaks
+// at the request alone, stopping at the first mode that fits (one estimate when the run fits
+// as it is). It estimates nothing else, so it returns where make_plan could still fail on a
+// later mode or micro-batch whose bytes overflow.
 constexpr bool fits(const model_spec& model, const training_spec& run, const gpu_spec& gpu,
                     const plan_options& options = {}) {
-  return make_plan(model, run, gpu, options).fits;
+  return detail::fit_of_request(model, run, gpu, options).fits;
 }
 
 // Deliberately not constexpr: reaching it in constant evaluation stops compilation and
@@ -412,26 +516,17 @@ constexpr bool fits(const model_spec& model, const training_spec& run, const gpu
 template <std::uint64_t RequiredBytes, std::uint64_t BudgetBytes>
 void run_does_not_fit_required_vs_budget_bytes() {}
 
-namespace detail {
-// The least any mode needs, at the upper end of its error band.
-constexpr bytes least_required(const plan_result& plan) {
-  bytes least = plan.modes[0].range.high;
-  for (const auto& p : plan.modes) least = min(least, p.range.high);
-  return least;
-}
-}  // namespace detail
-
 // static_assert(memscale::assert_fits<model, run, gpu>()): on failure the diagnostic
 // names run_does_not_fit_required_vs_budget_bytes<required, budget>, required being the
 // smallest upper end of any mode's error band. Pass variables with static storage
 // (inline constexpr) by reference.
 template <const model_spec& Model, const training_spec& Run, const gpu_spec& Gpu>
 consteval bool assert_fits() {
-  constexpr plan_result plan = make_plan(Model, Run, Gpu);
-  if constexpr (!plan.fits) {
-    run_does_not_fit_required_vs_budget_bytes<detail::least_required(plan).value, plan.budget.value>();
+  constexpr detail::request_fit check = detail::fit_of_request(Model, Run, Gpu, plan_options{});
+  if constexpr (!check.fits) {
+    run_does_not_fit_required_vs_budget_bytes<check.least_required.value, check.budget.value>();
   }
-  return plan.fits;
+  return check.fits;
 }
 
 }  // namespace memscale

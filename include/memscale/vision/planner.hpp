@@ -16,6 +16,7 @@
 #include <array>
 #include <cstdint>
 
+#include "memscale/detail/largest_fitting.hpp"
 #include "memscale/gpus.hpp"
 #include "memscale/planner.hpp"
 #include "memscale/vision/estimate.hpp"
