@@ -188,8 +188,13 @@ constexpr mode_plan plan_run(const model_spec& model, const training_spec& reque
   p.m = m;
   p.run = run;
   p.switched_on = switched_on(request, run);
-  const graph g = build_graph(model, p.run);  // encoder-decoder: one stack's shape, for transfer costs
-  const estimate_result e = model.arch == architecture::encoder_decoder ? estimate(model, p.run) : estimate(g, p.run);
+  // Estimated as estimate(model, run) does: with the adapter dtype the framework gives the mode's
+  // precision (PEFT keeps LoRA adapters over a 16-bit base in fp32), or a plan's peak would be
+  // below the report's.
+  const training_spec resolved = with_resolved_adapters(model, p.run);
+  const graph g = build_graph(model, resolved);  // encoder-decoder: one stack's shape, for transfer costs
+  const estimate_result e =
+      model.arch == architecture::encoder_decoder ? estimate(model, resolved) : estimate(g, resolved);
   const peak_estimate& worst = overall_peak(e);
   p.peak = worst.device;
   p.tensor_peak = worst.tensor;
@@ -221,8 +226,9 @@ constexpr bytes peak_upper_end(const model_spec& model, const training_spec& run
   if (model.arch == architecture::encoder_decoder) {
     device = overall_peak(estimate(model, run)).device;
   } else {
-    const graph g = build_graph(model, run);
-    const step_peaks p = estimate_peaks(g, run, totals_of(g, run));
+    const training_spec resolved = with_resolved_adapters(model, run);  // as plan_run estimates
+    const graph g = build_graph(model, resolved);
+    const step_peaks p = estimate_peaks(g, resolved, totals_of(g, resolved));
     device = p.first_step.device > p.steady.device ? p.first_step.device : p.steady.device;
   }
   return range_of(device, band).high;

@@ -146,6 +146,24 @@ TEST_CASE("planner: the unoptimized peak is the report's peak for the same GPU",
   }
 }
 
+TEST_CASE("planner: every mode's peak is estimate()'s peak for the mode's run, LoRA adapters included",
+          "[planner]") {
+  // PEFT keeps LoRA adapters over a 16-bit base in fp32 (with_resolved_adapters); the planner
+  // once estimated its modes with the adapters in the base dtype, below the report's peak.
+  const auto gpu = gpu_named("a100-80gb");
+  for (const auto p : {memscale::precision::pure_bf16, memscale::precision::amp_bf16, memscale::precision::fp32}) {
+    training_spec run = run_of(4, 1024, p);
+    run.target = memscale::training_target::lora;
+    run.lora_rank = runtime_value(16);
+    const auto plan = memscale::make_plan(memscale::presets::llama_2_7b, run, gpu);
+    for (const auto& m : plan.modes) {
+      const auto report = memscale::estimate(memscale::presets::llama_2_7b, m.run);
+      INFO(memscale::to_string(p) << " " << memscale::to_string(m.m));
+      CHECK(m.peak == memscale::overall_peak(report).device);
+    }
+  }
+}
+
 TEST_CASE("error bands: measured bands contain zero, the unmeasured band is the widest", "[planner][bands]") {
   const auto& unmeasured = memscale::band_of(memscale::run_class::unmeasured);
   CHECK_FALSE(unmeasured.measured);
