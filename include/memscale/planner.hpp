@@ -442,8 +442,10 @@ constexpr plan_result make_plan(const model_spec& model, const training_spec& ru
     return r;
   }
 
-  // 4. A shorter sequence at micro-batch 1, in any mode.
-  for (const mode m : all_modes) {
+  // 4. A shorter sequence at micro-batch 1, in any mode: the largest over the modes. As for the
+  //    micro-batch, the most memory-saving modes go first, and a later mode is searched only if
+  //    it fits one more than the best so far (one estimate otherwise).
+  for (const mode m : search_order) {
     training_spec t = apply_mode(single, m, gpu);
     const error_band& band = band_of(class_of(model, t));
     const auto value_at = [&](std::uint64_t len) {
@@ -454,7 +456,13 @@ constexpr plan_result make_plan(const model_spec& model, const training_spec& ru
     const detail::probe_point over =
         run.micro_batch == 1 ? detail::probe_point{run.seq_len, r.modes[static_cast<std::size_t>(m)].range.high.value}
                              : detail::probe_point{};
-    const std::uint64_t s = detail::largest_within_budget(run.seq_len, r.budget.value, value_at, {}, over);
+    detail::probe_point fit{};
+    if (r.max_seq_len > 0) {
+      if (r.max_seq_len + 1 >= run.seq_len) break;  // nothing longer is left to find below the request
+      fit = {r.max_seq_len + 1, value_at(r.max_seq_len + 1)};
+      if (fit.value > r.budget.value) continue;
+    }
+    const std::uint64_t s = detail::largest_within_budget(run.seq_len, r.budget.value, value_at, fit, over);
     r.max_seq_len = detail::max(r.max_seq_len, s);
   }
   if (r.max_seq_len > 0) {
