@@ -10,7 +10,6 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <new>
 #include <type_traits>
 
@@ -107,10 +106,10 @@ class op_slots {
     // Makes `value` the union's active member with every member at its default (all of op's
     // members have one, zero). At run time by default-initialisation, which g++ writes as a few
     // vector stores: value-initialising (`op{}`) becomes `rep stos`, whose start-up cost made
-    // each append slower. In constant evaluation construct_at (clang 14 rejects assigning an
-    // inactive member).
+    // each append slower. In constant evaluation the whole slot is assigned (clang 14 rejects
+    // assigning an inactive member; std::construct_at would cost every includer <memory>).
     if (std::is_constant_evaluated())
-      std::construct_at(&slots_[i].value);
+      slots_[i] = slot{op{}};
     else
       ::new (static_cast<void*>(&slots_[i].value)) op;
     slots_[i].value.kind = kind;
@@ -120,7 +119,7 @@ class op_slots {
   // with no active member, so constant evaluation gives the unused slots a zero op.
   constexpr void complete_for_constant(std::size_t used) {
     if (std::is_constant_evaluated())
-      for (std::size_t i = used; i < graph_capacity; ++i) std::construct_at(&slots_[i].value);
+      for (std::size_t i = used; i < graph_capacity; ++i) slots_[i] = slot{op{}};
   }
   constexpr op& operator[](std::size_t i) { return slots_[i].value; }
   constexpr const op& operator[](std::size_t i) const { return slots_[i].value; }
@@ -129,6 +128,7 @@ class op_slots {
   union slot {
     op value;
     constexpr slot() {}  // NOLINT: deliberately leaves `value` unwritten
+    constexpr explicit slot(const op& o) : value(o) {}
   };
   std::array<slot, graph_capacity> slots_;
 };
