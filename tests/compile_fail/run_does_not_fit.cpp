@@ -5,8 +5,8 @@
 // in the diagnostic as template arguments. The EXPECT regex accepts both spellings below
 // (no ';' in it: ctest would split PASS_REGULAR_EXPRESSION there).
 // g++ 12:   call to non-'constexpr' function 'void memscale::run_does_not_fit_required_vs_budget_bytes()
-//           [with long unsigned int RequiredBytes = 283644002304; long unsigned int BudgetBytes = 21630094540]'
-// clang 14: non-constexpr function 'run_does_not_fit_required_vs_budget_bytes<283644002304UL, 21630094540UL>'
+//           [with long unsigned int RequiredBytes = 421843705568; long unsigned int BudgetBytes = 21630094540]'
+// clang 14: non-constexpr function 'run_does_not_fit_required_vs_budget_bytes<421843705568UL, 21630094540UL>'
 //           cannot be used in a constant expression
 #include <memscale/gpus.hpp>
 #include <memscale/planner.hpp>
