@@ -55,7 +55,7 @@ enum class param_role : std::uint8_t {
 
 // The earliest op (in forward order) whose backward still needs an op's output, or none.
 // Stored as index + 1 so that "none" is zero: an op with every field zero is a valid empty op,
-// and a graph's op array is initialised by one memset rather than op by op (docs/performance.md).
+// which is how op_slots::start begins each one (docs/performance.md).
 struct release_point {
   std::uint32_t index_plus_one = 0;
 

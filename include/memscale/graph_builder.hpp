@@ -8,7 +8,7 @@
 
 namespace memscale {
 
-// Writes into a graph the caller owns, so a finished graph (20 KB) is never copied out.
+// Writes into a graph the caller owns, so a finished graph (18 KB) is never copied out.
 class graph_builder {
  public:
   // `target` must be empty: ops are appended from slot 0.

@@ -21,7 +21,7 @@ namespace detail {
 
 class transformer_builder {
  public:
-  // Builds into `out`, which must be value-initialised.
+  // Builds into `out`, which must be empty.
   constexpr transformer_builder(const model_spec& m, const training_spec& t, graph& out)
       : m_(validate(m, t)), t_(t), p_(precision_policy_of(t)),
         tokens_(checked_mul(t.micro_batch, t.seq_len, quantity{"tokens (micro_batch x seq_len)"})), rows_(tokens_), d_(head_dim_of(m)), kv_(kv_heads_of(m)), b_(out) {}
