@@ -320,13 +320,21 @@ constexpr bytes budget_of(const gpu_spec& gpu, const plan_options& options = {})
                                                                   detail::quantity{"plan.budget (gpu.memory x (1 - headroom))"}))};
 }
 
-constexpr plan_result make_plan(const model_spec& model, const training_spec& run, const gpu_spec& gpu,
-                                const plan_options& options = {}) {
+namespace detail {
+// The checks of a planner's input that come before any estimate (make_plan and fits()).
+constexpr void validate_plan_input(const model_spec& model, const training_spec& run, const gpu_spec& gpu,
+                                   const plan_options& options) {
   validate(model);
   validate(run);
   if (gpu.memory.value == 0) detail::fail(error_code::invalid_gpu, "gpu.memory", "must be > 0", 0);
   if (options.max_batch_search == 0)
     detail::fail(error_code::invalid_plan_option, "plan.max_batch_search", "must be > 0", 0);
+}
+}  // namespace detail
+
+constexpr plan_result make_plan(const model_spec& model, const training_spec& run, const gpu_spec& gpu,
+                                const plan_options& options = {}) {
+  detail::validate_plan_input(model, run, gpu, options);
   plan_result r{};
   r.vram = gpu.memory;
   r.headroom = detail::validated_headroom(options);
@@ -492,10 +500,7 @@ struct request_fit {
 
 constexpr request_fit fit_of_request(const model_spec& model, const training_spec& run, const gpu_spec& gpu,
                                      const plan_options& options) {
-  validate(model);
-  validate(run);
-  if (gpu.memory.value == 0) fail(error_code::invalid_gpu, "gpu.memory", "must be > 0", 0);
-  if (options.max_batch_search == 0) fail(error_code::invalid_plan_option, "plan.max_batch_search", "must be > 0", 0);
+  validate_plan_input(model, run, gpu, options);
   request_fit f{};
   f.budget = budget_of(gpu, options);
   static_cast<void>(checked_mul(run.micro_batch, run.grad_accum));  // the effective batch, as make_plan checks it
