@@ -327,8 +327,9 @@ inline std::string lines(const chart& c, double y_max, double plot_w, double plo
     out += line(x, top, x, top + plot_h, m.color, 1.5, true);
     // The label stays inside the plot: right of the line where it fits, else left of it.
     const bool fits_right = x + 4 + text_width(m.label, 11) <= left + plot_w;
+    // A white halo keeps it readable where it crosses a curve.
     out += text(fits_right ? x + 4 : x - 4, top + 12, m.label, fits_right ? "start" : "end",
-                " class=\"label\" fill=\"" + m.color + "\"");
+                " class=\"label\" fill=\"" + m.color + "\" stroke=\"#fff\" stroke-width=\"3\" paint-order=\"stroke\"");
     out += "</g>\n";
   }
   return out;
