@@ -115,7 +115,7 @@ struct plan_result {
   std::uint64_t micro_batch = 0;       // planned micro-batch; micro_batch * grad_accumulation == effective_batch
   std::uint64_t grad_accumulation = 1;
   std::uint64_t max_micro_batch = 0;   // largest micro-batch that fits in any mode (0: not even 1)
-  mode max_micro_batch_mode = mode::none;  // the most memory-saving mode that reaches it
+  mode max_micro_batch_mode = mode::none;  // the first of AGGRESSIVE, BALANCED, CONSERVATIVE, none to reach it
   // When the exact divisor is under half of max_micro_batch (e.g. a prime effective batch):
   // the alternative that rounds the effective batch to rounded_micro_batch * rounded_grad_accumulation
   // (0 when there is none).
