@@ -173,9 +173,11 @@ std::string plan_text(const memscale::gpu_spec& gpu, const memscale::plan_result
   for (const auto& m : plan.modes)
     out += fmt::format("  {:<13} {}; precision {}, optimizer {}; band {}\n", memscale::to_string(m.m),
                        techniques_text(m.switched_on), m.run.prec, m.run.optimizer, band_text(m.band));
+  if (!gpu.bf16)
+    out += fmt::format("  the {} has no bf16 arithmetic: modes that switch to 16-bit precision use fp16\n", gpu.label);
   if (plan.mode_order_inverted)
-    out += "  note: a more aggressive mode needs more memory than a gentler one here (AGGRESSIVE keeps its 8-bit "
-           "optimizer state on the GPU; BALANCED moves its state to the host)\n";
+    out += fmt::format("  note: a more aggressive mode needs more memory than a gentler one here ({})\n",
+                       plan.why_order_inverts);
   // Components of each mode's peak (tensor bytes) as stacked bars: P parameters,
   // G gradients, O optimizer state, A activations, W workspace.
   out += fmt::format("\n  components at each mode's peak (GiB; bar: P params, G grads, O optimizer, A activations, "
@@ -198,9 +200,8 @@ std::string plan_text(const memscale::gpu_spec& gpu, const memscale::plan_result
   }
   out += fmt::format("Verdict: {} (the request as given; \"fits\" only when the band's upper end is within the budget)\n",
                      memscale::to_string(plan.v));
-  const bool has_mode = plan.status != memscale::plan_status::shorter_sequence &&
-                        plan.status != memscale::plan_status::nothing_fits;
-  out += fmt::format("Chosen: {} — {} [{}]\n", has_mode ? std::string(memscale::to_string(plan.chosen)) : "nothing",
+  out += fmt::format("Chosen: {} — {} [{}]\n",
+                     plan.has_chosen_mode() ? std::string(memscale::to_string(plan.chosen)) : "nothing",
                      plan.reason, memscale::to_string(plan.status));
   out += fmt::format("  largest micro-batch in any mode: {}{}\n", plan.max_micro_batch,
                      plan.max_micro_batch > 0 ? fmt::format(" ({})", memscale::to_string(plan.max_micro_batch_mode))

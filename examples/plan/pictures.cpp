@@ -48,14 +48,65 @@ std::uint64_t seq_range(const memscale::model_spec& model, const memscale::train
   return last;
 }
 
-// Largest sequence length (a multiple of 1) at the run's micro-batch for mode m.
-std::uint64_t largest_seq(const memscale::model_spec& model, const memscale::training_spec& run,
-                          const memscale::gpu_spec& gpu, memscale::mode m, memscale::bytes budget, std::uint64_t hi) {
-  return memscale::detail::largest_fitting(hi, [&](std::uint64_t s) {
-    memscale::training_spec t = run;
-    t.seq_len = s;
-    return memscale::detail::mode_fits(model, t, gpu, m, budget);
-  });
+// The largest sequence length up to `hi` at the run's micro-batch, in any mode, and a mode
+// that reaches it, found as the planner finds the largest micro-batch: the most memory-saving
+// modes first, a later mode only when it fits one more (length 0: none fits even 1).
+struct largest_in_any_mode {
+  std::uint64_t length = 0;
+  memscale::mode in = memscale::mode::none;
+};
+
+largest_in_any_mode largest_seq(const memscale::model_spec& model, const memscale::training_spec& run,
+                                const memscale::gpu_spec& gpu, memscale::bytes budget, std::uint64_t hi) {
+  largest_in_any_mode best{};
+  for (const memscale::mode m : memscale::detail::search_order) {
+    const auto fits_at = [&](std::uint64_t s) {
+      memscale::training_spec t = run;
+      t.seq_len = s;
+      return memscale::detail::mode_fits(model, t, gpu, m, budget);
+    };
+    if (best.length >= hi || (best.length > 0 && !fits_at(best.length + 1))) continue;
+    const std::uint64_t s = best.length > 0 ? memscale::detail::largest_fitting_from(best.length + 1, hi, fits_at)
+                                            : memscale::detail::largest_fitting(hi, fits_at);
+    if (s > best.length) best = {s, m};
+  }
+  return best;
+}
+
+// The smallest device peak of any mode at micro-batch 1: what the cliff would start from.
+memscale::bytes smallest_peak_at_one(const memscale::model_spec& model, memscale::training_spec run,
+                                     const memscale::gpu_spec& gpu, memscale::bytes budget) {
+  run.micro_batch = 1;
+  memscale::bytes least = memscale::json_io::cliff_peak(model, run, 1, gpu, memscale::mode::none, budget);
+  for (const auto m : all_modes) least = memscale::min(least, memscale::json_io::cliff_peak(model, run, 1, gpu, m, budget));
+  return least;
+}
+
+// Why the micro-batch cliff is not drawn: not even micro-batch 1 fits in any mode.
+std::string no_micro_batch_fits(const memscale::model_spec& model, const memscale::training_spec& run,
+                                const memscale::gpu_spec& gpu, const memscale::plan_result& plan) {
+  return fmt::format("no mode fits even micro-batch 1 at seq {}: the smallest peak, {:.1f} GiB, is over the budget "
+                     "of {:.1f} GiB",
+                     run.seq_len, gib(smallest_peak_at_one(model, run, gpu, plan.budget)), gib(plan.budget));
+}
+
+// The SVG footer's and the text's name of the plan's answer.
+std::string chosen_text(const memscale::plan_result& plan) {
+  if (!plan.has_chosen_mode()) return fmt::format("nothing ({})", memscale::to_string(plan.status));
+  std::string out(memscale::to_string(plan.chosen));
+  if (plan.status == memscale::plan_status::smaller_micro_batch)
+    out += fmt::format(" at micro-batch {} x accumulation {}", plan.micro_batch, plan.grad_accumulation);
+  if (plan.status == memscale::plan_status::parameter_offload) out += " + parameter offload";
+  return out;
+}
+
+std::string verdict_words(memscale::verdict v) {
+  switch (v) {
+    case memscale::verdict::fits: return "fits";
+    case memscale::verdict::borderline: return "borderline";
+    case memscale::verdict::does_not_fit: return "does not fit";
+  }
+  return "does not fit";
 }
 
 }  // namespace
@@ -67,7 +118,7 @@ std::string plan_svg(const memscale::model_spec& model, const memscale::gpu_spec
     const memscale::memory_breakdown& b = m.breakdown;
     // The breakdown is tensor bytes; the gap to the device peak is allocator rounding and the CUDA context.
     const double rest = gib(m.peak) - gib(b.total());
-    svg::bar bar{.label = std::string(memscale::to_string(m.m)) + (m.fits ? "\nfits" : "\ndoes not fit"),
+    svg::bar bar{.label = std::string(memscale::to_string(m.m)) + "\n" + verdict_words(m.v),
                  .segments = {{"parameters", gib(b.parameters)},
                               {"gradients", gib(b.gradients)},
                               {"optimizer", gib(b.optimizer)},
@@ -77,8 +128,7 @@ std::string plan_svg(const memscale::model_spec& model, const memscale::gpu_spec
     c.bars.push_back(bar);
   }
   c.references = vram_and_budget(plan.vram, plan.budget);
-  return svg::figure({c}, fmt::format("memscale-plan: device peak (nvidia-smi) per mode; chosen: {}",
-                                      plan.fits ? memscale::to_string(plan.chosen) : "none"));
+  return svg::figure({c}, fmt::format("memscale-plan: device peak (nvidia-smi) per mode; chosen: {}", chosen_text(plan)));
 }
 
 std::string cliff_svg(const memscale::model_spec& model, const memscale::training_spec& run,
@@ -110,15 +160,24 @@ std::string cliff_svg(const memscale::model_spec& model, const memscale::trainin
   by_batch.references = vram_and_budget(plan.vram, plan.budget);
   by_seq.references = by_batch.references;
   by_batch.y_cap = by_seq.y_cap = 2.0 * gib(plan.vram);  // the cliff, not the far end of the curve
-  const memscale::mode chosen = plan.fits ? plan.chosen : memscale::mode::aggressive;
-  if (plan.max_micro_batch > 0)
-    by_batch.markers.push_back(
-        {.label = fmt::format("max micro-batch {} ({})", plan.max_micro_batch, memscale::to_string(chosen)),
-         .x = static_cast<double>(plan.max_micro_batch)});
-  const auto max_seq = largest_seq(model, run, gpu, chosen, plan.budget, seqs.back());
-  if (max_seq > 0)
-    by_seq.markers.push_back(
-        {.label = fmt::format("max seq {} ({})", max_seq, memscale::to_string(chosen)), .x = static_cast<double>(max_seq)});
+  // The plan's own largest micro-batch and the mode that reaches it, as the text report says.
+  if (plan.max_micro_batch > 0) {
+    by_batch.markers.push_back({.label = fmt::format("max micro-batch {} ({})", plan.max_micro_batch,
+                                                     memscale::to_string(plan.max_micro_batch_mode)),
+                                .x = static_cast<double>(plan.max_micro_batch)});
+  } else {
+    // Every curve would lie over the budget: a note says so instead of an empty chart.
+    by_batch.lines.clear();
+    by_batch.note = no_micro_batch_fits(model, run, gpu, plan);
+  }
+  const largest_in_any_mode max_seq = largest_seq(model, run, gpu, plan.budget, seqs.back());
+  if (max_seq.length > 0) {
+    by_seq.markers.push_back({.label = fmt::format("max seq {} ({})", max_seq.length, memscale::to_string(max_seq.in)),
+                              .x = static_cast<double>(max_seq.length)});
+  } else {
+    by_seq.lines.clear();
+    by_seq.note = fmt::format("no mode fits micro-batch {} even at sequence length 1", run.micro_batch);
+  }
   return svg::figure({by_batch, by_seq},
                      fmt::format("memscale-plan: the OOM cliff of {} on {} (device peak, nvidia-smi)", model.name,
                                  gpu.label));
@@ -128,6 +187,8 @@ std::string cliff_text(const memscale::model_spec& model, const memscale::traini
                        const memscale::gpu_spec& gpu, const memscale::plan_result& plan) {
   // Rows are peak levels (top: 1.5 x VRAM), columns micro-batches 1, 2, 4, ...; each mode
   // plots its initial (N, C, B, A); '-' marks the budget row, '=' the VRAM row.
+  if (plan.max_micro_batch == 0)
+    return fmt::format("\nOOM cliff: not drawn; {}\n", no_micro_batch_fits(model, run, gpu, plan));
   constexpr int rows = 10;
   const auto batches = memscale::json_io::cliff_micro_batches(run, plan);
   const double vram = gib(plan.vram);
@@ -157,9 +218,8 @@ std::string cliff_text(const memscale::model_spec& model, const memscale::traini
   std::string axis;
   for (const auto b : batches) axis += fmt::format("{:>5}", b);
   out += fmt::format("  {:>6} +{}\n  {:>6}  {}  micro-batch\n", "GiB", std::string(batches.size() * 5, '-'), "", axis);
-  if (plan.max_micro_batch > 0)
-    out += fmt::format("  largest micro-batch that fits ({}): {}\n",
-                       memscale::to_string(plan.fits ? plan.chosen : memscale::mode::aggressive), plan.max_micro_batch);
+  out += fmt::format("  largest micro-batch that fits ({}): {}\n", memscale::to_string(plan.max_micro_batch_mode),
+                     plan.max_micro_batch);
   return out;
 }
 
@@ -210,11 +270,20 @@ std::string inference_cliff_svg(const memscale::model_spec& model, const memscal
   by_batch.references = vram_and_budget(plan.vram, plan.budget);
   by_ctx.references = by_batch.references;
   by_batch.y_cap = by_ctx.y_cap = 2.0 * gib(plan.vram);
-  if (plan.max_batch > 0)
+  if (plan.max_batch > 0) {
     by_batch.markers.push_back({.label = fmt::format("max batch {}", plan.max_batch), .x = static_cast<double>(plan.max_batch)});
-  if (plan.max_context > 0)
+  } else {
+    by_batch.lines.clear();
+    by_batch.note = fmt::format("not even batch 1 fits at context {}: the peak at batch 1 is {:.1f} GiB, the budget {:.1f} GiB",
+                                run.context, estimate(1, run.context), gib(plan.budget));
+  }
+  if (plan.max_context > 0) {
     by_ctx.markers.push_back({.label = fmt::format("max context {}", plan.max_context),
                               .x = static_cast<double>(plan.max_context)});
+  } else {
+    by_ctx.lines.clear();
+    by_ctx.note = fmt::format("not even a short context fits at batch {}", run.batch);
+  }
   return svg::figure({by_batch, by_ctx}, fmt::format("memscale-plan --inference: the OOM cliff of {} on {}",
                                                      model.name, gpu.label));
 }

@@ -84,7 +84,6 @@ std::string vision_report(const options& opt, const memscale::vision::vision_spe
   const memscale::plan_result plan = memscale::vision::make_plan(
       model, opt.run, *gpu, memscale::plan_options{.headroom = opt.headroom.value_or(memscale::default_headroom)});
   out += plan_text(*gpu, plan);
-  out += fmt::format("  largest batch that fits (any mode): {}\n", plan.max_micro_batch);
   out += "  (vision modes: conservative = checkpointed stages; balanced = + mixed precision; aggressive = + 8-bit AdamW)\n";
   return out;
 }

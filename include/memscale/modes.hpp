@@ -39,12 +39,13 @@ enum class technique : std::uint16_t {
   half_precision = 16,    // 16-bit weights, gradients and activations (BF16, FP16 without BF16)
   optimizer_8bit = 32,
   offload_parameters = 64,
+  mixed_precision = 128,  // autocast: 16-bit matmuls and activations over fp32 weights (AMP)
 };
 
 inline constexpr technique all_techniques[] = {technique::checkpointing,   technique::offload_optimizer,
                                                 technique::offload_activations, technique::tiled_attention,
                                                 technique::half_precision,  technique::optimizer_8bit,
-                                                technique::offload_parameters};
+                                                technique::offload_parameters, technique::mixed_precision};
 
 constexpr std::string_view to_string(technique t) noexcept {
   switch (t) {
@@ -55,6 +56,7 @@ constexpr std::string_view to_string(technique t) noexcept {
     case technique::half_precision: return "half_precision";
     case technique::optimizer_8bit: return "optimizer_8bit";
     case technique::offload_parameters: return "offload_parameters";
+    case technique::mixed_precision: return "mixed_precision";
   }
   return "unknown";
 }
@@ -68,6 +70,7 @@ struct technique_set {
 };
 
 constexpr bool is_half_precision(precision p) { return p == precision::pure_bf16 || p == precision::pure_fp16; }
+constexpr bool is_mixed_precision(precision p) { return p == precision::amp_bf16 || p == precision::amp_fp16; }
 
 // The techniques a run uses.
 constexpr technique_set techniques_of(const training_spec& run) {
@@ -77,6 +80,7 @@ constexpr technique_set techniques_of(const training_spec& run) {
   if (run.offload_activations) s.add(technique::offload_activations);
   if (run.attention == attention_impl::flash) s.add(technique::tiled_attention);
   if (is_half_precision(run.prec)) s.add(technique::half_precision);
+  if (is_mixed_precision(run.prec)) s.add(technique::mixed_precision);
   if (run.optimizer == optimizer_kind::adamw_8bit) s.add(technique::optimizer_8bit);
   if (run.offload_parameters) s.add(technique::offload_parameters);
   return s;

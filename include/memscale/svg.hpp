@@ -3,8 +3,10 @@
 // Opt-in and run-time only: nothing in the estimators includes it. stacked_bars draws one
 // bar per category made of labelled segments, against horizontal reference lines (VRAM,
 // budget); line_chart draws series of (x, y) points on a log2 x axis, with reference lines
-// and marked x positions (the largest micro-batch that fits). A figure places charts side by
-// side. Every text is XML-escaped, so the output is well-formed whatever the labels hold.
+// and marked x positions (the largest micro-batch that fits). A chart with nothing to plot
+// shows a note instead. A figure places charts side by side. Every text is XML-escaped, so the
+// output is well-formed whatever the labels hold; the legend is placed clear of the reference
+// labels, a marker's label stays inside the plot, and a long title is set smaller to fit.
 #pragma once
 
 #include <algorithm>
@@ -60,6 +62,7 @@ struct chart {
   std::vector<reference_line> references{};
   std::vector<x_marker> markers{};
   double y_cap = 0.0;  // > 0: the y axis stops here and larger values are drawn at the top
+  std::string note{};  // with no bars and no lines: drawn in the plot area instead ('\n' breaks lines)
 };
 
 // Segment and series colours (ColorBrewer Set2-like, readable on white and in grey print).
@@ -139,19 +142,85 @@ inline std::string y_axis(double y_max, double plot_w, double plot_h, std::strin
   return out;
 }
 
+// Rough width of a text in DejaVu Sans / Arial, enough to keep labels apart: 0.56 em per
+// character, 0.62 em in bold; UTF-8 continuation bytes do not count.
+inline double text_width(std::string_view s, double font_px, bool bold = false) {
+  double chars = 0;
+  for (const char c : s)
+    if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) chars += 1;
+  return chars * (bold ? 0.62 : 0.56) * font_px;
+}
+
+// A text that must stay within `room` pixels: set smaller (down to 10 px) when it is wider
+// at `px`, then cut with an ellipsis.
+inline std::string fitted_text(double x, double y, std::string s, double room, double px, std::string_view cls,
+                               bool bold = false) {
+  const double fitted =
+      std::max(10.0, std::min(px, std::floor(10.0 * px * room / std::max(text_width(s, px, bold), 1.0)) / 10.0));
+  if (text_width(s, fitted, bold) > room) {
+    const auto drop_last_character = [&] {
+      while (!s.empty() && (static_cast<unsigned char>(s.back()) & 0xC0) == 0x80) s.pop_back();
+      if (!s.empty()) s.pop_back();
+    };
+    while (!s.empty() && text_width(s + "\u2026", fitted, bold) > room) drop_last_character();
+    s += "\u2026";
+  }
+  return text(x, y, s, "start",
+              " class=\"" + std::string(cls) + "\"" +
+                  (fitted < px ? " style=\"font-size:" + num(fitted) + "px\"" : std::string()));
+}
+
+// Where reference line i's label sits: the first above its line, the others below, so close
+// lines stay readable. Baseline y of 11 px text.
+inline double reference_label_y(std::size_t i, double line_y) { return i == 0 ? line_y - 4 : line_y + 12; }
+
+inline double reference_y(const reference_line& r, double y_max, double plot_h) {
+  return top + plot_h - plot_h * std::min(r.value, y_max) / y_max;
+}
+
 inline std::string references(const chart& c, double y_max, double plot_w, double plot_h) {
   std::string out;
   for (std::size_t i = 0; i < c.references.size(); ++i) {
     const reference_line& r = c.references[i];
-    const double y = top + plot_h - plot_h * std::min(r.value, y_max) / y_max;
+    const double y = reference_y(r, y_max, plot_h);
     out += "<g class=\"reference\" data-label=\"" + escape(r.label) + "\">\n";
     out += line(left, y, left + plot_w, y, r.color, 2, r.dashed);
-    // The first label sits above its line, the others below, so close lines stay readable.
-    out += text(left + plot_w + 6, i == 0 ? y - 4 : y + 12, r.label + " " + value_text(r.value), "start",
+    out += text(left + plot_w + 6, reference_label_y(i, y), r.label + " " + value_text(r.value), "start",
                 " class=\"label\" fill=\"" + r.color + "\"");
     out += "</g>\n";
   }
   return out;
+}
+
+// The top of a legend block `height` high in the column right of the plot, clear of the
+// reference labels that share that column: the preferred end of the plot (bottom for bars,
+// top for lines) when it is free, else the other end, else next to a label.
+inline double legend_top(const chart& c, double y_max, double plot_h, double height, bool prefer_bottom) {
+  struct span {
+    double from;
+    double to;
+  };
+  std::vector<span> taken;
+  for (std::size_t i = 0; i < c.references.size(); ++i) {
+    const double baseline = reference_label_y(i, reference_y(c.references[i], y_max, plot_h));
+    taken.push_back({baseline - 12, baseline + 4});
+  }
+  const double lowest = top;
+  const double highest = chart_height - 8 - height;  // the column is free down to the chart's bottom edge
+  std::vector<double> candidates;
+  if (prefer_bottom) candidates = {top + plot_h - height, top};
+  else candidates = {top, top + plot_h - height};
+  for (const span& t : taken) {
+    candidates.push_back(t.to + 2);
+    candidates.push_back(t.from - 2 - height);
+  }
+  for (const double y : candidates) {
+    if (y < lowest || y > highest) continue;
+    bool clear = true;
+    for (const span& t : taken) clear = clear && (y + height <= t.from || y >= t.to);
+    if (clear) return y;
+  }
+  return candidates.front();
 }
 
 inline double max_value(const chart& c) {
@@ -200,10 +269,13 @@ inline std::string bars(const chart& c, double y_max, double plot_w, double plot
       out += text(x + width / 2, top + plot_h + 32, b.label.substr(nl + 1), "middle", " class=\"tick\"");
     out += "</g>\n";
   }
+  // Listed bottom to top, as the segments stack.
+  const double height = 16.0 * static_cast<double>(legend.size());
+  const double block = legend_top(c, y_max, plot_h, height, true);
   for (std::size_t k = 0; k < legend.size(); ++k) {
-    const double y = top + plot_h - 16.0 * static_cast<double>(k) - 8;
-    out += "<rect x=\"" + num(left + plot_w + 6) + "\" y=\"" + num(y - 9) + "\" width=\"10\" height=\"10\" fill=\"" +
-           std::string(palette[k % palette.size()]) + "\"/>\n";
+    const double y = block + height - 16.0 * static_cast<double>(k) - 4;
+    out += "<rect class=\"legend-key\" x=\"" + num(left + plot_w + 6) + "\" y=\"" + num(y - 9) +
+           "\" width=\"10\" height=\"10\" fill=\"" + std::string(palette[k % palette.size()]) + "\"/>\n";
     out += text(left + plot_w + 20, y, legend[k], "start", " class=\"legend\"");
   }
   return out;
@@ -232,6 +304,7 @@ inline std::string lines(const chart& c, double y_max, double plot_w, double plo
     out += text(x, top + plot_h + 16, tick, "middle", " class=\"tick\"");
   }
   out += text(left + plot_w / 2, top + plot_h + 36, c.x_label, "middle", " class=\"axis\"");
+  const double legend_block = legend_top(c, y_max, plot_h, 16.0 * static_cast<double>(c.lines.size()), false);
   for (std::size_t k = 0; k < c.lines.size(); ++k) {
     const series& s = c.lines[k];
     const auto color = std::string(palette[k % palette.size()]);
@@ -243,16 +316,20 @@ inline std::string lines(const chart& c, double y_max, double plot_w, double plo
       out += "<circle cx=\"" + num(to_x(p.x)) + "\" cy=\"" + num(to_y(p.y)) + "\" r=\"2.5\" fill=\"" + color +
              "\"><title>" + escape(s.label) + ": " + value_text(p.x) + " -> " + value_text(p.y) + "</title></circle>\n";
     out += "</g>\n";
-    const double y = top + 12 + 16.0 * static_cast<double>(k);
-    out += "<rect x=\"" + num(left + plot_w + 6) + "\" y=\"" + num(y + 16) + "\" width=\"10\" height=\"3\" fill=\"" +
-           color + "\"/>\n";
-    out += text(left + plot_w + 20, y + 21, s.label, "start", " class=\"legend\"");
+    const double y = legend_block + 12 + 16.0 * static_cast<double>(k);
+    out += "<rect class=\"legend-key\" x=\"" + num(left + plot_w + 6) + "\" y=\"" + num(y - 5) +
+           "\" width=\"10\" height=\"3\" fill=\"" + color + "\"/>\n";
+    out += text(left + plot_w + 20, y, s.label, "start", " class=\"legend\"");
   }
   for (const auto& m : c.markers) {
     const double x = to_x(m.x);
     out += "<g class=\"marker\" data-label=\"" + escape(m.label) + "\">\n";
     out += line(x, top, x, top + plot_h, m.color, 1.5, true);
-    out += text(x + 4, top + 12, m.label, "start", " class=\"label\" fill=\"" + m.color + "\"");
+    // The label stays inside the plot: right of the line where it fits, else left of it.
+    const bool fits_right = x + 4 + text_width(m.label, 11) <= left + plot_w;
+    // A white halo keeps it readable where it crosses a curve.
+    out += text(fits_right ? x + 4 : x - 4, top + 12, m.label, fits_right ? "start" : "end",
+                " class=\"label\" fill=\"" + m.color + "\" stroke=\"#fff\" stroke-width=\"3\" paint-order=\"stroke\"");
     out += "</g>\n";
   }
   return out;
@@ -268,7 +345,40 @@ inline std::string chart_group(const chart& c, double x, double y) {
   double y_max = nice_max(max_value(c) * 1.05);
   if (c.y_cap > 0) y_max = std::min(y_max, nice_max(c.y_cap));
   std::string out = "<g class=\"chart\" transform=\"translate(" + num(x) + " " + num(y) + ")\">\n";
-  out += text(left, 22, c.title, "start", " class=\"title\"");
+  out += fitted_text(left, 22, c.title, chart_width - left - 8, 15, "title", true);
+  if (c.bars.empty() && c.lines.empty() && !c.note.empty()) {
+    // Nothing to plot: the note in an empty frame, broken at '\n' and wrapped to the frame.
+    out += "<rect class=\"note-frame\" x=\"" + num(left) + "\" y=\"" + num(top) + "\" width=\"" + num(plot_w) +
+           "\" height=\"" + num(plot_h) + "\" fill=\"#fafafa\" stroke=\"#ccc\"/>\n";
+    std::vector<std::string> note_lines;
+    std::size_t start = 0;
+    while (start <= c.note.size()) {
+      const auto end = std::min(c.note.find('\n', start), c.note.size());
+      std::string current;
+      std::size_t word = start;
+      while (word < end) {
+        const auto space = std::min(c.note.find(' ', word), end);
+        const std::string next = c.note.substr(word, space - word);
+        if (!current.empty() && text_width(current + " " + next, 12) > plot_w - 16) {
+          note_lines.push_back(current);
+          current = next;
+        } else {
+          current += (current.empty() ? "" : " ") + next;
+        }
+        word = space + 1;
+      }
+      note_lines.push_back(current);
+      start = end + 1;
+    }
+    double line_y = top + plot_h / 2 - 8.0 * static_cast<double>(note_lines.size() - 1);
+    out += "<g class=\"note\">\n";
+    for (const std::string& l : note_lines) {
+      out += text(left + plot_w / 2, line_y, l, "middle", " class=\"axis\"");
+      line_y += 16;
+    }
+    out += "</g>\n</g>\n";
+    return out;
+  }
   out += y_axis(y_max, plot_w, plot_h, c.y_label);
   out += c.bars.empty() ? lines(c, y_max, plot_w, plot_h) : bars(c, y_max, plot_w, plot_h);
   out += references(c, y_max, plot_w, plot_h);
@@ -290,7 +400,7 @@ inline std::string figure(const std::vector<chart>& charts, std::string_view cap
   out += "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n";
   for (std::size_t i = 0; i < charts.size(); ++i)
     out += chart_group(charts[i], detail::chart_width * static_cast<double>(i), 0);
-  if (!caption.empty()) out += detail::text(12, height - 8, caption, "start", " class=\"axis\"");
+  if (!caption.empty()) out += detail::fitted_text(12, height - 8, std::string(caption), width - 24, 12, "axis");
   out += "</svg>\n";
   return out;
 }

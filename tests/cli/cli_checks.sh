@@ -231,7 +231,7 @@ bad_input_says '--image must be' --model resnet18 --image 224x224x3
 
 # --- vision models -----------------------------------------------------------------
 run --model resnet50 --image 384x384 --batch 64 --gpu rtx3060-12gb
-if [[ $rc -eq 0 ]] && grep -q "image 384x384" "$work/out" && grep -q "largest batch that fits" "$work/out"; then
+if [[ $rc -eq 0 ]] && grep -q "image 384x384" "$work/out" && grep -q "largest micro-batch in any mode: [1-9]" "$work/out" && grep -q "^Chosen: balanced .*\[mode_needed\]" "$work/out"; then
   pass "--model resnet50 --image 384x384 --gpu: a plan with the largest batch"
 else
   fail "--model resnet50 --image 384x384 --gpu: a plan with the largest batch" "exit $rc" "$(head -c 300 "$work/err")"
@@ -297,6 +297,17 @@ bad_input_says 'did you mean q_proj?' --lora 4 --lora-targets q_prj
 bad_input_says '--qlora-double-quant needs --qlora' --lora 4 --qlora-double-quant
 bad_input_says 'did you mean optimizer?' --offload optimiser
 bad_input_says '--units must be gib, gb or mib (got "tb")' --units tb
+# bf16 on a GPU without bf16 arithmetic: refused, naming the GPU and the fp16 precision to use
+bad_input_says 'run.precision amp_bf16 needs bf16 arithmetic, which the NVIDIA T4 does not have' --precision amp_bf16 --gpu t4
+bad_input_says 'use amp_fp16' --precision pure_bf16 --gpu v100-16gb
+bad_input_says 'use amp_fp16' --model resnet50 --batch 8 --precision amp_bf16 --gpu t4
+run --precision amp_fp16 --gpu t4
+if [[ $rc -eq 0 ]] && grep -q "has no bf16 arithmetic: modes that switch to 16-bit precision use fp16" "$work/out" &&
+   grep -q "precision pure_fp16, optimizer adamw_8bit" "$work/out"; then
+  pass "--precision amp_fp16 --gpu t4: plans, AGGRESSIVE in pure fp16, and says why"
+else
+  fail "--precision amp_fp16 --gpu t4: plans, AGGRESSIVE in pure fp16, and says why" "exit $rc" "$(head -c 300 "$work/err")"
+fi
 
 # --help succeeds
 run --help

@@ -4,7 +4,7 @@ expected bars, series, reference lines and markers.
 
     svg_checks.py MEMSCALE_PLAN WORK_DIR
 """
-import os, subprocess, sys
+import json, os, re, subprocess, sys
 import xml.etree.ElementTree as ET
 
 NS = "{http://www.w3.org/2000/svg}"
@@ -77,6 +77,86 @@ for g in root.iter(NS + "g"):
 root = load(inf_cliff)
 check(any(m.startswith("max batch ") for m in labels(root, "marker")), "inference cliff marks the largest batch")
 check(any(m.startswith("max context ") for m in labels(root, "marker")), "inference cliff marks the largest context")
+
+# Layout: in every chart the legend keeps clear of the VRAM / budget labels that share the
+# column right of the plot, a title fits the chart, and a marker's label stays inside the plot
+# (rough widths: 0.56 em per character, 0.62 em in bold, as svg.hpp estimates them).
+CHART_WIDTH, PLOT_LEFT, PLOT_RIGHT = 560, 64, 410
+
+
+def font_px(t, default):
+    m = re.search(r"font-size:([\d.]+)px", t.get("style") or "")
+    return float(m.group(1)) if m else default
+
+
+def check_layout(path):
+    root = load(path)
+    for chart in (g for g in root.iter(NS + "g") if g.get("class") == "chart"):
+        legend = [float(t.get("y")) for t in chart.iter(NS + "text") if t.get("class") == "legend"]
+        labels = [float(t.get("y")) for g in chart.iter(NS + "g") if g.get("class") == "reference"
+                  for t in g.iter(NS + "text")]
+        for ly in legend:
+            for ry in labels:
+                check(abs(ly - ry) >= 12, f"{path}: a legend entry at y {ly} overlaps a reference label at y {ry}")
+        for t in chart.iter(NS + "text"):
+            if t.get("class") == "title":
+                width = len(t.text or "") * 0.62 * font_px(t, 15)
+                check(float(t.get("x")) + width <= CHART_WIDTH - 8, f"{path}: title {t.text!r} is wider than the chart")
+        for g in (g for g in chart.iter(NS + "g") if g.get("class") == "marker"):
+            for t in g.iter(NS + "text"):
+                x, width = float(t.get("x")), len(t.text or "") * 0.56 * 11
+                lo, hi = (x, x + width) if t.get("text-anchor") == "start" else (x - width, x)
+                check(PLOT_LEFT <= lo and hi <= PLOT_RIGHT, f"{path}: marker label {t.text!r} leaves the plot ({lo}-{hi})")
+
+
+def plan_of(*args):
+    r = run(*args, "--json")
+    check(r.returncode == 0, f"{args} --json exits 0 ({r.stderr})")
+    return json.loads(r.stdout)["plan"] if r.returncode == 0 else {}
+
+
+for args in (["--model", "gpt2-xl", "--batch", "2", "--seq", "1024", "--gpu", "rtx3060-12gb"],
+             ["--model", "gpt2-xl", "--batch", "2", "--seq", "1024", "--gpu", "rtx3090"],
+             ["--model", "gpt2", "--batch", "8", "--seq", "1024", "--gpu", "a100-80gb"]):
+    bars, cliff = os.path.join(work, "layout-plan.svg"), os.path.join(work, "layout-cliff.svg")
+    r = run(*args, "--svg", bars, "--svg-batch", cliff)
+    check(r.returncode == 0, f"{args} with pictures exits 0 ({r.stderr})")
+    check_layout(bars)
+    check_layout(cliff)
+    # The pictures say what the plan says: the chosen mode, the largest micro-batch and its mode.
+    answer = plan_of(*args)
+    caption = [t.text for t in load(bars).iter(NS + "text") if t.text and "chosen:" in t.text]
+    check(len(caption) == 1 and caption[0].split("chosen: ")[1].startswith(answer.get("mode") or "nothing"),
+          f"{args}: --svg caption {caption} vs the plan's mode {answer.get('mode')}")
+    if answer.get("max_micro_batch", 0) == 0:
+        check("OOM cliff: not drawn" in r.stdout, f"{args}: no micro-batch fits and the text cliff says so")
+        continue
+    want = f"max micro-batch {answer.get('max_micro_batch')} ({answer.get('max_micro_batch_mode')})"
+    check(want in labels(load(cliff), "marker"), f"{args}: --svg-batch markers {labels(load(cliff), 'marker')}, plan {want}")
+    cliff_line = re.search(r"largest micro-batch that fits \((\w+)\): (\d+)", r.stdout)
+    check(cliff_line is not None and
+          cliff_line.groups() == (answer.get("max_micro_batch_mode"), str(answer.get("max_micro_batch"))),
+          f"{args}: text cliff {cliff_line and cliff_line.group(0)} vs {want}")
+inf = os.path.join(work, "layout-inference.svg")
+r = run("--model", "llama-2-7b", "--inference", "--batch", "4", "--context", "1024", "--new-tokens", "64",
+        "--gpu", "rtx3090", "--svg", inf)
+check(r.returncode == 0, f"inference --svg exits 0 ({r.stderr})")
+check_layout(inf)
+
+# Nothing fits even micro-batch 1: no empty charts; a note says why, and so does the text.
+nothing = os.path.join(work, "nothing-cliff.svg")
+r = run("--model", "llama-2-70b", "--batch", "1", "--seq", "512", "--gpu", "t4", "--svg-batch", nothing)
+check(r.returncode == 0, f"llama-2-70b on a T4 exits 0 ({r.stderr})")
+check("OOM cliff: not drawn; no mode fits even micro-batch 1" in r.stdout, "text cliff says why it is not drawn")
+root = load(nothing)
+check(labels(root, "series") == [], f"no curves where nothing fits: {labels(root, 'series')}")
+notes = [g for g in root.iter(NS + "g") if g.get("class") == "note"]
+check(len(notes) == 2, f"a note in each panel ({len(notes)})")
+inf_nothing = os.path.join(work, "nothing-inference-cliff.svg")
+r = run("--model", "llama-2-70b", "--inference", "--batch", "4", "--context", "1024", "--new-tokens", "64",
+        "--gpu", "t4", "--svg-batch", inf_nothing)
+check(r.returncode == 0, f"llama-2-70b inference on a T4 exits 0 ({r.stderr})")
+check(labels(load(inf_nothing), "series") == [], "no inference curves where nothing fits")
 
 # Usage errors: the cliff needs a GPU; an unwritable path is reported.
 r = run("--svg-batch", os.path.join(work, "x.svg"))

@@ -43,6 +43,7 @@ TEST_CASE("hf_config: parameter counts") {
   CHECK(count_of("Qwen--Qwen2.5-7B") == 7'615'616'512ULL);
   CHECK(count_of("Qwen--Qwen1.5-MoE-A2.7B") == 14'315'784'192ULL);
   CHECK(count_of("Qwen--Qwen3-0.6B") == 596'049'920ULL);
+  CHECK(count_of("Qwen--Qwen3-8B") == 8'190'735'360ULL);
   CHECK(count_of("Qwen--Qwen3-30B-A3B") == 30'532'122'624ULL);
   CHECK(count_of("google--gemma-7b") == 8'537'680'896ULL);
   CHECK(count_of("google--gemma-2-2b") == 2'614'341'888ULL);

@@ -259,6 +259,7 @@ memscale::plan_result bisection_plan(const memscale::model_spec& model, const tr
   if (gpu.memory.value == 0) md::fail(memscale::error_code::invalid_gpu, "gpu.memory", "must be > 0", 0);
   if (options.max_batch_search == 0)
     md::fail(memscale::error_code::invalid_plan_option, "plan.max_batch_search", "must be > 0", 0);
+  if (!gpu.bf16 && md::needs_bf16(run.prec)) md::fail_bf16_without_support(run.prec, gpu);
   memscale::plan_result r{};
   r.vram = gpu.memory;
   r.headroom = md::validated_headroom(options);
@@ -542,7 +543,9 @@ TEST_CASE("make_plan's shorter sequence is the bisection planner's, just short o
       const memscale::gpu_spec gpu = *memscale::find_gpu(gpu_name);
       for (const u64 micro_batch : {u64{1}, u64{3}}) {
         for (const u64 seq : {u64{5000}, u64{9000}, u64{17000}, u64{33000}, u64{65000}, u64{70000}, u64{131072}}) {
-          for (const auto prec : {memscale::precision::fp32, memscale::precision::amp_bf16}) {
+          // 16-bit autocast in the format the GPU has (bf16 is refused where it has none).
+          for (const auto prec : {memscale::precision::fp32,
+                                  gpu.bf16 ? memscale::precision::amp_bf16 : memscale::precision::amp_fp16}) {
             const training_spec run{.micro_batch = micro_batch, .seq_len = seq, .prec = prec};
             INFO(model.name << " on " << gpu_name << ": " << micro_batch << " x " << seq);
             const memscale::plan_result plan = memscale::make_plan(model, run, gpu);

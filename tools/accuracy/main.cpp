@@ -18,6 +18,7 @@
 
 #include <memscale/json.hpp>
 #include <memscale/memscale.hpp>
+#include <memscale/vision/planner.hpp>
 
 namespace {
 
@@ -30,9 +31,8 @@ struct row {
   double measured = 0;
   double estimated = 0;
   std::string error;  // non-empty: not modelled yet
-  memscale::model_spec model{};   // what was estimated (for the error-band check)
-  memscale::training_spec run{};
-  bool classified = false;        // model and run describe a training step (error bands apply)
+  memscale::run_class of = memscale::run_class::unmeasured;  // the class of the run (for the error-band check)
+  bool classified = false;        // a training step (transformer or vision): error bands apply
   bool vision = false;            // a torchvision model (model.impl "torchvision")
   [[nodiscard]] double err_pct() const { return (estimated - measured) / measured * 100.0; }
 };
@@ -139,10 +139,12 @@ std::vector<row> ground_truth_rows(const std::string& dir, const std::string& se
       // Training steps of the transformer estimator carry their class's error band; vision
       // and inference estimates are summarised by their own sections.
       r.vision = memscale::json_io::is_vision_record(record);
-      r.classified = !r.vision && !record.contains("infer");
-      if (r.classified) {
-        r.model = memscale::json_io::model_for_record(record);
-        r.run = memscale::json_io::run_from_record(record);
+      r.classified = !record.contains("infer");
+      if (r.vision) {
+        r.of = memscale::vision::class_of(memscale::json_io::vision_model_from_record(record),
+                                          memscale::json_io::run_from_record(memscale::json_io::vision_run_record(record)));
+      } else if (r.classified) {
+        r.of = memscale::class_of(memscale::json_io::model_for_record(record), memscale::json_io::run_from_record(record));
       }
     }
     rows.push_back(r);
@@ -185,8 +187,7 @@ std::vector<row> aggressive_rows(const std::string& path, const json& baselines,
       apply_causal_lm_loss(model, stack_of(stacks, r.id));
       const auto plan = memscale::make_plan(model, run, *gpu);
       r.estimated = static_cast<double>(plan.modes[3].tensor_peak.value);
-      r.model = model;
-      r.run = plan.modes[3].run;
+      r.of = memscale::class_of(model, plan.modes[3].run);
       r.classified = true;
     }
     rows.push_back(r);
@@ -227,7 +228,7 @@ summary summarise(const std::vector<row>& rows, const std::string& set, const st
   return s;
 }
 
-// The error of every modelled case, by the class memscale::class_of gives its run.
+// The error of every modelled case, by the class memscale::class_of (vision::class_of) gives its run.
 struct measured_band {
   std::size_t cases = 0;
   double worst_under = 0;  // per cent
@@ -238,7 +239,7 @@ std::vector<measured_band> measured_bands(const std::vector<row>& rows) {
   std::vector<measured_band> out(memscale::error_bands.size());
   for (const row& r : rows) {
     if (!r.error.empty() || !r.classified) continue;
-    auto& b = out[static_cast<std::size_t>(memscale::class_of(r.model, r.run))];
+    auto& b = out[static_cast<std::size_t>(r.of)];
     ++b.cases;
     b.worst_under = std::min(b.worst_under, r.err_pct());
     b.worst_over = std::max(b.worst_over, r.err_pct());
@@ -363,7 +364,7 @@ int check_error_bands(const std::vector<row>& rows) {
   }
   for (const row& r : rows) {
     if (!r.error.empty() || !r.classified) continue;
-    const auto& band = memscale::band_of(memscale::class_of(r.model, r.run));
+    const auto& band = memscale::band_of(r.of);
     if (r.err_pct() < band.low * 100.0 || r.err_pct() > band.high * 100.0)
       std::printf("OUT OF ITS CLASS BAND %s %s (%s): %+.2f%%\n", r.set.c_str(), r.id.c_str(),
                   std::string(memscale::to_string(band.of)).c_str(), r.err_pct());

@@ -84,12 +84,10 @@ inline json mode_json(const mode_plan& m) {
 inline json plan_to_json(const plan_result& plan) {
   json modes = json::array();
   for (const auto& m : plan.modes) modes.push_back(mode_json(m));
-  const bool has_mode = plan.status != plan_status::shorter_sequence &&
-                        plan.status != plan_status::nothing_fits;
   json j = {
       {"status", std::string(to_string(plan.status))},
       // "none" only when no technique is needed; null when nothing fits.
-      {"mode", has_mode ? json(std::string(to_string(plan.chosen))) : json(nullptr)},
+      {"mode", plan.has_chosen_mode() ? json(std::string(to_string(plan.chosen))) : json(nullptr)},
       {"fits", plan.fits},
       {"verdict", std::string(to_string(plan.v))},
       {"budget", plan.budget.value},

@@ -11,14 +11,17 @@
 // can outweigh the activations it halves (ViT at small batches).
 // cuDNN's workspace is bounded by the free memory at each convolution (vision/estimate.hpp:
 // cudnn_mandatory_workspace), so "fits" needs no extra term for it.
+// The plan itself is the transformer planner's (memscale/detail/plan_steps.hpp): the same
+// verdicts from the same kind of error band, the same choice of mode, the same micro-batch
+// search and fallback to a smaller micro-batch dividing the effective batch.
 #pragma once
 
-#include <array>
-#include <cstdint>
+#include <string_view>
 
-#include "memscale/detail/largest_fitting.hpp"
+#include "memscale/detail/plan_steps.hpp"
+#include "memscale/error_band.hpp"
 #include "memscale/gpus.hpp"
-#include "memscale/planner.hpp"
+#include "memscale/plan_result.hpp"
 #include "memscale/vision/estimate.hpp"
 
 namespace memscale::vision {
@@ -35,74 +38,73 @@ constexpr training_spec apply_vision_mode(training_spec run, mode m, const gpu_s
   return run;
 }
 
-constexpr mode_plan plan_mode(const vision_spec& model, const training_spec& request, const gpu_spec& gpu, mode m,
-                              bytes budget) {
-  mode_plan p{};
-  p.m = m;
-  p.run = apply_vision_mode(request, m, gpu);
-  const estimate_result e = estimate(model, p.run);
-  const peak_estimate& worst = e.first_step.device > e.steady.device ? e.first_step : e.steady;
-  p.peak = worst.device;
-  p.tensor_peak = worst.tensor;
-  p.breakdown = worst.breakdown;
-  p.at = worst.at;
-  p.fits = p.peak <= budget;
-  // Checkpointed stages run their forward again during backward: one extra forward.
-  p.cost.recompute_fraction = p.run.ckpt == checkpointing::full ? 1.0 : 0.0;
-  return p;
+// The measured class of a vision run: the torchvision cases (CPU traces and H100 steps) cover
+// full training without offloading or sharding, which the vision estimator does not model.
+constexpr run_class class_of(const vision_spec&, const training_spec& run) {
+  const bool modelled = run.target == training_target::full && run.shard == sharding::none &&
+                        !run.offload_optimizer && !run.offload_parameters && !run.offload_activations;
+  return modelled ? run_class::torchvision : run_class::unmeasured;
 }
 
+namespace detail {
+
+constexpr std::string_view reason_for(mode m) {
+  switch (m) {
+    case mode::none: return "the run fits without memory-saving techniques";
+    case mode::conservative: return "checkpointing the stages brings the peak under the budget";
+    case mode::balanced: return "stage checkpointing is not enough; with mixed precision as well the run fits";
+    case mode::aggressive: return "only stage checkpointing, mixed precision and an 8-bit optimizer together fit";
+  }
+  return "";
+}
+
+// A torchvision network as memscale::detail::plan_with plans it.
+struct vision_planning {
+  const vision_spec& model;
+
+  static constexpr bool streams_parameters = false;  // the vision estimator models no offloading
+  static constexpr bool has_sequence = false;
+  static constexpr std::string_view why_order_inverts =
+      "autocast keeps a 16-bit copy of every weight it casts, which can outweigh the activations it halves";
+  static constexpr std::string_view nothing_fits_reason =
+      "not even micro-batch 1 fits in any mode: use a smaller model or image, or shard over more GPUs";
+  static constexpr std::string_view reason_for(mode m) { return detail::reason_for(m); }
+
+  constexpr void validate() const { vision::validate(model); }
+  static constexpr training_spec mode_run(const training_spec& request, mode m, const gpu_spec& gpu) {
+    return apply_vision_mode(request, m, gpu);
+  }
+  constexpr const error_band& band_for(const training_spec& run) const { return band_of(class_of(model, run)); }
+  constexpr mode_plan plan_run(const training_spec& request, const training_spec& run, const gpu_spec&, mode m,
+                               bytes budget) const {
+    return memscale::detail::mode_plan_of(m, request, run, estimate(model, run), band_for(run), budget);
+  }
+  constexpr bytes peak_upper_end(const training_spec& run, const error_band& band) const {
+    return range_of(overall_peak(estimate(model, run)).device, band).high;
+  }
+};
+
+static_assert(memscale::detail::planning_kind<vision_planning>);
+
+}  // namespace detail
+
+constexpr mode_plan plan_mode(const vision_spec& model, const training_spec& request, const gpu_spec& gpu, mode m,
+                              bytes budget) {
+  return detail::vision_planning{model}.plan_run(request, apply_vision_mode(request, m, gpu), gpu, m, budget);
+}
+
+// The plan of a vision run: the same plan_result, filled by the same steps, as
+// memscale::make_plan gives a transformer (a shorter sequence and parameter streaming are
+// not fallbacks here).
 constexpr plan_result make_plan(const vision_spec& model, const training_spec& run, const gpu_spec& gpu,
                                 const plan_options& options = {}) {
-  validate(model);
-  validate(run);
-  if (gpu.memory.value == 0) memscale::detail::fail(error_code::invalid_gpu, "gpu.memory", "must be > 0", 0);
-  plan_result r{};
-  r.vram = gpu.memory;
-  r.headroom = memscale::detail::validated_headroom(options);
-  r.budget = budget_of(gpu, options);
-  constexpr std::array all_modes{mode::none, mode::conservative, mode::balanced, mode::aggressive};
-  for (std::size_t i = 0; i < all_modes.size(); ++i) r.modes[i] = plan_mode(model, run, gpu, all_modes[i], r.budget);
-  r.unoptimized_peak = r.modes[0].peak;
-  r.pressure = ratio(r.unoptimized_peak, r.vram);
-  for (const auto& p : r.modes) {
-    if (p.fits) {
-      r.chosen = p.m;
-      r.fits = true;
-      break;
-    }
-  }
-  // The largest batch that fits in any mode: for a ViT, mixed precision can cost more
-  // than it saves (autocast keeps 16-bit copies of every weight), so no mode is always
-  // the most frugal one.
-  for (const mode m : all_modes) {
-    const std::uint64_t largest =
-        memscale::detail::largest_fitting(options.max_batch_search, [&](std::uint64_t b) {
-          training_spec t = run;
-          t.micro_batch = b;
-          return plan_mode(model, t, gpu, m, r.budget).fits;
-        });
-    if (largest > r.max_micro_batch) r.max_micro_batch = largest;
-  }
-  r.grad_accumulation = run.grad_accum;
-  if (r.fits) {
-    r.reason = r.chosen == mode::none           ? "the run fits without memory-saving techniques"
-               : r.chosen == mode::conservative ? "checkpointing the stages brings the peak under the budget"
-               : r.chosen == mode::balanced     ? "stage checkpointing plus mixed precision fits"
-                                                : "stage checkpointing, mixed precision and an 8-bit optimizer fit";
-    return r;
-  }
-  if (r.max_micro_batch > 0) {
-    r.max_micro_batch = memscale::detail::min(r.max_micro_batch, run.micro_batch);
-    r.grad_accumulation =
-        memscale::detail::ceil_div(memscale::detail::checked_mul(run.micro_batch, run.grad_accum), r.max_micro_batch);
-    r.next_step = advice::smaller_micro_batch;
-    r.reason = "no mode fits at this batch; AGGRESSIVE fits a smaller batch with more gradient accumulation";
-    return r;
-  }
-  r.next_step = advice::smaller_model_or_more_gpus;
-  r.reason = "even batch 1 does not fit: use a smaller model or image, or more GPUs";
-  return r;
+  return memscale::detail::plan_with(detail::vision_planning{model}, run, gpu, options);
+}
+
+// make_plan(...).fits from the modes' peaks at the request alone (as memscale::fits).
+constexpr bool fits(const vision_spec& model, const training_spec& run, const gpu_spec& gpu,
+                    const plan_options& options = {}) {
+  return memscale::detail::fit_with(detail::vision_planning{model}, run, gpu, options).fits;
 }
 
 }  // namespace memscale::vision
