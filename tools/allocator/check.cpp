@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include <memscale/allocator/context.hpp>
 #include <memscale/allocator/replay.hpp>
+#include <memscale/allocator/replay_generate.hpp>
 #include <memscale/json.hpp>
 #include <memscale/memscale.hpp>
 
@@ -56,23 +58,43 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::printf("%-52s %9s %9s | %8s %8s %8s | %8s %8s\n", "case", "alloc", "reserved", "alloc%", "res-bef%", "res-aft%",
-              "simalloc", "retries");
+  std::printf("%-50s %8s %8s | %7s %8s %8s | %8s %8s | %7s %6s\n", "case", "alloc", "reserved", "alloc%",
+              "res-bef%", "res-aft%", "smi-bef%", "smi-aft%", "simal%", "ctx");
   for (const std::string& id : order) {
     const measured_case& c = cases[id];
     const json& r = c.record;
-    if (memscale::json_io::is_vision_record(r) || r.contains("infer")) continue;
+    if (memscale::json_io::is_vision_record(r)) continue;
     const memscale::model_spec model = memscale::json_io::model_for_record(r);
-    const memscale::training_spec run =
-        memscale::with_resolved_adapters(model, memscale::json_io::run_from_record(r));
-    const memscale::estimate_result est = memscale::estimate(model, run);
-    const auto g = std::make_unique<memscale::graph>(memscale::build_graph(model, run));
-    const auto rep = memscale::allocator::replay_training<16384, 16384, 16384>(*g, run, {.full_walk = true});
-    std::printf("%-52s %9.0f %9.0f | %+8.2f %+8.2f %+8.2f | %+8.2f %8llu\n", id.c_str(), c.allocated / 1048576.0,
-                c.reserved / 1048576.0, pct(static_cast<double>(est.steady.tensor.value), c.allocated),
-                pct(static_cast<double>(est.steady.reserved.value), c.reserved),
-                pct(static_cast<double>(rep.reserved_peak.value), c.reserved),
-                pct(static_cast<double>(rep.allocated_peak.value), c.allocated),
-                static_cast<unsigned long long>(rep.alloc_retries));
+    double est_tensor = 0, est_reserved = 0, est_device = 0;
+    memscale::allocator::replay_result rep{};
+    memscale::allocator::context_inputs ctx{.streaming_multiprocessors = 132, .max_threads_per_sm = 2048};
+    if (r.contains("infer")) {
+      const memscale::inference_spec inf = memscale::json_io::inference_from_record(r);
+      const auto est = memscale::estimate_inference(model, inf).peak;
+      est_tensor = static_cast<double>(est.tensor.value);
+      est_reserved = static_cast<double>(est.reserved.value);
+      est_device = static_cast<double>(est.device.value);
+      rep = memscale::allocator::replay_generate<16384, 16384>(model, inf);
+      ctx.work = memscale::allocator::workload::inference;
+      ctx.half_precision = inf.compute != memscale::dtype::fp32;
+    } else {
+      const memscale::training_spec run =
+          memscale::with_resolved_adapters(model, memscale::json_io::run_from_record(r));
+      const memscale::estimate_result est = memscale::estimate(model, run);
+      est_tensor = static_cast<double>(est.steady.tensor.value);
+      est_reserved = static_cast<double>(est.steady.reserved.value);
+      est_device = static_cast<double>(est.steady.device.value);
+      const auto g = std::make_unique<memscale::graph>(memscale::build_graph(model, run));
+      rep = memscale::allocator::replay_training<16384, 16384, 16384>(*g, run);
+      ctx.half_precision = run.prec != memscale::precision::fp32;
+    }
+    const auto context = memscale::allocator::context_memory(ctx).total();
+    const double sim_reserved = static_cast<double>(rep.reserved_peak.value);
+    const double sim_device = sim_reserved + static_cast<double>(context.value);
+    std::printf("%-50s %8.0f %8.0f | %+7.2f %+8.2f %+8.2f | %+8.2f %+8.2f | %+7.2f %6.0f\n", id.substr(5).c_str(),
+                c.allocated / 1048576.0, c.reserved / 1048576.0, pct(est_tensor, c.allocated),
+                pct(est_reserved, c.reserved), pct(sim_reserved, c.reserved), pct(est_device, c.smi),
+                pct(sim_device, c.smi), pct(static_cast<double>(rep.allocated_peak.value), c.allocated),
+                (c.smi - c.reserved) / 1048576.0);
   }
 }

@@ -31,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "memscale/allocator/free_set.hpp"
 #include "memscale/allocator/options.hpp"
 #include "memscale/bytes.hpp"
 #include "memscale/error.hpp"
@@ -182,67 +183,34 @@ class caching_allocator {
   }
 
  private:
-  struct free_entry {
-    std::uint64_t size;
-    std::uint64_t address;
-    std::uint32_t block;
-  };
-  struct free_set {
-    std::array<free_entry, BlockCapacity> items;
-    std::size_t count = 0;
-  };
+  using pool_set = free_set<BlockCapacity>;
 
   [[noreturn]] static void detail_fail(const char* what, std::uint64_t value) {
     memscale::detail::fail(error_code::unsupported, "allocator simulation", what, value);
   }
 
-  static constexpr bool before(std::uint64_t size_a, std::uint64_t addr_a, std::uint64_t size_b,
-                               std::uint64_t addr_b) {
-    return size_a < size_b || (size_a == size_b && addr_a < addr_b);
-  }
-
-  // First entry not ordered before (size, address).
-  static constexpr std::size_t lower_bound(const free_set& s, std::uint64_t size, std::uint64_t address) {
-    std::size_t lo = 0;
-    std::size_t hi = s.count;
-    while (lo < hi) {
-      const std::size_t mid = lo + (hi - lo) / 2;
-      if (before(s.items[mid].size, s.items[mid].address, size, address))
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    return lo;
-  }
-
-  constexpr free_set& free_of(pool_kind p) { return p == pool_kind::small ? small_free_ : large_free_; }
+  constexpr pool_set& free_of(pool_kind p) { return p == pool_kind::small ? small_free_ : large_free_; }
 
   [[nodiscard]] constexpr bool is_split(const block& k) const { return k.prev != no_block || k.next != no_block; }
 
   constexpr void insert_free(std::uint32_t b) {
     const block& k = blocks_[b];
-    free_set& s = free_of(k.pool);
-    if (s.count >= BlockCapacity) detail_fail("has more cached blocks than its capacity", s.count);
-    const std::size_t at = lower_bound(s, k.size, k.address);
-    for (std::size_t i = s.count; i > at; --i) s.items[i] = s.items[i - 1];
-    s.items[at] = {k.size, k.address, b};
-    ++s.count;
+    free_of(k.pool).insert({k.size, k.address, b});
     if (!k.expandable && is_split(k)) {
       stats_.inactive_split += bytes{k.size};
       stats_.inactive_split_peak = max(stats_.inactive_split_peak, stats_.inactive_split);
     }
   }
 
-  constexpr void erase_free_at(free_set& s, std::size_t at) {
-    const block& k = blocks_[s.items[at].block];
+  constexpr void erase_free_at(pool_set& s, free_position at) {
+    const block& k = blocks_[s.at(at).block];
     if (!k.expandable && is_split(k)) stats_.inactive_split -= bytes{k.size};
-    for (std::size_t i = at; i + 1 < s.count; ++i) s.items[i] = s.items[i + 1];
-    --s.count;
+    s.erase(at);
   }
 
   constexpr void erase_free(std::uint32_t b) {
-    free_set& s = free_of(blocks_[b].pool);
-    erase_free_at(s, lower_bound(s, blocks_[b].size, blocks_[b].address));
+    pool_set& s = free_of(blocks_[b].pool);
+    erase_free_at(s, s.lower_bound(blocks_[b].size, blocks_[b].address));
   }
 
   constexpr std::uint32_t new_block(const block& k) {
@@ -265,20 +233,22 @@ class caching_allocator {
 
   // get_free_block: best fit in the pool, with the oversize rules.
   constexpr std::uint32_t get_free_block(pool_kind pool, std::uint64_t size) {
-    free_set& s = free_of(pool);
-    std::size_t at = lower_bound(s, size, 0);
-    if (at == s.count) return no_block;
-    if (opts_.expandable_segments && blocks_[s.items[at].block].expandable) {
+    pool_set& s = free_of(pool);
+    free_position at = s.lower_bound(size, 0);
+    if (s.is_end(at)) return no_block;
+    if (opts_.expandable_segments && blocks_[s.at(at).block].expandable) {
       // The block that can grow into unmapped space counts at its grown size, so a block that
       // fits without growing is preferred (get_free_block's expandable_size walk).
-      while (at + 1 < s.count && expandable_size(s.items[at + 1].block) < expandable_size(s.items[at].block)) ++at;
+      for (free_position n = s.next(at);
+           !s.is_end(n) && expandable_size(s.at(n).block) < expandable_size(s.at(at).block); n = s.next(n))
+        at = n;
     }
-    const std::uint64_t found = s.items[at].size;
+    const std::uint64_t found = s.at(at).size;
     const std::uint64_t max_split = opts_.max_split_size.value;
     if (size < max_split && found >= max_split) return no_block;
     if (size >= max_split && found >= memscale::detail::checked_add(size, opts_.max_non_split_rounding.value))
       return no_block;
-    const std::uint32_t b = s.items[at].block;
+    const std::uint32_t b = s.at(at).block;
     erase_free_at(s, at);
     return b;
   }
@@ -357,24 +327,20 @@ class caching_allocator {
   // expandable segments unmap their whole free pages.
   constexpr void release_cached_blocks() {
     for (const pool_kind pool : {pool_kind::large, pool_kind::small}) {
-      free_set& s = free_of(pool);
-      std::size_t kept = 0;
+      pool_set& s = free_of(pool);
       std::size_t expandable_count = 0;
-      for (std::size_t i = 0; i < s.count; ++i) {
-        const std::uint32_t b = s.items[i].block;
-        const block& k = blocks_[b];
+      s.erase_if([&](const free_entry& e) {
+        const block& k = blocks_[e.block];
         if (k.expandable) {
-          unmap_queue_[expandable_count++] = b;
-          s.items[kept++] = s.items[i];
-        } else if (!is_split(k)) {
-          stats_.reserved -= bytes{k.size};
-          ++stats_.segment_releases;
-          delete_block(b);
-        } else {
-          s.items[kept++] = s.items[i];
+          unmap_queue_[expandable_count++] = e.block;
+          return false;
         }
-      }
-      s.count = kept;
+        if (is_split(k)) return false;
+        stats_.reserved -= bytes{k.size};
+        ++stats_.segment_releases;
+        delete_block(e.block);
+        return true;
+      });
       for (std::size_t i = 0; i < expandable_count; ++i) unmap_block(unmap_queue_[i]);
     }
   }
@@ -384,27 +350,30 @@ class caching_allocator {
   constexpr bool release_available_cached_blocks(pool_kind pool, std::uint64_t size) {
     const std::uint64_t max_split = opts_.max_split_size.value;
     if (max_split == memscale::detail::u64_max) return false;
-    free_set& s = free_of(pool);
+    pool_set& s = free_of(pool);
     const std::uint64_t key = size < max_split ? max_split : size;
-    std::size_t at = lower_bound(s, key, 0);
-    auto release_at = [&](std::size_t i) {
-      const std::uint32_t b = s.items[i].block;
+    free_position at = s.lower_bound(key, 0);
+    auto release_at = [&](free_position p) {
+      const std::uint32_t b = s.at(p).block;
       stats_.reserved -= bytes{blocks_[b].size};
       ++stats_.segment_releases;
-      erase_free_at(s, i);
+      erase_free_at(s, p);
       delete_block(b);
     };
-    if (at < s.count && !blocks_[s.items[at].block].expandable) {
+    if (!s.is_end(at) && !blocks_[s.at(at).block].expandable) {
       release_at(at);
       return true;
     }
+    // No single block covers the request: release oversize blocks from the largest down.
     std::uint64_t released = 0;
-    std::size_t i = at;
-    while (released < key && i > 0 && s.items[i - 1].size >= max_split) {
-      --i;
-      if (blocks_[s.items[i].block].expandable) continue;
-      released += s.items[i].size;
-      release_at(i);
+    while (released < key && !s.empty() && !s.is_first(at)) {
+      at = s.previous(at);
+      if (s.at(at).size < max_split) break;
+      if (blocks_[s.at(at).block].expandable) continue;
+      const free_entry e = s.at(at);
+      released += e.size;
+      release_at(at);
+      at = s.lower_bound(e.size, e.address);  // erasing may move entries between chunks
     }
     return released >= key;
   }
@@ -535,8 +504,8 @@ class caching_allocator {
   std::uint32_t recycled_count_ = 0;
   std::array<std::uint32_t, IdCapacity> owner_of_;  // written up to id_high_
   std::uint32_t id_high_ = 0;
-  free_set small_free_;
-  free_set large_free_;
+  pool_set small_free_;
+  pool_set large_free_;
   std::array<std::uint32_t, BlockCapacity> unmap_queue_;
   std::array<std::uint32_t, 64> unmapped_{};
   std::size_t unmapped_count_ = 0;
