@@ -85,6 +85,7 @@ struct allocator_stats {
 
 // A block as the segment picture sees it.
 struct block_view {
+  std::uint64_t segment = 0;  // the address of the segment's first block
   std::uint64_t address = 0;
   std::uint64_t size = 0;
   std::uint32_t owner = 0;
@@ -177,8 +178,8 @@ class caching_allocator {
       if (!live_[i] || k.prev != no_block) continue;  // start at segment heads
       for (std::uint32_t j = i; j != no_block; j = blocks_[j].next)
         if (blocks_[j].mapped)
-          fn(block_view{blocks_[j].address, blocks_[j].size, blocks_[j].owner, blocks_[j].pool, blocks_[j].allocated,
-                        true});
+          fn(block_view{k.address, blocks_[j].address, blocks_[j].size, blocks_[j].owner, blocks_[j].pool,
+                        blocks_[j].allocated, true});
     }
   }
 

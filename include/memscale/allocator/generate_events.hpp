@@ -141,10 +141,24 @@ class generate_walker {
     free(mask);
     free(rope);
     free(embeds);
-    // The output layer, then generate's fp32 copy of the last position replaces the previous one.
-    std::uint32_t logits = alloc(memscale::detail::logits_in_forward(m_, r_, rows).value);
-    std::uint32_t kept = alloc(memscale::detail::logits_kept(m_, r_, rows).value);
-    free(logits);
+    // The output layer, then what generate keeps of it until the next step replaces it: from
+    // 4.45 an fp32 copy of the last position; before, the whole (upcast) logits of `outputs`.
+    std::uint32_t kept = no_tensor;
+    if (r_.transformers_version >= 445) {
+      std::uint32_t logits = alloc(memscale::detail::logits_in_forward(m_, r_, rows).value);
+      kept = alloc(memscale::detail::logits_kept(m_, r_, rows).value);
+      free(logits);
+    } else {
+      const std::uint64_t all = memscale::detail::logits_in_forward(m_, r_, rows).value;
+      const std::uint64_t upcast = all - act(checked_mul(memscale::detail::logit_rows(m_, r_, rows), m_.vocab)).value;
+      std::uint32_t logits = alloc(all - upcast);
+      kept = alloc(upcast);  // logits.float(): outputs.logits
+      if (kept == no_tensor) {
+        kept = logits;
+      } else {
+        free(logits);
+      }
+    }
     free(stream);
     free(positions);
     free(kept_logits_);

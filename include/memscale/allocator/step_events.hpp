@@ -18,9 +18,7 @@
 // - a checkpointed block keeps its input through forward; its backward reruns its forward
 //   (saving) with that input and the stream gradient alive (torch/utils/checkpoint.py). The
 //   input stays until the block's backward ends (the checkpoint's saved tensors).
-// - optimizer step: step 1 creates the state tensor by tensor (torch/optim/adamw.py
-//   _init_group), then the step's temporaries (one per parameter for foreach, all alive at once;
-//   two of one parameter at a time for the for-loop); zero_grad(set_to_none=True) frees the
+// - optimizer step (allocator/optimizer_events.hpp); zero_grad(set_to_none=True) frees the
 //   gradients.
 // - the BLAS workspace is created at the first matmul, once per thread that runs matmuls: the
 //   forward's and the autograd engine's device thread (CublasHandlePool.cpp: a workspace per
@@ -37,6 +35,7 @@
 #include <cstdint>
 
 #include "memscale/allocator/events.hpp"
+#include "memscale/allocator/optimizer_events.hpp"
 #include "memscale/estimate/activations.hpp"
 #include "memscale/estimate/gradients.hpp"
 #include "memscale/estimate/optimizer.hpp"
@@ -384,89 +383,16 @@ class step_walker {
   }
 
   // ---- optimizer ------------------------------------------------------------------------
-  constexpr void optimizer_step(bool first) {
-    if (first) each_trainable_tensor(g_, layers_, [&](std::uint64_t rows, std::uint64_t cols) { create_state(rows, cols); });
-    const bool adam_like = run_.optimizer == optimizer_kind::adam || run_.optimizer == optimizer_kind::adamw;
-    const bool two_of_largest = run_.optimizer == optimizer_kind::lion || run_.optimizer == optimizer_kind::adafactor;
-    switch (run_.optimizer_impl) {
-      case optimizer_implementation::fused: return;
-      case optimizer_implementation::for_loop:
-        // _single_tensor_adam: two parameter-sized temporaries, one parameter at a time.
-        if (adam_like || two_of_largest) {
-          each_trainable_tensor(g_, layers_, [&](std::uint64_t rows, std::uint64_t cols) {
-            const std::uint64_t b = storage(p_.trainable, memscale::detail::checked_mul(rows, cols)).value;
-            std::uint32_t a = alloc(b);
-            std::uint32_t c = alloc(b);
-            free(a);
-            free(c);
-          });
-        }
-        return;
-      case optimizer_implementation::foreach: {
-        if (adam_like) {
-          // _multi_tensor_adam: torch._foreach_sqrt(exp_avg_sqs) makes one list over the group
-          // (two before torch 2.1), alive until the update is applied.
-          const std::uint32_t per_tensor = run_.torch_version < 201 ? 2 : 1;
-          std::size_t count = 0;
-          each_trainable_tensor(g_, layers_, [&](std::uint64_t rows, std::uint64_t cols) {
-            const std::uint64_t b = storage(p_.trainable, memscale::detail::checked_mul(rows, cols)).value;
-            for (std::uint32_t t = 0; t < per_tensor; ++t) {
-              if (count >= temps_.size())
-                memscale::detail::fail(error_code::unsupported, "event stream",
-                                       "has more optimizer temporaries than its capacity", count);
-              temps_[count++] = alloc(b);
-            }
-          });
-          for (std::size_t t = 0; t < count; ++t) free(temps_[t]);
-        } else if (two_of_largest) {
-          each_trainable_tensor(g_, layers_, [&](std::uint64_t rows, std::uint64_t cols) {
-            const std::uint64_t b = storage(p_.trainable, memscale::detail::checked_mul(rows, cols)).value;
-            std::uint32_t a = alloc(b);
-            std::uint32_t c = alloc(b);
-            free(a);
-            free(c);
-          });
-        }
-        return;
-      }
-    }
-  }
+  struct id_ops {
+    step_walker* w;
+    constexpr std::uint32_t alloc(std::uint64_t size) { return w->alloc(size); }
+    constexpr void free(std::uint32_t& id) { w->free(id); }
+  };
 
-  // The state of one parameter tensor, tensor by tensor (tensor_state_bytes).
-  constexpr void create_state(std::uint64_t rows, std::uint64_t cols) {
-    const std::uint64_t n = memscale::detail::checked_mul(rows, cols);
-    const dtype t = p_.trainable;
-    const bool step_on_device = run_.device == device_kind::cpu || run_.optimizer_impl == optimizer_implementation::fused;
-    switch (run_.optimizer) {
-      case optimizer_kind::sgd: return;
-      case optimizer_kind::sgd_momentum:
-      case optimizer_kind::lion: alloc(storage(t, n).value); return;
-      case optimizer_kind::adam:
-      case optimizer_kind::adamw:
-        if (step_on_device) alloc(storage(dtype::fp32, 1).value);
-        alloc(storage(t, n).value);
-        alloc(storage(t, n).value);
-        return;
-      case optimizer_kind::adamw_8bit:
-        if (n < bnb_min_8bit_size) {
-          alloc(storage(dtype::fp32, n).value);
-          alloc(storage(dtype::fp32, n).value);
-          return;
-        }
-        alloc(storage(dtype::int8, n).value);
-        alloc(storage(dtype::int8, n).value);
-        alloc(storage(dtype::fp32, memscale::detail::ceil_div(n, bnb_state_block)).value);
-        alloc(storage(dtype::fp32, memscale::detail::ceil_div(n, bnb_state_block)).value);
-        return;
-      case optimizer_kind::adafactor:
-        if (cols > 1) {
-          alloc(storage(t, rows).value);
-          alloc(storage(t, cols).value);
-        } else {
-          alloc(storage(t, n).value);
-        }
-        return;
-    }
+  constexpr void optimizer_step(bool first) {
+    id_ops ops{this};
+    optimizer_step_events(
+        run_, p_.trainable, first, [&](auto&& fn) { each_trainable_tensor(g_, layers_, fn); }, ops, temps_);
   }
 
   // for_each_trainable_tensor (estimate/optimizer.hpp) with the walk's layer count: fn(rows, cols)
