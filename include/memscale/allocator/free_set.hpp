@@ -86,10 +86,14 @@ class free_set {
     if (total_ >= Capacity)
       memscale::detail::fail(error_code::unsupported, "allocator simulation", "has more cached blocks than its capacity",
                              total_);
-    if (ranks_ == 0) {
+    if (ranks_ == 0) {  // the first entry: lower_bound needs a non-empty chunk
       const std::size_t c = new_chunk();
       order_[0] = static_cast<std::uint16_t>(c);
       ranks_ = 1;
+      chunks_[c][0] = e;
+      count_[c] = 1;
+      ++total_;
+      return;
     }
     free_position p = lower_bound(e.size, e.address);
     if (p.rank == ranks_) p = {ranks_ - 1, count_[order_[ranks_ - 1]]};  // after the last entry
