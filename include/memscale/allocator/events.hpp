@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "memscale/detail/math.hpp"
 #include "memscale/error.hpp"
 
 namespace memscale::allocator {

@@ -40,7 +40,7 @@ struct options {
   bool expandable_segments = false;
   // Blocks at least this large are never split, and serve only requests within
   // max_non_split_rounding of their size (CUDACachingAllocator.cpp get_free_block).
-  bytes max_split_size{detail::u64_max};
+  bytes max_split_size{memscale::detail::u64_max};
   bytes max_non_split_rounding{large_buffer};
   // Divisions per power-of-two interval [2^(20+i), 2^(21+i)); 0 or 1: plain 512 B rounding.
   std::array<std::uint16_t, power2_intervals> roundup_power2_divisions{};
