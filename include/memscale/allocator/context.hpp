@@ -1,0 +1,99 @@
+// memscale/allocator/context.hpp: GPU memory a PyTorch process holds outside the caching
+// allocator: the CUDA context, the libraries' kernel images and handles, NCCL's buffers.
+// nvidia-smi shows reserved (allocator/replay.hpp) plus this.
+//
+// Model: a base that grows with the device's thread slots (the driver's per-thread local
+// memory, MAX_THREADS_PER_SM x SMs x bytes per thread: NVIDIA forum t/289339), plus the kernel
+// images that lazy loading brings in as they are first used (CUDA C++ Programming Guide,
+// "Lazy Loading": the default on Linux from CUDA 12.2, set by PyTorch from 1.13 through
+// CUDA_MODULE_LOADING=LAZY, pytorch PR #86509), which depend on the work the process runs.
+// The base's rate comes from public readings of a bare context; the kernel shares from the
+// H100 runs of this project (nvidia-smi - max_memory_reserved, docs/gpu-measurements.md:
+// CUDA 13.0, torch 2.11, driver 580), so they are one machine's figures: a different
+// software stack moves them by tens of MiB.
+//
+// The device's SM count and threads per SM are inputs here: gpu_spec will carry them
+// (streaming_multiprocessors, max_threads_per_sm); until then callers pass the numbers.
+#pragma once
+
+#include <cstdint>
+
+#include "memscale/bytes.hpp"
+#include "memscale/error.hpp"
+
+namespace memscale::allocator {
+
+// A bare context per thread slot: 2 KiB x threads/SM x SMs matches three public readings
+// within 5% (cudart only: RTX 4060 Ti 34 SM 107 MiB and RTX PRO 6000 188 SM 555 MiB, llama.cpp
+// PR #23604; RTX 3090 82 SM 256 MiB with torch 2.7.1+cu128, InvokeAI issue #9413; 1536
+// threads/SM on sm_86/89/120). H100 SXM (132 SM x 2048): 528 MiB.
+inline constexpr std::uint64_t context_bytes_per_thread_slot = 2048;
+
+// Kernel images and handles a PyTorch forward pass loads on top of the base, fp32 matmuls:
+// 678 MiB measured (infer-gpt2-fp32-b4-c512-n64: nvidia-smi - reserved) - 528 MiB base.
+inline constexpr bytes forward_kernels{150ULL << 20};
+// 16-bit matmul kernels besides: infer-llama2-7b-bf16-b1: 692 - 678 MiB.
+inline constexpr bytes half_precision_kernels{14ULL << 20};
+// Autograd backward and optimizer kernels of a training step: gpt2-b4-s512-fp32 training,
+// 742 MiB, less the 678 MiB of a forward pass.
+inline constexpr bytes training_kernels{64ULL << 20};
+// cuDNN, loaded by the first convolution: resnet50-b64-fp32 training 762 MiB - 742 MiB.
+inline constexpr bytes cudnn_kernels{20ULL << 20};
+// Without lazy loading every kernel of a loaded library is loaded at start: PR #86509 read
+// 666,632,192 B (default) against 287,047,680 B (LAZY) after one small tensor on torch 1.13
+// with CUDA 11.7: 362 MiB more.
+inline constexpr bytes eager_loading_extra{666632192ULL - 287047680ULL};
+// NCCL communicators and their buffers when a process talks to other GPUs: the non-torch
+// memory vLLM measured went from 1.79 GiB at tensor parallel 1 to 3.58 GiB at 2 on an 80 GB
+// card (vllm PR #10511). An upper figure: it includes vLLM's custom all-reduce buffers.
+inline constexpr bytes multi_gpu_communication{1922039808ULL};  // 1.79 GiB
+
+enum class workload : std::uint8_t { inference, training };
+
+struct context_inputs {
+  std::uint32_t streaming_multiprocessors = 0;  // cudaDeviceProp::multiProcessorCount
+  std::uint32_t max_threads_per_sm = 0;         // cudaDeviceProp::maxThreadsPerMultiProcessor
+  workload work = workload::training;
+  bool half_precision = false;   // bf16/fp16 matmuls (autocast or a 16-bit model)
+  bool convolutions = false;     // cuDNN runs (vision models)
+  bool lazy_loading = true;      // CUDA >= 11.7 with CUDA_MODULE_LOADING=LAZY (PyTorch >= 1.13 sets it)
+  std::uint32_t gpus = 1;        // processes that communicate (data or tensor parallel)
+  bytes blas_outside{};          // torch < 2.0: cuBLAS allocated its workspaces itself
+  bytes override_total{};        // non-zero: the user's measured figure (--context-memory), used as is
+};
+
+// The parts, so a report can say what it assumed.
+struct context_estimate {
+  bytes base{};         // thread slots
+  bytes kernels{};      // PyTorch, cuBLAS/cuBLASLt, cuDNN kernel images and handles
+  bytes communication{};
+  bytes other{};        // cuBLAS workspaces outside the allocator; or the user's override
+  bool overridden = false;
+
+  [[nodiscard]] constexpr bytes total() const { return base + kernels + communication + other; }
+};
+
+constexpr context_estimate context_memory(const context_inputs& in) {
+  context_estimate c{};
+  if (in.override_total.value != 0) {
+    c.other = in.override_total;
+    c.overridden = true;
+    return c;
+  }
+  memscale::detail::require(in.streaming_multiprocessors > 0, error_code::invalid_gpu, "gpu.streaming_multiprocessors",
+                            "must be > 0 to size the CUDA context", in.streaming_multiprocessors);
+  memscale::detail::require(in.max_threads_per_sm > 0, error_code::invalid_gpu, "gpu.max_threads_per_sm",
+                            "must be > 0 to size the CUDA context", in.max_threads_per_sm);
+  c.base = bytes{memscale::detail::checked_mul(context_bytes_per_thread_slot, in.streaming_multiprocessors,
+                                               in.max_threads_per_sm)};
+  c.kernels = forward_kernels;
+  if (in.half_precision) c.kernels += half_precision_kernels;
+  if (in.work == workload::training) c.kernels += training_kernels;
+  if (in.convolutions) c.kernels += cudnn_kernels;
+  if (!in.lazy_loading) c.kernels += eager_loading_extra;
+  if (in.gpus > 1) c.communication = multi_gpu_communication;
+  c.other = in.blas_outside;
+  return c;
+}
+
+}  // namespace memscale::allocator

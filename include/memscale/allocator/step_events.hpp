@@ -1,0 +1,452 @@
+// memscale/allocator/step_events.hpp: the tensors of training steps, in the order they are
+// created and freed, from the op graph (memscale/graph.hpp).
+//
+// The walk is the one estimate/activations.hpp and estimate.hpp describe moment by moment,
+// made literal:
+// - setup: parameters op by op (weight copies, then bias copies), buffers, the inputs; a tied
+//   head's own weight is created and dropped first (Hugging Face builds lm_head, then
+//   PreTrainedModel.tie_weights replaces it); persistent gradients (accumulation, zero_grad in
+//   place) exist from the start.
+// - forward, section by section: an op's output, extra saved tensors and temporaries are
+//   created, the temporaries die, the previous op's output dies unless a backward keeps it;
+//   the epilogue keeps the outputs nobody saves until it ends (the loss code's locals), and a
+//   previous step's carried tensors die at the first loss op. The base model's held tensors
+//   live through the blocks.
+// - backward, sections in reverse: the gradient of an op's output, the gradient of its input,
+//   its temporaries and the parameter gradients it creates; then the saved tensors it was the
+//   last to need. The residual stream's gradient lives through each block's backward.
+// - a checkpointed block keeps its input through forward; its backward reruns its forward
+//   (saving) with that input and the stream gradient alive (torch/utils/checkpoint.py). The
+//   input stays until the block's backward ends (the checkpoint's saved tensors).
+// - optimizer step (allocator/optimizer_events.hpp); zero_grad(set_to_none=True) frees the
+//   gradients.
+// - the BLAS workspace is created at the first matmul, once per thread that runs matmuls: the
+//   forward's and the autograd engine's device thread (CublasHandlePool.cpp: a workspace per
+//   handle and stream, handles per thread).
+// A tensor that continues under another name (a section's output that is the next section's
+// input, the gradient of an op's input that is the gradient of the previous op's output) keeps
+// its id: the allocator sees no free and alloc in between.
+//
+// Not walked (an error names them): sharded or offloaded runs and data parallelism.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "memscale/allocator/events.hpp"
+#include "memscale/allocator/optimizer_events.hpp"
+#include "memscale/estimate/activations.hpp"
+#include "memscale/estimate/gradients.hpp"
+#include "memscale/estimate/optimizer.hpp"
+#include "memscale/estimate/parameters.hpp"
+#include "memscale/graph.hpp"
+#include "memscale/precision_policy.hpp"
+#include "memscale/training.hpp"
+
+namespace memscale::allocator {
+
+struct step_stream_options {
+  std::uint64_t layers = 0;       // block repeats to walk; 0: the graph's block_repeats
+  std::uint32_t steps = 2;        // 1: the first step only; 2: the first and a steady step
+  // Threads that run matmuls, each with its own cuBLAS workspace: 2 for training (the forward
+  // and autograd's device thread). Measured: allocated at the start of step 2 exceeds
+  // parameters and state by 2 x 32 MiB on the H100 runs (docs/data/gpu_measured_h100.json
+  // marks.start, mistral-small: 66.0 MiB). 1 reproduces estimate()'s single workspace.
+  std::uint32_t blas_handles = 2;
+  bool tie_weights_copy = true;   // a tied head's own weight exists until tie_weights (Hugging Face)
+};
+
+inline constexpr std::uint32_t no_tensor = 0xffffffffU;
+
+namespace detail {
+
+// A tensor the walk holds: its id and size (no_tensor: none).
+struct held_tensor {
+  std::uint32_t id = no_tensor;
+  std::uint64_t size = 0;
+};
+
+template <class Sink, std::size_t IdCapacity, std::size_t SavedCapacity>
+class step_walker {
+ public:
+  constexpr step_walker(const graph& g, const training_spec& run, const step_stream_options& o, Sink& sink)
+      : g_(g), run_(run), p_(precision_policy_of(run)), o_(o), sink_(sink),
+        layers_(o.layers != 0 ? o.layers : g.block_repeats) {
+    using memscale::detail::require;
+    require(run.shard == sharding::none && run.data_parallel == 1, error_code::unsupported, "run.data_parallel",
+            "the allocator's event stream covers one GPU without sharding", run.data_parallel);
+    require(!run.offload_optimizer && !run.offload_parameters && !run.offload_activations, error_code::unsupported,
+            "run.offload_*", "the allocator's event stream does not model offloading", 1);
+    require(layers_ > 0 && g.block_end > g.block_begin, error_code::unsupported, "graph", "needs a repeated block",
+            layers_);
+    block_ops_ = g.block_end - g.block_begin;
+    require(memscale::detail::checked_mul(layers_, block_ops_) + g.size <= SavedCapacity, error_code::unsupported,
+            "event stream", "has more ops x layers than its table capacity",
+            memscale::detail::checked_mul(layers_, block_ops_));
+    persist_ = run.grad_accum > 1 || !run.zero_grad_to_none;
+    // Who frees what in backward: the ops each op is the last (in backward order) to need.
+    for (std::size_t i = 0; i < g.size; ++i) release_head_[i] = no_op;
+    for (std::size_t j = g.size; j-- > 0;) {
+      const auto by = g.ops[j].released_by;
+      if (by == not_kept) continue;
+      release_next_[j] = release_head_[by.index()];
+      release_head_[by.index()] = static_cast<std::uint16_t>(j);
+    }
+  }
+
+  constexpr void walk() {
+    setup();
+    for (std::uint32_t s = 1; s <= o_.steps; ++s) training_step(s);
+  }
+
+ private:
+  // ---- ids ------------------------------------------------------------------------
+  constexpr std::uint32_t alloc(std::uint64_t size) {
+    if (size == 0) return no_tensor;
+    const std::uint32_t id = ids_.take();
+    sink_.alloc(id, size);
+    return id;
+  }
+  constexpr void free(std::uint32_t& id) {
+    if (id == no_tensor) return;
+    sink_.free(id);
+    ids_.give_back(id);
+    id = no_tensor;
+  }
+
+  // Saved tensors of op i in pass `layer` (prologue and epilogue: layer 0).
+  constexpr std::size_t slot(std::size_t i, std::uint64_t layer) const {
+    if (i < g_.block_begin) return i;
+    if (i < g_.block_end) return g_.block_begin + static_cast<std::size_t>(layer) * block_ops_ + (i - g_.block_begin);
+    return g_.block_begin + static_cast<std::size_t>(layers_) * block_ops_ + (i - g_.block_end);
+  }
+
+  constexpr void enter(std::uint32_t step, moment m) { sink_.enter(step, m); }
+
+  // ---- setup ---------------------------------------------------------------------
+  constexpr void setup() {
+    enter(0, moment::setup);
+    for (std::size_t i = 0; i < SavedCapacity; ++i) saved_out_[i] = saved_extra_[i] = no_tensor;
+    for_each_op([&](std::size_t i) { parameters_of(g_.ops[i]); });
+    if (tied_copy_ != 0) {
+      std::uint32_t copy = alloc(tied_copy_);
+      free(copy);
+    }
+    if (g_.buffers.value != 0) {
+      const std::uint64_t per_layer = g_.buffers.value / g_.block_repeats;
+      for (std::uint64_t l = 0; l < layers_; ++l) alloc(per_layer);
+      alloc(g_.buffers.value - per_layer * g_.block_repeats);
+    }
+    if (persist_) for_each_op([&](std::size_t i) { gradients_of(g_.ops[i]); });
+    // input_ids and labels (graph::inputs: two int64 tensors of the tokens).
+    inputs_[0] = alloc(g_.inputs.value / 2);
+    inputs_[1] = alloc(g_.inputs.value - g_.inputs.value / 2);
+  }
+
+  // Calls fn(op index) for every op in forward order, block ops once per layer.
+  template <class Fn>
+  constexpr void for_each_op(Fn&& fn) {
+    for (std::size_t i = 0; i < g_.block_begin; ++i) fn(i);
+    for (std::uint64_t l = 0; l < layers_; ++l)
+      for (std::size_t i = g_.block_begin; i < g_.block_end; ++i) fn(i);
+    for (std::size_t i = g_.block_end; i < g_.size; ++i) fn(i);
+  }
+
+  constexpr void parameters_of(const op& o) {
+    const op_elements n = elements_of(o);
+    const dtype d = o.frozen ? p_.param : p_.trainable;
+    const std::uint64_t copies = o.weight.count;
+    if (o.weight.rows != 0 && o.borrows_weight && o_.tie_weights_copy) tied_copy_ = storage(d, n.weight).value;
+    if (o.weight.rows != 0 && !o.borrows_weight) {
+      const bool quantised = run_.target == training_target::qlora && o.frozen && o.role == param_role::matmul;
+      if (quantised) {
+        // bitsandbytes Params4bit: packed codes, then the quantisation constants (QuantState).
+        const std::uint64_t total = nf4_weight_bytes(n.weight, run_.quant).value;
+        const std::uint64_t codes = storage(dtype::nf4, n.weight).value;
+        split_evenly(codes, copies);
+        split_evenly(total - codes, copies);
+      } else {
+        split_evenly(storage(d, n.weight).value, copies);
+      }
+    }
+    if (o.bias.rows != 0) split_evenly(storage(d, n.bias).value, o.bias.count);
+  }
+
+  // `total` bytes as `copies` tensors (expert copies), the remainder on the last.
+  constexpr void split_evenly(std::uint64_t total, std::uint64_t copies) {
+    if (copies <= 1) {
+      alloc(total);
+      return;
+    }
+    const std::uint64_t each = total / copies;
+    for (std::uint64_t c = 0; c + 1 < copies; ++c) alloc(each);
+    alloc(total - each * (copies - 1));
+  }
+
+  // Gradients op `o` creates (op_gradient_bytes): kept in grads_ until zero_grad.
+  constexpr void gradients_of(const op& o) {
+    if (o.frozen || (o.weight.rows == 0 && o.bias.rows == 0)) return;
+    const op_elements n = elements_of(o);
+    if (!o.weight_grad_exists && o.weight.rows != 0) keep_grads(storage(p_.trainable, n.weight).value, o.weight.count);
+    if (o.bias.rows != 0) keep_grads(storage(p_.trainable, n.bias).value, o.bias.count);
+  }
+  constexpr void keep_grads(std::uint64_t total, std::uint64_t copies) {
+    const std::uint64_t n = copies <= 1 ? 1 : copies;
+    const std::uint64_t each = total / n;
+    for (std::uint64_t c = 0; c < n; ++c) push_grad(alloc(c + 1 < n ? each : total - each * (n - 1)));
+  }
+  constexpr void push_grad(std::uint32_t id) {
+    if (id == no_tensor) return;
+    if (grad_count_ >= grads_.size())
+      memscale::detail::fail(error_code::unsupported, "event stream", "has more gradients than its capacity", grad_count_);
+    grads_[grad_count_++] = id;
+  }
+
+  // ---- one training step -------------------------------------------------------------
+  constexpr void training_step(std::uint32_t s) {
+    step_ = s;
+    if (g_.carried.value != 0) carried_ = alloc(g_.carried.value);
+    const bool ckpt = run_.ckpt == checkpointing::full;
+    enter(s, moment::prologue_forward);
+    held_tensor carry{};
+    forward_section(prologue_of(g_), 0, false, true, carry);
+    std::uint32_t held = no_tensor;
+    for (std::uint64_t l = 0; l < layers_; ++l) {
+      enter(s, block_moment(l, true));
+      if (l == 0) held = alloc(g_.held.value);
+      forward_section(block_of(g_), l, false, !ckpt, carry);
+      if (ckpt) {
+        // The checkpoint keeps its input (the stream op's output) until the block's backward.
+        checkpoint_input_[l] = pending_input_;
+        pending_input_ = no_tensor;
+      }
+    }
+    if (!ckpt) free(held);
+    enter(s, moment::epilogue_forward);
+    forward_section(epilogue_of(g_), 0, true, true, carry);
+    free(carry.id);
+
+    enter(s, moment::epilogue_backward);
+    backward_section(epilogue_of(g_), 0, 0);
+    for (std::uint64_t l = layers_; l-- > 0;) {
+      enter(s, block_moment(l, false));
+      if (ckpt) {
+        std::uint32_t stream_grad = alloc(g_.stream_grad.value);
+        held_tensor input{checkpoint_input_[l], g_.ops[g_.block_begin].out.value};
+        recompute_ = true;
+        forward_section(block_of(g_), l, false, true, input);
+        recompute_ = false;
+        free(input.id);  // the rerun's last output, not kept
+        backward_section(block_of(g_), l, 0);
+        free(pending_input_);  // the checkpoint's input, when no op of the block kept it
+        free(stream_grad);
+      } else {
+        backward_section(block_of(g_), l, g_.stream_grad.value);
+      }
+    }
+    if (ckpt) free(held);
+    enter(s, moment::prologue_backward);
+    backward_section(prologue_of(g_), 0, 0);
+
+    enter(s, moment::optimizer_step);
+    optimizer_step(s == 1);
+    if (!persist_) {
+      for (std::size_t i = 0; i < grad_count_; ++i) free(grads_[i]);
+      grad_count_ = 0;
+    }
+  }
+
+  [[nodiscard]] constexpr moment block_moment(std::uint64_t l, bool forward) const {
+    if (l == 0) return forward ? moment::first_block_forward : moment::first_block_backward;
+    if (l + 1 == layers_) return forward ? moment::last_block_forward : moment::last_block_backward;
+    return forward ? moment::middle_block_forward : moment::middle_block_backward;
+  }
+
+  // The first matmul of a thread creates its BLAS workspace (torch >= 2.0: through the caching
+  // allocator, pytorch PR #86167; before, cuBLAS allocated it itself).
+  constexpr void workspace_before(const op& o, std::uint32_t handle) {
+    if (o.kind != op_kind::linear || run_.device != device_kind::cuda || run_.torch_version < 200) return;
+    if (handle >= o_.blas_handles || workspace_[handle] != no_tensor) return;
+    workspace_[handle] = alloc(run_.blas_workspace.value);
+  }
+
+  // One forward pass through section s. `held_mode`: the epilogue's locals live to its end.
+  // `carry`: the previous section's output, which the first op (the section's input) continues.
+  constexpr void forward_section(section s, std::uint64_t layer, bool held_mode, bool saving, held_tensor& carry) {
+    std::uint32_t previous = no_tensor;   // the previous op's output while the next op runs
+    std::uint32_t transient = no_tensor;  // held mode: a reassigned variable's old value
+    std::size_t loose_count = 0;
+    const bool ckpt_block = run_.ckpt == checkpointing::full && s.begin == g_.block_begin;
+    for (std::size_t i = s.begin; i < s.end; ++i) {
+      const op& o = g_.ops[i];
+      workspace_before(o, 0);
+      if (carried_ != no_tensor && o.kind == op_kind::loss) free(carried_);
+      std::uint32_t out = no_tensor;
+      if (i == s.begin && carry.id != no_tensor && o.kind == op_kind::stream && carry.size == o.out.value) {
+        out = carry.id;
+        carry.id = no_tensor;
+      } else {
+        if (i == s.begin) free(carry.id);
+        out = alloc(o.out.value);
+      }
+      std::uint32_t extra = alloc(o.extra_saved.value);
+      std::uint32_t temp = alloc(o.fwd_temp.value);
+      free(temp);
+      if (held_mode)
+        free(transient);
+      else
+        free(previous);
+      const bool dropped = dropped_by_selective(o, run_);
+      const bool kept = o.released_by != not_kept;
+      const std::size_t k = slot(i, layer);
+      // A checkpointed block's input: kept by the checkpoint through forward (and its backward).
+      const bool checkpoint_input = ckpt_block && i == s.begin;
+      if (saving && !dropped) {
+        saved_extra_[k] = extra;
+        if (kept) {
+          saved_out_[k] = out;
+          if (checkpoint_input && recompute_) pending_input_ = no_tensor;
+        } else if (checkpoint_input) {
+          pending_input_ = out;
+          previous = no_tensor;
+        } else if (held_mode) {
+          if (o.transient) transient = out;
+          else loose_[loose_count++] = out;
+        } else {
+          previous = out;
+        }
+      } else {
+        free(extra);
+        if (checkpoint_input) {
+          pending_input_ = out;
+        } else if (!saving) {
+          previous = out;
+        } else if (kept) {
+          free(out);
+        } else if (held_mode) {
+          if (o.transient) transient = out;
+          else loose_[loose_count++] = out;
+        } else {
+          previous = out;
+        }
+      }
+    }
+    free(transient);
+    for (std::size_t j = 0; j < loose_count; ++j) free(loose_[j]);
+    // The last output continues as the next section's input.
+    carry = {previous, previous == no_tensor ? 0 : last_output_size(s)};
+  }
+
+  [[nodiscard]] constexpr std::uint64_t last_output_size(section s) const { return g_.ops[s.end - 1].out.value; }
+
+  // One backward pass through section s; `carried_grad`: the residual stream's gradient alive
+  // through it.
+  constexpr void backward_section(section s, std::uint64_t layer, std::uint64_t carried_grad) {
+    const std::size_t n = s.end - s.begin;
+    // Selective checkpointing recomputes the dropped ops' extra tensors for this backward
+    // (estimate/activations.hpp counts them alive from its start).
+    for (std::size_t i = s.begin; i < s.end; ++i)
+      if (dropped_by_selective(g_.ops[i], run_)) saved_extra_[slot(i, layer)] = alloc(g_.ops[i].extra_saved.value);
+    // Outputs a later section's backward needed were freed there: it ran first.
+    for (std::size_t i = s.begin; i < s.end; ++i) {
+      const auto by = g_.ops[i].released_by;
+      if (by != not_kept && by.index() >= s.end) free(saved_out_[slot(i, layer)]);
+    }
+    std::uint32_t stream_grad = alloc(carried_grad);
+    held_tensor incoming{};
+    for (std::size_t k = n; k-- > 0;) {
+      const std::size_t i = s.begin + k;
+      const op& o = g_.ops[i];
+      if (step_ == 1 && o.kind == op_kind::linear) workspace_before(o, 1);
+      const std::uint64_t g_out = o.grad_out.value != 0 ? o.grad_out.value : o.out.value;
+      std::uint32_t grad_out = no_tensor;
+      if (incoming.id != no_tensor && incoming.size == g_out) {
+        grad_out = incoming.id;
+      } else {
+        free(incoming.id);
+        grad_out = alloc(g_out);
+      }
+      incoming = {};
+      const std::uint32_t grad_in = alloc(o.grad_in.value);
+      std::uint32_t temp = alloc(o.bwd_temp.value);
+      if (!persist_) gradients_of(o);
+      free(temp);
+      free(grad_out);
+      for (std::uint16_t j = release_head_[i]; j != no_op; j = release_next_[j])
+        if (j >= s.begin) free(saved_out_[slot(j, layer)]);
+      free(saved_extra_[slot(i, layer)]);
+      incoming = {grad_in, o.grad_in.value};
+    }
+    free(incoming.id);
+    free(stream_grad);
+  }
+
+  // ---- optimizer ------------------------------------------------------------------------
+  struct id_ops {
+    step_walker* w;
+    constexpr std::uint32_t alloc(std::uint64_t size) { return w->alloc(size); }
+    constexpr void free(std::uint32_t& id) { w->free(id); }
+  };
+
+  constexpr void optimizer_step(bool first) {
+    id_ops ops{this};
+    optimizer_step_events(
+        run_, p_.trainable, first, [&](auto&& fn) { each_trainable_tensor(g_, layers_, fn); }, ops, temps_);
+  }
+
+  // for_each_trainable_tensor (estimate/optimizer.hpp) with the walk's layer count: fn(rows, cols)
+  // once per tensor copy.
+  template <class Fn>
+  static constexpr void each_trainable_tensor(const graph& g, std::uint64_t layers, Fn&& fn) {
+    for (std::size_t i = 0; i < g.size; ++i) {
+      const op& o = g.ops[i];
+      if (o.frozen) continue;
+      const std::uint64_t repeats = (i >= g.block_begin && i < g.block_end) ? layers : 1;
+      if (!o.borrows_weight && o.weight.rows != 0)
+        for (std::uint64_t c = 0; c < repeats * o.weight.count; ++c) fn(o.weight.rows, o.weight.cols);
+      if (o.bias.rows != 0)
+        for (std::uint64_t c = 0; c < repeats * o.bias.count; ++c) fn(o.bias.rows, std::uint64_t{1});
+    }
+  }
+
+  const graph& g_;
+  const training_spec& run_;
+  precision_policy p_;
+  step_stream_options o_;
+  Sink& sink_;
+  std::uint64_t layers_;
+  std::size_t block_ops_ = 0;
+  bool persist_ = false;
+  bool recompute_ = false;
+  std::uint32_t step_ = 0;
+  std::uint64_t tied_copy_ = 0;
+  id_pool<IdCapacity> ids_{};
+  std::array<std::uint32_t, SavedCapacity> saved_out_;    // written in setup()
+  std::array<std::uint32_t, SavedCapacity> saved_extra_;
+  std::array<std::uint32_t, IdCapacity> grads_;
+  std::size_t grad_count_ = 0;
+  std::array<std::uint32_t, IdCapacity> temps_;
+  std::array<std::uint32_t, graph_capacity> loose_;
+  std::array<std::uint32_t, SavedCapacity> checkpoint_input_;
+  std::uint32_t pending_input_ = no_tensor;
+  std::array<std::uint32_t, 4> workspace_{no_tensor, no_tensor, no_tensor, no_tensor};
+  std::array<std::uint32_t, 2> inputs_{no_tensor, no_tensor};
+  static constexpr std::uint16_t no_op = 0xffff;
+  std::array<std::uint16_t, graph_capacity> release_head_;  // first op whose output op i releases
+  std::array<std::uint16_t, graph_capacity> release_next_;  // the next one released by the same op
+  std::uint32_t carried_ = no_tensor;
+};
+
+}  // namespace detail
+
+// Emits the events of setup and `options.steps` training steps of `run` over graph `g` into
+// `sink`. IdCapacity bounds the tensors alive at once; SavedCapacity the ops x layers walked.
+template <std::size_t IdCapacity, std::size_t SavedCapacity, class Sink>
+constexpr void emit_training_steps(const graph& g, const training_spec& run, const step_stream_options& options,
+                                   Sink& sink) {
+  detail::step_walker<Sink, IdCapacity, SavedCapacity> walker(g, run, options, sink);
+  walker.walk();
+}
+
+}  // namespace memscale::allocator

@@ -1,0 +1,187 @@
+// memscale/allocator/vision_events.hpp: the tensors of vision training steps (a flat
+// vision::layer_graph) in the order they are created and freed.
+//
+// The walk vision/estimate.hpp describes, made literal: forward, a layer's output lives until
+// its last consumer has run (or until its backward when one saves it), its temporaries die
+// with it; backward in reverse, the gradient flowing into a layer, the one it produces, its
+// temporaries, the gradients parked on skip connections and the parameter gradients it
+// creates, then the saved tensors it was the last to need. Setup (parameters, BatchNorm
+// statistics, the image batch and labels) and the optimizer step are those of the transformer
+// walk. cuDNN's workspaces are not in the stream (vision/estimate.hpp: the benchmark picks
+// them from the free memory; none is mandatory). Stage checkpointing is not walked (an error).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "memscale/allocator/events.hpp"
+#include "memscale/allocator/optimizer_events.hpp"
+#include "memscale/allocator/step_events.hpp"
+#include "memscale/estimate/gradients.hpp"
+#include "memscale/estimate/parameters.hpp"
+#include "memscale/vision/graph.hpp"
+
+namespace memscale::allocator {
+
+namespace detail {
+
+template <class Sink, std::size_t IdCapacity>
+class vision_walker {
+ public:
+  constexpr vision_walker(const vision::layer_graph& g, const training_spec& run, const step_stream_options& o,
+                          Sink& sink)
+      : g_(g), run_(run), p_(precision_policy_of(run)), o_(o), sink_(sink) {  // NOLINT: o_ is the options
+    memscale::detail::require(run.ckpt == checkpointing::none || g.stages == 0, error_code::unsupported, "run.ckpt",
+                              "the allocator's vision stream does not walk stage checkpointing",
+                              static_cast<std::uint64_t>(run.ckpt));
+    persist_ = run.grad_accum > 1 || !run.zero_grad_to_none;
+    for (std::size_t i = 0; i < g.size; ++i) {
+      saved_[i] = no_tensor;
+      release_head_[i] = no_layer;
+      dies_head_[i + 1] = no_layer;
+    }
+    dies_head_[0] = no_layer;
+    // Who frees what: outputs kept for a backward are released by the earliest saver's
+    // backward; the others die after their last forward consumer.
+    for (std::size_t j = g.size; j-- > 0;) {
+      const release_point by = g.ops[j].released_by;
+      if (by != not_kept) {
+        release_next_[j] = release_head_[by.index()];
+        release_head_[by.index()] = static_cast<std::uint16_t>(j);
+      } else {
+        const auto at = static_cast<std::size_t>(g.last_use[j]) + 1;
+        dies_next_[j] = dies_head_[at];
+        dies_head_[at] = static_cast<std::uint16_t>(j);
+      }
+    }
+  }
+
+  constexpr void walk() {
+    sink_.enter(0, moment::setup);
+    for (std::size_t i = 0; i < g_.size; ++i) {
+      const op& o = g_.ops[i];
+      const op_elements n = elements_of(o);
+      const dtype d = o.frozen ? p_.param : p_.trainable;
+      if (o.weight.rows != 0 && !o.borrows_weight) alloc(storage(d, n.weight).value);
+      if (o.bias.rows != 0) alloc(storage(d, n.bias).value);
+    }
+    alloc(g_.buffers.value);
+    if (persist_)
+      for (std::size_t i = 0; i < g_.size; ++i) gradients_of(g_.ops[i]);
+    alloc(g_.inputs.value);
+    for (std::uint32_t s = 1; s <= o_.steps; ++s) step(s);
+  }
+
+ private:
+  struct id_ops {
+    vision_walker* w;
+    constexpr std::uint32_t alloc(std::uint64_t size) { return w->alloc(size); }
+    constexpr void free(std::uint32_t& id) { w->free(id); }
+  };
+
+  constexpr std::uint32_t alloc(std::uint64_t size) {
+    if (size == 0) return no_tensor;
+    const std::uint32_t id = ids_.take();
+    sink_.alloc(id, size);
+    return id;
+  }
+  constexpr void free(std::uint32_t& id) {
+    if (id == no_tensor) return;
+    sink_.free(id);
+    ids_.give_back(id);
+    id = no_tensor;
+  }
+
+  constexpr void gradients_of(const op& o) {
+    const bytes own = op_gradient_bytes(o, p_.trainable);
+    if (own.value == 0) return;
+    if (grad_count_ >= grads_.size())
+      memscale::detail::fail(error_code::unsupported, "event stream", "has more gradients than its capacity", grad_count_);
+    grads_[grad_count_++] = alloc(own.value);
+  }
+
+  constexpr void step(std::uint32_t s) {
+    sink_.enter(s, moment::first_block_forward);
+    for (std::size_t i = 0; i < g_.size; ++i) {
+      for (std::uint16_t j = dies_head_[i]; j != no_layer; j = dies_next_[j]) free(out_[j]);
+      const op& o = g_.ops[i];
+      if (s == 1 && o.kind == op_kind::linear && workspace_ == no_tensor && run_.torch_version >= 200)
+        workspace_ = alloc(run_.blas_workspace.value);
+      out_[i] = alloc(o.out.value);
+      extra_[i] = alloc(o.extra_saved.value);
+      std::uint32_t temp = alloc(o.fwd_temp.value);
+      free(temp);
+      if (o.released_by != not_kept) {
+        saved_[i] = out_[i];
+        out_[i] = no_tensor;
+      }
+    }
+    // Outputs whose last use is the last layer die with the forward (the logits).
+    for (std::uint16_t j = dies_head_[g_.size]; j != no_layer; j = dies_next_[j]) free(out_[j]);
+    sink_.enter(s, moment::first_block_backward);
+    for (std::size_t k = g_.size; k-- > 0;) {
+      const op& o = g_.ops[k];
+      std::uint32_t grad_out = alloc(g_.grad_out[k].value);
+      std::uint32_t carried = alloc(g_.carried[k].value);
+      std::uint32_t grad_in = alloc(o.grad_in.value);
+      std::uint32_t temp = alloc(o.bwd_temp.value);
+      if (!persist_) gradients_of(o);
+      free(temp);
+      free(grad_out);
+      free(carried);
+      free(grad_in);
+      for (std::uint16_t j = release_head_[k]; j != no_layer; j = release_next_[j]) free(saved_[j]);
+      free(extra_[k]);
+    }
+    sink_.enter(s, moment::optimizer_step);
+    id_ops ops{this};
+    optimizer_step_events(
+        run_, p_.trainable, s == 1,
+        [&](auto&& fn) {
+          for (std::size_t i = 0; i < g_.size; ++i) {
+            const op& o = g_.ops[i];
+            if (o.frozen) continue;
+            if (!o.borrows_weight && o.weight.rows != 0) fn(o.weight.rows, o.weight.cols);
+            if (o.bias.rows != 0) fn(o.bias.rows, std::uint64_t{1});
+          }
+        },
+        ops, temps_);
+    if (!persist_) {
+      for (std::size_t i = 0; i < grad_count_; ++i) free(grads_[i]);
+      grad_count_ = 0;
+    }
+  }
+
+  static constexpr std::uint16_t no_layer = 0xffff;
+  const vision::layer_graph& g_;
+  const training_spec& run_;
+  precision_policy p_;
+  step_stream_options o_;
+  Sink& sink_;
+  bool persist_ = false;
+  id_pool<IdCapacity> ids_{};
+  std::array<std::uint32_t, vision::layer_capacity> out_{};
+  std::array<std::uint32_t, vision::layer_capacity> extra_{};
+  std::array<std::uint32_t, vision::layer_capacity> saved_{};
+  std::array<std::uint16_t, vision::layer_capacity> release_head_{};
+  std::array<std::uint16_t, vision::layer_capacity> release_next_{};
+  std::array<std::uint16_t, vision::layer_capacity + 1> dies_head_{};
+  std::array<std::uint16_t, vision::layer_capacity> dies_next_{};
+  std::array<std::uint32_t, IdCapacity> grads_{};
+  std::size_t grad_count_ = 0;
+  std::array<std::uint32_t, IdCapacity> temps_{};
+  std::uint32_t workspace_ = no_tensor;
+};
+
+}  // namespace detail
+
+// Emits setup and `options.steps` training steps of a vision model into `sink`.
+template <std::size_t IdCapacity, class Sink>
+constexpr void emit_vision_training_steps(const vision::layer_graph& g, const training_spec& run,
+                                          const step_stream_options& options, Sink& sink) {
+  detail::vision_walker<Sink, IdCapacity> walker(g, run, options, sink);
+  walker.walk();
+}
+
+}  // namespace memscale::allocator
