@@ -38,7 +38,9 @@ inline model_spec falcon(const config& c) {
   m.attn_out_bias = bias;
   m.mlp_bias = bias;
   m.tied_embeddings = c.flag("tie_word_embeddings", true);
-  m.dropout = any_dropout(c, {{"hidden_dropout", 0.0}, {"attention_dropout", 0.0}});
+  // FalconAttention.attention_dropout; dropout_add after the blocks' branches
+  // (hidden_dropout); no dropout on the embeddings.
+  apply_dropout(c, m, {.attention = {"attention_dropout", 0.0}, .hidden = {"hidden_dropout", 0.0}});
   return m;
 }
 
