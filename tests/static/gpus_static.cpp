@@ -34,11 +34,14 @@ consteval bool has_every_required_card() {
 }
 
 consteval bool slugs_are_unique() {
+  // Each key once (clang's constant-evaluation step limit counts every pair's work).
+  std::array<detail::gpu_name_key, gpu_catalog.size()> keys{};
+  for (std::size_t j = 0; j < gpu_catalog.size(); ++j) keys[j] = detail::make_gpu_name_key(gpu_catalog[j].name);
   for (std::size_t i = 0; i < gpu_catalog.size(); ++i) {
     for (std::size_t j = i + 1; j < gpu_catalog.size(); ++j) {
       if (gpu_catalog[i].name == gpu_catalog[j].name) return false;
       // find_gpu ignores '-', so slugs must also differ without it.
-      if (detail::slug_matches(gpu_catalog[i].name, detail::make_gpu_name_key(gpu_catalog[j].name).view())) return false;
+      if (detail::slug_matches(gpu_catalog[i].name, keys[j].view())) return false;
     }
   }
   return true;

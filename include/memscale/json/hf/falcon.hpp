@@ -23,6 +23,9 @@ inline model_spec falcon(const config& c) {
   else m.kv_heads = c.flag("multi_query", true) ? 1 : m.heads;
   const bool alibi = c.flag("alibi", false);
   m.positions = alibi ? position_kind::none : position_kind::rotary;
+  // FalconModel.forward builds the (b * heads, 1, s) bias with build_alibi_tensor, as BLOOM
+  // does, and passes it to SDPA inside attn_mask.
+  m.alibi = alibi;
   m.context_length = alibi ? 0 : c.count("max_position_embeddings", 2048);
   m.mlp = plain_activation(c, "activation", "gelu");
   if (new_arch) {
