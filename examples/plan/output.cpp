@@ -109,8 +109,12 @@ nlohmann::json model_list_json() {
 std::string gpu_list_text() {
   std::string out;
   for (const auto& g : memscale::gpu_catalog)
-    out += fmt::format("{:<16} {:<36} {:>10}  bf16 {:<3}  {:>3} SMs  ({})\n", g.name, g.label, size_text(g.memory),
-                       g.bf16 ? "yes" : "no", g.multiprocessors, memscale::to_string(g.memory_from));
+    out += fmt::format("{:<16} {:<36} {:>10}  bf16 {:<3}  {:>3} {:<9}  ({})\n", g.name, g.label, size_text(g.memory),
+                       g.bf16 ? "yes" : "no", g.multiprocessors,
+                       g.vendor == memscale::gpu_vendor::amd     ? "CUs"
+                       : g.vendor == memscale::gpu_vendor::apple ? "GPU cores"
+                                                                 : "SMs",
+                       memscale::to_string(g.memory_from));
   return out;
 }
 

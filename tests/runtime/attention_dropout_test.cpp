@@ -128,3 +128,13 @@ TEST_CASE("the report names the kernel it assumed", "[attention]") {
   CHECK(report.at("attention_kernel") == "math");
   CHECK(report.at("run").at("attention") == "sdpa");
 }
+
+TEST_CASE("inference resolves sdpa as training does", "[attention]") {
+  inference_spec r{.batch = 2, .context = 1024, .new_tokens = 1, .compute = dtype::fp32, .kv = dtype::fp32,
+                   .attention = attention_impl::sdpa, .device = device_kind::cpu, .torch_version = 201};
+  CHECK(attention_kernel_of(presets::gpt2, r) == attention_kernel::math);
+  const bytes before_cpu_flash = estimate_inference(presets::gpt2, r).prefill.tensor;
+  r.torch_version = 205;
+  CHECK(attention_kernel_of(presets::gpt2, r) == attention_kernel::flash);
+  CHECK(before_cpu_flash > estimate_inference(presets::gpt2, r).prefill.tensor);
+}
