@@ -13,18 +13,15 @@
 #include "memscale/json/report.hpp"
 #include "memscale/parallel/per_gpu.hpp"
 #include "output.hpp"
+#include "units.hpp"
 
 namespace memscale_plan {
 namespace {
 
 using memscale::bytes;
-using memscale::to_gib;
 
-std::string gib(bytes b) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GiB", to_gib(b));
-  return buf;
-}
+// A size in the --units unit (units.hpp).
+std::string gib(bytes b) { return size_text(b); }
 
 // transformers' block class for FSDP's transformer auto-wrap (the models' _no_split_modules).
 std::string_view layer_class_of(const memscale::model_spec& m) {

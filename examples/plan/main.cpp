@@ -66,6 +66,7 @@ memscale::estimate_result estimate_or_explain(const memscale_plan::options& opt)
 
 std::string run(const memscale_plan::options& opt) {
   using memscale_plan::command;
+  memscale_plan::set_size_unit(opt.units);  // every text report, --list-gpus included
   switch (opt.cmd) {
     case command::help: return memscale_plan::help_text();
     case command::list_models: {
@@ -77,7 +78,6 @@ std::string run(const memscale_plan::options& opt) {
     case command::list_gpus: return opt.json ? dump(memscale_plan::gpu_list_json()) : memscale_plan::gpu_list_text();
     case command::cases: return dump(memscale_plan::run_cases(opt.cases_path));
     case command::run: {
-      memscale_plan::set_size_unit(opt.units);
       if (const auto vision = memscale_plan::vision_model_of(opt)) return memscale_plan::vision_report(opt, *vision);
       if (opt.cluster.gpus > 0) return memscale_plan::run_cluster(opt);
       if (opt.cluster.engine || opt.cluster.emit != memscale_plan::emit_format::none || opt.cluster.tp > 1 ||

@@ -23,14 +23,16 @@ void add_gpu_options(CLI::App& app, options& o) {
   const auto g = group::gpu;
   add_value(app, g, "--gpu", "NAME", "plan the run on this GPU (see --list-gpus)", [&o](const std::string& v) {
     if (!memscale::find_gpu(v)) {
-      nearest_name nearest(v);
+      // Compared as find_gpu reads names: without vendor words, case or separators.
+      const auto key = memscale::detail::make_gpu_name_key(v);
+      nearest_name nearest(key.valid ? key.view() : std::string_view(v));
       for (const auto& gpu : memscale::gpu_catalog) nearest.offer(gpu.name);
       throw usage_error("--gpu must be a GPU from --list-gpus (got " + in_quotes(v) + ")" + nearest.hint());
     }
     o.gpu = v;
     o.custom_gpu.reset();
   });
-  add_value(app, g, "--gpu-memory", "SIZE", "plan on a GPU described by its memory: 24GiB, 80GB (units as typed)",
+  add_value(app, g, "--gpu-memory", "SIZE", "plan on a GPU described by its memory: 24GiB, 80GB, 24gb (units in any case)",
             [&o](const std::string& v) {
               o.custom_gpu = memscale::custom_gpu(memscale::bytes{parse_size(v, "--gpu-memory")});
               o.gpu.clear();

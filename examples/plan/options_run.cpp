@@ -63,7 +63,7 @@ void add_run_options(CLI::App& app, options& o) {
   add_value(app, g, "--checkpointing", "C", "none | full | selective; default none", [&o](const std::string& v) {
     o.run.ckpt = memscale::json_io::parse_checkpointing(v, "--checkpointing");
   });
-  add_value(app, g, "--attention", "A", "eager | sdpa_math | flash (sdpa); default flash",
+  add_value(app, g, "--attention", "A", "eager | sdpa_math | sdpa (PyTorch picks the kernel) | flash; default flash",
             [&o](const std::string& v) { o.run.attention = memscale::json_io::parse_attention(v, "--attention"); });
   add_flag(app, g, "--no-dropout", "the model's dropout layers are off (p = 0)", [&o] { o.run.dropout = false; });
   add_value(app, g, "--offload", "WHAT",

@@ -12,6 +12,7 @@
 #include "memscale/fmt.hpp"
 #include "memscale/json.hpp"
 #include "memscale/presets.hpp"
+#include "units.hpp"
 
 namespace memscale_plan {
 namespace {
@@ -26,28 +27,18 @@ std::string_view architecture_of(const memscale::model_spec& m) {
   return m.arch == memscale::architecture::encoder ? "encoder" : "decoder";
 }
 
-// --units: the unit of the report's sizes (gib, gb or mib).
-std::string_view size_unit = "gib";
-
-// "4.65 GiB (4,990,841,312 bytes)", in the --units unit.
-std::string gib_and_bytes(memscale::bytes b) {
-  if (size_unit == "gb") return fmt::format("{:8.2f} GB   ({} bytes)", memscale::to_gb(b), memscale::format_count(b.value));
-  if (size_unit == "mib")
-    return fmt::format("{:8.1f} MiB  ({} bytes)", memscale::to_mib(b), memscale::format_count(b.value));
-  return fmt::format("{:8.2f} GiB  ({} bytes)", memscale::to_gib(b), memscale::format_count(b.value));
-}
+// The breakdown table's size column, in the --units unit.
+std::string breakdown_size(memscale::bytes b) { return size_text(b); }
 
 std::string peak_lines(const memscale::peak_estimate& p) {
   std::string out;
-  out += fmt::format("  tensor    {}  torch.cuda.max_memory_allocated\n", gib_and_bytes(p.tensor));
-  out += fmt::format("  reserved  {}  torch.cuda.max_memory_reserved\n", gib_and_bytes(p.reserved));
-  out += fmt::format("  device    {}  nvidia-smi: reserved + CUDA context\n", gib_and_bytes(p.device));
+  out += fmt::format("  tensor    {}  torch.cuda.max_memory_allocated\n", size_and_bytes(p.tensor));
+  out += fmt::format("  reserved  {}  torch.cuda.max_memory_reserved\n", size_and_bytes(p.reserved));
+  out += fmt::format("  device    {}  nvidia-smi: reserved + CUDA context\n", size_and_bytes(p.device));
   return out;
 }
 
 }  // namespace
-
-void set_size_unit(std::string_view unit) { size_unit = unit == "gb" ? "gb" : unit == "mib" ? "mib" : "gib"; }
 
 nlohmann::json run_to_json(const memscale::training_spec& run) { return memscale::json_io::run_to_json(run); }
 
@@ -68,8 +59,13 @@ std::string text_report(const memscale::model_spec& model, const memscale::train
   out += "\n";
   out += fmt::format("run            micro-batch {} x seq {}, grad-accum {}\n", run.micro_batch, run.seq_len,
                      run.grad_accum);
+  // sdpa: the kernel PyTorch picks for this device, dtype and release (attention_kernel.hpp).
+  const std::string attention =
+      run.attention == memscale::attention_impl::sdpa
+          ? fmt::format("sdpa ({} kernel)", memscale::to_string(memscale::attention_kernel_of(model, run)))
+          : std::string(memscale::to_string(run.attention));
   out += fmt::format("               precision {}, optimizer {} ({}), checkpointing {}, attention {}\n", run.prec,
-                     run.optimizer, name_of(run.optimizer_impl), run.ckpt, run.attention);
+                     run.optimizer, name_of(run.optimizer_impl), run.ckpt, attention);
   std::string training = std::string(name_of(run.target));
   if (memscale::is_lora(run)) {
     training += fmt::format(" rank {} on {}", run.lora_rank, lora_targets_of(run.lora_targets));
@@ -79,7 +75,7 @@ std::string text_report(const memscale::model_spec& model, const memscale::train
                      name_of(run.device));
   out += "\n";
   out += fmt::format("breakdown at the steady-state peak ({}):\n", result.steady.at);
-  out += memscale::format_breakdown(result);
+  out += memscale::format_breakdown(result, breakdown_size);
   out += "\n";
   out += fmt::format("steady-state peak ({}):\n", result.steady.at);
   out += peak_lines(result.steady);
@@ -87,7 +83,7 @@ std::string text_report(const memscale::model_spec& model, const memscale::train
   out += peak_lines(result.first_step);
   const memscale::peak_estimate& peak = memscale::overall_peak(result);
   out += fmt::format("peak           {} device, at step {} (the larger of the two; a plan compares this)\n",
-                     gib_and_bytes(peak.device), &peak == &result.first_step ? "1" : "2+");
+                     size_and_bytes(peak.device), &peak == &result.first_step ? "1" : "2+");
   return out;
 }
 
@@ -113,8 +109,12 @@ nlohmann::json model_list_json() {
 std::string gpu_list_text() {
   std::string out;
   for (const auto& g : memscale::gpu_catalog)
-    out += fmt::format("{:<16} {:<36} {:>7.2f} GiB  bf16 {}\n", g.name, g.label, memscale::to_gib(g.memory),
-                       g.bf16 ? "yes" : "no");
+    out += fmt::format("{:<16} {:<36} {:>10}  bf16 {:<3}  {:>3} {:<9}  ({})\n", g.name, g.label, size_text(g.memory),
+                       g.bf16 ? "yes" : "no", g.multiprocessors,
+                       g.vendor == memscale::gpu_vendor::amd     ? "CUs"
+                       : g.vendor == memscale::gpu_vendor::apple ? "GPU cores"
+                                                                 : "SMs",
+                       memscale::to_string(g.memory_from));
   return out;
 }
 
@@ -124,7 +124,11 @@ nlohmann::json gpu_list_json() {
     list.push_back({{"name", std::string(g.name)},
                     {"label", std::string(g.label)},
                     {"memory", g.memory.value},
-                    {"bf16", g.bf16}});
+                    {"memory_from", std::string(memscale::to_string(g.memory_from))},
+                    {"bf16", g.bf16},
+                    {"vendor", std::string(memscale::to_string(g.vendor))},
+                    {"multiprocessors", g.multiprocessors},
+                    {"max_threads_per_multiprocessor", g.max_threads_per_multiprocessor}});
   return list;
 }
 
@@ -154,20 +158,22 @@ std::string changes_text(const memscale::plan_result& plan) { return memscale::j
 std::string plan_text(const memscale::gpu_spec& gpu, const memscale::plan_result& plan) {
   constexpr std::size_t bar_width = 30;
   std::string out = "\n";
-  out += fmt::format("Plan on {} (budget {:.2f} GiB = VRAM {:.2f} GiB x (1 - {:.2f}))\n", gpu.label,
-                     memscale::to_gib(plan.budget), memscale::to_gib(plan.vram), plan.headroom);
-  out += fmt::format("  memory pressure {:.2f} (unoptimized peak {:.2f} GiB / VRAM; the report's peak for this GPU)\n",
-                     plan.pressure, memscale::to_gib(plan.unoptimized_peak));
-  out += fmt::format("  {:<13} {:>10}  {:<{}}  {:>10}  {:<12}  {:<13} {:>10}  {:>12}\n", "mode", "peak GiB", "of VRAM",
-                     bar_width, "up to GiB", "verdict", "recompute", "transfer s", "host RAM GiB");
+  const std::string_view unit = size_unit_label();
+  out += fmt::format("Plan on {} (budget {} = VRAM {} x (1 - {:.2f}))\n", gpu.label, size_text(plan.budget),
+                     size_text(plan.vram), plan.headroom);
+  out += fmt::format("  memory pressure {:.2f} (unoptimized peak {} / VRAM; the report's peak for this GPU)\n",
+                     plan.pressure, size_text(plan.unoptimized_peak));
+  out += fmt::format("  {:<13} {:>10}  {:<{}}  {:>10}  {:<12}  {:<13} {:>10}  {:>12}\n", "mode", fmt::format("peak {}", unit),
+                     "of VRAM", bar_width, fmt::format("up to {}", unit), "verdict", "recompute", "transfer s",
+                     fmt::format("host RAM {}", unit));
   for (const auto& m : plan.modes) {
     const double share = memscale::ratio(m.peak, plan.vram);
     const auto filled = static_cast<std::size_t>(std::min(share, 1.0) * static_cast<double>(bar_width) + 0.5);
     const std::string recompute = m.cost.recompute_fraction > 0.0 ? "≈ +1 forward" : "-";
     out += fmt::format("  {:<13} {:>10.2f}  {:<{}}  {:>10.2f}  {:<12}  {:<13} {:>10.2f}  {:>12.2f}\n",
-                       memscale::to_string(m.m), memscale::to_gib(m.peak), std::string(filled, '#'), bar_width,
-                       memscale::to_gib(m.range.high), memscale::to_string(m.v), recompute, m.cost.transfer_seconds,
-                       memscale::to_gib(m.cost.host_memory));
+                       memscale::to_string(m.m), in_size_unit(m.peak), std::string(filled, '#'), bar_width,
+                       in_size_unit(m.range.high), memscale::to_string(m.v), recompute, m.cost.transfer_seconds,
+                       in_size_unit(m.cost.host_memory));
   }
   out += "\n  what each mode switches on (and the error band of its class of run):\n";
   for (const auto& m : plan.modes)
@@ -180,8 +186,8 @@ std::string plan_text(const memscale::gpu_spec& gpu, const memscale::plan_result
                        plan.why_order_inverts);
   // Components of each mode's peak (tensor bytes) as stacked bars: P parameters,
   // G gradients, O optimizer state, A activations, W workspace.
-  out += fmt::format("\n  components at each mode's peak (GiB; bar: P params, G grads, O optimizer, A activations, "
-                     "W workspace; full width = VRAM)\n");
+  out += fmt::format("\n  components at each mode's peak ({}; bar: P params, G grads, O optimizer, A activations, "
+                     "W workspace; full width = VRAM)\n", unit);
   out += fmt::format("  {:<13} {:>7} {:>7} {:>7} {:>7} {:>7}  {:<15} {}\n", "mode", "params", "grads", "optim", "activ",
                      "wkspace", "phase", "bar");
   for (const auto& m : plan.modes) {
@@ -195,8 +201,8 @@ std::string plan_text(const memscale::gpu_spec& gpu, const memscale::plan_result
     }
     if (bar.size() > bar_width) bar = bar.substr(0, bar_width - 1) + ">";
     out += fmt::format("  {:<13} {:>7.2f} {:>7.2f} {:>7.2f} {:>7.2f} {:>7.2f}  {:<15} {}\n", memscale::to_string(m.m),
-                       memscale::to_gib(b.parameters), memscale::to_gib(b.gradients), memscale::to_gib(b.optimizer),
-                       memscale::to_gib(b.activations), memscale::to_gib(b.workspace), memscale::to_string(m.at), bar);
+                       in_size_unit(b.parameters), in_size_unit(b.gradients), in_size_unit(b.optimizer),
+                       in_size_unit(b.activations), in_size_unit(b.workspace), memscale::to_string(m.at), bar);
   }
   out += fmt::format("Verdict: {} (the request as given; \"fits\" only when the band's upper end is within the budget)\n",
                      memscale::to_string(plan.v));
@@ -209,11 +215,10 @@ std::string plan_text(const memscale::gpu_spec& gpu, const memscale::plan_result
   const std::string changes = changes_text(plan);
   if (!changes.empty()) out += fmt::format("  changes: {}\n", changes);
   if (plan.status == memscale::plan_status::parameter_offload)
-    out += fmt::format("  aggressive + parameters streamed from the host: peak {:.2f} GiB (up to {:.2f}), host RAM "
-                       "{:.2f} GiB, {:.2f} s of transfers per step\n",
-                       memscale::to_gib(plan.parameter_offload.peak), memscale::to_gib(plan.parameter_offload.range.high),
-                       memscale::to_gib(plan.parameter_offload.cost.host_memory),
-                       plan.parameter_offload.cost.transfer_seconds);
+    out += fmt::format("  aggressive + parameters streamed from the host: peak {} (up to {:.2f}), host RAM "
+                       "{}, {:.2f} s of transfers per step\n",
+                       size_text(plan.parameter_offload.peak), in_size_unit(plan.parameter_offload.range.high),
+                       size_text(plan.parameter_offload.cost.host_memory), plan.parameter_offload.cost.transfer_seconds);
   if (plan.next_step != memscale::advice::none)
     out += fmt::format("  next step: {}\n", memscale::to_string(plan.next_step));
   return out;

@@ -10,11 +10,9 @@
 #include "memscale/model.hpp"
 #include "memscale/planner.hpp"
 #include "memscale/training.hpp"
+#include "units.hpp"  // set_size_unit: --units
 
 namespace memscale_plan {
-
-// --units gib | gb | mib: the unit of the text report's peak sizes (default gib).
-void set_size_unit(std::string_view unit);
 
 // The text report: model summary, run settings, breakdown table, steady-state and step-1 peaks.
 std::string text_report(const memscale::model_spec& model, const memscale::training_spec& run,
@@ -31,7 +29,7 @@ nlohmann::json run_to_json(const memscale::training_spec& run);
 std::string model_list_text();
 nlohmann::json model_list_json();
 
-// --list-gpus: one line per gpu_catalog entry (name, label, memory in GiB, bf16).
+// --list-gpus: one line per gpu_catalog entry (name, label, memory in the --units unit, bf16, SMs, memory source).
 std::string gpu_list_text();
 nlohmann::json gpu_list_json();
 

@@ -11,6 +11,7 @@
 
 #include "memscale/json/run_report.hpp"
 #include "memscale/svg.hpp"
+#include "units.hpp"
 
 namespace memscale_plan {
 namespace {
@@ -20,7 +21,8 @@ namespace svg = memscale::svg;
 constexpr std::array all_modes{memscale::mode::none, memscale::mode::conservative, memscale::mode::balanced,
                                memscale::mode::aggressive};
 
-double gib(memscale::bytes b) { return memscale::to_gib(b); }
+// Sizes in the --units unit (units.hpp), in the pictures as in the text.
+double gib(memscale::bytes b) { return in_size_unit(b); }
 
 std::vector<svg::reference_line> vram_and_budget(memscale::bytes vram, memscale::bytes budget) {
   return {{.label = "VRAM", .value = gib(vram), .color = "#c0392b", .dashed = false},
@@ -113,7 +115,7 @@ std::string verdict_words(memscale::verdict v) {
 
 std::string plan_svg(const memscale::model_spec& model, const memscale::gpu_spec& gpu,
                      const memscale::plan_result& plan) {
-  svg::chart c{.title = fmt::format("{} on {}: peak by mode", model.name, gpu.label), .y_label = "GiB"};
+  svg::chart c{.title = fmt::format("{} on {}: peak by mode", model.name, gpu.label), .y_label = std::string(size_unit_label())};
   for (const auto& m : plan.modes) {
     const memscale::memory_breakdown& b = m.breakdown;
     // The breakdown is tensor bytes; the gap to the device peak is allocator rounding and the CUDA context.
@@ -135,10 +137,10 @@ std::string cliff_svg(const memscale::model_spec& model, const memscale::trainin
                       const memscale::gpu_spec& gpu, const memscale::plan_result& plan) {
   svg::chart by_batch{.title = fmt::format("peak vs micro-batch (seq {})", run.seq_len),
                       .x_label = "micro-batch",
-                      .y_label = "GiB"};
+                      .y_label = std::string(size_unit_label())};
   svg::chart by_seq{.title = fmt::format("peak vs sequence length (micro-batch {})", run.micro_batch),
                     .x_label = "sequence length",
-                    .y_label = "GiB"};
+                    .y_label = std::string(size_unit_label())};
   const auto batches = memscale::json_io::cliff_micro_batches(run, plan);
   const auto seqs = doublings(std::min<std::uint64_t>(64, run.seq_len), seq_range(model, run));
   for (const auto m : all_modes) {
@@ -191,11 +193,11 @@ std::string cliff_text(const memscale::model_spec& model, const memscale::traini
     return fmt::format("\nOOM cliff: not drawn; {}\n", no_micro_batch_fits(model, run, gpu, plan));
   constexpr int rows = 10;
   const auto batches = memscale::json_io::cliff_micro_batches(run, plan);
-  const double vram = gib(plan.vram);
+  const double vram = in_size_unit(plan.vram);
   const double top = vram * 1.5;
   const auto row_of = [&](double v) { return std::clamp(static_cast<int>((1.0 - v / top) * rows + 0.5), 0, rows); };
   std::vector<std::string> grid(rows + 1, std::string(batches.size() * 5, ' '));
-  const int budget_row = row_of(gib(plan.budget));
+  const int budget_row = row_of(in_size_unit(plan.budget));
   const int vram_row = row_of(vram);
   for (std::size_t c = 0; c < grid[0].size(); ++c) {
     grid[static_cast<std::size_t>(budget_row)][c] = '-';
@@ -211,13 +213,13 @@ std::string cliff_text(const memscale::model_spec& model, const memscale::traini
       grid[static_cast<std::size_t>(row_of(peak))][k * 5 + 1 + i] = letters[i];
     }
   std::string out = fmt::format("\nOOM cliff: device peak vs micro-batch (seq {}); N none, C conservative, B balanced, "
-                                "A aggressive; '-' budget {:.1f} GiB, '=' VRAM {:.1f} GiB\n",
-                                run.seq_len, gib(plan.budget), vram);
+                                "A aggressive; '-' budget {:.1f} {}, '=' VRAM {:.1f} {}\n",
+                                run.seq_len, in_size_unit(plan.budget), size_unit_label(), vram, size_unit_label());
   for (int r = 0; r <= rows; ++r)
     out += fmt::format("  {:>6.1f} |{}\n", top * (1.0 - static_cast<double>(r) / rows), grid[static_cast<std::size_t>(r)]);
   std::string axis;
   for (const auto b : batches) axis += fmt::format("{:>5}", b);
-  out += fmt::format("  {:>6} +{}\n  {:>6}  {}  micro-batch\n", "GiB", std::string(batches.size() * 5, '-'), "", axis);
+  out += fmt::format("  {:>6} +{}\n  {:>6}  {}  micro-batch\n", size_unit_label(), std::string(batches.size() * 5, '-'), "", axis);
   out += fmt::format("  largest micro-batch that fits ({}): {}\n", memscale::to_string(plan.max_micro_batch_mode),
                      plan.max_micro_batch);
   return out;
@@ -227,7 +229,7 @@ std::string inference_svg(const memscale::model_spec& model, const memscale::inf
                           const memscale::inference_result& result, const memscale::inference_plan* plan) {
   svg::chart c{.title = fmt::format("{} inference: batch {} x context {} + {} new tokens", model.name, run.batch,
                                     run.context, run.new_tokens),
-               .y_label = "GiB"};
+               .y_label = std::string(size_unit_label())};
   for (const auto* p : {&result.prefill, &result.decode}) {
     const memscale::inference_breakdown& b = p->breakdown;
     const double rest = gib(p->device) - gib(b.total());
@@ -246,9 +248,9 @@ std::string inference_svg(const memscale::model_spec& model, const memscale::inf
 std::string inference_cliff_svg(const memscale::model_spec& model, const memscale::inference_spec& run,
                                 const memscale::gpu_spec& gpu, const memscale::inference_plan& plan) {
   svg::chart by_batch{.title = fmt::format("peak vs batch (context {})", run.context), .x_label = "batch",
-                      .y_label = "GiB"};
+                      .y_label = std::string(size_unit_label())};
   svg::chart by_ctx{.title = fmt::format("peak vs context (batch {})", run.batch), .x_label = "context tokens",
-                    .y_label = "GiB"};
+                    .y_label = std::string(size_unit_label())};
   const auto estimate = [&](std::uint64_t batch, std::uint64_t context) {
     memscale::inference_spec t = run;
     t.batch = batch;

@@ -9,6 +9,7 @@
 #include "memscale/vision/planner.hpp"
 #include "memscale/vision/presets.hpp"
 #include "output.hpp"
+#include "units.hpp"
 
 namespace memscale_plan {
 namespace {
@@ -72,13 +73,12 @@ std::string vision_report(const options& opt, const memscale::vision::vision_spe
                                 model.channels_last ? " channels_last" : "", opt.run.micro_batch,
                                 memscale::to_string(opt.run.prec), memscale::to_string(opt.run.optimizer));
   const auto& b = r.steady.breakdown;
-  out += fmt::format("  parameters {:.3f} GiB, gradients {:.3f} GiB, optimizer {:.3f} GiB, saved activations {:.3f} GiB\n",
-                     memscale::to_gib(r.parameter_bytes), memscale::to_gib(r.gradient_bytes),
-                     memscale::to_gib(r.optimizer_bytes), memscale::to_gib(r.saved_activation_bytes));
-  out += fmt::format("  peak ({}): allocated {:.3f} GiB (activations {:.3f}, workspace {:.3f}), reserved {:.3f} GiB, "
-                     "device {:.3f} GiB\n",
-                     memscale::to_string(r.steady.at), memscale::to_gib(r.steady.tensor), memscale::to_gib(b.activations),
-                     memscale::to_gib(b.workspace), memscale::to_gib(r.steady.reserved), memscale::to_gib(r.steady.device));
+  out += fmt::format("  parameters {}, gradients {}, optimizer {}, saved activations {}\n", size_text(r.parameter_bytes, 3),
+                     size_text(r.gradient_bytes, 3), size_text(r.optimizer_bytes, 3),
+                     size_text(r.saved_activation_bytes, 3));
+  out += fmt::format("  peak ({}): allocated {} (activations {:.3f}, workspace {:.3f}), reserved {}, device {}\n",
+                     memscale::to_string(r.steady.at), size_text(r.steady.tensor, 3), in_size_unit(b.activations),
+                     in_size_unit(b.workspace), size_text(r.steady.reserved, 3), size_text(r.steady.device, 3));
   out += "  cuDNN workspace (cudnn.benchmark): bounded by the free memory at each convolution; never required to fit\n";
   if (!plan_wanted) return out;
   const memscale::plan_result plan = memscale::vision::make_plan(

@@ -172,8 +172,9 @@ class t5_builder {
 
   // nn.Dropout on CPU multiplies by a noise tensor of the input's dtype; CUDA keeps a bool
   // mask (aten/src/ATen/native/Dropout.cpp, derivatives.yaml native_dropout_backward).
-  constexpr std::size_t dropout(std::size_t in) {
-    if (!(t_.dropout && m_.dropout)) return in;
+  // `site`: the model_spec flag of this dropout site (dropout_rate sets all of them for T5).
+  constexpr std::size_t dropout(std::size_t in, bool site) {
+    if (!(t_.dropout && m_.dropout && site)) return in;
     const dtype mask = t_.device == device_kind::cuda ? dtype::boolean : type(in);
     return emit(op{.kind = op_kind::dropout, .extra_saved = storage(mask, elems(in))}, elems(in), type(in));
   }
@@ -214,7 +215,7 @@ class t5_builder {
       probs = elementwise(scores_elems, p_.matmul);  // .type_as(scores)
       b_.at(probs).recomputed_by_selective = true;
     }
-    auto dropped = dropout(probs);
+    auto dropped = dropout(probs, m_.attention_dropout);
     b_.at(dropped).recomputed_by_selective = true;
     dropped = matmul_input(dropped);
     const auto v_copy = elementwise(checked_mul(rows_k, inner_), p_.matmul);
@@ -244,7 +245,7 @@ class t5_builder {
       x = emit(op{.kind = op_kind::activation}, elems(up), type(up));  // relu saves its output
       b_.keep_own_output(x);
     }
-    x = dropout(x);
+    x = dropout(x, m_.hidden_dropout);
     // `hidden_states.to(self.wo.weight.dtype)` when they differ: under autocast a 16-bit
     // activation is cast to fp32, which the autocast wo then casts back (and saves).
     if (type(x) != p_.param) x = elementwise(elems(x), p_.param);
@@ -267,7 +268,7 @@ class t5_builder {
   }
 
   constexpr std::size_t sublayer_residual(std::size_t stream, std::size_t branch) {
-    return add(stream, dropout(branch));
+    return add(stream, dropout(branch, m_.hidden_dropout));
   }
 
   // One T5Stack: embeddings, blocks, final norm and dropout; the decoder adds the head.
@@ -298,7 +299,7 @@ class t5_builder {
               .role = param_role::embedding, .extra_saved = storage(dtype::int64, checked_mul(s, s))};
       emit(bias, 0, p_.param);
     }
-    dropout(x);
+    dropout(x, m_.embedding_dropout);
     // ---- the repeated block.
     b_.begin_block();
     auto y = emit(op{.kind = op_kind::stream}, checked_mul(rows, h), stream_dtype());
@@ -314,7 +315,7 @@ class t5_builder {
     b_.end_block(decoder ? decoder_layers() : m_.layers);
     // ---- epilogue.
     auto z = emit(op{.kind = op_kind::stream}, checked_mul(rows, h), stream_dtype());
-    z = dropout(norm(z, rows));
+    z = dropout(norm(z, rows), m_.hidden_dropout);
     if (head) {
       // Tied: sequence_output * d_model**-0.5 before lm_head (a scalar mul saves nothing).
       if (tied) z = elementwise(elems(z), type(z));

@@ -69,7 +69,8 @@ inline std::string format_count(std::uint64_t n) {
 
 // A table of one breakdown: a row per component, then the total. `share` and the bar are
 // relative to the total (the peak the breakdown was taken at); the bar has 30 columns.
-inline std::string format_breakdown(const memory_breakdown& b) {
+// `size` writes the size column (format_size: a human size in binary units).
+inline std::string format_breakdown(const memory_breakdown& b, std::string (*size)(bytes) = format_size) {
   struct row {
     std::string_view name;
     bytes size;
@@ -87,7 +88,7 @@ inline std::string format_breakdown(const memory_breakdown& b) {
     auto width = static_cast<std::size_t>(share * static_cast<double>(fmt_detail::bar_width) + 0.5);
     if (width > fmt_detail::bar_width) width = fmt_detail::bar_width;
     if (r.name == "total") out += std::string(12 + 1 + 11 + 1 + 17 + 1 + 7 + 2 + fmt_detail::bar_width, '-') + '\n';
-    out += fmt::format("{:<12} {:>11} {:>17} {:>6.1f}%", r.name, format_size(r.size), format_count(r.size.value),
+    out += fmt::format("{:<12} {:>11} {:>17} {:>6.1f}%", r.name, size(r.size), format_count(r.size.value),
                        share * 100.0);
     if (width > 0) out += "  " + std::string(width, '#');
     out += '\n';
@@ -96,7 +97,9 @@ inline std::string format_breakdown(const memory_breakdown& b) {
 }
 
 // The breakdown at the steady-state peak (every step after the first).
-inline std::string format_breakdown(const estimate_result& r) { return format_breakdown(r.steady.breakdown); }
+inline std::string format_breakdown(const estimate_result& r, std::string (*size)(bytes) = format_size) {
+  return format_breakdown(r.steady.breakdown, size);
+}
 
 namespace fmt_detail {
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "memscale/attention_kernel.hpp"
 #include "memscale/detail/largest_fitting.hpp"
 #include "memscale/dtype.hpp"
 #include "memscale/estimate.hpp"
@@ -57,6 +58,25 @@ struct inference_result {
   inference_peak peak{};       // the larger of the two
 };
 
+// The attention kernel a generate() call of `m` runs under `r` (no dropout in eval mode).
+constexpr attention_kernel attention_kernel_of(const model_spec& m, const inference_spec& r) {
+  switch (r.attention) {
+    case attention_impl::eager:
+    case attention_impl::sdpa_math: return attention_kernel::math;
+    case attention_impl::flash: return attention_kernel::flash;
+    case attention_impl::sdpa:
+      return sdpa_kernel(sdpa_call{.device = r.device,
+                                   .type = r.compute,
+                                   .has_mask = m.alibi,
+                                   .dropout = false,
+                                   .head_dim = head_dim_of(m),
+                                   .torch_version = r.torch_version,
+                                   .gqa = kv_heads_of(m) != m.heads && m.impl == implementation::hf_transformers &&
+                                          r.transformers_version >= 500});
+  }
+  return attention_kernel::math;
+}
+
 namespace detail {
 
 // Bytes of `elements` in the compute dtype.
@@ -71,7 +91,7 @@ constexpr bytes act(const inference_spec& r, std::uint64_t elements) { return st
 constexpr bytes attention_core(const model_spec& m, const inference_spec& r, std::uint64_t q_rows,
                                std::uint64_t keys) {
   const auto q_elems = checked_mul(r.batch, q_rows, checked_mul(m.heads, head_dim_of(m)));
-  if (r.attention == attention_impl::flash)
+  if (is_fused(attention_kernel_of(m, r)))
     return act(r, q_elems) + storage(dtype::fp32, checked_mul(r.batch, m.heads, q_rows));
   const auto p = checked_mul(checked_mul(r.batch, m.heads), q_rows, keys);
   const bytes two = act(r, p) * 2u;
@@ -148,8 +168,10 @@ constexpr bytes token_tensors(const inference_spec& r, std::uint64_t length, std
 }
 
 // The 4-D float mask eager attention adds (LlamaModel._update_causal_mask): batch x rows x keys.
+// SDPA gets is_causal instead (AttentionMaskConverter._ignore_causal_mask_sdpa), whatever
+// kernel then runs; a fused kernel as asked for takes no mask either.
 constexpr bytes causal_mask(const inference_spec& r, std::uint64_t rows, std::uint64_t keys) {
-  if (r.attention == attention_impl::flash) return {};
+  if (r.attention == attention_impl::flash || r.attention == attention_impl::sdpa) return {};
   return act(r, checked_mul(r.batch, rows, keys));
 }
 

@@ -2,6 +2,7 @@
 // adapters are opt-in: <memscale/fmt.hpp>, <memscale/json.hpp>).
 #pragma once
 
+#include "memscale/attention_kernel.hpp"
 #include "memscale/bytes.hpp"
 #include "memscale/dtype.hpp"
 #include "memscale/error.hpp"

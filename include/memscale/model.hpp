@@ -73,6 +73,11 @@ struct model_spec {
   std::uint64_t experts = 0;           // 0: dense MLP
   std::uint64_t experts_per_token = 0;
   bool dropout = false;                // the model's own dropout layers have p > 0 (GPT-2, BERT: 0.1)
+  // Which dropout sites those are, each following its own config key; all true by default,
+  // so `dropout` alone switches every site. The graph drops out a site when dropout and its flag hold.
+  bool attention_dropout = true;       // the attention probabilities (attn_pdrop, attention_probs_dropout_prob)
+  bool hidden_dropout = true;          // each branch's output before the residual add (resid_pdrop, hidden_dropout_prob)
+  bool embedding_dropout = true;       // the embeddings' sum (embd_pdrop; BERT: hidden_dropout_prob)
   implementation impl = implementation::hf_transformers;
   std::uint64_t buffer_bytes_per_layer = 0;  // registered non-parameter buffers (old HF GPT-2: 1 MiB causal mask)
   // ---- family features read from a Hugging Face config.json (json/hf_config.hpp) ----

@@ -21,8 +21,10 @@ enum class optimizer_kind : std::uint8_t { sgd, sgd_momentum, adam, adamw, adamw
 enum class optimizer_implementation : std::uint8_t { for_loop, foreach, fused };
 enum class checkpointing : std::uint8_t { none, full, selective };
 // eager: softmax(QK^T)V written out; sdpa_math: F.scaled_dot_product_attention's math
-// backend (same tensors); flash: flash or memory-efficient kernels (no s x s matrix kept).
-enum class attention_impl : std::uint8_t { eager, sdpa_math, flash };
+// backend (same tensors); flash: a fused kernel as asked for (flash or memory-efficient: no
+// s x s matrix kept); sdpa: F.scaled_dot_product_attention with the kernel PyTorch picks
+// for the device, dtype, mask and release (memscale/attention_kernel.hpp sdpa_kernel).
+enum class attention_impl : std::uint8_t { eager, sdpa_math, flash, sdpa };
 enum class training_target : std::uint8_t { full, lora, qlora };
 enum class base_quant : std::uint8_t { nf4, nf4_double_quant };
 // standard: logits materialised for the whole sequence; chunked: cross-entropy over
@@ -143,7 +145,13 @@ constexpr std::string_view to_string(checkpointing c) noexcept {
 }
 
 constexpr std::string_view to_string(attention_impl a) noexcept {
-  return a == attention_impl::eager ? "eager" : a == attention_impl::sdpa_math ? "sdpa_math" : "flash";
+  switch (a) {
+    case attention_impl::eager: return "eager";
+    case attention_impl::sdpa_math: return "sdpa_math";
+    case attention_impl::flash: return "flash";
+    case attention_impl::sdpa: return "sdpa";
+  }
+  return "flash";
 }
 
 }  // namespace memscale

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "memscale/attention_kernel.hpp"
 #include "memscale/dtype.hpp"
 #include "memscale/graph_builder.hpp"
 #include "memscale/model.hpp"
@@ -270,10 +271,14 @@ class transformer_builder {
     return storage(t_.device == device_kind::cuda ? dtype::boolean : input, elements);
   }
 
-  constexpr std::size_t dropout(std::size_t in) {
-    if (!(t_.dropout && m_.dropout)) return in;
+  // A dropout layer at a site whose flag (model_spec::attention_dropout, hidden_dropout,
+  // embedding_dropout) says its p > 0, while the model trains.
+  constexpr std::size_t dropout(std::size_t in, bool site) {
+    if (!(t_.dropout && m_.dropout && site)) return in;
     return emit(op{.kind = op_kind::dropout, .extra_saved = dropout_mask(elems(in), type(in))}, elems(in), type(in));
   }
+
+  constexpr std::size_t hidden_dropout(std::size_t in) { return dropout(in, m_.hidden_dropout); }
 
   constexpr std::size_t add(std::size_t a, std::size_t b) {
     const dtype out = (type(a) == dtype::fp32 || type(b) == dtype::fp32) ? dtype::fp32 : type(a);
@@ -427,14 +432,16 @@ class transformer_builder {
     }
     // Hugging Face's eager and SDPA attention both call repeat_kv before attending; from
     // transformers 5.0 SDPA without a mask passes k and v as they are with enable_gqa
-    // (integrations/sdpa_attention.py use_gqa_in_sdpa, v5.17.0). On CUDA only the flash and
-    // math kernels take enable_gqa, and flash needs 16-bit inputs, so fp32 falls back to the
-    // math kernel, which repeats k and v itself (measured: tools/gpu-measure/sdpa_backends.py).
+    // (sdpa_gets_grouped_kv). The kernel follows from the call (attention_kernel_of): the
+    // math kernel repeats k and v itself, so an fp32 GQA model on CUDA (flash needs 16-bit
+    // inputs, mem-efficient refuses enable_gqa) still makes the copies (measured:
+    // tools/gpu-measure/sdpa_backends.py).
     const bool gqa = kv_ != m_.heads && m_.impl == implementation::hf_transformers;
-    const bool sdpa_gqa = gqa && t_.attention == attention_impl::flash && t_.transformers_version >= 500;
-    const bool math_kernel = sdpa_gqa && t_.device == device_kind::cuda && p_.matmul == dtype::fp32;
-    const bool repeat_kv = gqa && (!sdpa_gqa || math_kernel);
-    const bool flash_kernel = t_.attention == attention_impl::flash && !math_kernel;
+    const attention_kernel kernel = attention_kernel_of(m_, t_);
+    const bool sdpa_gqa = sdpa_gets_grouped_kv(m_, t_) &&
+                          (t_.attention == attention_impl::sdpa || t_.attention == attention_impl::flash);
+    const bool repeat_kv = gqa && (!sdpa_gqa || kernel == attention_kernel::math);
+    const bool flash_kernel = is_fused(kernel);
     if (repeat_kv) {
       // repeat_kv: expand + reshape materialises heads/kv_heads copies of k and v.
       k_elems = q_elems;
@@ -487,7 +494,7 @@ class transformer_builder {
         probs = elementwise(scores, p_.matmul);  // .to(query_states.dtype)
         b_.at(probs).recomputed_by_selective = true;
       }
-      auto dropped = dropout(probs);
+      auto dropped = dropout(probs, m_.attention_dropout);
       b_.at(dropped).recomputed_by_selective = true;
       dropped = matmul_input(dropped);
       // repeat_kv's output is already contiguous and bmm saves it as it is; a plain v is a
@@ -534,7 +541,7 @@ class transformer_builder {
       x = add(x, last());
     }
     if (m_.embedding_norm) x = norm(x);
-    dropout(x);
+    dropout(x, m_.embedding_dropout);
   }
 
   // Norms around a sequential branch (model_spec::block_norms).
@@ -545,26 +552,28 @@ class transformer_builder {
     const auto x = emit(op_kind::stream, tok(m_.hidden), stream_dtype());
     switch (m_.layout) {
       case block_layout::sequential: {
-        const auto a = dropout(branch_out(attention(branch_in(x))));
+        const auto a = hidden_dropout(branch_out(attention(branch_in(x))));
         const auto mid = add(x, a);
         frame_locals_ = {};  // the attention's frame ends with its residual add
-        const auto f = dropout(branch_out(mlp(branch_in(mid))));
+        const auto f = hidden_dropout(branch_out(mlp(branch_in(mid))));
         add(mid, f);
         break;
       }
       case block_layout::parallel: {
+        // GPT-NeoX post_attention_dropout / post_mlp_dropout, Phi and GPT-J resid_dropout:
+        // one dropout per branch. (Falcon drops out the branches' sum once: one mask fewer.)
         const auto n1 = norm(x);
-        const auto a = attention(n1);
+        const auto a = hidden_dropout(attention(n1));
         frame_locals_ = {};
-        const auto f = mlp(m_.shared_attention_norm ? n1 : norm(x));
+        const auto f = hidden_dropout(mlp(m_.shared_attention_norm ? n1 : norm(x)));
         add(add(a, f), x);
         break;
       }
       case block_layout::post_norm: {
-        const auto a = dropout(attention(x));
+        const auto a = hidden_dropout(attention(x));
         frame_locals_ = {};
         const auto mid = norm(add(a, x));
-        const auto f = dropout(mlp(mid));
+        const auto f = hidden_dropout(mlp(mid));
         norm(add(f, mid));
         break;
       }

@@ -309,6 +309,35 @@ else
   fail "--precision amp_fp16 --gpu t4: plans, AGGRESSIVE in pure fp16, and says why" "exit $rc" "$(head -c 300 "$work/err")"
 fi
 
+# GPU suggestions prefer the family the name starts with, then names that contain it.
+bad_input_says 'did you mean a100-40gb or a100-80gb?' --gpu a100
+bad_input_says 'did you mean h100-80gb?' --gpu h100
+bad_input_says 'did you mean rtx4090?' --gpu 4090
+run --gpu-memory 24gb --json
+if [[ $rc -eq 0 ]] && python3 -c 'import json,sys; assert json.load(sys.stdin)["gpu"]["memory"] == 24000000000' <"$work/out"; then
+  pass "--gpu-memory 24gb (lower case) is 24e9 bytes"
+else
+  fail "--gpu-memory 24gb (lower case) is 24e9 bytes" "exit $rc" "stderr: $(head -c 300 "$work/err")"
+fi
+
+# --units applies to every size a text report prints: no GiB left with --units gb or mib.
+units_everywhere() {
+  local unit=$1 label=$2
+  shift 2
+  run "$@" --units "$unit"
+  if [[ $rc -eq 0 ]] && ! grep -q "GiB" "$work/out" && grep -q " $label" "$work/out"; then
+    pass "--units $unit: $* prints every size in $label"
+  else
+    fail "--units $unit: $* prints every size in $label" "exit $rc" "GiB: $(grep -m 2 "GiB" "$work/out")"
+  fi
+}
+units_everywhere gb GB --model gpt2 --batch 2 --seq 512 --gpu rtx3090
+units_everywhere mib MiB --model gpt2 --batch 2 --seq 512 --gpu rtx3090
+units_everywhere gb GB --model llama-2-7b --inference --context 1024 --new-tokens 16 --gpu a100-80gb
+units_everywhere gb GB --model gpt2 --batch 2 --seq 512 --gpus 2 --strategy ddp --gpu rtx3090
+units_everywhere gb GB --model resnet50 --image 224 --batch 64 --gpu rtx3060-12gb
+units_everywhere gb GB --list-gpus
+
 # --help succeeds
 run --help
 if [[ $rc -eq 0 ]] && grep -q -- "--model" "$work/out" && grep -q -- "--qlora" "$work/out" && grep -q -- "--list-gpus" "$work/out"; then

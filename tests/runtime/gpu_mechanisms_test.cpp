@@ -63,6 +63,7 @@ TEST_CASE("transformers 5 hands grouped k and v to SDPA: no repeat_kv copies in 
 
 TEST_CASE("transformers 5 with fp32 and grouped k, v runs SDPA's math kernel, which saves the probabilities") {
   training_spec v4 = cuda_run(precision::fp32);
+  v4.attention = attention_impl::sdpa;
   training_spec v5 = v4;
   v5.transformers_version = 517;
   const std::uint64_t probabilities = 2 * heads * 64 * 64 * 4;  // batch x heads x seq^2, fp32

@@ -56,6 +56,7 @@ struct inference_spec {
   device_kind device = device_kind::cuda;
   bytes blas_workspace = pytorch_cublas_workspace_default;
   bool cuda_lazy_loading = true;
+  std::uint32_t torch_version = 205;  // major * 100 + minor: which kernel SDPA picks (attention_kernel.hpp)
 };
 
 constexpr bool is_quantized(weight_format w) { return w != weight_format::native; }

@@ -144,10 +144,13 @@ inline checkpointing parse_checkpointing(const std::string& s, const std::string
   bad_field(error_code::invalid_run, field, s, "must be one of none, full, selective");
 }
 
+// "sdpa" leaves the kernel to PyTorch (memscale/attention_kernel.hpp resolves it from the
+// device, dtype, mask and release); "flash" and "mem_efficient" name a fused kernel.
 inline attention_impl parse_attention(const std::string& s, const std::string& field) {
   if (s == "eager") return attention_impl::eager;
   if (s == "sdpa_math" || s == "math") return attention_impl::sdpa_math;
-  if (s == "sdpa" || s == "flash" || s == "mem_efficient") return attention_impl::flash;
+  if (s == "sdpa") return attention_impl::sdpa;
+  if (s == "flash" || s == "flash_attention_2" || s == "mem_efficient") return attention_impl::flash;
   bad_field(error_code::invalid_run, field, s, "must be one of eager, sdpa_math, sdpa, flash");
 }
 

@@ -42,7 +42,7 @@ inline model_spec t5_from_hf_config(const json& cfg) {
   m.tied_embeddings = get_bool(cfg, "tie_word_embeddings", path, !mt5, bad);
   const json rate = cfg.value("dropout_rate", json(0.1));
   if (!rate.is_number()) bad_field(bad, path + ".dropout_rate", rate, "must be a number");
-  m.dropout = rate.get<double>() > 0.0;
+  m.dropout = rate.get<double>() > 0.0;  // one rate for every site (T5Config.dropout_rate)
   // The class in "architectures".
   std::string cls = mt5 ? "MT5ForConditionalGeneration" : "T5ForConditionalGeneration";
   if (cfg.contains("architectures") && !cfg.at("architectures").is_null()) {

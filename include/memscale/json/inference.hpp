@@ -97,8 +97,10 @@ inline inference_spec inference_from_record(const json& record) {
                       record.at("model").value("family", std::string()) == "gpt2";
     r.legacy_tuple_cache = gpt2 && r.transformers_version < 452;
     // CUDA_MODULE_LOADING=LAZY is PyTorch's default from 1.13 with CUDA >= 11.7.
-    if (sw.contains("torch") && !sw.at("torch").is_null() && parse_major_minor(sw.at("torch"), "software.torch") < 113)
-      r.cuda_lazy_loading = false;
+    if (sw.contains("torch") && !sw.at("torch").is_null()) {
+      r.torch_version = parse_major_minor(sw.at("torch"), "software.torch");
+      if (r.torch_version < 113) r.cuda_lazy_loading = false;
+    }
   }
   return validate(r);
 }

@@ -52,8 +52,8 @@ inline constexpr auto bad_run = error_code::invalid_run;
 
 // Input fields of the run document, and the result fields --json adds (read back and ignored).
 inline constexpr std::array<std::string_view, 4> document_fields{"model", "run", "gpu", "headroom"};
-inline constexpr std::array<std::string_view, 7> result_fields{"parameters", "trainable_parameters", "breakdown", "peak",
-                                                               "first_step", "static", "plan"};
+inline constexpr std::array<std::string_view, 8> result_fields{"parameters", "trainable_parameters", "breakdown", "peak",
+                                                               "first_step", "static", "plan", "attention_kernel"};
 inline constexpr std::array<std::string_view, 16> run_fields{
     "micro_batch", "seq_len", "grad_accum", "precision", "optimizer", "optimizer_impl", "checkpointing", "attention",
     "target",      "lora_rank", "lora_targets", "lora_alpha", "quant", "dropout", "device", "offload"};

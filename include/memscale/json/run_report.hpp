@@ -62,6 +62,7 @@ inline json estimate_report_json(const model_spec& model, const training_spec& r
   json j = estimate_to_json(result);
   j["model"] = std::string(model.name);
   j["run"] = run_to_json(run);
+  j["attention_kernel"] = std::string(to_string(attention_kernel_of(model, run)));  // sdpa resolved
   return j;
 }
 

@@ -19,6 +19,7 @@
 #include "memscale/detail/nearest_name.hpp"
 #include "memscale/detail/math.hpp"
 #include "memscale/error.hpp"
+#include "memscale/gpus.hpp"
 #include "memscale/lora.hpp"
 #include "memscale/training.hpp"
 
@@ -68,9 +69,9 @@ inline std::uint64_t parse_size(std::string_view text, const std::string& field)
                                                                             {"GiB", 1ULL << 30},
                                                                             {"TiB", 1ULL << 40}}};
   std::uint64_t scale = 0;
-  for (const auto& [name, factor] : units)
-    if (unit == name) scale = factor;
-  if (scale == 0) throw bad("a size with a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)");
+  for (const auto& [name, factor] : units)  // any case: "24gb" is 24 GB (no size here is in bits)
+    if (memscale::detail::iequals(unit, name)) scale = factor;
+  if (scale == 0) throw bad("a size with a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB; any case)");
   // Digits and dots only (checked above), so strtod reads a plain decimal, correctly rounded
   // like std::from_chars; emscripten's libc++ has no floating-point from_chars.
   const std::string number(text.substr(0, digits));

@@ -340,7 +340,8 @@ constexpr per_gpu_estimate estimate_per_gpu(const graph& g, const training_spec&
 
 constexpr per_gpu_estimate estimate_per_gpu(const model_spec& model, const training_spec& requested,
                                             const parallel_spec& p) {
-  const training_spec run = with_resolved_adapters(model, requested);
+  // The graph-only estimator reads the kernel from run.attention: sdpa is resolved first.
+  const training_spec run = with_resolved_attention(model, with_resolved_adapters(model, requested));
   // Megatron splits attention by heads: the degree must divide them (and the key/value heads).
   const std::uint64_t kv = model.kv_heads == 0 ? model.heads : model.kv_heads;
   detail::require(model.heads % p.tp == 0 && (kv % p.tp == 0 || p.tp % kv == 0), error_code::invalid_run, "parallel.tp",

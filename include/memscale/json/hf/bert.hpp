@@ -23,7 +23,10 @@ inline model_spec bert_encoder(const config& c) {
   m.type_vocab = c.count("type_vocab_size", 2);
   m.mlp = plain_activation(c, "hidden_act", "gelu");
   m.tied_embeddings = c.flag("tie_word_embeddings", true);
-  m.dropout = any_dropout(c, {{"hidden_dropout_prob", 0.1}, {"attention_probs_dropout_prob", 0.1}});
+  // BertSelfAttention.dropout (attention_probs_dropout_prob); BertEmbeddings, BertSelfOutput
+  // and BertOutput dropout (hidden_dropout_prob).
+  apply_dropout(c, m, {.attention = {"attention_probs_dropout_prob", 0.1}, .hidden = {"hidden_dropout_prob", 0.1},
+                       .embedding = {"hidden_dropout_prob", 0.1}});
   return m;
 }
 
@@ -55,7 +58,8 @@ inline model_spec distilbert(const config& c) {
   m.type_vocab = 0;  // DistilBERT has no token types
   m.mlp = plain_activation(c, "activation", "gelu");
   m.tied_embeddings = c.flag("tie_weights_", true);
-  m.dropout = any_dropout(c, {{"dropout", 0.1}, {"attention_dropout", 0.1}});
+  // MultiHeadSelfAttention.dropout (attention_dropout); Embeddings and FFN dropout (dropout).
+  apply_dropout(c, m, {.attention = {"attention_dropout", 0.1}, .hidden = {"dropout", 0.1}, .embedding = {"dropout", 0.1}});
   m = with_encoder_head(c, m);
   m.pooler = false;  // DistilBertModel has no pooler
   return m;

@@ -22,7 +22,9 @@ inline model_spec bloom(const config& c) {
   m.attn_out_bias = true;
   m.mlp_bias = true;
   m.tied_embeddings = c.flag("tie_word_embeddings", true);
-  m.dropout = any_dropout(c, {{"hidden_dropout", 0.0}, {"attention_dropout", 0.0}});
+  // BloomAttention.attention_dropout; dropout_add after each branch (hidden_dropout); no
+  // dropout on the embeddings.
+  apply_dropout(c, m, {.attention = {"attention_dropout", 0.0}, .hidden = {"hidden_dropout", 0.0}});
   m.builds_attention_mask = true;  // BloomModel.forward: torch.ones(b, s) when attention_mask is None
   m.alibi = true;
   m.attention_keeps_locals = true;  // BloomAttention.forward

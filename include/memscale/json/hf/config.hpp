@@ -118,11 +118,28 @@ inline model_spec rotary_decoder(const config& c) {
   return m;
 }
 
-// True when any of the dropout probabilities named is above zero.
-inline bool any_dropout(const config& c, std::initializer_list<std::pair<const char*, double>> keys) {
-  for (const auto& [key, fallback] : keys)
-    if (c.number(key, fallback) > 0.0) return true;
-  return false;
+// The config key of one dropout site and its default in configuration_<family>.py;
+// no key: the family's code has no dropout at that site.
+struct dropout_key {
+  const char* key = nullptr;
+  double fallback = 0.0;
+};
+
+// The keys of a family's dropout sites (model_spec::attention_dropout, hidden_dropout,
+// embedding_dropout).
+struct dropout_keys {
+  dropout_key attention{};
+  dropout_key hidden{};
+  dropout_key embedding{};
+};
+
+// Each site follows its own key; model_spec::dropout is on when any site is.
+inline void apply_dropout(const config& c, model_spec& m, const dropout_keys& keys) {
+  const auto active = [&c](const dropout_key& k) { return k.key != nullptr && c.number(k.key, k.fallback) > 0.0; };
+  m.attention_dropout = active(keys.attention);
+  m.hidden_dropout = active(keys.hidden);
+  m.embedding_dropout = active(keys.embedding);
+  m.dropout = m.attention_dropout || m.hidden_dropout || m.embedding_dropout;
 }
 
 // hidden_act / activation_function of a non-gated MLP.

@@ -23,6 +23,9 @@ inline model_spec falcon(const config& c) {
   else m.kv_heads = c.flag("multi_query", true) ? 1 : m.heads;
   const bool alibi = c.flag("alibi", false);
   m.positions = alibi ? position_kind::none : position_kind::rotary;
+  // FalconModel.forward builds the (b * heads, 1, s) bias with build_alibi_tensor, as BLOOM
+  // does, and passes it to SDPA inside attn_mask.
+  m.alibi = alibi;
   m.context_length = alibi ? 0 : c.count("max_position_embeddings", 2048);
   m.mlp = plain_activation(c, "activation", "gelu");
   if (new_arch) {
@@ -38,7 +41,9 @@ inline model_spec falcon(const config& c) {
   m.attn_out_bias = bias;
   m.mlp_bias = bias;
   m.tied_embeddings = c.flag("tie_word_embeddings", true);
-  m.dropout = any_dropout(c, {{"hidden_dropout", 0.0}, {"attention_dropout", 0.0}});
+  // FalconAttention.attention_dropout; dropout_add after the blocks' branches
+  // (hidden_dropout); no dropout on the embeddings.
+  apply_dropout(c, m, {.attention = {"attention_dropout", 0.0}, .hidden = {"hidden_dropout", 0.0}});
   return m;
 }
 

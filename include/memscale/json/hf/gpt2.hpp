@@ -20,7 +20,9 @@ inline model_spec gpt2(const config& c) {
   m.buffer_bytes_per_layer = m.max_positions * m.max_positions;  // torch.bool mask
   m.mlp = plain_activation(c, "activation_function", "gelu_new");
   m.tied_embeddings = c.flag("tie_word_embeddings", true);
-  m.dropout = any_dropout(c, {{"resid_pdrop", 0.1}, {"embd_pdrop", 0.1}, {"attn_pdrop", 0.1}});
+  // GPT2Attention.attn_dropout (attn_pdrop), resid_dropout and GPT2MLP.dropout
+  // (resid_pdrop), GPT2Model.drop (embd_pdrop).
+  apply_dropout(c, m, {.attention = {"attn_pdrop", 0.1}, .hidden = {"resid_pdrop", 0.1}, .embedding = {"embd_pdrop", 0.1}});
   return m;
 }
 

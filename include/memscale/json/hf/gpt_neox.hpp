@@ -28,7 +28,9 @@ inline model_spec gpt_neox(const config& c) {
   m.attn_out_bias = m.qkv_bias;
   m.mlp_bias = true;
   m.tied_embeddings = c.flag("tie_word_embeddings", false);
-  m.dropout = any_dropout(c, {{"hidden_dropout", 0.0}, {"attention_dropout", 0.0}});
+  // GPTNeoXModel.emb_dropout and each branch's post_*_dropout use hidden_dropout.
+  apply_dropout(c, m, {.attention = {"attention_dropout", 0.0}, .hidden = {"hidden_dropout", 0.0},
+                       .embedding = {"hidden_dropout", 0.0}});
   return m;
 }
 

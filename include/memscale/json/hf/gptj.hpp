@@ -30,7 +30,7 @@ inline model_spec gptj(const config& c) {
   m.mlp_bias = true;
   m.tied_embeddings = c.flag("tie_word_embeddings", false);
   m.lm_head_bias = true;
-  m.dropout = any_dropout(c, {{"resid_pdrop", 0.0}, {"embd_pdrop", 0.0}, {"attn_pdrop", 0.0}});
+  apply_dropout(c, m, {.attention = {"attn_pdrop", 0.0}, .hidden = {"resid_pdrop", 0.0}, .embedding = {"embd_pdrop", 0.0}});
   return m;
 }
 

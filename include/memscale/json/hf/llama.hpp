@@ -32,7 +32,8 @@ inline model_spec llama_like(const config& c, const llama_defaults& d = {}) {
   // eager_attention_forward runs softmax in fp32 and casts back.
   m.upcast_logits = true;
   m.softmax_fp32 = true;
-  m.dropout = c.number("attention_dropout", 0.0) > 0.0;
+  // LlamaConfig has one dropout, on the attention probabilities (attention_dropout).
+  apply_dropout(c, m, {.attention = {"attention_dropout", 0.0}});
   return m;
 }
 

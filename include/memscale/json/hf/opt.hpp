@@ -29,7 +29,10 @@ inline model_spec opt(const config& c) {
   m.attn_out_bias = bias;
   m.mlp_bias = bias;
   m.tied_embeddings = c.flag("tie_word_embeddings", true);
-  m.dropout = any_dropout(c, {{"dropout", 0.1}, {"attention_dropout", 0.0}});
+  // OPTAttention drops out its probabilities with attention_dropout; OPTDecoderLayer drops
+  // out each branch's output with dropout; OPTDecoder adds no dropout to the embeddings
+  // (modeling_opt.py @ 0184d208).
+  apply_dropout(c, m, {.attention = {"attention_dropout", 0.0}, .hidden = {"dropout", 0.1}});
   m.builds_attention_mask = true;  // OPTDecoder.forward: torch.ones(b, s) when attention_mask is None
   return m;
 }

@@ -23,7 +23,8 @@ inline model_spec phi(const config& c) {
   m.softmax_fp32 = true;  // PhiAttention: softmax(dtype=float32).to(value_states.dtype)
   m.upcast_logits = true;
   m.qk_norm = c.flag("qk_layernorm", false) ? qk_norm_kind::per_head : qk_norm_kind::none;
-  m.dropout = any_dropout(c, {{"resid_pdrop", 0.0}, {"embd_pdrop", 0.0}, {"attention_dropout", 0.0}});
+  apply_dropout(c, m, {.attention = {"attention_dropout", 0.0}, .hidden = {"resid_pdrop", 0.0},
+                       .embedding = {"embd_pdrop", 0.0}});
   return m;
 }
 

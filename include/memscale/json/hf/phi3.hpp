@@ -11,7 +11,8 @@ namespace memscale::json_io::hf {
 inline model_spec phi3(const config& c) {
   model_spec m = llama_like(c);
   m.fused_qkv = true;
-  m.dropout = any_dropout(c, {{"resid_pdrop", 0.0}, {"embd_pdrop", 0.0}, {"attention_dropout", 0.0}});
+  apply_dropout(c, m, {.attention = {"attention_dropout", 0.0}, .hidden = {"resid_pdrop", 0.0},
+                       .embedding = {"embd_pdrop", 0.0}});
   return m;
 }
 

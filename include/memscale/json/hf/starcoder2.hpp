@@ -19,7 +19,8 @@ inline model_spec starcoder2(const config& c) {
   m.tied_embeddings = c.flag("tie_word_embeddings", true);
   m.upcast_logits = true;
   m.softmax_fp32 = true;
-  m.dropout = any_dropout(c, {{"residual_dropout", 0.0}, {"embedding_dropout", 0.0}, {"attention_dropout", 0.0}});
+  apply_dropout(c, m, {.attention = {"attention_dropout", 0.0}, .hidden = {"residual_dropout", 0.0},
+                       .embedding = {"embedding_dropout", 0.0}});
   return m;
 }
 
