@@ -151,7 +151,7 @@ constexpr double validated_headroom(const plan_options& o) {
 }
 
 // Cost beyond what the request already pays: a technique the run uses is not charged again.
-constexpr mode_cost cost_of(const estimate_result& e, const graph& g, const training_spec& request,
+constexpr mode_cost cost_of(const estimate_result& e, bytes checkpointed_inputs, const training_spec& request,
                             const training_spec& run, const gpu_spec& gpu) {
   mode_cost c{};
   // Full recomputation re-runs each block's forward once during backward (Korthikanti et
@@ -173,7 +173,7 @@ constexpr mode_cost cost_of(const estimate_result& e, const graph& g, const trai
     c.host_memory += e.parameter_bytes;
   }
   if (run.offload_activations && run.ckpt == checkpointing::full) {
-    const bytes inputs = section_saved_bytes(g, block_of(g), run, true) * g.block_repeats;
+    const bytes inputs = checkpointed_inputs;
     if (!request.offload_activations) moved += 2.0 * static_cast<double>(inputs.value);  // out, then back
     c.host_memory += inputs;
   }
@@ -192,9 +192,17 @@ constexpr mode_plan plan_run(const model_spec& model, const training_spec& reque
   // precision (PEFT keeps LoRA adapters over a 16-bit base in fp32), or a plan's peak would be
   // below the report's.
   const training_spec resolved = with_resolved_adapters(model, p.run);
-  const graph g = build_graph(model, resolved);  // encoder-decoder: one stack's shape, for transfer costs
-  const estimate_result e =
-      model.arch == architecture::encoder_decoder ? estimate(model, resolved) : estimate(g, resolved);
+  estimate_result e{};
+  bytes checkpointed_inputs{};  // what offloading the checkpointed activations moves
+  if (model.arch == architecture::encoder_decoder) {
+    const encoder_decoder_graph g = build_encoder_decoder_graph(model, resolved);
+    e = estimate(g, resolved);
+    checkpointed_inputs = checkpointed_block_inputs(g, resolved);
+  } else {
+    const graph g = build_graph(model, resolved);
+    e = estimate(g, resolved);
+    checkpointed_inputs = checkpointed_block_inputs(g, resolved);
+  }
   const peak_estimate& worst = overall_peak(e);
   p.peak = worst.device;
   p.tensor_peak = worst.tensor;
@@ -204,7 +212,7 @@ constexpr mode_plan plan_run(const model_spec& model, const training_spec& reque
   p.range = range_of(p.peak, p.band);
   p.v = verdict_of(p.range, budget);
   p.fits = p.v == verdict::fits;
-  p.cost = cost_of(e, g, request, p.run, gpu);
+  p.cost = cost_of(e, checkpointed_inputs, request, p.run, gpu);
   return p;
 }
 
