@@ -49,6 +49,12 @@ std::string peak_lines(const memscale::peak_estimate& p) {
 
 void set_size_unit(std::string_view unit) { size_unit = unit == "gb" ? "gb" : unit == "mib" ? "mib" : "gib"; }
 
+std::string size_text(memscale::bytes b) {
+  if (size_unit == "gb") return fmt::format("{:.2f} GB", memscale::to_gb(b));
+  if (size_unit == "mib") return fmt::format("{:.1f} MiB", memscale::to_mib(b));
+  return fmt::format("{:.2f} GiB", memscale::to_gib(b));
+}
+
 nlohmann::json run_to_json(const memscale::training_spec& run) { return memscale::json_io::run_to_json(run); }
 
 nlohmann::json json_report(const memscale::model_spec& model, const memscale::training_spec& run,
@@ -202,6 +208,7 @@ std::string plan_text(const memscale::gpu_spec& gpu, const memscale::plan_result
                         plan.status != memscale::plan_status::nothing_fits;
   out += fmt::format("Chosen: {} — {} [{}]\n", has_mode ? std::string(memscale::to_string(plan.chosen)) : "nothing",
                      plan.reason, memscale::to_string(plan.status));
+  out += switch_on_text(plan);
   out += fmt::format("  largest micro-batch in any mode: {}{}\n", plan.max_micro_batch,
                      plan.max_micro_batch > 0 ? fmt::format(" ({})", memscale::to_string(plan.max_micro_batch_mode))
                                               : std::string());

@@ -16,6 +16,9 @@ namespace memscale_plan {
 // --units gib | gb | mib: the unit of the text report's peak sizes (default gib).
 void set_size_unit(std::string_view unit);
 
+// "12.34 GiB" (or GB, MiB) in the --units unit: the multi-GPU report's sizes.
+std::string size_text(memscale::bytes b);
+
 // The text report: model summary, run settings, breakdown table, steady-state and step-1 peaks.
 std::string text_report(const memscale::model_spec& model, const memscale::training_spec& run,
                         const memscale::estimate_result& result);
@@ -38,6 +41,10 @@ nlohmann::json gpu_list_json();
 // --gpu: the "Plan on <label>" section appended to the text report, and the "plan" object
 // of the JSON report.
 std::string plan_text(const memscale::gpu_spec& gpu, const memscale::plan_result& plan);
+
+// One line per technique the chosen mode switches on: which engine config or code does it
+// (switch_on.cpp); empty when no mode is chosen or it switches nothing on.
+std::string switch_on_text(const memscale::plan_result& plan);
 nlohmann::json plan_json(const memscale::plan_result& plan);
 
 }  // namespace memscale_plan
