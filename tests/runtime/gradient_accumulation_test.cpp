@@ -40,7 +40,8 @@ TEST_CASE("ZeRO-2/3 keep a partitioned gradient buffer through accumulation, not
     const auto eight = on_eight(s, llama_run(8));
     // Was 25.10 GiB per GPU at accumulation 2: every gradient kept whole.
     CHECK(two.peak.breakdown.gradients < eighth_of_gradients * std::uint64_t{2});
-    CHECK(two.peak.device <= one.peak.device + bytes{64ULL << 20});
+    // At most the partition beyond one micro-step (allocated from the first one on).
+    CHECK(two.peak.tensor <= one.peak.tensor + eighth_of_gradients);
     CHECK(eight.peak.device == two.peak.device);  // nothing grows with more micro-steps
   }
 }
@@ -76,6 +77,7 @@ TEST_CASE("FSDP reduce-scatters every micro-step unless the loop uses no_sync", 
 
 TEST_CASE("no_sync changes no memory without sharded gradients", "[multi-gpu][ddp][accumulation]") {
   training_spec r = llama_run(4);
+  r.seq_len = 1024;  // GPT-2 XL's position table
   for (strategy s : {strategy::ddp, strategy::zero1}) {
     INFO(to_string(s));
     training_spec skipping = r;

@@ -119,6 +119,29 @@ TEST_CASE("property: the per-GPU peak never grows with the number of GPUs", "[pr
   CHECK(compared > 6000);
 }
 
+TEST_CASE("property: accumulating micro-steps keeps at most the rank's gradient partition beyond one micro-step",
+          "[properties][multi-gpu]") {
+  // ZeRO-2/3 and FSDP reduce-scatter every micro-step into a partitioned buffer: more micro-steps
+  // add at most 1/N of the gradients over a single one (all of them only under no_sync).
+  std::mt19937_64 rng(20260519);
+  int compared = 0;
+  for (int runs = 0; runs < 2000; ++runs) {
+    random_run r = random_run_of(rng);
+    if (sharding_of(r.layout.engine) < sharding::gradients || r.run.no_sync) continue;
+    r.layout.gpus_per_node = 8;
+    r.run.grad_accum = 4;
+    training_spec single_step = r.run;
+    single_step.grad_accum = 1;
+    const bytes partition = ceil_div(estimate(r.model, r.run).gradient_bytes, shard_degree(r.layout));
+    const bytes accumulating = estimate_per_gpu(r.model, r.run, r.layout).peak.tensor;
+    const bytes one = estimate_per_gpu(r.model, single_step, r.layout).peak.tensor;
+    INFO(describe(r, 8) << ": " << accumulating.value << " against " << one.value << " + " << partition.value);
+    CHECK(accumulating <= one + partition);
+    ++compared;
+  }
+  CHECK(compared > 500);
+}
+
 TEST_CASE("ZeRO-3 and FSDP on one GPU gather nothing; from two GPUs on, the shard and the working set",
           "[multi-gpu][zero]") {
   // The issue's GPT-2 run: 124M parameters, a working set of the 38.6M-element embedding and the

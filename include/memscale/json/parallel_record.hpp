@@ -67,10 +67,9 @@ inline json estimate_parallel_record(const json& record) {
       single.at("train").erase(key);
     training_spec run = run_from_record(single);
     const parallel_spec p = parallel_from_record(record);
-    // lit-gpt accumulates under fabric.no_backward_sync(model, enabled=is_accumulating)
-    // (Lightning-AI/lit-gpt @ b96a5708, finetune/lora.py train()): no_sync() with DDP and FSDP;
-    // Fabric's DeepSpeed strategy has no such control.
-    if (model.impl == implementation::litgpt && !is_deepspeed(p.engine)) run.no_sync = true;
+    // A loop's no_sync (lit-gpt's no_backward_sync, run_from_record) is a no-op under DeepSpeed:
+    // Fabric's DeepSpeed strategy has no backward-sync control and the engine reduces itself.
+    if (is_deepspeed(p.engine)) run.no_sync = false;
     const quantity q = quantity_of(record.value("measure", std::string("max_memory_allocated")));
     const per_gpu_estimate e = estimate_per_gpu(model, run, p);
     return {{"id", id},
