@@ -19,7 +19,6 @@ namespace memscale_plan {
 namespace {
 
 using memscale::bytes;
-using memscale::to_gib;
 
 std::string gib(bytes b) { return size_text(b); }  // in the --units unit (output.cpp)
 
@@ -52,7 +51,9 @@ std::string verdict_text(const verdict& v, const memscale::per_gpu_estimate& e, 
   if (v.fits()) return s + "fits\n";
   s += "does not fit:";
   if (!v.fits_gpu) s += " " + gib(e.peak.device) + " per GPU is over the budget";
-  if (!v.fits_host) s += std::string(v.fits_gpu ? "" : ";") + " " + gib(e.host.per_node) + " of host memory per node is over " + gib(host_memory);
+  if (!v.fits_host)
+    s += std::string(v.fits_gpu ? "" : ";") + " " + gib(e.host.per_node) + " of host memory per node is over " +
+         gib(host_memory);
   return s + "\n";
 }
 
