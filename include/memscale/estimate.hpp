@@ -161,7 +161,7 @@ struct gradient_residency {
   // Reduce-scattered every micro-step into a partitioned accumulation buffer that stays
   // allocated: 1/N of every gradient is present from the start, and each micro-step's
   // gradients exist whole only until their reduce-scatter. FSDP accumulates the reduced shard
-  // into its sharded .grad (torch/distributed/fsdp/_runtime_utils.py _accumulate_sharded_grad);
+  // into its sharded .grad (torch 2.x torch/distributed/fsdp/_runtime_utils.py _accumulate_sharded_grad);
   // DeepSpeed ZeRO-2 adds each micro-step's partition to averaged_gradients
   // (deepspeed/runtime/zero/stage_1_and_2.py v0.16.5 independent_gradient_partition_epilogue),
   // ZeRO-3 to its grad_partitions_flat_buffer (stage3.py partition_grads).

@@ -17,7 +17,7 @@
 namespace {
 using namespace memscale;
 
-// The run: Llama-2-7B, sequence 4096, bf16 autocast, full checkpointing, 8 GPUs.
+// Llama-2-7B, sequence 4096, bf16 autocast, full checkpointing, 8 GPUs.
 training_spec llama_run(std::uint64_t accumulation) {
   return {.micro_batch = 1, .seq_len = 4096, .prec = precision::amp_bf16, .grad_accum = accumulation,
           .ckpt = checkpointing::full};
