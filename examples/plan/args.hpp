@@ -61,6 +61,8 @@ struct cluster_options {
   std::optional<memscale::strategy> engine;   // --strategy; absent: the cluster planner chooses
   std::uint64_t tp = 1;                       // --tp N
   std::uint64_t pp = 1;                       // --pp N
+  bool tp_given = false;                      // --tp / --pp given: the planner keeps them, not searches
+  bool pp_given = false;
   bool sp = false;                            // --sp
   std::uint64_t global_batch = 0;             // --global-batch N (planner); 0: batch x grad-accum
   emit_format emit = emit_format::none;       // --emit deepspeed|accelerate-fsdp

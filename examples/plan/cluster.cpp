@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -22,6 +23,53 @@ using memscale::bytes;
 
 // A size in the --units unit (units.hpp).
 std::string gib(bytes b) { return size_text(b); }
+
+// The GPU a layout is judged on: --gpu NAME or --gpu-memory SIZE.
+std::optional<memscale::gpu_spec> gpu_of(const options& opt) {
+  if (opt.custom_gpu) return opt.custom_gpu;
+  if (!opt.gpu.empty()) return memscale::find_gpu(opt.gpu);  // checked by parse_args
+  return std::nullopt;
+}
+
+// What a layout needs against one GPU's budget (memory x (1 - headroom)).
+struct verdict {
+  memscale::gpu_spec gpu{};
+  bytes budget{};
+  bool fits_gpu = false;
+  bool fits_host = false;
+  [[nodiscard]] bool fits() const { return fits_gpu && fits_host; }
+};
+
+verdict verdict_of(const memscale::gpu_spec& gpu, double headroom, const memscale::per_gpu_estimate& e) {
+  verdict v{.gpu = gpu, .budget = memscale::budget_of(gpu, {.headroom = headroom})};
+  v.fits_gpu = e.peak.device <= v.budget;
+  v.fits_host = e.host.fits;
+  return v;
+}
+
+std::string verdict_text(const verdict& v, const memscale::per_gpu_estimate& e, bytes host_memory) {
+  std::string s = "Verdict on " + std::string(v.gpu.label) + " (budget " + gib(v.budget) + " per GPU = " +
+                  gib(v.gpu.memory) + " x (1 - headroom)): ";
+  if (v.fits()) return s + "fits\n";
+  s += "does not fit:";
+  if (!v.fits_gpu) s += " " + gib(e.peak.device) + " per GPU is over the budget";
+  if (!v.fits_host)
+    s += std::string(v.fits_gpu ? "" : ";") + " " + gib(e.host.per_node) + " of host memory per node is over " +
+         gib(host_memory);
+  return s + "\n";
+}
+
+// --global-batch with --strategy: the layout's global batch is batch x grad-accum x data-parallel
+// ranks; a different figure cannot be kept, so it is refused rather than ignored.
+void check_global_batch(const options& opt, const memscale::per_gpu_estimate& e) {
+  const auto wanted = opt.cluster.global_batch;
+  if (wanted == 0 || wanted == e.global_batch) return;
+  throw usage_error("--global-batch " + std::to_string(wanted) + " is not --batch " + std::to_string(opt.run.micro_batch) +
+                    " x --grad-accum " + std::to_string(opt.run.grad_accum) + " x " + std::to_string(e.data_parallel) +
+                    " data-parallel ranks = " + std::to_string(e.global_batch) +
+                    " (with --strategy the layout is given; leave out --strategy to let the planner split " +
+                    std::to_string(wanted) + ")");
+}
 
 // transformers' block class for FSDP's transformer auto-wrap (the models' _no_split_modules).
 std::string_view layer_class_of(const memscale::model_spec& m) {
@@ -69,9 +117,11 @@ nlohmann::json layout_json(const memscale::parallel_spec& p, const memscale::tra
           {"checkpointing", std::string(memscale::to_string(r.ckpt))},
           {"peak_rank", e.peak_rank},
           {"peak_role", std::string(e.peak_role)},
+          {"no_sync", r.no_sync},
           {"per_gpu", {{"tensor", e.peak.tensor.value},
                        {"reserved", e.peak.reserved.value},
                        {"device", e.peak.device.value},
+                       {"gathered_parameters", e.gathered.value},
                        {"breakdown", breakdown_to_json(e.peak.breakdown)}}},
           {"host_per_node", {{"bytes", e.host.per_node.value},
                              {"optimizer", e.host.optimizer.value},
@@ -93,10 +143,14 @@ std::string layout_text(const memscale::parallel_spec& p, const memscale::traini
        "\n";
   s += "Global batch " + std::to_string(e.global_batch) + " = micro-batch " + std::to_string(r.micro_batch) +
        " x accumulation " + std::to_string(r.grad_accum) + " x " + std::to_string(e.data_parallel) +
-       " data-parallel ranks; checkpointing " + std::string(memscale::to_string(r.ckpt)) + "\n";
+       " data-parallel ranks; checkpointing " + std::string(memscale::to_string(r.ckpt)) +
+       (r.grad_accum > 1 ? (r.no_sync ? "; micro-steps under no_sync" : "; gradients reduced every micro-step") : "") +
+       "\n";
   s += "Peak rank " + std::to_string(e.peak_rank) + " (" + std::string(e.peak_role) + "), per GPU:\n";
   const auto& b = e.peak.breakdown;
-  s += "  parameters   " + gib(b.parameters) + "\n";
+  s += "  parameters   " + gib(b.parameters);
+  if (e.gathered.value != 0) s += " (" + gib(e.gathered) + " of them gathered from the other ranks)";
+  s += "\n";
   s += "  gradients    " + gib(b.gradients) + "\n";
   s += "  optimizer    " + gib(b.optimizer) + "\n";
   s += "  activations  " + gib(b.activations) + "\n";
@@ -119,33 +173,77 @@ std::string emit(const options& opt, const memscale::parallel_spec& p, const mem
 
 }  // namespace
 
+void check_multi_gpu_options(const options& opt) {
+  const auto& c = opt.cluster;
+  if (c.gpus == 0) {
+    const char* given = c.engine                          ? "--strategy"
+                        : c.emit != emit_format::none     ? "--emit"
+                        : c.tp_given                      ? "--tp"
+                        : c.pp_given                      ? "--pp"
+                        : c.nodes > 1                     ? "--nodes"
+                        : c.sp                            ? "--sp"
+                        : c.host_memory.value != 0        ? "--host-memory"
+                        : c.global_batch != 0             ? "--global-batch"
+                        : opt.run.no_sync                 ? "--no-sync (run.no_sync)"
+                                                          : nullptr;
+    if (given != nullptr)
+      throw usage_error(std::string(given) + " needs --gpus N: it describes a multi-GPU run" +
+                        (opt.run.no_sync && !c.engine ? " (one GPU reduces no gradients)" : ""));
+    return;
+  }
+  if (opt.vision.model)
+    throw usage_error("--gpus estimates transformer models; vision models (" + std::string(opt.vision.model->name) +
+                      ") are estimated on one GPU: leave out --gpus");
+  if (opt.inference.enabled) throw usage_error("--gpus estimates training steps; --inference covers one GPU");
+  if (!opt.inference.svg.empty() || !opt.inference.svg_batch.empty())
+    throw usage_error(std::string(opt.inference.svg.empty() ? "--svg-batch" : "--svg") +
+                      " draws a single-GPU plan; it cannot be combined with --gpus");
+}
+
 std::string run_cluster(const options& opt) {
   const auto& c = opt.cluster;
+  const std::optional<memscale::gpu_spec> gpu = gpu_of(opt);
+  const double headroom = opt.headroom.value_or(memscale::default_headroom);
   if (c.engine) {
     const memscale::parallel_spec p = layout_of(opt, *c.engine);
     const memscale::per_gpu_estimate e = memscale::estimate_per_gpu(opt.model, opt.run, p);
-    if (c.emit != emit_format::none) return emit(opt, p, opt.run);
+    check_global_batch(opt, e);
+    const std::optional<verdict> v = gpu ? std::optional(verdict_of(*gpu, headroom, e)) : std::nullopt;
+    if (c.emit != emit_format::none) {
+      // A config is written only for a layout that fits the GPU it was planned on.
+      if (v && !v->fits())
+        throw usage_error("no config written: the layout does not fit " + std::string(v->gpu.label) + " (" +
+                          gib(e.peak.device) + " per GPU against a budget of " + gib(v->budget) +
+                          (v->fits_host ? "" : "; host memory " + gib(e.host.per_node) + " per node over " +
+                                                   gib(c.host_memory)) +
+                          "); add GPUs, offload or checkpointing, or leave out --strategy to let the planner choose");
+      return emit(opt, p, opt.run);
+    }
     if (opt.json) {
       nlohmann::json j = {{"model", std::string(opt.model.name)}, {"run", run_to_json(opt.run)},
                           {"layout", layout_json(p, opt.run, e)}};
-      if (!opt.gpu.empty()) {
-        const auto gpu = *memscale::find_gpu(opt.gpu);
-        j["gpu"] = std::string(gpu.name);
-        j["fits"] = e.peak.device <= memscale::budget_of(gpu, {.headroom = opt.headroom.value_or(memscale::default_headroom)}) &&
-                    e.host.fits;
+      if (v) {
+        j["gpu"] = std::string(v->gpu.name);
+        j["budget_per_gpu"] = v->budget.value;
+        j["fits_gpu"] = v->fits_gpu;
+        j["fits_host"] = v->fits_host;
+        j["fits"] = v->fits();
       }
       return j.dump(2) + "\n";
     }
-    return layout_text(p, opt.run, e, c.host_memory);
+    std::string s = layout_text(p, opt.run, e, c.host_memory);
+    if (v) s += verdict_text(*v, e, c.host_memory);
+    return s;
   }
-  if (opt.gpu.empty())
-    throw usage_error("--gpus needs --strategy (a per-GPU estimate) or --gpu NAME (the cluster planner chooses)");
-  const auto gpu = *memscale::find_gpu(opt.gpu);
+  if (!gpu)
+    throw usage_error("--gpus needs --strategy (a per-GPU estimate) or a GPU to plan on: --gpu NAME or --gpu-memory "
+                      "SIZE (the cluster planner chooses)");
   if (c.gpus % c.nodes != 0)
     throw usage_error("--gpus " + std::to_string(c.gpus) + " must be a multiple of --nodes " + std::to_string(c.nodes));
-  const memscale::cluster_spec cluster{.gpu = gpu, .gpus_per_node = c.gpus / c.nodes, .nodes = c.nodes,
+  if (c.emit != emit_format::none && (c.tp > 1 || c.pp > 1))
+    throw usage_error("--emit writes a config without tensor or pipeline degrees: --tp and --pp must be 1 with --emit");
+  const memscale::cluster_spec cluster{.gpu = *gpu, .gpus_per_node = c.gpus / c.nodes, .nodes = c.nodes,
                                        .host_memory_per_node = c.host_memory};
-  const double headroom = opt.headroom.value_or(memscale::default_headroom);
   const auto plan = std::make_unique<memscale::cluster_plan>(memscale::plan_cluster(
       opt.model, opt.run, cluster,
       {.global_batch = c.global_batch,
@@ -157,9 +255,19 @@ std::string run_cluster(const options& opt) {
        // An emitted config must be one the engine runs: only its own strategies are candidates.
        .strategies = c.emit == emit_format::deepspeed         ? memscale::deepspeed_strategies
                      : c.emit == emit_format::accelerate_fsdp ? memscale::fsdp_strategies
-                                                              : std::uint8_t{0x7f}}));
+                                                              : std::uint8_t{0x7f},
+       // --tp / --pp fix the degrees every candidate uses.
+       .tp = c.tp_given ? c.tp : 0,
+       .pp = c.pp_given ? c.pp : 0}));
+  const std::string skipped =
+      plan->overflowed == 0 ? std::string()
+                            : std::to_string(plan->overflowed) +
+                                  " candidate layouts were too large to estimate (64-bit byte counts overflow) and were "
+                                  "skipped";
   if (c.emit != emit_format::none) {
-    if (!plan->found) throw usage_error("nothing fits this cluster, so there is no config to emit");
+    if (!plan->found)
+      throw usage_error("nothing fits this cluster, so there is no config to emit" +
+                        (skipped.empty() ? std::string() : " (" + skipped + ")"));
     return emit(opt, plan->best.layout, plan->best.run);
   }
   if (opt.json) {
@@ -174,13 +282,14 @@ std::string run_cluster(const options& opt) {
       considered.push_back(j);
     }
     nlohmann::json j = {{"model", std::string(opt.model.name)}, {"run", run_to_json(opt.run)},
-                        {"gpu", std::string(gpu.name)},       {"budget_per_gpu", plan->budget.value},
+                        {"gpu", std::string(gpu->name)},      {"budget_per_gpu", plan->budget.value},
                         {"global_batch", plan->global_batch}, {"found", plan->found},
-                        {"considered", considered},           {"not_listed", plan->skipped}};
+                        {"considered", considered},           {"not_listed", plan->skipped},
+                        {"too_large_to_estimate", plan->overflowed}};
     if (plan->found) j["chosen"] = layout_json(plan->best.layout, plan->best.run, plan->best.estimate);
     return j.dump(2) + "\n";
   }
-  std::string s = "Cluster plan on " + std::string(gpu.label) + ": up to " + std::to_string(c.gpus) + " GPUs (" +
+  std::string s = "Cluster plan on " + std::string(gpu->label) + ": up to " + std::to_string(c.gpus) + " GPUs (" +
                   std::to_string(c.nodes) + " x " + std::to_string(c.gpus / c.nodes) + "), budget " + gib(plan->budget) +
                   " per GPU, global batch " + std::to_string(plan->global_batch) + "\n";
   s += "  gpus strategy      tp pp offload              ckpt micro x accum   per GPU      host/node    fits  comm+offload s\n";
@@ -198,6 +307,7 @@ std::string run_cluster(const options& opt) {
     s += line;
   }
   if (plan->skipped > 0) s += "  (" + std::to_string(plan->skipped) + " more candidates not listed)\n";
+  if (!skipped.empty()) s += "  (" + skipped + ")\n";
   if (!plan->found) return s + "Nothing fits: add GPUs or nodes, host memory, or shorten the sequence.\n";
   s += "Chosen:\n" + layout_text(plan->best.layout, plan->best.run, plan->best.estimate, c.host_memory);
   return s;

@@ -78,11 +78,9 @@ std::string run(const memscale_plan::options& opt) {
     case command::list_gpus: return opt.json ? dump(memscale_plan::gpu_list_json()) : memscale_plan::gpu_list_text();
     case command::cases: return dump(memscale_plan::run_cases(opt.cases_path));
     case command::run: {
+      memscale_plan::check_multi_gpu_options(opt);  // cluster.cpp
       if (const auto vision = memscale_plan::vision_model_of(opt)) return memscale_plan::vision_report(opt, *vision);
       if (opt.cluster.gpus > 0) return memscale_plan::run_cluster(opt);
-      if (opt.cluster.engine || opt.cluster.emit != memscale_plan::emit_format::none || opt.cluster.tp > 1 ||
-          opt.cluster.pp > 1 || opt.cluster.nodes > 1)
-        throw memscale_plan::usage_error("--strategy, --tp, --pp, --nodes and --emit need --gpus N");
       if (opt.inference.enabled) return memscale_plan::inference_command(opt);  // inference.cpp
       std::optional<memscale::gpu_spec> gpu = opt.custom_gpu;
       if (!gpu && !opt.gpu.empty()) gpu = memscale::find_gpu(opt.gpu);  // checked by parse_args

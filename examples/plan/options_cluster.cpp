@@ -1,5 +1,5 @@
 // memscale-plan: the multi-GPU options (--gpus, --nodes, --host-memory, --strategy, --tp, --pp,
-// --sp, --global-batch, --emit; --offload is a run option, options_run.cpp).
+// --sp, --no-sync, --global-batch, --emit; --offload is a run option, options_run.cpp).
 #include <CLI/CLI.hpp>
 #include <string>
 
@@ -26,11 +26,20 @@ void add_cluster_options(CLI::App& app, options& o) {
                                   in_quotes(v) + ")");
               c.engine = *s;
             });
-  add_value(app, g, "--tp", "N", "tensor-parallel degree; default 1",
-            [&c](const std::string& v) { c.tp = parse_positive("--tp", v); });
-  add_value(app, g, "--pp", "N", "pipeline stages (1F1B); default 1",
-            [&c](const std::string& v) { c.pp = parse_positive("--pp", v); });
+  add_value(app, g, "--tp", "N", "tensor-parallel degree; default 1 (the planner: searched unless given)",
+            [&c](const std::string& v) {
+              c.tp = parse_positive("--tp", v);
+              c.tp_given = true;
+            });
+  add_value(app, g, "--pp", "N", "pipeline stages (1F1B); default 1 (the planner: searched unless given)",
+            [&c](const std::string& v) {
+              c.pp = parse_positive("--pp", v);
+              c.pp_given = true;
+            });
   add_flag(app, g, "--sp", "sequence parallelism (with --tp > 1)", [&c] { c.sp = true; });
+  add_flag(app, g, "--no-sync",
+           "the loop accumulates under no_sync() (DDP, FSDP): FSDP keeps unsharded gradients between micro-steps",
+           [&o] { o.run.no_sync = true; });
   add_value(app, g, "--global-batch", "N", "sequences per optimizer step the planner keeps; default batch x grad-accum",
             [&c](const std::string& v) { c.global_batch = parse_positive("--global-batch", v); });
   add_value(app, g, "--emit", "FORMAT", "print the engine config instead of the report: deepspeed (ds_config.json) "

@@ -209,6 +209,7 @@ std::string plan_text(const memscale::gpu_spec& gpu, const memscale::plan_result
   out += fmt::format("Chosen: {} — {} [{}]\n",
                      plan.has_chosen_mode() ? std::string(memscale::to_string(plan.chosen)) : "nothing",
                      plan.reason, memscale::to_string(plan.status));
+  out += switch_on_text(plan);
   out += fmt::format("  largest micro-batch in any mode: {}{}\n", plan.max_micro_batch,
                      plan.max_micro_batch > 0 ? fmt::format(" ({})", memscale::to_string(plan.max_micro_batch_mode))
                                               : std::string());

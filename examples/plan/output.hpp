@@ -36,6 +36,10 @@ nlohmann::json gpu_list_json();
 // --gpu: the "Plan on <label>" section appended to the text report, and the "plan" object
 // of the JSON report.
 std::string plan_text(const memscale::gpu_spec& gpu, const memscale::plan_result& plan);
+
+// One line per technique the chosen mode switches on: which engine config or code does it
+// (switch_on.cpp); empty when no mode is chosen or it switches nothing on.
+std::string switch_on_text(const memscale::plan_result& plan);
 nlohmann::json plan_json(const memscale::plan_result& plan);
 
 }  // namespace memscale_plan

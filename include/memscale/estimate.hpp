@@ -147,6 +147,33 @@ constexpr graph_totals totals_of(const graph& g, const training_spec& run) {
   return t;
 }
 
+// Gradients sharded over the ranks but kept whole between micro-steps: accumulation inside
+// the engine's no_sync(), which skips the reduce-scatter until the last micro-step.
+constexpr bool unsharded_accumulation(const training_spec& run) {
+  return run.shard >= sharding::gradients && run.no_sync && run.grad_accum > 1;
+}
+
+// How the gradients of one micro-step live on the device.
+struct gradient_residency {
+  // Accumulated in place in .grad tensors that stay allocated (accumulation without sharding or
+  // under no_sync; gradients zeroed in place): every gradient is present from the start.
+  bool in_place = false;
+  // Reduce-scattered every micro-step into a partitioned accumulation buffer that stays
+  // allocated: 1/N of every gradient is present from the start, and each micro-step's
+  // gradients exist whole only until their reduce-scatter. FSDP accumulates the reduced shard
+  // into its sharded .grad (torch 2.x torch/distributed/fsdp/_runtime_utils.py _accumulate_sharded_grad);
+  // DeepSpeed ZeRO-2 adds each micro-step's partition to averaged_gradients
+  // (deepspeed/runtime/zero/stage_1_and_2.py v0.16.5 independent_gradient_partition_epilogue),
+  // ZeRO-3 to its grad_partitions_flat_buffer (stage3.py partition_grads).
+  bool partitioned = false;
+};
+
+constexpr gradient_residency gradient_residency_of(const training_spec& run) {
+  const bool persist = !run.offload_optimizer && (run.grad_accum > 1 || !run.zero_grad_to_none);
+  const bool partitioned = persist && run.shard >= sharding::gradients && !unsharded_accumulation(run);
+  return {.in_place = persist && !partitioned, .partitioned = partitioned};
+}
+
 // What one rank holds under sharding; zero fields mean "as without sharding".
 struct sharded_residency {
   bytes params{};  // parameter bytes resident
@@ -171,7 +198,7 @@ constexpr sharded_residency sharded_residency_of(const graph& g, const training_
     const bytes resident_shard = run.offload_parameters ? bytes{} : ceil_div(all_params, n);
     r.params = resident_shard + params_p + params_e + params_b * (L < 2 ? L : std::uint64_t{2});
   }
-  if (run.shard >= sharding::gradients && run.grad_accum > 1) {
+  if (unsharded_accumulation(run)) {
     // Accumulating under no_sync keeps unsharded gradients until the last micro-step
     // (FSDP no_sync docs); with use_orig_params every tensor of a block's flat parameter
     // gets one when any of them trains.
@@ -225,8 +252,11 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   // host as backward produces it and steps the optimizer there: the device holds only
   // the gradients of the section in flight.
   const bool grads_to_host = run.offload_optimizer;
-  const bool persist = !grads_to_host && (run.grad_accum > 1 || !run.zero_grad_to_none);
-  // Sharded gradients are reduce-scattered block by block, leaving 1/N of the earlier ones.
+  const gradient_residency residency = gradient_residency_of(run);
+  const bool persist = residency.in_place;
+  // Sharded gradients are reduce-scattered block by block, leaving 1/N of the earlier ones
+  // (inside the partitioned accumulation buffer when there is one).
+  const bool reduced_elsewhere = persist || grads_to_host || residency.partitioned;
   const std::uint64_t grad_share = (run.shard >= sharding::gradients && !persist) ? run.data_parallel : 1;
   const bool cuda = run.device == device_kind::cuda;
 
@@ -251,7 +281,8 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   const bool workspace_in_allocator = run.torch_version >= 200;
   const bytes cublas = cuda ? run.blas_workspace : bytes{};
   const bytes workspace = workspace_in_allocator ? cublas : bytes{};
-  const bytes persistent_grads = persist ? all_grads : bytes{};
+  const bytes persistent_grads =
+      persist ? all_grads : residency.partitioned ? ceil_div(all_grads, run.data_parallel) : bytes{};
 
   // Saved activations per section pass.
   const bytes saved_p = section_saved_bytes(g, prologue_of(g), run, false);
@@ -301,10 +332,9 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   // or the bottom block (nothing below, all other block gradients created).
   const auto bp = section_backward_peak(g, block_of(g), run, persist, g.stream_grad);
   const bytes local_act = bp.peak - bp.grads_at_peak;
-  const bytes grads_before_top = (persist || grads_to_host) ? bytes{} : ceil_div(grads_e, grad_share);
+  const bytes grads_before_top = reduced_elsewhere ? bytes{} : ceil_div(grads_e, grad_share);
   const bytes grads_before_bottom =
-      (persist || grads_to_host) ? bytes{}
-                                 : ceil_div(grads_e + device_share_of_blocks(grads_b, L - 1, streamed), grad_share);
+      reduced_elsewhere ? bytes{} : ceil_div(grads_e + device_share_of_blocks(grads_b, L - 1, streamed), grad_share);
   consider(phase::backward, held_after_blocks + below_blocks + local_act, grads_before_top + bp.grads_at_peak);
   consider(phase::backward, held_after_blocks + saved_p + local_act, grads_before_bottom + bp.grads_at_peak);
 
@@ -319,8 +349,7 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   // Backward of the prologue (embeddings).
   const auto pp = section_backward_peak(g, prologue_of(g), run, persist, bytes{});
   const bytes grads_before_prologue =
-      (persist || grads_to_host) ? bytes{}
-                                 : ceil_div(grads_e + device_share_of_blocks(grads_b, L, streamed), grad_share);
+      reduced_elsewhere ? bytes{} : ceil_div(grads_e + device_share_of_blocks(grads_b, L, streamed), grad_share);
   consider(phase::backward, pp.peak - pp.grads_at_peak, grads_before_prologue + pp.grads_at_peak);
 
   // Optimizer step: all gradients, the state (created now in step 1) and temporaries.

@@ -29,8 +29,8 @@ namespace detail {
 
 // Host traffic and host memory of a mode's offloads, beyond what the request already pays
 // (the recomputation is mode_plan_of's, the same for every kind of model).
-constexpr void add_offload_cost(mode_cost& c, const estimate_result& e, const graph& g, const training_spec& request,
-                                const training_spec& run, const gpu_spec& gpu) {
+constexpr void add_offload_cost(mode_cost& c, const estimate_result& e, bytes checkpointed_inputs,
+                                const training_spec& request, const training_spec& run, const gpu_spec& gpu) {
   const double link = gpu.host_link_gb_per_s * 1e9;
   double moved = 0.0;
   if (run.offload_optimizer) {
@@ -47,7 +47,7 @@ constexpr void add_offload_cost(mode_cost& c, const estimate_result& e, const gr
     c.host_memory += e.parameter_bytes;
   }
   if (run.offload_activations && run.ckpt == checkpointing::full) {
-    const bytes inputs = section_saved_bytes(g, block_of(g), run, true) * g.block_repeats;
+    const bytes inputs = checkpointed_inputs;
     if (!request.offload_activations) moved += 2.0 * static_cast<double>(inputs.value);  // out, then back
     c.host_memory += inputs;
   }
@@ -93,11 +93,19 @@ struct transformer_planning {
     // mode's precision (PEFT keeps LoRA adapters over a 16-bit base in fp32), or a plan's peak
     // would be below the report's.
     const training_spec resolved = with_resolved_adapters(model, run);
-    const graph g = build_graph(model, resolved);  // encoder-decoder: one stack's shape, for transfer costs
-    const estimate_result e =
-        model.arch == architecture::encoder_decoder ? estimate(model, resolved) : estimate(g, resolved);
+    estimate_result e{};
+    bytes checkpointed_inputs{};  // what offloading the checkpointed activations moves
+    if (model.arch == architecture::encoder_decoder) {
+      const encoder_decoder_graph g = build_encoder_decoder_graph(model, resolved);
+      e = estimate(g, resolved);
+      checkpointed_inputs = checkpointed_block_inputs(g, resolved);
+    } else {
+      const graph g = build_graph(model, resolved);
+      e = estimate(g, resolved);
+      checkpointed_inputs = checkpointed_block_inputs(g, resolved);
+    }
     mode_plan p = mode_plan_of(m, request, run, e, band_for(run), budget);
-    add_offload_cost(p.cost, e, g, request, run, gpu);
+    add_offload_cost(p.cost, e, checkpointed_inputs, request, run, gpu);
     return p;
   }
 

@@ -91,6 +91,11 @@ struct training_spec {
   // 4-bit matmul's input for backward. Default: the current release, 0.49.2.
   std::uint32_t bitsandbytes_version = 4902;
   std::uint64_t target_len = 0;           // encoder-decoder: decoder (label) tokens per sequence; 0: seq_len
+  // The loop wraps every micro-step but the last in the engine's no_sync() (DDP, FSDP): no
+  // gradient reduction until the accumulation boundary, so FSDP keeps unsharded gradients
+  // between micro-steps (torch/distributed/fsdp/fully_sharded_data_parallel.py no_sync docs).
+  // Without it FSDP reduce-scatters every micro-step into the rank's sharded gradient.
+  bool no_sync = false;
 };
 
 // Decoder tokens per sequence of an encoder-decoder run.

@@ -787,8 +787,13 @@ constexpr training_spec with_resolved_adapters(const model_spec& model, training
   return run;
 }
 
-// The op sequence of one training step of `model` under `run`.
+// The op sequence of one training step of `model` under `run`. One sequence is one stack: an
+// encoder-decoder has two (build_encoder_decoder_graph), and half of it is never built here.
 constexpr graph build_graph(const model_spec& model, const training_spec& run) {
+  if (model.arch == architecture::encoder_decoder)
+    detail::fail(error_code::unsupported, "model.arch",
+                 "is encoder_decoder: build_graph builds one stack (build_encoder_decoder_graph builds both; "
+                 "estimate() takes either)");
   graph g;  // default-initialised: the op slots are left unwritten (graph.hpp op_slots)
   detail::transformer_builder(model, run, g).build();
   g.ops.complete_for_constant(g.size);

@@ -45,9 +45,52 @@ run --model gpt2 --gpus 4 --strategy zero2 --batch 3 --grad-accum 5 --emit deeps
 [[ $rc -eq 0 ]] && python3 -c 'import json,sys; c=json.load(sys.stdin); assert c["train_batch_size"]==3*5*4' <"$work/out"
 check "--emit deepspeed with a layout: 3 x 5 x 4" $?
 
+# Gradient accumulation under ZeRO-3: the partitioned buffer, as at accumulation 1 (not 8x it).
+z3=(--model llama-2-7b --gpus 8 --strategy zero3 --gpu a100-80gb --precision amp_bf16 --seq 4096 --batch 1 --checkpointing full)
+run "${z3[@]}" --grad-accum 1; one=$(grep "^  gradients" "$work/out")
+run "${z3[@]}" --grad-accum 2; two=$(grep "^  gradients" "$work/out")
+[[ $rc -eq 0 && -n "$one" && "$one" == "$two" ]]; check "zero3 --grad-accum 2: gradients per GPU as at 1 ($two)" $?
+
+# T5 per GPU: both stacks (DDP per GPU above the single-GPU estimate), never the decoder alone.
+run --model t5-small --batch 8 --seq 512 --json; single=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["peak"]["tensor"])' <"$work/out")
+run --model t5-small --batch 8 --seq 512 --gpus 2 --strategy ddp --json
+python3 -c 'import json,sys; j=json.load(sys.stdin); assert j["layout"]["per_gpu"]["tensor"] > '"${single:-0}"', j' <"$work/out"
+check "t5-small --gpus 2 --strategy ddp: per GPU above the single-GPU peak" $?
+
+# A GPU given by name or by memory gives a verdict, in text and JSON.
+run --model llama-2-7b --gpus 8 --strategy zero3 --gpu-memory 80GB --headroom 0.10 --precision amp_bf16
+[[ $rc -eq 0 ]] && grep -q "^Verdict on .*: fits" "$work/out"; check "--gpu-memory with --gpus: a verdict" $?
+run --model llama-2-70b --batch 1 --seq 4096 --precision amp_bf16 --gpu a100-80gb --gpus 8 --strategy zero3
+[[ $rc -eq 0 ]] && grep -q "^Verdict on .*does not fit" "$work/out"; check "--gpu with --gpus: the text says it does not fit" $?
+run --model llama-2-70b --batch 1 --seq 4096 --precision amp_bf16 --gpu a100-80gb --gpus 8 --strategy zero3 --json
+python3 -c 'import json,sys; j=json.load(sys.stdin); assert j["fits"] is False and j["budget_per_gpu"] > 0' <"$work/out"
+check "--gpu with --gpus --json: fits false with the budget" $?
+run --model gpt2 --gpus 4 --gpu-memory 24GiB
+[[ $rc -eq 0 ]] && grep -q "^Chosen:" "$work/out"; check "cluster plan on --gpu-memory" $?
+
+# --emit refuses a layout that does not fit the GPU it was planned on; ZeRO-Offload names its optimizer.
+run --model llama-2-70b --batch 1 --seq 4096 --precision amp_bf16 --gpu a100-80gb --gpus 8 --strategy zero3 --emit deepspeed
+[[ $rc -eq 2 && ! -s "$work/out" ]] && grep -q "no config written: the layout does not fit" "$work/err"
+check "--emit deepspeed for a layout that does not fit: exit 2, nothing written" $?
+run --model gpt2 --gpus 2 --strategy zero3 --offload optimizer --emit deepspeed
+python3 -c 'import json,sys; c=json.load(sys.stdin); assert c["optimizer"]["type"]=="AdamW"' <"$work/out"
+check "--emit deepspeed with optimizer offload: the engine's CPU AdamW" $?
+
+# no_sync: acts with FSDP, refused where it cannot act.
+run --model llama-2-7b --gpus 8 --strategy fsdp-full --grad-accum 4 --no-sync
+[[ $rc -eq 0 ]] && grep -q "micro-steps under no_sync" "$work/out"; check "--no-sync with fsdp-full" $?
+
+# Single-GPU plan: how to switch on what the chosen mode uses.
+run --model gpt2-xl --batch 2 --seq 1024 --gpu rtx3090
+[[ $rc -eq 0 ]] && grep -q "^  switch on checkpointing: model.gradient_checkpointing_enable()" "$work/out"
+check "single-GPU plan: a switch-on line for the chosen mode" $?
+
 for bad in "--strategy zero3" "--gpus 4 --strategy zero9" "--gpus 4 --host-memory 12XB --strategy ddp" \
            "--gpus 4" "--gpus 6 --nodes 4 --strategy ddp" "--gpus 4 --strategy fsdp-full --emit deepspeed" \
-           "--gpus 4 --strategy ddp --tp 3"; do
+           "--gpus 4 --strategy ddp --tp 3" "--global-batch 3 --gpus 2 --strategy zero3" \
+           "--gpus 8 --gpu a100-80gb --tp 64 --pp 128" "--no-sync" "--host-memory 1TiB" "--gpus 2 --strategy zero3 --grad-accum 2 --no-sync" \
+           "--model resnet50 --gpus 2 --strategy ddp" "--gpus 2 --strategy ddp --inference" \
+           "--gpus 2 --strategy ddp --svg x.svg --gpu t4" "--model t5-small --gpus 4 --strategy zero1 --tp 2"; do
   # shellcheck disable=SC2086
   run $bad
   [[ $rc -eq 2 ]] && [[ $(wc -l <"$work/err") -eq 1 ]]; check "usage error, exit 2, one line: $bad" $?

@@ -6,6 +6,9 @@
 #include <catch2/catch_test_macros.hpp>
 #endif
 
+#include <memory>
+
+#include "error_capture.hpp"
 #include "memscale/cluster_planner.hpp"
 #include "memscale/presets.hpp"
 
@@ -53,4 +56,69 @@ TEST_CASE("Cluster planner: nothing fits when the nodes' RAM cannot hold the off
                                                              .host_memory_per_node = bytes{64ULL << 30}});
   CHECK_FALSE(plan.found);
   CHECK(plan.count > 0);
+}
+
+TEST_CASE("Cluster planner: --tp / --pp given are kept by every candidate, impossible ones refused", "[cluster]") {
+  const training_spec run{.micro_batch = 1, .seq_len = 4096, .prec = precision::amp_bf16};
+  const auto plan = std::make_unique<cluster_plan>(
+      plan_cluster(presets::llama_2_70b, run, a100_nodes(4, bytes{1ULL << 40}), {.global_batch = 64, .tp = 4, .pp = 2}));
+  REQUIRE(plan->count > 0);
+  for (std::size_t i = 0; i < plan->count; ++i) {
+    CHECK(plan->considered[i].layout.tp == 4);
+    CHECK(plan->considered[i].layout.pp == 2);
+  }
+  CHECK(memscale_test::contains(memscale_test::error_message([&] {
+    (void)plan_cluster(presets::llama_2_70b, run, a100_nodes(1, {}), {.tp = 64, .pp = 128});
+  }), "cluster.tp must be at most the GPUs of one node (got 64)"));
+  CHECK(memscale_test::contains(memscale_test::error_message([&] {
+    (void)plan_cluster(presets::llama_2_70b, run, a100_nodes(1, {}), {.tp = 8, .pp = 128});
+  }), "cluster.tp * cluster.pp must be at most the cluster's GPUs (got 1024)"));
+  CHECK(memscale_test::contains(memscale_test::error_message([&] {
+    (void)plan_cluster(presets::llama_2_70b, run, a100_nodes(1, {}), {.pp = 3});
+  }), "cluster.pp must divide the model's layers (got 3)"));
+}
+
+TEST_CASE("Cluster planner: the run's offload is the least every candidate uses", "[cluster]") {
+  training_spec run{.micro_batch = 2, .seq_len = 2048, .prec = precision::amp_bf16};
+  run.offload_optimizer = true;
+  run.offload_activations = true;
+  const auto plan = std::make_unique<cluster_plan>(plan_cluster(presets::llama_2_13b, run, a100_nodes(1, {})));
+  REQUIRE(plan->count > 0);
+  for (std::size_t i = 0; i < plan->count; ++i) {
+    CHECK(plan->considered[i].layout.offload_optimizer);
+    CHECK(plan->considered[i].layout.offload_activations);
+  }
+}
+
+TEST_CASE("Cluster planner: a layout too large to estimate is skipped and counted, not the end of the plan",
+          "[cluster]") {
+  // Every layout overflows at micro-batch 1: nothing found, every one counted.
+  const training_spec huge{.micro_batch = 1, .seq_len = 1ULL << 33};
+  const auto none = std::make_unique<cluster_plan>(plan_cluster(presets::t5_small, huge, a100_nodes(1, {})));
+  CHECK_FALSE(none->found);
+  CHECK(none->overflowed > 0);
+  CHECK(none->count == 0);
+  // Only large micro-batches overflow: the largest one that fits is still found.
+  const training_spec run{.micro_batch = 1, .seq_len = 8192, .prec = precision::pure_bf16};
+  const auto plan = std::make_unique<cluster_plan>(
+      plan_cluster(presets::llama_3_8b, run, a100_nodes(1, {}), {.global_batch = std::uint64_t{1} << 32}));
+  REQUIRE(plan->found);
+  CHECK(plan->best.run.micro_batch * plan->best.run.grad_accum * data_parallel_degree(plan->best.layout) ==
+        std::uint64_t{1} << 32);
+  CHECK(memscale_test::contains(memscale_test::error_message([&] {
+    (void)plan_cluster(presets::gpt2, run, a100_nodes(1, {}), {.global_batch = (std::uint64_t{1} << 32) + 1});
+  }), "cluster.global_batch must be at most 2^32"));
+}
+
+TEST_CASE("Cluster planner: no_sync applies to the engines that have it", "[cluster]") {
+  training_spec run{.micro_batch = 1, .seq_len = 2048, .prec = precision::amp_bf16};
+  run.no_sync = true;
+  const auto plan = std::make_unique<cluster_plan>(plan_cluster(presets::llama_2_13b, run, a100_nodes(1, {}),
+                                                                {.global_batch = 16}));
+  REQUIRE(plan->count > 0);
+  for (std::size_t i = 0; i < plan->count; ++i) {
+    const auto& c = plan->considered[i];
+    const bool partitions = c.layout.engine == strategy::zero2 || c.layout.engine == strategy::zero3;
+    CHECK(c.run.no_sync == !partitions);
+  }
 }

@@ -48,6 +48,18 @@ void check_deepspeed(const json& cfg, const training_spec& r, const parallel_spe
     }
     CHECK(keys::contains(keys::deepspeed_offload_devices, zero.at(section).at("device").get<std::string>()));
   }
+  // Under ZeRO-Offload the engine needs its CPU optimizer (named in the config) or permission
+  // to step a client torch optimizer on the host (engine.py _configure_optimizer).
+  if (p.offload_optimizer) {
+    const bool named = cfg.contains("optimizer");
+    CHECK((named || (cfg.contains("zero_force_ds_cpu_optimizer") && !cfg.at("zero_force_ds_cpu_optimizer").get<bool>())));
+    if (named) {
+      check_keys(cfg.at("optimizer"), keys::deepspeed_optimizer, "optimizer");
+      std::string type = cfg.at("optimizer").at("type").get<std::string>();
+      for (char& ch : type) ch = static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch);
+      CHECK(keys::contains(keys::deepspeed_cpu_optimizers, type));
+    }
+  }
   if (cfg.contains("activation_checkpointing"))
     check_keys(cfg.at("activation_checkpointing"), keys::deepspeed_activation_checkpointing, "activation_checkpointing");
   // config.py _batch_assertion: train_batch_size == micro * accumulation * data-parallel world.
@@ -136,4 +148,26 @@ TEST_CASE("Accelerate FSDP YAML: only the keys `accelerate config` writes", "[em
   CHECK(memscale_test::contains(memscale_test::error_message([] {
     (void)json_io::emit_accelerate_fsdp_config({}, {.engine = strategy::zero3, .gpus_per_node = 2}, "Block");
   }), "emit deepspeed"));
+}
+
+TEST_CASE("ds_config.json under ZeRO-Offload names an optimizer the engine runs on the host", "[emit][deepspeed]") {
+  const parallel_spec p{.engine = strategy::zero3, .gpus_per_node = 8, .offload_optimizer = true};
+  auto emitted = [&](optimizer_kind o) {
+    return json_io::emit_deepspeed_config({.prec = precision::amp_bf16, .optimizer = o}, p);
+  };
+  const json adamw = emitted(optimizer_kind::adamw);
+  CHECK(adamw.at("optimizer").at("type") == "AdamW");
+  check_deepspeed(adamw, {.prec = precision::amp_bf16}, p);
+  // "Adam" runs AdamW's decoupled decay unless adam_w_mode is false.
+  CHECK(emitted(optimizer_kind::adam).at("optimizer").at("params").at("adam_w_mode") == false);
+  CHECK(emitted(optimizer_kind::lion).at("optimizer").at("type") == "Lion");
+  const json sgd = emitted(optimizer_kind::sgd_momentum);
+  CHECK_FALSE(sgd.contains("optimizer"));
+  CHECK(sgd.at("zero_force_ds_cpu_optimizer") == false);
+  CHECK(memscale_test::contains(memscale_test::error_message([&] { (void)emitted(optimizer_kind::adamw_8bit); }),
+                                "[memscale.unsupported] run.optimizer adamw_8bit"));
+  // Without offload the training script's own optimizer is used as it is.
+  const json plain = json_io::emit_deepspeed_config({}, {.engine = strategy::zero3, .gpus_per_node = 8});
+  CHECK_FALSE(plain.contains("optimizer"));
+  CHECK_FALSE(plain.contains("zero_force_ds_cpu_optimizer"));
 }

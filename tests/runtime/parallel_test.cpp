@@ -47,7 +47,12 @@ TEST_CASE("Per GPU: ZeRO-3 <= ZeRO-2 <= ZeRO-1 <= DDP", "[parallel][property]") 
           p.engine = s;
           return device_of(m, r, p);
         };
-        CHECK(with(strategy::zero3) <= with(strategy::zero2));
+        // ZeRO-3 keeps its gradient partition allocated from start-up (stage3.py
+        // grad_partitions_flat_buffer); ZeRO-2 fills its partition only as backward reduces. On two
+        // ranks that half of the gradients can outweigh the half of the parameters ZeRO-3 saves
+        // while the loss backward runs, before ZeRO-2's first reduction.
+        const bytes partition = gpus == 2 ? ceil_div(estimate(m, r).gradient_bytes, gpus) : bytes{};
+        CHECK(with(strategy::zero3) <= with(strategy::zero2) + partition);
         CHECK(with(strategy::zero2) <= with(strategy::zero1));
         CHECK(with(strategy::zero1) <= with(strategy::ddp));
         CHECK(with(strategy::fsdp_full) <= with(strategy::fsdp_grad_op));

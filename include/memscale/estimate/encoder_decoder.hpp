@@ -27,8 +27,9 @@ namespace detail {
 
 // One stack's figures under `run` (block figures per layer).
 struct stack_figures {
-  bytes params{};
+  bytes params{};        // on the device without sharding (two blocks when streamed)
   bytes params_block{};
+  bytes params_root{};   // prologue and epilogue (FSDP's root unit keeps them gathered)
   bytes grads_p{};
   bytes grads_b{};
   bytes grads_e{};
@@ -38,6 +39,7 @@ struct stack_figures {
   std::uint64_t layers = 0;
   [[nodiscard]] constexpr bytes grads() const { return grads_p + grads_b * layers + grads_e; }
   [[nodiscard]] constexpr bytes saved() const { return saved_p + saved_b * layers + saved_e; }
+  [[nodiscard]] constexpr bytes all_params() const { return params_root + params_block * layers; }
 };
 
 constexpr stack_figures figures_of(const graph& g, const training_spec& run) {
@@ -47,8 +49,8 @@ constexpr stack_figures figures_of(const graph& g, const training_spec& run) {
   f.params_block = section_bytes(g, block_of(g), run, false);
   // Streamed parameters leave two blocks of each stack on the device.
   const std::uint64_t resident = run.offload_parameters ? (f.layers < 2 ? f.layers : 2) : f.layers;
-  f.params = section_bytes(g, prologue_of(g), run, false) + f.params_block * resident +
-             section_bytes(g, epilogue_of(g), run, false);
+  f.params_root = section_bytes(g, prologue_of(g), run, false) + section_bytes(g, epilogue_of(g), run, false);
+  f.params = f.params_root + f.params_block * resident;
   f.grads_p = section_bytes(g, prologue_of(g), run, true);
   f.grads_b = section_bytes(g, block_of(g), run, true);
   f.grads_e = section_bytes(g, epilogue_of(g), run, true);
@@ -63,6 +65,13 @@ constexpr std::uint64_t layers_resident(std::uint64_t layers, bool streamed) {
   return streamed ? (layers < 2 ? layers : 2) : layers;
 }
 
+// FSDP FULL_SHARD's gathered units of both stacks, as for a single stack (sharded_residency_of):
+// the root unit (shared embedding, final norms, head) and the running and one prefetched block.
+constexpr bytes encoder_decoder_gathered_units(const stack_figures& enc, const stack_figures& dec) {
+  return enc.params_root + dec.params_root + enc.params_block * layers_resident(enc.layers, true) +
+         dec.params_block * layers_resident(dec.layers, true);
+}
+
 struct stack_context {
   bytes below{};          // activations held from before this stack (the encoder, for the decoder)
   bytes below_backward{};  // the same during this stack's backward
@@ -75,7 +84,7 @@ struct stack_context {
 
 // Forward and backward moments of one stack, added to `best`.
 constexpr phase_candidate stack_moments(const graph& g, const stack_figures& f, const training_spec& run,
-                                        const stack_context& c, bool persist, bool grads_to_host,
+                                        const stack_context& c, bool persist, bool grads_elsewhere,
                                         std::uint64_t grad_share, phase_candidate best,
                                         const memory_breakdown& base) {
   const bool ckpt = run.ckpt == checkpointing::full;
@@ -98,7 +107,8 @@ constexpr phase_candidate stack_moments(const graph& g, const stack_figures& f, 
                              c.below + f.saved_p + f.saved_b * L + c.extra_at_end +
                                  section_forward_peak(g, epilogue_of(g), run, true),
                              {}));
-  const auto own = [&](bytes grads) { return (persist || grads_to_host) ? bytes{} : ceil_div(grads, grad_share); };
+  // Gradients of later sections: on the host, or inside a buffer the base already counts.
+  const auto own = [&](bytes grads) { return (persist || grads_elsewhere) ? bytes{} : ceil_div(grads, grad_share); };
   // Backward of the epilogue.
   // The encoder output's gradient starts at the first cross-attention, inside the blocks.
   const auto e = section_backward_peak(g, epilogue_of(g), run, persist, bytes{});
@@ -136,16 +146,18 @@ constexpr peak_estimate encoder_decoder_peak(const encoder_decoder_graph& g, con
   const stack_figures dec = figures_of(g.decoder, run);
   const bool cuda = run.device == device_kind::cuda;
   const bool grads_to_host = run.offload_optimizer;
-  const bool persist = !grads_to_host && (run.grad_accum > 1 || !run.zero_grad_to_none);
+  const gradient_residency residency = gradient_residency_of(run);
+  const bool persist = residency.in_place;
+  const bool grads_elsewhere = grads_to_host || residency.partitioned;
   const std::uint64_t n = run.data_parallel;
   const std::uint64_t grad_share = (run.shard >= sharding::gradients && !persist) ? n : 1;
-  const bytes all_params = enc.params + dec.params;
-  // FSDP full shard: 1/N of everything plus the gathered units in flight (two blocks).
+  // FSDP full shard: 1/N of everything (on the host when streamed) plus the gathered units.
   const bytes params = run.shard == sharding::full
-                           ? ceil_div(all_params, n) + enc.params_block * layers_resident(enc.layers, true) +
-                                 dec.params_block * layers_resident(dec.layers, true)
-                           : all_params;
+                           ? (run.offload_parameters ? bytes{} : ceil_div(enc.all_params() + dec.all_params(), n)) +
+                                 encoder_decoder_gathered_units(enc, dec)
+                           : enc.params + dec.params;
   const bytes all_grads = enc.grads() + dec.grads();
+  const bytes kept_grads = persist ? all_grads : residency.partitioned ? ceil_div(all_grads, n) : bytes{};
   const bytes full_state = optimizer_state_bytes(g.encoder, run) + optimizer_state_bytes(g.decoder, run);
   const bytes device_state = run.shard != sharding::none ? ceil_div(full_state, n) : full_state;
   const bytes state = (state_present && !run.offload_optimizer) ? device_state : bytes{};
@@ -153,15 +165,14 @@ constexpr peak_estimate encoder_decoder_peak(const encoder_decoder_graph& g, con
   const bytes cublas = cuda ? run.blas_workspace : bytes{};
   const bytes workspace = workspace_in_allocator ? cublas : bytes{};
   const bytes inputs = g.encoder.inputs + g.decoder.inputs;
-  const memory_breakdown base{params + g.encoder.buffers + g.decoder.buffers, persist ? all_grads : bytes{}, state,
-                              inputs, workspace};
+  const memory_breakdown base{params + g.encoder.buffers + g.decoder.buffers, kept_grads, state, inputs, workspace};
 
   phase_candidate best{phase::forward, base};
   // Encoder: nothing below it; its backward comes after the whole decoder's.
   const stack_context enc_ctx{.held = g.encoder_held,
                               .bias_grad = g.encoder_bias_grad,
                               .grads_before = dec.grads()};
-  best = stack_moments(g.encoder, enc, run, enc_ctx, persist, grads_to_host, grad_share, best, base);
+  best = stack_moments(g.encoder, enc, run, enc_ctx, persist, grads_elsewhere, grad_share, best, base);
   // Decoder: every encoder tensor saved below it, the encoder output alive in forward (and
   // in backward when the cross-attention projections saved it), the encoder's position
   // bias too when checkpointed blocks hold it.
@@ -173,7 +184,7 @@ constexpr peak_estimate encoder_decoder_peak(const encoder_decoder_graph& g, con
                               .extra_at_end = g.decoder_cache,
                               .bias_grad = g.decoder_bias_grad,
                               .carried = g.encoder_output_grad};
-  best = stack_moments(g.decoder, dec, run, dec_ctx, persist, grads_to_host, grad_share, best, base);
+  best = stack_moments(g.decoder, dec, run, dec_ctx, persist, grads_elsewhere, grad_share, best, base);
 
   // Optimizer step.
   {
@@ -203,6 +214,15 @@ constexpr estimate_result estimate(const encoder_decoder_graph& g, const trainin
   r.steady = detail::encoder_decoder_peak(g, run, true);
   r.first_step = detail::encoder_decoder_peak(g, run, false);
   return r;
+}
+
+// One micro-batch's checkpointed block inputs, every layer of every stack: what offloading the
+// checkpointed activations moves to the host.
+constexpr bytes checkpointed_block_inputs(const graph& g, const training_spec& run) {
+  return section_saved_bytes(g, block_of(g), run, true) * g.block_repeats;
+}
+constexpr bytes checkpointed_block_inputs(const encoder_decoder_graph& g, const training_spec& run) {
+  return checkpointed_block_inputs(g.encoder, run) + checkpointed_block_inputs(g.decoder, run);
 }
 
 namespace detail {

@@ -13,6 +13,29 @@
 
 namespace memscale::json_io {
 
+// Under ZeRO-Offload the optimizer steps on the host. A client torch optimizer then stops the
+// engine (ZeRORuntimeException) unless zero_force_ds_cpu_optimizer is false, so the optimizer
+// is named in the config and the engine builds its CPU kernel: DeepSpeedCPUAdam for Adam and
+// AdamW, DeepSpeedCPULion for Lion (deepspeed/runtime/engine.py v0.16.5 _configure_optimizer,
+// _configure_basic_optimizer). Other torch optimizers step the host partition as they are,
+// which the engine allows with zero_force_ds_cpu_optimizer false. The training script then
+// passes no optimizer to deepspeed.initialize (a client optimizer overrides the config's).
+inline void add_offload_optimizer(nlohmann::json& cfg, optimizer_kind o) {
+  switch (o) {
+    // "Adam" runs AdamW unless adam_w_mode is false (engine.py: ADAM_W_MODE_DEFAULT = True).
+    case optimizer_kind::adam: cfg["optimizer"] = {{"type", "Adam"}, {"params", {{"adam_w_mode", false}}}}; break;
+    case optimizer_kind::adamw: cfg["optimizer"] = {{"type", "AdamW"}}; break;
+    case optimizer_kind::lion: cfg["optimizer"] = {{"type", "Lion"}}; break;
+    case optimizer_kind::adamw_8bit:
+      memscale::detail::fail(error_code::unsupported, "run.optimizer",
+                             "adamw_8bit (bitsandbytes) keeps its state on the GPU; ZeRO-Offload steps the optimizer "
+                             "on the host: use adamw, or no optimizer offload");
+    case optimizer_kind::sgd:
+    case optimizer_kind::sgd_momentum:
+    case optimizer_kind::adafactor: cfg["zero_force_ds_cpu_optimizer"] = false; break;
+  }
+}
+
 inline nlohmann::json emit_deepspeed_config(const training_spec& run, const parallel_spec& p) {
   validate(run);
   validate(p);
@@ -49,6 +72,7 @@ inline nlohmann::json emit_deepspeed_config(const training_spec& run, const para
       {"fp16", {{"enabled", fp16}}},
       {"zero_optimization", zero},
   };
+  if (p.offload_optimizer) add_offload_optimizer(cfg, run.optimizer);
   if (run.ckpt == checkpointing::full)
     cfg["activation_checkpointing"] = {{"partition_activations", p.sp},
                                        {"cpu_checkpointing", p.offload_activations},

@@ -10,12 +10,18 @@ namespace memscale::json_io::engine_keys {
 
 // deepspeed/runtime/constants.py (v0.16.5, commit 38327e07): TRAIN_BATCH_SIZE,
 // TRAIN_MICRO_BATCH_SIZE_PER_GPU, GRADIENT_ACCUMULATION_STEPS, BFLOAT16, FP16 (zero/config.py: ZERO_OPTIMIZATION),
-// GRADIENT_CLIPPING, STEPS_PER_PRINT, WALL_CLOCK_BREAKDOWN, ZERO_ALLOW_UNTESTED_OPTIMIZER;
-// activation_checkpointing/config.py ACT_CHKPT.
-inline constexpr std::array<std::string_view, 11> deepspeed_top{
+// GRADIENT_CLIPPING, STEPS_PER_PRINT, WALL_CLOCK_BREAKDOWN, ZERO_ALLOW_UNTESTED_OPTIMIZER,
+// ZERO_FORCE_DS_CPU_OPTIMIZER, OPTIMIZER; activation_checkpointing/config.py ACT_CHKPT.
+inline constexpr std::array<std::string_view, 13> deepspeed_top{
     "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "bf16", "fp16",
     "zero_optimization", "activation_checkpointing", "gradient_clipping", "steps_per_print", "wall_clock_breakdown",
-    "zero_allow_untested_optimizer"};
+    "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer", "optimizer"};
+// constants.py OPTIMIZER's TYPE and OPTIMIZER_PARAMS ("type", "params").
+inline constexpr std::array<std::string_view, 2> deepspeed_optimizer{"type", "params"};
+// runtime/config.py DEEPSPEED_OPTIMIZERS whose engine.py _configure_basic_optimizer builds a CPU
+// kernel under offload_optimizer (adam, adamw: DeepSpeedCPUAdam; lion: DeepSpeedCPULion), as
+// config.py lower-cases them.
+inline constexpr std::array<std::string_view, 3> deepspeed_cpu_optimizers{"adam", "adamw", "lion"};
 // constants.py BFLOAT16_ENABLED / FP16_ENABLED ("enabled").
 inline constexpr std::array<std::string_view, 1> deepspeed_precision{"enabled"};
 // deepspeed/runtime/zero/config.py DeepSpeedZeroConfig fields and their aliases (v0.16.5).

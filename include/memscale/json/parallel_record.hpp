@@ -65,8 +65,11 @@ inline json estimate_parallel_record(const json& record) {
     json single = record;
     for (const char* key : {"dp", "tp", "pp", "sp", "nodes", "zero_stage", "fsdp", "offload", "micro_batches_in_flight"})
       single.at("train").erase(key);
-    const training_spec run = run_from_record(single);
+    training_spec run = run_from_record(single);
     const parallel_spec p = parallel_from_record(record);
+    // A loop's no_sync (lit-gpt's no_backward_sync, run_from_record) is a no-op under DeepSpeed:
+    // Fabric's DeepSpeed strategy has no backward-sync control and the engine reduces itself.
+    if (is_deepspeed(p.engine)) run.no_sync = false;
     const quantity q = quantity_of(record.value("measure", std::string("max_memory_allocated")));
     const per_gpu_estimate e = estimate_per_gpu(model, run, p);
     return {{"id", id},

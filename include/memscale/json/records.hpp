@@ -279,6 +279,9 @@ inline training_spec run_from_record(const json& record) {
     // inside the model (LoRA dropout only).
     run.loss = loss_impl::chunked;
     run.loss_chunk = 128;
+    // Accumulation under fabric.no_backward_sync(model, enabled=is_accumulating): DDP's and
+    // FSDP's no_sync (Lightning-AI/lit-gpt @ b96a5708, finetune/lora.py train()).
+    run.no_sync = true;
   }
   return validate(run);
 }

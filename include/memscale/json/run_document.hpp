@@ -54,9 +54,9 @@ inline constexpr auto bad_run = error_code::invalid_run;
 inline constexpr std::array<std::string_view, 4> document_fields{"model", "run", "gpu", "headroom"};
 inline constexpr std::array<std::string_view, 8> result_fields{"parameters", "trainable_parameters", "breakdown", "peak",
                                                                "first_step", "static", "plan", "attention_kernel"};
-inline constexpr std::array<std::string_view, 16> run_fields{
+inline constexpr std::array<std::string_view, 17> run_fields{
     "micro_batch", "seq_len", "grad_accum", "precision", "optimizer", "optimizer_impl", "checkpointing", "attention",
-    "target",      "lora_rank", "lora_targets", "lora_alpha", "quant", "dropout", "device", "offload"};
+    "target",      "lora_rank", "lora_targets", "lora_alpha", "quant", "dropout", "device", "offload", "no_sync"};
 inline constexpr std::array<std::string_view, 2> gpu_fields{"memory", "bf16"};
 
 // Every key of `obj` must be one of `known` (or `ignored`); an unknown one is an error
@@ -137,6 +137,7 @@ inline void read_run_object(const json& r, run_input& in) {
     else bad_field(bad_run, path + ".quant", r.at("quant"), "must be nf4 or nf4_double_quant");
   }
   run.dropout = get_bool(r, "dropout", path, run.dropout, bad_run);
+  run.no_sync = get_bool(r, "no_sync", path, run.no_sync, bad_run);
   if (const auto v = text("device"); !v.empty()) {
     if (v == "cuda") run.device = device_kind::cuda;
     else if (v == "cpu") run.device = device_kind::cpu;

@@ -228,6 +228,7 @@ inline nlohmann::json run_to_json(const training_spec& run) {
     j["lora_targets"] = detail::lora_target_letters(run.lora_targets);
   }
   if (run.target == training_target::qlora) j["quant"] = std::string(detail::name_of(run.quant));
+  if (run.no_sync) j["no_sync"] = true;
   return j;
 }
 

@@ -23,11 +23,14 @@ constexpr bytes zero_reduce_bucket_bytes(const parallel_spec& p, std::uint64_t e
 // (deepspeed/runtime/zero/partitioned_param_coordinator.py v0.16.5 fetch_sub_module:
 // max_params_to_prefetch = min(max_available - n_available, prefetch_bucket_sz)).
 // Parameters below stage3_param_persistence_threshold stay gathered (persistent_parameters).
+// Only the model's own partitioned parameters can be gathered: a prefetch bucket larger than
+// the rest of the model holds the rest of the model.
 constexpr std::uint64_t zero3_gathered_elements(const parallel_spec& p, std::uint64_t largest_module_elements,
-                                                std::uint64_t persistent_elements) {
+                                                std::uint64_t persistent_elements, std::uint64_t total_elements) {
   const std::uint64_t live = detail::checked_add(largest_module_elements, p.deepspeed.prefetch_bucket_size);
   const std::uint64_t cap = detail::max(p.deepspeed.max_live_parameters, largest_module_elements);
-  return detail::checked_add(detail::min(live, cap), persistent_elements);
+  const std::uint64_t partitioned = total_elements > persistent_elements ? total_elements - persistent_elements : 0;
+  return detail::checked_add(detail::min(detail::min(live, cap), partitioned), persistent_elements);
 }
 
 }  // namespace memscale::engines

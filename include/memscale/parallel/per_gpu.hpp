@@ -6,12 +6,14 @@
 
 #include <cstdint>
 #include <string_view>
+#include <tuple>
 #include <utility>
 
 #include "memscale/estimate.hpp"
 #include "memscale/parallel/ddp.hpp"
 #include "memscale/parallel/deepspeed_zero.hpp"
 #include "memscale/parallel/pipeline.hpp"
+#include "memscale/parallel/rank_model.hpp"
 #include "memscale/parallel/strategy.hpp"
 #include "memscale/parallel/tensor_parallel.hpp"
 
@@ -41,6 +43,10 @@ struct per_gpu_estimate {
   std::uint64_t peak_stage = 0;     // its pipeline stage
   std::string_view peak_role{};     // "every rank alike", "first pipeline stage", "last pipeline stage"
   peak_estimate peak{};
+  // Of peak.breakdown.parameters: what the rank holds gathered from the other ranks beside its
+  // own shard (ZeRO-3's working set, FSDP's gathered units; SHARD_GRAD_OP's whole parameters).
+  // On one rank nothing is gathered: a sharding engine on one GPU can need less than on two.
+  bytes gathered{};
   host_memory host{};
   step_traffic traffic{};
 };
@@ -55,67 +61,26 @@ constexpr training_spec rank_run(training_spec run, const parallel_spec& p) {
   run.offload_optimizer = p.offload_optimizer;
   run.offload_parameters = p.offload_parameters;
   run.offload_activations = p.offload_activations;
+  // ZeRO-3 allocates its partitioned gradient buffer once, beside the optimizer, and zeroes it
+  // in place: 1/N of every gradient stays allocated through forward and backward
+  // (deepspeed/runtime/zero/stage3.py v0.16.5: grad_partitions_flat_buffer = torch.zeros(...)
+  // on the optimizer's device, the host under offload_optimizer).
+  if (run.shard == sharding::full && p.engine == strategy::zero3) run.zero_grad_to_none = false;
   return run;
 }
 
-struct section_states {
-  bytes params{};
-  bytes grads{};
-  bytes state{};
-  std::uint64_t trainable = 0;  // trainable elements
-};
-
-constexpr section_states states_of(const graph& g, section s, const training_spec& run) {
-  section_states r{};
-  for (std::size_t i = s.begin; i < s.end; ++i) {
-    const op& o = g.ops[i];
-    r.params += op_parameter_bytes(o, run);
-    r.grads += op_gradient_bytes(o, run);
-    if (o.frozen) continue;
-    if (!o.borrows_weight && o.weight.rows != 0) {
-      r.state += tensor_state_bytes(o.weight.rows, o.weight.cols, run) * o.weight.count;
-      r.trainable = checked_add(r.trainable, o.weight.elements());
-    }
-    if (o.bias.rows != 0) {
-      r.state += tensor_state_bytes(o.bias.rows, 1, run) * o.bias.count;
-      r.trainable = checked_add(r.trainable, o.bias.elements());
-    }
-  }
-  return r;
-}
-
-constexpr section_states scaled(section_states a, std::uint64_t times) {
-  return {a.params * times, a.grads * times, a.state * times, checked_mul(a.trainable, times)};
-}
-constexpr section_states plus(section_states a, section_states b) {
-  return {a.params + b.params, a.grads + b.grads, a.state + b.state, checked_add(a.trainable, b.trainable)};
-}
-constexpr section_states split(section_states a, std::uint64_t t) {
-  return {ceil_div(a.params, t), ceil_div(a.grads, t), ceil_div(a.state, t), ceil_div(a.trainable, t)};
+// DeepSpeed ZeRO-2/3 partition gradients by reducing them every micro-step; engine.no_sync()
+// asserts for them (deepspeed/runtime/engine.py v0.16.5, "incompatible with gradient
+// partitioning"), so a loop that skips reduction cannot run on them.
+constexpr void check_no_sync(const training_spec& run, const parallel_spec& p) {
+  require(!run.no_sync || !(p.engine == strategy::zero2 || p.engine == strategy::zero3), error_code::invalid_run,
+          "run.no_sync", "cannot be used with DeepSpeed ZeRO-2/3, which reduce-scatter every micro-step", 1);
 }
 
 constexpr bytes saturating_sub(bytes a, bytes b) { return a > b ? a - b : bytes{}; }
 // bytes * (n - 1) / n: what one rank sends in a ring all-gather or reduce-scatter of `b`.
 constexpr bytes ring_share(bytes b, std::uint64_t n) {
   return n <= 1 ? bytes{} : bytes{checked_mul(b.value / n, n - 1) + (b.value % n) * (n - 1) / n};
-}
-
-// The largest module's parameter elements and those of tensors under the persistence threshold.
-struct zero3_sizes {
-  std::uint64_t largest_module = 0;
-  std::uint64_t persistent = 0;
-};
-constexpr zero3_sizes zero3_sizes_of(const graph& g, std::uint64_t threshold) {
-  zero3_sizes r{};
-  for (std::size_t i = 0; i < g.size; ++i) {
-    const op& o = g.ops[i];
-    r.largest_module = max(r.largest_module, stored_elements(o));
-    const std::uint64_t w = o.borrows_weight ? 0 : checked_mul(o.weight.rows, o.weight.cols);
-    if (w != 0 && w < threshold) r.persistent = checked_add(r.persistent, checked_mul(w, o.weight.count, repeats_of(g, i)));
-    const std::uint64_t b = o.bias.rows;
-    if (b != 0 && b < threshold) r.persistent = checked_add(r.persistent, checked_mul(b, o.bias.count, repeats_of(g, i)));
-  }
-  return r;
 }
 
 // Offloaded optimizer partition per rank: fp32 master weights, the optimizer state and an
@@ -129,6 +94,108 @@ constexpr bytes host_optimizer_partition(const section_states& s, std::uint64_t 
 // and fragmentation (stage3.py v0.16.5 estimate_zero3_model_states_mem_needs).
 constexpr bytes with_host_buffers(bytes b) { return b + bytes{b.value / 2}; }
 
+// Host memory per node and traffic per GPU of the rank holding `part` (its share of the model
+// before sharding), with `stage_inputs` bytes of checkpointed block inputs per micro-batch and
+// `in_flight` micro-batches of them alive at once.
+constexpr std::pair<host_memory, step_traffic> host_and_traffic(const parallel_spec& p, const training_spec& rr,
+                                                                const section_states& part, bytes stage_inputs,
+                                                                std::uint64_t in_flight) {
+  const std::uint64_t n = shard_degree(p);
+  const std::uint64_t dp = data_parallel_degree(p);
+  const std::uint64_t m = rr.grad_accum;
+  const bool ckpt = rr.ckpt == checkpointing::full;
+  host_memory h{};
+  const std::uint64_t ranks = p.gpus_per_node;
+  if (p.offload_optimizer) h.optimizer = with_host_buffers(host_optimizer_partition(part, n)) * ranks;
+  if (p.offload_parameters) h.parameters = with_host_buffers(ceil_div(part.params, n)) * ranks;
+  if (p.offload_activations && ckpt) h.activations = stage_inputs * in_flight * ranks;
+  // Without partitioned construction every process first builds the whole model part on the
+  // host (DeepSpeed estimator, zero_init=0: 4 bytes x params x GPUs per node).
+  if (!p.zero_init) h.model_load = part.params * ranks;
+  h.per_node = max(h.optimizer + h.parameters + h.activations, h.model_load);
+  h.fits = p.host_memory_per_node.value == 0 || h.per_node <= p.host_memory_per_node;
+
+  step_traffic tr{};
+  const bytes P = part.params;
+  const bytes G = part.grads;
+  // Gradient reductions per step: one per micro-step, or one at the accumulation boundary when
+  // the loop skips them under no_sync (DDP, FSDP) or the engine does (ZeRO-1 reduces only at
+  // the boundary: stage_1_and_2.py v0.16.5 reduce_ready_partitions_and_remove_grads).
+  const std::uint64_t reductions = rr.no_sync || p.engine == strategy::zero1 ? 1 : m;
+  switch (p.engine) {
+    case strategy::ddp: tr.collectives = ring_share(G, dp) * (2 * reductions); break;
+    case strategy::zero1:
+    case strategy::zero2: tr.collectives = ring_share(G, n) * reductions + ring_share(P, n); break;
+    case strategy::zero3: tr.collectives = ring_share(P, n) * (2 * m) + ring_share(G, n) * m; break;
+    case strategy::fsdp_full:
+    case strategy::hsdp:
+      tr.collectives = ring_share(P, n) * (2 * m) + ring_share(G, n) * reductions;
+      if (p.engine == strategy::hsdp) tr.collectives += ring_share(ceil_div(G, n), dp / n) * (2 * reductions);
+      break;
+    case strategy::fsdp_grad_op: tr.collectives = ring_share(P, n) * m + ring_share(G, n) * reductions; break;
+  }
+  if (p.offload_optimizer)  // 16-bit gradients down, updated 16-bit parameters back
+    tr.host_link += ceil_div(G, n) + ceil_div(P, n);
+  if (p.offload_parameters) tr.host_link += ceil_div(P, n) * (2 * m);
+  if (p.offload_activations && ckpt) tr.host_link += stage_inputs * (2 * m);
+  return {h, tr};
+}
+
+// Data parallelism alone (tp = pp = 1): the single-GPU estimate of the rank's run (`single`,
+// which already holds the partitions and FSDP's residency) with the engine's own buffers.
+constexpr per_gpu_estimate data_parallel_estimate(per_gpu_estimate r, const estimate_result& single,
+                                                  const rank_model& model, const training_spec& rr,
+                                                  const parallel_spec& p) {
+  const std::uint64_t n = r.shard;
+  const dtype param = precision_policy_of(rr).param;
+  peak_estimate pk = single.steady;
+  bytes params = pk.breakdown.parameters;
+  const bytes extra_grads = p.engine == strategy::ddp ? engines::ddp_bucket_bytes(model.whole.grads, p.ddp) : bytes{};
+  const bytes extra_ws = engines::zero_reduce_bucket_bytes(p, storage(param, 1).value);
+  if (rr.shard == sharding::full) r.gathered = model.fsdp_gathered;
+  if (rr.shard == sharding::full && p.engine == strategy::zero3) {
+    // Replace FSDP's gathered units with ZeRO-3's gathered working set.
+    const auto& z = model.zero3;
+    const bytes ds_ws = storage(param, engines::zero3_gathered_elements(p, z.largest_module, z.persistent, z.total));
+    params = saturating_sub(params, model.fsdp_gathered) + ds_ws;
+    r.gathered = ds_ws;
+  }
+  if (rr.shard == sharding::gradients && p.engine == strategy::fsdp_grad_op) {
+    params += ceil_div(model.whole.params, n);  // the shards beside the unsharded parameters
+    r.gathered = model.whole.params;
+  }
+  const bytes before = pk.breakdown.total();
+  pk.breakdown.parameters = params;
+  pk.breakdown.gradients += extra_grads;
+  pk.breakdown.workspace += extra_ws;
+  const bytes after = pk.breakdown.total();
+  pk.tensor = after;
+  if (after >= before) {
+    pk.reserved += round_up(after - before, cuda_round_large);
+    pk.device += round_up(after - before, cuda_round_large);
+  } else {
+    const bytes less = before - after;
+    pk.reserved = saturating_sub(pk.reserved, less);
+    pk.device = saturating_sub(pk.device, less);
+  }
+  r.peak = pk;
+  r.peak_role = "every rank alike";
+  const auto [h, tr] = host_and_traffic(p, rr, model.whole, model.checkpointed_inputs, 1);
+  r.host = h;
+  r.traffic = tr;
+  return r;
+}
+
+// The figures every layout shares, before the rank's memory is worked out.
+constexpr per_gpu_estimate layout_figures(const training_spec& run, const parallel_spec& p) {
+  per_gpu_estimate r{};
+  r.world = world_size(p);
+  r.data_parallel = data_parallel_degree(p);
+  r.shard = shard_degree(p);
+  r.global_batch = checked_mul(run.micro_batch, run.grad_accum, r.data_parallel);
+  return r;
+}
+
 }  // namespace detail
 
 // Per-GPU estimate of `run` (micro_batch and grad_accum per rank) spread as `p` says.
@@ -137,114 +204,34 @@ constexpr per_gpu_estimate estimate_per_gpu(const graph& g, const training_spec&
                                             engines::layer_shape shape = {}) {
   validate(par);
   validate(run);
+  detail::check_no_sync(run, par);
   using detail::ceil_div;
   const parallel_spec& p = par;
   const std::uint64_t L = g.block_repeats;
   detail::require(L % detail::checked_mul(p.pp, p.virtual_stages) == 0, error_code::invalid_run,
                   "parallel.pp * parallel.virtual_stages", "must divide the number of layers",
                   detail::checked_mul(p.pp, p.virtual_stages));
-  per_gpu_estimate r{};
-  r.world = world_size(p);
-  r.data_parallel = data_parallel_degree(p);
-  r.shard = shard_degree(p);
-  r.global_batch = detail::checked_mul(run.micro_batch, run.grad_accum, r.data_parallel);
+  per_gpu_estimate r = detail::layout_figures(run, p);
   const std::uint64_t n = r.shard;
   const training_spec rr = detail::rank_run(run, p);
   const auto policy = precision_policy_of(rr);
   const std::uint64_t model_element = storage(policy.param, 1).value;
   const std::uint64_t m = run.grad_accum;
+  const std::uint64_t t = p.tp;
+
+  // Single-GPU figures of the rank's run (tp = pp = 1): the starting point.
+  const estimate_result single = estimate(g, rr);
+  if (t == 1 && p.pp == 1) return detail::data_parallel_estimate(r, single, detail::rank_model_of(g, rr, p), rr, p);
 
   // Model states by section, before any splitting.
   const auto sp_ = detail::states_of(g, prologue_of(g), rr);
   const auto sb_ = detail::states_of(g, block_of(g), rr);
   const auto se_ = detail::states_of(g, epilogue_of(g), rr);
   const std::uint64_t layers_on_stage = L / p.pp;
-  const std::uint64_t t = p.tp;
-
-  // Single-GPU figures of the rank's run (tp = pp = 1): the starting point.
-  const estimate_result single = estimate(g, rr);
   const bytes saved_p = section_saved_bytes(g, prologue_of(g), rr, false);
   const bool ckpt = rr.ckpt == checkpointing::full;
   const bytes saved_b_graph = section_saved_bytes(g, block_of(g), rr, ckpt);
   const bytes zero_bucket = engines::zero_reduce_bucket_bytes(p, model_element);
-
-  // Host memory of one rank (the peak stage's share) and step traffic, filled per stage.
-  auto host_and_traffic = [&](const detail::section_states& part, bytes saved_per_layer, std::uint64_t stage) {
-    host_memory h{};
-    const std::uint64_t ranks = p.gpus_per_node;
-    if (p.offload_optimizer)
-      h.optimizer = detail::with_host_buffers(detail::host_optimizer_partition(part, n)) * ranks;
-    if (p.offload_parameters) h.parameters = detail::with_host_buffers(ceil_div(part.params, n)) * ranks;
-    const std::uint64_t in_flight = engines::micro_batches_in_flight(stage, p.pp, m);
-    if (p.offload_activations && ckpt) h.activations = saved_per_layer * layers_on_stage * in_flight * ranks;
-    // Without partitioned construction every process first builds the whole model part on the
-    // host (DeepSpeed estimator, zero_init=0: 4 bytes x params x GPUs per node).
-    if (!p.zero_init) h.model_load = part.params * ranks;
-    h.per_node = max(h.optimizer + h.parameters + h.activations, h.model_load);
-    h.fits = p.host_memory_per_node.value == 0 || h.per_node <= p.host_memory_per_node;
-
-    step_traffic tr{};
-    const bytes P = part.params;
-    const bytes G = part.grads;
-    switch (p.engine) {
-      case strategy::ddp: tr.collectives = detail::ring_share(G, r.data_parallel) * std::uint64_t{2}; break;
-      case strategy::zero1:
-      case strategy::zero2:
-        tr.collectives = detail::ring_share(G, n) * m + detail::ring_share(P, n);
-        break;
-      case strategy::zero3: tr.collectives = detail::ring_share(P, n) * (2 * m) + detail::ring_share(G, n) * m; break;
-      case strategy::fsdp_full:
-      case strategy::hsdp:
-        tr.collectives = detail::ring_share(P, n) * (2 * m) + detail::ring_share(G, n);
-        if (p.engine == strategy::hsdp)
-          tr.collectives += detail::ring_share(ceil_div(G, n), r.data_parallel / n) * std::uint64_t{2};
-        break;
-      case strategy::fsdp_grad_op: tr.collectives = detail::ring_share(P, n) * m + detail::ring_share(G, n); break;
-    }
-    if (p.offload_optimizer)  // 16-bit gradients down, updated 16-bit parameters back
-      tr.host_link += ceil_div(G, n) + ceil_div(P, n);
-    if (p.offload_parameters) tr.host_link += ceil_div(P, n) * (2 * m);
-    if (p.offload_activations && ckpt) tr.host_link += saved_per_layer * layers_on_stage * (2 * m);
-    return std::pair{h, tr};
-  };
-
-  if (t == 1 && p.pp == 1) {
-    peak_estimate pk = single.steady;
-    bytes extra_grads{};
-    bytes extra_ws{};
-    bytes params = pk.breakdown.parameters;
-    if (p.engine == strategy::ddp) extra_grads = engines::ddp_bucket_bytes(gradient_bytes(g, rr), p.ddp);
-    extra_ws = zero_bucket;
-    if (rr.shard == sharding::full && p.engine == strategy::zero3) {
-      // Replace FSDP's root unit + two blocks with ZeRO-3's gathered working set.
-      const bytes fsdp_ws = sp_.params + se_.params + sb_.params * (L < 2 ? L : std::uint64_t{2});
-      const auto z = detail::zero3_sizes_of(g, p.deepspeed.param_persistence_threshold);
-      const bytes ds_ws = storage(policy.param, engines::zero3_gathered_elements(p, z.largest_module, z.persistent));
-      params = detail::saturating_sub(params, fsdp_ws) + ds_ws;
-    }
-    if (rr.shard == sharding::gradients && p.engine == strategy::fsdp_grad_op)
-      params += ceil_div(sp_.params + sb_.params * L + se_.params, n);  // the shards beside the unsharded parameters
-    const bytes before = pk.breakdown.total();
-    pk.breakdown.parameters = params;
-    pk.breakdown.gradients += extra_grads;
-    pk.breakdown.workspace += extra_ws;
-    const bytes after = pk.breakdown.total();
-    pk.tensor = after;
-    if (after >= before) {
-      pk.reserved += round_up(after - before, cuda_round_large);
-      pk.device += round_up(after - before, cuda_round_large);
-    } else {
-      const bytes less = before - after;
-      pk.reserved = detail::saturating_sub(pk.reserved, less);
-      pk.device = detail::saturating_sub(pk.device, less);
-    }
-    r.peak = pk;
-    r.peak_role = "every rank alike";
-    const auto [h, tr] = host_and_traffic(detail::plus(detail::plus(sp_, detail::scaled(sb_, L)), se_), saved_b_graph, 0);
-    r.host = h;
-    r.traffic = tr;
-    return r;
-  }
 
   // Tensor and/or pipeline parallel: build the rank's memory from its share of the model.
   const bytes per_layer = saved_b_graph;  // replaced below when tp > 1
@@ -273,10 +260,15 @@ constexpr per_gpu_estimate estimate_per_gpu(const graph& g, const training_spec&
                              block_params * (layers_on_stage < 2 ? layers_on_stage : std::uint64_t{2})
                        : part.params;
     if (sh == sharding::gradients && p.engine == strategy::fsdp_grad_op) b.parameters += ceil_div(part.params, n);
+    const bytes gathered = sh == sharding::full ? block_params * (layers_on_stage < 2 ? layers_on_stage : std::uint64_t{2})
+                           : sh == sharding::gradients && p.engine == strategy::fsdp_grad_op ? part.params
+                                                                                             : bytes{};
     b.parameters += g.buffers;
     const bool grads_stream = p.offload_optimizer;
     // Offloaded optimizer: gradients leave for the host block by block (one block's in flight).
-    b.gradients = grads_stream ? ceil_div(sb_.grads, t) : (sh >= sharding::gradients ? ceil_div(part.grads, n) : part.grads);
+    // Sharded gradients: the rank's partition, unless accumulation under no_sync keeps them whole.
+    const bool partitioned_grads = sh >= sharding::gradients && !detail::unsharded_accumulation(rr);
+    b.gradients = grads_stream ? ceil_div(sb_.grads, t) : (partitioned_grads ? ceil_div(part.grads, n) : part.grads);
     if (p.engine == strategy::ddp) b.gradients += engines::ddp_bucket_bytes(part.grads, p.ddp);
     b.optimizer = p.offload_optimizer ? bytes{} : (sh != sharding::none ? ceil_div(part.state, n) : part.state);
     bytes act = engines::stage_saved_activations(layer_act, layers_on_stage, stage, p, m);
@@ -294,7 +286,7 @@ constexpr per_gpu_estimate estimate_per_gpu(const graph& g, const training_spec&
     if (sh != sharding::none && rr.optimizer_impl == optimizer_implementation::foreach) temporaries = ceil_div(temporaries, n);
     step.workspace += temporaries;
     if (sh >= sharding::gradients) step.gradients = ceil_div(part.grads, n);
-    return std::pair{step.total() > b.total() ? step : b, part};
+    return std::tuple{step.total() > b.total() ? step : b, part, gathered};
   };
 
   bytes layer_act = per_layer;
@@ -311,10 +303,11 @@ constexpr per_gpu_estimate estimate_per_gpu(const graph& g, const training_spec&
     layer_act = bytes{detail::ceil_div(detail::checked_mul(per_layer.value / 1024 + 1, split_k.value), whole_k.value) * 1024};
     if (ckpt && p.offload_activations) layer_act = {};
   }
-  const auto [b0, part0] = stage_estimate(0, layer_act);
-  const auto [bl, partl] = stage_estimate(p.pp - 1, layer_act);
+  const auto [b0, part0, gathered0] = stage_estimate(0, layer_act);
+  const auto [bl, partl, gatheredl] = stage_estimate(p.pp - 1, layer_act);
   const bool last_wins = p.pp > 1 && bl.total() > b0.total();
   const memory_breakdown b = last_wins ? bl : b0;
+  r.gathered = last_wins ? gatheredl : gathered0;
   r.peak_stage = last_wins ? p.pp - 1 : 0;
   r.peak_rank = detail::checked_mul(r.peak_stage, t, r.data_parallel);
   r.peak_role = p.pp == 1 ? "every rank alike" : last_wins ? "last pipeline stage" : "first pipeline stage";
@@ -324,7 +317,8 @@ constexpr per_gpu_estimate estimate_per_gpu(const graph& g, const training_spec&
   const bytes context = single.steady.device - single.steady.reserved;
   r.peak.reserved = round_up(r.peak.tensor, cuda_round_large);
   r.peak.device = r.peak.reserved + context;
-  const auto [h, tr0] = host_and_traffic(last_wins ? partl : part0, layer_act, r.peak_stage);
+  const auto [h, tr0] = detail::host_and_traffic(p, rr, last_wins ? partl : part0, layer_act * layers_on_stage,
+                                                 engines::micro_batches_in_flight(r.peak_stage, p.pp, m));
   r.host = h;
   r.traffic = tr0;
   // Tensor parallelism: 2 all-reduces of s*b*h in forward and 2 in backward per layer and
@@ -342,6 +336,20 @@ constexpr per_gpu_estimate estimate_per_gpu(const model_spec& model, const train
                                             const parallel_spec& p) {
   // The graph-only estimator reads the kernel from run.attention: sdpa is resolved first.
   const training_spec run = with_resolved_attention(model, with_resolved_adapters(model, requested));
+  if (model.arch == architecture::encoder_decoder) {
+    // Both stacks under data parallelism; Megatron's tensor and pipeline splits of an
+    // encoder-decoder (a stage boundary between the stacks) are not modelled.
+    validate(p);
+    validate(model, run);
+    detail::check_no_sync(run, p);
+    detail::require(p.tp == 1 && p.pp == 1, error_code::unsupported, "parallel.tp * parallel.pp",
+                    "must be 1 for an encoder-decoder model: the per-GPU estimate covers its data parallelism only",
+                    detail::checked_mul(p.tp, p.pp));
+    const training_spec rr = detail::rank_run(run, p);
+    const encoder_decoder_graph g = build_encoder_decoder_graph(model, rr);
+    return detail::data_parallel_estimate(detail::layout_figures(run, p), estimate(g, rr),
+                                          detail::rank_model_of(g, rr, p), rr, p);
+  }
   // Megatron splits attention by heads: the degree must divide them (and the key/value heads).
   const std::uint64_t kv = model.kv_heads == 0 ? model.heads : model.kv_heads;
   detail::require(model.heads % p.tp == 0 && (kv % p.tp == 0 || p.tp % kv == 0), error_code::invalid_run, "parallel.tp",
