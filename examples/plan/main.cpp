@@ -22,6 +22,7 @@
 #include "args.hpp"
 #include "cases.hpp"
 #include "cluster.hpp"
+#include "generic.hpp"
 #include "memscale/error.hpp"
 #include "memscale/estimate.hpp"
 #include "memscale/json/run_report.hpp"
@@ -79,6 +80,7 @@ std::string run(const memscale_plan::options& opt) {
     case command::run: {
       memscale_plan::set_size_unit(opt.units);
       if (const auto vision = memscale_plan::vision_model_of(opt)) return memscale_plan::vision_report(opt, *vision);
+      if (const auto* generic = memscale_plan::generic_model_in_use(opt)) return memscale_plan::generic_report(opt, *generic);
       if (opt.cluster.gpus > 0) return memscale_plan::run_cluster(opt);
       if (opt.cluster.engine || opt.cluster.emit != memscale_plan::emit_format::none || opt.cluster.tp > 1 ||
           opt.cluster.pp > 1 || opt.cluster.nodes > 1)

@@ -2,9 +2,9 @@
 // format of its quantised linear layers (memscale/quant_format.hpp) and the layers that
 // stay in 16 bits.
 //
-// Keys as transformers' quantization configs name them (utils/quantization_config.py:
-// GPTQConfig, AwqConfig, BitsAndBytesConfig, FineGrainedFP8Config, CompressedTensorsConfig,
-// Mxfp4Config). Every format replaces nn.Linear modules only, so embeddings and norms stay
+// Keys and defaults as transformers' quantization configs give them (utils/quantization_config.py
+// @ 000e2231: GPTQConfig, AwqConfig, BitsAndBytesConfig, FineGrainedFP8Config,
+// CompressedTensorsConfig, Mxfp4Config). Every format replaces nn.Linear modules only, so embeddings and norms stay
 // in the model dtype, and the output layer too (transformers get_keys_to_not_convert keeps
 // the output embedding for bitsandbytes; replace_with_fp8_linear adds "lm_head"; GPTQ and
 // AWQ quantise the decoder blocks; compressed-tensors lists it in "ignore"; gpt-oss lists it
@@ -99,7 +99,8 @@ inline quantization gptq(const json& q) {
     bad_field(error_code::invalid_model, qc + ".bits", q.at("bits"), "must be 2, 3, 4 or 8 for GPTQ");
   r.desc_act = qc_flag(q, "desc_act", false);
   (void)qc_flag(q, "sym", true);  // asymmetric or not, qzeros are stored
-  const std::string layout = qc_text(q, "checkpoint_format", "gptq");
+  std::string layout = qc_text(q, "checkpoint_format", "gptq");
+  for (char& c : layout) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);  // GPTQConfig lowers it
   if (layout != "gptq" && layout != "gptq_v2")
     bad_field(error_code::unsupported, qc + ".checkpoint_format", layout, "is a GPTQ layout memscale does not model (gptq, gptq_v2)");
   r.not_converted = qc_names(q, "modules_to_not_convert");
