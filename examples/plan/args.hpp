@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -26,6 +27,10 @@
 #include "memscale/presets.hpp"
 #include "memscale/training.hpp"
 #include "memscale/vision/model.hpp"
+
+namespace memscale::json_io {
+struct generic_checkpoint;  // memscale/json/generic_model.hpp
+}  // namespace memscale::json_io
 
 namespace memscale_plan {
 
@@ -50,6 +55,8 @@ using memscale::json_io::default_run;
 // options_config.cpp (h9-config): --config PATH|HUB_ID.
 struct config_options {
   std::string source;  // as typed; empty: the model is a preset (--model)
+  // An unknown model_type read from its checkpoint (generic.hpp); the model is its decoder.
+  std::shared_ptr<const memscale::json_io::generic_checkpoint> generic;
 };
 
 // options_cluster.cpp (h10-multi): multi-GPU engines and the cluster planner.

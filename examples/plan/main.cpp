@@ -22,6 +22,7 @@
 #include "args.hpp"
 #include "cases.hpp"
 #include "cluster.hpp"
+#include "generic.hpp"
 #include "memscale/error.hpp"
 #include "memscale/estimate.hpp"
 #include "memscale/json/run_report.hpp"
@@ -80,6 +81,7 @@ std::string run(const memscale_plan::options& opt) {
     case command::run: {
       memscale_plan::check_multi_gpu_options(opt);  // cluster.cpp
       if (const auto vision = memscale_plan::vision_model_of(opt)) return memscale_plan::vision_report(opt, *vision);
+      if (const auto* generic = memscale_plan::generic_model_in_use(opt)) return memscale_plan::generic_report(opt, *generic);
       if (opt.cluster.gpus > 0) return memscale_plan::run_cluster(opt);
       if (opt.inference.enabled) return memscale_plan::inference_command(opt);  // inference.cpp
       std::optional<memscale::gpu_spec> gpu = opt.custom_gpu;

@@ -1,7 +1,9 @@
 // memscale-plan: the config options (h9-config): --config PATH|HUB_ID: a Hugging Face
 // config.json, a model directory or a Hub id in the local cache (memscale/json/hf_config.hpp).
 #include <CLI/CLI.hpp>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "memscale/json.hpp"
 #include "option_groups.hpp"
@@ -16,7 +18,10 @@ void add_config_options(CLI::App& app, options& o) {
             [&o](const std::string& v) {
               // Every error names the config it came from, then the field (tests/malformed/configs).
               try {
-                o.model = memscale::json_io::load_hf_model(v);
+                auto loaded = memscale::json_io::load_model_or_checkpoint(v);  // an unknown model_type: its checkpoint
+                o.model = loaded.model;
+                o.config.generic = loaded.generic ? std::make_shared<const memscale::json_io::generic_checkpoint>(std::move(*loaded.generic))
+                                                  : nullptr;
               } catch (const memscale::error& e) {
                 throw usage_error("--config " + in_quotes(v) + ": " + e.what());
               }

@@ -181,20 +181,18 @@ constexpr bytes rotary_tables(const model_spec& m, const inference_spec& r, std:
   return act(r, checked_mul(r.batch, rows, head_dim_of(m))) * 2u;
 }
 
-// Dequantised weight in flight: bitsandbytes 4-bit matmuls dequantise the weight to the
-// compute dtype for more than one input row (nn/modules.py Linear4bit -> matmul_4bit:
-// gemv_4bit only for a single row); AWQ's GEMM dequantises for >= 1024 rows
-// (WQLinear_GEMM.forward) and GPTQ kernels likewise reconstruct fp16 weights for large
-// inputs; LLM.int8 quantises the input rows and accumulates in int32.
+// Dequantised weight in flight: the format's dequantization_temporary (quant_format.hpp:
+// bitsandbytes 4-bit for more than one row, AWQ/GPTQ GEMMs for >= 1024 rows); LLM.int8
+// quantises the input rows and accumulates in int32.
 constexpr bytes quant_workspace(const graph& g, const model_spec& m, const inference_spec& r, std::uint64_t rows) {
   const auto n = checked_mul(r.batch, rows);
   const auto w = largest_block_matmul(g);
   switch (r.weights) {
     case weight_format::native: return {};
     case weight_format::bnb_nf4:
-    case weight_format::bnb_fp4: return n > 1 ? act(r, w) : bytes{};
+    case weight_format::bnb_fp4:
     case weight_format::gptq_4bit:
-    case weight_format::awq_4bit: return n >= 1024 ? storage(dtype::fp16, w) : bytes{};
+    case weight_format::awq_4bit: return dequantization_temporary(detail::quant_format_of(r), w, n, r.compute);
     case weight_format::bnb_int8: {
       const auto widest = max(m.ffn, checked_mul(m.heads, head_dim_of(m)));
       // int8 input rows, int32 accumulator (4 bytes an element).

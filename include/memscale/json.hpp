@@ -6,7 +6,9 @@
 // silently map them to the first enumerator.
 #pragma once
 
+#include "memscale/json/checkpoint.hpp"  // IWYU pragma: export
 #include "memscale/json/fields.hpp"   // IWYU pragma: export
+#include "memscale/json/generic_model.hpp"  // IWYU pragma: export
 #include "memscale/json/hf_config.hpp"  // IWYU pragma: export
 #include "memscale/json/hf_t5.hpp"   // IWYU pragma: export
 #include "memscale/json/inference.hpp"  // IWYU pragma: export

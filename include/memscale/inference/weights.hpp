@@ -6,58 +6,30 @@
 #include "memscale/dtype.hpp"
 #include "memscale/graph.hpp"
 #include "memscale/inference/spec.hpp"
+#include "memscale/quant_format.hpp"
 
 namespace memscale {
 namespace detail {
 
-// bitsandbytes functional.py quantize_4bit (0.41-0.45): codes packed two per byte
-// (out = uint8 ((n + 1) // 2, 1)), one fp32 absmax per `blocksize` weights, and the
-// 16-entry fp32 code table (get_4bit_type). With compress_statistics the absmax is
-// centred (an fp32 offset) and quantized by quantize_blockwise(absmax, blocksize=256):
-// uint8 codes, one fp32 absmax per 256, and the 256-entry fp32 dynamic map.
-constexpr bytes bnb_4bit_tensor_bytes(std::uint64_t elements, const inference_spec& r) {
-  const auto blocks = ceil_div(elements, r.quant_block);
-  bytes b = bytes{ceil_div(elements, 2)} + storage(dtype::fp32, 16);
-  if (!r.double_quant) return b + storage(dtype::fp32, blocks);
-  return b + storage(dtype::int8, blocks) + storage(dtype::fp32, ceil_div(blocks, 256)) + storage(dtype::fp32, 256) +
-         storage(dtype::fp32, 1);
-}
-
-// bitsandbytes nn/modules.py Int8Params._quantize: int8 CB (out x in) and one fp32
-// row scale SCB per output row.
-constexpr bytes bnb_int8_tensor_bytes(std::uint64_t rows, std::uint64_t cols) {
-  return storage(dtype::int8, checked_mul(rows, cols)) + storage(dtype::fp32, rows);
-}
-
-// AutoGPTQ nn_modules/qlinear/qlinear_cuda_old.py QuantLinear.__init__ (bits = 4):
-// qweight int32 (in / 32 * bits, out), qzeros int32 (in / group, out / 32 * bits),
-// scales fp16 (in / group, out), g_idx int32 (in), bias fp16 (out).
-constexpr bytes gptq_tensor_bytes(std::uint64_t out, std::uint64_t in, std::uint64_t group) {
-  const auto groups = ceil_div(in, group);
-  return bytes{checked_mul(ceil_div(in, 8), out, 4)} + bytes{checked_mul(groups, ceil_div(out, 8), 4)} +
-         storage(dtype::fp16, checked_mul(groups, out)) + storage(dtype::fp32, in);
-}
-
-// AutoAWQ awq/modules/linear/gemm.py WQLinear_GEMM.__init__ (w_bit = 4, pack_num = 8):
-// qweight int32 (in, out / 8), qzeros int32 (in / group, out / 8), scales fp16
-// (in / group, out), bias fp16 (out); no g_idx.
-constexpr bytes awq_tensor_bytes(std::uint64_t out, std::uint64_t in, std::uint64_t group) {
-  const auto groups = ceil_div(in, group);
-  return bytes{checked_mul(in, ceil_div(out, 8), 4)} + bytes{checked_mul(groups, ceil_div(out, 8), 4)} +
-         storage(dtype::fp16, checked_mul(groups, out));
+// The stored format of a quantised weight served under `r` (memscale/quant_format.hpp
+// describes every format once; GPTQ and AWQ here are 4-bit).
+constexpr quant_format quant_format_of(const inference_spec& r) {
+  switch (r.weights) {
+    case weight_format::bnb_int8: return {.method = quant_method::bnb_int8};
+    case weight_format::bnb_nf4:
+    case weight_format::bnb_fp4:
+      return {.method = quant_method::bnb_4bit, .bnb_block = r.quant_block, .double_quant = r.double_quant};
+    case weight_format::gptq_4bit: return {.method = quant_method::gptq, .bits = 4, .group_size = r.group_size};
+    case weight_format::awq_4bit: return {.method = quant_method::awq, .bits = 4, .group_size = r.group_size};
+    case weight_format::native: break;
+  }
+  return {};
 }
 
 // One quantised weight matrix (out x in), one copy.
 constexpr bytes quantized_matrix_bytes(std::uint64_t out, std::uint64_t in, const inference_spec& r) {
-  switch (r.weights) {
-    case weight_format::bnb_int8: return bnb_int8_tensor_bytes(out, in);
-    case weight_format::bnb_nf4:
-    case weight_format::bnb_fp4: return bnb_4bit_tensor_bytes(checked_mul(out, in), r);
-    case weight_format::gptq_4bit: return gptq_tensor_bytes(out, in, r.group_size);
-    case weight_format::awq_4bit: return awq_tensor_bytes(out, in, r.group_size);
-    case weight_format::native: break;
-  }
-  return storage(r.compute, checked_mul(out, in));
+  if (!is_quantized(r.weights)) return storage(r.compute, checked_mul(out, in));
+  return quantized_linear_bytes(quant_format_of(r), out, in);
 }
 
 }  // namespace detail

@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 #include "memscale/json/hf/bert.hpp"
 #include "memscale/json/hf/bloom.hpp"
@@ -38,6 +39,7 @@
 #include "memscale/json/hf/qwen3.hpp"
 #include "memscale/json/hf/qwen3_moe.hpp"
 #include "memscale/json/hf/starcoder2.hpp"
+#include "memscale/json/hf/unknown_model_type.hpp"
 #include "memscale/json/hf_t5.hpp"
 #include "memscale/model.hpp"
 
@@ -102,8 +104,9 @@ inline model_spec model_from_hf_config(const json& cfg) {
     if (!f.encoder) hf::apply_head(c, m, head_kind::causal_lm);
     return validate(m);
   }
-  bad_field(error_code::unsupported, "config.model_type", type,
-            "is not a model_type memscale reads (supported: " + hf::supported_model_types() + ")");
+  std::vector<std::string_view> supported;
+  for (const auto& f : hf::families) supported.push_back(f.model_type);
+  hf::refuse_unknown_model_type(type, cfg, supported);  // names the nearest family and the ways forward
 }
 
 namespace detail {
