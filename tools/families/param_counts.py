@@ -8,7 +8,7 @@ formula.  Standard library only (no torch): the readers in include/memscale/json
 reproduce these numbers, and tests/data/hf_configs/README.md lists the model-card checks.
 
     python3 tools/families/param_counts.py                      # every config below, with the card check
-    python3 tools/families/param_counts.py tests/data/hf_configs/openai--gpt-oss-20b.json
+    python3 tools/families/param_counts.py tests/data/hf_configs/families-2025/openai--gpt-oss-20b.json
 """
 import json
 import math
@@ -16,7 +16,7 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CONFIGS = os.path.join(HERE, "..", "..", "tests", "data", "hf_configs")
+CONFIGS = os.path.join(HERE, "..", "..", "tests", "data", "hf_configs", "families-2025")
 
 
 def g(c, key, default):
