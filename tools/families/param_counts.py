@@ -275,7 +275,7 @@ def granitemoe(c, shared=False):
 
 
 def cohere(c, version=1):
-    d = {1: dict(h=8192, f=22528, L=40, H=64, V=256000), 2: dict(h=4096, f=14336, L=32, H=32, V=256000)}[version]
+    d = {1: dict(h=8192, f=22528, L=40, H=64, V=256000), 2: dict(h=8192, f=22528, L=40, H=64, V=256000)}[version]  # Cohere2Config = CohereConfig sizes
     h = g(c, "hidden_size", d["h"])
     L = g(c, "num_hidden_layers", d["L"])
     heads = g(c, "num_attention_heads", d["H"])

@@ -866,8 +866,11 @@ def gelu_fast(x):  # activations.py FastGELUActivation
 
 
 class BigCodeBlock(nn.Module):
-    def __init__(self, c):
+    def __init__(self, c, layer_idx):
         super().__init__()
+        self.layer_idx = layer_idx
+        self.softmax_fp32 = c.get("attention_softmax_in_fp32", True)
+        self.scale_softmax_fp32 = c.get("scale_attention_softmax_in_fp32", True) and self.softmax_fp32
         h = c["n_embd"]
         self.nh = c["n_head"]
         self.hd = h // self.nh
@@ -904,11 +907,18 @@ class BigCodeBlock(nn.Module):
             attn_shape, attn_view = (B, self.nh, S, S), (B * self.nh, S, S)
             q = query.reshape(B * self.nh, S, self.hd)
             key = key.reshape(B * self.nh, self.hd, S)
+        upcast = self.softmax_fp32 and q.dtype != torch.float32
+        unscale = self.layer_idx + 1 if self.scale_softmax_fp32 and upcast else 1
         zeros = torch.zeros(attn_view, dtype=q.dtype)
-        w = torch.baddbmm(zeros, q, key, beta=1, alpha=self.scale).view(attn_shape)
-        mask_value = torch.full([], torch.finfo(w.dtype).min, dtype=w.dtype)
-        w = torch.where(mask, w, mask_value)
-        w = F.softmax(w, dim=-1)
+        w = torch.baddbmm(zeros, q, key, beta=1, alpha=self.scale / unscale).view(attn_shape)
+        if upcast:  # upcast_masked_softmax (torch.jit.script): fp32 scores, softmax, cast back
+            mask_value = torch.full([], torch.finfo(torch.float32).min, dtype=torch.float32)
+            w = torch.where(mask, w.to(torch.float32) * unscale, mask_value)
+            w = F.softmax(w, dim=-1).to(q.dtype)
+        else:
+            mask_value = torch.full([], torch.finfo(w.dtype).min, dtype=w.dtype)
+            w = torch.where(mask, w, mask_value)
+            w = F.softmax(w, dim=-1)
         w = F.dropout(w, p=self.attn_pdrop, training=self.training)
         if self.mq:
             o = torch.bmm(w.view(attn_view), value).view(qshape)
@@ -928,7 +938,7 @@ class GPTBigCodeForCausalLM(nn.Module):
         self.c = c
         h, V, P = c["n_embd"], c["vocab_size"], c["n_positions"]
         self.wte, self.wpe = nn.Embedding(V, h), nn.Embedding(P, h)
-        self.h = nn.ModuleList([BigCodeBlock(c) for _ in range(c["n_layer"])])
+        self.h = nn.ModuleList([BigCodeBlock(c, i) for i in range(c["n_layer"])])
         self.ln_f = nn.LayerNorm(h, eps=c.get("layer_norm_epsilon", 1e-5))
         self.lm_head = nn.Linear(h, V, bias=False)
         self.lm_head.weight = self.wte.weight
