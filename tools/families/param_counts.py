@@ -318,6 +318,21 @@ def gpt_bigcode(c):
     return {"total": L * layer + V * h * (1 if tied else 2) + P * h + 2 * h}
 
 
+def glm4(c):
+    """Glm4ForCausalLM: GlmAttention (q/k/v bias = attention_bias, o_proj without bias), Phi3MLP
+    (fused gate_up_proj), four RMSNorms per layer (input, post_self_attn, post_attention, post_mlp)."""
+    h = g(c, "hidden_size", 4096)
+    L = g(c, "num_hidden_layers", 40)
+    heads = g(c, "num_attention_heads", 32)
+    kv = g(c, "num_key_value_heads", 2)
+    hd = g(c, "head_dim", 128)
+    f = g(c, "intermediate_size", 13696)
+    ab = g(c, "attention_bias", True)
+    layer = gqa_attention(h, heads, kv, hd, ab, False) + linear(h, 2 * f) + linear(f, h) + 4 * h
+    c2 = dict(c, vocab_size=g(c, "vocab_size", 151552))
+    return {"total": L * layer + embeddings_and_head(c2, h, False) + h}
+
+
 def count(c):
     t = c.get("model_type")
     if t == "deepseek_v2":
@@ -352,6 +367,8 @@ def count(c):
         return internlm2(c)
     if t == "gpt_bigcode":
         return gpt_bigcode(c)
+    if t == "glm4":
+        return glm4(c)
     raise SystemExit(f"no formula for model_type {t!r}")
 
 
@@ -373,6 +390,7 @@ CHECKS = [
     ("internlm--internlm2-7b.json", "total", 7.74e9, "Hub safetensors 7.74B (card: 7B)", 0.01e9),
     ("bigcode--starcoder.json", "total", 15.5e9, "model card: 15.5B parameters", 0.1e9),
     ("bigcode--gpt_bigcode-santacoder.json", "total", 1.1e9, "SantaCoder paper: 1.1B parameters", 0.1e9),
+    ("THUDM--GLM-4-9B-0414.json", "total", 9.4e9, "Hub safetensors 9.4B (card: 9B)", 0.1e9),
 ]
 
 
