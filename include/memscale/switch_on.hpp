@@ -33,6 +33,9 @@ constexpr std::string_view how_to_switch_on(technique t) noexcept {
     case technique::half_precision:
       return "from_pretrained(..., torch_dtype=torch.bfloat16) (torch.float16 without BF16): 16-bit weights, no fp32 "
              "copy; TrainingArguments(bf16=True) alone is autocast and keeps fp32 weights";
+    case technique::mixed_precision:
+      return "TrainingArguments(bf16=True) (fp16=True without BF16), or torch.autocast(\"cuda\", dtype=torch.bfloat16) "
+             "around the forward with fp32 weights (plus torch.cuda.amp.GradScaler for fp16)";
     case technique::optimizer_8bit:
       return "TrainingArguments(optim=\"adamw_bnb_8bit\"), or bitsandbytes.optim.AdamW8bit(model.parameters())";
     case technique::offload_parameters:
