@@ -7,7 +7,6 @@ the saved tensors is modelled; weights start from PyTorch defaults.
 import math
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 
