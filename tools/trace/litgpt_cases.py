@@ -1,0 +1,334 @@
+#!/usr/bin/python3
+"""CPU traces of lit-gpt fine-tuning steps as the 2023 resource tables ran them.
+
+A plain-torch re-implementation written from Lightning-AI/lit-gpt @ 8641822 (lit_gpt/model.py,
+lit_gpt/lora.py, lit_gpt/rmsnorm.py, lit_gpt/utils.py chunked_cross_entropy, finetune/lora.py and
+finetune/full.py fit loops) and the Lightning Fabric wrapper it runs under
+(Lightning-AI/pytorch-lightning @ 71aed751, the commit lit-gpt's requirements.txt pins):
+- _FabricModule.forward (src/lightning/fabric/wrappers.py) calls precision.convert_output on the
+  model's output; HalfPrecision / BitsandbytesPrecision / FSDPPrecision convert floating outputs to
+  torch.get_default_dtype() (fp32) after the forward context is left
+  (src/lightning/fabric/plugins/precision/half.py, bitsandbytes.py, fsdp.py). With
+  lm_head_chunk_size=128 every logits chunk becomes an fp32 copy; cross_entropy then keeps fp32
+  log-probabilities. `output_cast=none` turns the conversion off to isolate it.
+- RMSNorm (2023): x * rsqrt(mean(x * x) + eps) * weight. mean.dim's backward keeps its input x*x on
+  torch 1.13 (measured here) and on torch 2.1 (pytorch issue #109876, fixed by PR #109935 after the
+  2.1 branch cut); the trace shows it because the harness runs torch 1.13.
+- GPT.__init__ builds the rope cache under the bf16 default dtype (fp16 cos/sin), but fit() sets
+  model.max_seq_length = longest, whose setter rebuilds cos/sin outside any dtype context: fp32.
+  bf16 q/k times fp32 cos promote to fp32 temporaries, cast back by type_as.
+- Loop: logits = model(x, lm_head_chunk_size=128); logits[-1] = logits[-1][..., :-1, :];
+  loss = chunked_cross_entropy(logits, y[..., 1:]); backward; AdamW step; zero_grad. `logits` stays
+  bound until the next step's forward returns. full.py: logits = model(x) (one tensor) and
+  chunked_cross_entropy(logits[..., :-1, :], y[..., 1:], chunk_size=0).
+Differences from the GPU runs: attention is eager math (torch 1.13 has no scaled_dot_product_attention),
+CPU dropout keeps a noise tensor of the input dtype instead of a bool mask, AdamW is the single-tensor loop.
+Run from the repository root:  /usr/bin/python3 tools/trace/litgpt_cases.py --out docs/data/cpu_traced_frameworks.json
+"""
+import math
+
+import step_trace as T
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+SOURCE = "tools/trace/litgpt_cases.py (Tracker of shared/ground-truth/measure.py)"
+MODELS = {
+    # LLaMA-style lit-gpt config: RMSNorm, LLaMAMLP (SwiGLU), sequential residual, full rotary, no bias.
+    "llama": dict(family="llama", layers=2, hidden=256, heads=4, kv_heads=4, ffn=688, vocab=16000, norm="rmsnorm",
+                  activation="swiglu", parallel=False, shared_norm=False, bias=False, lm_head_bias=False,
+                  rotary_pct=1.0),
+    # phi-1.5-style: LayerNorm shared by attention and MLP, parallel residual, half rotary, biases, tanh GELU.
+    "phi": dict(family="phi", layers=2, hidden=256, heads=4, kv_heads=4, ffn=1024, vocab=16000, norm="layernorm",
+                activation="gelu_tanh", parallel=True, shared_norm=True, bias=True, lm_head_bias=True, rotary_pct=0.5),
+}
+
+
+class RMSNorm(nn.Module):  # lit_gpt/rmsnorm.py @ 8641822
+    def __init__(self, n, eps=1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n))
+        self.eps = eps
+
+    def forward(self, x):
+        norm_x = torch.mean(x * x, dim=-1, keepdim=True)
+        x_normed = x * torch.rsqrt(norm_x + self.eps)
+        return self.weight * x_normed
+
+
+class LoRALinear(nn.Module):  # lit_gpt/lora.py LoRALinear.forward @ 8641822
+    def __init__(self, inf, outf, bias, r, alpha, p):
+        super().__init__()
+        self.linear = nn.Linear(inf, outf, bias=bias)
+        self.r = r
+        if r > 0:
+            self.lora_A = nn.Parameter(torch.empty(r, inf))
+            self.lora_B = nn.Parameter(torch.empty(outf, r))
+            nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))
+            nn.init.normal_(self.lora_B, std=0.02)  # lit-gpt starts B at zero; the tensors are the same
+            self.scaling = alpha / r
+        self.lora_dropout = nn.Dropout(p) if p > 0 else (lambda x: x)
+
+    def forward(self, x):
+        pretrained = self.linear(x)
+        if self.r == 0:
+            return pretrained
+        lora = (self.lora_dropout(x) @ self.lora_A.transpose(0, 1) @ self.lora_B.transpose(0, 1)) * self.scaling
+        return pretrained + lora
+
+
+class LoRAQKVLinear(nn.Module):  # lit_gpt/lora.py LoRAQKVLinear @ 8641822 (n_head == n_query_groups here)
+    def __init__(self, inf, out, bias, r, alpha, p, enable):
+        super().__init__()
+        self.linear = nn.Linear(inf, out, bias=bias)
+        self.out, self.enable = out, enable
+        self.qkv_shapes = [inf for e in enable if e]
+        self.lora_A = nn.Parameter(torch.empty(r * sum(enable), inf))
+        self.lora_B = nn.Parameter(torch.empty(sum(self.qkv_shapes), r))
+        nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))
+        nn.init.normal_(self.lora_B, std=0.02)
+        self.scaling = alpha / r
+        self.lora_dropout = nn.Dropout(p) if p > 0 else (lambda x: x)
+        self.lora_ind = [i for k, e in enumerate(enable) if e for i in range(k * inf, (k + 1) * inf)]
+
+    def zero_pad(self, x):
+        if all(self.enable):
+            return x
+        x = x.transpose(0, 1)
+        result = x.new_zeros((*x.shape[:-1], self.out)).view(-1, self.out)
+        result = result.index_copy(1, torch.tensor(self.lora_ind), x.reshape(-1, sum(self.qkv_shapes)))
+        return result.view((*x.shape[:-1], self.out)).transpose(0, 1)
+
+    def forward(self, x):
+        pretrained = self.linear(x)
+        after_A = F.linear(self.lora_dropout(x), self.lora_A)
+        after_B = F.conv1d(after_A.transpose(-2, -1), self.lora_B.unsqueeze(-1),
+                           groups=sum(self.enable)).transpose(-2, -1)
+        return pretrained + self.zero_pad(after_B) * self.scaling
+
+
+def apply_rope(x, cos, sin):  # lit_gpt/model.py @ 8641822
+    hs = x.size(-1)
+    x1, x2 = x[..., : hs // 2], x[..., hs // 2:]
+    rotated = torch.cat((-x2, x1), dim=-1)
+    return ((x * cos) + (rotated * sin)).type_as(x)
+
+
+class Attention(nn.Module):
+    def __init__(self, c, m):
+        super().__init__()
+        H, nh = m["hidden"], m["heads"]
+        self.hs, self.nh = H // nh, nh
+        self.rope_n = int(m["rotary_pct"] * self.hs)
+        out = 3 * H
+        en = tuple(t in c["targets"] for t in ("q", "k", "v"))
+        if c["lora"] and any(en):
+            self.attn = LoRAQKVLinear(H, out, m["bias"], c["r"], c["alpha"], c["dropout"], en)
+        else:
+            self.attn = nn.Linear(H, out, bias=m["bias"])
+        r = c["r"] if c["lora"] and "proj" in c["targets"] else 0
+        self.proj = LoRALinear(H, H, m["bias"], r, c["alpha"], c["dropout"])
+
+    def forward(self, x, cos, sin, mask):
+        B, Tn, C = x.shape
+        qkv = self.attn(x)
+        qkv = qkv.view(B, Tn, self.nh, 3, self.hs).permute(0, 2, 3, 1, 4)
+        q, k, v = qkv.split((1, 1, 1), dim=2)
+        q = q.reshape(B, -1, Tn, self.hs)
+        k = k.reshape(B, -1, Tn, self.hs)
+        v = v.reshape(B, -1, Tn, self.hs)
+        n = self.rope_n
+        q = torch.cat((apply_rope(q[..., :n], cos, sin), q[..., n:]), dim=-1)
+        k = torch.cat((apply_rope(k[..., :n], cos, sin), k[..., n:]), dim=-1)
+        # Stand-in for F.scaled_dot_product_attention(is_causal=True): eager math (torch 1.13).
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(self.hs))
+        att = F.softmax(att.masked_fill(mask, float("-inf")), dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(B, Tn, C)
+        return self.proj(y)
+
+
+class Block(nn.Module):
+    def __init__(self, c, m):
+        super().__init__()
+        H, f = m["hidden"], m["ffn"]
+        norm = (lambda: RMSNorm(H)) if m["norm"] == "rmsnorm" else (lambda: nn.LayerNorm(H))
+        self.norm_1 = norm()
+        self.norm_2 = None if m["shared_norm"] else norm()
+        self.attn = Attention(c, m)
+        r = c["r"] if c["lora"] and "mlp" in c["targets"] else 0
+        if m["activation"] == "swiglu":
+            self.fc_1 = LoRALinear(H, f, m["bias"], r, c["alpha"], c["dropout"])
+            self.fc_2 = LoRALinear(H, f, m["bias"], r, c["alpha"], c["dropout"])
+        else:
+            self.fc = LoRALinear(H, f, m["bias"], r, c["alpha"], c["dropout"])
+        self.mproj = LoRALinear(f, H, m["bias"], r, c["alpha"], c["dropout"])
+        self.m = m
+
+    def mlp(self, x):
+        if self.m["activation"] == "swiglu":  # LLaMAMLP
+            return self.mproj(F.silu(self.fc_1(x)) * self.fc_2(x))
+        return self.mproj(F.gelu(self.fc(x), approximate="tanh"))  # GptNeoxMLP, phi: gelu_approximate="tanh"
+
+    def forward(self, x, cos, sin, mask):
+        n_1 = self.norm_1(x)
+        h = self.attn(n_1, cos, sin, mask)
+        if self.m["parallel"]:
+            n_2 = n_1 if self.m["shared_norm"] else self.norm_2(x)
+            return x + h + self.mlp(n_2)
+        x = x + h
+        return x + self.mlp(self.norm_2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, c, m):
+        super().__init__()
+        H = m["hidden"]
+        r = c["r"] if c["lora"] and "head" in c["targets"] else 0
+        self.lm_head = LoRALinear(H, m["vocab"], m["lm_head_bias"], r, c["alpha"], c["dropout"])
+        self.wte = nn.Embedding(m["vocab"], H)
+        self.h = nn.ModuleList([Block(c, m) for _ in range(m["layers"])])
+        self.ln_f = RMSNorm(H) if m["norm"] == "rmsnorm" else nn.LayerNorm(H)
+        hs = H // m["heads"]
+        n = int(m["rotary_pct"] * hs)
+        # model.max_seq_length = longest (finetune/lora.py fit) rebuilds the cache in the default dtype: fp32.
+        theta = 1.0 / (10000 ** (torch.arange(0, n, 2).float() / n))
+        idx = torch.outer(torch.arange(c["seq"]).float(), theta).repeat(1, 2)
+        self.register_buffer("cos", idx.cos(), persistent=False)
+        self.register_buffer("sin", idx.sin(), persistent=False)
+        # Stand-in for SDPA's is_causal (not a buffer of lit-gpt): 1 B per element, counted as a buffer.
+        self.register_buffer("causal", torch.ones(c["seq"], c["seq"], dtype=torch.bool).triu(1), persistent=False)
+
+    def forward(self, idx, lm_head_chunk_size=0):
+        Tn = idx.size(1)
+        cos, sin, mask = self.cos[:Tn], self.sin[:Tn], self.causal[:Tn, :Tn]
+        x = self.wte(idx)
+        for b in self.h:
+            x = b(x, cos, sin, mask)
+        x = self.ln_f(x)
+        if lm_head_chunk_size > 0:
+            return [self.lm_head(x_i) for x_i in x.split(lm_head_chunk_size, dim=1)]
+        return self.lm_head(x)
+
+
+def chunked_cross_entropy(logits, targets, chunk_size=128):  # lit_gpt/utils.py @ 8641822
+    if isinstance(logits, list):
+        if chunk_size == 0:
+            logits = torch.cat(logits, dim=1)
+            return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
+        logit_chunks = [lc.reshape(-1, lc.size(-1)) for lc in logits]
+        target_chunks = [tc.reshape(-1) for tc in targets.split(logits[0].size(1), dim=1)]
+        loss_chunks = [F.cross_entropy(lc, tc, ignore_index=-1, reduction="none")
+                       for lc, tc in zip(logit_chunks, target_chunks)]
+        return torch.cat(loss_chunks).mean()
+    logits = logits.reshape(-1, logits.size(-1))
+    targets = targets.reshape(-1)
+    if chunk_size == 0:
+        return F.cross_entropy(logits, targets, ignore_index=-1)
+    loss_chunks = [F.cross_entropy(lc, tc, ignore_index=-1, reduction="none")
+                   for lc, tc in zip(logits.split(chunk_size), targets.split(chunk_size))]
+    return torch.cat(loss_chunks).mean()
+
+
+class FabricModule(nn.Module):
+    """_FabricModule.forward @ 71aed751: convert_input, forward under the precision's dtype context,
+    then convert_output (floating outputs to torch.get_default_dtype())."""
+
+    def __init__(self, module, output_cast):
+        super().__init__()
+        self.module = module
+        self.output_cast = output_cast
+
+    def forward(self, *args, **kwargs):
+        out = self.module(*args, **kwargs)
+        if self.output_cast == "none":
+            return out
+        to = torch.get_default_dtype()  # fp32 once the forward context is left
+        if isinstance(out, list):
+            return [t.to(to) if t.is_floating_point() else t for t in out]
+        return out.to(to) if out.is_floating_point() else out
+
+
+def run_case(c):
+    m = MODELS[c["model"]]
+    B, S = c["batch"], c["seq"]
+
+    def build():
+        model = GPT(c, m)
+        for n, p in model.named_parameters():
+            p.requires_grad_(("lora_" in n) if c["lora"] else True)
+        model = model.to(torch.bfloat16)  # precision="bf16-true": HalfPrecision.convert_module
+        model.cos.data = model.cos.data.float()  # the setter's fp32 cache, rebuilt after the cast
+        model.sin.data = model.sin.data.float()
+        model.train()
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(trainable, lr=1e-4, weight_decay=0.01)
+        return dict(model=model, fabric=FabricModule(model, c["output_cast"]), optimizers=[opt], trainable=trainable,
+                    make_inputs=lambda: (torch.randint(0, m["vocab"], (B, S)), torch.randint(0, m["vocab"], (B, S))),
+                    logits=None)
+
+    def step(ctx, tr, n):
+        x, y = ctx["inputs"]
+        opt = ctx["optimizers"][0]
+        if c["script"] == "lora":  # finetune/lora.py fit()
+            ctx["logits"] = ctx["fabric"](x, lm_head_chunk_size=128)
+            ctx["logits"][-1] = ctx["logits"][-1][..., :-1, :]
+            loss = chunked_cross_entropy(ctx["logits"], y[..., 1:])
+        else:  # finetune/full.py fit()
+            ctx["logits"] = ctx["fabric"](x)
+            loss = chunked_cross_entropy(ctx["logits"][..., :-1, :], y[..., 1:], chunk_size=0)
+        tr.mark(f"s{n}_fwd")
+        loss.backward()  # fabric.backward(loss / gradient_accumulation_iters): bf16-true adds nothing
+        tr.mark(f"s{n}_bwd")
+        if n == 2:
+            ctx["grads_step2"] = T.storage_bytes([p.grad for p in ctx["trainable"]])
+        opt.step()
+        tr.mark(f"s{n}_opt")
+        opt.zero_grad(set_to_none=True)  # torch 2.x default
+        value = float(loss)
+        del loss
+        tr.mark(f"s{n}_end")
+        return value
+
+    r = T.run_two_steps(build, step)
+    model = {k: m[k] for k in ("family", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "norm")}
+    model.update(activation="gelu" if m["activation"] == "gelu_tanh" else m["activation"], tied_embeddings=False,
+                 params=r["nparams"] - (r["trainable"] if c["lora"] else 0), impl="litgpt",
+                 rotary_pct=m["rotary_pct"], parallel_residual=m["parallel"], qkv_bias=m["bias"])
+    train = dict(batch=B, seq=S, precision="pure_bf16", optimizer="adamw", optimizer_impl="for_loop",
+                 checkpointing="none", attention="eager", grad_accum=1, zero_stage=0, dp=1, tp=1,
+                 loss_impl="chunked" if c["script"] == "lora" else "standard",
+                 loss_chunk=128 if c["script"] == "lora" else 0,
+                 output_cast="fp32" if c["output_cast"] == "fp32" else "none")
+    if c["lora"]:
+        train.update(lora_rank=c["r"], lora_alpha=c["alpha"], lora_dropout=c["dropout"],
+                     lora_targets=",".join(c["targets"]), frozen="base", trainable_params=r["trainable"])
+    else:
+        train.update(lora_rank=0, frozen="none")
+    framework = dict(name="litgpt", version="8641822", script=f"finetune/{c['script']}.py",
+                     source="Lightning-AI/lit-gpt@8641822 + Lightning-AI/pytorch-lightning@71aed751")
+    notes = ("measured_bytes = max live CPU tensor bytes in training step 2 (the step-1 logits list is still bound "
+             "until step 2's forward returns, as in lit-gpt's loop); plain-torch re-implementation, eager attention.")
+    return T.record(c["id"], SOURCE, model, train, framework, r, notes, software={"lightning": "71aed751 (emulated)"})
+
+
+def cases():
+    L = []
+
+    def add(model, script, output_cast="fp32", targets=("q", "v"), r=8, batch=2, seq=256, dropout=0.05):
+        lora = script == "lora"
+        cid = f"cpu-litgpt-{script}-{model}-b{batch}-s{seq}" + (f"-r{r}-{'-'.join(targets)}" if lora else "") + \
+              ("" if output_cast == "fp32" else "-no-output-cast")
+        L.append(dict(id=cid, model=model, script=script, output_cast=output_cast, lora=lora, targets=targets, r=r,
+                      alpha=2 * r, batch=batch, seq=seq, dropout=dropout))
+    for model in ("llama", "phi"):
+        add(model, "lora")
+        add(model, "lora", output_cast="none")
+        add(model, "lora", batch=4)
+        add(model, "full")
+    add("llama", "lora", targets=("q", "k", "v", "proj", "mlp", "head"), r=16)
+    add("llama", "full", output_cast="none")
+    return L
+
+
+if __name__ == "__main__":
+    T.main_loop(cases, run_case, "/tmp/litgpt_cases.json")

@@ -1,0 +1,424 @@
+#!/usr/bin/python3
+"""CPU traces of torchtitan training steps (pytorch/torchtitan v0.1.0 @ f7084fc7), FSDP2 emulated on one process.
+
+Written from:
+- torchtitan/models/llama3/model/model.py: Attention (wq/wk/wv/wo, apply_rotary_emb through view_as_complex
+  on xq.float(), repeat_kv = expand + reshape copy, sdpa), FeedForward w2(silu(w1 x) * w3 x), nn.RMSNorm,
+  output = self.output(h).
+- torchtitan/components/loss.py: cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1)) on the whole
+  logits; torchtitan/train.py: optimizers.zero_grad() first, `del pred` before loss.backward(),
+  clip_grad_norm_, optimizers.step().
+- torchtitan/models/llama3/infra/parallelize.py apply_fsdp: MixedPrecisionPolicy(param_dtype=bfloat16,
+  reduce_dtype=float32); fully_shard per TransformerBlock (reshard_after_forward except the last block), then
+  the root; apply_ac: mode full = checkpoint_wrapper per block; selective "op" = the _save_list policy
+  (every other aten.mm and the flash/efficient SDPA outputs are MUST_SAVE, the rest recomputed);
+  selective "<k>" = full checkpoint of every k-th block.
+- FSDP2 (torch.distributed fsdp, _fsdp_collectives.py foreach_all_gather / foreach_reduce): a unit's sharded
+  fp32 parameters are cast to bf16 (all-gather input, 1/N), all-gathered into one flat bf16 output, copied
+  out into the unsharded parameters, and freed after forward (storage resized to 0) and gathered again
+  before the unit's backward; after it, the bf16 unsharded grads are copied into one fp32
+  reduce-scatter input of the unit's full size, freed, and the 1/N fp32 output becomes the sharded grads.
+Emulation on torch 1.13 / one process: N ranks are represented by shards of 1/N of each parameter (the data
+values do not matter for memory); the collectives become local copies with the same buffers. Selective
+per-op checkpointing (torch.utils.checkpoint.create_selective_checkpoint_contexts, torch >= 2.4) is written
+out with a TorchDispatchMode that caches the chosen ops' outputs in forward and returns them in the
+recompute, inside a non-reentrant checkpoint with early stop (torch 2.x default). SDPA is FlashEmulation
+(saves q, k, v, out, fp32 logsumexp like aten::_scaled_dot_product_flash_attention).
+Run from the repository root:  /usr/bin/python3 tools/trace/torchtitan_cases.py --out docs/data/cpu_traced_frameworks.json
+"""
+import math
+import weakref
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import llama_blocks as LB
+import step_trace as T
+
+SOURCE = "tools/trace/torchtitan_cases.py (Tracker of shared/ground-truth/measure.py)"
+BF16 = torch.bfloat16
+
+# ---- selective per-op checkpointing ---------------------------------------------------------------
+_SAC = {"mode": None, "cache": None}  # FlashEmulation consults this (a Python Function is not an aten op)
+
+
+class _RecordOps(TorchDispatchMode):
+    def __init__(self, cache):
+        super().__init__()
+        self.cache, self.mm = cache, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if _SAC["mode"] == "inside":  # FlashEmulation's per-slice matmuls are not the model's mm
+            return out
+        if func is torch.ops.aten.mm.default:
+            self.mm += 1
+            if self.mm % 2 == 1:  # _save_list policy: mm is saved unless its count is even
+                self.cache.append(out.detach())
+        return out
+
+
+class _ReplayOps(TorchDispatchMode):
+    def __init__(self, cache):
+        super().__init__()
+        self.cache, self.mm = cache, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten.mm.default:
+            self.mm += 1
+            if self.mm % 2 == 1:
+                return self.cache.pop(0)
+        return func(*args, **(kwargs or {}))
+
+
+class _Stop(Exception):
+    pass
+
+
+class _Holder:
+    pass
+
+
+def checkpoint(fn, x, policy_cache=False):
+    """Non-reentrant checkpoint (saved-tensor hooks, recompute on first unpack, early stop), optionally with the
+    selective per-op cache."""
+    holders, storage, cache = [], weakref.WeakKeyDictionary(), []
+
+    def pack(t):
+        h = _Holder()
+        holders.append(weakref.ref(h))
+        return h
+
+    def unpack(h):
+        if h not in storage:
+            count = [0]
+
+            def ipack(t):
+                i = count[0]
+                count[0] += 1
+                ref = holders[i]() if i < len(holders) else None
+                if ref is not None:
+                    storage[ref] = t.detach()
+                if count[0] == len(holders):
+                    raise _Stop
+                return None
+
+            def iunpack(_):
+                raise RuntimeError("unreachable")
+
+            xr = x.detach().requires_grad_(x.requires_grad)
+            try:
+                with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(ipack, iunpack):
+                    if policy_cache:
+                        _SAC.update(mode="replay", cache=cache)
+                        with _ReplayOps(cache):
+                            fn(xr)
+                    else:
+                        fn(xr)
+            except Exception as e:  # _Stop crosses the C++ op boundary as a RuntimeError naming it
+                if not (isinstance(e, _Stop) or "_Stop" in str(e)):
+                    raise
+            finally:
+                _SAC.update(mode=None, cache=None)
+        return storage[h]
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        if policy_cache:
+            _SAC.update(mode="record", cache=cache)
+            try:
+                with _RecordOps(cache):
+                    out = fn(x)
+            finally:
+                _SAC.update(mode=None, cache=None)
+        else:
+            out = fn(x)
+    return out
+
+
+class Flash(LB.FlashEmulation):
+    @staticmethod
+    def forward(ctx, q, k, v):
+        if _SAC["mode"] == "replay":
+            out, lse = _SAC["cache"].pop(0)
+            ctx.save_for_backward(q, k, v, out, lse)
+            return out
+        prev, _SAC["mode"] = _SAC["mode"], "inside"  # the slices' mm are not the model's mm
+        try:
+            out, lse = LB.FlashEmulation.compute(q, k, v)
+        finally:
+            _SAC["mode"] = prev
+        ctx.save_for_backward(q, k, v, out, lse)
+        if prev == "record":  # the flash op is on the _save_list
+            _SAC["cache"].append((out.detach(), lse))
+        return out
+
+
+# ---- model ------------------------------------------------------------------------------------------
+
+
+def rms_norm(x, w, eps=1e-5):  # F.rms_norm composite (torch 2.4-2.7): upcast, normalise, type_as(input), * w
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).type_as(x) * w
+
+
+class Norm(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n))
+
+    def forward(self, x):
+        return rms_norm(x, self.weight)
+
+
+def apply_rotary_emb(xq, xk, freqs_cis):
+    xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+    xk_ = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
+    f = freqs_cis.view(1, xq_.shape[1], 1, xq_.shape[-1])
+    return torch.view_as_real(xq_ * f).flatten(3).type_as(xq), torch.view_as_real(xk_ * f).flatten(3).type_as(xk)
+
+
+def repeat_kv(x, n_rep):
+    bs, slen, n_kv, hd = x.shape
+    return x[:, :, :, None, :].expand(bs, slen, n_kv, n_rep, hd).reshape(bs, slen, n_kv * n_rep, hd)
+
+
+class Block(nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        h, nh, kv, f = m["hidden"], m["heads"], m["kv_heads"], m["ffn"]
+        self.nh, self.kv, self.hd = nh, kv, h // nh
+        self.wq, self.wo = nn.Linear(h, h, bias=False), nn.Linear(h, h, bias=False)
+        self.wk, self.wv = nn.Linear(h, kv * self.hd, bias=False), nn.Linear(h, kv * self.hd, bias=False)
+        self.w1, self.w3, self.w2 = nn.Linear(h, f, bias=False), nn.Linear(h, f, bias=False), nn.Linear(f, h, bias=False)
+        self.attention_norm, self.ffn_norm = Norm(h), Norm(h)
+        self.freqs_cis = None
+
+    def attention(self, x):
+        bs, s, _ = x.shape
+        xq = self.wq(x).view(bs, s, -1, self.hd)
+        xk = self.wk(x).view(bs, s, -1, self.hd)
+        xv = self.wv(x).view(bs, s, -1, self.hd)
+        xq, xk = apply_rotary_emb(xq, xk, self.freqs_cis[:s])
+        keys, values = repeat_kv(xk, self.nh // self.kv), repeat_kv(xv, self.nh // self.kv)
+        out = Flash.apply(xq.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2))
+        return self.wo(out.transpose(1, 2).contiguous().view(bs, s, -1))
+
+    def feed_forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+    def forward(self, x):
+        h = x + self.attention(self.attention_norm(x))
+        return h + self.feed_forward(self.ffn_norm(h))
+
+
+# ---- FSDP2 emulation ------------------------------------------------------------------------------
+
+
+class Unit:
+    """One fully_shard unit: 1/N fp32 shards, bf16 unsharded parameters gathered on demand."""
+
+    def __init__(self, module, n_ranks, reshard_after_forward):
+        self.n, self.reshard_after_forward = n_ranks, reshard_after_forward
+        self.entries, self.shards = [], []
+        for mod in module.modules():
+            for name, p in list(mod._parameters.items()):
+                if p is None:
+                    continue
+                shard = nn.Parameter(p.detach().reshape(-1)[: math.ceil(p.numel() / n_ranks)].clone().float())
+                u = torch.empty(p.shape, dtype=BF16).requires_grad_(True)
+                u.storage().resize_(0)
+                mod._parameters[name] = u
+                self.entries.append(u)
+                self.shards.append(shard)
+        self.total = sum(u.numel() for u in self.entries)
+        self.gathered = False
+
+    def gather(self):  # foreach_all_gather + foreach_all_gather_copy_out
+        if self.gathered:
+            return
+        with torch.no_grad():
+            inp = torch.cat([s.to(BF16) for s in self.shards])
+            out = torch.empty(self.total, dtype=BF16)
+            out[: inp.numel()].copy_(inp)
+            del inp
+            off = 0
+            for u in self.entries:
+                u.storage().resize_(u.numel())
+                u.data.view(-1).copy_(out[off: off + u.numel()])  # .data: no version bump (FSDP2 preserves it too)
+                off += u.numel()
+            del out
+        self.gathered = True
+
+    def reshard(self):
+        for u in self.entries:
+            u.storage().resize_(0)
+        self.gathered = False
+
+    def reduce(self):  # foreach_reduce with reduce_dtype fp32
+        with torch.no_grad():
+            rs_in = torch.empty(self.total, dtype=torch.float32)
+            off = 0
+            for u in self.entries:
+                if u.grad is not None:
+                    rs_in[off: off + u.numel()].copy_(u.grad.view(-1))
+                off += u.numel()
+                u.grad = None
+            rs_out = rs_in.new_empty(sum(sh.numel() for sh in self.shards))
+            off = out_off = 0
+            for u, sh in zip(self.entries, self.shards):  # rank 0's piece of every parameter
+                rs_out[out_off: out_off + sh.numel()].copy_(rs_in[off: off + sh.numel()])
+                off += u.numel()
+                out_off += sh.numel()
+            del rs_in
+            off = 0
+            for sh in self.shards:
+                g = rs_out[off: off + sh.numel()]
+                sh.grad = g if sh.grad is None else sh.grad + g
+                off += sh.numel()
+        self.reshard()
+
+
+class _PreBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, unit):
+        ctx.unit = unit
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        ctx.unit.gather()
+        return g, None
+
+
+class _PostBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, unit):
+        ctx.unit = unit
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        ctx.unit.reduce()
+        return g, None
+
+
+class Model(nn.Module):
+    def __init__(self, m, c):
+        super().__init__()
+        self.tok_embeddings = nn.Embedding(m["vocab"], m["hidden"])
+        self.layers = nn.ModuleList([Block(m) for _ in range(m["layers"])])
+        self.norm = Norm(m["hidden"])
+        self.output = nn.Linear(m["hidden"], m["vocab"], bias=False)
+        hd = m["hidden"] // m["heads"]
+        freqs = 1.0 / (500000 ** (torch.arange(0, hd, 2)[: hd // 2].float() / hd))
+        ang = torch.outer(torch.arange(c["seq"]).float(), freqs)
+        self.register_buffer("freqs_cis", torch.polar(torch.ones_like(ang), ang), persistent=False)
+        self.c = c
+        n = c["ranks"]
+        self.units = [Unit(b, n, i < len(self.layers) - 1) for i, b in enumerate(self.layers)]
+        self.root = Unit(nn.ModuleList([self.tok_embeddings, self.norm, self.output]), n, True)
+        for b in self.layers:
+            b.freqs_cis = self.freqs_cis
+
+    def shards(self):
+        return [s for u in self.units + [self.root] for s in u.shards]
+
+    def block(self, i, x):
+        unit, blk, ac = self.units[i], self.layers[i], self.c["ac"]
+        unit.gather()
+        x = _PostBackward.apply(x, unit)
+        if ac == "full" or (ac.isdigit() and (i + 1) % int(ac) == 0):
+            y = checkpoint(blk, x)
+        elif ac == "op":
+            y = checkpoint(blk, x, policy_cache=True)
+        else:
+            y = blk(x)
+        if unit.reshard_after_forward:
+            unit.reshard()
+        return _PreBackward.apply(y, unit)
+
+    def forward(self, tokens):
+        self.root.gather()
+        h = self.tok_embeddings(tokens)
+        for i in range(len(self.layers)):
+            h = self.block(i, h)
+        out = self.output(self.norm(h))
+        self.root.reshard()
+        return _PreBackward.apply(out, self.root)
+
+
+def run_case(c):
+    m = dict(LB.LLAMA, **c.get("geometry", {}))
+    B, S = c["batch"], c["seq"]
+
+    def build():
+        model = Model(m, c)
+        shards = model.shards()
+        opt = torch.optim.AdamW(shards, lr=8e-4, betas=(0.9, 0.95), weight_decay=0.1)
+        return dict(model=model, optimizers=[opt], trainable=shards, param_tensors=shards,
+                    param_count=sum(u.numel() for unit in model.units + [model.root] for u in unit.entries),
+                    make_inputs=lambda: (torch.randint(0, m["vocab"], (B, S)), torch.randint(0, m["vocab"], (B, S))))
+
+    def step(ctx, tr, n):
+        model, opt = ctx["model"], ctx["optimizers"][0]
+        tokens, labels = ctx["inputs"]
+        pred = model(tokens)
+        loss = F.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))
+        del pred
+        tr.mark(f"s{n}_fwd")
+        loss.backward()
+        model.root.reduce()  # the root's post-backward runs in FSDP2's final callback
+        tr.mark(f"s{n}_bwd")
+        if n == 2:
+            ctx["grads_step2"] = T.storage_bytes([p.grad for p in ctx["trainable"]])
+        grads = [p.grad for p in ctx["trainable"] if p.grad is not None]
+        total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+        coef = torch.clamp(1.0 / (total + 1e-6), max=1.0)
+        for g in grads:
+            g.mul_(coef)
+        del grads, total, coef
+        opt.step()
+        tr.mark(f"s{n}_opt")
+        # train.py calls optimizers.zero_grad() first thing in the next step; nothing is allocated in between,
+        # so zeroing here gives the same peaks and keeps s{n}_start = parameters + optimizer state + inputs.
+        opt.zero_grad(set_to_none=True)
+        value = float(loss)
+        del loss
+        tr.mark(f"s{n}_end")
+        return value
+
+    r = T.run_two_steps(build, step)
+    ac = c["ac"]
+    train = dict(batch=B, seq=S, precision="fsdp_mixed_bf16", param_dtype="bf16", reduce_dtype="fp32",
+                 optimizer="adamw", optimizer_impl="for_loop",
+                 checkpointing={"none": "none", "full": "full"}.get(ac, "selective"),
+                 sac_policy={"none": "none", "full": "full", "op": "op"}.get(ac, f"layer:{ac}"),
+                 attention="flash", grad_accum=1, lora_rank=0, frozen="none", zero_stage=3, fsdp="full_shard",
+                 dp=c["ranks"], tp=1, loss_impl="standard", logits_upcast="full",
+                 reshard_after_forward="all but the last block")
+    framework = dict(name="torchtitan", version="0.1.0", source="pytorch/torchtitan@f7084fc7",
+                     toml={"activation_checkpoint.mode": train["checkpointing"],
+                           "activation_checkpoint.selective_ac_option": {"op": "op"}.get(ac, ac),
+                           "training.mixed_precision_param": "bfloat16", "training.mixed_precision_reduce": "float32",
+                           "parallelism.data_parallel_shard_degree": c["ranks"]})
+    notes = (f"measured_bytes = max live CPU tensor bytes of one emulated rank (of {c['ranks']}) in training step 2; "
+             "FSDP2 collectives are local copies with the same buffers; attention is FlashEmulation (saved set of "
+             "the flash kernel); selective per-op checkpointing written out for torch 1.13.")
+    model = LB.model_fields(m, "torchtitan", r["nparams"])
+    return T.record(c["id"], SOURCE, model, train, framework, r, notes)
+
+
+def cases():
+    L = []
+    geo = dict(layers=4, vocab=8000)
+    for ac in ("none", "full", "2", "op"):
+        L.append(dict(id=f"cpu-torchtitan-llama-b2-s256-fsdp2r2-ac-{ac}", ac=ac, ranks=2, batch=2, seq=256,
+                      geometry=geo))
+    L.append(dict(id="cpu-torchtitan-llama-b2-s256-fsdp2r4-ac-op", ac="op", ranks=4, batch=2, seq=256, geometry=geo))
+    return L
+
+
+if __name__ == "__main__":
+    T.main_loop(cases, run_case, "/tmp/torchtitan_cases.json")
