@@ -547,7 +547,8 @@ def generate_fast(model, prompt, new_tokens, int8_kv, tr):
     del logits
     seq[:, T] = next_token.squeeze()
     tr.mark("step0")
-    input_pos = torch.tensor([T], dtype=torch.int)
+    # generate.py makes this an int32 tensor; torch 1.13 on CPU indexes with int64 only
+    input_pos = torch.tensor([T], dtype=torch.long)
     new = []
     cur = next_token
     for i in range(new_tokens - 1):  # decode_n_tokens
@@ -644,14 +645,15 @@ def main():
             sw["transformers"] = impl
         infer = {"batch": b, "context": ctx, "new_tokens": n, "dtype": dt,
                  "kv_dtype": "int8" if cache == "int8-kv" else ("int4" if cache == "quantized" else dt),
-                 "kv_cache": {"tuple": "dynamic", "dynamic": "dynamic", "quantized": "dynamic"}.get(cache, "static"),
+                 "kv_cache": {"tuple": "dynamic", "dynamic": "dynamic"}.get(cache, cache if cache == "quantized" else "static"),
                  "attention": "eager" if impl != "gpt-fast" else "sdpa_math", "weights": dt}
+        note = "peak live tensor bytes from model construction to the end of generate (greedy, no_grad, one thread)"
         if cache == "tuple":
-            infer["kv_cache_note"] = "legacy tuples: the previous step's cache stays referenced by generate()"
+            note += "; legacy tuple cache: the previous step's cache stays referenced by generate()"
         if cache == "quantized":
-            infer["kv_cache_note"] = f"QuantizedCache, residual_length {QUANT_RESIDUAL}, emulated 4-bit storage (group 64)"
+            note += f"; QuantizedCache, residual_length {QUANT_RESIDUAL}, emulated 4-bit storage (group 64)"
         if impl == "gpt-fast":
-            infer["framework"] = "gpt-fast"
+            note += "; gpt-fast generate.py without torch.compile, SDPA as its math path"
         records.append({
             "id": rid,
             "source": "tools/trace/hf_versions_generate.py (Tracker from shared/ground-truth/measure.py)",
@@ -662,8 +664,7 @@ def main():
             "software": sw,
             "measured_bytes": peak,
             "detail": detail,
-            "notes": "peak live tensor bytes from model construction to the end of generate (greedy, no_grad, "
-                     "one thread)",
+            "notes": note,
         })
         print(rid, peak, detail, f"({time.time() - t0:.1f}s)", flush=True)
     with open(a.out, "w") as f:

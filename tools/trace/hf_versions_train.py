@@ -585,7 +585,7 @@ class OPTForCausalLM(nn.Module):
         self.lm_head = nn.Linear(h, V, bias=False)
         self.lm_head.weight = self.embed_tokens.weight
 
-    def forward(self, ids, labels, use_cache):  # OPTDecoder.forward (4.32)
+    def decoder(self, ids, use_cache):  # OPTDecoder.forward (4.32): its masks die when it returns
         b, s = ids.shape
         x = self.embed_tokens(ids)
         attention_mask = torch.ones(b, s)  # made when none is given (float32)
@@ -608,7 +608,11 @@ class OPTForCausalLM(nn.Module):
             x, present = layer(x, mask, use_cache)
             if use_cache:
                 presents.append(present)
-        logits = self.lm_head(self.final_layer_norm(x)).contiguous()
+        return self.final_layer_norm(x), presents
+
+    def forward(self, ids, labels, use_cache):  # OPTForCausalLM.forward: `outputs` alive through the loss
+        h, presents = self.decoder(ids, use_cache)
+        logits = self.lm_head(h).contiguous()
         return causal_lm_loss(logits, labels, self.v, upcast=False)
 
 
