@@ -269,10 +269,14 @@ def timm_resnet(layers, bottleneck, classes=1000):
 
 TIMM = {  # name: (count, published figure, source of the figure)
     "vit_base_patch16_224": (lambda: timm_vit(16, 768, 12, 12), 86.6e6, "timm model card 86.6M"),
+    "vit_small_patch16_224": (lambda: timm_vit(16, 384, 12, 6), 22.1e6, "timm model card 22.1M"),
+    "vit_base_patch32_224": (lambda: timm_vit(32, 768, 12, 12), 88.2e6, "timm model card 88.2M"),
     "vit_large_patch16_224": (lambda: timm_vit(16, 1024, 24, 16), 304.3e6, "timm model card 304.3M"),
     "vit_huge_patch14_224": (lambda: timm_vit(14, 1280, 32, 16), 632.0e6, "timm results table 632.0M (in1k head)"),
     "vit_huge_patch14_224.orig_in21k": (lambda: timm_vit(14, 1280, 32, 16, classes=0), 630.8e6,
                                         "timm model card 630.8M (no head)"),
+    "vit_giant_patch14_224": (lambda: timm_vit(14, 1408, 40, 16, mlp_ratio=48 / 11), 1012.6e6,
+                              "timm results table 1012.6M"),
     "vit_large_patch14_clip_224.openai_ft_in12k_in1k": (
         lambda: timm_vit(14, 1024, 24, 16, pre_norm=True), 304.2e6, "timm model card 304.2M"),
     "eva02_large_patch14_448.mim_m38m_ft_in22k_in1k": (lambda: timm_eva02(14, 1024, 24, 16, 448), 305.1e6,
@@ -285,15 +289,23 @@ TIMM = {  # name: (count, published figure, source of the figure)
     "convnext_small": (lambda: timm_convnext((3, 3, 27, 3), (96, 192, 384, 768)), 50.2e6, "timm model card 50.2M"),
     "convnext_base": (lambda: timm_convnext((3, 3, 27, 3), (128, 256, 512, 1024)), 88.6e6, "timm model card 88.6M"),
     "convnext_large": (lambda: timm_convnext((3, 3, 27, 3), (192, 384, 768, 1536)), 197.8e6, "timm model card 197.8M"),
+    "convnext_xlarge": (lambda: timm_convnext((3, 3, 27, 3), (256, 512, 1024, 2048)), 350.2e6, "timm model card 350.2M"),
+    "convnext_atto": (lambda: timm_convnext((2, 2, 6, 2), (40, 80, 160, 320), conv_mlp=True), 3.7e6,
+                      "timm model card 3.7M"),
+    "convnext_nano": (lambda: timm_convnext((2, 2, 8, 2), (80, 160, 320, 640), conv_mlp=True), 15.6e6,
+                      "timm model card 15.6M"),
     "resnet18": (lambda: timm_resnet((2, 2, 2, 2), False), 11.7e6, "timm model card 11.7M"),
+    "resnet34": (lambda: timm_resnet((3, 4, 6, 3), False), 21.8e6, "timm model card 21.8M"),
     "resnet50": (lambda: timm_resnet((3, 4, 6, 3), True), 25.6e6, "timm model card 25.6M (a1_in1k and others)"),
     "resnet101": (lambda: timm_resnet((3, 4, 23, 3), True), 44.5e6, "timm model card 44.5M"),
+    "resnet152": (lambda: timm_resnet((3, 8, 36, 3), True), 60.2e6, "timm model card 60.2M"),
 }
 
 # torchvision equivalents memscale already pins exactly (tests/static/vision_static.cpp)
 TORCHVISION_EXACT = {"vit_base_patch16_224": 86_567_656, "vit_large_patch16_224": 304_326_632,
                      "convnext_tiny": 28_589_128, "convnext_small": 50_223_688, "convnext_base": 88_591_464,
-                     "resnet18": 11_689_512, "resnet50": 25_557_032, "resnet101": 44_549_160}
+                     "resnet18": 11_689_512, "resnet34": 21_797_672, "resnet50": 25_557_032, "resnet101": 44_549_160,
+                     "resnet152": 60_192_808, "vit_base_patch32_224": 88_224_232}
 
 
 # ------------------------------------------------------------------------ published checks
