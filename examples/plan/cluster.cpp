@@ -206,6 +206,7 @@ std::string run_cluster(const options& opt) {
   const double headroom = opt.headroom.value_or(memscale::default_headroom);
   if (c.engine) {
     const memscale::parallel_spec p = layout_of(opt, *c.engine);
+    if (gpu) memscale::check_precision_support(opt.run.prec, *gpu);
     const memscale::per_gpu_estimate e = memscale::estimate_per_gpu(opt.model, opt.run, p);
     check_global_batch(opt, e);
     const std::optional<verdict> v = gpu ? std::optional(verdict_of(*gpu, headroom, e)) : std::nullopt;

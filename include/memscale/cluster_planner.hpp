@@ -10,6 +10,7 @@
 
 #include "memscale/gpus.hpp"
 #include "memscale/parallel/per_gpu.hpp"
+#include "memscale/precision_support.hpp"
 
 namespace memscale {
 
@@ -135,6 +136,7 @@ constexpr cluster_plan plan_cluster(const model_spec& model, const training_spec
   validate(model);
   validate(run);
   detail::require(cluster.gpu.memory.value > 0, error_code::invalid_gpu, "cluster.gpu.memory", "must be > 0", 0);
+  check_precision_support(run.prec, cluster.gpu);
   detail::require(cluster.gpus_per_node > 0, error_code::invalid_run, "cluster.gpus_per_node", "must be > 0", 0);
   detail::require(cluster.nodes > 0, error_code::invalid_run, "cluster.nodes", "must be > 0", 0);
   detail::validate(o, model, cluster);

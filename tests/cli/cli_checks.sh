@@ -301,6 +301,8 @@ bad_input_says '--units must be gib, gb or mib (got "tb")' --units tb
 bad_input_says 'run.precision amp_bf16 needs bf16 arithmetic, which the NVIDIA T4 does not have' --precision amp_bf16 --gpu t4
 bad_input_says 'use amp_fp16' --precision pure_bf16 --gpu v100-16gb
 bad_input_says 'use amp_fp16' --model resnet50 --batch 8 --precision amp_bf16 --gpu t4
+bad_input_says 'which the NVIDIA T4 does not have' --precision amp_bf16 --gpu t4 --gpus 2 --strategy ddp
+bad_input_says 'which the NVIDIA T4 does not have' --precision amp_bf16 --gpu t4 --gpus 4
 run --precision amp_fp16 --gpu t4
 if [[ $rc -eq 0 ]] && grep -q "has no bf16 arithmetic: modes that switch to 16-bit precision use fp16" "$work/out" &&
    grep -q "precision pure_fp16, optimizer adamw_8bit" "$work/out"; then

@@ -122,3 +122,13 @@ TEST_CASE("Cluster planner: no_sync applies to the engines that have it", "[clus
     CHECK(c.run.no_sync == !partitions);
   }
 }
+
+TEST_CASE("Cluster planner: a bf16 run on GPUs without bf16 is refused, naming fp16", "[cluster]") {
+  const training_spec run{.micro_batch = 1, .seq_len = 512, .prec = precision::amp_bf16};
+  const cluster_spec t4s{.gpu = *find_gpu("t4"), .gpus_per_node = 4, .nodes = 1};
+  CHECK(memscale_test::contains(memscale_test::error_message([&] { (void)plan_cluster(presets::gpt2, run, t4s); }),
+                                "needs bf16 arithmetic, which the NVIDIA T4 does not have"));
+  training_spec fp16 = run;
+  fp16.prec = precision::amp_fp16;
+  CHECK(plan_cluster(presets::gpt2, fp16, t4s).found);
+}

@@ -32,6 +32,7 @@
 #include "memscale/gpus.hpp"
 #include "memscale/modes.hpp"
 #include "memscale/plan_result.hpp"
+#include "memscale/precision_support.hpp"
 #include "memscale/training.hpp"
 
 namespace memscale::detail {
@@ -81,21 +82,6 @@ constexpr mode_plan mode_plan_of(mode m, const training_spec& request, const tra
   return p;
 }
 
-constexpr bool needs_bf16(precision p) { return p == precision::amp_bf16 || p == precision::pure_bf16; }
-
-// Not constexpr (error.hpp): a bf16 run on a GPU without bf16 arithmetic. torch.autocast
-// refuses it on CUDA ("Current CUDA Device does not support bfloat16. Please switch dtype to
-// float16.", torch/amp/autocast_mode.py, torch 2.0-2.3); from torch 2.4
-// torch.cuda.is_bf16_supported(including_emulation=True) lets it run emulated, far slower
-// and on kernels this estimate does not model, so the plan is refused, naming the way out.
-[[noreturn]] inline void fail_bf16_without_support(precision p, const gpu_spec& gpu) {
-  const std::string_view name = !gpu.label.empty() ? gpu.label : !gpu.name.empty() ? gpu.name : "this GPU";
-  throw error(error_code::invalid_run,
-              "run.precision " + std::string(to_string(p)) + " needs bf16 arithmetic, which the " + std::string(name) +
-                  " does not have (gpu.bf16 is false): use amp_fp16 (fp16 autocast with loss scaling)" +
-                  (p == precision::pure_bf16 ? " or pure_fp16" : ""));
-}
-
 // The checks of a planner's input that come before any estimate (make_plan and fits()).
 template <planning_kind K>
 constexpr void validate_plan_input(const K& kind, const training_spec& run, const gpu_spec& gpu,
@@ -104,7 +90,7 @@ constexpr void validate_plan_input(const K& kind, const training_spec& run, cons
   validate(run);
   if (gpu.memory.value == 0) fail(error_code::invalid_gpu, "gpu.memory", "must be > 0", 0);
   if (options.max_batch_search == 0) fail(error_code::invalid_plan_option, "plan.max_batch_search", "must be > 0", 0);
-  if (!gpu.bf16 && needs_bf16(run.prec)) fail_bf16_without_support(run.prec, gpu);
+  check_precision_support(run.prec, gpu);
 }
 
 // One mode's fit results at the micro-batches evaluated so far, so that no estimate is made
