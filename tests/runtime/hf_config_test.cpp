@@ -116,3 +116,18 @@ TEST_CASE("hf_config: unknown model_type and wrong-typed keys name the field") {
             .find("config.num_hidden_layers") != std::string::npos);
   CHECK(message(json::array()).find("config") != std::string::npos);
 }
+
+TEST_CASE("hf_config: each activation name maps to the kernel that runs it") {
+  using memscale::json_io::json;
+  const auto mlp_of = [](const std::string& act) {
+    json cfg = json::parse(std::ifstream(config_path("openai-community--gpt2")));
+    cfg["activation_function"] = act;
+    return memscale::json_io::model_from_hf_config(cfg).mlp;
+  };
+  // FastGELUActivation and NewGELUActivation are written out in Python and save their
+  // intermediates; gelu and gelu_pytorch_tanh are one fused kernel (transformers activations.py).
+  CHECK(mlp_of("gelu_fast") == memscale::mlp_kind::gelu_tanh);
+  CHECK(mlp_of("gelu_new") == memscale::mlp_kind::gelu_tanh);
+  CHECK(mlp_of("gelu_pytorch_tanh") == memscale::mlp_kind::gelu);
+  CHECK(mlp_of("gelu") == memscale::mlp_kind::gelu);
+}

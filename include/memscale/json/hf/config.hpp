@@ -145,8 +145,10 @@ inline void apply_dropout(const config& c, model_spec& m, const dropout_keys& ke
 // hidden_act / activation_function of a non-gated MLP.
 inline mlp_kind plain_activation(const config& c, const char* key, const std::string& fallback) {
   const std::string act = c.text(key, fallback);
-  if (act == "gelu" || act == "gelu_pytorch_tanh" || act == "gelu_fast") return mlp_kind::gelu;
-  if (act == "gelu_new" || act == "gelu_python") return mlp_kind::gelu_tanh;
+  if (act == "gelu" || act == "gelu_pytorch_tanh") return mlp_kind::gelu;
+  // gelu_fast (FastGELUActivation) is written out in Python like gelu_new, so it saves its
+  // intermediates (transformers src/transformers/activations.py).
+  if (act == "gelu_new" || act == "gelu_python" || act == "gelu_fast") return mlp_kind::gelu_tanh;
   if (act == "relu") return mlp_kind::relu;
   bad_field(error_code::unsupported, std::string("config.") + key, act,
             "must be one of gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, relu");
