@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -253,7 +254,10 @@ training_spec random_run(rng_picker& pick) {
       case 2: r.lora_rank = is_lora(r) ? 0 : 8; break;
       case 3: r.lora_targets = 0; r.target = training_target::lora; r.lora_rank = 4; break;
       case 4: r.seq_len = std::uint64_t{1} << (20 + pick(24)); break;           // past a context, or s^2 overflows
-      case 5: r.micro_batch = std::uint64_t{1} << (30 + pick(30)); r.seq_len = 1 + pick(4); break;  // b x ... overflows
+      case 5:  // a product of sizes overflows somewhere: tokens, scores, logits, masks
+        r.micro_batch = std::uint64_t{1} << (10 + pick(50));
+        r.seq_len = std::uint64_t{1} << pick(34);
+        break;
       case 6: r.loss = loss_impl::chunked; r.loss_chunk = 0; break;
       case 7: r.grad_accum = 0; break;
       default: r.shard = sharding::full; r.data_parallel = 1; break;
@@ -406,4 +410,41 @@ TEST_CASE("graph layers: the recipes build the old builders' graphs and errors",
                             c.frame_locals, c.fused_litgpt_lora, c.post_norm, c.parallel, c.masked_lm,
                             c.classification, c.bare})
     CHECK(reached > 100);
+}
+
+TEST_CASE("graph layers: every model overflows at the same product, named the same way", "[graph][equivalence]") {
+  // Sizes 2^k and 3 x 2^k walk each product of sizes (tokens, scores, logits, masks, the
+  // decoder's cache) past 2^64 in turn, so each overflow check is the first to fail somewhere.
+  std::vector<std::uint64_t> sizes;
+  for (unsigned k = 0; k < 64; ++k) {
+    sizes.push_back(std::uint64_t{1} << k);
+    if (k < 62) sizes.push_back(std::uint64_t{3} << k);
+  }
+  int overflows = 0;
+  int failures = 0;
+  for (const model_spec& model : base_models()) {
+    for (const precision prec : {precision::fp32, precision::amp_bf16, precision::pure_bf16}) {
+      for (const std::uint64_t size : sizes) {
+        const std::uint64_t root = std::uint64_t{1} << (std::bit_width(size) / 2);
+        const training_spec runs[] = {{.micro_batch = size, .seq_len = 1, .prec = prec},
+                                      {.micro_batch = 1, .seq_len = size, .prec = prec},
+                                      {.micro_batch = size, .seq_len = root, .prec = prec}};
+        for (const training_spec& run : runs) {
+          std::string why;
+          const auto old_stack = run_builder([&] { return build_graph(model, run); });
+          if (!same_outcome(old_stack, run_builder([&] { return recipes::build_decoder_stack(model, run); }), why) &&
+              ++failures < 5)
+            FAIL_CHECK("decoder stack: " << describe(model, run) << ": " << why);
+          const auto old_pair = run_builder([&] { return build_encoder_decoder_graph(model, run); });
+          if (!same_outcome(old_pair, run_builder([&] { return recipes::build_encoder_decoder(model, run); }), why) &&
+              ++failures < 5)
+            FAIL_CHECK("encoder-decoder: " << describe(model, run) << ": " << why);
+          overflows += old_stack.code == static_cast<int>(error_code::overflow);
+          overflows += old_pair.code == static_cast<int>(error_code::overflow);
+        }
+      }
+    }
+  }
+  CHECK(failures == 0);
+  CHECK(overflows > 5'000);
 }

@@ -80,7 +80,7 @@ constexpr qkv_tensors project_qkv(const layer_context& ctx, tensor in, const att
   if (m.fused_qkv) {
     // PEFT adapts a fused module (GPT-2 c_attn, GPT-NeoX query_key_value) as one Linear.
     const tensor qkv = projection(ops, adapters, in, fused, adapt_q || adapt_k || adapt_v);
-    return {qkv, qkv, qkv, qkv};
+    return {qkv, qkv, qkv, qkv};  // q, k and v are views of the fused output
   }
   const auto shape = [&](std::uint64_t width) {
     return linear_shape{.rows = ctx.tokens, .in_features = m.hidden, .out_features = width, .bias = m.qkv_bias};
