@@ -114,13 +114,10 @@ constexpr tensor lora(op_writer& ops, const adapter_plan& plan, tensor in, tenso
   const tensor dropped = adapter_input(ops, plan, in);
   // fp32 adapters over a 16-bit base compute in fp32 (no autocast casts them down).
   const dtype adapter_out = p.autocast ? p.matmul : p.trainable;
-  const tensor a = ops.emit(op{.kind = op_kind::linear, .weight = {rank, shape.in_features, shape.copies},
-                               .role = param_role::adapter},
-                            detail::checked_mul(shape.rows, rank), adapter_out);
+  const tensor a = ops.adapter_matrix({rank, shape.in_features, shape.copies}, detail::checked_mul(shape.rows, rank),
+                                      adapter_out);
   ops.keep(dropped, a);
-  const tensor b = ops.emit(op{.kind = op_kind::linear, .weight = {shape.out_features, rank, shape.copies},
-                               .role = param_role::adapter},
-                            out_elements(), adapter_out);
+  const tensor b = ops.adapter_matrix({shape.out_features, rank, shape.copies}, out_elements(), adapter_out);
   ops.keep(a, b);
   if (plan.variant == lora_variant::dora) return dora(ops, plan, dropped, base, b, shape);
   ops.elementwise(out_elements(), adapter_out);  // * alpha / r
@@ -154,12 +151,10 @@ constexpr tensor litgpt_qkv_lora(op_writer& ops, const adapter_plan& plan, tenso
   const dtype compute = ops.precision().matmul;
   const auto rank = detail::checked_mul(plan.rank, widths.parts);
   const tensor dropped = adapter_input(ops, plan, in);
-  const tensor a = ops.emit(op{.kind = op_kind::linear, .weight = {rank, in_features, 1}, .role = param_role::adapter},
-                            detail::checked_mul(rows, rank), compute);
+  const tensor a = ops.adapter_matrix({rank, in_features, 1}, detail::checked_mul(rows, rank), compute);
   ops.keep(dropped, a);
-  const tensor conv = ops.emit(op{.kind = op_kind::linear, .weight = {widths.enabled_width, plan.rank, 1},
-                                  .role = param_role::adapter},
-                               detail::checked_mul(rows, widths.enabled_width), compute);
+  const tensor conv =
+      ops.adapter_matrix({widths.enabled_width, plan.rank, 1}, detail::checked_mul(rows, widths.enabled_width), compute);
   ops.keep(a, conv);
   const tensor source = ops.elementwise(detail::checked_mul(rows, widths.enabled_width), compute);  // x.reshape(-1, sum(qkv_shapes))
   const op pad{.kind = op_kind::elementwise, .fwd_temp = storage(compute, detail::checked_mul(rows, widths.full_width))};  // new_zeros
@@ -177,13 +172,11 @@ constexpr bytes lm_head_lora(op_writer& ops, const adapter_plan& plan, tensor in
                              std::uint64_t hidden, std::uint64_t vocab, std::uint64_t chunk_rows) {
   const dtype compute = ops.precision().matmul;
   const tensor dropped = adapter_input(ops, plan, in);
-  const tensor a = ops.emit(op{.kind = op_kind::linear, .weight = {plan.rank, hidden, 1}, .role = param_role::adapter},
-                            detail::checked_mul(rows, plan.rank), compute);
+  const tensor a = ops.adapter_matrix({plan.rank, hidden, 1}, detail::checked_mul(rows, plan.rank), compute);
   ops.keep(dropped, a);
   // B's output is a temporary of the head's forward (not held by the loss code), so its
   // logits-wide bytes sit in the head op's temporaries.
-  const tensor b = ops.emit(op{.kind = op_kind::linear, .weight = {vocab, plan.rank, 1}, .role = param_role::adapter},
-                            detail::checked_mul(rows, plan.rank), compute);
+  const tensor b = ops.adapter_matrix({vocab, plan.rank, 1}, detail::checked_mul(rows, plan.rank), compute);
   ops.keep(a, b);
   return storage(compute, detail::checked_mul(chunk_rows, vocab, 2));
 }

@@ -124,8 +124,10 @@ class op_writer {
   // nn.Dropout when the site's module runs, else nothing.
   constexpr tensor dropout(tensor in, bool runs) {
     if (!runs) return in;
-    return emit(op{.kind = op_kind::dropout, .extra_saved = dropout_mask(in.elements, in.type)}, in.elements,
-                in.type);
+    const bytes mask = dropout_mask(in.elements, in.type);
+    const std::size_t index = builder_.append(op_kind::dropout);  // in its slot, as linear
+    builder_.at(index).extra_saved = mask;
+    return complete(index, in.elements, in.type);
   }
 
   // y = x W^T + b. Saves its input (for the weight gradient) and, under autocast, the
@@ -159,6 +161,16 @@ class op_writer {
     // version decides for a 4-bit one (adapters.hpp, base_weight_of).
     if (weight.keeps_input) keep(x, y);
     return y;
+  }
+
+  // A LoRA matrix (adapter role, trainable) of `rows` x `cols`, `copies` times, written in
+  // its slot: adapters add several per projection.
+  constexpr tensor adapter_matrix(const param_tensor& weight, std::uint64_t elements, dtype type) {
+    const std::size_t index = builder_.append(op_kind::linear);
+    op& o = builder_.at(index);
+    o.weight = weight;
+    o.role = param_role::adapter;
+    return complete(index, elements, type);
   }
 
   // A linear layer with a bias over `rows` rows instead of every token (pooler,
