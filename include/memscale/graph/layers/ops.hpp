@@ -65,13 +65,13 @@ class op_writer {
       : builder_(target), precision_(precision), device_(device) {}
 
   [[nodiscard]] constexpr const precision_policy& precision() const { return precision_; }
-  [[nodiscard]] constexpr device_kind device() const { return device_; }
   // The residual stream: the parameters' dtype.
   [[nodiscard]] constexpr dtype stream_dtype() const { return precision_.param; }
   // Section marks and the graph's totals (begin_block, set_inputs, ...).
   [[nodiscard]] constexpr graph_builder& sections() { return builder_; }
 
-  // An op built by the caller, completed in its slot rather than in a copy.
+  // An op built by the caller, completed in its slot rather than in a copy
+  // (graph_builder::push says why copies are slow).
   constexpr tensor emit(const op& proto, std::uint64_t elements, dtype type) {
     return complete(builder_.push(proto), elements, type);
   }
