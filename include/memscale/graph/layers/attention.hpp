@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "memscale/attention_kernel.hpp"
 #include "memscale/detail/math.hpp"
 #include "memscale/dtype.hpp"
 #include "memscale/graph.hpp"
@@ -21,27 +22,23 @@
 
 namespace memscale::layers {
 
-// How softmax(QK^T)V is computed: eager materialises the scores (eager, SDPA's math kernel),
-// fused keeps one log-sum-exp per row (flash and memory-efficient kernels).
-enum class attention_kernel : std::uint8_t { eager, fused };
-
 struct attention_path {
-  attention_kernel kernel = attention_kernel::eager;
+  attention_kernel kernel = attention_kernel::math;
   bool repeats_kv = false;  // k and v are copied per query head before attending
 };
 
 // Hugging Face's eager and SDPA attention both call repeat_kv before attending; from
 // transformers 5.0 SDPA without a mask passes k and v as they are with enable_gqa
-// (integrations/sdpa_attention.py use_gqa_in_sdpa, v5.17.0). On CUDA only the flash and
-// math kernels take enable_gqa, and flash needs 16-bit inputs, so fp32 falls back to the
-// math kernel, which repeats k and v itself (measured: tools/gpu-measure/sdpa_backends.py).
-constexpr attention_path attention_path_of(const model_spec& model, const training_spec& run,
-                                           const precision_policy& p) {
+// (sdpa_gets_grouped_kv). The kernel follows from the call (attention_kernel_of): the
+// math kernel repeats k and v itself, so an fp32 GQA model on CUDA (flash needs 16-bit
+// inputs, mem-efficient refuses enable_gqa) still makes the copies (measured:
+// tools/gpu-measure/sdpa_backends.py).
+constexpr attention_path attention_path_of(const model_spec& model, const training_spec& run) {
   const bool gqa = kv_heads_of(model) != model.heads && model.impl == implementation::hf_transformers;
-  const bool sdpa_gqa = gqa && run.attention == attention_impl::flash && run.transformers_version >= 500;
-  const bool math_kernel = sdpa_gqa && run.device == device_kind::cuda && p.matmul == dtype::fp32;
-  const bool fused = run.attention == attention_impl::flash && !math_kernel;
-  return {.kernel = fused ? attention_kernel::fused : attention_kernel::eager, .repeats_kv = gqa && (!sdpa_gqa || math_kernel)};
+  const attention_kernel kernel = attention_kernel_of(model, run);
+  const bool sdpa_gqa = sdpa_gets_grouped_kv(model, run) &&
+                        (run.attention == attention_impl::sdpa || run.attention == attention_impl::flash);
+  return {.kernel = kernel, .repeats_kv = gqa && (!sdpa_gqa || kernel == attention_kernel::math)};
 }
 
 struct qkv_tensors {
@@ -174,7 +171,7 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
     qkv.q = ops.elementwise(q_elements, p.matmul);
     qkv.k = ops.elementwise(k_elements, p.matmul);
   }
-  const attention_path path = attention_path_of(m, run, p);
+  const attention_path path = attention_path_of(m, run);
   if (path.repeats_kv) {
     // repeat_kv: expand + reshape materialises heads/kv_heads copies of k and v.
     k_elements = q_elements;
@@ -186,7 +183,7 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
   const auto scores = detail::checked_mul(batch_heads, run.seq_len, run.seq_len,
                                           detail::quantity{"attention scores (micro_batch x heads x seq_len^2)"});
   tensor context{};
-  if (path.kernel == attention_kernel::fused) {
+  if (is_fused(path.kernel)) {
     // Flash / memory-efficient SDPA saves q, k, v, the output and a per-row fp32
     // log-sum-exp (aten/src/ATen/native/transformers/attention.cpp).
     const op core{.kind = op_kind::attention,

@@ -21,7 +21,9 @@
 namespace memscale::layers {
 
 // Which of the model's dropout modules run: each site is its own flag, read once from the
-// model and the run (a run without dropout, or a model whose p is 0, has none).
+// model and the run (a run without dropout, or a model whose p is 0, has none). The model's
+// per-site flags (model_spec::attention_dropout, hidden_dropout, embedding_dropout) follow the
+// family's config keys; T5's dropout_rate sets all of them.
 struct dropout_sites {
   bool embeddings = false;       // after the input embeddings
   bool attention_probs = false;  // on the attention probabilities
@@ -32,7 +34,11 @@ struct dropout_sites {
 
 constexpr dropout_sites dropout_sites_of(const model_spec& model, const training_spec& run) {
   const bool on = run.dropout && model.dropout;
-  return {.embeddings = on, .attention_probs = on, .residual = on, .mlp_hidden = on, .stack_output = on};
+  return {.embeddings = on && model.embedding_dropout,
+          .attention_probs = on && model.attention_dropout,
+          .residual = on && model.hidden_dropout,
+          .mlp_hidden = on && model.hidden_dropout,
+          .stack_output = on && model.hidden_dropout};
 }
 
 // A projection's dimensions: `rows` input rows of `in_features` to `out_features`, its

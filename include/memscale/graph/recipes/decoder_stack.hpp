@@ -53,10 +53,12 @@ constexpr layers::tensor transformer_block(const layers::layer_context& ctx) {
       break;
     }
     case block_layout::parallel: {
+      // GPT-NeoX post_attention_dropout / post_mlp_dropout, Phi and GPT-J resid_dropout:
+      // one dropout per branch. (Falcon drops out the branches' sum once: one mask fewer.)
       const tensor normed = norm(ctx, x);
-      const tensor attended = self_attention(ctx, normed);
+      const tensor attended = ops.dropout(self_attention(ctx, normed), residual_dropout);
       ops.close_frame();
-      const tensor fed = mlp(ctx, ctx.model.shared_attention_norm ? normed : norm(ctx, x));
+      const tensor fed = ops.dropout(mlp(ctx, ctx.model.shared_attention_norm ? normed : norm(ctx, x)), residual_dropout);
       out = ops.add(ops.add(attended, fed), x);
       break;
     }
@@ -96,6 +98,10 @@ constexpr bytes base_model_held(const model_spec& model, const training_spec& ru
 // The op sequence of one training step of `model` under `run`, written into `out` (empty).
 constexpr void build_decoder_stack(const model_spec& model, const training_spec& run, graph& out) {
   using namespace layers;
+  if (model.arch == architecture::encoder_decoder)
+    detail::fail(error_code::unsupported, "model.arch",
+                 "is encoder_decoder: build_graph builds one stack (build_encoder_decoder_graph builds both; "
+                 "estimate() takes either)");
   validate(model, run);
   const precision_policy precision = precision_policy_of(run);
   const auto tokens = detail::checked_mul(run.micro_batch, run.seq_len, detail::quantity{"tokens (micro_batch x seq_len)"});
