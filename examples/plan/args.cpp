@@ -93,10 +93,58 @@ void check_groups(const CLI::App& app) {
     throw usage_error(first_run_opt->get_name() + " cannot be combined with " + command_opt->get_name());
 }
 
+// Why an option given on the command line has no effect on the path the run takes (a
+// vision model, --inference), or "" when it has one: such an option is refused by name
+// instead of being dropped. One table per path, by option group where a whole group is
+// beside the point.
+std::string_view unread_by_vision(const CLI::Option& opt) {
+  const std::string name = opt.get_name();
+  const std::string g = opt.get_group();
+  if (name == "--seq" || name == "--target-len") return "its input is sized by --image N or HxW, not a sequence length";
+  if (g == group::lora) return "adapters are modelled on transformer layers only";
+  if (name == "--svg" || name == "--svg-batch") return "the vision report writes no pictures yet";
+  if (g == group::inference) return "inference is estimated for transformer models only";
+  if (g == group::cluster) return "the multi-GPU estimate and planner take transformer models only";
+  if (g == group::config) return "--config gives a transformer model";
+  if (name == "--attention" || name == "--offload" || name == "--no-dropout")
+    return "the vision estimate has no such setting";
+  return {};
+}
+
+std::string_view unread_by_inference(const CLI::Option& opt) {
+  const std::string name = opt.get_name();
+  if (opt.get_group() == group::lora)
+    return "inference with LoRA adapters (merged into the weights, or beside them unmerged as PEFT runs them) "
+           "is not modelled yet";
+  if (name == "--seq" || name == "--target-len") return "the prompt is --context N and the output --new-tokens N";
+  if (name == "--precision") return "the weights' format is --weights W (and the KV cache's --kv-dtype D)";
+  if (name == "--optimizer" || name == "--optimizer-impl" || name == "--grad-accum" || name == "--checkpointing" ||
+      name == "--offload" || name == "--no-dropout")
+    return "generate() runs no training step";
+  return {};
+}
+
+// Refuses what the run's path would drop: options (above), and adapters a --run document asked for.
+void check_path(const CLI::App& app, const options& o) {
+  const bool vision = o.vision.model.has_value();
+  if (!vision && !o.inference.enabled) return;
+  const std::string path = vision ? "the vision model " + std::string(o.vision.model->name) : "--inference";
+  for (const CLI::Option* opt : app.parse_order()) {
+    const std::string_view why = vision ? unread_by_vision(*opt) : unread_by_inference(*opt);
+    if (!why.empty()) throw usage_error(opt->get_name() + " does not apply to " + path + ": " + std::string(why));
+  }
+  if (memscale::is_lora(o.run))  // from a --run document (the options were refused above)
+    throw usage_error("run.target " + in_quotes(memscale::json_io::detail::name_of(o.run.target)) + " of " +
+                      o.run_source + " does not apply to " + path + ": " +
+                      std::string(vision ? "adapters are modelled on transformer layers only"
+                                         : "inference with LoRA adapters is not modelled yet"));
+}
+
 // Checks that need every option (the plan options, adapter options, the run against the
 // model), and settings that depend on several options (--qlora-double-quant).
-void check_run(options& o) {
+void check_run(const CLI::App& app, options& o) {
   if (o.cmd != command::run) return;
+  check_path(app, o);
   if (o.headroom && o.gpu.empty() && !o.custom_gpu) throw usage_error("--headroom needs --gpu or --gpu-memory");
   if (o.lora_targets_given && !memscale::is_lora(o.run)) throw usage_error("--lora-targets needs --lora or --qlora");
   if (o.lora_alpha && !memscale::is_lora(o.run)) throw usage_error("--lora-alpha needs --lora or --qlora");
@@ -107,7 +155,8 @@ void check_run(options& o) {
   check_inference_options(o);
   const std::string where = o.run_source.empty() ? "" : " (after " + o.run_source + ")";
   try {
-    memscale::json_io::check_sequence_fits(o.model, o.run.seq_len, "--seq");
+    // A vision model has no sequence (--seq was refused above); o.model is not its model.
+    if (!o.vision.model) memscale::json_io::check_sequence_fits(o.model, o.run.seq_len, "--seq");
     memscale::validate(o.run);
   } catch (const memscale::error& e) {
     throw usage_error(e.what() + where);
@@ -209,7 +258,7 @@ options parse_args(const std::vector<std::string_view>& args) {
   }
   if (const auto extras = app->remaining(); !extras.empty()) reject_extra(*app, extras.front());
   check_groups(*app);
-  check_run(o);
+  check_run(*app, o);
   return o;
 }
 

@@ -1,38 +1,16 @@
 // memscale-plan --cases (see cases.hpp).
 #include "cases.hpp"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <exception>
-#include <memory>
 #include <string>
 
 #include "args.hpp"
 #include "memscale/json.hpp"
+#include "option_groups.hpp"
+#include "run_file.hpp"
 
 namespace memscale_plan {
 namespace {
-
-std::string in_quotes(const std::string& text) { return "\"" + text + "\""; }
-
-[[noreturn]] void cannot_read(const std::string& path, int err) {
-  throw usage_error("--cases cannot read " + in_quotes(path) + ": " + std::strerror(err));
-}
-
-std::string read_file(const std::string& path) {
-  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!file) cannot_read(path, errno);
-  std::string text;
-  char buffer[1 << 16];
-  for (;;) {
-    const std::size_t n = std::fread(buffer, 1, sizeof buffer, file.get());
-    text.append(buffer, n);
-    if (n < sizeof buffer) break;
-  }
-  if (std::ferror(file.get()) != 0) cannot_read(path, errno != 0 ? errno : EIO);  // e.g. a directory: EISDIR
-  return text;
-}
 
 // estimate_record answers memscale and JSON errors itself; anything else a record can
 // provoke (an id that is not a string, a torch version that is not a number) becomes
@@ -53,8 +31,7 @@ nlohmann::json answer(const nlohmann::json& record) {
 }  // namespace
 
 nlohmann::json run_cases(const std::string& path) {
-  errno = 0;
-  const std::string text = read_file(path);
+  const std::string text = read_text_file("--cases", path);
   const nlohmann::json records = memscale::json_io::parse_document(text, "--cases " + in_quotes(path));
   if (!records.is_array())
     throw usage_error("--cases " + in_quotes(path) + " must hold a JSON array of records (got " +

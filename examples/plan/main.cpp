@@ -11,6 +11,8 @@
 // ground-truth file, this file dispatches and turns every failure into exit status 2
 // with one line on stderr. Everything is computed before anything is printed, so a
 // failure never leaves half a report on stdout.
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <optional>
@@ -23,6 +25,7 @@
 #include "cases.hpp"
 #include "cluster.hpp"
 #include "generic.hpp"
+#include "memscale/detail/printable.hpp"
 #include "memscale/error.hpp"
 #include "memscale/estimate.hpp"
 #include "memscale/json/run_report.hpp"
@@ -42,26 +45,70 @@ std::string dump(const nlohmann::json& j) {
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
-// The one stderr line: "memscale-plan: <message>", with any line break flattened.
+// The longest stderr line written: every echoed value is already cut to 80 characters
+// (detail::quoted), so only a message that strings many of them together gets near it.
+constexpr std::size_t max_error_line = 2000;
+
+// The one stderr line: "memscale-plan: <message>". A last guard for whatever reaches it:
+// line breaks, control characters and bytes that are not UTF-8 are escaped (the messages
+// were built that way already; this keeps a slip from reaching the terminal), and the line
+// is cut to max_error_line bytes.
 int fail(std::string_view message) {
-  std::string line(message);
-  for (char& c : line)
-    if (c == '\n' || c == '\r') c = ' ';
+  std::string line = memscale::detail::printable(message);
+  if (line.size() > max_error_line) {
+    std::size_t cut = max_error_line;
+    while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;  // a character boundary
+    line = line.substr(0, cut) + "...(" + std::to_string(line.size()) + " bytes)";
+  }
   std::fprintf(stderr, "memscale-plan: %s\n", line.c_str());
   return exit_bad_input;
 }
 
-// memscale::estimate, with an overflow (a run too large for 64-bit byte counts) reported
-// against the options that size the run.
+// A count of the run that an option sets, and a value of it that cannot cause an overflow:
+// used to find which options make a run too large to estimate.
+struct size_setting {
+  const char* option;
+  std::uint64_t memscale::training_spec::*field;
+  std::uint64_t smallest;
+};
+
+constexpr size_setting size_settings[] = {
+    {"--batch", &memscale::training_spec::micro_batch, 1},
+    {"--seq", &memscale::training_spec::seq_len, 1},
+    {"--target-len", &memscale::training_spec::target_len, 0},
+    {"--grad-accum", &memscale::training_spec::grad_accum, 1},
+    {"--lora", &memscale::training_spec::lora_rank, 1},  // --qlora for a QLoRA run
+};
+
+// memscale::estimate, with an overflow (a run too large for 64-bit counts) reported against
+// the options that cause it: each count in turn is set to its smallest value, and those
+// whose change lets the estimate through are named with their values.
 memscale::estimate_result estimate_or_explain(const memscale_plan::options& opt) {
   try {
     return memscale::estimate(opt.model, opt.run);
   } catch (const memscale::error& e) {
     if (e.code() != memscale::error_code::overflow) throw;
-    if (!opt.run_source.empty()) throw memscale_plan::usage_error(opt.run_source + " is too large to estimate: " + e.what());
-    throw memscale_plan::usage_error("--batch " + std::to_string(opt.run.micro_batch) + " --seq " +
-                                     std::to_string(opt.run.seq_len) + " on " + std::string(opt.model.name) +
-                                     " is too large to estimate: " + e.what());
+    std::string causes;
+    for (const size_setting& s : size_settings) {
+      if (opt.run.*s.field <= s.smallest) continue;
+      memscale::training_spec smaller = opt.run;
+      smaller.*s.field = s.smallest;
+      try {
+        (void)memscale::estimate(opt.model, smaller);
+      } catch (const memscale::error&) {
+        continue;  // still too large (or invalid) without it: not this option alone
+      }
+      const bool qlora_rank = s.field == &memscale::training_spec::lora_rank &&
+                              opt.run.target == memscale::training_target::qlora;
+      causes += (causes.empty() ? "" : " and ") + std::string(qlora_rank ? "--qlora" : s.option) + " " +
+                std::to_string(opt.run.*s.field);
+    }
+    const std::string where = opt.run_source.empty() ? "" : " (after " + opt.run_source + ")";
+    if (causes.empty())
+      throw memscale_plan::usage_error("the run of " + std::string(opt.model.name) + where +
+                                       " is too large to estimate: " + e.what());
+    throw memscale_plan::usage_error(causes + " on " + std::string(opt.model.name) + where +
+                                     " makes the run too large to estimate: " + e.what());
   }
 }
 

@@ -26,6 +26,7 @@ void add_config_options(CLI::App& app, options& o) {
                 throw usage_error("--config " + in_quotes(v) + ": " + e.what());
               }
               o.config.source = v;
+              o.vision.model.reset();  // the config's model replaces a vision --model given before it
             });
 }
 

@@ -34,7 +34,8 @@ void add_gpu_options(CLI::App& app, options& o) {
   });
   add_value(app, g, "--gpu-memory", "SIZE", "plan on a GPU described by its memory: 24GiB, 80GB, 24gb (units in any case)",
             [&o](const std::string& v) {
-              o.custom_gpu = memscale::custom_gpu(memscale::bytes{parse_size(v, "--gpu-memory")});
+              const std::uint64_t memory = memscale::json_io::checked_gpu_memory(parse_size(v, "--gpu-memory"), "--gpu-memory", v);
+              o.custom_gpu = memscale::custom_gpu(memscale::bytes{memory});
               o.gpu.clear();
             });
   add_value(app, g, "--headroom", "FRACTION", "share of VRAM kept free with --gpu or --gpu-memory, 0.10-0.15; default 0.15",

@@ -1,9 +1,12 @@
 // memscale-plan: the inference options (--inference and its settings) and the pictures
 // (--svg, --svg-batch).
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <string>
 
 #include "memscale/json.hpp"
+#include "memscale/detail/math.hpp"
+#include "memscale/validate.hpp"
 #include "option_groups.hpp"
 
 namespace memscale_plan {
@@ -66,12 +69,15 @@ void check_inference_options(const options& o) {
   if (!inf.svg_batch.empty() && !has_gpu) throw usage_error("--svg-batch needs --gpu (or --gpu-memory)");
   if (!inf.svg.empty() && !has_gpu && !inf.enabled) throw usage_error("--svg needs --gpu or --gpu-memory (or --inference)");
   if (!inf.enabled) return;
-  const auto total = inf.spec.context + inf.spec.new_tokens;
-  if (o.model.positions == memscale::position_kind::learned && o.model.max_positions > 0 &&
-      total > o.model.max_positions)
-    throw usage_error("--context + --new-tokens must be <= " + std::to_string(o.model.max_positions) + " for " +
-                      std::string(o.model.name) + " (its learned position table) (got " +
-                      in_quotes(std::to_string(total)) + ")");
+  // The same rule as --seq (memscale/validate.hpp): the model's max_position_embeddings
+  // and, with learned positions, its table bound the prompt and the tokens generated.
+  try {
+    const std::uint64_t total = memscale::detail::checked_add(inf.spec.context, inf.spec.new_tokens,
+                                                              memscale::detail::quantity{"--context + --new-tokens"});
+    memscale::check_sequence(o.model, total, "--context + --new-tokens");
+  } catch (const memscale::error& e) {
+    throw usage_error(e.what());
+  }
 }
 
 }  // namespace memscale_plan

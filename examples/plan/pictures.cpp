@@ -12,6 +12,7 @@
 #include "memscale/json/run_report.hpp"
 #include "memscale/svg.hpp"
 #include "units.hpp"
+#include "memscale/validate.hpp"
 
 namespace memscale_plan {
 namespace {
@@ -45,8 +46,8 @@ std::vector<std::uint64_t> doublings(std::uint64_t first, std::uint64_t last) {
 
 std::uint64_t seq_range(const memscale::model_spec& model, const memscale::training_spec& run) {
   std::uint64_t last = std::max<std::uint64_t>(run.seq_len * 4, 4096);
-  if (model.positions == memscale::position_kind::learned && model.max_positions > 0)
-    last = std::min(last, model.max_positions);
+  // No longer than the model takes (max_position_embeddings, a learned table): validate.hpp.
+  if (const std::uint64_t limit = memscale::sequence_limit_of(model).tokens; limit > 0) last = std::min(last, limit);
   return last;
 }
 
@@ -264,7 +265,8 @@ std::string inference_cliff_svg(const memscale::model_spec& model, const memscal
     sb.points.push_back({static_cast<double>(b), estimate(b, run.context)});
   by_batch.lines.push_back(sb);
   std::uint64_t last_ctx = std::max<std::uint64_t>(plan.max_context * 2, 4096);
-  if (model.positions == memscale::position_kind::learned) last_ctx = std::min(last_ctx, model.max_positions);
+  if (const std::uint64_t limit = memscale::sequence_limit_of(model).tokens; limit > run.new_tokens)
+    last_ctx = std::min(last_ctx, limit - run.new_tokens);
   svg::series sc{.label = "peak"};
   for (const auto c : doublings(std::min<std::uint64_t>(128, run.context), last_ctx))
     sc.points.push_back({static_cast<double>(c), estimate(run.batch, c)});

@@ -2,10 +2,6 @@
 // are the library's (memscale/json/run_document.hpp), shared with the web calculator.
 #include "run_file.hpp"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <memory>
 #include <string>
 #include <utility>
 
@@ -27,21 +23,8 @@ memscale::json_io::run_input run_input_of(const options& o) {
 }
 
 std::string read_text_file(const std::string& option, const std::string& path) {
-  const auto cannot_read = [&](int err) {
-    return usage_error(option + " cannot read " + in_quotes(path) + ": " + std::strerror(err));
-  };
-  errno = 0;
-  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!file) throw cannot_read(errno);
-  std::string text;
-  char buffer[1 << 16];
-  for (;;) {
-    const std::size_t n = std::fread(buffer, 1, sizeof buffer, file.get());
-    text.append(buffer, n);
-    if (n < sizeof buffer) break;
-  }
-  if (std::ferror(file.get()) != 0) throw cannot_read(errno != 0 ? errno : EIO);  // e.g. a directory: EISDIR
-  return text;
+  // The library's reader: a regular file only, at most 64 MiB, errors naming the file.
+  return memscale::json_io::read_input_file(path, option + " " + in_quotes(path));
 }
 
 void read_run_document(const json& doc, const std::string& source, options& out) {
@@ -62,6 +45,7 @@ void read_run_document(const json& doc, const std::string& source, options& out)
   out.custom_gpu = in.custom_gpu;
   out.headroom = in.headroom;
   out.lora_alpha = in.lora_alpha;
+  out.vision.model.reset();  // the document's model replaces a vision --model given before it
   out.run_source = source;
 }
 

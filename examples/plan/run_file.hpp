@@ -24,7 +24,8 @@ memscale::json_io::run_input run_input_of(const options& o);
 // The input part of the --json output: "model", "run", and with a GPU "gpu" and "headroom".
 nlohmann::json run_document(const options& o);
 
-// The whole text of a file; throws usage_error naming `option` and the path.
+// The whole text of a regular file of at most 64 MiB (json_io::read_input_file); throws
+// memscale::error naming `option` and the path.
 std::string read_text_file(const std::string& option, const std::string& path);
 
 }  // namespace memscale_plan

@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include "memscale/detail/printable.hpp"
+
 namespace memscale {
 
 enum class error_code : std::uint8_t {
@@ -21,6 +23,7 @@ enum class error_code : std::uint8_t {
   invalid_plan_option, // a planner option is out of range
   unsupported,         // a valid description this version cannot model yet
   invalid_json,        // a JSON document is malformed or nested too deeply (JSON adapter)
+  input_file,          // a file named as input is not a regular file, too large, or unreadable (JSON adapter)
 };
 
 constexpr std::string_view to_string(error_code code) noexcept {
@@ -33,16 +36,20 @@ constexpr std::string_view to_string(error_code code) noexcept {
     case error_code::invalid_plan_option: return "invalid_plan_option";
     case error_code::unsupported: return "unsupported";
     case error_code::invalid_json: return "invalid_json";
+    case error_code::input_file: return "input_file";
   }
   return "unknown";
 }
 
 // Thrown at run time for invalid input; what() reads
-// "[memscale.invalid_model] model.layers must be > 0 (got 0)".
+// "[memscale.invalid_model] model.layers must be > 0 (got 0)". The message is stored with
+// control characters and bytes that are not UTF-8 escaped (detail::printable): it often
+// echoes user input, and what() is safe to print on a terminal whoever built the message.
 class error : public std::runtime_error {
  public:
-  error(error_code code, const std::string& message)
-      : std::runtime_error("[memscale." + std::string(to_string(code)) + "] " + message), code_(code) {}
+  error(error_code code, std::string_view message)
+      : std::runtime_error("[memscale." + std::string(to_string(code)) + "] " + detail::printable(message)),
+        code_(code) {}
   [[nodiscard]] error_code code() const noexcept { return code_; }
 
  private:

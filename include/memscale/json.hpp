@@ -12,6 +12,7 @@
 #include "memscale/json/hf_config.hpp"  // IWYU pragma: export
 #include "memscale/json/hf_t5.hpp"   // IWYU pragma: export
 #include "memscale/json/inference.hpp"  // IWYU pragma: export
+#include "memscale/json/read_file.hpp"  // IWYU pragma: export
 #include "memscale/json/records.hpp"  // IWYU pragma: export
 #include "memscale/json/parallel_record.hpp"  // IWYU pragma: export
 #include "memscale/json/report.hpp"   // IWYU pragma: export

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "memscale/detail/printable.hpp"
 #include "memscale/error.hpp"
 
 namespace memscale {
@@ -59,8 +60,8 @@ namespace detail {
 
 [[noreturn]] inline void fail_lora_module(std::string_view name) {
   fail(error_code::invalid_run, "lora_targets",
-       "names an unknown module \"" + std::string(name) +
-           "\": expected PEFT names (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head, "
+       "names an unknown module " + detail::quoted(name) +
+           ": expected PEFT names (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head, "
            "\"all-linear\"), lit-gpt names (q, k, v, proj, mlp, head) or a family's own (c_attn, c_fc, c_proj, "
            "query_key_value, dense, dense_h_to_4h, dense_4h_to_h, fc_in, fc_out, fc1, fc2, out_proj, w1, w2, w3, gate)");
 }

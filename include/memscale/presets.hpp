@@ -65,8 +65,11 @@ inline constexpr model_spec bert_base_uncased = bert_base("bert-base-uncased", 1
 inline constexpr model_spec bert_large_uncased = bert_base("bert-large-uncased", 24, 1024, 16);
 
 // LLaMA-family decoders: RoPE, RMSNorm, SwiGLU, no biases, untied head, fp32 logits.
+// `context` is the config's max_position_embeddings: the longest sequence the model takes,
+// checked for presets as for a config.json (memscale/validate.hpp check_sequence).
 constexpr model_spec llama_base(std::string_view name, std::uint64_t layers, std::uint64_t hidden, std::uint64_t heads,
-                                std::uint64_t kv_heads, std::uint64_t ffn, std::uint64_t vocab) {
+                                std::uint64_t kv_heads, std::uint64_t ffn, std::uint64_t vocab,
+                                std::uint64_t context = 0) {
   return {.name = name,
           .layers = layers,
           .hidden = hidden,
@@ -74,6 +77,7 @@ constexpr model_spec llama_base(std::string_view name, std::uint64_t layers, std
           .kv_heads = kv_heads,
           .ffn = ffn,
           .vocab = vocab,
+          .context_length = context,
           .positions = position_kind::rotary,
           .norm = norm_kind::rmsnorm,
           .mlp = mlp_kind::swiglu,
@@ -82,27 +86,28 @@ constexpr model_spec llama_base(std::string_view name, std::uint64_t layers, std
           .softmax_fp32 = true};
 }
 
-// meta-llama/Llama-2-{7,13,70}b-hf config.json.
-inline constexpr model_spec llama_2_7b = llama_base("llama-2-7b", 32, 4096, 32, 32, 11008, 32000);
-inline constexpr model_spec llama_2_13b = llama_base("llama-2-13b", 40, 5120, 40, 40, 13824, 32000);
-inline constexpr model_spec llama_2_70b = llama_base("llama-2-70b", 80, 8192, 64, 8, 28672, 32000);
-// meta-llama/Meta-Llama-3-8B config.json.
-inline constexpr model_spec llama_3_8b = llama_base("llama-3-8b", 32, 4096, 32, 8, 14336, 128256);
-// mistralai/Mistral-7B-v0.1 config.json.
-inline constexpr model_spec mistral_7b = llama_base("mistral-7b", 32, 4096, 32, 8, 14336, 32000);
+// meta-llama/Llama-2-{7,13,70}b-hf config.json (max_position_embeddings 4096).
+inline constexpr model_spec llama_2_7b = llama_base("llama-2-7b", 32, 4096, 32, 32, 11008, 32000, 4096);
+inline constexpr model_spec llama_2_13b = llama_base("llama-2-13b", 40, 5120, 40, 40, 13824, 32000, 4096);
+inline constexpr model_spec llama_2_70b = llama_base("llama-2-70b", 80, 8192, 64, 8, 28672, 32000, 4096);
+// meta-llama/Meta-Llama-3-8B config.json (max_position_embeddings 8192).
+inline constexpr model_spec llama_3_8b = llama_base("llama-3-8b", 32, 4096, 32, 8, 14336, 128256, 8192);
+// mistralai/Mistral-7B-v0.1 config.json (max_position_embeddings 32768).
+inline constexpr model_spec mistral_7b = llama_base("mistral-7b", 32, 4096, 32, 8, 14336, 32000, 32768);
 
-// mistralai/Mixtral-8x7B-v0.1 config.json: 8 experts, 2 per token, a router per layer.
+// mistralai/Mixtral-8x7B-v0.1 config.json: 8 experts, 2 per token, a router per layer;
+// max_position_embeddings 32768.
 constexpr model_spec mixtral_base() {
-  model_spec m = llama_base("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000);
+  model_spec m = llama_base("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 32768);
   m.experts = 8;
   m.experts_per_token = 2;
   return m;
 }
 inline constexpr model_spec mixtral_8x7b = mixtral_base();
 
-// Qwen/Qwen2.5-7B config.json: biases on q, k and v only.
+// Qwen/Qwen2.5-7B config.json: biases on q, k and v only; max_position_embeddings 131072.
 constexpr model_spec qwen25_base() {
-  model_spec m = llama_base("qwen2.5-7b", 28, 3584, 28, 4, 18944, 152064);
+  model_spec m = llama_base("qwen2.5-7b", 28, 3584, 28, 4, 18944, 152064, 131072);
   m.qkv_bias = true;
   return m;
 }

@@ -209,7 +209,7 @@ bad_input --gpu nope
 bad_input --gpu rtx3090 --headroom 0.5
 bad_input --gpu rtx3090 --headroom abc
 for h in nan inf -1 0 0.150001 0.09; do bad_input_says "--headroom must be within 0.10-0.15 (got \"$h\")" --gpu rtx3090 --headroom "$h"; done
-bad_input_says 'tokens (micro_batch x seq_len) overflows' --model llama-2-7b --batch 99999999999 --seq 999999999
+bad_input_says 'tokens (micro_batch x seq_len) overflows' --model llama-2-7b --batch 9999999999999999 --seq 4096
 bad_input --frobnicate
 bad_input stray
 printf '[{"id": "a",' >"$work/malformed.json"

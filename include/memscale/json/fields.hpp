@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include "memscale/detail/edit_distance.hpp"
+#include "memscale/detail/printable.hpp"
 #include "memscale/error.hpp"
 #include "memscale/model.hpp"
 #include "memscale/training.hpp"
@@ -21,13 +22,29 @@ namespace memscale::json_io {
 
 using json = nlohmann::json;
 
-// A value as it appears in a message: its JSON text, cut to 80 characters (a hostile
-// 10 MB string still gives a one-line message).
+// A value as it appears in a message: its JSON text (quoted and escaped for a string), cut
+// to 80 characters at a character boundary (a hostile 10 MB string still gives a one-line
+// message); memscale::error escapes what a terminal would act on.
 inline std::string shown(const json& value) {
-  constexpr std::size_t max_shown = 80;
-  std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (text.size() > max_shown) text = text.substr(0, max_shown) + "... (" + std::to_string(text.size()) + " characters)";
-  return text;
+  constexpr std::size_t max_shown = memscale::detail::max_quoted_chars;
+  const std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (text.size() <= max_shown) return text;
+  std::size_t cut = max_shown;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 sequence
+  return text.substr(0, cut) + "...(" + std::to_string(text.size()) + " bytes)";
+}
+
+// `path.key` as a message names a field: the key as is when it is a plain name (letters,
+// digits, _ . -, at most 64), otherwise quoted, escaped and cut (a key is user text too).
+inline std::string field_name(const std::string& path, const std::string& key) {
+  constexpr std::size_t max_plain_key = 64;
+  const bool plain = !key.empty() && key.size() <= max_plain_key &&
+                     std::all_of(key.begin(), key.end(), [](char c) {
+                       return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                              c == '.' || c == '-';
+                     });
+  const std::string shown_key = plain ? key : memscale::detail::quoted(key);
+  return path.empty() ? shown_key : path + "." + shown_key;
 }
 
 [[noreturn]] inline void bad_field(error_code code, const std::string& field, const json& value,
@@ -71,17 +88,40 @@ inline std::size_t json_depth(std::string_view text, std::size_t limit = max_jso
   return deepest;
 }
 
+namespace detail {
+
+// nlohmann's parse_error text with its "last read: '...'" part (the bytes of the token it
+// stopped in, which can be a whole 10 MB string) quoted and cut like any echoed value.
+inline std::string parse_error_text(const std::string& message) {
+  const std::string marker = "last read: '";
+  const auto start = message.find(marker);
+  if (start == std::string::npos) return message;
+  const auto token_start = start + marker.size();
+  auto token_end = message.rfind("'; expected ");
+  if (token_end == std::string::npos || token_end < token_start) token_end = message.size() - 1;
+  if (token_end < token_start || message[token_end] != '\'') return message.substr(0, start) + "last read: (cut)";
+  return message.substr(0, start) + "last read: " +
+         memscale::detail::quoted(std::string_view(message).substr(token_start, token_end - token_start)) +
+         message.substr(token_end + 1);
+}
+
+}  // namespace detail
+
 // Parses one JSON document read from `source` (a file name, for messages). Throws
-// memscale::error(invalid_json) naming the source: malformed text, or nesting deeper
-// than max_json_depth.
+// memscale::error(invalid_json) naming the source: malformed text, a NUL byte (nlohmann's
+// lexer takes NUL for the end of the input, so the rest of the file would be ignored), or
+// nesting deeper than max_json_depth.
 inline json parse_document(std::string_view text, const std::string& source) {
+  if (const auto nul = text.find('\0'); nul != std::string_view::npos)
+    throw error(error_code::invalid_json,
+                source + " is not valid JSON: a NUL byte at offset " + std::to_string(nul) + " (JSON text has none)");
   if (json_depth(text) > max_json_depth)
     throw error(error_code::invalid_json, source + " nests arrays/objects deeper than " +
                                               std::to_string(max_json_depth) + " levels");
   try {
     return json::parse(text);
   } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e605 (a fuzz finding)
-    throw error(error_code::invalid_json, source + " is not valid JSON: " + e.what());
+    throw error(error_code::invalid_json, source + " is not valid JSON: " + detail::parse_error_text(e.what()));
   }
 }
 
@@ -94,11 +134,14 @@ inline std::uint64_t get_count(const json& obj, const char* key, const std::stri
   return v.get<std::uint64_t>();
 }
 
+// An absent or null key takes `fallback`; a present one must be a non-empty string (an empty
+// one would otherwise read as "not given" and silently take the default).
 inline std::string get_string(const json& obj, const char* key, const std::string& path, const std::string& fallback,
                               error_code code) {
   if (!obj.contains(key) || obj.at(key).is_null()) return fallback;
   const json& v = obj.at(key);
-  if (!v.is_string()) bad_field(code, path + "." + key, v, "must be a string");
+  if (!v.is_string() || v.get_ref<const std::string&>().empty())
+    bad_field(code, path + "." + key, v, "must be a non-empty string");
   return v.get<std::string>();
 }
 
@@ -191,7 +234,8 @@ inline void reject_misspelt_keys(const json& obj, std::initializer_list<std::str
       if (prefixed || key_distance(key, k, limit) <= limit) resembles = k;
     }
     if (!exact && !resembles.empty())
-      bad_field(code, path + "." + key, item.value(), "is not a known field; did you mean " + path + "." + std::string(resembles) + "?");
+      bad_field(code, field_name(path, key), item.value(),
+                "is not a known field; did you mean " + path + "." + std::string(resembles) + "?");
   }
 }
 

@@ -13,8 +13,6 @@
 #include <array>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -41,6 +39,7 @@
 #include "memscale/json/hf/starcoder2.hpp"
 #include "memscale/json/hf/unknown_model_type.hpp"
 #include "memscale/json/hf_t5.hpp"
+#include "memscale/json/read_file.hpp"
 #include "memscale/model.hpp"
 
 namespace memscale::json_io {
@@ -112,11 +111,9 @@ inline model_spec model_from_hf_config(const json& cfg) {
 namespace detail {
 
 inline json read_json_file(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) bad_field(error_code::invalid_model, "config", file.string(), "cannot be read");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string source = "config " + memscale::detail::quoted(file.string());
   // parse_document limits the nesting depth (a 10^5-deep document would exhaust the stack).
-  return parse_document(text, "config " + file.string());
+  return parse_document(read_input_file(file, source), source);
 }
 
 // huggingface_hub's cache: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub.
@@ -136,9 +133,9 @@ inline std::filesystem::path hub_config(std::string_view id) {
   for (char ch : id) folder += ch == '/' ? std::string("--") : std::string(1, ch);
   const fs::path repo = hub_cache_dir() / folder;
   std::error_code ec;
-  if (std::ifstream ref(repo / "refs" / "main"); ref) {
-    std::string rev;
-    std::getline(ref, rev);
+  if (const fs::path ref = repo / "refs" / "main"; fs::exists(ref, ec)) {
+    const std::string text = read_input_file(ref, "Hub cache ref " + memscale::detail::quoted(ref.string()));
+    const std::string rev = text.substr(0, text.find_first_of("\r\n"));
     const fs::path p = repo / "snapshots" / rev / "config.json";
     if (!rev.empty() && fs::is_regular_file(p, ec)) return p;
   }
@@ -164,6 +161,8 @@ inline json load_hf_config_json(std::string_view path_or_hub_id) {
   const fs::path given{std::string(path_or_hub_id)};
   std::error_code ec;
   if (fs::is_regular_file(given, ec)) return detail::read_json_file(given);
+  // Something else at that path (a FIFO, a device): the reader refuses it, naming what it is.
+  if (fs::exists(given, ec) && !fs::is_directory(given, ec)) return detail::read_json_file(given);
   if (fs::is_directory(given, ec)) {
     if (fs::is_regular_file(given / "config.json", ec)) return detail::read_json_file(given / "config.json");
     bad_field(error_code::invalid_model, "--config", std::string(path_or_hub_id), "is a directory without config.json");

@@ -39,7 +39,7 @@ inline lora_modules read_lora_targets(const json& t, const std::string& path) {
     // lora_module reports "lora_targets names an unknown module ...": name the record's field.
     const std::string message = e.what();
     if (message.find(field) != std::string::npos) throw;
-    throw error(e.code(), path + "." + message.substr(message.find("lora_targets")) + " (got " + v.dump() + ")");
+    throw error(e.code(), path + "." + message.substr(message.find("lora_targets")) + " (got " + shown(v) + ")");
   }
 }
 

@@ -61,10 +61,6 @@ inline model_spec family_defaults(const std::string& family, const std::string& 
     model_spec spec = presets::llama_base("custom", layers, hidden, heads, heads, 1, 1);
     spec.qkv_bias = family == "qwen2";
     spec.fused_qkv = family == "phi3";  // Phi3Attention.qkv_proj
-    if (family == "mixtral") {
-      spec.experts = get_count(m, "experts", path, 8, bad);
-      spec.experts_per_token = get_count(m, "experts_per_token", path, 2, bad);
-    }
     if (family == "gemma" || family == "gemma2") {
       spec.mlp = mlp_kind::geglu;  // GemmaMLP: gelu(tanh) gate * up
       spec.tied_embeddings = true;
@@ -118,6 +114,25 @@ inline model_spec family_defaults(const std::string& family, const std::string& 
     return spec;
   }
   bad_field(error_code::unsupported, path + ".family", family, "is not a transformer family memscale models yet");
+}
+
+// model.experts / model.experts_per_token, for every family whose block can route: a
+// mixture of experts replaces a decoder's gated MLP by routed copies of it (HF
+// modeling_mixtral.py MixtralSparseMoeBlock, lit-gpt LLaMAMoE). Mixtral has 8 experts, 2 per
+// token, unless the record says otherwise. A family without a gated-MLP decoder block has
+// no such copies to route to, so the fields are refused by name there, never ignored.
+inline void read_experts(const json& m, const std::string& family, const std::string& path, model_spec& spec) {
+  const bool mixtral = family == "mixtral";
+  const auto present = [&](const char* key) { return m.contains(key) && !m.at(key).is_null(); };
+  if (!mixtral && !present("experts") && !present("experts_per_token")) return;
+  if (spec.arch != architecture::decoder || !gated_mlp(spec)) {
+    const char* key = present("experts") ? "experts" : "experts_per_token";
+    bad_field(error_code::unsupported, path + "." + key, m.at(key),
+              "needs a decoder with a gated MLP (a mixture of experts routes each token to copies of it, HF "
+              "MixtralSparseMoeBlock); the " + family + " family has none");
+  }
+  spec.experts = get_count(m, "experts", path, mixtral ? 8 : 0, error_code::invalid_model);
+  spec.experts_per_token = get_count(m, "experts_per_token", path, mixtral ? 2 : 0, error_code::invalid_model);
 }
 
 // A record's "software" object ({"torch": "2.1.0", "bitsandbytes": "0.42.0", ...}), if any.
@@ -203,6 +218,7 @@ inline model_spec model_from_record(const json& m) {
     if (spec.mlp == mlp_kind::swiglu && family == "stablelm" && impl == implementation::hf_transformers)
       spec.layout = block_layout::sequential;  // StableLM 3B-4E1T / 2: LLaMA-like blocks with LayerNorm
   }
+  detail::read_experts(m, family, path, spec);  // after the activation: it decides whether the MLP is gated
   if (impl == implementation::litgpt) {
     // lit-gpt has one fused qkv projection and keeps logits in the compute dtype.
     spec.fused_qkv = true;

@@ -72,9 +72,7 @@ inline void require_known_keys(const json& obj, std::span<const std::string_view
     if (found) continue;
     memscale::detail::nearest_name nearest(key.size() > 64 ? std::string_view(key).substr(0, 64) : std::string_view(key));
     for (auto k : known) nearest.offer(k);
-    const std::string shown_key = key.size() > 64 ? key.substr(0, 64) + "..." : key;
-    throw error(bad_run, (path.empty() ? "" : path + ".") + shown_key + " is not a field of a run document" +
-                             nearest.hint());
+    throw error(bad_run, field_name(path, key) + " is not a field of a run document" + nearest.hint());
   }
 }
 
@@ -170,8 +168,11 @@ inline void read_gpu(const json& g, run_input& in) {
   const json& m = g.at("memory");
   std::uint64_t memory = 0;
   if (m.is_string()) memory = parse_size(m.get<std::string>(), "gpu.memory");
-  else if (m.is_number_unsigned() && m.get<std::uint64_t>() > 0) memory = m.get<std::uint64_t>();
+  else if ((m.is_number_unsigned() && m.get<std::uint64_t>() > 0) ||
+           (m.is_number_integer() && !m.is_number_unsigned() && m.get<std::int64_t>() > 0))  // json(24) is signed
+    memory = m.get<std::uint64_t>();
   else bad_field(error_code::invalid_gpu, "gpu.memory", m, "must be a byte count > 0 or a size such as \"24GiB\"");
+  checked_gpu_memory(memory, "gpu.memory", m.is_string() ? m.get<std::string>() : m.dump());
   const bool bf16 = get_bool(g, "bf16", "gpu", true, error_code::invalid_gpu);
   in.custom_gpu = custom_gpu(bytes{memory}, bf16);
   in.gpu.clear();

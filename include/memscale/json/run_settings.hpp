@@ -18,8 +18,10 @@
 
 #include "memscale/detail/nearest_name.hpp"
 #include "memscale/detail/math.hpp"
+#include "memscale/detail/printable.hpp"
 #include "memscale/error.hpp"
 #include "memscale/gpus.hpp"
+#include "memscale/estimate/workspace.hpp"
 #include "memscale/lora.hpp"
 #include "memscale/training.hpp"
 
@@ -27,14 +29,17 @@ namespace memscale::json_io {
 
 // Invalid input as typed by a person (an option's value, a name in a run document): what()
 // is one line naming the option or field and the value, without memscale::error's
-// "[memscale.code]" prefix. memscale-plan reports it as is (its usage_error).
+// "[memscale.code]" prefix. memscale-plan reports it as is (its usage_error). Like
+// memscale::error it stores the message with control characters and bytes that are not
+// UTF-8 escaped (detail::printable), so what() is safe to print.
 class input_error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit input_error(std::string_view message) : std::runtime_error(memscale::detail::printable(message)) {}
 };
 
-// "\"text\"": how messages quote a value as typed.
-inline std::string in_quotes(std::string_view text) { return "\"" + std::string(text) + "\""; }
+// How messages quote a value as typed: "text", with control characters and bytes that are
+// not UTF-8 escaped, cut after 80 characters ("...(N bytes)" follows).
+inline std::string in_quotes(std::string_view text) { return memscale::detail::quoted(text); }
 
 // The run estimated when a run document (or the command line) sets nothing: GPT-2 small's
 // default in memscale-plan, 4 x 512 tokens, fp32, AdamW (foreach), flash attention.
@@ -159,6 +164,20 @@ inline std::string lora_targets_text(lora_modules set) {
   add(has(set, lora_target::head), "lm_head");
   add(has(set, lora_target::router), "gate");
   return out;
+}
+
+// The least GPU memory a plan takes: a GPU holds at least its own CUDA context (about
+// 400 MiB with lazy module loading, estimate/workspace.hpp cuda_context_bytes), so a
+// smaller device cannot run any step, and "24B" or "1KiB" is a slip for GB or GiB.
+inline constexpr std::uint64_t min_gpu_memory = cuda_context_bytes(true).value;
+
+// `memory` bytes of a GPU given as `field` (--gpu-memory, gpu.memory), `as_given` the value
+// as typed: refused below min_gpu_memory, naming the field and the value.
+inline std::uint64_t checked_gpu_memory(std::uint64_t memory, const std::string& field, std::string_view as_given) {
+  if (memory < min_gpu_memory)
+    throw input_error(field + " must be at least 400 MiB, what the CUDA context alone takes (got " +
+                      in_quotes(as_given) + ")");
+  return memory;
 }
 
 namespace detail {
