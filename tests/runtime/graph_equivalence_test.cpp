@@ -402,7 +402,7 @@ TEST_CASE("graph layers: the recipes build the old builders' graphs and errors",
   // Each feature was reached often enough to mean something.
   CHECK(c.built > 20'000);
   CHECK(c.refused > 1'000);
-  CHECK(c.overflowed > 50);
+  CHECK(c.overflowed > 25);  // the next test case walks every product past 2^64 in turn
   CHECK(c.encoder_decoder_built > 1'000);
   CHECK(c.encoder_decoder_refused > 1'000);
   for (const int reached : {c.litgpt, c.lora, c.qlora, c.dora, c.rslora, c.head_adapter, c.router_adapter, c.chunked,
