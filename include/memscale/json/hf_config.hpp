@@ -26,6 +26,7 @@
 #include "memscale/json/hf/gpt2.hpp"
 #include "memscale/json/hf/gpt_neox.hpp"
 #include "memscale/json/hf/gptj.hpp"
+#include "memscale/json/hf/internlm2.hpp"
 #include "memscale/json/hf/llama.hpp"
 #include "memscale/json/hf/mixtral.hpp"
 #include "memscale/json/hf/olmo2.hpp"
@@ -76,6 +77,7 @@ inline constexpr std::array families{
     family_entry{"phi3", phi3},
     family_entry{"starcoder2", starcoder2},
     family_entry{"olmo2", olmo2},
+    family_entry{"internlm2", internlm2},
     family_entry{"bert", bert, true},
     family_entry{"roberta", roberta, true},
     family_entry{"distilbert", distilbert, true},
