@@ -1,11 +1,8 @@
 // The two halves of estimate_llama_2_7b (estimate_bench.cpp): building the op graph, and
-// walking a built graph for the totals and the peaks (docs/performance.md). Each graph is
-// built by the old builder and by the recipe over the shared layers (graph/recipes/), which
-// must not be slower.
+// walking a built graph for the totals and the peaks (docs/performance.md). The graphs are
+// written by the recipes over the shared layers (graph/recipes/).
 #include <benchmark/benchmark.h>
 
-#include <memscale/graph/recipes/decoder_stack.hpp>
-#include <memscale/graph/recipes/encoder_decoder.hpp>
 #include <memscale/memscale.hpp>
 
 namespace {
@@ -26,15 +23,6 @@ void build_graph_llama_2_7b(benchmark::State& state) {
 }
 BENCHMARK(build_graph_llama_2_7b);
 
-void build_graph_llama_2_7b_layers(benchmark::State& state) {
-  memscale::training_spec run = llama_run();
-  for ([[maybe_unused]] auto _ : state) {
-    benchmark::DoNotOptimize(run);
-    const memscale::graph g = memscale::recipes::build_decoder_stack(memscale::presets::llama_2_7b, run);
-    benchmark::DoNotOptimize(g.size);
-  }
-}
-BENCHMARK(build_graph_llama_2_7b_layers);
 
 // QLoRA + DoRA on every linear layer and the head: 106 ops, most of them the adapters'.
 memscale::training_spec llama_qlora_run() {
@@ -56,15 +44,6 @@ void build_graph_llama_2_7b_qlora(benchmark::State& state) {
 }
 BENCHMARK(build_graph_llama_2_7b_qlora);
 
-void build_graph_llama_2_7b_qlora_layers(benchmark::State& state) {
-  memscale::training_spec run = llama_qlora_run();
-  for ([[maybe_unused]] auto _ : state) {
-    benchmark::DoNotOptimize(run);
-    const memscale::graph g = memscale::recipes::build_decoder_stack(memscale::presets::llama_2_7b, run);
-    benchmark::DoNotOptimize(g.size);
-  }
-}
-BENCHMARK(build_graph_llama_2_7b_qlora_layers);
 
 memscale::training_spec t5_run() {
   return memscale::training_spec{.micro_batch = 8, .seq_len = 512, .prec = memscale::precision::amp_bf16};
@@ -80,15 +59,6 @@ void build_encoder_decoder_graph_t5_small(benchmark::State& state) {
 }
 BENCHMARK(build_encoder_decoder_graph_t5_small);
 
-void build_encoder_decoder_graph_t5_small_layers(benchmark::State& state) {
-  memscale::training_spec run = t5_run();
-  for ([[maybe_unused]] auto _ : state) {
-    benchmark::DoNotOptimize(run);
-    const memscale::encoder_decoder_graph g = memscale::recipes::build_encoder_decoder(memscale::presets::t5_small, run);
-    benchmark::DoNotOptimize(g.decoder.size);
-  }
-}
-BENCHMARK(build_encoder_decoder_graph_t5_small_layers);
 
 void estimate_built_graph_llama_2_7b(benchmark::State& state) {
   memscale::training_spec run = llama_run();

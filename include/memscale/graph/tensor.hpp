@@ -10,7 +10,7 @@
 
 #include "memscale/dtype.hpp"
 
-namespace memscale::layers {
+namespace memscale::graph_layers {
 
 struct tensor {
   std::uint32_t op_index = 0;  // the op whose output this is (graph_capacity ops fit in 32 bits)
@@ -18,4 +18,4 @@ struct tensor {
   std::uint64_t elements = 0;
 };
 
-}  // namespace memscale::layers
+}  // namespace memscale::graph_layers

@@ -11,7 +11,7 @@
 #include "memscale/model.hpp"
 #include "memscale/training.hpp"
 
-namespace memscale::layers {
+namespace memscale::graph_layers {
 
 // gelu / silu backward use the input (derivatives.yaml: gelu_backward, silu_backward).
 constexpr tensor input_keeping_activation(op_writer& ops, tensor in) {
@@ -68,4 +68,4 @@ constexpr tensor activation(const layer_context& ctx, tensor in) {
   return in;
 }
 
-}  // namespace memscale::layers
+}  // namespace memscale::graph_layers

@@ -13,7 +13,7 @@
 #include "memscale/model.hpp"
 #include "memscale/training.hpp"
 
-namespace memscale::layers {
+namespace memscale::graph_layers {
 
 // A projection's base weight under `run`: LoRA freezes it, QLoRA also stores it in 4 bits.
 constexpr base_weight base_weight_of(const training_spec& run) {
@@ -181,4 +181,4 @@ constexpr bytes lm_head_lora(op_writer& ops, const adapter_plan& plan, tensor in
   return storage(compute, detail::checked_mul(chunk_rows, vocab, 2));
 }
 
-}  // namespace memscale::layers
+}  // namespace memscale::graph_layers

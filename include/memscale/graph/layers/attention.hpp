@@ -20,7 +20,7 @@
 #include "memscale/precision_policy.hpp"
 #include "memscale/training.hpp"
 
-namespace memscale::layers {
+namespace memscale::graph_layers {
 
 struct attention_path {
   attention_kernel kernel = attention_kernel::math;
@@ -256,4 +256,4 @@ constexpr tensor t5_attention(const layer_context& ctx, tensor in, tensor kv_in,
   return ops.linear(merged, {.rows = rows_q, .in_features = inner, .out_features = hidden}, ctx.adapters.base);
 }
 
-}  // namespace memscale::layers
+}  // namespace memscale::graph_layers

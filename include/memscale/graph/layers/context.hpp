@@ -9,7 +9,7 @@
 #include "memscale/model.hpp"
 #include "memscale/training.hpp"
 
-namespace memscale::layers {
+namespace memscale::graph_layers {
 
 // Built by a recipe for the stack it writes; the writer is the only thing layers change.
 struct layer_context {
@@ -21,4 +21,4 @@ struct layer_context {
   std::uint64_t tokens = 0;  // rows of the stack: micro_batch x its sequence length
 };
 
-}  // namespace memscale::layers
+}  // namespace memscale::graph_layers

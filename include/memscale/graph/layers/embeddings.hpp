@@ -13,7 +13,7 @@
 #include "memscale/graph/tensor.hpp"
 #include "memscale/model.hpp"
 
-namespace memscale::layers {
+namespace memscale::graph_layers {
 
 // The embeddings of a decoder or encoder stack, up to and including their dropout.
 constexpr tensor input_embeddings(const layer_context& ctx) {
@@ -72,4 +72,4 @@ constexpr tensor t5_shared_embedding(const layer_context& ctx, bool decoder, boo
   return ops.emit(wte, detail::checked_mul(ctx.tokens, m.hidden), ops.precision().param);
 }
 
-}  // namespace memscale::layers
+}  // namespace memscale::graph_layers

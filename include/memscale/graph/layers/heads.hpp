@@ -18,7 +18,7 @@
 #include "memscale/model.hpp"
 #include "memscale/training.hpp"
 
-namespace memscale::layers {
+namespace memscale::graph_layers {
 
 // An output layer over the vocabulary and the cross-entropy that follows it.
 struct lm_head_spec {
@@ -191,4 +191,4 @@ constexpr void head(const layer_context& ctx, tensor x) {
   }
 }
 
-}  // namespace memscale::layers
+}  // namespace memscale::graph_layers

@@ -14,7 +14,7 @@
 #include "memscale/lora.hpp"
 #include "memscale/model.hpp"
 
-namespace memscale::layers {
+namespace memscale::graph_layers {
 
 // The rows an MLP processes and how many copies of its weights exist: every token and one
 // copy, or (inside a mixture of experts) tokens x top-k rows over `experts` copies.
@@ -127,4 +127,4 @@ constexpr tensor t5_dense_act_dense(const layer_context& ctx, tensor in, std::ui
   return ops.linear(x, {.rows = rows, .in_features = ffn, .out_features = hidden}, ctx.adapters.base);
 }
 
-}  // namespace memscale::layers
+}  // namespace memscale::graph_layers

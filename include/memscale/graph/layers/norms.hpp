@@ -11,7 +11,7 @@
 #include "memscale/graph/tensor.hpp"
 #include "memscale/model.hpp"
 
-namespace memscale::layers {
+namespace memscale::graph_layers {
 
 // A norm over `width` features of `rows` rows (qk-norm: head_dim per head, or a whole
 // projection's width).
@@ -103,4 +103,4 @@ constexpr tensor norm(const layer_context& ctx, tensor in) {
   return norm(ctx, in, {.width = ctx.model.hidden, .rows = ctx.tokens});
 }
 
-}  // namespace memscale::layers
+}  // namespace memscale::graph_layers

@@ -18,7 +18,7 @@
 #include "memscale/precision_policy.hpp"
 #include "memscale/training.hpp"
 
-namespace memscale::layers {
+namespace memscale::graph_layers {
 
 // Which of the model's dropout modules run: each site is its own flag, read once from the
 // model and the run (a run without dropout, or a model whose p is 0, has none). The model's
@@ -208,4 +208,4 @@ class op_writer {
   bytes frame_locals_{};
 };
 
-}  // namespace memscale::layers
+}  // namespace memscale::graph_layers

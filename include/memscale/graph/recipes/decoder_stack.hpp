@@ -29,16 +29,16 @@
 namespace memscale::recipes {
 
 // Norms around a sequential branch (model_spec::block_norms).
-constexpr layers::tensor branch_in(const layers::layer_context& ctx, layers::tensor x) {
-  return ctx.model.block_norms == branch_norms::post ? x : layers::norm(ctx, x);
+constexpr graph_layers::tensor branch_in(const graph_layers::layer_context& ctx, graph_layers::tensor x) {
+  return ctx.model.block_norms == branch_norms::post ? x : graph_layers::norm(ctx, x);
 }
-constexpr layers::tensor branch_out(const layers::layer_context& ctx, layers::tensor y) {
-  return ctx.model.block_norms == branch_norms::pre ? y : layers::norm(ctx, y);
+constexpr graph_layers::tensor branch_out(const graph_layers::layer_context& ctx, graph_layers::tensor y) {
+  return ctx.model.block_norms == branch_norms::pre ? y : graph_layers::norm(ctx, y);
 }
 
 // One transformer block on the residual stream, in the model's layout; returns its output.
-constexpr layers::tensor transformer_block(const layers::layer_context& ctx) {
-  using namespace layers;
+constexpr graph_layers::tensor transformer_block(const graph_layers::layer_context& ctx) {
+  using namespace graph_layers;
   op_writer& ops = ctx.ops;
   const bool residual_dropout = ctx.dropout.residual;
   const tensor x = ops.emit(op_kind::stream, detail::checked_mul(ctx.tokens, ctx.model.hidden), ops.stream_dtype());
@@ -97,7 +97,7 @@ constexpr bytes base_model_held(const model_spec& model, const training_spec& ru
 
 // The op sequence of one training step of `model` under `run`, written into `out` (empty).
 constexpr void build_decoder_stack(const model_spec& model, const training_spec& run, graph& out) {
-  using namespace layers;
+  using namespace graph_layers;
   if (model.arch == architecture::encoder_decoder)
     detail::fail(error_code::unsupported, "model.arch",
                  "is encoder_decoder: build_graph builds one stack (build_encoder_decoder_graph builds both; "

@@ -11,7 +11,7 @@
 
 #include "memscale/detail/math.hpp"
 #include "memscale/dtype.hpp"
-#include "memscale/encoder_decoder.hpp"
+#include "memscale/graph/encoder_decoder_graph.hpp"
 #include "memscale/error.hpp"
 #include "memscale/graph.hpp"
 #include "memscale/graph/layers/adapters.hpp"
@@ -43,8 +43,8 @@ constexpr std::uint64_t t5_decoder_layers(const model_spec& model) {
 
 // One T5Stack: embeddings, blocks, final norm and dropout; the decoder adds the head.
 // Returns the stack's output (its last op's).
-constexpr layers::tensor t5_stack(const layers::layer_context& ctx, const t5_stack_spec& spec) {
-  using namespace layers;
+constexpr graph_layers::tensor t5_stack(const graph_layers::layer_context& ctx, const t5_stack_spec& spec) {
+  using namespace graph_layers;
   op_writer& ops = ctx.ops;
   const model_spec& m = ctx.model;
   const training_spec& run = ctx.run;
@@ -100,7 +100,7 @@ constexpr layers::tensor t5_stack(const layers::layer_context& ctx, const t5_sta
 
 // The two stacks of one training step of an encoder-decoder `model` under `run`.
 constexpr encoder_decoder_graph build_encoder_decoder(const model_spec& model, const training_spec& run) {
-  using namespace layers;
+  using namespace graph_layers;
   validate(model);
   validate(run);
   const precision_policy precision = precision_policy_of(run);
