@@ -39,7 +39,7 @@
 #include "memscale/json/hf/qwen3_moe.hpp"
 #include "memscale/json/hf/starcoder2.hpp"
 #include "memscale/json/hf/unknown_model_type.hpp"
-#include "memscale/json/hf_t5.hpp"
+#include "memscale/json/hf/t5.hpp"
 #include "memscale/json/read_file.hpp"
 #include "memscale/model.hpp"
 
@@ -81,7 +81,7 @@ inline constexpr std::array families{
     family_entry{"bert", bert, true},
     family_entry{"roberta", roberta, true},
     family_entry{"distilbert", distilbert, true},
-    family_entry{"t5", [](const config& c) { return t5_from_hf_config(c.raw()); }, true},   // h9-t5's reader
+    family_entry{"t5", [](const config& c) { return t5_from_hf_config(c.raw()); }, true},  // json/hf/t5.hpp
     family_entry{"mt5", [](const config& c) { return t5_from_hf_config(c.raw()); }, true},
 };
 
