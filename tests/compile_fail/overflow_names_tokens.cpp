@@ -4,6 +4,14 @@
 #include <memscale/estimate.hpp>
 #include <memscale/presets.hpp>
 
-static_assert(memscale::estimate(memscale::presets::llama_2_7b,
+// Llama-2-7B without its 4096-token context (a config without max_position_embeddings), so
+// the sequence reaches the overflow check instead of the context check.
+constexpr memscale::model_spec llama_without_context = [] {
+  memscale::model_spec m = memscale::presets::llama_2_7b;
+  m.context_length = 0;
+  return m;
+}();
+
+static_assert(memscale::estimate(llama_without_context,
                                  memscale::training_spec{.micro_batch = 1ULL << 40, .seq_len = 1ULL << 30})
                   .steady.tensor.value > 0);
