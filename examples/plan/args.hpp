@@ -52,14 +52,14 @@ enum class command : std::uint8_t {
 using memscale::json_io::default_run;
 
 // --- per-group settings of features registered in their own files -------------------
-// options_config.cpp (h9-config): --config PATH|HUB_ID.
+// options_config.cpp: --config PATH|HUB_ID.
 struct config_options {
   std::string source;  // as typed; empty: the model is a preset (--model)
   // An unknown model_type read from its checkpoint (generic.hpp); the model is its decoder.
   std::shared_ptr<const memscale::json_io::generic_checkpoint> generic;
 };
 
-// options_cluster.cpp (h10-multi): multi-GPU engines and the cluster planner.
+// options_cluster.cpp: multi-GPU engines and the cluster planner.
 enum class emit_format : std::uint8_t { none, deepspeed, accelerate_fsdp };
 struct cluster_options {
   std::uint64_t gpus = 0;                     // --gpus N in all (0: one GPU, no cluster output)
@@ -75,7 +75,7 @@ struct cluster_options {
   emit_format emit = emit_format::none;       // --emit deepspeed|accelerate-fsdp
 };
 
-// options_vision.cpp (h11-vision): CNN / ViT models. A torchvision --model NAME sets
+// options_vision.cpp: CNN / ViT models. A torchvision --model NAME sets
 // `model` (options_run.cpp); --image and --channels-last size and lay out its input.
 struct vision_options {
   std::optional<memscale::vision::vision_spec> model;
@@ -84,7 +84,7 @@ struct vision_options {
   bool channels_last = false;
 };
 
-// options_inference.cpp (h12-infer): inference estimates and SVG output.
+// options_inference.cpp: inference estimates and SVG output.
 struct inference_options {
   bool enabled = false;             // --inference: estimate generate() instead of a training step
   // --context, --new-tokens, --kv-dtype, --kv-cache, --weights; batch and attention come from

@@ -49,13 +49,13 @@ CLI::Option* add_flag(CLI::App& app, std::string_view group, const std::string& 
                       std::function<void()> handle);
 
 // The groups, in --help order.
-void add_config_options(CLI::App& app, options& o);     // options_config.cpp    (h9-config)
+void add_config_options(CLI::App& app, options& o);     // options_config.cpp
 void add_run_options(CLI::App& app, options& o);        // options_run.cpp
 void add_lora_options(CLI::App& app, options& o);       // options_lora.cpp
 void add_gpu_options(CLI::App& app, options& o);        // options_gpu.cpp
-void add_cluster_options(CLI::App& app, options& o);    // options_cluster.cpp   (h10-multi)
-void add_vision_options(CLI::App& app, options& o);     // options_vision.cpp    (h11-vision)
-void add_inference_options(CLI::App& app, options& o);  // options_inference.cpp (h12-infer)
+void add_cluster_options(CLI::App& app, options& o);    // options_cluster.cpp
+void add_vision_options(CLI::App& app, options& o);     // options_vision.cpp
+void add_inference_options(CLI::App& app, options& o);  // options_inference.cpp
 void check_inference_options(const options& o);         // options_inference.cpp: after parsing
 void add_output_options(CLI::App& app, options& o);     // options_output.cpp
 void add_command_options(CLI::App& app, options& o);    // options_commands.cpp

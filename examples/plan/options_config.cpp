@@ -1,4 +1,4 @@
-// memscale-plan: the config options (h9-config): --config PATH|HUB_ID: a Hugging Face
+// memscale-plan: the config options: --config PATH|HUB_ID: a Hugging Face
 // config.json, a model directory or a Hub id in the local cache (memscale/json/hf_config.hpp).
 #include <CLI/CLI.hpp>
 #include <memory>

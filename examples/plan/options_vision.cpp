@@ -1,4 +1,4 @@
-// memscale-plan: the vision options (h11-vision): the input of a CNN or ViT model.
+// memscale-plan: the vision options: the input of a CNN or ViT model.
 #include <CLI/CLI.hpp>
 #include <string>
 

@@ -10,7 +10,7 @@
 #include "memscale/json/fields.hpp"   // IWYU pragma: export
 #include "memscale/json/generic_model.hpp"  // IWYU pragma: export
 #include "memscale/json/hf_config.hpp"  // IWYU pragma: export
-#include "memscale/json/hf_t5.hpp"   // IWYU pragma: export
+#include "memscale/json/hf/t5.hpp"   // IWYU pragma: export
 #include "memscale/json/inference.hpp"  // IWYU pragma: export
 #include "memscale/json/read_file.hpp"  // IWYU pragma: export
 #include "memscale/json/records.hpp"  // IWYU pragma: export

@@ -52,6 +52,7 @@ TEST_CASE("hf_config: parameter counts") {
   CHECK(count_of("microsoft--Phi-3-mini-4k-instruct") == 3'821'079'552ULL);
   CHECK(count_of("bigcode--starcoder2-3b") == 3'030'371'328ULL);
   CHECK(count_of("allenai--OLMo-2-1124-7B") == 7'298'617'344ULL);
+  CHECK(count_of("internlm--internlm2-7b") == 7'737'708'544ULL);
   CHECK(count_of("google-bert--bert-base-uncased") == 109'514'298ULL);
   CHECK(count_of("FacebookAI--roberta-base") == 124'697'433ULL);
   CHECK(count_of("distilbert--distilbert-base-uncased") == 66'985'530ULL);

@@ -1,4 +1,4 @@
-// Run-time checks of the inference estimator (issue 12): the static values again with
+// Run-time checks of the inference estimator: the static values again with
 // inputs the compiler cannot fold, the CPU traces of generate(), record reading and the
 // errors for invalid input.
 #ifdef MEMSCALE_CATCH2_V2

@@ -1,6 +1,6 @@
 // LoRA targets as module names (PEFT and lit-gpt), the adapters the builder places, the
 // trainable counts the frameworks report, and the record fields that must be modelled or
-// refused (issue 8 items 1-2).
+// refused.
 #ifdef MEMSCALE_CATCH2_V2
 #include <catch2/catch.hpp>
 #else

@@ -1,4 +1,4 @@
-// Planner properties of issue 8: the largest micro-batch never falls when VRAM grows,
+// Planner properties: the largest micro-batch never falls when VRAM grows,
 // micro-batch x accumulation is always the requested effective batch, a "fits" verdict
 // implies the error band's upper end is within the budget, distinct answers for "nothing
 // fits" and "no technique needed", and the plan's unoptimized peak is the report's peak.
@@ -64,7 +64,7 @@ TEST_CASE("planner property: the largest micro-batch never falls when VRAM grows
       previous = plan.max_micro_batch;
     }
   }
-  // The case issue 8 found: Llama-2-7B pure fp16, micro-batch 1, RTX A6000 vs A100 80GB.
+  // A case that once broke the property: Llama-2-7B pure fp16, micro-batch 1, RTX A6000 vs A100 80GB.
   const training_spec run = run_of(1, 512, memscale::precision::pure_fp16);
   const auto a6000 = memscale::make_plan(memscale::presets::llama_2_7b, run, gpu_named("rtx-a6000"));
   const auto a100 = memscale::make_plan(memscale::presets::llama_2_7b, run, gpu_named("a100-80gb"));

@@ -1,4 +1,4 @@
-// The planner's searches (memscale/detail/largest_fitting.hpp, issue 12): the solver that finds
+// The planner's searches (memscale/detail/largest_fitting.hpp): the solver that finds
 // the largest micro-batch or sequence length from the peak values must give what bisection
 // over the fits / does-not-fit predicate gave, and make_plan must give, field for field, the
 // plan the bisection planner gave. Checked on synthetic monotone functions (flat, affine,

@@ -1,4 +1,4 @@
-// Compile-time checks of the inference estimator (issue 12).
+// Compile-time checks of the inference estimator.
 #include <memscale/inference.hpp>
 #include <memscale/presets.hpp>
 

@@ -402,6 +402,8 @@ def main(argv):
     bad = 0
     for name, key, published, source, rounding in CHECKS:
         path = os.path.join(CONFIGS, name)
+        if not os.path.exists(path):  # a file whose reader landed has moved up to hf_configs/
+            path = os.path.join(CONFIGS, "..", name)
         if not os.path.exists(path):
             print(f"{name}: missing")
             bad += 1

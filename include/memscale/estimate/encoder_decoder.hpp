@@ -1,17 +1,17 @@
 // memscale/estimate/encoder_decoder.hpp: the estimators over an encoder-decoder pair.
 //
-// Included by memscale/estimate.hpp (after the single-graph estimator, whose types and
-// section helpers it reuses). Time line of one step: encoder forward, decoder forward
-// (every encoder tensor still saved), decoder backward (the encoder output's gradient
-// accumulating), encoder backward (the decoder's saved tensors gone, its gradients made),
-// optimizer step. Inside each stack the moments are those of the single-graph walk: a
+// Built on the single-graph estimator (estimate/single_graph.hpp), whose types and section
+// helpers it reuses; memscale/estimate.hpp chooses between them. Time line of one step:
+// encoder forward, decoder forward (every encoder tensor still saved), decoder backward (the
+// encoder output's gradient accumulating), encoder backward (the decoder's saved tensors
+// gone, its gradients made), optimizer step. Inside each stack the moments are those of the single-graph walk: a
 // section's first and last block bound every cross-layer term.
 #pragma once
 
 #include <cstdint>
 
 #include "memscale/encoder_decoder.hpp"
-#include "memscale/estimate.hpp"  // includes this file at its end; either order works
+#include "memscale/estimate/single_graph.hpp"
 
 namespace memscale {
 
@@ -224,17 +224,5 @@ constexpr bytes checkpointed_block_inputs(const graph& g, const training_spec& r
 constexpr bytes checkpointed_block_inputs(const encoder_decoder_graph& g, const training_spec& run) {
   return checkpointed_block_inputs(g.encoder, run) + checkpointed_block_inputs(g.decoder, run);
 }
-
-namespace detail {
-
-constexpr estimate_result estimate_encoder_decoder(const model_spec& model, const training_spec& run) {
-  return estimate(build_encoder_decoder_graph(model, run), run);
-}
-
-constexpr std::uint64_t encoder_decoder_parameter_count(const model_spec& model) {
-  return parameter_count(build_encoder_decoder_graph(model, training_spec{.micro_batch = 1, .seq_len = 1}));
-}
-
-}  // namespace detail
 
 }  // namespace memscale

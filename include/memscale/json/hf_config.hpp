@@ -26,6 +26,7 @@
 #include "memscale/json/hf/gpt2.hpp"
 #include "memscale/json/hf/gpt_neox.hpp"
 #include "memscale/json/hf/gptj.hpp"
+#include "memscale/json/hf/internlm2.hpp"
 #include "memscale/json/hf/llama.hpp"
 #include "memscale/json/hf/mixtral.hpp"
 #include "memscale/json/hf/olmo2.hpp"
@@ -38,7 +39,7 @@
 #include "memscale/json/hf/qwen3_moe.hpp"
 #include "memscale/json/hf/starcoder2.hpp"
 #include "memscale/json/hf/unknown_model_type.hpp"
-#include "memscale/json/hf_t5.hpp"
+#include "memscale/json/hf/t5.hpp"
 #include "memscale/json/read_file.hpp"
 #include "memscale/model.hpp"
 
@@ -76,10 +77,11 @@ inline constexpr std::array families{
     family_entry{"phi3", phi3},
     family_entry{"starcoder2", starcoder2},
     family_entry{"olmo2", olmo2},
+    family_entry{"internlm2", internlm2},
     family_entry{"bert", bert, true},
     family_entry{"roberta", roberta, true},
     family_entry{"distilbert", distilbert, true},
-    family_entry{"t5", [](const config& c) { return t5_from_hf_config(c.raw()); }, true},   // h9-t5's reader
+    family_entry{"t5", [](const config& c) { return t5_from_hf_config(c.raw()); }, true},  // json/hf/t5.hpp
     family_entry{"mt5", [](const config& c) { return t5_from_hf_config(c.raw()); }, true},
 };
 

@@ -361,7 +361,7 @@ inline json estimate_record(const json& record) {
     }
     const model_spec model = model_for_record(record);
     const quantity q = quantity_of(record.value("measure", std::string("max_memory_allocated")));
-    if (record.contains("infer")) {  // an inference record (issue 12): json/inference.hpp
+    if (record.contains("infer")) {  // an inference record: json/inference.hpp
       const inference_peak p = estimate_inference(model, inference_from_record(record)).peak;
       const bytes b = q == quantity::reserved ? p.reserved : q == quantity::device ? p.device : p.tensor;
       return {{"id", id}, {"estimated_bytes", b.value}, {"quantity", std::string(to_string(q))}};

@@ -1,0 +1,394 @@
+// memscale/estimate/single_graph.hpp: the five estimators composed into a peak and its phase,
+// over one graph (a decoder or an encoder stack).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "memscale/estimate/activations.hpp"
+#include "memscale/estimate/gradients.hpp"
+#include "memscale/estimate/optimizer.hpp"
+#include "memscale/estimate/parameters.hpp"
+#include "memscale/estimate/workspace.hpp"
+#include "memscale/graph.hpp"
+#include "memscale/model.hpp"
+#include "memscale/training.hpp"
+
+namespace memscale {
+
+enum class phase : std::uint8_t { forward, backward, optimizer_step };
+
+constexpr std::string_view to_string(phase p) noexcept {
+  return p == phase::forward ? "forward" : p == phase::backward ? "backward" : "optimizer_step";
+}
+
+// What is on the device at one moment; total() is the tensor bytes at that moment.
+struct memory_breakdown {
+  bytes parameters{};   // parameter storage and registered buffers
+  bytes gradients{};
+  bytes optimizer{};    // optimizer state
+  bytes activations{};  // saved tensors, transient activations and their gradients, inputs
+  bytes workspace{};    // optimizer step temporaries, cuBLAS workspace
+
+  [[nodiscard]] constexpr bytes total() const { return parameters + gradients + optimizer + activations + workspace; }
+};
+
+struct peak_estimate {
+  bytes tensor{};    // what torch.cuda.max_memory_allocated reports
+  bytes reserved{};  // what torch.cuda.max_memory_reserved reports
+  bytes device{};    // what nvidia-smi shows: reserved + CUDA context
+  phase at = phase::backward;
+  memory_breakdown breakdown{};
+};
+
+struct estimate_result {
+  std::uint64_t parameter_count = 0;
+  std::uint64_t trainable_parameter_count = 0;
+  bytes parameter_bytes{};
+  bytes gradient_bytes{};
+  bytes optimizer_bytes{};
+  bytes saved_activation_bytes{};  // live at the end of forward
+  peak_estimate steady{};          // every step after the first
+  peak_estimate first_step{};      // step 1: optimizer state is created inside the step
+};
+
+namespace detail {
+
+struct phase_candidate {
+  phase at = phase::forward;
+  memory_breakdown breakdown{};
+};
+
+constexpr phase_candidate larger(const phase_candidate& a, const phase_candidate& b) {
+  return b.breakdown.total() > a.breakdown.total() ? b : a;
+}
+
+// Parameters streamed from the host (offload_parameters) leave the prologue, the
+// epilogue and two blocks (the running one and the prefetched next) on the device.
+constexpr bytes device_share_of_blocks(bytes per_block, std::uint64_t layers, bool streamed) {
+  return streamed ? per_block * (layers < 2 ? layers : std::uint64_t{2}) : per_block * layers;
+}
+
+constexpr bytes section_bytes(const graph& g, section s, const training_spec& run, bool gradients) {
+  bytes total{};
+  for (std::size_t i = s.begin; i < s.end; ++i)
+    total += gradients ? op_gradient_bytes(g.ops[i], run) : op_parameter_bytes(g.ops[i], run);
+  return total;
+}
+
+// Large blocks waste on average half of the allocator's 2 MiB rounding granule in
+// reserved memory (CUDACachingAllocator.cpp: kRoundLarge); count the large tensors alive.
+constexpr std::uint64_t large_tensor_count(const graph& g, const training_spec& run) {
+  std::uint64_t n = 0;
+  const auto p = precision_policy_of(run);
+  for (std::size_t i = 0; i < g.size; ++i) {
+    const op& o = g.ops[i];
+    const auto r = repeats_of(g, i);
+    if (o.released_by != not_kept && o.out > cuda_small_size) n += r;
+    if (storage(p.param, o.weight.largest()) > cuda_small_size) {
+      const std::uint64_t per_param = o.frozen ? 1 : 4;  // weight, gradient, two state tensors
+      n += checked_mul(r, o.weight.count, per_param);
+    }
+  }
+  return n;
+}
+
+// What estimate() needs from the whole op sequence, gathered in one pass (the separate
+// walks above and in estimate/*.hpp give the same figures one at a time).
+struct graph_totals {
+  std::uint64_t parameters = 0;            // parameter_count
+  std::uint64_t trainable_parameters = 0;  // trainable_parameter_count
+  bytes params_p{}, params_b{}, params_e{};  // parameter bytes by section (block: one layer)
+  bytes grads_p{}, grads_b{}, grads_e{};     // gradient bytes by section
+  bytes optimizer_state{};                 // optimizer_state_bytes
+  bytes step_temporaries{};                // optimizer_step_temporaries
+  std::uint64_t large_tensors = 0;         // large_tensor_count (CUDA runs)
+
+  [[nodiscard]] constexpr bytes parameter_bytes(std::uint64_t layers) const { return params_p + params_b * layers + params_e; }
+  [[nodiscard]] constexpr bytes gradient_bytes(std::uint64_t layers) const { return grads_p + grads_b * layers + grads_e; }
+};
+
+constexpr graph_totals totals_of(const graph& g, const training_spec& run) {
+  graph_totals t{};
+  const auto p = precision_policy_of(run);
+  std::uint64_t largest_trainable = 0;  // elements of the largest trainable tensor
+  std::uint64_t trainable_elements = 0;
+  for (std::size_t i = 0; i < g.size; ++i) {
+    const op& o = g.ops[i];
+    const auto r = repeats_of(g, i);
+    if (o.released_by != not_kept && o.out > cuda_small_size) t.large_tensors = checked_add(t.large_tensors, r);
+    if (o.weight.rows == 0 && o.bias.rows == 0) continue;  // most ops own no parameter
+    const op_elements n = elements_of(o);
+    const std::uint64_t stored = checked_mul(stored_elements(o, n), r, parameter_quantity);
+    t.parameters = checked_add(t.parameters, stored, parameter_quantity);
+    bytes& section_params = i < g.block_begin ? t.params_p : i < g.block_end ? t.params_b : t.params_e;
+    bytes& section_grads = i < g.block_begin ? t.grads_p : i < g.block_end ? t.grads_b : t.grads_e;
+    section_params += op_parameter_bytes(o, n, run, p);
+    section_grads += op_gradient_bytes(o, n, p.trainable);
+    const std::uint64_t weight_matrix = o.weight.largest();  // one copy
+    if (storage(p.param, weight_matrix) > cuda_small_size)
+      t.large_tensors = checked_add(t.large_tensors, checked_mul(r, o.weight.count, o.frozen ? 1 : 4));
+    if (o.frozen) continue;
+    t.trainable_parameters = checked_add(t.trainable_parameters, stored, parameter_quantity);
+    // The trainable tensors of for_each_trainable_tensor: the weight (unless borrowed) and the bias.
+    const auto tensor = [&](std::uint64_t rows, std::uint64_t cols, std::uint64_t one_copy, std::uint64_t copies) {
+      t.optimizer_state += tensor_state_bytes(rows, cols, one_copy, run, p.trainable) * copies;
+      largest_trainable = max(largest_trainable, one_copy);
+      trainable_elements = checked_add(trainable_elements, checked_mul(one_copy, copies));
+    };
+    if (!o.borrows_weight && o.weight.rows != 0)
+      tensor(o.weight.rows, o.weight.cols, weight_matrix, checked_mul(r, o.weight.count));
+    if (o.bias.rows != 0) tensor(o.bias.rows, 1, o.bias.rows, checked_mul(r, o.bias.count));
+  }
+  t.step_temporaries = step_temporaries_of(largest_trainable, trainable_elements, run);
+  return t;
+}
+
+// Gradients sharded over the ranks but kept whole between micro-steps: accumulation inside
+// the engine's no_sync(), which skips the reduce-scatter until the last micro-step.
+constexpr bool unsharded_accumulation(const training_spec& run) {
+  return run.shard >= sharding::gradients && run.no_sync && run.grad_accum > 1;
+}
+
+// How the gradients of one micro-step live on the device.
+struct gradient_residency {
+  // Accumulated in place in .grad tensors that stay allocated (accumulation without sharding or
+  // under no_sync; gradients zeroed in place): every gradient is present from the start.
+  bool in_place = false;
+  // Reduce-scattered every micro-step into a partitioned accumulation buffer that stays
+  // allocated: 1/N of every gradient is present from the start, and each micro-step's
+  // gradients exist whole only until their reduce-scatter. FSDP accumulates the reduced shard
+  // into its sharded .grad (torch 2.x torch/distributed/fsdp/_runtime_utils.py _accumulate_sharded_grad);
+  // DeepSpeed ZeRO-2 adds each micro-step's partition to averaged_gradients
+  // (deepspeed/runtime/zero/stage_1_and_2.py v0.16.5 independent_gradient_partition_epilogue),
+  // ZeRO-3 to its grad_partitions_flat_buffer (stage3.py partition_grads).
+  bool partitioned = false;
+};
+
+constexpr gradient_residency gradient_residency_of(const training_spec& run) {
+  const bool persist = !run.offload_optimizer && (run.grad_accum > 1 || !run.zero_grad_to_none);
+  const bool partitioned = persist && run.shard >= sharding::gradients && !unsharded_accumulation(run);
+  return {.in_place = persist && !partitioned, .partitioned = partitioned};
+}
+
+// What one rank holds under sharding; zero fields mean "as without sharding".
+struct sharded_residency {
+  bytes params{};  // parameter bytes resident
+  bytes grads{};   // gradient bytes once backward is done (before the optimizer step)
+};
+
+constexpr sharded_residency sharded_residency_of(const graph& g, const training_spec& run, bytes params_p,
+                                                 bytes params_b, bytes params_e, bytes grads_p, bytes grads_b,
+                                                 bytes grads_e) {
+  sharded_residency r{};
+  if (run.shard == sharding::none) return r;
+  const auto n = run.data_parallel;
+  const auto L = g.block_repeats;
+  const bytes all_params = params_p + params_b * L + params_e;
+  if (run.shard == sharding::full) {
+    // FSDP FULL_SHARD: each rank stores 1/N; the root unit (embeddings, head) stays
+    // gathered through forward and backward, and limit_all_gathers allows the running
+    // block plus one prefetched block (torch/distributed/fsdp/_runtime_utils.py).
+    // With offload_parameters (ZeRO-3 offload_param, FSDP CPUOffload(offload_params=True))
+    // the rank's shard lives in host memory and only the gathered working set is on the device
+    // (deepspeed/runtime/zero/partition_parameters.py v0.16.5: partitions on the offload device).
+    const bytes resident_shard = run.offload_parameters ? bytes{} : ceil_div(all_params, n);
+    r.params = resident_shard + params_p + params_e + params_b * (L < 2 ? L : std::uint64_t{2});
+  }
+  if (unsharded_accumulation(run)) {
+    // Accumulating under no_sync keeps unsharded gradients until the last micro-step
+    // (FSDP no_sync docs); with use_orig_params every tensor of a block's flat parameter
+    // gets one when any of them trains.
+    const auto p = precision_policy_of(run);
+    bytes block = grads_b;
+    if (run.fsdp_use_orig_params && grads_b.value != 0) {
+      std::uint64_t elements = 0;
+      for (std::size_t i = g.block_begin; i < g.block_end; ++i) elements = checked_add(elements, stored_elements(g.ops[i]));
+      block = storage(p.param, elements);
+    }
+    r.grads = grads_p + grads_e + block * L;
+  }
+  return r;
+}
+
+// The peak's tensor, reserved and device totals. Reserved: large blocks waste on average
+// half of the allocator's 2 MiB rounding granule (`large_tensors` of them); device: the CUDA
+// context and, before PyTorch 2.0, the cuBLAS workspace cuBLAS allocated itself (pytorch PR
+// #86167 moved it into the caching allocator).
+constexpr peak_estimate finish_peak(const phase_candidate& best, const training_spec& run,
+                                    std::uint64_t large_tensors) {
+  peak_estimate result{};
+  result.at = best.at;
+  result.breakdown = best.breakdown;
+  result.tensor = best.breakdown.total();
+  if (run.device != device_kind::cuda) {
+    result.reserved = result.tensor;
+    result.device = result.tensor;
+    return result;
+  }
+  const bytes rounding = bytes{checked_mul(large_tensors, cuda_round_large.value / 2)};
+  result.reserved = round_up(result.tensor + rounding, cuda_round_large);
+  const bytes cublas_outside = run.torch_version >= 200 ? bytes{} : run.blas_workspace;
+  result.device = result.reserved + cuda_context_bytes(run.cuda_lazy_loading) + cublas_outside;
+  return result;
+}
+
+// The peaks of step 1 (optimizer state created inside the step) and of every later step. The
+// two differ only by the state present through forward and backward, so the moments are
+// compared once, without it.
+struct step_peaks {
+  peak_estimate steady{};
+  peak_estimate first_step{};
+  bytes saved_activations{};  // live at the end of forward (estimate_result::saved_activation_bytes)
+};
+
+constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, const graph_totals& t) {
+  const auto L = g.block_repeats;
+  const bool ckpt = run.ckpt == checkpointing::full;
+  // ZeRO-Offload (Ren et al. 2021, arXiv 2101.06840 sec. 4) moves each gradient to the
+  // host as backward produces it and steps the optimizer there: the device holds only
+  // the gradients of the section in flight.
+  const bool grads_to_host = run.offload_optimizer;
+  const gradient_residency residency = gradient_residency_of(run);
+  const bool persist = residency.in_place;
+  // Sharded gradients are reduce-scattered block by block, leaving 1/N of the earlier ones
+  // (inside the partitioned accumulation buffer when there is one).
+  const bool reduced_elsewhere = persist || grads_to_host || residency.partitioned;
+  const std::uint64_t grad_share = (run.shard >= sharding::gradients && !persist) ? run.data_parallel : 1;
+  const bool cuda = run.device == device_kind::cuda;
+
+  // Parameters and gradients by section (block figures are per layer).
+  const bytes params_p = t.params_p;
+  const bytes params_b = t.params_b;
+  const bytes params_e = t.params_e;
+  const bytes grads_p = t.grads_p;
+  const bytes grads_b = t.grads_b;
+  const bytes grads_e = t.grads_e;
+  const bool streamed = run.offload_parameters;
+  const sharded_residency shards = sharded_residency_of(g, run, params_p, params_b, params_e, grads_p, grads_b, grads_e);
+  const bytes params = shards.params.value != 0
+                           ? shards.params + g.buffers
+                           : params_p + params_e + device_share_of_blocks(params_b, L, streamed) + g.buffers;
+  const bytes all_grads =
+      shards.grads.value != 0 ? shards.grads : grads_p + grads_e + device_share_of_blocks(grads_b, L, streamed);
+  const bytes device_state =
+      run.shard != sharding::none ? ceil_div(t.optimizer_state, run.data_parallel) : t.optimizer_state;
+  // From PyTorch 2.0 the cuBLAS workspace comes from the caching allocator (pytorch PR
+  // #86167); before, cuBLAS allocated it itself, visible only in the device total.
+  const bool workspace_in_allocator = run.torch_version >= 200;
+  const bytes cublas = cuda ? run.blas_workspace : bytes{};
+  const bytes workspace = workspace_in_allocator ? cublas : bytes{};
+  const bytes persistent_grads =
+      persist ? all_grads : residency.partitioned ? ceil_div(all_grads, run.data_parallel) : bytes{};
+
+  // Saved activations per section pass.
+  const bytes saved_p = section_saved_bytes(g, prologue_of(g), run, false);
+  const bytes saved_b_on_device = section_saved_bytes(g, block_of(g), run, ckpt);
+  // Checkpointed inputs offloaded wait on the host.
+  const bytes saved_b = ckpt && run.offload_activations ? bytes{} : saved_b_on_device;
+  const bytes below_blocks = saved_p + saved_b * (L - 1);
+  // The base model's masks live through its blocks; checkpointed blocks saved them as inputs.
+  const bytes held_after_blocks = ckpt ? g.held : bytes{};
+
+  // The moments below differ only in activations and gradients (parameters, persistent
+  // gradients, inputs and workspace are common), so they are ranked by those two alone and
+  // the winner's breakdown is written once.
+  struct leading_moment {
+    phase at = phase::forward;
+    bytes activations{};
+    bytes grads{};
+    bytes ranked{};  // activations + grads
+  } lead{};
+  bool first_moment = true;
+  auto consider = [&](phase at, bytes activations, bytes grads) {
+    const bytes ranked = activations + grads;
+    if (first_moment || ranked > lead.ranked) lead = {at, activations, grads, ranked};
+    first_moment = false;
+  };
+
+  // Forward: the last block and the epilogue see the most saved tensors; the loop may
+  // still hold tensors of the previous step (graph::carried).
+  consider(phase::forward, g.carried + section_forward_peak(g, prologue_of(g), run), {});
+  consider(phase::forward, g.carried + g.held + below_blocks + section_forward_peak(g, block_of(g), run, false, !ckpt),
+           {});
+  // The loop rebinds its logits when the model returns, before the loss is computed
+  // (lit-gpt finetune/lora.py fit(): `logits = model(...)`, then chunked_cross_entropy),
+  // so the previous step's tensors are live only up to the first loss op.
+  consider(phase::forward,
+           g.carried + held_after_blocks + saved_p + saved_b * L +
+               section_forward_peak(g, until_loss(g, epilogue_of(g)), run, true),
+           {});
+  consider(phase::forward,
+           held_after_blocks + saved_p + saved_b * L + section_forward_peak(g, epilogue_of(g), run, true), {});
+
+  // Backward of the epilogue (loss, head): every block's tensors are still saved.
+  const auto e = section_backward_peak(g, epilogue_of(g), run, persist, bytes{});
+  consider(phase::backward, held_after_blocks + saved_p + saved_b * L + (e.peak - e.grads_at_peak), e.grads_at_peak);
+
+  // Backward of a block: the top block (all lower blocks saved, no block gradients yet)
+  // or the bottom block (nothing below, all other block gradients created).
+  const auto bp = section_backward_peak(g, block_of(g), run, persist, g.stream_grad);
+  const bytes local_act = bp.peak - bp.grads_at_peak;
+  const bytes grads_before_top = reduced_elsewhere ? bytes{} : ceil_div(grads_e, grad_share);
+  const bytes grads_before_bottom =
+      reduced_elsewhere ? bytes{} : ceil_div(grads_e + device_share_of_blocks(grads_b, L - 1, streamed), grad_share);
+  consider(phase::backward, held_after_blocks + below_blocks + local_act, grads_before_top + bp.grads_at_peak);
+  consider(phase::backward, held_after_blocks + saved_p + local_act, grads_before_bottom + bp.grads_at_peak);
+
+  // A checkpointed block's backward first runs its forward again, saving as it goes, with the
+  // gradient of its output waiting (torch/utils/checkpoint.py).
+  if (ckpt) {
+    const bytes rerun = g.stream_grad + section_forward_peak(g, block_of(g), run, false, true);
+    consider(phase::backward, held_after_blocks + below_blocks + rerun, grads_before_top);
+    consider(phase::backward, held_after_blocks + saved_p + rerun, grads_before_bottom);
+  }
+
+  // Backward of the prologue (embeddings).
+  const auto pp = section_backward_peak(g, prologue_of(g), run, persist, bytes{});
+  const bytes grads_before_prologue =
+      reduced_elsewhere ? bytes{} : ceil_div(grads_e + device_share_of_blocks(grads_b, L, streamed), grad_share);
+  consider(phase::backward, pp.peak - pp.grads_at_peak, grads_before_prologue + pp.grads_at_peak);
+
+  // Optimizer step: all gradients, the state (created now in step 1) and temporaries.
+  {
+    const bytes step_state = run.offload_optimizer ? bytes{} : device_state;
+    const bytes step_grads = run.shard >= sharding::gradients ? ceil_div(all_grads, run.data_parallel) : all_grads;
+    // A sharded optimizer steps only the rank's partition, so foreach's group-sized
+    // temporaries cover 1/N of the parameters (ZeRO: the flat fp32 partition; FSDP: the shards).
+    const bytes all_temporaries = t.step_temporaries;
+    const bytes step_temporaries =
+        run.shard != sharding::none && run.optimizer_impl == optimizer_implementation::foreach
+            ? ceil_div(all_temporaries, run.data_parallel)
+            : all_temporaries;
+    phase_candidate step{phase::optimizer_step,
+                         {params, grads_to_host ? bytes{} : step_grads, step_state, g.inputs,
+                          workspace + step_temporaries}};
+    // Steady state: the state is on the device through forward and backward too.
+    const phase_candidate best{lead.at, {params, lead.grads + persistent_grads, bytes{}, lead.activations + g.inputs,
+                                         workspace}};
+    phase_candidate steady = best;
+    if (!run.offload_optimizer) steady.breakdown.optimizer = device_state;
+    const std::uint64_t large = cuda ? t.large_tensors : 0;
+    const bytes saved_all = saved_p + saved_b_on_device * L + section_saved_bytes(g, epilogue_of(g), run, false);
+    return {finish_peak(larger(steady, step), run, large), finish_peak(larger(best, step), run, large), saved_all};
+  }
+}
+
+}  // namespace detail
+
+constexpr estimate_result estimate(const graph& g, const training_spec& run) {
+  estimate_result r{};
+  const detail::graph_totals t = detail::totals_of(g, run);
+  r.parameter_count = t.parameters;
+  r.trainable_parameter_count = t.trainable_parameters;
+  r.parameter_bytes = t.parameter_bytes(g.block_repeats);
+  r.gradient_bytes = t.gradient_bytes(g.block_repeats);
+  r.optimizer_bytes = t.optimizer_state;
+  const detail::step_peaks peaks = detail::estimate_peaks(g, run, t);
+  r.saved_activation_bytes = peaks.saved_activations;
+  r.steady = peaks.steady;
+  r.first_step = peaks.first_step;
+  return r;
+}
+
+}  // namespace memscale

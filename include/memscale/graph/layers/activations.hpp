@@ -1,0 +1,71 @@
+// memscale/graph/layers/activations.hpp: activation functions as autograd saves them: those
+// whose backward uses the input (GELU, SiLU), the output (ReLU, sigmoid, tanh), and
+// Hugging Face's gelu_new written out as Python ops.
+#pragma once
+
+#include "memscale/dtype.hpp"
+#include "memscale/graph.hpp"
+#include "memscale/graph/layers/context.hpp"
+#include "memscale/graph/layers/ops.hpp"
+#include "memscale/graph/tensor.hpp"
+#include "memscale/model.hpp"
+#include "memscale/training.hpp"
+
+namespace memscale::graph_layers {
+
+// gelu / silu backward use the input (derivatives.yaml: gelu_backward, silu_backward).
+constexpr tensor input_keeping_activation(op_writer& ops, tensor in) {
+  const tensor y = ops.emit(op_kind::activation, in.elements, in.type);
+  ops.keep(in, y);
+  return y;
+}
+
+// relu, sigmoid and tanh backward use the result (derivatives.yaml: threshold_backward,
+// sigmoid_backward, tanh_backward).
+constexpr tensor output_keeping_activation(op_writer& ops, tensor in) {
+  const tensor y = ops.emit(op_kind::activation, in.elements, in.type);
+  ops.keep_own_output(y);
+  return y;
+}
+
+// CUDA autocast runs pow in fp32 (aten/src/ATen/autocast_mode.cpp, fp32 cast policy: pow);
+// CPU autocast has no pow entry.
+constexpr bool autocast_runs_pow_in_fp32(const precision_policy& p, device_kind device, dtype input) {
+  return p.autocast && device == device_kind::cuda && input != dtype::fp32;
+}
+
+// Hugging Face gelu_new, written as Python: 0.5*x*(1+tanh(c*(x+0.044715*x^3))).
+// Autograd keeps x (pow), tanh's output, 0.5*x and (1+tanh) for the final mul. With
+// `pow_in_fp32`, pow keeps an fp32 copy of x and the chain after it is fp32; 0.5*x stays
+// 16-bit (measured on torch 2.11, docs/gpu-measurements.md).
+constexpr tensor gelu_tanh_as_python_ops(op_writer& ops, tensor in, bool pow_in_fp32) {
+  const dtype chain = pow_in_fp32 ? dtype::fp32 : in.type;
+  const tensor x = pow_in_fp32 ? ops.elementwise(in.elements, dtype::fp32) : in;
+  const tensor cube = ops.elementwise(in.elements, chain);
+  ops.keep(x, cube);
+  ops.elementwise(in.elements, chain);  // c * (x + 0.044715 * x^3)
+  const tensor th = ops.emit(op_kind::activation, in.elements, chain);
+  ops.keep_own_output(th);
+  const tensor one_plus = ops.elementwise(in.elements, chain);
+  const tensor half_x = ops.elementwise(in.elements, in.type);
+  const tensor y = ops.elementwise(in.elements, chain);
+  ops.keep(one_plus, y);
+  ops.keep(half_x, y);
+  return y;
+}
+
+// The model's MLP activation (the gate's, in a gated MLP).
+constexpr tensor activation(const layer_context& ctx, tensor in) {
+  switch (ctx.model.mlp) {
+    case mlp_kind::relu: return output_keeping_activation(ctx.ops, in);
+    case mlp_kind::gelu_tanh:
+      return gelu_tanh_as_python_ops(ctx.ops, in,
+                                     autocast_runs_pow_in_fp32(ctx.ops.precision(), ctx.run.device, in.type));
+    case mlp_kind::gelu:
+    case mlp_kind::swiglu:
+    case mlp_kind::geglu: return input_keeping_activation(ctx.ops, in);
+  }
+  return in;
+}
+
+}  // namespace memscale::graph_layers

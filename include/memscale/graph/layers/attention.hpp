@@ -1,0 +1,259 @@
+// memscale/graph/layers/attention.hpp: self-attention as the implementation runs it:
+// q, k, v projections (fused or not, adapted or not), qk-norm, RoPE, repeat_kv, the
+// attention kernel (fused, or eager with softcap, BLOOM's frame locals and the softmax
+// dtype), the output projection; and T5's attention (relative position bias, cross-attention).
+#pragma once
+
+#include <cstdint>
+
+#include "memscale/attention_kernel.hpp"
+#include "memscale/detail/math.hpp"
+#include "memscale/dtype.hpp"
+#include "memscale/graph.hpp"
+#include "memscale/graph/layers/adapters.hpp"
+#include "memscale/graph/layers/context.hpp"
+#include "memscale/graph/layers/norms.hpp"
+#include "memscale/graph/layers/ops.hpp"
+#include "memscale/graph/tensor.hpp"
+#include "memscale/lora.hpp"
+#include "memscale/model.hpp"
+#include "memscale/precision_policy.hpp"
+#include "memscale/training.hpp"
+
+namespace memscale::graph_layers {
+
+struct attention_path {
+  attention_kernel kernel = attention_kernel::math;
+  bool repeats_kv = false;  // k and v are copied per query head before attending
+};
+
+// Hugging Face's eager and SDPA attention both call repeat_kv before attending; from
+// transformers 5.0 SDPA without a mask passes k and v as they are with enable_gqa
+// (sdpa_gets_grouped_kv). The kernel follows from the call (attention_kernel_of): the
+// math kernel repeats k and v itself, so an fp32 GQA model on CUDA (flash needs 16-bit
+// inputs, mem-efficient refuses enable_gqa) still makes the copies (measured:
+// tools/gpu-measure/sdpa_backends.py).
+constexpr attention_path attention_path_of(const model_spec& model, const training_spec& run) {
+  const bool gqa = kv_heads_of(model) != model.heads && model.impl == implementation::hf_transformers;
+  const attention_kernel kernel = attention_kernel_of(model, run);
+  const bool sdpa_gqa = sdpa_gets_grouped_kv(model, run) &&
+                        (run.attention == attention_impl::sdpa || run.attention == attention_impl::flash);
+  return {.kernel = kernel, .repeats_kv = gqa && (!sdpa_gqa || kernel == attention_kernel::math)};
+}
+
+struct qkv_tensors {
+  tensor q;
+  tensor k;
+  tensor v;
+  tensor projection;  // the fused projection's output when fused_qkv (q, k and v are its views)
+};
+
+struct attention_widths {
+  std::uint64_t head_dim = 0;
+  std::uint64_t kv_heads = 0;
+  std::uint64_t q = 0;   // heads x head_dim
+  std::uint64_t kv = 0;  // kv_heads x head_dim
+};
+
+// The q, k and v projections, each a projection the run may adapt.
+constexpr qkv_tensors project_qkv(const layer_context& ctx, tensor in, const attention_widths& w) {
+  op_writer& ops = ctx.ops;
+  const model_spec& m = ctx.model;
+  const adapter_plan& adapters = ctx.adapters;
+  const bool adapt_q = adapters.adapts(lora_target::q);
+  const bool adapt_k = adapters.adapts(lora_target::k);
+  const bool adapt_v = adapters.adapts(lora_target::v);
+  const auto full_width = w.q + 2 * w.kv;
+  const linear_shape fused{.rows = ctx.tokens, .in_features = m.hidden, .out_features = full_width, .bias = m.qkv_bias};
+  if (m.fused_qkv && m.impl == implementation::litgpt && (adapt_q || adapt_k || adapt_v)) {
+    // lit-gpt adapts only the enabled parts of its fused projection.
+    const fused_qkv_widths widths{.parts = (adapt_q ? 1U : 0U) + (adapt_k ? 1U : 0U) + (adapt_v ? 1U : 0U),
+                                  .enabled_width = (adapt_q ? w.q : 0) + (adapt_k ? w.kv : 0) + (adapt_v ? w.kv : 0),
+                                  .full_width = full_width};
+    const tensor base = ops.linear(in, fused, adapters.base);
+    const tensor qkv = litgpt_qkv_lora(ops, adapters, in, base, ctx.tokens, m.hidden, widths);
+    return {qkv, qkv, qkv, qkv};
+  }
+  if (m.fused_qkv) {
+    // PEFT adapts a fused module (GPT-2 c_attn, GPT-NeoX query_key_value) as one Linear.
+    const tensor qkv = projection(ops, adapters, in, fused, adapt_q || adapt_k || adapt_v);
+    return {qkv, qkv, qkv, qkv};  // q, k and v are views of the fused output
+  }
+  const auto shape = [&](std::uint64_t width) {
+    return linear_shape{.rows = ctx.tokens, .in_features = m.hidden, .out_features = width, .bias = m.qkv_bias};
+  };
+  const tensor q = projection(ops, adapters, in, shape(w.q), adapt_q);
+  const tensor k = projection(ops, adapters, in, shape(w.kv), adapt_k);
+  const tensor v = projection(ops, adapters, in, shape(w.kv), adapt_v);
+  return {q, k, v, q};
+}
+
+// softmax(QK^T)V with the scores materialised; returns the context (heads unmerged).
+// `q`, `k`, `v` are the tensors the kernel reads; `k_elements` is k's size after repeat_kv.
+constexpr tensor eager_attention(const layer_context& ctx, const qkv_tensors& qkv, const attention_path& path,
+                                 std::uint64_t q_elements, std::uint64_t k_elements, std::uint64_t kv_width,
+                                 std::uint64_t scores) {
+  op_writer& ops = ctx.ops;
+  const model_spec& m = ctx.model;
+  const precision_policy& p = ops.precision();
+  // matmul on permuted 4-D views reshapes them into contiguous copies that bmm saves.
+  const tensor q_copy = ops.elementwise(q_elements, p.matmul);
+  if (m.attention_keeps_locals && m.fused_qkv) ops.hold_in_frame(ops.at(qkv.projection).out);  // fused_qkv
+  const tensor k_copy = ops.elementwise(k_elements, p.matmul);
+  const tensor qk = ops.emit(op{.kind = op_kind::attention, .recomputed_by_selective = true}, scores, p.matmul);
+  ops.keep(q_copy, qk);
+  ops.keep(k_copy, qk);
+  tensor softmax_input = qk;
+  if (m.attention_keeps_locals) {
+    // modeling_bloom.py BloomAttention.forward (v4.48): attn_weights = matmul_result + causal_mask
+    // (the mask's dtype wins); both stay referenced until the function returns.
+    softmax_input = ops.elementwise(scores, p.param);
+    ops.at(softmax_input).recomputed_by_selective = true;
+    ops.hold_in_frame(ops.at(qk).out);
+  }
+  if (m.attention_softcap) {
+    // modeling_gemma2.py eager_attention_forward (v4.51): scores / cap, tanh (keeps its
+    // output), * cap.
+    ops.at(ops.elementwise(scores, p.matmul)).recomputed_by_selective = true;
+    const tensor capped = ops.emit(op{.kind = op_kind::activation, .recomputed_by_selective = true}, scores, p.matmul);
+    ops.keep_own_output(capped);
+    softmax_input = ops.elementwise(scores, p.matmul);
+    ops.at(softmax_input).recomputed_by_selective = true;
+  }
+  // Softmax saves its output. CUDA autocast runs it in fp32 (autocast_mode.cpp fp32
+  // list); CPU autocast (torch 1.13) has no softmax entry, so it stays 16-bit; LLaMA-
+  // family code asks for softmax(dtype=float32) and casts back (modeling_llama.py).
+  const dtype prob_type =
+      (m.softmax_fp32 || (p.autocast && ctx.run.device == device_kind::cuda)) ? dtype::fp32 : p.matmul;
+  tensor probs = ops.emit(op{.kind = op_kind::attention, .recomputed_by_selective = true}, scores, prob_type);
+  ops.keep_own_output(probs);
+  if (m.attention_keeps_locals) ops.hold_in_frame(ops.at(softmax_input).out);  // attn_weights
+  if (m.softmax_fp32 && p.matmul != dtype::fp32) {
+    probs = ops.elementwise(scores, p.matmul);  // .to(query_states.dtype)
+    ops.at(probs).recomputed_by_selective = true;
+  }
+  tensor dropped = ops.dropout(probs, ctx.dropout.attention_probs);
+  ops.at(dropped).recomputed_by_selective = true;
+  dropped = ops.matmul_input(dropped);
+  // repeat_kv's output is already contiguous and bmm saves it as it is; a plain v is a
+  // permuted view that matmul copies first.
+  const tensor v_saved = path.repeats_kv ? qkv.v : ops.elementwise(detail::checked_mul(ctx.tokens, kv_width), p.matmul);
+  const tensor context = ops.emit(op_kind::attention, q_elements, p.matmul);
+  ops.keep(dropped, context);
+  ops.keep(v_saved, context);
+  return context;
+}
+
+// The model's self-attention over every token, output projection included.
+constexpr tensor self_attention(const layer_context& ctx, tensor in) {
+  op_writer& ops = ctx.ops;
+  const model_spec& m = ctx.model;
+  const training_spec& run = ctx.run;
+  const precision_policy& p = ops.precision();
+  attention_widths w{.head_dim = head_dim_of(m), .kv_heads = kv_heads_of(m)};
+  w.q = detail::checked_mul(m.heads, w.head_dim);
+  w.kv = detail::checked_mul(w.kv_heads, w.head_dim);
+
+  qkv_tensors qkv = project_qkv(ctx, in, w);
+  const auto q_elements = detail::checked_mul(ctx.tokens, w.q);
+  auto k_elements = detail::checked_mul(ctx.tokens, w.kv);
+  if (m.qk_norm == qk_norm_kind::per_head) {
+    // modeling_qwen3.py / modeling_gemma3.py (transformers v4.51): q_norm, k_norm over head_dim.
+    qkv.q = norm(ctx, qkv.q, {.width = w.head_dim, .rows = detail::checked_mul(ctx.tokens, m.heads)});
+    qkv.k = norm(ctx, qkv.k, {.width = w.head_dim, .rows = detail::checked_mul(ctx.tokens, w.kv_heads)});
+  } else if (m.qk_norm == qk_norm_kind::full_width) {
+    // modeling_olmo2.py (v4.51): q_norm over heads*head_dim, k_norm over kv_heads*head_dim.
+    qkv.q = norm(ctx, qkv.q, {.width = w.q, .rows = ctx.tokens});
+    qkv.k = norm(ctx, qkv.k, {.width = w.kv, .rows = ctx.tokens});
+  }
+  if (m.positions == position_kind::rotary) {
+    // q*cos + rotate_half(q)*sin makes new q and k tensors (modeling_llama.py apply_rotary_pos_emb).
+    qkv.q = ops.elementwise(q_elements, p.matmul);
+    qkv.k = ops.elementwise(k_elements, p.matmul);
+  }
+  const attention_path path = attention_path_of(m, run);
+  if (path.repeats_kv) {
+    // repeat_kv: expand + reshape materialises heads/kv_heads copies of k and v.
+    k_elements = q_elements;
+    qkv.k = ops.elementwise(k_elements, p.matmul);
+    qkv.v = ops.elementwise(k_elements, p.matmul);
+  }
+  const auto batch_heads =
+      detail::checked_mul(run.micro_batch, m.heads, detail::quantity{"attention scores (micro_batch x heads x seq_len^2)"});
+  const auto scores = detail::checked_mul(batch_heads, run.seq_len, run.seq_len,
+                                          detail::quantity{"attention scores (micro_batch x heads x seq_len^2)"});
+  tensor context{};
+  if (is_fused(path.kernel)) {
+    // Flash / memory-efficient SDPA saves q, k, v, the output and a per-row fp32
+    // log-sum-exp (aten/src/ATen/native/transformers/attention.cpp).
+    const op core{.kind = op_kind::attention,
+                  .extra_saved = storage(dtype::fp32, detail::checked_mul(batch_heads, run.seq_len))};
+    context = ops.emit(core, q_elements, p.matmul);
+    ops.keep(qkv.q, context);
+    ops.keep(qkv.k, context);
+    ops.keep(qkv.v, context);
+    ops.keep_own_output(context);
+  } else {
+    context = eager_attention(ctx, qkv, path, q_elements, k_elements, w.kv, scores);
+  }
+  // Heads are merged with transpose + reshape: a contiguous copy the output projection saves.
+  const tensor merged = ops.elementwise(q_elements, p.matmul);
+  return projection(ops, ctx.adapters, merged,
+                    {.rows = ctx.tokens, .in_features = w.q, .out_features = m.hidden, .bias = m.attn_out_bias},
+                    ctx.adapters.adapts(lora_target::o));
+}
+
+// ---- T5 ---------------------------------------------------------------------------
+
+// The first block's relative_attention_bias table of a T5 stack (its lookup keeps the
+// s x s bucket indices); the bias it makes is held by the stack (encoder_decoder recipe).
+constexpr void relative_attention_bias_table(op_writer& ops, const model_spec& model, std::uint64_t seq) {
+  const op table{.kind = op_kind::embedding,
+                 .weight = {model.relative_attention_buckets, model.heads, 1},
+                 .role = param_role::embedding,
+                 .extra_saved = storage(dtype::int64, detail::checked_mul(seq, seq))};
+  ops.emit(table, 0, ops.precision().param);
+}
+
+// T5Attention.forward is always eager (T5 has no SDPA or flash path, whatever
+// run.attention says): q, k, v projections; matmul(q, k^T) on transposed views
+// copies both into contiguous tensors it saves; `scores += position_bias` in place (no
+// scaling); softmax(scores.float()).type_as(scores); dropout; matmul with v (a copy
+// again); transpose + contiguous; o. Cross-attention reads k and v from `kv_in` (the
+// encoder output): `query_len` and `key_len` tokens per sequence, `inner` = heads x d_kv.
+constexpr tensor t5_attention(const layer_context& ctx, tensor in, tensor kv_in, std::uint64_t query_len,
+                              std::uint64_t key_len, std::uint64_t inner) {
+  op_writer& ops = ctx.ops;
+  const precision_policy& p = ops.precision();
+  const auto batch = ctx.run.micro_batch;
+  const auto hidden = ctx.model.hidden;
+  const auto rows_q = detail::checked_mul(batch, query_len);
+  const auto rows_k = detail::checked_mul(batch, key_len);
+  const tensor q = ops.linear(in, {.rows = rows_q, .in_features = hidden, .out_features = inner}, ctx.adapters.base);
+  ops.linear(kv_in, {.rows = rows_k, .in_features = hidden, .out_features = inner}, ctx.adapters.base);
+  ops.linear(kv_in, {.rows = rows_k, .in_features = hidden, .out_features = inner}, ctx.adapters.base);
+  const auto scores = detail::checked_mul(detail::checked_mul(batch, ctx.model.heads), query_len, key_len);
+  const tensor q_copy = ops.elementwise(q.elements, p.matmul);
+  const tensor k_copy = ops.elementwise(detail::checked_mul(rows_k, inner), p.matmul);
+  const tensor raw = ops.emit(op{.kind = op_kind::attention, .recomputed_by_selective = true}, scores, p.matmul);
+  ops.keep(q_copy, raw);
+  ops.keep(k_copy, raw);
+  if (raw.type != dtype::fp32) ops.at(ops.elementwise(scores, dtype::fp32)).recomputed_by_selective = true;  // scores.float()
+  tensor probs = ops.emit(op{.kind = op_kind::attention, .recomputed_by_selective = true}, scores, dtype::fp32);
+  ops.keep_own_output(probs);
+  if (p.matmul != dtype::fp32) {
+    probs = ops.elementwise(scores, p.matmul);  // .type_as(scores)
+    ops.at(probs).recomputed_by_selective = true;
+  }
+  tensor dropped = ops.dropout(probs, ctx.dropout.attention_probs);
+  ops.at(dropped).recomputed_by_selective = true;
+  dropped = ops.matmul_input(dropped);
+  const tensor v_copy = ops.elementwise(detail::checked_mul(rows_k, inner), p.matmul);
+  const tensor context = ops.emit(op_kind::attention, q.elements, p.matmul);
+  ops.keep(dropped, context);
+  ops.keep(v_copy, context);
+  const tensor merged = ops.elementwise(q.elements, p.matmul);
+  return ops.linear(merged, {.rows = rows_q, .in_features = inner, .out_features = hidden}, ctx.adapters.base);
+}
+
+}  // namespace memscale::graph_layers

@@ -1,0 +1,194 @@
+// memscale/graph/layers/heads.hpp: what follows the last block: the LM head and its loss
+// (standard or chunked cross-entropy, upcast, logit softcap, label shift), the masked-LM
+// head, sequence classification (decoder score or BERT pooler) and a bare pooler.
+#pragma once
+
+#include <cstdint>
+
+#include "memscale/detail/math.hpp"
+#include "memscale/dtype.hpp"
+#include "memscale/graph.hpp"
+#include "memscale/graph/layers/activations.hpp"
+#include "memscale/graph/layers/adapters.hpp"
+#include "memscale/graph/layers/context.hpp"
+#include "memscale/graph/layers/norms.hpp"
+#include "memscale/graph/layers/ops.hpp"
+#include "memscale/graph/tensor.hpp"
+#include "memscale/lora.hpp"
+#include "memscale/model.hpp"
+#include "memscale/training.hpp"
+
+namespace memscale::graph_layers {
+
+// An output layer over the vocabulary and the cross-entropy that follows it.
+struct lm_head_spec {
+  std::uint64_t rows = 0;        // positions the head runs on
+  std::uint64_t sequences = 0;   // sequences among them (each loses one position to a shifted copy)
+  bool tied = false;             // the weight is the input embedding's
+  bool bias = false;
+  bool causal = true;            // causal LM: the upcast, softcap and label-shift steps apply
+  bool upcast_logits = false;
+  bool logit_softcap = false;
+  bool labels_shifted = false;   // the loss shifts the labels, so no shifted copy of the logits
+  bool chunked = false;          // chunked cross-entropy
+  std::uint64_t chunk_rows = 0;  // positions in one loss chunk
+  bool scales_tied_input = false;   // T5: sequence_output * d_model**-0.5 before a tied head
+  bool records_input_grad = false;  // the head op carries its input's gradient (T5's graph does)
+  detail::quantity logits_quantity = detail::byte_count;  // named in an overflow of tokens x vocab
+};
+
+// The model's LM head over every token (causal_lm, or masked_lm's decoder).
+constexpr lm_head_spec lm_head_spec_of(const layer_context& ctx) {
+  const model_spec& m = ctx.model;
+  const training_spec& run = ctx.run;
+  return {.rows = ctx.tokens,
+          .sequences = run.micro_batch,
+          .tied = m.tied_embeddings,
+          .bias = m.lm_head_bias || m.head == head_kind::masked_lm,
+          .causal = m.head == head_kind::causal_lm,
+          .upcast_logits = m.upcast_logits,
+          .logit_softcap = m.logit_softcap,
+          .labels_shifted = m.shift_labels,
+          .chunked = run.loss == loss_impl::chunked,
+          // lit-gpt splits along the sequence (model.py GPT.forward: x.split(lm_head_chunk_size, dim=1)),
+          // so a chunk holds loss_chunk positions of every sequence in the batch.
+          .chunk_rows = (run.loss == loss_impl::chunked && run.loss_chunk < run.seq_len)
+                            ? detail::checked_mul(run.micro_batch, run.loss_chunk)
+                            : ctx.tokens,
+          .logits_quantity = detail::quantity{"logits (tokens x vocab)"}};
+}
+
+// The output layer and cross-entropy: logits b*s*V, the shifted contiguous copy, and
+// log_softmax's output, which cross_entropy keeps for nll_loss's backward
+// (derivatives.yaml: _log_softmax_backward_data uses the result).
+constexpr void lm_loss(const layer_context& ctx, tensor x, const lm_head_spec& spec) {
+  op_writer& ops = ctx.ops;
+  const precision_policy& p = ops.precision();
+  const auto rows = spec.rows;
+  const auto hidden = ctx.model.hidden;
+  const auto vocab = ctx.model.vocab;
+  if (spec.scales_tied_input && spec.tied) x = ops.elementwise(x.elements, x.type);  // a scalar mul saves nothing
+  const tensor input = ops.matmul_input(x);
+  const base_weight weight = spec.tied ? tied_head_weight(ctx.adapters.base) : ctx.adapters.base;
+  op head{.kind = op_kind::linear,
+          .weight = {vocab, hidden, 1},
+          .bias = spec.bias ? param_tensor{vocab, 1, 1} : param_tensor{},
+          .role = spec.tied ? param_role::embedding : param_role::matmul,
+          .frozen = weight.frozen,
+          .borrows_weight = spec.tied};
+  if (p.autocast && !weight.four_bit) head.extra_saved = storage(p.matmul, detail::checked_mul(vocab, hidden));
+  // An untied head is an nn.Linear, quantized under QLoRA like the others: its matmul
+  // dequantizes the whole V x h weight (two 16-bit copies) in forward and backward.
+  const bytes dequantized = weight.four_bit ? storage(p.matmul, detail::checked_mul(vocab, hidden, 2)) : bytes{};
+  head.bwd_temp = dequantized;
+  if (spec.records_input_grad) head.grad_in = storage(input.type, input.elements);
+  if (ctx.adapters.adapts(lora_target::head))
+    head.fwd_temp += lm_head_lora(ops, ctx.adapters, x, rows, hidden, vocab, spec.chunk_rows);
+  head.fwd_temp += dequantized;
+  const tensor logits = ops.emit(head, detail::checked_mul(rows, vocab, spec.logits_quantity), p.matmul);
+  if (weight.keeps_input) ops.keep(input, logits);
+  if (spec.chunked) {
+    // Chunked cross-entropy (lit-gpt utils.chunked_cross_entropy) keeps one chunk's
+    // logits and log-probabilities at a time, plus each chunk's saved log_softmax.
+    // The chunks' logits stay referenced by a Python list until backward, and each
+    // chunk's cross_entropy keeps its log-probabilities (lit-gpt utils.py).
+    ops.keep_own_output(logits);
+    // The one-chunk temporary belongs to the loss: the reshape of the last chunk's shifted
+    // (non-contiguous) slice copies it, after model() has returned.
+    const tensor logp =
+        ops.emit(op{.kind = op_kind::loss, .fwd_temp = storage(p.matmul, detail::checked_mul(spec.chunk_rows, vocab))},
+                 detail::checked_mul(rows, vocab), p.matmul);
+    ops.keep_own_output(logp);
+    // Backward runs chunk by chunk (each chunk's cross_entropy and lm_head call is its own
+    // branch of the graph, joined only by torch.cat of the small per-token losses), so the
+    // gradients of log-probabilities and logits are one chunk wide at a time.
+    const bytes chunk = storage(p.matmul, detail::checked_mul(spec.chunk_rows, vocab));
+    ops.at(logp).grad_out = chunk;
+    ops.at(logp).grad_in = chunk;
+    ops.at(logits).grad_out = chunk;
+    return;
+  }
+  tensor scores = logits;
+  auto loss_rows = rows;
+  if (spec.causal) {
+    // Many causal-LM heads upcast logits to fp32 (modeling_llama.py: logits.float()).
+    // .float() copies only 16-bit logits; on fp32 logits it is a no-op.
+    if (spec.upcast_logits && scores.type != dtype::fp32)
+      scores = ops.elementwise(detail::checked_mul(rows, vocab), dtype::fp32);
+    if (spec.logit_softcap) {
+      // modeling_gemma2.py: logits / cap, tanh (keeps its output), * cap. Each step
+      // reassigns `logits`, so the head's output and the quotient are freed once used.
+      ops.at(scores).transient = true;
+      const tensor quotient = ops.elementwise(detail::checked_mul(rows, vocab), scores.type);
+      ops.at(quotient).transient = true;
+      scores = output_keeping_activation(ops, quotient);  // tanh
+      scores = ops.elementwise(detail::checked_mul(rows, vocab), scores.type);
+    }
+    // logits[..., :-1, :].contiguous(): a copy of all but one position per sequence;
+    // transformers >= 4.48 pads and shifts the labels instead (loss/loss_utils.py
+    // ForCausalLMLoss at d0fed636), so every position's logits go to the loss uncopied.
+    if (!spec.labels_shifted) {
+      loss_rows = rows - spec.sequences;
+      scores = ops.elementwise(detail::checked_mul(loss_rows, vocab), scores.type);
+    }
+  }
+  const tensor logp =
+      ops.emit(op_kind::loss, detail::checked_mul(loss_rows, vocab), p.autocast ? dtype::fp32 : scores.type);
+  ops.keep_own_output(logp);
+}
+
+// BertLMPredictionHead: dense + GELU + LayerNorm, then the (tied) decoder.
+constexpr void masked_lm_head(const layer_context& ctx, tensor x) {
+  const auto hidden = ctx.model.hidden;
+  const tensor dense = ctx.ops.linear(x, {.rows = ctx.tokens, .in_features = hidden, .out_features = hidden, .bias = true},
+                                      ctx.adapters.base);
+  const tensor act = input_keeping_activation(ctx.ops, dense);  // erf GELU
+  lm_loss(ctx, norm(ctx, act), lm_head_spec_of(ctx));
+}
+
+// A classifier over the sequence and its loss (one number).
+constexpr void sequence_classification_head(const layer_context& ctx, tensor x) {
+  op_writer& ops = ctx.ops;
+  const model_spec& m = ctx.model;
+  const auto hidden = m.hidden;
+  const auto batch = ctx.run.micro_batch;
+  if (m.arch == architecture::decoder) {
+    // modeling_llama.py LlamaForSequenceClassification (v4.51): score = Linear(h, labels,
+    // bias=False) over every token; the last token's logits feed the loss.
+    const tensor input = ops.matmul_input(x);
+    const op score{.kind = op_kind::linear,
+                   .weight = {m.num_labels, hidden, 1},
+                   .role = param_role::matmul,
+                   .frozen = ctx.adapters.enabled};
+    const tensor logits = ops.emit(score, detail::checked_mul(ctx.tokens, m.num_labels), ops.precision().matmul);
+    ops.keep(input, logits);
+    ops.emit(op_kind::loss, 1, dtype::fp32);
+    return;
+  }
+  // Pooler on the first token, dropout, classifier: b rows only.
+  const tensor first = ops.elementwise(detail::checked_mul(batch, hidden), x.type);
+  const tensor pooled = ops.linear_over_rows(first, batch, hidden, hidden, ctx.adapters.enabled);
+  ops.linear_over_rows(pooled, batch, hidden, m.num_labels, ctx.adapters.enabled);  // logits
+  ops.emit(op_kind::loss, 1, dtype::fp32);
+}
+
+// No head: the base model's output, through BERT's pooler when it has one.
+constexpr void bare_model_output(const layer_context& ctx, tensor x) {
+  if (!ctx.model.pooler) return;
+  const auto batch = ctx.run.micro_batch;
+  const auto hidden = ctx.model.hidden;
+  ctx.ops.linear_over_rows(ctx.ops.elementwise(detail::checked_mul(batch, hidden), x.type), batch, hidden, hidden,
+                           ctx.adapters.enabled);
+}
+
+// The model's head on the stack's output.
+constexpr void head(const layer_context& ctx, tensor x) {
+  switch (ctx.model.head) {
+    case head_kind::causal_lm: lm_loss(ctx, x, lm_head_spec_of(ctx)); break;
+    case head_kind::masked_lm: masked_lm_head(ctx, x); break;
+    case head_kind::sequence_classification: sequence_classification_head(ctx, x); break;
+    case head_kind::none: bare_model_output(ctx, x); break;
+  }
+}
+
+}  // namespace memscale::graph_layers

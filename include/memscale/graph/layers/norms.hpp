@@ -1,0 +1,106 @@
+// memscale/graph/layers/norms.hpp: LayerNorm and RMSNorm, each as the implementation that
+// runs it saves tensors for backward (Hugging Face LLaMA-family, lit-gpt, Hugging Face T5).
+#pragma once
+
+#include <cstdint>
+
+#include "memscale/dtype.hpp"
+#include "memscale/graph.hpp"
+#include "memscale/graph/layers/context.hpp"
+#include "memscale/graph/layers/ops.hpp"
+#include "memscale/graph/tensor.hpp"
+#include "memscale/model.hpp"
+
+namespace memscale::graph_layers {
+
+// A norm over `width` features of `rows` rows (qk-norm: head_dim per head, or a whole
+// projection's width).
+struct norm_shape {
+  std::uint64_t width = 0;
+  std::uint64_t rows = 0;
+};
+
+// The code that computes an RMSNorm: what autograd keeps differs between them.
+enum class rms_norm_code : std::uint8_t {
+  hf_llama,  // modeling_llama.py LlamaRMSNorm and the families that copy it
+  litgpt,    // lit_gpt/rmsnorm.py (the 2023 runs)
+  hf_t5,     // modeling_t5.py T5LayerNorm
+};
+
+// LayerNorm saves its input and per-row mean and rstd in fp32
+// (aten/src/ATen/native/layer_norm.cpp).
+constexpr tensor layer_norm(op_writer& ops, tensor in, const norm_shape& shape, bool bias, bool trainable) {
+  const precision_policy& p = ops.precision();
+  op o{.kind = op_kind::norm,
+       .weight = {shape.width, 1, 1},
+       .bias = bias ? param_tensor{shape.width, 1, 1} : param_tensor{},
+       .role = param_role::vector,
+       .frozen = !trainable};
+  const dtype out_type = p.autocast ? dtype::fp32 : p.param;  // autocast fp32 list: layer_norm
+  o.extra_saved = storage(dtype::fp32, detail::checked_mul(shape.rows, 2));
+  o.grad_in = storage(in.type, in.elements);
+  const tensor y = ops.emit(o, in.elements, out_type);
+  ops.keep(in, y);
+  return y;
+}
+
+// RMSNorm as Hugging Face writes it (modeling_llama.py LlamaRMSNorm) saves the fp32 input,
+// rsqrt and the normalized x; lit-gpt's computes in the input dtype; T5's is below.
+constexpr tensor rms_norm(op_writer& ops, tensor in, const norm_shape& shape, rms_norm_code code, bool trainable,
+                          std::uint32_t torch_version) {
+  if (code == rms_norm_code::hf_t5) {
+    // T5LayerNorm: variance = x.to(fp32).pow(2).mean(-1); x * rsqrt(variance + eps), cast to
+    // the weight's dtype when that is 16-bit; weight * x. pow and the first mul save x (or
+    // its fp32 copy); x^2 stays alive as it does in HF's LLaMA RMSNorm on torch 1.13
+    // (docs/research/cpu-activations.md sec. 1); the mul saves rsqrt (one fp32 per row); the
+    // weight mul saves the normalized x (fp32, or its 16-bit cast under pure 16-bit).
+    const precision_policy& p = ops.precision();
+    op o{.kind = op_kind::norm, .weight = {shape.width, 1, 1}, .role = param_role::vector, .frozen = !trainable};
+    const bool fp32_in = in.type == dtype::fp32;
+    o.extra_saved = storage(dtype::fp32, shape.rows);                     // rsqrt(variance + eps)
+    o.extra_saved += storage(dtype::fp32, in.elements);                   // x^2
+    if (!fp32_in) o.extra_saved += storage(dtype::fp32, in.elements);     // x.to(float32), saved by pow
+    // x * rsqrt: fp32 (type promotion); a 16-bit weight casts it back.
+    const bool cast_back = p.param != dtype::fp32;
+    o.extra_saved += storage(cast_back ? p.param : dtype::fp32, in.elements);
+    if (cast_back) o.fwd_temp = storage(dtype::fp32, in.elements);
+    o.grad_in = storage(in.type, in.elements);
+    const tensor y = ops.emit(o, in.elements, cast_back ? p.param : dtype::fp32);
+    ops.keep(in, y);  // x itself: saved by the first mul
+    return y;
+  }
+  op o{.kind = op_kind::norm, .weight = {shape.width, 1, 1}, .role = param_role::vector, .frozen = !trainable};
+  o.extra_saved = storage(dtype::fp32, shape.rows);  // rsqrt(variance + eps)
+  // normalized x, saved by weight * x only when the weight takes a gradient (a frozen
+  // LoRA base: derivatives.yaml mul, other is needed for self's gradient only).
+  if (trainable) o.extra_saved += storage(in.type, in.elements);
+  // hidden.to(float32): a new tensor unless the input is fp32 already (then the input
+  // itself is what pow and mul save). lit-gpt's RMSNorm of the 2023 runs has no upcast
+  // (lit_gpt/rmsnorm.py @ 8641822: x * rsqrt(mean(x * x) + eps) in the input dtype).
+  if (in.type != dtype::fp32 && code != rms_norm_code::litgpt) o.extra_saved += storage(dtype::fp32, in.elements);
+  // HF's pow(2).mean(-1) also keeps x^2 alive on torch 1.13, whose MeanBackward saved its
+  // input (docs/research/cpu-activations.md sec. 1). From 2.0 mean.dim's backward keeps
+  // only self.sym_numel() (tools/autograd/derivatives.yaml); measured on 2.11 (docs/gpu-measurements.md).
+  if (code == rms_norm_code::hf_llama && torch_version < 200) o.extra_saved += storage(dtype::fp32, in.elements);
+  o.grad_in = storage(in.type, in.elements);
+  const tensor y = ops.emit(o, in.elements, in.type);
+  if (in.type == dtype::fp32 || code == rms_norm_code::litgpt) ops.keep(in, y);
+  return y;
+}
+
+// The model's norm over `shape`: LayerNorm or RMSNorm as its implementation writes it;
+// frozen under LoRA.
+constexpr tensor norm(const layer_context& ctx, tensor in, const norm_shape& shape) {
+  const bool trainable = !ctx.adapters.enabled;
+  if (ctx.model.norm == norm_kind::layernorm) return layer_norm(ctx.ops, in, shape, ctx.model.norm_bias, trainable);
+  const rms_norm_code code =
+      ctx.model.impl == implementation::litgpt ? rms_norm_code::litgpt : rms_norm_code::hf_llama;
+  return rms_norm(ctx.ops, in, shape, code, trainable, ctx.run.torch_version);
+}
+
+// The model's norm over the hidden width of every token.
+constexpr tensor norm(const layer_context& ctx, tensor in) {
+  return norm(ctx, in, {.width = ctx.model.hidden, .rows = ctx.tokens});
+}
+
+}  // namespace memscale::graph_layers

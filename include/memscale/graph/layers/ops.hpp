@@ -1,0 +1,211 @@
+// memscale/graph/layers/ops.hpp: the op writer every layer writes through.
+//
+// It appends ops in place (graph_builder::push says why ops are never copied whole), fills
+// in each op's output and input gradient (the one input-gradient rule: complete), and
+// writes the few ops every layer shares: elementwise ops, autocast's matmul input, the
+// residual add, dropout, the linear core (trainable, frozen or 4-bit, with autocast's
+// weight copy) and a linear over fewer rows than the tokens.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "memscale/dtype.hpp"
+#include "memscale/graph.hpp"
+#include "memscale/graph/tensor.hpp"
+#include "memscale/graph_builder.hpp"
+#include "memscale/model.hpp"
+#include "memscale/precision_policy.hpp"
+#include "memscale/training.hpp"
+
+namespace memscale::graph_layers {
+
+// Which of the model's dropout modules run: each site is its own flag, read once from the
+// model and the run (a run without dropout, or a model whose p is 0, has none). The model's
+// per-site flags (model_spec::attention_dropout, hidden_dropout, embedding_dropout) follow the
+// family's config keys; T5's dropout_rate sets all of them.
+struct dropout_sites {
+  bool embeddings = false;       // after the input embeddings
+  bool attention_probs = false;  // on the attention probabilities
+  bool residual = false;         // on a branch's output before its residual add
+  bool mlp_hidden = false;       // between the MLP's two matrices (T5DenseActDense)
+  bool stack_output = false;     // after a stack's final norm (T5Stack)
+};
+
+constexpr dropout_sites dropout_sites_of(const model_spec& model, const training_spec& run) {
+  const bool on = run.dropout && model.dropout;
+  return {.embeddings = on && model.embedding_dropout,
+          .attention_probs = on && model.attention_dropout,
+          .residual = on && model.hidden_dropout,
+          .mlp_hidden = on && model.hidden_dropout,
+          .stack_output = on && model.hidden_dropout};
+}
+
+// A projection's dimensions: `rows` input rows of `in_features` to `out_features`, its
+// weight (and bias) stored `copies` times (experts).
+struct linear_shape {
+  std::uint64_t rows = 0;
+  std::uint64_t in_features = 0;
+  std::uint64_t out_features = 0;
+  std::uint64_t copies = 1;
+  bool bias = false;
+};
+
+// How a projection's base weight is held, and whether its matmul saves its input.
+struct base_weight {
+  bool frozen = false;       // no gradient, no optimizer state (a LoRA base)
+  bool four_bit = false;     // bitsandbytes 4-bit storage (a frozen QLoRA base)
+  bool keeps_input = true;   // autograd saves the input for the weight's gradient
+};
+
+// Ops other than matmuls and norms map their input gradient one to one onto the output's;
+// the stream and the embeddings have no input gradient.
+constexpr bool maps_gradient_one_to_one(op_kind kind) {
+  return kind != op_kind::linear && kind != op_kind::norm && kind != op_kind::stream && kind != op_kind::embedding;
+}
+
+class op_writer {
+ public:
+  // Writes into `target`, which must be empty.
+  constexpr op_writer(graph& target, const precision_policy& precision, device_kind device)
+      : builder_(target), precision_(precision), device_(device) {}
+
+  [[nodiscard]] constexpr const precision_policy& precision() const { return precision_; }
+  // The residual stream: the parameters' dtype.
+  [[nodiscard]] constexpr dtype stream_dtype() const { return precision_.param; }
+  // Section marks and the graph's totals (begin_block, set_inputs, ...).
+  [[nodiscard]] constexpr graph_builder& sections() { return builder_; }
+
+  // An op built by the caller, completed in its slot rather than in a copy
+  // (graph_builder::push says why copies are slow).
+  constexpr tensor emit(const op& proto, std::uint64_t elements, dtype type) {
+    return complete(builder_.push(proto), elements, type);
+  }
+  // An op with nothing but its kind and output.
+  constexpr tensor emit(op_kind kind, std::uint64_t elements, dtype type) {
+    return complete(builder_.append(kind), elements, type);
+  }
+  constexpr tensor elementwise(std::uint64_t elements, dtype type) {
+    return emit(op_kind::elementwise, elements, type);
+  }
+  // A tensor produced elsewhere (the encoder output inside the decoder): shape only.
+  constexpr tensor alias(std::uint64_t elements, dtype type) {
+    const tensor t = elementwise(elements, type);
+    op& o = at(t);
+    o.out = {};
+    o.grad_in = {};
+    return t;
+  }
+
+  constexpr op& at(tensor t) { return builder_.at(t.op_index); }
+  // Records that the backward of `user` needs the output of `producer`.
+  constexpr void keep(tensor producer, tensor user) { builder_.keep(producer.op_index, user.op_index); }
+  // `t`'s own backward uses its output (softmax, ReLU, tanh, sigmoid).
+  constexpr void keep_own_output(tensor t) { builder_.keep_own_output(t.op_index); }
+
+  // Tensors the running Python frame still references: every op written until the frame
+  // closes carries them among its forward temporaries (model_spec::attention_keeps_locals).
+  constexpr void hold_in_frame(bytes b) { frame_locals_ += b; }
+  constexpr void close_frame() { frame_locals_ = {}; }
+
+  // Under autocast a matmul casts an fp32 input to 16 bits and saves the cast copy
+  // (aten/src/ATen/autocast_mode.cpp cached_cast: only leaf weights are cached).
+  constexpr tensor matmul_input(tensor in) {
+    if (!precision_.autocast || in.type == precision_.matmul) return in;
+    return elementwise(in.elements, precision_.matmul);
+  }
+
+  constexpr tensor add(tensor a, tensor b) {
+    const dtype out = (a.type == dtype::fp32 || b.type == dtype::fp32) ? dtype::fp32 : a.type;
+    return elementwise(a.elements > b.elements ? a.elements : b.elements, out);
+  }
+
+  // The mask dropout keeps for backward. CUDA runs the fused native_dropout with a bool
+  // mask (derivatives.yaml: native_dropout_backward); elsewhere aten's _dropout_impl
+  // (aten/src/ATen/native/Dropout.cpp) multiplies by a noise tensor of the input's dtype.
+  [[nodiscard]] constexpr bytes dropout_mask(std::uint64_t elements, dtype input) const {
+    return storage(device_ == device_kind::cuda ? dtype::boolean : input, elements);
+  }
+
+  // nn.Dropout when the site's module runs, else nothing.
+  constexpr tensor dropout(tensor in, bool runs) {
+    if (!runs) return in;
+    const bytes mask = dropout_mask(in.elements, in.type);
+    const std::size_t index = builder_.append(op_kind::dropout);  // in its slot, as linear
+    builder_.at(index).extra_saved = mask;
+    return complete(index, in.elements, in.type);
+  }
+
+  // y = x W^T + b. Saves its input (for the weight gradient) and, under autocast, the
+  // 16-bit weight copy (the autocast weight cache lives until this op's backward).
+  constexpr tensor linear(tensor in, const linear_shape& shape, const base_weight& weight) {
+    const tensor x = matmul_input(in);
+    // The most frequent op is written in its slot (graph_builder::push says why).
+    const std::size_t index = builder_.append(op_kind::linear);
+    op& o = builder_.at(index);
+    o.weight = {shape.out_features, shape.in_features, shape.copies};
+    o.bias = shape.bias ? param_tensor{shape.out_features, 1, shape.copies} : param_tensor{};
+    o.role = param_role::matmul;
+    o.frozen = weight.frozen;
+    const bool four_bit = weight.four_bit;
+    // A 4-bit weight is uint8 storage behind a custom autograd Function: autocast never
+    // casts it (autocast_mode.cpp is_eligible: floating-point tensors only), so no 16-bit
+    // copy is saved (bitsandbytes 0.42.0 @ 4870580f, autograd/_functions.py MatMul4Bit).
+    if (precision_.autocast && !four_bit)
+      o.extra_saved = storage(precision_.matmul, detail::checked_mul(shape.in_features, shape.out_features, shape.copies));
+    if (four_bit) {
+      // bitsandbytes dequantizes the 4-bit weight to the compute dtype for each matmul
+      // and transposes it (bitsandbytes/autograd/_functions.py MatMul4Bit): two copies,
+      // freed afterwards.
+      o.fwd_temp = storage(precision_.matmul, detail::checked_mul(shape.in_features, shape.out_features, 2));
+      o.bwd_temp = o.fwd_temp;
+    }
+    o.grad_in = storage(x.type, x.elements);
+    const tensor y = complete(index, detail::checked_mul(shape.rows, shape.out_features), precision_.matmul);
+    // Autograd saves only what a needed gradient uses: a frozen nn.Linear keeps nothing
+    // (derivatives.yaml: mm's self is needed only for mat2's gradient); bitsandbytes'
+    // version decides for a 4-bit one (adapters.hpp, base_weight_of).
+    if (weight.keeps_input) keep(x, y);
+    return y;
+  }
+
+  // A LoRA matrix (adapter role, trainable) of `rows` x `cols`, `copies` times, written in
+  // its slot: adapters add several per projection.
+  constexpr tensor adapter_matrix(const param_tensor& weight, std::uint64_t elements, dtype type) {
+    const std::size_t index = builder_.append(op_kind::linear);
+    op& o = builder_.at(index);
+    o.weight = weight;
+    o.role = param_role::adapter;
+    return complete(index, elements, type);
+  }
+
+  // A linear layer with a bias over `rows` rows instead of every token (pooler,
+  // classifier): its input is used as it is and kept.
+  constexpr tensor linear_over_rows(tensor in, std::uint64_t rows, std::uint64_t in_features,
+                                    std::uint64_t out_features, bool frozen) {
+    const op proto{.kind = op_kind::linear,
+                   .weight = {out_features, in_features, 1},
+                   .bias = {out_features, 1, 1},
+                   .role = param_role::matmul,
+                   .frozen = frozen};
+    const tensor y = emit(proto, detail::checked_mul(rows, out_features), precision_.matmul);
+    keep(in, y);
+    return y;
+  }
+
+ private:
+  constexpr tensor complete(std::size_t index, std::uint64_t elements, dtype type) {
+    op& o = builder_.at(index);
+    o.out = storage(type, elements);
+    o.fwd_temp += frame_locals_;
+    if (maps_gradient_one_to_one(o.kind)) o.grad_in = o.out;
+    return {.op_index = static_cast<std::uint32_t>(index), .type = type, .elements = elements};
+  }
+
+  graph_builder builder_;
+  precision_policy precision_;
+  device_kind device_;
+  bytes frame_locals_{};
+};
+
+}  // namespace memscale::graph_layers

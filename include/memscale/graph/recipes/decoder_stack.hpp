@@ -1,0 +1,143 @@
+// memscale/graph/recipes/decoder_stack.hpp: one training step of a decoder or encoder stack
+// (GPT, LLaMA, BERT and their families) from the shared layers: embeddings, one block
+// that repeats, the head, and what the step holds beside its ops.
+//
+// What each op keeps follows the backward formulas in PyTorch's
+// tools/autograd/derivatives.yaml and the forward code of the implementation named by
+// model_spec::impl (Hugging Face transformers modeling_*.py, lit-gpt model.py).
+#pragma once
+
+#include <cstdint>
+
+#include "memscale/detail/math.hpp"
+#include "memscale/dtype.hpp"
+#include "memscale/graph.hpp"
+#include "memscale/graph/layers/adapters.hpp"
+#include "memscale/graph/layers/attention.hpp"
+#include "memscale/graph/layers/context.hpp"
+#include "memscale/graph/layers/embeddings.hpp"
+#include "memscale/graph/layers/heads.hpp"
+#include "memscale/graph/layers/mlp.hpp"
+#include "memscale/graph/layers/norms.hpp"
+#include "memscale/graph/layers/ops.hpp"
+#include "memscale/graph/tensor.hpp"
+#include "memscale/model.hpp"
+#include "memscale/precision_policy.hpp"
+#include "memscale/training.hpp"
+#include "memscale/validate.hpp"
+
+namespace memscale::recipes {
+
+// Norms around a sequential branch (model_spec::block_norms).
+constexpr graph_layers::tensor branch_in(const graph_layers::layer_context& ctx, graph_layers::tensor x) {
+  return ctx.model.block_norms == branch_norms::post ? x : graph_layers::norm(ctx, x);
+}
+constexpr graph_layers::tensor branch_out(const graph_layers::layer_context& ctx, graph_layers::tensor y) {
+  return ctx.model.block_norms == branch_norms::pre ? y : graph_layers::norm(ctx, y);
+}
+
+// One transformer block on the residual stream, in the model's layout; returns its output.
+constexpr graph_layers::tensor transformer_block(const graph_layers::layer_context& ctx) {
+  using namespace graph_layers;
+  op_writer& ops = ctx.ops;
+  const bool residual_dropout = ctx.dropout.residual;
+  const tensor x = ops.emit(op_kind::stream, detail::checked_mul(ctx.tokens, ctx.model.hidden), ops.stream_dtype());
+  tensor out{};
+  switch (ctx.model.layout) {
+    case block_layout::sequential: {
+      const tensor attended = ops.dropout(branch_out(ctx, self_attention(ctx, branch_in(ctx, x))), residual_dropout);
+      const tensor mid = ops.add(x, attended);
+      ops.close_frame();  // the attention's frame ends with its residual add
+      const tensor fed = ops.dropout(branch_out(ctx, mlp(ctx, branch_in(ctx, mid))), residual_dropout);
+      out = ops.add(mid, fed);
+      break;
+    }
+    case block_layout::parallel: {
+      // GPT-NeoX post_attention_dropout / post_mlp_dropout, Phi and GPT-J resid_dropout:
+      // one dropout per branch. (Falcon drops out the branches' sum once: one mask fewer.)
+      const tensor normed = norm(ctx, x);
+      const tensor attended = ops.dropout(self_attention(ctx, normed), residual_dropout);
+      ops.close_frame();
+      const tensor fed = ops.dropout(mlp(ctx, ctx.model.shared_attention_norm ? normed : norm(ctx, x)), residual_dropout);
+      out = ops.add(ops.add(attended, fed), x);
+      break;
+    }
+    case block_layout::post_norm: {
+      const tensor attended = ops.dropout(self_attention(ctx, x), residual_dropout);
+      ops.close_frame();
+      const tensor mid = norm(ctx, ops.add(attended, x));
+      const tensor fed = ops.dropout(mlp(ctx, mid), residual_dropout);
+      out = norm(ctx, ops.add(fed, mid));
+      break;
+    }
+  }
+  for (std::uint64_t i = 0; i < ctx.model.extra_norms_per_block; ++i) out = norm(ctx, out);
+  return out;
+}
+
+// What the base model's forward makes once and keeps in local variables through its
+// blocks, freed when it returns, before the head (transformers v4.48 modeling_opt.py
+// OPTDecoder.forward, modeling_bloom.py BloomModel.forward). Both make an all-ones 2-D
+// attention_mask when none is given (torch.ones: fp32); with a 2-D mask,
+// _prepare_4d_causal_attention_mask_with_cache_position clones the expanded causal mask
+// into (b, 1, s, s) of the embeddings' dtype. OPT derives its position ids from that mask
+// ((cumsum(mask) * mask - 1).long(): (b, s) int64); BLOOM's build_alibi_tensor returns
+// (b * heads, 1, s) in the embeddings' dtype.
+constexpr bytes base_model_held(const model_spec& model, const training_spec& run, const precision_policy& p,
+                                std::uint64_t tokens) {
+  bytes held{};
+  if (model.builds_attention_mask) {
+    held += storage(dtype::fp32, tokens);
+    held += storage(p.param, detail::checked_mul(tokens, run.seq_len, detail::quantity{"causal mask (micro_batch x seq_len^2)"}));
+    if (model.positions == position_kind::learned) held += storage(dtype::int64, tokens);
+  }
+  if (model.alibi) held += storage(p.param, detail::checked_mul(tokens, model.heads, detail::quantity{"ALiBi bias (tokens x heads)"}));
+  return held;
+}
+
+// The op sequence of one training step of `model` under `run`, written into `out` (empty).
+constexpr void build_decoder_stack(const model_spec& model, const training_spec& run, graph& out) {
+  using namespace graph_layers;
+  if (model.arch == architecture::encoder_decoder)
+    detail::fail(error_code::unsupported, "model.arch",
+                 "is encoder_decoder: build_graph builds one stack (build_encoder_decoder_graph builds both; "
+                 "estimate() takes either)");
+  validate(model, run);
+  const precision_policy precision = precision_policy_of(run);
+  const auto tokens = detail::checked_mul(run.micro_batch, run.seq_len, detail::quantity{"tokens (micro_batch x seq_len)"});
+  op_writer ops(out, precision, run.device);
+  const layer_context ctx{.ops = ops,
+                          .model = model,
+                          .run = run,
+                          .adapters = adapter_plan_of(model, run),
+                          .dropout = dropout_sites_of(model, run),
+                          .tokens = tokens};
+  input_embeddings(ctx);
+  graph_builder& sections = ops.sections();
+  sections.begin_block();
+  transformer_block(ctx);
+  sections.end_block(model.layers);
+  tensor x = ops.emit(op_kind::stream, detail::checked_mul(tokens, model.hidden), ops.stream_dtype());
+  if (model.final_norm) x = norm(ctx, x);
+  head(ctx, x);
+  // input_ids and labels: int64 each (PyTorch's default index dtype).
+  sections.set_inputs(storage(dtype::int64, detail::checked_mul(tokens, 2)));
+  sections.add_buffers(bytes{detail::checked_mul(model.buffer_bytes_per_layer, model.layers)});
+  sections.set_stream_grad(storage(ops.stream_dtype(), detail::checked_mul(tokens, model.hidden)));
+  // lit-gpt's fine-tuning loop binds `logits = model(input_ids, lm_head_chunk_size=128)`
+  // and keeps the list of chunks until the next step's forward returns and rebinds it
+  // (finetune/lora.py fit(), Lightning-AI/lit-gpt @ 8641822 and @ 3cf6493c). The HF
+  // Trainer returns loss.detach() from training_step and drops the outputs.
+  if (model.impl == implementation::litgpt && model.head == head_kind::causal_lm)
+    sections.set_carried(storage(precision.matmul, detail::checked_mul(tokens, model.vocab)));
+  sections.set_held(base_model_held(model, run, precision, tokens));
+}
+
+constexpr graph build_decoder_stack(const model_spec& model, const training_spec& run) {
+  graph g;  // default-initialised: the op slots are left unwritten (graph.hpp op_slots)
+  build_decoder_stack(model, run, g);
+  g.ops.complete_for_constant(g.size);
+  return g;
+}
+
+}  // namespace memscale::recipes

@@ -1,0 +1,416 @@
+// The graphs the recipes (graph/recipes/) write are pinned: digests of every op and field of
+// the graphs, and of every error, over random (model, run) pairs, taken from the builders the
+// recipes replaced after they matched them op for op. Random (model, run) pairs: every
+// preset and every config in tests/data/hf_configs, each as it is or with some of its
+// features switched, under random runs (precisions, optimizers, checkpointing, attention
+// kinds, LoRA / QLoRA / DoRA / rsLoRA on any targets including the head and the router,
+// chunked loss, devices, framework versions, dropout) and some invalid or overflowing ones;
+// a preset added later changes the models and so the digests.
+#ifdef MEMSCALE_CATCH2_V2
+#include <catch2/catch.hpp>
+#else
+#include <catch2/catch_test_macros.hpp>
+#endif
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "memscale/encoder_decoder.hpp"
+#include "memscale/json.hpp"
+#include "memscale/memscale.hpp"
+
+namespace {
+
+using namespace memscale;
+
+// ---- the digest (constexpr: also used in constant evaluation below) -------------------
+
+// FNV-1a over every field of the graphs a builder makes. The bindings stop compiling when op
+// or graph gains or loses a member, so no field can be left out.
+struct digest {
+  std::uint64_t value = 14695981039346656037ULL;
+  constexpr void add(std::uint64_t x) {
+    for (int i = 0; i < 8; ++i) {
+      value ^= (x >> (8 * i)) & 0xFFU;
+      value *= 1099511628211ULL;
+    }
+  }
+  constexpr void add(bytes b) { add(b.value); }
+  constexpr void add(bool b) { add(std::uint64_t{b}); }
+  constexpr void add(const param_tensor& t) {
+    add(t.rows);
+    add(t.cols);
+    add(t.count);
+  }
+  constexpr void add(const op& o) {
+    const auto& [kind, selective, transient, weight, bias, role, frozen, borrows, grad_exists, released, out, extra, fwd,
+                 bwd, grad_in, grad_out] = o;
+    add(static_cast<std::uint64_t>(kind));
+    add(selective);
+    add(transient);
+    add(weight);
+    add(bias);
+    add(static_cast<std::uint64_t>(role));
+    add(frozen);
+    add(borrows);
+    add(grad_exists);
+    add(std::uint64_t{released.index_plus_one});
+    for (const bytes b : {out, extra, fwd, bwd, grad_in, grad_out}) add(b);
+  }
+  constexpr void add(const graph& g) {
+    const auto& [ops, size, begin, end, repeats, inputs, buffers, stream_grad, carried, held] = g;
+    add(std::uint64_t{size});
+    for (std::size_t i = 0; i < size; ++i) add(ops[i]);
+    add(std::uint64_t{begin});
+    add(std::uint64_t{end});
+    add(repeats);
+    for (const bytes b : {inputs, buffers, stream_grad, carried, held}) add(b);
+  }
+  constexpr void add(const encoder_decoder_graph& g) {
+    const auto& [encoder, decoder, output, saved, output_grad, encoder_held, decoder_held, encoder_bias_grad,
+                 decoder_bias_grad, cache] = g;
+    add(encoder);
+    add(decoder);
+    add(saved);
+    for (const bytes b : {output, output_grad, encoder_held, decoder_held, encoder_bias_grad, decoder_bias_grad, cache})
+      add(b);
+  }
+  void add(const std::string& text) {
+    for (const char c : text) add(static_cast<std::uint64_t>(static_cast<unsigned char>(c)));
+  }
+};
+
+template <class Graph>
+constexpr std::uint64_t digest_of(const Graph& g) {
+  digest d;
+  d.add(g);
+  return d.value;
+}
+
+// Pinned figures, in constant evaluation: any change to a recipe changes them.
+constexpr training_spec amp_bf16_run{.micro_batch = 2, .seq_len = 256, .prec = precision::amp_bf16};
+constexpr training_spec qlora_run{.micro_batch = 1,
+                                  .seq_len = 512,
+                                  .prec = precision::pure_bf16,
+                                  .target = training_target::qlora,
+                                  .lora_rank = 16,
+                                  .lora_targets = lora_all_linear | lora_target::head};
+static_assert(build_graph(presets::llama_2_7b, amp_bf16_run).size == 31);
+static_assert(digest_of(build_graph(presets::gpt2, amp_bf16_run)) == 2666205193266019850ULL);
+static_assert(digest_of(build_graph(presets::mixtral_8x7b, qlora_run)) == 9985011625633995794ULL);
+static_assert(digest_of(build_encoder_decoder_graph(presets::flan_t5_base, amp_bf16_run)) == 16254560354003337848ULL);
+
+// ---- the random pairs -----------------------------------------------------------------
+
+struct rng_picker {
+  std::mt19937_64 engine;
+  std::uint64_t operator()(std::uint64_t n) { return engine() % n; }
+  bool chance(std::uint64_t one_in) { return engine() % one_in == 0; }
+};
+
+// The config files the digests were taken over: a family that joins tests/data/hf_configs
+// later does not change them.
+constexpr std::array<std::string_view, 34> pinned_configs{
+    "EleutherAI--gpt-j-6b", "EleutherAI--pythia-160m", "FacebookAI--roberta-base", "Qwen--Qwen1.5-MoE-A2.7B",
+    "Qwen--Qwen2.5-0.5B", "Qwen--Qwen2.5-7B", "Qwen--Qwen3-0.6B", "Qwen--Qwen3-30B-A3B", "Qwen--Qwen3-8B",
+    "allenai--OLMo-2-1124-7B", "bigcode--starcoder2-3b", "bigscience--bloom-560m",
+    "distilbert--distilbert-base-uncased-finetuned-sst-2-english", "distilbert--distilbert-base-uncased",
+    "facebook--opt-125m", "google--flan-t5-base", "google--gemma-2-2b", "google--gemma-3-1b-pt", "google--gemma-7b",
+    "google--mt5-small", "google--t5-v1_1-base", "google-bert--bert-base-uncased", "google-t5--t5-base",
+    "google-t5--t5-large", "google-t5--t5-small", "internlm--internlm2-7b", "meta-llama--Llama-2-7b-hf",
+    "meta-llama--Llama-3.2-1B", "microsoft--Phi-3-mini-4k-instruct", "microsoft--phi-2", "mistralai--Mistral-7B-v0.1",
+    "mistralai--Mixtral-8x7B-v0.1", "openai-community--gpt2", "tiiuae--falcon-7b"};
+
+std::vector<model_spec> base_models() {
+  std::vector<model_spec> models(presets::all.begin(), presets::all.end());
+  const std::filesystem::path dir = std::filesystem::path(MEMSCALE_SOURCE_DIR) / "tests/data/hf_configs";
+  std::vector<std::filesystem::path> files;
+  for (const std::string_view name : pinned_configs) files.push_back(dir / (std::string(name) + ".json"));
+  std::sort(files.begin(), files.end());  // the order the digests were taken in
+  for (const auto& file : files) models.push_back(json_io::load_hf_model(file.string()));
+  return models;
+}
+
+// Switches one feature of `m`; some switches make an invalid model, which both builders
+// must refuse alike.
+void mutate(model_spec& m, rng_picker& pick) {
+  switch (pick(30)) {
+    case 0: m.impl = m.impl == implementation::litgpt ? implementation::hf_transformers : implementation::litgpt; break;
+    case 1: m.dropout = !m.dropout; break;
+    case 2: m.fused_qkv = !m.fused_qkv; break;
+    case 3: m.attention_keeps_locals = !m.attention_keeps_locals; break;
+    case 4: m.attention_softcap = !m.attention_softcap; break;
+    case 5: m.logit_softcap = !m.logit_softcap; break;
+    case 6: m.qk_norm = static_cast<qk_norm_kind>(pick(3)); break;
+    case 7: m.block_norms = static_cast<branch_norms>(pick(3)); break;
+    case 8:
+      m.shift_labels = pick(2) == 0;
+      m.upcast_logits = pick(2) == 0;
+      m.softmax_fp32 = pick(2) == 0;
+      break;
+    case 9: m.scale_embeddings = !m.scale_embeddings; break;
+    case 10: m.builds_attention_mask = !m.builds_attention_mask; break;
+    case 11: m.alibi = !m.alibi; break;
+    case 12: m.head = static_cast<head_kind>(pick(4)); break;
+    case 13: m.tied_embeddings = !m.tied_embeddings; break;
+    case 14:
+      m.norm = static_cast<norm_kind>(pick(2));
+      m.norm_bias = pick(2) == 0;
+      break;
+    case 15: m.mlp = static_cast<mlp_kind>(pick(5)); break;
+    case 16:
+      m.layout = static_cast<block_layout>(pick(3));
+      m.shared_attention_norm = pick(2) == 0;
+      break;
+    case 17: m.extra_norms_per_block = pick(3); break;
+    case 18:
+      if (m.experts == 0) {
+        m.experts = 4 + pick(5);
+        m.experts_per_token = 1 + pick(3);
+      } else {
+        m.shared_expert_ffn = m.ffn / 2 + 1;
+        m.shared_expert_gate = pick(2) == 0;
+      }
+      break;
+    case 19: m.kv_heads = m.heads % 2 == 0 ? m.heads / 2 : 1; break;
+    case 20: m.positions = static_cast<position_kind>(pick(3)); break;
+    case 21:
+      m.type_vocab = pick(2) * 2;
+      m.embedding_norm = pick(2) == 0;
+      m.final_norm = pick(2) == 0;
+      m.pooler = pick(2) == 0;
+      break;
+    case 22: m.arch = static_cast<architecture>(pick(3)); break;
+    case 23:
+      m.qkv_bias = pick(2) == 0;
+      m.attn_out_bias = pick(2) == 0;
+      m.mlp_bias = pick(2) == 0;
+      m.lm_head_bias = pick(2) == 0;
+      break;
+    case 24: m.head_dim = m.heads == 0 ? 0 : 2 * (m.hidden / m.heads); break;
+    case 25: m.buffer_bytes_per_layer = pick(2) * 1024 * 1024; break;
+    case 26: m.num_labels = pick(6); break;
+    case 27: m.relative_attention_buckets = pick(2) * 32; break;
+    case 28: m.decoder_layers = pick(5); break;
+    default: m.max_positions = m.max_positions == 0 ? 2048 : 0; break;
+  }
+}
+
+training_spec random_run(rng_picker& pick) {
+  training_spec r{};
+  r.micro_batch = 1 + pick(16);
+  r.seq_len = 16 * (1 + pick(pick.chance(4) ? 256 : 32));  // mostly within every model's context
+  r.prec = static_cast<precision>(pick(5));
+  r.optimizer = static_cast<optimizer_kind>(pick(7));
+  r.optimizer_impl = static_cast<optimizer_implementation>(pick(3));
+  r.grad_accum = 1 + pick(4);
+  r.ckpt = static_cast<checkpointing>(pick(3));
+  r.attention = static_cast<attention_impl>(pick(4));
+  r.target = static_cast<training_target>(pick(3));
+  if (is_lora(r)) {
+    r.lora_rank = 1 + pick(128);
+    r.lora_targets = static_cast<lora_modules>(1 + pick(511));  // every flag up to head and router
+    r.lora_kind = static_cast<lora_variant>(pick(3));
+    r.lora_dropout = pick(2) == 0;
+    r.quant = static_cast<base_quant>(pick(2));
+  }
+  r.adapters = static_cast<adapter_dtype>(pick(3));
+  r.dropout = pick(2) == 0;
+  r.loss = static_cast<loss_impl>(pick(2));
+  r.loss_chunk = pick.chance(3) ? 1 + pick(8192) : 128;
+  r.device = pick.chance(4) ? device_kind::cpu : device_kind::cuda;
+  constexpr std::array<std::uint32_t, 5> torch{113, 200, 205, 211, 212};
+  constexpr std::array<std::uint32_t, 6> transformers{0, 440, 448, 451, 500, 517};
+  constexpr std::array<std::uint32_t, 4> bitsandbytes{4200, 4301, 4302, 4902};
+  r.torch_version = torch[pick(torch.size())];
+  r.transformers_version = transformers[pick(transformers.size())];
+  r.bitsandbytes_version = bitsandbytes[pick(bitsandbytes.size())];
+  r.target_len = pick.chance(3) ? 16 * (1 + pick(64)) : 0;
+  r.offload_optimizer = pick.chance(4);
+  r.offload_activations = pick.chance(4);
+  r.zero_grad_to_none = pick(2) == 0;
+  if (pick.chance(20)) {
+    // Invalid or overflowing: both builders must refuse it with the same error.
+    switch (pick(9)) {
+      case 0: r.micro_batch = 0; break;
+      case 1: r.seq_len = 0; break;
+      case 2: r.lora_rank = is_lora(r) ? 0 : 8; break;
+      case 3: r.lora_targets = 0; r.target = training_target::lora; r.lora_rank = 4; break;
+      case 4: r.seq_len = std::uint64_t{1} << (20 + pick(24)); break;           // past a context, or s^2 overflows
+      case 5:  // a product of sizes overflows somewhere: tokens, scores, logits, masks
+        r.micro_batch = std::uint64_t{1} << (10 + pick(50));
+        r.seq_len = std::uint64_t{1} << pick(34);
+        break;
+      case 6: r.loss = loss_impl::chunked; r.loss_chunk = 0; break;
+      case 7: r.grad_accum = 0; break;
+      default: r.shard = sharding::full; r.data_parallel = 1; break;
+    }
+  }
+  return r;
+}
+
+// A builder's answer: its result, or the error it raised (message and code).
+template <class Graph>
+struct outcome {
+  std::optional<Graph> result;
+  std::string error;
+  int code = -1;
+};
+
+template <class Build>
+auto run_builder(Build build) -> outcome<decltype(build())> {
+  outcome<decltype(build())> o;
+  try {
+    o.result.emplace(build());
+  } catch (const memscale::error& e) {
+    o.error = e.what();
+    o.code = static_cast<int>(e.code());
+  } catch (const std::exception& e) {
+    o.error = std::string("std::exception: ") + e.what();
+  }
+  return o;
+}
+
+// Adds a builder's answer to `d`: its graph, or the error it raised (message and code).
+template <class Graph>
+void add_outcome(digest& d, const outcome<Graph>& o) {
+  if (o.result) {
+    d.add(*o.result);
+    return;
+  }
+  d.add(o.error);
+  d.add(static_cast<std::uint64_t>(static_cast<std::int64_t>(o.code)));
+}
+
+// What the random pairs reached, so a generator that stops reaching a feature fails.
+struct coverage {
+  int built = 0, refused = 0, overflowed = 0, encoder_decoder_built = 0, encoder_decoder_refused = 0;
+  int litgpt = 0, lora = 0, qlora = 0, dora = 0, rslora = 0, head_adapter = 0, router_adapter = 0;
+  int chunked = 0, cpu = 0, old_torch = 0, sdpa_gqa = 0, old_bnb = 0, fp32_adapters = 0, dropout = 0;
+  int moe = 0, softcap = 0, frame_locals = 0, fused_litgpt_lora = 0, post_norm = 0, parallel = 0;
+  int masked_lm = 0, classification = 0, bare = 0;
+};
+
+void count(coverage& c, const model_spec& m, const training_spec& r) {
+  c.litgpt += m.impl == implementation::litgpt;
+  c.lora += r.target == training_target::lora;
+  c.qlora += r.target == training_target::qlora;
+  c.dora += is_lora(r) && r.lora_kind == lora_variant::dora;
+  c.rslora += is_lora(r) && r.lora_kind == lora_variant::rslora;
+  c.head_adapter += is_lora(r) && has(r.lora_targets, lora_target::head);
+  c.router_adapter += is_lora(r) && m.experts > 0 && has(r.lora_targets, lora_target::router);
+  c.chunked += r.loss == loss_impl::chunked;
+  c.cpu += r.device == device_kind::cpu;
+  c.old_torch += r.torch_version < 200;
+  c.sdpa_gqa += kv_heads_of(m) != m.heads && r.transformers_version >= 500 && r.attention == attention_impl::flash;
+  c.old_bnb += r.target == training_target::qlora && r.bitsandbytes_version < bnb_drops_matmul_input;
+  c.fp32_adapters += is_lora(r) && r.adapters == adapter_dtype::fp32;
+  c.dropout += r.dropout && m.dropout;
+  c.moe += m.experts > 0;
+  c.softcap += m.attention_softcap || m.logit_softcap;
+  c.frame_locals += m.attention_keeps_locals;
+  c.fused_litgpt_lora += m.fused_qkv && m.impl == implementation::litgpt && is_lora(r);
+  c.post_norm += m.layout == block_layout::post_norm;
+  c.parallel += m.layout == block_layout::parallel;
+  c.masked_lm += m.head == head_kind::masked_lm;
+  c.classification += m.head == head_kind::sequence_classification;
+  c.bare += m.head == head_kind::none;
+}
+
+}  // namespace
+
+TEST_CASE("graph recipes: the graphs and errors of 40,000 random runs are the pinned ones", "[graph][golden]") {
+  const std::vector<model_spec> models = base_models();
+  REQUIRE(models.size() == presets::all.size() + pinned_configs.size());
+  rng_picker pick{std::mt19937_64{20261125}};
+  coverage c;
+  constexpr int pairs = 40'000;
+  digest stacks;
+  digest pairs_digest;
+  for (int i = 0; i < pairs; ++i) {
+    model_spec model = models[pick(models.size())];
+    if (pick.chance(6)) model.impl = implementation::litgpt;
+    if (pick(2) == 0) {
+      const auto switches = 1 + pick(4);
+      for (std::uint64_t s = 0; s < switches; ++s) mutate(model, pick);
+    }
+    training_spec run = random_run(pick);
+    if (model.arch == architecture::encoder_decoder && pick(2) == 0 && run.lora_rank != 0) {
+      // T5 refuses adapters: half its pairs train every weight, so that it builds.
+      run.target = training_target::full;
+      run.lora_rank = 0;
+    }
+    if (pick(2) == 0) run = with_resolved_adapters(model, run);
+    count(c, model, run);
+
+    const auto stack = run_builder([&] { return build_graph(model, run); });
+    add_outcome(stacks, stack);
+    if (stack.result) ++c.built;
+    else ++c.refused;
+    if (stack.code == static_cast<int>(error_code::overflow)) ++c.overflowed;
+
+    const auto pair = run_builder([&] { return build_encoder_decoder_graph(model, run); });
+    add_outcome(pairs_digest, pair);
+    if (pair.result) ++c.encoder_decoder_built;
+    else ++c.encoder_decoder_refused;
+  }
+  // The digests of the old builders (transformer_builder, t5_builder) on these runs, which
+  // the recipes matched op for op and field for field before the builders were deleted. A
+  // change of any op, field or error message changes them: if the change is intended, say
+  // which runs it changes and why, and update them.
+  CHECK(stacks.value == 16493631148322375525ULL);
+  CHECK(pairs_digest.value == 10706764309449918388ULL);
+  // Each feature was reached often enough to mean something.
+  CHECK(c.built > 20'000);
+  CHECK(c.refused > 1'000);
+  CHECK(c.overflowed > 25);  // the next test case walks every product past 2^64 in turn
+  CHECK(c.encoder_decoder_built > 1'000);
+  CHECK(c.encoder_decoder_refused > 1'000);
+  for (const int reached : {c.litgpt, c.lora, c.qlora, c.dora, c.rslora, c.head_adapter, c.router_adapter, c.chunked,
+                            c.cpu, c.old_torch, c.sdpa_gqa, c.old_bnb, c.fp32_adapters, c.dropout, c.moe, c.softcap,
+                            c.frame_locals, c.fused_litgpt_lora, c.post_norm, c.parallel, c.masked_lm,
+                            c.classification, c.bare})
+    CHECK(reached > 100);
+}
+
+TEST_CASE("graph recipes: every model overflows at the pinned product, named the pinned way", "[graph][golden]") {
+  // Sizes 2^k and 3 x 2^k walk each product of sizes (tokens, scores, logits, masks, the
+  // decoder's cache) past 2^64 in turn, so each overflow check is the first to fail somewhere.
+  std::vector<std::uint64_t> sizes;
+  for (unsigned k = 0; k < 64; ++k) {
+    sizes.push_back(std::uint64_t{1} << k);
+    if (k < 62) sizes.push_back(std::uint64_t{3} << k);
+  }
+  int overflows = 0;
+  digest answers;
+  for (const model_spec& model : base_models()) {
+    for (const precision prec : {precision::fp32, precision::amp_bf16, precision::pure_bf16}) {
+      for (const std::uint64_t size : sizes) {
+        const std::uint64_t root = std::uint64_t{1} << (std::bit_width(size) / 2);
+        const training_spec runs[] = {{.micro_batch = size, .seq_len = 1, .prec = prec},
+                                      {.micro_batch = 1, .seq_len = size, .prec = prec},
+                                      {.micro_batch = size, .seq_len = root, .prec = prec}};
+        for (const training_spec& run : runs) {
+          const auto stack = run_builder([&] { return build_graph(model, run); });
+          const auto pair = run_builder([&] { return build_encoder_decoder_graph(model, run); });
+          add_outcome(answers, stack);
+          add_outcome(answers, pair);
+          overflows += stack.code == static_cast<int>(error_code::overflow);
+          overflows += pair.code == static_cast<int>(error_code::overflow);
+        }
+      }
+    }
+  }
+  CHECK(answers.value == 14034154927978193449ULL);  // the old builders' answers (see the case above)
+  CHECK(overflows > 5'000);
+}
