@@ -25,6 +25,12 @@ nlohmann::json json_report(const memscale::model_spec& model, const memscale::tr
 // The training settings as JSON, with the option spellings memscale-plan accepts.
 nlohmann::json run_to_json(const memscale::training_spec& run);
 
+// The allocator section: the software assumed, the replayed reserved peak, the CUDA context
+// and, with a plan, the capped replay's point verdict at its budget (memscale/device_peak.hpp).
+std::string allocator_text(const memscale::model_spec& model, const memscale::training_spec& run,
+                           const memscale::gpu_spec* gpu, const std::string& alloc_conf, memscale::bytes context_memory,
+                           const memscale::plan_result* plan);
+
 // --list-models: one line per preset (name, exact parameter count, layers, hidden, heads).
 std::string model_list_text();
 nlohmann::json model_list_json();

@@ -14,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "memscale/device_peak.hpp"
 #include "memscale/estimate.hpp"
+#include "memscale/json/device_report.hpp"
 #include "memscale/json/report.hpp"
 #include "memscale/json/run_document.hpp"
 #include "memscale/json/run_settings.hpp"
@@ -66,11 +68,24 @@ inline json estimate_report_json(const model_spec& model, const training_spec& r
   return j;
 }
 
+// The allocator replay of `in` (on its GPU when it has one) and, with a plan, the point
+// verdict at the plan's budget.
+inline json allocator_report_json(const run_input& in, const plan_result* plan) {
+  const std::optional<gpu_spec> gpu = gpu_of(in);
+  const training_spec run = gpu ? on_gpu(in.run, *gpu) : in.run;
+  const device_options o = device_options_of(in.alloc_conf, in.context_memory);
+  const device_estimate d = estimate_on_device(in.model, run, gpu ? &*gpu : nullptr, o);
+  if (plan == nullptr) return allocator_json(d, in.alloc_conf, nullptr);
+  const device_fit f = fit_on_device(in.model, run, d, plan->budget, o);
+  return allocator_json(d, in.alloc_conf, &f);
+}
+
 // The report of `in` from its estimate (on the GPU when there is one) and its plan (null
 // without a GPU): the results, then the run document (so the report is a run document).
 inline json run_report_json(const run_input& in, const estimate_result& result, const plan_result* plan) {
   json j = estimate_report_json(in.model, in.run, result);
   j.update(run_document_json(in));
+  if (in.run.device == device_kind::cuda) j["allocator"] = allocator_report_json(in, plan);
   if (plan != nullptr) j["plan"] = plan_report_json(*plan);
   return j;
 }
