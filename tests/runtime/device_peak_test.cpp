@@ -201,3 +201,23 @@ TEST_CASE("run document: alloc_conf, context_memory and software are read, check
   CHECK(bad(R"({"model": "gpt2", "software": {"torch": "latest"}})").find("software.torch") != std::string::npos);
   CHECK(bad(R"({"model": "gpt2", "software": {"pytorch": "2.5"}})").find("software.pytorch") != std::string::npos);
 }
+
+TEST_CASE("device verdict: the replayed band from torch 2.0, the class band before", "[device_peak]") {
+  const training_spec run = llama_small_run();
+  const device_estimate d = estimate_on_device(presets::gpt2_medium, run, &h100());
+  const device_verdict roomy = verdict_on_device(presets::gpt2_medium, run, d, d.device + d.device);
+  CHECK(roomy.v == verdict::fits);
+  CHECK(roomy.band.source == replayed_device_band.source);
+  CHECK(roomy.range.high <= d.device + d.device);
+  const device_verdict over = verdict_on_device(presets::gpt2_medium, run, d, roomy.range.low - bytes{1});
+  CHECK(over.v == verdict::does_not_fit);
+  // Between the band's ends: borderline, whatever the point estimate says.
+  const device_verdict edge = verdict_on_device(presets::gpt2_medium, run, d, d.device);
+  CHECK(edge.v == verdict::borderline);
+  CHECK(edge.point.fits);
+  training_spec old = run;
+  old.torch_version = 113;
+  const device_estimate d_old = estimate_on_device(presets::gpt2_medium, old, &h100());
+  CHECK(verdict_on_device(presets::gpt2_medium, old, d_old, d_old.device).band.source ==
+        band_of(run_class::gpu_published).source);
+}

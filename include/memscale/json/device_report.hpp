@@ -39,8 +39,9 @@ inline nlohmann::json device_fit_json(const device_fit& f) {
 }
 
 // {"replayed", "fallback", "reason", "alloc_conf", "tensor", "reserved", "device",
-//  "replay_allocated", "context": {...}, "fit": {...} (with a budget)}.
-inline nlohmann::json allocator_json(const device_estimate& d, const std::string& alloc_conf, const device_fit* fit) {
+//  "replay_allocated", "context": {...}, "fit": {...}, "verdict", "band", "range" (with a budget)}.
+inline nlohmann::json allocator_json(const device_estimate& d, const std::string& alloc_conf,
+                                     const device_verdict* verdict) {
   nlohmann::json j{{"replayed", d.replayed()},
                    {"fallback", std::string(to_string(d.fallback))},
                    {"reason", std::string(explain(d.fallback))},
@@ -50,7 +51,15 @@ inline nlohmann::json allocator_json(const device_estimate& d, const std::string
                    {"device", d.device.value},
                    {"replay_allocated", d.replay_allocated.value},
                    {"context", context_json(d)}};
-  if (fit != nullptr) j["fit"] = device_fit_json(*fit);
+  if (verdict == nullptr) return j;
+  j["fit"] = device_fit_json(verdict->point);
+  j["verdict"] = std::string(to_string(verdict->v));
+  j["band"] = {{"class", std::string(to_string(verdict->band.of))},
+               {"low", verdict->band.low},
+               {"high", verdict->band.high},
+               {"measured", verdict->band.measured},
+               {"source", std::string(verdict->band.source)}};
+  j["range"] = {{"low", verdict->range.low.value}, {"high", verdict->range.high.value}};
   return j;
 }
 
