@@ -1,17 +1,15 @@
 // memscale/allocator/free_set.hpp: the cached blocks of one pool, ordered by (size, address)
 // as PyTorch's BlockPool::blocks set (BlockComparatorSize) orders them.
 //
-// A training step caches thousands of blocks but of few sizes (at most a few tens: the layers
-// repeat their tensors), and best fit mostly takes and returns blocks at the low-address end
-// of a size (measured over preset runs: 70-90% of inserts and 90-95% of erases). So the set is
-// a sorted directory of the sizes present and, per size, the blocks sorted by address in an
-// array with room at both ends: an insert or erase moves the entries on its nearer side,
-// usually none. Storage grows as needed; more than Capacity entries is a memscale::error.
+// A sorted array cut into chunks of up to 32 entries: finding a place is a binary search over
+// the chunks and then within one, and inserting or erasing moves at most one chunk's entries
+// (a deep model caches thousands of blocks; one sorted array made the replay quadratic).
+// Fixed storage; running out is a memscale::error.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
-#include <vector>
 
 #include "memscale/error.hpp"
 
@@ -23,7 +21,7 @@ struct free_entry {
   std::uint32_t block;
 };
 
-// A place in the set: the size's rank in the directory and the offset among its blocks.
+// A place in the set: chunk rank (in key order) and offset in the chunk.
 struct free_position {
   std::size_t rank = 0;
   std::size_t offset = 0;
@@ -32,34 +30,55 @@ struct free_position {
 template <std::size_t Capacity>
 class free_set {
  public:
+  static constexpr std::size_t chunk_size = 32;
+  // Two neighbouring chunks together hold more than half a chunk (erase merges a chunk that
+  // falls below half full into a neighbour when they fit), so chunks are at least a quarter
+  // full on average and this many suffice.
+  static constexpr std::size_t max_chunks = 4 * (Capacity / chunk_size) + 2;
+
   [[nodiscard]] constexpr std::size_t size() const { return total_; }
   [[nodiscard]] constexpr bool empty() const { return total_ == 0; }
 
   // The first entry not ordered before (size, address); end() when there is none.
   [[nodiscard]] constexpr free_position lower_bound(std::uint64_t size, std::uint64_t address) const {
-    const std::size_t d = first_size_not_below(size);
-    if (d == sizes_.size() || sizes_[d] != size) return {d, 0};
-    const bucket& b = buckets_[bucket_of_[d]];
-    const std::size_t k = first_address_not_below(b, address);
-    return k == b.count ? free_position{d + 1, 0} : free_position{d, k};
+    std::size_t lo = 0;
+    std::size_t hi = ranks_;
+    while (lo < hi) {  // first chunk whose last entry is not before the key
+      const std::size_t mid = lo + (hi - lo) / 2;
+      const std::size_t c = order_[mid];
+      const free_entry& last = chunks_[c][count_[c] - 1];
+      if (before(last.size, last.address, size, address))
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    if (lo == ranks_) return end();
+    const std::size_t c = order_[lo];
+    std::size_t a = 0;
+    std::size_t b = count_[c];
+    while (a < b) {
+      const std::size_t mid = a + (b - a) / 2;
+      if (before(chunks_[c][mid].size, chunks_[c][mid].address, size, address))
+        a = mid + 1;
+      else
+        b = mid;
+    }
+    return {lo, a};
   }
 
-  [[nodiscard]] constexpr free_position end() const { return {sizes_.size(), 0}; }
-  [[nodiscard]] constexpr bool is_end(free_position p) const { return p.rank >= sizes_.size(); }
-  [[nodiscard]] constexpr free_entry at(free_position p) const {
-    const bucket& b = buckets_[bucket_of_[p.rank]];
-    const slot& s = b.items[b.head + p.offset];
-    return {sizes_[p.rank], s.address, s.block};
-  }
+  [[nodiscard]] constexpr free_position end() const { return {ranks_, 0}; }
+  [[nodiscard]] constexpr bool is_end(free_position p) const { return p.rank >= ranks_; }
+  [[nodiscard]] constexpr const free_entry& at(free_position p) const { return chunks_[order_[p.rank]][p.offset]; }
 
   [[nodiscard]] constexpr free_position next(free_position p) const {
-    if (p.offset + 1 < buckets_[bucket_of_[p.rank]].count) return {p.rank, p.offset + 1};
+    if (p.offset + 1 < count_[order_[p.rank]]) return {p.rank, p.offset + 1};
     return {p.rank + 1, 0};
   }
   // The entry before p (p must not be the first).
   [[nodiscard]] constexpr free_position previous(free_position p) const {
-    if (p.rank < sizes_.size() && p.offset > 0) return {p.rank, p.offset - 1};
-    return {p.rank - 1, buckets_[bucket_of_[p.rank - 1]].count - 1};
+    if (p.rank < ranks_ && p.offset > 0) return {p.rank, p.offset - 1};
+    const std::size_t r = p.rank - 1;
+    return {r, static_cast<std::size_t>(count_[order_[r]]) - 1};
   }
   [[nodiscard]] constexpr bool is_first(free_position p) const { return p.rank == 0 && p.offset == 0; }
 
@@ -67,142 +86,144 @@ class free_set {
     if (total_ >= Capacity)
       memscale::detail::fail(error_code::unsupported, "allocator simulation", "has more cached blocks than its capacity",
                              total_);
-    const std::size_t d = first_size_not_below(e.size);
-    if (d == sizes_.size() || sizes_[d] != e.size) {
-      sizes_.insert(sizes_.begin() + static_cast<std::ptrdiff_t>(d), e.size);
-      bucket_of_.insert(bucket_of_.begin() + static_cast<std::ptrdiff_t>(d), take_bucket());
+    if (ranks_ == 0) {  // the first entry: lower_bound needs a non-empty chunk
+      const std::size_t c = new_chunk();
+      order_[0] = static_cast<std::uint16_t>(c);
+      ranks_ = 1;
+      chunks_[c][0] = e;
+      count_[c] = 1;
+      ++total_;
+      return;
     }
-    bucket& b = buckets_[bucket_of_[d]];
-    insert_at(b, first_address_not_below(b, e.address), slot{e.address, e.block});
+    free_position p = lower_bound(e.size, e.address);
+    if (p.rank == ranks_) p = {ranks_ - 1, count_[order_[ranks_ - 1]]};  // after the last entry
+    std::size_t c = order_[p.rank];
+    if (count_[c] == chunk_size) {
+      split_chunk(p.rank);
+      if (p.offset > chunk_size / 2) {
+        ++p.rank;
+        p.offset -= chunk_size / 2;
+      }
+      c = order_[p.rank];
+    }
+    auto& items = chunks_[c];
+    for (std::size_t i = count_[c]; i > p.offset; --i) items[i] = items[i - 1];
+    items[p.offset] = e;
+    ++count_[c];
     ++total_;
   }
 
   constexpr void erase(free_position p) {
-    const std::uint32_t id = bucket_of_[p.rank];
-    erase_at(buckets_[id], p.offset);
+    const std::size_t c = order_[p.rank];
+    auto& items = chunks_[c];
+    for (std::size_t i = p.offset; i + 1 < count_[c]; ++i) items[i] = items[i + 1];
+    --count_[c];
     --total_;
-    if (buckets_[id].count == 0) drop_size(p.rank);
+    if (count_[c] == 0) {
+      drop_rank(p.rank);
+    } else if (count_[c] < chunk_size / 2) {
+      if (p.rank + 1 < ranks_ && count_[c] + count_[order_[p.rank + 1]] <= chunk_size)
+        absorb_next(p.rank);
+      else if (p.rank > 0 && count_[c] + count_[order_[p.rank - 1]] <= chunk_size)
+        absorb_next(p.rank - 1);
+    }
   }
 
-  // Erases the entries for which drop(entry) is true, keeping the others in order.
+  // Erases the entries for which drop(entry) is true, keeping the others in order (packed
+  // into full chunks again).
   template <class Drop>
   constexpr void erase_if(Drop&& drop) {
-    for (std::size_t d = sizes_.size(); d-- > 0;) {
-      bucket& b = buckets_[bucket_of_[d]];
-      std::size_t kept = 0;
-      for (std::size_t i = 0; i < b.count; ++i) {
-        const slot s = b.items[b.head + i];
-        if (drop(free_entry{sizes_[d], s.address, s.block})) continue;
-        b.items[b.head + kept++] = s;  // never ahead of the entry being read
+    std::size_t out_rank = 0;
+    std::size_t out_offset = 0;
+    const std::size_t ranks = ranks_;
+    for (std::size_t r = 0; r < ranks; ++r) {
+      const std::size_t c = order_[r];
+      const std::size_t n = count_[c];
+      for (std::size_t i = 0; i < n; ++i) {
+        const free_entry e = chunks_[c][i];
+        if (drop(e)) continue;
+        if (out_offset == chunk_size) {
+          count_[order_[out_rank]] = static_cast<std::uint16_t>(chunk_size);
+          ++out_rank;
+          out_offset = 0;
+        }
+        chunks_[order_[out_rank]][out_offset++] = e;  // never ahead of the entry being read
       }
-      total_ -= b.count - kept;
-      b.count = kept;
-      if (kept == 0) drop_size(d);
     }
+    std::size_t kept = 0;
+    if (out_offset > 0) {
+      count_[order_[out_rank]] = static_cast<std::uint16_t>(out_offset);
+      kept = out_rank + 1;
+    } else {
+      kept = out_rank;
+    }
+    total_ = 0;
+    for (std::size_t r = 0; r < kept; ++r) total_ += count_[order_[r]];
+    for (std::size_t r = kept; r < ranks; ++r) spare_[spare_count_++] = order_[r];
+    ranks_ = kept;
   }
 
   // Calls fn(entry) for every entry in order.
   template <class Fn>
   constexpr void for_each(Fn&& fn) const {
-    for (std::size_t d = 0; d < sizes_.size(); ++d) {
-      const bucket& b = buckets_[bucket_of_[d]];
-      for (std::size_t i = 0; i < b.count; ++i) fn(free_entry{sizes_[d], b.items[b.head + i].address, b.items[b.head + i].block});
-    }
+    for (std::size_t r = 0; r < ranks_; ++r)
+      for (std::size_t i = 0; i < count_[order_[r]]; ++i) fn(chunks_[order_[r]][i]);
   }
 
  private:
-  struct slot {
-    std::uint64_t address;
-    std::uint32_t block;
-  };
-  // The blocks of one size: items[head, head + count) sorted by address.
-  struct bucket {
-    std::vector<slot> items;
-    std::size_t head = 0;
-    std::size_t count = 0;
-  };
-
-  [[nodiscard]] constexpr std::size_t first_size_not_below(std::uint64_t size) const {
-    std::size_t lo = 0;
-    std::size_t hi = sizes_.size();
-    while (lo < hi) {
-      const std::size_t mid = lo + (hi - lo) / 2;
-      if (sizes_[mid] < size)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    return lo;
+  static constexpr bool before(std::uint64_t size_a, std::uint64_t addr_a, std::uint64_t size_b,
+                               std::uint64_t addr_b) {
+    return size_a < size_b || (size_a == size_b && addr_a < addr_b);
   }
 
-  [[nodiscard]] static constexpr std::size_t first_address_not_below(const bucket& b, std::uint64_t address) {
-    std::size_t lo = 0;
-    std::size_t hi = b.count;
-    while (lo < hi) {
-      const std::size_t mid = lo + (hi - lo) / 2;
-      if (b.items[b.head + mid].address < address)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    return lo;
-  }
-
-  // Puts s at offset k, moving the entries on the nearer side that has room.
-  static constexpr void insert_at(bucket& b, std::size_t k, slot s) {
-    const std::size_t room = b.items.size();
-    if (b.count == room) {  // full: regrow with room at both ends
-      std::vector<slot> grown(2 * room + 8);
-      const std::size_t head = (grown.size() - b.count - 1) / 2;
-      for (std::size_t i = 0; i < k; ++i) grown[head + i] = b.items[b.head + i];
-      grown[head + k] = s;
-      for (std::size_t i = k; i < b.count; ++i) grown[head + i + 1] = b.items[b.head + i];
-      b.items = static_cast<std::vector<slot>&&>(grown);
-      b.head = head;
-    } else if (b.head > 0 && (k <= b.count - k || b.head + b.count == room)) {
-      for (std::size_t i = 0; i < k; ++i) b.items[b.head - 1 + i] = b.items[b.head + i];
-      --b.head;
-      b.items[b.head + k] = s;
+  constexpr std::size_t new_chunk() {
+    std::size_t c = 0;
+    if (spare_count_ > 0) {
+      c = spare_[--spare_count_];
     } else {
-      for (std::size_t i = b.count; i > k; --i) b.items[b.head + i] = b.items[b.head + i - 1];
-      b.items[b.head + k] = s;
+      if (made_ >= max_chunks)
+        memscale::detail::fail(error_code::unsupported, "allocator simulation", "free-set chunks exhausted", made_);
+      c = made_++;
     }
-    ++b.count;
+    count_[c] = 0;
+    return c;
   }
 
-  static constexpr void erase_at(bucket& b, std::size_t k) {
-    if (k < b.count - 1 - k) {
-      for (std::size_t i = k; i > 0; --i) b.items[b.head + i] = b.items[b.head + i - 1];
-      ++b.head;
-    } else {
-      for (std::size_t i = k; i + 1 < b.count; ++i) b.items[b.head + i] = b.items[b.head + i + 1];
-    }
-    --b.count;
+  constexpr void drop_rank(std::size_t rank) {
+    spare_[spare_count_++] = order_[rank];
+    for (std::size_t r = rank; r + 1 < ranks_; ++r) order_[r] = order_[r + 1];
+    --ranks_;
   }
 
-  constexpr std::uint32_t take_bucket() {
-    if (!spare_.empty()) {
-      const std::uint32_t id = spare_.back();
-      spare_.pop_back();
-      return id;
-    }
-    buckets_.push_back(bucket{});
-    return static_cast<std::uint32_t>(buckets_.size() - 1);
+  // Appends the chunk after `rank` to the one at `rank` (they fit together).
+  constexpr void absorb_next(std::size_t rank) {
+    const std::size_t a = order_[rank];
+    const std::size_t b = order_[rank + 1];
+    for (std::size_t i = 0; i < count_[b]; ++i) chunks_[a][count_[a] + i] = chunks_[b][i];
+    count_[a] = static_cast<std::uint16_t>(count_[a] + count_[b]);
+    drop_rank(rank + 1);
   }
 
-  // The size at directory rank d has no block left: its bucket is kept for reuse.
-  constexpr void drop_size(std::size_t d) {
-    bucket& b = buckets_[bucket_of_[d]];
-    b.head = b.items.size() / 2;
-    spare_.push_back(bucket_of_[d]);
-    sizes_.erase(sizes_.begin() + static_cast<std::ptrdiff_t>(d));
-    bucket_of_.erase(bucket_of_.begin() + static_cast<std::ptrdiff_t>(d));
+  // Moves the upper half of the chunk at `rank` into a new chunk right after it.
+  constexpr void split_chunk(std::size_t rank) {
+    const std::size_t c = order_[rank];
+    const std::size_t n = new_chunk();
+    for (std::size_t i = chunk_size / 2; i < chunk_size; ++i) chunks_[n][i - chunk_size / 2] = chunks_[c][i];
+    count_[n] = static_cast<std::uint16_t>(chunk_size - chunk_size / 2);
+    count_[c] = static_cast<std::uint16_t>(chunk_size / 2);
+    for (std::size_t r = ranks_; r > rank + 1; --r) order_[r] = order_[r - 1];
+    order_[rank + 1] = static_cast<std::uint16_t>(n);
+    ++ranks_;
   }
 
-  std::vector<std::uint64_t> sizes_;      // the sizes present, ascending
-  std::vector<std::uint32_t> bucket_of_;  // their buckets
-  std::vector<bucket> buckets_;
-  std::vector<std::uint32_t> spare_;      // buckets with no block
+  // Written before read (P1331): a set costs nothing for the chunks it never uses.
+  std::array<std::array<free_entry, chunk_size>, max_chunks> chunks_;
+  std::array<std::uint16_t, max_chunks> count_;
+  std::array<std::uint16_t, max_chunks> order_;
+  std::array<std::uint16_t, max_chunks> spare_;
+  std::size_t ranks_ = 0;
+  std::size_t made_ = 0;
+  std::size_t spare_count_ = 0;
   std::size_t total_ = 0;
 };
 
