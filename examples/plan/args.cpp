@@ -108,6 +108,8 @@ std::string_view unread_by_vision(const CLI::Option& opt) {
   if (g == group::config) return "--config gives a transformer model";
   if (name == "--attention" || name == "--offload" || name == "--no-dropout")
     return "the vision estimate has no such setting";
+  if (name == "--alloc-conf" || name == "--context-memory" || name == "--stack")
+    return "the allocator replay and the software stack reach transformer training reports only";
   return {};
 }
 
@@ -121,6 +123,8 @@ std::string_view unread_by_inference(const CLI::Option& opt) {
   if (name == "--optimizer" || name == "--optimizer-impl" || name == "--grad-accum" || name == "--checkpointing" ||
       name == "--offload" || name == "--no-dropout")
     return "generate() runs no training step";
+  if (name == "--alloc-conf" || name == "--context-memory" || name == "--stack")
+    return "the allocator replay and the software stack reach transformer training reports only";
   return {};
 }
 
@@ -153,6 +157,10 @@ void check_run(const CLI::App& app, options& o) {
     o.run.quant = memscale::base_quant::nf4_double_quant;
   }
   check_inference_options(o);
+  if ((!o.alloc_conf.empty() || o.context_memory.value != 0) && (o.cluster.gpus > 0 || o.config.generic))
+    throw usage_error(std::string(o.alloc_conf.empty() ? "--context-memory" : "--alloc-conf") + " does not apply to " +
+                      (o.cluster.gpus > 0 ? "--gpus" : "a generic --config model") +
+                      ": the allocator replay reaches single-GPU transformer training reports only");
   const std::string where = o.run_source.empty() ? "" : " (after " + o.run_source + ")";
   try {
     // A vision model has no sequence (--seq was refused above); o.model is not its model.

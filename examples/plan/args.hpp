@@ -110,6 +110,8 @@ struct options {
   bool lora_targets_given = false;   // --lora-targets: needs --lora or --qlora
   bool double_quant = false;         // --qlora-double-quant: needs --qlora
   std::string units = "gib";         // --units gib | gb | mib: sizes in the text report
+  std::string alloc_conf;            // --alloc-conf: PYTORCH_CUDA_ALLOC_CONF for the allocator replay
+  memscale::bytes context_memory{};  // --context-memory SIZE: a measured context; zero: modelled
 
   // How the model was given, echoed by --json so that its output is a --run input: null
   // for a preset (written as its name), or the model object of a --run file.

@@ -141,11 +141,15 @@ std::string run(const memscale_plan::options& opt) {
       const memscale::json_io::run_input input = memscale_plan::run_input_of(opt);
       if (!gpu)
         return opt.json ? dump(memscale::json_io::run_report_json(input, result, nullptr))
-                        : memscale_plan::text_report(opt.model, opt.run, result);
+                        : memscale_plan::text_report(opt.model, opt.run, result) +
+                              memscale_plan::allocator_text(opt.model, opt.run, nullptr, opt.alloc_conf,
+                                                            opt.context_memory, nullptr);
       const memscale::plan_result plan = memscale::json_io::plan_run(input, *gpu);
       memscale_plan::write_plan_pictures(opt, *gpu, plan);  // --svg, --svg-batch (pictures.cpp)
       if (opt.json) return dump(memscale::json_io::run_report_json(input, result, &plan));
-      return memscale_plan::text_report(opt.model, opt.run, result) + memscale_plan::plan_text(*gpu, plan) +
+      return memscale_plan::text_report(opt.model, opt.run, result) +
+             memscale_plan::allocator_text(opt.model, on_device.run, &*gpu, opt.alloc_conf, opt.context_memory, &plan) +
+             memscale_plan::plan_text(*gpu, plan) + memscale_plan::levers_text(opt.model, opt.run, *gpu, plan) +
              memscale_plan::cliff_text(opt.model, opt.run, *gpu, plan);
     }
   }

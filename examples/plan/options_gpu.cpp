@@ -7,8 +7,10 @@
 #include <string>
 #include <system_error>
 
+#include "memscale/allocator/alloc_conf.hpp"
 #include "memscale/gpus.hpp"
 #include "memscale/json/run_settings.hpp"
+#include "memscale/json/software_stack.hpp"
 #include "memscale/planner.hpp"
 #include "option_groups.hpp"
 #include "suggest.hpp"
@@ -50,6 +52,29 @@ void add_gpu_options(CLI::App& app, options& o) {
                 throw usage_error("--headroom must be within 0.10-0.15 (got " + in_quotes(v) + ")");
               o.headroom = value;
             });
+  add_value(app, g, "--alloc-conf", "STRING",
+            "PYTORCH_CUDA_ALLOC_CONF for the allocator replay: expandable_segments:True, max_split_size_mb:N, "
+            "roundup_power2_divisions:N",
+            [&o](const std::string& v) {
+              try {
+                (void)memscale::allocator::parse_alloc_conf(v);
+              } catch (const memscale::error& e) {
+                throw usage_error("--alloc-conf " + in_quotes(v) + ": " + e.what());
+              }
+              o.alloc_conf = v;
+            });
+  add_value(app, g, "--context-memory", "SIZE",
+            "the CUDA context and non-PyTorch memory as measured (nvidia-smi - max_memory_reserved), e.g. 760MiB; "
+            "default: modelled from the GPU",
+            [&o](const std::string& v) {
+              const std::uint64_t size = parse_size(v, "--context-memory");
+              if (size == 0) throw usage_error("--context-memory must be > 0 (got " + in_quotes(v) + ")");
+              o.context_memory = memscale::bytes{size};
+            });
+  add_value(app, g, "--stack", "LIST",
+            "the software assumed, e.g. torch=2.5,transformers=4.46,bitsandbytes=0.43.2,cuda=12.4; default torch 2.5, "
+            "transformers 4.x, bitsandbytes 0.49.2, CUDA >= 12.2",
+            [&o](const std::string& v) { memscale::json_io::read_stack_option(v, o.run, "--stack"); });
 }
 
 }  // namespace memscale_plan

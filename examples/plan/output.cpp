@@ -9,8 +9,10 @@
 #include <string_view>
 #include <utility>
 
+#include "memscale/device_peak.hpp"
 #include "memscale/fmt.hpp"
 #include "memscale/json.hpp"
+#include "memscale/levers.hpp"
 #include "memscale/presets.hpp"
 #include "units.hpp"
 
@@ -84,6 +86,73 @@ std::string text_report(const memscale::model_spec& model, const memscale::train
   const memscale::peak_estimate& peak = memscale::overall_peak(result);
   out += fmt::format("peak           {} device, at step {} (the larger of the two; a plan compares this)\n",
                      size_and_bytes(peak.device), &peak == &result.first_step ? "1" : "2+");
+  return out;
+}
+
+std::string allocator_text(const memscale::model_spec& model, const memscale::training_spec& run,
+                           const memscale::gpu_spec* gpu, const std::string& alloc_conf, memscale::bytes context_memory,
+                           const memscale::plan_result* plan) {
+  std::string out = fmt::format("\nsoftware       {}\n", memscale::json_io::software_text(run));
+  if (run.device != memscale::device_kind::cuda) return out;
+  const memscale::device_options o = memscale::json_io::device_options_of(alloc_conf, context_memory);
+  const memscale::device_estimate d = memscale::estimate_on_device(model, run, gpu, o);
+  out += fmt::format("caching allocator ({}{}):\n", alloc_conf.empty() ? "default settings" : "PYTORCH_CUDA_ALLOC_CONF=",
+                     alloc_conf);
+  if (!d.replayed()) out += fmt::format("  note: {}\n", memscale::explain(d.fallback));
+  out += fmt::format("  tensor    {}  max_memory_allocated (the estimate above)\n", size_and_bytes(d.tensor));
+  if (d.replayed())
+    out += fmt::format("  reserved  {}  max_memory_reserved: setup and two steps replayed through the allocator\n",
+                       size_and_bytes(d.reserved));
+  else
+    out += fmt::format("  reserved  {}  max_memory_reserved by the rounding rule\n", size_and_bytes(d.reserved));
+  const memscale::bytes ctx = d.context.total();
+  switch (d.context_from) {
+    case memscale::context_source::measured:
+      out += fmt::format("  context   {}  as given (--context-memory)\n", size_and_bytes(ctx));
+      break;
+    case memscale::context_source::flat:
+      out += fmt::format("  context   {}  CUDA context, flat (no GPU with SM figures named)\n", size_and_bytes(ctx));
+      break;
+    case memscale::context_source::model:
+      out += fmt::format("  context   {}  CUDA context {} ({} SMs x {} threads) + kernels {}{}{}\n", size_and_bytes(ctx),
+                         size_text(d.context.base), gpu->multiprocessors, gpu->max_threads_per_multiprocessor,
+                         size_text(d.context.kernels),
+                         d.context.communication.value != 0 ? " + NCCL " + size_text(d.context.communication) : "",
+                         d.context.other.value != 0 ? " + cuBLAS workspace " + size_text(d.context.other) : "");
+      break;
+  }
+  out += fmt::format("  device    {}  nvidia-smi: reserved + context\n", size_and_bytes(d.device));
+  if (plan == nullptr) return out;
+  const memscale::device_verdict v = memscale::verdict_on_device(model, run, d, plan->budget, o);
+  const memscale::device_fit& f = v.point;
+  std::string why;
+  switch (f.basis) {
+    case memscale::fit_basis::context_over: why = "the context alone exceeds the budget"; break;
+    case memscale::fit_basis::tensors_over:
+      why = fmt::format("the tensors alone need more than the {} the context leaves", size_text(f.capacity));
+      break;
+    case memscale::fit_basis::reserved_under:
+      why = fmt::format("even the unconstrained reserved peak is within the {} the context leaves", size_text(f.capacity));
+      break;
+    case memscale::fit_basis::capped_replay:
+      why = f.fits ? fmt::format("the replay capped at {} runs through ({} cache flush{})", size_text(f.capacity),
+                                 f.capped.alloc_retries, f.capped.alloc_retries == 1 ? "" : "es")
+                   : fmt::format("the replay capped at {} runs out of memory: fragmentation, not the tensors, is the "
+                                 "risk (try expandable_segments:True or a smaller micro-batch)",
+                                 size_text(f.capacity));
+      break;
+    case memscale::fit_basis::rounding_rule: why = "device total against the budget (no replay)"; break;
+  }
+  out += fmt::format("  at the budget {}: point estimate {} ({})\n", size_text(plan->budget),
+                     f.fits ? "fits" : "does not fit", why);
+  out += fmt::format("  verdict with the band {:+.1f}% .. {:+.1f}% ({}{}): {}", v.band.low * 100.0, v.band.high * 100.0,
+                     memscale::to_string(v.band.of), v.band.measured ? "" : ", no measurement: policy",
+                     memscale::to_string(v.v));
+  if (v.v == memscale::verdict::borderline && d.device <= plan->budget)
+    out += fmt::format(" (likely fits: estimate {}, could reach {:.2f}; watch max_memory_reserved in the first steps, "
+                       "expandable_segments:True, a smaller micro-batch with more accumulation)",
+                       size_text(d.device), in_size_unit(v.range.high));
+  out += "\n";
   return out;
 }
 
@@ -222,6 +291,37 @@ std::string plan_text(const memscale::gpu_spec& gpu, const memscale::plan_result
                        size_text(plan.parameter_offload.cost.host_memory), plan.parameter_offload.cost.transfer_seconds);
   if (plan.next_step != memscale::advice::none)
     out += fmt::format("  next step: {}\n", memscale::to_string(plan.next_step));
+  return out;
+}
+
+std::string levers_text(const memscale::model_spec& model, const memscale::training_spec& run,
+                        const memscale::gpu_spec& gpu, const memscale::plan_result& plan) {
+  if (!memscale::json_io::levers_apply(plan)) return {};
+  const memscale::lever_list levers = memscale::cheaper_levers(model, run, gpu, plan.budget);
+  if (levers.count == 0) return {};
+  std::string out = "  cheaper levers before streaming parameters (each on top of the ones above; no host traffic):\n";
+  for (std::size_t i = 0; i < levers.count; ++i) {
+    const memscale::lever_option& l = levers.items[i];
+    out += fmt::format("    + {:<20} peak {:>9} (up to {:.2f})  {}\n", memscale::to_string(l.what), size_text(l.peak),
+                       in_size_unit(l.range.high), memscale::to_string(l.v));
+  }
+  const std::string instead =
+      plan.status == memscale::plan_status::parameter_offload
+          ? fmt::format("streaming parameters ({:.2f} s of transfers per step)", plan.parameter_offload.cost.transfer_seconds)
+          : std::string(memscale::to_string(plan.next_step));
+  if (levers.any_fits()) {
+    const memscale::lever_option& best = levers.items[levers.first_fitting];
+    out += fmt::format("  advice: switch on the levers up to {} (fits: peak {}, up to {:.2f}) rather than {}\n",
+                       memscale::to_string(best.what), size_text(best.peak), in_size_unit(best.range.high), instead);
+  } else if (levers.any_likely()) {
+    const memscale::lever_option& likely = levers.items[levers.first_likely];
+    out += fmt::format("  advice: switch on the levers up to {}: likely fits, estimate {}, could reach {:.2f} ({}); "
+                       "watch the first steps' max_memory_reserved, set expandable_segments:True, and keep a smaller "
+                       "micro-batch with more accumulation at hand; rather than {}\n",
+                       memscale::to_string(likely.what), size_text(likely.peak), in_size_unit(likely.range.high),
+                       likely.band.measured ? "the measured band of its class" : "an unmeasured path: the policy band",
+                       instead);
+  }
   return out;
 }
 

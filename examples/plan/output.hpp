@@ -25,6 +25,12 @@ nlohmann::json json_report(const memscale::model_spec& model, const memscale::tr
 // The training settings as JSON, with the option spellings memscale-plan accepts.
 nlohmann::json run_to_json(const memscale::training_spec& run);
 
+// The allocator section: the software assumed, the replayed reserved peak, the CUDA context
+// and, with a plan, the capped replay's point verdict at its budget (memscale/device_peak.hpp).
+std::string allocator_text(const memscale::model_spec& model, const memscale::training_spec& run,
+                           const memscale::gpu_spec* gpu, const std::string& alloc_conf, memscale::bytes context_memory,
+                           const memscale::plan_result* plan);
+
 // --list-models: one line per preset (name, exact parameter count, layers, hidden, heads).
 std::string model_list_text();
 nlohmann::json model_list_json();
@@ -36,6 +42,11 @@ nlohmann::json gpu_list_json();
 // --gpu: the "Plan on <label>" section appended to the text report, and the "plan" object
 // of the JSON report.
 std::string plan_text(const memscale::gpu_spec& gpu, const memscale::plan_result& plan);
+
+// When the plan would stream parameters or give up: the cheaper levers with their peaks, and
+// the first that fits as the advice (memscale/levers.hpp); empty otherwise.
+std::string levers_text(const memscale::model_spec& model, const memscale::training_spec& run,
+                        const memscale::gpu_spec& gpu, const memscale::plan_result& plan);
 
 // One line per technique the chosen mode switches on: which engine config or code does it
 // (switch_on.cpp); empty when no mode is chosen or it switches nothing on.

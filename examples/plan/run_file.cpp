@@ -19,7 +19,9 @@ memscale::json_io::run_input run_input_of(const options& o) {
           .gpu = o.gpu,
           .custom_gpu = o.custom_gpu,
           .headroom = o.headroom,
-          .lora_alpha = o.lora_alpha};
+          .lora_alpha = o.lora_alpha,
+          .alloc_conf = o.alloc_conf,
+          .context_memory = o.context_memory};
 }
 
 std::string read_text_file(const std::string& option, const std::string& path) {
@@ -45,6 +47,8 @@ void read_run_document(const json& doc, const std::string& source, options& out)
   out.custom_gpu = in.custom_gpu;
   out.headroom = in.headroom;
   out.lora_alpha = in.lora_alpha;
+  out.alloc_conf = in.alloc_conf;
+  out.context_memory = in.context_memory;
   out.vision.model.reset();  // the document's model replaces a vision --model given before it
   out.run_source = source;
 }

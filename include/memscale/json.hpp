@@ -7,6 +7,7 @@
 #pragma once
 
 #include "memscale/json/checkpoint.hpp"  // IWYU pragma: export
+#include "memscale/json/device_report.hpp"  // IWYU pragma: export
 #include "memscale/json/fields.hpp"   // IWYU pragma: export
 #include "memscale/json/generic_model.hpp"  // IWYU pragma: export
 #include "memscale/json/hf_config.hpp"  // IWYU pragma: export
@@ -19,3 +20,4 @@
 #include "memscale/json/run_document.hpp"  // IWYU pragma: export
 #include "memscale/json/run_report.hpp"  // IWYU pragma: export
 #include "memscale/json/run_settings.hpp"  // IWYU pragma: export
+#include "memscale/json/software_stack.hpp"  // IWYU pragma: export

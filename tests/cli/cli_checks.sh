@@ -110,7 +110,7 @@ for a in answers:
     if "error" in a:
         assert set(a) == {"id", "error"}, a
     else:
-        assert set(a) == {"id", "estimated_bytes", "quantity"}, a
+        assert {"id", "estimated_bytes", "quantity"} <= set(a) <= {"id", "estimated_bytes", "quantity", "class", "band", "verdict", "replay"}, a
         assert isinstance(a["estimated_bytes"], int) and a["estimated_bytes"] > 0, a
 EOF
 then
@@ -210,6 +210,41 @@ bad_input --gpu rtx3090 --headroom 0.5
 bad_input --gpu rtx3090 --headroom abc
 for h in nan inf -1 0 0.150001 0.09; do bad_input_says "--headroom must be within 0.10-0.15 (got \"$h\")" --gpu rtx3090 --headroom "$h"; done
 bad_input_says 'tokens (micro_batch x seq_len) overflows' --model llama-2-7b --batch 9999999999999999 --seq 4096
+# --- the allocator replay, the context and the software stack ---------------------
+bad_input_says '--alloc-conf "expandable_segment:True"' --gpu rtx4090 --alloc-conf expandable_segment:True
+bad_input_says 'max_split_size_mb' --gpu rtx4090 --alloc-conf max_split_size_mb:abc
+bad_input_says '--context-memory' --gpu rtx4090 --context-memory 0
+bad_input_says '--context-memory' --gpu rtx4090 --context-memory lots
+bad_input_says '--stack torch' --stack torch=two
+bad_input_says 'expected torch, transformers, bitsandbytes or cuda' --stack jax=0.4
+bad_input_says 'must be package=version' --stack torch
+bad_input_says '--alloc-conf does not apply to --inference' --inference --alloc-conf expandable_segments:True
+bad_input_says '--stack does not apply to the vision model resnet50' --model resnet50 --stack torch=2.5
+run --model gpt2 --batch 2 --seq 512 --gpu h100-80gb --stack torch=2.4,transformers=4.46 --alloc-conf expandable_segments:True
+if [[ $rc -eq 0 ]] && grep -q "software       torch 2.4, transformers 4.46" "$work/out" &&
+  grep -q "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" "$work/out" &&
+  grep -q "reserved .*replayed through the allocator" "$work/out" && grep -q "at the budget" "$work/out"; then
+  pass "--stack and --alloc-conf: the stack, the replayed reserved peak and the verdict at the budget are printed"
+else
+  fail "--stack and --alloc-conf: the stack, the replayed reserved peak and the verdict are printed" "exit $rc" \
+    "stdout: $(grep -A8 software "$work/out" | head -c 600)"
+fi
+run --model gpt2 --batch 2 --seq 512 --gpu h100-80gb --context-memory 1GiB --alloc-conf expandable_segments:True --json
+if [[ $rc -eq 0 ]] && python3 - "$work/out" 2>"$work/py" <<'EOF2'
+import json, sys
+r = json.load(open(sys.argv[1]))
+a = r["allocator"]
+assert a["replayed"] and a["context"]["source"] == "measured", a
+assert a["device"] == a["reserved"] + 2**30, a
+assert a["fit"]["budget"] == r["plan"]["budget"], a
+assert r["alloc_conf"] == "expandable_segments:True" and r["context_memory"] == 2**30, r
+assert r["software"]["torch"] == "2.5", r["software"]
+EOF2
+then
+  pass "--json: the allocator object, alloc_conf, context_memory and software"
+else
+  fail "--json: the allocator object, alloc_conf, context_memory and software" "exit $rc" "python: $(tail -n 1 "$work/py")"
+fi
 bad_input --frobnicate
 bad_input stray
 printf '[{"id": "a",' >"$work/malformed.json"

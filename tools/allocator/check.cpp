@@ -3,7 +3,13 @@
 // estimate's reserved/device) and after (the replay, plus the CUDA context model).
 //
 //   memscale-allocator-check docs/data/gpu_measured_h100.json docs/data/gpu_heldout_h100.json
+//   memscale-allocator-check --sweep FILES...   the budget sweep of docs/accuracy.md: for every
+//       transformer training record with an nvidia-smi figure M, 41 cards of 0.80 ... 1.20 x M,
+//       15% headroom (budget = 0.85 x card): "fits" with M over the budget is unsafe, "does not
+//       fit" with M within it a needless refusal; today's rule (rounding rule, class band)
+//       against the replay's (memscale/device_peak.hpp verdict_on_device).
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -11,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include <memscale/device_peak.hpp>
 #include <memscale/allocator/context.hpp>
 #include <memscale/allocator/replay.hpp>
 #include <memscale/allocator/replay_generate.hpp>
@@ -34,7 +41,74 @@ double pct(double estimated, double measured) { return (estimated - measured) / 
 
 }  // namespace
 
+namespace {
+
+struct sweep_count {
+  int fits = 0, borderline = 0, refused = 0, unsafe = 0, needless = 0, budgets = 0;
+};
+
+void count(sweep_count& c, memscale::verdict v, double measured, double budget) {
+  ++c.budgets;
+  if (v == memscale::verdict::fits) {
+    ++c.fits;
+    if (measured > budget) ++c.unsafe;
+  } else if (v == memscale::verdict::borderline) {
+    ++c.borderline;
+  } else {
+    ++c.refused;
+    if (measured <= budget) ++c.needless;
+  }
+}
+
+void print(const char* rule, const sweep_count& c) {
+  std::printf("| %s | %d | %d | %d | %d | %d (%.2f%%) | %d (%.2f%%) |\n", rule, c.budgets, c.fits, c.borderline, c.refused,
+              c.unsafe, 100.0 * c.unsafe / c.budgets, c.needless, 100.0 * c.needless / c.budgets);
+}
+
+int sweep(int argc, char** argv) {
+  sweep_count before{}, after{};
+  int records = 0;
+  for (int a = 2; a < argc; ++a) {
+    std::ifstream in(argv[a]);
+    if (!in) {
+      std::fprintf(stderr, "cannot read %s\n", argv[a]);
+      return 2;
+    }
+    for (json r : json::parse(in)) {
+      if (r.at("measure") != "nvidia-smi" || r.contains("infer") || memscale::json_io::is_vision_record(r)) continue;
+      const auto gpu = memscale::find_gpu(r.value("device", std::string()));
+      if (!gpu) continue;
+      const memscale::model_spec model = memscale::json_io::model_for_record(r);
+      const memscale::training_spec run = memscale::on_gpu(memscale::json_io::run_from_record(r), *gpu);
+      const double measured = r.at("measured_bytes").get<double>();
+      const memscale::estimate_result e = memscale::estimate(model, run);
+      const memscale::error_band& band = memscale::band_of(memscale::class_of(model, memscale::with_resolved_adapters(model, run)));
+      const memscale::device_estimate d = memscale::estimate_on_device(model, run, &*gpu);
+      ++records;
+      if (std::getenv("MEMSCALE_SWEEP_ROWS") != nullptr)
+        std::printf("%-60s smi %8.0f MiB  rounding %+7.2f%%  replay %+7.2f%% (%s)\n", r.at("id").get<std::string>().c_str(),
+                    measured / 1048576.0, pct(static_cast<double>(memscale::overall_peak(e).device.value), measured),
+                    pct(static_cast<double>(d.device.value), measured), std::string(memscale::to_string(d.fallback)).c_str());
+      for (int k = 0; k <= 40; ++k) {
+        const double card = measured * (0.80 + 0.01 * k);
+        const memscale::bytes budget{static_cast<std::uint64_t>(card * 0.85)};
+        const double b = static_cast<double>(budget.value);
+        count(before, memscale::verdict_of(memscale::range_of(memscale::overall_peak(e).device, band), budget), measured, b);
+        count(after, memscale::verdict_on_device(model, run, d, budget).v, measured, b);
+      }
+    }
+  }
+  std::printf("%d records\n\n| rule | budgets | fits | borderline | does not fit | unsafe fits | needless refusals |\n"
+              "|---|---|---|---|---|---|---|\n", records);
+  print("rounding rule, class band", before);
+  print("allocator replay, replayed band", after);
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--sweep") return sweep(argc, argv);
   std::map<std::string, measured_case> cases;
   std::vector<std::string> order;
   for (int a = 1; a < argc; ++a) {

@@ -8,8 +8,11 @@
 #include <string>
 #include <string_view>
 
+#include "memscale/device_peak.hpp"
+#include "memscale/error_band.hpp"
 #include "memscale/estimate.hpp"
 #include "memscale/gpus.hpp"
+#include "memscale/plan_result.hpp"
 #include "memscale/json/fields.hpp"
 #include "memscale/json/inference.hpp"
 #include "memscale/json/lora_fields.hpp"
@@ -335,7 +338,46 @@ inline bytes pick(const peak_estimate& p, quantity q) {
   return p.tensor;
 }
 
-// One --cases answer: {"id", "estimated_bytes", "quantity"} or {"id", "error"}.
+namespace detail {
+
+// A training record's class of run and error band (memscale/error_band.hpp), and, when its
+// device is a GPU of the catalog, the verdict the planner's rule gives at that GPU's budget
+// (default headroom) and the allocator replay's figures with the capped replay's point verdict.
+inline void add_class_and_verdict(json& out, const json& record, const model_spec& model, const training_spec& run) {
+  const error_band& band = band_of(class_of(model, run));
+  out["class"] = std::string(to_string(band.of));
+  out["band"] = {{"low", band.low}, {"high", band.high}, {"measured", band.measured}};
+  const auto gpu = find_gpu(record.value("device", std::string("cuda")));
+  if (!gpu || run.device != device_kind::cuda) {
+    out["verdict"] = nullptr;
+    return;
+  }
+  const training_spec on_device = on_gpu(run, *gpu);
+  const bytes budget = budget_of(*gpu);
+  const estimate_result e = estimate(model, on_device);
+  out["verdict"] = {{"gpu", std::string(gpu->name)},
+                    {"budget", budget.value},
+                    {"peak", overall_peak(e).device.value},
+                    {"verdict", std::string(to_string(verdict_of(range_of(overall_peak(e).device, band), budget)))}};
+  try {  // the replay's own limits must not turn a modelled record into an error
+    const device_estimate d = estimate_on_device(model, on_device, &*gpu);
+    const device_verdict v = verdict_on_device(model, on_device, d, budget);
+    out["replay"] = {{"replayed", d.replayed()},
+                     {"fallback", std::string(to_string(d.fallback))},
+                     {"reserved", d.reserved.value},
+                     {"device", d.device.value},
+                     {"band", {{"low", v.band.low}, {"high", v.band.high}, {"measured", v.band.measured}}},
+                     {"verdict", std::string(to_string(v.v))},
+                     {"basis", std::string(to_string(v.point.basis))}};
+  } catch (const error& refused) {
+    out["replay"] = {{"error", refused.what()}};
+  }
+}
+
+}  // namespace detail
+
+// One --cases answer: {"id", "estimated_bytes", "quantity"} or {"id", "error"}; training
+// records add "class", "band", "verdict" and "replay" (detail::add_class_and_verdict).
 // The model a record ran, with what its stated transformers release changes: from 4.48 the
 // causal-LM loss is loss/loss_utils.py ForCausalLMLoss: logits.float(), then the labels are
 // padded and shifted instead of a shifted copy of the logits (transformers d0fed636).
@@ -370,7 +412,9 @@ inline json estimate_record(const json& record) {
     check_sequence_fits(model, run.seq_len, "train.seq");
     const estimate_result r = estimate(model, run);
     detail::check_parameter_counts(record, model, r.trainable_parameter_count);
-    return {{"id", id}, {"estimated_bytes", pick(r.steady, q).value}, {"quantity", std::string(to_string(q))}};
+    json out{{"id", id}, {"estimated_bytes", pick(r.steady, q).value}, {"quantity", std::string(to_string(q))}};
+    detail::add_class_and_verdict(out, record, model, run);
+    return out;
   } catch (const error& e) {
     return {{"id", id}, {"error", e.what()}};
   } catch (const json::exception& e) {

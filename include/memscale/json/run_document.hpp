@@ -14,10 +14,12 @@
 #include <utility>
 
 #include "memscale/detail/nearest_name.hpp"
+#include "memscale/allocator/alloc_conf.hpp"
 #include "memscale/gpus.hpp"
 #include "memscale/json/fields.hpp"
 #include "memscale/json/records.hpp"
 #include "memscale/json/run_settings.hpp"
+#include "memscale/json/software_stack.hpp"
 #include "memscale/model.hpp"
 #include "memscale/planner.hpp"
 #include "memscale/presets.hpp"
@@ -37,6 +39,8 @@ struct run_input {
   std::optional<gpu_spec> custom_gpu;  // a GPU described by its memory
   std::optional<double> headroom;
   std::optional<double> lora_alpha;    // scales the adapter output; no memory of its own
+  std::string alloc_conf;              // PYTORCH_CUDA_ALLOC_CONF for the allocator replay; empty: defaults
+  bytes context_memory{};              // a measured CUDA context + non-PyTorch memory; zero: modelled
 };
 
 // The GPU the run is planned on, if any.
@@ -51,9 +55,11 @@ namespace detail {
 inline constexpr auto bad_run = error_code::invalid_run;
 
 // Input fields of the run document, and the result fields --json adds (read back and ignored).
-inline constexpr std::array<std::string_view, 4> document_fields{"model", "run", "gpu", "headroom"};
-inline constexpr std::array<std::string_view, 8> result_fields{"parameters", "trainable_parameters", "breakdown", "peak",
-                                                               "first_step", "static", "plan", "attention_kernel"};
+inline constexpr std::array<std::string_view, 7> document_fields{"model",      "run",            "gpu",     "headroom",
+                                                                 "alloc_conf", "context_memory", "software"};
+inline constexpr std::array<std::string_view, 9> result_fields{"parameters", "trainable_parameters", "breakdown",
+                                                               "peak",       "first_step",           "static",
+                                                               "plan",       "attention_kernel",     "allocator"};
 inline constexpr std::array<std::string_view, 17> run_fields{
     "micro_batch", "seq_len", "grad_accum", "precision", "optimizer", "optimizer_impl", "checkpointing", "attention",
     "target",      "lora_rank", "lora_targets", "lora_alpha", "quant", "dropout", "device", "offload", "no_sync"};
@@ -207,6 +213,20 @@ inline void read_run_document(const json& doc, run_input& out) {
       bad_field(error_code::invalid_plan_option, "headroom", h, "must be a number within 0.10-0.15");
     in.headroom = h.get<double>();
   }
+  if (doc.contains("software")) read_software(doc.at("software"), in.run);
+  if (doc.contains("alloc_conf")) {
+    const json& c = doc.at("alloc_conf");
+    if (!c.is_string())
+      bad_field(detail::bad_run, "alloc_conf", c, "must be a PYTORCH_CUDA_ALLOC_CONF string like \"expandable_segments:True\"");
+    (void)allocator::parse_alloc_conf(c.get<std::string>());  // its errors name the option and the value
+    in.alloc_conf = c.get<std::string>();
+  }
+  if (doc.contains("context_memory")) {
+    const json& c = doc.at("context_memory");
+    if (!c.is_number_unsigned() || c.get<std::uint64_t>() == 0)
+      bad_field(detail::bad_run, "context_memory", c, "must be a positive integer of bytes (the measured nvidia-smi - reserved)");
+    in.context_memory = bytes{c.get<std::uint64_t>()};
+  }
   validate(in.model);
   validate(in.run);
   check_sequence_fits(in.model, in.run.seq_len, "run.seq_len");
@@ -231,6 +251,9 @@ inline json run_document_json(const run_input& in) {
   if (!in.gpu.empty()) j["gpu"] = in.gpu;
   if (in.custom_gpu) j["gpu"] = {{"memory", in.custom_gpu->memory.value}, {"bf16", in.custom_gpu->bf16}};
   if (!in.gpu.empty() || in.custom_gpu) j["headroom"] = in.headroom.value_or(default_headroom);
+  j["software"] = software_json(in.run);
+  if (!in.alloc_conf.empty()) j["alloc_conf"] = in.alloc_conf;
+  if (in.context_memory.value != 0) j["context_memory"] = in.context_memory.value;
   return j;
 }
 

@@ -14,10 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "memscale/device_peak.hpp"
 #include "memscale/estimate.hpp"
+#include "memscale/json/device_report.hpp"
 #include "memscale/json/report.hpp"
 #include "memscale/json/run_document.hpp"
 #include "memscale/json/run_settings.hpp"
+#include "memscale/levers.hpp"
 #include "memscale/planner.hpp"
 
 namespace memscale::json_io {
@@ -66,12 +69,53 @@ inline json estimate_report_json(const model_spec& model, const training_spec& r
   return j;
 }
 
+// Whether a plan's answer is costly enough to list the cheaper levers (memscale/levers.hpp):
+// parameters streamed from the host, a shorter sequence, or nothing.
+inline bool levers_apply(const plan_result& plan) {
+  return plan.status == plan_status::parameter_offload || plan.status == plan_status::shorter_sequence ||
+         plan.status == plan_status::nothing_fits;
+}
+
+// {"options": [{"lever", "peak", "up_to", "band", "verdict"}, ...], "advice", "likely"}.
+inline json levers_json(const run_input& in, const gpu_spec& gpu, const plan_result& plan) {
+  const lever_list levers = cheaper_levers(in.model, in.run, gpu, plan.budget);
+  json list = json::array();
+  for (std::size_t i = 0; i < levers.count; ++i) {
+    const lever_option& l = levers.items[i];
+    list.push_back({{"lever", std::string(to_string(l.what))},
+                    {"peak", l.peak.value},
+                    {"up_to", l.range.high.value},
+                    {"band", band_json(l.band)},
+                    {"verdict", std::string(to_string(l.v))}});
+  }
+  // "advice": the first lever whose band's upper end fits; else "likely": the first whose point estimate does.
+  return {{"options", list},
+          {"advice", levers.any_fits() ? json(std::string(to_string(levers.items[levers.first_fitting].what))) : json()},
+          {"likely", levers.any_likely() ? json(std::string(to_string(levers.items[levers.first_likely].what))) : json()}};
+}
+
+// The allocator replay of `in` (on its GPU when it has one) and, with a plan, the point
+// verdict at the plan's budget.
+inline json allocator_report_json(const run_input& in, const plan_result* plan) {
+  const std::optional<gpu_spec> gpu = gpu_of(in);
+  const training_spec run = gpu ? on_gpu(in.run, *gpu) : in.run;
+  const device_options o = device_options_of(in.alloc_conf, in.context_memory);
+  const device_estimate d = estimate_on_device(in.model, run, gpu ? &*gpu : nullptr, o);
+  if (plan == nullptr) return allocator_json(d, in.alloc_conf, nullptr);
+  const device_verdict v = verdict_on_device(in.model, run, d, plan->budget, o);
+  return allocator_json(d, in.alloc_conf, &v);
+}
+
 // The report of `in` from its estimate (on the GPU when there is one) and its plan (null
 // without a GPU): the results, then the run document (so the report is a run document).
 inline json run_report_json(const run_input& in, const estimate_result& result, const plan_result* plan) {
   json j = estimate_report_json(in.model, in.run, result);
   j.update(run_document_json(in));
-  if (plan != nullptr) j["plan"] = plan_report_json(*plan);
+  if (in.run.device == device_kind::cuda) j["allocator"] = allocator_report_json(in, plan);
+  if (plan != nullptr) {
+    j["plan"] = plan_report_json(*plan);
+    if (levers_apply(*plan)) j["plan"]["levers"] = levers_json(in, *gpu_of(in), *plan);
+  }
   return j;
 }
 

@@ -1,0 +1,66 @@
+// memscale/json/device_report.hpp: the "allocator" object of a report: the caching
+// allocator's reserved peak (replayed), the CUDA context it assumed and, with a GPU, the
+// point verdict of the capped replay at the plan's budget (memscale/device_peak.hpp).
+// IWYU pragma: private, include <memscale/json.hpp>
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "memscale/allocator/alloc_conf.hpp"
+#include "memscale/device_peak.hpp"
+
+namespace memscale::json_io {
+
+// The allocator settings and the context override of a run document or the command line.
+// `alloc_conf` is PYTORCH_CUDA_ALLOC_CONF's syntax; its errors name "alloc_conf".
+inline device_options device_options_of(const std::string& alloc_conf, bytes context_memory) {
+  device_options o{.context_override = context_memory};
+  if (!alloc_conf.empty()) o.allocator = allocator::parse_alloc_conf(alloc_conf).settings;
+  return o;
+}
+
+inline nlohmann::json context_json(const device_estimate& d) {
+  return {{"total", d.context.total().value},
+          {"base", d.context.base.value},
+          {"kernels", d.context.kernels.value},
+          {"communication", d.context.communication.value},
+          {"other", d.context.other.value},
+          {"source", std::string(to_string(d.context_from))}};
+}
+
+inline nlohmann::json device_fit_json(const device_fit& f) {
+  return {{"fits", f.fits},
+          {"basis", std::string(to_string(f.basis))},
+          {"budget", f.budget.value},
+          {"capacity", f.capacity.value},
+          {"alloc_retries", f.capped.alloc_retries},
+          {"fragmentation", f.fragmentation}};
+}
+
+// {"replayed", "fallback", "reason", "alloc_conf", "tensor", "reserved", "device",
+//  "replay_allocated", "context": {...}, "fit": {...}, "verdict", "band", "range" (with a budget)}.
+inline nlohmann::json allocator_json(const device_estimate& d, const std::string& alloc_conf,
+                                     const device_verdict* verdict) {
+  nlohmann::json j{{"replayed", d.replayed()},
+                   {"fallback", std::string(to_string(d.fallback))},
+                   {"reason", std::string(explain(d.fallback))},
+                   {"alloc_conf", alloc_conf},
+                   {"tensor", d.tensor.value},
+                   {"reserved", d.reserved.value},
+                   {"device", d.device.value},
+                   {"replay_allocated", d.replay_allocated.value},
+                   {"context", context_json(d)}};
+  if (verdict == nullptr) return j;
+  j["fit"] = device_fit_json(verdict->point);
+  j["verdict"] = std::string(to_string(verdict->v));
+  j["band"] = {{"class", std::string(to_string(verdict->band.of))},
+               {"low", verdict->band.low},
+               {"high", verdict->band.high},
+               {"measured", verdict->band.measured},
+               {"source", std::string(verdict->band.source)}};
+  j["range"] = {{"low", verdict->range.low.value}, {"high", verdict->range.high.value}};
+  return j;
+}
+
+}  // namespace memscale::json_io

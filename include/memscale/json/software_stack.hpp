@@ -1,0 +1,141 @@
+// memscale/json/software_stack.hpp: the software a run assumes (torch, transformers,
+// bitsandbytes, CUDA), read from a run document's "software" object or `--stack
+// torch=2.5,transformers=4.46,...`, written back and printed. The versions live in
+// training_spec (torch_version, transformers_version, bitsandbytes_version,
+// cuda_lazy_loading); the mechanisms that depend on them are the estimators'.
+// IWYU pragma: private, include <memscale/json.hpp>
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "memscale/error.hpp"
+#include "memscale/json/fields.hpp"
+#include "memscale/training.hpp"
+
+namespace memscale::json_io {
+
+inline constexpr std::array<std::string_view, 4> software_fields{"torch", "transformers", "bitsandbytes", "cuda"};
+
+namespace detail {
+
+// "2.5", "2.5.1", "0.43.2+cu121": up to three numeric parts (major, minor, patch), each < 100
+// except the major; anything else is refused with `field` and the value.
+struct version_parts {
+  std::uint32_t major = 0;
+  std::uint32_t minor = 0;
+  std::uint32_t patch = 0;
+};
+
+inline version_parts parse_version(const std::string& text, const std::string& field) {
+  const auto refuse = [&] {
+    bad_field(error_code::invalid_run, field, text, "must be a version like \"2.5\" or \"0.43.2\"");
+  };
+  std::array<std::uint32_t, 3> part{};
+  std::size_t count = 0;
+  std::size_t i = 0;
+  while (count < 3) {
+    std::size_t digits = 0;
+    std::uint32_t v = 0;
+    for (; i < text.size() && text[i] >= '0' && text[i] <= '9' && digits < 4; ++i, ++digits)
+      v = v * 10 + static_cast<std::uint32_t>(text[i] - '0');
+    if (digits == 0 || (count > 0 && v >= 100) || (i < text.size() && text[i] >= '0' && text[i] <= '9')) refuse();
+    part[count++] = v;
+    if (i < text.size() && text[i] == '.') {
+      ++i;
+      continue;
+    }
+    break;
+  }
+  // A local build suffix ("+cu121", "a0", ".dev") may follow the numbers; a fourth number may not.
+  if (count < 2 || (i < text.size() && text[i] >= '0' && text[i] <= '9')) refuse();
+  return {part[0], part[1], part[2]};
+}
+
+inline std::string two_parts(std::uint32_t v) { return std::to_string(v / 100) + "." + std::to_string(v % 100); }
+
+}  // namespace detail
+
+// Sets one version of the stack; `field` names it in errors ("software.torch", "--stack torch").
+inline void set_software_version(training_spec& run, std::string_view key, const std::string& value,
+                                 const std::string& field) {
+  const detail::version_parts v = detail::parse_version(value, field);
+  if (key == "torch") {
+    run.torch_version = v.major * 100 + v.minor;
+    // CUDA_MODULE_LOADING=LAZY is set by PyTorch from 1.13 (pytorch PR #86509); foreach became
+    // the default on CUDA in 2.0 (torch/optim/optimizer.py _default_to_fused_or_foreach).
+    if (run.torch_version < 113) run.cuda_lazy_loading = false;
+    if (run.torch_version < 200) run.optimizer_impl = optimizer_implementation::for_loop;
+  } else if (key == "transformers") {
+    run.transformers_version = v.major * 100 + v.minor;
+  } else if (key == "bitsandbytes") {
+    run.bitsandbytes_version = v.major * 10000 + v.minor * 100 + v.patch;
+  } else if (key == "cuda") {
+    // Lazy module loading needs CUDA 11.7 (CUDA C++ Programming Guide, "Lazy Loading").
+    run.cuda_lazy_loading = v.major * 100 + v.minor >= 1107 && run.torch_version >= 113;
+  } else {
+    throw error(error_code::invalid_run, field + " is not a known package: expected torch, transformers, bitsandbytes "
+                                                 "or cuda");
+  }
+}
+
+// A run document's "software": {"torch": "2.5", "transformers": "4.46", ...}.
+inline void read_software(const json& sw, training_spec& run) {
+  if (!sw.is_object()) bad_field(error_code::invalid_run, "software", sw, "must be an object of version strings");
+  for (const auto& item : sw.items()) {
+    const std::string field = "software." + item.key();
+    bool known = false;
+    for (auto k : software_fields) known = known || item.key() == k;
+    if (!known)
+      throw error(error_code::invalid_run,
+                  field + " is not a known package: expected torch, transformers, bitsandbytes or cuda");
+    if (!item.value().is_string())
+      bad_field(error_code::invalid_run, field, item.value(), "must be a version string like \"2.5\"");
+    set_software_version(run, item.key(), item.value().get<std::string>(), field);
+  }
+}
+
+// `--stack torch=2.5,transformers=4.46,bitsandbytes=0.43.2,cuda=12.4`.
+inline void read_stack_option(std::string_view text, training_spec& run, const std::string& option) {
+  if (text.empty()) throw error(error_code::invalid_run, option + " must list package=version pairs (got \"\")");
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = text.find(',', start);
+    const std::string_view item = text.substr(start, comma == std::string_view::npos ? text.size() - start : comma - start);
+    const std::size_t eq = item.find('=');
+    if (eq == std::string_view::npos || eq == 0)
+      bad_field(error_code::invalid_run, option, std::string(item),
+                "must be package=version, e.g. torch=2.5 (packages: torch, transformers, bitsandbytes, cuda)");
+    const std::string key(item.substr(0, eq));
+    set_software_version(run, key, std::string(item.substr(eq + 1)), option + " " + key);
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+}
+
+// The stack as a run document writes it back.
+inline json software_json(const training_spec& run) {
+  json j;
+  j["torch"] = detail::two_parts(run.torch_version);
+  if (run.transformers_version != 0) j["transformers"] = detail::two_parts(run.transformers_version);
+  const std::uint32_t b = run.bitsandbytes_version;
+  j["bitsandbytes"] = std::to_string(b / 10000) + "." + std::to_string(b / 100 % 100) + "." + std::to_string(b % 100);
+  // Only what changes an estimate: CUDA before 11.7 loads every module eagerly.
+  if (!run.cuda_lazy_loading && run.torch_version >= 113) j["cuda"] = "11.6";
+  return j;
+}
+
+// "torch 2.5, transformers 4.x (before 5.0), bitsandbytes 0.49.2, CUDA modules loaded lazily".
+inline std::string software_text(const training_spec& run) {
+  const std::uint32_t b = run.bitsandbytes_version;
+  std::string out = "torch " + detail::two_parts(run.torch_version) + ", transformers " +
+                    (run.transformers_version != 0 ? detail::two_parts(run.transformers_version) : "4.x (before 5.0)") +
+                    ", bitsandbytes " + std::to_string(b / 10000) + "." + std::to_string(b / 100 % 100) + "." +
+                    std::to_string(b % 100) + ", CUDA modules loaded " + (run.cuda_lazy_loading ? "lazily" : "eagerly");
+  return out;
+}
+
+}  // namespace memscale::json_io
