@@ -257,6 +257,26 @@ function renderPeaks(r) {
          `${countFig('trainable_parameters', r.trainable_parameters)})</td></tr>`;
 }
 
+// The software the estimate assumes, and the caching allocator's replay of the step: what
+// memscale-plan prints under "caching allocator" (docs/allocator.md).
+function renderAllocator(r) {
+  const stack = Object.keys(r.software || {}).map((k) => `${esc(k)} ${textFig('software.' + k, r.software[k])}`);
+  let html = `<p>Software assumed: ${stack.length ? stack.join(', ') : 'the current releases'}`;
+  html += ' <small>(<code>--stack</code> or the run\'s <code>software</code> changes it)</small></p>';
+  const a = r.allocator;
+  if (!a) return html;
+  html += `<p>Caching allocator: ${textFig('allocator.reason', a.reason)}. Tensors ${bytesFig('allocator.tensor', a.tensor)}, ` +
+          `reserved ${bytesFig('allocator.reserved', a.reserved)}, CUDA context ${bytesFig('allocator.context.total', a.context.total)}, ` +
+          `device ${bytesFig('allocator.device', a.device)}`;
+  if (a.verdict) {  // with a GPU: the band of the run's class and the verdict at the budget
+    html += ` (between ${bytesFig('allocator.range.low', a.range.low)} and ${bytesFig('allocator.range.high', a.range.high)}: ` +
+            `band ${fig('allocator.band.low', a.band.low, percent(a.band.low))} .. ` +
+            `${fig('allocator.band.high', a.band.high, percent(a.band.high))}, ${textFig('allocator.band.class', a.band.class)}); ` +
+            `at the budget: <b class="v-${esc(a.verdict)}">${textFig('allocator.verdict', a.verdict)}</b>`;
+  }
+  return html + '.</p>';
+}
+
 function renderModeTable(p) {
   let html = '<tr><th>mode</th><th>peak</th><th>up to</th><th>verdict</th><th>error band</th><th>switches on</th>' +
              '<th>transfers / step</th><th>host RAM</th></tr>';
@@ -286,6 +306,7 @@ function render(r, cliff) {
   stackedBars('breakdown', [{label: 'step 2+', breakdown: r.breakdown, peak: r.peak.device, marks: marks}], plan,
               'allocator cache + CUDA context');
   $('peaks').innerHTML = renderPeaks(r);
+  $('allocator').innerHTML = renderAllocator(r);
   for (const id of ['modes', 'cliff']) $(id).hidden = !plan;
   $('no-gpu').hidden = !!plan;
   if (plan) {

@@ -58,10 +58,10 @@ inline constexpr std::array error_bands{
     error_band{run_class::torchvision, -0.185, 0.075, true,
                "docs/accuracy.md cpu_traced_vision and the dev set's torchvision steps (tensor), gpu_measured_h100 "
                "resnet50 and vit_b_16 (allocated, reserved and nvidia-smi): worst -18.24% / +7.11%"},
-    // No measurement: the widest band, stated as a policy, not measured. Issue 8's unseen
-    // published runs (paths without measurement then) were under by up to 34%.
+    // No measurement: the widest band, stated as a policy, not measured. Published runs of
+    // paths that had no measurement when they were modelled came out up to 34% under.
     error_band{run_class::unmeasured, -0.35, 0.35, false,
-               "no measurement: policy band, wider than every measured one (issue 8: unseen paths were up to -34%)"},
+               "no measurement: policy band, wider than every measured one (paths first measured after they were modelled were up to -34%)"},
 };
 
 constexpr const error_band& band_of(run_class c) {

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""memscale-plan --svg / --svg-batch (issue 12): the files are well-formed XML and carry the
+"""memscale-plan --svg / --svg-batch: the files are well-formed XML and carry the
 expected bars, series, reference lines and markers.
 
     svg_checks.py MEMSCALE_PLAN WORK_DIR

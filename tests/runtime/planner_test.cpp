@@ -63,7 +63,7 @@ TEST_CASE("planner: GPT-2 XL 1x512 fp32 AdamW needs a MemScale mode on an RTX 30
 }
 
 TEST_CASE("planner: every preset gets the least aggressive mode that fits, and inversions are flagged", "[planner]") {
-  // Issue 8: mode peaks are not ordered (AGGRESSIVE keeps 8-bit state on the GPU, BALANCED
+  // Mode peaks are not ordered (AGGRESSIVE keeps 8-bit state on the GPU, BALANCED
   // offloads 32-bit state); each mode has its own peak.
   const auto gpu = gpu_named("a100-80gb");
   for (const auto& model : memscale::presets::all) {

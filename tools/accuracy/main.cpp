@@ -5,7 +5,7 @@
 //   memscale-accuracy --check-bands GROUND_TRUTH_DIR AGGRESSIVE_JSON  exit 1 when memscale::error_bands
 //                                                                     is narrower than measured
 //
-// Bands (issue 3): CPU-traced transformer cases within [-5%, +10%]; GPU cases never under
+// Bands: CPU-traced transformer cases within [-5%, +10%]; GPU cases never under
 // by more than 10% (and, to catch regressions, not over by more than 15%); medians: CPU
 // <= 3%, GPU allocated <= 8%, nvidia-smi <= 10%.
 #include <algorithm>
