@@ -214,6 +214,13 @@ TEST_CASE("JSON keys and values in errors are escaped and cut", "[hostile]") {
   CHECK(contains(message, "bad.json is not valid JSON"));
   CHECK(terminal_safe(message));
   CHECK(message.size() < 600);
+  // A token that holds nlohmann's own "'; expected " is still quoted and cut as a whole (the
+  // fuzzer found the tail after it echoed raw: ill-formed UTF-8 and 2,000 bytes).
+  const std::string tricky = "[{\"id\": \"a" + std::string(2'000, ']') + "'; expected " + std::string(2'000, ']') + "\xff\"}]";
+  message = memscale_test::error_message([&] { (void)io::parse_document(tricky, "tricky.json"); });
+  CHECK(contains(message, "tricky.json is not valid JSON"));
+  CHECK(terminal_safe(message));
+  CHECK(message.size() < 600);
   // The core's unknown-LoRA-module message quotes and cuts the name.
   message = memscale_test::error_message([] { (void)memscale::parse_lora_targets("\x1b[2J" + std::string(10'000, 'm')); });
   CHECK(terminal_safe(message));

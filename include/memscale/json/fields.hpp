@@ -91,18 +91,32 @@ inline std::size_t json_depth(std::string_view text, std::size_t limit = max_jso
 namespace detail {
 
 // nlohmann's parse_error text with its "last read: '...'" part (the bytes of the token it
-// stopped in, which can be a whole 10 MB string) quoted and cut like any echoed value.
+// stopped in, which can be a whole 10 MB string) quoted and cut like any echoed value. The
+// token may itself hold "'; expected ", so the end is found from nlohmann's own suffix:
+// "; expected " and a token_type_name (nlohmann/detail/input/lexer.hpp, 3.11), or nothing.
 inline std::string parse_error_text(const std::string& message) {
   const std::string marker = "last read: '";
   const auto start = message.find(marker);
   if (start == std::string::npos) return message;
   const auto token_start = start + marker.size();
-  auto token_end = message.rfind("'; expected ");
-  if (token_end == std::string::npos || token_end < token_start) token_end = message.size() - 1;
-  if (token_end < token_start || message[token_end] != '\'') return message.substr(0, start) + "last read: (cut)";
+  static constexpr std::string_view expected_names[] = {
+      "<uninitialized>", "true literal",  "false literal", "null literal", "string literal",
+      "number literal",  "'['",           "'{'",           "']'",          "'}'",
+      "':'",             "','",           "<parse error>", "end of input", "'[', '{', or a literal",
+      "unknown token"};
+  std::string suffix;
+  for (const std::string_view name : expected_names) {
+    const std::string candidate = "; expected " + std::string(name);
+    if (message.size() >= token_start + candidate.size() + 1 &&
+        message.compare(message.size() - candidate.size(), candidate.size(), candidate) == 0) {
+      suffix = candidate;
+      break;
+    }
+  }
+  const auto quote = message.size() - suffix.size() - 1;  // the token's closing quote
+  if (quote < token_start || message[quote] != '\'') return message.substr(0, start) + "last read: (cut)";
   return message.substr(0, start) + "last read: " +
-         memscale::detail::quoted(std::string_view(message).substr(token_start, token_end - token_start)) +
-         message.substr(token_end + 1);
+         memscale::detail::quoted(std::string_view(message).substr(token_start, quote - token_start)) + suffix;
 }
 
 }  // namespace detail
