@@ -218,7 +218,7 @@ class step_walker {
       forward_section(block_of(g_), l, false, !ckpt, carry);
       if (ckpt) {
         // The checkpoint keeps its input (the stream op's output) until the block's backward.
-        checkpoint_input_[l] = pending_input_;
+        checkpoint_input_[static_cast<std::size_t>(l)] = pending_input_;
         pending_input_ = no_tensor;
       }
     }
@@ -233,7 +233,7 @@ class step_walker {
       enter(s, block_moment(l, false));
       if (ckpt) {
         std::uint32_t stream_grad = alloc(g_.stream_grad.value);
-        held_tensor input{checkpoint_input_[l], g_.ops[g_.block_begin].out.value};
+        held_tensor input{checkpoint_input_[static_cast<std::size_t>(l)], g_.ops[g_.block_begin].out.value};
         recompute_ = true;
         forward_section(block_of(g_), l, false, true, input);
         recompute_ = false;
