@@ -19,19 +19,14 @@ Run from the project root:
     /usr/bin/python3 tools/trace/families_2025.py --only gpt_oss --out /tmp/x.json
 """
 import argparse
-import json
 import math
-import os
-import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "shared", "ground-truth"))
-import measure  # noqa: E402  (Tracker, tensor_bytes, make_opt)
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
 
-import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import tracer
 
 torch.set_num_threads(1)
 
@@ -1215,36 +1210,26 @@ def build(c, **kw):
 
 
 def run_case(c, B, S, **kw):
-    torch.manual_seed(0)
-    with measure.Tracker() as tr:
+    tracer.reset_seed()
+    with tracer.Tracker() as tr:
         model = build(c, **kw)
         model.train()
         tr.mark("built")
-        opt = measure.make_opt("adamw", model.parameters(), None)
+        opt = tracer.make_opt("adamw", model.parameters(), None)
         x = torch.randint(0, c["vocab_size"], (B, S))
         y = x.clone()
         tr.mark("inputs")
         for step in (1, 2):
-            tr.mark(f"s{step}_start")
-            loss = model(x, y)
-            tr.mark(f"s{step}_fwd")
-            loss.backward()
-            tr.mark(f"s{step}_bwd")
-            opt.step()
-            tr.mark(f"s{step}_opt")
-            opt.zero_grad(set_to_none=True)
-            del loss
-            tr.mark(f"s{step}_end")
-        nparams = sum(p.numel() for p in model.parameters())
-        params_enum = measure.tensor_bytes(list(model.parameters()))
-        buffers = measure.tensor_bytes(list(model.buffers()))
-        opt_enum = measure.tensor_bytes([v for s in opt.state.values() for v in s.values() if torch.is_tensor(v)])
+            tracer.train_step(tr, step, lambda: model(x, y), opt)
+        nparams = tracer.parameter_count(model)
+        params_enum = tracer.tensor_bytes(list(model.parameters()))
+        buffers = tracer.tensor_bytes(list(model.buffers()))
+        opt_enum = tracer.optimizer_state_bytes([opt])
         del model, opt, x, y
-    return dict(nparams=nparams, params_enum=params_enum, buffers=buffers, opt_enum=opt_enum,
-                s2_peak=tr.peak("s2_start", "s2_end"), s1_peak=tr.peak("s1_start", "s1_end"),
-                s2_fwd=tr.live("s2_fwd"), s2_start=tr.live("s2_start"),
-                s2_peak_fwd=tr.peak("s2_start", "s2_fwd"), s2_peak_bwd=tr.peak("s2_fwd", "s2_bwd"),
-                s2_peak_opt=tr.peak("s2_bwd", "s2_opt"), built=tr.live("built"), end_live=tr.live("__end__"))
+    r = dict(nparams=nparams, params_enum=params_enum, buffers=buffers, opt_enum=opt_enum, built=tr.live("built"),
+             end_live=tr.live("__end__"))
+    r.update(tracer.step_readings(tr))
+    return r
 
 
 def record(name, c, B, S, r, variant=None):
@@ -1260,11 +1245,8 @@ def record(name, c, B, S, r, variant=None):
         "train": dict(batch=B, seq=S, precision="fp32", optimizer="adamw",
                       optimizer_impl="single_tensor (torch 1.13 CPU default)", checkpointing="none",
                       attention="eager", grad_accum=1),
-        "measured_bytes": r["s2_peak"],
-        "first_step_peak_bytes": r["s1_peak"],
-        "after_forward_bytes": r["s2_fwd"],
-        "components": dict(params=r["params_enum"], optimizer=r["opt_enum"],
-                           activations=r["s2_fwd"] - r["s2_start"]),
+        **tracer.peak_fields(r),
+        "components": dict(params=r["params_enum"], optimizer=r["opt_enum"], activations=tracer.activation_bytes(r)),
         "detail": {k: r[k] for k in ("buffers", "built", "s2_start", "s2_peak_fwd", "s2_peak_bwd", "s2_peak_opt",
                                      "end_live")},
         "software": software,
@@ -1299,9 +1281,7 @@ def main():
         out.append(record(name, c, B, S, r, variant=name))
         print(f"{out[-1]['id']}: params={r['nparams']} peak={r['s2_peak']} act={r['s2_fwd'] - r['s2_start']} "
               f"bwd_peak={r['s2_peak_bwd']} end={r['end_live']}", flush=True)
-    with open(a.out, "w") as f:
-        json.dump(out, f, indent=1)
-        f.write("\n")
+    tracer.write_records(a.out, out, final_newline=True)
 
 
 if __name__ == "__main__":

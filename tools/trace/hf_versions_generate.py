@@ -31,15 +31,13 @@ Plain-torch re-implementations of the LLaMA eager forward and of the generation 
 Run from the repository root (a few minutes of CPU time; one thread):
     /usr/bin/python3 tools/trace/hf_versions_generate.py --out /tmp/generate.json
 """
-import argparse, json, math, os, sys, time
+import argparse, math, time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "shared", "ground-truth"))
-from measure import Tracker  # noqa: E402
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
 
-import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import tracer
 
 torch.set_num_threads(1)
 
@@ -597,8 +595,8 @@ GPT_FAST_COMMIT = "32971d3129541c5bfb4f715abc33d1c5f408d204"
 
 
 def trace(c, impl, cache, b, ctx, n, dt):
-    torch.manual_seed(0)
-    with Tracker() as tr:
+    tracer.reset_seed()
+    with tracer.Tracker() as tr:
         model = (FastTransformer(c) if impl == "gpt-fast" else Llama(c, impl)).eval()
         if dt == "bf16":
             model = model.to(torch.bfloat16)
@@ -610,7 +608,7 @@ def trace(c, impl, cache, b, ctx, n, dt):
         else:
             out = generate_hf(model, ids, n, cache, tr)
         tr.mark("done")
-        params = sum(p.numel() for p in model.parameters())
+        params = tracer.parameter_count(model)
         buffers = sum(t.numel() * t.element_size() for t in model.buffers())
         del out, ids, model
     detail = {"built": tr.live("built"), "buffers_after_generate": buffers,
@@ -667,8 +665,7 @@ def main():
             "notes": note,
         })
         print(rid, peak, detail, f"({time.time() - t0:.1f}s)", flush=True)
-    with open(a.out, "w") as f:
-        json.dump(records, f, indent=1)
+    tracer.write_records(a.out, records)
 
 
 if __name__ == "__main__":

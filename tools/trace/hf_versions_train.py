@@ -26,15 +26,13 @@ fp32 unless the case says pure_bf16; AdamW single-tensor; peak of step 2.
 Run from the repository root (about 4 minutes of CPU time; one thread):
     /usr/bin/python3 tools/trace/hf_versions_train.py --out /tmp/train.json
 """
-import argparse, json, math, os, sys, time
+import argparse, math, time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "shared", "ground-truth"))
-import measure  # noqa: E402
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
 
-import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import tracer
 
 torch.set_num_threads(1)
 
@@ -684,42 +682,31 @@ def constant_tables(model):
     for m in model.modules():
         if isinstance(m, NeoXRotary) and not isinstance(m._buffers.get("cos_cached"), torch.Tensor):
             ts += [m.cos_cached, m.sin_cached]
-    return measure.tensor_bytes(ts)
+    return tracer.tensor_bytes(ts)
 
 
 def run_case(c, v, use_cache, B, S, prec, extra):
-    torch.manual_seed(0)
-    with measure.Tracker() as tr:
+    tracer.reset_seed()
+    with tracer.Tracker() as tr:
         model = build(c, v, extra)
         if prec == "pure_bf16":
             model = model.to(torch.bfloat16)
         model.train()
         tr.mark("built")
-        opt = measure.make_opt("adamw", model.parameters(), None)
+        opt = tracer.make_opt("adamw", model.parameters(), None)
         x = torch.randint(0, c["vocab_size"], (B, S))
         y = x.clone()
         tr.mark("inputs")
         for step in (1, 2):
-            tr.mark(f"s{step}_start")
-            loss = model(x, y, use_cache)
-            tr.mark(f"s{step}_fwd")
-            loss.backward()
-            tr.mark(f"s{step}_bwd")
-            opt.step()
-            tr.mark(f"s{step}_opt")
-            opt.zero_grad(set_to_none=True)
-            del loss
-            tr.mark(f"s{step}_end")
-        nparams = sum(p.numel() for p in model.parameters())
-        params_enum = measure.tensor_bytes(list(model.parameters()))
+            tracer.train_step(tr, step, lambda: model(x, y, use_cache), opt)
+        nparams = tracer.parameter_count(model)
+        params_enum = tracer.tensor_bytes(list(model.parameters()))
         tables = constant_tables(model)
-        opt_enum = measure.tensor_bytes([t for s in opt.state.values() for t in s.values() if torch.is_tensor(t)])
+        opt_enum = tracer.optimizer_state_bytes([opt])
         del model, opt, x, y
-    return dict(nparams=nparams, params_enum=params_enum, opt_enum=opt_enum, tables=tables,
-                s2_peak=tr.peak("s2_start", "s2_end"), s1_peak=tr.peak("s1_start", "s1_end"),
-                s2_fwd=tr.live("s2_fwd"), s2_start=tr.live("s2_start"), built=tr.live("built"),
-                s2_peak_fwd=tr.peak("s2_start", "s2_fwd"), s2_peak_bwd=tr.peak("s2_fwd", "s2_bwd"),
-                s2_peak_opt=tr.peak("s2_bwd", "s2_opt"))
+    r = dict(nparams=nparams, params_enum=params_enum, opt_enum=opt_enum, tables=tables, built=tr.live("built"))
+    r.update(tracer.step_readings(tr))
+    return r
 
 
 def case_id(name, v, use_cache, B, S, prec, extra):
@@ -742,10 +729,8 @@ def record(name, c, v, use_cache, B, S, prec, extra, r):
                       optimizer_impl="single_tensor (torch 1.13 CPU default)", checkpointing="none",
                       attention="eager", grad_accum=1, use_cache=use_cache),
         "software": {"torch": torch.__version__, "transformers": v},
-        "measured_bytes": r["s2_peak"],
-        "first_step_peak_bytes": r["s1_peak"],
-        "after_forward_bytes": r["s2_fwd"],
-        "components": dict(params=r["params_enum"], optimizer=r["opt_enum"], activations=r["s2_fwd"] - r["s2_start"]),
+        **tracer.peak_fields(r),
+        "components": dict(params=r["params_enum"], optimizer=r["opt_enum"], activations=tracer.activation_bytes(r)),
         "detail": {"built": r["built"], "buffers_and_tables": r["tables"], "s2_start": r["s2_start"],
                    "s2_peak_fwd": r["s2_peak_fwd"], "s2_peak_bwd": r["s2_peak_bwd"], "s2_peak_opt": r["s2_peak_opt"]},
         "notes": ("plain-torch re-implementation of the release's eager training path"
@@ -772,8 +757,7 @@ def main():
         print(f"{rec['id']}: peak={r['s2_peak']} built={r['built']} tables={r['tables']} "
               f"act={r['s2_fwd'] - r['s2_start']} fwd/bwd/opt={r['s2_peak_fwd']}/{r['s2_peak_bwd']}/{r['s2_peak_opt']} "
               f"({time.time() - t0:.1f}s)", flush=True)
-    with open(a.out, "w") as f:
-        json.dump(out, f, indent=1)
+    tracer.write_records(a.out, out)
 
 
 if __name__ == "__main__":

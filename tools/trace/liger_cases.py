@@ -27,6 +27,7 @@ import torch.nn.functional as F
 
 import llama_blocks as LB
 import step_trace as T
+import tracer
 
 SOURCE = "tools/trace/liger_cases.py (Tracker of shared/ground-truth/measure.py)"
 IGNORE = -100
@@ -228,20 +229,12 @@ def run_case(c):
 
     def step(ctx, tr, n):
         ids, labels = ctx["inputs"]
-        opt = ctx["optimizers"][0]
-        loss = ctx["model"](ids, labels)
-        tr.mark(f"s{n}_fwd")
-        loss.backward()
-        tr.mark(f"s{n}_bwd")
-        if n == 2:
-            ctx["grads_step2"] = T.storage_bytes([p.grad for p in ctx["trainable"]])
-        opt.step()
-        tr.mark(f"s{n}_opt")
-        opt.zero_grad(set_to_none=True)
-        value = float(loss)
-        del loss
-        tr.mark(f"s{n}_end")
-        return value
+
+        def grads_of_step2(n):
+            if n == 2:
+                ctx["grads_step2"] = tracer.tensor_bytes([p.grad for p in ctx["trainable"]])
+
+        return tracer.train_step(tr, n, lambda: ctx["model"](ids, labels), ctx["optimizers"][0], grads_of_step2)
 
     r = T.run_two_steps(build, step)
     lg = c["liger"]

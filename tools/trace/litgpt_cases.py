@@ -28,6 +28,7 @@ Run from the repository root:  /usr/bin/python3 tools/trace/litgpt_cases.py --ou
 import math
 
 import step_trace as T
+import tracer
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -268,26 +269,23 @@ def run_case(c):
 
     def step(ctx, tr, n):
         x, y = ctx["inputs"]
-        opt = ctx["optimizers"][0]
-        if c["script"] == "lora":  # finetune/lora.py fit()
-            ctx["logits"] = ctx["fabric"](x, lm_head_chunk_size=128)
-            ctx["logits"][-1] = ctx["logits"][-1][..., :-1, :]
-            loss = chunked_cross_entropy(ctx["logits"], y[..., 1:])
-        else:  # finetune/full.py fit()
+
+        def forward():
+            if c["script"] == "lora":  # finetune/lora.py fit()
+                ctx["logits"] = ctx["fabric"](x, lm_head_chunk_size=128)
+                ctx["logits"][-1] = ctx["logits"][-1][..., :-1, :]
+                return chunked_cross_entropy(ctx["logits"], y[..., 1:])
+            # finetune/full.py fit()
             ctx["logits"] = ctx["fabric"](x)
-            loss = chunked_cross_entropy(ctx["logits"][..., :-1, :], y[..., 1:], chunk_size=0)
-        tr.mark(f"s{n}_fwd")
-        loss.backward()  # fabric.backward(loss / gradient_accumulation_iters): bf16-true adds nothing
-        tr.mark(f"s{n}_bwd")
-        if n == 2:
-            ctx["grads_step2"] = T.storage_bytes([p.grad for p in ctx["trainable"]])
-        opt.step()
-        tr.mark(f"s{n}_opt")
-        opt.zero_grad(set_to_none=True)  # torch 2.x default
-        value = float(loss)
-        del loss
-        tr.mark(f"s{n}_end")
-        return value
+            return chunked_cross_entropy(ctx["logits"][..., :-1, :], y[..., 1:], chunk_size=0)
+
+        def grads_of_step2(n):
+            if n == 2:
+                ctx["grads_step2"] = tracer.tensor_bytes([p.grad for p in ctx["trainable"]])
+
+        # fabric.backward(loss / gradient_accumulation_iters) adds nothing in bf16-true, and
+        # zero_grad(set_to_none=True) is the torch 2.x default: the harness's step as it is
+        return tracer.train_step(tr, n, forward, ctx["optimizers"][0], grads_of_step2)
 
     r = T.run_two_steps(build, step)
     model = {k: m[k] for k in ("family", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "norm")}

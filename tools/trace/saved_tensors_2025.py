@@ -18,6 +18,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import families_2025 as fam  # noqa: E402
 import torch  # noqa: E402
+import tracer  # noqa: E402
 
 # the block whose saved tensors are listed (a MoE block where the family has dense ones too)
 BLOCK = {"deepseek_v2": "layers.1", "deepseek_v3": "layers.1", "gpt_oss": "layers.0", "llama4_text": "layers.1",
@@ -25,43 +26,25 @@ BLOCK = {"deepseek_v2": "layers.1", "deepseek_v3": "layers.1", "gpt_oss": "layer
          "internlm2": "layers.0", "olmoe": "layers.0"}
 
 
-def storage_key(t):
-    try:
-        s = t.storage()
-        return s.data_ptr(), s.nbytes() if hasattr(s, "nbytes") else s.size() * s.element_size()
-    except Exception:  # complex views and the like
-        return t.data_ptr(), t.numel() * t.element_size()
-
-
 def listing(name, c, B, S, dtype):
-    torch.manual_seed(0)
+    tracer.reset_seed()
     model = fam.build(c)
     model.train()
     if dtype != torch.float32:
         model.to(dtype)
-    exclude = {storage_key(p)[0] for p in model.parameters()} | {storage_key(b)[0] for b in model.buffers()}
-    stack = []
-
-    def pre(mod, inp, path):
-        stack.append(path)
-
-    def post(mod, inp, out):
-        stack.pop()
-
-    for path, mod in model.named_modules():
-        mod.register_forward_pre_hook(lambda m, i, p=path: pre(m, i, p))
-        mod.register_forward_hook(post)
+    exclude = {tracer.storage_key(p)[0] for p in model.parameters()} | {tracer.storage_key(b)[0] for b in model.buffers()}
+    stack = tracer.track_module_path(model)
     saved = collections.OrderedDict()
 
     def pack(t):
-        key, nbytes = storage_key(t)
+        key, nbytes = tracer.storage_key(t)
         where = stack[-1] if stack else "(model)"
         if key not in exclude and key not in saved:
             saved[key] = (where, tuple(t.shape), str(t.dtype).replace("torch.", ""), nbytes)
         return t
 
     ids = torch.randint(0, c["vocab_size"], (B, S))
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    with tracer.saving_tensors(pack):
         loss = model(ids, ids.clone())
     block = BLOCK[name]
     rows = [v for v in saved.values() if v[0] == block or v[0].startswith(block + ".")]

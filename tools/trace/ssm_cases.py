@@ -22,20 +22,15 @@ Run from the project root (about 15 minutes on one core; the profiler slows the 
     /usr/bin/python3 tools/trace/ssm_cases.py --only mamba2 --out /tmp/x.json
 """
 import argparse
-import json
 import math
-import os
-import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "shared", "ground-truth"))
-import measure  # noqa: E402  (Tracker, tensor_bytes, make_opt)
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.utils.checkpoint
 
-import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-import torch.utils.checkpoint  # noqa: E402
+import tracer
 
 torch.set_num_threads(1)
 
@@ -655,46 +650,31 @@ def build(c):
 
 
 def run_case(c, B, S, ckpt, prec):
-    torch.manual_seed(0)
-    with measure.Tracker() as tr:
+    tracer.reset_seed()
+    with tracer.Tracker() as tr:
         model = build(c)
         if prec == "pure_bf16":
             model = model.to(torch.bfloat16)
         model.train()
         model.ckpt = ckpt
         tr.mark("built")
-        opt = measure.make_opt("adamw", model.parameters(), None)
+        opt = tracer.make_opt("adamw", model.parameters(), None)
         x = torch.randint(0, c["vocab_size"], (B, S))
         y = x.clone()
         tr.mark("inputs")
         times = []
         for step in (1, 2):
             t0 = time.time()
-            tr.mark(f"s{step}_start")
-            loss = model(x, y)
-            tr.mark(f"s{step}_fwd")
-            loss.backward()
-            tr.mark(f"s{step}_bwd")
-            opt.step()
-            tr.mark(f"s{step}_opt")
-            opt.zero_grad(set_to_none=True)
-            del loss
-            tr.mark(f"s{step}_end")
+            tracer.train_step(tr, step, lambda: model(x, y), opt)
             times.append(round(time.time() - t0, 2))
-        nparams = sum(p.numel() for p in model.parameters())
-        params_enum = measure.tensor_bytes(list(model.parameters()))
-        buffers_enum = measure.tensor_bytes(list(model.buffers()))
-        opt_enum = measure.tensor_bytes([v for s in opt.state.values() for v in s.values() if torch.is_tensor(v)])
+        nparams = tracer.parameter_count(model)
+        params_enum = tracer.tensor_bytes(list(model.parameters()))
+        buffers_enum = tracer.tensor_bytes(list(model.buffers()))
+        opt_enum = tracer.optimizer_state_bytes([opt])
         del model, opt, x, y
     d = dict(nparams=nparams, params_enum=params_enum, buffers_enum=buffers_enum, opt_enum=opt_enum,
              built=tr.live("built"), inputs_live=tr.live("inputs"), step_seconds=times, end_live=tr.live("__end__"))
-    for s in (1, 2):
-        for k in ("start", "fwd", "bwd", "opt", "end"):
-            d[f"s{s}_{k}"] = tr.live(f"s{s}_{k}")
-        d[f"s{s}_peak"] = tr.peak(f"s{s}_start", f"s{s}_end")
-        d[f"s{s}_peak_fwd"] = tr.peak(f"s{s}_start", f"s{s}_fwd")
-        d[f"s{s}_peak_bwd"] = tr.peak(f"s{s}_fwd", f"s{s}_bwd")
-        d[f"s{s}_peak_opt"] = tr.peak(f"s{s}_bwd", f"s{s}_opt")
+    d.update(tracer.step_readings(tr))
     return d
 
 
@@ -721,11 +701,9 @@ def main():
                               optimizer_impl="single_tensor (torch 1.13 CPU default)",
                               checkpointing="full" if ckpt else "none", attention="eager", grad_accum=1,
                               ssm_path="torch"),
-                "measured_bytes": d["s2_peak"],
-                "first_step_peak_bytes": d["s1_peak"],
-                "after_forward_bytes": d["s2_fwd"],
+                **tracer.peak_fields(d),
                 "components": dict(params=d["params_enum"], optimizer=d["opt_enum"],
-                                   activations=d["s2_fwd"] - d["s2_start"]),
+                                   activations=tracer.activation_bytes(d)),
                 "detail": d,
                 "torch": torch.__version__,
                 "notes": "peak live CPU tensor bytes of training step 2 (absolute); the SSM layers run the torch-only "
@@ -734,7 +712,7 @@ def main():
             out.append(rec)
             print(f"{rec['id']}: params={d['nparams']} peak={d['s2_peak']} act={d['s2_fwd'] - d['s2_start']} "
                   f"end_live={d['end_live']} ({time.time() - t0:.1f}s)", flush=True)
-            json.dump(out, open(a.out, "w"), indent=1)
+            tracer.write_records(a.out, out)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ sys.path.insert(0, HERE)
 import ssm_cases  # noqa: E402
 
 import torch  # noqa: E402
+import tracer  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -24,18 +25,17 @@ def listing(block, x):
     seen = OrderedDict()
 
     def pack(t):
-        st = t.storage()
-        key = st.data_ptr()
+        key, nbytes = tracer.storage_key(t)
         if key not in seen:
-            seen[key] = (tuple(t.shape), str(t.dtype).replace("torch.", ""), st.size() * st.element_size(), t.grad_fn is None)
+            seen[key] = (tuple(t.shape), str(t.dtype).replace("torch.", ""), nbytes, t.grad_fn is None)
         return t
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    with tracer.saving_tensors(pack):
         out = block(x)
-    params = {p.storage().data_ptr() for p in block.parameters()}
+    params = {tracer.storage_key(p)[0] for p in block.parameters()}
     rows, total = [], 0
     for key, (shape, dtype, nbytes, leaf) in seen.items():
-        if key in params or key == x.storage().data_ptr():
+        if key in params or key == tracer.storage_key(x)[0]:
             continue
         rows.append((shape, dtype, nbytes))
         total += nbytes
@@ -47,7 +47,7 @@ def main():
     cases = [("mamba", ssm_cases.CONFIGS["mamba"]), ("mamba2", ssm_cases.CONFIGS["mamba2"])]
     for name, c in cases:
         for dtype in (torch.float32, torch.bfloat16):
-            torch.manual_seed(0)
+            tracer.reset_seed()
             block = (ssm_cases.MambaBlock(c, "mamba") if name == "mamba" else ssm_cases.Mamba2Block(c)).to(dtype)
             x = torch.randn(B, L, c["hidden_size"], dtype=dtype, requires_grad=True)
             _, rows, total = listing(block, x)

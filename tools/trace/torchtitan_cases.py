@@ -36,6 +36,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import llama_blocks as LB
 import step_trace as T
+import tracer
 
 SOURCE = "tools/trace/torchtitan_cases.py (Tracker of shared/ground-truth/measure.py)"
 BF16 = torch.bfloat16
@@ -364,6 +365,7 @@ def run_case(c):
     def step(ctx, tr, n):
         model, opt = ctx["model"], ctx["optimizers"][0]
         tokens, labels = ctx["inputs"]
+        tr.mark(f"s{n}_start")
         pred = model(tokens)
         loss = F.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))
         del pred
@@ -372,7 +374,7 @@ def run_case(c):
         model.root.reduce()  # the root's post-backward runs in FSDP2's final callback
         tr.mark(f"s{n}_bwd")
         if n == 2:
-            ctx["grads_step2"] = T.storage_bytes([p.grad for p in ctx["trainable"]])
+            ctx["grads_step2"] = tracer.tensor_bytes([p.grad for p in ctx["trainable"]])
         grads = [p.grad for p in ctx["trainable"] if p.grad is not None]
         total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
         coef = torch.clamp(1.0 / (total + 1e-6), max=1.0)

@@ -39,6 +39,7 @@ import torch.nn.functional as F
 
 import llama_blocks as LB
 import step_trace as T
+import tracer
 
 SOURCE = "tools/trace/torchtune_cases.py (Tracker of shared/ground-truth/measure.py)"
 IGNORE = -100
@@ -243,13 +244,14 @@ def run_case(c):
 
     def step(ctx, tr, n):
         tokens, labels = ctx["inputs"]
+        tr.mark(f"s{n}_start")
         num_tokens = (labels != IGNORE).sum()
         loss = loss_step(ctx, tokens, labels) * num_tokens
         tr.mark(f"s{n}_fwd")
         loss.backward()
         tr.mark(f"s{n}_bwd")
         if n == 2:
-            ctx["grads_step2"] = T.storage_bytes([p.grad for p in ctx["trainable"]])
+            ctx["grads_step2"] = tracer.tensor_bytes([p.grad for p in ctx["trainable"]])
         if not c["optimizer_in_bwd"]:
             for p in ctx["trainable"]:  # training.scale_grads(model, 1 / num_tokens)
                 p.grad.mul_(1.0 / float(num_tokens))

@@ -1,18 +1,18 @@
 #!/usr/bin/python3
-"""Trace torchvision training steps on CPU with the shared harness's Tracker.
+"""Trace torchvision training steps on CPU with the harness's method (tracer.py).
 
 Same method and record schema as ../shared/ground-truth/measure.py (its vision path),
 with the image size, precision, optimizer and memory format as parameters.
 Run from the repository root:
   /usr/bin/python3 tools/trace/vision_cases.py --out docs/data/cpu_traced_vision.json
 """
-import argparse, json, os, sys, time
+import argparse, time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../shared/ground-truth"))
-import measure  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-import torchvision  # noqa: E402
+import torch
+import torch.nn.functional as F
+import torchvision
+
+import tracer
 
 torch.set_num_threads(1)
 
@@ -68,10 +68,10 @@ def checkpoint_stages(model):
 
 
 def run(c):
-    torch.manual_seed(0)
+    tracer.reset_seed()
     name, B, px, optn, prec = c["model"], c["batch"], c["image"], c["opt"], c["prec"]
     cl = c.get("channels_last", False)
-    with measure.Tracker() as tr:
+    with tracer.Tracker() as tr:
         model = getattr(torchvision.models, name)()
         if prec == "pure_bf16":
             model = model.to(torch.bfloat16)
@@ -81,48 +81,35 @@ def run(c):
             checkpoint_stages(model)
         model.train()
         tr.mark("built")
-        opt = measure.make_opt(optn, model.parameters())
+        opt = tracer.make_opt(optn, model.parameters())
         x = torch.randn(B, 3, px, px, dtype=torch.bfloat16 if prec == "pure_bf16" else torch.float32)
         if cl:
             x = x.contiguous(memory_format=torch.channels_last)
         y = torch.randint(0, 1000, (B,))
         tr.mark("inputs")
         times = []
-        for step in (1, 2):
-            t0 = time.time()
-            tr.mark(f"s{step}_start")
+
+        def forward():
             if prec == "amp_bf16":
                 with torch.autocast("cpu", dtype=torch.bfloat16):
-                    loss = F.cross_entropy(model(x), y)
-            else:
-                loss = F.cross_entropy(model(x), y)
-            tr.mark(f"s{step}_fwd")
-            loss.backward()
-            tr.mark(f"s{step}_bwd")
-            if step == 2:
-                grads_enum = measure.tensor_bytes([p.grad for p in model.parameters()])
-            opt.step()
-            tr.mark(f"s{step}_opt")
-            opt.zero_grad(set_to_none=True)
-            lossv = float(loss)
-            del loss
-            tr.mark(f"s{step}_end")
+                    return F.cross_entropy(model(x), y)
+            return F.cross_entropy(model(x), y)
+
+        grads = tracer.GradientBytes(lambda: model.parameters())
+        for step in (1, 2):
+            t0 = time.time()
+            lossv = tracer.train_step(tr, step, forward, opt, grads)
             times.append(time.time() - t0)
-        params_enum = measure.tensor_bytes(list(model.parameters()))
-        opt_enum = measure.tensor_bytes([v for s in opt.state.values() for v in s.values() if torch.is_tensor(v)])
-        nparams = sum(p.numel() for p in model.parameters())
-        buffers_enum = measure.tensor_bytes(list(model.buffers()))
-        inputs_bytes = measure.tensor_bytes([x, y])
+        grads_enum = grads.bytes
+        params_enum = tracer.tensor_bytes(list(model.parameters()))
+        opt_enum = tracer.optimizer_state_bytes([opt])
+        nparams = tracer.parameter_count(model)
+        buffers_enum = tracer.tensor_bytes(list(model.buffers()))
+        inputs_bytes = tracer.tensor_bytes([x, y])
         del model, opt, x, y
     r = dict(nparams=nparams, params_enum=params_enum, buffers_enum=buffers_enum, grads_enum=grads_enum, opt_enum=opt_enum,
              inputs_bytes=inputs_bytes, built=tr.live("built"), inputs_live=tr.live("inputs"))
-    for s in (1, 2):
-        for k in ("start", "fwd", "bwd", "opt", "end"):
-            r[f"s{s}_{k}"] = tr.live(f"s{s}_{k}")
-        r[f"s{s}_peak"] = tr.peak(f"s{s}_start", f"s{s}_end")
-        r[f"s{s}_peak_fwd"] = tr.peak(f"s{s}_start", f"s{s}_fwd")
-        r[f"s{s}_peak_bwd"] = tr.peak(f"s{s}_fwd", f"s{s}_bwd")
-        r[f"s{s}_peak_opt"] = tr.peak(f"s{s}_bwd", f"s{s}_opt")
+    r.update(tracer.step_readings(tr))
     r.update(end_live=tr.live("__end__"), n_events=tr.n_events, step_seconds=times, loss=lossv)
     fam = family_of(name)
     cid = case_id(c)
@@ -139,8 +126,8 @@ def run(c):
                       kv_heads=None, ffn=None, vocab=None, max_pos=None, tied_embeddings=None, activation=ACT[fam],
                       norm="layernorm" if fam in ("vit", "convnext") else "batchnorm", impl="torchvision"),
         "train": train,
-        "measured_bytes": r["s2_peak"], "first_step_peak_bytes": r["s1_peak"], "after_forward_bytes": r["s2_fwd"],
-        "components": dict(params=params_enum, grads=grads_enum, optimizer=opt_enum, activations=r["s2_fwd"] - r["s2_start"]),
+        **tracer.peak_fields(r),
+        "components": dict(params=params_enum, grads=grads_enum, optimizer=opt_enum, activations=tracer.activation_bytes(r)),
         "detail": r, "torch": torch.__version__, "torchvision": torchvision.__version__,
         "notes": "as measure.py's vision records: peak live CPU tensor bytes of training step 2 (absolute)",
     }
@@ -178,7 +165,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--only", default=None)
     a = ap.parse_args()
-    out = json.load(open(a.out)) if os.path.exists(a.out) else []
+    out = tracer.read_records(a.out)
     done = {r["id"] for r in out}
     for c in cases():
         if a.only and a.only not in c["model"]:
@@ -187,7 +174,7 @@ def main():
             continue
         rec = run(c)
         out.append(rec)
-        json.dump(out, open(a.out, "w"), indent=1)
+        tracer.write_records(a.out, out)
         d = rec["detail"]
         print(rec["id"], rec["measured_bytes"], "act", rec["components"]["activations"], "steps", d["step_seconds"], flush=True)
 

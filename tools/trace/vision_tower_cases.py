@@ -16,26 +16,25 @@ timm: VisionTransformer of huggingface/pytorch-image-models timm/models/vision_t
 @94567641 (Attention's non-fused branch: torch 1.13 has no F.scaled_dot_product_attention, which
 is what timm's use_fused_attn() tests; LayerScale; DropPath as timm.layers.drop.drop_path).
 
-Harness: ../shared/ground-truth/measure.py (Tracker: peak live CPU tensor bytes of step 2, fp32,
-AdamW single-tensor). Run from the project root (about a minute):
+Harness: tracer.py (the method of shared/ground-truth/measure.py: peak live CPU tensor bytes of
+step 2, fp32, AdamW single-tensor). Run from the project root (about a minute):
     /usr/bin/python3 tools/trace/vision_tower_cases.py --out docs/data/cpu_traced_vision_tower.json
 """
 import argparse
-import json
 import math
 import os
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "shared", "ground-truth"))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "docs", "research", "scripts"))
-import measure  # noqa: E402
-import trace_families  # noqa: E402  (LlamaRecipeForCausalLM, GemmaRMSNorm, rope)
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
 
-import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import tracer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "docs", "research", "scripts"))
+import trace_families  # noqa: E402  (LlamaRecipeForCausalLM, GemmaRMSNorm, rope)
 
 torch.set_num_threads(1)
 
@@ -229,8 +228,8 @@ TIMM = {
 
 
 def run(name, B, mode):
-    torch.manual_seed(0)
-    with measure.Tracker() as tr:
+    tracer.reset_seed()
+    with tracer.Tracker() as tr:
         if name == "gemma3":
             c = GEMMA3
             model = Gemma3ForConditionalGeneration(c)
@@ -242,7 +241,7 @@ def run(name, B, mode):
             model = TimmViT(c)
         model.train()
         tr.mark("built")
-        opt = measure.make_opt("adamw", [p for p in model.parameters() if p.requires_grad], None)
+        opt = tracer.make_opt("adamw", [p for p in model.parameters() if p.requires_grad], None)
         if name == "gemma3":
             S, n_img = 128, c["mm_tokens_per_image"]
             ids = torch.randint(0, 1000, (B, S))
@@ -257,23 +256,15 @@ def run(name, B, mode):
             img = torch.randn(B, 3, c["img_size"], c["img_size"])
             y = torch.randint(0, 1000, (B,))
         tr.mark("inputs")
+        grad_bytes = tracer.GradientBytes(lambda: model.parameters())
         for step in (1, 2):
-            tr.mark(f"s{step}_start")
-            loss = model(*inputs) if name == "gemma3" else F.cross_entropy(model(img), y)
-            tr.mark(f"s{step}_fwd")
-            loss.backward()
-            tr.mark(f"s{step}_bwd")
-            if step == 2:
-                grads = measure.tensor_bytes([p.grad for p in model.parameters()])
-            opt.step()
-            tr.mark(f"s{step}_opt")
-            opt.zero_grad(set_to_none=True)
-            del loss
-            tr.mark(f"s{step}_end")
-        nparams = sum(p.numel() for p in model.parameters())
+            tracer.train_step(tr, step, lambda: model(*inputs) if name == "gemma3" else F.cross_entropy(model(img), y),
+                              opt, grad_bytes)
+        grads = grad_bytes.bytes
+        nparams = tracer.parameter_count(model)
         tower = sum(p.numel() for p in model.vision_tower.parameters()) if name == "gemma3" else 0
-        params_enum = measure.tensor_bytes(list(model.parameters()))
-        opt_enum = measure.tensor_bytes([x for s in opt.state.values() for x in s.values() if torch.is_tensor(x)])
+        params_enum = tracer.tensor_bytes(list(model.parameters()))
+        opt_enum = tracer.optimizer_state_bytes([opt])
         del model, opt
         if name == "gemma3":
             del inputs, ids, labels, px
@@ -281,10 +272,7 @@ def run(name, B, mode):
             del img, y
     d = dict(nparams=nparams, tower_params=tower, params_enum=params_enum, opt_enum=opt_enum, grads_enum=grads,
              end_live=tr.live("__end__"))
-    for s in (1, 2):
-        for k in ("start", "fwd", "bwd", "opt", "end"):
-            d[f"s{s}_{k}"] = tr.live(f"s{s}_{k}")
-        d[f"s{s}_peak"] = tr.peak(f"s{s}_start", f"s{s}_end")
+    d.update(tracer.step_readings(tr, phase_peaks=False))
     return c, d
 
 
@@ -312,15 +300,15 @@ def main():
         rec = {"id": f"cpu-{name}-small-b{B}-{mode}-adamw",
                "source": "tools/trace/vision_tower_cases.py (harness: shared/ground-truth/measure.py)",
                "measure": "cpu-tensor-peak", "device": "cpu", "model": model, "train": train,
-               "measured_bytes": d["s2_peak"], "first_step_peak_bytes": d["s1_peak"], "after_forward_bytes": d["s2_fwd"],
+               **tracer.peak_fields(d),
                "components": dict(params=d["params_enum"], grads=d["grads_enum"], optimizer=d["opt_enum"],
-                                  activations=d["s2_fwd"] - d["s2_start"]),
+                                  activations=tracer.activation_bytes(d)),
                "detail": d, "torch": torch.__version__,
                "notes": "peak live CPU tensor bytes of training step 2 (absolute)"}
         out.append(rec)
         print(f"{rec['id']}: params={d['nparams']} peak={d['s2_peak']} act={d['s2_fwd'] - d['s2_start']} "
               f"grads={d['grads_enum']} opt={d['opt_enum']} end_live={d['end_live']} ({time.time() - t0:.1f}s)", flush=True)
-    json.dump(out, open(a.out, "w"), indent=1)
+    tracer.write_records(a.out, out)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,4 @@
 """Per-block saved bytes: live(after fwd, 2 layers) - live(after fwd, 1 layer) vs formula."""
-import sys; sys.path.insert(0, "/work/research/scripts")
 from meas import main
 def blk(m, prec, ckpt, b, s):
     if m == "gpt2":

@@ -1,6 +1,5 @@
 """GPT-2 ckpt: recompute+backward peak of block 0, small vocab (V=64) so the loss region is negligible."""
 import os; os.environ["VOCAB"] = "64"
-import sys; sys.path.insert(0, "/work/research/scripts")
 from meas import main
 h, a, f, V = 768, 12, 3072, 64
 for L, b, s in [(2, 2, 256), (2, 1, 384), (3, 2, 128)]:

@@ -1,5 +1,5 @@
-import json
-D = {r["id"]: r for r in json.load(open("/work/shared/ground-truth/cpu_traced_dev.json"))}
+import json, os
+D = {r["id"]: r for r in json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../tests/data/ground-truth/cpu_traced_dev.json")))}
 L, h, a, f, V, d = 8, 1024, 16, 2816, 32000, 64
 P = 155730944; Vh = V * h
 def act(b, s):

@@ -1,5 +1,5 @@
-import json
-D = json.load(open("/work/shared/ground-truth/cpu_traced_dev.json"))
+import json, os
+D = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../tests/data/ground-truth/cpu_traced_dev.json")))
 MAXP = {"gpt2": 50257*768, "llama-small": 32000*1024, "bert-base-uncased": 30522*768}
 for r in D:
     m = r["model"]["name"] or "llama-small"

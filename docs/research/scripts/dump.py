@@ -1,6 +1,5 @@
 """Dump memory events (>= thr bytes) with innermost op, between two marks.  args as meas.py + phase + thr"""
 import sys
-sys.path.insert(0, "/work/research/scripts")
 from meas import main
 a = sys.argv[1:]
 ph, thr = a[8], int(a[9]) if len(a) > 9 else 100000
@@ -11,6 +10,6 @@ i0, i1 = tr.pos[marks[0]], tr.pos[marks[1]]
 s0 = tr.live(f"s{st}_start")
 pk = max(tr.cum[i0:i1 + 1])
 for k in range(i0 + 1, i1 + 1):
-    if abs(tr.nb[k]) >= thr or tr.cum[k] == pk:
+    if abs(tr.deltas[k]) >= thr or tr.cum[k] == pk:
         ops = tr.ops_at(k)
-        print(f"{tr.cum[k]-s0:>13} {tr.nb[k]:>+12} {'PEAK' if tr.cum[k]==pk else '    '} {' < '.join(o.replace('autograd::engine::evaluate_function: ','EF:') for o in ops[:3])}")
+        print(f"{tr.cum[k]-s0:>13} {tr.deltas[k]:>+12} {'PEAK' if tr.cum[k]==pk else '    '} {' < '.join(o.replace('autograd::engine::evaluate_function: ','EF:') for o in ops[:3])}")

@@ -2,41 +2,22 @@
 /usr/bin/python3 meas.py MODEL LAYERS B S [prec] [ckpt|none] [opt|none] [steps]
 """
 import sys, gc, bisect, collections
-sys.path.insert(0, "/work/shared/ground-truth"); sys.path.insert(0, "/work/research/scripts")
 import os, torch, torch.nn.functional as F
-from torch.profiler import profile, ProfilerActivity
-import measure as M
-from saved import build
+from saved import build  # puts tools/trace on sys.path
+import tracer
 
-class Trace(M.Tracker):
-    def __exit__(self, *a):
-        self.mark("__end__")
-        self.prof.__exit__(None, None, None)
-        kr = self.prof.profiler.kineto_results
-        evs, ops = [], []
-        for i, e in enumerate(kr.events()):
-            if e.name() == "[memory]":
-                if e.device_type() == torch._C._autograd.DeviceType.CPU:
-                    evs.append((e.start_us(), i, e.nbytes()))
-            else:
-                ops.append((e.start_us(), e.start_us() + e.duration_us(), e.name()))
-        evs.sort()
-        self.cum = [0]; self.t = [0]; self.nb = [0]; self.pos = {}
-        for ts, _, n in evs:
-            if abs(n) in self.size2name:
-                if n > 0: self.pos[self.size2name[n]] = len(self.cum) - 1
-                continue
-            self.cum.append(self.cum[-1] + n); self.t.append(ts); self.nb.append(n)
-        self.ops = ops
-        del self.prof
-        return False
+class Trace(tracer.Tracker):
+    """The tracker plus the ops running at each instant, to name what holds a peak."""
+    def read(self, results):
+        super().read(results)
+        self.ops = [(e.start_us(), e.start_us() + e.duration_us(), e.name()) for e in results.events() if e.name() != "[memory]"]
     def argpeak(self, a, b):
         i0, i1 = self.pos[a], self.pos[b]
         seg = self.cum[i0:i1 + 1]
         k = max(range(len(seg)), key=lambda j: seg[j]) + i0
         return k
     def ops_at(self, k):
-        t = self.t[k]
+        t = self.at_us[k]
         c = [(e - s, n) for s, e, n in self.ops if s <= t <= e]
         c.sort()
         return [n for _, n in c[:4]]
@@ -48,8 +29,8 @@ def main(name, L, B, S, prec="fp32", ckpt="none", optn="none", steps=1, verbose=
         model = build(name, L)
         if prec == "pure_bf16": model = model.to(torch.bfloat16)
         model.train(); model.ckpt = ckpt == "ckpt"
-        opt = M.make_opt(optn, model.parameters()) if optn != "none" else None
-        torch.manual_seed(1)
+        opt = tracer.make_opt(optn, model.parameters()) if optn != "none" else None
+        tracer.reset_seed(1)
         x = torch.randint(0, V, (B, S)); y = x.clone()
         if name == "bert":
             y = torch.full((B, S), -100, dtype=torch.long); m = torch.rand(B, S) < 0.15; m[:, 0] = True; y[m] = x[m]; del m
@@ -83,7 +64,7 @@ def main(name, L, B, S, prec="fp32", ckpt="none", optn="none", steps=1, verbose=
     for ph, (a, b) in dict(fwd=(f"s{st}_start", f"s{st}_fwd"), bwd=(f"s{st}_fwd", f"s{st}_bwd"), opt=(f"s{st}_bwd", f"s{st}_opt")).items():
         k = tr.argpeak(a, b)
         res[f"at_{ph}"] = tr.ops_at(k)
-        res[f"ev_{ph}"] = tr.nb[max(0, k - 3):k + 3]
+        res[f"ev_{ph}"] = tr.deltas[max(0, k - 3):k + 3]
     res["tr"] = tr
     if verbose:
         for k, v in res.items():

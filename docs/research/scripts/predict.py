@@ -1,8 +1,8 @@
 """Closed-form phase peaks for the CPU-traced transformer cases (torch 1.13, measure.py models).
 Static part (params+buffers+optimizer state+inputs) is taken as st = s2_start (= enumerated sum, checked);
 everything else is formula.  Prints per-case error of s2_peak_fwd/bwd/opt, measured_bytes, first_step_peak_bytes."""
-import json, statistics
-D = json.load(open("/work/shared/ground-truth/cpu_traced_dev.json"))
+import json, os, statistics
+D = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../tests/data/ground-truth/cpu_traced_dev.json")))
 CFG = {"gpt2": dict(L=12, h=768, a=12, f=3072, V=50257, P=124439808, tied=True, first=50257*768, prev=0, d=64),
        "llama-small": dict(L=8, h=1024, a=16, f=2816, V=32000, P=155730944, tied=False, first=32000*1024, prev=1024, d=64),
        "bert-base-uncased": dict(L=12, h=768, a=12, f=3072, V=30522, P=109514298, tied=True, first=30522*768, prev=30522, d=64)}

@@ -1,11 +1,14 @@
 """Enumerate tensors saved for backward, attributed to (module, aten op), deduped by storage.
 Usage: /usr/bin/python3 saved.py MODEL LAYERS B S [prec] [ckpt]
 """
-import sys, math, collections
-sys.path.insert(0, "/work/shared/ground-truth")
+import sys, math, collections, os
 import torch, torch.nn as nn, torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
-import measure as M
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "tools", "trace"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "tests", "data", "ground-truth"))
+import measure as M  # the harness's models only; the tracing is tracer's
+import tracer
 
 LAST = ["?"]
 class OpSpy(TorchDispatchMode):
@@ -13,45 +16,35 @@ class OpSpy(TorchDispatchMode):
         LAST[0] = str(func).replace("aten.", "").replace(".default", "")
         return func(*args, **(kwargs or {}))
 
-import os
 def build(name, layers):
     Vo = int(os.environ.get("VOCAB", "0"))
-    if Vo and name == "gpt2": torch.manual_seed(0); return M.GPT2LMHead(layers, 768, 12, vocab=Vo)
-    if Vo and name == "llama": torch.manual_seed(0); return M.LlamaForCausalLM(layers=layers, vocab=Vo)
-    torch.manual_seed(0)
+    tracer.reset_seed()
+    if Vo and name == "gpt2": return M.GPT2LMHead(layers, 768, 12, vocab=Vo)
+    if Vo and name == "llama": return M.LlamaForCausalLM(layers=layers, vocab=Vo)
     if name == "gpt2": return M.GPT2LMHead(layers, 768, 12)
     if name == "bert": return M.BertForMaskedLM(layers=layers)
     if name == "llama": return M.LlamaForCausalLM(layers=layers)
-
-def sptr(t):
-    s = t.storage()
-    return s.data_ptr(), s.nbytes()
 
 def run(name, layers, B, S, prec="fp32", ckpt=False, verbose=True):
     model = build(name, layers)
     if prec == "pure_bf16": model = model.to(torch.bfloat16)
     model.train(); model.ckpt = ckpt
+    sptr = tracer.storage_key
     static = {sptr(p)[0] for p in model.parameters()} | {sptr(b)[0] for b in model.buffers()}
     V = int(os.environ.get("VOCAB", "0")) or {"gpt2": 50257, "bert": 30522, "llama": 32000}[name]
-    torch.manual_seed(1)
+    tracer.reset_seed(1)
     x = torch.randint(0, V, (B, S)); y = x.clone()
     if name == "bert":
         y = torch.full((B, S), -100, dtype=torch.long); m = torch.rand(B, S) < 0.15; m[:, 0] = True; y[m] = x[m]
     static |= {sptr(x)[0], sptr(y)[0]}
-    stack = ["top"]
-    def pre(mod, inp, n=None): stack.append(n)
-    def post(mod, inp, out, n=None): stack.pop()
-    for n, m in model.named_modules():
-        if n and (n.count(".") <= 1 or not ckpt):
-            m.register_forward_pre_hook(lambda mod, inp, n=n: pre(mod, inp, n))
-            m.register_forward_hook(lambda mod, inp, out, n=n: post(mod, inp, out, n))
+    stack = tracer.track_module_path(model, keep=lambda n: n and (n.count(".") <= 1 or not ckpt), bottom="top")
     recs = []
     def pack(t):
         p, nb = sptr(t)
         recs.append(dict(mod=stack[-1], op=LAST[0], shape=tuple(t.shape), dtype=str(t.dtype).replace("torch.", ""), ptr=p, nb=nb,
                          static=p in static, base_numel=t.storage().size()))
         return t
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), OpSpy():
+    with tracer.saving_tensors(pack), OpSpy():
         if prec == "amp_bf16":
             with torch.autocast("cpu", dtype=torch.bfloat16):
                 loss = model(x, y)

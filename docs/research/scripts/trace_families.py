@@ -4,18 +4,17 @@ and RoBERTa MLM).
 
 Each model is a plain-torch re-implementation of the family's modeling_<family>.py forward
 (transformers v4.48-v4.51, eager attention, training mode), built from the small config.json
-dict written below; the harness is ../shared/ground-truth/measure.py (Tracker: peak live CPU
-tensor bytes of the 2nd training step, fp32, AdamW single-tensor). Records keep measure.py's
+dict written below; the harness is tools/trace/tracer.py (the method of shared/ground-truth/measure.py:
+peak live CPU tensor bytes of the 2nd training step, fp32, AdamW single-tensor). Records keep measure.py's
 schema, with "model": {"hf_config": {...}} so memscale reads them with its config reader.
 
 Run from the project root:
     /usr/bin/python3 docs/research/scripts/trace_families.py --out docs/data/cpu_traced_families.json
 """
-import argparse, json, math, os, sys, time
+import argparse, math, os, sys, time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "..", "shared", "ground-truth"))
-import measure  # noqa: E402  (Tracker, tensor_bytes, make_opt)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "tools", "trace"))
+import tracer  # noqa: E402
 
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
@@ -1000,34 +999,26 @@ def build(c):
 
 
 def run_case(c, B, S, ckpt=False):
-    torch.manual_seed(0)
-    with measure.Tracker() as tr:
+    tracer.reset_seed()
+    with tracer.Tracker() as tr:
         model = build(c)
         model.train()
         if ckpt:
             model.ckpt = True
         tr.mark("built")
-        opt = measure.make_opt("adamw", model.parameters(), None)
+        opt = tracer.make_opt("adamw", model.parameters(), None)
         x = torch.randint(0, c["vocab_size"], (B, S))
         y = x.clone()
         tr.mark("inputs")
         for step in (1, 2):
-            tr.mark(f"s{step}_start")
-            loss = model(x, y)
-            tr.mark(f"s{step}_fwd")
-            loss.backward()
-            tr.mark(f"s{step}_bwd")
-            opt.step()
-            tr.mark(f"s{step}_opt")
-            opt.zero_grad(set_to_none=True)
-            del loss
-            tr.mark(f"s{step}_end")
-        nparams = sum(p.numel() for p in model.parameters())
-        params_enum = measure.tensor_bytes(list(model.parameters()))
-        opt_enum = measure.tensor_bytes([v for s in opt.state.values() for v in s.values() if torch.is_tensor(v)])
+            tracer.train_step(tr, step, lambda: model(x, y), opt)
+        nparams = tracer.parameter_count(model)
+        params_enum = tracer.tensor_bytes(list(model.parameters()))
+        opt_enum = tracer.optimizer_state_bytes([opt])
         del model, opt, x, y
-    return dict(nparams=nparams, params_enum=params_enum, opt_enum=opt_enum, s2_peak=tr.peak("s2_start", "s2_end"),
-                s1_peak=tr.peak("s1_start", "s1_end"), s2_fwd=tr.live("s2_fwd"), s2_start=tr.live("s2_start"))
+    r = dict(nparams=nparams, params_enum=params_enum, opt_enum=opt_enum)
+    r.update(tracer.step_readings(tr))
+    return r
 
 
 def main():
@@ -1054,16 +1045,14 @@ def main():
                               optimizer_impl="single_tensor (torch 1.13 CPU default)",
                               checkpointing="full" if ckpt else "none",
                               attention="eager", grad_accum=1),
-                "measured_bytes": r["s2_peak"],
-                "first_step_peak_bytes": r["s1_peak"],
-                "after_forward_bytes": r["s2_fwd"],
-                "components": dict(params=r["params_enum"], optimizer=r["opt_enum"], activations=r["s2_fwd"] - r["s2_start"]),
+                **tracer.peak_fields(r),
+                "components": dict(params=r["params_enum"], optimizer=r["opt_enum"], activations=tracer.activation_bytes(r)),
                 "torch": torch.__version__,
             }
             out.append(rec)
             print(f"{rec['id']}: params={r['nparams']} peak={r['s2_peak']} act={r['s2_fwd'] - r['s2_start']} "
                   f"({time.time() - t0:.1f}s)", flush=True)
-    json.dump(out, open(a.out, "w"), indent=1)
+    tracer.write_records(a.out, out)
 
 
 if __name__ == "__main__":

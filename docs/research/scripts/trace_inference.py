@@ -6,13 +6,13 @@ The model is a plain-torch re-implementation of Hugging Face LlamaForCausalLM's 
 its generation loop as of transformers 4.44 (modeling_llama.py, cache_utils.py DynamicCache,
 generation/utils.py _sample); `--v445` switches to the 4.45 loop (num_logits_to_keep=1, the
 last position's logits cloned and upcast in generate, `del outputs`; transformers PR #31292).
-Peaks are measured with Tracker from ../shared/ground-truth/measure.py (live tensor bytes of the
-c10 CPU allocator, exact to the byte), with the model built inside the trace.
+Peaks are measured with tools/trace/tracer.py's Tracker, the harness's method (live tensor bytes
+of the c10 CPU allocator, exact to the byte), with the model built inside the trace.
 """
-import json, math, sys
-sys.path.insert(0, "/work/shared/ground-truth")
+import math, os, sys
 import torch, torch.nn as nn, torch.nn.functional as F
-from measure import Tracker
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "tools", "trace"))
+import tracer  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -354,8 +354,8 @@ def generate_gpt2(model, input_ids, new_tokens, tr):
 
 
 def trace(c, batch, context, new_tokens, dtype, v445):
-    torch.manual_seed(0)
-    with Tracker() as tr:
+    tracer.reset_seed()
+    with tracer.Tracker() as tr:
         model = (GPT2(c) if c.get("family") == "gpt2" else Llama(c)).eval()
         if dtype == "bf16":
             model = model.to(torch.bfloat16)
@@ -368,7 +368,7 @@ def trace(c, batch, context, new_tokens, dtype, v445):
             out = generate(model, ids, new_tokens, v445, tr)
         tr.mark("done")
         del out, ids, model
-    params = sum(p.numel() for p in (GPT2(c) if c.get("family") == "gpt2" else Llama(c)).parameters())
+    params = tracer.parameter_count(GPT2(c) if c.get("family") == "gpt2" else Llama(c))
     detail = {"built": tr.live("built"), "prefill_peak": tr.peak("inputs", "step0")}
     if new_tokens > 1:
         detail["decode_peak"] = tr.peak("step0", f"step{new_tokens - 1}")
@@ -429,8 +429,7 @@ def main():
             "notes": "peak live tensor bytes from model construction to the end of generate (greedy, no_grad)",
         })
         print(rid, peak, detail, flush=True)
-    with open(out_path, "w") as f:
-        json.dump(records, f, indent=1)
+    tracer.write_records(out_path, records)
 
 
 if __name__ == "__main__":

@@ -18,12 +18,12 @@ Run from the project root:  /usr/bin/python3 docs/research/scripts/trace_litgpt_
 """
 import argparse, gc, json, math, os, sys, time, traceback
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../../shared/ground-truth"))
-sys.path.insert(0, "/work/shared/ground-truth")
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-import measure as M
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "tools", "trace"))
+import tracer  # noqa: E402
 
 torch.set_num_threads(1)
 HARNESS = "docs/research/scripts/trace_litgpt_lora.py (Tracker from shared/ground-truth/measure.py)"
@@ -221,11 +221,11 @@ MODELS = {
 
 
 def run_case(c):
-    torch.manual_seed(0)
+    tracer.reset_seed()
     m = MODELS[c["model"]]
     B, S = c["batch"], c["seq"]
     times = []
-    with M.Tracker() as tr:
+    with tracer.Tracker() as tr:
         model = GPT(c, m)
         for n, p in model.named_parameters():
             p.requires_grad_("lora_" in n)
@@ -239,34 +239,26 @@ def run_case(c):
         y = torch.randint(0, m["vocab"], (B, S))
         tr.mark("inputs")
         logits = None
-        for step in (1, 2):
-            t0 = time.time()
-            tr.mark(f"s{step}_start")
+
+        def forward():  # the logits list stays bound until the next step's forward returns
+            nonlocal logits
             logits = model(x)
             logits[-1] = logits[-1][..., :-1, :]
-            loss = chunked_cross_entropy(logits, y[..., 1:])
-            tr.mark(f"s{step}_fwd")
-            loss.backward()
-            tr.mark(f"s{step}_bwd")
-            if step == 2:
-                grads_enum = M.tensor_bytes([p.grad for p in trainable])
-            opt.step()
-            tr.mark(f"s{step}_opt")
-            opt.zero_grad(set_to_none=True)
-            lossv = float(loss)
-            del loss
-            tr.mark(f"s{step}_end")
+            return chunked_cross_entropy(logits, y[..., 1:])
+
+        grads = tracer.GradientBytes(lambda: trainable)
+        for step in (1, 2):
+            t0 = time.time()
+            lossv = tracer.train_step(tr, step, forward, opt, grads)
             times.append(time.time() - t0)
-        params_enum = M.tensor_bytes(list(model.parameters()))
-        opt_enum = M.tensor_bytes([v for s in opt.state.values() for v in s.values() if torch.is_tensor(v)])
-        nparams = sum(p.numel() for p in model.parameters())
+        grads_enum = grads.bytes
+        params_enum = tracer.tensor_bytes(list(model.parameters()))
+        opt_enum = tracer.optimizer_state_bytes([opt])
+        nparams = tracer.parameter_count(model)
         ntrain = sum(p.numel() for p in trainable)
         del model, opt, x, y, trainable, logits
     r = {k: tr.live(k) for k in ("built", "inputs")}
-    for s in (1, 2):
-        for ph in ("start", "fwd", "bwd", "opt", "end"):
-            r[f"s{s}_{ph}"] = tr.live(f"s{s}_{ph}")
-        r[f"s{s}_peak"] = tr.peak(f"s{s}_start", f"s{s}_end")
+    r.update(tracer.step_readings(tr, phase_peaks=False))
     r.update(nparams=nparams, trainable=ntrain, params_enum=params_enum, grads_enum=grads_enum, opt_enum=opt_enum,
              step_seconds=times, loss=lossv)
     return r
@@ -287,8 +279,8 @@ def to_record(c, r):
                  trainable_params=r["trainable"], frozen="base", zero_stage=0, dp=1, tp=1)
     return {
         "id": cid, "source": HARNESS, "measure": "cpu-tensor-peak", "device": "cpu", "model": m, "train": train,
-        "measured_bytes": r["s2_peak"], "first_step_peak_bytes": r["s1_peak"], "after_forward_bytes": r["s2_fwd"],
-        "components": dict(params=r["params_enum"], grads=r["grads_enum"], optimizer=r["opt_enum"], activations=r["s2_fwd"] - r["s2_start"]),
+        **tracer.peak_fields(r),
+        "components": dict(params=r["params_enum"], grads=r["grads_enum"], optimizer=r["opt_enum"], activations=tracer.activation_bytes(r)),
         "detail": r, "software": {"torch": torch.__version__},
         "notes": "measured_bytes = max live CPU tensor bytes during the 2nd step (forward+backward+AdamW+zero_grad(set_to_none)), "
                  "the 1st step's logits chunks still bound; lit-gpt-style model and LoRA layers re-implemented in plain torch.",
@@ -324,7 +316,7 @@ def main():
             r = run_case(c)
             rec = to_record(c, r)
             out.append(rec)
-            json.dump(out, open(a.out, "w"), indent=1)
+            tracer.write_records(a.out, out)
             print(f"[{i}] {rec['id']}: peak2={r['s2_peak']/1e6:.2f}MB elapsed={time.time()-t0:.0f}s", flush=True)
         except Exception as e:
             traceback.print_exc()

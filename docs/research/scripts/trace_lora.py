@@ -2,7 +2,7 @@
 """CPU traces of LoRA fine-tuning steps (issue 8): peak live tensor bytes, as measure.py takes them.
 
 Faithful small re-implementations of the adapter layers, wrapped around the GPT-2 and LLaMA-style
-models that shared/ground-truth/measure.py builds:
+models that shared/ground-truth/measure.py builds (its copy in tests/data/ground-truth):
 - PEFT LoRA (huggingface/peft v0.13.0 @ 8f074d75, src/peft/tuners/lora/layer.py Linear.forward):
   result = base_layer(x); x = x.to(lora_A.weight.dtype); result = result + lora_B(lora_A(dropout(x))) * scaling;
   dropout is nn.Identity when lora_dropout == 0 (LoraLayer.update_layer).
@@ -16,12 +16,14 @@ Run from the project root:  /usr/bin/python3 docs/research/scripts/trace_lora.py
 """
 import argparse, gc, json, os, sys, time, traceback
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../../shared/ground-truth"))
-sys.path.insert(0, "/work/shared/ground-truth")
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-import measure as M
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "tools", "trace"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "tests", "data", "ground-truth"))
+import measure as M  # noqa: E402  (the harness's models only; the tracing is tracer's)
+import tracer  # noqa: E402
 
 torch.set_num_threads(1)
 HARNESS = "docs/research/scripts/trace_lora.py (Tracker from shared/ground-truth/measure.py)"
@@ -96,10 +98,10 @@ MODELS = {
 
 
 def run_case(c):
-    torch.manual_seed(0)
+    tracer.reset_seed()
     B, S, prec = c["batch"], c["seq"], c["prec"]
     times = []
-    with M.Tracker() as tr:
+    with tracer.Tracker() as tr:
         model = MODELS[c["model"]]["ctor"]()
         model.ckpt = c["ckpt"] == "full"
         n_adapted = wrap(model, c["targets"], c["r"], c["alpha"], c["dropout"], c["variant"] == "dora")
@@ -113,39 +115,26 @@ def run_case(c):
         x = torch.randint(0, V, (B, S))
         y = x.clone()
         tr.mark("inputs")
-        for step in (1, 2):
-            t0 = time.time()
-            tr.mark(f"s{step}_start")
+
+        def forward():
             if prec == "amp_bf16":
                 with torch.autocast("cpu", dtype=torch.bfloat16):
-                    loss = model(x, y)
-            else:
-                loss = model(x, y)
-            tr.mark(f"s{step}_fwd")
-            loss.backward()
-            tr.mark(f"s{step}_bwd")
-            if step == 2:
-                grads_enum = M.tensor_bytes([p.grad for p in trainable])
-            opt.step()
-            tr.mark(f"s{step}_opt")
-            opt.zero_grad(set_to_none=True)
-            lossv = float(loss)
-            del loss
-            tr.mark(f"s{step}_end")
+                    return model(x, y)
+            return model(x, y)
+
+        grads = tracer.GradientBytes(lambda: trainable)
+        for step in (1, 2):
+            t0 = time.time()
+            lossv = tracer.train_step(tr, step, forward, opt, grads)
             times.append(time.time() - t0)
-        params_enum = M.tensor_bytes(list(model.parameters()))
-        opt_enum = M.tensor_bytes([v for s in opt.state.values() for v in s.values() if torch.is_tensor(v)])
+        grads_enum = grads.bytes
+        params_enum = tracer.tensor_bytes(list(model.parameters()))
+        opt_enum = tracer.optimizer_state_bytes([opt])
         nparams = sum(p.numel() for p in model.parameters() if not isinstance(p, nn.Parameter) or True)
         ntrain = sum(p.numel() for p in trainable)
         del model, opt, x, y, trainable
     r = {k: tr.live(k) for k in ("built", "inputs")}
-    for s in (1, 2):
-        for ph in ("start", "fwd", "bwd", "opt", "end"):
-            r[f"s{s}_{ph}"] = tr.live(f"s{s}_{ph}")
-        r[f"s{s}_peak"] = tr.peak(f"s{s}_start", f"s{s}_end")
-        r[f"s{s}_peak_fwd"] = tr.peak(f"s{s}_start", f"s{s}_fwd")
-        r[f"s{s}_peak_bwd"] = tr.peak(f"s{s}_fwd", f"s{s}_bwd")
-        r[f"s{s}_peak_opt"] = tr.peak(f"s{s}_bwd", f"s{s}_opt")
+    r.update(tracer.step_readings(tr))
     r.update(nparams=nparams, trainable=ntrain, adapted_layers=n_adapted, params_enum=params_enum, grads_enum=grads_enum,
              opt_enum=opt_enum, step_seconds=times, loss=lossv)
     return r
@@ -169,8 +158,8 @@ def to_record(c, r):
                  trainable_dtype="bf16" if c["prec"] == "pure_bf16" else "fp32")
     return {
         "id": cid, "source": HARNESS, "measure": "cpu-tensor-peak", "device": "cpu", "model": m, "train": train,
-        "measured_bytes": r["s2_peak"], "first_step_peak_bytes": r["s1_peak"], "after_forward_bytes": r["s2_fwd"],
-        "components": dict(params=r["params_enum"], grads=r["grads_enum"], optimizer=r["opt_enum"], activations=r["s2_fwd"] - r["s2_start"]),
+        **tracer.peak_fields(r),
+        "components": dict(params=r["params_enum"], grads=r["grads_enum"], optimizer=r["opt_enum"], activations=tracer.activation_bytes(r)),
         "detail": r, "software": {"torch": torch.__version__},
         "notes": "measured_bytes = max live CPU tensor bytes during the 2nd step (forward+backward+AdamW step+zero_grad(set_to_none)); "
                  "model.params counts the base model only (adapters in train.trainable_params). PEFT-style adapters re-implemented in plain torch.",
@@ -216,7 +205,7 @@ def main():
             r = run_case(c)
             rec = to_record(c, r)
             out.append(rec)
-            json.dump(out, open(a.out, "w"), indent=1)
+            tracer.write_records(a.out, out)
             print(f"[{i}] {rec['id']}: peak2={r['s2_peak']/1e9:.4f}GB trainable={r['trainable']} steps={r['step_seconds']} "
                   f"elapsed={time.time()-t_start:.0f}s", flush=True)
         except Exception as e:

@@ -4,21 +4,21 @@
 A plain-torch re-implementation of Hugging Face transformers' T5ForConditionalGeneration
 training forward (src/transformers/models/t5/modeling_t5.py at commit 6b8b757d, eager
 attention, use_cache left at its config default True, masks built as T5Stack.forward
-builds them when none are passed), traced with the harness's Tracker
+builds them when none are passed), traced with tools/trace/tracer.py, the method of the harness
 (shared/ground-truth/measure.py): same step, same phases, same record layout.
 
-Run from the repository root (the harness lives in ../shared/ground-truth):
+Run from the repository root:
   /usr/bin/python3 docs/research/scripts/trace_t5.py --out docs/data/cpu_traced_t5.json
 """
 import argparse, gc, json, math, os, sys, time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../../shared/ground-truth"))
-from measure import Tracker, tensor_bytes  # noqa: E402
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.utils.checkpoint as tcp
 
-import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-import torch.utils.checkpoint as tcp  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "tools", "trace"))
+import tracer  # noqa: E402
 
 torch.set_num_threads(1)
 HARNESS = "docs/research/scripts/trace_t5.py (Tracker from shared/ground-truth/measure.py)"
@@ -251,11 +251,11 @@ MODELS = {
 
 
 def run_case(c):
-    torch.manual_seed(0)
+    tracer.reset_seed()
     cfg = MODELS[c["model"]]
     B, S, T, prec, ckpt = c["batch"], c["seq"], c["target"], c["prec"], c["ckpt"]
     times = []
-    with Tracker() as tr:
+    with tracer.Tracker() as tr:
         model = T5ForConditionalGeneration(cfg)
         model.set_ckpt(ckpt == "full")
         model.train()
@@ -264,41 +264,32 @@ def run_case(c):
         x = torch.randint(0, cfg["vocab"], (B, S))
         y = torch.randint(0, cfg["vocab"], (B, T))
         tr.mark("inputs")
-        for step in (1, 2):
-            t0 = time.time()
-            tr.mark(f"s{step}_start")
+
+        def forward():
             if prec == "amp_bf16":
                 with torch.autocast("cpu", dtype=torch.bfloat16):
-                    loss = model(x, y)
-            else:
-                loss = model(x, y)
-            tr.mark(f"s{step}_fwd")
-            loss.backward()
-            tr.mark(f"s{step}_bwd")
-            if step == 2:
-                grads_enum = tensor_bytes([p.grad for p in model.parameters()])
-            opt.step()
-            tr.mark(f"s{step}_opt")
-            opt.zero_grad(set_to_none=True)
-            lossv = float(loss)
-            del loss
-            tr.mark(f"s{step}_end")
+                    return model(x, y)
+            return model(x, y)
+
+        grads = tracer.GradientBytes(lambda: model.parameters())
+        for step in (1, 2):
+            t0 = time.time()
+            lossv = tracer.train_step(tr, step, forward, opt, grads)
             times.append(time.time() - t0)
-        params_enum = tensor_bytes(list(model.parameters()))
-        opt_enum = tensor_bytes([v for s in opt.state.values() for v in s.values() if torch.is_tensor(v)])
-        nparams = sum(p.numel() for p in model.parameters())
-        inputs_bytes = tensor_bytes([x, y])
+        grads_enum = grads.bytes
+        params_enum = tracer.tensor_bytes(list(model.parameters()))
+        opt_enum = tracer.optimizer_state_bytes([opt])
+        nparams = tracer.parameter_count(model)
+        inputs_bytes = tracer.tensor_bytes([x, y])
         del model, opt, x, y
     assert nparams == cfg["params"], (c["model"], nparams)
-    return dict(
-        nparams=nparams, params_enum=params_enum, grads_enum=grads_enum, opt_enum=opt_enum, inputs_bytes=inputs_bytes,
-        built=tr.live("built"), inputs_live=tr.live("inputs"),
-        **{f"s{k}_{p}": tr.live(f"s{k}_{p}") for k in (1, 2) for p in ("start", "fwd", "bwd", "opt", "end")},
-        s1_peak=tr.peak("s1_start", "s1_end"), s1_peak_fwd=tr.peak("s1_start", "s1_fwd"),
-        s1_peak_bwd=tr.peak("s1_fwd", "s1_bwd"), s1_peak_opt=tr.peak("s1_bwd", "s1_opt"),
-        s2_peak=tr.peak("s2_start", "s2_end"), s2_peak_fwd=tr.peak("s2_start", "s2_fwd"),
-        s2_peak_bwd=tr.peak("s2_fwd", "s2_bwd"), s2_peak_opt=tr.peak("s2_bwd", "s2_opt"),
-        end_live=tr.live("__end__"), n_events=tr.n_events, step_seconds=times, loss=lossv)
+    r = dict(nparams=nparams, params_enum=params_enum, grads_enum=grads_enum, opt_enum=opt_enum, inputs_bytes=inputs_bytes,
+             built=tr.live("built"), inputs_live=tr.live("inputs"))
+    readings = tracer.step_readings(tr)
+    r.update({k: v for k, v in readings.items() if "_peak" not in k})  # the live figures first, then the peaks
+    r.update({k: v for k, v in readings.items() if "_peak" in k})
+    r.update(end_live=tr.live("__end__"), n_events=tr.n_events, step_seconds=times, loss=lossv)
+    return r
 
 
 def to_record(c, r):
@@ -319,11 +310,9 @@ def to_record(c, r):
                       optimizer_impl="for_loop", checkpointing=c["ckpt"], attention="eager", grad_accum=1,
                       lora_rank=0, frozen="none", zero_stage=0, dp=1, tp=1,
                       dropout="train mode (dropout_rate 0.1)"),
-        "measured_bytes": r["s2_peak"],
-        "first_step_peak_bytes": r["s1_peak"],
-        "after_forward_bytes": r["s2_fwd"],
+        **tracer.peak_fields(r),
         "components": dict(params=r["params_enum"], grads=r["grads_enum"], optimizer=r["opt_enum"],
-                           activations=r["s2_fwd"] - r["s2_start"]),
+                           activations=tracer.activation_bytes(r)),
         "detail": r,
         "torch": torch.__version__,
         "notes": "seq = encoder tokens, target_seq = decoder (label) tokens; the model returns only the loss "
@@ -361,7 +350,7 @@ def main():
         r = run_case(c)
         rec = to_record(c, r)
         out.append(rec)
-        json.dump(out, open(a.out, "w"), indent=1)
+        tracer.write_records(a.out, out)
         print(f"[{i}] {rec['id']}: peak2={r['s2_peak']} peak1={r['s1_peak']} fwd={r['s2_peak_fwd']} "
               f"bwd={r['s2_peak_bwd']} opt={r['s2_peak_opt']} end_live={r['end_live']} {time.time()-t0:.1f}s", flush=True)
         gc.collect()

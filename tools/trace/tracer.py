@@ -1,0 +1,248 @@
+"""The tracing pieces every CPU trace script shares, held once.
+
+The method is the project's ground-truth harness (shared/ground-truth/measure.py, which the
+repository does not import): torch.profiler(profile_memory=True) sees every allocation and free
+of c10's CPU allocator, so the running sum of those events is the tensor bytes live at each
+instant, counted from an empty start; phase boundaries are "marks", allocations of unique odd
+sizes that are then taken out of the sum. On top of the tracker: storage-level byte counts,
+the optimizers of the harness, one training step with its five phase marks, the readings of
+the marked steps, saved-tensor listings and record files.
+
+Scripts under tools/trace/ import it directly; scripts elsewhere put tools/trace on sys.path
+first. tools/trace/README.md shows a script's use of it.
+"""
+import gc
+import json
+import os
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+PHASES = ("start", "fwd", "bwd", "opt", "end")
+
+
+# ----------------------------------------------------------------------------
+# allocation tracking and peak measurement
+# ----------------------------------------------------------------------------
+
+
+def memory_events(results):
+    """(start_us, index, nbytes) of every CPU allocation (+) and free (-) the profiler saw, in time order."""
+    events = []
+    for i, e in enumerate(results.events()):
+        if e.name() == "[memory]" and e.device_type() == torch._C._autograd.DeviceType.CPU:
+            events.append((e.start_us(), i, e.nbytes()))
+    events.sort()
+    return events
+
+
+class Tracker:
+    """Live CPU tensor bytes over a `with` block, with named marks to read them at."""
+
+    BASE = 3_333_331  # odd byte counts never produced by fp32/bf16/int64 tensors of real shapes
+
+    def __init__(self):
+        self.k = 0
+        self.size2name = {}
+
+    def __enter__(self):
+        gc.collect()
+        self.prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+        self.prof.__enter__()
+        self.mark("__start__")
+        return self
+
+    def mark(self, name):
+        self.k += 2
+        n = self.BASE + self.k
+        self.size2name[n] = name
+        t = torch.empty(n, dtype=torch.uint8)
+        del t
+
+    def __exit__(self, *a):
+        self.mark("__end__")
+        self.prof.__exit__(None, None, None)
+        self.read(self.prof.profiler.kineto_results)
+        del self.prof
+        return False
+
+    def read(self, results):
+        """Folds the allocator events into the running sum; a mark's event sets its position."""
+        events = memory_events(results)
+        self.cum = [0]  # live bytes after each event
+        self.at_us = [0]  # when each event happened
+        self.deltas = [0]  # the bytes each event allocated (+) or freed (-)
+        self.pos = {}
+        for at, _, n in events:
+            if abs(n) in self.size2name:
+                if n > 0:
+                    self.pos[self.size2name[n]] = len(self.cum) - 1
+                continue
+            self.cum.append(self.cum[-1] + n)
+            self.at_us.append(at)
+            self.deltas.append(n)
+        self.n_events = len(events)
+
+    def live(self, name):
+        return self.cum[self.pos[name]]
+
+    def peak(self, a, b):
+        return max(self.cum[self.pos[a]: self.pos[b] + 1])
+
+
+# ----------------------------------------------------------------------------
+# bytes held, counted by storage
+# ----------------------------------------------------------------------------
+
+
+def storage_key(t):
+    """(address, bytes) of the storage under t; a view shares its base's key."""
+    try:
+        st = t.storage()
+        return st.data_ptr(), st.nbytes() if hasattr(st, "nbytes") else st.size() * st.element_size()
+    except Exception:  # complex views and the like
+        return t.data_ptr(), t.numel() * t.element_size()
+
+
+def tensor_bytes(ts):
+    """Bytes of the distinct storages under ts (None entries skipped)."""
+    seen = {}
+    for t in ts:
+        if t is None:
+            continue
+        key, nbytes = storage_key(t)
+        seen[key] = nbytes
+    return sum(seen.values())
+
+
+def optimizer_state_bytes(optimizers):
+    """Bytes of every tensor in the state of the given optimizers."""
+    return tensor_bytes([v for o in optimizers for s in o.state.values() for v in s.values() if torch.is_tensor(v)])
+
+
+def parameter_count(model):
+    return sum(p.numel() for p in model.parameters())
+
+
+# ----------------------------------------------------------------------------
+# seeding, optimizers and the marked training step
+# ----------------------------------------------------------------------------
+
+
+def reset_seed(value=0):
+    """Every case starts from the same generator state, so its weights and inputs repeat."""
+    torch.manual_seed(value)
+
+
+def make_opt(name, params, foreach=None):
+    """The harness's optimizers and learning rates, by name."""
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=1e-4, foreach=foreach)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=1e-4, foreach=foreach)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-3, foreach=foreach)
+    if name == "sgd_momentum":
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=foreach)
+    raise ValueError(name)
+
+
+def train_step(tracker, n, forward, optimizer, after_backward=None):
+    """Training step n: forward() -> loss, backward, optimizer step, zero_grad(set_to_none),
+    with the marks s{n}_start, _fwd, _bwd, _opt, _end; after_backward(n) runs before the
+    optimizer step (where the gradients are live). Returns the loss value."""
+    tracker.mark(f"s{n}_start")
+    loss = forward()
+    tracker.mark(f"s{n}_fwd")
+    loss.backward()
+    tracker.mark(f"s{n}_bwd")
+    if after_backward is not None:
+        after_backward(n)
+    optimizer.step()
+    tracker.mark(f"s{n}_opt")
+    optimizer.zero_grad(set_to_none=True)
+    value = float(loss)
+    del loss
+    tracker.mark(f"s{n}_end")
+    return value
+
+
+class GradientBytes:
+    """An after_backward for train_step: keeps in .bytes the storage bytes of the gradients of
+    params() at the given step (a callable, so that nothing here holds the model alive)."""
+
+    def __init__(self, params, step=2):
+        self.params = params
+        self.step = step
+        self.bytes = None
+
+    def __call__(self, n):
+        if n == self.step:
+            self.bytes = tensor_bytes([p.grad for p in self.params()])
+
+
+def step_readings(tracker, steps=(1, 2), phase_peaks=True):
+    """Live bytes at each phase mark of the given steps, the step's peak and, with phase_peaks,
+    the peak of its forward, backward and optimizer phases."""
+    r = {}
+    for s in steps:
+        for ph in PHASES:
+            r[f"s{s}_{ph}"] = tracker.live(f"s{s}_{ph}")
+        r[f"s{s}_peak"] = tracker.peak(f"s{s}_start", f"s{s}_end")
+        if phase_peaks:
+            r[f"s{s}_peak_fwd"] = tracker.peak(f"s{s}_start", f"s{s}_fwd")
+            r[f"s{s}_peak_bwd"] = tracker.peak(f"s{s}_fwd", f"s{s}_bwd")
+            r[f"s{s}_peak_opt"] = tracker.peak(f"s{s}_bwd", f"s{s}_opt")
+    return r
+
+
+# ----------------------------------------------------------------------------
+# saved-tensor listings
+# ----------------------------------------------------------------------------
+
+
+def track_module_path(model, keep=lambda path: True, bottom=None):
+    """Registers hooks that keep the path of the module now running on top of the returned
+    stack (bottom, when given, is there before any module runs)."""
+    stack = [] if bottom is None else [bottom]
+
+    def leave(mod, inp, out):
+        stack.pop()  # returns nothing: a forward hook's return value would replace the output
+
+    for path, mod in model.named_modules():
+        if keep(path):
+            mod.register_forward_pre_hook(lambda m, i, p=path: stack.append(p))
+            mod.register_forward_hook(leave)
+    return stack
+
+
+def saving_tensors(pack):
+    """Context in which pack(t) sees each tensor autograd saves for backward (and keeps it as is)."""
+    return torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t)
+
+
+# ----------------------------------------------------------------------------
+# records
+# ----------------------------------------------------------------------------
+
+
+def peak_fields(r):
+    """The three headline figures of a record, from a reading of two marked steps."""
+    return {"measured_bytes": r["s2_peak"], "first_step_peak_bytes": r["s1_peak"], "after_forward_bytes": r["s2_fwd"]}
+
+
+def activation_bytes(r):
+    """Bytes the 2nd step's forward leaves live (what it saved for backward, and its output)."""
+    return r["s2_fwd"] - r["s2_start"]
+
+
+def read_records(path):
+    """The records already in path, or none."""
+    return json.load(open(path)) if os.path.exists(path) else []
+
+
+def write_records(path, records, final_newline=False):
+    with open(path, "w") as f:
+        json.dump(records, f, indent=1)
+        if final_newline:
+            f.write("\n")
