@@ -1219,8 +1219,7 @@ def run_case(c, B, S, **kw):
         x = torch.randint(0, c["vocab_size"], (B, S))
         y = x.clone()
         tr.mark("inputs")
-        for step in (1, 2):
-            tracer.train_step(tr, step, lambda: model(x, y), opt)
+        tracer.train_two_steps(tr, lambda: model(x, y), opt)
         nparams = tracer.parameter_count(model)
         params_enum = tracer.tensor_bytes(list(model.parameters()))
         buffers = tracer.tensor_bytes(list(model.buffers()))
@@ -1237,16 +1236,14 @@ def record(name, c, B, S, r, variant=None):
     if c["model_type"] not in OLD_LOSS:
         software["transformers"] = "4.56.0"  # the >= 4.48 ForCausalLMLoss this script reproduces
     rec = {
-        "id": f"cpu-{name}-small-b{B}-s{S}-adamw",
-        "source": "tools/trace/families_2025.py (harness: shared/ground-truth/measure.py)",
-        "measure": "cpu-tensor-peak",
-        "device": "cpu",
+        **tracer.record_head(f"cpu-{name}-small-b{B}-s{S}-adamw",
+                             "tools/trace/families_2025.py (harness: shared/ground-truth/measure.py)"),
         "model": {"hf_config": c, "params": r["nparams"]},
         "train": dict(batch=B, seq=S, precision="fp32", optimizer="adamw",
                       optimizer_impl="single_tensor (torch 1.13 CPU default)", checkpointing="none",
                       attention="eager", grad_accum=1),
         **tracer.peak_fields(r),
-        "components": dict(params=r["params_enum"], optimizer=r["opt_enum"], activations=tracer.activation_bytes(r)),
+        "components": tracer.components(r),
         "detail": {k: r[k] for k in ("buffers", "built", "s2_start", "s2_peak_fwd", "s2_peak_bwd", "s2_peak_opt",
                                      "end_live")},
         "software": software,

@@ -653,10 +653,7 @@ def main():
         if impl == "gpt-fast":
             note += "; gpt-fast generate.py without torch.compile, SDPA as its math path"
         records.append({
-            "id": rid,
-            "source": "tools/trace/hf_versions_generate.py (Tracker from shared/ground-truth/measure.py)",
-            "measure": "cpu-tensor-peak",
-            "device": "cpu",
+            **tracer.record_head(rid, "tools/trace/hf_versions_generate.py (Tracker from shared/ground-truth/measure.py)"),
             "model": {"hf_config": hf, "params": params, "impl": "gpt-fast" if impl == "gpt-fast" else "hf-transformers"},
             "infer": infer,
             "software": sw,

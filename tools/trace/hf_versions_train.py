@@ -697,8 +697,7 @@ def run_case(c, v, use_cache, B, S, prec, extra):
         x = torch.randint(0, c["vocab_size"], (B, S))
         y = x.clone()
         tr.mark("inputs")
-        for step in (1, 2):
-            tracer.train_step(tr, step, lambda: model(x, y, use_cache), opt)
+        tracer.train_two_steps(tr, lambda: model(x, y, use_cache), opt)
         nparams = tracer.parameter_count(model)
         params_enum = tracer.tensor_bytes(list(model.parameters()))
         tables = constant_tables(model)
@@ -719,10 +718,7 @@ def record(name, c, v, use_cache, B, S, prec, extra, r):
     hf = {k: c[k] for k in c}
     hf["use_cache"] = use_cache
     return {
-        "id": rid,
-        "source": "tools/trace/hf_versions_train.py (harness: shared/ground-truth/measure.py)",
-        "measure": "cpu-tensor-peak",
-        "device": "cpu",
+        **tracer.record_head(rid, "tools/trace/hf_versions_train.py (harness: shared/ground-truth/measure.py)"),
         "model": {"hf_config": hf, "params": r["nparams"],
                   "impl": "hf-transformers"},
         "train": dict(batch=B, seq=S, precision=prec, optimizer="adamw",
@@ -730,7 +726,7 @@ def record(name, c, v, use_cache, B, S, prec, extra, r):
                       attention="eager", grad_accum=1, use_cache=use_cache),
         "software": {"torch": torch.__version__, "transformers": v},
         **tracer.peak_fields(r),
-        "components": dict(params=r["params_enum"], optimizer=r["opt_enum"], activations=tracer.activation_bytes(r)),
+        "components": tracer.components(r),
         "detail": {"built": r["built"], "buffers_and_tables": r["tables"], "s2_start": r["s2_start"],
                    "s2_peak_fwd": r["s2_peak_fwd"], "s2_peak_bwd": r["s2_peak_bwd"], "s2_peak_opt": r["s2_peak_opt"]},
         "notes": ("plain-torch re-implementation of the release's eager training path"

@@ -662,11 +662,8 @@ def run_case(c, B, S, ckpt, prec):
         x = torch.randint(0, c["vocab_size"], (B, S))
         y = x.clone()
         tr.mark("inputs")
-        times = []
-        for step in (1, 2):
-            t0 = time.time()
-            tracer.train_step(tr, step, lambda: model(x, y), opt)
-            times.append(round(time.time() - t0, 2))
+        seconds, _ = tracer.train_two_steps(tr, lambda: model(x, y), opt)
+        times = [round(t, 2) for t in seconds]
         nparams = tracer.parameter_count(model)
         params_enum = tracer.tensor_bytes(list(model.parameters()))
         buffers_enum = tracer.tensor_bytes(list(model.buffers()))
@@ -702,8 +699,7 @@ def main():
                               checkpointing="full" if ckpt else "none", attention="eager", grad_accum=1,
                               ssm_path="torch"),
                 **tracer.peak_fields(d),
-                "components": dict(params=d["params_enum"], optimizer=d["opt_enum"],
-                                   activations=tracer.activation_bytes(d)),
+                "components": tracer.components(d),
                 "detail": d,
                 "torch": torch.__version__,
                 "notes": "peak live CPU tensor bytes of training step 2 (absolute); the SSM layers run the torch-only "

@@ -58,11 +58,10 @@ def record(case_id, source, model, train, framework, r, notes, software=None):
     sw = {"torch": torch.__version__}
     sw.update(software or {})
     return {
-        "id": case_id, "source": source, "measure": "cpu-tensor-peak", "device": "cpu",
+        **tracer.record_head(case_id, source),
         "model": model, "train": train, "framework": framework, "software": sw,
         **tracer.peak_fields(r),
-        "components": dict(params=r["params_enum"], grads=r["grads_enum"], optimizer=r["opt_enum"],
-                           activations=tracer.activation_bytes(r)),
+        "components": tracer.components(r),
         "detail": r, "notes": notes,
     }
 

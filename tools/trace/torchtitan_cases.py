@@ -363,33 +363,30 @@ def run_case(c):
                     make_inputs=lambda: (torch.randint(0, m["vocab"], (B, S)), torch.randint(0, m["vocab"], (B, S))))
 
     def step(ctx, tr, n):
-        model, opt = ctx["model"], ctx["optimizers"][0]
+        model = ctx["model"]
         tokens, labels = ctx["inputs"]
-        tr.mark(f"s{n}_start")
-        pred = model(tokens)
-        loss = F.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))
-        del pred
-        tr.mark(f"s{n}_fwd")
-        loss.backward()
-        model.root.reduce()  # the root's post-backward runs in FSDP2's final callback
-        tr.mark(f"s{n}_bwd")
-        if n == 2:
-            ctx["grads_step2"] = tracer.tensor_bytes([p.grad for p in ctx["trainable"]])
-        grads = [p.grad for p in ctx["trainable"] if p.grad is not None]
-        total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
-        coef = torch.clamp(1.0 / (total + 1e-6), max=1.0)
-        for g in grads:
-            g.mul_(coef)
-        del grads, total, coef
-        opt.step()
-        tr.mark(f"s{n}_opt")
+
+        def forward():
+            pred = model(tokens)
+            return F.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))
+
+        def backward(loss):
+            loss.backward()
+            model.root.reduce()  # the root's post-backward runs in FSDP2's final callback
+
+        def clip_grad_norm(n):
+            if n == 2:
+                ctx["grads_step2"] = tracer.tensor_bytes([p.grad for p in ctx["trainable"]])
+            grads = [p.grad for p in ctx["trainable"] if p.grad is not None]
+            total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+            coef = torch.clamp(1.0 / (total + 1e-6), max=1.0)
+            for g in grads:
+                g.mul_(coef)
+
         # train.py calls optimizers.zero_grad() first thing in the next step; nothing is allocated in between,
-        # so zeroing here gives the same peaks and keeps s{n}_start = parameters + optimizer state + inputs.
-        opt.zero_grad(set_to_none=True)
-        value = float(loss)
-        del loss
-        tr.mark(f"s{n}_end")
-        return value
+        # so zeroing at the step's end gives the same peaks and keeps s{n}_start = parameters + optimizer
+        # state + inputs.
+        return tracer.train_step(tr, n, forward, ctx["optimizers"][0], clip_grad_norm, backward)
 
     r = T.run_two_steps(build, step)
     ac = c["ac"]

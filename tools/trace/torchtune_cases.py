@@ -191,6 +191,26 @@ class HostOffload:
         return torch.autograd.graph.saved_tensors_hooks(pack, unpack)
 
 
+class RecipeOptimizer:
+    """The recipe's optimizer step: gradients scaled by 1 / num_tokens, then AdamW, unless the
+    optimizer already stepped in backward (optimizer_in_bwd); zero_grad clears every optimizer."""
+
+    def __init__(self, ctx, in_backward, num_tokens):
+        self.ctx = ctx
+        self.in_backward = in_backward
+        self.num_tokens = num_tokens
+
+    def step(self):
+        if not self.in_backward:
+            for p in self.ctx["trainable"]:  # training.scale_grads(model, 1 / num_tokens)
+                p.grad.mul_(1.0 / float(self.num_tokens()))
+            self.ctx["optimizers"][0].step()
+
+    def zero_grad(self, set_to_none):
+        for o in self.ctx["optimizers"]:
+            o.zero_grad(set_to_none=set_to_none)
+
+
 def run_case(c):
     m = dict(LB.LLAMA, **c.get("geometry", {}))
     B, S = c["batch"], c["seq"]
@@ -244,25 +264,19 @@ def run_case(c):
 
     def step(ctx, tr, n):
         tokens, labels = ctx["inputs"]
-        tr.mark(f"s{n}_start")
-        num_tokens = (labels != IGNORE).sum()
-        loss = loss_step(ctx, tokens, labels) * num_tokens
-        tr.mark(f"s{n}_fwd")
-        loss.backward()
-        tr.mark(f"s{n}_bwd")
-        if n == 2:
-            ctx["grads_step2"] = tracer.tensor_bytes([p.grad for p in ctx["trainable"]])
-        if not c["optimizer_in_bwd"]:
-            for p in ctx["trainable"]:  # training.scale_grads(model, 1 / num_tokens)
-                p.grad.mul_(1.0 / float(num_tokens))
-            ctx["optimizers"][0].step()
-        tr.mark(f"s{n}_opt")
-        for o in ctx["optimizers"]:
-            o.zero_grad(set_to_none=True)
-        value = float(loss)
-        del loss
-        tr.mark(f"s{n}_end")
-        return value
+        num_tokens = None  # lives to the end of the step, as in the recipe's loop
+
+        def forward():
+            nonlocal num_tokens
+            num_tokens = (labels != IGNORE).sum()
+            return loss_step(ctx, tokens, labels) * num_tokens
+
+        def grads_of_step2(n):
+            if n == 2:
+                ctx["grads_step2"] = tracer.tensor_bytes([p.grad for p in ctx["trainable"]])
+
+        return tracer.train_step(tr, n, forward, RecipeOptimizer(ctx, c["optimizer_in_bwd"], lambda: num_tokens),
+                                 grads_of_step2)
 
     r = T.run_two_steps(build, step)
     lora = c["recipe"] == "lora"

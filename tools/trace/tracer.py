@@ -14,6 +14,7 @@ first. tools/trace/README.md shows a script's use of it.
 import gc
 import json
 import os
+import time
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -147,14 +148,30 @@ def make_opt(name, params, foreach=None):
     raise ValueError(name)
 
 
-def train_step(tracker, n, forward, optimizer, after_backward=None):
+def in_precision(prec, forward):
+    """forward, run under CPU bfloat16 autocast where prec is "amp_bf16" (the harness's mixed
+    precision) and as it is otherwise."""
+    def run():
+        if prec == "amp_bf16":
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return forward()
+        return forward()
+    return run
+
+
+def train_step(tracker, n, forward, optimizer, after_backward=None, backward=None):
     """Training step n: forward() -> loss, backward, optimizer step, zero_grad(set_to_none),
-    with the marks s{n}_start, _fwd, _bwd, _opt, _end; after_backward(n) runs before the
-    optimizer step (where the gradients are live). Returns the loss value."""
+    with the marks s{n}_start, _fwd, _bwd, _opt, _end; backward(loss), when given, replaces
+    loss.backward() (a framework that reduces gradients after it); after_backward(n) runs
+    before the optimizer step (where the gradients are live). The optimizer is anything with
+    step() and zero_grad(set_to_none=...). Returns the loss value."""
     tracker.mark(f"s{n}_start")
     loss = forward()
     tracker.mark(f"s{n}_fwd")
-    loss.backward()
+    if backward is None:
+        loss.backward()
+    else:
+        backward(loss)
     tracker.mark(f"s{n}_bwd")
     if after_backward is not None:
         after_backward(n)
@@ -179,6 +196,16 @@ class GradientBytes:
     def __call__(self, n):
         if n == self.step:
             self.bytes = tensor_bytes([p.grad for p in self.params()])
+
+
+def train_two_steps(tracker, forward, optimizer, after_backward=None):
+    """train_step 1 and 2; returns the seconds each took and the last loss value."""
+    seconds, value = [], None
+    for n in (1, 2):
+        t0 = time.time()
+        value = train_step(tracker, n, forward, optimizer, after_backward)
+        seconds.append(time.time() - t0)
+    return seconds, value
 
 
 def step_readings(tracker, steps=(1, 2), phase_peaks=True):
@@ -226,6 +253,11 @@ def saving_tensors(pack):
 # ----------------------------------------------------------------------------
 
 
+def record_head(case_id, source):
+    """The first fields of every record: its id, the script that made it, the measure and device."""
+    return {"id": case_id, "source": source, "measure": "cpu-tensor-peak", "device": "cpu"}
+
+
 def peak_fields(r):
     """The three headline figures of a record, from a reading of two marked steps."""
     return {"measured_bytes": r["s2_peak"], "first_step_peak_bytes": r["s1_peak"], "after_forward_bytes": r["s2_fwd"]}
@@ -234,6 +266,16 @@ def peak_fields(r):
 def activation_bytes(r):
     """Bytes the 2nd step's forward leaves live (what it saved for backward, and its output)."""
     return r["s2_fwd"] - r["s2_start"]
+
+
+def components(r):
+    """Where the bytes go, from a reading with the enumerated params_enum, opt_enum and (where the
+    script counts them) grads_enum: parameters, gradients, optimizer state, activations."""
+    c = {"params": r["params_enum"]}
+    if "grads_enum" in r:
+        c["grads"] = r["grads_enum"]
+    c.update(optimizer=r["opt_enum"], activations=activation_bytes(r))
+    return c
 
 
 def read_records(path):

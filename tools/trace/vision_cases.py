@@ -87,19 +87,9 @@ def run(c):
             x = x.contiguous(memory_format=torch.channels_last)
         y = torch.randint(0, 1000, (B,))
         tr.mark("inputs")
-        times = []
-
-        def forward():
-            if prec == "amp_bf16":
-                with torch.autocast("cpu", dtype=torch.bfloat16):
-                    return F.cross_entropy(model(x), y)
-            return F.cross_entropy(model(x), y)
-
+        forward = tracer.in_precision(prec, lambda: F.cross_entropy(model(x), y))
         grads = tracer.GradientBytes(lambda: model.parameters())
-        for step in (1, 2):
-            t0 = time.time()
-            lossv = tracer.train_step(tr, step, forward, opt, grads)
-            times.append(time.time() - t0)
+        times, lossv = tracer.train_two_steps(tr, forward, opt, grads)
         grads_enum = grads.bytes
         params_enum = tracer.tensor_bytes(list(model.parameters()))
         opt_enum = tracer.optimizer_state_bytes([opt])
@@ -120,14 +110,13 @@ def run(c):
     if cl:
         train["memory_format"] = "channels_last"
     return {
-        "id": cid, "source": "tools/trace/vision_cases.py (Tracker of shared/ground-truth/measure.py)",
-        "measure": "cpu-tensor-peak", "device": "cpu",
+        **tracer.record_head(cid, "tools/trace/vision_cases.py (Tracker of shared/ground-truth/measure.py)"),
         "model": dict(family=fam, name="torchvision.models." + name, params=nparams, layers=None, hidden=None, heads=None,
                       kv_heads=None, ffn=None, vocab=None, max_pos=None, tied_embeddings=None, activation=ACT[fam],
                       norm="layernorm" if fam in ("vit", "convnext") else "batchnorm", impl="torchvision"),
         "train": train,
         **tracer.peak_fields(r),
-        "components": dict(params=params_enum, grads=grads_enum, optimizer=opt_enum, activations=tracer.activation_bytes(r)),
+        "components": tracer.components(r),
         "detail": r, "torch": torch.__version__, "torchvision": torchvision.__version__,
         "notes": "as measure.py's vision records: peak live CPU tensor bytes of training step 2 (absolute)",
     }

@@ -257,9 +257,7 @@ def run(name, B, mode):
             y = torch.randint(0, 1000, (B,))
         tr.mark("inputs")
         grad_bytes = tracer.GradientBytes(lambda: model.parameters())
-        for step in (1, 2):
-            tracer.train_step(tr, step, lambda: model(*inputs) if name == "gemma3" else F.cross_entropy(model(img), y),
-                              opt, grad_bytes)
+        tracer.train_two_steps(tr, lambda: model(*inputs) if name == "gemma3" else F.cross_entropy(model(img), y), opt, grad_bytes)
         grads = grad_bytes.bytes
         nparams = tracer.parameter_count(model)
         tower = sum(p.numel() for p in model.vision_tower.parameters()) if name == "gemma3" else 0
@@ -297,12 +295,11 @@ def main():
             train = dict(batch=B, seq=None, image=c["img_size"], frozen="none")
         train.update(precision="fp32", optimizer="adamw", optimizer_impl="single_tensor (torch 1.13 CPU default)",
                      checkpointing="none", attention="eager", grad_accum=1)
-        rec = {"id": f"cpu-{name}-small-b{B}-{mode}-adamw",
-               "source": "tools/trace/vision_tower_cases.py (harness: shared/ground-truth/measure.py)",
-               "measure": "cpu-tensor-peak", "device": "cpu", "model": model, "train": train,
+        rec = {**tracer.record_head(f"cpu-{name}-small-b{B}-{mode}-adamw",
+                                    "tools/trace/vision_tower_cases.py (harness: shared/ground-truth/measure.py)"),
+               "model": model, "train": train,
                **tracer.peak_fields(d),
-               "components": dict(params=d["params_enum"], grads=d["grads_enum"], optimizer=d["opt_enum"],
-                                  activations=tracer.activation_bytes(d)),
+               "components": tracer.components(d),
                "detail": d, "torch": torch.__version__,
                "notes": "peak live CPU tensor bytes of training step 2 (absolute)"}
         out.append(rec)

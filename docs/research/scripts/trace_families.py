@@ -1010,8 +1010,7 @@ def run_case(c, B, S, ckpt=False):
         x = torch.randint(0, c["vocab_size"], (B, S))
         y = x.clone()
         tr.mark("inputs")
-        for step in (1, 2):
-            tracer.train_step(tr, step, lambda: model(x, y), opt)
+        tracer.train_two_steps(tr, lambda: model(x, y), opt)
         nparams = tracer.parameter_count(model)
         params_enum = tracer.tensor_bytes(list(model.parameters()))
         opt_enum = tracer.optimizer_state_bytes([opt])
@@ -1046,7 +1045,7 @@ def main():
                               checkpointing="full" if ckpt else "none",
                               attention="eager", grad_accum=1),
                 **tracer.peak_fields(r),
-                "components": dict(params=r["params_enum"], optimizer=r["opt_enum"], activations=tracer.activation_bytes(r)),
+                "components": tracer.components(r),
                 "torch": torch.__version__,
             }
             out.append(rec)

@@ -409,10 +409,7 @@ def main():
         fam = c.get("family", "llama")
         rid = f"cpu-infer-{'' if fam == 'gpt2' else 'llama-'}{name}-b{b}-c{s}-n{n}-{dt}" + ("-tf445" if v445 else "")
         records.append({
-            "id": rid,
-            "source": "docs/research/scripts/trace_inference.py (Tracker from shared/ground-truth/measure.py)",
-            "measure": "cpu-tensor-peak",
-            "device": "cpu",
+            **tracer.record_head(rid, "docs/research/scripts/trace_inference.py (Tracker from shared/ground-truth/measure.py)"),
             "model": ({"family": "gpt2", "name": "GPT-2-style (plain-torch GPT2LMHeadModel eager)", "params": params,
                        "layers": c["layers"], "hidden": c["hidden"], "heads": c["heads"], "kv_heads": c["kv_heads"],
                        "ffn": c["ffn"], "vocab": c["vocab"], "max_pos": c["max_pos"], "tied_embeddings": True,

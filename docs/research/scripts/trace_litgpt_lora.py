@@ -224,7 +224,6 @@ def run_case(c):
     tracer.reset_seed()
     m = MODELS[c["model"]]
     B, S = c["batch"], c["seq"]
-    times = []
     with tracer.Tracker() as tr:
         model = GPT(c, m)
         for n, p in model.named_parameters():
@@ -247,10 +246,7 @@ def run_case(c):
             return chunked_cross_entropy(logits, y[..., 1:])
 
         grads = tracer.GradientBytes(lambda: trainable)
-        for step in (1, 2):
-            t0 = time.time()
-            lossv = tracer.train_step(tr, step, forward, opt, grads)
-            times.append(time.time() - t0)
+        times, lossv = tracer.train_two_steps(tr, forward, opt, grads)
         grads_enum = grads.bytes
         params_enum = tracer.tensor_bytes(list(model.parameters()))
         opt_enum = tracer.optimizer_state_bytes([opt])
@@ -278,9 +274,9 @@ def to_record(c, r):
                  lora_dropout=c["dropout"], lora_targets=",".join(c["targets"]),
                  trainable_params=r["trainable"], frozen="base", zero_stage=0, dp=1, tp=1)
     return {
-        "id": cid, "source": HARNESS, "measure": "cpu-tensor-peak", "device": "cpu", "model": m, "train": train,
+        **tracer.record_head(cid, HARNESS), "model": m, "train": train,
         **tracer.peak_fields(r),
-        "components": dict(params=r["params_enum"], grads=r["grads_enum"], optimizer=r["opt_enum"], activations=tracer.activation_bytes(r)),
+        "components": tracer.components(r),
         "detail": r, "software": {"torch": torch.__version__},
         "notes": "measured_bytes = max live CPU tensor bytes during the 2nd step (forward+backward+AdamW+zero_grad(set_to_none)), "
                  "the 1st step's logits chunks still bound; lit-gpt-style model and LoRA layers re-implemented in plain torch.",

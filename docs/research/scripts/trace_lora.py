@@ -100,7 +100,6 @@ MODELS = {
 def run_case(c):
     tracer.reset_seed()
     B, S, prec = c["batch"], c["seq"], c["prec"]
-    times = []
     with tracer.Tracker() as tr:
         model = MODELS[c["model"]]["ctor"]()
         model.ckpt = c["ckpt"] == "full"
@@ -115,18 +114,9 @@ def run_case(c):
         x = torch.randint(0, V, (B, S))
         y = x.clone()
         tr.mark("inputs")
-
-        def forward():
-            if prec == "amp_bf16":
-                with torch.autocast("cpu", dtype=torch.bfloat16):
-                    return model(x, y)
-            return model(x, y)
-
+        forward = tracer.in_precision(prec, lambda: model(x, y))
         grads = tracer.GradientBytes(lambda: trainable)
-        for step in (1, 2):
-            t0 = time.time()
-            lossv = tracer.train_step(tr, step, forward, opt, grads)
-            times.append(time.time() - t0)
+        times, lossv = tracer.train_two_steps(tr, forward, opt, grads)
         grads_enum = grads.bytes
         params_enum = tracer.tensor_bytes(list(model.parameters()))
         opt_enum = tracer.optimizer_state_bytes([opt])
@@ -157,9 +147,9 @@ def to_record(c, r):
                  # as get_peft_model(autocast_adapter_dtype=True) would leave them.
                  trainable_dtype="bf16" if c["prec"] == "pure_bf16" else "fp32")
     return {
-        "id": cid, "source": HARNESS, "measure": "cpu-tensor-peak", "device": "cpu", "model": m, "train": train,
+        **tracer.record_head(cid, HARNESS), "model": m, "train": train,
         **tracer.peak_fields(r),
-        "components": dict(params=r["params_enum"], grads=r["grads_enum"], optimizer=r["opt_enum"], activations=tracer.activation_bytes(r)),
+        "components": tracer.components(r),
         "detail": r, "software": {"torch": torch.__version__},
         "notes": "measured_bytes = max live CPU tensor bytes during the 2nd step (forward+backward+AdamW step+zero_grad(set_to_none)); "
                  "model.params counts the base model only (adapters in train.trainable_params). PEFT-style adapters re-implemented in plain torch.",

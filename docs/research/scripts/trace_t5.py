@@ -254,7 +254,6 @@ def run_case(c):
     tracer.reset_seed()
     cfg = MODELS[c["model"]]
     B, S, T, prec, ckpt = c["batch"], c["seq"], c["target"], c["prec"], c["ckpt"]
-    times = []
     with tracer.Tracker() as tr:
         model = T5ForConditionalGeneration(cfg)
         model.set_ckpt(ckpt == "full")
@@ -264,18 +263,9 @@ def run_case(c):
         x = torch.randint(0, cfg["vocab"], (B, S))
         y = torch.randint(0, cfg["vocab"], (B, T))
         tr.mark("inputs")
-
-        def forward():
-            if prec == "amp_bf16":
-                with torch.autocast("cpu", dtype=torch.bfloat16):
-                    return model(x, y)
-            return model(x, y)
-
+        forward = tracer.in_precision(prec, lambda: model(x, y))
         grads = tracer.GradientBytes(lambda: model.parameters())
-        for step in (1, 2):
-            t0 = time.time()
-            lossv = tracer.train_step(tr, step, forward, opt, grads)
-            times.append(time.time() - t0)
+        times, lossv = tracer.train_two_steps(tr, forward, opt, grads)
         grads_enum = grads.bytes
         params_enum = tracer.tensor_bytes(list(model.parameters()))
         opt_enum = tracer.optimizer_state_bytes([opt])
@@ -297,10 +287,7 @@ def to_record(c, r):
     cid = f"cpu-{c['model']}-b{c['batch']}-s{c['seq']}-t{c['target']}-adamw" + \
         ("" if c["prec"] == "fp32" else "-" + c["prec"]) + ("-ckpt" if c["ckpt"] == "full" else "")
     return {
-        "id": cid,
-        "source": HARNESS,
-        "measure": "cpu-tensor-peak",
-        "device": "cpu",
+        **tracer.record_head(cid, HARNESS),
         "model": dict(family="t5", name=f"{c['model']} (T5ForConditionalGeneration)", params=r["nparams"],
                       layers=cfg["layers"], hidden=cfg["d_model"], heads=cfg["heads"], kv_heads=cfg["heads"],
                       head_dim=cfg["d_kv"], ffn=cfg["d_ff"], vocab=cfg["vocab"], max_pos=None,
@@ -311,8 +298,7 @@ def to_record(c, r):
                       lora_rank=0, frozen="none", zero_stage=0, dp=1, tp=1,
                       dropout="train mode (dropout_rate 0.1)"),
         **tracer.peak_fields(r),
-        "components": dict(params=r["params_enum"], grads=r["grads_enum"], optimizer=r["opt_enum"],
-                           activations=tracer.activation_bytes(r)),
+        "components": tracer.components(r),
         "detail": r,
         "torch": torch.__version__,
         "notes": "seq = encoder tokens, target_seq = decoder (label) tokens; the model returns only the loss "
