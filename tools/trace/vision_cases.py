@@ -6,7 +6,7 @@ with the image size, precision, optimizer and memory format as parameters.
 Run from the repository root:
   /usr/bin/python3 tools/trace/vision_cases.py --out docs/data/cpu_traced_vision.json
 """
-import argparse, time
+import argparse
 
 import torch
 import torch.nn.functional as F
