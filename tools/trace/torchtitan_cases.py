@@ -374,6 +374,10 @@ def run_case(c):
             loss.backward()
             model.root.reduce()  # the root's post-backward runs in FSDP2's final callback
 
+        # The records were traced with the clipping loop's last gradient still referenced at s{n}_end
+        # (zero_grad does not free it): held here to the step's end so that they reproduce.
+        last_grad = []
+
         def clip_grad_norm(n):
             if n == 2:
                 ctx["grads_step2"] = tracer.tensor_bytes([p.grad for p in ctx["trainable"]])
@@ -382,6 +386,7 @@ def run_case(c):
             coef = torch.clamp(1.0 / (total + 1e-6), max=1.0)
             for g in grads:
                 g.mul_(coef)
+            last_grad[:] = grads[-1:]
 
         # train.py calls optimizers.zero_grad() first thing in the next step; nothing is allocated in between,
         # so zeroing at the step's end gives the same peaks and keeps s{n}_start = parameters + optimizer
