@@ -10,6 +10,7 @@ import argparse
 
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint
 import torchvision
 
 import tracer
