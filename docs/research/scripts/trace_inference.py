@@ -1,4 +1,4 @@
-"""CPU traces of greedy generate() with a KV cache (issue 12), for docs/data/cpu_traced_inference.json.
+"""CPU traces of greedy generate() with a KV cache, for docs/data/cpu_traced_inference.json.
 
 /usr/bin/python3 docs/research/scripts/trace_inference.py OUT.json
 

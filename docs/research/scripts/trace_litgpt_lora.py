@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""CPU traces of lit-gpt-style LoRA fine-tuning steps (issue 8): peak live tensor bytes, as measure.py takes them.
+"""CPU traces of lit-gpt-style LoRA fine-tuning steps: peak live tensor bytes, as measure.py takes them.
 
 A small plain-torch re-implementation of lit-gpt's model and LoRA layers (Lightning-AI/lit-gpt, 2023 code,
 e.g. @ 8641822: lit_gpt/model.py, lit_gpt/lora.py, lit_gpt/rmsnorm.py, lit_gpt/utils.py, finetune/lora.py):

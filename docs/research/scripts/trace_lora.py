@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""CPU traces of LoRA fine-tuning steps (issue 8): peak live tensor bytes, as measure.py takes them.
+"""CPU traces of LoRA fine-tuning steps: peak live tensor bytes, as measure.py takes them.
 
 Faithful small re-implementations of the adapter layers, wrapped around the GPT-2 and LLaMA-style
 models that shared/ground-truth/measure.py builds (its copy in tests/data/ground-truth):
