@@ -13,10 +13,9 @@ namespace {
 using namespace memscale;
 
 void replay(benchmark::State& state, const model_spec& model, std::uint64_t walked_layers) {
-  const training_spec run = with_resolved_adapters(model, {.micro_batch = 1, .seq_len = 2048, .prec = precision::amp_bf16});
-  const auto g = std::make_unique<graph>(build_graph(model, run));
+  const auto built = std::make_unique<model_graph>(build(model, {.micro_batch = 1, .seq_len = 2048, .prec = precision::amp_bf16}));
   for ([[maybe_unused]] auto _ : state) {
-    auto r = allocator::replay_training<16384, 16384, 16384>(*g, run, {.walked_layers = walked_layers});
+    auto r = allocator::replay_training<16384, 16384, 16384>(built->stack(), built->run, {.walked_layers = walked_layers});
     benchmark::DoNotOptimize(r);
   }
 }

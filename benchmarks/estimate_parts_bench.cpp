@@ -8,17 +8,15 @@
 namespace {
 
 memscale::training_spec llama_run() {
-  return memscale::with_resolved_adapters(
-      memscale::presets::llama_2_7b,
-      memscale::training_spec{.micro_batch = 4, .seq_len = 2048, .prec = memscale::precision::amp_bf16});
+  return memscale::training_spec{.micro_batch = 4, .seq_len = 2048, .prec = memscale::precision::amp_bf16};
 }
 
 void build_graph_llama_2_7b(benchmark::State& state) {
   memscale::training_spec run = llama_run();
   for ([[maybe_unused]] auto _ : state) {
     benchmark::DoNotOptimize(run);
-    const memscale::graph g = memscale::build_graph(memscale::presets::llama_2_7b, run);
-    benchmark::DoNotOptimize(g.size);
+    const memscale::model_graph g = memscale::build(memscale::presets::llama_2_7b, run);
+    benchmark::DoNotOptimize(g.stacks.decoder.size);
   }
 }
 BENCHMARK(build_graph_llama_2_7b);
@@ -31,15 +29,15 @@ memscale::training_spec llama_qlora_run() {
   run.lora_rank = 16;
   run.lora_targets = memscale::lora_all_linear | memscale::lora_target::head;
   run.lora_kind = memscale::lora_variant::dora;
-  return memscale::with_resolved_adapters(memscale::presets::llama_2_7b, run);
+  return run;
 }
 
 void build_graph_llama_2_7b_qlora(benchmark::State& state) {
   memscale::training_spec run = llama_qlora_run();
   for ([[maybe_unused]] auto _ : state) {
     benchmark::DoNotOptimize(run);
-    const memscale::graph g = memscale::build_graph(memscale::presets::llama_2_7b, run);
-    benchmark::DoNotOptimize(g.size);
+    const memscale::model_graph g = memscale::build(memscale::presets::llama_2_7b, run);
+    benchmark::DoNotOptimize(g.stacks.decoder.size);
   }
 }
 BENCHMARK(build_graph_llama_2_7b_qlora);
@@ -53,8 +51,8 @@ void build_encoder_decoder_graph_t5_small(benchmark::State& state) {
   memscale::training_spec run = t5_run();
   for ([[maybe_unused]] auto _ : state) {
     benchmark::DoNotOptimize(run);
-    const memscale::encoder_decoder_graph g = memscale::build_encoder_decoder_graph(memscale::presets::t5_small, run);
-    benchmark::DoNotOptimize(g.decoder.size);
+    const memscale::model_graph g = memscale::build(memscale::presets::t5_small, run);
+    benchmark::DoNotOptimize(g.stacks.decoder.size);
   }
 }
 BENCHMARK(build_encoder_decoder_graph_t5_small);
@@ -62,7 +60,9 @@ BENCHMARK(build_encoder_decoder_graph_t5_small);
 
 void estimate_built_graph_llama_2_7b(benchmark::State& state) {
   memscale::training_spec run = llama_run();
-  const memscale::graph g = memscale::build_graph(memscale::presets::llama_2_7b, run);
+  const memscale::model_graph built = memscale::build(memscale::presets::llama_2_7b, run);
+  const memscale::graph& g = built.stack();
+  run = built.run;
   for ([[maybe_unused]] auto _ : state) {
     benchmark::DoNotOptimize(run);
     auto result = memscale::estimate(g, run);

@@ -138,7 +138,7 @@ void check_path(const CLI::App& app, const options& o) {
     if (!why.empty()) throw usage_error(opt->get_name() + " does not apply to " + path + ": " + std::string(why));
   }
   if (memscale::is_lora(o.run))  // from a --run document (the options were refused above)
-    throw usage_error("run.target " + in_quotes(memscale::json_io::detail::name_of(o.run.target)) + " of " +
+    throw usage_error("run.target " + in_quotes(memscale::json_io::name_of(o.run.target)) + " of " +
                       o.run_source + " does not apply to " + path + ": " +
                       std::string(vision ? "adapters are modelled on transformer layers only"
                                          : "inference with LoRA adapters is not modelled yet"));

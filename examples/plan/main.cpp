@@ -54,7 +54,7 @@ constexpr std::size_t max_error_line = 2000;
 // were built that way already; this keeps a slip from reaching the terminal), and the line
 // is cut to max_error_line bytes.
 int fail(std::string_view message) {
-  std::string line = memscale::detail::printable(message);
+  std::string line = memscale::printable(message);
   if (line.size() > max_error_line) {
     std::size_t cut = max_error_line;
     while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;  // a character boundary

@@ -26,7 +26,7 @@ void add_gpu_options(CLI::App& app, options& o) {
   add_value(app, g, "--gpu", "NAME", "plan the run on this GPU (see --list-gpus)", [&o](const std::string& v) {
     if (!memscale::find_gpu(v)) {
       // Compared as find_gpu reads names: without vendor words, case or separators.
-      const auto key = memscale::detail::make_gpu_name_key(v);
+      const auto key = memscale::make_gpu_name_key(v);
       nearest_name nearest(key.valid ? key.view() : std::string_view(v));
       for (const auto& gpu : memscale::gpu_catalog) nearest.offer(gpu.name);
       throw usage_error("--gpu must be a GPU from --list-gpus (got " + in_quotes(v) + ")" + nearest.hint());

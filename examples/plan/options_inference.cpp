@@ -72,9 +72,7 @@ void check_inference_options(const options& o) {
   // The same rule as --seq (memscale/validate.hpp): the model's max_position_embeddings
   // and, with learned positions, its table bound the prompt and the tokens generated.
   try {
-    const std::uint64_t total = memscale::detail::checked_add(inf.spec.context, inf.spec.new_tokens,
-                                                              memscale::detail::quantity{"--context + --new-tokens"});
-    memscale::check_sequence(o.model, total, "--context + --new-tokens");
+    memscale::check_sequence(o.model, inf.spec.context, inf.spec.new_tokens, "--context + --new-tokens");
   } catch (const memscale::error& e) {
     throw usage_error(e.what());
   }

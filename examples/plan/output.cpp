@@ -20,9 +20,9 @@ namespace memscale_plan {
 namespace {
 
 // Names of settings and LoRA targets as the run document spells them (memscale/json/run_settings.hpp).
-using memscale::json_io::detail::name_of;
+using memscale::json_io::name_of;
 
-std::string lora_targets_of(memscale::lora_modules set) { return memscale::json_io::detail::lora_target_letters(set); }
+std::string lora_targets_of(memscale::lora_modules set) { return memscale::json_io::lora_target_letters(set); }
 
 std::string_view architecture_of(const memscale::model_spec& m) {
   if (m.arch == memscale::architecture::encoder_decoder) return "encoder-decoder";

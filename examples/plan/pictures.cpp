@@ -51,31 +51,6 @@ std::uint64_t seq_range(const memscale::model_spec& model, const memscale::train
   return last;
 }
 
-// The largest sequence length up to `hi` at the run's micro-batch, in any mode, and a mode
-// that reaches it, found as the planner finds the largest micro-batch: the most memory-saving
-// modes first, a later mode only when it fits one more (length 0: none fits even 1).
-struct largest_in_any_mode {
-  std::uint64_t length = 0;
-  memscale::mode in = memscale::mode::none;
-};
-
-largest_in_any_mode largest_seq(const memscale::model_spec& model, const memscale::training_spec& run,
-                                const memscale::gpu_spec& gpu, memscale::bytes budget, std::uint64_t hi) {
-  largest_in_any_mode best{};
-  for (const memscale::mode m : memscale::detail::search_order) {
-    const auto fits_at = [&](std::uint64_t s) {
-      memscale::training_spec t = run;
-      t.seq_len = s;
-      return memscale::detail::mode_fits(model, t, gpu, m, budget);
-    };
-    if (best.length >= hi || (best.length > 0 && !fits_at(best.length + 1))) continue;
-    const std::uint64_t s = best.length > 0 ? memscale::detail::largest_fitting_from(best.length + 1, hi, fits_at)
-                                            : memscale::detail::largest_fitting(hi, fits_at);
-    if (s > best.length) best = {s, m};
-  }
-  return best;
-}
-
 // The smallest device peak of any mode at micro-batch 1: what the cliff would start from.
 memscale::bytes smallest_peak_at_one(const memscale::model_spec& model, memscale::training_spec run,
                                      const memscale::gpu_spec& gpu, memscale::bytes budget) {
@@ -173,7 +148,7 @@ std::string cliff_svg(const memscale::model_spec& model, const memscale::trainin
     by_batch.lines.clear();
     by_batch.note = no_micro_batch_fits(model, run, gpu, plan);
   }
-  const largest_in_any_mode max_seq = largest_seq(model, run, gpu, plan.budget, seqs.back());
+  const memscale::longest_sequence max_seq = memscale::longest_sequence_that_fits(model, run, gpu, plan.budget, seqs.back());
   if (max_seq.length > 0) {
     by_seq.markers.push_back({.label = fmt::format("max seq {} ({})", max_seq.length, memscale::to_string(max_seq.in)),
                               .x = static_cast<double>(max_seq.length)});

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "memscale/gpus.hpp"
+#include "memscale/graph/model_layout.hpp"
 #include "memscale/parallel/per_gpu.hpp"
 #include "memscale/precision_support.hpp"
 
@@ -121,7 +122,7 @@ constexpr void validate(const cluster_options& o, const model_spec& model, const
   require(model.heads % tp == 0 && (kv % tp == 0 || tp % kv == 0), bad, "cluster.tp",
           "must divide the model's attention heads", o.tp);
   require(model.layers % pp == 0, bad, "cluster.pp", "must divide the model's layers", o.pp);
-  require(model.arch != architecture::encoder_decoder || (tp == 1 && pp == 1), bad, "cluster.tp * cluster.pp",
+  require(layout_of(model) == model_layout::one_stack || (tp == 1 && pp == 1), bad, "cluster.tp * cluster.pp",
           "must be 1 for an encoder-decoder model (its per-GPU estimate covers data parallelism only)",
           checked_mul(tp, pp));
   require((o.tp <= 1 || o.allow_tensor_parallel) && (o.pp <= 1 || o.allow_pipeline_parallel), bad,
@@ -231,7 +232,7 @@ constexpr cluster_plan plan_cluster(const model_spec& model, const training_spec
     const std::uint64_t per_node = gpus < cluster.gpus_per_node ? gpus : cluster.gpus_per_node;
     const std::uint64_t nodes = gpus / per_node;
     // An encoder-decoder's per-GPU estimate covers data parallelism only.
-    const bool split_model = model.arch != architecture::encoder_decoder;
+    const bool split_model = layout_of(model) == model_layout::one_stack;
     for (std::uint64_t tp = o.tp == 0 ? 1 : o.tp; tp <= per_node; tp = o.tp == 0 ? tp * 2 : per_node + 1) {
       if (tp > 1 && (!o.allow_tensor_parallel || !split_model)) break;
       if (!detail::divides(tp, model.heads) || !(detail::divides(tp, kv) || detail::divides(kv, tp))) continue;

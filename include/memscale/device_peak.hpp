@@ -120,9 +120,10 @@ namespace detail {
 inline constexpr std::size_t run_time_replay_capacity = 16384;
 inline constexpr std::size_t constant_replay_capacity = 512;
 
-constexpr replay_fallback replay_precondition(const model_spec& model, const training_spec& run) {
+constexpr replay_fallback replay_precondition(const model_graph& g) {
+  const training_spec& run = g.run;
   if (run.device != device_kind::cuda) return replay_fallback::not_cuda;
-  if (model.arch == architecture::encoder_decoder) return replay_fallback::encoder_decoder;
+  if (g.is_encoder_decoder()) return replay_fallback::encoder_decoder;
   if (run.shard != sharding::none || run.data_parallel != 1) return replay_fallback::distributed;
   if (run.offload_optimizer || run.offload_parameters || run.offload_activations) return replay_fallback::offloaded;
   return replay_fallback::none;
@@ -201,13 +202,14 @@ constexpr allocator::context_estimate context_of(const training_spec& run, const
 constexpr device_estimate estimate_on_device(const model_spec& model, const training_spec& requested,
                                              const gpu_spec* gpu = nullptr, const device_options& o = {}) {
   device_estimate d{};
-  d.tensors = estimate(model, requested);
+  const model_graph g = build(model, requested);
+  const training_spec& run = g.run;
+  d.tensors = estimate(g);
   const peak_estimate& overall = d.tensors.first_step.device > d.tensors.steady.device ? d.tensors.first_step
                                                                                          : d.tensors.steady;
   d.tensor = overall.tensor;
-  const training_spec run = with_resolved_adapters(model, requested);
   d.context = detail::context_of(run, gpu, o, d.context_from);
-  d.fallback = detail::replay_precondition(model, run);
+  d.fallback = detail::replay_precondition(g);
   if (d.fallback == replay_fallback::not_cuda) {
     d.reserved = overall.reserved;
     d.device = overall.device;
@@ -215,8 +217,7 @@ constexpr device_estimate estimate_on_device(const model_spec& model, const trai
     return d;
   }
   if (d.fallback == replay_fallback::none) {
-    const graph g = build_graph(model, run);
-    const detail::replay_outcome r = detail::replay_of(g, run, o, {}, false);
+    const detail::replay_outcome r = detail::replay_of(g.stack(), run, o, {}, false);
     d.fallback = r.fallback;
     if (d.fallback == replay_fallback::none) {
       d.replay_allocated = r.result.allocated_peak > r.result.first_step_allocated_peak
@@ -292,9 +293,8 @@ constexpr device_fit fit_on_device(const model_spec& model, const training_spec&
     f.fits = true;
     return f;
   }
-  const training_spec run = with_resolved_adapters(model, requested);
-  const graph g = build_graph(model, run);
-  const detail::replay_outcome r = detail::replay_of(g, run, o, f.capacity, true);
+  const model_graph g = build(model, requested);
+  const detail::replay_outcome r = detail::replay_of(g.stack(), g.run, o, f.capacity, true);
   if (r.fallback != replay_fallback::none) {
     f.basis = fit_basis::rounding_rule;
     f.fits = d.device <= budget;
@@ -343,7 +343,7 @@ struct device_verdict {
 constexpr device_verdict verdict_on_device(const model_spec& model, const training_spec& run, const device_estimate& d,
                                            bytes budget, const device_options& o = {}) {
   device_verdict out{};
-  const run_class c = class_of(model, with_resolved_adapters(model, run));
+  const run_class c = class_of(model, run);  // the class reads no adapter dtype
   out.band = d.replayed() ? replayed_band_of(c, run) : band_of(c);
   out.range = range_of(d.device, out.band);
   out.point = fit_on_device(model, run, d, budget, o);

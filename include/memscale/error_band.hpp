@@ -14,6 +14,7 @@
 
 #include "memscale/bytes.hpp"
 #include "memscale/error.hpp"
+#include "memscale/graph/model_layout.hpp"
 #include "memscale/model.hpp"
 #include "memscale/training.hpp"
 
@@ -72,7 +73,7 @@ constexpr const error_band& band_of(run_class c) {
 
 // Which measured class a run belongs to. A mode's run is classed by the techniques it uses.
 constexpr run_class class_of(const model_spec& model, const training_spec& run) {
-  const bool t5 = model.arch == architecture::encoder_decoder;
+  const bool t5 = layout_of(model) == model_layout::encoder_decoder;
   // Mixture-of-experts steps are traced on CPU only (docs/data/cpu_traced_families.json).
   if ((model.experts != 0 && run.device != device_kind::cpu) || run.offload_parameters || run.offload_optimizer)
     return run_class::unmeasured;

@@ -84,8 +84,9 @@ constexpr bytes generic_frozen_base_bytes(const generic_model& m, const training
 // checkpoint's parameters, gradients and optimizer state, composed into the peaks by the
 // same code as any model (estimate.hpp).
 constexpr estimate_result estimate(const generic_model& m, const training_spec& requested) {
-  const training_spec run = with_resolved_adapters(m.decoder, requested);
-  const graph g = build_graph(validate(m.decoder), run);
+  const model_graph built = build(validate(m.decoder), requested);
+  const training_spec& run = built.run;
+  const graph& g = built.stack();
   detail::graph_totals t = detail::totals_of(g, run);
   const auto layers = g.block_repeats;
   const checkpoint_state s = checkpoint_state_of(m.weights, run);
@@ -104,17 +105,7 @@ constexpr estimate_result estimate(const generic_model& m, const training_spec& 
     detail::spread(t.params_p, t.params_b, t.params_e, layers, base + adapters);
     t.parameters = detail::checked_add(s.parameters, t.trainable_parameters, parameter_quantity);
   }
-  estimate_result r{};
-  r.parameter_count = t.parameters;
-  r.trainable_parameter_count = t.trainable_parameters;
-  r.parameter_bytes = t.parameter_bytes(layers);
-  r.gradient_bytes = t.gradient_bytes(layers);
-  r.optimizer_bytes = t.optimizer_state;
-  const detail::step_peaks peaks = detail::estimate_peaks(g, run, t);
-  r.saved_activation_bytes = peaks.saved_activations;
-  r.steady = peaks.steady;
-  r.first_step = peaks.first_step;
-  return r;
+  return detail::estimate_from_totals(g, run, t);
 }
 
 }  // namespace memscale

@@ -505,6 +505,11 @@ constexpr bool memory_near_gb(bytes memory, std::uint64_t gb) noexcept {
 
 }  // namespace detail
 
+// Public: a name as find_gpu compares it (vendor and form-factor words, case and separators
+// dropped), for callers that suggest the nearest catalog name.
+using detail::gpu_name_key;
+using detail::make_gpu_name_key;
+
 // Looks a GPU up by slug ("rtx3090"), case-insensitively, or by a common device name:
 // vendor/brand words and form factors are ignored ("NVIDIA GeForce RTX 3090",
 // "A100-SXM4-40GB", "Tesla V100-SXM2-16GB"), and a trailing "<n>GB" is dropped when the

@@ -73,9 +73,9 @@ constexpr lever_list cheaper_levers(const model_spec& model, const training_spec
   training_spec run = on_gpu(request, gpu);
   const auto consider = [&](lever l, bool applies) {
     if (!applies) return;
-    const training_spec resolved = with_resolved_adapters(model, run);
-    const estimate_result e = estimate(model, resolved);
-    lever_option o{.what = l, .run = run, .peak = overall_peak(e).device, .band = band_of(class_of(model, resolved))};
+    const model_graph g = build(model, run);
+    const estimate_result e = estimate(g);
+    lever_option o{.what = l, .run = run, .peak = overall_peak(e).device, .band = band_of(class_of(model, g.run))};
     o.range = range_of(o.peak, o.band);
     o.v = verdict_of(o.range, budget);
     if (o.v == verdict::fits && out.first_fitting == out.items.size()) out.first_fitting = out.count;

@@ -1,7 +1,7 @@
 // memscale/model.hpp: the architecture of a network, as its config file describes it.
 //
 // A model_spec holds the numbers a Hugging Face config.json (or a lit-gpt Config) gives;
-// build_graph (graph_builder.hpp) turns it into the sequence of ops the estimators walk.
+// build() (graph/model_graph.hpp) turns it into the sequence of ops the estimators walk.
 // Field order is part of the API: designated initialisers must follow it.
 #pragma once
 
@@ -12,7 +12,7 @@
 
 namespace memscale {
 
-// encoder_decoder: two stacks (T5): build_encoder_decoder_graph (encoder_decoder.hpp).
+// encoder_decoder: two stacks (T5), both written by build().
 enum class architecture : std::uint8_t { decoder, encoder, encoder_decoder };
 enum class position_kind : std::uint8_t { learned, rotary, none };
 enum class norm_kind : std::uint8_t { layernorm, rmsnorm };

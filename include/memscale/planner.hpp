@@ -89,23 +89,13 @@ struct transformer_planning {
   // `run` is the run to estimate (a mode's run), `request` the run as the user gave it.
   constexpr mode_plan plan_run(const training_spec& request, const training_spec& run, const gpu_spec& gpu, mode m,
                                bytes budget) const {
-    // Estimated as estimate(model, run) does: with the adapter dtype the framework gives the
-    // mode's precision (PEFT keeps LoRA adapters over a 16-bit base in fp32), or a plan's peak
-    // would be below the report's.
-    const training_spec resolved = with_resolved_adapters(model, run);
-    estimate_result e{};
-    bytes checkpointed_inputs{};  // what offloading the checkpointed activations moves
-    if (model.arch == architecture::encoder_decoder) {
-      const encoder_decoder_graph g = build_encoder_decoder_graph(model, resolved);
-      e = estimate(g, resolved);
-      checkpointed_inputs = checkpointed_block_inputs(g, resolved);
-    } else {
-      const graph g = build_graph(model, resolved);
-      e = estimate(g, resolved);
-      checkpointed_inputs = checkpointed_block_inputs(g, resolved);
-    }
+    // The graph estimate(model, run) reads: the adapter dtype follows the mode's precision
+    // (PEFT keeps LoRA adapters over a 16-bit base in fp32), as in the report.
+    const model_graph g = build(model, run);
+    const estimate_result e = estimate(g);
     mode_plan p = mode_plan_of(m, request, run, e, band_for(run), budget);
-    add_offload_cost(p.cost, e, checkpointed_inputs, request, run, gpu);
+    // What offloading the checkpointed activations moves.
+    add_offload_cost(p.cost, e, checkpointed_block_inputs(g), request, run, gpu);
     return p;
   }
 
@@ -114,16 +104,7 @@ struct transformer_planning {
   // estimate plan_run makes, without what only a plan shows (the saved-activation total, the
   // breakdown, the costs): plan_run(...).fits == (peak_upper_end(...) <= budget).
   constexpr bytes peak_upper_end(const training_spec& run, const error_band& band) const {
-    bytes device{};
-    if (model.arch == architecture::encoder_decoder) {
-      device = overall_peak(estimate(model, run)).device;
-    } else {
-      const training_spec resolved = with_resolved_adapters(model, run);  // as plan_run estimates
-      const graph g = build_graph(model, resolved);
-      const step_peaks p = estimate_peaks(g, resolved, totals_of(g, resolved));
-      device = p.first_step.device > p.steady.device ? p.first_step.device : p.steady.device;
-    }
-    return range_of(device, band).high;
+    return range_of(device_peak_of(build(model, run)), band).high;
   }
 };
 
@@ -171,6 +152,32 @@ constexpr plan_result make_plan(const model_spec& model, const training_spec& ru
 constexpr bool fits(const model_spec& model, const training_spec& run, const gpu_spec& gpu,
                     const plan_options& options = {}) {
   return detail::fit_of_request(model, run, gpu, options).fits;
+}
+
+// The longest sequence up to `hi` that fits `budget` at the run's micro-batch in any mode,
+// and the mode that reaches it, found as make_plan finds the largest micro-batch: the most
+// memory-saving modes first, a later mode only when it fits one more (length 0: no mode fits
+// even one token).
+struct longest_sequence {
+  std::uint64_t length = 0;
+  mode in = mode::none;
+};
+
+constexpr longest_sequence longest_sequence_that_fits(const model_spec& model, const training_spec& run,
+                                                      const gpu_spec& gpu, bytes budget, std::uint64_t hi) {
+  longest_sequence best{};
+  for (const mode m : detail::search_order) {
+    const auto fits_at = [&](std::uint64_t s) {
+      training_spec t = run;
+      t.seq_len = s;
+      return detail::mode_fits(model, t, gpu, m, budget);
+    };
+    if (best.length >= hi || (best.length > 0 && !fits_at(best.length + 1))) continue;
+    const std::uint64_t s = best.length > 0 ? detail::largest_fitting_from(best.length + 1, hi, fits_at)
+                                            : detail::largest_fitting(hi, fits_at);
+    if (s > best.length) best = {s, m};
+  }
+  return best;
 }
 
 // Deliberately not constexpr: reaching it in constant evaluation stops compilation and

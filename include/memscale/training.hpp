@@ -83,7 +83,7 @@ struct training_spec {
   bytes blas_workspace = pytorch_cublas_workspace_default;  // the GPU's BLAS workspace (gpu_spec::cublas_workspace)
   bool cuda_lazy_loading = true;          // CUDA >= 11.7 loads kernels lazily: smaller context
   lora_variant lora_kind = lora_variant::lora;
-  adapter_dtype adapters = adapter_dtype::framework_default;  // resolved by with_resolved_adapters (model.hpp)
+  adapter_dtype adapters = adapter_dtype::framework_default;  // resolved by build() (graph/model_graph.hpp)
   // PEFT and lit-gpt use no dropout module at all when lora_dropout == 0 (nn.Identity /
   // `lambda x: x`), so nothing is kept: peft layer.py update_layer, lit-gpt lora.py LoRALayer.
   bool lora_dropout = true;

@@ -1,6 +1,6 @@
 // memscale/validate.hpp: the one check that a model and a run agree with each other.
 //
-// Every path that pairs a model with a run (build_graph, hence estimate and the planner;
+// Every path that pairs a model with a run (build(), hence estimate and the planner;
 // --cases records; --config; --run files; the run options) reaches check_sequence, so a
 // contradiction such as a sequence longer than the model takes is refused by the same
 // rule, with the same words, naming the field as the user typed it.
@@ -46,6 +46,13 @@ namespace detail {
 constexpr void check_sequence(const model_spec& m, std::uint64_t seq_len, std::string_view field) {
   const sequence_limit l = sequence_limit_of(m);
   if (l.tokens != 0 && seq_len > l.tokens) detail::fail_sequence(field, m, l, seq_len);
+}
+
+// Refuses a prompt and the tokens generated after it when together they exceed what `m`
+// takes (or 2^64), naming `field` (--context + --new-tokens).
+constexpr void check_sequence(const model_spec& m, std::uint64_t prompt, std::uint64_t generated,
+                              const char* field) {
+  check_sequence(m, detail::checked_add(prompt, generated, detail::quantity{field}), field);
 }
 
 constexpr const model_spec& validate(const model_spec& m, const training_spec& t) {

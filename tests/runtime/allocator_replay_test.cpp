@@ -62,10 +62,10 @@ TEST_CASE("the training stream's live bytes are estimate()'s tensor peaks", "[al
               run.lora_rank = 16;
               run.lora_targets = lora_attention | lora_mlp;
             }
-            run = with_resolved_adapters(model, run);
-            const estimate_result est = estimate(model, run);
-            const auto g = std::make_unique<graph>(build_graph(model, run));
-            const stream_peaks p = live_peaks(*g, run, estimate_like);
+            const auto built = std::make_unique<model_graph>(build(model, run));
+            run = built->run;
+            const estimate_result est = estimate(*built);
+            const stream_peaks p = live_peaks(built->stack(), run, estimate_like);
             ++runs;
             INFO(std::string(model.name) << " precision " << static_cast<int>(prec) << " ckpt "
                                          << static_cast<int>(ckpt) << " target " << target << " opt " << opt);
@@ -75,7 +75,7 @@ TEST_CASE("the training stream's live bytes are estimate()'s tensor peaks", "[al
             // The one difference: a checkpointed block's input stays until the block's backward
             // has run (the checkpoint saved it); estimate() drops it after the rerun's first op
             // when no op of the block keeps it.
-            const std::uint64_t input = g->ops[g->block_begin].out.value;
+            const std::uint64_t input = built->stack().ops[built->stack().block_begin].out.value;
             REQUIRE(ckpt == checkpointing::full);
             CHECK(p.first >= first);
             CHECK(p.first - first <= input);
@@ -89,7 +89,7 @@ TEST_CASE("the training stream's live bytes are estimate()'s tensor peaks", "[al
 
 TEST_CASE("the training stream adds the backward thread's BLAS workspace", "[allocator][stream]") {
   const training_spec run{.micro_batch = 2, .seq_len = 128, .prec = precision::amp_bf16};
-  const auto g = std::make_unique<graph>(build_graph(presets::llama_2_7b, run));
+  const auto g = std::make_unique<graph>(build(presets::llama_2_7b, run).stack());
   step_stream_options two = estimate_like;
   two.blas_handles = 2;
   CHECK(live_peaks(*g, run, two).steady == live_peaks(*g, run, estimate_like).steady + run.blas_workspace.value);
@@ -116,8 +116,9 @@ TEST_CASE("replays: reserved >= allocated >= requested; the cap decides OOM at i
   const model_spec model = presets::llama_base("replay-test", 4, 512, 8, 2, 1376, 8000);
   for (const precision prec : {precision::fp32, precision::amp_bf16, precision::pure_bf16}) {
     for (const checkpointing ckpt : {checkpointing::none, checkpointing::full}) {
-      const training_spec run = with_resolved_adapters(model, {.micro_batch = 4, .seq_len = 256, .prec = prec, .ckpt = ckpt});
-      const auto g = std::make_unique<graph>(build_graph(model, run));
+      const auto built = std::make_unique<model_graph>(build(model, {.micro_batch = 4, .seq_len = 256, .prec = prec, .ckpt = ckpt}));
+      const training_spec& run = built->run;
+      const graph* g = &built->stack();
       const replay_result free_run = replay_training<2048, 2048, 2048>(*g, run);
       CHECK(free_run.reserved_peak >= free_run.allocated_peak);
       CHECK(free_run.allocated_peak >= free_run.requested_peak);
@@ -164,8 +165,9 @@ TEST_CASE("a larger cap can turn a fitting replay into OOM (the flush comes late
 }
 
 TEST_CASE("extrapolating reserved from a few layers is flagged; allocated extrapolates closely", "[allocator][replay]") {
-  const training_spec run = with_resolved_adapters(presets::llama_2_7b, {.micro_batch = 1, .seq_len = 512, .prec = precision::amp_bf16});
-  const auto g = std::make_unique<graph>(build_graph(presets::llama_2_7b, run));
+  const auto built = std::make_unique<model_graph>(build(presets::llama_2_7b, {.micro_batch = 1, .seq_len = 512, .prec = precision::amp_bf16}));
+  const training_spec& run = built->run;
+  const graph* g = &built->stack();
   const replay_result full = replay_training<8192, 8192, 8192>(*g, run);
   const replay_result line = replay_training<8192, 8192, 8192>(*g, run, {.walked_layers = 8});
   CHECK_FALSE(full.extrapolated);

@@ -1,6 +1,6 @@
 // Encoder-decoder models (T5) on the multi-GPU paths: the per-GPU estimate walks both stacks
 // (memscale/parallel/rank_model.hpp), a path that cannot take the model refuses it, and
-// build_graph never builds half of one.
+// build() never hands half of one to a one-stack path.
 #ifdef MEMSCALE_CATCH2_V2
 #include <catch2/catch.hpp>
 #else
@@ -52,8 +52,8 @@ TEST_CASE("Per GPU: T5 sharding shares both stacks' states", "[multi-gpu][t5]") 
 TEST_CASE("T5: the paths that cannot take an encoder-decoder refuse it", "[multi-gpu][t5][errors]") {
   const training_spec r{.micro_batch = 2, .seq_len = 128};
   const model_spec m = t5("t5-small");
-  CHECK(memscale_test::contains(memscale_test::error_message([&] { (void)build_graph(m, r); }),
-                                "[memscale.unsupported] model.arch is encoder_decoder: build_graph builds one stack"));
+  CHECK(memscale_test::contains(memscale_test::error_message([&] { (void)build(m, r).stack(); }),
+                                "[memscale.unsupported] model.arch is encoder_decoder: this path reads one stack"));
   CHECK(memscale_test::contains(memscale_test::error_message([&] {
     (void)estimate_per_gpu(m, r, {.engine = strategy::zero1, .gpus_per_node = 4, .tp = 2});
   }), "[memscale.unsupported] parallel.tp * parallel.pp must be 1 for an encoder-decoder model"));
@@ -75,7 +75,7 @@ TEST_CASE("T5: the cluster planner and the single-GPU planner take both stacks",
   const auto single = make_plan(m, r, *find_gpu("t4"));
   const mode_plan& balanced = single.modes[static_cast<std::size_t>(mode::balanced)];
   const training_spec b = balanced.run;
-  const encoder_decoder_graph g = build_encoder_decoder_graph(m, b);
+  const encoder_decoder_graph g = build(m, b).stacks;
   CHECK(checkpointed_block_inputs(g, b) > checkpointed_block_inputs(g.decoder, b));
   CHECK(balanced.cost.host_memory >= checkpointed_block_inputs(g, b));
 }

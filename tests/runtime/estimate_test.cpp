@@ -132,7 +132,7 @@ TEST_CASE("presets match the published parameter counts", "[presets]") {
 
 TEST_CASE("GPT-2 fp32 AdamW on the CPU", "[estimate]") {
   const training_spec run = gpt2_cpu_run();
-  const graph g = build_graph(presets::gpt2, run);
+  const graph g = build(presets::gpt2, run).stack();
   CHECK(parameter_count(g) == P);
   CHECK(parameter_bytes(g, run) == bytes{4 * P});
   CHECK(gradient_bytes(g, run) == bytes{4 * P});
@@ -162,9 +162,9 @@ TEST_CASE("optimizer state and temporaries on CUDA", "[estimate][optimizer]") {
                          .optimizer_impl = impl,
                          .torch_version = torch};
   };
-  const auto state = [](const training_spec& t) { return optimizer_state_bytes(build_graph(presets::gpt2, t), t); };
+  const auto state = [](const training_spec& t) { return optimizer_state_bytes(build(presets::gpt2, t).stack(), t); };
   const auto temps = [](const training_spec& t) {
-    return optimizer_step_temporaries(build_graph(presets::gpt2, t), t);
+    return optimizer_step_temporaries(build(presets::gpt2, t).stack(), t);
   };
   using ok = optimizer_kind;
   using oi = optimizer_implementation;
@@ -186,7 +186,7 @@ TEST_CASE("optimizer state and temporaries on CUDA", "[estimate][optimizer]") {
 
   // pure_bf16 halves parameters, gradients and state.
   const training_spec bf16 = run(ok::adamw, oi::foreach, precision::pure_bf16);
-  const graph g = build_graph(presets::gpt2, bf16);
+  const graph g = build(presets::gpt2, bf16).stack();
   CHECK(parameter_bytes(g, bf16) == bytes{2 * P});
   CHECK(gradient_bytes(g, bf16) == bytes{2 * P});
   CHECK(optimizer_state_bytes(g, bf16) == bytes{4 * P});
@@ -204,7 +204,7 @@ TEST_CASE("LoRA and QLoRA", "[estimate][lora]") {
   // PEFT keeps adapters over the bf16 base in fp32 (autocast_adapter_dtype): 4 B per element.
   CHECK(r.gradient_bytes == bytes{16'777'216});
   CHECK(r.optimizer_bytes == bytes{33'554'432});
-  CHECK(trainable_parameter_count(build_graph(presets::llama_3_8b, lora)) == 3'407'872);
+  CHECK(trainable_parameter_count(build(presets::llama_3_8b, lora).stack()) == 3'407'872);
 
   CHECK(nf4_weight_bytes(opaque(4096) * 4096, base_quant::nf4) == bytes{8'388'608 + 4 * 262'144});
   CHECK(nf4_weight_bytes(opaque(4096) * 4096, base_quant::nf4_double_quant) == bytes{8'654'848});
@@ -214,7 +214,7 @@ TEST_CASE("LoRA and QLoRA", "[estimate][lora]") {
                              .role = param_role::matmul, .frozen = true};
   CHECK(op_parameter_bytes(frozen_projection, qlora) == bytes{9'437'184});
   CHECK(op_parameter_bytes(frozen_projection, lora) == bytes{33'554'432});
-  const graph g = build_graph(presets::llama_2_7b, qlora);
+  const graph g = build(presets::llama_2_7b, qlora).stack();
   bytes block{};
   for (std::size_t i = g.block_begin; i < g.block_end; ++i) block += op_parameter_bytes(g.ops[i], qlora);
   CHECK(block == bytes{114'114'560});

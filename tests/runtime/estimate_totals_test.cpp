@@ -57,8 +57,9 @@ TEST_CASE("one-pass totals equal the separate estimators", "[estimate][property]
   int checked = 0;
   for (int i = 0; i < 600; ++i) {
     const model_spec& model = models[static_cast<std::size_t>(i) % std::size(models)];
-    const training_spec run = with_resolved_adapters(model, random_run(rng));
-    const graph g = build_graph(model, run);
+    const model_graph built = build(model, random_run(rng));
+    const training_spec& run = built.run;
+    const graph& g = built.stack();
     const estimate_result e = estimate(g, run);
     const detail::graph_totals t = detail::totals_of(g, run);
     INFO(model.name << " run " << i);

@@ -47,7 +47,7 @@ json peft_llama_record(const json& targets, std::uint64_t rank) {
 
 std::uint64_t trainable_of(const json& record) {
   return trainable_parameter_count(
-      build_graph(json_io::model_from_record(record.at("model")), json_io::run_from_record(record)));
+      build(json_io::model_from_record(record.at("model")), json_io::run_from_record(record)).stack());
 }
 
 std::uint64_t estimate_of(const json& record) {
@@ -164,7 +164,7 @@ TEST_CASE("PEFT variants and dropout", "[lora]") {
   // DoRA: a magnitude per output row (32 * 2 * 4096) and more activations.
   training_spec dora = base;
   dora.lora_kind = lora_variant::dora;
-  CHECK(trainable_parameter_count(build_graph(presets::llama_2_7b, dora)) == 4'194'304 + 32 * 2 * 4096);
+  CHECK(trainable_parameter_count(build(presets::llama_2_7b, dora).stack()) == 4'194'304 + 32 * 2 * 4096);
   CHECK(peak(dora) > peak(base));
   // lora_dropout == 0: nn.Identity keeps no mask.
   training_spec no_dropout = base;

@@ -148,7 +148,7 @@ TEST_CASE("planner: the unoptimized peak is the report's peak for the same GPU",
 
 TEST_CASE("planner: every mode's peak is estimate()'s peak for the mode's run, LoRA adapters included",
           "[planner]") {
-  // PEFT keeps LoRA adapters over a 16-bit base in fp32 (with_resolved_adapters); the planner
+  // PEFT keeps LoRA adapters over a 16-bit base in fp32 (build() resolves it); the planner
   // once estimated its modes with the adapters in the base dtype, below the report's peak.
   const auto gpu = gpu_named("a100-80gb");
   for (const auto p : {memscale::precision::pure_bf16, memscale::precision::amp_bf16, memscale::precision::fp32}) {

@@ -78,7 +78,7 @@ TEST_CASE("t5: the encoder-decoder estimator refuses runs it does not model") {
   lora.target = training_target::lora;
   lora.lora_rank = 8;
   CHECK(error_code_of([&] { (void)estimate(presets::t5_small, lora); }) == error_code::unsupported);
-  CHECK(error_message([&] { (void)build_encoder_decoder_graph(presets::gpt2, cpu_run(1, 64, 0)); })
+  CHECK(error_message([&] { (void)recipes::build_encoder_decoder(presets::gpt2, cpu_run(1, 64, 0)); })
             .find("model.arch") != std::string::npos);
 }
 
@@ -114,7 +114,7 @@ TEST_CASE("t5: the estimate grows with batch, source length and target length") 
 
 TEST_CASE("t5: cross-stack tensors and checkpointing") {
   const training_spec run = cpu_run(4, 256, 64);
-  const encoder_decoder_graph g = build_encoder_decoder_graph(presets::t5_small, run);
+  const encoder_decoder_graph g = build(presets::t5_small, run).stacks;
   // The encoder output is b x s_enc x d_model fp32, and saved for the decoder in fp32 runs.
   CHECK(g.encoder_output == storage(dtype::fp32, 4ULL * 256 * 512));
   CHECK(g.encoder_output_saved);
@@ -123,12 +123,12 @@ TEST_CASE("t5: cross-stack tensors and checkpointing") {
   // Autocast gives each cross-attention projection its own 16-bit copy instead.
   training_spec amp = run;
   amp.prec = precision::amp_bf16;
-  CHECK_FALSE(build_encoder_decoder_graph(presets::t5_small, amp).encoder_output_saved);
+  CHECK_FALSE(build(presets::t5_small, amp).stacks.encoder_output_saved);
   // Full checkpointing keeps less after the forward than no checkpointing.
   training_spec ckpt = run;
   ckpt.ckpt = checkpointing::full;
   CHECK(estimate(presets::t5_small, ckpt).saved_activation_bytes < estimate(presets::t5_small, run).saved_activation_bytes);
-  CHECK(build_encoder_decoder_graph(presets::t5_small, ckpt).decoder_cache == bytes{});
+  CHECK(build(presets::t5_small, ckpt).stacks.decoder_cache == bytes{});
   // T5Attention has no flash path: the attention setting does not change the estimate.
   training_spec flash = run;
   flash.attention = attention_impl::flash;

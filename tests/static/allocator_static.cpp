@@ -52,7 +52,7 @@ static_assert(!fits_at(90));  // a larger cap, a later flush, a trapped 16 MiB: 
 constexpr model_spec tiny = presets::llama_base("tiny", 2, 256, 4, 2, 688, 1000);
 constexpr training_spec tiny_run{.micro_batch = 2, .seq_len = 64, .prec = precision::amp_bf16};
 constexpr replay_result tiny_replay() {
-  const graph g = build_graph(tiny, tiny_run);
+  const graph g = build(tiny, tiny_run).stack();
   return replay_training<512, 512, 512>(g, tiny_run, {.stream = {.blas_handles = 1}});
 }
 constexpr replay_result replayed = tiny_replay();

@@ -33,11 +33,11 @@ constexpr std::uint64_t s = 512;
 // fp32 causal mask (b, 1, s, s) and the fp32 all-ones (b, s) attention_mask.
 constexpr std::uint64_t mask_bytes = 4 * b * s * s + 4 * b * s;
 
-static_assert(build_graph(small_opt(true), cpu_run(checkpointing::none)).held.value == mask_bytes + 8 * b * s);
-static_assert(build_graph(small_bloom(true, true), cpu_run(checkpointing::none)).held.value ==
+static_assert(build(small_opt(true), cpu_run(checkpointing::none)).stack().held.value == mask_bytes + 8 * b * s);
+static_assert(build(small_bloom(true, true), cpu_run(checkpointing::none)).stack().held.value ==
               mask_bytes + 4 * b * 8 * s);
-static_assert(build_graph(small_bloom(false, true), cpu_run(checkpointing::none)).held.value == 4 * b * 8 * s);
-static_assert(build_graph(presets::llama_base("tiny", 2, 64, 4, 2, 128, 100), cpu_run(checkpointing::none))
+static_assert(build(small_bloom(false, true), cpu_run(checkpointing::none)).stack().held.value == 4 * b * 8 * s);
+static_assert(build(presets::llama_base("tiny", 2, 64, 4, 2, 128, 100), cpu_run(checkpointing::none)).stack()
                   .held.value == 0);
 
 // With every block checkpointed the peak is a block's backward, where the blocks' inputs

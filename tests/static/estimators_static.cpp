@@ -7,7 +7,7 @@
 // ln_2 w/b, c_fc w/b, mlp c_proj w/b}, ln_f w/b (the lm_head is tied to wte).
 #include "memscale/estimate.hpp"
 #include "memscale/presets.hpp"
-#include "memscale/transformer.hpp"
+#include "memscale/graph/model_graph.hpp"
 
 #include <cstdint>
 #include <type_traits>
@@ -31,7 +31,7 @@ constexpr training_spec gpt2_cpu{.micro_batch = 1,
                                  .attention = attention_impl::eager,
                                  .device = device_kind::cpu,
                                  .torch_version = 113};
-constexpr graph g_cpu = build_graph(presets::gpt2, gpt2_cpu);
+constexpr graph g_cpu = build(presets::gpt2, gpt2_cpu).stack();
 
 static_assert(parameter_count(g_cpu) == P);
 static_assert(trainable_parameter_count(g_cpu) == P);
@@ -80,8 +80,8 @@ constexpr training_spec cuda_run(optimizer_kind o, optimizer_implementation impl
                                  std::uint32_t torch = 205) {
   return {.micro_batch = 1, .seq_len = 128, .prec = p, .optimizer = o, .optimizer_impl = impl, .torch_version = torch};
 }
-constexpr bytes state_of(const training_spec& t) { return optimizer_state_bytes(build_graph(presets::gpt2, t), t); }
-constexpr bytes temps_of(const training_spec& t) { return optimizer_step_temporaries(build_graph(presets::gpt2, t), t); }
+constexpr bytes state_of(const training_spec& t) { return optimizer_state_bytes(build(presets::gpt2, t).stack(), t); }
+constexpr bytes temps_of(const training_spec& t) { return optimizer_step_temporaries(build(presets::gpt2, t).stack(), t); }
 
 using oi = optimizer_implementation;
 using ok = optimizer_kind;
@@ -137,7 +137,7 @@ static_assert(tensor_state_bytes(4096, 4096, cuda_run(ok::adamw, oi::foreach)) =
 // 3. Precision: pure_bf16 halves parameters, gradients and state; amp keeps fp32 masters.
 // ============================================================================
 constexpr training_spec bf16_run = cuda_run(ok::adamw, oi::foreach, precision::pure_bf16);
-constexpr graph g_bf16 = build_graph(presets::gpt2, bf16_run);
+constexpr graph g_bf16 = build(presets::gpt2, bf16_run).stack();
 static_assert(parameter_bytes(g_bf16, bf16_run) == bytes{2 * P});   // 248,879,616
 static_assert(gradient_bytes(g_bf16, bf16_run) == bytes{2 * P});
 static_assert(optimizer_state_bytes(g_bf16, bf16_run) == bytes{4 * P});
@@ -151,7 +151,7 @@ constexpr training_spec bf16_cpu = [] {
 static_assert(state_of(bf16_cpu) == bytes{4 * P + 4 * gpt2_tensors});
 // autocast: fp32 parameters, gradients and state.
 constexpr training_spec amp_run = cuda_run(ok::adamw, oi::foreach, precision::amp_bf16);
-constexpr graph g_amp = build_graph(presets::gpt2, amp_run);
+constexpr graph g_amp = build(presets::gpt2, amp_run).stack();
 static_assert(parameter_bytes(g_amp, amp_run) == bytes{4 * P});
 static_assert(gradient_bytes(g_amp, amp_run) == bytes{4 * P});
 static_assert(optimizer_state_bytes(g_amp, amp_run) == bytes{8 * P});
@@ -192,10 +192,10 @@ constexpr training_spec lora_all = [] {
   t.lora_targets = every_projection;
   return t;
 }();
-static_assert(trainable_parameter_count(build_graph(presets::llama_2_7b, lora_all)) == 19'988'480);
+static_assert(trainable_parameter_count(build(presets::llama_2_7b, lora_all).stack()) == 19'988'480);
 // llama-3-8b (GQA, 8 kv heads of 128): v projects to 1024:
 //   32 * 8 * ((4096 + 4096) + (4096 + 1024)) = 32 * 8 * 13,312 = 3,407,872.
-static_assert(trainable_parameter_count(build_graph(presets::llama_3_8b, lora_run)) == 3'407'872);
+static_assert(trainable_parameter_count(build(presets::llama_3_8b, lora_run).stack()) == 3'407'872);
 
 // QLoRA NF4: 4-bit codes + one fp32 absmax per 64 weights. A 4096 x 4096 weight:
 //   16,777,216 / 2 = 8,388,608 B codes + 4 B * 262,144 blocks = 9,437,184.
@@ -232,13 +232,13 @@ static_assert(op_parameter_bytes(frozen_embedding, qlora_run) == bytes{2ULL * 32
 //   adapters on q and v in bf16: 2 * 8 * (4096 + 4096) * 2 = 262,144.
 //   Total 114,114,560 B.
 consteval bytes qlora_block_bytes() {
-  const graph g = build_graph(presets::llama_2_7b, qlora_run);
+  const graph g = build(presets::llama_2_7b, qlora_run).stack();
   bytes total{};
   for (std::size_t i = g.block_begin; i < g.block_end; ++i) total += op_parameter_bytes(g.ops[i], qlora_run);
   return total;
 }
 static_assert(qlora_block_bytes() == bytes{114'114'560});
-static_assert(trainable_parameter_count(build_graph(presets::llama_2_7b, qlora_run)) == 4'194'304);
+static_assert(trainable_parameter_count(build(presets::llama_2_7b, qlora_run).stack()) == 4'194'304);
 
 // ============================================================================
 // 5. Workspace (workspace.hpp).
@@ -352,7 +352,7 @@ static_assert(parameter_count(tiny) == 226'624);
 // Total: 2 * 140,288 + 136,640 = 417,216.
 constexpr estimate_result r_tiny = estimate(tiny, tiny_run);
 static_assert(r_tiny.saved_activation_bytes == bytes{417'216});
-static_assert(build_graph(tiny, tiny_run).inputs == bytes{2 * 2 * 16 * 8});  // ids + labels, int64
+static_assert(build(tiny, tiny_run).stack().inputs == bytes{2 * 2 * 16 * 8});  // ids + labels, int64
 
 // Eager attention keeps no q, k, v projections but the contiguous copies bmm saves:
 //   q copy, k copy, softmax output (b*heads*s*s = 2,048 fp32 = 8,192), v copy,

@@ -31,10 +31,10 @@ constexpr training_spec all_linear{.prec = precision::pure_bf16,
                                    .target = training_target::lora,
                                    .lora_rank = 16,
                                    .lora_targets = parse_lora_targets("all-linear")};
-static_assert(trainable_parameter_count(build_graph(presets::llama_2_7b, all_linear)) == 39'976'960);
+static_assert(trainable_parameter_count(build(presets::llama_2_7b, all_linear).stack()) == 39'976'960);
 // GPT-2 c_attn r8 (PEFT adapts the fused module whole): 12 * 8 * (768 + 2304) = 294,912,
 // what the CPU trace's model reports (docs/data/cpu_traced_lora.json).
 constexpr training_spec c_attn{.target = training_target::lora, .lora_rank = 8, .lora_targets = parse_lora_targets("c_attn")};
-static_assert(trainable_parameter_count(build_graph(presets::gpt2, c_attn)) == 294'912);
+static_assert(trainable_parameter_count(build(presets::gpt2, c_attn).stack()) == 294'912);
 
 }  // namespace

@@ -82,7 +82,7 @@ int sweep(int argc, char** argv) {
       const memscale::training_spec run = memscale::on_gpu(memscale::json_io::run_from_record(r), *gpu);
       const double measured = r.at("measured_bytes").get<double>();
       const memscale::estimate_result e = memscale::estimate(model, run);
-      const memscale::error_band& band = memscale::band_of(memscale::class_of(model, memscale::with_resolved_adapters(model, run)));
+      const memscale::error_band& band = memscale::band_of(memscale::class_of(model, run));
       const memscale::device_estimate d = memscale::estimate_on_device(model, run, &*gpu);
       ++records;
       if (std::getenv("MEMSCALE_SWEEP_ROWS") != nullptr)
@@ -170,15 +170,15 @@ int main(int argc, char** argv) {
       ctx.half_precision = inf.compute != memscale::dtype::fp32;
     } else {
       const memscale::model_spec model = memscale::json_io::model_for_record(r);
-      const memscale::training_spec run =
-          memscale::with_resolved_adapters(model, memscale::json_io::run_from_record(r));
-      const memscale::estimate_result est = memscale::estimate(model, run);
+      const auto built = std::make_unique<memscale::model_graph>(
+          memscale::build(model, memscale::json_io::run_from_record(r)));
+      const memscale::training_spec& run = built->run;
+      const memscale::estimate_result est = memscale::estimate(*built);
       est_tensor = static_cast<double>(est.steady.tensor.value);
       est_reserved = static_cast<double>(est.steady.reserved.value);
       est_device = static_cast<double>(est.steady.device.value);
-      const auto g = std::make_unique<memscale::graph>(memscale::build_graph(model, run));
-      rep = memscale::allocator::replay_training<16384, 16384, 16384>(*g, run);
-      expandable = memscale::allocator::replay_training<16384, 16384, 16384>(*g, run, {.settings = expand});
+      rep = memscale::allocator::replay_training<16384, 16384, 16384>(built->stack(), run);
+      expandable = memscale::allocator::replay_training<16384, 16384, 16384>(built->stack(), run, {.settings = expand});
       ctx.half_precision = run.prec != memscale::precision::fp32;
     }
     const auto context = memscale::allocator::context_memory(ctx).total();

@@ -136,10 +136,9 @@ int main(int argc, char** argv) {
   model.shift_labels = true;
   training_spec base{.micro_batch = 8, .seq_len = 1024, .prec = precision::amp_bf16, .torch_version = 211,
                      .transformers_version = 517, .blas_workspace = pytorch_cublas_workspace_sm90_plus};
-  const training_spec run = with_resolved_adapters(model, base);
-  const auto g = std::make_unique<graph>(build_graph(model, run));
+  const auto built = std::make_unique<model_graph>(build(model, base));
   picture_sink sink(8);
-  emit_training_steps<capacity, capacity>(*g, run, {}, sink);
+  emit_training_steps<capacity, capacity>(built->stack(), built->run, {}, sink);
   sink.finish();
 
   const double width = 960;

@@ -23,9 +23,9 @@
 
 #include "memscale/allocator/events.hpp"
 #include "memscale/allocator/step_events.hpp"
-#include "memscale/graph.hpp"
+#include "memscale/graph/graph.hpp"
 #include "memscale/inference.hpp"
-#include "memscale/transformer.hpp"
+#include "memscale/graph/model_graph.hpp"
 
 namespace memscale::allocator {
 
@@ -49,7 +49,8 @@ class generate_walker {
 
   constexpr void walk() {
     const training_spec weights_run = run_for(1);
-    const graph gw = build_graph(m_, weights_run);
+    const model_graph built = build(m_, weights_run);
+    const graph& gw = built.stack();
     sink_.enter(0, moment::setup);
     setup(gw);
     sink_.enter(1, moment::prefill);

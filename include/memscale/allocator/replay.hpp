@@ -20,7 +20,7 @@
 #include "memscale/allocator/options.hpp"
 #include "memscale/allocator/step_events.hpp"
 #include "memscale/bytes.hpp"
-#include "memscale/graph.hpp"
+#include "memscale/graph/graph.hpp"
 #include "memscale/training.hpp"
 
 namespace memscale::allocator {

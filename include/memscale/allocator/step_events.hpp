@@ -1,5 +1,5 @@
 // memscale/allocator/step_events.hpp: the tensors of training steps, in the order they are
-// created and freed, from the op graph (memscale/graph.hpp).
+// created and freed, from the op graph (memscale/graph/graph.hpp).
 //
 // The walk is the one estimate/activations.hpp and estimate.hpp describe moment by moment,
 // made literal:
@@ -40,7 +40,7 @@
 #include "memscale/estimate/gradients.hpp"
 #include "memscale/estimate/optimizer.hpp"
 #include "memscale/estimate/parameters.hpp"
-#include "memscale/graph.hpp"
+#include "memscale/graph/graph.hpp"
 #include "memscale/precision_policy.hpp"
 #include "memscale/training.hpp"
 

@@ -77,3 +77,10 @@ class nearest_name {
 };
 
 }  // namespace memscale::detail
+
+namespace memscale {
+
+// Public: the "did you mean" of memscale's own messages, for callers that check names of their own.
+using detail::nearest_name;
+
+}  // namespace memscale

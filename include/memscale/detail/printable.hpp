@@ -141,3 +141,10 @@ inline std::string quoted(std::string_view text, std::size_t max_chars = max_quo
 }
 
 }  // namespace memscale::detail
+
+namespace memscale {
+
+// Public: the escaping every memscale message applies, for callers that print text of their own.
+using detail::printable;
+
+}  // namespace memscale

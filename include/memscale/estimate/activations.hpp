@@ -13,7 +13,7 @@
 #include <cstdint>
 
 #include "memscale/estimate/gradients.hpp"
-#include "memscale/graph.hpp"
+#include "memscale/graph/graph.hpp"
 #include "memscale/training.hpp"
 
 namespace memscale {

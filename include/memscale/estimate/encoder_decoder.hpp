@@ -1,7 +1,7 @@
 // memscale/estimate/encoder_decoder.hpp: the estimators over an encoder-decoder pair.
 //
 // Built on the single-graph estimator (estimate/single_graph.hpp), whose types and section
-// helpers it reuses; memscale/estimate.hpp chooses between them. Time line of one step:
+// helpers it reuses; estimate/model.hpp chooses between them. Time line of one step:
 // encoder forward, decoder forward (every encoder tensor still saved), decoder backward (the
 // encoder output's gradient accumulating), encoder backward (the decoder's saved tensors
 // gone, its gradients made), optimizer step. Inside each stack the moments are those of the single-graph walk: a
@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "memscale/encoder_decoder.hpp"
+#include "memscale/graph/encoder_decoder_graph.hpp"
 #include "memscale/estimate/single_graph.hpp"
 
 namespace memscale {

@@ -6,7 +6,7 @@
 #pragma once
 
 #include "memscale/dtype.hpp"
-#include "memscale/graph.hpp"
+#include "memscale/graph/graph.hpp"
 #include "memscale/precision_policy.hpp"
 #include "memscale/training.hpp"
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "memscale/dtype.hpp"
-#include "memscale/graph.hpp"
+#include "memscale/graph/graph.hpp"
 #include "memscale/precision_policy.hpp"
 #include "memscale/training.hpp"
 

@@ -10,7 +10,7 @@
 #include "memscale/estimate/optimizer.hpp"
 #include "memscale/estimate/parameters.hpp"
 #include "memscale/estimate/workspace.hpp"
-#include "memscale/graph.hpp"
+#include "memscale/graph/graph.hpp"
 #include "memscale/model.hpp"
 #include "memscale/training.hpp"
 
@@ -374,21 +374,26 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   }
 }
 
-}  // namespace detail
-
-constexpr estimate_result estimate(const graph& g, const training_spec& run) {
+// The estimate of `g` from its totals `t` (which a caller may have replaced, as the generic
+// checkpoint's exact parameter bytes do).
+constexpr estimate_result estimate_from_totals(const graph& g, const training_spec& run, const graph_totals& t) {
   estimate_result r{};
-  const detail::graph_totals t = detail::totals_of(g, run);
   r.parameter_count = t.parameters;
   r.trainable_parameter_count = t.trainable_parameters;
   r.parameter_bytes = t.parameter_bytes(g.block_repeats);
   r.gradient_bytes = t.gradient_bytes(g.block_repeats);
   r.optimizer_bytes = t.optimizer_state;
-  const detail::step_peaks peaks = detail::estimate_peaks(g, run, t);
+  const step_peaks peaks = estimate_peaks(g, run, t);
   r.saved_activation_bytes = peaks.saved_activations;
   r.steady = peaks.steady;
   r.first_step = peaks.first_step;
   return r;
+}
+
+}  // namespace detail
+
+constexpr estimate_result estimate(const graph& g, const training_spec& run) {
+  return detail::estimate_from_totals(g, run, detail::totals_of(g, run));
 }
 
 }  // namespace memscale

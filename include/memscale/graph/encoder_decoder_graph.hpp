@@ -7,7 +7,7 @@
 #pragma once
 
 #include "memscale/bytes.hpp"
-#include "memscale/graph.hpp"
+#include "memscale/graph/graph.hpp"
 
 namespace memscale {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "memscale/dtype.hpp"
-#include "memscale/graph.hpp"
+#include "memscale/graph/graph.hpp"
 #include "memscale/inference/spec.hpp"
 #include "memscale/quant_format.hpp"
 

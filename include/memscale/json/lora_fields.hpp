@@ -127,7 +127,7 @@ inline void read_adapters(const json& t, training_spec& run) {
   if (t.contains("lora_alpha") && !t.at("lora_alpha").is_null() && !t.at("lora_alpha").is_number())
     bad_field(bad, path + ".lora_alpha", t.at("lora_alpha"), "must be a number");
   // The adapters' dtype as the record states it: the base's, or fp32 over a 16-bit base (PEFT's
-  // autocast_adapter_dtype); absent: the framework's default (with_resolved_adapters).
+  // autocast_adapter_dtype); absent: the framework's default (resolved by build()).
   const std::string trainable_dtype = get_string(t, "trainable_dtype", path, "", bad);
   if (trainable_dtype.empty()) return;
   if (trainable_dtype == parameter_dtype_name(run.prec)) {

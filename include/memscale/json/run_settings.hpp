@@ -229,6 +229,10 @@ inline std::string lora_target_letters(lora_modules set) {
 
 }  // namespace detail
 
+// Public: the spellings the parsers accept, and the LoRA target set as reports print it.
+using detail::lora_target_letters;
+using detail::name_of;
+
 // The training settings as JSON, with the spellings the run document accepts.
 inline nlohmann::json run_to_json(const training_spec& run) {
   nlohmann::json j = {{"micro_batch", run.micro_batch},

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "memscale/estimate.hpp"
+#include "memscale/graph/model_graph.hpp"
 #include "memscale/parallel/ddp.hpp"
 #include "memscale/parallel/deepspeed_zero.hpp"
 #include "memscale/parallel/pipeline.hpp"
@@ -334,9 +335,10 @@ constexpr per_gpu_estimate estimate_per_gpu(const graph& g, const training_spec&
 
 constexpr per_gpu_estimate estimate_per_gpu(const model_spec& model, const training_spec& requested,
                                             const parallel_spec& p) {
-  // The graph-only estimator reads the kernel from run.attention: sdpa is resolved first.
-  const training_spec run = with_resolved_attention(model, with_resolved_adapters(model, requested));
-  if (model.arch == architecture::encoder_decoder) {
+  // The graph-only estimator reads the kernel from run.attention: sdpa is resolved first
+  // (build() resolves the adapter dtype).
+  const training_spec run = with_resolved_attention(model, requested);
+  if (layout_of(model) == model_layout::encoder_decoder) {
     // Both stacks under data parallelism; Megatron's tensor and pipeline splits of an
     // encoder-decoder (a stage boundary between the stacks) are not modelled.
     validate(p);
@@ -345,17 +347,17 @@ constexpr per_gpu_estimate estimate_per_gpu(const model_spec& model, const train
     detail::require(p.tp == 1 && p.pp == 1, error_code::unsupported, "parallel.tp * parallel.pp",
                     "must be 1 for an encoder-decoder model: the per-GPU estimate covers its data parallelism only",
                     detail::checked_mul(p.tp, p.pp));
-    const training_spec rr = detail::rank_run(run, p);
-    const encoder_decoder_graph g = build_encoder_decoder_graph(model, rr);
-    return detail::data_parallel_estimate(detail::layout_figures(run, p), estimate(g, rr),
-                                          detail::rank_model_of(g, rr, p), rr, p);
+    const model_graph g = build(model, detail::rank_run(run, p));
+    return detail::data_parallel_estimate(detail::layout_figures(g.run, p), estimate(g),
+                                          detail::rank_model_of(g.stacks, g.run, p), g.run, p);
   }
   // Megatron splits attention by heads: the degree must divide them (and the key/value heads).
   const std::uint64_t kv = model.kv_heads == 0 ? model.heads : model.kv_heads;
   detail::require(model.heads % p.tp == 0 && (kv % p.tp == 0 || p.tp % kv == 0), error_code::invalid_run, "parallel.tp",
                   "must divide the model's attention heads", p.tp);
-  return estimate_per_gpu(build_graph(model, run), run, p, {.seq = run.seq_len, .batch = run.micro_batch,
-                                                            .hidden = model.hidden, .heads = model.heads});
+  const model_graph g = build(model, run);
+  return estimate_per_gpu(g.stack(), g.run, p, {.seq = run.seq_len, .batch = run.micro_batch,
+                                                .hidden = model.hidden, .heads = model.heads});
 }
 
 }  // namespace memscale

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "memscale/encoder_decoder.hpp"
+#include "memscale/graph/encoder_decoder_graph.hpp"
 #include "memscale/estimate.hpp"
 #include "memscale/parallel/strategy.hpp"
 

@@ -17,7 +17,7 @@
 #include "memscale/bytes.hpp"
 #include "memscale/dtype.hpp"
 #include "memscale/error.hpp"
-#include "memscale/graph.hpp"
+#include "memscale/graph/graph.hpp"
 
 namespace memscale::vision {
 

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "memscale/dtype.hpp"
-#include "memscale/graph.hpp"
+#include "memscale/graph/graph.hpp"
 #include "memscale/graph/layers/context.hpp"
 #include "memscale/graph/layers/ops.hpp"
 #include "memscale/graph/tensor.hpp"

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "memscale/dtype.hpp"
-#include "memscale/graph.hpp"
+#include "memscale/graph/graph.hpp"
 #include "memscale/graph/layers/ops.hpp"
 #include "memscale/graph/tensor.hpp"
 #include "memscale/lora.hpp"

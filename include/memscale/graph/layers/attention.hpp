@@ -9,7 +9,7 @@
 #include "memscale/attention_kernel.hpp"
 #include "memscale/detail/math.hpp"
 #include "memscale/dtype.hpp"
-#include "memscale/graph.hpp"
+#include "memscale/graph/graph.hpp"
 #include "memscale/graph/layers/adapters.hpp"
 #include "memscale/graph/layers/context.hpp"
 #include "memscale/graph/layers/norms.hpp"

@@ -6,7 +6,7 @@
 
 #include "memscale/detail/math.hpp"
 #include "memscale/dtype.hpp"
-#include "memscale/graph.hpp"
+#include "memscale/graph/graph.hpp"
 #include "memscale/graph/layers/context.hpp"
 #include "memscale/graph/layers/norms.hpp"
 #include "memscale/graph/layers/ops.hpp"

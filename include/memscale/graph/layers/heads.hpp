@@ -7,7 +7,7 @@
 
 #include "memscale/detail/math.hpp"
 #include "memscale/dtype.hpp"
-#include "memscale/graph.hpp"
+#include "memscale/graph/graph.hpp"
 #include "memscale/graph/layers/activations.hpp"
 #include "memscale/graph/layers/adapters.hpp"
 #include "memscale/graph/layers/context.hpp"

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "memscale/dtype.hpp"
-#include "memscale/graph.hpp"
+#include "memscale/graph/graph.hpp"
 #include "memscale/graph/layers/activations.hpp"
 #include "memscale/graph/layers/adapters.hpp"
 #include "memscale/graph/layers/context.hpp"

@@ -11,9 +11,9 @@
 #include <cstdint>
 
 #include "memscale/dtype.hpp"
-#include "memscale/graph.hpp"
+#include "memscale/graph/graph.hpp"
 #include "memscale/graph/tensor.hpp"
-#include "memscale/graph_builder.hpp"
+#include "memscale/graph/graph_builder.hpp"
 #include "memscale/model.hpp"
 #include "memscale/precision_policy.hpp"
 #include "memscale/training.hpp"

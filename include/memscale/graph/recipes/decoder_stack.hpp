@@ -11,7 +11,7 @@
 
 #include "memscale/detail/math.hpp"
 #include "memscale/dtype.hpp"
-#include "memscale/graph.hpp"
+#include "memscale/graph/graph.hpp"
 #include "memscale/graph/layers/adapters.hpp"
 #include "memscale/graph/layers/attention.hpp"
 #include "memscale/graph/layers/context.hpp"
@@ -100,8 +100,8 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
   using namespace graph_layers;
   if (model.arch == architecture::encoder_decoder)
     detail::fail(error_code::unsupported, "model.arch",
-                 "is encoder_decoder: build_graph builds one stack (build_encoder_decoder_graph builds both; "
-                 "estimate() takes either)");
+                 "is encoder_decoder: the decoder-stack recipe writes one stack (build() writes an "
+                 "encoder-decoder's two)");
   validate(model, run);
   const precision_policy precision = precision_policy_of(run);
   const auto tokens = detail::checked_mul(run.micro_batch, run.seq_len, detail::quantity{"tokens (micro_batch x seq_len)"});
@@ -134,7 +134,7 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
 }
 
 constexpr graph build_decoder_stack(const model_spec& model, const training_spec& run) {
-  graph g;  // default-initialised: the op slots are left unwritten (graph.hpp op_slots)
+  graph g;  // default-initialised: the op slots are left unwritten (graph/graph.hpp op_slots)
   build_decoder_stack(model, run, g);
   g.ops.complete_for_constant(g.size);
   return g;

@@ -13,7 +13,7 @@
 #include "memscale/dtype.hpp"
 #include "memscale/graph/encoder_decoder_graph.hpp"
 #include "memscale/error.hpp"
-#include "memscale/graph.hpp"
+#include "memscale/graph/graph.hpp"
 #include "memscale/graph/layers/adapters.hpp"
 #include "memscale/graph/layers/attention.hpp"
 #include "memscale/graph/layers/context.hpp"
@@ -98,18 +98,18 @@ constexpr graph_layers::tensor t5_stack(const graph_layers::layer_context& ctx, 
   return z;
 }
 
-// The two stacks of one training step of an encoder-decoder `model` under `run`.
-constexpr encoder_decoder_graph build_encoder_decoder(const model_spec& model, const training_spec& run) {
+// The two stacks of one training step of an encoder-decoder `model` under `run`, written
+// into `r` (default-initialised: the op slots are left unwritten).
+constexpr void build_encoder_decoder(const model_spec& model, const training_spec& run, encoder_decoder_graph& r) {
   using namespace graph_layers;
   validate(model);
   validate(run);
   const precision_policy precision = precision_policy_of(run);
   const auto inner = detail::checked_mul(model.heads, head_dim_of(model));
   detail::require(model.arch == architecture::encoder_decoder, error_code::invalid_model, "model.arch",
-                  "must be encoder_decoder for build_encoder_decoder_graph", static_cast<std::uint64_t>(model.arch));
+                  "must be encoder_decoder for the encoder-decoder recipe", static_cast<std::uint64_t>(model.arch));
   detail::require(!is_lora(run), error_code::unsupported, "run.target",
                   "LoRA on encoder-decoder models is not modelled yet", static_cast<std::uint64_t>(run.target));
-  encoder_decoder_graph r;  // default-initialised: the op slots are left unwritten
   const auto batch = run.micro_batch;
   const auto encoder_seq = run.seq_len;
   const auto decoder_seq = target_len_of(run);
@@ -155,6 +155,11 @@ constexpr encoder_decoder_graph build_encoder_decoder(const model_spec& model, c
                                                detail::checked_mul(detail::checked_mul(2, batch), encoder_seq, inner));
     r.decoder_cache = storage(precision.matmul, detail::checked_mul(per_block, t5_decoder_layers(model)));
   }
+}
+
+constexpr encoder_decoder_graph build_encoder_decoder(const model_spec& model, const training_spec& run) {
+  encoder_decoder_graph r;  // default-initialised: the op slots are left unwritten
+  build_encoder_decoder(model, run, r);
   r.encoder.ops.complete_for_constant(r.encoder.size);
   r.decoder.ops.complete_for_constant(r.decoder.size);
   return r;

@@ -1,10 +1,10 @@
-// memscale/graph_builder.hpp: appends ops to a graph and records who keeps what.
+// memscale/graph/graph_builder.hpp: appends ops to a graph and records who keeps what.
 #pragma once
 
 #include <cstddef>
 
 #include "memscale/error.hpp"
-#include "memscale/graph.hpp"
+#include "memscale/graph/graph.hpp"
 
 namespace memscale {
 
@@ -22,7 +22,7 @@ class graph_builder {
     if (g_->size >= graph_capacity) detail::fail(error_code::unsupported, "graph", "has more ops than graph_capacity",
                                                 g_->size);
     // Member by member: the builders have just written `o` with narrow stores, and a block copy
-    // reads it back in 16-byte words, which stalls store forwarding (half of build_graph's time,
+    // reads it back in 16-byte words, which stalls store forwarding (half of a graph build's time,
     // docs/performance.md). The bindings stop compiling when op gains or loses a member.
     const auto& [kind, selective, transient, weight, bias, role, frozen, borrows, grad_exists, released, out, extra,
                  fwd, bwd, grad_in, grad_out] = o;

@@ -1,4 +1,4 @@
-// memscale/graph.hpp: a network as a constexpr sequence of ops.
+// memscale/graph/graph.hpp: a network as a constexpr sequence of ops.
 //
 // Every op knows the parameters it owns and what autograd keeps for its backward, so
 // the estimators only walk the sequence. The graph has three sections: a prologue
@@ -115,7 +115,7 @@ class op_slots {
     slots_[i].value.kind = kind;
     return slots_[i].value;
   }
-  // A graph kept as a constant (`constexpr graph g = build_graph(...)`) may not hold a union
+  // A graph kept as a constant (`constexpr model_graph g = build(...)`) may not hold a union
   // with no active member, so constant evaluation gives the unused slots a zero op.
   constexpr void complete_for_constant(std::size_t used) {
     if (std::is_constant_evaluated())

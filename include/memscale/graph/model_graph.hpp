@@ -1,0 +1,70 @@
+// memscale/graph/model_graph.hpp: the one entry point from a model and a run to the graph
+// every estimator, planner, per-GPU figure, device peak and error band reads. build() alone
+// reads the model's architecture kind and resolves the run's adapter dtype.
+#pragma once
+
+#include <cstdint>
+
+#include "memscale/dtype.hpp"
+#include "memscale/error.hpp"
+#include "memscale/graph/encoder_decoder_graph.hpp"
+#include "memscale/graph/graph.hpp"
+#include "memscale/graph/model_layout.hpp"
+#include "memscale/graph/recipes/decoder_stack.hpp"
+#include "memscale/graph/recipes/encoder_decoder.hpp"
+#include "memscale/model.hpp"
+#include "memscale/precision_policy.hpp"
+#include "memscale/training.hpp"
+
+namespace memscale {
+
+// A model's training step as built: the run it was built for (adapter dtype decided) and its
+// stacks. One stack lives in `stacks.decoder` (read it with stack()); `stacks.encoder` is
+// written only for an encoder-decoder.
+struct model_graph {
+  model_layout layout = model_layout::one_stack;
+  training_spec run{};
+  encoder_decoder_graph stacks{};
+
+  [[nodiscard]] constexpr bool is_encoder_decoder() const { return layout == model_layout::encoder_decoder; }
+  // The model's one stack; an encoder-decoder has two, and a path that reads one refuses it.
+  [[nodiscard]] constexpr const graph& stack() const {
+    if (is_encoder_decoder())
+      detail::fail(error_code::unsupported, "model.arch",
+                   "is encoder_decoder: this path reads one stack and does not model both", 2);
+    return stacks.decoder;
+  }
+};
+
+namespace detail {
+
+// The run with its adapter dtype decided: PEFT (hf_transformers) keeps adapters over a 16-bit
+// base in fp32 by default (peft_model.py get_peft_model autocast_adapter_dtype=True, which
+// casts only bf16/fp16 adapters); other implementations keep them in the base dtype.
+constexpr training_spec with_resolved_adapters(const model_spec& model, training_spec run) {
+  if (run.adapters != adapter_dtype::framework_default) return run;
+  const bool sixteen_bit_base = precision_policy_of(run).param != dtype::fp32;
+  run.adapters = (is_lora(run) && sixteen_bit_base && model.impl == implementation::hf_transformers)
+                     ? adapter_dtype::fp32
+                     : adapter_dtype::as_base;
+  return run;
+}
+
+}  // namespace detail
+
+// The graph of one training step of `model` under `requested`: the only place a model's
+// stacks are built.
+constexpr model_graph build(const model_spec& model, const training_spec& requested) {
+  model_graph g{.layout = layout_of(model), .run = detail::with_resolved_adapters(model, requested)};
+  if (g.is_encoder_decoder()) {
+    recipes::build_encoder_decoder(model, g.run, g.stacks);
+    g.stacks.encoder.ops.complete_for_constant(g.stacks.encoder.size);
+  } else {
+    recipes::build_decoder_stack(model, g.run, g.stacks.decoder);
+    g.stacks.encoder.ops.complete_for_constant(0);
+  }
+  g.stacks.decoder.ops.complete_for_constant(g.stacks.decoder.size);
+  return g;
+}
+
+}  // namespace memscale

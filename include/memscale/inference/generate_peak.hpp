@@ -1,0 +1,329 @@
+// memscale/inference/generate_peak.hpp: GPU memory of generate(): weights in their stored format, the
+// KV cache, and the transient peaks of the prefill and of the decoding steps.
+//
+// The forward pass runs under torch.no_grad (generate's decorator), so nothing is saved
+// for a backward: a tensor lives while Python holds it. The moments below follow
+// transformers' LlamaForCausalLM eager path and GenerationMixin._sample (4.44 and, where
+// they differ, 4.45), which the CPU traces in docs/data/cpu_traced_inference.json check.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "memscale/attention_kernel.hpp"
+#include "memscale/dtype.hpp"
+#include "memscale/estimate.hpp"
+#include "memscale/inference/kv_cache.hpp"
+#include "memscale/inference/spec.hpp"
+#include "memscale/inference/weights.hpp"
+#include "memscale/model.hpp"
+#include "memscale/graph/model_graph.hpp"
+
+namespace memscale {
+
+enum class inference_phase : std::uint8_t { prefill, decode };
+
+constexpr std::string_view to_string(inference_phase p) noexcept {
+  return p == inference_phase::prefill ? "prefill" : "decode";
+}
+
+// What is on the device at the peak moment of a phase.
+struct inference_breakdown {
+  bytes weights{};      // parameters in their stored format and registered buffers
+  bytes kv_cache{};     // keys and values of every layer (and a torch.cat copy in flight)
+  bytes activations{};  // hidden states, attention scores, masks, token ids
+  bytes logits{};       // output-layer logits alive at that moment
+  bytes workspace{};    // cuBLAS workspace, dequantised weights
+
+  [[nodiscard]] constexpr bytes total() const { return weights + kv_cache + activations + logits + workspace; }
+};
+
+struct inference_peak {
+  bytes tensor{};    // torch.cuda.max_memory_allocated
+  bytes reserved{};  // torch.cuda.max_memory_reserved
+  bytes device{};    // nvidia-smi: reserved + CUDA context
+  inference_phase at = inference_phase::prefill;
+  inference_breakdown breakdown{};
+};
+
+struct inference_result {
+  std::uint64_t parameter_count = 0;
+  bytes weight_bytes{};
+  bytes kv_bytes_per_token{};  // all layers, one sequence
+  bytes kv_cache_bytes{};      // the batch's cache after the last token
+  inference_peak prefill{};
+  inference_peak decode{};     // equals prefill when no decoding step runs (new_tokens <= 1)
+  inference_peak peak{};       // the larger of the two
+};
+
+// The attention kernel a generate() call of `m` runs under `r` (no dropout in eval mode).
+constexpr attention_kernel attention_kernel_of(const model_spec& m, const inference_spec& r) {
+  switch (r.attention) {
+    case attention_impl::eager:
+    case attention_impl::sdpa_math: return attention_kernel::math;
+    case attention_impl::flash: return attention_kernel::flash;
+    case attention_impl::sdpa:
+      return sdpa_kernel(sdpa_call{.device = r.device,
+                                   .type = r.compute,
+                                   .has_mask = m.alibi,
+                                   .dropout = false,
+                                   .head_dim = head_dim_of(m),
+                                   .torch_version = r.torch_version,
+                                   .gqa = kv_heads_of(m) != m.heads && m.impl == implementation::hf_transformers &&
+                                          r.transformers_version >= 500});
+  }
+  return attention_kernel::math;
+}
+
+namespace detail {
+
+// Bytes of `elements` in the compute dtype.
+constexpr bytes act(const inference_spec& r, std::uint64_t elements) { return storage(r.compute, elements); }
+
+// The attention core of one layer for `q_rows` query positions per sequence over `keys`
+// key positions. Eager (modeling_llama.py LlamaAttention.forward): matmul(q, k^T) and its
+// division by sqrt(d) coexist, then softmax(dtype=float32) is taken while its input is
+// still bound and cast back with .to(dtype): P x (dt + 4 + dt) for 16-bit, 8P for fp32.
+// Models that take softmax in their own dtype (GPT-2) hold two P-sized tensors.
+// Flash / SDPA kernels keep no P-sized tensor: the output and a per-row fp32 log-sum-exp.
+constexpr bytes attention_core(const model_spec& m, const inference_spec& r, std::uint64_t q_rows,
+                               std::uint64_t keys) {
+  const auto q_elems = checked_mul(r.batch, q_rows, checked_mul(m.heads, head_dim_of(m)));
+  if (is_fused(attention_kernel_of(m, r)))
+    return act(r, q_elems) + storage(dtype::fp32, checked_mul(r.batch, m.heads, q_rows));
+  const auto p = checked_mul(checked_mul(r.batch, m.heads), q_rows, keys);
+  const bytes two = act(r, p) * 2u;
+  if (!m.softmax_fp32) return two;
+  const bytes softmax = act(r, p) + storage(dtype::fp32, p) + (r.compute == dtype::fp32 ? bytes{} : act(r, p));
+  return max(two, softmax);
+}
+
+// repeat_kv (modeling_llama.py): grouped-query attention expands keys and values to
+// every head with expand + reshape, two contiguous copies over all key positions.
+constexpr bytes repeated_kv(const model_spec& m, const inference_spec& r, std::uint64_t keys) {
+  if (kv_heads_of(m) == m.heads || r.kv_lora_rank > 0) return {};
+  return act(r, checked_mul(r.batch, keys, checked_mul(m.heads, head_dim_of(m)))) * 2u;
+}
+
+// The largest moment inside one decoder layer, beyond the residual stream and the cache
+// of the layers before it, for `rows` new positions per sequence attending over `keys`.
+constexpr bytes layer_transient(const model_spec& m, const inference_spec& r, std::uint64_t rows, std::uint64_t keys,
+                                bytes own_cache) {
+  const auto n = checked_mul(r.batch, rows);
+  const auto q_w = checked_mul(m.heads, head_dim_of(m));
+  const auto kv_w = checked_mul(kv_heads_of(m), head_dim_of(m));
+  const bytes normed = act(r, checked_mul(n, m.hidden));
+  // Rotary (apply_rotary_pos_emb): q*cos, rotate_half(q)*sin and their sum exist with q,
+  // k and v; then the same for k while q and the rotated q are alive.
+  bytes rotary{};
+  if (m.positions == position_kind::rotary) {
+    const bytes q = act(r, checked_mul(n, q_w));
+    const bytes kv = act(r, checked_mul(n, kv_w));
+    rotary = max(q * 4u + kv * 2u, q * 2u + kv * 5u);
+  }
+  // Attention: the rotated queries, this layer's cache, repeated keys/values, the core.
+  const bytes attention = act(r, checked_mul(n, q_w)) + own_cache + repeated_kv(m, r, keys) +
+                          attention_core(m, r, rows, keys);
+  // MLP (LlamaMLP: down(act(gate(x)) * up(x))): act, up and their product coexist; a
+  // two-matrix MLP holds its hidden activation and the activation's output.
+  const auto f_rows = checked_mul(n, m.experts > 0 ? checked_mul(m.ffn, m.experts_per_token) : m.ffn);
+  // HF's gelu_new written as Python (GPT-2) holds its input, 0.5 * x and two intermediates.
+  const std::uint64_t mlp_tensors = gated_mlp(m) ? 3 : m.mlp == mlp_kind::gelu_tanh ? 4 : 2;
+  const bytes mlp = act(r, f_rows) * mlp_tensors;
+  return normed + max(max(rotary, attention), mlp);
+}
+
+// From transformers 4.45 generate() passes num_logits_to_keep=1 to the models PR #31292
+// gave it (the LLaMA-family heads, which also upcast logits); GPT-2 computes every position.
+constexpr bool last_logits_only(const model_spec& m, const inference_spec& r) {
+  return r.transformers_version >= 445 && m.upcast_logits;
+}
+
+// The positions whose logits the forward pass computes.
+constexpr std::uint64_t logit_rows(const model_spec& m, const inference_spec& r, std::uint64_t rows) {
+  return last_logits_only(m, r) ? r.batch : checked_mul(r.batch, rows);
+}
+
+// Logits and, before 4.45, their fp32 copy (modeling_llama.py: logits = logits.float()).
+constexpr bytes logits_in_forward(const model_spec& m, const inference_spec& r, std::uint64_t rows) {
+  const auto e = checked_mul(logit_rows(m, r, rows), m.vocab);
+  const bool upcast = m.upcast_logits && r.transformers_version < 445 && r.compute != dtype::fp32;
+  return act(r, e) + (upcast ? storage(dtype::fp32, e) : bytes{});
+}
+
+// What survives of a step's logits into the next forward pass: before 4.45 `outputs`
+// stays bound until the next call returns (fp32 logits of every computed position);
+// from 4.45 generate clones the last position to fp32 and deletes `outputs`.
+constexpr bytes logits_kept(const model_spec& m, const inference_spec& r, std::uint64_t rows) {
+  if (r.transformers_version >= 445) return storage(dtype::fp32, checked_mul(r.batch, m.vocab));
+  const dtype kept = m.upcast_logits ? dtype::fp32 : r.compute;
+  return storage(kept, checked_mul(logit_rows(m, r, rows), m.vocab));
+}
+
+// Token ids, attention mask (int64, growing by one column a step), position ids.
+constexpr bytes token_tensors(const inference_spec& r, std::uint64_t length, std::uint64_t rows) {
+  return storage(dtype::int64, checked_mul(r.batch, checked_add(checked_mul(length, 2), rows)));
+}
+
+// The 4-D float mask eager attention adds (LlamaModel._update_causal_mask): batch x rows x keys.
+// SDPA gets is_causal instead (AttentionMaskConverter._ignore_causal_mask_sdpa), whatever
+// kernel then runs; a fused kernel as asked for takes no mask either.
+constexpr bytes causal_mask(const inference_spec& r, std::uint64_t rows, std::uint64_t keys) {
+  if (r.attention == attention_impl::flash || r.attention == attention_impl::sdpa) return {};
+  return act(r, checked_mul(r.batch, rows, keys));
+}
+
+// Rotary cos and sin for the positions of this forward (computed once per forward).
+constexpr bytes rotary_tables(const model_spec& m, const inference_spec& r, std::uint64_t rows) {
+  if (m.positions != position_kind::rotary) return {};
+  return act(r, checked_mul(r.batch, rows, head_dim_of(m))) * 2u;
+}
+
+// Dequantised weight in flight: the format's dequantization_temporary (quant_format.hpp:
+// bitsandbytes 4-bit for more than one row, AWQ/GPTQ GEMMs for >= 1024 rows); LLM.int8
+// quantises the input rows and accumulates in int32.
+constexpr bytes quant_workspace(const graph& g, const model_spec& m, const inference_spec& r, std::uint64_t rows) {
+  const auto n = checked_mul(r.batch, rows);
+  const auto w = largest_block_matmul(g);
+  switch (r.weights) {
+    case weight_format::native: return {};
+    case weight_format::bnb_nf4:
+    case weight_format::bnb_fp4:
+    case weight_format::gptq_4bit:
+    case weight_format::awq_4bit: return dequantization_temporary(detail::quant_format_of(r), w, n, r.compute);
+    case weight_format::bnb_int8: {
+      const auto widest = max(m.ffn, checked_mul(m.heads, head_dim_of(m)));
+      // int8 input rows, int32 accumulator (4 bytes an element).
+      return storage(dtype::int8, checked_mul(n, widest)) + storage(dtype::fp32, checked_mul(n, widest));
+    }
+  }
+  return {};
+}
+
+
+// What one layer's cache entry holds right after the prefill. The cache keeps the tensors
+// the attention made: with a fused qkv projection the keys and values are views of its
+// output, so all of it stays (GPT-2 c_attn); rotary keys are new tensors, values without
+// rotation are views of their projection (DynamicCache.update appends them as they are).
+constexpr bytes prefill_layer_storage(const model_spec& m, const inference_spec& r) {
+  const auto tokens = checked_mul(r.batch, r.context);
+  const bytes kv = kv_layer_half_bytes(m, r, r.context) * 2u;
+  if (!m.fused_qkv || r.kv != r.compute || r.kv_lora_rank > 0 || r.cache != kv_cache_kind::dynamic) return kv;
+  const auto qkv = checked_mul(tokens, checked_mul(m.heads + 2 * kv_heads_of(m), head_dim_of(m)));
+  const bytes rotated = m.positions == position_kind::rotary ? kv_layer_half_bytes(m, r, r.context) : bytes{};
+  return act(r, qkv) + rotated;
+}
+
+// What keeps a layer's prefill value tensor alive until the first torch.cat replaces it:
+// the fused projection's whole output, or the value tensor itself.
+constexpr bytes prefill_value_storage(const model_spec& m, const inference_spec& r) {
+  const bytes rotated = (m.fused_qkv && m.positions == position_kind::rotary) ? kv_layer_half_bytes(m, r, r.context)
+                                                                              : bytes{};
+  return m.fused_qkv ? prefill_layer_storage(m, r) - rotated : kv_layer_half_bytes(m, r, r.context);
+}
+
+// The embeddings' outputs stay bound in the decoder's frame for the whole forward
+// (LlamaModel.forward inputs_embeds; GPT2Model.forward inputs_embeds and position_embeds).
+constexpr bytes embeddings_kept(const model_spec& m, const inference_spec& r, std::uint64_t rows) {
+  return act(r, checked_mul(r.batch, rows, m.hidden)) * (m.positions == position_kind::learned ? 2u : 1u);
+}
+
+// One forward pass over `rows` new positions per sequence, with `done` positions cached
+// before it and `kept_logits` of the previous step still alive.
+constexpr inference_breakdown forward_peak(const graph& g, const model_spec& m, const inference_spec& r,
+                                           bytes weights, std::uint64_t done, std::uint64_t rows, bytes kept_logits) {
+  const std::uint64_t total = checked_add(done, rows);
+  // Keys attended: a static cache is attended over its whole length; a sliding-window
+  // cache over its window once decoding (the prefill attends the whole prompt).
+  std::uint64_t keys = total;
+  if (r.cache == kv_cache_kind::static_preallocated) keys = cached_positions(r, total);
+  if (r.cache == kv_cache_kind::sliding_window && done > 0) keys = cached_positions(r, total);
+  const bytes cache_after = kv_cache_bytes(m, r, total);
+  const bytes stream = act(r, checked_mul(r.batch, rows, m.hidden));
+  const bytes ids = token_tensors(r, total, rows);
+  const bytes mask = causal_mask(r, rows, keys);
+  const bytes rope = rotary_tables(m, r, rows);
+  const bytes workspace = (r.device == device_kind::cuda ? r.blas_workspace : bytes{}) + quant_workspace(g, m, r, rows);
+
+  // The last layer: every other layer's cache is complete. DynamicCache.update appends
+  // the prefill's keys as they are and afterwards replaces each layer's tensors by
+  // torch.cat([old, new]): the old value tensor and the new one coexist.
+  const bool grows = r.cache == kv_cache_kind::dynamic;
+  const bool first_step = done == r.context;
+  const bytes prefill_extra = prefill_layer_storage(m, r) - kv_layer_half_bytes(m, r, r.context) * 2u;
+  bytes cache = cache_after;
+  if (grows && done == 0) cache += prefill_extra * m.layers;  // the prefill's views
+  bytes cat_copy{};
+  bytes old_cache{};
+  if (grows && done > 0) {
+    // The last layer's old tensors while torch.cat makes the new ones: its prefill storage
+    // in the first step, its old value tensor later.
+    cat_copy = first_step ? prefill_value_storage(m, r) : kv_layer_half_bytes(m, r, done);
+    // Tuple caches: the whole previous cache is still referenced.
+    if (r.legacy_tuple_cache)
+      old_cache = first_step ? prefill_layer_storage(m, r) * m.layers : kv_cache_bytes(m, r, done);
+  }
+  const bytes layer = layer_transient(m, r, rows, keys, bytes{});
+  const bytes embeds = embeddings_kept(m, r, rows);
+  inference_breakdown in_layer{.weights = weights,
+                               .kv_cache = cache + max(old_cache, cat_copy),
+                               .activations = ids + mask + rope + embeds + stream + max(layer, stream),
+                               .logits = kept_logits,
+                               .workspace = workspace};
+  // The output layer: the mask and rotary tables are gone with LlamaModel.forward's frame.
+  inference_breakdown head{.weights = weights,
+                           .kv_cache = cache + old_cache,
+                           .activations = ids + stream,
+                           .logits = kept_logits + logits_in_forward(m, r, rows),
+                           .workspace = workspace};
+  return in_layer.total() < head.total() ? head : in_layer;
+}
+
+constexpr inference_peak to_peak(const graph& g, const inference_spec& r, const model_spec& m, inference_phase at,
+                                 const inference_breakdown& b) {
+  inference_peak p{.tensor = b.total(), .reserved = b.total(), .device = b.total(), .at = at, .breakdown = b};
+  if (r.device == device_kind::cuda) {
+    // Large blocks waste half of the 2 MiB rounding granule on average
+    // (CUDACachingAllocator.cpp kRoundLarge): the weights and each layer's keys and values.
+    const auto large = checked_add(large_weight_tensors(g, r), checked_mul(m.layers, 2));
+    p.reserved = round_up(p.tensor + bytes{checked_mul(large, cuda_round_large.value / 2)}, cuda_round_large);
+    p.device = p.reserved + cuda_context_bytes(r.cuda_lazy_loading);
+  }
+  return p;
+}
+
+}  // namespace detail
+
+constexpr inference_result estimate_inference(const model_spec& model, const inference_spec& run) {
+  validate(model);
+  validate(run);
+  detail::require(model.arch == architecture::decoder && model.head == head_kind::causal_lm, error_code::unsupported,
+                  "model.arch", "inference estimates cover decoder-only causal language models",
+                  static_cast<std::uint64_t>(model.arch));
+  // The op graph of the architecture gives every weight matrix (one row, one sequence).
+  const model_graph built = build(model, training_spec{.micro_batch = 1, .seq_len = 1, .dropout = false});
+  const graph& g = built.stack();
+  inference_result res{};
+  res.parameter_count = parameter_count(g);
+  res.weight_bytes = inference_weight_bytes(g, run) + g.buffers;
+  res.kv_bytes_per_token = kv_bytes_per_token(model, run);
+  const auto generated = run.new_tokens == 0 ? std::uint64_t{0} : run.new_tokens - 1;  // tokens fed back
+  res.kv_cache_bytes = kv_cache_bytes(model, run, detail::checked_add(run.context, generated));
+
+  const bytes weights = res.weight_bytes;
+  const inference_breakdown pre = detail::forward_peak(g, model, run, weights, 0, run.context, bytes{});
+  res.prefill = detail::to_peak(g, run, model, inference_phase::prefill, pre);
+  res.decode = res.prefill;
+  if (run.new_tokens > 1) {
+    // The first decoding step still holds the prefill's logits; the last one the largest cache.
+    const auto first = detail::forward_peak(g, model, run, weights, run.context, 1,
+                                            detail::logits_kept(model, run, run.context));
+    const auto last = detail::forward_peak(g, model, run, weights, detail::checked_add(run.context, generated - 1), 1,
+                                           detail::logits_kept(model, run, 1));
+    res.decode = detail::to_peak(g, run, model, inference_phase::decode, first.total() < last.total() ? last : first);
+  }
+  res.peak = res.decode.tensor > res.prefill.tensor ? res.decode : res.prefill;
+  return res;
+}
+
+}  // namespace memscale
