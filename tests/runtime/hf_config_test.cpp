@@ -53,6 +53,7 @@ TEST_CASE("hf_config: parameter counts") {
   CHECK(count_of("bigcode--starcoder2-3b") == 3'030'371'328ULL);
   CHECK(count_of("allenai--OLMo-2-1124-7B") == 7'298'617'344ULL);
   CHECK(count_of("internlm--internlm2-7b") == 7'737'708'544ULL);
+  CHECK(count_of("allenai--OLMoE-1B-7B-0924") == 6'919'161'856ULL);
   CHECK(count_of("google-bert--bert-base-uncased") == 109'514'298ULL);
   CHECK(count_of("FacebookAI--roberta-base") == 124'697'433ULL);
   CHECK(count_of("distilbert--distilbert-base-uncased") == 66'985'530ULL);
@@ -131,4 +132,27 @@ TEST_CASE("hf_config: each activation name maps to the kernel that runs it") {
   CHECK(mlp_of("gelu_new") == memscale::mlp_kind::gelu_tanh);
   CHECK(mlp_of("gelu_pytorch_tanh") == memscale::mlp_kind::gelu);
   CHECK(mlp_of("gelu") == memscale::mlp_kind::gelu);
+}
+
+TEST_CASE("hf_config: a family's Config defaults fill the keys a config.json leaves out") {
+  using memscale::json_io::json;
+  // OlmoeConfig() (16 layers of 64 experts of 2048, hidden 2048, vocab 50304, untied):
+  // tools/families/param_counts.py gives 13,361,612,800 for {"model_type": "olmoe"}.
+  const memscale::model_spec olmoe = memscale::json_io::model_from_hf_config(json{{"model_type", "olmoe"}});
+  CHECK(memscale::parameter_count(olmoe) == 13'361'612'800ULL);
+  CHECK(olmoe.context_length == 4096);
+  CHECK(olmoe.experts_per_token == 8);
+  // OlmoeConfig.attribute_map: num_local_experts is num_experts.
+  CHECK(memscale::json_io::model_from_hf_config(json{{"model_type", "olmoe"}, {"num_local_experts", 8}}).experts == 8);
+}
+
+TEST_CASE("hf_config: a key the reader cannot model is refused by name") {
+  using memscale::json_io::json;
+  try {
+    (void)memscale::json_io::model_from_hf_config(json{{"model_type", "olmoe"}, {"clip_qkv", 8.0}});
+    FAIL("clip_qkv was ignored");
+  } catch (const memscale::error& e) {
+    CHECK(std::string(e.what()).find("config.clip_qkv") != std::string::npos);
+  }
+  CHECK_NOTHROW(memscale::json_io::model_from_hf_config(json{{"model_type", "olmoe"}, {"clip_qkv", nullptr}}));
 }

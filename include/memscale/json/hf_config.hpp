@@ -30,6 +30,7 @@
 #include "memscale/json/hf/llama.hpp"
 #include "memscale/json/hf/mixtral.hpp"
 #include "memscale/json/hf/olmo2.hpp"
+#include "memscale/json/hf/olmoe.hpp"
 #include "memscale/json/hf/opt.hpp"
 #include "memscale/json/hf/phi.hpp"
 #include "memscale/json/hf/phi3.hpp"
@@ -78,6 +79,7 @@ inline constexpr std::array families{
     family_entry{"starcoder2", starcoder2},
     family_entry{"olmo2", olmo2},
     family_entry{"internlm2", internlm2},
+    family_entry{"olmoe", olmoe},
     family_entry{"bert", bert, true},
     family_entry{"roberta", roberta, true},
     family_entry{"distilbert", distilbert, true},
