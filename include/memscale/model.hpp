@@ -68,6 +68,7 @@ struct model_spec {
   bool shift_labels = false;           // the loss shifts the labels, not a copy of the logits (transformers >= 4.48)
   bool softmax_fp32 = false;           // eager attention: softmax(dtype=float32), then cast back (HF LLaMA family)
   bool logit_softcap = false;          // cap * tanh(logits / cap) before the loss (Gemma 2)
+  bool logits_scale = false;           // logits / logits_scaling before the loss: a second logits tensor (Granite)
   bool pooler = false;                 // BERT pooler (dense + tanh on the first token)
   std::uint64_t num_labels = 2;        // sequence-classification outputs
   std::uint64_t experts = 0;           // 0: dense MLP

@@ -10,9 +10,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include "memscale/json.hpp"
+#include "memscale/memscale.hpp"
 
 namespace {
 
@@ -54,6 +56,8 @@ TEST_CASE("hf_config: parameter counts") {
   CHECK(count_of("allenai--OLMo-2-1124-7B") == 7'298'617'344ULL);
   CHECK(count_of("internlm--internlm2-7b") == 7'737'708'544ULL);
   CHECK(count_of("allenai--OLMoE-1B-7B-0924") == 6'919'161'856ULL);
+  CHECK(count_of("ibm-granite--granite-3.1-8b-instruct") == 8'170'848'256ULL);
+  CHECK(count_of("ibm-granite--granite-3.1-3b-a800m-instruct") == 3'298'793'472ULL);
   CHECK(count_of("google-bert--bert-base-uncased") == 109'514'298ULL);
   CHECK(count_of("FacebookAI--roberta-base") == 124'697'433ULL);
   CHECK(count_of("distilbert--distilbert-base-uncased") == 66'985'530ULL);
@@ -144,6 +148,49 @@ TEST_CASE("hf_config: a family's Config defaults fill the keys a config.json lea
   CHECK(olmoe.experts_per_token == 8);
   // OlmoeConfig.attribute_map: num_local_experts is num_experts.
   CHECK(memscale::json_io::model_from_hf_config(json{{"model_type", "olmoe"}, {"num_local_experts", 8}}).experts == 8);
+  // GraniteConfig() and GraniteMoeConfig() (LLaMA-7B sizes; the MoE with 8 experts of 11008).
+  const auto defaults_count = [](const char* type) {
+    return memscale::parameter_count(memscale::json_io::model_from_hf_config(json{{"model_type", type}}));
+  };
+  CHECK(defaults_count("granite") == 6'738'415'616ULL);
+  CHECK(defaults_count("granitemoe") == 37'039'116'288ULL);
+  CHECK(defaults_count("granitemoeshared") == 37'039'116'288ULL);  // shared_intermediate_size 0: no shared MLP
+}
+
+TEST_CASE("hf_config: granitemoeshared adds an ungated shared MLP of shared_intermediate_size") {
+  using memscale::json_io::json;
+  json cfg = json::parse(std::ifstream(config_path("ibm-granite--granite-3.1-3b-a800m-instruct")));
+  cfg["model_type"] = "granitemoeshared";
+  cfg["shared_intermediate_size"] = 1024;
+  const memscale::model_spec m = memscale::json_io::model_from_hf_config(cfg);
+  // tools/families/param_counts.py on the same config: + 32 layers x (1536 x 2048 + 1024 x 1536).
+  CHECK(memscale::parameter_count(m) == 3'449'788'416ULL);
+  CHECK_FALSE(m.shared_expert_gate);
+}
+
+TEST_CASE("hf_config: granite's logits / logits_scaling is a second logits tensor that nothing saves") {
+  using namespace memscale;
+  const model_spec granite = json_io::load_hf_model(config_path("ibm-granite--granite-3.1-8b-instruct"));
+  REQUIRE(granite.logits_scale);
+  model_spec small = presets::llama_base("scaled-logits", 1, 64, 4, 4, 128, 5000);
+  const training_spec run{.micro_batch = 2, .seq_len = 64, .prec = precision::fp32, .dropout = false};
+  const auto plain = std::make_unique<graph>(build_graph(small, run));
+  small.logits_scale = true;
+  const auto scaled = std::make_unique<graph>(build_graph(small, run));
+  REQUIRE(scaled->size == plain->size + 1);
+  // The quotient: tokens x vocab fp32, made after the head's output, which is freed once used.
+  std::size_t head = 0;
+  for (std::size_t i = 0; i < scaled->size; ++i)
+    if (scaled->ops[i].transient) head = i;
+  REQUIRE(head + 1 < scaled->size);
+  CHECK(scaled->ops[head].out.value == 2ULL * 64 * 5000 * 4);
+  CHECK(scaled->ops[head + 1].out.value == 2ULL * 64 * 5000 * 4);
+  CHECK(op_saved_bytes(scaled->ops[head + 1]).value == 0);
+  // The loss's fp32 log-probabilities are as large, so the step's peak does not move.
+  small.logits_scale = false;
+  const estimate_result before = estimate(small, run);
+  small.logits_scale = true;
+  CHECK(estimate(small, run).steady.tensor == before.steady.tensor);
 }
 
 TEST_CASE("hf_config: a key the reader cannot model is refused by name") {

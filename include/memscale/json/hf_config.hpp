@@ -26,6 +26,7 @@
 #include "memscale/json/hf/gpt2.hpp"
 #include "memscale/json/hf/gpt_neox.hpp"
 #include "memscale/json/hf/gptj.hpp"
+#include "memscale/json/hf/granite.hpp"
 #include "memscale/json/hf/internlm2.hpp"
 #include "memscale/json/hf/llama.hpp"
 #include "memscale/json/hf/mixtral.hpp"
@@ -80,6 +81,9 @@ inline constexpr std::array families{
     family_entry{"olmo2", olmo2},
     family_entry{"internlm2", internlm2},
     family_entry{"olmoe", olmoe},
+    family_entry{"granite", granite},
+    family_entry{"granitemoe", granitemoe},
+    family_entry{"granitemoeshared", granitemoeshared},
     family_entry{"bert", bert, true},
     family_entry{"roberta", roberta, true},
     family_entry{"distilbert", distilbert, true},
