@@ -58,6 +58,8 @@ TEST_CASE("hf_config: parameter counts") {
   CHECK(count_of("allenai--OLMoE-1B-7B-0924") == 6'919'161'856ULL);
   CHECK(count_of("ibm-granite--granite-3.1-8b-instruct") == 8'170'848'256ULL);
   CHECK(count_of("ibm-granite--granite-3.1-3b-a800m-instruct") == 3'298'793'472ULL);
+  CHECK(count_of("bigcode--starcoder") == 15'517'456'384ULL);
+  CHECK(count_of("bigcode--gpt_bigcode-santacoder") == 1'124'886'528ULL);
   CHECK(count_of("google-bert--bert-base-uncased") == 109'514'298ULL);
   CHECK(count_of("FacebookAI--roberta-base") == 124'697'433ULL);
   CHECK(count_of("distilbert--distilbert-base-uncased") == 66'985'530ULL);
@@ -155,6 +157,7 @@ TEST_CASE("hf_config: a family's Config defaults fill the keys a config.json lea
   CHECK(defaults_count("granite") == 6'738'415'616ULL);
   CHECK(defaults_count("granitemoe") == 37'039'116'288ULL);
   CHECK(defaults_count("granitemoeshared") == 37'039'116'288ULL);  // shared_intermediate_size 0: no shared MLP
+  CHECK(defaults_count("gpt_bigcode") == 111'446'784ULL);  // GPTBigCodeConfig(): GPT-2 small sizes, multi-query
 }
 
 TEST_CASE("hf_config: granitemoeshared adds an ungated shared MLP of shared_intermediate_size") {
@@ -202,4 +205,33 @@ TEST_CASE("hf_config: a key the reader cannot model is refused by name") {
     CHECK(std::string(e.what()).find("config.clip_qkv") != std::string::npos);
   }
   CHECK_NOTHROW(memscale::json_io::model_from_hf_config(json{{"model_type", "olmoe"}, {"clip_qkv", nullptr}}));
+}
+
+TEST_CASE("hf_config: gpt_bigcode is multi-query attention out of one fused c_attn, with one model-wide mask") {
+  using namespace memscale;
+  using json_io::json;
+  const model_spec starcoder = json_io::load_hf_model(config_path("bigcode--starcoder"));
+  CHECK(kv_heads_of(starcoder) == 1);
+  CHECK(starcoder.model_buffer_bytes == 8192ULL * 8192ULL);  // GPTBigCodeModel.bias: n_positions^2 bool, once
+  CHECK(starcoder.buffer_bytes_per_layer == 0);
+  // multi_query false: num_key_value_heads = n_head (tools/families/param_counts.py on the same config).
+  json santacoder = json::parse(std::ifstream(config_path("bigcode--gpt_bigcode-santacoder")));
+  santacoder["multi_query"] = false;
+  CHECK(parameter_count(json_io::model_from_hf_config(santacoder)) == 1'313'722'368ULL);
+
+  // One block of the traced small model (docs/data/cpu_traced_families_2025.json) at b1 s64, fp32 on CPU,
+  // torch 1.13: docs/research/families-2025-saved-tensors.txt lists 18 storages, 1,524,736 bytes
+  // (c_attn's whole output, the query copy, probabilities, dropout noise, no repeated k or v).
+  json record;
+  for (const json& r : json::parse(std::ifstream(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/cpu_traced_families_2025.json")))
+    if (r.at("id") == "cpu-gpt_bigcode-small-b2-s256-adamw") record = r;
+  REQUIRE(record.is_object());
+  record["train"]["batch"] = 1;
+  record["train"]["seq"] = 64;
+  const model_spec m = json_io::model_for_record(record);
+  const auto g = std::make_unique<graph>(build_graph(m, json_io::run_from_record(record)));
+  std::uint64_t block = 0;
+  for (std::size_t i = g->block_begin; i < g->block_end; ++i) block += op_saved_bytes(g->ops[i]).value;
+  CHECK(block == 1'524'736ULL);
+  CHECK(g->buffers.value == 2048ULL * 2048ULL);  // the small model's n_positions 2048, for 4 layers
 }

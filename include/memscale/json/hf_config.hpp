@@ -24,6 +24,7 @@
 #include "memscale/json/hf/falcon.hpp"
 #include "memscale/json/hf/gemma.hpp"
 #include "memscale/json/hf/gpt2.hpp"
+#include "memscale/json/hf/gpt_bigcode.hpp"
 #include "memscale/json/hf/gpt_neox.hpp"
 #include "memscale/json/hf/gptj.hpp"
 #include "memscale/json/hf/granite.hpp"
@@ -84,6 +85,7 @@ inline constexpr std::array families{
     family_entry{"granite", granite},
     family_entry{"granitemoe", granitemoe},
     family_entry{"granitemoeshared", granitemoeshared},
+    family_entry{"gpt_bigcode", gpt_bigcode},
     family_entry{"bert", bert, true},
     family_entry{"roberta", roberta, true},
     family_entry{"distilbert", distilbert, true},
