@@ -60,6 +60,7 @@ TEST_CASE("hf_config: parameter counts") {
   CHECK(count_of("ibm-granite--granite-3.1-3b-a800m-instruct") == 3'298'793'472ULL);
   CHECK(count_of("bigcode--starcoder") == 15'517'456'384ULL);
   CHECK(count_of("bigcode--gpt_bigcode-santacoder") == 1'124'886'528ULL);
+  CHECK(count_of("THUDM--GLM-4-9B-0414") == 9'400'279'040ULL);
   CHECK(count_of("google-bert--bert-base-uncased") == 109'514'298ULL);
   CHECK(count_of("FacebookAI--roberta-base") == 124'697'433ULL);
   CHECK(count_of("distilbert--distilbert-base-uncased") == 66'985'530ULL);
@@ -158,6 +159,13 @@ TEST_CASE("hf_config: a family's Config defaults fill the keys a config.json lea
   CHECK(defaults_count("granitemoe") == 37'039'116'288ULL);
   CHECK(defaults_count("granitemoeshared") == 37'039'116'288ULL);  // shared_intermediate_size 0: no shared MLP
   CHECK(defaults_count("gpt_bigcode") == 111'446'784ULL);  // GPTBigCodeConfig(): GPT-2 small sizes, multi-query
+  // Glm4Config() is GLM-4-9B-0414's shape (2 kv heads, head_dim 128, q/k/v biases).
+  CHECK(defaults_count("glm4") == 9'400'279'040ULL);
+  const memscale::model_spec glm4 = memscale::json_io::model_from_hf_config(
+      json{{"model_type", "glm4"}, {"attention_bias", false}, {"num_key_value_heads", 32}});
+  CHECK(memscale::parameter_count(glm4) == 10'658'385'920ULL);  // param_counts.py on the same config
+  CHECK(glm4.rotary_fraction == 0.5);                           // partial_rotary_factor 0.5
+  CHECK(glm4.block_norms == memscale::branch_norms::sandwich);
 }
 
 TEST_CASE("hf_config: granitemoeshared adds an ungated shared MLP of shared_intermediate_size") {

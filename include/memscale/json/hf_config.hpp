@@ -23,6 +23,7 @@
 #include "memscale/json/hf/config.hpp"
 #include "memscale/json/hf/falcon.hpp"
 #include "memscale/json/hf/gemma.hpp"
+#include "memscale/json/hf/glm4.hpp"
 #include "memscale/json/hf/gpt2.hpp"
 #include "memscale/json/hf/gpt_bigcode.hpp"
 #include "memscale/json/hf/gpt_neox.hpp"
@@ -86,6 +87,7 @@ inline constexpr std::array families{
     family_entry{"granitemoe", granitemoe},
     family_entry{"granitemoeshared", granitemoeshared},
     family_entry{"gpt_bigcode", gpt_bigcode},
+    family_entry{"glm4", glm4},
     family_entry{"bert", bert, true},
     family_entry{"roberta", roberta, true},
     family_entry{"distilbert", distilbert, true},
