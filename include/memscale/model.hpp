@@ -68,6 +68,7 @@ struct model_spec {
   bool shift_labels = false;           // the loss shifts the labels, not a copy of the logits (transformers >= 4.48)
   bool softmax_fp32 = false;           // eager attention: softmax(dtype=float32), then cast back (HF LLaMA family)
   bool logit_softcap = false;          // cap * tanh(logits / cap) before the loss (Gemma 2)
+  bool logits_scale = false;           // logits / logits_scaling before the loss: a second logits tensor (Granite)
   bool pooler = false;                 // BERT pooler (dense + tanh on the first token)
   std::uint64_t num_labels = 2;        // sequence-classification outputs
   std::uint64_t experts = 0;           // 0: dense MLP
@@ -80,6 +81,7 @@ struct model_spec {
   bool embedding_dropout = true;       // the embeddings' sum (embd_pdrop; BERT: hidden_dropout_prob)
   implementation impl = implementation::hf_transformers;
   std::uint64_t buffer_bytes_per_layer = 0;  // registered non-parameter buffers (old HF GPT-2: 1 MiB causal mask)
+  std::uint64_t model_buffer_bytes = 0;      // registered buffers the model holds once (GPTBigCode: n_positions^2 bool mask)
   // ---- family features read from a Hugging Face config.json (json/hf_config.hpp) ----
   branch_norms block_norms = branch_norms::pre;  // sequential layout only
   qk_norm_kind qk_norm = qk_norm_kind::none;
@@ -94,6 +96,9 @@ struct model_spec {
   // The attention's forward keeps its fused projection and its raw and masked scores in local
   // variables until it returns, residual add included (BLOOM: fused_qkv, matmul_result, attn_weights).
   bool attention_keeps_locals = false;
+  // Eager attention reads k and v as views of the fused projection, so its matmuls keep that
+  // output whole, and reshapes the query out of it into a contiguous copy (GPTBigCode's c_attn).
+  bool attention_keeps_fused_kv = false;
   // Encoder-decoder (T5): `layers` counts encoder blocks.
   std::uint64_t decoder_layers = 0;              // 0: as many as the encoder
   std::uint64_t relative_attention_buckets = 0;  // T5 relative position bias rows (first block of each stack)
@@ -140,6 +145,8 @@ constexpr const model_spec& validate(const model_spec& m) {
           "needs routed experts (model.experts > 0)", m.shared_expert_ffn);
   require(!m.shared_expert_gate || m.shared_expert_ffn > 0, bad, "model.shared_expert_gate",
           "needs a shared expert (model.shared_expert_ffn > 0)", 1);
+  require(!m.attention_keeps_fused_kv || m.fused_qkv, bad, "model.attention_keeps_fused_kv",
+          "needs a fused q, k, v projection (model.fused_qkv)", 1);
   require(m.block_norms == branch_norms::pre || m.layout == block_layout::sequential, bad, "model.block_norms",
           "post and sandwich norms need the sequential layout", static_cast<std::uint64_t>(m.block_norms));
   return m;

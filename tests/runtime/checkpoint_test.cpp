@@ -325,7 +325,7 @@ TEST_CASE("generic model: without weights the refusal names the nearest family a
   CHECK(contains(m, R"({"model": {"family": "llama", "layers": 28, "hidden": 3584, "heads": 28, "kv_heads": 4, "ffn": 18944, "vocab": 152064}})"));
   CHECK(m.find('\n') == std::string::npos);
   // The same refusal from the config object alone; a misspelling finds its family by edit distance.
-  CHECK(contains(error_message([] { (void)memscale::json_io::model_from_hf_config(json{{"model_type", "olmoe"}}); }), "nearest supported: olmo2"));
+  CHECK(contains(error_message([] { (void)memscale::json_io::model_from_hf_config(json{{"model_type", "olmo3"}}); }), "nearest supported: olmo2"));
   CHECK_FALSE(contains(error_message([] { (void)memscale::json_io::model_from_hf_config(json{{"model_type", "mamba"}}); }), "nearest supported"));
   CHECK(contains(error_message([] { (void)memscale::json_io::model_from_hf_config(json{{"model_type", "mamba"}}); }), "\"layers\": LAYERS"));
 }

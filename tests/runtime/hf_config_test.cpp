@@ -10,9 +10,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include "memscale/json.hpp"
+#include "memscale/memscale.hpp"
 
 namespace {
 
@@ -53,6 +55,12 @@ TEST_CASE("hf_config: parameter counts") {
   CHECK(count_of("bigcode--starcoder2-3b") == 3'030'371'328ULL);
   CHECK(count_of("allenai--OLMo-2-1124-7B") == 7'298'617'344ULL);
   CHECK(count_of("internlm--internlm2-7b") == 7'737'708'544ULL);
+  CHECK(count_of("allenai--OLMoE-1B-7B-0924") == 6'919'161'856ULL);
+  CHECK(count_of("ibm-granite--granite-3.1-8b-instruct") == 8'170'848'256ULL);
+  CHECK(count_of("ibm-granite--granite-3.1-3b-a800m-instruct") == 3'298'793'472ULL);
+  CHECK(count_of("bigcode--starcoder") == 15'517'456'384ULL);
+  CHECK(count_of("bigcode--gpt_bigcode-santacoder") == 1'124'886'528ULL);
+  CHECK(count_of("THUDM--GLM-4-9B-0414") == 9'400'279'040ULL);
   CHECK(count_of("google-bert--bert-base-uncased") == 109'514'298ULL);
   CHECK(count_of("FacebookAI--roberta-base") == 124'697'433ULL);
   CHECK(count_of("distilbert--distilbert-base-uncased") == 66'985'530ULL);
@@ -131,4 +139,107 @@ TEST_CASE("hf_config: each activation name maps to the kernel that runs it") {
   CHECK(mlp_of("gelu_new") == memscale::mlp_kind::gelu_tanh);
   CHECK(mlp_of("gelu_pytorch_tanh") == memscale::mlp_kind::gelu);
   CHECK(mlp_of("gelu") == memscale::mlp_kind::gelu);
+}
+
+TEST_CASE("hf_config: a family's Config defaults fill the keys a config.json leaves out") {
+  using memscale::json_io::json;
+  // OlmoeConfig() (16 layers of 64 experts of 2048, hidden 2048, vocab 50304, untied):
+  // tools/families/param_counts.py gives 13,361,612,800 for {"model_type": "olmoe"}.
+  const memscale::model_spec olmoe = memscale::json_io::model_from_hf_config(json{{"model_type", "olmoe"}});
+  CHECK(memscale::parameter_count(olmoe) == 13'361'612'800ULL);
+  CHECK(olmoe.context_length == 4096);
+  CHECK(olmoe.experts_per_token == 8);
+  // OlmoeConfig.attribute_map: num_local_experts is num_experts.
+  CHECK(memscale::json_io::model_from_hf_config(json{{"model_type", "olmoe"}, {"num_local_experts", 8}}).experts == 8);
+  // GraniteConfig() and GraniteMoeConfig() (LLaMA-7B sizes; the MoE with 8 experts of 11008).
+  const auto defaults_count = [](const char* type) {
+    return memscale::parameter_count(memscale::json_io::model_from_hf_config(json{{"model_type", type}}));
+  };
+  CHECK(defaults_count("granite") == 6'738'415'616ULL);
+  CHECK(defaults_count("granitemoe") == 37'039'116'288ULL);
+  CHECK(defaults_count("granitemoeshared") == 37'039'116'288ULL);  // shared_intermediate_size 0: no shared MLP
+  CHECK(defaults_count("gpt_bigcode") == 111'446'784ULL);  // GPTBigCodeConfig(): GPT-2 small sizes, multi-query
+  // Glm4Config() is GLM-4-9B-0414's shape (2 kv heads, head_dim 128, q/k/v biases).
+  CHECK(defaults_count("glm4") == 9'400'279'040ULL);
+  const memscale::model_spec glm4 = memscale::json_io::model_from_hf_config(
+      json{{"model_type", "glm4"}, {"attention_bias", false}, {"num_key_value_heads", 32}});
+  CHECK(memscale::parameter_count(glm4) == 10'658'385'920ULL);  // param_counts.py on the same config
+  CHECK(glm4.rotary_fraction == 0.5);                           // partial_rotary_factor 0.5
+  CHECK(glm4.block_norms == memscale::branch_norms::sandwich);
+}
+
+TEST_CASE("hf_config: granitemoeshared adds an ungated shared MLP of shared_intermediate_size") {
+  using memscale::json_io::json;
+  json cfg = json::parse(std::ifstream(config_path("ibm-granite--granite-3.1-3b-a800m-instruct")));
+  cfg["model_type"] = "granitemoeshared";
+  cfg["shared_intermediate_size"] = 1024;
+  const memscale::model_spec m = memscale::json_io::model_from_hf_config(cfg);
+  // tools/families/param_counts.py on the same config: + 32 layers x (1536 x 2048 + 1024 x 1536).
+  CHECK(memscale::parameter_count(m) == 3'449'788'416ULL);
+  CHECK_FALSE(m.shared_expert_gate);
+}
+
+TEST_CASE("hf_config: granite's logits / logits_scaling is a second logits tensor that nothing saves") {
+  using namespace memscale;
+  const model_spec granite = json_io::load_hf_model(config_path("ibm-granite--granite-3.1-8b-instruct"));
+  REQUIRE(granite.logits_scale);
+  model_spec small = presets::llama_base("scaled-logits", 1, 64, 4, 4, 128, 5000);
+  const training_spec run{.micro_batch = 2, .seq_len = 64, .prec = precision::fp32, .dropout = false};
+  const auto plain = std::make_unique<graph>(build_graph(small, run));
+  small.logits_scale = true;
+  const auto scaled = std::make_unique<graph>(build_graph(small, run));
+  REQUIRE(scaled->size == plain->size + 1);
+  // The quotient: tokens x vocab fp32, made after the head's output, which is freed once used.
+  std::size_t head = 0;
+  for (std::size_t i = 0; i < scaled->size; ++i)
+    if (scaled->ops[i].transient) head = i;
+  REQUIRE(head + 1 < scaled->size);
+  CHECK(scaled->ops[head].out.value == 2ULL * 64 * 5000 * 4);
+  CHECK(scaled->ops[head + 1].out.value == 2ULL * 64 * 5000 * 4);
+  CHECK(op_saved_bytes(scaled->ops[head + 1]).value == 0);
+  // The loss's fp32 log-probabilities are as large, so the step's peak does not move.
+  small.logits_scale = false;
+  const estimate_result before = estimate(small, run);
+  small.logits_scale = true;
+  CHECK(estimate(small, run).steady.tensor == before.steady.tensor);
+}
+
+TEST_CASE("hf_config: a key the reader cannot model is refused by name") {
+  using memscale::json_io::json;
+  try {
+    (void)memscale::json_io::model_from_hf_config(json{{"model_type", "olmoe"}, {"clip_qkv", 8.0}});
+    FAIL("clip_qkv was ignored");
+  } catch (const memscale::error& e) {
+    CHECK(std::string(e.what()).find("config.clip_qkv") != std::string::npos);
+  }
+  CHECK_NOTHROW(memscale::json_io::model_from_hf_config(json{{"model_type", "olmoe"}, {"clip_qkv", nullptr}}));
+}
+
+TEST_CASE("hf_config: gpt_bigcode is multi-query attention out of one fused c_attn, with one model-wide mask") {
+  using namespace memscale;
+  using json_io::json;
+  const model_spec starcoder = json_io::load_hf_model(config_path("bigcode--starcoder"));
+  CHECK(kv_heads_of(starcoder) == 1);
+  CHECK(starcoder.model_buffer_bytes == 8192ULL * 8192ULL);  // GPTBigCodeModel.bias: n_positions^2 bool, once
+  CHECK(starcoder.buffer_bytes_per_layer == 0);
+  // multi_query false: num_key_value_heads = n_head (tools/families/param_counts.py on the same config).
+  json santacoder = json::parse(std::ifstream(config_path("bigcode--gpt_bigcode-santacoder")));
+  santacoder["multi_query"] = false;
+  CHECK(parameter_count(json_io::model_from_hf_config(santacoder)) == 1'313'722'368ULL);
+
+  // One block of the traced small model (docs/data/cpu_traced_families_2025.json) at b1 s64, fp32 on CPU,
+  // torch 1.13: docs/research/families-2025-saved-tensors.txt lists 18 storages, 1,524,736 bytes
+  // (c_attn's whole output, the query copy, probabilities, dropout noise, no repeated k or v).
+  json record;
+  for (const json& r : json::parse(std::ifstream(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/cpu_traced_families_2025.json")))
+    if (r.at("id") == "cpu-gpt_bigcode-small-b2-s256-adamw") record = r;
+  REQUIRE(record.is_object());
+  record["train"]["batch"] = 1;
+  record["train"]["seq"] = 64;
+  const model_spec m = json_io::model_for_record(record);
+  const auto g = std::make_unique<graph>(build_graph(m, json_io::run_from_record(record)));
+  std::uint64_t block = 0;
+  for (std::size_t i = g->block_begin; i < g->block_end; ++i) block += op_saved_bytes(g->ops[i]).value;
+  CHECK(block == 1'524'736ULL);
+  CHECK(g->buffers.value == 2048ULL * 2048ULL);  // the small model's n_positions 2048, for 4 layers
 }

@@ -1,6 +1,7 @@
 // Parameter counts of the model_spec features the config.json families use, in constant
 // evaluation: per-head and full-width qk-norm, post and sandwich branch norms, a shared
-// expert with its gate, the decoder classification head, and validate(model, run).
+// expert with its gate, the decoder classification head, and validate(model, run); the
+// multi-query attention over a fused projection and a model-wide buffer in estimate().
 #include <memscale/memscale.hpp>
 
 namespace {
@@ -55,5 +56,30 @@ constexpr model_spec classifier() {
 static_assert(parameter_count(classifier()) == base_total - 6'400 + 3 * 64);
 
 static_assert(validate(tiny(), training_spec{.micro_batch = 1, .seq_len = 256}).layers == 2);
+
+// GPTBigCode's attention: one fused c_attn, one kv head, k and v read as its views. The matmuls
+// keep the fused output (tokens x (64 + 2 x 16)) and the query copy (tokens x 64) instead of
+// a repeated v and copies of q and repeated k (3 x tokens x 64): tokens x (2 x 16 - 64) per layer.
+constexpr training_spec fp32_run{
+    .micro_batch = 1, .seq_len = 16, .prec = precision::fp32, .attention = attention_impl::eager, .dropout = false};
+constexpr model_spec multi_query(bool fused_views) {
+  model_spec m = tiny();
+  m.kv_heads = 1;
+  m.fused_qkv = true;
+  m.attention_keeps_fused_kv = fused_views;
+  return m;
+}
+static_assert(estimate(multi_query(false), fp32_run).saved_activation_bytes -
+                  estimate(multi_query(true), fp32_run).saved_activation_bytes ==
+              bytes{2 * 16 * (64 - 2 * 16) * 4});
+
+// A buffer the model registers once (GPTBigCode's n_positions^2 bool mask) is counted once.
+constexpr model_spec with_model_buffer() {
+  model_spec m = tiny();
+  m.model_buffer_bytes = 256 * 256;
+  return m;
+}
+static_assert(estimate(with_model_buffer(), fp32_run).steady.tensor - estimate(tiny(), fp32_run).steady.tensor ==
+              bytes{256 * 256});
 
 }  // namespace

@@ -64,6 +64,10 @@ const std::vector<data_set> data_sets{
     {"cpu_traced_families", false, true,
      "config.json families (docs/research/scripts/trace_families.py): faithful small models of each modeling file",
      "CPU traced (config.json families)", 12},
+    {"cpu_traced_families_2025", false, true,
+     "the 2025 config.json families (tools/trace/families_2025.py): torch-only re-implementations of each modeling "
+     "file; records of families without a reader count as not modelled yet",
+     "CPU traced (2025 families)", 14},
     {"cpu_traced_lora", false, true,
      "PEFT-style LoRA/DoRA steps on the same harness (docs/research/scripts/trace_lora.py)", "CPU traced (LoRA)", 8},
     {"cpu_traced_vision", false, true,

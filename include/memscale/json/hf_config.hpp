@@ -23,13 +23,17 @@
 #include "memscale/json/hf/config.hpp"
 #include "memscale/json/hf/falcon.hpp"
 #include "memscale/json/hf/gemma.hpp"
+#include "memscale/json/hf/glm4.hpp"
 #include "memscale/json/hf/gpt2.hpp"
+#include "memscale/json/hf/gpt_bigcode.hpp"
 #include "memscale/json/hf/gpt_neox.hpp"
 #include "memscale/json/hf/gptj.hpp"
+#include "memscale/json/hf/granite.hpp"
 #include "memscale/json/hf/internlm2.hpp"
 #include "memscale/json/hf/llama.hpp"
 #include "memscale/json/hf/mixtral.hpp"
 #include "memscale/json/hf/olmo2.hpp"
+#include "memscale/json/hf/olmoe.hpp"
 #include "memscale/json/hf/opt.hpp"
 #include "memscale/json/hf/phi.hpp"
 #include "memscale/json/hf/phi3.hpp"
@@ -78,6 +82,12 @@ inline constexpr std::array families{
     family_entry{"starcoder2", starcoder2},
     family_entry{"olmo2", olmo2},
     family_entry{"internlm2", internlm2},
+    family_entry{"olmoe", olmoe},
+    family_entry{"granite", granite},
+    family_entry{"granitemoe", granitemoe},
+    family_entry{"granitemoeshared", granitemoeshared},
+    family_entry{"gpt_bigcode", gpt_bigcode},
+    family_entry{"glm4", glm4},
     family_entry{"bert", bert, true},
     family_entry{"roberta", roberta, true},
     family_entry{"distilbert", distilbert, true},

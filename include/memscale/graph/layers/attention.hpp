@@ -38,7 +38,11 @@ constexpr attention_path attention_path_of(const model_spec& model, const traini
   const attention_kernel kernel = attention_kernel_of(model, run);
   const bool sdpa_gqa = sdpa_gets_grouped_kv(model, run) &&
                         (run.attention == attention_impl::sdpa || run.attention == attention_impl::flash);
-  return {.kernel = kernel, .repeats_kv = gqa && (!sdpa_gqa || kernel == attention_kernel::math)};
+  // GPTBigCode's multi-query _attn folds the heads into the query's rows (query.reshape(b, s * heads,
+  // head_dim)) and multiplies by the one k and v: nothing is repeated.
+  const bool folds_heads = model.attention_keeps_fused_kv && !is_fused(kernel);
+  return {.kernel = kernel,
+          .repeats_kv = gqa && !folds_heads && (!sdpa_gqa || kernel == attention_kernel::math)};
 }
 
 struct qkv_tensors {
@@ -99,7 +103,10 @@ constexpr tensor eager_attention(const layer_context& ctx, const qkv_tensors& qk
   // matmul on permuted 4-D views reshapes them into contiguous copies that bmm saves.
   const tensor q_copy = ops.elementwise(q_elements, p.matmul);
   if (m.attention_keeps_locals && m.fused_qkv) ops.hold_in_frame(ops.at(qkv.projection).out);  // fused_qkv
-  const tensor k_copy = ops.elementwise(k_elements, p.matmul);
+  // modeling_gpt_bigcode.py@00574544 GPTBigCodeAttention._attn: baddbmm(query.reshape(...),
+  // key) takes k as a view of c_attn's output, so the whole output is kept, not a k copy.
+  const bool fused_views = m.attention_keeps_fused_kv;
+  const tensor k_copy = fused_views ? qkv.projection : ops.elementwise(k_elements, p.matmul);
   const tensor qk = ops.emit(op{.kind = op_kind::attention, .recomputed_by_selective = true}, scores, p.matmul);
   ops.keep(q_copy, qk);
   ops.keep(k_copy, qk);
@@ -137,7 +144,9 @@ constexpr tensor eager_attention(const layer_context& ctx, const qkv_tensors& qk
   dropped = ops.matmul_input(dropped);
   // repeat_kv's output is already contiguous and bmm saves it as it is; a plain v is a
   // permuted view that matmul copies first.
-  const tensor v_saved = path.repeats_kv ? qkv.v : ops.elementwise(detail::checked_mul(ctx.tokens, kv_width), p.matmul);
+  const tensor v_saved = path.repeats_kv ? qkv.v
+                         : fused_views    ? qkv.projection  // bmm(probs, value): value is a view too
+                                          : ops.elementwise(detail::checked_mul(ctx.tokens, kv_width), p.matmul);
   const tensor context = ops.emit(op_kind::attention, q_elements, p.matmul);
   ops.keep(dropped, context);
   ops.keep(v_saved, context);

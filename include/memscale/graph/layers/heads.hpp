@@ -29,6 +29,7 @@ struct lm_head_spec {
   bool causal = true;            // causal LM: the upcast, softcap and label-shift steps apply
   bool upcast_logits = false;
   bool logit_softcap = false;
+  bool logits_scale = false;     // the logits divided by a float before the loss (a new tensor)
   bool labels_shifted = false;   // the loss shifts the labels, so no shifted copy of the logits
   bool chunked = false;          // chunked cross-entropy
   std::uint64_t chunk_rows = 0;  // positions in one loss chunk
@@ -48,6 +49,7 @@ constexpr lm_head_spec lm_head_spec_of(const layer_context& ctx) {
           .causal = m.head == head_kind::causal_lm,
           .upcast_logits = m.upcast_logits,
           .logit_softcap = m.logit_softcap,
+          .logits_scale = m.logits_scale,
           .labels_shifted = m.shift_labels,
           .chunked = run.loss == loss_impl::chunked,
           // lit-gpt splits along the sequence (model.py GPT.forward: x.split(lm_head_chunk_size, dim=1)),
@@ -111,6 +113,13 @@ constexpr void lm_loss(const layer_context& ctx, tensor x, const lm_head_spec& s
   tensor scores = logits;
   auto loss_rows = rows;
   if (spec.causal) {
+    if (spec.logits_scale) {
+      // modeling_granite.py@023633dd GraniteForCausalLM.forward: `logits = logits / logits_scaling`
+      // before the loss: a division by a float saves nothing, and reassigning `logits` frees the
+      // head's output, so both are alive only while the quotient is made.
+      ops.at(scores).transient = true;
+      scores = ops.elementwise(detail::checked_mul(rows, vocab), scores.type);
+    }
     // Many causal-LM heads upcast logits to fp32 (modeling_llama.py: logits.float()).
     // .float() copies only 16-bit logits; on fp32 logits it is a no-op.
     if (spec.upcast_logits && scores.type != dtype::fp32)

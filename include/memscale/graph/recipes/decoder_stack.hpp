@@ -123,6 +123,7 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
   // input_ids and labels: int64 each (PyTorch's default index dtype).
   sections.set_inputs(storage(dtype::int64, detail::checked_mul(tokens, 2)));
   sections.add_buffers(bytes{detail::checked_mul(model.buffer_bytes_per_layer, model.layers)});
+  sections.add_buffers(bytes{model.model_buffer_bytes});
   sections.set_stream_grad(storage(ops.stream_dtype(), detail::checked_mul(tokens, model.hidden)));
   // lit-gpt's fine-tuning loop binds `logits = model(input_ids, lm_head_chunk_size=128)`
   // and keeps the list of chunks until the next step's forward returns and rebinds it

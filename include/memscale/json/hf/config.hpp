@@ -102,18 +102,34 @@ inline void apply_head(const config& c, model_spec& m, head_kind fallback) {
   if (head != head_kind::causal_lm && head != head_kind::masked_lm) m.tied_embeddings = false;
 }
 
+// A family Config class's defaults for the keys that size a decoder; 0: the reader requires
+// the key (families whose defaults were not read from their configuration file).
+struct decoder_shape_defaults {
+  std::uint64_t layers = 0;
+  std::uint64_t hidden = 0;
+  std::uint64_t heads = 0;
+  std::uint64_t ffn = 0;
+  std::uint64_t vocab = 0;
+  std::uint64_t context = 0;  // max_position_embeddings; 0 here means unknown, never required
+};
+
+// `key`, else the family's default, else an error naming the key.
+inline std::uint64_t count_or_default(const config& c, const char* key, std::uint64_t fallback) {
+  return fallback == 0 ? c.required({key}) : c.count(key, fallback);
+}
+
 // The shape of a rotary decoder under LlamaConfig's key names, which Phi, StarCoder2 and
 // the LLaMA-recipe families share: layers, widths, heads (num_key_value_heads None: multi-head
 // attention), vocabulary and context; the family reader adds the rest.
-inline model_spec rotary_decoder(const config& c) {
+inline model_spec rotary_decoder(const config& c, const decoder_shape_defaults& d = {}) {
   model_spec m{};
-  m.layers = c.required({"num_hidden_layers"});
-  m.hidden = c.required({"hidden_size"});
-  m.heads = c.required({"num_attention_heads"});
+  m.layers = count_or_default(c, "num_hidden_layers", d.layers);
+  m.hidden = count_or_default(c, "hidden_size", d.hidden);
+  m.heads = count_or_default(c, "num_attention_heads", d.heads);
   m.kv_heads = c.count("num_key_value_heads", m.heads);
-  m.ffn = c.required({"intermediate_size"});
-  m.vocab = c.required({"vocab_size"});
-  m.context_length = c.count("max_position_embeddings", 0);
+  m.ffn = count_or_default(c, "intermediate_size", d.ffn);
+  m.vocab = count_or_default(c, "vocab_size", d.vocab);
+  m.context_length = c.count("max_position_embeddings", d.context);
   m.positions = position_kind::rotary;
   return m;
 }

@@ -14,10 +14,11 @@ struct llama_defaults {
   bool tie = false;  // LlamaConfig(tie_word_embeddings=False)
   std::uint64_t head_dim = 0;  // 0: hidden_size // num_attention_heads
   const char* act = "silu";
+  decoder_shape_defaults shape{};  // the family Config's sizes (none: the sizing keys are required)
 };
 
 inline model_spec llama_like(const config& c, const llama_defaults& d = {}) {
-  model_spec m = rotary_decoder(c);
+  model_spec m = rotary_decoder(c, d.shape);
   m.head_dim = c.count("head_dim", d.head_dim);  // None: hidden // heads
   m.rotary_fraction = c.number("partial_rotary_factor", 1.0);
   m.norm = norm_kind::rmsnorm;
