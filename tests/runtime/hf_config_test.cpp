@@ -185,9 +185,9 @@ TEST_CASE("hf_config: granite's logits / logits_scaling is a second logits tenso
   REQUIRE(granite.logits_scale);
   model_spec small = presets::llama_base("scaled-logits", 1, 64, 4, 4, 128, 5000);
   const training_spec run{.micro_batch = 2, .seq_len = 64, .prec = precision::fp32, .dropout = false};
-  const auto plain = std::make_unique<graph>(build_graph(small, run));
+  const auto plain = std::make_unique<graph>(build(small, run).stack());
   small.logits_scale = true;
-  const auto scaled = std::make_unique<graph>(build_graph(small, run));
+  const auto scaled = std::make_unique<graph>(build(small, run).stack());
   REQUIRE(scaled->size == plain->size + 1);
   // The quotient: tokens x vocab fp32, made after the head's output, which is freed once used.
   std::size_t head = 0;
@@ -237,7 +237,7 @@ TEST_CASE("hf_config: gpt_bigcode is multi-query attention out of one fused c_at
   record["train"]["batch"] = 1;
   record["train"]["seq"] = 64;
   const model_spec m = json_io::model_for_record(record);
-  const auto g = std::make_unique<graph>(build_graph(m, json_io::run_from_record(record)));
+  const auto g = std::make_unique<graph>(build(m, json_io::run_from_record(record)).stack());
   std::uint64_t block = 0;
   for (std::size_t i = g->block_begin; i < g->block_end; ++i) block += op_saved_bytes(g->ops[i]).value;
   CHECK(block == 1'524'736ULL);
