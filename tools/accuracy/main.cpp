@@ -349,7 +349,7 @@ void write_report(const std::vector<row>& rows, const std::string& out_dir) {
   }
   std::ofstream gp(out_dir + "/accuracy.gp");
   gp << "set terminal svg size 720,600\nset output 'accuracy.svg'\nset logscale xy\n"
-        "set xlabel 'measured (GB)'\nset ylabel 'estimated (GB)'\nset key top left\nset grid\n"
+        "set xlabel 'measured (GB)'\nset ylabel 'estimated (GB)'\nset key bottom right\nset grid\n"
         "plot x title 'exact' lw 1 lc rgb '#888888', 1.1*x title '+10%' dt 2 lc rgb '#bbbbbb', 0.9*x title '-10%' dt 2 lc rgb '#bbbbbb', ";
   for (const data_set& d : data_sets)
     gp << "'< grep ^" << d.name << " accuracy.dat' using 2:3 title '" << d.plot_title << "' pt " << d.point_type
