@@ -67,4 +67,13 @@ static_assert(estimate(presets::t5_small, longer_target).steady.tensor > small.s
 // Weights, gradients and AdamW state at least: 16 bytes per parameter in fp32.
 static_assert(small.steady.tensor.value > 16ULL * 60'506'624);
 
+// A built graph can itself be a constant, with both stacks written (T5) or one (GPT-2,
+// whose unused encoder slots hold no op).
+constexpr model_graph t5_built = build(presets::t5_small, run);
+static_assert(t5_built.is_encoder_decoder() && t5_built.stacks.encoder.size > 0 && t5_built.stacks.decoder.size > 0);
+static_assert(estimate(t5_built).parameter_count == 60'506'624);
+constexpr model_graph gpt2_built = build(presets::gpt2, run);
+static_assert(!gpt2_built.is_encoder_decoder() && gpt2_built.stacks.encoder.size == 0);
+static_assert(estimate(gpt2_built).parameter_count == 124'439'808);
+
 }  // namespace

@@ -95,9 +95,10 @@ static_assert(sizeof(op) <= 112, "op grew: a graph is graph_capacity ops");
 inline constexpr std::size_t graph_capacity = 160;
 
 // A graph's op storage. Only the first `size` slots ever hold an op; the others stay unwritten
-// (unions with no active member), so creating a graph costs nothing for the slots it never uses
-// (value-initialising 160 ops was 7% of an estimate). Reading a slot before `start` is a
-// compile error in constant evaluation, and no walk reads past `size`.
+// at run time (value-initialising 160 ops was 7% of an estimate). In constant evaluation an
+// unused slot holds an empty marker instead, so a graph kept as a constant
+// (`constexpr model_graph g = build(...)`) is complete without writing 160 zero ops. Reading
+// a slot before `start` is a compile error in constant evaluation, and no walk reads past `size`.
 class op_slots {
  public:
   constexpr op_slots() {}  // NOLINT: user-provided, so a value-initialised graph does not zero the slots
@@ -115,19 +116,18 @@ class op_slots {
     slots_[i].value.kind = kind;
     return slots_[i].value;
   }
-  // A graph kept as a constant (`constexpr model_graph g = build(...)`) may not hold a union
-  // with no active member, so constant evaluation gives the unused slots a zero op.
-  constexpr void complete_for_constant(std::size_t used) {
-    if (std::is_constant_evaluated())
-      for (std::size_t i = used; i < graph_capacity; ++i) slots_[i] = slot{op{}};
-  }
   constexpr op& operator[](std::size_t i) { return slots_[i].value; }
   constexpr const op& operator[](std::size_t i) const { return slots_[i].value; }
 
  private:
   union slot {
+    unsigned char none;
     op value;
-    constexpr slot() {}  // NOLINT: deliberately leaves `value` unwritten
+    // At run time leaves the slot unwritten; in constant evaluation makes the empty marker
+    // active (a constant may not hold a union with no active member).
+    constexpr slot() {  // NOLINT: deliberately no member initialiser
+      if (std::is_constant_evaluated()) none = 0;
+    }
     constexpr explicit slot(const op& o) : value(o) {}
   };
   std::array<slot, graph_capacity> slots_;

@@ -60,14 +60,10 @@ constexpr model_graph build(const model_spec& model, const training_spec& reques
   model_graph g;
   g.layout = layout_of(model);
   g.run = detail::with_resolved_adapters(model, requested);
-  if (g.is_encoder_decoder()) {
+  if (g.is_encoder_decoder())
     recipes::build_encoder_decoder(model, g.run, g.stacks);
-    g.stacks.encoder.ops.complete_for_constant(g.stacks.encoder.size);
-  } else {
+  else
     recipes::build_decoder_stack(model, g.run, g.stacks.decoder);
-    g.stacks.encoder.ops.complete_for_constant(0);
-  }
-  g.stacks.decoder.ops.complete_for_constant(g.stacks.decoder.size);
   return g;
 }
 

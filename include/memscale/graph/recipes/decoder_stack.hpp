@@ -137,7 +137,6 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
 constexpr graph build_decoder_stack(const model_spec& model, const training_spec& run) {
   graph g;  // default-initialised: the op slots are left unwritten (graph/graph.hpp op_slots)
   build_decoder_stack(model, run, g);
-  g.ops.complete_for_constant(g.size);
   return g;
 }
 

@@ -160,8 +160,6 @@ constexpr void build_encoder_decoder(const model_spec& model, const training_spe
 constexpr encoder_decoder_graph build_encoder_decoder(const model_spec& model, const training_spec& run) {
   encoder_decoder_graph r;  // default-initialised: the op slots are left unwritten
   build_encoder_decoder(model, run, r);
-  r.encoder.ops.complete_for_constant(r.encoder.size);
-  r.decoder.ops.complete_for_constant(r.decoder.size);
   return r;
 }
 
