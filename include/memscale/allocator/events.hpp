@@ -138,4 +138,34 @@ class id_pool {
   std::uint32_t next_ = 0;
 };
 
+// The id of no tensor: a size-0 allocation, or a tensor already freed.
+inline constexpr std::uint32_t no_tensor = 0xffffffffU;
+
+// What a walk writes into its sink: each allocation under an id that id_pool hands out
+// (size 0: no tensor, no event), each free under that id, which then reads no_tensor so
+// freeing it again writes nothing; and the moments of the step.
+template <class Sink, std::size_t IdCapacity>
+class tensor_events {
+ public:
+  constexpr explicit tensor_events(Sink& sink) : sink_(sink) {}
+
+  constexpr std::uint32_t alloc(std::uint64_t size) {
+    if (size == 0) return no_tensor;
+    const std::uint32_t id = ids_.take();
+    sink_.alloc(id, size);
+    return id;
+  }
+  constexpr void free(std::uint32_t& id) {
+    if (id == no_tensor) return;
+    sink_.free(id);
+    ids_.give_back(id);
+    id = no_tensor;
+  }
+  constexpr void enter(std::uint32_t step, moment m) { sink_.enter(step, m); }
+
+ private:
+  Sink& sink_;
+  id_pool<IdCapacity> ids_{};
+};
+
 }  // namespace memscale::allocator

@@ -34,7 +34,7 @@ namespace detail {
 template <class Sink, std::size_t IdCapacity>
 class generate_walker {
  public:
-  constexpr generate_walker(const model_spec& m, const inference_spec& r, Sink& sink) : m_(m), r_(r), sink_(sink) {
+  constexpr generate_walker(const model_spec& m, const inference_spec& r, Sink& sink) : m_(m), r_(r), events_(sink) {
     using memscale::detail::require;
     require(r.cache == kv_cache_kind::dynamic && !r.legacy_tuple_cache, error_code::unsupported, "infer.kv_cache",
             "the allocator's generate() stream covers the dynamic cache", static_cast<std::uint64_t>(r.cache));
@@ -51,12 +51,12 @@ class generate_walker {
     const training_spec weights_run = run_for(1);
     const model_graph built = build(m_, weights_run);
     const graph& gw = built.stack();
-    sink_.enter(0, moment::setup);
+    events_.enter(0, moment::setup);
     setup(gw);
-    sink_.enter(1, moment::prefill);
+    events_.enter(1, moment::prefill);
     forward(r_.context, 0);
     if (r_.new_tokens > 1) {
-      sink_.enter(1, moment::decode);
+      events_.enter(1, moment::decode);
       std::uint64_t done = r_.context;
       for (std::uint64_t t = 1; t < r_.new_tokens; ++t, ++done) {
         grow(ids_, storage(dtype::int64, memscale::detail::checked_mul(r_.batch, done + 1)).value);
@@ -77,18 +77,8 @@ class generate_walker {
     return t;
   }
 
-  constexpr std::uint32_t alloc(std::uint64_t size) {
-    if (size == 0) return no_tensor;
-    const std::uint32_t id = ids_pool_.take();
-    sink_.alloc(id, size);
-    return id;
-  }
-  constexpr void free(std::uint32_t& id) {
-    if (id == no_tensor) return;
-    sink_.free(id);
-    ids_pool_.give_back(id);
-    id = no_tensor;
-  }
+  constexpr std::uint32_t alloc(std::uint64_t size) { return events_.alloc(size); }
+  constexpr void free(std::uint32_t& id) { events_.free(id); }
   // torch.cat([old, new]): the larger tensor is made while the old one lives.
   constexpr void grow(std::uint32_t& id, std::uint64_t size) {
     std::uint32_t old = id;
@@ -250,8 +240,7 @@ class generate_walker {
 
   const model_spec& m_;
   const inference_spec& r_;
-  Sink& sink_;
-  id_pool<IdCapacity> ids_pool_{};
+  tensor_events<Sink, IdCapacity> events_;
   std::array<std::array<std::uint32_t, 2>, 256> kv_{};             // filled with no_tensor
   std::array<std::array<std::uint32_t, 2>, 256> prefill_views_{};
   std::uint32_t ids_ = no_tensor;

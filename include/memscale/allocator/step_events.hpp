@@ -57,8 +57,6 @@ struct step_stream_options {
   bool tie_weights_copy = true;   // a tied head's own weight exists until tie_weights (Hugging Face)
 };
 
-inline constexpr std::uint32_t no_tensor = 0xffffffffU;
-
 namespace detail {
 
 // A tensor the walk holds: its id and size (no_tensor: none).
@@ -71,7 +69,7 @@ template <class Sink, std::size_t IdCapacity, std::size_t SavedCapacity>
 class step_walker {
  public:
   constexpr step_walker(const graph& g, const training_spec& run, const step_stream_options& o, Sink& sink)
-      : g_(g), run_(run), p_(precision_policy_of(run)), o_(o), sink_(sink),
+      : g_(g), run_(run), p_(precision_policy_of(run)), o_(o), events_(sink),
         layers_(o.layers != 0 ? o.layers : g.block_repeats) {
     using memscale::detail::require;
     require(run.shard == sharding::none && run.data_parallel == 1, error_code::unsupported, "run.data_parallel",
@@ -101,19 +99,9 @@ class step_walker {
   }
 
  private:
-  // ---- ids ------------------------------------------------------------------------
-  constexpr std::uint32_t alloc(std::uint64_t size) {
-    if (size == 0) return no_tensor;
-    const std::uint32_t id = ids_.take();
-    sink_.alloc(id, size);
-    return id;
-  }
-  constexpr void free(std::uint32_t& id) {
-    if (id == no_tensor) return;
-    sink_.free(id);
-    ids_.give_back(id);
-    id = no_tensor;
-  }
+  constexpr std::uint32_t alloc(std::uint64_t size) { return events_.alloc(size); }
+  constexpr void free(std::uint32_t& id) { events_.free(id); }
+  constexpr void enter(std::uint32_t step, moment m) { events_.enter(step, m); }
 
   // Saved tensors of op i in pass `layer` (prologue and epilogue: layer 0).
   constexpr std::size_t slot(std::size_t i, std::uint64_t layer) const {
@@ -121,8 +109,6 @@ class step_walker {
     if (i < g_.block_end) return g_.block_begin + static_cast<std::size_t>(layer) * block_ops_ + (i - g_.block_begin);
     return g_.block_begin + static_cast<std::size_t>(layers_) * block_ops_ + (i - g_.block_end);
   }
-
-  constexpr void enter(std::uint32_t step, moment m) { sink_.enter(step, m); }
 
   // ---- setup ---------------------------------------------------------------------
   constexpr void setup() {
@@ -383,16 +369,9 @@ class step_walker {
   }
 
   // ---- optimizer ------------------------------------------------------------------------
-  struct id_ops {
-    step_walker* w;
-    constexpr std::uint32_t alloc(std::uint64_t size) { return w->alloc(size); }
-    constexpr void free(std::uint32_t& id) { w->free(id); }
-  };
-
   constexpr void optimizer_step(bool first) {
-    id_ops ops{this};
     optimizer_step_events(
-        run_, p_.trainable, first, [&](auto&& fn) { each_trainable_tensor(g_, layers_, fn); }, ops, temps_);
+        run_, p_.trainable, first, [&](auto&& fn) { each_trainable_tensor(g_, layers_, fn); }, events_, temps_);
   }
 
   // for_each_trainable_tensor (estimate/optimizer.hpp) with the walk's layer count: fn(rows, cols)
@@ -414,14 +393,13 @@ class step_walker {
   const training_spec& run_;
   precision_policy p_;
   step_stream_options o_;
-  Sink& sink_;
+  tensor_events<Sink, IdCapacity> events_;
   std::uint64_t layers_;
   std::size_t block_ops_ = 0;
   bool persist_ = false;
   bool recompute_ = false;
   std::uint32_t step_ = 0;
   std::uint64_t tied_copy_ = 0;
-  id_pool<IdCapacity> ids_{};
   std::array<std::uint32_t, SavedCapacity> saved_out_;    // written in setup()
   std::array<std::uint32_t, SavedCapacity> saved_extra_;
   std::array<std::uint32_t, IdCapacity> grads_;

@@ -31,7 +31,7 @@ class vision_walker {
  public:
   constexpr vision_walker(const vision::layer_graph& g, const training_spec& run, const step_stream_options& o,
                           Sink& sink)
-      : g_(g), run_(run), p_(precision_policy_of(run)), o_(o), sink_(sink) {  // NOLINT: o_ is the options
+      : g_(g), run_(run), p_(precision_policy_of(run)), o_(o), events_(sink) {  // NOLINT: o_ is the options
     memscale::detail::require(run.ckpt == checkpointing::none || g.stages == 0, error_code::unsupported, "run.ckpt",
                               "the allocator's vision stream does not walk stage checkpointing",
                               static_cast<std::uint64_t>(run.ckpt));
@@ -58,7 +58,7 @@ class vision_walker {
   }
 
   constexpr void walk() {
-    sink_.enter(0, moment::setup);
+    events_.enter(0, moment::setup);
     for (std::size_t i = 0; i < g_.size; ++i) {
       const op& o = g_.ops[i];
       const op_elements n = elements_of(o);
@@ -74,24 +74,8 @@ class vision_walker {
   }
 
  private:
-  struct id_ops {
-    vision_walker* w;
-    constexpr std::uint32_t alloc(std::uint64_t size) { return w->alloc(size); }
-    constexpr void free(std::uint32_t& id) { w->free(id); }
-  };
-
-  constexpr std::uint32_t alloc(std::uint64_t size) {
-    if (size == 0) return no_tensor;
-    const std::uint32_t id = ids_.take();
-    sink_.alloc(id, size);
-    return id;
-  }
-  constexpr void free(std::uint32_t& id) {
-    if (id == no_tensor) return;
-    sink_.free(id);
-    ids_.give_back(id);
-    id = no_tensor;
-  }
+  constexpr std::uint32_t alloc(std::uint64_t size) { return events_.alloc(size); }
+  constexpr void free(std::uint32_t& id) { events_.free(id); }
 
   constexpr void gradients_of(const op& o) {
     const bytes own = op_gradient_bytes(o, p_.trainable);
@@ -102,7 +86,7 @@ class vision_walker {
   }
 
   constexpr void step(std::uint32_t s) {
-    sink_.enter(s, moment::first_block_forward);
+    events_.enter(s, moment::first_block_forward);
     for (std::size_t i = 0; i < g_.size; ++i) {
       for (std::uint16_t j = dies_head_[i]; j != no_layer; j = dies_next_[j]) free(out_[j]);
       const op& o = g_.ops[i];
@@ -119,7 +103,7 @@ class vision_walker {
     }
     // Outputs whose last use is the last layer die with the forward (the logits).
     for (std::uint16_t j = dies_head_[g_.size]; j != no_layer; j = dies_next_[j]) free(out_[j]);
-    sink_.enter(s, moment::first_block_backward);
+    events_.enter(s, moment::first_block_backward);
     for (std::size_t k = g_.size; k-- > 0;) {
       const op& o = g_.ops[k];
       std::uint32_t grad_out = alloc(g_.grad_out[k].value);
@@ -134,8 +118,7 @@ class vision_walker {
       for (std::uint16_t j = release_head_[k]; j != no_layer; j = release_next_[j]) free(saved_[j]);
       free(extra_[k]);
     }
-    sink_.enter(s, moment::optimizer_step);
-    id_ops ops{this};
+    events_.enter(s, moment::optimizer_step);
     optimizer_step_events(
         run_, p_.trainable, s == 1,
         [&](auto&& fn) {
@@ -146,7 +129,7 @@ class vision_walker {
             if (o.bias.rows != 0) fn(o.bias.rows, std::uint64_t{1});
           }
         },
-        ops, temps_);
+        events_, temps_);
     if (!persist_) {
       for (std::size_t i = 0; i < grad_count_; ++i) free(grads_[i]);
       grad_count_ = 0;
@@ -158,9 +141,8 @@ class vision_walker {
   const training_spec& run_;
   precision_policy p_;
   step_stream_options o_;
-  Sink& sink_;
+  tensor_events<Sink, IdCapacity> events_;
   bool persist_ = false;
-  id_pool<IdCapacity> ids_{};
   std::array<std::uint32_t, vision::layer_capacity> out_{};
   std::array<std::uint32_t, vision::layer_capacity> extra_{};
   std::array<std::uint32_t, vision::layer_capacity> saved_{};

@@ -160,6 +160,17 @@ constexpr std::uint64_t largest_divisor_up_to(std::uint64_t n, std::uint64_t lim
 }
 
 // The plan of `run` on `gpu` for a model of kind K.
+// A plan that runs at micro-batch 1, accumulating the whole effective batch.
+constexpr plan_result at_micro_batch_one(plan_result r, plan_status status, advice next_step,
+                                         std::string_view reason) {
+  r.micro_batch = 1;
+  r.grad_accumulation = r.effective_batch;
+  r.status = status;
+  r.next_step = next_step;
+  r.reason = reason;
+  return r;
+}
+
 template <planning_kind K>
 constexpr plan_result plan_with(const K& kind, const training_spec& run, const gpu_spec& gpu,
                                 const plan_options& options) {
@@ -271,12 +282,9 @@ constexpr plan_result plan_with(const K& kind, const training_spec& run, const g
     r.parameter_offload = kind.plan_run(run, streamed, gpu, mode::aggressive, r.budget);
     if (r.parameter_offload.fits) {
       r.chosen = mode::aggressive;
-      r.micro_batch = 1;
-      r.grad_accumulation = r.effective_batch;
-      r.status = plan_status::parameter_offload;
-      r.next_step = advice::offload_parameters;
-      r.reason = "no mode fits even at micro-batch 1; AGGRESSIVE fits when parameters are also streamed from the host";
-      return r;
+      return at_micro_batch_one(r, plan_status::parameter_offload, advice::offload_parameters,
+                                "no mode fits even at micro-batch 1; AGGRESSIVE fits when parameters are also "
+                                "streamed from the host");
     }
   }
 
@@ -304,14 +312,9 @@ constexpr plan_result plan_with(const K& kind, const training_spec& run, const g
       const std::uint64_t s = largest_within_budget(run.seq_len, r.budget.value, value_at, fit, over);
       r.max_seq_len = max(r.max_seq_len, s);
     }
-    if (r.max_seq_len > 0) {
-      r.micro_batch = 1;
-      r.grad_accumulation = r.effective_batch;
-      r.status = plan_status::shorter_sequence;
-      r.next_step = advice::shorter_sequence;
-      r.reason = "even micro-batch 1 does not fit; a shorter sequence does";
-      return r;
-    }
+    if (r.max_seq_len > 0)
+      return at_micro_batch_one(r, plan_status::shorter_sequence, advice::shorter_sequence,
+                                "even micro-batch 1 does not fit; a shorter sequence does");
   }
   r.status = plan_status::nothing_fits;
   r.next_step = advice::smaller_model_or_more_gpus;
