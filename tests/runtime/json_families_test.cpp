@@ -57,3 +57,52 @@ TEST_CASE("json_io::model_from_record: unrelated extra fields are allowed (SCHEM
   const json m = model_record(R"("family":"llama","layers":2,"hidden":64,"heads":4,"ffn":128,"vocab":100,"rope_theta":10000)");
   CHECK(memscale::json_io::model_from_record(m).layers == 2);
 }
+
+TEST_CASE("json_io::model_from_record: a record's family is looked up in the one family registry") {
+  namespace hf = memscale::json_io::hf;
+  // Every family a record may name has a registry row with record rules; the family's own
+  // rules decide what the record's fields mean.
+  for (const auto& f : hf::families) {
+    if (f.records.defaults == nullptr) continue;
+    const std::string fields = R"("family":")" + std::string(f.model_type) +
+                               R"(","layers":2,"hidden":64,"heads":4,"ffn":128,"vocab":100,"max_pos":64)";
+    CHECK(memscale::json_io::model_from_record(model_record(fields)).layers == 2);
+  }
+  // OPT's learned table has two rows beyond max_pos (its registry row's position offset).
+  const auto opt = memscale::json_io::model_from_record(
+      model_record(R"("family":"opt","layers":2,"hidden":64,"heads":4,"ffn":128,"vocab":100,"max_pos":64)"));
+  CHECK(opt.max_positions == 66);
+  // Mixtral routes to 8 experts, 2 per token, when the record names none; llama routes to none.
+  const auto mixtral = memscale::json_io::model_from_record(
+      model_record(R"("family":"mixtral","layers":2,"hidden":64,"heads":4,"ffn":128,"vocab":100)"));
+  CHECK(mixtral.experts == 8);
+  CHECK(mixtral.experts_per_token == 2);
+  CHECK(memscale::json_io::model_from_record(
+            model_record(R"("family":"llama","layers":2,"hidden":64,"heads":4,"ffn":128,"vocab":100)"))
+            .experts == 0);
+  // A family the registry knows for records only is not a config.json model_type.
+  CHECK(hf::reader_for("stablelm") == nullptr);
+  CHECK(hf::reader_for("llama") != nullptr);
+  CHECK_THROWS_AS(memscale::json_io::model_from_hf_config(json::parse(R"({"model_type":"stablelm"})")),
+                  memscale::error);
+  // A family no row gives record rules to is refused by name.
+  try {
+    (void)memscale::json_io::model_from_record(
+        model_record(R"("family":"qwen3","layers":2,"hidden":64,"heads":4,"ffn":128,"vocab":100)"));
+    FAIL("a family without record rules was read");
+  } catch (const memscale::error& e) {
+    CHECK(std::string(e.what()).find("model.family") != std::string::npos);
+  }
+}
+
+TEST_CASE("json_io::model_from_record: an hf_config's quantization_config is refused, not read as 16-bit") {
+  const json m = json::parse(R"({"hf_config":{"model_type":"llama","num_hidden_layers":2,"hidden_size":64,)"
+                             R"("num_attention_heads":4,"intermediate_size":128,"vocab_size":100,)"
+                             R"("quantization_config":{"quant_method":"gptq","bits":4,"group_size":128}}})");
+  try {
+    (void)memscale::json_io::model_from_record(m);
+    FAIL("a quantised config was read as a 16-bit model");
+  } catch (const memscale::error& e) {
+    CHECK(std::string(e.what()).find("quantization_config.quant_method") != std::string::npos);
+  }
+}

@@ -148,6 +148,7 @@ inline generic_checkpoint generic_model_of(const json& config, checkpoint_summar
 struct config_model {
   model_spec model;                         // the family's model, or the generic decoder
   std::optional<generic_checkpoint> generic;  // set when no family reader knows the model_type
+  std::optional<hf::quantization> quantization{};  // a family's config: its quantization_config
 };
 
 namespace detail {
@@ -164,12 +165,6 @@ inline std::optional<std::filesystem::path> config_folder(std::string_view path_
   return std::nullopt;
 }
 
-inline bool reads_model_type(const std::string& type) {
-  for (const auto& f : hf::families)
-    if (f.model_type == type) return true;
-  return false;
-}
-
 }  // namespace detail
 
 inline config_model load_model_or_checkpoint(std::string_view path_or_hub_id) {
@@ -177,14 +172,13 @@ inline config_model load_model_or_checkpoint(std::string_view path_or_hub_id) {
   const std::string type = cfg.is_object() && cfg.contains("model_type") && cfg.at("model_type").is_string()
                                ? cfg.at("model_type").get<std::string>()
                                : std::string();
-  if (type.empty() || detail::reads_model_type(type)) return {model_from_hf_config(cfg), std::nullopt};
+  if (type.empty() || hf::reader_for(type) != nullptr)
+    return {model_from_hf_config(cfg), std::nullopt, hf::quantization_of(cfg)};
   const auto folder = detail::config_folder(path_or_hub_id);
   std::optional<checkpoint_summary> checkpoint;
   if (folder) checkpoint = read_checkpoint(*folder);
   if (!checkpoint) {
-    std::vector<std::string_view> supported;
-    for (const auto& f : hf::families) supported.push_back(f.model_type);
-    hf::refuse_unknown_model_type(type, cfg, supported);  // the nearest family, a --run model object
+    hf::refuse_unknown_model_type(type, cfg, hf::readable_model_types());  // the nearest family, a --run model object
   }
   generic_checkpoint g = generic_model_of(cfg, std::move(*checkpoint));
   const model_spec decoder = g.model.decoder;

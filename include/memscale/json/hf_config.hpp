@@ -41,6 +41,8 @@
 #include "memscale/json/hf/qwen2_moe.hpp"
 #include "memscale/json/hf/qwen3.hpp"
 #include "memscale/json/hf/qwen3_moe.hpp"
+#include "memscale/json/hf/record_rules.hpp"
+#include "memscale/json/hf/stablelm.hpp"
 #include "memscale/json/hf/starcoder2.hpp"
 #include "memscale/json/hf/unknown_model_type.hpp"
 #include "memscale/json/hf/t5.hpp"
@@ -55,30 +57,32 @@ using family_reader = model_spec (*)(const config&);
 
 struct family_entry {
   std::string_view model_type;
-  family_reader read;
+  family_reader read;    // null: no config.json reader yet (the family is known to records only)
   bool encoder = false;  // the reader sets the head itself (encoders choose pooler and MLM head)
+  record_rules records{};  // how a ground-truth record naming the family is read (json/records.hpp)
 };
 
-// One row per Hugging Face model_type. A new family: one json/hf/<family>.hpp, one row.
+// One row per Hugging Face model_type: the one registry of families, for config.json files
+// and for ground-truth records. A new family: one json/hf/<family>.hpp, one row.
 inline constexpr std::array families{
-    family_entry{"gpt2", gpt2},
-    family_entry{"gpt_neox", gpt_neox},
+    family_entry{"gpt2", gpt2, false, gpt2_records},
+    family_entry{"gpt_neox", gpt_neox, false, gpt_neox_records},
     family_entry{"gptj", gptj},
-    family_entry{"opt", opt},
-    family_entry{"bloom", bloom},
-    family_entry{"falcon", falcon},
-    family_entry{"llama", llama},
-    family_entry{"mistral", mistral},
-    family_entry{"mixtral", mixtral},
-    family_entry{"qwen2", qwen2},
+    family_entry{"opt", opt, false, opt_records},
+    family_entry{"bloom", bloom, false, bloom_records},
+    family_entry{"falcon", falcon, false, falcon_records},
+    family_entry{"llama", llama, false, llama_records},
+    family_entry{"mistral", mistral, false, llama_records},
+    family_entry{"mixtral", mixtral, false, mixtral_records},
+    family_entry{"qwen2", qwen2, false, qwen2_records},
     family_entry{"qwen2_moe", qwen2_moe},
     family_entry{"qwen3", qwen3},
     family_entry{"qwen3_moe", qwen3_moe},
-    family_entry{"gemma", gemma},
-    family_entry{"gemma2", gemma2},
+    family_entry{"gemma", gemma, false, gemma_records},
+    family_entry{"gemma2", gemma2, false, gemma2_records},
     family_entry{"gemma3_text", gemma3_text},
-    family_entry{"phi", phi},
-    family_entry{"phi3", phi3},
+    family_entry{"phi", phi, false, phi_records},
+    family_entry{"phi3", phi3, false, phi3_records},
     family_entry{"starcoder2", starcoder2},
     family_entry{"olmo2", olmo2},
     family_entry{"internlm2", internlm2},
@@ -88,16 +92,32 @@ inline constexpr std::array families{
     family_entry{"granitemoeshared", granitemoeshared},
     family_entry{"gpt_bigcode", gpt_bigcode},
     family_entry{"glm4", glm4},
-    family_entry{"bert", bert, true},
-    family_entry{"roberta", roberta, true},
+    family_entry{"bert", bert, true, bert_records},
+    family_entry{"roberta", roberta, true, roberta_records},
     family_entry{"distilbert", distilbert, true},
-    family_entry{"t5", [](const config& c) { return t5_from_hf_config(c.raw()); }, true},  // json/hf/t5.hpp
+    family_entry{"t5", [](const config& c) { return t5_from_hf_config(c.raw()); }, true, t5_records},
     family_entry{"mt5", [](const config& c) { return t5_from_hf_config(c.raw()); }, true},
+    family_entry{"stablelm", nullptr, false, stablelm_records},
 };
+
+// The row whose config.json reader reads `type`; null when no reader does.
+inline const family_entry* reader_for(std::string_view type) {
+  for (const auto& f : families)
+    if (f.model_type == type && f.read != nullptr) return &f;
+  return nullptr;
+}
+
+// The model_types a config.json may name.
+inline std::vector<std::string_view> readable_model_types() {
+  std::vector<std::string_view> types;
+  for (const auto& f : families)
+    if (f.read != nullptr) types.push_back(f.model_type);
+  return types;
+}
 
 inline std::string supported_model_types() {
   std::string s;
-  for (const auto& f : families) s += (s.empty() ? "" : ", ") + std::string(f.model_type);
+  for (const std::string_view t : readable_model_types()) s += (s.empty() ? "" : ", ") + std::string(t);
   return s;
 }
 
@@ -108,15 +128,13 @@ inline model_spec model_from_hf_config(const json& cfg) {
   const hf::config c(cfg);
   const std::string type = c.text("model_type", "");
   if (type.empty()) bad_field(error_code::invalid_model, "config.model_type", json(), "is required");
-  for (const auto& f : hf::families) {
-    if (f.model_type != type) continue;
-    model_spec m = f.read(c);
-    m.name = f.model_type;
-    if (!f.encoder) hf::apply_head(c, m, head_kind::causal_lm);
+  if (const hf::family_entry* f = hf::reader_for(type)) {
+    model_spec m = f->read(c);
+    m.name = f->model_type;
+    if (!f->encoder) hf::apply_head(c, m, head_kind::causal_lm);
     return validate(m);
   }
-  std::vector<std::string_view> supported;
-  for (const auto& f : hf::families) supported.push_back(f.model_type);
+  const std::vector<std::string_view> supported = hf::readable_model_types();
   hf::refuse_unknown_model_type(type, cfg, supported);  // names the nearest family and the ways forward
 }
 

@@ -16,6 +16,7 @@
 #include "memscale/json/fields.hpp"
 #include "memscale/json/inference.hpp"
 #include "memscale/json/lora_fields.hpp"
+#include "memscale/json/hf/quantization.hpp"
 #include "memscale/json/hf_config.hpp"
 #include "memscale/json/vision_records.hpp"
 #include "memscale/model.hpp"
@@ -36,106 +37,33 @@ inline mlp_kind parse_activation(const std::string& s, const std::string& field)
   bad_field(error_code::invalid_model, field, s, "must be one of gelu, gelu_new, relu, swiglu, geglu");
 }
 
-// Architecture defaults of a Hugging Face model_type (modeling_<family>.py) or of the
-// lit-gpt blocks of the same name; the record's numbers size it afterwards.
-inline model_spec family_defaults(const std::string& family, const std::string& name, const json& m,
-                                  const std::string& path) {
-  constexpr auto bad = error_code::invalid_model;
-  const auto layers = get_count(m, "layers", path, 0, bad);
-  const auto hidden = get_count(m, "hidden", path, 0, bad);
-  const auto heads = get_count(m, "heads", path, 0, bad);
-  if (family == "gpt2") return presets::gpt2_base("custom", layers, hidden, heads);
-  if (family == "bert" || family == "roberta") {
-    model_spec spec = presets::bert_base("custom", layers, hidden, heads);
-    if (family == "roberta") spec.type_vocab = 1;
-    if (name.find("SequenceClassification") != std::string::npos) {
-      spec.head = head_kind::sequence_classification;  // pooler + classifier
-      spec.tied_embeddings = false;
-    } else {
-      // BertForMaskedLM, and a record that names no head: the MLM head's b*s*V logits are
-      // the larger loss region, so an unknown head is never under-estimated.
-      spec.head = head_kind::masked_lm;
-      spec.pooler = false;
-    }
-    return spec;
-  }
-  if (family == "llama" || family == "mistral" || family == "qwen2" || family == "mixtral" || family == "phi3" ||
-      family == "gemma" || family == "gemma2") {
-    model_spec spec = presets::llama_base("custom", layers, hidden, heads, heads, 1, 1);
-    spec.qkv_bias = family == "qwen2";
-    spec.fused_qkv = family == "phi3";  // Phi3Attention.qkv_proj
-    if (family == "gemma" || family == "gemma2") {
-      spec.mlp = mlp_kind::geglu;  // GemmaMLP: gelu(tanh) gate * up
-      spec.tied_embeddings = true;
-      spec.extra_norms_per_block = family == "gemma2" ? 2 : 0;  // pre/post feed-forward norms
-      spec.logit_softcap = family == "gemma2";                   // final_logit_softcapping
-    }
-    return spec;
-  }
-  if (family == "phi" || family == "stablelm" || family == "gpt_neox" || family == "falcon") {
-    // GPT-NeoX-style parallel blocks (modeling_gpt_neox.py, modeling_phi.py,
-    // modeling_falcon.py; lit-gpt config.py for phi-1_5 and stablelm-base-alpha).
-    const bool biases = family != "falcon";
-    return model_spec{.layers = layers,
-                      .hidden = hidden,
-                      .heads = heads,
-                      .positions = position_kind::rotary,
-                      .rotary_fraction = family == "phi" ? 0.5 : (family == "falcon" ? 1.0 : 0.25),
-                      .mlp = mlp_kind::gelu,
-                      .layout = block_layout::parallel,
-                      .shared_attention_norm = family == "phi" || family == "falcon",
-                      .fused_qkv = family != "phi",
-                      .qkv_bias = biases,
-                      .attn_out_bias = biases,
-                      .mlp_bias = biases,
-                      .lm_head_bias = family == "phi"};
-  }
-  if (family == "t5") {
-    // modeling_t5.py T5ForConditionalGeneration (T5Model when the name says so): an
-    // encoder-decoder with as many decoder as encoder blocks.
-    model_spec spec = presets::t5_family("custom", layers, hidden, heads, 1, false);
-    if (name.find("T5Model") != std::string::npos) spec.head = head_kind::none;
-    return spec;
-  }
-  if (family == "opt") {
-    // modeling_opt.py: learned positions (2 offset rows), pre-LayerNorm, ReLU, biases, tied.
-    model_spec spec = presets::gpt2_base("custom", layers, hidden, heads);
-    spec.mlp = mlp_kind::relu;
-    spec.fused_qkv = false;
-    spec.buffer_bytes_per_layer = 0;
-    return spec;
-  }
-  if (family == "bloom") {
-    // modeling_bloom.py: ALiBi (no position table), LayerNorm after the embeddings, fused
-    // query_key_value, BloomGelu keeps its input, no dropout by default.
-    model_spec spec = presets::gpt2_base("custom", layers, hidden, heads);
-    spec.positions = position_kind::none;
-    spec.embedding_norm = true;
-    spec.mlp = mlp_kind::gelu;
-    spec.dropout = false;
-    spec.buffer_bytes_per_layer = 0;
-    return spec;
-  }
+// The registry row of a record's family (json/hf_config.hpp hf::families): its defaults,
+// sized by the record afterwards, and how the record's other fields read for it.
+inline const hf::record_rules& record_rules_of(const std::string& family, const std::string& path) {
+  for (const auto& f : hf::families)
+    if (f.model_type == family && f.records.defaults != nullptr) return f.records;
   bad_field(error_code::unsupported, path + ".family", family, "is not a transformer family memscale models yet");
 }
 
 // model.experts / model.experts_per_token, for every family whose block can route: a
 // mixture of experts replaces a decoder's gated MLP by routed copies of it (HF
-// modeling_mixtral.py MixtralSparseMoeBlock, lit-gpt LLaMAMoE). Mixtral has 8 experts, 2 per
-// token, unless the record says otherwise. A family without a gated-MLP decoder block has
+// modeling_mixtral.py MixtralSparseMoeBlock, lit-gpt LLaMAMoE). A family that routes by
+// default (its registry row: Mixtral 8 experts, 2 per token) does so unless the record says
+// otherwise. A family without a gated-MLP decoder block has
 // no such copies to route to, so the fields are refused by name there, never ignored.
-inline void read_experts(const json& m, const std::string& family, const std::string& path, model_spec& spec) {
-  const bool mixtral = family == "mixtral";
+inline void read_experts(const json& m, const std::string& family, const hf::record_rules& rules,
+                         const std::string& path, model_spec& spec) {
+  const bool routes_by_default = rules.experts > 0;
   const auto present = [&](const char* key) { return m.contains(key) && !m.at(key).is_null(); };
-  if (!mixtral && !present("experts") && !present("experts_per_token")) return;
+  if (!routes_by_default && !present("experts") && !present("experts_per_token")) return;
   if (spec.arch != architecture::decoder || !gated_mlp(spec)) {
     const char* key = present("experts") ? "experts" : "experts_per_token";
     bad_field(error_code::unsupported, path + "." + key, m.at(key),
               "needs a decoder with a gated MLP (a mixture of experts routes each token to copies of it, HF "
               "MixtralSparseMoeBlock); the " + family + " family has none");
   }
-  spec.experts = get_count(m, "experts", path, mixtral ? 8 : 0, error_code::invalid_model);
-  spec.experts_per_token = get_count(m, "experts_per_token", path, mixtral ? 2 : 0, error_code::invalid_model);
+  spec.experts = get_count(m, "experts", path, rules.experts, error_code::invalid_model);
+  spec.experts_per_token = get_count(m, "experts_per_token", path, rules.experts_per_token, error_code::invalid_model);
 }
 
 // A record's "software" object ({"torch": "2.1.0", "bitsandbytes": "0.42.0", ...}), if any.
@@ -177,6 +105,10 @@ inline model_spec model_from_record(const json& m) {
     // {"hf_config": {...config.json...}, "impl": ...}: read by the config.json reader.
     reject_misspelt_keys(m, {"hf_config", "impl", "name", "params"}, path, bad);
     model_spec spec = model_from_hf_config(m.at("hf_config"));
+    // The stored format belongs to the record's run (train.quant), which says how it trained.
+    if (const auto q = hf::quantization_of(m.at("hf_config")))
+      bad_field(error_code::unsupported, path + ".hf_config.quantization_config.quant_method", q->method,
+                "is not read from a record's config: give the run's train.quant and leave the quantization_config out");
     spec.impl = parse_impl(get_string(m, "impl", path, "hf-transformers", bad), path + ".impl");
     if (spec.impl == implementation::litgpt) {
       spec.fused_qkv = true;
@@ -195,7 +127,12 @@ inline model_spec model_from_record(const json& m) {
   if (impl_name == "hf-transformers+peft" || impl_name == "hf+peft" || impl_name == "peft")
     impl_name = "hf-transformers";
   const implementation impl = parse_impl(impl_name, path + ".impl");
-  model_spec spec = detail::family_defaults(family, name, m, path);
+  const hf::record_model sizes{.layers = get_count(m, "layers", path, 0, bad),
+                               .hidden = get_count(m, "hidden", path, 0, bad),
+                               .heads = get_count(m, "heads", path, 0, bad),
+                               .class_name = name};
+  const hf::record_rules& rules = detail::record_rules_of(family, path);
+  model_spec spec = rules.defaults(sizes);
   spec.impl = impl;
   spec.kv_heads = get_count(m, "kv_heads", path, 0, bad);
   spec.head_dim = get_count(m, "head_dim", path, 0, bad);
@@ -203,7 +140,7 @@ inline model_spec model_from_record(const json& m) {
   spec.vocab = get_count(m, "vocab", path, 0, bad);
   if (spec.positions == position_kind::learned) {
     spec.max_positions = get_count(m, "max_pos", path, 0, bad);
-    if (family == "opt") spec.max_positions += 2;  // OPTLearnedPositionalEmbedding offset
+    spec.max_positions += rules.position_offset;
   }
   spec.tied_embeddings = get_bool(m, "tied_embeddings", path, spec.tied_embeddings, bad) &&
                          spec.head != head_kind::sequence_classification;
@@ -212,16 +149,16 @@ inline model_spec model_from_record(const json& m) {
   else if (norm == "layernorm") spec.norm = norm_kind::layernorm;
   else if (!norm.empty()) bad_field(bad, path + ".norm", norm, "must be layernorm or rmsnorm");
   const std::string act = get_string(m, "activation", path, "", bad);
-  if (!act.empty() && family != "gpt2") {  // GPT-2 records say "gelu" for HF's gelu_new
+  if (!act.empty() && !rules.activation_label_kept) {
     const mlp_kind k = detail::parse_activation(act, path + ".activation");
     const bool was_gated = gated_mlp(spec);
     spec.mlp = k;
     // A gated family stays gated for "gelu" (Gemma's GeGLU is labelled gelu).
     if (was_gated && k == mlp_kind::gelu) spec.mlp = mlp_kind::geglu;
-    if (spec.mlp == mlp_kind::swiglu && family == "stablelm" && impl == implementation::hf_transformers)
-      spec.layout = block_layout::sequential;  // StableLM 3B-4E1T / 2: LLaMA-like blocks with LayerNorm
+    if (spec.mlp == mlp_kind::swiglu && rules.swiglu_is_sequential && impl == implementation::hf_transformers)
+      spec.layout = block_layout::sequential;
   }
-  detail::read_experts(m, family, path, spec);  // after the activation: it decides whether the MLP is gated
+  detail::read_experts(m, family, rules, path, spec);  // after the activation: it decides whether the MLP is gated
   if (impl == implementation::litgpt) {
     // lit-gpt has one fused qkv projection and keeps logits in the compute dtype.
     spec.fused_qkv = true;

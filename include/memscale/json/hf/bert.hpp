@@ -9,6 +9,7 @@
 #pragma once
 
 #include "memscale/json/hf/config.hpp"
+#include "memscale/json/hf/record_rules.hpp"
 #include "memscale/presets.hpp"
 
 namespace memscale::json_io::hf {
@@ -64,5 +65,25 @@ inline model_spec distilbert(const config& c) {
   m.pooler = false;  // DistilBertModel has no pooler
   return m;
 }
+
+// A ground-truth record's BERT or RoBERTa. BertForSequenceClassification: pooler +
+// classifier. BertForMaskedLM, and a record that names no head: the MLM head's b*s*V logits
+// are the larger loss region, so an unknown head is never under-estimated.
+inline model_spec encoder_record(const record_model& r, std::uint64_t type_vocab) {
+  model_spec spec = presets::bert_base("custom", r.layers, r.hidden, r.heads);
+  spec.type_vocab = type_vocab;
+  if (r.class_name.find("SequenceClassification") != std::string_view::npos) {
+    spec.head = head_kind::sequence_classification;
+    spec.tied_embeddings = false;
+  } else {
+    spec.head = head_kind::masked_lm;
+    spec.pooler = false;
+  }
+  return spec;
+}
+inline model_spec bert_record(const record_model& r) { return encoder_record(r, 2); }
+inline model_spec roberta_record(const record_model& r) { return encoder_record(r, 1); }  // RobertaConfig type_vocab_size
+inline constexpr record_rules bert_records{.defaults = bert_record};
+inline constexpr record_rules roberta_records{.defaults = roberta_record};
 
 }  // namespace memscale::json_io::hf

@@ -5,6 +5,8 @@
 #pragma once
 
 #include "memscale/json/hf/config.hpp"
+#include "memscale/json/hf/record_rules.hpp"
+#include "memscale/presets.hpp"
 
 namespace memscale::json_io::hf {
 
@@ -30,5 +32,18 @@ inline model_spec bloom(const config& c) {
   m.attention_keeps_locals = true;  // BloomAttention.forward
   return m;
 }
+
+// A ground-truth record's BLOOM (modeling_bloom.py): ALiBi (no position table), LayerNorm
+// after the embeddings, fused query_key_value, BloomGelu keeps its input, no dropout by default.
+inline model_spec bloom_record(const record_model& r) {
+  model_spec spec = presets::gpt2_base("custom", r.layers, r.hidden, r.heads);
+  spec.positions = position_kind::none;
+  spec.embedding_norm = true;
+  spec.mlp = mlp_kind::gelu;
+  spec.dropout = false;
+  spec.buffer_bytes_per_layer = 0;
+  return spec;
+}
+inline constexpr record_rules bloom_records{.defaults = bloom_record};
 
 }  // namespace memscale::json_io::hf

@@ -7,6 +7,7 @@
 // IWYU pragma: private, include <memscale/json.hpp>
 #pragma once
 
+#include "memscale/json/hf/gpt_neox.hpp"
 #include "memscale/json/hf/config.hpp"
 
 namespace memscale::json_io::hf {
@@ -46,5 +47,12 @@ inline model_spec falcon(const config& c) {
   apply_dropout(c, m, {.attention = {"attention_dropout", 0.0}, .hidden = {"hidden_dropout", 0.0}});
   return m;
 }
+
+// A ground-truth record's Falcon: rotary over the whole head, one LayerNorm for both
+// branches (parallel_attn), no biases (FalconConfig bias=False).
+inline model_spec falcon_record(const record_model& r) {
+  return parallel_block_record(r, {.rotary_fraction = 1.0, .shared_attention_norm = true, .biases = false});
+}
+inline constexpr record_rules falcon_records{.defaults = falcon_record};
 
 }  // namespace memscale::json_io::hf

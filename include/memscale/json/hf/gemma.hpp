@@ -39,4 +39,13 @@ inline model_spec gemma3_text(const config& c) {
   return m;
 }
 
+// A ground-truth record's Gemma: GemmaMLP's gelu(tanh) gate * up, tied head; Gemma 2 adds
+// pre/post feed-forward norms and final_logit_softcapping.
+inline model_spec gemma_record(const record_model& r) { return llama_record_as(r, {.geglu_tied = true}); }
+inline model_spec gemma2_record(const record_model& r) {
+  return llama_record_as(r, {.geglu_tied = true, .extra_norms = 2, .logit_softcap = true});
+}
+inline constexpr record_rules gemma_records{.defaults = gemma_record};
+inline constexpr record_rules gemma2_records{.defaults = gemma2_record};
+
 }  // namespace memscale::json_io::hf

@@ -8,22 +8,14 @@
 #pragma once
 
 #include "memscale/json/hf/config.hpp"
-#include "memscale/presets.hpp"
+#include "memscale/json/hf/gpt2.hpp"
 
 namespace memscale::json_io::hf {
 
 inline model_spec gpt_bigcode(const config& c) {
-  // GPTBigCodeConfig: n_layer 12, n_embd 768, n_head 12, n_inner None (4 x n_embd),
-  // vocab 50257, n_positions 1024, activation_function "gelu_pytorch_tanh".
-  model_spec m = presets::gpt2_base("gpt_bigcode", c.count({"n_layer", "num_hidden_layers"}, 12),
-                                    c.count({"n_embd", "hidden_size"}, 768), c.count({"n_head", "num_attention_heads"}, 12));
-  m.ffn = c.count("n_inner", 4 * m.hidden);
-  m.vocab = c.count("vocab_size", 50257);
-  m.max_positions = c.count({"n_positions", "max_position_embeddings"}, 1024);
-  m.context_length = m.max_positions;
+  // GPTBigCodeConfig: GPT2Config's sizes, activation_function "gelu_pytorch_tanh".
+  model_spec m = gpt2_layout(c, "gpt_bigcode", "gelu_pytorch_tanh");
   m.kv_heads = c.flag("multi_query", true) ? 1 : m.heads;  // num_key_value_heads = 1 if multi_query else n_head
-  m.mlp = plain_activation(c, "activation_function", "gelu_pytorch_tanh");
-  m.tied_embeddings = c.flag("tie_word_embeddings", true);
   // GPTBigCodeModel registers one bool `bias` of n_positions^2 for the whole model.
   m.buffer_bytes_per_layer = 0;
   m.model_buffer_bytes = memscale::detail::checked_mul(m.max_positions, m.max_positions, memscale::detail::quantity{"causal mask (n_positions^2)"});

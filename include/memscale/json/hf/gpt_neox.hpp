@@ -7,6 +7,7 @@
 #pragma once
 
 #include "memscale/json/hf/config.hpp"
+#include "memscale/json/hf/record_rules.hpp"
 
 namespace memscale::json_io::hf {
 
@@ -33,5 +34,35 @@ inline model_spec gpt_neox(const config& c) {
                        .embedding = {"hidden_dropout", 0.0}});
   return m;
 }
+
+// A ground-truth record's GPT-NeoX-style parallel block (modeling_gpt_neox.py,
+// modeling_phi.py, modeling_falcon.py; lit-gpt config.py for phi-1_5 and
+// stablelm-base-alpha): what the families sharing it set differently.
+struct parallel_block_variant {
+  double rotary_fraction = 0.25;  // GPTNeoXConfig rotary_pct
+  bool shared_attention_norm = false;
+  bool fused_qkv = true;
+  bool biases = true;
+  bool lm_head_bias = false;
+};
+
+inline model_spec parallel_block_record(const record_model& r, const parallel_block_variant& v) {
+  return model_spec{.layers = r.layers,
+                    .hidden = r.hidden,
+                    .heads = r.heads,
+                    .positions = position_kind::rotary,
+                    .rotary_fraction = v.rotary_fraction,
+                    .mlp = mlp_kind::gelu,
+                    .layout = block_layout::parallel,
+                    .shared_attention_norm = v.shared_attention_norm,
+                    .fused_qkv = v.fused_qkv,
+                    .qkv_bias = v.biases,
+                    .attn_out_bias = v.biases,
+                    .mlp_bias = v.biases,
+                    .lm_head_bias = v.lm_head_bias};
+}
+
+inline model_spec gpt_neox_record(const record_model& r) { return parallel_block_record(r, {}); }
+inline constexpr record_rules gpt_neox_records{.defaults = gpt_neox_record};
 
 }  // namespace memscale::json_io::hf

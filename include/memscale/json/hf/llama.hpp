@@ -6,7 +6,9 @@
 #pragma once
 
 #include "memscale/json/hf/config.hpp"
+#include "memscale/json/hf/record_rules.hpp"
 #include "memscale/model.hpp"
+#include "memscale/presets.hpp"
 
 namespace memscale::json_io::hf {
 
@@ -43,5 +45,30 @@ inline model_spec llama(const config& c) { return llama_like(c); }
 // MistralConfig: same blocks as LLaMA; sliding_window only masks scores, so eager
 // attention's score tensors keep their size.
 inline model_spec mistral(const config& c) { return llama_like(c); }
+
+// What a LLaMA-recipe family changes in a ground-truth record's defaults.
+struct llama_record_variant {
+  bool qkv_bias = false;          // q/k/v projections with biases
+  bool fused_qkv = false;         // one qkv projection
+  bool geglu_tied = false;        // a gelu(tanh) gate * up MLP and a tied head
+  std::uint64_t extra_norms = 0;  // norms per block beyond the two
+  bool logit_softcap = false;
+};
+
+// A ground-truth record's LLaMA-recipe decoder; the record gives kv_heads, ffn and vocab.
+inline model_spec llama_record_as(const record_model& r, const llama_record_variant& v) {
+  model_spec spec = presets::llama_base("custom", r.layers, r.hidden, r.heads, r.heads, 1, 1);
+  spec.qkv_bias = v.qkv_bias;
+  spec.fused_qkv = v.fused_qkv;
+  if (v.geglu_tied) {
+    spec.mlp = mlp_kind::geglu;
+    spec.tied_embeddings = true;
+  }
+  spec.extra_norms_per_block = v.extra_norms;
+  spec.logit_softcap = v.logit_softcap;
+  return spec;
+}
+inline model_spec llama_record(const record_model& r) { return llama_record_as(r, {}); }
+inline constexpr record_rules llama_records{.defaults = llama_record};
 
 }  // namespace memscale::json_io::hf

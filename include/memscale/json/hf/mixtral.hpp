@@ -15,4 +15,8 @@ inline model_spec mixtral(const config& c) {
   return m;
 }
 
+// A ground-truth record's Mixtral: 8 experts, 2 per token, unless the record says otherwise
+// (MixtralConfig num_local_experts, num_experts_per_tok).
+inline constexpr record_rules mixtral_records{.defaults = llama_record, .experts = 8, .experts_per_token = 2};
+
 }  // namespace memscale::json_io::hf

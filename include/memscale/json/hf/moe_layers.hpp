@@ -20,4 +20,19 @@ inline void require_all_layers_sparse(const config& c) {
   }
 }
 
+// The Qwen MoE families' routed experts (Qwen2MoeSparseMoeBlock, Qwen3MoeSparseMoeBlock):
+// num_experts experts of moe_intermediate_size, num_experts_per_tok of them per token; the
+// defaults are the family Config's.
+struct qwen_experts_defaults {
+  std::uint64_t expert_ffn = 0;
+  std::uint64_t experts = 0;
+  std::uint64_t per_token = 0;
+};
+
+inline void read_qwen_experts(const config& c, model_spec& m, const qwen_experts_defaults& d) {
+  m.ffn = c.count("moe_intermediate_size", d.expert_ffn);
+  m.experts = c.count("num_experts", d.experts);
+  m.experts_per_token = c.count("num_experts_per_tok", d.per_token);
+}
+
 }  // namespace memscale::json_io::hf

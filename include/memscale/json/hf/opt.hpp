@@ -5,6 +5,8 @@
 #pragma once
 
 #include "memscale/json/hf/config.hpp"
+#include "memscale/json/hf/record_rules.hpp"
+#include "memscale/presets.hpp"
 
 namespace memscale::json_io::hf {
 
@@ -36,5 +38,16 @@ inline model_spec opt(const config& c) {
   m.builds_attention_mask = true;  // OPTDecoder.forward: torch.ones(b, s) when attention_mask is None
   return m;
 }
+
+// A ground-truth record's OPT (modeling_opt.py): learned positions with 2 offset rows,
+// pre-LayerNorm, ReLU, biases, tied head, separate q/k/v projections.
+inline model_spec opt_record(const record_model& r) {
+  model_spec spec = presets::gpt2_base("custom", r.layers, r.hidden, r.heads);
+  spec.mlp = mlp_kind::relu;
+  spec.fused_qkv = false;
+  spec.buffer_bytes_per_layer = 0;
+  return spec;
+}
+inline constexpr record_rules opt_records{.defaults = opt_record, .position_offset = 2};  // OPTLearnedPositionalEmbedding
 
 }  // namespace memscale::json_io::hf

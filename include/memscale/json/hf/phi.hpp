@@ -5,6 +5,7 @@
 // IWYU pragma: private, include <memscale/json.hpp>
 #pragma once
 
+#include "memscale/json/hf/gpt_neox.hpp"
 #include "memscale/json/hf/config.hpp"
 
 namespace memscale::json_io::hf {
@@ -27,5 +28,13 @@ inline model_spec phi(const config& c) {
                        .embedding = {"embd_pdrop", 0.0}});
   return m;
 }
+
+// A ground-truth record's Phi: half the head dimension rotated (partial_rotary_factor), one
+// LayerNorm for both branches, separate q/k/v projections, a biased lm_head.
+inline model_spec phi_record(const record_model& r) {
+  return parallel_block_record(
+      r, {.rotary_fraction = 0.5, .shared_attention_norm = true, .fused_qkv = false, .lm_head_bias = true});
+}
+inline constexpr record_rules phi_records{.defaults = phi_record};
 
 }  // namespace memscale::json_io::hf

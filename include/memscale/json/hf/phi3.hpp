@@ -16,4 +16,8 @@ inline model_spec phi3(const config& c) {
   return m;
 }
 
+// A ground-truth record's Phi-3: LLaMA with one fused projection (Phi3Attention.qkv_proj).
+inline model_spec phi3_record(const record_model& r) { return llama_record_as(r, {.fused_qkv = true}); }
+inline constexpr record_rules phi3_records{.defaults = phi3_record};
+
 }  // namespace memscale::json_io::hf

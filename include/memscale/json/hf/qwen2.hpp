@@ -14,4 +14,8 @@ inline model_spec qwen2(const config& c) {
   return m;
 }
 
+// A ground-truth record's Qwen2: LLaMA with q/k/v biases (Qwen2Attention).
+inline model_spec qwen2_record(const record_model& r) { return llama_record_as(r, {.qkv_bias = true}); }
+inline constexpr record_rules qwen2_records{.defaults = qwen2_record};
+
 }  // namespace memscale::json_io::hf

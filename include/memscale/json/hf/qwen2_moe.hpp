@@ -13,9 +13,7 @@ namespace memscale::json_io::hf {
 inline model_spec qwen2_moe(const config& c) {
   require_all_layers_sparse(c);
   model_spec m = qwen2(c);
-  m.ffn = c.count("moe_intermediate_size", 1408);  // Qwen2MoeConfig defaults
-  m.experts = c.count("num_experts", 60);
-  m.experts_per_token = c.count("num_experts_per_tok", 4);
+  read_qwen_experts(c, m, {.expert_ffn = 1408, .experts = 60, .per_token = 4});  // Qwen2MoeConfig defaults
   m.shared_expert_ffn = c.count("shared_expert_intermediate_size", 5632);
   m.shared_expert_gate = m.shared_expert_ffn > 0;
   return m;

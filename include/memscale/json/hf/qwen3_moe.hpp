@@ -13,9 +13,7 @@ namespace memscale::json_io::hf {
 inline model_spec qwen3_moe(const config& c) {
   require_all_layers_sparse(c);
   model_spec m = qwen3(c);
-  m.ffn = c.count("moe_intermediate_size", 768);  // Qwen3MoeConfig defaults
-  m.experts = c.count("num_experts", 128);
-  m.experts_per_token = c.count("num_experts_per_tok", 8);
+  read_qwen_experts(c, m, {.expert_ffn = 768, .experts = 128, .per_token = 8});  // Qwen3MoeConfig defaults
   return m;
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "memscale/json/fields.hpp"
+#include "memscale/json/hf/record_rules.hpp"
 #include "memscale/model.hpp"
 #include "memscale/presets.hpp"
 
@@ -63,5 +64,18 @@ inline model_spec t5_from_hf_config(const json& cfg) {
   m.name = type == "mt5" ? "mt5" : "t5";
   return validate(m);
 }
+
+namespace hf {
+
+// A ground-truth record's T5 (modeling_t5.py T5ForConditionalGeneration, T5Model when the name
+// says so): an encoder-decoder with as many decoder as encoder blocks.
+inline model_spec t5_record(const record_model& r) {
+  model_spec spec = presets::t5_family("custom", r.layers, r.hidden, r.heads, 1, false);
+  if (r.class_name.find("T5Model") != std::string_view::npos) spec.head = head_kind::none;
+  return spec;
+}
+inline constexpr record_rules t5_records{.defaults = t5_record};
+
+}  // namespace hf
 
 }  // namespace memscale::json_io
