@@ -40,6 +40,7 @@ constexpr const char* usage =
     "usage: memscale-plan [run options] [--json]\n"
     "       memscale-plan --list-models [--json]\n"
     "       memscale-plan --list-gpus [--json]\n"
+    "       memscale-plan --list-families [--json]\n"
     "       memscale-plan --cases FILE.json\n"
     "       memscale-plan --help\n";
 
@@ -156,6 +157,7 @@ void check_run(const CLI::App& app, options& o) {
     if (o.run.target != memscale::training_target::qlora) throw usage_error("--qlora-double-quant needs --qlora");
     o.run.quant = memscale::base_quant::nf4_double_quant;
   }
+  apply_config_quantization(o);
   check_inference_options(o);
   if ((!o.alloc_conf.empty() || o.context_memory.value != 0) && (o.cluster.gpus > 0 || o.config.generic))
     throw usage_error(std::string(o.alloc_conf.empty() ? "--context-memory" : "--alloc-conf") + " does not apply to " +

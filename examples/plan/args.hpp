@@ -21,6 +21,7 @@
 #include "memscale/gpus.hpp"
 #include "memscale/bytes.hpp"
 #include "memscale/inference.hpp"
+#include "memscale/json/hf/quantization.hpp"
 #include "memscale/json/run_settings.hpp"
 #include "memscale/model.hpp"
 #include "memscale/parallel/strategy.hpp"
@@ -45,6 +46,7 @@ enum class command : std::uint8_t {
   cases,
   help,
   list_gpus,
+  list_families,
 };
 
 // The run estimated when no run option is given: GPT-2 small, 4 x 512 tokens, fp32,
@@ -57,6 +59,9 @@ struct config_options {
   std::string source;  // as typed; empty: the model is a preset (--model)
   // An unknown model_type read from its checkpoint (generic.hpp); the model is its decoder.
   std::shared_ptr<const memscale::json_io::generic_checkpoint> generic;
+  // A family's config.json with a quantization_config: how its linear layers are stored
+  // (options_config.cpp applies it to the run); reset by a --model given after --config.
+  std::optional<memscale::json_io::hf::quantization> quantization;
 };
 
 // options_cluster.cpp: multi-GPU engines and the cluster planner.
@@ -91,6 +96,7 @@ struct inference_options {
   // --batch and --attention (options_run.cpp).
   memscale::inference_spec spec{.batch = 1, .context = 512, .new_tokens = 128};
   bool kv_dtype_given = false;      // otherwise the KV cache takes the weights' dtype
+  bool weights_given = false;       // --weights (a config's quantization_config says it too)
   std::string setting_option;       // the first inference setting given (it needs --inference)
   std::string svg;                  // --svg FILE: the plan (or the inference peaks) as stacked bars
   std::string svg_batch;            // --svg-batch FILE: the OOM cliff (needs --gpu)

@@ -123,6 +123,8 @@ std::string run(const memscale_plan::options& opt) {
       for (const auto& m : memscale_plan::vision_model_list_json()) list.push_back(m);
       return dump(list);
     }
+    case command::list_families:
+      return opt.json ? dump(memscale_plan::family_list_json()) : memscale_plan::family_list_text();
     case command::list_gpus: return opt.json ? dump(memscale_plan::gpu_list_json()) : memscale_plan::gpu_list_text();
     case command::cases: return dump(memscale_plan::run_cases(opt.cases_path));
     case command::run: {

@@ -50,6 +50,7 @@ CLI::Option* add_flag(CLI::App& app, std::string_view group, const std::string& 
 
 // The groups, in --help order.
 void add_config_options(CLI::App& app, options& o);     // options_config.cpp
+void apply_config_quantization(options& o);             // options_config.cpp: after parsing
 void add_run_options(CLI::App& app, options& o);        // options_run.cpp
 void add_lora_options(CLI::App& app, options& o);       // options_lora.cpp
 void add_gpu_options(CLI::App& app, options& o);        // options_gpu.cpp

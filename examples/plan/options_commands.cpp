@@ -11,6 +11,8 @@ void add_command_options(CLI::App& app, options& o) {
   const auto g = group::commands;
   add_flag(app, g, "--list-models", "list the presets: name, parameters, layers, hidden, heads",
            [&o] { o.cmd = command::list_models; });
+  add_flag(app, g, "--list-families", "list the families: each config.json model_type --config reads, and the families ground-truth records may name",
+           [&o] { o.cmd = command::list_families; });
   add_flag(app, g, "--list-gpus", "list the GPUs: name, label, memory (GiB), bf16", [&o] { o.cmd = command::list_gpus; });
   add_value(app, g, "--cases", "FILE", "estimate each ground-truth record of a JSON array; prints a JSON array",
             [&o](const std::string& v) {

@@ -2,6 +2,7 @@
 // config.json, a model directory or a Hub id in the local cache (memscale/json/hf_config.hpp).
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -22,12 +23,49 @@ void add_config_options(CLI::App& app, options& o) {
                 o.model = loaded.model;
                 o.config.generic = loaded.generic ? std::make_shared<const memscale::json_io::generic_checkpoint>(std::move(*loaded.generic))
                                                   : nullptr;
+                o.config.quantization = std::move(loaded.quantization);
               } catch (const memscale::error& e) {
                 throw usage_error("--config " + in_quotes(v) + ": " + e.what());
               }
               o.config.source = v;
               o.vision.model.reset();  // the config's model replaces a vision --model given before it
             });
+}
+
+// A family's quantization_config is how the checkpoint stores its linear layers, so it
+// decides the run: generate() reads the stored format (json/hf/quantization.hpp
+// apply_quantization); training updates adapters over a frozen bitsandbytes 4-bit base
+// (QLoRA, qlora_base_of), and other stored formats are refused, never estimated as 16-bit.
+void apply_config_quantization(options& o) {
+  if (!o.config.quantization) return;
+  const memscale::json_io::hf::quantization& q = *o.config.quantization;
+  const std::string config = "--config " + in_quotes(o.config.source);
+  const std::string stored = config + ": config.quantization_config (" + in_quotes(q.method) + ")";
+  for (const std::string& name : q.not_converted)
+    if (name != "lm_head")
+      throw usage_error(stored + " keeps " + in_quotes(name) +
+                        " unquantised (modules_to_not_convert); memscale models the output layer alone unquantised");
+  if (o.inference.enabled) {
+    if (o.inference.weights_given)
+      throw usage_error("--weights and " + stored + " both say how the weights are stored: leave out --weights");
+    try {
+      memscale::json_io::hf::apply_quantization(q, o.inference.spec);
+    } catch (const memscale::error& e) {
+      throw usage_error(config + ": " + e.what());
+    }
+    return;
+  }
+  const std::optional<memscale::base_quant> base = memscale::json_io::hf::qlora_base_of(q);
+  if (!base)
+    throw usage_error(stored + " stores the linear layers quantised; training over that format is not modelled yet "
+                      "(a bitsandbytes 4-bit checkpoint trains with --qlora)");
+  if (o.run.target != memscale::training_target::qlora)
+    throw usage_error(stored + " stores the linear layers in bitsandbytes 4-bit, which do not train: add --qlora RANK "
+                      "(adapters over the 4-bit base)");
+  if (o.double_quant && *base != memscale::base_quant::nf4_double_quant)
+    throw usage_error("--qlora-double-quant and " + stored +
+                      " (bnb_4bit_use_double_quant false) disagree: leave out --qlora-double-quant");
+  o.run.quant = *base;
 }
 
 }  // namespace memscale_plan

@@ -38,6 +38,7 @@ void add_inference_options(CLI::App& app, options& o) {
               memscale::dtype native = memscale::dtype::fp16;
               o.inference.spec.weights = memscale::json_io::parse_weight_format(v, "--weights", native);
               o.inference.spec.compute = native;
+              o.inference.weights_given = true;
               note_setting(o, "--weights");
             });
   add_value(app, g, "--kv-dtype", "D", "KV-cache dtype: fp32 | fp16 | bf16 | fp8 | int8; default the weights' dtype",

@@ -43,6 +43,7 @@ void add_run_options(CLI::App& app, options& o) {
       throw usage_error("--model must be one of " + preset_names() + " (got " + in_quotes(v) + ")" + nearest.hint());
     }
     o.model = *found;
+    o.config.quantization.reset();  // a --config given before described another model
   });
   add_value(app, g, "--batch", "N", "micro-batch size, sequences per step; default 4",
             [&o](const std::string& v) { o.run.micro_batch = parse_positive("--batch", v); });

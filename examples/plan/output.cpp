@@ -175,6 +175,26 @@ nlohmann::json model_list_json() {
   return list;
 }
 
+std::string family_list_text() {
+  std::string out;
+  for (const auto& f : memscale::json_io::hf::families) {
+    std::string line = fmt::format("{:<18} {:<12} {}", f.model_type, f.read != nullptr ? "config.json" : "",
+                                   f.records.defaults != nullptr ? "records" : "");
+    line.erase(line.find_last_not_of(' ') + 1);
+    out += line + "\n";
+  }
+  return out;
+}
+
+nlohmann::json family_list_json() {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& f : memscale::json_io::hf::families)
+    list.push_back({{"model_type", std::string(f.model_type)},
+                    {"config_json", f.read != nullptr},
+                    {"records", f.records.defaults != nullptr}});
+  return list;
+}
+
 std::string gpu_list_text() {
   std::string out;
   for (const auto& g : memscale::gpu_catalog)

@@ -35,6 +35,11 @@ std::string allocator_text(const memscale::model_spec& model, const memscale::tr
 std::string model_list_text();
 nlohmann::json model_list_json();
 
+// --list-families: one line per row of the family registry (json_io::hf::families): its
+// model_type, whether --config reads it, whether ground-truth records may name it.
+std::string family_list_text();
+nlohmann::json family_list_json();
+
 // --list-gpus: one line per gpu_catalog entry (name, label, memory in the --units unit, bf16, SMs, memory source).
 std::string gpu_list_text();
 nlohmann::json gpu_list_json();

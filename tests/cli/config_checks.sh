@@ -87,5 +87,36 @@ if grep -F "$expected" "$work/out" "$work/err" >/dev/null; then pass "--cases hf
   fail "--cases hf_config record: same message" "exit $rc" "out: $(head -c 300 "$work/out")" "err: $(head -c 300 "$work/err")"
 fi
 
+# --- a quantization_config decides the run, never a 16-bit estimate ----------------
+quantized() {  # quantized NAME JSON: Qwen3-0.6B's config with that quantization_config
+  mkdir -p "$work/$1"
+  python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); c["quantization_config"]=json.loads(sys.argv[2]); json.dump(c, open(sys.argv[3], "w"))' \
+    "$configs/Qwen--Qwen3-0.6B.json" "$2" "$work/$1/config.json"
+}
+quantized bnb '{"quant_method":"bitsandbytes","load_in_4bit":true,"bnb_4bit_quant_type":"nf4","bnb_4bit_use_double_quant":true}'
+quantized gptq '{"quant_method":"gptq","bits":4,"group_size":128}'
+run --config "$work/bnb" --batch 1 --seq 128
+if [[ $rc -eq 2 ]] && grep -q "quantization_config" "$work/err" && grep -q -- "--qlora" "$work/err"; then
+  pass "a bitsandbytes 4-bit config without adapters: refused, naming quantization_config and --qlora"
+else fail "a bitsandbytes 4-bit config without adapters" "exit $rc" "$(head -c 300 "$work/err")"; fi
+run --config "$work/bnb" --batch 1 --seq 128 --qlora 8 --json
+cp "$work/out" "$work/bnb.json"
+run --config "$configs/Qwen--Qwen3-0.6B.json" --batch 1 --seq 128 --qlora 8 --qlora-double-quant --json
+if [[ $rc -eq 0 ]] && cmp -s "$work/out" "$work/bnb.json"; then
+  pass "a bitsandbytes 4-bit config with --qlora: the config's double quantisation, as --qlora-double-quant"
+else fail "a bitsandbytes 4-bit config with --qlora" "exit $rc" "$(diff "$work/out" "$work/bnb.json" | head -5)"; fi
+run --config "$work/gptq" --batch 1 --seq 128 --lora 8
+if [[ $rc -eq 2 ]] && grep -q "quantization_config" "$work/err"; then pass "training over a GPTQ config: refused, naming quantization_config"; else
+  fail "training over a GPTQ config" "exit $rc" "$(head -c 300 "$work/err")"; fi
+run --config "$work/gptq" --inference --json
+cp "$work/out" "$work/gptq.json"
+run --config "$configs/Qwen--Qwen3-0.6B.json" --inference --weights gptq-4bit --json
+if [[ $rc -eq 0 ]] && cmp -s "$work/out" "$work/gptq.json"; then pass "--inference on a GPTQ config: its stored format, as --weights gptq-4bit"; else
+  fail "--inference on a GPTQ config" "exit $rc" "$(diff "$work/out" "$work/gptq.json" | head -5)"; fi
+run --config "$work/gptq" --inference --weights fp16
+if [[ $rc -eq 2 ]] && grep -q -- "--weights" "$work/err" && grep -q "quantization_config" "$work/err"; then
+  pass "--weights beside a quantization_config: refused, naming both"
+else fail "--weights beside a quantization_config" "exit $rc" "$(head -c 300 "$work/err")"; fi
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]
