@@ -15,7 +15,9 @@ namespace memscale {
 // encoder_decoder: two stacks (T5), both written by build().
 enum class architecture : std::uint8_t { decoder, encoder, encoder_decoder };
 enum class position_kind : std::uint8_t { learned, rotary, none };
-enum class norm_kind : std::uint8_t { layernorm, rmsnorm };
+// layernorm_fp32_python: a LayerNorm without bias written out as Python ops in fp32, each
+// intermediate saved (Cohere's CohereLayerNorm); needs norm_bias false.
+enum class norm_kind : std::uint8_t { layernorm, rmsnorm, layernorm_fp32_python };
 // gelu/relu: two matrices (up, down); swiglu/geglu: three (gate, up, down). gelu_tanh is
 // Hugging Face's gelu_new written out as Python ops (each intermediate saved); a fused
 // tanh-approximate F.gelu keeps only its input, like gelu.
@@ -147,6 +149,8 @@ constexpr const model_spec& validate(const model_spec& m) {
           "needs a shared expert (model.shared_expert_ffn > 0)", 1);
   require(!m.attention_keeps_fused_kv || m.fused_qkv, bad, "model.attention_keeps_fused_kv",
           "needs a fused q, k, v projection (model.fused_qkv)", 1);
+  require(m.norm != norm_kind::layernorm_fp32_python || !m.norm_bias, bad, "model.norm_bias",
+          "must be false with norm layernorm_fp32_python (CohereLayerNorm has no bias)", 1);
   require(m.block_norms == branch_norms::pre || m.layout == block_layout::sequential, bad, "model.block_norms",
           "post and sandwich norms need the sequential layout", static_cast<std::uint64_t>(m.block_norms));
   return m;

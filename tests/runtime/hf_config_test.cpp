@@ -58,6 +58,9 @@ TEST_CASE("hf_config: parameter counts") {
   CHECK(count_of("allenai--OLMoE-1B-7B-0924") == 6'919'161'856ULL);
   CHECK(count_of("ibm-granite--granite-3.1-8b-instruct") == 8'170'848'256ULL);
   CHECK(count_of("ibm-granite--granite-3.1-3b-a800m-instruct") == 3'298'793'472ULL);
+  CHECK(count_of("microsoft--Phi-3.5-MoE-instruct") == 41'873'153'344ULL);
+  CHECK(count_of("CohereForAI--c4ai-command-r-v01") == 34'980'831'232ULL);
+  CHECK(count_of("CohereForAI--c4ai-command-r7b-12-2024") == 8'028'033'024ULL);
   CHECK(count_of("bigcode--starcoder") == 15'517'456'384ULL);
   CHECK(count_of("bigcode--gpt_bigcode-santacoder") == 1'124'886'528ULL);
   CHECK(count_of("THUDM--GLM-4-9B-0414") == 9'400'279'040ULL);
@@ -158,6 +161,31 @@ TEST_CASE("hf_config: a family's Config defaults fill the keys a config.json lea
   CHECK(defaults_count("granite") == 6'738'415'616ULL);
   CHECK(defaults_count("granitemoe") == 37'039'116'288ULL);
   CHECK(defaults_count("granitemoeshared") == 37'039'116'288ULL);  // shared_intermediate_size 0: no shared MLP
+  // PhimoeConfig(): 32 layers of 16 experts of 6400, 8 kv heads, no attention or lm_head bias;
+  // tools/families/param_counts.py gives 41,872,793,600 for {"model_type": "phimoe"}.
+  CHECK(defaults_count("phimoe") == 41'872'793'600ULL);
+  const memscale::model_spec phimoe = memscale::json_io::model_from_hf_config(json{{"model_type", "phimoe"}});
+  CHECK(phimoe.kv_heads == 8);
+  CHECK(phimoe.context_length == 131072);
+  CHECK(phimoe.norm == memscale::norm_kind::layernorm);
+  // num_key_value_heads None: PhimoeConfig falls back to num_attention_heads.
+  CHECK(memscale::json_io::model_from_hf_config(json{{"model_type", "phimoe"}, {"num_key_value_heads", nullptr}}).kv_heads == 32);
+  // CohereConfig() and Cohere2Config() share Command R's sizes (tied, 64 heads of 128).
+  CHECK(defaults_count("cohere") == 34'980'831'232ULL);
+  CHECK(defaults_count("cohere2") == 34'980'831'232ULL);
+  // Gemma3TextConfig() (configuration_gemma3.py): 26 layers, hidden 2304, 8 heads, 4 kv heads of
+  // 256, intermediate 9216, vocab 262208, tied; tools/families/ssm_vision_params.py gemma3_text({}).
+  CHECK(defaults_count("gemma3_text") == 2'628'658'432ULL);
+  const memscale::model_spec gemma3 = memscale::json_io::model_from_hf_config(json{{"model_type", "gemma3_text"}});
+  CHECK(gemma3.kv_heads == 4);
+  CHECK(gemma3.context_length == 131072);
+  CHECK(gemma3.tied_embeddings);
+  CHECK_FALSE(gemma3.logit_softcap);
+  // Gemma3MLP reads hidden_activation only and has no bias.
+  CHECK(memscale::json_io::model_from_hf_config(json{{"model_type", "gemma3_text"}, {"hidden_act", "silu"}, {"mlp_bias", true}})
+            .mlp == memscale::mlp_kind::geglu);
+  CHECK(defaults_count("gemma3_text") ==
+        memscale::parameter_count(memscale::json_io::model_from_hf_config(json{{"model_type", "gemma3_text"}, {"mlp_bias", true}})));
   CHECK(defaults_count("gpt_bigcode") == 111'446'784ULL);  // GPTBigCodeConfig(): GPT-2 small sizes, multi-query
   // Glm4Config() is GLM-4-9B-0414's shape (2 kv heads, head_dim 128, q/k/v biases).
   CHECK(defaults_count("glm4") == 9'400'279'040ULL);
@@ -242,4 +270,67 @@ TEST_CASE("hf_config: gpt_bigcode is multi-query attention out of one fused c_at
   for (std::size_t i = g->block_begin; i < g->block_end; ++i) block += op_saved_bytes(g->ops[i]).value;
   CHECK(block == 1'524'736ULL);
   CHECK(g->buffers.value == 2048ULL * 2048ULL);  // the small model's n_positions 2048, for 4 layers
+}
+
+namespace {
+
+// One block's saved bytes (the op_saved_bytes of the repeated block) of a traced small model
+// of docs/data/cpu_traced_families_2025.json, rerun at b1 s64 with `precision`.
+std::uint64_t traced_block_bytes(const std::string& id, const std::string& precision) {
+  using namespace memscale;
+  using json_io::json;
+  json record;
+  for (const json& r : json::parse(std::ifstream(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/cpu_traced_families_2025.json")))
+    if (r.at("id") == id) record = r;
+  REQUIRE(record.is_object());
+  record["train"]["batch"] = 1;
+  record["train"]["seq"] = 64;
+  record["train"]["precision"] = precision;
+  const model_spec m = json_io::model_for_record(record);
+  const auto g = std::make_unique<graph>(build(m, json_io::run_from_record(record)).stack());
+  std::uint64_t block = 0;
+  for (std::size_t i = g->block_begin; i < g->block_end; ++i) block += op_saved_bytes(g->ops[i]).value;
+  return block;
+}
+
+}  // namespace
+
+TEST_CASE("hf_config: cohere's Python fp32 LayerNorm keeps each intermediate, per head on q and k") {
+  using namespace memscale;
+  using json_io::json;
+  const model_spec r = json_io::load_hf_model(config_path("CohereForAI--c4ai-command-r-v01"));
+  CHECK(r.norm == norm_kind::layernorm_fp32_python);
+  CHECK(r.layout == block_layout::parallel);
+  CHECK(r.shared_attention_norm);
+  CHECK(r.logits_scale);
+  CHECK(r.tied_embeddings);
+  CHECK(r.qk_norm == qk_norm_kind::none);
+  // Command R+ (use_qk_norm): CohereLayerNorm((heads, head_dim)) and ((kv_heads, head_dim)) per layer;
+  // tools/families/param_counts.py on the same config gives 34,981,486,592.
+  json plus = json::parse(std::ifstream(config_path("CohereForAI--c4ai-command-r-v01")));
+  plus["use_qk_norm"] = true;
+  CHECK(parameter_count(json_io::model_from_hf_config(plus)) == 34'981'486'592ULL);
+  // Cohere2Config forces head_dim = hidden // heads and refuses no layer kind it knows.
+  json r7b = json::parse(std::ifstream(config_path("CohereForAI--c4ai-command-r7b-12-2024")));
+  r7b["head_dim"] = 64;
+  CHECK(parameter_count(json_io::model_from_hf_config(r7b)) == 8'028'033'024ULL);
+  r7b["layer_types"] = json::array({"sliding_attention", "chunked_attention"});
+  CHECK_THROWS_AS(json_io::model_from_hf_config(r7b), error);
+  // A model_spec that asks for a bias the Python norm does not have is refused.
+  model_spec biased = r;
+  biased.norm_bias = true;
+  CHECK_THROWS_AS(validate(biased), error);
+
+  // One block of the traced small models at b1 s64 on CPU, torch 1.13
+  // (docs/research/families-2025-saved-tensors.txt): cohere layers.0 (qk-norm) lists 2,167,048
+  // bytes in fp32 and 1,711,368 in bf16, cohere2 layers.3 1,491,208 and 1,041,672. Each norm
+  // keeps x (fp32 input) or its fp32 copy, x - mean twice, (x - mean)^2, the normalized x and
+  // rsqrt, plus the weight's fp32 copy in bf16. The listing of cohere's block also holds the
+  // rotary cos and sin (16,384 bytes in fp32, 8,192 in bf16), one storage the model makes once
+  // and every layer's mul saves, which the graph does not count per block. Each listing also
+  // holds the 0-dim float64 `scaling` that torch 1.13's `scores * scaling` keeps (8 bytes).
+  CHECK(traced_block_bytes("cpu-cohere-small-b2-s256-adamw", "fp32") == 2'167'048ULL - 16'384ULL - 8ULL);
+  CHECK(traced_block_bytes("cpu-cohere-small-b2-s256-adamw", "pure_bf16") == 1'711'368ULL - 8'192ULL - 8ULL);
+  CHECK(traced_block_bytes("cpu-cohere2-small-b2-s256-adamw", "fp32") == 1'491'208ULL - 8ULL);
+  CHECK(traced_block_bytes("cpu-cohere2-small-b2-s256-adamw", "pure_bf16") == 1'041'672ULL - 8ULL);
 }

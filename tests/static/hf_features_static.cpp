@@ -1,7 +1,8 @@
 // Parameter counts of the model_spec features the config.json families use, in constant
 // evaluation: per-head and full-width qk-norm, post and sandwich branch norms, a shared
 // expert with its gate, the decoder classification head, and validate(model, run); the
-// multi-query attention over a fused projection and a model-wide buffer in estimate().
+// multi-query attention over a fused projection and a model-wide buffer in estimate();
+// Cohere's Python fp32 LayerNorm.
 #include <memscale/memscale.hpp>
 
 namespace {
@@ -81,5 +82,41 @@ constexpr model_spec with_model_buffer() {
 }
 static_assert(estimate(with_model_buffer(), fp32_run).steady.tensor - estimate(tiny(), fp32_run).steady.tensor ==
               bytes{256 * 256});
+
+// Cohere's Python LayerNorm (no bias: the parameters of an RMSNorm; per-head qk-norm weights
+// of (heads, head_dim) and (kv_heads, head_dim)). Per norm over n = 16 x 64 elements of 16
+// rows it keeps rsqrt, x - mean twice and the normalized x in fp32, where the fp32 RMSNorm
+// keeps rsqrt, the normalized x and its input: 4n bytes more, five norms. On torch 1.13 it also
+// keeps (x - mean)^2 and its fp32 input (8n). Under pure bf16 it keeps 12n + 4 x 16 + the
+// weight's fp32 copy (4 x 64) where the RMSNorm keeps rsqrt, the normalized bf16 x and the fp32
+// upcast (6n + 64): 6n + 256 more per norm.
+constexpr model_spec cohere_norm(bool qk) {
+  model_spec m = tiny();
+  m.norm = norm_kind::layernorm_fp32_python;
+  if (qk) m.qk_norm = qk_norm_kind::per_head;
+  return m;
+}
+static_assert(parameter_count(cohere_norm(false)) == base_total);
+static_assert(parameter_count(cohere_norm(true)) == base_total + 2 * (4 * 16 + 2 * 16));
+constexpr std::uint64_t norm_elements = 16 * 64;
+static_assert(estimate(cohere_norm(false), fp32_run).saved_activation_bytes -
+                  estimate(tiny(), fp32_run).saved_activation_bytes ==
+              bytes{5 * 4 * norm_elements});
+constexpr training_spec torch_113_run = [] {
+  training_spec r = fp32_run;
+  r.torch_version = 113;
+  return r;
+}();
+static_assert(estimate(cohere_norm(false), torch_113_run).saved_activation_bytes -
+                  estimate(cohere_norm(false), fp32_run).saved_activation_bytes ==
+              bytes{5 * 8 * norm_elements});
+constexpr training_spec bf16_run = [] {
+  training_spec r = fp32_run;
+  r.prec = precision::pure_bf16;
+  return r;
+}();
+static_assert(estimate(cohere_norm(false), bf16_run).saved_activation_bytes -
+                  estimate(tiny(), bf16_run).saved_activation_bytes ==
+              bytes{5 * (6 * norm_elements + 256)});
 
 }  // namespace

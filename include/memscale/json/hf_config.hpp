@@ -20,6 +20,7 @@
 
 #include "memscale/json/hf/bert.hpp"
 #include "memscale/json/hf/bloom.hpp"
+#include "memscale/json/hf/cohere.hpp"
 #include "memscale/json/hf/config.hpp"
 #include "memscale/json/hf/falcon.hpp"
 #include "memscale/json/hf/gemma.hpp"
@@ -37,6 +38,7 @@
 #include "memscale/json/hf/opt.hpp"
 #include "memscale/json/hf/phi.hpp"
 #include "memscale/json/hf/phi3.hpp"
+#include "memscale/json/hf/phimoe.hpp"
 #include "memscale/json/hf/qwen2.hpp"
 #include "memscale/json/hf/qwen2_moe.hpp"
 #include "memscale/json/hf/qwen3.hpp"
@@ -92,6 +94,9 @@ inline constexpr std::array families{
     family_entry{"granitemoeshared", granitemoeshared},
     family_entry{"gpt_bigcode", gpt_bigcode},
     family_entry{"glm4", glm4},
+    family_entry{"phimoe", phimoe},
+    family_entry{"cohere", cohere},
+    family_entry{"cohere2", cohere2},
     family_entry{"bert", bert, true, bert_records},
     family_entry{"roberta", roberta, true, roberta_records},
     family_entry{"distilbert", distilbert, true},

@@ -168,8 +168,13 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
   auto k_elements = detail::checked_mul(ctx.tokens, w.kv);
   if (m.qk_norm == qk_norm_kind::per_head) {
     // modeling_qwen3.py / modeling_gemma3.py (transformers v4.51): q_norm, k_norm over head_dim.
-    qkv.q = norm(ctx, qkv.q, {.width = w.head_dim, .rows = detail::checked_mul(ctx.tokens, m.heads)});
-    qkv.k = norm(ctx, qkv.k, {.width = w.head_dim, .rows = detail::checked_mul(ctx.tokens, w.kv_heads)});
+    // Cohere's CohereLayerNorm((heads, head_dim)) holds a weight row per head
+    // (models/cohere/modular_cohere.py@03ea97ae CohereAttention).
+    const bool weight_per_head = m.norm == norm_kind::layernorm_fp32_python;
+    qkv.q = norm(ctx, qkv.q, {.width = w.head_dim, .rows = detail::checked_mul(ctx.tokens, m.heads),
+                              .weight_rows = weight_per_head ? m.heads : 1});
+    qkv.k = norm(ctx, qkv.k, {.width = w.head_dim, .rows = detail::checked_mul(ctx.tokens, w.kv_heads),
+                              .weight_rows = weight_per_head ? w.kv_heads : 1});
   } else if (m.qk_norm == qk_norm_kind::full_width) {
     // modeling_olmo2.py (v4.51): q_norm over heads*head_dim, k_norm over kv_heads*head_dim.
     qkv.q = norm(ctx, qkv.q, {.width = w.q, .rows = ctx.tokens});

@@ -1,5 +1,6 @@
 // memscale/graph/layers/norms.hpp: LayerNorm and RMSNorm, each as the implementation that
-// runs it saves tensors for backward (Hugging Face LLaMA-family, lit-gpt, Hugging Face T5).
+// runs it saves tensors for backward (Hugging Face LLaMA-family, lit-gpt, Hugging Face T5,
+// Cohere's Python LayerNorm).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,7 @@ namespace memscale::graph_layers {
 struct norm_shape {
   std::uint64_t width = 0;
   std::uint64_t rows = 0;
+  std::uint64_t weight_rows = 1;  // the weight's rows of `width` (Cohere's qk-norm: one per head)
 };
 
 // The code that computes an RMSNorm: what autograd keeps differs between them.
@@ -88,11 +90,44 @@ constexpr tensor rms_norm(op_writer& ops, tensor in, const norm_shape& shape, rm
   return y;
 }
 
+// LayerNorm written out in Python in fp32 without bias (transformers
+// models/cohere/modular_cohere.py@03ea97ae CohereLayerNorm): x.to(float32); mean; (x - mean)
+// .pow(2).mean; (x - mean) * rsqrt(variance + eps), x - mean made a second time; weight.to(float32)
+// * x; .to(input dtype). Autograd (tools/autograd/derivatives.yaml) keeps the first x - mean
+// (pow), the second and rsqrt (mul), the normalized x (weight * x, for the weight's gradient
+// only) and the weight's fp32 copy when the weight is 16-bit; torch 1.13's mean.dim also keeps
+// its input (the fp32 x and (x - mean)^2), 2.x only sizes (see rms_norm).
+constexpr tensor layer_norm_fp32_python(op_writer& ops, tensor in, const norm_shape& shape, bool trainable,
+                                        std::uint32_t torch_version) {
+  const precision_policy& p = ops.precision();
+  op o{.kind = op_kind::norm,
+       .weight = {shape.width, shape.weight_rows, 1},
+       .role = param_role::vector,
+       .frozen = !trainable};
+  const bool fp32_in = in.type == dtype::fp32;
+  o.extra_saved = storage(dtype::fp32, shape.rows);                       // rsqrt(variance + eps)
+  o.extra_saved += storage(dtype::fp32, detail::checked_mul(in.elements, 2));  // x - mean, twice
+  if (trainable) o.extra_saved += storage(dtype::fp32, in.elements);      // the normalized x
+  if (p.param != dtype::fp32) o.extra_saved += storage(dtype::fp32, o.weight.elements());  // weight.to(float32)
+  if (torch_version < 200) {
+    o.extra_saved += storage(dtype::fp32, in.elements);                // (x - mean)^2
+    if (!fp32_in) o.extra_saved += storage(dtype::fp32, in.elements);  // x.to(float32)
+  }
+  // weight * x is fp32; .to(input dtype) copies it when the input is 16-bit.
+  if (!fp32_in) o.fwd_temp = storage(dtype::fp32, in.elements);
+  o.grad_in = storage(in.type, in.elements);
+  const tensor y = ops.emit(o, in.elements, in.type);
+  if (fp32_in && torch_version < 200) ops.keep(in, y);  // x itself: saved by torch 1.13's mean
+  return y;
+}
+
 // The model's norm over `shape`: LayerNorm or RMSNorm as its implementation writes it;
 // frozen under LoRA.
 constexpr tensor norm(const layer_context& ctx, tensor in, const norm_shape& shape) {
   const bool trainable = !ctx.adapters.enabled;
   if (ctx.model.norm == norm_kind::layernorm) return layer_norm(ctx.ops, in, shape, ctx.model.norm_bias, trainable);
+  if (ctx.model.norm == norm_kind::layernorm_fp32_python)
+    return layer_norm_fp32_python(ctx.ops, in, shape, trainable, ctx.run.torch_version);
   const rms_norm_code code =
       ctx.model.impl == implementation::litgpt ? rms_norm_code::litgpt : rms_norm_code::hf_llama;
   return rms_norm(ctx.ops, in, shape, code, trainable, ctx.run.torch_version);

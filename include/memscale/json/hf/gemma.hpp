@@ -30,8 +30,19 @@ inline model_spec gemma2(const config& c) {
   return m;
 }
 
+// Gemma3TextConfig (configuration_gemma3.py@008f5c8c): vocab 262208, hidden 2304, intermediate
+// 9216, 26 layers, 8 heads, 4 kv heads, head_dim 256, 131072 positions, hidden_activation
+// gelu_pytorch_tanh (no hidden_act), tied, attention_bias False, both softcaps None.
 inline model_spec gemma3_text(const config& c) {
-  model_spec m = gemma_like(c);
+  model_spec m = llama_like(c, {.tie = true,
+                                .head_dim = 256,
+                                .act = "gelu_pytorch_tanh",
+                                .shape = {.layers = 26, .hidden = 2304, .heads = 8, .ffn = 9216, .vocab = 262208,
+                                          .context = 131072}});
+  m.kv_heads = c.count("num_key_value_heads", 4);
+  m.mlp = gated_activation(c, "hidden_activation", "gelu_pytorch_tanh");  // Gemma3MLP reads only this key
+  m.mlp_bias = false;  // Gemma3MLP: gate, up and down projections without bias
+  m.scale_embeddings = true;
   m.block_norms = branch_norms::sandwich;
   m.qk_norm = qk_norm_kind::per_head;
   m.logit_softcap = c.has("final_logit_softcapping");    // Gemma3TextConfig default None
