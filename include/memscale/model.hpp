@@ -89,6 +89,7 @@ struct model_spec {
   qk_norm_kind qk_norm = qk_norm_kind::none;
   std::uint64_t shared_expert_ffn = 0;  // Qwen2-MoE: an always-on MLP beside the routed experts (0: none)
   bool shared_expert_gate = false;      // sigmoid(Linear(hidden, 1)) scaling the shared expert's output
+  bool moe_input_jitter = false;        // training scales the experts' input by saved uniform noise (PhiMoE)
   bool scale_embeddings = false;        // embeddings * sqrt(hidden) (Gemma)
   bool attention_softcap = false;       // eager scores: cap * tanh(scores / cap) (Gemma 2)
   // The base model makes a 2-D all-ones attention_mask when none is given (OPT, BLOOM), so its
@@ -145,6 +146,8 @@ constexpr const model_spec& validate(const model_spec& m) {
           "a classification head has no output embedding to tie", 1);
   require(m.shared_expert_ffn == 0 || m.experts > 0, bad, "model.shared_expert_ffn",
           "needs routed experts (model.experts > 0)", m.shared_expert_ffn);
+  require(!m.moe_input_jitter || m.experts > 0, bad, "model.moe_input_jitter", "needs experts > 0 (it scales the experts' input)",
+          m.experts);
   require(!m.shared_expert_gate || m.shared_expert_ffn > 0, bad, "model.shared_expert_gate",
           "needs a shared expert (model.shared_expert_ffn > 0)", 1);
   require(!m.attention_keeps_fused_kv || m.fused_qkv, bad, "model.attention_keeps_fused_kv",

@@ -170,6 +170,17 @@ TEST_CASE("hf_config: a family's Config defaults fill the keys a config.json lea
   CHECK(phimoe.norm == memscale::norm_kind::layernorm);
   // num_key_value_heads None: PhimoeConfig falls back to num_attention_heads.
   CHECK(memscale::json_io::model_from_hf_config(json{{"model_type", "phimoe"}, {"num_key_value_heads", nullptr}}).kv_heads == 32);
+  // input_jitter_noise > 0: each MoE layer's in-place mul saves a (tokens, hidden) noise tensor.
+  CHECK_FALSE(phimoe.moe_input_jitter);
+  memscale::model_spec small = memscale::json_io::model_from_hf_config(
+      json{{"model_type", "phimoe"}, {"num_hidden_layers", 2}, {"hidden_size", 64}, {"intermediate_size", 128},
+           {"num_attention_heads", 4}, {"num_key_value_heads", 4}, {"vocab_size", 100}, {"input_jitter_noise", 0.01}});
+  CHECK(small.moe_input_jitter);
+  const memscale::training_spec jitter_run{.micro_batch = 2, .seq_len = 16};
+  const auto with_noise = memscale::estimate(small, jitter_run).saved_activation_bytes;
+  small.moe_input_jitter = false;
+  // 2 layers x 32 tokens x 64 fp32 values.
+  CHECK(with_noise.value - memscale::estimate(small, jitter_run).saved_activation_bytes.value == 2u * 32u * 64u * 4u);
   // CohereConfig() and Cohere2Config() share Command R's sizes (tied, 64 heads of 128).
   CHECK(defaults_count("cohere") == 34'980'831'232ULL);
   CHECK(defaults_count("cohere2") == 34'980'831'232ULL);

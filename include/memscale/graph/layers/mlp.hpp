@@ -55,6 +55,13 @@ constexpr tensor mixture_of_experts(const layer_context& ctx, tensor in) {
   const model_spec& m = ctx.model;
   const auto hidden = m.hidden;
   const auto experts = m.experts;
+  if (m.moe_input_jitter) {
+    // PhimoeSparseMoeBlock.forward (modeling_phimoe.py@008f5c8c) in training with
+    // input_jitter_noise > 0: hidden_states *= empty_like(hidden_states).uniform_(...); the
+    // in-place mul saves the noise for its backward. Written as a new tensor, which counts
+    // the in-place result once more as a transient (the upper side).
+    in = ops.emit(op{.kind = op_kind::elementwise, .extra_saved = storage(in.type, in.elements)}, in.elements, in.type);
+  }
   projection(ops, ctx.adapters, in, {.rows = ctx.tokens, .in_features = hidden, .out_features = experts},
              ctx.adapters.adapts(lora_target::router));  // router
   // Softmax in fp32 keeps its output; topk keeps its int64 indices, and each expert's

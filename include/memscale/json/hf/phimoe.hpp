@@ -2,9 +2,10 @@
 // models/phimoe/modeling_phimoe.py@008f5c8c, configuration_phimoe.py@040e1a7e): Mixtral blocks
 // (q/k/v/o with attention_bias, a bias-free router over num_local_experts SwiGLU experts) with
 // nn.LayerNorm (weight and bias) in place of RMSNorm, and an lm_head with lm_head_bias.
-// Not modelled: with input_jitter_noise > 0 (0.01 in Phi-3.5-MoE) training multiplies the MoE
-// input in place by a uniform noise tensor that the mul saves, one (tokens, hidden) tensor of the
-// model dtype per layer; sparsemixer's routing temporaries are O(tokens x experts).
+// With input_jitter_noise > 0 (0.01 in Phi-3.5-MoE) training multiplies the MoE input in place
+// by a uniform noise tensor that the mul saves, one (tokens, hidden) tensor of the model dtype
+// per layer (model flag moe_input_jitter). Not modelled: sparsemixer's routing temporaries,
+// O(tokens x experts).
 // IWYU pragma: private, include <memscale/json.hpp>
 #pragma once
 
@@ -28,6 +29,7 @@ inline model_spec phimoe(const config& c) {
   m.lm_head_bias = c.flag("lm_head_bias", false);
   m.experts = c.count("num_local_experts", 16);
   m.experts_per_token = c.count("num_experts_per_tok", 2);
+  m.moe_input_jitter = c.number("input_jitter_noise", 0.0) > 0.0;  // PhimoeConfig default 0.0
   return m;
 }
 
