@@ -121,3 +121,16 @@ TEST_CASE("A record's train.output_cast is read, and a value other than none or 
   CHECK_THROWS_WITH(json_io::run_from_record(record), Catch::Matchers::Contains("train.output_cast") &&
                                                           Catch::Matchers::Contains("bf16"));
 }
+
+TEST_CASE("A run document's run.output_cast is read, written back when stated, and fp32 needs the chunked loss") {
+  json_io::run_input in;
+  json_io::read_run_document(json{{"model", "gpt2"}, {"run", {{"output_cast", "none"}}}}, in);
+  CHECK(in.run.output_cast == output_cast_kind::none);
+  CHECK(json_io::run_to_json(in.run).at("output_cast") == "none");
+  CHECK_FALSE(json_io::run_to_json(training_spec{}).contains("output_cast"));
+  CHECK_THROWS_WITH(json_io::read_run_document(json{{"model", "gpt2"}, {"run", {{"output_cast", "fp32"}}}}, in),
+                    Catch::Matchers::Contains("run.output_cast") && Catch::Matchers::Contains("run.loss chunked"));
+  training_spec stated = in.run;
+  stated.output_cast = output_cast_kind::fp32;
+  CHECK_THROWS_WITH(estimate(in.model, stated), Catch::Matchers::Contains("run.output_cast"));
+}
