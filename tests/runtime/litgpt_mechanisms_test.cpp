@@ -47,6 +47,13 @@ training_spec litgpt_lora_run(std::uint32_t torch_version) {
                        .torch_version = torch_version};
 }
 
+// The rules themselves are constexpr (house style: the same call at compile and run time).
+constexpr training_spec bf16_true_chunked{.prec = precision::pure_bf16, .loss = loss_impl::chunked};
+static_assert(graph_layers::logits_output_dtype(litgpt_llama(), bf16_true_chunked, dtype::bf16) == dtype::fp32);
+static_assert(graph_layers::logits_output_dtype(presets::llama_base("hf", 2, 256, 4, 4, 688, vocab), bf16_true_chunked,
+                                                dtype::bf16) == dtype::bf16);
+static_assert(graph_layers::mean_keeps_input(201) && !graph_layers::mean_keeps_input(202));
+
 std::uint64_t saved(const model_spec& m, const training_spec& r) { return estimate(m, r).saved_activation_bytes.value; }
 std::uint64_t peak(const model_spec& m, const training_spec& r) { return estimate(m, r).steady.tensor.value; }
 
