@@ -49,8 +49,9 @@ struct error_band {
 
 // Measured bands rounded outwards to the next half per cent.
 inline constexpr std::array error_bands{
-    error_band{run_class::cpu_traced, -0.025, 0.05, true,
-               "docs/accuracy.md cpu_traced_dev/extra/t5/families/lora (PEFT and lit-gpt), tensor: worst -2.29% / +4.68%"},
+    error_band{run_class::cpu_traced, -0.025, 0.06, true,
+               "docs/accuracy.md cpu_traced_dev/extra/t5/families/lora (PEFT and lit-gpt), tensor: worst -1.55% / +5.66% "
+               "(low end kept at the earlier -2.29%)"},
     error_band{run_class::gpu_published, -0.165, 0.125, true,
                "docs/accuracy.md gpu_published_dev, gpu_measured_h100 and gpu_heldout_h100, allocated, reserved "
                "and nvidia-smi: worst -16.35% / +11.90%"},

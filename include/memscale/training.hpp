@@ -46,6 +46,13 @@ enum class lora_variant : std::uint8_t { lora, rslora, dora };
 // measured with peft 0.21.0, docs/gpu-measurements.md); lit-gpt keeps them in the base dtype.
 enum class adapter_dtype : std::uint8_t { framework_default, as_base, fp32 };
 
+// What the loop's wrapper does to the model's floating outputs (the logits) before the loss.
+// Lightning Fabric's 16-bit "-true" precisions convert them to torch.get_default_dtype(), fp32
+// (HalfPrecision.convert_output, src/lightning/fabric/plugins/precision/half.py @ 71aed751;
+// BitsandbytesPrecision and FSDPPrecision alike). framework_default: what the model's
+// implementation runs under (graph/layers/heads.hpp logits_output_dtype).
+enum class output_cast_kind : std::uint8_t { framework_default, none, fp32 };
+
 // bitsandbytes 0.43.2 (@ ce53caf3): MatMul4Bit no longer keeps its input for backward.
 inline constexpr std::uint32_t bnb_drops_matmul_input = 4302;
 
@@ -96,6 +103,7 @@ struct training_spec {
   // between micro-steps (torch/distributed/fsdp/fully_sharded_data_parallel.py no_sync docs).
   // Without it FSDP reduce-scatters every micro-step into the rank's sharded gradient.
   bool no_sync = false;
+  output_cast_kind output_cast = output_cast_kind::framework_default;
 };
 
 // Decoder tokens per sequence of an encoder-decoder run.
@@ -118,6 +126,11 @@ constexpr const training_spec& validate(const training_spec& t) {
   require(t.data_parallel > 0, bad, "run.data_parallel", "must be > 0", t.data_parallel);
   require(t.shard == sharding::none || t.data_parallel > 1, bad, "run.shard", "needs run.data_parallel > 1", 1);
   require(t.loss != loss_impl::chunked || t.loss_chunk > 0, bad, "run.loss_chunk", "must be > 0", t.loss_chunk);
+  // The cast output is modelled where lit-gpt's loop computes the loss from it: the chunked
+  // loss outside the model. A loss computed inside forward() never sees the cast logits.
+  if (t.output_cast == output_cast_kind::fp32 && t.loss != loss_impl::chunked)
+    detail::fail(error_code::unsupported, "run.output_cast",
+                 "fp32 is modelled with run.loss chunked only (the loss outside the model), not with run.loss standard");
   return t;
 }
 

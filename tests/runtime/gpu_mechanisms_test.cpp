@@ -31,7 +31,7 @@ std::uint64_t saved(const model_spec& m, const training_spec& r) { return estima
 
 }  // namespace
 
-TEST_CASE("RMSNorm keeps x^2 only on torch 1.x, whose MeanBackward saved its input") {
+TEST_CASE("RMSNorm keeps x^2 only before torch 2.2, whose MeanBackward saved its input") {
   training_spec old_torch = cuda_run(precision::fp32);
   old_torch.torch_version = 113;
   training_spec new_torch = cuda_run(precision::fp32);

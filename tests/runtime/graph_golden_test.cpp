@@ -370,7 +370,10 @@ TEST_CASE("graph recipes: the graphs and errors of 40,000 random runs are the pi
   // which runs it changes and why, and update them. Changed once since: the two recipes'
   // refusals of the other architecture name build() instead of the deleted builders (the
   // digests with the old wording were checked equal first; only those error texts differ).
-  CHECK(stacks.value == 16087920827773639694ULL);
+  // Changed again by lit-gpt's Fabric output cast (lit-gpt models, pure 16-bit, chunked loss,
+  // unsharded: fp32 logits and log-probabilities) and the x^2 an RMSNorm's mean keeps before
+  // torch 2.2 (Hugging Face RMSNorm runs at torch 2.0; lit-gpt RMSNorm runs at 1.13 and 2.0).
+  CHECK(stacks.value == 6262806198604091810ULL);
   CHECK(pairs_digest.value == 7996178633920093381ULL);
   // Each feature was reached often enough to mean something.
   CHECK(c.built > 20'000);

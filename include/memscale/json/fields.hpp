@@ -211,6 +211,15 @@ inline attention_impl parse_attention(const std::string& s, const std::string& f
   bad_field(error_code::invalid_run, field, s, "must be one of eager, sdpa_math, sdpa, flash");
 }
 
+// What the loop does to the model's logits before the loss (training_spec::output_cast):
+// absent, the implementation's framework decides; "none" or "fp32" state it.
+inline output_cast_kind parse_output_cast(const std::string& s, const std::string& field) {
+  if (s.empty() || s == "framework_default") return output_cast_kind::framework_default;
+  if (s == "none") return output_cast_kind::none;
+  if (s == "fp32") return output_cast_kind::fp32;
+  bad_field(error_code::invalid_run, field, s, "must be one of none, fp32 (absent: the framework's default)");
+}
+
 inline implementation parse_impl(const std::string& s, const std::string& field) {
   if (s == "hf-transformers" || s == "transformers" || s == "hf") return implementation::hf_transformers;
   if (s == "litgpt" || s == "lit-gpt") return implementation::litgpt;

@@ -176,7 +176,7 @@ inline training_spec run_from_record(const json& record) {
                        {"batch", "seq", "image", "precision", "optimizer", "optimizer_impl", "checkpointing",
                         "attention", "grad_accum", "lora_rank", "lora_alpha", "lora_targets", "frozen", "quant",
                         "zero_stage", "dp", "tp", "dropout", "trainable_params", "zero_grad", "target_seq",
-                        "lora_variant", "lora_dropout", "trainable_dtype", "steps", "padding",
+                        "lora_variant", "lora_dropout", "trainable_dtype", "steps", "padding", "output_cast",
                         // multi-GPU layout (SCHEMA.md), read by json/parallel_record.hpp
                         "nodes", "fsdp", "offload", "pp", "sp", "micro_batches_in_flight"},
                        path, bad);
@@ -239,6 +239,7 @@ inline training_spec run_from_record(const json& record) {
     // FSDP's no_sync (Lightning-AI/lit-gpt @ b96a5708, finetune/lora.py train()).
     run.no_sync = true;
   }
+  run.output_cast = parse_output_cast(get_string(t, "output_cast", path, "", bad), path + ".output_cast");
   return validate(run);
 }
 

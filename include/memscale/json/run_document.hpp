@@ -60,9 +60,10 @@ inline constexpr std::array<std::string_view, 7> document_fields{"model",      "
 inline constexpr std::array<std::string_view, 9> result_fields{"parameters", "trainable_parameters", "breakdown",
                                                                "peak",       "first_step",           "static",
                                                                "plan",       "attention_kernel",     "allocator"};
-inline constexpr std::array<std::string_view, 17> run_fields{
-    "micro_batch", "seq_len", "grad_accum", "precision", "optimizer", "optimizer_impl", "checkpointing", "attention",
-    "target",      "lora_rank", "lora_targets", "lora_alpha", "quant", "dropout", "device", "offload", "no_sync"};
+inline constexpr std::array<std::string_view, 18> run_fields{
+    "micro_batch", "seq_len",   "grad_accum",   "precision",  "optimizer", "optimizer_impl",
+    "checkpointing", "attention", "target",     "lora_rank",  "lora_targets", "lora_alpha",
+    "quant",       "dropout",   "device",       "offload",    "no_sync",   "output_cast"};
 inline constexpr std::array<std::string_view, 2> gpu_fields{"memory", "bf16"};
 
 // Every key of `obj` must be one of `known` (or `ignored`); an unknown one is an error
@@ -142,6 +143,7 @@ inline void read_run_object(const json& r, run_input& in) {
   }
   run.dropout = get_bool(r, "dropout", path, run.dropout, bad_run);
   run.no_sync = get_bool(r, "no_sync", path, run.no_sync, bad_run);
+  if (const auto v = text("output_cast"); !v.empty()) run.output_cast = parse_output_cast(v, path + ".output_cast");
   if (const auto v = text("device"); !v.empty()) {
     if (v == "cuda") run.device = device_kind::cuda;
     else if (v == "cpu") run.device = device_kind::cpu;

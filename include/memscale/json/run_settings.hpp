@@ -252,6 +252,8 @@ inline nlohmann::json run_to_json(const training_spec& run) {
   }
   if (run.target == training_target::qlora) j["quant"] = std::string(detail::name_of(run.quant));
   if (run.no_sync) j["no_sync"] = true;
+  if (run.output_cast != output_cast_kind::framework_default)
+    j["output_cast"] = run.output_cast == output_cast_kind::fp32 ? "fp32" : "none";
   return j;
 }
 

@@ -355,7 +355,9 @@ constexpr per_gpu_estimate estimate_per_gpu(const model_spec& model, const train
   const std::uint64_t kv = model.kv_heads == 0 ? model.heads : model.kv_heads;
   detail::require(model.heads % p.tp == 0 && (kv % p.tp == 0 || p.tp % kv == 0), error_code::invalid_run, "parallel.tp",
                   "must divide the model's attention heads", p.tp);
-  const model_graph g = build(model, run);
+  // The graph of the rank's run: what the loop does to the logits depends on its sharding
+  // (graph/layers/heads.hpp logits_output_dtype).
+  const model_graph g = build(model, detail::rank_run(run, p));
   return estimate_per_gpu(g.stack(), g.run, p, {.seq = run.seq_len, .batch = run.micro_batch,
                                                 .hidden = model.hidden, .heads = model.heads});
 }

@@ -3,6 +3,7 @@
 // head, sequence classification (decoder score or BERT pooler) and a bare pooler.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "memscale/detail/math.hpp"
@@ -33,10 +34,32 @@ struct lm_head_spec {
   bool labels_shifted = false;   // the loss shifts the labels, so no shifted copy of the logits
   bool chunked = false;          // chunked cross-entropy
   std::uint64_t chunk_rows = 0;  // positions in one loss chunk
+  dtype output_type = dtype::fp32;  // the logits the chunked loss reads (logits_output_dtype)
   bool scales_tied_input = false;   // T5: sequence_output * d_model**-0.5 before a tied head
   bool records_input_grad = false;  // the head op carries its input's gradient (T5's graph does)
   detail::quantity logits_quantity = detail::byte_count;  // named in an overflow of tokens x vocab
 };
+
+// The dtype of the logits the loop's loss reads. lit-gpt's loop runs under Lightning Fabric,
+// whose 16-bit "-true" precisions (bf16-true, 16-true) cast the model's floating outputs to
+// torch.get_default_dtype(), fp32, once forward() returns (_FabricModule.forward,
+// src/lightning/fabric/wrappers.py; HalfPrecision.convert_output, plugins/precision/half.py @ 71aed751);
+// the loss is then computed from the cast list (lit-gpt finetune/lora.py fit() @ 8641822).
+constexpr dtype logits_output_dtype(const model_spec& m, const training_spec& run, dtype computed) {
+  switch (run.output_cast) {
+    case output_cast_kind::none: return computed;
+    case output_cast_kind::fp32: return dtype::fp32;
+    case output_cast_kind::framework_default: break;
+  }
+  const bool fabric_true_16bit = run.prec == precision::pure_bf16 || run.prec == precision::pure_fp16;
+  const bool loss_in_loop = run.loss == loss_impl::chunked && m.head == head_kind::causal_lm;
+  // Under FSDP (FSDPPrecision casts too) the sharded estimate places its peak at the start of
+  // backward, where the cast list over-predicts the lit-gpt FSDP rows (phi-1.5 mb4 +16%): their
+  // peak is later in backward (docs/research/frameworks.md sec. 1.5), so the default casts
+  // unsharded runs only until that placement is modelled.
+  const bool unsharded = run.shard == sharding::none;
+  return m.impl == implementation::litgpt && fabric_true_16bit && loss_in_loop && unsharded ? dtype::fp32 : computed;
+}
 
 // The model's LM head over every token (causal_lm, or masked_lm's decoder).
 constexpr lm_head_spec lm_head_spec_of(const layer_context& ctx) {
@@ -57,6 +80,7 @@ constexpr lm_head_spec lm_head_spec_of(const layer_context& ctx) {
           .chunk_rows = (run.loss == loss_impl::chunked && run.loss_chunk < run.seq_len)
                             ? detail::checked_mul(run.micro_batch, run.loss_chunk)
                             : ctx.tokens,
+          .output_type = logits_output_dtype(m, run, ctx.ops.precision().matmul),
           .logits_quantity = detail::quantity{"logits (tokens x vocab)"}};
 }
 
@@ -87,27 +111,34 @@ constexpr void lm_loss(const layer_context& ctx, tensor x, const lm_head_spec& s
   if (ctx.adapters.adapts(lora_target::head))
     head.fwd_temp += lm_head_lora(ops, ctx.adapters, x, rows, hidden, vocab, spec.chunk_rows);
   head.fwd_temp += dequantized;
-  const tensor logits = ops.emit(head, detail::checked_mul(rows, vocab, spec.logits_quantity), p.matmul);
+  // The loss reads the logits in the loop's dtype: a cast copy (fp32 under Fabric's bf16-true)
+  // is made while the model's 16-bit list is still referenced, which is freed afterwards.
+  const dtype loss_input = spec.chunked ? spec.output_type : p.matmul;
+  if (loss_input != p.matmul)
+    head.fwd_temp = std::max(head.fwd_temp, storage(p.matmul, detail::checked_mul(rows, vocab)));
+  const tensor logits = ops.emit(head, detail::checked_mul(rows, vocab, spec.logits_quantity), loss_input);
   if (weight.keeps_input) ops.keep(input, logits);
   if (spec.chunked) {
     // Chunked cross-entropy (lit-gpt utils.chunked_cross_entropy) keeps one chunk's
     // logits and log-probabilities at a time, plus each chunk's saved log_softmax.
     // The chunks' logits stay referenced by a Python list until backward, and each
-    // chunk's cross_entropy keeps its log-probabilities (lit-gpt utils.py).
+    // chunk's cross_entropy keeps its log-probabilities (lit-gpt utils.py), in the
+    // dtype of the logits it reads.
     ops.keep_own_output(logits);
     // The one-chunk temporary belongs to the loss: the reshape of the last chunk's shifted
     // (non-contiguous) slice copies it, after model() has returned.
     const tensor logp =
-        ops.emit(op{.kind = op_kind::loss, .fwd_temp = storage(p.matmul, detail::checked_mul(spec.chunk_rows, vocab))},
-                 detail::checked_mul(rows, vocab), p.matmul);
+        ops.emit(op{.kind = op_kind::loss, .fwd_temp = storage(loss_input, detail::checked_mul(spec.chunk_rows, vocab))},
+                 detail::checked_mul(rows, vocab), loss_input);
     ops.keep_own_output(logp);
     // Backward runs chunk by chunk (each chunk's cross_entropy and lm_head call is its own
     // branch of the graph, joined only by torch.cat of the small per-token losses), so the
-    // gradients of log-probabilities and logits are one chunk wide at a time.
-    const bytes chunk = storage(p.matmul, detail::checked_mul(spec.chunk_rows, vocab));
-    ops.at(logp).grad_out = chunk;
-    ops.at(logp).grad_in = chunk;
-    ops.at(logits).grad_out = chunk;
+    // gradients of log-probabilities and logits are one chunk wide at a time: nll_loss's
+    // and log_softmax's in the loss's dtype, the head's in its own (a cast's backward casts back).
+    const bytes loss_chunk = storage(loss_input, detail::checked_mul(spec.chunk_rows, vocab));
+    ops.at(logp).grad_out = loss_chunk;
+    ops.at(logp).grad_in = loss_chunk;
+    ops.at(logits).grad_out = storage(p.matmul, detail::checked_mul(spec.chunk_rows, vocab));
     return;
   }
   tensor scores = logits;

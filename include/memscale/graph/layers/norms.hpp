@@ -46,6 +46,11 @@ constexpr tensor layer_norm(op_writer& ops, tensor in, const norm_shape& shape, 
   return y;
 }
 
+// mean.dim's backward keeps its input (an RMSNorm's x^2) before torch 2.2: its formula's
+// self.sym_numel() is saved as a number only since pytorch PR #109935 (merged 2023-09-23, first
+// in v2.2.0: tools/autograd/load_derivatives.py saved_variables); until then codegen saved self.
+constexpr bool mean_keeps_input(std::uint32_t torch_version) { return torch_version < 202; }
+
 // RMSNorm as Hugging Face writes it (modeling_llama.py LlamaRMSNorm) saves the fp32 input,
 // rsqrt and the normalized x; lit-gpt's computes in the input dtype; T5's is below.
 constexpr tensor rms_norm(op_writer& ops, tensor in, const norm_shape& shape, rms_norm_code code, bool trainable,
@@ -80,10 +85,11 @@ constexpr tensor rms_norm(op_writer& ops, tensor in, const norm_shape& shape, rm
   // itself is what pow and mul save). lit-gpt's RMSNorm of the 2023 runs has no upcast
   // (lit_gpt/rmsnorm.py @ 8641822: x * rsqrt(mean(x * x) + eps) in the input dtype).
   if (in.type != dtype::fp32 && code != rms_norm_code::litgpt) o.extra_saved += storage(dtype::fp32, in.elements);
-  // HF's pow(2).mean(-1) also keeps x^2 alive on torch 1.13, whose MeanBackward saved its
-  // input (docs/research/cpu-activations.md sec. 1). From 2.0 mean.dim's backward keeps
-  // only self.sym_numel() (tools/autograd/derivatives.yaml); measured on 2.11 (docs/gpu-measurements.md).
-  if (code == rms_norm_code::hf_llama && torch_version < 200) o.extra_saved += storage(dtype::fp32, in.elements);
+  // The mean over x^2 keeps x^2 (fp32 in HF's pow(2).mean(-1); lit-gpt's x * x in the input
+  // dtype): measured on torch 1.13 (docs/research/cpu-activations.md sec. 1), gone on 2.11
+  // (docs/gpu-measurements.md).
+  if (mean_keeps_input(torch_version))
+    o.extra_saved += storage(code == rms_norm_code::litgpt ? in.type : dtype::fp32, in.elements);
   o.grad_in = storage(in.type, in.elements);
   const tensor y = ops.emit(o, in.elements, in.type);
   if (in.type == dtype::fp32 || code == rms_norm_code::litgpt) ops.keep(in, y);
