@@ -1,4 +1,4 @@
-// How long make_plan takes at run time (issue 12: at most 10 us), one benchmark per path
+// How long make_plan takes at run time (target: at most 10 us), one benchmark per path
 // through the planner. Each plan estimates the four modes at the request, then searches
 // the largest micro-batch (memscale/detail/largest_fitting.hpp); the counts of estimates in
 // the comments are for the current planner.

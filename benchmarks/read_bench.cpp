@@ -1,4 +1,4 @@
-// How long reading one ground-truth record takes (issue 9 item 6: <= 10 us), from its
+// How long reading one ground-truth record takes (target: <= 10 us), from its
 // JSON text and from an already parsed document. The record is the first GPU record of
 // tests/data/ground-truth/gpu_published_dev.json's kind (a GPT-2 run with every field set).
 #include <benchmark/benchmark.h>

@@ -13,6 +13,7 @@ first. tools/trace/README.md shows a script's use of it.
 """
 import gc
 import json
+import math
 import os
 import time
 
@@ -283,8 +284,19 @@ def read_records(path):
     return json.load(open(path)) if os.path.exists(path) else []
 
 
+def finite_or_null(value):
+    """value with every non-finite float (a diverged loss) as None: JSON has no Infinity or NaN."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite_or_null(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [finite_or_null(v) for v in value]
+    return value
+
+
 def write_records(path, records, final_newline=False):
     with open(path, "w") as f:
-        json.dump(records, f, indent=1)
+        json.dump(finite_or_null(records), f, indent=1, allow_nan=False)
         if final_newline:
             f.write("\n")
