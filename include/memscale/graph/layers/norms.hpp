@@ -101,8 +101,8 @@ constexpr tensor rms_norm(op_writer& ops, tensor in, const norm_shape& shape, rm
 // .pow(2).mean; (x - mean) * rsqrt(variance + eps), x - mean made a second time; weight.to(float32)
 // * x; .to(input dtype). Autograd (tools/autograd/derivatives.yaml) keeps the first x - mean
 // (pow), the second and rsqrt (mul), the normalized x (weight * x, for the weight's gradient
-// only) and the weight's fp32 copy when the weight is 16-bit; torch 1.13's mean.dim also keeps
-// its input (the fp32 x and (x - mean)^2), 2.x only sizes (see rms_norm).
+// only) and the weight's fp32 copy when the weight is 16-bit; before torch 2.2 the two mean.dim
+// calls also keep their inputs, the fp32 x and (x - mean)^2 (mean_keeps_input).
 constexpr tensor layer_norm_fp32_python(op_writer& ops, tensor in, const norm_shape& shape, bool trainable,
                                         std::uint32_t torch_version) {
   const precision_policy& p = ops.precision();
@@ -115,7 +115,7 @@ constexpr tensor layer_norm_fp32_python(op_writer& ops, tensor in, const norm_sh
   o.extra_saved += storage(dtype::fp32, detail::checked_mul(in.elements, 2));  // x - mean, twice
   if (trainable) o.extra_saved += storage(dtype::fp32, in.elements);      // the normalized x
   if (p.param != dtype::fp32) o.extra_saved += storage(dtype::fp32, o.weight.elements());  // weight.to(float32)
-  if (torch_version < 200) {
+  if (mean_keeps_input(torch_version)) {
     o.extra_saved += storage(dtype::fp32, in.elements);                // (x - mean)^2
     if (!fp32_in) o.extra_saved += storage(dtype::fp32, in.elements);  // x.to(float32)
   }
@@ -123,7 +123,7 @@ constexpr tensor layer_norm_fp32_python(op_writer& ops, tensor in, const norm_sh
   if (!fp32_in) o.fwd_temp = storage(dtype::fp32, in.elements);
   o.grad_in = storage(in.type, in.elements);
   const tensor y = ops.emit(o, in.elements, in.type);
-  if (fp32_in && torch_version < 200) ops.keep(in, y);  // x itself: saved by torch 1.13's mean
+  if (fp32_in && mean_keeps_input(torch_version)) ops.keep(in, y);  // x itself: saved by the first mean
   return y;
 }
 
