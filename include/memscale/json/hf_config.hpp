@@ -120,12 +120,6 @@ inline std::vector<std::string_view> readable_model_types() {
   return types;
 }
 
-inline std::string supported_model_types() {
-  std::string s;
-  for (const std::string_view t : readable_model_types()) s += (s.empty() ? "" : ", ") + std::string(t);
-  return s;
-}
-
 }  // namespace hf
 
 // The model a config.json object describes, with the head of its "architectures" class.

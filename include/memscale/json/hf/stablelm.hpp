@@ -10,7 +10,7 @@
 
 namespace memscale::json_io::hf {
 
-inline model_spec stablelm_record(const record_model& r) { return parallel_block_record(r, {}); }
-inline constexpr record_rules stablelm_records{.defaults = stablelm_record, .swiglu_is_sequential = true};
+// stablelm-base-alpha's blocks are GPT-NeoX's, defaults included.
+inline constexpr record_rules stablelm_records{.defaults = gpt_neox_record, .swiglu_is_sequential = true};
 
 }  // namespace memscale::json_io::hf
