@@ -51,21 +51,28 @@ std::uint64_t seq_range(const memscale::model_spec& model, const memscale::train
   return last;
 }
 
-// The smallest device peak of any mode at micro-batch 1: what the cliff would start from.
-memscale::bytes smallest_peak_at_one(const memscale::model_spec& model, memscale::training_spec run,
-                                     const memscale::gpu_spec& gpu, memscale::bytes budget) {
-  run.micro_batch = 1;
-  memscale::bytes least = memscale::json_io::cliff_peak(model, run, 1, gpu, memscale::mode::none, budget);
-  for (const auto m : all_modes) least = memscale::min(least, memscale::json_io::cliff_peak(model, run, 1, gpu, m, budget));
+// The mode with the smallest device peak at micro-batch 1: what the cliff would start from.
+memscale::mode_plan least_at_one(const memscale::model_spec& model, const memscale::training_spec& run,
+                                 const memscale::gpu_spec& gpu, memscale::bytes budget) {
+  memscale::mode_plan least = memscale::json_io::cliff_plan(model, run, 1, gpu, memscale::mode::none, budget);
+  for (const auto m : all_modes) {
+    const memscale::mode_plan p = memscale::json_io::cliff_plan(model, run, 1, gpu, m, budget);
+    if (p.peak < least.peak) least = p;
+  }
   return least;
 }
 
-// Why the micro-batch cliff is not drawn: not even micro-batch 1 fits in any mode.
+// Why the micro-batch cliff is not drawn: not even micro-batch 1 fits in any mode. A point
+// estimate under the budget does not fit when its band's upper end is over it ("fits" needs
+// the upper end within the budget): the text names that figure.
 std::string no_micro_batch_fits(const memscale::model_spec& model, const memscale::training_spec& run,
                                 const memscale::gpu_spec& gpu, const memscale::plan_result& plan) {
-  return fmt::format("no mode fits even micro-batch 1 at seq {}: the smallest peak, {:.1f} GiB, is over the budget "
-                     "of {:.1f} GiB",
-                     run.seq_len, gib(smallest_peak_at_one(model, run, gpu, plan.budget)), gib(plan.budget));
+  const memscale::mode_plan least = least_at_one(model, run, gpu, plan.budget);
+  const std::string where = fmt::format("no mode fits even micro-batch 1 at seq {}: the smallest peak, {:.1f} GiB ({})",
+                                        run.seq_len, gib(least.peak), memscale::to_string(least.m));
+  if (plan.budget < least.peak) return fmt::format("{}, is over the budget of {:.1f} GiB", where, gib(plan.budget));
+  return fmt::format("{}, could reach {:.1f} GiB (the upper end of its class's band), over the budget of {:.1f} GiB",
+                     where, gib(least.range.high), gib(plan.budget));
 }
 
 // The SVG footer's and the text's name of the plan's answer.

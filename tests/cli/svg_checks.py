@@ -152,6 +152,20 @@ root = load(nothing)
 check(labels(root, "series") == [], f"no curves where nothing fits: {labels(root, 'series')}")
 notes = [g for g in root.iter(NS + "g") if g.get("class") == "note"]
 check(len(notes) == 2, f"a note in each panel ({len(notes)})")
+# A smallest peak under the budget is refused for its band's upper end, and the text says so
+# rather than calling the point estimate "over the budget".
+r = run("--model", "llama-3-8b", "--lora", "16", "--lora-targets", "all-linear", "--precision", "pure_bf16",
+        "--batch", "1", "--seq", "2048", "--gpu", "rtx4090")
+check(r.returncode == 0, f"llama-3-8b LoRA on an RTX 4090 exits 0 ({r.stderr})")
+why = re.search(r"the smallest peak, ([0-9.]+) GiB \((\w+)\), (is over|could reach ([0-9.]+) GiB \(the upper end "
+                r"of its class's band\), over) the budget of ([0-9.]+) GiB", r.stdout)
+check(why is not None, f"the text says why the cliff is not drawn: {r.stdout[-400:]}")
+if why:
+    peak, budget = float(why.group(1)), float(why.group(5))
+    over_by_point = why.group(3) == "is over"
+    check(over_by_point == (peak > budget), f"'is over' only when the peak {peak} exceeds the budget {budget}")
+    if not over_by_point:
+        check(float(why.group(4)) > budget, f"the upper end {why.group(4)} exceeds the budget {budget}")
 inf_nothing = os.path.join(work, "nothing-inference-cliff.svg")
 r = run("--model", "llama-2-70b", "--inference", "--batch", "4", "--context", "1024", "--new-tokens", "64",
         "--gpu", "t4", "--svg-batch", inf_nothing)

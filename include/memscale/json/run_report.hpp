@@ -140,11 +140,17 @@ inline std::vector<std::uint64_t> cliff_micro_batches(const training_spec& run, 
   return out;
 }
 
-// Device peak of mode `m` for the run at another micro-batch (the planner's own mode plan).
-inline bytes cliff_peak(const model_spec& model, training_spec run, std::uint64_t micro_batch, const gpu_spec& gpu,
-                        mode m, bytes budget) {
+// The planner's own plan of mode `m` for the run at another micro-batch.
+inline mode_plan cliff_plan(const model_spec& model, training_spec run, std::uint64_t micro_batch, const gpu_spec& gpu,
+                            mode m, bytes budget) {
   run.micro_batch = micro_batch;
-  return memscale::detail::plan_mode(model, run, gpu, m, budget).peak;
+  return memscale::detail::plan_mode(model, run, gpu, m, budget);
+}
+
+// Device peak of mode `m` for the run at another micro-batch.
+inline bytes cliff_peak(const model_spec& model, const training_spec& run, std::uint64_t micro_batch,
+                        const gpu_spec& gpu, mode m, bytes budget) {
+  return cliff_plan(model, run, micro_batch, gpu, m, budget).peak;
 }
 
 // {"micro_batch": [1, 2, ...], "peak": {"none": [bytes, ...], "conservative": ..., ...}}.
