@@ -108,7 +108,7 @@ constexpr training_spec qlora_run{.micro_batch = 1,
 static_assert(recipes::build_decoder_stack(presets::llama_2_7b, amp_bf16_run).size == 31);
 static_assert(digest_of(recipes::build_decoder_stack(presets::gpt2, amp_bf16_run)) == 2666205193266019850ULL);
 static_assert(digest_of(recipes::build_decoder_stack(presets::mixtral_8x7b, qlora_run)) == 9985011625633995794ULL);
-static_assert(digest_of(recipes::build_encoder_decoder(presets::flan_t5_base, amp_bf16_run)) == 16254560354003337848ULL);
+static_assert(digest_of(recipes::build_encoder_decoder(presets::flan_t5_base, amp_bf16_run)) == 9418793138236186000ULL);
 
 // ---- the random pairs -----------------------------------------------------------------
 

@@ -142,3 +142,18 @@ TEST_CASE("t5: the planner plans an encoder-decoder") {
   CHECK(p.modes[0].tensor_peak == estimate(presets::t5_base_model, p.modes[0].run).steady.tensor);
   CHECK(p.modes[0].tensor_peak.value > 16ULL * 222'903'552ULL);
 }
+
+TEST_CASE("t5: the norm's x^2 is kept by the mean only before torch 2.2") {
+  // T5LayerNorm's pow(2).mean(-1): mean.dim saved its input before pytorch PR #109935 (v2.2.0).
+  training_spec before = cpu_run(4, 256, 64);
+  before.torch_version = 201;
+  training_spec after = before;
+  after.torch_version = 202;
+  const auto m = presets::t5_small;  // 6 + 6 blocks, d_model 512
+  // Every norm's fp32 x^2: two per encoder block and its final norm over 4 x 256 rows, three per
+  // decoder block and its final norm over 4 x 64 rows.
+  const std::uint64_t encoder_norms = 2 * 6 + 1;
+  const std::uint64_t decoder_norms = 3 * 6 + 1;
+  const bytes x_squared = storage(dtype::fp32, encoder_norms * 4 * 256 * 512 + decoder_norms * 4 * 64 * 512);
+  CHECK(estimate(m, before).saved_activation_bytes - estimate(m, after).saved_activation_bytes == x_squared);
+}

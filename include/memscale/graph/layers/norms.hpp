@@ -58,14 +58,15 @@ constexpr tensor rms_norm(op_writer& ops, tensor in, const norm_shape& shape, rm
   if (code == rms_norm_code::hf_t5) {
     // T5LayerNorm: variance = x.to(fp32).pow(2).mean(-1); x * rsqrt(variance + eps), cast to
     // the weight's dtype when that is 16-bit; weight * x. pow and the first mul save x (or
-    // its fp32 copy); x^2 stays alive as it does in HF's LLaMA RMSNorm on torch 1.13
-    // (docs/research/cpu-activations.md sec. 1); the mul saves rsqrt (one fp32 per row); the
-    // weight mul saves the normalized x (fp32, or its 16-bit cast under pure 16-bit).
+    // its fp32 copy); the mean keeps x^2 under the same torch rule as HF's LLaMA RMSNorm
+    // (mean_keeps_input: traced on torch 1.13, docs/research/cpu-activations.md sec. 1); the mul
+    // saves rsqrt (one fp32 per row); the weight mul saves the normalized x (fp32, or its
+    // 16-bit cast under pure 16-bit).
     const precision_policy& p = ops.precision();
     op o{.kind = op_kind::norm, .weight = {shape.width, 1, 1}, .role = param_role::vector, .frozen = !trainable};
     const bool fp32_in = in.type == dtype::fp32;
     o.extra_saved = storage(dtype::fp32, shape.rows);                     // rsqrt(variance + eps)
-    o.extra_saved += storage(dtype::fp32, in.elements);                   // x^2
+    if (mean_keeps_input(torch_version)) o.extra_saved += storage(dtype::fp32, in.elements);  // x^2
     if (!fp32_in) o.extra_saved += storage(dtype::fp32, in.elements);     // x.to(float32), saved by pow
     // x * rsqrt: fp32 (type promotion); a 16-bit weight casts it back.
     const bool cast_back = p.param != dtype::fp32;
