@@ -95,6 +95,10 @@ struct model_spec {
   // The base model makes a 2-D all-ones attention_mask when none is given (OPT, BLOOM), so its
   // 4-D causal mask is a (b, 1, s, s) copy, held with it through the blocks (graph::held).
   bool builds_attention_mask = false;
+  // Each attention layer owns cos/sin caches of context_length x head_dim (buffers in the
+  // parameter dtype) and gathers the forward's rows of each (cos[position_ids]), which its
+  // q and k multiplications save (InternLM2's remote code InternLM2RotaryEmbedding).
+  bool rotary_cache_per_layer = false;
   bool alibi = false;                   // ALiBi bias (b * heads, 1, s), held through the blocks (BLOOM)
   // The attention's forward keeps its fused projection and its raw and masked scores in local
   // variables until it returns, residual add included (BLOOM: fused_qkv, matmul_result, attn_weights).
@@ -129,6 +133,9 @@ constexpr const model_spec& validate(const model_spec& m) {
   require(m.vocab > 0, bad, "model.vocab", "must be > 0", m.vocab);
   require(m.positions != position_kind::learned || m.max_positions > 0, bad, "model.max_positions",
           "must be > 0 with learned positions", m.max_positions);
+  require(!m.rotary_cache_per_layer || (m.positions == position_kind::rotary && m.context_length > 0), bad,
+          "model.rotary_cache_per_layer", "needs rotary positions and model.context_length > 0 (the caches' rows)",
+          m.context_length);
   require(m.rotary_fraction > 0.0 && m.rotary_fraction <= 1.0, bad, "model.rotary_fraction", "must be in (0, 1]",
           0);
   require((m.experts == 0) == (m.experts_per_token == 0), bad, "model.experts_per_token",

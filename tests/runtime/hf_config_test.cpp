@@ -345,3 +345,29 @@ TEST_CASE("hf_config: cohere's Python fp32 LayerNorm keeps each intermediate, pe
   CHECK(traced_block_bytes("cpu-cohere2-small-b2-s256-adamw", "fp32") == 1'491'208ULL - 8ULL);
   CHECK(traced_block_bytes("cpu-cohere2-small-b2-s256-adamw", "pure_bf16") == 1'041'672ULL - 8ULL);
 }
+
+TEST_CASE("hf_config: InternLM2's per-layer rotary caches are buffers, and their gathered rows are saved") {
+  using memscale::json_io::json;
+  // The small model of docs/data/cpu_traced_families_2025.json (its trace: buffers 2,097,152 bytes).
+  const json cfg{{"model_type", "internlm2"}, {"hidden_size", 256}, {"num_hidden_layers", 4},
+                 {"num_attention_heads", 8}, {"num_key_value_heads", 2}, {"intermediate_size", 688},
+                 {"vocab_size", 4096}, {"max_position_embeddings", 2048}, {"bias", false}};
+  memscale::model_spec m = memscale::json_io::model_from_hf_config(cfg);
+  CHECK(m.rotary_cache_per_layer);
+  const memscale::training_spec fp32{.micro_batch = 2, .seq_len = 256, .prec = memscale::precision::fp32,
+                                     .dropout = false};
+  // cos_cached and sin_cached: 4 layers x 2 x 2048 x 32 fp32; inv_freq: 4 layers x 16 fp32.
+  CHECK(memscale::build(m, fp32).stack().buffers == memscale::bytes{4u * 2u * 2048u * 32u * 4u + 4u * 16u * 4u});
+  // Under pure bf16 the caches are bf16 (constructed under the default dtype).
+  memscale::training_spec bf16 = fp32;
+  bf16.prec = memscale::precision::pure_bf16;
+  CHECK(memscale::build(m, bf16).stack().buffers == memscale::bytes{4u * 2u * 2048u * 32u * 2u + 4u * 16u * 4u});
+  // cos[position_ids] and sin[position_ids], (1, 256, 32) each per layer, saved by the rotation.
+  const auto with_caches = memscale::estimate(m, fp32).saved_activation_bytes;
+  m.rotary_cache_per_layer = false;
+  CHECK(with_caches.value - memscale::estimate(m, fp32).saved_activation_bytes.value == 4u * 2u * 256u * 32u * 4u);
+  // The flag needs the caches' rows.
+  m.rotary_cache_per_layer = true;
+  m.context_length = 0;
+  CHECK_THROWS_AS(memscale::validate(m), memscale::error);
+}

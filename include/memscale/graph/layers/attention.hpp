@@ -184,6 +184,15 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
     // q*cos + rotate_half(q)*sin makes new q and k tensors (modeling_llama.py apply_rotary_pos_emb).
     qkv.q = ops.elementwise(q_elements, p.matmul);
     qkv.k = ops.elementwise(k_elements, p.matmul);
+    if (m.rotary_cache_per_layer) {
+      // The layer's caches cast to the activations' dtype (a copy when they differ), then
+      // cos[position_ids] and sin[position_ids]: (1, s, head_dim) each, position_ids being
+      // arange(s).unsqueeze(0); both multiplications save them (counted once, on q's op).
+      const bytes tables = storage(p.matmul, detail::checked_mul(2, run.seq_len, w.head_dim));
+      op& rotated = ops.at(qkv.q);
+      rotated.extra_saved += tables;
+      if (p.param != p.matmul) rotated.fwd_temp += tables;
+    }
   }
   const attention_path path = attention_path_of(m, run);
   if (path.repeats_kv) {

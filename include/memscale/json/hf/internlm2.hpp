@@ -14,6 +14,10 @@ inline model_spec internlm2(const config& c) {
   // InternLM2Config(bias=True): InternLM2Attention wqkv and wo take it; InternLM2MLP w1/w2/w3 have none.
   m.qkv_bias = c.flag("bias", true);
   m.attn_out_bias = m.qkv_bias;
+  // InternLM2Attention._init_rope: an InternLM2RotaryEmbedding per layer with cos/sin caches
+  // of max_position_embeddings (InternLM2Config default 2048) rows.
+  if (m.context_length == 0) m.context_length = 2048;
+  m.rotary_cache_per_layer = true;
   return m;
 }
 
