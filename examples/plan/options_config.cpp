@@ -41,6 +41,15 @@ void apply_config_quantization(options& o) {
   const memscale::json_io::hf::quantization& q = *o.config.quantization;
   const std::string config = "--config " + in_quotes(o.config.source);
   const std::string stored = config + ": config.quantization_config (" + in_quotes(q.method) + ")";
+  if (q.format.method == memscale::quant_method::mxfp4) {
+    // Mxfp4Config(dequantize=True) (transformers utils/quantization_config.py, quantizer_mxfp4.py)
+    // loads the experts as bf16, the way gpt-oss is fine-tuned: the model is then held as its
+    // unquantised self. The MXFP4 storage itself (0.53125 B per expert weight) is not modelled.
+    if (q.dequantize_at_load) return;
+    throw usage_error(stored + " stores the experts in MXFP4, which memscale does not model for inference or "
+                      "training: training dequantizes them to bf16 at load, so state it with "
+                      "config.quantization_config.dequantize true (Mxfp4Config(dequantize=True))");
+  }
   for (const std::string& name : q.not_converted)
     if (name != "lm_head")
       throw usage_error(stored + " keeps " + in_quotes(name) +

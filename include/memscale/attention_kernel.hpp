@@ -125,8 +125,11 @@ constexpr sdpa_call sdpa_call_of(const model_spec& m, const training_spec& t) {
 // the scores out; flash is a fused kernel as requested (Hugging Face's flash_attention_2
 // casts fp32 inputs to 16 bits); sdpa lets PyTorch choose.
 // T5Attention has no SDPA path (modeling_t5.py @ 6b8b757d): an encoder-decoder is eager.
+// Attention sinks have no SDPA path: gpt-oss sets `_supports_sdpa = False`
+// (modeling_gpt_oss.py@00d4b3d2 GptOssPreTrainedModel), so an sdpa request runs eager.
 constexpr attention_kernel attention_kernel_of(const model_spec& m, const training_spec& t) {
   if (m.arch == architecture::encoder_decoder) return attention_kernel::math;
+  if (m.attention_sinks && t.attention == attention_impl::sdpa) return attention_kernel::math;
   switch (t.attention) {
     case attention_impl::eager:
     case attention_impl::sdpa_math: return attention_kernel::math;

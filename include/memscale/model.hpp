@@ -20,8 +20,10 @@ enum class position_kind : std::uint8_t { learned, rotary, none };
 enum class norm_kind : std::uint8_t { layernorm, rmsnorm, layernorm_fp32_python };
 // gelu/relu: two matrices (up, down); swiglu/geglu: three (gate, up, down). gelu_tanh is
 // Hugging Face's gelu_new written out as Python ops (each intermediate saved); a fused
-// tanh-approximate F.gelu keeps only its input, like gelu.
-enum class mlp_kind : std::uint8_t { gelu, gelu_tanh, relu, swiglu, geglu };
+// tanh-approximate F.gelu keeps only its input, like gelu. clamped_swiglu is gpt-oss's expert
+// MLP (experts only): one gate_up matrix with bias, (clamp(up) + 1) * clamp(gate) *
+// sigmoid(1.702 * clamp(gate)) as Python ops, a down matrix with bias.
+enum class mlp_kind : std::uint8_t { gelu, gelu_tanh, relu, swiglu, geglu, clamped_swiglu };
 // sequential: x + attn(norm(x)), then + mlp(norm(.)) (GPT-2, LLaMA);
 // parallel: x + attn(norm1(x)) + mlp(norm2(x)) (GPT-NeoX, Phi);
 // post_norm: norm(x + attn(x)), then norm(. + mlp(.)) (BERT).
@@ -92,6 +94,13 @@ struct model_spec {
   bool moe_input_jitter = false;        // training scales the experts' input by saved uniform noise (PhiMoE)
   bool scale_embeddings = false;        // embeddings * sqrt(hidden) (Gemma)
   bool attention_softcap = false;       // eager scores: cap * tanh(scores / cap) (Gemma 2)
+  // One learned logit per head joins each row of the eager scores (gpt-oss): the scores gain a
+  // column, max keeps its indices, softmax runs in the scores' dtype; SDPA cannot run it.
+  bool attention_sinks = false;
+  // Experts indexed by a 1-element index tensor (gpt-oss's 3-D expert parameters): each hit
+  // expert's weights are copied and the matmul saves the copy.
+  bool expert_weight_copies = false;
+  bool router_bias = false;             // the router Linear has a bias (gpt-oss)
   // The base model makes a 2-D all-ones attention_mask when none is given (OPT, BLOOM), so its
   // 4-D causal mask is a (b, 1, s, s) copy, held with it through the blocks (graph::held).
   bool builds_attention_mask = false;
@@ -115,7 +124,9 @@ constexpr std::uint64_t kv_heads_of(const model_spec& m) { return m.kv_heads == 
 constexpr std::uint64_t head_dim_of(const model_spec& m) {
   return m.head_dim != 0 ? m.head_dim : (m.heads == 0 ? 0 : m.hidden / m.heads);
 }
-constexpr bool gated_mlp(const model_spec& m) { return m.mlp == mlp_kind::swiglu || m.mlp == mlp_kind::geglu; }
+constexpr bool gated_mlp(const model_spec& m) {
+  return m.mlp == mlp_kind::swiglu || m.mlp == mlp_kind::geglu || m.mlp == mlp_kind::clamped_swiglu;
+}
 
 // Fails (compile error in constant evaluation, memscale::error at run time) on the
 // first field that cannot describe a real network.
@@ -155,6 +166,11 @@ constexpr const model_spec& validate(const model_spec& m) {
           "needs routed experts (model.experts > 0)", m.shared_expert_ffn);
   require(!m.moe_input_jitter || m.experts > 0, bad, "model.moe_input_jitter", "needs experts > 0 (it scales the experts' input)",
           m.experts);
+  require(m.mlp != mlp_kind::clamped_swiglu || m.experts > 0, bad, "model.mlp",
+          "clamped_swiglu is an expert MLP: needs experts > 0", m.experts);
+  require(!m.expert_weight_copies || m.experts > 0, bad, "model.expert_weight_copies",
+          "needs experts > 0 (it copies expert weights)", m.experts);
+  require(!m.router_bias || m.experts > 0, bad, "model.router_bias", "needs experts > 0 (a router)", m.experts);
   require(!m.shared_expert_gate || m.shared_expert_ffn > 0, bad, "model.shared_expert_gate",
           "needs a shared expert (model.shared_expert_ffn > 0)", 1);
   require(!m.attention_keeps_fused_kv || m.fused_qkv, bad, "model.attention_keeps_fused_kv",

@@ -41,6 +41,8 @@ for file in "$configs"/*.json; do
   run --config "$file" --batch 1 --seq 128 --json
   if [[ $rc -eq 0 ]] && is_json && [[ ! -s "$work/err" ]]; then
     pass "--config $(basename "$file")"
+  elif grep -q '"quant_method": "mxfp4"' "$file" && [[ $rc -eq 2 ]] && grep -q "config.quantization_config.dequantize" "$work/err"; then
+    pass "--config $(basename "$file"): MXFP4 experts without dequantize, refused by name"
   else
     fail "--config $(basename "$file")" "exit $rc" "stderr: $(head -c 300 "$work/err")"
   fi
@@ -117,6 +119,20 @@ run --config "$work/gptq" --inference --weights fp16
 if [[ $rc -eq 2 ]] && grep -q -- "--weights" "$work/err" && grep -q "quantization_config" "$work/err"; then
   pass "--weights beside a quantization_config: refused, naming both"
 else fail "--weights beside a quantization_config" "exit $rc" "$(head -c 300 "$work/err")"; fi
+
+# --- gpt-oss's MXFP4 experts: refused unless dequantized at load (Mxfp4Config(dequantize=True)) ---
+mkdir -p "$work/mxfp4"
+python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); c["quantization_config"]["dequantize"]=True; json.dump(c, open(sys.argv[2], "w"))' \
+  "$configs/openai--gpt-oss-20b.json" "$work/mxfp4/config.json"
+for mode in "--batch 1 --seq 128" "--inference"; do
+  run --config "$configs/openai--gpt-oss-20b.json" $mode
+  if [[ $rc -eq 2 ]] && grep -q "config.quantization_config.dequantize" "$work/err"; then
+    pass "gpt-oss MXFP4 config ($mode): refused, naming quantization_config.dequantize"
+  else fail "gpt-oss MXFP4 config ($mode)" "exit $rc" "$(head -c 300 "$work/err")"; fi
+done
+run --config "$work/mxfp4" --batch 1 --seq 128 --json
+if [[ $rc -eq 0 ]] && is_json; then pass "gpt-oss MXFP4 config with dequantize true: estimated over bf16 experts"; else
+  fail "gpt-oss MXFP4 config with dequantize true" "exit $rc" "$(head -c 300 "$work/err")"; fi
 
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

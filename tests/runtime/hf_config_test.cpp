@@ -64,6 +64,8 @@ TEST_CASE("hf_config: parameter counts") {
   CHECK(count_of("bigcode--starcoder") == 15'517'456'384ULL);
   CHECK(count_of("bigcode--gpt_bigcode-santacoder") == 1'124'886'528ULL);
   CHECK(count_of("THUDM--GLM-4-9B-0414") == 9'400'279'040ULL);
+  CHECK(count_of("openai--gpt-oss-20b") == 20'914'757'184ULL);
+  CHECK(count_of("openai--gpt-oss-120b") == 116'829'156'672ULL);
   CHECK(count_of("google-bert--bert-base-uncased") == 109'514'298ULL);
   CHECK(count_of("FacebookAI--roberta-base") == 124'697'433ULL);
   CHECK(count_of("distilbert--distilbert-base-uncased") == 66'985'530ULL);
@@ -370,4 +372,113 @@ TEST_CASE("hf_config: InternLM2's per-layer rotary caches are buffers, and their
   m.rotary_cache_per_layer = true;
   m.context_length = 0;
   CHECK_THROWS_AS(memscale::validate(m), memscale::error);
+namespace {
+
+// The message of the memscale::error `body` throws (empty when it throws none).
+template <class Body>
+std::string error_of(Body&& body) {
+  try {
+    body();
+  } catch (const memscale::error& e) {
+    return e.what();
+  }
+  return {};
+}
+
+bool mentions(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// The gpt_oss config of the CPU-traced records (docs/data/cpu_traced_families_2025.json).
+memscale::json_io::json small_gpt_oss() {
+  return memscale::json_io::json{
+      {"model_type", "gpt_oss"},   {"hidden_size", 256},         {"num_hidden_layers", 4},
+      {"num_attention_heads", 8},  {"num_key_value_heads", 2},   {"intermediate_size", 256},
+      {"vocab_size", 4096},        {"max_position_embeddings", 2048}, {"head_dim", 32},
+      {"num_local_experts", 8},    {"num_experts_per_tok", 2},   {"sliding_window", 128},
+      {"layer_types", {"sliding_attention", "full_attention", "sliding_attention", "full_attention"}}};
+}
+
+}  // namespace
+
+TEST_CASE("hf_config: gpt_oss reads GptOssConfig's defaults and the traced model's parameters") {
+  using namespace memscale;
+  // GptOssConfig() is gpt-oss-120b's shape (36 layers, 128 experts).
+  CHECK(parameter_count(json_io::model_from_hf_config(json_io::json{{"model_type", "gpt_oss"}})) ==
+        116'829'156'672ULL);
+  const model_spec m = json_io::model_from_hf_config(small_gpt_oss());
+  CHECK(parameter_count(m) == 9'081'664ULL);  // the record's "params" (sum(p.numel()) of the traced model)
+  CHECK(m.attention_sinks);
+  CHECK(m.expert_weight_copies);
+  CHECK(m.router_bias);
+  CHECK(m.mlp == mlp_kind::clamped_swiglu);
+  CHECK_FALSE(m.softmax_fp32);
+  json_io::json bad = small_gpt_oss();
+  bad["layer_types"] = {"sliding_attention", "full_attention"};
+  CHECK(mentions(error_of([&] { (void)json_io::model_from_hf_config(bad); }), "config.layer_types"));
+  bad = small_gpt_oss();
+  bad["layer_types"][3] = "chunked_attention";
+  CHECK(mentions(error_of([&] { (void)json_io::model_from_hf_config(bad); }), "chunked_attention"));
+  bad = small_gpt_oss();
+  bad["output_router_logits"] = true;
+  CHECK(mentions(error_of([&] { (void)json_io::model_from_hf_config(bad); }), "config.output_router_logits"));
+  // The window changes masks only: layer_types absent or all full give the same estimate.
+  json_io::json full = small_gpt_oss();
+  full["layer_types"] = {"full_attention", "full_attention", "full_attention", "full_attention"};
+  const training_spec run{.micro_batch = 2, .seq_len = 256, .attention = attention_impl::eager, .dropout = false};
+  CHECK(estimate(json_io::model_from_hf_config(full), run).steady.tensor == estimate(m, run).steady.tensor);
+}
+
+TEST_CASE("gpt_oss features: each changes exactly what its mechanism saves") {
+  using namespace memscale;
+  const model_spec m = json_io::model_from_hf_config(small_gpt_oss());
+  const std::uint64_t layers = 4, batch = 2, seq = 256, heads = 8, hidden = 256, ffn = 256, experts = 8;
+  const std::uint64_t rows = batch * seq * 2;  // tokens x top-k
+  const training_spec run{.micro_batch = batch, .seq_len = seq, .attention = attention_impl::eager, .dropout = false};
+  const auto saved = [&](const model_spec& x) { return estimate(x, run).saved_activation_bytes.value; };
+  const auto with_all = saved(m);
+
+  SECTION("sinks: a column more of fp32 probabilities, max's int64 indices, one logit per head") {
+    model_spec off = m;
+    off.attention_sinks = false;
+    CHECK(with_all - saved(off) == layers * batch * heads * seq * (4 + 8));
+    CHECK(parameter_count(m) - parameter_count(off) == layers * heads);
+    // _supports_sdpa = False: an sdpa request runs eager; without sinks it would run a fused kernel.
+    const training_spec sdpa_run{.micro_batch = batch, .seq_len = seq, .prec = precision::pure_bf16,
+                                 .attention = attention_impl::sdpa, .dropout = false};
+    CHECK(attention_kernel_of(m, sdpa_run) == attention_kernel::math);
+    CHECK(attention_kernel_of(off, sdpa_run) != attention_kernel::math);
+  }
+  SECTION("clamped SwiGLU experts: 2h + 7f saved per routed row against SwiGLU's 2h + 4f") {
+    model_spec swiglu = m;
+    swiglu.mlp = mlp_kind::swiglu;
+    swiglu.mlp_bias = true;  // the same parameters: gate and up biases are gate_up's
+    CHECK(parameter_count(swiglu) == parameter_count(m));
+    CHECK(with_all - saved(swiglu) == layers * rows * 3 * ffn * 4);
+  }
+  SECTION("expert weight copies: every hit expert's weights, at most min(experts, tokens x top-k)") {
+    model_spec views = m;
+    views.expert_weight_copies = false;
+    // docs/research/families-2025.md sec. 10: 25,165,824 bytes at b2 s256 (4 x 8 x (256 x 512 + 256 x 256) x 4 B).
+    CHECK(with_all - saved(views) == layers * experts * 3 * hidden * ffn * 4);
+    CHECK(with_all - saved(views) == 25'165'824ULL);
+    // One token of one sequence: 2 experts hit of 8.
+    const training_spec one{.micro_batch = 1, .seq_len = 1, .attention = attention_impl::eager, .dropout = false};
+    CHECK(estimate(m, one).saved_activation_bytes.value - estimate(views, one).saved_activation_bytes.value ==
+          layers * 2 * 3 * hidden * ffn * 4);
+  }
+  SECTION("router bias: one parameter per expert and layer") {
+    model_spec plain = m;
+    plain.router_bias = false;
+    CHECK(parameter_count(m) - parameter_count(plain) == layers * experts);
+  }
+  SECTION("each flag needs experts") {
+    model_spec dense = presets::llama_base("dense", 2, 64, 4, 4, 128, 100);
+    dense.expert_weight_copies = true;
+    CHECK(mentions(error_of([&] { (void)validate(dense); }), "model.expert_weight_copies"));
+    dense.expert_weight_copies = false;
+    dense.router_bias = true;
+    CHECK(mentions(error_of([&] { (void)validate(dense); }), "model.router_bias"));
+    dense.router_bias = false;
+    dense.mlp = mlp_kind::clamped_swiglu;
+    CHECK(mentions(error_of([&] { (void)validate(dense); }), "clamped_swiglu"));
+  }
 }

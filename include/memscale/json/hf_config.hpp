@@ -28,6 +28,7 @@
 #include "memscale/json/hf/gpt2.hpp"
 #include "memscale/json/hf/gpt_bigcode.hpp"
 #include "memscale/json/hf/gpt_neox.hpp"
+#include "memscale/json/hf/gpt_oss.hpp"
 #include "memscale/json/hf/gptj.hpp"
 #include "memscale/json/hf/granite.hpp"
 #include "memscale/json/hf/internlm2.hpp"
@@ -95,6 +96,7 @@ inline constexpr std::array families{
     family_entry{"gpt_bigcode", gpt_bigcode},
     family_entry{"glm4", glm4},
     family_entry{"phimoe", phimoe},
+    family_entry{"gpt_oss", gpt_oss},
     family_entry{"cohere", cohere},
     family_entry{"cohere2", cohere2},
     family_entry{"bert", bert, true, bert_records},

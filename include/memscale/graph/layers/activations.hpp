@@ -63,7 +63,8 @@ constexpr tensor activation(const layer_context& ctx, tensor in) {
                                      autocast_runs_pow_in_fp32(ctx.ops.precision(), ctx.run.device, in.type));
     case mlp_kind::gelu:
     case mlp_kind::swiglu:
-    case mlp_kind::geglu: return input_keeping_activation(ctx.ops, in);
+    case mlp_kind::geglu:
+    case mlp_kind::clamped_swiglu: return input_keeping_activation(ctx.ops, in);  // its experts: mlp.hpp
   }
   return in;
 }

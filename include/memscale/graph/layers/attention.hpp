@@ -92,11 +92,63 @@ constexpr qkv_tensors project_qkv(const layer_context& ctx, tensor in, const att
   return {q, k, v, q};
 }
 
+// v as the context matmul saves it: repeat_kv's output is already contiguous and bmm saves it
+// as it is; a plain v is a permuted view that matmul copies first.
+constexpr tensor saved_value(const layer_context& ctx, const qkv_tensors& qkv, const attention_path& path,
+                             std::uint64_t kv_width) {
+  if (path.repeats_kv) return qkv.v;
+  if (ctx.model.attention_keeps_fused_kv) return qkv.projection;  // bmm(probs, value): value is a view too
+  return ctx.ops.elementwise(detail::checked_mul(ctx.tokens, kv_width), ctx.ops.precision().matmul);
+}
+
+// Eager attention with sinks (modeling_gpt_oss.py@00d4b3d2 eager_attention_forward): after the
+// mask, cat([scores, sinks]) (b, H, s, s + 1, the H sink logits a parameter); minus
+// max(-1).values (max keeps its int64 indices, (b, H, s, 1)); softmax(dtype=combined.dtype),
+// in the scores' dtype, which is the parameters' once the mask is added (the mask is made in
+// the model dtype); probs[..., :-1] (a view: the matmul with v keeps the whole softmax output,
+// or its 16-bit cast under autocast).
+constexpr tensor sink_softmax_and_context(const layer_context& ctx, const qkv_tensors& qkv, const attention_path& path,
+                                          std::uint64_t q_elements, std::uint64_t kv_width,
+                                          std::uint64_t scores, std::uint64_t score_rows) {
+  op_writer& ops = ctx.ops;
+  const precision_policy& p = ops.precision();
+  const dtype logits_type = p.param;
+  const auto widened = detail::checked_add(scores, score_rows, detail::quantity{"attention scores with sinks"});
+  const op cat{.kind = op_kind::elementwise,
+               .recomputed_by_selective = true,
+               .weight = {ctx.model.heads, 1, 1},
+               .role = param_role::vector,
+               .frozen = ctx.adapters.base.frozen};
+  ops.emit(cat, widened, logits_type);
+  const op shift{.kind = op_kind::elementwise,
+                 .recomputed_by_selective = true,
+                 .extra_saved = storage(dtype::int64, score_rows)};  // max's indices
+  ops.emit(shift, widened, logits_type);
+  const tensor probs = ops.emit(op{.kind = op_kind::attention, .recomputed_by_selective = true}, widened, logits_type);
+  ops.keep_own_output(probs);
+  tensor dropped = probs;
+  if (ctx.dropout.attention_probs) {
+    tensor view = probs;  // probs[..., :-1]
+    view.elements = scores;
+    dropped = ops.dropout(view, true);
+    ops.at(dropped).recomputed_by_selective = true;
+  }
+  if (p.autocast && dropped.type != p.matmul) {
+    dropped = ops.elementwise(scores, p.matmul);  // autocast's cast of the view, saved by the matmul
+    ops.at(dropped).recomputed_by_selective = true;
+  }
+  const tensor v_saved = saved_value(ctx, qkv, path, kv_width);
+  const tensor context = ops.emit(op_kind::attention, q_elements, p.matmul);
+  ops.keep(dropped, context);
+  ops.keep(v_saved, context);
+  return context;
+}
+
 // softmax(QK^T)V with the scores materialised; returns the context (heads unmerged).
 // `q`, `k`, `v` are the tensors the kernel reads; `k_elements` is k's size after repeat_kv.
 constexpr tensor eager_attention(const layer_context& ctx, const qkv_tensors& qkv, const attention_path& path,
                                  std::uint64_t q_elements, std::uint64_t k_elements, std::uint64_t kv_width,
-                                 std::uint64_t scores) {
+                                 std::uint64_t scores, std::uint64_t score_rows) {
   op_writer& ops = ctx.ops;
   const model_spec& m = ctx.model;
   const precision_policy& p = ops.precision();
@@ -132,6 +184,7 @@ constexpr tensor eager_attention(const layer_context& ctx, const qkv_tensors& qk
   // family code asks for softmax(dtype=float32) and casts back (modeling_llama.py).
   const dtype prob_type =
       (m.softmax_fp32 || (p.autocast && ctx.run.device == device_kind::cuda)) ? dtype::fp32 : p.matmul;
+  if (m.attention_sinks) return sink_softmax_and_context(ctx, qkv, path, q_elements, kv_width, scores, score_rows);
   tensor probs = ops.emit(op{.kind = op_kind::attention, .recomputed_by_selective = true}, scores, prob_type);
   ops.keep_own_output(probs);
   if (m.attention_keeps_locals) ops.hold_in_frame(ops.at(softmax_input).out);  // attn_weights
@@ -142,11 +195,7 @@ constexpr tensor eager_attention(const layer_context& ctx, const qkv_tensors& qk
   tensor dropped = ops.dropout(probs, ctx.dropout.attention_probs);
   ops.at(dropped).recomputed_by_selective = true;
   dropped = ops.matmul_input(dropped);
-  // repeat_kv's output is already contiguous and bmm saves it as it is; a plain v is a
-  // permuted view that matmul copies first.
-  const tensor v_saved = path.repeats_kv ? qkv.v
-                         : fused_views    ? qkv.projection  // bmm(probs, value): value is a view too
-                                          : ops.elementwise(detail::checked_mul(ctx.tokens, kv_width), p.matmul);
+  const tensor v_saved = saved_value(ctx, qkv, path, kv_width);
   const tensor context = ops.emit(op_kind::attention, q_elements, p.matmul);
   ops.keep(dropped, context);
   ops.keep(v_saved, context);
@@ -209,15 +258,22 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
   if (is_fused(path.kernel)) {
     // Flash / memory-efficient SDPA saves q, k, v, the output and a per-row fp32
     // log-sum-exp (aten/src/ATen/native/transformers/attention.cpp).
-    const op core{.kind = op_kind::attention,
-                  .extra_saved = storage(dtype::fp32, detail::checked_mul(batch_heads, run.seq_len))};
+    op core{.kind = op_kind::attention,
+            .extra_saved = storage(dtype::fp32, detail::checked_mul(batch_heads, run.seq_len))};
+    if (m.attention_sinks) {
+      // A fused kernel that takes the sinks (transformers' hub flash kernel: s_aux) owns them here.
+      core.weight = {m.heads, 1, 1};
+      core.role = param_role::vector;
+      core.frozen = ctx.adapters.base.frozen;
+    }
     context = ops.emit(core, q_elements, p.matmul);
     ops.keep(qkv.q, context);
     ops.keep(qkv.k, context);
     ops.keep(qkv.v, context);
     ops.keep_own_output(context);
   } else {
-    context = eager_attention(ctx, qkv, path, q_elements, k_elements, w.kv, scores);
+    context = eager_attention(ctx, qkv, path, q_elements, k_elements, w.kv, scores,
+                              detail::checked_mul(batch_heads, run.seq_len));
   }
   // Heads are merged with transpose + reshape: a contiguous copy the output projection saves.
   const tensor merged = ops.elementwise(q_elements, p.matmul);

@@ -23,6 +23,24 @@ struct mlp_rows {
   std::uint64_t copies = 1;
 };
 
+// One expert matrix over the routed rows. With model.expert_weight_copies the experts are
+// indexed by a 1-element index tensor (modeling_gpt_oss.py@00d4b3d2 GptOssExperts.forward,
+// training branch: `self.gate_up_proj[expert_idx]`): advanced indexing copies each hit
+// expert's weight, and the matmul saves the copy. Hit experts: at most min(experts, rows).
+// Under autocast the copy is fp32 and the matmul saves its 16-bit cast, which the linear's
+// autocast weight copy already counts (for every expert: the upper side when fewer are hit).
+constexpr tensor expert_projection(const layer_context& ctx, tensor in, const linear_shape& shape, bool adapted) {
+  op_writer& ops = ctx.ops;
+  if (!ctx.model.expert_weight_copies || shape.copies <= 1)
+    return projection(ops, ctx.adapters, in, shape, adapted);
+  const auto hit = shape.copies < shape.rows ? shape.copies : shape.rows;
+  const tensor copy =
+      ops.elementwise(detail::checked_mul(hit, shape.in_features, shape.out_features), ops.precision().param);
+  const tensor y = ops.linear(in, shape, ctx.adapters.base);
+  if (!ops.precision().autocast) ops.keep(copy, y);
+  return adapted ? lora(ops, ctx.adapters, in, y, shape) : y;
+}
+
 // up, activation, down; gated: act(gate(x)) * up(x), then down. Each matrix is a
 // projection the run may adapt.
 constexpr tensor dense_mlp(const layer_context& ctx, tensor in, std::uint64_t ffn, const mlp_rows& shape) {
@@ -34,17 +52,52 @@ constexpr tensor dense_mlp(const layer_context& ctx, tensor in, std::uint64_t ff
   const bool adapt_up = ctx.adapters.adapts(lora_target::up);
   const bool adapt_down = ctx.adapters.adapts(lora_target::down);
   if (gated_mlp(ctx.model)) {
-    const tensor gate = projection(ops, ctx.adapters, in, widen, ctx.adapters.adapts(lora_target::gate));
-    const tensor up = projection(ops, ctx.adapters, in, widen, adapt_up);
+    const tensor gate = expert_projection(ctx, in, widen, ctx.adapters.adapts(lora_target::gate));
+    const tensor up = expert_projection(ctx, in, widen, adapt_up);
     const tensor act = activation(ctx, gate);
     const tensor product = ops.elementwise(up.elements, up.type);
     ops.keep(act, product);  // mul saves both factors
     ops.keep(up, product);
-    return projection(ops, ctx.adapters, product, narrow, adapt_down);
+    return expert_projection(ctx, product, narrow, adapt_down);
   }
-  const tensor up = projection(ops, ctx.adapters, in, widen, adapt_up);
+  const tensor up = expert_projection(ctx, in, widen, adapt_up);
   const tensor act = activation(ctx, up);
-  return projection(ops, ctx.adapters, act, narrow, adapt_down);
+  return expert_projection(ctx, act, narrow, adapt_down);
+}
+
+// gpt-oss's expert MLP over the routed rows (modeling_gpt_oss.py@00d4b3d2 GptOssExperts.forward,
+// training branch): gate_up = x @ W + b (one (h, 2f) matrix, biases always), gate and up its
+// strided views, clamped (each clamp saves its input: the view keeps gate_up whole),
+// glu = gate * sigmoid(gate * 1.702) (sigmoid keeps its output, the mul both factors),
+// (up + 1) * glu (both factors), then down with bias. Per routed row 2h + 7f elements are
+// saved (the input, gate_up, sigmoid, clamped gate, up + 1, glu, gated; the output is kept
+// by the routing-weight mul), against 2h + 4f for SwiGLU.
+constexpr tensor clamped_swiglu_experts(const layer_context& ctx, tensor in, const mlp_rows& shape) {
+  op_writer& ops = ctx.ops;
+  const auto hidden = ctx.model.hidden;
+  const auto ffn = ctx.model.ffn;
+  const auto half = detail::checked_mul(shape.rows, ffn);
+  const tensor gate_up = expert_projection(
+      ctx, in,
+      {.rows = shape.rows, .in_features = hidden, .out_features = detail::checked_mul(ffn, 2), .copies = shape.copies,
+       .bias = true},
+      false);
+  const tensor gate = ops.elementwise(half, gate_up.type);  // gate.clamp(max=limit)
+  ops.keep(gate_up, gate);
+  const tensor up = ops.elementwise(half, gate_up.type);    // up.clamp(-limit, limit)
+  ops.keep(gate_up, up);  // the same storage: kept once
+  const tensor scaled = ops.elementwise(half, gate_up.type);  // gate * alpha
+  const tensor sig = output_keeping_activation(ops, scaled);
+  const tensor glu = ops.elementwise(half, gate_up.type);
+  ops.keep(gate, glu);
+  ops.keep(sig, glu);
+  const tensor up_plus_one = ops.elementwise(half, up.type);
+  const tensor gated = ops.elementwise(half, glu.type);
+  ops.keep(up_plus_one, gated);
+  ops.keep(glu, gated);
+  return expert_projection(
+      ctx, gated,
+      {.rows = shape.rows, .in_features = ffn, .out_features = hidden, .copies = shape.copies, .bias = true}, false);
 }
 
 // Mixture of experts (HF modeling_mixtral.py MixtralSparseMoeBlock): a router, then
@@ -62,7 +115,8 @@ constexpr tensor mixture_of_experts(const layer_context& ctx, tensor in) {
     // the in-place result once more as a transient (the upper side).
     in = ops.emit(op{.kind = op_kind::elementwise, .extra_saved = storage(in.type, in.elements)}, in.elements, in.type);
   }
-  projection(ops, ctx.adapters, in, {.rows = ctx.tokens, .in_features = hidden, .out_features = experts},
+  projection(ops, ctx.adapters, in,
+             {.rows = ctx.tokens, .in_features = hidden, .out_features = experts, .bias = m.router_bias},
              ctx.adapters.adapts(lora_target::router));  // router
   // Softmax in fp32 keeps its output; topk keeps its int64 indices, and each expert's
   // torch.where gives int64 row and slot indices that the gather, the routing-weight
@@ -75,7 +129,8 @@ constexpr tensor mixture_of_experts(const layer_context& ctx, tensor in) {
   ops.keep_own_output(routing);
   const mlp_rows expert_rows{.rows = detail::checked_mul(ctx.tokens, m.experts_per_token), .copies = experts};
   const tensor gathered = ops.elementwise(detail::checked_mul(expert_rows.rows, hidden), in.type);
-  const tensor expert_out = dense_mlp(ctx, gathered, m.ffn, expert_rows);
+  const tensor expert_out = m.mlp == mlp_kind::clamped_swiglu ? clamped_swiglu_experts(ctx, gathered, expert_rows)
+                                                              : dense_mlp(ctx, gathered, m.ffn, expert_rows);
   // * routing weight: saves both factors
   const tensor weighted = ops.elementwise(detail::checked_mul(expert_rows.rows, hidden), expert_out.type);
   ops.keep(expert_out, weighted);

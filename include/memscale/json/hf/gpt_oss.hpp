@@ -1,0 +1,53 @@
+// memscale/json/hf/gpt_oss.hpp: gpt-oss (transformers models/gpt_oss/modeling_gpt_oss.py@00d4b3d2,
+// configuration_gpt_oss.py@02b8f42b): LLaMA pre-norm blocks with biased q/k/v/o, one learned
+// sink logit per head in eager attention (`attention_sinks`; `_supports_sdpa = False`, so an
+// sdpa request runs eager), and a mixture of experts whose router has a bias (`router_bias`)
+// and whose experts are 3-D parameters indexed by a 1-element tensor (`expert_weight_copies`:
+// each hit expert's weights are copied and saved) running the clamped SwiGLU
+// (`mlp_kind::clamped_swiglu`, biases on gate_up and down). `layer_types` alternates sliding
+// and full attention: in eager training the window only masks scores (same sizes), so every
+// layer is modelled alike. Not modelled: the norm weights `_keep_in_fp32_modules` keeps in fp32
+// under a 16-bit load, and the second (sliding) mask.
+// IWYU pragma: private, include <memscale/json.hpp>
+#pragma once
+
+#include "memscale/json/hf/llama.hpp"
+
+namespace memscale::json_io::hf {
+
+inline model_spec gpt_oss(const config& c) {
+  // GptOssConfig: vocab 201088, hidden 2880, intermediate 2880 (per expert), 36 layers, 64 heads,
+  // 8 kv heads, head_dim 64, 131072 positions, attention_bias True, untied.
+  model_spec m = llama_like(c, {.head_dim = 64,
+                                .shape = {.layers = 36, .hidden = 2880, .heads = 64, .ffn = 2880, .vocab = 201088,
+                                          .context = 131072}});
+  m.kv_heads = c.raw().contains("num_key_value_heads") ? c.count("num_key_value_heads", m.heads) : 8;
+  m.qkv_bias = c.flag("attention_bias", true);  // q/k/v/o_proj(bias=config.attention_bias)
+  m.attn_out_bias = m.qkv_bias;
+  m.mlp_bias = false;  // no dense MLP; GptOssExperts always has gate_up and down biases
+  // GptOssExperts hard-codes its activation (alpha 1.702, swiglu_limit): hidden_act is not read.
+  m.mlp = mlp_kind::clamped_swiglu;
+  static_cast<void>(c.number("swiglu_limit", 7.0));  // any limit clamps the same tensors; read to refuse a non-number
+  m.softmax_fp32 = false;         // softmax(combined_logits, dtype=combined_logits.dtype)
+  m.attention_sinks = true;
+  m.expert_weight_copies = true;
+  m.router_bias = true;  // GptOssTopKRouter: F.linear(x, weight, bias)
+  m.experts = c.count("num_local_experts", 128);
+  m.experts_per_token = c.count("num_experts_per_tok", 4);
+  if (c.flag("output_router_logits", false))
+    bad_field(error_code::unsupported, "config.output_router_logits", true,
+              "must be false: the load-balancing loss over every layer's router logits is not modelled");
+  // layer_types (None: even layers sliding, odd full) only chooses each layer's mask.
+  if (c.has("layer_types")) {
+    const json& types = c.raw().at("layer_types");
+    if (!types.is_array() || types.size() != m.layers)
+      bad_field(error_code::invalid_model, "config.layer_types", types, "must list one type per hidden layer");
+    for (const json& t : types)
+      if (t != "sliding_attention" && t != "full_attention")
+        bad_field(error_code::unsupported, "config.layer_types", t, "must be sliding_attention or full_attention");
+  }
+  static_cast<void>(c.count("sliding_window", 128));  // a count when given
+  return m;
+}
+
+}  // namespace memscale::json_io::hf
