@@ -133,6 +133,10 @@ done
 run --config "$work/mxfp4" --batch 1 --seq 128 --json
 if [[ $rc -eq 0 ]] && is_json; then pass "gpt-oss MXFP4 config with dequantize true: estimated over bf16 experts"; else
   fail "gpt-oss MXFP4 config with dequantize true" "exit $rc" "$(head -c 300 "$work/err")"; fi
+run --config "$work/mxfp4" --inference
+if [[ $rc -eq 2 ]] && grep -q "model.attention_sinks" "$work/err"; then
+  pass "gpt-oss generate(): refused, naming what is not modelled (sinks, 3-D experts)"
+else fail "gpt-oss generate()" "exit $rc" "$(head -c 300 "$work/err")"; fi
 
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -372,6 +372,8 @@ TEST_CASE("hf_config: InternLM2's per-layer rotary caches are buffers, and their
   m.rotary_cache_per_layer = true;
   m.context_length = 0;
   CHECK_THROWS_AS(memscale::validate(m), memscale::error);
+}
+
 namespace {
 
 // The message of the memscale::error `body` throws (empty when it throws none).

@@ -36,6 +36,7 @@ class generate_walker {
  public:
   constexpr generate_walker(const model_spec& m, const inference_spec& r, Sink& sink) : m_(m), r_(r), events_(sink) {
     using memscale::detail::require;
+    memscale::detail::require_generate_modelled(m);
     require(r.cache == kv_cache_kind::dynamic && !r.legacy_tuple_cache, error_code::unsupported, "infer.kv_cache",
             "the allocator's generate() stream covers the dynamic cache", static_cast<std::uint64_t>(r.cache));
     require(r.weights == weight_format::native && r.kv_lora_rank == 0, error_code::unsupported, "infer.weights",

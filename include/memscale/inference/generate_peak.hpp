@@ -294,12 +294,26 @@ constexpr inference_peak to_peak(const graph& g, const inference_spec& r, const 
 
 }  // namespace detail
 
+namespace detail {
+
+// The decode forward this file describes: decoder-only causal LMs without gpt-oss's sink
+// attention (its eager scores gain a column and softmax runs in the model dtype) and 3-D
+// experts (its inference branch runs every expert on every token with bmm,
+// modeling_gpt_oss.py@00d4b3d2 GptOssExperts.forward): neither is described here.
+constexpr void require_generate_modelled(const model_spec& model) {
+  require(model.arch == architecture::decoder && model.head == head_kind::causal_lm, error_code::unsupported,
+          "model.arch", "inference estimates cover decoder-only causal language models",
+          static_cast<std::uint64_t>(model.arch));
+  require(!model.attention_sinks && !model.expert_weight_copies, error_code::unsupported, "model.attention_sinks",
+          "generate() of a model with attention sinks or 3-D experts (gpt-oss) is not modelled yet", 1);
+}
+
+}  // namespace detail
+
 constexpr inference_result estimate_inference(const model_spec& model, const inference_spec& run) {
   validate(model);
   validate(run);
-  detail::require(model.arch == architecture::decoder && model.head == head_kind::causal_lm, error_code::unsupported,
-                  "model.arch", "inference estimates cover decoder-only causal language models",
-                  static_cast<std::uint64_t>(model.arch));
+  detail::require_generate_modelled(model);
   // The op graph of the architecture gives every weight matrix (one row, one sequence).
   const model_graph built = build(model, training_spec{.micro_batch = 1, .seq_len = 1, .dropout = false});
   const graph& g = built.stack();
