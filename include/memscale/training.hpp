@@ -117,6 +117,10 @@ struct training_spec {
   // torchtune's chunked loss splits the sequence into this many chunks (TransformerDecoder
   // num_output_chunks, CEWithChunkedOutputLoss(num_output_chunks=8)); 0: loss_chunk tokens each.
   std::uint64_t loss_chunks = 0;
+  // Each parameter's optimizer steps in its post-accumulate-grad hook and frees its gradient
+  // (torchtune training/memory.py register_optim_in_bwd_hooks @ v0.6.1): no step after
+  // backward, no gradients kept beyond the ones in flight.
+  bool optimizer_in_backward = false;
 };
 
 // The run with a framework's defaults, each settable afterwards. torchtune: adapters in the
@@ -168,6 +172,13 @@ constexpr const training_spec& validate(const training_spec& t) {
   if (t.framework == framework_kind::torchtune && t.output_cast == output_cast_kind::fp32)
     detail::fail(error_code::unsupported, "run.output_cast",
                  "fp32 is Lightning Fabric's cast; torchtune's loop has none (its loss upcasts the logits itself)");
+  // The recipes refuse accumulation and clipping with it (full_finetune_single_device.py
+  // _setup_optimizer checks @ v0.6.1): a gradient is gone once its parameter stepped.
+  require(!t.optimizer_in_backward || t.grad_accum == 1, error_code::unsupported, "run.grad_accum",
+          "must be 1 with run.optimizer_in_backward (each gradient is freed once its parameter stepped)", t.grad_accum);
+  if (t.optimizer_in_backward && (t.shard != sharding::none || t.offload_optimizer))
+    detail::fail(error_code::unsupported, "run.optimizer_in_backward",
+                 "is modelled on one device only (no sharding, no optimizer offload)");
   return t;
 }
 

@@ -75,8 +75,15 @@ inline void read_loss_fields(const json& t, training_spec& run) {
               "lit-gpt's unchunked loss (finetune/full.py) and its carried full logits are not modelled yet");
   if (t.contains("loss_chunk") && get_count(t, "loss_chunk", path, 0, bad) > 0)
     run.loss_chunk = get_count(t, "loss_chunk", path, 0, bad);
-  if (t.contains("loss_chunks") && run.loss == loss_impl::chunked)
-    run.loss_chunks = get_count(t, "loss_chunks", path, 0, bad);
+  const std::uint64_t chunks = get_count(t, "loss_chunks", path, 0, bad);
+  if (chunks > 0 && run.loss != loss_impl::chunked)
+    bad_field(bad, path + ".loss_chunks", t.at("loss_chunks"), "needs train.loss_impl chunked");
+  if (t.contains("loss_chunks") && !t.at("loss_chunks").is_null()) run.loss_chunks = chunks;
+}
+
+// train.optimizer_in_backward (torchtune's optimizer_in_bwd).
+inline void read_framework_knobs(const json& t, training_spec& run) {
+  run.optimizer_in_backward = get_bool(t, "optimizer_in_backward", "train", false, error_code::invalid_run);
 }
 
 // The framework knobs memscale does not model yet: refused by name when they are on.
@@ -84,10 +91,6 @@ inline void refuse_unmodelled_framework_fields(const json& t) {
   const std::string path = "train";
   constexpr auto bad = error_code::invalid_run;
   const auto on = [&](const char* key) { return get_bool(t, key, path, false, bad); };
-  if (on("optimizer_in_backward"))
-    bad_field(error_code::unsupported, path + ".optimizer_in_backward", true,
-              "optimizer steps inside backward (torchtune training/memory.py register_optim_in_bwd_hooks) are not "
-              "modelled yet");
   if (on("activation_offload"))
     bad_field(error_code::unsupported, path + ".activation_offload", true,
               "torchtune's OffloadActivations (saved tensors copied to pinned host memory) is not modelled yet");

@@ -250,6 +250,7 @@ inline training_spec run_from_record(const json& record) {
     run.no_sync = true;
   }
   detail::read_loss_fields(t, run);
+  detail::read_framework_knobs(t, run);
   detail::refuse_unmodelled_framework_fields(t);
   run.output_cast = parse_output_cast(get_string(t, "output_cast", path, "", bad), path + ".output_cast");
   return validate(run);
