@@ -172,8 +172,8 @@ constexpr const training_spec& validate(const training_spec& t) {
   if (t.framework == framework_kind::torchtune && t.output_cast == output_cast_kind::fp32)
     detail::fail(error_code::unsupported, "run.output_cast",
                  "fp32 is Lightning Fabric's cast; torchtune's loop has none (its loss upcasts the logits itself)");
-  // The recipes refuse accumulation and clipping with it (full_finetune_single_device.py
-  // _setup_optimizer checks @ v0.6.1): a gradient is gone once its parameter stepped.
+  // The recipes refuse accumulation and clipping with it (recipes/full_finetune_single_device.py
+  // __init__, lines 146-157 @ v0.6.1): a gradient is gone once its parameter stepped.
   require(!t.optimizer_in_backward || t.grad_accum == 1, error_code::unsupported, "run.grad_accum",
           "must be 1 with run.optimizer_in_backward (each gradient is freed once its parameter stepped)", t.grad_accum);
   if (t.optimizer_in_backward && (t.shard != sharding::none || t.offload_optimizer))
