@@ -49,12 +49,12 @@ inline constexpr lora_modules lora_all_linear =
     static_cast<lora_modules>(lora_attention | lora_mlp | static_cast<lora_modules>(lora_target::router));
 
 // Every module name lora_module reads (for "did you mean" hints and documentation).
-inline constexpr std::array<std::string_view, 51> lora_module_names{
+inline constexpr std::array<std::string_view, 52> lora_module_names{
     "all-linear", "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head",
     "q", "k", "v", "proj", "mlp", "head", "lora_query", "lora_key", "lora_value", "lora_projection", "lora_mlp",
     "lora_head", "query", "key", "value", "q_lin", "k_lin", "v_lin", "c_attn", "query_key_value", "qkv_proj",
     "Wqkv", "out_proj", "dense", "out_lin", "c_proj", "w1", "fc_1", "w3", "fc_2", "c_fc", "fc1", "fc_in", "fc",
-    "dense_h_to_4h", "lin1", "w2", "fc2", "fc_out", "dense_4h_to_h", "lin2", "gate"};
+    "dense_h_to_4h", "lin1", "w2", "fc2", "fc_out", "dense_4h_to_h", "lin2", "gate", "output_proj"};
 
 namespace detail {
 
@@ -63,7 +63,7 @@ namespace detail {
        "names an unknown module " + detail::quoted(name) +
            ": expected PEFT names (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head, "
            "\"all-linear\"), lit-gpt names (q, k, v, proj, mlp, head) or a family's own (c_attn, c_fc, c_proj, "
-           "query_key_value, dense, dense_h_to_4h, dense_4h_to_h, fc_in, fc_out, fc1, fc2, out_proj, w1, w2, w3, gate)");
+           "query_key_value, dense, dense_h_to_4h, dense_4h_to_h, fc_in, fc_out, fc1, fc2, out_proj, w1, w2, w3, gate; torchtune's output_proj)");
 }
 
 constexpr std::string_view trim(std::string_view s) {
@@ -95,7 +95,8 @@ constexpr lora_modules lora_module(std::string_view name) {
   // Fused projections: GPT-2 c_attn, GPT-NeoX/Falcon/BLOOM query_key_value, Phi-3 qkv_proj, MPT Wqkv.
   if (n == "c_attn" || n == "query_key_value" || n == "qkv_proj" || n == "Wqkv") return qkv;
   // Attention output: lit-gpt `proj` (lora_projection), OPT out_proj, GPT-NeoX/Phi `dense`, DistilBERT out_lin.
-  if (n == "o_proj" || n == "proj" || n == "out_proj" || n == "dense" || n == "out_lin")
+  // torchtune's `output_proj` (lora_attn_modules, torchtune/modules/peft/_utils.py @ v0.6.1).
+  if (n == "o_proj" || n == "proj" || n == "out_proj" || n == "dense" || n == "out_lin" || n == "output_proj")
     return static_cast<lora_modules>(o);
   if (n == "c_proj") return o | down;  // GPT-2: attn.c_proj and mlp.c_proj
   if (n == "mlp") return lora_mlp;     // lit-gpt lora_mlp: every MLP matrix

@@ -53,6 +53,15 @@ enum class adapter_dtype : std::uint8_t { framework_default, as_base, fp32 };
 // implementation runs under (graph/layers/heads.hpp logits_output_dtype).
 enum class output_cast_kind : std::uint8_t { framework_default, none, fp32 };
 
+// The training framework whose loop, loss and module code run the model. Each sets defaults
+// (with_framework) that stay individually settable, and the mechanisms its own code has:
+// torchtune v0.6.1 (pytorch/torchtune @ a6290a5b) builds the model in the run's dtype with no
+// autocast (training.set_default_dtype around the builder, recipes/lora_finetune_single_device.py),
+// normalises with F.rms_norm over x.float() (modules/rms_norm.py), copies k and v to every query
+// head for grouped-query attention (modules/attention.py lines 290-291) and upcasts the logits
+// in its loss (modules/transformer.py unembed line 659; modules/loss/ce_chunked_output_loss.py).
+enum class framework_kind : std::uint8_t { hf, litgpt, torchtune };
+
 // bitsandbytes 0.43.2 (@ ce53caf3): MatMul4Bit no longer keeps its input for backward.
 inline constexpr std::uint32_t bnb_drops_matmul_input = 4302;
 
@@ -104,7 +113,29 @@ struct training_spec {
   // Without it FSDP reduce-scatters every micro-step into the rank's sharded gradient.
   bool no_sync = false;
   output_cast_kind output_cast = output_cast_kind::framework_default;
+  framework_kind framework = framework_kind::hf;
+  // torchtune's chunked loss splits the sequence into this many chunks (TransformerDecoder
+  // num_output_chunks, CEWithChunkedOutputLoss(num_output_chunks=8)); 0: loss_chunk tokens each.
+  std::uint64_t loss_chunks = 0;
+  // Each parameter's optimizer steps in its post-accumulate-grad hook and frees its gradient
+  // (torchtune training/memory.py register_optim_in_bwd_hooks @ v0.6.1): no step after
+  // backward, no gradients kept beyond the ones in flight.
+  bool optimizer_in_backward = false;
 };
+
+// The run with a framework's defaults, each settable afterwards. torchtune: adapters in the
+// base dtype (the model is built under set_default_dtype, LoRA included) and its recipes'
+// CEWithChunkedOutputLoss over 8 chunks (modules/loss/ce_chunked_output_loss.py @ v0.6.1,
+// num_output_chunks: int = 8). The others keep what they have (lit-gpt's follow model.impl).
+constexpr training_spec with_framework(training_spec run, framework_kind f) {
+  run.framework = f;
+  if (f == framework_kind::torchtune) {
+    run.adapters = adapter_dtype::as_base;
+    run.loss = loss_impl::chunked;
+    run.loss_chunks = 8;
+  }
+  return run;
+}
 
 // Decoder tokens per sequence of an encoder-decoder run.
 constexpr std::uint64_t target_len_of(const training_spec& t) { return t.target_len == 0 ? t.seq_len : t.target_len; }
@@ -131,7 +162,33 @@ constexpr const training_spec& validate(const training_spec& t) {
   if (t.output_cast == output_cast_kind::fp32 && t.loss != loss_impl::chunked)
     detail::fail(error_code::unsupported, "run.output_cast",
                  "fp32 is modelled with run.loss chunked only (the loss outside the model), not with run.loss standard");
+  // torchtune chunks its loss by count; only its loss upcasts each chunk and frees the logits
+  // before backward, so a count without torchtune has no code that runs it.
+  if (t.loss_chunks > 0 && t.framework != framework_kind::torchtune)
+    detail::fail(error_code::unsupported, "run.loss_chunks", "is torchtune's chunk count: needs run.framework torchtune",
+                 t.loss_chunks);
+  if (t.framework == framework_kind::torchtune && t.loss == loss_impl::chunked && t.loss_chunks == 0)
+    detail::fail(error_code::invalid_run, "run.loss_chunks", "must be > 0 for torchtune's chunked loss (its default: 8)", 0);
+  if (t.framework == framework_kind::torchtune && t.output_cast == output_cast_kind::fp32)
+    detail::fail(error_code::unsupported, "run.output_cast",
+                 "fp32 is Lightning Fabric's cast; torchtune's loop has none (its loss upcasts the logits itself)");
+  // The recipes refuse accumulation and clipping with it (recipes/full_finetune_single_device.py
+  // __init__, lines 146-157 @ v0.6.1): a gradient is gone once its parameter stepped.
+  require(!t.optimizer_in_backward || t.grad_accum == 1, error_code::unsupported, "run.grad_accum",
+          "must be 1 with run.optimizer_in_backward (each gradient is freed once its parameter stepped)", t.grad_accum);
+  if (t.optimizer_in_backward && (t.shard != sharding::none || t.offload_optimizer))
+    detail::fail(error_code::unsupported, "run.optimizer_in_backward",
+                 "is modelled on one device only (no sharding, no optimizer offload)");
   return t;
+}
+
+constexpr std::string_view to_string(framework_kind f) noexcept {
+  switch (f) {
+    case framework_kind::hf: return "hf";
+    case framework_kind::litgpt: return "litgpt";
+    case framework_kind::torchtune: return "torchtune";
+  }
+  return "hf";
 }
 
 constexpr std::string_view to_string(precision p) noexcept {

@@ -68,6 +68,11 @@ const std::vector<data_set> data_sets{
      "the 2025 config.json families (tools/trace/families_2025.py): torch-only re-implementations of each modeling "
      "file; records of families without a reader count as not modelled yet",
      "CPU traced (2025 families)", 14},
+    {"cpu_traced_frameworks", false, true,
+     "steps of other training frameworks (lit-gpt, torchtune, torchtitan, Liger; tools/trace/*_cases.py): "
+     "torch-only re-implementations from each framework's source; records of mechanisms not modelled yet are refused "
+     "by name",
+     "CPU traced (frameworks)", 3},
     {"cpu_traced_lora", false, true,
      "PEFT-style LoRA/DoRA steps on the same harness (docs/research/scripts/trace_lora.py)", "CPU traced (LoRA)", 8},
     {"cpu_traced_vision", false, true,

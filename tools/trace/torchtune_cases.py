@@ -309,6 +309,8 @@ def cases():
         cid = f"cpu-torchtune-{recipe}-{name}-b{batch}-s{seq}" + (f"-r{rank}" if recipe == "lora" else "") + \
               ("-chunked-ce" if chunked_loss else "-ce") + ("-ac" if ac else "") + ("-offload" if offload else "") + \
               ("-optim-in-bwd" if optimizer_in_bwd else "")
+        # The full recipe builds the model without adapters (rank 0: plain linear layers).
+        rank = rank if recipe == "lora" else 0
         L.append(dict(id=cid, recipe=recipe, chunked_loss=chunked_loss, ac=ac, offload=offload,
                       optimizer_in_bwd=optimizer_in_bwd, batch=batch, seq=seq, targets=targets, lora_mlp=lora_mlp,
                       rank=rank, alpha=2 * rank, geometry=geometry or {}))

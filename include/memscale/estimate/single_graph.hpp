@@ -248,7 +248,9 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   // ZeRO-Offload (Ren et al. 2021, arXiv 2101.06840 sec. 4) moves each gradient to the
   // host as backward produces it and steps the optimizer there: the device holds only
   // the gradients of the section in flight.
-  const bool grads_to_host = run.offload_optimizer;
+  // An optimizer stepped inside backward frees each gradient as soon as it exists (torchtune
+  // training/memory.py register_optim_in_bwd_hooks @ v0.6.1): the same residency, on the device.
+  const bool grads_to_host = run.offload_optimizer || run.optimizer_in_backward;
   const gradient_residency residency = gradient_residency_of(run);
   const bool persist = residency.in_place;
   // Sharded gradients are reduce-scattered block by block, leaving 1/N of the earlier ones
@@ -321,9 +323,14 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   consider(phase::forward,
            held_after_blocks + saved_p + saved_b * L + section_forward_peak(g, epilogue_of(g), run, true), {});
 
+  // An optimizer stepped inside backward runs each parameter's step there, with its temporaries
+  // (per tensor: for_loop), beside whatever backward holds at that point.
+  const bytes step_in_backward = run.optimizer_in_backward ? t.step_temporaries : bytes{};
+
   // Backward of the epilogue (loss, head): every block's tensors are still saved.
   const auto e = section_backward_peak(g, epilogue_of(g), run, persist, bytes{});
-  consider(phase::backward, held_after_blocks + saved_p + saved_b * L + (e.peak - e.grads_at_peak), e.grads_at_peak);
+  consider(phase::backward, held_after_blocks + saved_p + saved_b * L + (e.peak - e.grads_at_peak) + step_in_backward,
+           e.grads_at_peak);
 
   // Backward of a block: the top block (all lower blocks saved, no block gradients yet)
   // or the bottom block (nothing below, all other block gradients created).
@@ -332,8 +339,10 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   const bytes grads_before_top = reduced_elsewhere ? bytes{} : ceil_div(grads_e, grad_share);
   const bytes grads_before_bottom =
       reduced_elsewhere ? bytes{} : ceil_div(grads_e + device_share_of_blocks(grads_b, L - 1, streamed), grad_share);
-  consider(phase::backward, held_after_blocks + below_blocks + local_act, grads_before_top + bp.grads_at_peak);
-  consider(phase::backward, held_after_blocks + saved_p + local_act, grads_before_bottom + bp.grads_at_peak);
+  consider(phase::backward, held_after_blocks + below_blocks + local_act + step_in_backward,
+           grads_before_top + bp.grads_at_peak);
+  consider(phase::backward, held_after_blocks + saved_p + local_act + step_in_backward,
+           grads_before_bottom + bp.grads_at_peak);
 
   // A checkpointed block's backward first runs its forward again, saving as it goes, with the
   // gradient of its output waiting (torch/utils/checkpoint.py).
@@ -347,7 +356,7 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   const auto pp = section_backward_peak(g, prologue_of(g), run, persist, bytes{});
   const bytes grads_before_prologue =
       reduced_elsewhere ? bytes{} : ceil_div(grads_e + device_share_of_blocks(grads_b, L, streamed), grad_share);
-  consider(phase::backward, pp.peak - pp.grads_at_peak, grads_before_prologue + pp.grads_at_peak);
+  consider(phase::backward, pp.peak - pp.grads_at_peak + step_in_backward, grads_before_prologue + pp.grads_at_peak);
 
   // Optimizer step: all gradients, the state (created now in step 1) and temporaries.
   {

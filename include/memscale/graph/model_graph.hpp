@@ -44,7 +44,8 @@ namespace detail {
 constexpr training_spec with_resolved_adapters(const model_spec& model, training_spec run) {
   if (run.adapters != adapter_dtype::framework_default) return run;
   const bool sixteen_bit_base = precision_policy_of(run).param != dtype::fp32;
-  run.adapters = (is_lora(run) && sixteen_bit_base && model.impl == implementation::hf_transformers)
+  run.adapters = (is_lora(run) && sixteen_bit_base && model.impl == implementation::hf_transformers &&
+                  run.framework == framework_kind::hf)
                      ? adapter_dtype::fp32
                      : adapter_dtype::as_base;
   return run;

@@ -14,6 +14,7 @@
 #include "memscale/gpus.hpp"
 #include "memscale/plan_result.hpp"
 #include "memscale/json/fields.hpp"
+#include "memscale/json/framework_fields.hpp"
 #include "memscale/json/inference.hpp"
 #include "memscale/json/lora_fields.hpp"
 #include "memscale/json/hf/quantization.hpp"
@@ -118,7 +119,8 @@ inline model_spec model_from_record(const json& m) {
   }
   reject_misspelt_keys(m,
                        {"family", "name", "params", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab",
-                        "max_pos", "tied_embeddings", "activation", "norm", "impl", "experts", "experts_per_token"},
+                        "max_pos", "tied_embeddings", "activation", "norm", "impl", "experts", "experts_per_token",
+                        "rotary_pct", "parallel_residual", "qkv_bias"},
                        path, bad);
   const std::string family = get_string(m, "family", path, "", bad);
   const std::string name = get_string(m, "name", path, "", bad);
@@ -126,6 +128,9 @@ inline model_spec model_from_record(const json& m) {
   // PEFT wraps a Hugging Face model: the model code is transformers', the adapters PEFT's.
   if (impl_name == "hf-transformers+peft" || impl_name == "hf+peft" || impl_name == "peft")
     impl_name = "hf-transformers";
+  // torchtune's builders make the family's modules (separate q/k/v, no fused qkv); what its code
+  // keeps differently is the run's framework (training_spec::framework, run_from_record).
+  if (impl_name == "torchtune") impl_name = "hf-transformers";
   const implementation impl = parse_impl(impl_name, path + ".impl");
   const hf::record_model sizes{.layers = get_count(m, "layers", path, 0, bad),
                                .hidden = get_count(m, "hidden", path, 0, bad),
@@ -164,6 +169,7 @@ inline model_spec model_from_record(const json& m) {
     spec.fused_qkv = true;
     spec.upcast_logits = false;
   }
+  detail::check_litgpt_model_fields(m, spec);
   return validate(spec);
 }
 
@@ -177,10 +183,14 @@ inline training_spec run_from_record(const json& record) {
                         "attention", "grad_accum", "lora_rank", "lora_alpha", "lora_targets", "frozen", "quant",
                         "zero_stage", "dp", "tp", "dropout", "trainable_params", "zero_grad", "target_seq",
                         "lora_variant", "lora_dropout", "trainable_dtype", "steps", "padding", "output_cast",
+                        // the framework's loss and knobs (json/framework_fields.hpp)
+                        "loss_impl", "loss_chunk", "loss_chunks", "logits_upcast", "optimizer_in_backward",
+                        "activation_offload", "sac_policy", "fused_rmsnorm", "fused_swiglu", "param_dtype",
+                        "reduce_dtype", "reshard_after_forward",
                         // multi-GPU layout (SCHEMA.md), read by json/parallel_record.hpp
                         "nodes", "fsdp", "offload", "pp", "sp", "micro_batches_in_flight"},
                        path, bad);
-  training_spec run{};
+  training_spec run = with_framework(training_spec{}, detail::framework_of_record(record));
   run.micro_batch = get_count(t, "batch", path, 1, bad);
   run.seq_len = get_count(t, "seq", path, 0, bad);
   if (run.seq_len == 0) bad_field(error_code::unsupported, path + ".seq", t.value("seq", json()),
@@ -239,6 +249,9 @@ inline training_spec run_from_record(const json& record) {
     // FSDP's no_sync (Lightning-AI/lit-gpt @ b96a5708, finetune/lora.py train()).
     run.no_sync = true;
   }
+  detail::read_loss_fields(t, run);
+  detail::read_framework_knobs(t, run);
+  detail::refuse_unmodelled_framework_fields(t);
   run.output_cast = parse_output_cast(get_string(t, "output_cast", path, "", bad), path + ".output_cast");
   return validate(run);
 }
@@ -347,6 +360,7 @@ inline json estimate_record(const json& record) {
       return {{"id", id}, {"estimated_bytes", b.value}, {"quantity", std::string(to_string(q))}};
     }
     const training_spec run = run_from_record(record);
+    detail::check_logits_upcast(record, model, run);
     check_sequence_fits(model, run.seq_len, "train.seq");
     const estimate_result r = estimate(model, run);
     detail::check_parameter_counts(record, model, r.trainable_parameter_count);

@@ -34,9 +34,12 @@ struct attention_path {
 // inputs, mem-efficient refuses enable_gqa) still makes the copies (measured:
 // tools/gpu-measure/sdpa_backends.py).
 constexpr attention_path attention_path_of(const model_spec& model, const training_spec& run) {
-  const bool gqa = kv_heads_of(model) != model.heads && model.impl == implementation::hf_transformers;
+  // torchtune copies k and v to every query head itself before SDPA (k.unsqueeze(2).expand(...)
+  // .flatten(1, 2), torchtune/modules/attention.py lines 290-291 @ v0.6.1), whatever the kernel.
+  const bool torchtune = run.framework == framework_kind::torchtune;
+  const bool gqa = kv_heads_of(model) != model.heads && (model.impl == implementation::hf_transformers || torchtune);
   const attention_kernel kernel = attention_kernel_of(model, run);
-  const bool sdpa_gqa = sdpa_gets_grouped_kv(model, run) &&
+  const bool sdpa_gqa = !torchtune && sdpa_gets_grouped_kv(model, run) &&
                         (run.attention == attention_impl::sdpa || run.attention == attention_impl::flash);
   // GPTBigCode's multi-query _attn folds the heads into the query's rows (query.reshape(b, s * heads,
   // head_dim)) and multiplies by the one k and v: nothing is repeated.
@@ -182,13 +185,16 @@ constexpr tensor eager_attention(const layer_context& ctx, const qkv_tensors& qk
   // Softmax saves its output. CUDA autocast runs it in fp32 (autocast_mode.cpp fp32
   // list); CPU autocast (torch 1.13) has no softmax entry, so it stays 16-bit; LLaMA-
   // family code asks for softmax(dtype=float32) and casts back (modeling_llama.py).
+  // torchtune attends through F.scaled_dot_product_attention (modules/attention.py @ v0.6.1),
+  // whose math path runs softmax in the inputs' dtype.
+  const bool softmax_fp32 = m.softmax_fp32 && ctx.run.framework != framework_kind::torchtune;
   const dtype prob_type =
-      (m.softmax_fp32 || (p.autocast && ctx.run.device == device_kind::cuda)) ? dtype::fp32 : p.matmul;
+      (softmax_fp32 || (p.autocast && ctx.run.device == device_kind::cuda)) ? dtype::fp32 : p.matmul;
   if (m.attention_sinks) return sink_softmax_and_context(ctx, qkv, path, q_elements, kv_width, scores, score_rows);
   tensor probs = ops.emit(op{.kind = op_kind::attention, .recomputed_by_selective = true}, scores, prob_type);
   ops.keep_own_output(probs);
   if (m.attention_keeps_locals) ops.hold_in_frame(ops.at(softmax_input).out);  // attn_weights
-  if (m.softmax_fp32 && p.matmul != dtype::fp32) {
+  if (softmax_fp32 && p.matmul != dtype::fp32) {
     probs = ops.elementwise(scores, p.matmul);  // .to(query_states.dtype)
     ops.at(probs).recomputed_by_selective = true;
   }

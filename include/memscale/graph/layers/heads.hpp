@@ -33,6 +33,9 @@ struct lm_head_spec {
   bool logits_scale = false;     // the logits divided by a float before the loss (a new tensor)
   bool labels_shifted = false;   // the loss shifts the labels, so no shifted copy of the logits
   bool chunked = false;          // chunked cross-entropy
+  // torchtune's: the head runs per chunk into a list of 16-bit logits, each chunk's loss reads
+  // an fp32 copy, and the list is freed before backward (chunked only).
+  bool chunk_upcast = false;
   std::uint64_t chunk_rows = 0;  // positions in one loss chunk
   dtype output_type = dtype::fp32;  // the logits the chunked loss reads (logits_output_dtype)
   bool scales_tied_input = false;   // T5: sequence_output * d_model**-0.5 before a tied head
@@ -62,24 +65,35 @@ constexpr dtype logits_output_dtype(const model_spec& m, const training_spec& ru
 }
 
 // The model's LM head over every token (causal_lm, or masked_lm's decoder).
+// Positions of every sequence in one loss chunk: loss_chunk tokens (lit-gpt), or the sequence
+// cut into loss_chunks pieces by torch.chunk, ceil(seq / n) each (torchtune TransformerDecoder
+// `h.chunk(num_output_chunks, dim=1)`, modules/transformer.py line 500 @ v0.6.1).
+constexpr std::uint64_t loss_chunk_positions(const training_spec& run) {
+  if (run.loss_chunks > 0) return (run.seq_len + run.loss_chunks - 1) / run.loss_chunks;
+  return run.loss_chunk < run.seq_len ? run.loss_chunk : run.seq_len;
+}
+
 constexpr lm_head_spec lm_head_spec_of(const layer_context& ctx) {
   const model_spec& m = ctx.model;
   const training_spec& run = ctx.run;
+  // torchtune's recipes shift the labels (labels[..., 1:] padded with the ignore index), and
+  // without chunks its decoder returns output(h).float() (modules/transformer.py line 659).
+  const bool torchtune = run.framework == framework_kind::torchtune;
   return {.rows = ctx.tokens,
           .sequences = run.micro_batch,
           .tied = m.tied_embeddings,
           .bias = m.lm_head_bias || m.head == head_kind::masked_lm,
           .causal = m.head == head_kind::causal_lm,
-          .upcast_logits = m.upcast_logits,
+          .upcast_logits = m.upcast_logits || torchtune,
           .logit_softcap = m.logit_softcap,
           .logits_scale = m.logits_scale,
-          .labels_shifted = m.shift_labels,
+          .labels_shifted = m.shift_labels || torchtune,
           .chunked = run.loss == loss_impl::chunked,
-          // lit-gpt splits along the sequence (model.py GPT.forward: x.split(lm_head_chunk_size, dim=1)),
-          // so a chunk holds loss_chunk positions of every sequence in the batch.
-          .chunk_rows = (run.loss == loss_impl::chunked && run.loss_chunk < run.seq_len)
-                            ? detail::checked_mul(run.micro_batch, run.loss_chunk)
-                            : ctx.tokens,
+          .chunk_upcast = torchtune,
+          // lit-gpt and torchtune split along the sequence (lit-gpt model.py GPT.forward:
+          // x.split(lm_head_chunk_size, dim=1)), so a chunk holds positions of every sequence.
+          .chunk_rows = run.loss == loss_impl::chunked ? detail::checked_mul(run.micro_batch, loss_chunk_positions(run))
+                                                       : ctx.tokens,
           .output_type = logits_output_dtype(m, run, ctx.ops.precision().matmul),
           .logits_quantity = detail::quantity{"logits (tokens x vocab)"}};
 }
@@ -111,6 +125,24 @@ constexpr void lm_loss(const layer_context& ctx, tensor x, const lm_head_spec& s
   if (ctx.adapters.adapts(lora_target::head))
     head.fwd_temp += lm_head_lora(ops, ctx.adapters, x, rows, hidden, vocab, spec.chunk_rows);
   head.fwd_temp += dequantized;
+  if (spec.chunked && spec.chunk_upcast) {
+    // torchtune (modules/loss/ce_chunked_output_loss.py lines 42, 81 @ v0.6.1): the 16-bit chunks
+    // stay in the decoder's list while every chunk's F.cross_entropy(chunk.float(), ...) runs on an
+    // fp32 copy (one chunk at a time) and keeps its fp32 log-probabilities; the recipe's
+    // `del logits` (recipes/lora_finetune_single_device.py line 659) frees the list before backward.
+    const tensor logits = ops.emit(head, detail::checked_mul(rows, vocab, spec.logits_quantity), p.matmul);
+    if (weight.keeps_input) ops.keep(input, logits);
+    const tensor logp = ops.emit(
+        op{.kind = op_kind::loss, .fwd_temp = storage(dtype::fp32, detail::checked_mul(spec.chunk_rows, vocab))},
+        detail::checked_mul(rows, vocab), dtype::fp32);
+    ops.keep_own_output(logp);
+    // Backward runs chunk by chunk: log_softmax's gradients in fp32, the cast's back to 16 bits.
+    const bytes loss_chunk = storage(dtype::fp32, detail::checked_mul(spec.chunk_rows, vocab));
+    ops.at(logp).grad_out = loss_chunk;
+    ops.at(logp).grad_in = loss_chunk;
+    ops.at(logits).grad_out = storage(p.matmul, detail::checked_mul(spec.chunk_rows, vocab));
+    return;
+  }
   // The loss reads the logits in the loop's dtype: a cast copy (fp32 under Fabric's bf16-true)
   // is made while the model's 16-bit list is still referenced, which is freed afterwards.
   const dtype loss_input = spec.chunked ? spec.output_type : p.matmul;

@@ -11,6 +11,7 @@
 #include "memscale/graph/layers/ops.hpp"
 #include "memscale/graph/tensor.hpp"
 #include "memscale/model.hpp"
+#include "memscale/training.hpp"
 
 namespace memscale::graph_layers {
 
@@ -27,6 +28,7 @@ enum class rms_norm_code : std::uint8_t {
   hf_llama,  // modeling_llama.py LlamaRMSNorm and the families that copy it
   litgpt,    // lit_gpt/rmsnorm.py (the 2023 runs)
   hf_t5,     // modeling_t5.py T5LayerNorm
+  torchtune, // torchtune/modules/rms_norm.py: F.rms_norm(x.float(), ..., weight=scale).to(x.dtype)
 };
 
 // LayerNorm saves its input and per-row mean and rstd in fp32
@@ -79,6 +81,22 @@ constexpr tensor rms_norm(op_writer& ops, tensor in, const norm_shape& shape, rm
   }
   op o{.kind = op_kind::norm, .weight = {shape.width, 1, 1}, .role = param_role::vector, .frozen = !trainable};
   o.extra_saved = storage(dtype::fp32, shape.rows);  // rsqrt(variance + eps)
+  if (code == rms_norm_code::torchtune) {
+    // F.rms_norm's composite (aten/src/ATen/native/layer_norm.cpp rms_norm_symint) on the fp32
+    // copy torchtune passes it (modules/rms_norm.py @ v0.6.1): x * rsqrt(mean(x^2) + eps) keeps
+    // the fp32 x (and x^2 while mean_keeps_input); * weight keeps the fp32 normalized x when the
+    // scale trains and makes an fp32 product, which .to(x.dtype) copies back.
+    const bool fp32_in = in.type == dtype::fp32;
+    if (!fp32_in) o.extra_saved += storage(dtype::fp32, in.elements);
+    if (mean_keeps_input(torch_version)) o.extra_saved += storage(dtype::fp32, in.elements);
+    if (trainable) o.extra_saved += storage(dtype::fp32, in.elements);
+    // The product, beside the normalized x when that is not kept.
+    o.fwd_temp = storage(dtype::fp32, detail::checked_mul(in.elements, trainable ? 1 : 2));
+    o.grad_in = storage(in.type, in.elements);
+    const tensor y = ops.emit(o, in.elements, in.type);
+    if (fp32_in) ops.keep(in, y);
+    return y;
+  }
   // normalized x, saved by weight * x only when the weight takes a gradient (a frozen
   // LoRA base: derivatives.yaml mul, other is needed for self's gradient only).
   if (trainable) o.extra_saved += storage(in.type, in.elements);
@@ -135,8 +153,9 @@ constexpr tensor norm(const layer_context& ctx, tensor in, const norm_shape& sha
   if (ctx.model.norm == norm_kind::layernorm) return layer_norm(ctx.ops, in, shape, ctx.model.norm_bias, trainable);
   if (ctx.model.norm == norm_kind::layernorm_fp32_python)
     return layer_norm_fp32_python(ctx.ops, in, shape, trainable, ctx.run.torch_version);
-  const rms_norm_code code =
-      ctx.model.impl == implementation::litgpt ? rms_norm_code::litgpt : rms_norm_code::hf_llama;
+  const rms_norm_code code = ctx.run.framework == framework_kind::torchtune ? rms_norm_code::torchtune
+                            : ctx.model.impl == implementation::litgpt     ? rms_norm_code::litgpt
+                                                                           : rms_norm_code::hf_llama;
   return rms_norm(ctx.ops, in, shape, code, trainable, ctx.run.torch_version);
 }
 

@@ -1,0 +1,147 @@
+// memscale/json/framework_fields.hpp: what a record says about the framework that ran it
+// (docs/research/frameworks.md sec. 9): the top-level "framework" object, the loss fields and
+// the framework knobs of "train", and lit-gpt's model fields. Each is modelled or refused by
+// name, never ignored.
+// IWYU pragma: private, include <memscale/json.hpp>
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "memscale/json/fields.hpp"
+#include "memscale/model.hpp"
+#include "memscale/training.hpp"
+
+namespace memscale::json_io::detail {
+
+// The framework a record ran under: its "framework".name, which must agree with model.impl
+// when both are given (lit-gpt's and torchtune's records name both).
+inline framework_kind framework_of_record(const json& record) {
+  const std::string impl =
+      record.contains("model") && record.at("model").is_object() ? record.at("model").value("impl", std::string()) : "";
+  framework_kind from_impl = framework_kind::hf;
+  if (impl == "litgpt" || impl == "lit-gpt") from_impl = framework_kind::litgpt;
+  if (impl == "torchtune") from_impl = framework_kind::torchtune;
+  if (!record.contains("framework") || record.at("framework").is_null()) return from_impl;
+  const json& f = record.at("framework");
+  if (!f.is_object()) bad_field(error_code::invalid_run, "framework", f, "must be an object {\"name\", \"version\", ...}");
+  const std::string name = get_string(f, "name", "framework", "", error_code::invalid_run);
+  framework_kind named = framework_kind::hf;
+  if (name == "hf" || name == "transformers") named = framework_kind::hf;
+  else if (name == "litgpt" || name == "lit-gpt") named = framework_kind::litgpt;
+  else if (name == "torchtune") named = framework_kind::torchtune;
+  else
+    bad_field(error_code::unsupported, "framework.name", name,
+              "is a framework memscale does not model yet (hf, litgpt and torchtune are modelled)");
+  if (named != from_impl && !impl.empty())
+    bad_field(error_code::invalid_run, "framework.name", name, "does not match model.impl \"" + impl + "\"");
+  if (named == framework_kind::torchtune && f.contains("version")) {
+    // Read from torchtune v0.6.1 (pytorch/torchtune @ a6290a5b); other releases are not read.
+    const std::string version = get_string(f, "version", "framework", "", error_code::invalid_run);
+    if (version.rfind("0.6.", 0) != 0)
+      bad_field(error_code::unsupported, "framework.version", version, "is not modelled: torchtune is read at 0.6.1");
+  }
+  // Liger's kernels replace the loss, RMSNorm and SwiGLU with fused ones whose saved tensors
+  // differ (linkedin/Liger-Kernel @ 44a8f2fb).
+  if (f.contains("kernels") && f.at("kernels").is_object()) {
+    const json& k = f.at("kernels");
+    if (k.contains("liger") && !k.at("liger").is_null())
+      bad_field(error_code::unsupported, "framework.kernels.liger", k.at("liger"),
+                "Liger kernels are not modelled yet (their fused loss, RMSNorm and SwiGLU keep other tensors)");
+  }
+  return named;
+}
+
+// train.loss_impl / loss_chunk / loss_chunks, over the framework's defaults.
+inline void read_loss_fields(const json& t, training_spec& run) {
+  const std::string path = "train";
+  constexpr auto bad = error_code::invalid_run;
+  const std::string loss = get_string(t, "loss_impl", path, "", bad);
+  if (loss == "standard") {
+    run.loss = loss_impl::standard;
+    run.loss_chunks = 0;
+  } else if (loss == "chunked") {
+    run.loss = loss_impl::chunked;
+  } else if (loss == "fused_linear_ce") {
+    bad_field(error_code::unsupported, path + ".loss_impl", loss,
+              "fused_linear_ce (Liger's fused linear cross-entropy: the logits never materialise) is not modelled yet");
+  } else if (!loss.empty()) {
+    bad_field(bad, path + ".loss_impl", loss, "must be one of standard, chunked, fused_linear_ce");
+  }
+  // lit-gpt finetune/full.py computes its loss from the whole logits (chunk_size=0), which its
+  // loop keeps bound into the next step: only the LoRA scripts' chunked loss is modelled.
+  if (run.framework == framework_kind::litgpt && run.loss == loss_impl::standard)
+    bad_field(error_code::unsupported, path + ".loss_impl", loss,
+              "lit-gpt's unchunked loss (finetune/full.py) and its carried full logits are not modelled yet");
+  if (t.contains("loss_chunk") && get_count(t, "loss_chunk", path, 0, bad) > 0)
+    run.loss_chunk = get_count(t, "loss_chunk", path, 0, bad);
+  const std::uint64_t chunks = get_count(t, "loss_chunks", path, 0, bad);
+  if (chunks > 0 && run.loss != loss_impl::chunked)
+    bad_field(bad, path + ".loss_chunks", t.at("loss_chunks"), "needs train.loss_impl chunked");
+  if (t.contains("loss_chunks") && !t.at("loss_chunks").is_null()) run.loss_chunks = chunks;
+}
+
+// train.optimizer_in_backward (torchtune's optimizer_in_bwd).
+inline void read_framework_knobs(const json& t, training_spec& run) {
+  run.optimizer_in_backward = get_bool(t, "optimizer_in_backward", "train", false, error_code::invalid_run);
+}
+
+// The framework knobs memscale does not model yet: refused by name when they are on.
+inline void refuse_unmodelled_framework_fields(const json& t) {
+  const std::string path = "train";
+  constexpr auto bad = error_code::invalid_run;
+  const auto on = [&](const char* key) { return get_bool(t, key, path, false, bad); };
+  if (on("activation_offload"))
+    bad_field(error_code::unsupported, path + ".activation_offload", true,
+              "torchtune's OffloadActivations (saved tensors copied to pinned host memory) is not modelled yet");
+  if (on("fused_rmsnorm"))
+    bad_field(error_code::unsupported, path + ".fused_rmsnorm", true, "Liger's fused RMSNorm is not modelled yet");
+  if (on("fused_swiglu"))
+    bad_field(error_code::unsupported, path + ".fused_swiglu", true, "Liger's fused SwiGLU is not modelled yet");
+  const std::string sac = get_string(t, "sac_policy", path, "none", bad);
+  if (sac != "none")
+    bad_field(error_code::unsupported, path + ".sac_policy", sac,
+              "selective activation checkpointing policies (torchtitan) are not modelled yet");
+  for (const char* key : {"param_dtype", "reduce_dtype", "reshard_after_forward"})
+    if (t.contains(key) && !t.at(key).is_null())
+      bad_field(error_code::unsupported, path + "." + key, t.at(key),
+                "FSDP2 mixed precision and resharding (torchtitan, torchtune distributed) are not modelled yet");
+}
+
+// train.logits_upcast states what the loss upcast; it must be what memscale builds for the
+// framework and loss: per chunk (torchtune's chunked loss), the whole logits (output(h).float(),
+// HF >= 4.48, heads with logits.float()), or none.
+inline void check_logits_upcast(const json& record, const model_spec& model, const training_spec& run) {
+  if (!record.contains("train") || !record.at("train").contains("logits_upcast")) return;
+  const std::string stated = get_string(record.at("train"), "logits_upcast", "train", "", error_code::invalid_run);
+  const bool torchtune = run.framework == framework_kind::torchtune;
+  const std::string modelled = run.loss == loss_impl::chunked ? (torchtune ? "per_chunk" : "none")
+                               : (model.upcast_logits || torchtune) ? "full"
+                                                                    : "none";
+  if (stated != "full" && stated != "per_chunk" && stated != "none")
+    bad_field(error_code::invalid_run, "train.logits_upcast", stated, "must be one of full, per_chunk, none");
+  if (stated != modelled)
+    bad_field(error_code::unsupported, "train.logits_upcast", stated,
+              "is not what memscale models for this framework and loss (" + modelled + ")");
+}
+
+// lit-gpt's model fields (rotary_pct, parallel_residual, qkv_bias): the family's row decides
+// them; a record that states another value describes a model memscale does not build.
+inline void check_litgpt_model_fields(const json& m, const model_spec& spec) {
+  const std::string path = "model";
+  constexpr auto bad = error_code::invalid_model;
+  if (m.contains("rotary_pct") && !m.at("rotary_pct").is_null()) {
+    const json& v = m.at("rotary_pct");
+    if (!v.is_number() || v.get<double>() != spec.rotary_fraction)
+      bad_field(error_code::unsupported, path + ".rotary_pct", v,
+                "differs from the family's rotary fraction (" + std::to_string(spec.rotary_fraction) + ")");
+  }
+  if (m.contains("parallel_residual") &&
+      get_bool(m, "parallel_residual", path, false, bad) != (spec.layout == block_layout::parallel))
+    bad_field(error_code::unsupported, path + ".parallel_residual", m.at("parallel_residual"),
+              "differs from the family's block layout");
+  if (m.contains("qkv_bias") && get_bool(m, "qkv_bias", path, false, bad) != spec.qkv_bias)
+    bad_field(error_code::unsupported, path + ".qkv_bias", m.at("qkv_bias"), "differs from the family's qkv bias");
+}
+
+}  // namespace memscale::json_io::detail

@@ -1,0 +1,177 @@
+// What torchtune v0.6.1's recipes keep (docs/research/frameworks.md sec. 3): its chunked loss
+// (a per-chunk fp32 copy, every chunk's fp32 log-probabilities), F.rms_norm over x.float(), the
+// GQA expand copy; and the framework records' fields, each modelled or refused by name.
+#ifdef MEMSCALE_CATCH2_V2
+#include <catch2/catch.hpp>
+#else
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+#endif
+
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+#include "memscale/json.hpp"
+#include "memscale/memscale.hpp"
+
+namespace {
+
+using namespace memscale;
+using nlohmann::json;
+
+constexpr std::uint64_t layers = 2;
+constexpr std::uint64_t hidden = 256;
+constexpr std::uint64_t vocab = 16000;
+constexpr std::uint64_t batch = 2;
+constexpr std::uint64_t seq = 256;
+constexpr std::uint64_t tokens = batch * seq;
+
+// The records' LLaMA geometry with grouped-query attention (4 heads, 2 kv heads).
+constexpr model_spec llama() {
+  model_spec m = presets::llama_base("torchtune-test", layers, hidden, 4, 2, 688, vocab);
+  m.upcast_logits = true;  // a Hugging Face head as torchtune's unchunked one: output(h).float()
+  m.shift_labels = true;   // labels shifted by the recipe, as transformers >= 4.48 does
+  return m;
+}
+
+constexpr training_spec full_bf16{.micro_batch = batch,
+                                  .seq_len = seq,
+                                  .prec = precision::pure_bf16,
+                                  .attention = attention_impl::flash,
+                                  .dropout = false,
+                                  .torch_version = 211};
+
+// The framework's defaults, each settable afterwards.
+constexpr training_spec torchtune_run = with_framework(full_bf16, framework_kind::torchtune);
+static_assert(torchtune_run.loss == loss_impl::chunked && torchtune_run.loss_chunks == 8);
+static_assert(torchtune_run.adapters == adapter_dtype::as_base);
+// torch.chunk cuts the sequence into ceil(seq / n) positions.
+static_assert(graph_layers::loss_chunk_positions(torchtune_run) == 32);
+static_assert(graph_layers::loss_chunk_positions(training_spec{.seq_len = 250, .loss_chunks = 8}) == 32);
+// torchtune copies k and v to every head even where transformers 5 passes them grouped to SDPA.
+constexpr training_spec transformers_5{.prec = precision::pure_bf16, .attention = attention_impl::sdpa,
+                                       .transformers_version = 500};
+static_assert(graph_layers::attention_path_of(llama(), with_framework(transformers_5, framework_kind::torchtune)).repeats_kv);
+
+json records() {
+  return json::parse(std::ifstream(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/cpu_traced_frameworks.json"));
+}
+
+}  // namespace
+
+TEST_CASE("torchtune's RMSNorm keeps the fp32 normalized x of a trained scale") {
+  training_spec hf = full_bf16;
+  hf.loss = loss_impl::standard;
+  training_spec tt = torchtune_run;
+  tt.loss = loss_impl::standard;
+  tt.loss_chunks = 0;
+  // F.rms_norm(x.float(), weight=scale): scale * normalized is fp32, so the normalized x it
+  // keeps is 2 bytes wider than Hugging Face's bf16 one, for 2 norms a layer and the final one.
+  const auto saved = [](const training_spec& r) { return estimate(llama(), r).saved_activation_bytes.value; };
+  CHECK(saved(tt) - saved(hf) == 2 * tokens * hidden * (2 * layers + 1));
+}
+
+TEST_CASE("torchtune's chunked loss reads one fp32 chunk at a time") {
+  training_spec four = torchtune_run;
+  four.loss_chunks = 4;
+  const auto peak = [](const training_spec& r) { return estimate(llama(), r).steady.tensor.value; };
+  // The forward peak holds one chunk's .float() copy: 64 positions instead of 32.
+  CHECK(peak(four) - peak(torchtune_run) == 4 * batch * 32 * vocab);
+  // Every chunk's fp32 log-probabilities are kept, the bf16 list is not (freed before backward).
+  CHECK(estimate(llama(), torchtune_run).saved_activation_bytes.value ==
+        estimate(llama(), [] {
+          training_spec r = torchtune_run;
+          r.loss = loss_impl::standard;
+          r.loss_chunks = 0;
+          return r;
+        }()).saved_activation_bytes.value);
+}
+
+TEST_CASE("torchtune's chunk count needs torchtune; Fabric's cast is refused there") {
+  training_spec hf = full_bf16;
+  hf.loss = loss_impl::chunked;
+  hf.loss_chunks = 8;
+  CHECK_THROWS_WITH(validate(hf), Catch::Matchers::Contains("run.loss_chunks"));
+  training_spec cast = torchtune_run;
+  cast.output_cast = output_cast_kind::fp32;
+  CHECK_THROWS_WITH(validate(cast), Catch::Matchers::Contains("run.output_cast"));
+}
+
+TEST_CASE("The torchtune CPU traces are estimated within 3%; the mechanisms not modelled are refused by name") {
+  int estimated = 0;
+  for (const json& r : records()) {
+    const std::string id = r.at("id").get<std::string>();
+    if (id.rfind("cpu-torchtune-", 0) != 0) continue;
+    const json answer = json_io::estimate_record(r);
+    INFO(id << ": " << answer.dump());
+    if (id.find("offload") != std::string::npos) {
+      CHECK_THAT(answer.at("error").get<std::string>(), Catch::Matchers::Contains("train.activation_offload"));
+    } else {
+      REQUIRE(answer.contains("estimated_bytes"));
+      const double measured = r.at("measured_bytes").get<double>();
+      // Optimizer-in-backward counts one step's temporaries of the largest tensor at every
+      // backward moment (an upper bound): within 4%.
+      const double bar = id.find("optim-in-bwd") != std::string::npos ? 0.04 : 0.03;
+      CHECK(std::abs(answer.at("estimated_bytes").get<double>() / measured - 1.0) < bar);
+      ++estimated;
+    }
+  }
+  CHECK(estimated == 8);
+}
+
+TEST_CASE("An optimizer stepped inside backward keeps no gradients for a step after it") {
+  // The records' wide geometry: more parameters than activations, so the step holds the peak.
+  model_spec wide = presets::llama_base("torchtune-wide", 4, 512, 8, 4, 1376, 4000);
+  training_spec run = torchtune_run;
+  run.micro_batch = 1;
+  run.seq_len = 128;
+  run.optimizer_impl = optimizer_implementation::for_loop;
+  training_spec in_backward = run;
+  in_backward.optimizer_in_backward = true;
+  const estimate_result after = estimate(wide, run);
+  const estimate_result inside = estimate(wide, in_backward);
+  CHECK(after.steady.at == phase::optimizer_step);
+  CHECK(inside.steady.at != phase::optimizer_step);
+  // No moment holds every gradient: at the peak only the section in flight has its gradients.
+  CHECK(after.steady.breakdown.gradients.value == after.gradient_bytes.value);
+  CHECK(inside.steady.breakdown.gradients.value < after.gradient_bytes.value / 2);
+  CHECK(inside.steady.tensor.value < after.steady.tensor.value);
+  in_backward.grad_accum = 2;
+  CHECK_THROWS_WITH(validate(in_backward), Catch::Matchers::Contains("run.grad_accum"));
+}
+
+TEST_CASE("Framework fields a record states are read, never ignored") {
+  json record;
+  for (const json& r : records())
+    if (r.at("id") == "cpu-hf-llama-b2-s256") record = r;
+  REQUIRE(record.is_object());
+  CHECK(json_io::estimate_record(record).contains("estimated_bytes"));
+  const auto refused = [&](const char* key, const json& value, const char* named) {
+    json changed = record;
+    changed["train"][key] = value;
+    const json answer = json_io::estimate_record(changed);
+    INFO(answer.dump());
+    REQUIRE(answer.contains("error"));
+    CHECK_THAT(answer.at("error").get<std::string>(), Catch::Matchers::Contains(named));
+  };
+  refused("fused_rmsnorm", true, "train.fused_rmsnorm");
+  refused("fused_swiglu", true, "train.fused_swiglu");
+  refused("loss_impl", "fused_linear_ce", "train.loss_impl");
+  refused("sac_policy", "op", "train.sac_policy");
+  refused("reshard_after_forward", "all", "train.reshard_after_forward");
+  refused("logits_upcast", "none", "train.logits_upcast");  // HF 4.51's loss upcasts the whole logits
+  refused("loss_chunks", 8, "train.loss_chunks");  // a chunk count without the chunked loss
+  json liger = record;
+  liger["framework"]["kernels"]["liger"] = "0.5.10";
+  CHECK_THAT(json_io::estimate_record(liger).at("error").get<std::string>(), Catch::Matchers::Contains("framework.kernels.liger"));
+  json titan = record;
+  titan["framework"]["name"] = "torchtitan";
+  CHECK_THAT(json_io::estimate_record(titan).at("error").get<std::string>(), Catch::Matchers::Contains("framework.name"));
+  json other_release = record;
+  other_release["model"]["impl"] = "torchtune";
+  other_release["framework"] = {{"name", "torchtune"}, {"version", "0.5.0"}};
+  CHECK_THAT(json_io::estimate_record(other_release).at("error").get<std::string>(),
+             Catch::Matchers::Contains("framework.version"));
+}
