@@ -373,8 +373,11 @@ TEST_CASE("graph recipes: the graphs and errors of 40,000 random runs are the pi
   // Changed again by lit-gpt's Fabric output cast (lit-gpt models, pure 16-bit, chunked loss,
   // unsharded: fp32 logits and log-probabilities) and the x^2 an RMSNorm's mean keeps before
   // torch 2.2 (Hugging Face RMSNorm runs at torch 2.0; lit-gpt RMSNorm runs at 1.13 and 2.0).
-  CHECK(stacks.value == 6262806198604091810ULL);
-  CHECK(pairs_digest.value == 7996178633920093381ULL);
+  // And by T5LayerNorm following the same mean rule (its x^2 gone at torch >= 2.2) and
+  // InternLM2's per-layer rotary caches (buffers, and the gathered rows its rotation saves):
+  // memscale-golden then differed only in T5 and internlm2 runs.
+  CHECK(stacks.value == 2507841181508829472ULL);
+  CHECK(pairs_digest.value == 14060501083649504367ULL);
   // Each feature was reached often enough to mean something.
   CHECK(c.built > 20'000);
   CHECK(c.refused > 1'000);
@@ -416,6 +419,6 @@ TEST_CASE("graph recipes: every model overflows at the pinned product, named the
       }
     }
   }
-  CHECK(answers.value == 2192902211557307917ULL);  // the old builders' answers, refusal wording as above
+  CHECK(answers.value == 12978692108066112306ULL);  // the old builders' answers, refusal wording as above
   CHECK(overflows > 5'000);
 }
