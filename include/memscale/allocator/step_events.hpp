@@ -76,6 +76,8 @@ class step_walker {
             "the allocator's event stream covers one GPU without sharding", run.data_parallel);
     require(!run.offload_optimizer && !run.offload_parameters && !run.offload_activations, error_code::unsupported,
             "run.offload_*", "the allocator's event stream does not model offloading", 1);
+    require(!run.optimizer_in_backward, error_code::unsupported, "run.optimizer_in_backward",
+            "the allocator's step stream walks an optimizer step after backward", 1);
     require(layers_ > 0 && g.block_end > g.block_begin, error_code::unsupported, "graph", "needs a repeated block",
             layers_);
     block_ops_ = g.block_end - g.block_begin;

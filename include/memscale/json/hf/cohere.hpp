@@ -43,14 +43,7 @@ inline model_spec cohere(const config& c) {
 inline model_spec cohere2(const config& c) {
   model_spec m = cohere_like(c);
   m.head_dim = 0;  // Cohere2Config.__post_init__: head_dim = hidden_size // num_attention_heads
-  if (c.has("layer_types")) {
-    const json& types = c.raw().at("layer_types");
-    if (!types.is_array() || types.size() != m.layers)
-      bad_field(error_code::invalid_model, "config.layer_types", types, "must list one type per hidden layer");
-    for (const json& t : types)
-      if (t != "sliding_attention" && t != "full_attention")
-        bad_field(error_code::unsupported, "config.layer_types", t, "must be sliding_attention or full_attention");
-  }
+  check_layer_types(c, m.layers);
   return m;
 }
 

@@ -159,6 +159,19 @@ inline void apply_dropout(const config& c, model_spec& m, const dropout_keys& ke
 }
 
 // hidden_act / activation_function of a non-gated MLP.
+// `layer_types` (one entry per hidden layer, each sliding_attention or full_attention), read
+// to refuse what it cannot be. Where eager training only masks scores by it, every layer has
+// the same tensors (Cohere 2, gpt-oss).
+inline void check_layer_types(const config& c, std::uint64_t layers) {
+  if (!c.has("layer_types")) return;
+  const json& types = c.raw().at("layer_types");
+  if (!types.is_array() || types.size() != layers)
+    bad_field(error_code::invalid_model, "config.layer_types", types, "must list one type per hidden layer");
+  for (const json& t : types)
+    if (t != "sliding_attention" && t != "full_attention")
+      bad_field(error_code::unsupported, "config.layer_types", t, "must be sliding_attention or full_attention");
+}
+
 inline mlp_kind plain_activation(const config& c, const char* key, const std::string& fallback) {
   const std::string act = c.text(key, fallback);
   if (act == "gelu" || act == "gelu_pytorch_tanh") return mlp_kind::gelu;

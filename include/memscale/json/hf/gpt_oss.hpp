@@ -38,14 +38,7 @@ inline model_spec gpt_oss(const config& c) {
     bad_field(error_code::unsupported, "config.output_router_logits", true,
               "must be false: the load-balancing loss over every layer's router logits is not modelled");
   // layer_types (None: even layers sliding, odd full) only chooses each layer's mask.
-  if (c.has("layer_types")) {
-    const json& types = c.raw().at("layer_types");
-    if (!types.is_array() || types.size() != m.layers)
-      bad_field(error_code::invalid_model, "config.layer_types", types, "must list one type per hidden layer");
-    for (const json& t : types)
-      if (t != "sliding_attention" && t != "full_attention")
-        bad_field(error_code::unsupported, "config.layer_types", t, "must be sliding_attention or full_attention");
-  }
+  check_layer_types(c, m.layers);
   static_cast<void>(c.count("sliding_window", 128));  // a count when given
   return m;
 }
