@@ -77,7 +77,7 @@ function runDocument() {
     run.lora_targets = $('lora-targets').value;
   }
   if (target === 'qlora') run.quant = $('double-quant').checked ? 'nf4_double_quant' : 'nf4';
-  const doc = {model: modelDescription(), run: run};
+  const doc = {model: modelDescription(), framework: $('framework').value, run: run};
   const gpu = $('gpu').value;
   if (gpu === CUSTOM_GPU) doc.gpu = {memory: Math.round(Number($('gpu-memory').value) * GIB), bf16: true};
   else if (gpu !== '') doc.gpu = gpu;
@@ -261,7 +261,11 @@ function renderPeaks(r) {
 // memscale-plan prints under "caching allocator" (docs/allocator.md).
 function renderAllocator(r) {
   const stack = Object.keys(r.software || {}).map((k) => `${esc(k)} ${textFig('software.' + k, r.software[k])}`);
-  let html = `<p>Software assumed: ${stack.length ? stack.join(', ') : 'the current releases'}`;
+  const fw = r.framework || {name: 'hf'};
+  let html = `<p>Framework: ${textFig('framework.name', fw.name)}` +
+             (fw.version ? ` ${textFig('framework.version', fw.version)}` : '') +
+             ' <small>(<code>--framework</code> or the run\'s <code>framework</code>)</small>; ';
+  html += `software assumed: ${stack.length ? stack.join(', ') : 'the current releases'}`;
   html += ' <small>(<code>--stack</code> or the run\'s <code>software</code> changes it)</small></p>';
   const a = r.allocator;
   if (!a) return html;
@@ -426,7 +430,7 @@ function start() {
   $('gpu').addEventListener('change', () => { gpuChanged(); update(); });
   for (const id of ['batch', 'seq', 'headroom']) $(id).addEventListener('input', update);
   for (const id of ['grad-accum', 'lora-rank', 'lora-targets', 'gpu-memory']) $(id).addEventListener('input', update);
-  for (const id of ['precision', 'optimizer', 'optimizer-impl', 'checkpointing', 'attention', 'dropout', 'double-quant'])
+  for (const id of ['precision', 'optimizer', 'optimizer-impl', 'checkpointing', 'attention', 'framework', 'dropout', 'double-quant'])
     $(id).addEventListener('change', update);
   // A pasted or typed config.json is read when the typing pauses (and on leaving the box).
   let typing = 0;

@@ -109,6 +109,9 @@ std::string_view unread_by_vision(const CLI::Option& opt) {
   if (g == group::config) return "--config gives a transformer model";
   if (name == "--attention" || name == "--offload" || name == "--no-dropout")
     return "the vision estimate has no such setting";
+  if (name == "--framework" || name == "--loss" || name == "--loss-chunk" || name == "--loss-chunks" ||
+      name == "--optimizer-in-backward")
+    return "the vision estimate models torchvision's training step, not a language-model framework's";
   if (name == "--alloc-conf" || name == "--context-memory" || name == "--stack")
     return "the allocator replay and the software stack reach transformer training reports only";
   return {};
@@ -122,7 +125,8 @@ std::string_view unread_by_inference(const CLI::Option& opt) {
   if (name == "--seq" || name == "--target-len") return "the prompt is --context N and the output --new-tokens N";
   if (name == "--precision") return "the weights' format is --weights W (and the KV cache's --kv-dtype D)";
   if (name == "--optimizer" || name == "--optimizer-impl" || name == "--grad-accum" || name == "--checkpointing" ||
-      name == "--offload" || name == "--no-dropout")
+      name == "--offload" || name == "--no-dropout" || name == "--loss" || name == "--loss-chunk" ||
+      name == "--loss-chunks" || name == "--optimizer-in-backward")
     return "generate() runs no training step";
   if (name == "--alloc-conf" || name == "--context-memory" || name == "--stack")
     return "the allocator replay and the software stack reach transformer training reports only";
@@ -138,6 +142,11 @@ void check_path(const CLI::App& app, const options& o) {
     const std::string_view why = vision ? unread_by_vision(*opt) : unread_by_inference(*opt);
     if (!why.empty()) throw usage_error(opt->get_name() + " does not apply to " + path + ": " + std::string(why));
   }
+  if (o.run.framework != memscale::framework_kind::hf)  // --framework, or a --run document's
+    throw usage_error("framework " + in_quotes(memscale::to_string(o.run.framework)) + " does not apply to " + path +
+                      ": " +
+                      std::string(vision ? "the vision estimate models torchvision's training step"
+                                         : "generate() is modelled as Hugging Face transformers runs it"));
   if (memscale::is_lora(o.run))  // from a --run document (the options were refused above)
     throw usage_error("run.target " + in_quotes(memscale::json_io::name_of(o.run.target)) + " of " +
                       o.run_source + " does not apply to " + path + ": " +
@@ -153,12 +162,17 @@ void check_run(const CLI::App& app, options& o) {
   if (o.headroom && o.gpu.empty() && !o.custom_gpu) throw usage_error("--headroom needs --gpu or --gpu-memory");
   if (o.lora_targets_given && !memscale::is_lora(o.run)) throw usage_error("--lora-targets needs --lora or --qlora");
   if (o.lora_alpha && !memscale::is_lora(o.run)) throw usage_error("--lora-alpha needs --lora or --qlora");
+  if (!o.lora_setting_given.empty() && !memscale::is_lora(o.run))
+    throw usage_error(o.lora_setting_given + " needs --lora or --qlora");
   if (o.double_quant) {
     if (o.run.target != memscale::training_target::qlora) throw usage_error("--qlora-double-quant needs --qlora");
     o.run.quant = memscale::base_quant::nf4_double_quant;
   }
   apply_config_quantization(o);
   check_inference_options(o);
+  if (o.cluster.gpus > 0 && o.run.framework == memscale::framework_kind::torchtune)
+    throw usage_error("framework \"torchtune\" does not apply to --gpus: its distributed recipes shard with FSDP2 "
+                      "(fully_shard), which is not modelled yet");
   if ((!o.alloc_conf.empty() || o.context_memory.value != 0) && (o.cluster.gpus > 0 || o.config.generic))
     throw usage_error(std::string(o.alloc_conf.empty() ? "--context-memory" : "--alloc-conf") + " does not apply to " +
                       (o.cluster.gpus > 0 ? "--gpus" : "a generic --config model") +
@@ -168,6 +182,10 @@ void check_run(const CLI::App& app, options& o) {
     // A vision model has no sequence (--seq was refused above); o.model is not its model.
     if (!o.vision.model) memscale::json_io::check_sequence_fits(o.model, o.run.seq_len, "--seq");
     memscale::validate(o.run);
+    if (!o.vision.model) {
+      o.model = memscale::json_io::model_for_framework(o.model, o.run);  // lit-gpt runs lit-gpt's model code
+      memscale::check_framework(o.model, o.run);
+    }
   } catch (const memscale::error& e) {
     throw usage_error(e.what() + where);
   }

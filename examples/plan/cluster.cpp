@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "memscale/cluster_planner.hpp"
+#include "memscale/json.hpp"
 #include "memscale/json/emit_accelerate.hpp"
 #include "memscale/json/emit_deepspeed.hpp"
 #include "memscale/json/report.hpp"
@@ -184,7 +185,9 @@ void check_multi_gpu_options(const options& opt) {
                         : c.sp                            ? "--sp"
                         : c.host_memory.value != 0        ? "--host-memory"
                         : c.global_batch != 0             ? "--global-batch"
-                        : opt.run.no_sync                 ? "--no-sync (run.no_sync)"
+                        // lit-gpt's loop always accumulates under no_backward_sync (with_framework)
+                        : opt.run.no_sync && opt.run.framework != memscale::framework_kind::litgpt
+                            ? "--no-sync (run.no_sync)"
                                                           : nullptr;
     if (given != nullptr)
       throw usage_error(std::string(given) + " needs --gpus N: it describes a multi-GPU run" +
@@ -222,6 +225,7 @@ std::string run_cluster(const options& opt) {
     }
     if (opt.json) {
       nlohmann::json j = {{"model", std::string(opt.model.name)}, {"run", run_to_json(opt.run)},
+                          {"framework", memscale::json_io::framework_json(opt.run)},
                           {"layout", layout_json(p, opt.run, e)}};
       if (v) {
         j["gpu"] = std::string(v->gpu.name);
@@ -283,6 +287,7 @@ std::string run_cluster(const options& opt) {
       considered.push_back(j);
     }
     nlohmann::json j = {{"model", std::string(opt.model.name)}, {"run", run_to_json(opt.run)},
+                        {"framework", memscale::json_io::framework_json(opt.run)},
                         {"gpu", std::string(gpu->name)},      {"budget_per_gpu", plan->budget.value},
                         {"global_batch", plan->global_batch}, {"found", plan->found},
                         {"considered", considered},           {"not_listed", plan->skipped},

@@ -43,11 +43,23 @@ void add_lora_options(CLI::App& app, options& o) {
             });
   add_flag(app, g, "--qlora-double-quant", "with --qlora: quantise the NF4 absmax constants too (bitsandbytes)",
            [&o] { o.double_quant = true; });
+  add_value(app, g, "--lora-dropout", "P",
+            "dropout probability on the adapters' input, [0, 1); 0: no dropout module (PEFT's default 0); default on",
+            [&o](const std::string& v) {
+              double value = -1.0;
+              const char* const last = v.data() + v.size();
+              const auto [ptr, ec] = std::from_chars(v.data(), last, value);
+              if (v.empty() || ec != std::errc{} || ptr != last || !(value >= 0.0 && value < 1.0))
+                throw usage_error("--lora-dropout must be a probability in [0, 1) (got " + in_quotes(v) + ")");
+              o.run.lora_dropout = value > 0.0;
+              o.lora_setting_given = "--lora-dropout";
+            });
   add_value(app, g, "--lora-variant", "KIND", "lora (default), rslora or dora (PEFT)", [&o](const std::string& v) {
     if (v == "lora") o.run.lora_kind = memscale::lora_variant::lora;
     else if (v == "rslora") o.run.lora_kind = memscale::lora_variant::rslora;
     else if (v == "dora") o.run.lora_kind = memscale::lora_variant::dora;
     else throw usage_error("--lora-variant must be lora, rslora or dora (got " + in_quotes(v) + ")");
+    o.lora_setting_given = "--lora-variant";
   });
 }
 

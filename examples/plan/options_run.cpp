@@ -67,6 +67,28 @@ void add_run_options(CLI::App& app, options& o) {
   add_value(app, g, "--attention", "A", "eager | sdpa_math | sdpa (PyTorch picks the kernel) | flash; default flash",
             [&o](const std::string& v) { o.run.attention = memscale::json_io::parse_attention(v, "--attention"); });
   add_flag(app, g, "--no-dropout", "the model's dropout layers are off (p = 0)", [&o] { o.run.dropout = false; });
+  add_value(app, g, "--framework", "NAME[@VERSION]",
+            "the training code: hf (transformers; @VERSION sets its release) | litgpt (its LoRA scripts, the model as "
+            "lit-gpt builds it) | torchtune[@0.6.1]; its defaults (loss, adapter dtype) apply; default hf",
+            [&o](const std::string& v) { memscale::json_io::read_framework_option(v, o.run, "--framework"); });
+  add_value(app, g, "--loss", "L", "standard (the whole logits) | chunked (lit-gpt's, torchtune's); default: the framework's",
+            [&o](const std::string& v) {
+              if (v == "standard") {
+                o.run.loss = memscale::loss_impl::standard;
+                o.run.loss_chunks = 0;
+              } else if (v == "chunked") {
+                o.run.loss = memscale::loss_impl::chunked;
+              } else {
+                throw usage_error("--loss must be standard or chunked (got " + in_quotes(v) + ")");
+              }
+            });
+  add_value(app, g, "--loss-chunk", "TOKENS", "tokens per chunk of a chunked loss counted in tokens (lit-gpt: 128)",
+            [&o](const std::string& v) { o.run.loss_chunk = parse_positive("--loss-chunk", v); });
+  add_value(app, g, "--loss-chunks", "N", "chunks of torchtune's chunked loss (its default 8)",
+            [&o](const std::string& v) { o.run.loss_chunks = parse_positive("--loss-chunks", v); });
+  add_flag(app, g, "--optimizer-in-backward",
+           "each parameter steps in its gradient hook and frees its gradient (torchtune's optimizer_in_bwd)",
+           [&o] { o.run.optimizer_in_backward = true; });
   add_value(app, g, "--offload", "WHAT",
             "keep on the host: optimizer | parameters | activations | none; repeat, or join with , or +",
             [&o](const std::string& v) { set_offload(o, v, "--offload"); });

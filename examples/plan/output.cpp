@@ -72,9 +72,12 @@ std::string text_report(const memscale::model_spec& model, const memscale::train
   if (memscale::is_lora(run)) {
     training += fmt::format(" rank {} on {}", run.lora_rank, lora_targets_of(run.lora_targets));
     if (run.target == memscale::training_target::qlora) training += fmt::format(", base {}", name_of(run.quant));
+    if (run.lora_kind != memscale::lora_variant::lora) training += fmt::format(", {}", name_of(run.lora_kind));
+    if (!run.lora_dropout) training += ", no LoRA dropout";
   }
   out += fmt::format("               training {}, dropout {}, device {}\n", training, run.dropout ? "on" : "off",
                      name_of(run.device));
+  out += fmt::format("               framework {}\n", memscale::json_io::framework_text(run));
   out += "\n";
   out += fmt::format("breakdown at the steady-state peak ({}):\n", result.steady.at);
   out += memscale::format_breakdown(result, breakdown_size);

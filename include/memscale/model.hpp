@@ -182,6 +182,15 @@ constexpr const model_spec& validate(const model_spec& m) {
   return m;
 }
 
+// The model as lit-gpt's code builds it: one fused qkv projection (CausalSelfAttention.attn)
+// and logits kept in the compute dtype (lit-gpt model.py @ b96a5708, GPT.forward).
+constexpr model_spec as_litgpt_model(model_spec m) {
+  m.impl = implementation::litgpt;
+  m.fused_qkv = true;
+  m.upcast_logits = false;
+  return m;
+}
+
 constexpr std::string_view to_string(implementation i) noexcept {
   return i == implementation::litgpt ? "litgpt" : "hf-transformers";
 }

@@ -102,7 +102,9 @@ constexpr training_spec apply_mode(training_spec run, mode m, const gpu_spec& gp
   if (m == mode::conservative) return run;
   run.offload_activations = true;  // checkpointed block inputs wait on the host
   if (m == mode::balanced) {
-    run.offload_optimizer = true;  // ZeRO-Offload (Ren et al. 2021, arXiv 2101.06840)
+    // ZeRO-Offload (Ren et al. 2021, arXiv 2101.06840). A step taken inside backward, one
+    // parameter at a time on the GPU, has no host step to move the state to: it stays.
+    run.offload_optimizer = !run.optimizer_in_backward;
     return run;
   }
   // AGGRESSIVE in the configuration MemScale's measured figures imply (benchmarking.mdx at

@@ -121,18 +121,48 @@ struct training_spec {
   // (torchtune training/memory.py register_optim_in_bwd_hooks @ v0.6.1): no step after
   // backward, no gradients kept beyond the ones in flight.
   bool optimizer_in_backward = false;
+  // The framework's release as major * 10000 + minor * 100 + patch; 0: the release memscale
+  // reads it at (framework_read_at). Only torchtune's is a separate input: Hugging Face's is
+  // transformers_version, and lit-gpt is read at one commit of its scripts.
+  std::uint32_t framework_version = 0;
 };
+
+// The release each framework's rules were read from: torchtune v0.6.1 (pytorch/torchtune
+// @ a6290a5b); 0 where the version is another field (hf: transformers_version) or a commit
+// (lit-gpt: Lightning-AI/lit-gpt @ b96a5708, finetune/lora.py).
+constexpr std::uint32_t framework_read_at(framework_kind f) { return f == framework_kind::torchtune ? 601 : 0; }
+
+// Whether `version` (major * 10000 + minor * 100 + patch) is a release whose memory rules are
+// the ones read: torchtune's 0.6 patch releases.
+constexpr bool framework_version_modelled(framework_kind f, std::uint32_t version) {
+  if (version == 0) return true;
+  return f == framework_kind::torchtune && version >= 600 && version < 700;
+}
 
 // The run with a framework's defaults, each settable afterwards. torchtune: adapters in the
 // base dtype (the model is built under set_default_dtype, LoRA included) and its recipes'
 // CEWithChunkedOutputLoss over 8 chunks (modules/loss/ce_chunked_output_loss.py @ v0.6.1,
-// num_output_chunks: int = 8). The others keep what they have (lit-gpt's follow model.impl).
+// num_output_chunks: int = 8). lit-gpt: its LoRA scripts' chunked loss and no_sync (below).
+// Hugging Face: the library's defaults.
 constexpr training_spec with_framework(training_spec run, framework_kind f) {
+  // What another framework's defaults set goes back to the library's before f's apply.
+  constexpr training_spec plain{};
   run.framework = f;
+  run.adapters = plain.adapters;
+  run.loss = plain.loss;
+  run.loss_chunk = plain.loss_chunk;
+  run.loss_chunks = plain.loss_chunks;
   if (f == framework_kind::torchtune) {
     run.adapters = adapter_dtype::as_base;
     run.loss = loss_impl::chunked;
     run.loss_chunks = 8;
+  }
+  if (f == framework_kind::litgpt) {
+    // finetune/lora.py (Lightning-AI/lit-gpt @ b96a5708): cross-entropy over 128-token chunks,
+    // and accumulation under fabric.no_backward_sync (DDP's and FSDP's no_sync).
+    run.loss = loss_impl::chunked;
+    run.loss_chunk = 128;
+    run.no_sync = true;
   }
   return run;
 }
@@ -167,6 +197,9 @@ constexpr const training_spec& validate(const training_spec& t) {
   if (t.loss_chunks > 0 && t.framework != framework_kind::torchtune)
     detail::fail(error_code::unsupported, "run.loss_chunks", "is torchtune's chunk count: needs run.framework torchtune",
                  t.loss_chunks);
+  if (t.loss_chunks > 0 && t.loss != loss_impl::chunked)
+    detail::fail(error_code::invalid_run, "run.loss_chunks", "needs run.loss chunked (the whole-logits loss has no chunks)",
+                 t.loss_chunks);
   if (t.framework == framework_kind::torchtune && t.loss == loss_impl::chunked && t.loss_chunks == 0)
     detail::fail(error_code::invalid_run, "run.loss_chunks", "must be > 0 for torchtune's chunked loss (its default: 8)", 0);
   if (t.framework == framework_kind::torchtune && t.output_cast == output_cast_kind::fp32)
@@ -176,6 +209,11 @@ constexpr const training_spec& validate(const training_spec& t) {
   // __init__, lines 146-157 @ v0.6.1): a gradient is gone once its parameter stepped.
   require(!t.optimizer_in_backward || t.grad_accum == 1, error_code::unsupported, "run.grad_accum",
           "must be 1 with run.optimizer_in_backward (each gradient is freed once its parameter stepped)", t.grad_accum);
+  if (!framework_version_modelled(t.framework, t.framework_version))
+    detail::fail(error_code::unsupported, "run.framework_version",
+                 t.framework == framework_kind::torchtune
+                     ? "is not modelled: torchtune's rules are read at 0.6.1 (its 0.6 releases)"
+                     : "is read for torchtune only (hf: the transformers version; lit-gpt: one commit of its scripts)");
   if (t.optimizer_in_backward && (t.shard != sharding::none || t.offload_optimizer))
     detail::fail(error_code::unsupported, "run.optimizer_in_backward",
                  "is modelled on one device only (no sharding, no optimizer offload)");

@@ -55,10 +55,25 @@ constexpr void check_sequence(const model_spec& m, std::uint64_t prompt, std::ui
   check_sequence(m, detail::checked_add(prompt, generated, detail::quantity{field}), field);
 }
 
+// A framework runs its own model code: lit-gpt's scripts build lit-gpt's GPT (as_litgpt_model),
+// torchtune's recipes its builders, which have the Hugging Face layout (separate q, k, v).
+constexpr void check_framework(const model_spec& m, const training_spec& t) {
+  if (t.framework != framework_kind::hf && m.arch != architecture::decoder)
+    detail::fail(error_code::unsupported, "run.framework",
+                 "litgpt and torchtune are modelled for decoder-only models (their recipes' GPT and TransformerDecoder)");
+  if (t.framework == framework_kind::litgpt && m.impl != implementation::litgpt)
+    detail::fail(error_code::invalid_run, "run.framework",
+                 "litgpt needs the model as lit-gpt builds it (model.impl litgpt; --framework litgpt converts a preset)");
+  if (t.framework == framework_kind::torchtune && m.impl != implementation::hf_transformers)
+    detail::fail(error_code::invalid_run, "run.framework",
+                 "torchtune builds its own models (separate q, k, v projections), not lit-gpt's: model.impl must not be litgpt");
+}
+
 constexpr const model_spec& validate(const model_spec& m, const training_spec& t) {
   validate(m);
   validate(t);
   check_sequence(m, t.seq_len, "run.seq_len");
+  check_framework(m, t);
   return m;
 }
 

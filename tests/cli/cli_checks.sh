@@ -220,6 +220,39 @@ bad_input_says 'expected torch, transformers, bitsandbytes or cuda' --stack jax=
 bad_input_says 'must be package=version' --stack torch
 bad_input_says '--alloc-conf does not apply to --inference' --inference --alloc-conf expandable_segments:True
 bad_input_says '--stack does not apply to the vision model resnet50' --model resnet50 --stack torch=2.5
+# --- the framework ---------------------------------------------------------------
+bad_input_says '--framework must be one of hf, litgpt, torchtune; did you mean torchtune?' --framework torchtun
+bad_input_says 'torchtitan is not modelled yet' --framework torchtitan
+bad_input_says "torchtune's rules are read at 0.6.1" --framework torchtune@0.5.0
+bad_input_says 'lit-gpt is modelled from one commit' --framework litgpt@0.5
+bad_input_says '--framework does not apply to the vision model resnet50' --model resnet50 --framework torchtune
+bad_input_says 'framework "torchtune" does not apply to --inference' --inference --framework torchtune
+bad_input_says 'framework "torchtune" does not apply to --gpus' --gpus 4 --gpu a100-80gb --framework torchtune
+bad_input_says 'modelled for decoder-only models' --model t5-small --framework litgpt
+bad_input_says "run.loss_chunks is torchtune's chunk count" --loss-chunks 4
+bad_input_says '--lora-dropout must be a probability in [0, 1) (got "1")' --lora 8 --lora-dropout 1
+bad_input_says '--lora-variant needs --lora or --qlora' --lora-variant dora
+bad_input_says 'run.loss_chunks needs run.loss chunked' --framework torchtune --loss standard --loss-chunks 4
+run --model llama-2-7b --lora 8 --precision pure_bf16 --framework torchtune@0.6.1 --optimizer-in-backward --gpu rtx4090
+if [[ $rc -eq 0 ]] && grep -q "framework torchtune 0.6.1: loss chunked over 8 chunks, optimizer in backward" "$work/out" &&
+  grep -qE "^  balanced +checkpointing, offload_activations;" "$work/out"; then
+  pass "--framework torchtune: printed with its loss; BALANCED keeps the in-backward optimizer on the GPU"
+else
+  fail "--framework torchtune: printed with its loss; BALANCED keeps the in-backward optimizer on the GPU" "exit $rc" \
+    "stdout: $(grep -A2 framework "$work/out" | head -c 600)" "stderr: $(head -c 300 "$work/err")"
+fi
+run --model llama-2-7b --lora 8 --precision pure_bf16 --framework litgpt --json
+if [[ $rc -eq 0 ]] && python3 - "$work/out" 2>"$work/py" <<'EOF2'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["framework"] == {"name": "litgpt"}, r["framework"]
+assert r["run"]["loss"] == "chunked" and r["run"]["loss_chunk"] == 128 and r["run"]["no_sync"], r["run"]
+EOF2
+then
+  pass "--framework litgpt --json: the framework and its chunked loss are written"
+else
+  fail "--framework litgpt --json: the framework and its chunked loss are written" "exit $rc" "python: $(tail -n 1 "$work/py")"
+fi
 run --model gpt2 --batch 2 --seq 512 --gpu h100-80gb --stack torch=2.4,transformers=4.46 --alloc-conf expandable_segments:True
 if [[ $rc -eq 0 ]] && grep -q "software       torch 2.4, transformers 4.46" "$work/out" &&
   grep -q "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" "$work/out" &&
@@ -304,6 +337,10 @@ round_trip --model llama-2-7b --qlora 16 --qlora-double-quant --lora-targets all
   --offload optimizer,activations --gpu-memory 24GiB --headroom 0.12 --precision amp_bf16
 round_trip --model bert-base-uncased --batch 16 --seq 128 --gpu rtx3090 --checkpointing full --no-dropout
 round_trip --model mistral-7b --lora 8 --lora-targets q_proj,v_proj,gate_proj,up_proj,down_proj --optimizer-impl fused
+round_trip --model llama-2-7b --lora 8 --precision pure_bf16 --framework torchtune@0.6.1 --optimizer-in-backward --gpu rtx4090
+round_trip --model llama-3-8b --qlora 16 --precision pure_bf16 --framework litgpt --loss-chunk 256 --gpu rtx4090
+round_trip --model llama-2-7b --lora 8 --framework torchtune --loss standard
+round_trip --model llama-2-7b --lora 8 --lora-variant dora --lora-dropout 0 --gpu rtx4090
 # a ground-truth record is a --run input too, and the output of that reads back the same
 python3 -c 'import json,sys; json.dump(json.load(open(sys.argv[1]))[0], open(sys.argv[2], "w"))' \
   "$truth/cpu_traced_dev.json" "$work/record.json"

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "error_capture.hpp"
 #include "memscale/json.hpp"
 #include "memscale/memscale.hpp"
 
@@ -376,18 +377,8 @@ TEST_CASE("hf_config: InternLM2's per-layer rotary caches are buffers, and their
 
 namespace {
 
-// The message of the memscale::error `body` throws (empty when it throws none).
-template <class Body>
-std::string error_of(Body&& body) {
-  try {
-    body();
-  } catch (const memscale::error& e) {
-    return e.what();
-  }
-  return {};
-}
-
-bool mentions(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using memscale_test::contains;
+using memscale_test::error_message;
 
 // The gpt_oss config of the CPU-traced records (docs/data/cpu_traced_families_2025.json).
 memscale::json_io::json small_gpt_oss() {
@@ -415,13 +406,13 @@ TEST_CASE("hf_config: gpt_oss reads GptOssConfig's defaults and the traced model
   CHECK_FALSE(m.softmax_fp32);
   json_io::json bad = small_gpt_oss();
   bad["layer_types"] = {"sliding_attention", "full_attention"};
-  CHECK(mentions(error_of([&] { (void)json_io::model_from_hf_config(bad); }), "config.layer_types"));
+  CHECK(contains(error_message([&] { (void)json_io::model_from_hf_config(bad); }), "config.layer_types"));
   bad = small_gpt_oss();
   bad["layer_types"][3] = "chunked_attention";
-  CHECK(mentions(error_of([&] { (void)json_io::model_from_hf_config(bad); }), "chunked_attention"));
+  CHECK(contains(error_message([&] { (void)json_io::model_from_hf_config(bad); }), "chunked_attention"));
   bad = small_gpt_oss();
   bad["output_router_logits"] = true;
-  CHECK(mentions(error_of([&] { (void)json_io::model_from_hf_config(bad); }), "config.output_router_logits"));
+  CHECK(contains(error_message([&] { (void)json_io::model_from_hf_config(bad); }), "config.output_router_logits"));
   // The window changes masks only: layer_types absent or all full give the same estimate.
   json_io::json full = small_gpt_oss();
   full["layer_types"] = {"full_attention", "full_attention", "full_attention", "full_attention"};
@@ -475,12 +466,12 @@ TEST_CASE("gpt_oss features: each changes exactly what its mechanism saves") {
   SECTION("each flag needs experts") {
     model_spec dense = presets::llama_base("dense", 2, 64, 4, 4, 128, 100);
     dense.expert_weight_copies = true;
-    CHECK(mentions(error_of([&] { (void)validate(dense); }), "model.expert_weight_copies"));
+    CHECK(contains(error_message([&] { (void)validate(dense); }), "model.expert_weight_copies"));
     dense.expert_weight_copies = false;
     dense.router_bias = true;
-    CHECK(mentions(error_of([&] { (void)validate(dense); }), "model.router_bias"));
+    CHECK(contains(error_message([&] { (void)validate(dense); }), "model.router_bias"));
     dense.router_bias = false;
     dense.mlp = mlp_kind::clamped_swiglu;
-    CHECK(mentions(error_of([&] { (void)validate(dense); }), "clamped_swiglu"));
+    CHECK(contains(error_message([&] { (void)validate(dense); }), "clamped_swiglu"));
   }
 }

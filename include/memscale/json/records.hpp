@@ -110,11 +110,8 @@ inline model_spec model_from_record(const json& m) {
     if (const auto q = hf::quantization_of(m.at("hf_config")))
       bad_field(error_code::unsupported, path + ".hf_config.quantization_config.quant_method", q->method,
                 "is not read from a record's config: give the run's train.quant and leave the quantization_config out");
-    spec.impl = parse_impl(get_string(m, "impl", path, "hf-transformers", bad), path + ".impl");
-    if (spec.impl == implementation::litgpt) {
-      spec.fused_qkv = true;
-      spec.upcast_logits = false;
-    }
+    if (parse_impl(get_string(m, "impl", path, "hf-transformers", bad), path + ".impl") == implementation::litgpt)
+      spec = as_litgpt_model(spec);
     return validate(spec);
   }
   reject_misspelt_keys(m,
@@ -164,11 +161,7 @@ inline model_spec model_from_record(const json& m) {
       spec.layout = block_layout::sequential;
   }
   detail::read_experts(m, family, rules, path, spec);  // after the activation: it decides whether the MLP is gated
-  if (impl == implementation::litgpt) {
-    // lit-gpt has one fused qkv projection and keeps logits in the compute dtype.
-    spec.fused_qkv = true;
-    spec.upcast_logits = false;
-  }
+  if (impl == implementation::litgpt) spec = as_litgpt_model(spec);
   detail::check_litgpt_model_fields(m, spec);
   return validate(spec);
 }
@@ -240,15 +233,6 @@ inline training_spec run_from_record(const json& record) {
   run.zero_grad_to_none = zero_grad == "none";
   const std::string opt_impl = get_string(t, "optimizer_impl", path, "", bad);
   if (!opt_impl.empty()) run.optimizer_impl = parse_optimizer_impl(opt_impl, path + ".optimizer_impl");
-  if (record.contains("model") && record.at("model").value("impl", std::string()) == "litgpt") {
-    // lit-gpt finetune/lora.py: chunked cross-entropy over 128-token chunks, no dropout
-    // inside the model (LoRA dropout only).
-    run.loss = loss_impl::chunked;
-    run.loss_chunk = 128;
-    // Accumulation under fabric.no_backward_sync(model, enabled=is_accumulating): DDP's and
-    // FSDP's no_sync (Lightning-AI/lit-gpt @ b96a5708, finetune/lora.py train()).
-    run.no_sync = true;
-  }
   detail::read_loss_fields(t, run);
   detail::read_framework_knobs(t, run);
   detail::refuse_unmodelled_framework_fields(t);

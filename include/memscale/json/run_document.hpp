@@ -17,6 +17,7 @@
 #include "memscale/allocator/alloc_conf.hpp"
 #include "memscale/gpus.hpp"
 #include "memscale/json/fields.hpp"
+#include "memscale/json/framework_option.hpp"
 #include "memscale/json/records.hpp"
 #include "memscale/json/run_settings.hpp"
 #include "memscale/json/software_stack.hpp"
@@ -55,15 +56,16 @@ namespace detail {
 inline constexpr auto bad_run = error_code::invalid_run;
 
 // Input fields of the run document, and the result fields --json adds (read back and ignored).
-inline constexpr std::array<std::string_view, 7> document_fields{"model",      "run",            "gpu",     "headroom",
-                                                                 "alloc_conf", "context_memory", "software"};
+inline constexpr std::array<std::string_view, 8> document_fields{"model",      "run",            "gpu",      "headroom",
+                                                                 "alloc_conf", "context_memory", "software", "framework"};
 inline constexpr std::array<std::string_view, 9> result_fields{"parameters", "trainable_parameters", "breakdown",
                                                                "peak",       "first_step",           "static",
                                                                "plan",       "attention_kernel",     "allocator"};
-inline constexpr std::array<std::string_view, 18> run_fields{
-    "micro_batch", "seq_len",   "grad_accum",   "precision",  "optimizer", "optimizer_impl",
+inline constexpr std::array<std::string_view, 24> run_fields{
+    "micro_batch", "seq_len",   "grad_accum",   "precision",  "optimizer",    "optimizer_impl",
     "checkpointing", "attention", "target",     "lora_rank",  "lora_targets", "lora_alpha",
-    "quant",       "dropout",   "device",       "offload",    "no_sync",   "output_cast"};
+    "lora_variant", "lora_dropout", "quant",    "dropout",    "device",       "offload",
+    "no_sync",     "output_cast", "loss",       "loss_chunk", "loss_chunks",  "optimizer_in_backward"};
 inline constexpr std::array<std::string_view, 2> gpu_fields{"memory", "bf16"};
 
 // Every key of `obj` must be one of `known` (or `ignored`); an unknown one is an error
@@ -136,6 +138,21 @@ inline void read_run_object(const json& r, run_input& in) {
       bad_field(bad_run, path + ".lora_alpha", a, "must be a positive number");
     in.lora_alpha = a.get<double>();
   }
+  for (const char* key : {"lora_variant", "lora_dropout"})
+    if (!is_lora(run) && r.contains(key) && !r.at(key).is_null())
+      bad_field(bad_run, path + "." + key, r.at(key), "needs run.target lora or qlora");
+  if (const auto v = text("lora_variant"); !v.empty()) {
+    if (v == "lora") run.lora_kind = lora_variant::lora;
+    else if (v == "rslora") run.lora_kind = lora_variant::rslora;
+    else if (v == "dora") run.lora_kind = lora_variant::dora;
+    else bad_field(bad_run, path + ".lora_variant", r.at("lora_variant"), "must be lora, rslora or dora");
+  }
+  if (r.contains("lora_dropout") && !r.at("lora_dropout").is_null()) {
+    const json& p = r.at("lora_dropout");
+    if (!p.is_number() || !(p.get<double>() >= 0.0 && p.get<double>() < 1.0))
+      bad_field(bad_run, path + ".lora_dropout", p, "must be a probability in [0, 1)");
+    run.lora_dropout = p.get<double>() > 0.0;
+  }
   if (const auto v = text("quant"); !v.empty()) {
     if (v == "nf4") run.quant = base_quant::nf4;
     else if (v == "nf4_double_quant") run.quant = base_quant::nf4_double_quant;
@@ -144,6 +161,20 @@ inline void read_run_object(const json& r, run_input& in) {
   run.dropout = get_bool(r, "dropout", path, run.dropout, bad_run);
   run.no_sync = get_bool(r, "no_sync", path, run.no_sync, bad_run);
   if (const auto v = text("output_cast"); !v.empty()) run.output_cast = parse_output_cast(v, path + ".output_cast");
+  if (const auto v = text("loss"); !v.empty()) {
+    if (v == "standard") {
+      run.loss = loss_impl::standard;
+      run.loss_chunks = 0;
+    } else if (v == "chunked") {
+      run.loss = loss_impl::chunked;
+    } else {
+      bad_field(bad_run, path + ".loss", r.at("loss"), "must be standard or chunked");
+    }
+  }
+  run.loss_chunk = positive(r, "loss_chunk", path, run.loss_chunk);
+  if (r.contains("loss_chunks") && !r.at("loss_chunks").is_null())
+    run.loss_chunks = positive(r, "loss_chunks", path, run.loss_chunks);
+  run.optimizer_in_backward = get_bool(r, "optimizer_in_backward", path, run.optimizer_in_backward, bad_run);
   if (const auto v = text("device"); !v.empty()) {
     if (v == "cuda") run.device = device_kind::cuda;
     else if (v == "cpu") run.device = device_kind::cpu;
@@ -207,6 +238,11 @@ inline void read_run_document(const json& doc, run_input& out) {
   detail::require_known_keys(doc, detail::document_fields, "", detail::result_fields);
   if (!doc.contains("model")) bad_field(error_code::invalid_model, "model", json(), "is missing");
   in.model = detail::model_of(doc.at("model"), in);
+  // The framework's defaults come before the run's own settings, which override them; a
+  // lit-gpt model object without one runs under lit-gpt's scripts.
+  if (doc.contains("framework") && !doc.at("framework").is_null()) read_framework(doc.at("framework"), in.run);
+  else if (in.model.impl == implementation::litgpt && in.run.framework != framework_kind::litgpt)
+    in.run = with_framework(in.run, framework_kind::litgpt);
   if (doc.contains("run")) detail::read_run_object(doc.at("run"), in);
   if (doc.contains("gpu")) detail::read_gpu(doc.at("gpu"), in);
   if (doc.contains("headroom")) {
@@ -229,8 +265,10 @@ inline void read_run_document(const json& doc, run_input& out) {
       bad_field(detail::bad_run, "context_memory", c, "must be a positive integer of bytes (the measured nvidia-smi - reserved)");
     in.context_memory = bytes{c.get<std::uint64_t>()};
   }
+  in.model = model_for_framework(in.model, in.run);
   validate(in.model);
   validate(in.run);
+  check_framework(in.model, in.run);
   check_sequence_fits(in.model, in.run.seq_len, "run.seq_len");
   out = std::move(in);
 }
@@ -254,6 +292,7 @@ inline json run_document_json(const run_input& in) {
   if (in.custom_gpu) j["gpu"] = {{"memory", in.custom_gpu->memory.value}, {"bf16", in.custom_gpu->bf16}};
   if (!in.gpu.empty() || in.custom_gpu) j["headroom"] = in.headroom.value_or(default_headroom);
   j["software"] = software_json(in.run);
+  j["framework"] = framework_json(in.run);
   if (!in.alloc_conf.empty()) j["alloc_conf"] = in.alloc_conf;
   if (in.context_memory.value != 0) j["context_memory"] = in.context_memory.value;
   return j;

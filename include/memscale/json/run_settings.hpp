@@ -202,6 +202,10 @@ inline std::string_view name_of(training_target t) {
   return "full";
 }
 
+inline std::string_view name_of(lora_variant v) {
+  return v == lora_variant::dora ? "dora" : v == lora_variant::rslora ? "rslora" : "lora";
+}
+
 inline std::string_view name_of(base_quant q) { return q == base_quant::nf4_double_quant ? "nf4_double_quant" : "nf4"; }
 
 inline std::string_view name_of(device_kind d) { return d == device_kind::cpu ? "cpu" : "cuda"; }
@@ -249,11 +253,20 @@ inline nlohmann::json run_to_json(const training_spec& run) {
   if (is_lora(run)) {
     j["lora_rank"] = run.lora_rank;
     j["lora_targets"] = detail::lora_target_letters(run.lora_targets);
+    if (run.lora_kind != lora_variant::lora) j["lora_variant"] = std::string(detail::name_of(run.lora_kind));
+    if (!run.lora_dropout) j["lora_dropout"] = 0;  // on is the default; its probability holds no memory
   }
   if (run.target == training_target::qlora) j["quant"] = std::string(detail::name_of(run.quant));
   if (run.no_sync) j["no_sync"] = true;
   if (run.output_cast != output_cast_kind::framework_default)
     j["output_cast"] = run.output_cast == output_cast_kind::fp32 ? "fp32" : "none";
+  // The loss is written where it is not the library's plain default (a framework's chunked
+  // loss, or a framework default turned off), so it reads back over the run's framework.
+  if (run.loss == loss_impl::chunked || with_framework(training_spec{}, run.framework).loss != run.loss)
+    j["loss"] = run.loss == loss_impl::chunked ? "chunked" : "standard";
+  if (run.loss == loss_impl::chunked && run.loss_chunks > 0) j["loss_chunks"] = run.loss_chunks;
+  else if (run.loss == loss_impl::chunked) j["loss_chunk"] = run.loss_chunk;
+  if (run.optimizer_in_backward) j["optimizer_in_backward"] = true;
   return j;
 }
 
