@@ -187,6 +187,8 @@ inline training_spec run_from_record(const json& record) {
                         "loss_impl", "loss_chunk", "loss_chunks", "logits_upcast", "optimizer_in_backward",
                         "activation_offload", "sac_policy", "fused_rmsnorm", "fused_swiglu", "param_dtype",
                         "reduce_dtype", "reshard_after_forward",
+                        // the state-space kernels (training.hpp ssm_kernel_choice)
+                        "ssm_path",
                         // multi-GPU layout (SCHEMA.md), read by json/parallel_record.hpp
                         "nodes", "fsdp", "offload", "pp", "sp", "micro_batches_in_flight"},
                        path, bad);
@@ -252,6 +254,10 @@ inline training_spec run_from_record(const json& record) {
   detail::read_loss_fields(t, run);
   detail::read_framework_knobs(t, run);
   detail::refuse_unmodelled_framework_fields(t);
+  const std::string ssm_path = get_string(t, "ssm_path", path, "default", bad);
+  if (ssm_path == "torch") run.ssm_kernels = ssm_kernel_choice::torch;
+  else if (ssm_path == "fused") run.ssm_kernels = ssm_kernel_choice::fused;
+  else if (ssm_path != "default") bad_field(bad, path + ".ssm_path", ssm_path, "must be torch, fused or default");
   run.output_cast = parse_output_cast(get_string(t, "output_cast", path, "", bad), path + ".output_cast");
   return validate(run);
 }
