@@ -254,10 +254,7 @@ inline training_spec run_from_record(const json& record) {
   detail::read_loss_fields(t, run);
   detail::read_framework_knobs(t, run);
   detail::refuse_unmodelled_framework_fields(t);
-  const std::string ssm_path = get_string(t, "ssm_path", path, "default", bad);
-  if (ssm_path == "torch") run.ssm_kernels = ssm_kernel_choice::torch;
-  else if (ssm_path == "fused") run.ssm_kernels = ssm_kernel_choice::fused;
-  else if (ssm_path != "default") bad_field(bad, path + ".ssm_path", ssm_path, "must be torch, fused or default");
+  run.ssm_kernels = parse_ssm_kernels(get_string(t, "ssm_path", path, "default", bad), path + ".ssm_path");
   run.output_cast = parse_output_cast(get_string(t, "output_cast", path, "", bad), path + ".output_cast");
   return validate(run);
 }

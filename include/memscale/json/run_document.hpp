@@ -57,13 +57,15 @@ inline constexpr auto bad_run = error_code::invalid_run;
 // Input fields of the run document, and the result fields --json adds (read back and ignored).
 inline constexpr std::array<std::string_view, 7> document_fields{"model",      "run",            "gpu",     "headroom",
                                                                  "alloc_conf", "context_memory", "software"};
-inline constexpr std::array<std::string_view, 9> result_fields{"parameters", "trainable_parameters", "breakdown",
-                                                               "peak",       "first_step",           "static",
-                                                               "plan",       "attention_kernel",     "allocator"};
-inline constexpr std::array<std::string_view, 18> run_fields{
+inline constexpr std::array<std::string_view, 10> result_fields{"parameters", "trainable_parameters", "breakdown",
+                                                                "peak",       "first_step",           "static",
+                                                                "plan",       "attention_kernel",     "allocator",
+                                                                "ssm_kernels"};
+inline constexpr std::array<std::string_view, 19> run_fields{
     "micro_batch", "seq_len",   "grad_accum",   "precision",  "optimizer", "optimizer_impl",
     "checkpointing", "attention", "target",     "lora_rank",  "lora_targets", "lora_alpha",
-    "quant",       "dropout",   "device",       "offload",    "no_sync",   "output_cast"};
+    "quant",       "dropout",   "device",       "offload",    "no_sync",   "output_cast",
+    "ssm_kernels"};
 inline constexpr std::array<std::string_view, 2> gpu_fields{"memory", "bf16"};
 
 // Every key of `obj` must be one of `known` (or `ignored`); an unknown one is an error
@@ -144,6 +146,7 @@ inline void read_run_object(const json& r, run_input& in) {
   run.dropout = get_bool(r, "dropout", path, run.dropout, bad_run);
   run.no_sync = get_bool(r, "no_sync", path, run.no_sync, bad_run);
   if (const auto v = text("output_cast"); !v.empty()) run.output_cast = parse_output_cast(v, path + ".output_cast");
+  if (const auto v = text("ssm_kernels"); !v.empty()) run.ssm_kernels = parse_ssm_kernels(v, path + ".ssm_kernels");
   if (const auto v = text("device"); !v.empty()) {
     if (v == "cuda") run.device = device_kind::cuda;
     else if (v == "cpu") run.device = device_kind::cpu;

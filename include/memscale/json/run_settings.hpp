@@ -254,6 +254,7 @@ inline nlohmann::json run_to_json(const training_spec& run) {
   if (run.no_sync) j["no_sync"] = true;
   if (run.output_cast != output_cast_kind::framework_default)
     j["output_cast"] = run.output_cast == output_cast_kind::fp32 ? "fp32" : "none";
+  if (run.ssm_kernels != ssm_kernel_choice::framework_default) j["ssm_kernels"] = std::string(to_string(run.ssm_kernels));
   return j;
 }
 
