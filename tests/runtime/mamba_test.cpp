@@ -167,6 +167,10 @@ TEST_CASE("mamba: paths that assume attention refuse a state-space stack by name
   REQUIRE(plan.found);
   for (std::size_t i = 0; i < plan.count; ++i) CHECK(plan.considered[i].layout.tp == 1);
   CHECK_THROWS_WITH(plan_cluster(m, run, node, {.global_batch = 8, .tp = 2}), Catch::Contains("model.mixer"));
+  training_spec lora = run;
+  lora.target = training_target::lora;
+  lora.lora_rank = 8;
+  CHECK_THROWS_WITH(estimate(m, lora), Catch::Contains("model.mixer"));
   // The model checks: no attention fields on a Mamba stack, weighted dt norms (Jamba) not yet.
   model_spec with_heads = m;
   with_heads.heads = 12;
