@@ -66,6 +66,10 @@ void add_run_options(CLI::App& app, options& o) {
   });
   add_value(app, g, "--attention", "A", "eager | sdpa_math | sdpa (PyTorch picks the kernel) | flash; default flash",
             [&o](const std::string& v) { o.run.attention = memscale::json_io::parse_attention(v, "--attention"); });
+  add_value(app, g, "--ssm-kernels", "K",
+            "state-space (Mamba) mixers: fused (mamba-ssm) | torch (the modeling file's loop) | default (fused on "
+            "cuda, torch on cpu)",
+            [&o](const std::string& v) { o.run.ssm_kernels = memscale::json_io::parse_ssm_kernels(v, "--ssm-kernels"); });
   add_flag(app, g, "--no-dropout", "the model's dropout layers are off (p = 0)", [&o] { o.run.dropout = false; });
   add_value(app, g, "--framework", "NAME[@VERSION]",
             "the training code: hf (transformers; @VERSION sets its release) | litgpt (its LoRA scripts, the model as "

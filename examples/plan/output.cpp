@@ -55,9 +55,14 @@ std::string text_report(const memscale::model_spec& model, const memscale::train
   out += fmt::format("model          {} ({} {})\n", model.name, memscale::to_string(model.impl), architecture_of(model));
   out += fmt::format("parameters     {} (trainable {})\n", memscale::format_count(result.parameter_count),
                      memscale::format_count(result.trainable_parameter_count));
-  out += fmt::format("shape          {} layers, hidden {}, {} heads ({} kv), ffn {}, vocab {}\n", model.layers,
-                     model.hidden, model.heads, memscale::kv_heads_of(model), model.ffn,
-                     memscale::format_count(model.vocab));
+  if (memscale::has_attention(model))
+    out += fmt::format("shape          {} layers, hidden {}, {} heads ({} kv), ffn {}, vocab {}\n", model.layers,
+                       model.hidden, model.heads, memscale::kv_heads_of(model), model.ffn,
+                       memscale::format_count(model.vocab));
+  else
+    out += fmt::format("shape          {} Mamba layers, hidden {}, inner {}, state {}, conv {}, dt rank {}, vocab {}\n",
+                       model.layers, model.hidden, model.ssm_inner, model.ssm_state, model.ssm_conv, model.ssm_dt_rank,
+                       memscale::format_count(model.vocab));
   out += "\n";
   out += fmt::format("run            micro-batch {} x seq {}, grad-accum {}\n", run.micro_batch, run.seq_len,
                      run.grad_accum);
@@ -66,8 +71,15 @@ std::string text_report(const memscale::model_spec& model, const memscale::train
       run.attention == memscale::attention_impl::sdpa
           ? fmt::format("sdpa ({} kernel)", memscale::to_string(memscale::attention_kernel_of(model, run)))
           : std::string(memscale::to_string(run.attention));
-  out += fmt::format("               precision {}, optimizer {} ({}), checkpointing {}, attention {}\n", run.prec,
-                     run.optimizer, name_of(run.optimizer_impl), run.ckpt, attention);
+  // A state-space stack has no attention: the line names the mixer code the estimate assumed.
+  const std::string mixer =
+      memscale::has_attention(model)
+          ? "attention " + attention
+          : memscale::ssm_kernels_of(run) == memscale::ssm_kernel_choice::fused
+                ? std::string("ssm kernels fused (mamba-ssm MambaInnerFn)")
+                : std::string("ssm kernels torch (the modeling file's slow_forward loop)");
+  out += fmt::format("               precision {}, optimizer {} ({}), checkpointing {}, {}\n", run.prec, run.optimizer,
+                     name_of(run.optimizer_impl), run.ckpt, mixer);
   std::string training = std::string(name_of(run.target));
   if (memscale::is_lora(run)) {
     training += fmt::format(" rank {} on {}", run.lora_rank, lora_targets_of(run.lora_targets));

@@ -121,6 +121,9 @@ constexpr void validate(const cluster_options& o, const model_spec& model, const
   const std::uint64_t kv = model.kv_heads == 0 ? model.heads : model.kv_heads;
   require(model.heads % tp == 0 && (kv % tp == 0 || tp % kv == 0), bad, "cluster.tp",
           "must divide the model's attention heads", o.tp);
+  if (tp > 1)
+    require_attention_mixer(model, "is mamba1 (a state-space stack): cluster.tp must be 1; its tensor-parallel "
+                                   "layout is not modelled yet");
   require(model.layers % pp == 0, bad, "cluster.pp", "must divide the model's layers", o.pp);
   require(layout_of(model) == model_layout::one_stack || (tp == 1 && pp == 1), bad, "cluster.tp * cluster.pp",
           "must be 1 for an encoder-decoder model (its per-GPU estimate covers data parallelism only)",
@@ -234,7 +237,8 @@ constexpr cluster_plan plan_cluster(const model_spec& model, const training_spec
     // An encoder-decoder's per-GPU estimate covers data parallelism only.
     const bool split_model = layout_of(model) == model_layout::one_stack;
     for (std::uint64_t tp = o.tp == 0 ? 1 : o.tp; tp <= per_node; tp = o.tp == 0 ? tp * 2 : per_node + 1) {
-      if (tp > 1 && (!o.allow_tensor_parallel || !split_model)) break;
+      // A state-space stack's tensor-parallel layout is not modelled (parallel/per_gpu.hpp refuses it).
+      if (tp > 1 && (!o.allow_tensor_parallel || !split_model || !has_attention(model))) break;
       if (!detail::divides(tp, model.heads) || !(detail::divides(tp, kv) || detail::divides(kv, tp))) continue;
       for (std::uint64_t pp = o.pp == 0 ? 1 : o.pp; pp <= gpus / tp; pp = o.pp == 0 ? pp * 2 : gpus + 1) {
         if (pp > 1 && (!o.allow_pipeline_parallel || !split_model)) break;

@@ -37,6 +37,12 @@ enum class branch_norms : std::uint8_t { pre, post, sandwich };
 enum class qk_norm_kind : std::uint8_t { none, per_head, full_width };
 // The code that runs the model: what autograd keeps differs between implementations.
 enum class implementation : std::uint8_t { hf_transformers, litgpt };
+// What mixes tokens in a block: self-attention, or a state-space mixer (Mamba-1's selective
+// scan, graph/layers/mamba.hpp). A mamba1 block is norm -> mixer -> residual add, no MLP.
+enum class mixer_kind : std::uint8_t { attention, mamba1 };
+// Norms on a Mamba-1 mixer's dt, B and C: none (Mamba), weightless RMS (FalconMamba's
+// b_c_rms / dt_rms buffers), weighted RMSNorms (Jamba).
+enum class ssm_dt_norm_kind : std::uint8_t { none, weightless, weighted };
 
 struct model_spec {
   std::string_view name = "custom";
@@ -118,14 +124,55 @@ struct model_spec {
   // Encoder-decoder (T5): `layers` counts encoder blocks.
   std::uint64_t decoder_layers = 0;              // 0: as many as the encoder
   std::uint64_t relative_attention_buckets = 0;  // T5 relative position bias rows (first block of each stack)
+  // ---- state-space mixers (mixer_kind::mamba1; heads, kv_heads, head_dim and ffn stay 0) ----
+  mixer_kind mixer = mixer_kind::attention;
+  std::uint64_t ssm_inner = 0;      // D: the mixer's inner width (intermediate_size, expand x hidden)
+  std::uint64_t ssm_state = 0;      // N: state size per channel
+  std::uint64_t ssm_conv = 0;       // K: the causal depthwise conv1d's kernel
+  std::uint64_t ssm_dt_rank = 0;    // R: the rank of the dt projection
+  bool ssm_proj_bias = false;       // in_proj and out_proj have a bias (MambaConfig use_bias)
+  bool ssm_conv_bias = true;        // conv1d has a bias (use_conv_bias)
+  ssm_dt_norm_kind ssm_dt_norms = ssm_dt_norm_kind::none;
+  // The residual stream is fp32 in a 16-bit model (MambaBlock residual_in_fp32): each block's
+  // output is fp32 and the next norm reads a 16-bit copy of it.
+  bool residual_fp32 = false;
 };
 
 constexpr std::uint64_t kv_heads_of(const model_spec& m) { return m.kv_heads == 0 ? m.heads : m.kv_heads; }
+constexpr bool has_attention(const model_spec& m) { return m.mixer == mixer_kind::attention; }
 constexpr std::uint64_t head_dim_of(const model_spec& m) {
   return m.head_dim != 0 ? m.head_dim : (m.heads == 0 ? 0 : m.hidden / m.heads);
 }
 constexpr bool gated_mlp(const model_spec& m) {
   return m.mlp == mlp_kind::swiglu || m.mlp == mlp_kind::geglu || m.mlp == mlp_kind::clamped_swiglu;
+}
+
+// A state-space stack (mixer_kind::mamba1): its mixer's shape, and none of the attention,
+// MLP and expert features its block does not have.
+constexpr const model_spec& validate_ssm(const model_spec& m) {
+  using detail::require;
+  constexpr auto bad = error_code::invalid_model;
+  require(m.ssm_inner > 0, bad, "model.ssm_inner", "must be > 0 for a Mamba mixer", m.ssm_inner);
+  require(m.ssm_state > 0, bad, "model.ssm_state", "must be > 0 for a Mamba mixer", m.ssm_state);
+  require(m.ssm_conv > 0, bad, "model.ssm_conv", "must be > 0 for a Mamba mixer", m.ssm_conv);
+  require(m.ssm_dt_rank > 0, bad, "model.ssm_dt_rank", "must be > 0 for a Mamba mixer", m.ssm_dt_rank);
+  require(m.vocab > 0, bad, "model.vocab", "must be > 0", m.vocab);
+  require(m.arch == architecture::decoder, bad, "model.arch", "a Mamba stack is a decoder",
+          static_cast<std::uint64_t>(m.arch));
+  require(m.heads == 0 && m.kv_heads == 0 && m.head_dim == 0 && m.ffn == 0, bad, "model.heads",
+          "must be 0 with a Mamba mixer (its block has no attention and no MLP)", m.heads);
+  require(m.experts == 0, bad, "model.experts", "must be 0 with a Mamba mixer (its block has no MLP)", m.experts);
+  require(m.layout == block_layout::sequential && m.block_norms == branch_norms::pre && m.extra_norms_per_block == 0,
+          bad, "model.layout", "a Mamba block is norm -> mixer -> residual add (sequential, pre-norm)",
+          static_cast<std::uint64_t>(m.layout));
+  require(m.positions == position_kind::none, bad, "model.positions", "must be none with a Mamba mixer",
+          static_cast<std::uint64_t>(m.positions));
+  require(m.norm == norm_kind::rmsnorm, bad, "model.norm", "a Mamba block's norm is an RMSNorm",
+          static_cast<std::uint64_t>(m.norm));
+  require(m.ssm_dt_norms != ssm_dt_norm_kind::weighted, error_code::unsupported, "model.ssm_dt_norms",
+          "weighted dt/B/C norms (Jamba) are not modelled yet", 2);
+  require(!m.dropout, error_code::unsupported, "model.dropout", "a Mamba stack has no dropout modules", 1);
+  return m;
 }
 
 // Fails (compile error in constant evaluation, memscale::error at run time) on the
@@ -135,6 +182,7 @@ constexpr const model_spec& validate(const model_spec& m) {
   constexpr auto bad = error_code::invalid_model;
   require(m.layers > 0, bad, "model.layers", "must be > 0", m.layers);
   require(m.hidden > 0, bad, "model.hidden", "must be > 0", m.hidden);
+  if (!has_attention(m)) return validate_ssm(m);
   require(m.heads > 0, bad, "model.heads", "must be > 0", m.heads);
   require(m.head_dim != 0 || m.hidden % m.heads == 0, bad, "model.heads",
           "must divide model.hidden when model.head_dim is not given", m.heads);
@@ -189,6 +237,13 @@ constexpr model_spec as_litgpt_model(model_spec m) {
   m.fused_qkv = true;
   m.upcast_logits = false;
   return m;
+}
+
+// Refuses a model without attention in a path that assumes every block has it (`what`: the path).
+constexpr void require_attention_mixer(const model_spec& m, std::string_view what) {
+  if (!has_attention(m))
+    detail::fail(error_code::unsupported, "model.mixer",
+                 what, static_cast<std::uint64_t>(m.mixer));
 }
 
 constexpr std::string_view to_string(implementation i) noexcept {

@@ -62,6 +62,12 @@ enum class output_cast_kind : std::uint8_t { framework_default, none, fp32 };
 // in its loss (modules/transformer.py unembed line 659; modules/loss/ce_chunked_output_loss.py).
 enum class framework_kind : std::uint8_t { hf, litgpt, torchtune };
 
+// Which code runs a state-space mixer (model_spec::mixer mamba1): `fused`, mamba-ssm's
+// MambaInnerFn (selective_scan_interface.py), which transformers picks silently whenever
+// mamba-ssm and causal-conv1d import and the weights are on CUDA; `torch`, the modeling file's
+// slow_forward, which saves a state per step. framework_default: fused on CUDA, torch on CPU.
+enum class ssm_kernel_choice : std::uint8_t { framework_default, fused, torch };
+
 // bitsandbytes 0.43.2 (@ ce53caf3): MatMul4Bit no longer keeps its input for backward.
 inline constexpr std::uint32_t bnb_drops_matmul_input = 4302;
 
@@ -125,6 +131,7 @@ struct training_spec {
   // reads it at (framework_read_at). Only torchtune's is a separate input: Hugging Face's is
   // transformers_version, and lit-gpt is read at one commit of its scripts.
   std::uint32_t framework_version = 0;
+  ssm_kernel_choice ssm_kernels = ssm_kernel_choice::framework_default;  // state-space mixers only
 };
 
 // The release each framework's rules were read from: torchtune v0.6.1 (pytorch/torchtune
@@ -137,6 +144,21 @@ constexpr std::uint32_t framework_read_at(framework_kind f) { return f == framew
 constexpr bool framework_version_modelled(framework_kind f, std::uint32_t version) {
   if (version == 0) return true;
   return f == framework_kind::torchtune && version >= 600 && version < 700;
+}
+
+// The state-space kernels a run uses: framework_default resolved by the device.
+constexpr ssm_kernel_choice ssm_kernels_of(const training_spec& run) {
+  if (run.ssm_kernels != ssm_kernel_choice::framework_default) return run.ssm_kernels;
+  return run.device == device_kind::cuda ? ssm_kernel_choice::fused : ssm_kernel_choice::torch;
+}
+
+constexpr std::string_view to_string(ssm_kernel_choice k) noexcept {
+  switch (k) {
+    case ssm_kernel_choice::framework_default: return "default";
+    case ssm_kernel_choice::fused: return "fused";
+    case ssm_kernel_choice::torch: return "torch";
+  }
+  return "default";
 }
 
 // The run with a framework's defaults, each settable afterwards. torchtune: adapters in the

@@ -58,9 +58,10 @@ constexpr void check_sequence(const model_spec& m, std::uint64_t prompt, std::ui
 // A framework runs its own model code: lit-gpt's scripts build lit-gpt's GPT (as_litgpt_model),
 // torchtune's recipes its builders, which have the Hugging Face layout (separate q, k, v).
 constexpr void check_framework(const model_spec& m, const training_spec& t) {
-  if (t.framework != framework_kind::hf && m.arch != architecture::decoder)
+  if (t.framework != framework_kind::hf && (m.arch != architecture::decoder || !has_attention(m)))
     detail::fail(error_code::unsupported, "run.framework",
-                 "litgpt and torchtune are modelled for decoder-only models (their recipes' GPT and TransformerDecoder)");
+                 "litgpt and torchtune are modelled for decoder-only transformers (their recipes' GPT and "
+                 "TransformerDecoder)");
   if (t.framework == framework_kind::litgpt && m.impl != implementation::litgpt)
     detail::fail(error_code::invalid_run, "run.framework",
                  "litgpt needs the model as lit-gpt builds it (model.impl litgpt; --framework litgpt converts a preset)");
@@ -74,6 +75,10 @@ constexpr const model_spec& validate(const model_spec& m, const training_spec& t
   validate(t);
   check_sequence(m, t.seq_len, "run.seq_len");
   check_framework(m, t);
+  // LoRA targets name attention and MLP projections; a Mamba mixer's (in_proj, x_proj, dt_proj,
+  // out_proj) are not among them, so an adapter run would train nothing: refused by name.
+  if (is_lora(t))
+    require_attention_mixer(m, "is mamba1 (a state-space stack): LoRA on its mixer projections is not modelled yet");
   return m;
 }
 

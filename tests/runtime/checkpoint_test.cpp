@@ -326,8 +326,8 @@ TEST_CASE("generic model: without weights the refusal names the nearest family a
   CHECK(m.find('\n') == std::string::npos);
   // The same refusal from the config object alone; a misspelling finds its family by edit distance.
   CHECK(contains(error_message([] { (void)memscale::json_io::model_from_hf_config(json{{"model_type", "olmo3"}}); }), "nearest supported: olmo2"));
-  CHECK_FALSE(contains(error_message([] { (void)memscale::json_io::model_from_hf_config(json{{"model_type", "mamba"}}); }), "nearest supported"));
-  CHECK(contains(error_message([] { (void)memscale::json_io::model_from_hf_config(json{{"model_type", "mamba"}}); }), "\"layers\": LAYERS"));
+  CHECK_FALSE(contains(error_message([] { (void)memscale::json_io::model_from_hf_config(json{{"model_type", "rwkv"}}); }), "nearest supported"));
+  CHECK(contains(error_message([] { (void)memscale::json_io::model_from_hf_config(json{{"model_type", "rwkv"}}); }), "\"layers\": LAYERS"));
 }
 
 TEST_CASE("generic model: missing sizes and a quantization_config the headers contradict are errors", "[checkpoint][generic]") {

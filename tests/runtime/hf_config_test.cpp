@@ -124,7 +124,7 @@ TEST_CASE("hf_config: unknown model_type and wrong-typed keys name the field") {
     }
     return std::string();
   };
-  CHECK(message(json{{"model_type", "mamba"}}).find("config.model_type") != std::string::npos);
+  CHECK(message(json{{"model_type", "rwkv"}}).find("config.model_type") != std::string::npos);
   CHECK(message(json{{"model_type", "llama"}, {"num_hidden_layers", 2}, {"hidden_size", "4096"}}).find("config.hidden_size") != std::string::npos);
   CHECK(message(json{{"model_type", "llama"}, {"hidden_size", 64}, {"num_attention_heads", 4}, {"intermediate_size", 128},
                      {"vocab_size", 100}})

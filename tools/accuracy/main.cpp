@@ -68,6 +68,10 @@ const std::vector<data_set> data_sets{
      "the 2025 config.json families (tools/trace/families_2025.py): torch-only re-implementations of each modeling "
      "file; records of families without a reader count as not modelled yet",
      "CPU traced (2025 families)", 14},
+    {"cpu_traced_ssm", false, true,
+     "state-space and hybrid stacks (tools/trace/ssm_cases.py): torch-only re-implementations of the transformers "
+     "torch path (the Mamba loop); mamba2, jamba and falcon_h1 records count as not modelled yet",
+     "CPU traced (state-space)", 15},
     {"cpu_traced_frameworks", false, true,
      "steps of other training frameworks (lit-gpt, torchtune, torchtitan, Liger; tools/trace/*_cases.py): "
      "torch-only re-implementations from each framework's source; records of mechanisms not modelled yet are refused "

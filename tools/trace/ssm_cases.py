@@ -692,8 +692,9 @@ def main():
                 "source": "tools/trace/ssm_cases.py (harness: shared/ground-truth/measure.py)",
                 "measure": "cpu-tensor-peak",
                 "device": "cpu",
-                "model": {"family": c["model_type"], "hf_config": c, "params": d["nparams"],
-                          "impl": "torch-only re-implementation of the transformers torch path (slow_forward / torch_forward)"},
+                # The code is transformers' own torch path, re-implemented: the record reader takes the
+                # model from hf_config alone (the notes say which path ran).
+                "model": {"hf_config": c, "params": d["nparams"]},
                 "train": dict(batch=B, seq=S, precision=prec, optimizer="adamw",
                               optimizer_impl="single_tensor (torch 1.13 CPU default)",
                               checkpointing="full" if ckpt else "none", attention="eager", grad_accum=1,
@@ -702,7 +703,8 @@ def main():
                 "components": tracer.components(d),
                 "detail": d,
                 "torch": torch.__version__,
-                "notes": "peak live CPU tensor bytes of training step 2 (absolute); the SSM layers run the torch-only "
+                "notes": "peak live CPU tensor bytes of training step 2 (absolute); a torch-only re-implementation of the "
+                         "transformers torch path (slow_forward / torch_forward); the SSM layers run the torch-only "
                          "path, which saves far more than the fused mamba-ssm kernels (see docs/research/ssm-multimodal-timm.md)",
             }
             out.append(rec)

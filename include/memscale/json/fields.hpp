@@ -211,6 +211,15 @@ inline attention_impl parse_attention(const std::string& s, const std::string& f
   bad_field(error_code::invalid_run, field, s, "must be one of eager, sdpa_math, sdpa, flash");
 }
 
+// The state-space kernels (training_spec::ssm_kernels): fused (mamba-ssm), torch (the modeling
+// file's slow path) or default (fused on CUDA, torch on CPU).
+inline ssm_kernel_choice parse_ssm_kernels(const std::string& s, const std::string& field) {
+  if (s == "fused") return ssm_kernel_choice::fused;
+  if (s == "torch") return ssm_kernel_choice::torch;
+  if (s == "default") return ssm_kernel_choice::framework_default;
+  bad_field(error_code::invalid_run, field, s, "must be one of fused, torch, default");
+}
+
 // What the loop does to the model's logits before the loss (training_spec::output_cast):
 // absent, the implementation's framework decides; "none" or "fp32" state it.
 inline output_cast_kind parse_output_cast(const std::string& s, const std::string& field) {

@@ -33,6 +33,7 @@
 #include "memscale/json/hf/granite.hpp"
 #include "memscale/json/hf/internlm2.hpp"
 #include "memscale/json/hf/llama.hpp"
+#include "memscale/json/hf/mamba.hpp"
 #include "memscale/json/hf/mixtral.hpp"
 #include "memscale/json/hf/olmo2.hpp"
 #include "memscale/json/hf/olmoe.hpp"
@@ -99,6 +100,8 @@ inline constexpr std::array families{
     family_entry{"gpt_oss", gpt_oss},
     family_entry{"cohere", cohere},
     family_entry{"cohere2", cohere2},
+    family_entry{"mamba", mamba},
+    family_entry{"falcon_mamba", falcon_mamba},
     family_entry{"bert", bert, true, bert_records},
     family_entry{"roberta", roberta, true, roberta_records},
     family_entry{"distilbert", distilbert, true},

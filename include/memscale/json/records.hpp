@@ -180,6 +180,8 @@ inline training_spec run_from_record(const json& record) {
                         "loss_impl", "loss_chunk", "loss_chunks", "logits_upcast", "optimizer_in_backward",
                         "activation_offload", "sac_policy", "fused_rmsnorm", "fused_swiglu", "param_dtype",
                         "reduce_dtype", "reshard_after_forward",
+                        // the state-space kernels (training.hpp ssm_kernel_choice)
+                        "ssm_path",
                         // multi-GPU layout (SCHEMA.md), read by json/parallel_record.hpp
                         "nodes", "fsdp", "offload", "pp", "sp", "micro_batches_in_flight"},
                        path, bad);
@@ -236,6 +238,7 @@ inline training_spec run_from_record(const json& record) {
   detail::read_loss_fields(t, run);
   detail::read_framework_knobs(t, run);
   detail::refuse_unmodelled_framework_fields(t);
+  run.ssm_kernels = parse_ssm_kernels(get_string(t, "ssm_path", path, "default", bad), path + ".ssm_path");
   run.output_cast = parse_output_cast(get_string(t, "output_cast", path, "", bad), path + ".output_cast");
   return validate(run);
 }

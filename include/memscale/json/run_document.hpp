@@ -58,14 +58,16 @@ inline constexpr auto bad_run = error_code::invalid_run;
 // Input fields of the run document, and the result fields --json adds (read back and ignored).
 inline constexpr std::array<std::string_view, 8> document_fields{"model",      "run",            "gpu",      "headroom",
                                                                  "alloc_conf", "context_memory", "software", "framework"};
-inline constexpr std::array<std::string_view, 9> result_fields{"parameters", "trainable_parameters", "breakdown",
-                                                               "peak",       "first_step",           "static",
-                                                               "plan",       "attention_kernel",     "allocator"};
-inline constexpr std::array<std::string_view, 24> run_fields{
+inline constexpr std::array<std::string_view, 10> result_fields{"parameters", "trainable_parameters", "breakdown",
+                                                                "peak",       "first_step",           "static",
+                                                                "plan",       "attention_kernel",     "allocator",
+                                                                "ssm_kernels"};
+inline constexpr std::array<std::string_view, 25> run_fields{
     "micro_batch", "seq_len",   "grad_accum",   "precision",  "optimizer",    "optimizer_impl",
     "checkpointing", "attention", "target",     "lora_rank",  "lora_targets", "lora_alpha",
     "lora_variant", "lora_dropout", "quant",    "dropout",    "device",       "offload",
-    "no_sync",     "output_cast", "loss",       "loss_chunk", "loss_chunks",  "optimizer_in_backward"};
+    "no_sync",     "output_cast", "loss",       "loss_chunk", "loss_chunks",  "optimizer_in_backward",
+    "ssm_kernels"};
 inline constexpr std::array<std::string_view, 2> gpu_fields{"memory", "bf16"};
 
 // Every key of `obj` must be one of `known` (or `ignored`); an unknown one is an error
@@ -175,6 +177,7 @@ inline void read_run_object(const json& r, run_input& in) {
   if (r.contains("loss_chunks") && !r.at("loss_chunks").is_null())
     run.loss_chunks = positive(r, "loss_chunks", path, run.loss_chunks);
   run.optimizer_in_backward = get_bool(r, "optimizer_in_backward", path, run.optimizer_in_backward, bad_run);
+  if (const auto v = text("ssm_kernels"); !v.empty()) run.ssm_kernels = parse_ssm_kernels(v, path + ".ssm_kernels");
   if (const auto v = text("device"); !v.empty()) {
     if (v == "cuda") run.device = device_kind::cuda;
     else if (v == "cpu") run.device = device_kind::cpu;

@@ -66,6 +66,8 @@ inline json estimate_report_json(const model_spec& model, const training_spec& r
   j["model"] = std::string(model.name);
   j["run"] = run_to_json(run);
   j["attention_kernel"] = std::string(to_string(attention_kernel_of(model, run)));  // sdpa resolved
+  // A state-space stack: which mixer code the estimate assumed (default resolved by the device).
+  if (!has_attention(model)) j["ssm_kernels"] = std::string(to_string(ssm_kernels_of(run)));
   return j;
 }
 

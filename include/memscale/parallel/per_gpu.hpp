@@ -351,6 +351,11 @@ constexpr per_gpu_estimate estimate_per_gpu(const model_spec& model, const train
     return detail::data_parallel_estimate(detail::layout_figures(g.run, p), estimate(g),
                                           detail::rank_model_of(g.stacks, g.run, p), g.run, p);
   }
+  // Tensor parallelism of a state-space stack (in_proj / out_proj split by channels) is not
+  // described here (the tp > 1 path uses attention heads); data, ZeRO and pipeline splits walk the graph.
+  if (p.tp > 1)
+    require_attention_mixer(model, "is mamba1 (a state-space stack): parallel.tp must be 1; its tensor-parallel "
+                                   "layout is not modelled yet");
   // Megatron splits attention by heads: the degree must divide them (and the key/value heads).
   const std::uint64_t kv = model.kv_heads == 0 ? model.heads : model.kv_heads;
   detail::require(model.heads % p.tp == 0 && (kv % p.tp == 0 || p.tp % kv == 0), error_code::invalid_run, "parallel.tp",

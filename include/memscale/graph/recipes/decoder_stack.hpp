@@ -17,6 +17,7 @@
 #include "memscale/graph/layers/context.hpp"
 #include "memscale/graph/layers/embeddings.hpp"
 #include "memscale/graph/layers/heads.hpp"
+#include "memscale/graph/layers/mamba.hpp"
 #include "memscale/graph/layers/mlp.hpp"
 #include "memscale/graph/layers/norms.hpp"
 #include "memscale/graph/layers/ops.hpp"
@@ -115,10 +116,17 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
   input_embeddings(ctx);
   graph_builder& sections = ops.sections();
   sections.begin_block();
-  transformer_block(ctx);
+  if (has_attention(model))
+    transformer_block(ctx);
+  else
+    mamba1_block(ctx);
   sections.end_block(model.layers);
-  tensor x = ops.emit(op_kind::stream, detail::checked_mul(tokens, model.hidden), ops.stream_dtype());
+  const dtype stream = has_attention(model) ? ops.stream_dtype() : mamba_stream_dtype(ctx);
+  tensor x = ops.emit(op_kind::stream, detail::checked_mul(tokens, model.hidden), stream);
   if (model.final_norm) x = norm(ctx, x);
+  // An fp32 stream (residual_in_fp32) reaches a 16-bit head as a cast copy, which its matmul keeps
+  // (modeling_mamba.py@1160c0f3 MambaForCausalLM: lm_head(hidden_states.to(lm_head.weight.dtype))).
+  if (!has_attention(model) && x.type != precision.param && !precision.autocast) x = ops.elementwise(x.elements, precision.param);
   head(ctx, x);
   // input_ids and labels: int64 each (PyTorch's default index dtype).
   sections.set_inputs(storage(dtype::int64, detail::checked_mul(tokens, 2)));
@@ -132,7 +140,7 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
                             storage(dtype::fp32, hd / 2);
     sections.add_buffers(per_layer * model.layers);
   }
-  sections.set_stream_grad(storage(ops.stream_dtype(), detail::checked_mul(tokens, model.hidden)));
+  sections.set_stream_grad(storage(stream, detail::checked_mul(tokens, model.hidden)));
   // lit-gpt's fine-tuning loop binds `logits = model(input_ids, lm_head_chunk_size=128)`
   // and keeps the list of chunks until the next step's forward returns and rebinds it
   // (finetune/lora.py fit(), Lightning-AI/lit-gpt @ 8641822 and @ 3cf6493c). The HF
