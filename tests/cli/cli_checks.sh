@@ -228,7 +228,7 @@ bad_input_says 'lit-gpt is modelled from one commit' --framework litgpt@0.5
 bad_input_says '--framework does not apply to the vision model resnet50' --model resnet50 --framework torchtune
 bad_input_says 'framework "torchtune" does not apply to --inference' --inference --framework torchtune
 bad_input_says 'framework "torchtune" does not apply to --gpus' --gpus 4 --gpu a100-80gb --framework torchtune
-bad_input_says 'modelled for decoder-only models' --model t5-small --framework litgpt
+bad_input_says 'modelled for decoder-only transformers' --model t5-small --framework litgpt
 bad_input_says "run.loss_chunks is torchtune's chunk count" --loss-chunks 4
 bad_input_says '--lora-dropout must be a probability in [0, 1) (got "1")' --lora 8 --lora-dropout 1
 bad_input_says '--lora-variant needs --lora or --qlora' --lora-variant dora

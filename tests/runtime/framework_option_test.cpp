@@ -104,7 +104,11 @@ TEST_CASE("run documents: the framework before the run's own settings, lit-gpt's
   CHECK(contains(error_message([&] { read(json{{"model", litgpt_model}, {"framework", "torchtune"}}); }),
                  "torchtune builds its own models"));
   CHECK(contains(error_message([&] { read(json{{"model", "t5-small"}, {"framework", "torchtune"}}); }),
-                 "decoder-only models"));
+                 "decoder-only transformers"));
+  const json mamba = {{"hf_config", {{"model_type", "mamba"}, {"hidden_size", 64}, {"num_hidden_layers", 2},
+                                     {"vocab_size", 1000}}}};
+  CHECK(contains(error_message([&] { read(json{{"model", mamba}, {"framework", "litgpt"}}); }),
+                 "decoder-only transformers"));
   CHECK(contains(error_message([&] { read(json{{"model", "gpt2"}, {"run", {{"loss", "chunky"}}}}); }),
                  "run.loss must be standard or chunked"));
 }
