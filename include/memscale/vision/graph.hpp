@@ -72,6 +72,8 @@ struct build_context {
   bool cuda = true;
   bool autocast = false;
   bool channels_last = false;
+  std::uint32_t torch_version = 205;  // major * 100 + minor (mean's saved input before 2.0)
+  bool fused_attention = false;       // timm Attention runs a fused SDPA kernel (no N x N scores kept)
 };
 
 }  // namespace memscale::vision

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 
+#include "memscale/graph/layers/norms.hpp"
 #include "memscale/vision/graph.hpp"
 
 namespace memscale::vision {
@@ -189,6 +190,29 @@ class network {
     use(y, next_index());
     shape.type = ctx_.act;
     return produce(op{.kind = op_kind::attention, .grad_in = bytes_of(a) + bytes_of(b)}, shape, x);
+  }
+
+  // A fused F.scaled_dot_product_attention over q, k, v (views of one projection's
+  // storage `qkv`): it saves q, k, v, its output and a per-row fp32 log-sum-exp
+  // (aten/src/ATen/native/transformers/attention.cpp), never the N x N probabilities.
+  constexpr tensor fused_attention(const tensor& qkv, tensor context, std::uint64_t heads) {
+    const tensor x = autocast_input(qkv);
+    const std::uint64_t rows = detail::checked_mul(ctx_.batch, heads, context.height);
+    context.type = ctx_.act;
+    op o{.kind = op_kind::attention, .extra_saved = storage(dtype::fp32, rows), .grad_in = bytes_of(x)};
+    tensor out = produce(o, context, x);
+    keep(out, out.storage);
+    return out;
+  }
+
+  // x[:, first:].mean(dim=1) over tokens (timm's global_pool 'avg'): a (channels) result;
+  // mean.dim keeps its input before torch 2.2 (graph_layers::mean_keeps_input).
+  constexpr tensor token_mean(const tensor& in) {
+    if (graph_layers::mean_keeps_input(ctx_.torch_version)) keep(in, next_index());
+    tensor out = in;
+    out.height = 1;
+    out.width = 1;
+    return produce(op{.kind = op_kind::elementwise, .grad_in = bytes_of(in)}, out, in);
   }
 
   // A learned per-channel scale (ConvNeXt's layer_scale * x): the parameter and x are saved.
