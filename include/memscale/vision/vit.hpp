@@ -14,9 +14,10 @@
 // timm's VisionTransformer (huggingface/pytorch-image-models timm/models/vision_transformer.py
 // @94567641) differs in what the step keeps: Attention is one qkv Linear whose output is
 // viewed as q, k, v (reshape, permute, unbind: no copies), then F.scaled_dot_product_attention
-// when timm's use_fused_attn() holds (torch >= 2.0, TIMM_FUSED_ATTN not 0), otherwise
-// `q * scale` (a new tensor, nothing saved), q @ k^T (saves q_scaled and the qkv storage),
-// softmax (keeps its result), @ v, and a transpose-reshape copy proj saves. Blocks may add
+// when timm's use_fused_attn() holds (torch >= 2.0, TIMM_FUSED_ATTN not 0; it saves the q,
+// k, v views, so the qkv output), otherwise `q * scale` (a new tensor, nothing saved),
+// q @ k^T and @ v on contiguous copies of q_scaled, k and v (bmm saves the copies), softmax
+// (keeps its result), and a transpose-reshape copy proj saves. Blocks may add
 // LayerScale (`x * gamma` saves x) and DropPath (`x * mask` saves the (B, 1, 1) mask; the
 // rate ramps linearly from 0, so the first block has none); the residual adds are not in
 // place. Tokens: an optional class token and `reg_tokens` register tokens concatenated
@@ -109,10 +110,17 @@ constexpr tensor timm_vit_block(network& net, const tensor& x, const vit_spec& s
   if (net.context().fused_attention) {
     context = net.fused_attention(qkv, part, s.heads);
   } else {
+    // matmul on the permuted 4-D views folds (B, heads) into bmm's batch with reshape, which
+    // cannot view them: q_scaled (laid out like q), k^T and v are copied contiguous and bmm
+    // saves the copies, so the qkv output itself is freed after the copies
+    // (aten/src/ATen/native/LinearAlgebra.cpp matmul, the batched branch).
     const tensor q_scaled = net.copy(part);  // q * head_dim ** -0.5
-    tensor scores = net.matmul(q_scaled, part, tensor{.channels = s.heads * S, .height = S});
+    const tensor q_bmm = net.copy(q_scaled);
+    const tensor k_bmm = net.copy(part);
+    tensor scores = net.matmul(q_bmm, k_bmm, tensor{.channels = s.heads * S, .height = S});
     scores = net.act(scores, activation::softmax, false);
-    context = net.matmul(scores, part, tensor{.channels = E, .height = S});
+    const tensor v_bmm = net.copy(part);
+    context = net.matmul(scores, v_bmm, tensor{.channels = E, .height = S});
   }
   context = net.copy(context);  // transpose(1, 2).reshape(B, N, C)
   tensor y = net.linear(context, E, true);
