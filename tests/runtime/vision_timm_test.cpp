@@ -83,9 +83,10 @@ TEST_CASE("timm names: the tag sets num_classes only; torchvision names stay tor
 }
 
 TEST_CASE("timm names: mechanisms not modelled are refused by name", "[vision][timm][error]") {
-  const std::string eva = "eva02_large_patch14_448.mim_m38m_ft_in22k_in1k";
-  CHECK_FALSE(vision::presets::find(eva));
-  CHECK(contains(std::string(vision::presets::refusal(eva)), "rotary"));
+  const std::string eva_clip = "eva02_large_patch14_clip_224.merged2b";
+  CHECK_FALSE(vision::presets::find(eva_clip));
+  CHECK(contains(std::string(vision::presets::refusal(eva_clip)), "scale_attn_inner"));
+  CHECK(vision::presets::find("eva02_large_patch14_448.mim_m38m_ft_in22k_in1k"));
   CHECK(contains(std::string(vision::presets::refusal("resnet50d.ra2_in1k")), "stem"));
   CHECK(contains(std::string(vision::presets::refusal("vit_base_patch16_224.mae")), "tag"));
   CHECK(vision::presets::refusal("vit_base_patch16_224.augreg2_in21k_ft_in1k").empty());

@@ -39,6 +39,14 @@ static_assert(count_of("vit_large_patch14_clip_224.openai_ft_in12k") ==
               304'204'776 + 1024 * (11821 - 1000) + (11821 - 1000));
 static_assert(find("timm/vit_base_patch16_224.augreg_in21k")->classes == 21843);
 
+// EVA02 (q/k/v separate with k unbiased, SwiGLU with a LayerNorm on the 2730-wide hidden):
+// cards 305.1M (L/14 448), 303.3M (L/14 224 MIM, no head), 87.1M (B/14 448).
+static_assert(count_of("eva02_large_patch14_448.mim_m38m_ft_in22k_in1k") == 305'080'232);
+static_assert(count_of("eva02_large_patch14_224.mim_in22k") == 303'268'800);
+static_assert(count_of("eva02_base_patch14_448.mim_in22k_ft_in22k_in1k") == 87'117'544);
+static_assert(find("eva02_large_patch14_448.mim_m38m_ft_in22k")->classes == 21841);
+static_assert(find("eva02_large_patch14_448")->image_height == 448);
+
 // ConvNeXt: card figures 3.7 / 5.2 / 9.1 / 15.6 / 28.6 / 50.2 / 88.6 / 197.8 / 350.2M.
 static_assert(count_of("convnext_atto.d2_in1k") == 3'695'520);
 static_assert(count_of("convnext_femto") == 5'217'784);
@@ -64,8 +72,8 @@ static_assert(find("timm/convnext_tiny")->source == memscale::vision::model_sour
 static_assert(!find("convnext_tiny.fb_in1k")->convnext.drop_path);
 
 // Not modelled: refused with the missing mechanism, never estimated as something else.
-static_assert(!find("eva02_large_patch14_448.mim_m38m_ft_in22k_in1k"));
-static_assert(!memscale::vision::presets::refusal("eva02_large_patch14_448").empty());
+static_assert(!find("eva02_large_patch14_clip_224.merged2b"));
+static_assert(!memscale::vision::presets::refusal("eva02_small_patch14_336").empty());
 static_assert(!find("resnet50d.ra2_in1k"));
 static_assert(!find("vit_base_patch16_224.mae"));  // a tag whose head memscale does not know
 static_assert(!memscale::vision::presets::refusal("vit_base_patch16_224.mae").empty());

@@ -34,7 +34,7 @@ struct layer_graph {
   std::size_t size = 0;
   std::uint16_t stages = 0;
   bytes inputs{};   // the image batch and the labels
-  bytes buffers{};  // BatchNorm running statistics
+  bytes buffers{};  // BatchNorm running statistics, cached rotary tables
 };
 
 // Every layer runs once per step (the estimators' repeats_of for a flat graph).

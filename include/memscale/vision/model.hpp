@@ -11,6 +11,7 @@
 #include "memscale/training.hpp"
 #include "memscale/vision/convnext.hpp"
 #include "memscale/vision/efficientnet.hpp"
+#include "memscale/vision/eva.hpp"
 #include "memscale/vision/mobilenet.hpp"
 #include "memscale/vision/resnet.hpp"
 #include "memscale/vision/vit.hpp"
@@ -56,7 +57,7 @@ constexpr const vision_spec& validate(const vision_spec& v) {
 // then picks is attention_kernel.hpp's (flash and sdpa requests alike: timm has no other
 // fused path), and its math kernel writes the scores out as the eager code does.
 constexpr bool timm_attention_fused(const vision_spec& spec, const training_spec& run) {
-  const bool timm_vit = spec.arch == family::vit && spec.vit.code == vit_code::timm && spec.vit.heads > 0;
+  const bool timm_vit = spec.arch == family::vit && spec.vit.code != vit_code::torchvision && spec.vit.heads > 0;
   if (!timm_vit || run.torch_version < 200) return false;
   if (run.attention == attention_impl::eager || run.attention == attention_impl::sdpa_math) return false;
   return is_fused(sdpa_kernel(sdpa_call{.device = run.device,
@@ -93,7 +94,10 @@ constexpr layer_graph build_graph(const vision_spec& spec, const training_spec& 
     case family::resnet: logits = resnet(net, image, spec.resnet, spec.classes); break;
     case family::mobilenet_v3: logits = mobilenet_v3(net, image, spec.mobilenet, spec.classes); break;
     case family::efficientnet: logits = efficientnet(net, image, spec.efficientnet, spec.classes); break;
-    case family::vit: logits = vit(net, image, spec.vit, spec.classes); break;
+    case family::vit:
+      logits = spec.vit.code == vit_code::eva02 ? eva02(net, image, spec.vit, spec.classes)
+                                                : vit(net, image, spec.vit, spec.classes);
+      break;
     case family::convnext: logits = convnext(net, image, spec.convnext, spec.classes); break;
   }
   net.cross_entropy(logits);

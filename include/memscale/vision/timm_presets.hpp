@@ -3,7 +3,7 @@
 // A timm name is `architecture.pretrained_tag` ("vit_large_patch16_224.augreg_in21k_ft_in1k",
 // "resnet50.a1_in1k"). The architecture is the model_args of its registered function in
 // huggingface/pytorch-image-models (timm/models/vision_transformer.py@94567641,
-// convnext.py@e4e43190, resnet.py@749856cf); the tag picks weights and never changes the
+// eva.py@0173a139, convnext.py@e4e43190, resnet.py@749856cf); the tag picks weights and never changes the
 // architecture, only num_classes: timm.create_model defaults num_classes from the tag's
 // pretrained cfg (timm/models/_builder.py _update_default_model_kwargs), and an untagged name
 // takes its architecture's default (first-listed) tag. Each preset's parameter count equals
@@ -40,6 +40,26 @@ constexpr vision_spec timm_vit_clip(std::string_view name, std::uint64_t patch, 
   return v;
 }
 
+// timm Eva with the EVA02 model_args (eva.py@0173a139): qkv_fused False, mlp_ratio 4 * 2 / 3
+// (hidden int(dim * 8 / 3)), swiglu_mlp, scale_mlp, use_rot_pos_emb, global_pool 'avg'.
+constexpr vision_spec timm_eva02(std::string_view name, std::uint64_t dim, std::uint64_t depth, std::uint64_t heads,
+                                 std::uint64_t image, std::uint64_t classes) {
+  return {.name = name,
+          .arch = family::vit,
+          .source = model_source::timm,
+          .vit = {.patch = 14,
+                  .layers = depth,
+                  .hidden = dim,
+                  .heads = heads,
+                  .mlp = dim * 8 / 3,
+                  .code = vit_code::eva02,
+                  .avg_pool = true,
+                  .fc_norm = true},
+          .classes = classes,
+          .image_height = image,
+          .image_width = image};
+}
+
 // timm ConvNeXt: torchvision's block with the timm residual, DropPath rate 0 (create_model's
 // default drop_path_rate 0.), and conv_mlp for the smallest models.
 constexpr vision_spec timm_convnext(std::string_view name, std::array<std::uint64_t, 4> depths,
@@ -66,6 +86,11 @@ inline constexpr std::array all{
     timm_vit("vit_huge_patch14_224", 14, 1280, 32, 16, 5120, 0),
     timm_vit("vit_giant_patch14_224", 14, 1408, 40, 16, 6144),  // mlp_ratio 48/11: int(1408 * 48 / 11)
     timm_vit_clip("vit_large_patch14_clip_224", 14, 1024, 24, 16, 4096),
+    // The default tags: mim_in22k_ft_in22k_in1k (448 px, 1000 classes); mim_in22k (224 px, no head).
+    timm_eva02("eva02_base_patch14_224", 768, 12, 12, 224, 0),
+    timm_eva02("eva02_base_patch14_448", 768, 12, 12, 448, 1000),
+    timm_eva02("eva02_large_patch14_224", 1024, 24, 16, 224, 0),
+    timm_eva02("eva02_large_patch14_448", 1024, 24, 16, 448, 1000),
     timm_convnext("convnext_atto", {2, 2, 6, 2}, {40, 80, 160, 320}, true),
     timm_convnext("convnext_femto", {2, 2, 6, 2}, {48, 96, 192, 384}, true),
     timm_convnext("convnext_pico", {2, 2, 6, 2}, {64, 128, 256, 512}, true),
@@ -88,9 +113,16 @@ struct unmodelled {
   std::string_view missing;
 };
 inline constexpr std::array unmodelled_architectures{
-    unmodelled{"eva02_", "EVA02's rotary position embedding copies of q and k and its SwiGLU MLP with a LayerNorm on "
-                         "the hidden (timm eva.py) are not modelled"},
-    unmodelled{"eva_", "EVA's attention and MLP variants (timm eva.py) are not modelled"},
+    unmodelled{"eva02_tiny", "the fused qkv with q/v biases and the GluMlp without a norm of the small EVA02 models "
+                             "(timm eva.py) are not modelled"},
+    unmodelled{"eva02_small", "the fused qkv with q/v biases and the GluMlp without a norm of the small EVA02 models "
+                              "(timm eva.py) are not modelled"},
+    unmodelled{"eva02_base_patch16_clip", "the EVA-CLIP towers' LayerNorm inside attention (scale_attn_inner) and "
+                                          "class-token pooling are not modelled"},
+    unmodelled{"eva02_large_patch14_clip", "the EVA-CLIP towers' LayerNorm inside attention (scale_attn_inner) and "
+                                           "class-token pooling are not modelled"},
+    unmodelled{"eva02_enormous", "EVA02-E's post-norm blocks (use_post_norm) are not modelled"},
+    unmodelled{"eva_", "EVA01's fused qkv with q/v biases and its pooling (timm eva.py) are not modelled"},
     unmodelled{"resnet50d", "the deep 3x3 stem and avg_down downsample of the ResNet-D models are not modelled"},
     unmodelled{"resnet26d", "the deep 3x3 stem and avg_down downsample of the ResNet-D models are not modelled"},
     unmodelled{"resnet101d", "the deep 3x3 stem and avg_down downsample of the ResNet-D models are not modelled"},
@@ -118,8 +150,13 @@ constexpr bool ends_with(std::string_view s, std::string_view end) {
 // the original Google in21k ViT weights load without a head (num_classes=0); other in21k
 // tags keep timm's 21843-class head, in12k tags 11821, in1k tags 1000. Other tags (mae,
 // dino, laion2b, openai, ...) carry heads memscale does not list: none.
+// The tag's image size (eva02 at 448 or 224) is the architecture's: the name carries it.
 constexpr std::optional<std::uint64_t> classes_of_tag(std::string_view tag) {
   if (tag == "orig_in21k") return 0;
+  // EVA02 (eva.py@0173a139 default_cfgs): MIM pretraining alone (mim_in22k, mim_m38m) has no
+  // head; a final in22k fine-tune has 21841 classes.
+  if (tag.substr(0, 4) == "mim_" && tag.find("_ft_") == std::string_view::npos) return 0;
+  if (ends_with(tag, "ft_in22k")) return 21841;
   if (ends_with(tag, "in1k")) return 1000;
   if (ends_with(tag, "in12k")) return 11821;
   if (ends_with(tag, "in21k")) return 21843;

@@ -32,8 +32,9 @@
 
 namespace memscale::vision {
 
-// Which code builds the model: torchvision's VisionTransformer or timm's.
-enum class vit_code : std::uint8_t { torchvision, timm };
+// Which code builds the model: torchvision's VisionTransformer, timm's VisionTransformer, or
+// timm's Eva with the EVA02 arguments (eva.hpp).
+enum class vit_code : std::uint8_t { torchvision, timm, eva02 };
 
 struct vit_spec {
   std::uint64_t patch = 16;
@@ -42,7 +43,7 @@ struct vit_spec {
   std::uint64_t heads = 12;
   std::uint64_t mlp = 3072;
   vit_code code = vit_code::torchvision;
-  // timm only (vit_code::timm); torchvision's model is the defaults.
+  // timm only (vit_code::timm, eva02); torchvision's model is the defaults.
   bool class_token = true;
   std::uint64_t reg_tokens = 0;
   bool no_embed_class = false;  // the position table covers the patches only
@@ -168,6 +169,8 @@ constexpr tensor timm_vit(network& net, const tensor& image, const vit_spec& s, 
 
 constexpr tensor vit(network& net, const tensor& image, const vit_spec& s, std::uint64_t classes) {
   validate(s);
+  detail::require(s.code != vit_code::eva02, error_code::invalid_model, "vit.code",
+                  "eva02 is built by vision::eva02 (eva.hpp), not vision::vit", static_cast<std::uint64_t>(s.code));
   detail::require(image.height % s.patch == 0 && image.width % s.patch == 0, error_code::invalid_model, "image size",
                   "must be a multiple of the ViT patch size", image.height);
   if (s.code == vit_code::timm) return timm_vit(net, image, s, classes);
