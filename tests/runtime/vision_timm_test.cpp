@@ -124,24 +124,27 @@ TEST_CASE("timm ViT: each mechanism keeps what its code saves", "[vision][timm]"
   CHECK(vision::parameter_count(gap) == vision::parameter_count(small_vit()) - C - C);  // no class token or its position
 }
 
-TEST_CASE("timm ViT: the CPU traces are within 2%", "[vision][timm][json]") {
-  std::ifstream in(MEMSCALE_SOURCE_DIR "/docs/data/cpu_traced_vision_tower.json");
-  REQUIRE(in);
+TEST_CASE("timm ViT and EVA02: the CPU traces are within 2%", "[vision][timm][json]") {
   std::size_t timm_records = 0;
-  for (const auto& record : json_io::json::parse(in)) {
-    if (!json_io::is_timm_record(record)) continue;
-    ++timm_records;
-    INFO(record.at("id").get<std::string>());
-    CHECK(vision::parameter_count(json_io::vision_model_from_record(record)) ==
-          record.at("model").at("params").get<std::uint64_t>());
-    const auto answer = json_io::estimate_record(record);
-    REQUIRE(answer.contains("estimated_bytes"));
-    const double measured = record.at("measured_bytes").get<double>();
-    const double error = (answer.at("estimated_bytes").get<double>() - measured) / measured * 100.0;
-    CHECK(error >= -2.0);
-    CHECK(error <= 2.0);
+  for (const char* file : {MEMSCALE_SOURCE_DIR "/docs/data/cpu_traced_vision_tower.json",
+                           MEMSCALE_SOURCE_DIR "/docs/data/cpu_traced_timm_eva.json"}) {
+    std::ifstream in(file);
+    REQUIRE(in);
+    for (const auto& record : json_io::json::parse(in)) {
+      if (!json_io::is_timm_record(record)) continue;
+      ++timm_records;
+      INFO(record.at("id").get<std::string>());
+      CHECK(vision::parameter_count(json_io::vision_model_from_record(record)) ==
+            record.at("model").at("params").get<std::uint64_t>());
+      const auto answer = json_io::estimate_record(record);
+      REQUIRE(answer.contains("estimated_bytes"));
+      const double measured = record.at("measured_bytes").get<double>();
+      const double error = (answer.at("estimated_bytes").get<double>() - measured) / measured * 100.0;
+      CHECK(error >= -2.0);
+      CHECK(error <= 2.0);
+    }
   }
-  CHECK(timm_records == 3);
+  CHECK(timm_records == 6);
 }
 
 TEST_CASE("timm records: an argument memscale does not model is refused by name", "[vision][timm][error]") {
@@ -162,6 +165,14 @@ TEST_CASE("timm records: an argument memscale does not model is refused by name"
   answer = json_io::estimate_record(record);
   REQUIRE(answer.contains("error"));
   CHECK(contains(answer.at("error").get<std::string>(), "heads"));
+  record["model"]["timm_class"] = "Eva";
+  record["model"]["timm_args"] = {{"embed_dim", 192}, {"depth", 2}, {"num_heads", 3}, {"img_size", 64},
+                                  {"swiglu_mlp", true}, {"scale_mlp", true}, {"use_rot_pos_emb", true}};
+  answer = json_io::estimate_record(record);
+  REQUIRE(answer.contains("error"));
+  CHECK(contains(answer.at("error").get<std::string>(), "model.timm_args.qkv_fused"));
+  record["model"]["timm_args"]["qkv_fused"] = false;
+  CHECK(json_io::estimate_record(record).contains("estimated_bytes"));
   CHECK(contains(error_message([] {
                    auto v = *vision::presets::find("vit_small_patch16_224");
                    v.vit.code = vision::vit_code::torchvision;

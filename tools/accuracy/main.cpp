@@ -82,6 +82,10 @@ const std::vector<data_set> data_sets{
      "DropPath) from their timm_args, and a Gemma 3 image-text model whose records count as not modelled until a "
      "reader takes them",
      "CPU traced (vision towers)", 15},
+    {"cpu_traced_timm_eva", false, true,
+     "timm EVA02 models (Eva with the EVA02 arguments: RoPE, SwiGLU with a LayerNorm on the hidden) traced with the "
+     "same Tracker (tools/trace/timm_eva_cases.py)",
+     "CPU traced (timm EVA02)", 16},
     {"cpu_traced_inference", false, true,
      "greedy generate() with a KV cache (docs/research/scripts/trace_inference.py)", "CPU traced generate()", 13},
     {"gpu_measured_h100", false, false,
@@ -268,11 +272,12 @@ void write_vision_section(std::ofstream& md, const std::vector<row>& rows) {
      << "torchvision classification models as layer graphs (docs/vision.md), CPU-traced: the dev set's resnet18 and\n"
      << "mobilenet_v3_large records and `docs/data/cpu_traced_vision.json` (more models, 128-512 px, batch sweeps,\n"
      << "channels_last, autocast bf16, SGD with momentum, stage checkpointing); timm ViTs described by their\n"
-     << "timm_args in `docs/data/cpu_traced_vision_tower.json`.\n\n"
+     << "timm_args in `docs/data/cpu_traced_vision_tower.json` and timm EVA02 models in\n"
+     << "`docs/data/cpu_traced_timm_eva.json`.\n\n"
      << "| data set | cases modelled | not modelled yet | median abs error | p90 abs error | worst under | worst over |\n"
      << "|---|---|---|---|---|---|---|\n";
   char buf[512];
-  for (const char* set : {"cpu_traced_dev", "cpu_traced_vision", "cpu_traced_vision_tower"}) {
+  for (const char* set : {"cpu_traced_dev", "cpu_traced_vision", "cpu_traced_vision_tower", "cpu_traced_timm_eva"}) {
     const summary s = summarise(rows, set, "tensor", true);
     std::snprintf(buf, sizeof buf, "| %s | %zu | %zu | %.2f%% | %.2f%% | %+.2f%% | %+.2f%% |\n", set, s.modelled,
                   s.unmodelled, s.median_abs, s.p90_abs, s.worst_under, s.worst_over);

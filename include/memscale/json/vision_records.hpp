@@ -31,27 +31,54 @@ inline bool is_vision_record(const json& record) {
 // reg_tokens 0, no_embed_class False, pre_norm False, init_values None, drop_path_rate 0,
 // global_pool 'token', fc_norm None (= global_pool == 'avg'), num_classes 1000, img_size 224).
 // A keyword memscale does not read is refused by name.
-inline vision::vision_spec timm_vit_from_args(const json& a) {
+// With `eva` (model.timm_class "Eva"): timm's Eva (eva.py@0173a139), whose EVA02 arguments
+// (qkv_fused False, swiglu_mlp and scale_mlp True, use_rot_pos_emb True, global_pool 'avg')
+// are the only ones memscale models; its class token and fc_norm follow from them.
+inline vision::vision_spec timm_vit_from_args(const json& a, bool eva = false) {
   const std::string path = "model.timm_args";
   constexpr auto bad = error_code::invalid_model;
   if (!a.is_object()) bad_field(bad, path, a, "must be an object of VisionTransformer keyword arguments");
+  static constexpr std::string_view vit_keys[] = {
+      "patch_size",  "embed_dim",   "depth",          "num_heads",   "mlp_ratio",   "class_token", "reg_tokens",
+      "no_embed_class", "pre_norm", "init_values",    "drop_path_rate", "global_pool", "fc_norm",  "num_classes",
+      "img_size"};
+  static constexpr std::string_view eva_keys[] = {"patch_size",     "embed_dim", "depth",     "num_heads",
+                                                  "mlp_ratio",      "qkv_fused", "swiglu_mlp", "scale_mlp",
+                                                  "use_rot_pos_emb", "ref_feat_shape", "init_values",
+                                                  "drop_path_rate", "global_pool", "num_classes", "img_size"};
   for (const auto& [key, value] : a.items()) {
-    static constexpr std::string_view known[] = {"patch_size", "embed_dim",      "depth",     "num_heads",
-                                                 "mlp_ratio",  "class_token",    "reg_tokens", "no_embed_class",
-                                                 "pre_norm",   "init_values",    "drop_path_rate", "global_pool",
-                                                 "fc_norm",    "num_classes",    "img_size"};
     bool found = false;
-    for (const auto k : known) found = found || k == key;
+    if (eva) {
+      for (const auto k : eva_keys) found = found || k == key;
+    } else {
+      for (const auto k : vit_keys) found = found || k == key;
+    }
     if (!found)
       bad_field(error_code::unsupported, path + "." + key, value,
-                "is a VisionTransformer argument memscale does not model (it reads patch_size, embed_dim, depth, "
-                "num_heads, mlp_ratio, class_token, reg_tokens, no_embed_class, pre_norm, init_values, "
-                "drop_path_rate, global_pool, fc_norm, num_classes, img_size)");
+                eva ? "is an Eva argument memscale does not model (it reads patch_size, embed_dim, depth, num_heads, "
+                      "mlp_ratio, qkv_fused, swiglu_mlp, scale_mlp, use_rot_pos_emb, ref_feat_shape, init_values, "
+                      "drop_path_rate, global_pool, num_classes, img_size)"
+                    : "is a VisionTransformer argument memscale does not model (it reads patch_size, embed_dim, depth, "
+                      "num_heads, mlp_ratio, class_token, reg_tokens, no_embed_class, pre_norm, init_values, "
+                      "drop_path_rate, global_pool, fc_norm, num_classes, img_size)");
   }
-  vision::vision_spec v{.name = "timm VisionTransformer", .arch = vision::family::vit,
+  if (eva) {
+    const auto require_flag = [&](const char* key, bool wanted, bool fallback, const char* mechanism) {
+      if (get_bool(a, key, path, fallback, bad) != wanted)
+        bad_field(error_code::unsupported, path + "." + key, a.contains(key) ? a.at(key) : json(fallback),
+                  std::string("must be ") + (wanted ? "true" : "false") + ": " + mechanism + " is not modelled");
+    };
+    require_flag("qkv_fused", false, true, "Eva's fused qkv with q/v biases");
+    require_flag("swiglu_mlp", true, false, "Eva's plain GELU MLP");
+    require_flag("scale_mlp", true, false, "SwiGLU without the LayerNorm on the hidden (GluMlp)");
+    require_flag("use_rot_pos_emb", true, false, "Eva without rotary position embedding");
+    if (get_string(a, "global_pool", path, "avg", bad) != "avg")
+      bad_field(error_code::unsupported, path + ".global_pool", a.at("global_pool"), "must be avg for an EVA02 model");
+  }
+  vision::vision_spec v{.name = eva ? "timm Eva (EVA02)" : "timm VisionTransformer", .arch = vision::family::vit,
                         .source = vision::model_source::timm};
   vision::vit_spec& s = v.vit;
-  s.code = vision::vit_code::timm;
+  s.code = eva ? vision::vit_code::eva02 : vision::vit_code::timm;
   s.patch = get_count(a, "patch_size", path, 16, bad);
   s.hidden = get_count(a, "embed_dim", path, 768, bad);
   s.layers = get_count(a, "depth", path, 12, bad);
@@ -76,14 +103,15 @@ inline vision::vision_spec timm_vit_from_args(const json& a) {
   };
   s.layer_scale = positive("init_values");
   s.drop_path = positive("drop_path_rate");
-  const std::string pool = get_string(a, "global_pool", path, "token", bad);
+  const std::string pool = get_string(a, "global_pool", path, eva ? "avg" : "token", bad);
   if (pool != "token" && pool != "avg")
     bad_field(error_code::unsupported, path + ".global_pool", pool, "must be token or avg (the pools memscale models)");
   s.avg_pool = pool == "avg";
   s.fc_norm = get_bool(a, "fc_norm", path, s.avg_pool, bad);
   v.classes = get_count(a, "num_classes", path, 1000, bad);
   v.image_height = v.image_width = get_count(a, "img_size", path, 224, bad);
-  vision::validate(s);
+  if (eva) vision::validate_eva02(s);
+  else vision::validate(s);
   return v;
 }
 
@@ -123,7 +151,10 @@ inline vision::vision_spec vision_model_from_record(const json& record) {
   const json& m = record.at("model");
   vision::vision_spec spec{};
   if (is_timm_record(record)) {
-    spec = timm_vit_from_args(m.at("timm_args"));
+    const std::string timm_class = get_string(m, "timm_class", "model", "VisionTransformer", error_code::invalid_model);
+    if (timm_class != "VisionTransformer" && timm_class != "Eva")
+      bad_field(error_code::unsupported, "model.timm_class", timm_class, "must be VisionTransformer or Eva");
+    spec = timm_vit_from_args(m.at("timm_args"), timm_class == "Eva");
   } else {
     std::string name = m.value("name", std::string());
     if (const auto dot = name.rfind('.'); dot != std::string::npos) name = name.substr(dot + 1);
