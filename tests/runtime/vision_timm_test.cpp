@@ -124,7 +124,8 @@ TEST_CASE("timm ViT: each mechanism keeps what its code saves", "[vision][timm]"
   CHECK(vision::parameter_count(gap) == vision::parameter_count(small_vit()) - C - C);  // no class token or its position
 }
 
-TEST_CASE("timm ViT and EVA02: the CPU traces are within 2%", "[vision][timm][json]") {
+// Every mechanism of these steps is modelled: the traced peaks are met within 0.25%.
+TEST_CASE("timm ViT and EVA02: the CPU traces are within 0.25%", "[vision][timm][json]") {
   std::size_t timm_records = 0;
   for (const char* file : {MEMSCALE_SOURCE_DIR "/docs/data/cpu_traced_vision_tower.json",
                            MEMSCALE_SOURCE_DIR "/docs/data/cpu_traced_timm_eva.json"}) {
@@ -140,8 +141,8 @@ TEST_CASE("timm ViT and EVA02: the CPU traces are within 2%", "[vision][timm][js
       REQUIRE(answer.contains("estimated_bytes"));
       const double measured = record.at("measured_bytes").get<double>();
       const double error = (answer.at("estimated_bytes").get<double>() - measured) / measured * 100.0;
-      CHECK(error >= -2.0);
-      CHECK(error <= 2.0);
+      CHECK(error >= -0.25);
+      CHECK(error <= 0.25);
     }
   }
   CHECK(timm_records == 6);

@@ -21,7 +21,7 @@
 
 namespace memscale::vision {
 
-inline constexpr std::size_t layer_capacity = 768;
+inline constexpr std::size_t layer_capacity = 1280;  // EVA02-L with autocast, LayerScale and DropPath: ~1,100
 inline constexpr std::size_t stage_capacity = 64;
 
 struct layer_graph {

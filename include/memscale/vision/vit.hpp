@@ -124,19 +124,25 @@ constexpr tensor timm_vit_block(network& net, const tensor& x, const vit_spec& s
     context = net.matmul(scores, v_bmm, tensor{.channels = E, .height = S});
   }
   context = net.copy(context);  // transpose(1, 2).reshape(B, N, C)
+  // add's backward hands its gradient to both inputs as it is (derivatives.yaml add.Tensor:
+  // grad, maybe_multiply(grad, alpha) with alpha 1): a branch that ends in its Linear
+  // receives the skip path's gradient itself, so that Linear's backward holds one, not two.
+  const bool shared_gradient = !s.layer_scale && !drop_path;
+  if (shared_gradient) net.carry(first, x);
   tensor y = net.linear(context, E, true);
   if (s.layer_scale) y = net.scale(y);
   y = net.stochastic_depth(y, drop_path);
-  net.carry(first, x);
+  if (!shared_gradient) net.carry(first, x);
   const tensor mid = net.add(y, x, false);
   const std::int32_t second = net.next_index();
   y = net.layer_norm(mid);
   y = net.linear(y, s.mlp, true);
   y = net.act(y, activation::gelu, false);
+  if (shared_gradient) net.carry(second, mid);
   y = net.linear(y, E, true);
   if (s.layer_scale) y = net.scale(y);
   y = net.stochastic_depth(y, drop_path);
-  net.carry(second, mid);
+  if (!shared_gradient) net.carry(second, mid);
   return net.add(y, mid, false);
 }
 
