@@ -44,6 +44,7 @@ static_assert(find("timm/vit_base_patch16_224.augreg_in21k")->classes == 21843);
 static_assert(count_of("eva02_large_patch14_448.mim_m38m_ft_in22k_in1k") == 305'080'232);
 static_assert(count_of("eva02_large_patch14_224.mim_in22k") == 303'268'800);
 static_assert(count_of("eva02_base_patch14_448.mim_in22k_ft_in22k_in1k") == 87'117'544);
+static_assert(count_of("eva02_base_patch14_224.mim_in22k") == 85'758'720);
 static_assert(find("eva02_large_patch14_448.mim_m38m_ft_in22k")->classes == 21841);
 static_assert(find("eva02_large_patch14_448")->image_height == 448);
 
