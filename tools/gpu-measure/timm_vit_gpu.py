@@ -8,6 +8,9 @@ SwiGLU with a LayerNorm on the hidden, avg pool + fc_norm), as tools/trace/visio
 and tools/trace/timm_eva_cases.py do on CPU. Second training step, max_memory_allocated after
 reset_peak_memory_stats (the method of tools/gpu-measure/measure_gpu.py), AdamW (foreach).
     python3 tools/gpu-measure/timm_vit_gpu.py --out $OUT/timm_gpu.json
+docs/data/gpu_measured_timm_h100.json was measured with a condensed copy of these modules
+(the same layers and calls; LayerNorm eps and initial values differ, which change no tensor's
+size), passed to the device machine on its command line.
 """
 import argparse
 import json
