@@ -38,6 +38,7 @@ static_assert(count_of("vit_large_patch16_224.augreg_in21k") == 304'326'632 + 10
 static_assert(count_of("vit_large_patch14_clip_224.openai_ft_in12k") ==
               304'204'776 + 1024 * (11821 - 1000) + (11821 - 1000));
 static_assert(find("timm/vit_base_patch16_224.augreg_in21k")->classes == 21843);
+static_assert(find("convnext_base.fb_in22k")->classes == 21841);
 
 // EVA02 (q/k/v separate with k unbiased, SwiGLU with a LayerNorm on the 2730-wide hidden):
 // cards 305.1M (L/14 448), 303.3M (L/14 224 MIM, no head), 87.1M (B/14 448).

@@ -146,7 +146,7 @@ constexpr bool ends_with(std::string_view s, std::string_view end) {
 }
 
 // num_classes a pretrained tag gives (the default_cfgs of vision_transformer.py@94567641,
-// convnext.py@e4e43190, resnet.py@749856cf): the dataset the weights end on. "orig_in21k":
+// eva.py@0173a139, convnext.py@e4e43190, resnet.py@749856cf): the dataset the weights end on. "orig_in21k":
 // the original Google in21k ViT weights load without a head (num_classes=0); other in21k
 // tags keep timm's 21843-class head, in12k tags 11821, in1k tags 1000. Other tags (mae,
 // dino, laion2b, openai, ...) carry heads memscale does not list: none.
@@ -154,9 +154,9 @@ constexpr bool ends_with(std::string_view s, std::string_view end) {
 constexpr std::optional<std::uint64_t> classes_of_tag(std::string_view tag) {
   if (tag == "orig_in21k") return 0;
   // EVA02 (eva.py@0173a139 default_cfgs): MIM pretraining alone (mim_in22k, mim_m38m) has no
-  // head; a final in22k fine-tune has 21841 classes.
+  // head; weights ending on in22k (EVA02's ft_in22k, ConvNeXt's fb_in22k) have 21841 classes.
   if (tag.substr(0, 4) == "mim_" && tag.find("_ft_") == std::string_view::npos) return 0;
-  if (ends_with(tag, "ft_in22k")) return 21841;
+  if (ends_with(tag, "in22k")) return 21841;
   if (ends_with(tag, "in1k")) return 1000;
   if (ends_with(tag, "in12k")) return 11821;
   if (ends_with(tag, "in21k")) return 21843;
@@ -170,8 +170,8 @@ constexpr std::string_view refusal(std::string_view name) {
     if (arch.substr(0, u.prefix.size()) == u.prefix) return u.missing;
   for (const auto& m : all)
     if (m.name == arch && !tag_of(name).empty() && !classes_of_tag(tag_of(name)))
-      return "its pretrained tag does not say the head's width (memscale reads in1k, in12k, in21k and orig_in21k "
-             "tags; name the architecture alone to get its default head)";
+      return "its pretrained tag does not say the head's width (memscale reads tags ending in in1k, in12k, in21k "
+             "or in22k, orig_in21k and mim_ pretraining tags; name the architecture alone to get its default head)";
   return {};
 }
 
