@@ -31,11 +31,13 @@ void set_offload(options& o, std::string_view list, const std::string& field) {
 void add_run_options(CLI::App& app, options& o) {
   const auto g = group::run;
   add_value(app, g, "--model", "NAME", "a preset (see --list-models); default gpt2", [&o](const std::string& v) {
-    if (const auto vision = memscale::vision::presets::find(v)) {  // a torchvision model (options_vision.cpp)
+    if (const auto vision = memscale::vision::presets::find(v)) {  // torchvision or timm (options_vision.cpp)
       o.vision.model = *vision;
       return;
     }
     o.vision.model.reset();
+    if (const auto why = memscale::vision::presets::refusal(v); !why.empty())  // a timm name memscale does not model
+      throw usage_error("--model " + in_quotes(v) + ": " + std::string(why));
     const auto found = memscale::presets::find(v);
     if (!found) {
       nearest_name nearest(v);

@@ -1,4 +1,4 @@
-// memscale-plan: reports for torchvision models.
+// memscale-plan: reports for vision models (torchvision, and timm by name).
 #include "vision.hpp"
 
 #include <fmt/format.h>
@@ -25,9 +25,13 @@ std::string_view family_name(memscale::vision::family f) {
   return "resnet";
 }
 
+bool from_timm(const memscale::vision::vision_spec& m) { return m.source == memscale::vision::model_source::timm; }
+
 nlohmann::json vision_json(const memscale::vision::vision_spec& m) {
   return {{"name", std::string(m.name)},
+          {"source", from_timm(m) ? "timm" : "torchvision"},
           {"family", std::string(family_name(m.arch))},
+          {"classes", m.classes},
           {"image", std::to_string(m.image_height) + "x" + std::to_string(m.image_width)},
           {"channels_last", m.channels_last},
           {"parameters", memscale::vision::parameter_count(m)}};
@@ -68,7 +72,8 @@ std::string vision_report(const options& opt, const memscale::vision::vision_spe
     }
     return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   }
-  std::string out = fmt::format("{} ({} parameters), image {}x{}{}, batch {}, {}, {}\n", model.name,
+  std::string out = fmt::format("{}{} ({} parameters), image {}x{}{}, batch {}, {}, {}\n",
+                                from_timm(model) ? "timm/" : "", model.name,
                                 memscale::vision::parameter_count(model), model.image_height, model.image_width,
                                 model.channels_last ? " channels_last" : "", opt.run.micro_batch,
                                 memscale::to_string(opt.run.prec), memscale::to_string(opt.run.optimizer));
@@ -93,12 +98,19 @@ std::string vision_model_list_text() {
   for (const auto& m : memscale::vision::presets::all)
     out += fmt::format("{:<22} {:>14} parameters  {} (torchvision, 224x224)\n", m.name,
                        memscale::vision::parameter_count(m), family_name(m.arch));
+  // A timm name may carry a pretrained tag (vit_large_patch16_224.augreg_in21k_ft_in1k): the
+  // tag sets only the head's width. A name torchvision also has needs a tag or timm/ to mean timm.
+  for (const auto& m : memscale::vision::timm_presets::all)
+    out += fmt::format("timm/{:<27} {:>14} parameters  {} (timm, {}x{}, {} classes; .TAG sets the head)\n", m.name,
+                       memscale::vision::parameter_count(m), family_name(m.arch), m.image_height, m.image_width,
+                       m.classes);
   return out;
 }
 
 nlohmann::json vision_model_list_json() {
   nlohmann::json list = nlohmann::json::array();
   for (const auto& m : memscale::vision::presets::all) list.push_back(vision_json(m));
+  for (const auto& m : memscale::vision::timm_presets::all) list.push_back(vision_json(m));
   return list;
 }
 

@@ -79,15 +79,24 @@ presets=(gpt2 gpt2-medium gpt2-large gpt2-xl bert-base-uncased bert-large-uncase
          llama-2-70b llama-3-8b mistral-7b mixtral-8x7b qwen2.5-7b t5-small t5-base t5-large flan-t5-base
          resnet18 resnet34 resnet50 resnet101 resnet152 mobilenet_v3_large mobilenet_v3_small efficientnet_b0
          vit_b_16 vit_b_32 vit_l_16 convnext_tiny convnext_small convnext_base)
+timm=(vit_small_patch16_224 vit_base_patch16_224 vit_base_patch32_224 vit_large_patch16_224 vit_large_patch14_224
+      vit_huge_patch14_224 vit_giant_patch14_224 vit_large_patch14_clip_224 eva02_base_patch14_224
+      eva02_base_patch14_448 eva02_large_patch14_224 eva02_large_patch14_448 convnext_atto convnext_femto
+      convnext_pico convnext_nano convnext_tiny convnext_small convnext_base convnext_large convnext_xlarge
+      resnet18 resnet34 resnet50 resnet101 resnet152)
 missing=()
 for name in "${presets[@]}"; do
   grep -q "^$name " "$work/out" || missing+=("$name")
 done
+for name in "${timm[@]}"; do
+  grep -q "^timm/$name " "$work/out" || missing+=("timm/$name")
+done
 lines=$(wc -l <"$work/out" | tr -d ' ')
-if [[ $rc -eq 0 && ${#missing[@]} -eq 0 && $lines -eq ${#presets[@]} ]]; then
-  pass "--list-models: one line for each of the ${#presets[@]} presets"
+listed=$((${#presets[@]} + ${#timm[@]}))
+if [[ $rc -eq 0 && ${#missing[@]} -eq 0 && $lines -eq $listed ]]; then
+  pass "--list-models: one line for each of the $listed presets (${#timm[@]} timm)"
 else
-  fail "--list-models: one line for each of the ${#presets[@]} presets" "exit $rc, $lines lines" \
+  fail "--list-models: one line for each of the $listed presets (${#timm[@]} timm)" "exit $rc, $lines lines" \
     "missing: ${missing[*]:-none}"
 fi
 if grep -q "^gpt2 .*124439808" "$work/out"; then

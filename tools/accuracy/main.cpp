@@ -33,7 +33,7 @@ struct row {
   std::string error;  // non-empty: not modelled yet
   memscale::run_class of = memscale::run_class::unmeasured;  // the class of the run (for the error-band check)
   bool classified = false;        // a training step (transformer or vision): error bands apply
-  bool vision = false;            // a torchvision model (model.impl "torchvision")
+  bool vision = false;            // a vision model (torchvision, or timm_args)
   [[nodiscard]] double err_pct() const { return (estimated - measured) / measured * 100.0; }
 };
 
@@ -81,12 +81,25 @@ const std::vector<data_set> data_sets{
      "PEFT-style LoRA/DoRA steps on the same harness (docs/research/scripts/trace_lora.py)", "CPU traced (LoRA)", 8},
     {"cpu_traced_vision", false, true,
      "torchvision models traced with the same Tracker (tools/trace/vision_cases.py)", "CPU traced (vision)", 10},
+    {"cpu_traced_vision_tower", false, true,
+     "vision towers traced with the same Tracker (tools/trace/vision_tower_cases.py): timm ViTs (plain; LayerScale + "
+     "DropPath) from their timm_args, and a Gemma 3 image-text model whose records count as not modelled until a "
+     "reader takes them",
+     "CPU traced (vision towers)", 15},
+    {"cpu_traced_timm_eva", false, true,
+     "timm EVA02 models (Eva with the EVA02 arguments: RoPE, SwiGLU with a LayerNorm on the hidden) traced with the "
+     "same Tracker (tools/trace/timm_eva_cases.py)",
+     "CPU traced (timm EVA02)", 16},
     {"cpu_traced_inference", false, true,
      "greedy generate() with a KV cache (docs/research/scripts/trace_inference.py)", "CPU traced generate()", 13},
     {"gpu_measured_h100", false, false,
      "training steps, generate() and torchvision steps measured by this project on an H100 (torch 2.11, "
      "transformers 5.17; tools/gpu-measure/measure_gpu.py, docs/gpu-measurements.md)",
      "GPU measured (H100)", 9},
+    {"gpu_measured_timm_h100", false, false,
+     "timm ViT-B/16 and EVA02-B/14 steps (SDPA and eager, fp32 and autocast bf16) measured on an H100 (torch 2.11) with "
+     "the torch-only modules of tools/gpu-measure/timm_vit_gpu.py",
+     "GPU measured (timm, H100)", 17},
     {"gpu_heldout_h100", false, false,
      "more H100 runs of the same script, measured after the changes docs/gpu-measurements.md made and never used "
      "to make them",
@@ -266,11 +279,13 @@ void write_vision_section(std::ofstream& md, const std::vector<row>& rows) {
   md << "## Vision models\n\n"
      << "torchvision classification models as layer graphs (docs/vision.md), CPU-traced: the dev set's resnet18 and\n"
      << "mobilenet_v3_large records and `docs/data/cpu_traced_vision.json` (more models, 128-512 px, batch sweeps,\n"
-     << "channels_last, autocast bf16, SGD with momentum, stage checkpointing).\n\n"
+     << "channels_last, autocast bf16, SGD with momentum, stage checkpointing); timm ViTs described by their\n"
+     << "timm_args in `docs/data/cpu_traced_vision_tower.json` and timm EVA02 models in\n"
+     << "`docs/data/cpu_traced_timm_eva.json`.\n\n"
      << "| data set | cases modelled | not modelled yet | median abs error | p90 abs error | worst under | worst over |\n"
      << "|---|---|---|---|---|---|---|\n";
   char buf[512];
-  for (const char* set : {"cpu_traced_dev", "cpu_traced_vision"}) {
+  for (const char* set : {"cpu_traced_dev", "cpu_traced_vision", "cpu_traced_vision_tower", "cpu_traced_timm_eva"}) {
     const summary s = summarise(rows, set, "tensor", true);
     std::snprintf(buf, sizeof buf, "| %s | %zu | %zu | %.2f%% | %.2f%% | %+.2f%% | %+.2f%% |\n", set, s.modelled,
                   s.unmodelled, s.median_abs, s.p90_abs, s.worst_under, s.worst_over);

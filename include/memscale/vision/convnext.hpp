@@ -7,6 +7,12 @@
 // LayerNorm2d and the CNBlock's LayerNorm run on an NHWC permute: native_layer_norm saves
 // that (non-contiguous) view and works on a contiguous copy (aten/src/ATen/native/
 // layer_norm.cpp: input.expect_contiguous()), a forward temporary.
+//
+// timm's ConvNeXt (huggingface/pytorch-image-models timm/models/convnext.py@e4e43190) has the
+// same block, stem, downsampling and head, but its residual is `x = drop_path(x) + shortcut`
+// (a new tensor, not in place), DropPath defaults to rate 0 (timm.create_model without
+// drop_path_rate), and the conv_mlp models (atto ... nano) run LayerNorm2d and two 1x1
+// convolutions on NCHW instead of the NHWC Linears.
 #pragma once
 
 #include <array>
@@ -19,19 +25,28 @@ namespace memscale::vision {
 struct convnext_spec {
   std::array<std::uint64_t, 4> blocks{3, 3, 9, 3};
   std::array<std::uint64_t, 4> dims{96, 192, 384, 768};
+  bool timm = false;       // timm's block: residual add not in place
+  bool drop_path = true;   // stochastic depth / DropPath rate > 0 (torchvision: 0.1; timm: 0 by default)
+  bool conv_mlp = false;   // timm conv_mlp: LayerNorm2d + 1x1 convs on NCHW
 };
 
-constexpr tensor convnext_block(network& net, const tensor& x, bool drop_path) {
+constexpr tensor convnext_block(network& net, const tensor& x, const convnext_spec& s, bool drop_path) {
   const std::int32_t first = net.next_index();
   tensor y = net.conv2d(x, {.out = x.channels, .kernel = 7, .padding = 3, .groups = x.channels, .bias = true});
   y = net.layer_norm(y, true);
-  y = net.linear(y, 4 * x.channels, true);
-  y = net.act(y, activation::gelu, false);
-  y = net.linear(y, x.channels, true, true);
+  if (s.conv_mlp) {
+    y = net.conv2d(y, {.out = 4 * x.channels, .kernel = 1, .bias = true});
+    y = net.act(y, activation::gelu, false);
+    y = net.conv2d(y, {.out = x.channels, .kernel = 1, .bias = true});
+  } else {
+    y = net.linear(y, 4 * x.channels, true);
+    y = net.act(y, activation::gelu, false);
+    y = net.linear(y, x.channels, true, true);
+  }
   y = net.scale(y);
   y = net.stochastic_depth(y, drop_path);
   net.carry(first, x);
-  return net.add(y, x, true);
+  return net.add(y, x, !s.timm);
 }
 
 constexpr tensor convnext(network& net, const tensor& image, const convnext_spec& s, std::uint64_t classes) {
@@ -40,7 +55,8 @@ constexpr tensor convnext(network& net, const tensor& image, const convnext_spec
   std::uint64_t block_id = 0;
   for (std::size_t stage = 0; stage < 4; ++stage) {
     net.begin_stage(x);
-    for (std::uint64_t b = 0; b < s.blocks[stage]; ++b, ++block_id) x = convnext_block(net, x, block_id > 0);
+    for (std::uint64_t b = 0; b < s.blocks[stage]; ++b, ++block_id)
+      x = convnext_block(net, x, s, s.drop_path && block_id > 0);  // the rate ramps from 0 at block 0
     net.end_stage();
     if (stage < 3) {
       x = net.layer_norm(x, true);

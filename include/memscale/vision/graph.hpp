@@ -21,7 +21,7 @@
 
 namespace memscale::vision {
 
-inline constexpr std::size_t layer_capacity = 768;
+inline constexpr std::size_t layer_capacity = 1280;  // EVA02-L with autocast, LayerScale and DropPath: ~1,100
 inline constexpr std::size_t stage_capacity = 64;
 
 struct layer_graph {
@@ -34,7 +34,7 @@ struct layer_graph {
   std::size_t size = 0;
   std::uint16_t stages = 0;
   bytes inputs{};   // the image batch and the labels
-  bytes buffers{};  // BatchNorm running statistics
+  bytes buffers{};  // BatchNorm running statistics, cached rotary tables
 };
 
 // Every layer runs once per step (the estimators' repeats_of for a flat graph).
@@ -72,6 +72,8 @@ struct build_context {
   bool cuda = true;
   bool autocast = false;
   bool channels_last = false;
+  std::uint32_t torch_version = 205;  // major * 100 + minor (mean's saved input before 2.0)
+  bool fused_attention = false;       // timm Attention runs a fused SDPA kernel (no N x N scores kept)
 };
 
 }  // namespace memscale::vision

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 
+#include "memscale/graph/layers/norms.hpp"
 #include "memscale/vision/graph.hpp"
 
 namespace memscale::vision {
@@ -189,6 +190,46 @@ class network {
     use(y, next_index());
     shape.type = ctx_.act;
     return produce(op{.kind = op_kind::attention, .grad_in = bytes_of(a) + bytes_of(b)}, shape, x);
+  }
+
+  // A fused F.scaled_dot_product_attention over q, k, v (views of one projection's
+  // storage `qkv`): it saves q, k, v, its output and a per-row fp32 log-sum-exp
+  // (aten/src/ATen/native/transformers/attention.cpp), never the N x N probabilities.
+  constexpr tensor fused_attention(const tensor& qkv, tensor context, std::uint64_t heads) {
+    return fused_attention(qkv, qkv, qkv, context, heads);
+  }
+  // The same over q, k and v in storages of their own (EVA02's rotated q and k).
+  constexpr tensor fused_attention(const tensor& q, const tensor& k, const tensor& v, tensor context,
+                                   std::uint64_t heads) {
+    const tensor x = autocast_input(q);
+    const tensor y = k.storage == q.storage ? x : autocast_input(k);
+    const tensor z = v.storage == q.storage ? x : autocast_input(v);
+    use(y, next_index());
+    use(z, next_index());
+    const std::uint64_t rows = detail::checked_mul(ctx_.batch, heads, context.height);
+    context.type = ctx_.act;
+    const bytes grad_in = q.storage == k.storage ? bytes_of(x) : bytes_of(x) + bytes_of(y) + bytes_of(z);
+    op o{.kind = op_kind::attention, .extra_saved = storage(dtype::fp32, rows), .grad_in = grad_in};
+    tensor out = produce(o, context, x);
+    keep(out, out.storage);
+    return out;
+  }
+
+  // A new tensor of `in`'s shape in another dtype (a cast, or an op whose type promotion
+  // with an fp32 buffer gives fp32); saves nothing.
+  constexpr tensor convert(const tensor& in, dtype to) { return cast(in, to); }
+
+  // A buffer the module registers (a cached table): held like the parameters.
+  constexpr void buffer(bytes size) { g_.buffers += size; }
+
+  // x[:, first:].mean(dim=1) over tokens (timm's global_pool 'avg'): a (channels) result;
+  // mean.dim keeps its input before torch 2.2 (graph_layers::mean_keeps_input).
+  constexpr tensor token_mean(const tensor& in) {
+    if (graph_layers::mean_keeps_input(ctx_.torch_version)) keep(in, next_index());
+    tensor out = in;
+    out.height = 1;
+    out.width = 1;
+    return produce(op{.kind = op_kind::elementwise, .grad_in = bytes_of(in)}, out, in);
   }
 
   // A learned per-channel scale (ConvNeXt's layer_scale * x): the parameter and x are saved.

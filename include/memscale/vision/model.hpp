@@ -5,11 +5,13 @@
 #include <cstdint>
 #include <string_view>
 
+#include "memscale/attention_kernel.hpp"
 #include "memscale/error.hpp"
 #include "memscale/precision_policy.hpp"
 #include "memscale/training.hpp"
 #include "memscale/vision/convnext.hpp"
 #include "memscale/vision/efficientnet.hpp"
+#include "memscale/vision/eva.hpp"
 #include "memscale/vision/mobilenet.hpp"
 #include "memscale/vision/resnet.hpp"
 #include "memscale/vision/vit.hpp"
@@ -18,9 +20,13 @@ namespace memscale::vision {
 
 enum class family : std::uint8_t { resnet, mobilenet_v3, efficientnet, vit, convnext };
 
+// The library whose model code the spec describes (its presets: presets.hpp, timm_presets.hpp).
+enum class model_source : std::uint8_t { torchvision, timm };
+
 struct vision_spec {
   std::string_view name = "custom";
   family arch = family::resnet;
+  model_source source = model_source::torchvision;
   resnet_spec resnet{};
   mobilenet_v3_size mobilenet = mobilenet_v3_size::large;
   efficientnet_spec efficientnet{};
@@ -35,13 +41,29 @@ struct vision_spec {
 
 constexpr const vision_spec& validate(const vision_spec& v) {
   constexpr auto bad = error_code::invalid_model;
-  detail::require(v.classes > 0, bad, "model.classes", "must be > 0", v.classes);
+  // timm's num_classes 0 (a tag without a head) makes the head nn.Identity.
+  detail::require(v.classes > 0 || v.source == model_source::timm, bad, "model.classes", "must be > 0", v.classes);
   detail::require(v.image_height >= 32 && v.image_width >= 32, bad, "image size", "must be at least 32x32 pixels",
                   v.image_height < v.image_width ? v.image_height : v.image_width);
   detail::require(v.image_height <= 8192 && v.image_width <= 8192, bad, "image size", "must be at most 8192x8192 pixels",
                   v.image_height > v.image_width ? v.image_height : v.image_width);
   detail::require(v.in_channels > 0, bad, "model.in_channels", "must be > 0", v.in_channels);
   return v;
+}
+
+// Whether timm's Attention runs a fused SDPA kernel. timm calls F.scaled_dot_product_attention
+// when use_fused_attn() (timm/layers/config.py: torch >= 2.0 and TIMM_FUSED_ATTN not 0; an
+// eager request stands for TIMM_FUSED_ATTN=0), with no mask and attn_drop 0; the kernel SDPA
+// then picks is attention_kernel.hpp's (flash and sdpa requests alike: timm has no other
+// fused path), and its math kernel writes the scores out as the eager code does.
+constexpr bool timm_attention_fused(const vision_spec& spec, const training_spec& run) {
+  const bool timm_vit = spec.arch == family::vit && spec.vit.code != vit_code::torchvision && spec.vit.heads > 0;
+  if (!timm_vit || run.torch_version < 200) return false;
+  if (run.attention == attention_impl::eager || run.attention == attention_impl::sdpa_math) return false;
+  return is_fused(sdpa_kernel(sdpa_call{.device = run.device,
+                                        .type = precision_policy_of(run).matmul,
+                                        .head_dim = spec.vit.hidden / spec.vit.heads,
+                                        .torch_version = run.torch_version}));
 }
 
 // The dtypes and device one run gives the layers.
@@ -57,7 +79,9 @@ constexpr build_context context_of(const vision_spec& spec, const training_spec&
           .norm_act = p.matmul,
           .cuda = !cpu,
           .autocast = p.autocast,
-          .channels_last = spec.channels_last};
+          .channels_last = spec.channels_last,
+          .torch_version = run.torch_version,
+          .fused_attention = timm_attention_fused(spec, run)};
 }
 
 constexpr layer_graph build_graph(const vision_spec& spec, const training_spec& run) {
@@ -70,7 +94,10 @@ constexpr layer_graph build_graph(const vision_spec& spec, const training_spec& 
     case family::resnet: logits = resnet(net, image, spec.resnet, spec.classes); break;
     case family::mobilenet_v3: logits = mobilenet_v3(net, image, spec.mobilenet, spec.classes); break;
     case family::efficientnet: logits = efficientnet(net, image, spec.efficientnet, spec.classes); break;
-    case family::vit: logits = vit(net, image, spec.vit, spec.classes); break;
+    case family::vit:
+      logits = spec.vit.code == vit_code::eva02 ? eva02(net, image, spec.vit, spec.classes)
+                                                : vit(net, image, spec.vit, spec.classes);
+      break;
     case family::convnext: logits = convnext(net, image, spec.convnext, spec.classes); break;
   }
   net.cross_entropy(logits);

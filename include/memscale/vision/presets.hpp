@@ -1,4 +1,5 @@
-// memscale/vision/presets.hpp: torchvision v0.14 classification models at 224x224.
+// memscale/vision/presets.hpp: torchvision v0.14 classification models at 224x224, and
+// lookup by name of those and of the timm models (timm_presets.hpp).
 //
 // Each preset's parameter count equals torchvision's (sum of p.numel() over
 // model.parameters()); tests/static/vision_static.cpp pins every one.
@@ -9,6 +10,7 @@
 #include <string_view>
 
 #include "memscale/vision/model.hpp"
+#include "memscale/vision/timm_presets.hpp"
 
 namespace memscale::vision::presets {
 
@@ -36,10 +38,17 @@ inline constexpr std::array all{resnet18,           resnet34,        resnet50, r
                                 mobilenet_v3_large, mobilenet_v3_small, efficientnet_b0, vit_b_16, vit_b_32,
                                 vit_l_16,           convnext_tiny,   convnext_small, convnext_base};
 
+// A torchvision name keeps meaning torchvision ("convnext_tiny": stochastic depth 0.1); a
+// name torchvision does not have, one with a pretrained tag ("convnext_tiny.fb_in1k") or a
+// "timm/" prefix is looked up among the timm models (timm_presets.hpp).
 constexpr std::optional<vision_spec> find(std::string_view name) {
   for (const auto& m : all)
     if (m.name == name) return m;
-  return std::nullopt;
+  return timm_presets::find(name);
 }
+
+// Why a vision model name cannot be estimated (a timm architecture whose mechanism is not
+// modelled, a tag without a known head), or empty.
+constexpr std::string_view refusal(std::string_view name) { return timm_presets::refusal(name); }
 
 }  // namespace memscale::vision::presets
