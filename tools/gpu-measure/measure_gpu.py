@@ -9,7 +9,11 @@ Per case three records come out, one per measure: max_memory_allocated,
 max_memory_reserved and nvidia-smi (this process's used memory, read while it is alive).
 
   python3 measure_gpu.py --list
-  python3 measure_gpu.py --out records.json [--only name,name] [--budget-s 540]
+  python3 measure_gpu.py --out records.json [--only name,name] [--budget-s 540] [--history DIR]
+
+--history records the caching allocator's every event (torch.cuda.memory._record_memory_history,
+no stack frames) and its final segments per case into DIR/NAME.json.gz, to check the replay's
+event order against the allocator's own.
 """
 import argparse
 import json
@@ -265,17 +269,46 @@ def run_vision(case):
     return {"params": params}, marks
 
 
-def measure_one(case):
+# memory_stats() keys kept in each record (issue: what the caching allocator did, not only its peak).
+ALLOCATOR_STATS = ["reserved_bytes.all.peak", "allocated_bytes.all.peak", "active_bytes.all.peak",
+                   "inactive_split_bytes.all.peak", "inactive_split_bytes.all.current", "segment.all.peak",
+                   "segment.large_pool.peak", "segment.small_pool.peak", "num_alloc_retries", "num_ooms",
+                   "num_device_alloc", "num_device_free", "oversize_allocations.peak", "max_split_size"]
+
+
+def write_history(case, history_dir):
+    """The allocator's event history and final segments, compact (no stack frames), gzipped JSON."""
+    import gzip
+    import torch
+    snap = torch.cuda.memory._snapshot()
+    segments = [{"address": s["address"], "total_size": s["total_size"], "stream": s["stream"],
+                 "pool": s.get("segment_type"),
+                 "blocks": [[b["size"], b["state"]] for b in s["blocks"]]} for s in snap["segments"]]
+    traces = snap["device_traces"][0] if snap["device_traces"] else []
+    events = [[e["action"], e["addr"], e["size"], e.get("stream", 0)] for e in traces]
+    os.makedirs(history_dir, exist_ok=True)
+    with gzip.open(os.path.join(history_dir, case["name"] + ".json.gz"), "wt") as f:
+        json.dump({"case": case["name"], "memory_stats": torch.cuda.memory_stats(), "segments": segments,
+                   "events_format": ["action", "addr", "size", "stream"], "events": events}, f)
+
+
+def measure_one(case, history_dir=""):
     import torch
     t0 = time.time()
+    if history_dir:  # torch >= 2.1: every alloc/free/segment event from the start, without frames
+        torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
+                                                 max_entries=4_000_000)
     runner = {"train": run_train, "infer": run_infer, "vision": run_vision}[case["kind"]]
     info, marks = runner(case)
     free, total = torch.cuda.mem_get_info()
     stats = torch.cuda.memory_stats()
+    if history_dir:
+        write_history(case, history_dir)
     return {"name": case["name"], "info": info, "marks": marks,
             "allocated": torch.cuda.max_memory_allocated(), "reserved": torch.cuda.max_memory_reserved(),
             "smi": smi_used_bytes(), "device_used": total - free,
             "alloc_retries": stats.get("num_alloc_retries"), "ooms": stats.get("num_ooms"),
+            "allocator_stats": {k: stats.get(k) for k in ALLOCATOR_STATS},
             "gpu": torch.cuda.get_device_name(), "software": software(), "seconds": round(time.time() - t0, 2)}
 
 
@@ -325,6 +358,7 @@ def records_of(case, result):
                "measure": measure, "model": model, **body, "measured_bytes": values[measure], **common,
                "detail": {"marks": result["marks"], "info": result["info"], "device_used": result["device_used"],
                           "alloc_retries": result["alloc_retries"], "gpu": result["gpu"],
+                          "allocator_stats": result.get("allocator_stats"),
                           "seconds": result["seconds"]},
                "notes": "Second training step (or the whole generate()) measured after torch.cuda."
                         "reset_peak_memory_stats(); absolute peak including weights, optimizer state and "
@@ -340,13 +374,14 @@ def main():
     ap.add_argument("--out", default="gpu_measured.json")
     ap.add_argument("--case", default="")
     ap.add_argument("--budget-s", type=float, default=540)
+    ap.add_argument("--history", default="", help="folder for each case's allocator history (.json.gz)")
     a = ap.parse_args()
     by_name = {c["name"]: c for c in CASES}
     if a.list:
         print("\n".join(by_name))
         return
     if a.case:  # child process: one case, result as JSON on the last stdout line
-        print(json.dumps(measure_one(by_name[a.case])))
+        print(json.dumps(measure_one(by_name[a.case], a.history)))
         return
     names = [n for n in a.only.split(",") if n] or list(by_name)
     t0 = time.time()
@@ -357,7 +392,8 @@ def main():
             log.append({"name": n, "skipped": "time budget"})
             continue
         try:
-            p = subprocess.run([sys.executable, __file__, "--case", n], capture_output=True, text=True,
+            p = subprocess.run([sys.executable, __file__, "--case", n] + (["--history", a.history] if a.history else []),
+                               capture_output=True, text=True,
                                timeout=min(left, 240))
             if p.returncode != 0:
                 log.append({"name": n, "error": p.stderr[-3000:]})
