@@ -100,6 +100,10 @@ const std::vector<data_set> data_sets{
      "timm ViT-B/16 and EVA02-B/14 steps (SDPA and eager, fp32 and autocast bf16) measured on an H100 (torch 2.11) with "
      "the torch-only modules of tools/gpu-measure/timm_vit_gpu.py",
      "GPU measured (timm, H100)", 17},
+    {"gpu_measured_mamba_h100", false, false,
+     "mamba-130m training steps on an H100 (torch 2.11, transformers 5.17) on MambaMixer's torch path (mamba-ssm "
+     "not installed): fp32 and autocast bf16 (tools/gpu-measure/measure_gpu.py)",
+     "GPU measured (Mamba, H100)", 18},
     {"gpu_heldout_h100", false, false,
      "more H100 runs of the same script, measured after the changes docs/gpu-measurements.md made and never used "
      "to make them",

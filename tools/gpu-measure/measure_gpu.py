@@ -50,6 +50,11 @@ MISTRAL_SMALL = {"model_type": "mistral", "hidden_size": 1024, "num_hidden_layer
 QWEN2_15B = dict(QWEN2_05B, hidden_size=1536, num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2,
                  intermediate_size=8960)
 GPT2_LARGE = dict(GPT2, n_embd=1280, n_layer=36, n_head=20)
+# state-spaces/mamba-130m-hf (tests/data/hf_configs/ssm-multimodal); no cache in training. Without the
+# mamba-ssm / causal-conv1d packages MambaMixer runs its torch path (slow_forward).
+MAMBA_130M = {"model_type": "mamba", "hidden_size": 768, "num_hidden_layers": 24, "intermediate_size": 1536,
+              "state_size": 16, "conv_kernel": 4, "time_step_rank": 48, "vocab_size": 50280, "use_bias": False,
+              "use_conv_bias": True, "residual_in_fp32": True, "layer_norm_epsilon": 1e-5, "use_cache": False}
 BERT_LARGE = {"model_type": "bert", "hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16,
               "intermediate_size": 4096, "vocab_size": 30522, "max_position_embeddings": 512, "type_vocab_size": 2}
 BERT_BASE = {"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
@@ -112,6 +117,8 @@ CASES = [
     train("heldout-qwen2-0.5b-b8-s1024-pure_bf16-sdpa-sgd_momentum", QWEN2_05B, 8, 1024, precision="pure_bf16",
           optimizer="sgd_momentum"),
     vision("resnet50-b64-224-fp32-sgd_momentum", "resnet50", 64, optimizer="sgd_momentum"),
+    train("mamba-130m-b2-s512-fp32-torchpath", MAMBA_130M, 2, 512, attention="eager"),
+    train("mamba-130m-b2-s1024-amp_bf16-torchpath", MAMBA_130M, 2, 1024, precision="amp_bf16", attention="eager"),
     vision("resnet50-b64-224-amp_bf16-adamw", "resnet50", 64, precision="amp_bf16"),
     vision("vit_b_16-b32-224-amp_bf16-adamw", "vit_b_16", 32, precision="amp_bf16"),
 ]
@@ -218,6 +225,11 @@ def run_train(case):
     torch.cuda.synchronize()
     info = {"params": params, "trainable": trainable, "trainable_dtype": trainable_dtype,
             "ckpt_kwargs": getattr(model, "_gradient_checkpointing_kwargs", None)}
+    if case["cfg"]["model_type"] in ("mamba", "falcon_mamba"):
+        # MambaMixer takes cuda_kernels_forward only when mamba-ssm and causal-conv1d import.
+        import importlib.util
+        fused = all(importlib.util.find_spec(p) is not None for p in ("mamba_ssm", "causal_conv1d"))
+        info["ssm_path"] = "fused" if fused else "torch"
     return info, marks
 
 
@@ -345,6 +357,8 @@ def records_of(case, result):
                           "trainable_dtype": {"float32": "fp32", "bfloat16": "bf16"}.get(info["trainable_dtype"])})
             else:
                 model["params"] = info["params"]
+            if info.get("ssm_path"):
+                t["ssm_path"] = info["ssm_path"]
             body = {"train": t}
     values = {"max_memory_allocated": result["allocated"], "max_memory_reserved": result["reserved"],
               "nvidia-smi": result["smi"]}

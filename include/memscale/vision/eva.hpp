@@ -60,28 +60,14 @@ constexpr tensor eva02_block(network& net, const tensor& x, const vit_spec& s, b
     context = net.matmul(scores, v_bmm, shape);
   }
   context = net.copy(context);  // transpose(1, 2).reshape(B, N, C)
-  // add's backward hands its gradient to both inputs as it is (derivatives.yaml add.Tensor:
-  // grad, maybe_multiply(grad, alpha) with alpha 1): a branch that ends in its Linear
-  // receives the skip path's gradient itself, so that Linear's backward holds one, not two.
-  const bool shared_gradient = !s.layer_scale && !drop_path;
-  if (shared_gradient) net.carry(first, x);
-  tensor y = net.linear(context, E, true);
-  if (s.layer_scale) y = net.scale(y);
-  y = net.stochastic_depth(y, drop_path);
-  if (!shared_gradient) net.carry(first, x);
-  const tensor mid = net.add(y, x, false);
+  const tensor mid = timm_branch_end(net, context, x, first, s, drop_path);
   const std::int32_t second = net.next_index();
   const tensor h2 = net.layer_norm(mid);
   const tensor gate = net.linear(h2, s.mlp, true);
   const tensor value = net.linear(h2, s.mlp, true);
-  y = net.mul(net.act(gate, activation::silu, false), value);
+  tensor y = net.mul(net.act(gate, activation::silu, false), value);
   y = net.layer_norm(y);
-  if (shared_gradient) net.carry(second, mid);
-  y = net.linear(y, E, true);
-  if (s.layer_scale) y = net.scale(y);
-  y = net.stochastic_depth(y, drop_path);
-  if (!shared_gradient) net.carry(second, mid);
-  return net.add(y, mid, false);
+  return timm_branch_end(net, y, mid, second, s, drop_path);
 }
 
 constexpr tensor eva02(network& net, const tensor& image, const vit_spec& s, std::uint64_t classes) {

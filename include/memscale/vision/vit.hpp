@@ -98,6 +98,21 @@ constexpr tensor vit_encoder_block(network& net, const tensor& x, std::uint64_t 
   return net.add(y, mid, false);
 }
 
+// The end of a timm residual branch: its last Linear, LayerScale?, DropPath?, then skip + branch.
+// add's backward hands its gradient to both inputs as it is (derivatives.yaml add.Tensor: grad,
+// maybe_multiply(grad, alpha) with alpha 1): a branch that ends in its Linear receives the skip
+// path's gradient itself, so that Linear's backward holds one, not two.
+constexpr tensor timm_branch_end(network& net, const tensor& branch, const tensor& skip, std::int32_t skip_index,
+                                 const vit_spec& s, bool drop_path) {
+  const bool shared_gradient = !s.layer_scale && !drop_path;
+  if (shared_gradient) net.carry(skip_index, skip);
+  tensor y = net.linear(branch, skip.channels, true);
+  if (s.layer_scale) y = net.scale(y);
+  y = net.stochastic_depth(y, drop_path);
+  if (!shared_gradient) net.carry(skip_index, skip);
+  return net.add(y, skip, false);
+}
+
 // timm Block: norm1, Attention, LayerScale?, DropPath?, x + ...; norm2, Mlp (fc1, GELU,
 // fc2), LayerScale?, DropPath?, x + ....
 constexpr tensor timm_vit_block(network& net, const tensor& x, const vit_spec& s, bool drop_path) {
@@ -124,26 +139,12 @@ constexpr tensor timm_vit_block(network& net, const tensor& x, const vit_spec& s
     context = net.matmul(scores, v_bmm, tensor{.channels = E, .height = S});
   }
   context = net.copy(context);  // transpose(1, 2).reshape(B, N, C)
-  // add's backward hands its gradient to both inputs as it is (derivatives.yaml add.Tensor:
-  // grad, maybe_multiply(grad, alpha) with alpha 1): a branch that ends in its Linear
-  // receives the skip path's gradient itself, so that Linear's backward holds one, not two.
-  const bool shared_gradient = !s.layer_scale && !drop_path;
-  if (shared_gradient) net.carry(first, x);
-  tensor y = net.linear(context, E, true);
-  if (s.layer_scale) y = net.scale(y);
-  y = net.stochastic_depth(y, drop_path);
-  if (!shared_gradient) net.carry(first, x);
-  const tensor mid = net.add(y, x, false);
+  const tensor mid = timm_branch_end(net, context, x, first, s, drop_path);
   const std::int32_t second = net.next_index();
-  y = net.layer_norm(mid);
+  tensor y = net.layer_norm(mid);
   y = net.linear(y, s.mlp, true);
   y = net.act(y, activation::gelu, false);
-  if (shared_gradient) net.carry(second, mid);
-  y = net.linear(y, E, true);
-  if (s.layer_scale) y = net.scale(y);
-  y = net.stochastic_depth(y, drop_path);
-  if (!shared_gradient) net.carry(second, mid);
-  return net.add(y, mid, false);
+  return timm_branch_end(net, y, mid, second, s, drop_path);
 }
 
 // timm VisionTransformer: PatchEmbed, _pos_embed, norm_pre, blocks, norm, forward_head.
