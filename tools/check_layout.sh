@@ -2,7 +2,9 @@
 # Checks two layout rules of include/memscale (docs/architecture.md "Layout rules"):
 #  1. a header beside a folder of the same name (estimate.hpp + estimate/) is that folder's
 #     umbrella: comments, #pragma once and includes of headers inside the folder, nothing else;
-#  2. nothing outside the library (examples/, tools/, web/) names a detail:: namespace.
+#  2. nothing outside the library (examples/, tools/, web/) names a detail:: namespace;
+#  3. each tests/runtime/*.cpp keeps its code in a namespace named after the file, so that the
+#     unity batches of memscale_tests (MEMSCALE_BATCH_SOURCES) never see two files' helpers clash.
 #
 #   tools/check_layout.sh REPO_ROOT
 set -euo pipefail
@@ -26,5 +28,12 @@ if [[ -n "${outside}" ]]; then
   echo "${outside}" | head -10
   status=1
 fi
-[[ ${status} -eq 0 ]] && echo "layout: every header beside its folder is an umbrella; detail:: stays inside the library"
+for source in "${root}"/tests/runtime/*.cpp; do
+  stem="$(basename "${source}" .cpp)"
+  if ! grep -qE "^namespace ${stem} \{$" "${source}" || ! grep -qE "^\}  // namespace ${stem}$" "${source}"; then
+    echo "tests/runtime/${stem}.cpp does not wrap its code in 'namespace ${stem} { ... }  // namespace ${stem}'"
+    status=1
+  fi
+done
+[[ ${status} -eq 0 ]] && echo "layout: every header beside its folder is an umbrella; detail:: stays inside the library; each runtime test has its own namespace"
 exit ${status}

@@ -22,9 +22,6 @@ namespace {
 
 using memscale::bytes;
 
-// A size in the --units unit (units.hpp).
-std::string gib(bytes b) { return size_text(b); }
-
 // The GPU a layout is judged on: --gpu NAME or --gpu-memory SIZE.
 std::optional<memscale::gpu_spec> gpu_of(const options& opt) {
   if (opt.custom_gpu) return opt.custom_gpu;
@@ -49,14 +46,14 @@ verdict verdict_of(const memscale::gpu_spec& gpu, double headroom, const memscal
 }
 
 std::string verdict_text(const verdict& v, const memscale::per_gpu_estimate& e, bytes host_memory) {
-  std::string s = "Verdict on " + std::string(v.gpu.label) + " (budget " + gib(v.budget) + " per GPU = " +
-                  gib(v.gpu.memory) + " x (1 - headroom)): ";
+  std::string s = "Verdict on " + std::string(v.gpu.label) + " (budget " + size_text(v.budget) + " per GPU = " +
+                  size_text(v.gpu.memory) + " x (1 - headroom)): ";
   if (v.fits()) return s + "fits\n";
   s += "does not fit:";
-  if (!v.fits_gpu) s += " " + gib(e.peak.device) + " per GPU is over the budget";
+  if (!v.fits_gpu) s += " " + size_text(e.peak.device) + " per GPU is over the budget";
   if (!v.fits_host)
-    s += std::string(v.fits_gpu ? "" : ";") + " " + gib(e.host.per_node) + " of host memory per node is over " +
-         gib(host_memory);
+    s += std::string(v.fits_gpu ? "" : ";") + " " + size_text(e.host.per_node) + " of host memory per node is over " +
+         size_text(host_memory);
   return s + "\n";
 }
 
@@ -149,21 +146,21 @@ std::string layout_text(const memscale::parallel_spec& p, const memscale::traini
        "\n";
   s += "Peak rank " + std::to_string(e.peak_rank) + " (" + std::string(e.peak_role) + "), per GPU:\n";
   const auto& b = e.peak.breakdown;
-  s += "  parameters   " + gib(b.parameters);
-  if (e.gathered.value != 0) s += " (" + gib(e.gathered) + " of them gathered from the other ranks)";
+  s += "  parameters   " + size_text(b.parameters);
+  if (e.gathered.value != 0) s += " (" + size_text(e.gathered) + " of them gathered from the other ranks)";
   s += "\n";
-  s += "  gradients    " + gib(b.gradients) + "\n";
-  s += "  optimizer    " + gib(b.optimizer) + "\n";
-  s += "  activations  " + gib(b.activations) + "\n";
-  s += "  workspace    " + gib(b.workspace) + "\n";
-  s += "  tensor " + gib(e.peak.tensor) + ", reserved " + gib(e.peak.reserved) + ", device (nvidia-smi) " +
-       gib(e.peak.device) + "\n";
-  s += "Host memory per node: " + gib(e.host.per_node) + " (offloaded optimizer " + gib(e.host.optimizer) +
-       ", parameters " + gib(e.host.parameters) + ", activations " + gib(e.host.activations) + "; model load " +
-       gib(e.host.model_load) + ")";
-  if (host_memory.value != 0) s += std::string(e.host.fits ? " fits " : " EXCEEDS ") + gib(host_memory);
-  s += "\nTraffic per GPU per step: collectives " + gib(e.traffic.collectives) + ", host link " +
-       gib(e.traffic.host_link) + "\n";
+  s += "  gradients    " + size_text(b.gradients) + "\n";
+  s += "  optimizer    " + size_text(b.optimizer) + "\n";
+  s += "  activations  " + size_text(b.activations) + "\n";
+  s += "  workspace    " + size_text(b.workspace) + "\n";
+  s += "  tensor " + size_text(e.peak.tensor) + ", reserved " + size_text(e.peak.reserved) + ", device (nvidia-smi) " +
+       size_text(e.peak.device) + "\n";
+  s += "Host memory per node: " + size_text(e.host.per_node) + " (offloaded optimizer " + size_text(e.host.optimizer) +
+       ", parameters " + size_text(e.host.parameters) + ", activations " + size_text(e.host.activations) + "; model load " +
+       size_text(e.host.model_load) + ")";
+  if (host_memory.value != 0) s += std::string(e.host.fits ? " fits " : " EXCEEDS ") + size_text(host_memory);
+  s += "\nTraffic per GPU per step: collectives " + size_text(e.traffic.collectives) + ", host link " +
+       size_text(e.traffic.host_link) + "\n";
   return s;
 }
 
@@ -217,9 +214,9 @@ std::string run_cluster(const options& opt) {
       // A config is written only for a layout that fits the GPU it was planned on.
       if (v && !v->fits())
         throw usage_error("no config written: the layout does not fit " + std::string(v->gpu.label) + " (" +
-                          gib(e.peak.device) + " per GPU against a budget of " + gib(v->budget) +
-                          (v->fits_host ? "" : "; host memory " + gib(e.host.per_node) + " per node over " +
-                                                   gib(c.host_memory)) +
+                          size_text(e.peak.device) + " per GPU against a budget of " + size_text(v->budget) +
+                          (v->fits_host ? "" : "; host memory " + size_text(e.host.per_node) + " per node over " +
+                                                   size_text(c.host_memory)) +
                           "); add GPUs, offload or checkpointing, or leave out --strategy to let the planner choose");
       return emit(opt, p, opt.run);
     }
@@ -296,7 +293,7 @@ std::string run_cluster(const options& opt) {
     return j.dump(2) + "\n";
   }
   std::string s = "Cluster plan on " + std::string(gpu->label) + ": up to " + std::to_string(c.gpus) + " GPUs (" +
-                  std::to_string(c.nodes) + " x " + std::to_string(c.gpus / c.nodes) + "), budget " + gib(plan->budget) +
+                  std::to_string(c.nodes) + " x " + std::to_string(c.gpus / c.nodes) + "), budget " + size_text(plan->budget) +
                   " per GPU, global batch " + std::to_string(plan->global_batch) + "\n";
   s += "  gpus strategy      tp pp offload              ckpt micro x accum   per GPU      host/node    fits  comm+offload s\n";
   for (std::size_t i = 0; i < plan->count; ++i) {
@@ -308,7 +305,7 @@ std::string run_cluster(const options& opt) {
                   static_cast<unsigned long long>(k.layout.pp), offload_name(k.layout).c_str(),
                   std::string(memscale::to_string(k.run.ckpt)).c_str(),
                   static_cast<unsigned long long>(k.run.micro_batch), static_cast<unsigned long long>(k.run.grad_accum),
-                  gib(k.estimate.peak.device).c_str(), gib(k.estimate.host.per_node).c_str(),
+                  size_text(k.estimate.peak.device).c_str(), size_text(k.estimate.host.per_node).c_str(),
                   k.fits() ? "yes" : (k.fits_gpu ? "host" : "no"), k.seconds());
     s += line;
   }

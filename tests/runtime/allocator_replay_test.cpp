@@ -15,6 +15,7 @@
 #include "memscale/allocator/replay_generate.hpp"
 #include "memscale/memscale.hpp"
 
+namespace allocator_replay_test {
 namespace {
 
 using namespace memscale;
@@ -194,3 +195,5 @@ TEST_CASE("the CUDA context: thread slots plus the kernels the work loads", "[al
   CHECK(context_memory(override).overridden);
   CHECK_THROWS_AS(context_memory(context_inputs{}), memscale::error);
 }
+
+}  // namespace allocator_replay_test

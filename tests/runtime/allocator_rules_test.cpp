@@ -13,6 +13,7 @@
 #include "memscale/allocator/alloc_conf.hpp"
 #include "memscale/allocator/caching_allocator.hpp"
 
+namespace allocator_rules_test {
 namespace {
 
 using namespace memscale;
@@ -272,3 +273,5 @@ TEST_CASE("misused ids are errors, not undefined behaviour", "[allocator]") {
   for (std::uint32_t i = 0; i < 4; ++i) tiny.allocate(i, 30 * MiB);
   CHECK_THROWS_AS(tiny.allocate(4, 30 * MiB), memscale::error);  // block capacity
 }
+
+}  // namespace allocator_rules_test

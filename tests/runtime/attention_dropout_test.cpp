@@ -12,6 +12,7 @@
 #include "memscale/json.hpp"
 #include "memscale/memscale.hpp"
 
+namespace attention_dropout_test {
 namespace {
 
 using namespace memscale;
@@ -140,3 +141,5 @@ TEST_CASE("inference resolves sdpa as training does", "[attention]") {
   CHECK(attention_kernel_of(gpt2, r) == attention_kernel::flash);
   CHECK(before_cpu_flash > estimate_inference(gpt2, r).prefill.tensor);
 }
+
+}  // namespace attention_dropout_test

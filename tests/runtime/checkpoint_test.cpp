@@ -19,6 +19,7 @@
 #include "memscale/json.hpp"
 #include "safetensors_writer.hpp"
 
+namespace checkpoint_test {
 namespace {
 
 using memscale::bytes;
@@ -352,3 +353,5 @@ TEST_CASE("checkpoint: a known model_type loads through its family reader", "[ch
   CHECK_FALSE(loaded.generic.has_value());
   CHECK(memscale::parameter_count(loaded.model) == 124'439'808ULL);
 }
+
+}  // namespace checkpoint_test

@@ -20,6 +20,7 @@
 #include "memscale/json.hpp"
 #include "memscale/presets.hpp"
 
+namespace cli_test {
 namespace {
 
 using memscale::bytes;
@@ -159,3 +160,5 @@ TEST_CASE("json_io::estimate_record: an unknown torchvision model answers an err
   CHECK(message.find("model.name") != std::string::npos);
   CHECK(message.find("alexnet") != std::string::npos);
 }
+
+}  // namespace cli_test

@@ -12,6 +12,7 @@
 #include "memscale/cluster_planner.hpp"
 #include "memscale/presets.hpp"
 
+namespace cluster_planner_test {
 namespace {
 using namespace memscale;
 
@@ -132,3 +133,5 @@ TEST_CASE("Cluster planner: a bf16 run on GPUs without bf16 is refused, naming f
   fp16.prec = precision::amp_fp16;
   CHECK(plan_cluster(presets::gpt2, fp16, t4s).found);
 }
+
+}  // namespace cluster_planner_test

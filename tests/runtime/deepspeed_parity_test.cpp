@@ -18,6 +18,7 @@
 #include "memscale/parallel/deepspeed_estimator.hpp"
 #include "memscale/presets.hpp"
 
+namespace deepspeed_parity_test {
 namespace {
 
 using memscale::deepspeed::estimator_version;
@@ -166,3 +167,5 @@ TEST_CASE("DeepSpeed estimator: the v0.14.3 ZeRO-2 formula counts 2 + 18/N bytes
   CHECK(printed_gib_hundredths(memscale::bytes{std::uint64_t{1} << 27}) == 12);      // 0.125 -> "0.12"
   CHECK(printed_gib_hundredths(memscale::bytes{3 * (std::uint64_t{1} << 27)}) == 38);  // 0.375 -> "0.38"
 }
+
+}  // namespace deepspeed_parity_test

@@ -17,6 +17,7 @@
 #include "memscale/plan_result.hpp"
 #include "memscale/presets.hpp"
 
+namespace device_peak_test {
 namespace {
 
 using namespace memscale;
@@ -221,3 +222,5 @@ TEST_CASE("device verdict: the replayed band from torch 2.0, the class band befo
   CHECK(verdict_on_device(presets::gpt2_medium, old, d_old, d_old.device).band.source ==
         band_of(run_class::gpu_published).source);
 }
+
+}  // namespace device_peak_test

@@ -15,6 +15,7 @@
 #include "memscale/json/emit_accelerate.hpp"
 #include "memscale/json/emit_deepspeed.hpp"
 
+namespace emit_test {
 namespace {
 using namespace memscale;
 namespace keys = memscale::json_io::engine_keys;
@@ -171,3 +172,5 @@ TEST_CASE("ds_config.json under ZeRO-Offload names an optimizer the engine runs 
   CHECK_FALSE(plain.contains("optimizer"));
   CHECK_FALSE(plain.contains("zero_force_ds_cpu_optimizer"));
 }
+
+}  // namespace emit_test

@@ -15,6 +15,7 @@
 #include "memscale/planner.hpp"
 #include "memscale/presets.hpp"
 
+namespace encoder_decoder_parallel_test {
 namespace {
 using namespace memscale;
 
@@ -79,3 +80,5 @@ TEST_CASE("T5: the cluster planner and the single-GPU planner take both stacks",
   CHECK(checkpointed_block_inputs(g, b) > checkpointed_block_inputs(g.decoder, b));
   CHECK(balanced.cost.host_memory >= checkpointed_block_inputs(g, b));
 }
+
+}  // namespace encoder_decoder_parallel_test

@@ -15,6 +15,7 @@
 #include "memscale/memscale.hpp"
 #include "error_capture.hpp"
 
+namespace estimate_test {
 namespace {
 
 using memscale_test::contains;
@@ -365,3 +366,5 @@ TEST_CASE("validate() names the offending field", "[validate][error]") {
     for (const auto& m : presets::all) CHECK(&validate(m) == &m);
   }
 }
+
+}  // namespace estimate_test

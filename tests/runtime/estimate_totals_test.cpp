@@ -15,6 +15,7 @@
 
 #include "memscale/memscale.hpp"
 
+namespace estimate_totals_test {
 namespace {
 
 using namespace memscale;
@@ -101,3 +102,5 @@ TEST_CASE("a graph built at run time reads back exactly the ops it was given", "
   CHECK(g.ops[1].released_by == not_kept);
   CHECK(parameter_count(g) == 12);
 }
+
+}  // namespace estimate_totals_test

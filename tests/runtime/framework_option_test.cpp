@@ -12,6 +12,7 @@
 #include "memscale/json.hpp"
 #include "memscale/memscale.hpp"
 
+namespace framework_option_test {
 namespace {
 
 using namespace memscale;
@@ -151,3 +152,5 @@ TEST_CASE("BALANCED keeps an in-backward optimizer's state on the GPU", "[framew
   CHECK(balanced.offload_activations);
   CHECK_NOTHROW(validate(balanced));
 }
+
+}  // namespace framework_option_test

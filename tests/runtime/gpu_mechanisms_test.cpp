@@ -11,6 +11,7 @@
 #include "memscale/json.hpp"
 #include "memscale/memscale.hpp"
 
+namespace gpu_mechanisms_test {
 namespace {
 
 using namespace memscale;
@@ -125,3 +126,5 @@ TEST_CASE("PEFT keeps adapters over a 16-bit base in fp32 by default; lit-gpt ke
   CHECK(estimate(litgpt, explicit_fp32).parameter_bytes.value - estimate(litgpt, as_base).parameter_bytes.value ==
         trainable * 2);
 }
+
+}  // namespace gpu_mechanisms_test

@@ -13,6 +13,7 @@
 
 #include "memscale/gpus.hpp"
 
+namespace gpus_test {
 namespace {
 
 using namespace memscale::literals;
@@ -120,3 +121,5 @@ TEST_CASE("custom_gpu validates its input", "[gpus]") {
   CHECK(gpu.host_link_gb_per_s == 15.75);
   CHECK(gpu.memory_from == memscale::memory_source::user);
 }
+
+}  // namespace gpus_test

@@ -14,6 +14,7 @@
 #include "memscale/parallel/per_gpu.hpp"
 #include "memscale/presets.hpp"
 
+namespace gradient_accumulation_test {
 namespace {
 using namespace memscale;
 
@@ -108,3 +109,5 @@ TEST_CASE("Single-GPU estimate: sharded accumulation keeps 1/N, no_sync keeps ev
   CHECK(partitioned.steady.breakdown.gradients < whole.steady.breakdown.gradients);
   CHECK(whole.steady.breakdown.gradients >= partitioned.gradient_bytes);
 }
+
+}  // namespace gradient_accumulation_test

@@ -29,6 +29,7 @@
 #include "memscale/json.hpp"
 #include "memscale/memscale.hpp"
 
+namespace graph_golden_test {
 namespace {
 
 using namespace memscale;
@@ -422,3 +423,5 @@ TEST_CASE("graph recipes: every model overflows at the pinned product, named the
   CHECK(answers.value == 12978692108066112306ULL);  // the old builders' answers, refusal wording as above
   CHECK(overflows > 5'000);
 }
+
+}  // namespace graph_golden_test

@@ -17,6 +17,7 @@
 #include "memscale/json.hpp"
 #include "memscale/memscale.hpp"
 
+namespace hf_config_test {
 namespace {
 
 std::string config_path(const std::string& name) {
@@ -475,3 +476,5 @@ TEST_CASE("gpt_oss features: each changes exactly what its mechanism saves") {
     CHECK(contains(error_message([&] { (void)validate(dense); }), "clamped_swiglu"));
   }
 }
+
+}  // namespace hf_config_test

@@ -28,6 +28,7 @@
 #include "memscale/presets.hpp"
 #include "memscale/validate.hpp"
 
+namespace hostile_input_test {
 namespace {
 
 using memscale_test::contains;
@@ -322,3 +323,5 @@ TEST_CASE("presets: the sequence check knows each preset's max_position_embeddin
   const std::string message = memscale_test::error_message([] { memscale::check_sequence(llama_2_7b, 8192, "--seq"); });
   CHECK(contains(message, "--seq must be <= 4096 (the max_position_embeddings of llama-2-7b) (got 8192)"));
 }
+
+}  // namespace hostile_input_test

@@ -19,6 +19,7 @@
 #include "memscale/json.hpp"
 #include "memscale/presets.hpp"
 
+namespace inference_test {
 namespace {
 
 using memscale_test::contains;
@@ -172,3 +173,5 @@ TEST_CASE("inference: invalid input names the field", "[inference]") {
                  }),
                  "infer.qk_rope_head_dim"));
 }
+
+}  // namespace inference_test

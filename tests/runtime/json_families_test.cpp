@@ -10,6 +10,7 @@
 
 #include "memscale/json.hpp"
 
+namespace json_families_test {
 namespace {
 
 using memscale::json_io::json;
@@ -106,3 +107,5 @@ TEST_CASE("json_io::model_from_record: an hf_config's quantization_config is ref
     CHECK(std::string(e.what()).find("quantization_config.quant_method") != std::string::npos);
   }
 }
+
+}  // namespace json_families_test

@@ -14,6 +14,7 @@
 #include "memscale/json.hpp"
 #include "error_capture.hpp"
 
+namespace json_test {
 namespace {
 
 using memscale_test::contains;
@@ -236,3 +237,5 @@ TEST_CASE("estimate_to_json reports the same numbers as the estimate", "[json]")
   CHECK(out.at("peak").at("tensor").get<std::uint64_t>() == r.steady.tensor.value);
   CHECK(out.at("peak").at("phase") == "optimizer_step");
 }
+
+}  // namespace json_test

@@ -11,6 +11,7 @@
 #include "memscale/planner.hpp"
 #include "memscale/presets.hpp"
 
+namespace levers_test {
 namespace {
 
 using namespace memscale;
@@ -73,3 +74,5 @@ TEST_CASE("levers: the JSON report lists them when the plan would stream paramet
   const plan_result fits = io::plan_run(small, *io::gpu_of(small));
   CHECK(!io::run_report_json(small, io::estimate_run(small), &fits).at("plan").contains("levers"));
 }
+
+}  // namespace levers_test

@@ -14,6 +14,7 @@
 #include "memscale/json.hpp"
 #include "memscale/memscale.hpp"
 
+namespace litgpt_mechanisms_test {
 namespace {
 
 using namespace memscale;
@@ -141,3 +142,5 @@ TEST_CASE("A run document's run.output_cast is read, written back when stated, a
   stated.output_cast = output_cast_kind::fp32;
   CHECK_THROWS_WITH(estimate(in.model, stated), Catch::Matchers::Contains("run.output_cast"));
 }
+
+}  // namespace litgpt_mechanisms_test

@@ -14,6 +14,7 @@
 #include "memscale/json.hpp"
 #include "memscale/memscale.hpp"
 
+namespace lora_test {
 namespace {
 
 using memscale_test::contains;
@@ -195,3 +196,5 @@ TEST_CASE("QLoRA: no 16-bit weight copy under autocast; bitsandbytes version dec
   r["software"] = {{"bitsandbytes", "new"}};
   CHECK(contains(error_message([&] { (void)json_io::run_from_record(r); }), "software.bitsandbytes"));
 }
+
+}  // namespace lora_test

@@ -22,6 +22,7 @@
 #include "memscale/memscale.hpp"
 #include "memscale/parallel/per_gpu.hpp"
 
+namespace mamba_test {
 namespace {
 
 using memscale::json_io::json;
@@ -183,3 +184,5 @@ TEST_CASE("mamba: paths that assume attention refuse a state-space stack by name
   no_state.ssm_state = 0;
   CHECK_THROWS_WITH(validate(no_state), Catch::Contains("model.ssm_state"));
 }
+
+}  // namespace mamba_test

@@ -23,6 +23,7 @@
 #include "memscale/parallel/per_gpu.hpp"
 #include "memscale/presets.hpp"
 
+namespace multi_gpu_properties_test {
 namespace {
 using namespace memscale;
 
@@ -163,3 +164,5 @@ TEST_CASE("ZeRO-3 and FSDP on one GPU gather nothing; from two GPUs on, the shar
   const auto small = estimate_per_gpu(tiny, run, {.engine = strategy::zero3, .gpus_per_node = 2});
   CHECK(small.gathered <= estimate(tiny, run).parameter_bytes);
 }
+
+}  // namespace multi_gpu_properties_test

@@ -12,6 +12,7 @@
 #include "memscale/detail/nearest_name.hpp"
 #include "memscale/gpus.hpp"
 
+namespace nearest_name_test {
 namespace {
 
 std::string gpu_hint(std::string_view typed) {
@@ -46,3 +47,5 @@ TEST_CASE("option and field suggestions keep working", "[suggest]") {
   // A hostile name gives no hint and bounded work.
   CHECK(hint(std::string(100000, 'a'), {"a100-40gb"}) == "");
 }
+
+}  // namespace nearest_name_test

@@ -10,6 +10,7 @@
 #include "error_capture.hpp"
 #include "memscale/json.hpp"
 
+namespace parallel_record_test {
 namespace {
 using namespace memscale;
 using json_io::json;
@@ -64,3 +65,5 @@ TEST_CASE("Multi-GPU records: DeepSpeed, tensor and pipeline layouts are read", 
   CHECK(memscale_test::contains(json_io::estimate_parallel_record(r).at("error").get<std::string>(),
                                 "train.fsdp must be full_shard, shard_grad_op, hybrid_shard or no_shard"));
 }
+
+}  // namespace parallel_record_test

@@ -13,6 +13,7 @@
 #include "memscale/parallel/per_gpu.hpp"
 #include "memscale/presets.hpp"
 
+namespace parallel_test {
 namespace {
 using namespace memscale;
 
@@ -176,3 +177,5 @@ TEST_CASE("Invalid layouts name the field", "[parallel][errors]") {
     (void)estimate_per_gpu(presets::gpt2, r, {.gpus_per_node = 4, .pp = 4, .virtual_stages = 2});
   }), "parallel.virtual_stages must be 1 unless"));
 }
+
+}  // namespace parallel_test

@@ -21,6 +21,7 @@
 #include "memscale/vision/planner.hpp"
 #include "memscale/vision/presets.hpp"
 
+namespace plan_contract_test {
 namespace {
 
 using namespace memscale;
@@ -212,3 +213,5 @@ TEST_CASE("plans of a GPU without bf16: an explicit bf16 precision is refused, n
   const training_spec fp16_run{.micro_batch = runtime_value(4), .seq_len = runtime_value(512), .prec = precision::amp_fp16};
   CHECK_NOTHROW(make_plan(presets::gpt2, fp16_run, t4));
 }
+
+}  // namespace plan_contract_test

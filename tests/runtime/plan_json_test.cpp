@@ -14,6 +14,7 @@
 #include <memscale/planner.hpp>
 #include <memscale/presets.hpp>
 
+namespace plan_json_test {
 namespace {
 
 std::uint64_t runtime_value(std::uint64_t v) {
@@ -66,3 +67,5 @@ TEST_CASE("plan JSON: each mode shows what it switches on and its error band", "
       CHECK(m.at("peak_range").at("high").get<std::uint64_t>() <= plan.at("budget").get<std::uint64_t>());
   }
 }
+
+}  // namespace plan_json_test

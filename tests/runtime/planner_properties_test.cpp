@@ -19,6 +19,7 @@
 #include <memscale/presets.hpp>
 #include <memscale/training.hpp>
 
+namespace planner_properties_test {
 namespace {
 
 using memscale::training_spec;
@@ -211,3 +212,5 @@ TEST_CASE("planner: a prime effective batch is kept exactly and the rounded alte
   CHECK(plan.rounded_grad_accumulation == (61 + plan.max_micro_batch - 1) / plan.max_micro_batch);
   CHECK(plan.rounded_micro_batch * plan.rounded_grad_accumulation != 61);
 }
+
+}  // namespace planner_properties_test

@@ -25,6 +25,7 @@
 #include <memscale/presets.hpp>
 #include <memscale/training.hpp>
 
+namespace planner_solve_test {
 namespace {
 
 using memscale::mode;
@@ -609,3 +610,5 @@ TEST_CASE("the search's probe decides as a full mode plan does, and its solver a
   }
   CHECK(searched > 1500);
 }
+
+}  // namespace planner_solve_test

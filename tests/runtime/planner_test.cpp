@@ -16,6 +16,7 @@
 #include <memscale/presets.hpp>
 #include <memscale/training.hpp>
 
+namespace planner_test {
 namespace {
 
 using memscale::mode;
@@ -269,3 +270,5 @@ TEST_CASE("planner: advice when nothing fits", "[planner]") {
     CHECK(memscale::detail::mode_fits(memscale::presets::gpt2_xl, t, gpu, plan.chosen, plan.budget));
   }
 }
+
+}  // namespace planner_test

@@ -19,6 +19,7 @@
 #include "memscale/quant_format.hpp"
 #include "safetensors_writer.hpp"
 
+namespace quantization_test {
 namespace {
 
 using memscale::bytes;
@@ -279,3 +280,5 @@ TEST_CASE("quantization_config: an AWQ config changes the served weight bytes as
                  }),
                  "has no inference weight format"));
 }
+
+}  // namespace quantization_test

@@ -23,6 +23,7 @@
 #include "memscale/vision/planner.hpp"
 #include "memscale/vision/presets.hpp"
 
+namespace random_run_properties_test {
 namespace {
 
 using namespace memscale;
@@ -224,3 +225,5 @@ TEST_CASE("random vision runs: peak monotone in batch and image size, checkpoint
     }
   }
 }
+
+}  // namespace random_run_properties_test

@@ -14,6 +14,7 @@
 #include <memscale/json.hpp>
 #include <memscale/presets.hpp>
 
+namespace run_document_test {
 namespace io = memscale::json_io;
 
 namespace {
@@ -142,3 +143,5 @@ TEST_CASE("OOM cliff: micro-batches double up to four times the larger of the ru
     CHECK(row[3].get<std::uint64_t>() == mode_plan.peak.value);  // micro-batch 8
   }
 }
+
+}  // namespace run_document_test

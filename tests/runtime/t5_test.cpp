@@ -13,6 +13,7 @@
 #include "memscale/json.hpp"
 #include "memscale/memscale.hpp"
 
+namespace t5_test {
 namespace {
 
 using memscale::json_io::json;
@@ -157,3 +158,5 @@ TEST_CASE("t5: the norm's x^2 is kept by the mean only before torch 2.2") {
   const bytes x_squared = storage(dtype::fp32, encoder_norms * 4 * 256 * 512 + decoder_norms * 4 * 64 * 512);
   CHECK(estimate(m, before).saved_activation_bytes - estimate(m, after).saved_activation_bytes == x_squared);
 }
+
+}  // namespace t5_test

@@ -16,6 +16,7 @@
 #include "memscale/json.hpp"
 #include "memscale/memscale.hpp"
 
+namespace torchtune_mechanisms_test {
 namespace {
 
 using namespace memscale;
@@ -175,3 +176,5 @@ TEST_CASE("Framework fields a record states are read, never ignored") {
   CHECK_THAT(json_io::estimate_record(other_release).at("error").get<std::string>(),
              Catch::Matchers::Contains("framework.version"));
 }
+
+}  // namespace torchtune_mechanisms_test

@@ -19,6 +19,7 @@
 #include "memscale/vision/planner.hpp"
 #include "memscale/vision/presets.hpp"
 
+namespace vision_test {
 namespace {
 
 using memscale_test::contains;
@@ -169,3 +170,5 @@ TEST_CASE("vision: invalid input is an error naming the field", "[vision][error]
   REQUIRE(answer.contains("error"));
   CHECK(contains(answer.at("error").get<std::string>(), "train.memory_format"));
 }
+
+}  // namespace vision_test

@@ -16,6 +16,7 @@
 #include "memscale/vision/estimate.hpp"
 #include "memscale/vision/presets.hpp"
 
+namespace vision_timm_test {
 namespace {
 
 using memscale_test::contains;
@@ -182,3 +183,5 @@ TEST_CASE("timm records: an argument memscale does not model is refused by name"
                  }),
                  "timm"));
 }
+
+}  // namespace vision_timm_test
