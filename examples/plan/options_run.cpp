@@ -77,17 +77,25 @@ void add_run_options(CLI::App& app, options& o) {
             "the training code: hf (transformers; @VERSION sets its release) | litgpt (its LoRA scripts, the model as "
             "lit-gpt builds it) | torchtune[@0.6.1]; its defaults (loss, adapter dtype) apply; default hf",
             [&o](const std::string& v) { memscale::json_io::read_framework_option(v, o.run, "--framework"); });
-  add_value(app, g, "--loss", "L", "standard (the whole logits) | chunked (lit-gpt's, torchtune's); default: the framework's",
+  add_value(app, g, "--loss", "L",
+            "standard (the whole logits) | chunked (lit-gpt's, torchtune's) | fused_linear_ce (Liger's); default: the "
+            "framework's",
             [&o](const std::string& v) {
               if (v == "standard") {
                 o.run.loss = memscale::loss_impl::standard;
                 o.run.loss_chunks = 0;
               } else if (v == "chunked") {
                 o.run.loss = memscale::loss_impl::chunked;
+              } else if (v == "fused_linear_ce") {
+                o.run.loss = memscale::loss_impl::fused_linear;
+                o.run.loss_chunks = 0;
               } else {
-                throw usage_error("--loss must be standard or chunked (got " + in_quotes(v) + ")");
+                throw usage_error("--loss must be standard, chunked or fused_linear_ce (got " + in_quotes(v) + ")");
               }
             });
+  add_flag(app, g, "--liger",
+           "Liger's kernels as transformers' use_liger_kernel applies them: fused linear cross-entropy, RMSNorm, SwiGLU",
+           [&o] { memscale::apply_liger(o.run); });
   add_value(app, g, "--loss-chunk", "TOKENS", "tokens per chunk of a chunked loss counted in tokens (lit-gpt: 128)",
             [&o](const std::string& v) { o.run.loss_chunk = parse_positive("--loss-chunk", v); });
   add_value(app, g, "--loss-chunks", "N", "chunks of torchtune's chunked loss (its default 8)",

@@ -85,7 +85,8 @@ constexpr lever_list cheaper_levers(const model_spec& model, const training_spec
   const bool ckpt = run.ckpt != checkpointing::full;
   run.ckpt = checkpointing::full;
   consider(lever::checkpointing, ckpt);
-  const bool chunk = run.loss != loss_impl::chunked;
+  // A fused linear cross-entropy already keeps less than a chunked loss.
+  const bool chunk = run.loss == loss_impl::standard;
   run.loss = loss_impl::chunked;
   consider(lever::chunked_loss, chunk);
   const bool adam = run.target == training_target::full &&

@@ -28,8 +28,11 @@ enum class attention_impl : std::uint8_t { eager, sdpa_math, flash, sdpa };
 enum class training_target : std::uint8_t { full, lora, qlora };
 enum class base_quant : std::uint8_t { nf4, nf4_double_quant };
 // standard: logits materialised for the whole sequence; chunked: cross-entropy over
-// slices of the sequence (lit-gpt chunked_cross_entropy, Liger-style fused losses).
-enum class loss_impl : std::uint8_t { standard, chunked };
+// slices of the sequence (lit-gpt chunked_cross_entropy, torchtune's chunked loss);
+// fused_linear: Liger's fused linear cross-entropy, which runs the head, the loss and both
+// gradients chunk by chunk inside forward, so the logits never exist whole
+// (linkedin/Liger-Kernel v0.5.10 @ 44a8f2fb, ops/fused_linear_cross_entropy.py).
+enum class loss_impl : std::uint8_t { standard, chunked, fused_linear };
 // Data-parallel sharding (Rajbhandari et al. 2020, ZeRO, arXiv 1910.02054): stage 1
 // shards optimizer state, stage 2 also gradients, stage 3 (FSDP FULL_SHARD) parameters.
 enum class sharding : std::uint8_t { none, optimizer_state, gradients, full };
@@ -132,6 +135,10 @@ struct training_spec {
   // transformers_version, and lit-gpt is read at one commit of its scripts.
   std::uint32_t framework_version = 0;
   ssm_kernel_choice ssm_kernels = ssm_kernel_choice::framework_default;  // state-space mixers only
+  // Liger's Triton RMSNorm and SwiGLU in place of the modeling file's (Liger-Kernel v0.5.10
+  // ops/rms_norm.py, ops/swiglu.py): each saves fewer tensors (graph/layers/norms.hpp, mlp.hpp).
+  bool liger_rms_norm = false;
+  bool liger_swiglu = false;
 };
 
 // The release each framework's rules were read from: torchtune v0.6.1 (pytorch/torchtune
@@ -192,6 +199,18 @@ constexpr training_spec with_framework(training_spec run, framework_kind f) {
 // Decoder tokens per sequence of an encoder-decoder run.
 constexpr std::uint64_t target_len_of(const training_spec& t) { return t.target_len == 0 ? t.seq_len : t.target_len; }
 
+// What transformers' `use_liger_kernel=True` patches in that memscale models: the fused linear
+// cross-entropy, RMSNorm and SwiGLU (apply_liger_kernel_to_llama's defaults, Liger-Kernel v0.5.10).
+// Its RoPE kernel, also on by default, rotates q and k in place: memscale keeps the modeling
+// file's rotary temporaries, which only over-count.
+constexpr training_spec& apply_liger(training_spec& run) {
+  run.loss = loss_impl::fused_linear;
+  run.loss_chunks = 0;
+  run.liger_rms_norm = true;
+  run.liger_swiglu = true;
+  return run;
+}
+
 constexpr bool uses_autocast(precision p) { return p == precision::amp_fp16 || p == precision::amp_bf16; }
 constexpr bool is_lora(const training_spec& t) { return t.target != training_target::full; }
 
@@ -222,6 +241,13 @@ constexpr const training_spec& validate(const training_spec& t) {
   if (t.loss_chunks > 0 && t.loss != loss_impl::chunked)
     detail::fail(error_code::invalid_run, "run.loss_chunks", "needs run.loss chunked (the whole-logits loss has no chunks)",
                  t.loss_chunks);
+  // Liger patches Hugging Face's modeling files (liger_kernel/transformers/monkey_patch.py);
+  // lit-gpt and torchtune run their own model code and losses.
+  if (t.framework != framework_kind::hf &&
+      (t.loss == loss_impl::fused_linear || t.liger_rms_norm || t.liger_swiglu))
+    detail::fail(error_code::unsupported, "run.loss",
+                 "Liger's kernels (fused linear cross-entropy, RMSNorm, SwiGLU) are modelled over Hugging Face "
+                 "models (run.framework hf)");
   if (t.framework == framework_kind::torchtune && t.loss == loss_impl::chunked && t.loss_chunks == 0)
     detail::fail(error_code::invalid_run, "run.loss_chunks", "must be > 0 for torchtune's chunked loss (its default: 8)", 0);
   if (t.framework == framework_kind::torchtune && t.output_cast == output_cast_kind::fp32)

@@ -70,11 +70,31 @@ constexpr void check_framework(const model_spec& m, const training_spec& t) {
                  "torchtune builds its own models (separate q, k, v projections), not lit-gpt's: model.impl must not be litgpt");
 }
 
+// Liger's kernels replace particular modules: its RMSNorm an RMSNorm, its SwiGLU a SiLU-gated MLP,
+// its fused linear cross-entropy a causal-LM head that neither LoRA nor 4-bit storage wraps
+// (liger_kernel/transformers/monkey_patch.py, v0.5.10 @ 44a8f2fb).
+constexpr void check_liger(const model_spec& m, const training_spec& t) {
+  if (t.liger_rms_norm && m.norm != norm_kind::rmsnorm)
+    detail::fail(error_code::unsupported, "run.fused_rmsnorm", "replaces an RMSNorm; this model's norm is not one");
+  if (t.liger_swiglu && m.mlp != mlp_kind::swiglu)
+    detail::fail(error_code::unsupported, "run.fused_swiglu", "replaces a SiLU-gated MLP; this model's MLP is not one");
+  if (t.loss != loss_impl::fused_linear) return;
+  if (m.arch != architecture::decoder || m.head != head_kind::causal_lm)
+    detail::fail(error_code::unsupported, "run.loss", "fused_linear_ce replaces a decoder's causal-LM head and loss");
+  if (is_lora(t) && has(t.lora_targets, lora_target::head))
+    detail::fail(error_code::unsupported, "run.loss",
+                 "fused_linear_ce multiplies by the head's base weight: a LoRA-adapted head is not modelled with it");
+  if (t.target == training_target::qlora && !m.tied_embeddings)
+    detail::fail(error_code::unsupported, "run.loss",
+                 "fused_linear_ce over a 4-bit head is not modelled (Liger multiplies by the stored weight)");
+}
+
 constexpr const model_spec& validate(const model_spec& m, const training_spec& t) {
   validate(m);
   validate(t);
   check_sequence(m, t.seq_len, "run.seq_len");
   check_framework(m, t);
+  check_liger(m, t);
   // LoRA targets name attention and MLP projections; a Mamba mixer's (in_proj, x_proj, dt_proj,
   // out_proj) are not among them, so an adapter run would train nothing: refused by name.
   if (is_lora(t))

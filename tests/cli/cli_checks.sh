@@ -239,6 +239,10 @@ bad_input_says 'framework "torchtune" does not apply to --inference' --inference
 bad_input_says 'framework "torchtune" does not apply to --gpus' --gpus 4 --gpu a100-80gb --framework torchtune
 bad_input_says 'modelled for decoder-only transformers' --model t5-small --framework litgpt
 bad_input_says "run.loss_chunks is torchtune's chunk count" --loss-chunks 4
+bad_input_says 'run.fused_rmsnorm replaces an RMSNorm' --model gpt2 --liger
+bad_input_says "Liger's kernels (fused linear cross-entropy, RMSNorm, SwiGLU) are modelled over Hugging Face models" \
+  --model llama-2-7b --lora 8 --framework torchtune --liger
+bad_input_says '--loss must be standard, chunked or fused_linear_ce' --loss fused
 bad_input_says '--lora-dropout must be a probability in [0, 1) (got "1")' --lora 8 --lora-dropout 1
 bad_input_says '--lora-variant needs --lora or --qlora' --lora-variant dora
 bad_input_says 'run.loss_chunks needs run.loss chunked' --framework torchtune --loss standard --loss-chunks 4
@@ -350,6 +354,8 @@ round_trip --model llama-2-7b --lora 8 --precision pure_bf16 --framework torchtu
 round_trip --model llama-3-8b --qlora 16 --precision pure_bf16 --framework litgpt --loss-chunk 256 --gpu rtx4090
 round_trip --model llama-2-7b --lora 8 --framework torchtune --loss standard
 round_trip --model llama-2-7b --lora 8 --lora-variant dora --lora-dropout 0 --gpu rtx4090
+round_trip --model llama-3-8b --lora 16 --precision pure_bf16 --liger --gpu rtx4090
+round_trip --model llama-3-8b --precision pure_bf16 --loss fused_linear_ce --batch 2 --seq 2048
 # a ground-truth record is a --run input too, and the output of that reads back the same
 python3 -c 'import json,sys; json.dump(json.load(open(sys.argv[1]))[0], open(sys.argv[2], "w"))' \
   "$truth/cpu_traced_dev.json" "$work/record.json"

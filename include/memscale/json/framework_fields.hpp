@@ -14,6 +14,20 @@
 
 namespace memscale::json_io::detail {
 
+// Whether a Liger release ("0.5.10", "0.6.2") is one its kernels are modelled at: 0.5 or later.
+inline bool liger_version_modelled(const std::string& version) {
+  std::size_t dot = version.find('.');
+  if (dot == std::string::npos || dot == 0) return false;
+  const std::string major = version.substr(0, dot);
+  std::size_t end = dot + 1;
+  while (end < version.size() && version[end] >= '0' && version[end] <= '9') ++end;
+  const std::string minor = version.substr(dot + 1, end - dot - 1);
+  if (minor.empty() || major.find_first_not_of("0123456789") != std::string::npos || major.size() > 3 ||
+      minor.size() > 3)
+    return false;
+  return std::stoi(major) > 0 || std::stoi(minor) >= 5;
+}
+
 // The framework a record ran under: its "framework".name, which must agree with model.impl
 // when both are given (lit-gpt's and torchtune's records name both).
 inline framework_kind framework_of_record(const json& record) {
@@ -41,13 +55,17 @@ inline framework_kind framework_of_record(const json& record) {
     if (version.rfind("0.6.", 0) != 0)
       bad_field(error_code::unsupported, "framework.version", version, "is not modelled: torchtune is read at 0.6.1");
   }
-  // Liger's kernels replace the loss, RMSNorm and SwiGLU with fused ones whose saved tensors
-  // differ (linkedin/Liger-Kernel @ 44a8f2fb).
+  // Liger's kernels (train.loss_impl fused_linear_ce, train.fused_rmsnorm, train.fused_swiglu) are
+  // read at v0.5.10 (linkedin/Liger-Kernel @ 44a8f2fb); the buffers they make for training are
+  // the same at the newest commit read (00eba634), so 0.5 and later releases are accepted.
   if (f.contains("kernels") && f.at("kernels").is_object()) {
     const json& k = f.at("kernels");
-    if (k.contains("liger") && !k.at("liger").is_null())
-      bad_field(error_code::unsupported, "framework.kernels.liger", k.at("liger"),
-                "Liger kernels are not modelled yet (their fused loss, RMSNorm and SwiGLU keep other tensors)");
+    if (k.contains("liger") && !k.at("liger").is_null()) {
+      const std::string version = get_string(k, "liger", "framework.kernels", "", error_code::invalid_run);
+      if (!liger_version_modelled(version))
+        bad_field(error_code::unsupported, "framework.kernels.liger", version,
+                  "is not modelled: Liger's kernels are read at 0.5.10 (releases 0.5 and later)");
+    }
   }
   return named;
 }
@@ -63,8 +81,8 @@ inline void read_loss_fields(const json& t, training_spec& run) {
   } else if (loss == "chunked") {
     run.loss = loss_impl::chunked;
   } else if (loss == "fused_linear_ce") {
-    bad_field(error_code::unsupported, path + ".loss_impl", loss,
-              "fused_linear_ce (Liger's fused linear cross-entropy: the logits never materialise) is not modelled yet");
+    run.loss = loss_impl::fused_linear;
+    run.loss_chunks = 0;
   } else if (!loss.empty()) {
     bad_field(bad, path + ".loss_impl", loss, "must be one of standard, chunked, fused_linear_ce");
   }
@@ -81,9 +99,12 @@ inline void read_loss_fields(const json& t, training_spec& run) {
   if (t.contains("loss_chunks") && !t.at("loss_chunks").is_null()) run.loss_chunks = chunks;
 }
 
-// train.optimizer_in_backward (torchtune's optimizer_in_bwd).
+// train.optimizer_in_backward (torchtune's optimizer_in_bwd); train.fused_rmsnorm and
+// train.fused_swiglu (Liger's kernels).
 inline void read_framework_knobs(const json& t, training_spec& run) {
   run.optimizer_in_backward = get_bool(t, "optimizer_in_backward", "train", false, error_code::invalid_run);
+  run.liger_rms_norm = get_bool(t, "fused_rmsnorm", "train", false, error_code::invalid_run);
+  run.liger_swiglu = get_bool(t, "fused_swiglu", "train", false, error_code::invalid_run);
 }
 
 // The framework knobs memscale does not model yet: refused by name when they are on.
@@ -94,10 +115,6 @@ inline void refuse_unmodelled_framework_fields(const json& t) {
   if (on("activation_offload"))
     bad_field(error_code::unsupported, path + ".activation_offload", true,
               "torchtune's OffloadActivations (saved tensors copied to pinned host memory) is not modelled yet");
-  if (on("fused_rmsnorm"))
-    bad_field(error_code::unsupported, path + ".fused_rmsnorm", true, "Liger's fused RMSNorm is not modelled yet");
-  if (on("fused_swiglu"))
-    bad_field(error_code::unsupported, path + ".fused_swiglu", true, "Liger's fused SwiGLU is not modelled yet");
   const std::string sac = get_string(t, "sac_policy", path, "none", bad);
   if (sac != "none")
     bad_field(error_code::unsupported, path + ".sac_policy", sac,
@@ -115,7 +132,8 @@ inline void check_logits_upcast(const json& record, const model_spec& model, con
   if (!record.contains("train") || !record.at("train").contains("logits_upcast")) return;
   const std::string stated = get_string(record.at("train"), "logits_upcast", "train", "", error_code::invalid_run);
   const bool torchtune = run.framework == framework_kind::torchtune;
-  const std::string modelled = run.loss == loss_impl::chunked ? (torchtune ? "per_chunk" : "none")
+  const std::string modelled = run.loss == loss_impl::fused_linear ? "none"  // upcast inside the kernel
+                               : run.loss == loss_impl::chunked  ? (torchtune ? "per_chunk" : "none")
                                : (model.upcast_logits || torchtune) ? "full"
                                                                     : "none";
   if (stated != "full" && stated != "per_chunk" && stated != "none")

@@ -128,9 +128,12 @@ inline std::string framework_text(const training_spec& run) {
   if (run.framework == framework_kind::litgpt) out += " (scripts @ b96a5708)";
   out += ": loss ";
   if (run.loss == loss_impl::standard) out += "over the whole logits";
+  else if (run.loss == loss_impl::fused_linear) out += "fused with the head (Liger's fused linear cross-entropy)";
   else if (run.loss_chunks > 0) out += "chunked over " + std::to_string(run.loss_chunks) + " chunks";
   else out += "chunked every " + std::to_string(run.loss_chunk) + " tokens";
   if (run.optimizer_in_backward) out += ", optimizer in backward";
+  if (run.liger_rms_norm) out += ", Liger RMSNorm";
+  if (run.liger_swiglu) out += ", Liger SwiGLU";
   return out;
 }
 

@@ -62,12 +62,12 @@ inline constexpr std::array<std::string_view, 10> result_fields{"parameters", "t
                                                                 "peak",       "first_step",           "static",
                                                                 "plan",       "attention_kernel",     "allocator",
                                                                 "ssm_kernels"};
-inline constexpr std::array<std::string_view, 25> run_fields{
+inline constexpr std::array<std::string_view, 28> run_fields{
     "micro_batch", "seq_len",   "grad_accum",   "precision",  "optimizer",    "optimizer_impl",
     "checkpointing", "attention", "target",     "lora_rank",  "lora_targets", "lora_alpha",
     "lora_variant", "lora_dropout", "quant",    "dropout",    "device",       "offload",
     "no_sync",     "output_cast", "loss",       "loss_chunk", "loss_chunks",  "optimizer_in_backward",
-    "ssm_kernels"};
+    "ssm_kernels", "liger",     "fused_rmsnorm", "fused_swiglu"};
 inline constexpr std::array<std::string_view, 2> gpu_fields{"memory", "bf16"};
 
 // Every key of `obj` must be one of `known` (or `ignored`); an unknown one is an error
@@ -169,10 +169,19 @@ inline void read_run_object(const json& r, run_input& in) {
       run.loss_chunks = 0;
     } else if (v == "chunked") {
       run.loss = loss_impl::chunked;
+    } else if (v == "fused_linear_ce") {
+      run.loss = loss_impl::fused_linear;
+      run.loss_chunks = 0;
     } else {
-      bad_field(bad_run, path + ".loss", r.at("loss"), "must be standard or chunked");
+      bad_field(bad_run, path + ".loss", r.at("loss"), "must be standard, chunked or fused_linear_ce");
     }
   }
+  // "liger": true applies what transformers' use_liger_kernel=True patches into a model whose
+  // kernels memscale models: the fused linear cross-entropy, RMSNorm and SwiGLU
+  // (liger_kernel/transformers/monkey_patch.py apply_liger_kernel_to_llama defaults, v0.5.10).
+  if (get_bool(r, "liger", path, false, bad_run)) apply_liger(run);
+  run.liger_rms_norm = get_bool(r, "fused_rmsnorm", path, run.liger_rms_norm, bad_run);
+  run.liger_swiglu = get_bool(r, "fused_swiglu", path, run.liger_swiglu, bad_run);
   run.loss_chunk = positive(r, "loss_chunk", path, run.loss_chunk);
   if (r.contains("loss_chunks") && !r.at("loss_chunks").is_null())
     run.loss_chunks = positive(r, "loss_chunks", path, run.loss_chunks);

@@ -262,8 +262,12 @@ inline nlohmann::json run_to_json(const training_spec& run) {
     j["output_cast"] = run.output_cast == output_cast_kind::fp32 ? "fp32" : "none";
   // The loss is written where it is not the library's plain default (a framework's chunked
   // loss, or a framework default turned off), so it reads back over the run's framework.
-  if (run.loss == loss_impl::chunked || with_framework(training_spec{}, run.framework).loss != run.loss)
-    j["loss"] = run.loss == loss_impl::chunked ? "chunked" : "standard";
+  if (run.loss != loss_impl::standard || with_framework(training_spec{}, run.framework).loss != run.loss)
+    j["loss"] = run.loss == loss_impl::chunked        ? "chunked"
+                : run.loss == loss_impl::fused_linear ? "fused_linear_ce"
+                                                      : "standard";
+  if (run.liger_rms_norm) j["fused_rmsnorm"] = true;
+  if (run.liger_swiglu) j["fused_swiglu"] = true;
   if (run.loss == loss_impl::chunked && run.loss_chunks > 0) j["loss_chunks"] = run.loss_chunks;
   else if (run.loss == loss_impl::chunked) j["loss_chunk"] = run.loss_chunk;
   if (run.optimizer_in_backward) j["optimizer_in_backward"] = true;

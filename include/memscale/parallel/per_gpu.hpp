@@ -356,6 +356,10 @@ constexpr per_gpu_estimate estimate_per_gpu(const model_spec& model, const train
   if (p.tp > 1)
     require_attention_mixer(model, "is mamba1 (a state-space stack): parallel.tp must be 1; its tensor-parallel "
                                    "layout is not modelled yet");
+  // Liger's fused linear cross-entropy multiplies by the whole head weight (no vocab-parallel form).
+  detail::require(p.tp == 1 || run.loss != loss_impl::fused_linear, error_code::unsupported, "parallel.tp",
+                  "must be 1 with run.loss fused_linear_ce: Liger's fused head and loss has no tensor-parallel form",
+                  p.tp);
   // Megatron splits attention by heads: the degree must divide them (and the key/value heads).
   const std::uint64_t kv = model.kv_heads == 0 ? model.heads : model.kv_heads;
   detail::require(model.heads % p.tp == 0 && (kv % p.tp == 0 || p.tp % kv == 0), error_code::invalid_run, "parallel.tp",

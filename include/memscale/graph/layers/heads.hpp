@@ -33,6 +33,7 @@ struct lm_head_spec {
   bool logits_scale = false;     // the logits divided by a float before the loss (a new tensor)
   bool labels_shifted = false;   // the loss shifts the labels, so no shifted copy of the logits
   bool chunked = false;          // chunked cross-entropy
+  bool fused_linear = false;     // Liger's fused linear cross-entropy: the head and loss in one op
   // torchtune's: the head runs per chunk into a list of 16-bit logits, each chunk's loss reads
   // an fp32 copy, and the list is freed before backward (chunked only).
   bool chunk_upcast = false;
@@ -89,6 +90,7 @@ constexpr lm_head_spec lm_head_spec_of(const layer_context& ctx) {
           .logits_scale = m.logits_scale,
           .labels_shifted = m.shift_labels || torchtune,
           .chunked = run.loss == loss_impl::chunked,
+          .fused_linear = run.loss == loss_impl::fused_linear,
           .chunk_upcast = torchtune,
           // lit-gpt and torchtune split along the sequence (lit-gpt model.py GPT.forward:
           // x.split(lm_head_chunk_size, dim=1)), so a chunk holds positions of every sequence.
@@ -96,6 +98,61 @@ constexpr lm_head_spec lm_head_spec_of(const layer_context& ctx) {
                                                        : ctx.tokens,
           .output_type = logits_output_dtype(m, run, ctx.ops.precision().matmul),
           .logits_quantity = detail::quantity{"logits (tokens x vocab)"}};
+}
+
+// Rows of one chunk of Liger's fused linear cross-entropy: next_power_of_2(ceil(BT / ceil(V / h))),
+// so a chunk's logits hold about as many elements as the hidden states (ops/fused_linear_cross_entropy.py
+// lines 43-45, v0.5.10 @ 44a8f2fb); the last slice stops at BT.
+constexpr std::uint64_t liger_chunk_rows(std::uint64_t rows, std::uint64_t vocab, std::uint64_t hidden) {
+  const std::uint64_t wanted = detail::ceil_div(rows, detail::ceil_div(vocab, hidden));
+  std::uint64_t chunk = 1;
+  while (chunk < wanted) chunk *= 2;
+  return chunk < rows ? chunk : rows;
+}
+
+// Liger's fused linear cross-entropy (LigerFusedLinearCrossEntropyFunction, v0.5.10 @ 44a8f2fb):
+// forward makes grad_input = zeros_like(x) and, when the head trains, grad_weight = zeros_like(W),
+// then per chunk the chunk's logits (x_chunk @ W^T), their cross-entropy gradient written into
+// them, grad_logits @ W (copied into grad_input) and an addmm into grad_weight; the loss per row
+// is fp32. It saves grad_input and grad_weight; backward only scales them (by 1.0: nothing new)
+// and returns them, so the input's gradient is the saved tensor and the weight's gradient the
+// one made in forward. x itself is not saved, and the logits never exist whole.
+constexpr void fused_linear_loss(const layer_context& ctx, tensor x, const lm_head_spec& spec,
+                                 const base_weight& weight) {
+  op_writer& ops = ctx.ops;
+  const precision_policy& p = ops.precision();
+  const auto vocab = ctx.model.vocab;
+  const auto hidden = ctx.model.hidden;
+  const auto chunk = liger_chunk_rows(spec.rows, vocab, hidden);
+  op loss{.kind = op_kind::loss,
+          .weight = {vocab, hidden, 1},
+          .bias = spec.bias ? param_tensor{vocab, 1, 1} : param_tensor{},
+          .role = spec.tied ? param_role::embedding : param_role::matmul,
+          .frozen = weight.frozen,
+          .borrows_weight = spec.tied};
+  loss.extra_saved = storage(x.type, x.elements);  // grad_input
+  // grad_weight (and grad_bias) exist from here on; backward hands them to the parameters,
+  // where the estimate counts them as the head's gradient, so in forward they are this op's.
+  if (!weight.frozen)
+    loss.fwd_temp = storage(p.param, detail::checked_add(detail::checked_mul(vocab, hidden), spec.bias ? vocab : 0));
+  // One chunk's logits in the matmul dtype (the gradient is written into them), grad_logits @ W
+  // before its copy into grad_input, and loss_1d.
+  loss.fwd_temp += storage(p.matmul, detail::checked_mul(chunk, vocab, spec.logits_quantity));
+  loss.fwd_temp += storage(p.matmul, detail::checked_mul(chunk, hidden));
+  loss.fwd_temp += storage(dtype::fp32, spec.rows);
+  // Under autocast the fp32 weight is cast to 16 bits for the chunks' matmuls (cached while
+  // autocast lasts when it requires grad: aten/src/ATen/autocast_mode.cpp cached_cast). An fp32
+  // grad_weight takes the 16-bit chunk gradient through a weight-sized 16-bit product and its fp32
+  // copy wherever addmm's out_dtype path is not taken (the "legacy fallback" of
+  // fused_linear_cross_entropy.py @ 00eba634; before torch 2.8 always): counted, never fewer.
+  if (p.autocast && p.param != p.matmul) {
+    loss.fwd_temp += storage(p.matmul, detail::checked_mul(vocab, hidden));
+    if (!weight.frozen)
+      loss.fwd_temp += storage(p.matmul, detail::checked_mul(vocab, hidden)) +
+                       storage(dtype::fp32, detail::checked_mul(vocab, hidden));
+  }
+  const tensor out = ops.emit(loss, 1, dtype::fp32);
+  ops.at(out).grad_in = {};
 }
 
 // The output layer and cross-entropy: logits b*s*V, the shifted contiguous copy, and
@@ -108,8 +165,9 @@ constexpr void lm_loss(const layer_context& ctx, tensor x, const lm_head_spec& s
   const auto hidden = ctx.model.hidden;
   const auto vocab = ctx.model.vocab;
   if (spec.scales_tied_input && spec.tied) x = ops.elementwise(x.elements, x.type);  // a scalar mul saves nothing
-  const tensor input = ops.matmul_input(x);
   const base_weight weight = spec.tied ? tied_head_weight(ctx.adapters.base) : ctx.adapters.base;
+  if (spec.fused_linear) return fused_linear_loss(ctx, x, spec, weight);
+  const tensor input = ops.matmul_input(x);
   op head{.kind = op_kind::linear,
           .weight = {vocab, hidden, 1},
           .bias = spec.bias ? param_tensor{vocab, 1, 1} : param_tensor{},

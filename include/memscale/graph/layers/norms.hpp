@@ -29,7 +29,13 @@ enum class rms_norm_code : std::uint8_t {
   litgpt,    // lit_gpt/rmsnorm.py (the 2023 runs)
   hf_t5,     // modeling_t5.py T5LayerNorm
   torchtune, // torchtune/modules/rms_norm.py: F.rms_norm(x.float(), ..., weight=scale).to(x.dtype)
+  liger,     // Liger-Kernel's Triton RMSNorm (ops/rms_norm.py, v0.5.10 @ 44a8f2fb)
 };
+
+// Liger's RMSNorm backward reduces the weight's gradient through an fp32 (SM count x width)
+// partial (ops/rms_norm.py rms_norm_backward: _dW = torch.empty((sm_count, n_cols), float32)).
+// The graph does not know the GPU, so the count is the largest in gpus.hpp: MI300X's 304.
+inline constexpr std::uint64_t liger_partial_rows = 304;
 
 // LayerNorm saves its input and per-row mean and rstd in fp32
 // (aten/src/ATen/native/layer_norm.cpp).
@@ -81,6 +87,16 @@ constexpr tensor rms_norm(op_writer& ops, tensor in, const norm_shape& shape, rm
   }
   op o{.kind = op_kind::norm, .weight = {shape.width, 1, 1}, .role = param_role::vector, .frozen = !trainable};
   o.extra_saved = storage(dtype::fp32, shape.rows);  // rsqrt(variance + eps)
+  if (code == rms_norm_code::liger) {
+    // Y = (X * rstd) * W in the input dtype (casting mode "llama"), one fp32 rstd per row; saves
+    // X (a view of the input), W and rstd. Backward writes dX into dY (in_place=True, the
+    // default of liger_kernel/transformers/rms_norm.py), so no new input gradient is made.
+    if (trainable) o.bwd_temp = storage(dtype::fp32, detail::checked_mul(liger_partial_rows, shape.width));
+    const tensor y = ops.emit(o, in.elements, in.type);
+    ops.at(y).grad_in = {};
+    ops.keep(in, y);
+    return y;
+  }
   if (code == rms_norm_code::torchtune) {
     // F.rms_norm's composite (aten/src/ATen/native/layer_norm.cpp rms_norm_symint) on the fp32
     // copy torchtune passes it (modules/rms_norm.py @ v0.6.1): x * rsqrt(mean(x^2) + eps) keeps
@@ -153,7 +169,8 @@ constexpr tensor norm(const layer_context& ctx, tensor in, const norm_shape& sha
   if (ctx.model.norm == norm_kind::layernorm) return layer_norm(ctx.ops, in, shape, ctx.model.norm_bias, trainable);
   if (ctx.model.norm == norm_kind::layernorm_fp32_python)
     return layer_norm_fp32_python(ctx.ops, in, shape, trainable, ctx.run.torch_version);
-  const rms_norm_code code = ctx.run.framework == framework_kind::torchtune ? rms_norm_code::torchtune
+  const rms_norm_code code = ctx.run.liger_rms_norm                          ? rms_norm_code::liger
+                            : ctx.run.framework == framework_kind::torchtune ? rms_norm_code::torchtune
                             : ctx.model.impl == implementation::litgpt     ? rms_norm_code::litgpt
                                                                            : rms_norm_code::hf_llama;
   return rms_norm(ctx.ops, in, shape, code, trainable, ctx.run.torch_version);
