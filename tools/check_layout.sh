@@ -4,7 +4,9 @@
 #     umbrella: comments, #pragma once and includes of headers inside the folder, nothing else;
 #  2. nothing outside the library (examples/, tools/, web/) names a detail:: namespace;
 #  3. each tests/runtime/*.cpp keeps its code in a namespace named after the file, so that the
-#     unity batches of memscale_tests (MEMSCALE_BATCH_SOURCES) never see two files' helpers clash.
+#     unity batches of memscale_tests (MEMSCALE_BATCH_SOURCES) never see two files' helpers clash;
+#  4. no Catch2 test name holds a ';': catch_discover_tests splits names on it (a CMake list), so
+#     ctest would filter on half a name, match nothing and report the test as passed.
 #
 #   tools/check_layout.sh REPO_ROOT
 set -euo pipefail
@@ -35,5 +37,11 @@ for source in "${root}"/tests/runtime/*.cpp; do
     status=1
   fi
 done
-[[ ${status} -eq 0 ]] && echo "layout: every header beside its folder is an umbrella; detail:: stays inside the library; each runtime test has its own namespace"
+semicolons="$(grep -nE 'TEST_CASE\("[^"]*;' "${root}"/tests/runtime/*.cpp || true)"
+if [[ -n "${semicolons}" ]]; then
+  echo "a test name holds ';', which ctest's discovered name cuts (the test would never run under ctest):"
+  echo "${semicolons}" | head -5
+  status=1
+fi
+[[ ${status} -eq 0 ]] && echo "layout: every header beside its folder is an umbrella; detail:: stays inside the library; each runtime test has its own namespace and a name ctest keeps whole"
 exit ${status}

@@ -113,7 +113,7 @@ TEST_CASE("the generate() stream's live bytes are estimate_inference()'s tensor 
         estimate_inference(presets::gpt2, gpt2).peak.tensor.value + 4 * presets::gpt2.vocab * 4);
 }
 
-TEST_CASE("replays: reserved >= allocated >= requested; the cap decides OOM at its ends", "[allocator][replay]") {
+TEST_CASE("replays: reserved >= allocated >= requested, the cap decides OOM at its ends", "[allocator][replay]") {
   const model_spec model = presets::llama_base("replay-test", 4, 512, 8, 2, 1376, 8000);
   for (const precision prec : {precision::fp32, precision::amp_bf16, precision::pure_bf16}) {
     for (const checkpointing ckpt : {checkpointing::none, checkpointing::full}) {
@@ -165,7 +165,7 @@ TEST_CASE("a larger cap can turn a fitting replay into OOM (the flush comes late
   CHECK(run(96));
 }
 
-TEST_CASE("extrapolating reserved from a few layers is flagged; allocated extrapolates closely", "[allocator][replay]") {
+TEST_CASE("extrapolating reserved from a few layers is flagged, allocated extrapolates closely", "[allocator][replay]") {
   const auto built = std::make_unique<model_graph>(build(presets::llama_2_7b, {.micro_batch = 1, .seq_len = 512, .prec = precision::amp_bf16}));
   const training_spec& run = built->run;
   const graph* g = &built->stack();

@@ -30,7 +30,7 @@ TEST_CASE("Cluster planner: a small model fits one GPU with plain DDP", "[cluste
   CHECK(plan.best.run.micro_batch * plan.best.run.grad_accum == 4);
 }
 
-TEST_CASE("Cluster planner: 70B needs several GPUs; the choice fits, keeps the global batch, is the smallest",
+TEST_CASE("Cluster planner: 70B needs several GPUs, the choice fits, keeps the global batch, is the smallest",
           "[cluster]") {
   const training_spec run{.micro_batch = 1, .seq_len = 4096, .prec = precision::amp_bf16};
   const auto plan = plan_cluster(presets::llama_2_70b, run, a100_nodes(4, bytes{1ULL << 40}), {.global_batch = 64});

@@ -54,7 +54,7 @@ TEST_CASE("device peak: reserved from the replay, device = reserved + the GPU's 
   CHECK(d.tensors.first_step.device == d.device);
 }
 
-TEST_CASE("device peak: a measured context replaces the model; no GPU takes the flat figure", "[device_peak]") {
+TEST_CASE("device peak: a measured context replaces the model, no GPU takes the flat figure", "[device_peak]") {
   const training_spec run = llama_small_run();
   const device_estimate measured = estimate_on_device(presets::gpt2, run, &h100(), {.context_override = bytes{900 * MiB}});
   CHECK(measured.context_from == context_source::measured);

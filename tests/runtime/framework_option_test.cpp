@@ -111,7 +111,7 @@ TEST_CASE("run documents: the framework before the run's own settings, lit-gpt's
   CHECK(contains(error_message([&] { read(json{{"model", mamba}, {"framework", "litgpt"}}); }),
                  "decoder-only transformers"));
   CHECK(contains(error_message([&] { read(json{{"model", "gpt2"}, {"run", {{"loss", "chunky"}}}}); }),
-                 "run.loss must be standard or chunked"));
+                 "run.loss must be standard, chunked or fused_linear_ce"));
 }
 
 TEST_CASE("run documents keep the LoRA variant and an adapter dropout turned off", "[framework][json]") {

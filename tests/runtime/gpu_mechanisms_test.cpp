@@ -102,7 +102,7 @@ TEST_CASE("a record's software and GPU set the transformers release, the loss an
   CHECK(json_io::run_from_record(older).blas_workspace == pytorch_cublas_workspace_default);
 }
 
-TEST_CASE("PEFT keeps adapters over a 16-bit base in fp32 by default; lit-gpt keeps the base dtype") {
+TEST_CASE("PEFT keeps adapters over a 16-bit base in fp32 by default, lit-gpt keeps the base dtype") {
   training_spec peft = cuda_run(precision::pure_bf16);
   peft.target = training_target::lora;
   peft.lora_rank = 8;

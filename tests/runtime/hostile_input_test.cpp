@@ -234,7 +234,7 @@ TEST_CASE("parse_document: a NUL byte is refused with its offset, not read as th
   CHECK(contains(message, "[memscale.invalid_json] nul.json is not valid JSON: a NUL byte at offset 17"));
 }
 
-TEST_CASE("read_input_file: only a regular file of at most 64 MiB is read; failures name the file", "[hostile]") {
+TEST_CASE("read_input_file: only a regular file of at most 64 MiB is read, failures name the file", "[hostile]") {
   namespace fs = std::filesystem;
   namespace io = memscale::json_io;
   const fs::path dir = fs::temp_directory_path() / "memscale_read_input_file_test";

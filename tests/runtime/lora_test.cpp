@@ -173,7 +173,7 @@ TEST_CASE("PEFT variants and dropout", "[lora]") {
   CHECK(peak(no_dropout) < peak(base));
 }
 
-TEST_CASE("QLoRA: no 16-bit weight copy under autocast; bitsandbytes version decides the saved input", "[lora]") {
+TEST_CASE("QLoRA: no 16-bit weight copy under autocast, bitsandbytes version decides the saved input", "[lora]") {
   training_spec pure{.micro_batch = 1, .seq_len = 512, .prec = precision::pure_bf16,
                      .target = training_target::qlora, .lora_rank = 16};
   training_spec amp = pure;

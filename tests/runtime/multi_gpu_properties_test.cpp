@@ -143,7 +143,7 @@ TEST_CASE("property: accumulating micro-steps keeps at most the rank's gradient 
   CHECK(compared > 500);
 }
 
-TEST_CASE("ZeRO-3 and FSDP on one GPU gather nothing; from two GPUs on, the shard and the working set",
+TEST_CASE("ZeRO-3 and FSDP on one GPU gather nothing, from two GPUs on, the shard and the working set",
           "[multi-gpu][zero]") {
   // GPT-2 (124M parameters, batch 2, seq 512): a working set of the 38.6M-element embedding and the
   // 5e7-element prefetch bucket, more than the 62M elements a second GPU takes off each shard.

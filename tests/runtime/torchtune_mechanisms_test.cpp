@@ -90,7 +90,7 @@ TEST_CASE("torchtune's chunked loss reads one fp32 chunk at a time") {
         }()).saved_activation_bytes.value);
 }
 
-TEST_CASE("torchtune's chunk count needs torchtune; Fabric's cast is refused there") {
+TEST_CASE("torchtune's chunk count needs torchtune, Fabric's cast is refused there") {
   training_spec hf = full_bf16;
   hf.loss = loss_impl::chunked;
   hf.loss_chunks = 8;
@@ -100,7 +100,7 @@ TEST_CASE("torchtune's chunk count needs torchtune; Fabric's cast is refused the
   CHECK_THROWS_WITH(validate(cast), Catch::Matchers::Contains("run.output_cast"));
 }
 
-TEST_CASE("The torchtune CPU traces are estimated within 3%; the mechanisms not modelled are refused by name") {
+TEST_CASE("The torchtune CPU traces are estimated within 3%, the mechanisms not modelled are refused by name") {
   int estimated = 0;
   for (const json& r : records()) {
     const std::string id = r.at("id").get<std::string>();

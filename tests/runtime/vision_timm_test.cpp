@@ -46,7 +46,7 @@ training_spec cpu_run(std::uint64_t batch) {
 
 }  // namespace
 
-TEST_CASE("timm names: the tag sets num_classes only; torchvision names stay torchvision", "[vision][timm]") {
+TEST_CASE("timm names: the tag sets num_classes only, torchvision names stay torchvision", "[vision][timm]") {
   const std::string tagged = "vit_large_patch16_224.augreg_in21k_ft_in1k";
   const auto l16 = vision::presets::find(tagged);
   REQUIRE(l16);
