@@ -252,8 +252,12 @@ class step_walker {
   }
 
   // The first matmul of a thread creates its BLAS workspace (torch >= 2.0: through the caching
-  // allocator, pytorch PR #86167; before, cuBLAS allocated it itself).
-  constexpr void workspace_before(const op& o, std::uint32_t handle) {
+  // allocator, pytorch PR #86167; before, cuBLAS allocated it itself). It is made inside that
+  // matmul's cuBLAS call, after the op has allocated its output (CublasHandlePool.cpp @ 26a39059:
+  // getCurrentCUDABlasHandle -> setWorkspaceForHandle -> getNewWorkspace), so call this after
+  // the output's alloc. H100 histories (docs/data/gpu_allocator_history): the forward's 32 MiB
+  // follows the rotary matmul's output, the backward's the LM head's weight gradient.
+  constexpr void workspace_after_output(const op& o, std::uint32_t handle) {
     if (o.kind != op_kind::linear || run_.device != device_kind::cuda || run_.torch_version < 200) return;
     if (handle >= o_.blas_handles || workspace_[handle] != no_tensor) return;
     workspace_[handle] = alloc(run_.blas_workspace.value);
@@ -268,7 +272,6 @@ class step_walker {
     const bool ckpt_block = run_.ckpt == checkpointing::full && s.begin == g_.block_begin;
     for (std::size_t i = s.begin; i < s.end; ++i) {
       const op& o = g_.ops[i];
-      workspace_before(o, 0);
       if (carried_ != no_tensor && o.kind == op_kind::loss) free(carried_);
       std::uint32_t out = no_tensor;
       if (i == s.begin && carry.id != no_tensor && o.kind == op_kind::stream && carry.size == o.out.value) {
@@ -278,6 +281,7 @@ class step_walker {
         if (i == s.begin) free(carry.id);
         out = alloc(o.out.value);
       }
+      workspace_after_output(o, 0);
       std::uint32_t extra = alloc(o.extra_saved.value);
       std::uint32_t temp = alloc(o.fwd_temp.value);
       free(temp);
@@ -346,7 +350,6 @@ class step_walker {
     for (std::size_t k = n; k-- > 0;) {
       const std::size_t i = s.begin + k;
       const op& o = g_.ops[i];
-      if (step_ == 1 && o.kind == op_kind::linear) workspace_before(o, 1);
       const std::uint64_t g_out = o.grad_out.value != 0 ? o.grad_out.value : o.out.value;
       std::uint32_t grad_out = no_tensor;
       if (incoming.id != no_tensor && incoming.size == g_out) {
@@ -356,9 +359,23 @@ class step_walker {
         grad_out = alloc(g_out);
       }
       incoming = {};
+      // A linear's gradients come in the order autograd's generated backward computes them:
+      // formulas sorted by argument name (tools/autograd/load_derivatives.py @ 05756d51,
+      // set_up_derivatives: `for raw_names in sorted(defn.keys())`). mm(self=input, mat2=W^T),
+      // a Linear without bias: the weight's gradient (mat2), then the input's (self); addmm
+      // (bias=self, mat1=input, mat2=W^T): the input's, the weight's, the bias's. The H100
+      // histories show both orders (qwen2 o_proj: 1.5 MiB weight gradient, then 14 MiB; k_proj:
+      // 14 MiB, then 224 KiB and the 256 B bias).
+      // Step 1's first backward matmul makes autograd's thread its workspace.
+      const bool weight_grad_first = o.kind == op_kind::linear && o.bias.rows == 0 && !o.frozen && !persist_;
+      if (weight_grad_first) {
+        gradients_of(o);
+        if (step_ == 1) workspace_after_output(o, 1);
+      }
       const std::uint32_t grad_in = alloc(o.grad_in.value);
+      if (step_ == 1) workspace_after_output(o, 1);
       std::uint32_t temp = alloc(o.bwd_temp.value);
-      if (!persist_) gradients_of(o);
+      if (!persist_ && !weight_grad_first) gradients_of(o);
       free(temp);
       free(grad_out);
       for (std::uint16_t j = release_head_[i]; j != no_op; j = release_next_[j])
