@@ -14,7 +14,8 @@
 //   live through the blocks.
 // - backward, sections in reverse: the gradient of an op's output, the gradient of its input,
 //   its temporaries and the parameter gradients it creates (a Linear without bias: its weight's
-//   gradient first, as autograd computes mm's); then the saved tensors it was the last to need. The residual stream's gradient lives through each block's backward.
+//   gradient first, as autograd computes mm's); then the saved tensors it was the last to need.
+//   The residual stream's gradient lives through each block's backward.
 // - a checkpointed block keeps its input through forward; its backward reruns its forward
 //   (saving) with that input and the stream gradient alive (torch/utils/checkpoint.py). The
 //   input stays until the block's backward ends (the checkpoint's saved tensors).
