@@ -21,6 +21,7 @@
 #include "memscale/json.hpp"
 #include "memscale/memscale.hpp"
 
+namespace allocator_order_test {
 namespace {
 
 using namespace memscale;
@@ -143,3 +144,5 @@ TEST_CASE("the H100 run that pins a logits segment: replayed reserved within -2%
   CHECK(error > -0.02);
   CHECK(error < 0.03);
 }
+
+}  // namespace allocator_order_test
