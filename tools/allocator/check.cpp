@@ -8,6 +8,9 @@
 //       15% headroom (budget = 0.85 x card): "fits" with M over the budget is unsafe, "does not
 //       fit" with M within it a needless refusal; today's rule (rounding rule, class band)
 //       against the replay's (memscale/device_peak.hpp verdict_on_device).
+//   memscale-allocator-check --events CASE FILES...   the replay's event stream of the training
+//       record whose id contains CASE, one event a line ("enter STEP MOMENT", "alloc ID SIZE",
+//       "free ID"), for tools/allocator/history_compare.py to line up with a recorded history.
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
@@ -105,10 +108,47 @@ int sweep(int argc, char** argv) {
   return 0;
 }
 
+// Prints every event of the replay's stream as it is emitted.
+struct printing_sink {
+  void alloc(std::uint32_t id, std::uint64_t size) { std::printf("alloc %u %llu\n", id, static_cast<unsigned long long>(size)); }
+  void free(std::uint32_t id) { std::printf("free %u\n", id); }
+  void enter(std::uint32_t step, memscale::allocator::moment m) {
+    std::printf("enter %u %s\n", step, std::string(memscale::allocator::to_string(m)).c_str());
+  }
+};
+
+int print_events(int argc, char** argv) {
+  const std::string wanted = argv[2];
+  for (int a = 3; a < argc; ++a) {
+    std::ifstream in(argv[a]);
+    if (!in) {
+      std::fprintf(stderr, "cannot read %s\n", argv[a]);
+      return 2;
+    }
+    for (const json& r : json::parse(in)) {
+      if (r.at("id").get<std::string>().find(wanted) == std::string::npos || r.at("measure") != "max_memory_allocated")
+        continue;
+      if (r.contains("infer") || memscale::json_io::is_vision_record(r)) {
+        std::fprintf(stderr, "%s: --events prints training streams of transformer records only\n",
+                     r.at("id").get<std::string>().c_str());
+        return 2;
+      }
+      const auto built = std::make_unique<memscale::model_graph>(
+          memscale::build(memscale::json_io::model_for_record(r), memscale::json_io::run_from_record(r)));
+      printing_sink sink;
+      memscale::allocator::emit_training_steps<16384, 16384>(built->stack(), built->run, {}, sink);
+      return 0;
+    }
+  }
+  std::fprintf(stderr, "no max_memory_allocated record whose id contains %s\n", wanted.c_str());
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--sweep") return sweep(argc, argv);
+  if (argc > 3 && std::string(argv[1]) == "--events") return print_events(argc, argv);
   std::map<std::string, measured_case> cases;
   std::vector<std::string> order;
   for (int a = 1; a < argc; ++a) {

@@ -13,8 +13,9 @@
 //   previous step's carried tensors die at the first loss op. The base model's held tensors
 //   live through the blocks.
 // - backward, sections in reverse: the gradient of an op's output, the gradient of its input,
-//   its temporaries and the parameter gradients it creates; then the saved tensors it was the
-//   last to need. The residual stream's gradient lives through each block's backward.
+//   its temporaries and the parameter gradients it creates (a Linear without bias: its weight's
+//   gradient first, as autograd computes mm's); then the saved tensors it was the last to need.
+//   The residual stream's gradient lives through each block's backward.
 // - a checkpointed block keeps its input through forward; its backward reruns its forward
 //   (saving) with that input and the stream gradient alive (torch/utils/checkpoint.py). The
 //   input stays until the block's backward ends (the checkpoint's saved tensors).
@@ -22,7 +23,7 @@
 //   gradients.
 // - the BLAS workspace is created at the first matmul, once per thread that runs matmuls: the
 //   forward's and the autograd engine's device thread (CublasHandlePool.cpp: a workspace per
-//   handle and stream, handles per thread).
+//   handle and stream, handles per thread); the backward's after that matmul's output.
 // A tensor that continues under another name (a section's output that is the next section's
 // input, the gradient of an op's input that is the gradient of the previous op's output) keeps
 // its id: the allocator sees no free and alloc in between.
@@ -252,8 +253,16 @@ class step_walker {
   }
 
   // The first matmul of a thread creates its BLAS workspace (torch >= 2.0: through the caching
-  // allocator, pytorch PR #86167; before, cuBLAS allocated it itself).
-  constexpr void workspace_before(const op& o, std::uint32_t handle) {
+  // allocator, pytorch PR #86167; before, cuBLAS allocated it itself), inside that matmul's
+  // cuBLAS call, so after the matmul's output (CublasHandlePool.cpp @ 26a39059:
+  // getCurrentCUDABlasHandle -> setWorkspaceForHandle -> getNewWorkspace). It lives to the end.
+  // Forward: made before the first linear op, standing for the rotary embedding's small matmul
+  // (inv_freq @ positions), which Llama-style models run before any projection and the graph
+  // does not carry (H100 histories, docs/data/gpu_allocator_history: 32 MiB right after a
+  // 128 KiB fp32 output, before the first block's 14 MiB projections). Backward: made right
+  // after the first backward matmul's output, which behind a tied LM head is its weight
+  // gradient; there it lands in a freed fp32-logits segment and keeps it split for good.
+  constexpr void blas_workspace_for(const op& o, std::uint32_t handle) {
     if (o.kind != op_kind::linear || run_.device != device_kind::cuda || run_.torch_version < 200) return;
     if (handle >= o_.blas_handles || workspace_[handle] != no_tensor) return;
     workspace_[handle] = alloc(run_.blas_workspace.value);
@@ -268,7 +277,7 @@ class step_walker {
     const bool ckpt_block = run_.ckpt == checkpointing::full && s.begin == g_.block_begin;
     for (std::size_t i = s.begin; i < s.end; ++i) {
       const op& o = g_.ops[i];
-      workspace_before(o, 0);
+      blas_workspace_for(o, 0);
       if (carried_ != no_tensor && o.kind == op_kind::loss) free(carried_);
       std::uint32_t out = no_tensor;
       if (i == s.begin && carry.id != no_tensor && o.kind == op_kind::stream && carry.size == o.out.value) {
@@ -346,7 +355,6 @@ class step_walker {
     for (std::size_t k = n; k-- > 0;) {
       const std::size_t i = s.begin + k;
       const op& o = g_.ops[i];
-      if (step_ == 1 && o.kind == op_kind::linear) workspace_before(o, 1);
       const std::uint64_t g_out = o.grad_out.value != 0 ? o.grad_out.value : o.out.value;
       std::uint32_t grad_out = no_tensor;
       if (incoming.id != no_tensor && incoming.size == g_out) {
@@ -356,9 +364,23 @@ class step_walker {
         grad_out = alloc(g_out);
       }
       incoming = {};
+      // A linear's gradients come in the order autograd's generated backward computes them:
+      // formulas sorted by argument name (tools/autograd/load_derivatives.py @ 05756d51,
+      // set_up_derivatives: `for raw_names in sorted(defn.keys())`). mm(self=input, mat2=W^T),
+      // a Linear without bias: the weight's gradient (mat2), then the input's (self); addmm
+      // (bias=self, mat1=input, mat2=W^T): the input's, the weight's, the bias's. The H100
+      // histories show both orders (qwen2 o_proj: 1.5 MiB weight gradient, then 14 MiB; k_proj:
+      // 14 MiB, then 224 KiB and the 256 B bias).
+      // Step 1's first backward matmul makes autograd's thread its workspace after its output.
+      const bool weight_grad_first = o.kind == op_kind::linear && o.bias.rows == 0 && !o.frozen && !persist_;
+      if (weight_grad_first) {
+        gradients_of(o);
+        if (step_ == 1) blas_workspace_for(o, 1);
+      }
       const std::uint32_t grad_in = alloc(o.grad_in.value);
+      if (step_ == 1) blas_workspace_for(o, 1);
       std::uint32_t temp = alloc(o.bwd_temp.value);
-      if (!persist_) gradients_of(o);
+      if (!persist_ && !weight_grad_first) gradients_of(o);
       free(temp);
       free(grad_out);
       for (std::uint16_t j = release_head_[i]; j != no_op; j = release_next_[j])
