@@ -46,10 +46,16 @@ constexpr graph_layers::tensor transformer_block(const graph_layers::layer_conte
   tensor out{};
   switch (ctx.model.layout) {
     case block_layout::sequential: {
-      const tensor attended = ops.dropout(branch_out(ctx, self_attention(ctx, branch_in(ctx, x))), residual_dropout);
+      // The layer's frame binds each branch's normed input until the branch's output rebinds
+      // the name (modeling_llama.py LlamaDecoderLayer.forward: hidden_states = self.self_attn(...)).
+      const tensor attention_in = branch_in(ctx, x);
+      const tensor attended = ops.dropout(branch_out(ctx, self_attention(ctx, attention_in)), residual_dropout);
+      ops.reads(attention_in, attended);
       const tensor mid = ops.add(x, attended);
       ops.close_frame();  // the attention's frame ends with its residual add
-      const tensor fed = ops.dropout(branch_out(ctx, mlp(ctx, branch_in(ctx, mid))), residual_dropout);
+      const tensor mlp_in = branch_in(ctx, mid);
+      const tensor fed = ops.dropout(branch_out(ctx, mlp(ctx, mlp_in)), residual_dropout);
+      ops.reads(mlp_in, fed);
       out = ops.add(mid, fed);
       break;
     }
@@ -97,7 +103,10 @@ constexpr bytes base_model_held(const model_spec& model, const training_spec& ru
 }
 
 // The op sequence of one training step of `model` under `run`, written into `out` (empty).
-constexpr void build_decoder_stack(const model_spec& model, const training_spec& run, graph& out) {
+// With `cached_keys`, the attention also reads that many positions per sequence a KV cache
+// holds (a generate() decoding step).
+constexpr void build_decoder_stack(const model_spec& model, const training_spec& run, graph& out,
+                                   std::uint64_t cached_keys = 0) {
   using namespace graph_layers;
   if (model.arch == architecture::encoder_decoder)
     detail::fail(error_code::unsupported, "model.arch",
@@ -112,7 +121,8 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
                           .run = run,
                           .adapters = adapter_plan_of(model, run),
                           .dropout = dropout_sites_of(model, run),
-                          .tokens = tokens};
+                          .tokens = tokens,
+                          .cached_keys = cached_keys};
   input_embeddings(ctx);
   graph_builder& sections = ops.sections();
   sections.begin_block();
