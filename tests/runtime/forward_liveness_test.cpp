@@ -29,6 +29,7 @@ using namespace memscale;
 constexpr no_grad_moment hand_block_peak() {
   graph g;
   graph_layers::op_writer ops(g, precision_policy_of(training_spec{}), device_kind::cuda);
+  ops.record_forward_liveness();
   ops.sections().begin_block();
   const graph_layers::tensor x = ops.emit(op_kind::stream, 10, dtype::fp32);
   const graph_layers::tensor n = ops.elementwise(x, 20, dtype::fp32);
@@ -59,7 +60,7 @@ TEST_CASE("a hand-written graph's no_grad peak, at run time as in constant evalu
 
 TEST_CASE("the residual stream lives until the add that consumes it", "[graph][liveness]") {
   for (const model_spec& model : {presets::llama_2_7b, presets::gpt2, presets::mistral_7b}) {
-    const model_graph built = build(model, inference_like(16));
+    const model_graph built = build_forward(model, inference_like(16), 0);
     const graph& g = built.stack();
     const std::size_t freed = stream_freed_after(g);
     INFO(model.name);
@@ -75,7 +76,7 @@ TEST_CASE("the residual stream lives until the add that consumes it", "[graph][l
 }
 
 TEST_CASE("a branch's normed input lives until the branch's output is made", "[graph][liveness]") {
-  const model_graph built = build(presets::llama_2_7b, inference_like(16));
+  const model_graph built = build_forward(presets::llama_2_7b, inference_like(16), 0);
   const graph& g = built.stack();
   const std::size_t normed = g.block_begin + 1;  // input_layernorm's output
   REQUIRE(g.ops[normed].kind == op_kind::norm);
@@ -88,7 +89,7 @@ TEST_CASE("a branch's normed input lives until the branch's output is made", "[g
 }
 
 TEST_CASE("rows that are not read again are freed after the next op", "[graph][liveness]") {
-  const model_graph built = build(presets::llama_2_7b, inference_like(16));
+  const model_graph built = build_forward(presets::llama_2_7b, inference_like(16), 0);
   const graph& g = built.stack();
   for (std::size_t i = 0; i < g.size; ++i) {
     INFO(i);
@@ -101,7 +102,7 @@ TEST_CASE("the no_grad block peak holds the stream, the largest op and nothing s
   for (const model_spec& model : presets::all) {
     if (model.arch != architecture::decoder) continue;
     INFO(model.name);
-    const model_graph built = build(model, inference_like(64));
+    const model_graph built = build_forward(model, inference_like(64), 0);
     const graph& g = built.stack();
     const no_grad_moment m = no_grad_block_peak(g);
     bytes largest{};
@@ -198,7 +199,7 @@ TEST_CASE("the no_grad graph walk equals the closed-form prefill layer where it 
                                .attention = attention_impl::flash};
         const bytes closed = closed_form_layer(m.spec, r, context, context);
         if (closed == bytes{}) continue;
-        const model_graph built = build(m.spec, prefill_run(r));
+        const model_graph built = build_forward(m.spec, prefill_run(r), 0);
         INFO(m.name << " " << to_string(compute) << " context " << context);
         CHECK(no_grad_block_peak(built.stack()).live == closed);
         ++compared;
@@ -253,5 +254,8 @@ TEST_CASE("the attention of a forward with a cache reads every key", "[graph][li
   const model_graph a = build_forward(model, prefill, 0);
   const model_graph b = build(model, prefill);
   REQUIRE(a.stack().size == b.stack().size);
-  for (std::size_t i = 0; i < a.stack().size; ++i) CHECK(a.stack().ops[i].out == b.stack().ops[i].out);
+  for (std::size_t i = 0; i < a.stack().size; ++i) {
+    CHECK(a.stack().ops[i].out == b.stack().ops[i].out);
+    CHECK(b.stack().ops[i].last_reader == not_kept);  // a training step's graph skips the readers
+  }
 }

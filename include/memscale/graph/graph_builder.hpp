@@ -68,9 +68,11 @@ class graph_builder {
 
   // Records that op `user` reads the output of op `producer` in the forward: without grad
   // the output is freed after its last reader (graph/forward_liveness.hpp).
+  // The latest reader wins (none is index_plus_one 0).
   constexpr void reads(std::size_t producer, std::size_t user) {
-    auto& last = g_->ops[producer].last_reader;
-    if (user > producer && (last == not_kept || last.index() < user)) last = release_point::at(user);
+    auto& last = g_->ops[producer].last_reader.index_plus_one;
+    const auto reader = release_point::at(user).index_plus_one;
+    last = last < reader ? reader : last;
   }
 
   // Op `index` saves its own output (softmax, ReLU, tanh).

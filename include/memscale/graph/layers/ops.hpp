@@ -114,8 +114,13 @@ class op_writer {
     builder_.keep(producer.op_index, user.op_index);
     reads(producer, user);
   }
-  // Records that `user` reads `producer` in the forward (keep and the inputs above record it).
-  constexpr void reads(tensor producer, tensor user) { builder_.reads(producer.op_index, user.op_index); }
+  // Records that `user` reads `producer` in the forward (keep and the inputs above record it),
+  // when the graph is built for a forward without grad (record_forward_liveness): a training
+  // step's graph skips the bookkeeping (docs/inference.md, "From the graph", has its cost).
+  constexpr void reads(tensor producer, tensor user) {
+    if (records_reads_) builder_.reads(producer.op_index, user.op_index);
+  }
+  constexpr void record_forward_liveness() { records_reads_ = true; }
   // `t`'s own backward uses its output (softmax, ReLU, tanh, sigmoid).
   constexpr void keep_own_output(tensor t) { builder_.keep_own_output(t.op_index); }
 
@@ -227,6 +232,7 @@ class op_writer {
   precision_policy precision_;
   device_kind device_;
   bytes frame_locals_{};
+  bool records_reads_ = false;
 };
 
 }  // namespace memscale::graph_layers

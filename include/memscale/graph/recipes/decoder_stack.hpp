@@ -103,10 +103,11 @@ constexpr bytes base_model_held(const model_spec& model, const training_spec& ru
 }
 
 // The op sequence of one training step of `model` under `run`, written into `out` (empty).
-// With `cached_keys`, the attention also reads that many positions per sequence a KV cache
-// holds (a generate() decoding step).
+// With `no_grad_forward`, each op also records its last forward reader (op::last_reader) and
+// the attention reads `cached_keys` positions per sequence a KV cache holds (a generate()
+// decoding step) besides the new rows.
 constexpr void build_decoder_stack(const model_spec& model, const training_spec& run, graph& out,
-                                   std::uint64_t cached_keys = 0) {
+                                   bool no_grad_forward = false, std::uint64_t cached_keys = 0) {
   using namespace graph_layers;
   if (model.arch == architecture::encoder_decoder)
     detail::fail(error_code::unsupported, "model.arch",
@@ -116,6 +117,7 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
   const precision_policy precision = precision_policy_of(run);
   const auto tokens = detail::checked_mul(run.micro_batch, run.seq_len, detail::quantity{"tokens (micro_batch x seq_len)"});
   op_writer ops(out, precision, run.device);
+  if (no_grad_forward) ops.record_forward_liveness();
   const layer_context ctx{.ops = ops,
                           .model = model,
                           .run = run,
