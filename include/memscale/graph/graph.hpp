@@ -70,12 +70,14 @@ struct release_point {
 
 inline constexpr release_point not_kept{};
 
-// Members are ordered to pack into 112 bytes (a graph holds graph_capacity of them); designated
-// initialisers follow this order.
+// Members are ordered to pack into 112 bytes (a graph holds graph_capacity of them; kv_cached and
+// last_reader fill the padding before `weight`); designated initialisers follow this order.
 struct op {
   op_kind kind = op_kind::elementwise;  // zero (op_kind's first)
   bool recomputed_by_selective = false;  // attention-core tensors selective checkpointing drops
   bool transient = false;          // output not kept is freed once the next op used it (a reassigned variable)
+  bool kv_cached = false;          // `out` is a key or value tensor a KV cache holds (generate(): not freed)
+  release_point last_reader{};     // no_grad forward: the last op that reads `out` (none: the next op only)
   param_tensor weight{};           // rows == 0: the op owns no weight
   param_tensor bias{};             // rows == 0: no bias
   param_role role = param_role::none;

@@ -24,13 +24,16 @@ class graph_builder {
     // Member by member: the builders have just written `o` with narrow stores, and a block copy
     // reads it back in 16-byte words, which stalls store forwarding (half of a graph build's time,
     // docs/performance.md). The bindings stop compiling when op gains or loses a member.
-    const auto& [kind, selective, transient, weight, bias, role, frozen, borrows, grad_exists, released, out, extra,
-                 fwd, bwd, grad_in, grad_out] = o;
-    auto& [to_kind, to_selective, to_transient, to_weight, to_bias, to_role, to_frozen, to_borrows, to_grad_exists,
-           to_released, to_out, to_extra, to_fwd, to_bwd, to_grad_in, to_grad_out] = g_->ops.start(g_->size, kind);
+    const auto& [kind, selective, transient, kv_cached, last_reader, weight, bias, role, frozen, borrows, grad_exists,
+                 released, out, extra, fwd, bwd, grad_in, grad_out] = o;
+    auto& [to_kind, to_selective, to_transient, to_kv_cached, to_last_reader, to_weight, to_bias, to_role, to_frozen,
+           to_borrows, to_grad_exists, to_released, to_out, to_extra, to_fwd, to_bwd, to_grad_in, to_grad_out] =
+        g_->ops.start(g_->size, kind);
     to_kind = kind;
     to_selective = selective;
     to_transient = transient;
+    to_kv_cached = kv_cached;
+    to_last_reader = last_reader;
     to_weight = weight;
     to_bias = bias;
     to_role = role;
@@ -61,6 +64,15 @@ class graph_builder {
     auto& released = g_->ops[producer].released_by;
     const auto u = release_point::at(user);
     if (u.before(released)) released = u;
+  }
+
+  // Records that op `user` reads the output of op `producer` in the forward: without grad
+  // the output is freed after its last reader (graph/forward_liveness.hpp).
+  // The latest reader wins (none is index_plus_one 0).
+  constexpr void reads(std::size_t producer, std::size_t user) {
+    auto& last = g_->ops[producer].last_reader.index_plus_one;
+    const auto reader = release_point::at(user).index_plus_one;
+    last = last < reader ? reader : last;
   }
 
   // Op `index` saves its own output (softmax, ReLU, tanh).

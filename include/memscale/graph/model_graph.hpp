@@ -68,4 +68,20 @@ constexpr model_graph build(const model_spec& model, const training_spec& reques
   return g;
 }
 
+// The graph of one forward of `run.seq_len` new positions per sequence over `cached_keys`
+// positions a KV cache already holds, in eval mode (no dropout): generate()'s prefill
+// (cached_keys 0) and decoding steps (seq_len 1). The same layers as build(); read it without
+// grad (graph/forward_liveness.hpp): only this graph records each output's last reader.
+constexpr model_graph build_forward(const model_spec& model, training_spec run, std::uint64_t cached_keys) {
+  run.dropout = false;
+  model_graph g;
+  g.layout = layout_of(model);
+  g.run = detail::with_resolved_adapters(model, run);
+  if (g.is_encoder_decoder())
+    detail::fail(error_code::unsupported, "model.arch",
+                 "is encoder_decoder: a forward with a KV cache is built for one stack", 2);
+  recipes::build_decoder_stack(model, g.run, g.stacks.decoder, true, cached_keys);
+  return g;
+}
+
 }  // namespace memscale

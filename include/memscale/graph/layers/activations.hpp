@@ -54,8 +54,7 @@ constexpr tensor gelu_tanh_as_python_ops(op_writer& ops, tensor in, bool pow_in_
   return y;
 }
 
-// The model's MLP activation (the gate's, in a gated MLP).
-constexpr tensor activation(const layer_context& ctx, tensor in) {
+constexpr tensor activation_ops(const layer_context& ctx, tensor in) {
   switch (ctx.model.mlp) {
     case mlp_kind::relu: return output_keeping_activation(ctx.ops, in);
     case mlp_kind::gelu_tanh:
@@ -67,6 +66,14 @@ constexpr tensor activation(const layer_context& ctx, tensor in) {
     case mlp_kind::clamped_swiglu: return input_keeping_activation(ctx.ops, in);  // its experts: mlp.hpp
   }
   return in;
+}
+
+// The model's MLP activation (the gate's, in a gated MLP). The caller's frame binds its input
+// until it returns (modeling_gpt2.py GPT2MLP.forward: hidden_states = self.act(hidden_states)).
+constexpr tensor activation(const layer_context& ctx, tensor in) {
+  const tensor y = activation_ops(ctx, in);
+  if (y.op_index != in.op_index) ctx.ops.reads(in, y);
+  return y;
 }
 
 }  // namespace memscale::graph_layers

@@ -101,7 +101,8 @@ constexpr tensor saved_value(const layer_context& ctx, const qkv_tensors& qkv, c
                              std::uint64_t kv_width) {
   if (path.repeats_kv) return qkv.v;
   if (ctx.model.attention_keeps_fused_kv) return qkv.projection;  // bmm(probs, value): value is a view too
-  return ctx.ops.elementwise(detail::checked_mul(ctx.tokens, kv_width), ctx.ops.precision().matmul);
+  return ctx.ops.elementwise(qkv.v, detail::checked_mul(ctx.run.micro_batch, ctx.keys(), kv_width),
+                             ctx.ops.precision().matmul);
 }
 
 // Eager attention with sinks (modeling_gpt_oss.py@00d4b3d2 eager_attention_forward): after the
@@ -156,12 +157,12 @@ constexpr tensor eager_attention(const layer_context& ctx, const qkv_tensors& qk
   const model_spec& m = ctx.model;
   const precision_policy& p = ops.precision();
   // matmul on permuted 4-D views reshapes them into contiguous copies that bmm saves.
-  const tensor q_copy = ops.elementwise(q_elements, p.matmul);
+  const tensor q_copy = ops.elementwise(qkv.q, q_elements, p.matmul);
   if (m.attention_keeps_locals && m.fused_qkv) ops.hold_in_frame(ops.at(qkv.projection).out);  // fused_qkv
   // modeling_gpt_bigcode.py@00574544 GPTBigCodeAttention._attn: baddbmm(query.reshape(...),
   // key) takes k as a view of c_attn's output, so the whole output is kept, not a k copy.
   const bool fused_views = m.attention_keeps_fused_kv;
-  const tensor k_copy = fused_views ? qkv.projection : ops.elementwise(k_elements, p.matmul);
+  const tensor k_copy = fused_views ? qkv.projection : ops.elementwise(qkv.k, k_elements, p.matmul);
   const tensor qk = ops.emit(op{.kind = op_kind::attention, .recomputed_by_selective = true}, scores, p.matmul);
   ops.keep(q_copy, qk);
   ops.keep(k_copy, qk);
@@ -237,8 +238,8 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
   }
   if (m.positions == position_kind::rotary) {
     // q*cos + rotate_half(q)*sin makes new q and k tensors (modeling_llama.py apply_rotary_pos_emb).
-    qkv.q = ops.elementwise(q_elements, p.matmul);
-    qkv.k = ops.elementwise(k_elements, p.matmul);
+    qkv.q = ops.elementwise(qkv.q, q_elements, p.matmul);
+    qkv.k = ops.elementwise(qkv.k, k_elements, p.matmul);
     if (m.rotary_cache_per_layer) {
       // The layer's caches cast to the activations' dtype (a copy when they differ), then
       // cos[position_ids] and sin[position_ids]: (1, s, head_dim) each, position_ids being
@@ -249,16 +250,27 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
       if (p.param != p.matmul) rotated.fwd_temp += tables;
     }
   }
+  // What a generate() cache takes (DynamicLayer.update): in a prefill the keys after qk-norm and
+  // RoPE and the values as they are (views of a fused projection keep all of it); with keys
+  // already cached, torch.cat([cached, new]) of each, over every key position.
+  const std::uint64_t keys = ctx.keys();
+  if (ctx.cached_keys > 0) {
+    k_elements = detail::checked_mul(run.micro_batch, keys, w.kv);
+    qkv.k = ops.elementwise(qkv.k, k_elements, p.matmul);
+    qkv.v = ops.elementwise(qkv.v, k_elements, p.matmul);
+  }
+  ops.at(qkv.k).kv_cached = true;
+  ops.at(qkv.v).kv_cached = true;
   const attention_path path = attention_path_of(m, run);
   if (path.repeats_kv) {
     // repeat_kv: expand + reshape materialises heads/kv_heads copies of k and v.
-    k_elements = q_elements;
-    qkv.k = ops.elementwise(k_elements, p.matmul);
-    qkv.v = ops.elementwise(k_elements, p.matmul);
+    k_elements = detail::checked_mul(run.micro_batch, keys, w.q);
+    qkv.k = ops.elementwise(qkv.k, k_elements, p.matmul);
+    qkv.v = ops.elementwise(qkv.v, k_elements, p.matmul);
   }
   const auto batch_heads =
       detail::checked_mul(run.micro_batch, m.heads, detail::quantity{"attention scores (micro_batch x heads x seq_len^2)"});
-  const auto scores = detail::checked_mul(batch_heads, run.seq_len, run.seq_len,
+  const auto scores = detail::checked_mul(batch_heads, run.seq_len, keys,
                                           detail::quantity{"attention scores (micro_batch x heads x seq_len^2)"});
   tensor context{};
   if (is_fused(path.kernel)) {
@@ -282,7 +294,7 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
                               detail::checked_mul(batch_heads, run.seq_len));
   }
   // Heads are merged with transpose + reshape: a contiguous copy the output projection saves.
-  const tensor merged = ops.elementwise(q_elements, p.matmul);
+  const tensor merged = ops.elementwise(context, q_elements, p.matmul);
   return projection(ops, ctx.adapters, merged,
                     {.rows = ctx.tokens, .in_features = w.q, .out_features = m.hidden, .bias = m.attn_out_bias},
                     ctx.adapters.adapts(lora_target::o));

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "memscale/detail/math.hpp"
 #include "memscale/graph/layers/adapters.hpp"
 #include "memscale/graph/layers/ops.hpp"
 #include "memscale/model.hpp"
@@ -19,6 +20,12 @@ struct layer_context {
   adapter_plan adapters;
   dropout_sites dropout;
   std::uint64_t tokens = 0;  // rows of the stack: micro_batch x its sequence length
+  // Key positions per sequence a KV cache holds before this forward (a generate() decoding
+  // step); 0 in training and in a prefill.
+  std::uint64_t cached_keys = 0;
+
+  // Key positions per sequence the attention reads: the cached ones and the new rows.
+  [[nodiscard]] constexpr std::uint64_t keys() const { return detail::checked_add(run.seq_len, cached_keys); }
 };
 
 }  // namespace memscale::graph_layers

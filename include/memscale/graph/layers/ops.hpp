@@ -5,6 +5,11 @@
 // writes the few ops every layer shares: elementwise ops, autocast's matmul input, the
 // residual add, dropout, the linear core (trainable, frozen or 4-bit, with autocast's
 // weight copy) and a linear over fewer rows than the tokens.
+//
+// Forward liveness follows from the same calls, by one rule: an op reads the output just
+// before it, every input it is given (linear's, add's, dropout's, elementwise(in, ...)'s)
+// and every tensor its backward keeps (a saved tensor is one the forward op read). Without
+// grad an output is freed after its last reader (graph/forward_liveness.hpp walks it).
 #pragma once
 
 #include <cstddef>
@@ -88,6 +93,12 @@ class op_writer {
   constexpr tensor elementwise(std::uint64_t elements, dtype type) {
     return emit(op_kind::elementwise, elements, type);
   }
+  // An elementwise op on `in` (a cast, a copy, a rotation): `in` lives until it ran.
+  constexpr tensor elementwise(tensor in, std::uint64_t elements, dtype type) {
+    const tensor y = elementwise(elements, type);
+    reads(in, y);
+    return y;
+  }
   // A tensor produced elsewhere (the encoder output inside the decoder): shape only.
   constexpr tensor alias(std::uint64_t elements, dtype type) {
     const tensor t = elementwise(elements, type);
@@ -99,7 +110,17 @@ class op_writer {
 
   constexpr op& at(tensor t) { return builder_.at(t.op_index); }
   // Records that the backward of `user` needs the output of `producer`.
-  constexpr void keep(tensor producer, tensor user) { builder_.keep(producer.op_index, user.op_index); }
+  constexpr void keep(tensor producer, tensor user) {
+    builder_.keep(producer.op_index, user.op_index);
+    reads(producer, user);
+  }
+  // Records that `user` reads `producer` in the forward (keep and the inputs above record it),
+  // when the graph is built for a forward without grad (record_forward_liveness): a training
+  // step's graph skips the bookkeeping (docs/inference.md, "From the graph", has its cost).
+  constexpr void reads(tensor producer, tensor user) {
+    if (records_reads_) builder_.reads(producer.op_index, user.op_index);
+  }
+  constexpr void record_forward_liveness() { records_reads_ = true; }
   // `t`'s own backward uses its output (softmax, ReLU, tanh, sigmoid).
   constexpr void keep_own_output(tensor t) { builder_.keep_own_output(t.op_index); }
 
@@ -112,12 +133,14 @@ class op_writer {
   // (aten/src/ATen/autocast_mode.cpp cached_cast: only leaf weights are cached).
   constexpr tensor matmul_input(tensor in) {
     if (!precision_.autocast || in.type == precision_.matmul) return in;
-    return elementwise(in.elements, precision_.matmul);
+    return elementwise(in, in.elements, precision_.matmul);
   }
 
   constexpr tensor add(tensor a, tensor b) {
     const dtype out = (a.type == dtype::fp32 || b.type == dtype::fp32) ? dtype::fp32 : a.type;
-    return elementwise(a.elements > b.elements ? a.elements : b.elements, out);
+    const tensor sum = elementwise(a, a.elements > b.elements ? a.elements : b.elements, out);
+    reads(b, sum);
+    return sum;
   }
 
   // The mask dropout keeps for backward. CUDA runs the fused native_dropout with a bool
@@ -133,7 +156,9 @@ class op_writer {
     const bytes mask = dropout_mask(in.elements, in.type);
     const std::size_t index = builder_.append(op_kind::dropout);  // in its slot, as linear
     builder_.at(index).extra_saved = mask;
-    return complete(index, in.elements, in.type);
+    const tensor y = complete(index, in.elements, in.type);
+    reads(in, y);
+    return y;
   }
 
   // y = x W^T + b. Saves its input (for the weight gradient) and, under autocast, the
@@ -162,6 +187,7 @@ class op_writer {
     }
     o.grad_in = storage(x.type, x.elements);
     const tensor y = complete(index, detail::checked_mul(shape.rows, shape.out_features), precision_.matmul);
+    reads(x, y);
     // Autograd saves only what a needed gradient uses: a frozen nn.Linear keeps nothing
     // (derivatives.yaml: mm's self is needed only for mat2's gradient); bitsandbytes'
     // version decides for a 4-bit one (adapters.hpp, base_weight_of).
@@ -206,6 +232,7 @@ class op_writer {
   precision_policy precision_;
   device_kind device_;
   bytes frame_locals_{};
+  bool records_reads_ = false;
 };
 
 }  // namespace memscale::graph_layers

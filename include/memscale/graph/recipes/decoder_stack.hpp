@@ -46,10 +46,16 @@ constexpr graph_layers::tensor transformer_block(const graph_layers::layer_conte
   tensor out{};
   switch (ctx.model.layout) {
     case block_layout::sequential: {
-      const tensor attended = ops.dropout(branch_out(ctx, self_attention(ctx, branch_in(ctx, x))), residual_dropout);
+      // The layer's frame binds each branch's normed input until the branch's output rebinds
+      // the name (modeling_llama.py LlamaDecoderLayer.forward: hidden_states = self.self_attn(...)).
+      const tensor attention_in = branch_in(ctx, x);
+      const tensor attended = ops.dropout(branch_out(ctx, self_attention(ctx, attention_in)), residual_dropout);
+      ops.reads(attention_in, attended);
       const tensor mid = ops.add(x, attended);
       ops.close_frame();  // the attention's frame ends with its residual add
-      const tensor fed = ops.dropout(branch_out(ctx, mlp(ctx, branch_in(ctx, mid))), residual_dropout);
+      const tensor mlp_in = branch_in(ctx, mid);
+      const tensor fed = ops.dropout(branch_out(ctx, mlp(ctx, mlp_in)), residual_dropout);
+      ops.reads(mlp_in, fed);
       out = ops.add(mid, fed);
       break;
     }
@@ -97,7 +103,11 @@ constexpr bytes base_model_held(const model_spec& model, const training_spec& ru
 }
 
 // The op sequence of one training step of `model` under `run`, written into `out` (empty).
-constexpr void build_decoder_stack(const model_spec& model, const training_spec& run, graph& out) {
+// With `no_grad_forward`, each op also records its last forward reader (op::last_reader) and
+// the attention reads `cached_keys` positions per sequence a KV cache holds (a generate()
+// decoding step) besides the new rows.
+constexpr void build_decoder_stack(const model_spec& model, const training_spec& run, graph& out,
+                                   bool no_grad_forward = false, std::uint64_t cached_keys = 0) {
   using namespace graph_layers;
   if (model.arch == architecture::encoder_decoder)
     detail::fail(error_code::unsupported, "model.arch",
@@ -107,12 +117,14 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
   const precision_policy precision = precision_policy_of(run);
   const auto tokens = detail::checked_mul(run.micro_batch, run.seq_len, detail::quantity{"tokens (micro_batch x seq_len)"});
   op_writer ops(out, precision, run.device);
+  if (no_grad_forward) ops.record_forward_liveness();
   const layer_context ctx{.ops = ops,
                           .model = model,
                           .run = run,
                           .adapters = adapter_plan_of(model, run),
                           .dropout = dropout_sites_of(model, run),
-                          .tokens = tokens};
+                          .tokens = tokens,
+                          .cached_keys = cached_keys};
   input_embeddings(ctx);
   graph_builder& sections = ops.sections();
   sections.begin_block();
