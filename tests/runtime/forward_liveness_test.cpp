@@ -19,6 +19,7 @@
 #include "memscale/json.hpp"
 #include "memscale/presets.hpp"
 
+namespace forward_liveness_test {
 namespace {
 
 using namespace memscale;
@@ -259,3 +260,5 @@ TEST_CASE("the attention of a forward with a cache reads every key", "[graph][li
     CHECK(b.stack().ops[i].last_reader == not_kept);  // a training step's graph skips the readers
   }
 }
+
+}  // namespace forward_liveness_test
