@@ -100,6 +100,17 @@ constexpr lm_head_spec lm_head_spec_of(const layer_context& ctx) {
           .logits_quantity = detail::quantity{"logits (tokens x vocab)"}};
 }
 
+// The op owning the output layer's V x h weight (the embedding's when tied) and its bias.
+constexpr op head_op(const layer_context& ctx, const lm_head_spec& spec, const base_weight& weight, op_kind kind) {
+  const auto vocab = ctx.model.vocab;
+  return {.kind = kind,
+          .weight = {vocab, ctx.model.hidden, 1},
+          .bias = spec.bias ? param_tensor{vocab, 1, 1} : param_tensor{},
+          .role = spec.tied ? param_role::embedding : param_role::matmul,
+          .frozen = weight.frozen,
+          .borrows_weight = spec.tied};
+}
+
 // Rows of one chunk of Liger's fused linear cross-entropy: next_power_of_2(ceil(BT / ceil(V / h))),
 // so a chunk's logits hold about as many elements as the hidden states (ops/fused_linear_cross_entropy.py
 // lines 43-45, v0.5.10 @ 44a8f2fb); the last slice stops at BT.
@@ -124,12 +135,7 @@ constexpr void fused_linear_loss(const layer_context& ctx, tensor x, const lm_he
   const auto vocab = ctx.model.vocab;
   const auto hidden = ctx.model.hidden;
   const auto chunk = liger_chunk_rows(spec.rows, vocab, hidden);
-  op loss{.kind = op_kind::loss,
-          .weight = {vocab, hidden, 1},
-          .bias = spec.bias ? param_tensor{vocab, 1, 1} : param_tensor{},
-          .role = spec.tied ? param_role::embedding : param_role::matmul,
-          .frozen = weight.frozen,
-          .borrows_weight = spec.tied};
+  op loss = head_op(ctx, spec, weight, op_kind::loss);
   loss.extra_saved = storage(x.type, x.elements);  // grad_input
   // grad_weight (and grad_bias) exist from here on; backward hands them to the parameters,
   // where the estimate counts them as the head's gradient, so in forward they are this op's.
@@ -168,12 +174,7 @@ constexpr void lm_loss(const layer_context& ctx, tensor x, const lm_head_spec& s
   const base_weight weight = spec.tied ? tied_head_weight(ctx.adapters.base) : ctx.adapters.base;
   if (spec.fused_linear) return fused_linear_loss(ctx, x, spec, weight);
   const tensor input = ops.matmul_input(x);
-  op head{.kind = op_kind::linear,
-          .weight = {vocab, hidden, 1},
-          .bias = spec.bias ? param_tensor{vocab, 1, 1} : param_tensor{},
-          .role = spec.tied ? param_role::embedding : param_role::matmul,
-          .frozen = weight.frozen,
-          .borrows_weight = spec.tied};
+  op head = head_op(ctx, spec, weight, op_kind::linear);
   if (p.autocast && !weight.four_bit) head.extra_saved = storage(p.matmul, detail::checked_mul(vocab, hidden));
   // An untied head is an nn.Linear, quantized under QLoRA like the others: its matmul
   // dequantizes the whole V x h weight (two 16-bit copies) in forward and backward.
