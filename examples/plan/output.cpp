@@ -55,6 +55,10 @@ std::string text_report(const memscale::model_spec& model, const memscale::train
   out += fmt::format("model          {} ({} {})\n", model.name, memscale::to_string(model.impl), architecture_of(model));
   out += fmt::format("parameters     {} (trainable {})\n", memscale::format_count(result.parameter_count),
                      memscale::format_count(result.trainable_parameter_count));
+  if (model.idle_tower_parameters > 0)
+    out += fmt::format("vision tower   {} parameters loaded, idle in a text-only run: weights only, no gradient or "
+                       "optimizer state\n",
+                       memscale::format_count(model.idle_tower_parameters));
   if (memscale::has_attention(model))
     out += fmt::format("shape          {} layers, hidden {}, {} heads ({} kv), ffn {}, vocab {}\n", model.layers,
                        model.hidden, model.heads, memscale::kv_heads_of(model), model.ffn,

@@ -114,6 +114,10 @@ struct model_spec {
   // parameter dtype) and gathers the forward's rows of each (cos[position_ids]), which its
   // q and k multiplications save (InternLM2's remote code InternLM2RotaryEmbedding).
   bool rotary_cache_per_layer = false;
+  // Multimodal RoPE sections (Qwen2-VL, Qwen2.5-VL apply_multimodal_rotary_pos_emb): each layer
+  // concatenates its own cos and sin of (b, 1, s, head_dim) from the 3-D tables, in the hidden
+  // states' dtype, and its q and k multiplications save them.
+  bool rotary_rows_per_layer = false;
   bool alibi = false;                   // ALiBi bias (b * heads, 1, s), held through the blocks (BLOOM)
   // The attention's forward keeps its fused projection and its raw and masked scores in local
   // variables until it returns, residual add included (BLOOM: fused_qkv, matmul_result, attn_weights).
@@ -136,6 +140,10 @@ struct model_spec {
   // The residual stream is fp32 in a 16-bit model (MambaBlock residual_in_fp32): each block's
   // output is fp32 and the next norm reads a 16-bit copy of it.
   bool residual_fp32 = false;
+  // A multimodal model's vision tower and projector (Gemma 3's SigLIP) in a text-only run: loaded
+  // with the model and never run, so it holds its weights and nothing else: no activation, and no
+  // gradient or optimizer state (torch.optim skips a parameter whose .grad is None).
+  std::uint64_t idle_tower_parameters = 0;
 };
 
 constexpr std::uint64_t kv_heads_of(const model_spec& m) { return m.kv_heads == 0 ? m.heads : m.kv_heads; }
@@ -195,6 +203,8 @@ constexpr const model_spec& validate(const model_spec& m) {
   require(!m.rotary_cache_per_layer || (m.positions == position_kind::rotary && m.context_length > 0), bad,
           "model.rotary_cache_per_layer", "needs rotary positions and model.context_length > 0 (the caches' rows)",
           m.context_length);
+  require(!m.rotary_rows_per_layer || m.positions == position_kind::rotary, bad, "model.rotary_rows_per_layer",
+          "needs rotary positions", 1);
   require(m.rotary_fraction > 0.0 && m.rotary_fraction <= 1.0, bad, "model.rotary_fraction", "must be in (0, 1]",
           0);
   require((m.experts == 0) == (m.experts_per_token == 0), bad, "model.experts_per_token",
@@ -227,6 +237,9 @@ constexpr const model_spec& validate(const model_spec& m) {
           "must be false with norm layernorm_fp32_python (CohereLayerNorm has no bias)", 1);
   require(m.block_norms == branch_norms::pre || m.layout == block_layout::sequential, bad, "model.block_norms",
           "post and sandwich norms need the sequential layout", static_cast<std::uint64_t>(m.block_norms));
+  require(m.idle_tower_parameters == 0 || m.arch == architecture::decoder, error_code::unsupported,
+          "model.idle_tower_parameters", "an idle vision tower is modelled beside a decoder only",
+          m.idle_tower_parameters);
   return m;
 }
 

@@ -95,6 +95,12 @@ constexpr const model_spec& validate(const model_spec& m, const training_spec& t
   check_sequence(m, t.seq_len, "run.seq_len");
   check_framework(m, t);
   check_liger(m, t);
+  // A 4-bit load quantises the tower's nn.Linear layers as well, unless the checkpoint's
+  // modules_to_not_convert keeps them: its stored bytes are not described yet.
+  detail::require(m.idle_tower_parameters == 0 || t.target != training_target::qlora, error_code::unsupported, "run.target",
+          "qlora of a model with a vision tower is not modelled yet (which of the tower's layers a 4-bit load "
+          "quantises depends on the checkpoint)",
+          static_cast<std::uint64_t>(t.target));
   // LoRA targets name attention and MLP projections; a Mamba mixer's (in_proj, x_proj, dt_proj,
   // out_proj) are not among them, so an adapter run would train nothing: refused by name.
   if (is_lora(t))

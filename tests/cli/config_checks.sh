@@ -138,5 +138,19 @@ if [[ $rc -eq 2 ]] && grep -q "model.attention_sinks" "$work/err"; then
   pass "gpt-oss generate(): refused, naming what is not modelled (sinks, 3-D experts)"
 else fail "gpt-oss generate()" "exit $rc" "$(head -c 300 "$work/err")"; fi
 
+# --- a multimodal checkpoint in a text-only run: the vision tower held as weights only ---
+gemma3="$configs/ssm-multimodal/google--gemma-3-4b-it.json"
+run --config "$gemma3" --batch 1 --seq 512
+if [[ $rc -eq 0 ]] && grep -q "^parameters .*4,300,079,472" "$work/out" && grep -q "^vision tower .*419,816,304 parameters loaded, idle" "$work/out"; then
+  pass "gemma3 (Gemma3ForConditionalGeneration): the total with its tower, and the tower's line"
+else fail "gemma3 --config" "exit $rc" "$(head -c 300 "$work/out")" "$(head -c 300 "$work/err")"; fi
+run --config "$gemma3" --batch 1 --seq 512 --json
+if [[ $rc -eq 0 ]] && python3 -c 'import json,sys; assert json.load(sys.stdin)["idle_tower_parameters"] == 419816304' <"$work/out"; then
+  pass "gemma3 --json: idle_tower_parameters"
+else fail "gemma3 --json" "exit $rc" "$(head -c 300 "$work/err")"; fi
+run --config "$gemma3" --batch 1 --seq 512 --qlora 16
+if [[ $rc -eq 2 ]] && grep -q "vision tower" "$work/err"; then pass "gemma3 --qlora: refused, naming the tower"; else
+  fail "gemma3 --qlora" "exit $rc" "$(head -c 300 "$work/err")"; fi
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -83,8 +83,9 @@ const std::vector<data_set> data_sets{
      "torchvision models traced with the same Tracker (tools/trace/vision_cases.py)", "CPU traced (vision)", 10},
     {"cpu_traced_vision_tower", false, true,
      "vision towers traced with the same Tracker (tools/trace/vision_tower_cases.py): timm ViTs (plain; LayerScale + "
-     "DropPath) from their timm_args, and a Gemma 3 image-text model whose records count as not modelled until a "
-     "reader takes them",
+     "DropPath) from their timm_args; small Gemma 3, Qwen2.5-VL and Qwen3-VL image-text models "
+     "(tools/trace/qwen_vl_text_cases.py): text-only runs estimated (the tower as weights), runs with images "
+     "refused (image inputs are not modelled yet)",
      "CPU traced (vision towers)", 15},
     {"cpu_traced_timm_eva", false, true,
      "timm EVA02 models (Eva with the EVA02 arguments: RoPE, SwiGLU with a LayerNorm on the hidden) traced with the "

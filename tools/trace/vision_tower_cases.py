@@ -286,7 +286,7 @@ def main():
         c, d = run(name, B, mode)
         if name == "gemma3":
             model = {"family": "gemma3", "hf_config": c, "params": d["nparams"], "vision_tower_params": d["tower_params"],
-                     "impl": "torch-only re-implementation of transformers Gemma3ForConditionalGeneration (eager)"}
+                     "impl": "hf-transformers"}
             train = dict(batch=B, seq=128, images_per_sample=0 if mode == "text_only" else 1,
                          image=c["vision_config"]["image_size"], frozen="vision_tower" if mode == "frozen_tower" else "none")
         else:
@@ -301,7 +301,9 @@ def main():
                **tracer.peak_fields(d),
                "components": tracer.components(d),
                "detail": d, "torch": torch.__version__,
-               "notes": "peak live CPU tensor bytes of training step 2 (absolute)"}
+               "notes": "peak live CPU tensor bytes of training step 2 (absolute)"
+                        + ("; traced from a torch-only re-implementation of transformers Gemma3ForConditionalGeneration"
+                           " (eager)" if name == "gemma3" else "")}
         out.append(rec)
         print(f"{rec['id']}: params={d['nparams']} peak={d['s2_peak']} act={d['s2_fwd'] - d['s2_start']} "
               f"grads={d['grads_enum']} opt={d['opt_enum']} end_live={d['end_live']} ({time.time() - t0:.1f}s)", flush=True)

@@ -318,6 +318,11 @@ constexpr inference_result estimate_inference(const model_spec& model, const inf
   validate(model);
   validate(run);
   detail::require_generate_modelled(model);
+  // A quantised checkpoint's vision tower: AWQ and GPTQ checkpoints list it in
+  // modules_to_not_convert, bitsandbytes quantises its Linear layers; not described yet.
+  detail::require(model.idle_tower_parameters == 0 || run.weights == weight_format::native, error_code::unsupported,
+                  "infer.weights", "must be native for a model with a vision tower (its quantised bytes are not modelled yet)",
+                  static_cast<std::uint64_t>(run.weights));
   // The op graph of the architecture gives every weight matrix (one row, one sequence).
   const model_graph built = build(model, training_spec{.micro_batch = 1, .seq_len = 1, .dropout = false});
   const graph& g = built.stack();

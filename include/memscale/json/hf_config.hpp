@@ -24,6 +24,7 @@
 #include "memscale/json/hf/config.hpp"
 #include "memscale/json/hf/falcon.hpp"
 #include "memscale/json/hf/gemma.hpp"
+#include "memscale/json/hf/gemma3.hpp"
 #include "memscale/json/hf/glm4.hpp"
 #include "memscale/json/hf/gpt2.hpp"
 #include "memscale/json/hf/gpt_bigcode.hpp"
@@ -42,8 +43,10 @@
 #include "memscale/json/hf/phi3.hpp"
 #include "memscale/json/hf/phimoe.hpp"
 #include "memscale/json/hf/qwen2.hpp"
+#include "memscale/json/hf/qwen2_5_vl.hpp"
 #include "memscale/json/hf/qwen2_moe.hpp"
 #include "memscale/json/hf/qwen3.hpp"
+#include "memscale/json/hf/qwen3_vl.hpp"
 #include "memscale/json/hf/qwen3_moe.hpp"
 #include "memscale/json/hf/record_rules.hpp"
 #include "memscale/json/hf/stablelm.hpp"
@@ -80,11 +83,14 @@ inline constexpr std::array families{
     family_entry{"mixtral", mixtral, false, mixtral_records},
     family_entry{"qwen2", qwen2, false, qwen2_records},
     family_entry{"qwen2_moe", qwen2_moe},
+    family_entry{"qwen2_5_vl", qwen2_5_vl},
     family_entry{"qwen3", qwen3},
     family_entry{"qwen3_moe", qwen3_moe},
+    family_entry{"qwen3_vl", qwen3_vl},
     family_entry{"gemma", gemma, false, gemma_records},
     family_entry{"gemma2", gemma2, false, gemma2_records},
     family_entry{"gemma3_text", gemma3_text},
+    family_entry{"gemma3", gemma3},
     family_entry{"phi", phi, false, phi_records},
     family_entry{"phi3", phi3, false, phi3_records},
     family_entry{"starcoder2", starcoder2},

@@ -104,7 +104,9 @@ inline model_spec model_from_record(const json& m) {
   constexpr auto bad = error_code::invalid_model;
   if (m.is_object() && m.contains("hf_config")) {
     // {"hf_config": {...config.json...}, "impl": ...}: read by the config.json reader.
-    reject_misspelt_keys(m, {"hf_config", "impl", "name", "params"}, path, bad);
+    // vision_tower_params: a multimodal record's tower alone, for the reader; the total (model.params)
+    // is what detail::check_parameter_counts compares.
+    reject_misspelt_keys(m, {"hf_config", "impl", "name", "params", "vision_tower_params"}, path, bad);
     model_spec spec = model_from_hf_config(m.at("hf_config"));
     // The stored format belongs to the record's run (train.quant), which says how it trained.
     if (const auto q = hf::quantization_of(m.at("hf_config")))
@@ -183,8 +185,14 @@ inline training_spec run_from_record(const json& record) {
                         // the state-space kernels (training.hpp ssm_kernel_choice)
                         "ssm_path",
                         // multi-GPU layout (SCHEMA.md), read by json/parallel_record.hpp
-                        "nodes", "fsdp", "offload", "pp", "sp", "micro_batches_in_flight"},
+                        "nodes", "fsdp", "offload", "pp", "sp", "micro_batches_in_flight",
+                        // a multimodal run's images (only text-only runs are modelled)
+                        "images_per_sample"},
                        path, bad);
+  if (get_count(t, "images_per_sample", path, 0, bad) > 0)
+    bad_field(error_code::unsupported, path + ".images_per_sample", t.at("images_per_sample"),
+              "must be 0: image inputs through a vision tower are not modelled yet (a text-only run holds the "
+              "tower as weights only)");
   training_spec run = with_framework(training_spec{}, detail::framework_of_record(record));
   run.micro_batch = get_count(t, "batch", path, 1, bad);
   run.seq_len = get_count(t, "seq", path, 0, bad);

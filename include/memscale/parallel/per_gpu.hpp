@@ -338,6 +338,12 @@ constexpr per_gpu_estimate estimate_per_gpu(const model_spec& model, const train
   // The graph-only estimator reads the kernel from run.attention: sdpa is resolved first
   // (build() resolves the adapter dtype).
   const training_spec run = with_resolved_attention(model, requested);
+  // An idle vision tower across GPUs: DDP sizes gradient buckets for every parameter that requires
+  // grad, ZeRO-3 and FSDP gather it module by module, tensor parallelism leaves it whole; the graph
+  // keeps it as one tensor, so one GPU is what is described.
+  detail::require(model.idle_tower_parameters == 0 || world_size(p) == 1, error_code::unsupported, "parallel.gpus_per_node * parallel.nodes",
+                  "must be 1 for a model with an idle vision tower (its multi-GPU layout is not modelled yet)",
+                  world_size(p));
   if (layout_of(model) == model_layout::encoder_decoder) {
     // Both stacks under data parallelism; Megatron's tensor and pipeline splits of an
     // encoder-decoder (a stage boundary between the stacks) are not modelled.

@@ -249,6 +249,12 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
       rotated.extra_saved += tables;
       if (p.param != p.matmul) rotated.fwd_temp += tables;
     }
+    if (m.rotary_rows_per_layer) {
+      // torch.cat of the sections of the (3, b, s, head_dim) cos and sin into new (b, 1, s,
+      // head_dim) tensors in the hidden states' dtype, which q*cos and rotate_half(q)*sin save
+      // (modeling_qwen2_5_vl.py@00b676f8 apply_multimodal_rotary_pos_emb; counted on q's op).
+      ops.at(qkv.q).extra_saved += storage(ops.stream_dtype(), detail::checked_mul(2, ctx.tokens, w.head_dim));
+    }
   }
   // What a generate() cache takes (DynamicLayer.update): in a prefill the keys after qk-norm and
   // RoPE and the values as they are (views of a fused projection keep all of it); with keys

@@ -17,6 +17,7 @@
 #include "memscale/graph/layers/context.hpp"
 #include "memscale/graph/layers/embeddings.hpp"
 #include "memscale/graph/layers/heads.hpp"
+#include "memscale/graph/layers/idle_tower.hpp"
 #include "memscale/graph/layers/mamba.hpp"
 #include "memscale/graph/layers/mlp.hpp"
 #include "memscale/graph/layers/norms.hpp"
@@ -125,6 +126,7 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
                           .dropout = dropout_sites_of(model, run),
                           .tokens = tokens,
                           .cached_keys = cached_keys};
+  idle_tower(ctx);
   input_embeddings(ctx);
   graph_builder& sections = ops.sections();
   sections.begin_block();

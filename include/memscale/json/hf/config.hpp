@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "memscale/error.hpp"
 #include "memscale/json/fields.hpp"
@@ -15,19 +16,27 @@
 
 namespace memscale::json_io::hf {
 
-// A config.json object. An absent or null key takes the default that the family's
-// configuration_<family>.py gives it; a present key of the wrong type is an error naming
-// config.<key> and the value.
+// A config.json object, or one nested in it (a multimodal config's text_config). An absent or
+// null key takes the default that the family's configuration_<family>.py gives it; a present key
+// of the wrong type is an error naming the key's path (config.<key>, config.text_config.<key>)
+// and the value.
 class config {
  public:
-  explicit config(const json& c) : c_(c) {
-    if (!c_.is_object()) bad_field(error_code::invalid_model, "config", c_, "must be a JSON object");
+  explicit config(const json& c, std::string path = "config") : c_(c), path_(std::move(path)) {
+    if (!c_.is_object()) bad_field(error_code::invalid_model, path_, c_, "must be a JSON object");
   }
+  // The object under `key`, read with this one's path before its keys.
+  [[nodiscard]] config nested(const char* key) const {
+    if (!has(key)) bad_field(error_code::invalid_model, field(key), json(), "is required for this model_type");
+    return config(c_.at(key), field(key));
+  }
+  // How an error names `key`.
+  [[nodiscard]] std::string field(const char* key) const { return path_ + "." + key; }
 
   [[nodiscard]] bool has(const char* key) const { return c_.contains(key) && !c_.at(key).is_null(); }
 
   [[nodiscard]] std::uint64_t count(const char* key, std::uint64_t fallback) const {
-    return get_count(c_, key, "config", fallback, error_code::invalid_model);
+    return get_count(c_, key, path_, fallback, error_code::invalid_model);
   }
   // The first of several spellings that is present (GPT-2's n_embd, BLOOM's n_embed, ...).
   [[nodiscard]] std::uint64_t count(std::initializer_list<const char*> keys, std::uint64_t fallback) const {
@@ -38,24 +47,25 @@ class config {
   [[nodiscard]] std::uint64_t required(std::initializer_list<const char*> keys) const {
     for (const char* k : keys)
       if (has(k)) return count(k, 0);
-    bad_field(error_code::invalid_model, "config." + std::string(*keys.begin()), json(), "is required for this model_type");
+    bad_field(error_code::invalid_model, field(*keys.begin()), json(), "is required for this model_type");
   }
   [[nodiscard]] bool flag(const char* key, bool fallback) const {
-    return get_bool(c_, key, "config", fallback, error_code::invalid_model);
+    return get_bool(c_, key, path_, fallback, error_code::invalid_model);
   }
   [[nodiscard]] double number(const char* key, double fallback) const {
     if (!has(key)) return fallback;
     const json& v = c_.at(key);
-    if (!v.is_number()) bad_field(error_code::invalid_model, "config." + std::string(key), v, "must be a number");
+    if (!v.is_number()) bad_field(error_code::invalid_model, field(key), v, "must be a number");
     return v.get<double>();
   }
   [[nodiscard]] std::string text(const char* key, const std::string& fallback) const {
-    return get_string(c_, key, "config", fallback, error_code::invalid_model);
+    return get_string(c_, key, path_, fallback, error_code::invalid_model);
   }
   [[nodiscard]] const json& raw() const { return c_; }
 
  private:
   const json& c_;
+  std::string path_;
 };
 
 // architectures[0], or "" when the config names none.
@@ -78,13 +88,15 @@ inline void apply_head(const config& c, model_spec& m, head_kind fallback) {
   head_kind head = fallback;
   if (cls.empty()) head = fallback;
   else if (ends_with(cls, "ForCausalLM") || ends_with(cls, "LMHeadModel")) head = head_kind::causal_lm;
+  // A decoder's ...ForConditionalGeneration (Gemma 3's multimodal class) generates text with an LM head.
+  else if (ends_with(cls, "ForConditionalGeneration") && m.arch == architecture::decoder) head = head_kind::causal_lm;
   else if (ends_with(cls, "ForMaskedLM")) head = head_kind::masked_lm;
   else if (ends_with(cls, "ForSequenceClassification")) head = head_kind::sequence_classification;
   else if (ends_with(cls, "Model")) head = head_kind::none;
   else
     bad_field(error_code::unsupported, "config.architectures", cls,
               "names a class memscale does not model (supported: ...ForCausalLM, ...LMHeadModel, ...ForMaskedLM, "
-              "...ForSequenceClassification, ...Model)");
+              "...ForSequenceClassification, ...Model, a decoder's ...ForConditionalGeneration)");
   if (head == head_kind::causal_lm && m.arch == architecture::encoder)
     bad_field(error_code::unsupported, "config.architectures", cls, "is a causal-LM head on an encoder");
   m.head = head;
@@ -166,10 +178,10 @@ inline void check_layer_types(const config& c, std::uint64_t layers) {
   if (!c.has("layer_types")) return;
   const json& types = c.raw().at("layer_types");
   if (!types.is_array() || types.size() != layers)
-    bad_field(error_code::invalid_model, "config.layer_types", types, "must list one type per hidden layer");
+    bad_field(error_code::invalid_model, c.field("layer_types"), types, "must list one type per hidden layer");
   for (const json& t : types)
     if (t != "sliding_attention" && t != "full_attention")
-      bad_field(error_code::unsupported, "config.layer_types", t, "must be sliding_attention or full_attention");
+      bad_field(error_code::unsupported, c.field("layer_types"), t, "must be sliding_attention or full_attention");
 }
 
 inline mlp_kind plain_activation(const config& c, const char* key, const std::string& fallback) {
@@ -179,7 +191,7 @@ inline mlp_kind plain_activation(const config& c, const char* key, const std::st
   // intermediates (transformers src/transformers/activations.py).
   if (act == "gelu_new" || act == "gelu_python" || act == "gelu_fast") return mlp_kind::gelu_tanh;
   if (act == "relu") return mlp_kind::relu;
-  bad_field(error_code::unsupported, std::string("config.") + key, act,
+  bad_field(error_code::unsupported, c.field(key), act,
             "must be one of gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, relu");
 }
 
@@ -188,7 +200,7 @@ inline mlp_kind gated_activation(const config& c, const char* key, const std::st
   const std::string act = c.text(key, fallback);
   if (act == "silu" || act == "swish") return mlp_kind::swiglu;
   if (act == "gelu" || act == "gelu_pytorch_tanh" || act == "gelu_new") return mlp_kind::geglu;
-  bad_field(error_code::unsupported, std::string("config.") + key, act, "must be one of silu, gelu, gelu_pytorch_tanh");
+  bad_field(error_code::unsupported, c.field(key), act, "must be one of silu, gelu, gelu_pytorch_tanh");
 }
 
 }  // namespace memscale::json_io::hf

@@ -1,0 +1,63 @@
+// memscale/json/hf/qwen2_5_vl.hpp: Qwen2.5-VL (model_type qwen2_5_vl,
+// Qwen2_5_VLForConditionalGeneration) in a text-only run: the Qwen2 decoder (its keys at the top
+// level, as the published checkpoints write them, or in text_config) with multimodal RoPE, and the
+// vision tower and merger loaded beside it and never run (transformers
+// models/qwen2_5_vl/modeling_qwen2_5_vl.py @ 00b676f8, configuration_qwen2_5_vl.py). Each
+// attention layer cuts its own cos and sin out of the 3-D tables (rotary_rows_per_layer) and owns
+// a rotary embedding whose inv_freq buffer (head_dim / 2, fp32) is per layer; the loss is
+// self.loss_function (loss_utils).
+// IWYU pragma: private, include <memscale/json.hpp>
+#pragma once
+
+#include <cstdint>
+
+#include "memscale/detail/math.hpp"
+#include "memscale/json/hf/qwen2.hpp"
+
+namespace memscale::json_io::hf {
+
+// Parameters of Qwen2_5_VisionTransformerPretrainedModel (Qwen2_5_VLVisionConfig defaults: depth
+// 32, hidden 3584, intermediate 3420, 3 channels, patch 14, temporal patch 2, spatial merge 2, out
+// 3584): a Conv3d patch embedding without bias, per block two RMSNorms, a fused qkv and proj with
+// biases and a gated MLP (gate, up, down) with biases, and the merger (an RMSNorm over hidden, then
+// Linear(4h, 4h), GELU, Linear(4h, out)).
+inline std::uint64_t qwen2_5_vl_vision_parameters(const config& v) {
+  constexpr memscale::detail::quantity q{"vision tower parameters"};
+  const auto mul = [&](std::uint64_t a, std::uint64_t b) { return memscale::detail::checked_mul(a, b, q); };
+  const auto add = [&](std::uint64_t a, std::uint64_t b) { return memscale::detail::checked_add(a, b, q); };
+  const auto linear = [&](std::uint64_t in, std::uint64_t out) { return add(mul(in, out), out); };  // with bias
+  const std::uint64_t h = v.count("hidden_size", 3584);
+  const std::uint64_t f = v.count("intermediate_size", 3420);
+  const std::uint64_t patch = v.count("patch_size", 14);
+  const std::uint64_t merge = v.count("spatial_merge_size", 2);
+  const std::uint64_t out = v.count("out_hidden_size", 3584);
+  const std::uint64_t kernel = mul(mul(mul(v.count("in_channels", 3), v.count("temporal_patch_size", 2)), patch), patch);
+  std::uint64_t n = mul(kernel, h);  // patch_embed.proj (Conv3d, no bias)
+  const std::uint64_t mlp = add(mul(2, linear(h, f)), linear(f, h));
+  const std::uint64_t block = add(add(mul(2, h), linear(h, mul(3, h))), add(linear(h, h), mlp));
+  n = add(n, mul(v.count("depth", 32), block));
+  const std::uint64_t merged = mul(h, mul(merge, merge));
+  return add(n, add(h, add(linear(merged, merged), linear(merged, out))));  // merger: ln_q + MLP
+}
+
+inline model_spec qwen2_5_vl(const config& c) {
+  // Qwen2_5_VLConfig moves top-level text keys into its text_config; newer files nest them.
+  const config text = c.has("text_config") ? c.nested("text_config") : c;
+  // Qwen2_5_VLTextConfig defaults: vocab 152064, hidden 8192, intermediate 29568, 80 layers, 64
+  // heads (8 kv), 32768 positions; head_dim is hidden / heads (Qwen2_5_VLAttention).
+  model_spec m = llama_like(text, {.shape = {.layers = 80, .hidden = 8192, .heads = 64, .ffn = 29568,
+                                             .vocab = 152064, .context = 32768}});
+  m.kv_heads = text.count("num_key_value_heads", 8);
+  m.head_dim = 0;
+  m.qkv_bias = true;  // Qwen2_5_VLAttention: q/k/v_proj(bias=True), o_proj(bias=False)
+  m.attn_out_bias = false;
+  m.rotary_rows_per_layer = true;
+  m.buffer_bytes_per_layer = storage(dtype::fp32, head_dim_of(m) / 2).value;  // each layer's inv_freq
+  if (!text.has("tie_word_embeddings")) m.tied_embeddings = c.flag("tie_word_embeddings", false);
+  const json no_keys = json::object();
+  const config vision = c.has("vision_config") ? c.nested("vision_config") : config(no_keys, c.field("vision_config"));
+  m.idle_tower_parameters = qwen2_5_vl_vision_parameters(vision);
+  return m;
+}
+
+}  // namespace memscale::json_io::hf

@@ -1,0 +1,68 @@
+// memscale/json/hf/qwen3_vl.hpp: Qwen3-VL (model_type qwen3_vl, Qwen3VLForConditionalGeneration)
+// in a text-only run: the Qwen3 decoder of text_config, with the vision tower and its mergers
+// loaded beside it and never run (transformers models/qwen3_vl/modeling_qwen3_vl.py @ 00709b86,
+// configuration_qwen3_vl.py). The text model is Qwen3's layer for layer (q_norm and k_norm over
+// head_dim); its interleaved multimodal RoPE is applied once to the frequencies in
+// Qwen3VLTextRotaryEmbedding, so every layer reads the same cos and sin, as LLaMA's do; without
+// images no deepstack features are added; the loss is self.loss_function (loss_utils).
+// IWYU pragma: private, include <memscale/json.hpp>
+#pragma once
+
+#include <cstdint>
+
+#include "memscale/detail/math.hpp"
+#include "memscale/json/hf/llama.hpp"
+
+namespace memscale::json_io::hf {
+
+// Parameters of Qwen3VLVisionModel (Qwen3VLVisionConfig defaults: depth 27, hidden 1152,
+// intermediate 4304, 3 channels, patch 16, temporal patch 2, spatial merge 2, out 3584, 2304
+// position embeddings, deepstack indexes [8, 16, 24]): a Conv3d patch embedding with bias, a
+// learned position table, per block two LayerNorms, a fused qkv and proj with biases and an fc1/fc2
+// MLP with biases, the merger (LayerNorm over hidden, then Linear(4h, 4h), GELU, Linear(4h, out))
+// and one deepstack merger per index (the same with a LayerNorm over 4h).
+inline std::uint64_t qwen3_vl_vision_parameters(const config& v) {
+  constexpr memscale::detail::quantity q{"vision tower parameters"};
+  const auto mul = [&](std::uint64_t a, std::uint64_t b) { return memscale::detail::checked_mul(a, b, q); };
+  const auto add = [&](std::uint64_t a, std::uint64_t b) { return memscale::detail::checked_add(a, b, q); };
+  const auto linear = [&](std::uint64_t in, std::uint64_t out) { return add(mul(in, out), out); };  // with bias
+  const std::uint64_t h = v.count("hidden_size", 1152);
+  const std::uint64_t f = v.count("intermediate_size", 4304);
+  const std::uint64_t patch = v.count("patch_size", 16);
+  const std::uint64_t merge = v.count("spatial_merge_size", 2);
+  const std::uint64_t out = v.count("out_hidden_size", 3584);
+  std::uint64_t deepstack = 3;  // deepstack_visual_indexes [8, 16, 24]
+  if (v.has("deepstack_visual_indexes")) {
+    const json& indexes = v.raw().at("deepstack_visual_indexes");
+    if (!indexes.is_array()) bad_field(error_code::invalid_model, v.field("deepstack_visual_indexes"), indexes, "must be an array");
+    deepstack = indexes.size();
+  }
+  const std::uint64_t kernel = mul(mul(mul(v.count("in_channels", 3), v.count("temporal_patch_size", 2)), patch), patch);
+  std::uint64_t n = add(mul(kernel, h), h);                          // patch_embed.proj (Conv3d, bias)
+  n = add(n, mul(v.count("num_position_embeddings", 2304), h));      // pos_embed
+  const std::uint64_t block = add(add(mul(4, h), linear(h, mul(3, h))), add(linear(h, h), add(linear(h, f), linear(f, h))));
+  n = add(n, mul(v.count("depth", 27), block));
+  const std::uint64_t merged = mul(h, mul(merge, merge));
+  const std::uint64_t fcs = add(linear(merged, merged), linear(merged, out));
+  n = add(n, add(mul(2, h), fcs));                                   // merger (norm over hidden)
+  n = add(n, mul(deepstack, add(mul(2, merged), fcs)));              // deepstack_merger_list (norm over 4h)
+  return n;
+}
+
+inline model_spec qwen3_vl(const config& c) {
+  const config text = c.nested("text_config");
+  // Qwen3VLTextConfig defaults: vocab 151936, hidden 4096, intermediate 22016, 32 layers, 32 heads
+  // (32 kv), head_dim 128, 128000 positions, attention_bias False.
+  model_spec m = llama_like(text, {.head_dim = 128,
+                                   .shape = {.layers = 32, .hidden = 4096, .heads = 32, .ffn = 22016,
+                                             .vocab = 151936, .context = 128000}});
+  m.qk_norm = qk_norm_kind::per_head;
+  // The head is tied as text_config says, else as the top-level Qwen3VLConfig says (default False).
+  if (!text.has("tie_word_embeddings")) m.tied_embeddings = c.flag("tie_word_embeddings", false);
+  const json no_keys = json::object();
+  const config vision = c.has("vision_config") ? c.nested("vision_config") : config(no_keys, c.field("vision_config"));
+  m.idle_tower_parameters = qwen3_vl_vision_parameters(vision);
+  return m;
+}
+
+}  // namespace memscale::json_io::hf
