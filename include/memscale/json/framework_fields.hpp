@@ -44,6 +44,8 @@ inline framework_kind framework_of_record(const json& record) {
   if (name == "hf" || name == "transformers") named = framework_kind::hf;
   else if (name == "litgpt" || name == "lit-gpt") named = framework_kind::litgpt;
   else if (name == "torchtune") named = framework_kind::torchtune;
+  else if (const std::string_view why = unmodelled_framework(name); !why.empty())
+    bad_field(error_code::unsupported, "framework.name", name, std::string(why));
   else
     bad_field(error_code::unsupported, "framework.name", name,
               "is a framework memscale does not model yet (hf, litgpt and torchtune are modelled)");
