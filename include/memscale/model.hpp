@@ -244,11 +244,14 @@ constexpr const model_spec& validate(const model_spec& m) {
 }
 
 // The model as lit-gpt's code builds it: one fused qkv projection (CausalSelfAttention.attn)
-// and logits kept in the compute dtype (lit-gpt model.py @ b96a5708, GPT.forward).
+// and logits kept in the compute dtype (lit-gpt model.py @ b96a5708, GPT.forward). It attends
+// through F.scaled_dot_product_attention or flash_attn (lit_gpt/model.py lines 234-253 @ 8641822),
+// whose math path runs softmax in the inputs' dtype: no fp32 softmax as Hugging Face's LLaMA has.
 constexpr model_spec as_litgpt_model(model_spec m) {
   m.impl = implementation::litgpt;
   m.fused_qkv = true;
   m.upcast_logits = false;
+  m.softmax_fp32 = false;
   return m;
 }
 

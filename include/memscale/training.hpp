@@ -228,11 +228,13 @@ constexpr const training_spec& validate(const training_spec& t) {
   require(t.data_parallel > 0, bad, "run.data_parallel", "must be > 0", t.data_parallel);
   require(t.shard == sharding::none || t.data_parallel > 1, bad, "run.shard", "needs run.data_parallel > 1", 1);
   require(t.loss != loss_impl::chunked || t.loss_chunk > 0, bad, "run.loss_chunk", "must be > 0", t.loss_chunk);
-  // The cast output is modelled where lit-gpt's loop computes the loss from it: the chunked
-  // loss outside the model. A loss computed inside forward() never sees the cast logits.
-  if (t.output_cast == output_cast_kind::fp32 && t.loss != loss_impl::chunked)
+  // The cast output is modelled where lit-gpt's loop computes the loss from it: the LoRA scripts'
+  // chunked loss, or full.py's whole-logits loss. A loss computed inside forward() never sees the
+  // cast logits.
+  if (t.output_cast == output_cast_kind::fp32 && t.loss != loss_impl::chunked && t.framework != framework_kind::litgpt)
     detail::fail(error_code::unsupported, "run.output_cast",
-                 "fp32 is modelled with run.loss chunked only (the loss outside the model), not with run.loss standard");
+                 "fp32 is modelled where lit-gpt's loop computes the loss: run.loss chunked, or run.framework litgpt "
+                 "(finetune/full.py's whole-logits loss)");
   // torchtune chunks its loss by count; only its loss upcasts each chunk and frees the logits
   // before backward, so a count without torchtune has no code that runs it.
   if (t.loss_chunks > 0 && t.framework != framework_kind::torchtune)

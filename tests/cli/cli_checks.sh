@@ -266,6 +266,13 @@ then
 else
   fail "--framework litgpt --json: the framework and its chunked loss are written" "exit $rc" "python: $(tail -n 1 "$work/py")"
 fi
+run --model llama-2-7b --precision pure_bf16 --framework litgpt --loss standard
+if [[ $rc -eq 0 ]] && grep -q "framework litgpt (scripts @ b96a5708): loss over the whole logits" "$work/out"; then
+  pass "--framework litgpt --loss standard: lit-gpt's full fine-tuning loop (finetune/full.py) is estimated"
+else
+  fail "--framework litgpt --loss standard: lit-gpt's full fine-tuning loop (finetune/full.py) is estimated" "exit $rc" \
+    "stdout: $(grep -A2 framework "$work/out" | head -c 600)" "stderr: $(head -c 300 "$work/err")"
+fi
 run --model gpt2 --batch 2 --seq 512 --gpu h100-80gb --stack torch=2.4,transformers=4.46 --alloc-conf expandable_segments:True
 if [[ $rc -eq 0 ]] && grep -q "software       torch 2.4, transformers 4.46" "$work/out" &&
   grep -q "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" "$work/out" &&

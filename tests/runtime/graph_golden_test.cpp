@@ -380,7 +380,10 @@ TEST_CASE("graph recipes: the graphs and errors of 40,000 random runs are the pi
   // And by T5LayerNorm following the same mean rule (its x^2 gone at torch >= 2.2) and
   // InternLM2's per-layer rotary caches (buffers, and the gathered rows its rotation saves):
   // memscale-golden then differed only in T5 and internlm2 runs.
-  CHECK(stacks.value == 2507841181508829472ULL);
+  // And by lit-gpt's full fine-tuning loop (lit-gpt models with the standard loss: the logits
+  // kept by the loop in Fabric's dtype, the shifted copy only for more than one sequence, the
+  // carried logits in that dtype); with that rule off the digest is the previous one.
+  CHECK(stacks.value == 15605289521687815141ULL);
   CHECK(pairs_digest.value == 14060501083649504367ULL);
   // Each feature was reached often enough to mean something.
   CHECK(c.built > 20'000);

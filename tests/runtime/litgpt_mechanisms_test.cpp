@@ -8,8 +8,12 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 #endif
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include "memscale/json.hpp"
 #include "memscale/memscale.hpp"
@@ -55,6 +59,28 @@ static_assert(graph_layers::logits_output_dtype(presets::llama_base("hf", 2, 256
                                                 dtype::bf16) == dtype::bf16);
 static_assert(graph_layers::mean_keeps_input(201) && !graph_layers::mean_keeps_input(202));
 
+// lit-gpt finetune/full.py as the records read it: every weight trains, the whole-logits loss.
+training_spec litgpt_full_run(output_cast_kind cast) {
+  training_spec run = with_framework(training_spec{.micro_batch = batch,
+                                                   .seq_len = seq,
+                                                   .prec = precision::pure_bf16,
+                                                   .dropout = false,
+                                                   .torch_version = 211},
+                                     framework_kind::litgpt);
+  run.loss = loss_impl::standard;
+  run.output_cast = cast;
+  return run;
+}
+
+// lit-gpt attends through SDPA (lit_gpt/model.py @ 8641822): its softmax is not upcast.
+static_assert(!as_litgpt_model(presets::llama_base("hf", 2, 256, 4, 4, 688, vocab)).softmax_fp32);
+static_assert(graph_layers::litgpt_full_logits_loop(litgpt_llama(), training_spec{.loss = loss_impl::standard}));
+static_assert(!graph_layers::litgpt_full_logits_loop(litgpt_llama(), bf16_true_chunked));
+
+json cpu_records() {
+  return json::parse(std::ifstream(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/cpu_traced_frameworks.json"));
+}
+
 std::uint64_t saved(const model_spec& m, const training_spec& r) { return estimate(m, r).saved_activation_bytes.value; }
 std::uint64_t peak(const model_spec& m, const training_spec& r) { return estimate(m, r).steady.tensor.value; }
 
@@ -73,6 +99,58 @@ TEST_CASE("Fabric's bf16-true casts lit-gpt's logits to fp32: list, log-probabil
   // A = 4 B T V + 2 x (B x 128 x V) x 2 = 4 B T V + 512 B V (frameworks.md sec. 1.2).
   CHECK(peak(m, by_default) - peak(m, uncast) == 4 * tokens * vocab + 512 * batch * vocab);
   CHECK(peak(m, stated) == peak(m, by_default));
+}
+
+TEST_CASE("lit-gpt's full fine-tune keeps the whole logits and log-probabilities in Fabric's fp32 through backward") {
+  const model_spec m = litgpt_llama();
+  const training_spec uncast = litgpt_full_run(output_cast_kind::none);
+  const training_spec by_default = litgpt_full_run(output_cast_kind::framework_default);
+  const training_spec stated = litgpt_full_run(output_cast_kind::fp32);
+  const std::uint64_t shifted = (tokens - batch) * vocab;  // logits[..., :-1, :]
+  // The loop's logits (B T V) and cross_entropy's log-probabilities over the shifted positions,
+  // each 2 bytes wider per element in fp32.
+  CHECK(saved(m, by_default) - saved(m, uncast) == 2 * tokens * vocab + 2 * shifted);
+  // Backward's start also holds nll_loss's and log_softmax's gradients over the shifted positions.
+  CHECK(peak(m, by_default) - peak(m, uncast) == 2 * tokens * vocab + 3 * 2 * shifted);
+  CHECK(peak(m, stated) == peak(m, by_default));
+  // The loop's `logits` stays bound into the next step, in the dtype the wrapper returned.
+  CHECK(build(m, by_default).stack().carried.value == 4 * tokens * vocab);
+  CHECK(build(m, uncast).stack().carried.value == 2 * tokens * vocab);
+  // The LoRA scripts' chunk list is carried as before.
+  CHECK(build(m, litgpt_lora_run(211)).stack().carried.value == 2 * tokens * vocab);
+}
+
+TEST_CASE("lit-gpt's full fine-tune copies the shifted logits only when the slice is not contiguous") {
+  const model_spec m = litgpt_llama();
+  training_spec one = litgpt_full_run(output_cast_kind::none);
+  one.micro_batch = 1;
+  training_spec two = one;
+  two.micro_batch = 2;
+  // One sequence: logits[..., :-1, :] is a contiguous prefix and reshape is a view.
+  CHECK(build(m, two).stack().size == build(m, one).stack().size + 1);
+}
+
+TEST_CASE("The lit-gpt CPU traces are estimated within 2.5%, the full fine-tunes within 1%, median within 1%") {
+  std::vector<double> errors;
+  int full = 0;
+  for (const json& r : cpu_records()) {
+    const std::string id = r.at("id").get<std::string>();
+    if (id.rfind("cpu-litgpt-", 0) != 0) continue;
+    const json answer = json_io::estimate_record(r);
+    INFO(id << ": " << answer.dump());
+    REQUIRE(answer.contains("estimated_bytes"));
+    const double error = answer.at("estimated_bytes").get<double>() / r.at("measured_bytes").get<double>() - 1.0;
+    CHECK(std::abs(error) < 0.025);
+    if (id.rfind("cpu-litgpt-full-", 0) == 0) {
+      CHECK(std::abs(error) < 0.01);
+      ++full;
+    }
+    errors.push_back(std::abs(error));
+  }
+  CHECK(full == 3);
+  REQUIRE(errors.size() == 10);
+  std::sort(errors.begin(), errors.end());
+  CHECK((errors[4] + errors[5]) / 2 < 0.01);
 }
 
 TEST_CASE("The output cast is lit-gpt's, under 16-bit true precisions only") {

@@ -119,6 +119,23 @@ inline std::string parse_error_text(const std::string& message) {
          memscale::detail::quoted(std::string_view(message).substr(token_start, quote - token_start)) + suffix;
 }
 
+// Frameworks people name that memscale does not model, each with the mechanism it lacks.
+inline std::string_view unmodelled_framework(std::string_view name) {
+  if (name == "torchtitan")
+    return "torchtitan is not modelled yet (FSDP2 with fp32 sharded parameters and bf16 compute, its selective "
+           "activation checkpointing and fp32 full-logits loss; float8 and torch.compile change the saved set: "
+           "torchao's fp8 casts, Inductor's partitioner)";
+  if (name == "gpt-fast")
+    return "gpt-fast is not modelled yet (its static KV cache and torchao int8 KV; generate() is modelled for "
+           "Hugging Face transformers)";
+  if (name == "deepspeed")
+    return "DeepSpeed's own fp16/bf16 engine is not modelled as a framework (a 16-bit model with fp32 master "
+           "weights in the optimizer); for ZeRO sharding give --gpus and --engine";
+  if (name == "trl" || name == "peft")
+    return "TRL and PEFT run on Hugging Face transformers: give --framework hf (PEFT's adapters are --lora/--qlora)";
+  return {};
+}
+
 }  // namespace detail
 
 // Parses one JSON document read from `source` (a file name, for messages). Throws
@@ -232,6 +249,8 @@ inline output_cast_kind parse_output_cast(const std::string& s, const std::strin
 inline implementation parse_impl(const std::string& s, const std::string& field) {
   if (s == "hf-transformers" || s == "transformers" || s == "hf") return implementation::hf_transformers;
   if (s == "litgpt" || s == "lit-gpt") return implementation::litgpt;
+  if (const std::string_view why = detail::unmodelled_framework(s); !why.empty())
+    bad_field(error_code::unsupported, field, s, "names a framework's model code: " + std::string(why));
   bad_field(error_code::unsupported, field, s, "names an implementation memscale does not model yet");
 }
 

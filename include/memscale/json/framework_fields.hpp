@@ -44,6 +44,8 @@ inline framework_kind framework_of_record(const json& record) {
   if (name == "hf" || name == "transformers") named = framework_kind::hf;
   else if (name == "litgpt" || name == "lit-gpt") named = framework_kind::litgpt;
   else if (name == "torchtune") named = framework_kind::torchtune;
+  else if (const std::string_view why = unmodelled_framework(name); !why.empty())
+    bad_field(error_code::unsupported, "framework.name", name, std::string(why));
   else
     bad_field(error_code::unsupported, "framework.name", name,
               "is a framework memscale does not model yet (hf, litgpt and torchtune are modelled)");
@@ -86,11 +88,6 @@ inline void read_loss_fields(const json& t, training_spec& run) {
   } else if (!loss.empty()) {
     bad_field(bad, path + ".loss_impl", loss, "must be one of standard, chunked, fused_linear_ce");
   }
-  // lit-gpt finetune/full.py computes its loss from the whole logits (chunk_size=0), which its
-  // loop keeps bound into the next step: only the LoRA scripts' chunked loss is modelled.
-  if (run.framework == framework_kind::litgpt && run.loss == loss_impl::standard)
-    bad_field(error_code::unsupported, path + ".loss_impl", loss,
-              "lit-gpt's unchunked loss (finetune/full.py) and its carried full logits are not modelled yet");
   if (t.contains("loss_chunk") && get_count(t, "loss_chunk", path, 0, bad) > 0)
     run.loss_chunk = get_count(t, "loss_chunk", path, 0, bad);
   const std::uint64_t chunks = get_count(t, "loss_chunks", path, 0, bad);

@@ -24,22 +24,6 @@ inline constexpr std::array<std::string_view, 3> framework_names{"hf", "litgpt",
 
 namespace detail {
 
-// Frameworks people name that memscale does not model, each with the mechanism it lacks.
-inline std::string_view unmodelled_framework(std::string_view name) {
-  if (name == "torchtitan")
-    return "torchtitan is not modelled yet (FSDP2 with fp32 sharded parameters and bf16 compute, its selective "
-           "activation checkpointing and fp32 full-logits loss)";
-  if (name == "gpt-fast")
-    return "gpt-fast is not modelled yet (its static KV cache and torchao int8 KV; generate() is modelled for "
-           "Hugging Face transformers)";
-  if (name == "deepspeed")
-    return "DeepSpeed's own fp16/bf16 engine is not modelled as a framework (a 16-bit model with fp32 master "
-           "weights in the optimizer); for ZeRO sharding give --gpus and --engine";
-  if (name == "trl" || name == "peft")
-    return "TRL and PEFT run on Hugging Face transformers: give --framework hf (PEFT's adapters are --lora/--qlora)";
-  return {};
-}
-
 inline std::string version_text(std::uint32_t v) {
   return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
 }

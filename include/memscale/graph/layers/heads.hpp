@@ -33,6 +33,10 @@ struct lm_head_spec {
   bool logits_scale = false;     // the logits divided by a float before the loss (a new tensor)
   bool labels_shifted = false;   // the loss shifts the labels, so no shifted copy of the logits
   bool chunked = false;          // chunked cross-entropy
+  // The training loop computes the loss from the logits forward() returned and keeps them bound
+  // until the next step's forward returns (lit-gpt finetune/full.py): the head's output is kept
+  // through backward, in the loop's dtype (output_type).
+  bool loss_in_loop = false;
   bool fused_linear = false;     // Liger's fused linear cross-entropy: the head and loss in one op
   // torchtune's: the head runs per chunk into a list of 16-bit logits, each chunk's loss reads
   // an fp32 copy, and the list is freed before backward (chunked only).
@@ -43,6 +47,14 @@ struct lm_head_spec {
   bool records_input_grad = false;  // the head op carries its input's gradient (T5's graph does)
   detail::quantity logits_quantity = detail::byte_count;  // named in an overflow of tokens x vocab
 };
+
+// lit-gpt's full fine-tuning loop (finetune/full.py fit() lines 169-171, Lightning-AI/lit-gpt @ 8641822):
+// `logits = model(input_ids)`, one tensor over every position, and
+// `chunked_cross_entropy(logits[..., :-1, :], targets[..., 1:], chunk_size=0)`, the whole-sequence
+// loss computed in the loop from what Fabric's wrapper returned.
+constexpr bool litgpt_full_logits_loop(const model_spec& m, const training_spec& run) {
+  return m.impl == implementation::litgpt && run.loss == loss_impl::standard;
+}
 
 // The dtype of the logits the loop's loss reads. lit-gpt's loop runs under Lightning Fabric,
 // whose 16-bit "-true" precisions (bf16-true, 16-true) cast the model's floating outputs to
@@ -56,7 +68,8 @@ constexpr dtype logits_output_dtype(const model_spec& m, const training_spec& ru
     case output_cast_kind::framework_default: break;
   }
   const bool fabric_true_16bit = run.prec == precision::pure_bf16 || run.prec == precision::pure_fp16;
-  const bool loss_in_loop = run.loss == loss_impl::chunked && m.head == head_kind::causal_lm;
+  const bool loss_in_loop = (run.loss == loss_impl::chunked || litgpt_full_logits_loop(m, run)) &&
+                            m.head == head_kind::causal_lm;
   // Under FSDP (FSDPPrecision casts too) the sharded estimate places its peak at the start of
   // backward, where the cast list over-predicts the lit-gpt FSDP rows (phi-1.5 mb4 +16%): their
   // peak is later in backward (docs/research/frameworks.md sec. 1.5), so the default casts
@@ -90,6 +103,7 @@ constexpr lm_head_spec lm_head_spec_of(const layer_context& ctx) {
           .logits_scale = m.logits_scale,
           .labels_shifted = m.shift_labels || torchtune,
           .chunked = run.loss == loss_impl::chunked,
+          .loss_in_loop = litgpt_full_logits_loop(m, run) && m.head == head_kind::causal_lm,
           .fused_linear = run.loss == loss_impl::fused_linear,
           .chunk_upcast = torchtune,
           // lit-gpt and torchtune split along the sequence (lit-gpt model.py GPT.forward:
@@ -161,6 +175,22 @@ constexpr void fused_linear_loss(const layer_context& ctx, tensor x, const lm_he
   ops.at(out).grad_in = {};
 }
 
+// The loss lit-gpt's full fine-tuning loop computes from the (cast) logits it keeps bound
+// through backward: chunked_cross_entropy with chunk_size=0 (lit_gpt/utils.py lines 265-268 @ 8641822)
+// reshapes `logits[..., :-1, :]` to (-1, V), which copies the slice when it is not contiguous
+// (more than one sequence), and cross_entropy keeps its log-probabilities in the logits' dtype.
+// The copy is the only reference the loss has, so it is freed when the loss returns; backward
+// then holds nll_loss's and log_softmax's gradients over the shifted positions at once.
+constexpr void loop_loss(const layer_context& ctx, tensor logits, const lm_head_spec& spec) {
+  op_writer& ops = ctx.ops;
+  ops.keep_own_output(logits);
+  const auto loss_rows = spec.rows - spec.sequences;
+  tensor scores = logits;
+  if (spec.sequences > 1) scores = ops.elementwise(detail::checked_mul(loss_rows, ctx.model.vocab), logits.type);
+  const tensor logp = ops.emit(op_kind::loss, detail::checked_mul(loss_rows, ctx.model.vocab), logits.type);
+  ops.keep_own_output(logp);
+}
+
 // The output layer and cross-entropy: logits b*s*V, the shifted contiguous copy, and
 // log_softmax's output, which cross_entropy keeps for nll_loss's backward
 // (derivatives.yaml: _log_softmax_backward_data uses the result).
@@ -204,11 +234,12 @@ constexpr void lm_loss(const layer_context& ctx, tensor x, const lm_head_spec& s
   }
   // The loss reads the logits in the loop's dtype: a cast copy (fp32 under Fabric's bf16-true)
   // is made while the model's 16-bit list is still referenced, which is freed afterwards.
-  const dtype loss_input = spec.chunked ? spec.output_type : p.matmul;
+  const dtype loss_input = spec.chunked || spec.loss_in_loop ? spec.output_type : p.matmul;
   if (loss_input != p.matmul)
     head.fwd_temp = std::max(head.fwd_temp, storage(p.matmul, detail::checked_mul(rows, vocab)));
   const tensor logits = ops.emit(head, detail::checked_mul(rows, vocab, spec.logits_quantity), loss_input);
   if (weight.keeps_input) ops.keep(input, logits);
+  if (spec.loss_in_loop) return loop_loss(ctx, logits, spec);
   if (spec.chunked) {
     // Chunked cross-entropy (lit-gpt utils.chunked_cross_entropy) keeps one chunk's
     // logits and log-probabilities at a time, plus each chunk's saved log_softmax.

@@ -159,8 +159,13 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
   // and keeps the list of chunks until the next step's forward returns and rebinds it
   // (finetune/lora.py fit(), Lightning-AI/lit-gpt @ 8641822 and @ 3cf6493c). The HF
   // Trainer returns loss.detach() from training_step and drops the outputs.
-  if (model.impl == implementation::litgpt && model.head == head_kind::causal_lm)
-    sections.set_carried(storage(precision.matmul, detail::checked_mul(tokens, model.vocab)));
+  // full.py's loop binds the one logits tensor Fabric's wrapper returned: in its output dtype.
+  if (model.impl == implementation::litgpt && model.head == head_kind::causal_lm) {
+    const dtype carried = graph_layers::litgpt_full_logits_loop(model, run)
+                              ? graph_layers::logits_output_dtype(model, run, precision.matmul)
+                              : precision.matmul;
+    sections.set_carried(storage(carried, detail::checked_mul(tokens, model.vocab)));
+  }
   sections.set_held(base_model_held(model, run, precision, tokens));
 }
 
