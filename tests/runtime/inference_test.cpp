@@ -155,6 +155,11 @@ TEST_CASE("inference: plan finds the largest batch and context", "[inference]") 
   ctx.context = p.max_context + 1;
   CHECK(estimate_inference(presets::llama_2_7b, ctx).peak.device > p.budget);
   CHECK_FALSE(plan_inference(presets::llama_2_70b, r, gpu).fits);
+  // A 7B fp16 model serves a 4k-token conversation on an 80 GB GPU (inference_static.cpp
+  // checks the estimate against the budget in constant evaluation).
+  CHECK(plan_inference(presets::llama_2_7b, inference_spec{.context = opaque(4000), .new_tokens = 96},
+                       *find_gpu("a100-80gb"))
+            .fits);
 }
 
 TEST_CASE("inference: invalid input names the field", "[inference]") {

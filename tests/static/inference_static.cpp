@@ -53,9 +53,11 @@ static_assert(estimate_inference(presets::llama_2_7b, inference_spec{.batch = 2,
 static_assert(estimate_inference(presets::llama_2_7b, inference_spec{.context = 1024}).peak.tensor >
               estimate_inference(presets::llama_2_7b, inference_spec{.context = 512}).peak.tensor);
 
-// A 7B fp16 model serves a 4k-token conversation on an 80 GB GPU, not on a 12 GB one.
-static_assert(plan_inference(presets::llama_2_7b, inference_spec{.context = 4000, .new_tokens = 96},
-                             *find_gpu("a100-80gb"))
-                  .fits);
+// A 7B fp16 model serves a 4k-token conversation on an 80 GB GPU (plan_inference's `fits`).
+// plan_inference itself runs its batch and context searches too (some 45 estimates, each
+// walking three forward graphs): past clang 14's default constexpr step limit, so the whole
+// plan is checked at run time (inference_test).
+static_assert(estimate_inference(presets::llama_2_7b, inference_spec{.context = 4000, .new_tokens = 96}).peak.device <=
+              budget_of(*find_gpu("a100-80gb")));
 
 }  // namespace

@@ -18,11 +18,13 @@
 // Not walked (an error says so): static and sliding-window caches, tuple caches, quantised weights.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
 #include "memscale/allocator/events.hpp"
 #include "memscale/allocator/step_events.hpp"
+#include "memscale/graph/forward_liveness.hpp"
 #include "memscale/graph/graph.hpp"
 #include "memscale/inference.hpp"
 #include "memscale/graph/model_graph.hpp"
@@ -45,11 +47,10 @@ class generate_walker {
     require(m.layers <= kv_.size(), error_code::unsupported, "model.layers", "exceeds the generate() stream's capacity",
             m.layers);
     for (auto& layer : kv_) layer = {no_tensor, no_tensor};
-    for (auto& layer : prefill_views_) layer = {no_tensor, no_tensor};
   }
 
   constexpr void walk() {
-    const training_spec weights_run = run_for(1);
+    const training_spec weights_run = memscale::detail::forward_run(r_, 1);
     const model_graph built = build(m_, weights_run);
     const graph& gw = built.stack();
     events_.enter(0, moment::setup);
@@ -68,16 +69,6 @@ class generate_walker {
   }
 
  private:
-  [[nodiscard]] constexpr training_spec run_for(std::uint64_t rows) const {
-    training_spec t{.micro_batch = r_.batch, .seq_len = rows, .dropout = false};
-    t.prec = r_.compute == dtype::fp32 ? precision::fp32 : r_.compute == dtype::bf16 ? precision::pure_bf16
-                                                                                      : precision::pure_fp16;
-    t.attention = r_.attention;
-    t.transformers_version = r_.transformers_version;
-    t.device = r_.device;
-    return t;
-  }
-
   constexpr std::uint32_t alloc(std::uint64_t size) { return events_.alloc(size); }
   constexpr void free(std::uint32_t& id) { events_.free(id); }
   // torch.cat([old, new]): the larger tensor is made while the old one lives.
@@ -123,13 +114,10 @@ class generate_walker {
     std::uint32_t rope = alloc(memscale::detail::rotary_tables(m_, r_, rows).value);
     std::uint32_t mask = alloc(memscale::detail::causal_mask(r_, rows, keys).value);
     std::uint32_t stream = alloc(act(checked_mul(n, h)).value);
-    for (std::uint64_t l = 0; l < m_.layers; ++l) {
-      layer(l, rows, done);
-      // The layer's output: the residual sum, made while its input lives.
-      std::uint32_t next = alloc(act(checked_mul(n, h)).value);
-      free(stream);
-      stream = next;
-    }
+    // Every layer runs the same forward graph (the estimate's: inference/generate_peak.hpp layer_peak).
+    const model_graph built = memscale::detail::forward_graph(m_, r_, rows, keys);
+    if (workspace_ == no_tensor && r_.device == device_kind::cuda) workspace_ = alloc(r_.blas_workspace.value);
+    for (std::uint64_t l = 0; l < m_.layers; ++l) layer(built.stack(), l, rows, done, stream);
     free(mask);
     free(rope);
     free(embeds);
@@ -157,93 +145,58 @@ class generate_walker {
     kept_logits_ = kept;
   }
 
-  // One decoder layer (layer_transient: normed + the larger of rotary, attention and MLP).
-  constexpr void layer(std::uint64_t l, std::uint64_t rows, std::uint64_t done) {
-    using memscale::detail::checked_mul;
-    const std::uint64_t n = checked_mul(r_.batch, rows);
-    const std::uint64_t keys = memscale::detail::checked_add(done, rows);
-    const std::uint64_t q_w = checked_mul(m_.heads, head_dim_of(m_));
-    const std::uint64_t kv_w = checked_mul(kv_heads_of(m_), head_dim_of(m_));
-    const std::uint64_t q = act(checked_mul(n, q_w)).value;
-    const std::uint64_t kv = act(checked_mul(n, kv_w)).value;
-    if (workspace_ == no_tensor && r_.device == device_kind::cuda) workspace_ = alloc(r_.blas_workspace.value);
-    std::uint32_t normed = alloc(act(checked_mul(n, m_.hidden)).value);
-    std::uint32_t qs = alloc(q);
-    std::uint32_t ks = alloc(kv);
-    std::uint32_t vs = alloc(kv);
-    if (m_.positions == position_kind::rotary) {
-      // apply_rotary_pos_emb: q * cos, rotate_half(q), rotate_half(q) * sin, their sum; then k.
-      std::uint32_t a = alloc(q);
-      std::uint32_t b = alloc(q);
-      std::uint32_t c = alloc(q);
-      free(b);
-      std::uint32_t q_embed = alloc(q);
-      free(a);
-      free(c);
-      a = alloc(kv);
-      b = alloc(kv);
-      c = alloc(kv);
-      free(b);
-      std::uint32_t k_embed = alloc(kv);
-      free(a);
-      free(c);
-      if (m_.fused_qkv && done == 0) {
-        prefill_views_[l] = {qs, ks};  // views of the fused output, kept by the cached values
+  // One decoder layer: the no_grad walk of the forward graph's block (graph/forward_liveness.hpp)
+  // as tensors. Each output is made when its op runs and freed after its last reader; an op's
+  // temporaries live while it runs; the block's input (`stream`) is freed after the residual add
+  // that reads it last, and its output becomes `stream`. The keys and values a cache takes
+  // (op::kv_cached) go to the cache instead.
+  constexpr void layer(const graph& g, std::uint64_t l, std::uint64_t rows, std::uint64_t done, std::uint32_t& stream) {
+    const std::size_t begin = g.block_begin;
+    const std::size_t count = g.block_end - begin;
+    std::array<std::uint32_t, graph_capacity> ids{};
+    std::uint64_t cached_seen = 0;
+    std::uint64_t cached_ops = 0;
+    for (std::size_t i = begin; i < g.block_end; ++i) cached_ops += g.ops[i].kv_cached ? 1 : 0;
+    for (std::size_t k = 0; k < count; ++k) {
+      const op& o = g.ops[begin + k];
+      ids[k] = no_tensor;
+      if (k == 0) {
+        ids[k] = stream;
+      } else if (o.kv_cached) {
+        cache_update(l, rows, done, cached_seen++, cached_ops);
       } else {
-        free(qs);
-        free(ks);
+        ids[k] = alloc(o.out.value);
       }
-      qs = q_embed;
-      ks = k_embed;
-    } else if (m_.fused_qkv && done == 0) {
-      prefill_views_[l][0] = qs;  // the query part of the fused output the cached values keep
-      qs = no_tensor;
+      std::uint32_t temporaries = alloc((o.fwd_temp + o.extra_saved).value);
+      free(temporaries);
+      for (std::size_t j = 0; j <= k; ++j)
+        if (freed_after(g, begin + j) == begin + k && ids[j] != no_tensor) free(ids[j]);
     }
-    cache_update(l, rows, done, ks, vs);
-    // repeat_kv's copies and the attention core (its output, and eager's score matrices).
-    const std::uint64_t repeated = memscale::detail::repeated_kv(m_, r_, keys).value;
-    std::uint32_t rk = alloc(repeated / 2);
-    std::uint32_t rv = alloc(repeated - repeated / 2);
-    std::uint32_t core = alloc(memscale::detail::attention_core(m_, r_, rows, keys).value);
-    free(rk);
-    free(rv);
-    free(qs);
-    free(core);
-    // MLP: act(gate), up and their product coexist (four tensors for GPT-2's gelu_new, two
-    // for a plain two-matrix MLP).
-    const std::uint64_t f_rows = checked_mul(n, m_.experts > 0 ? checked_mul(m_.ffn, m_.experts_per_token) : m_.ffn);
-    const std::uint64_t mlp_tensors = gated_mlp(m_) ? 3 : m_.mlp == mlp_kind::gelu_tanh ? 4 : 2;
-    std::array<std::uint32_t, 4> mlp{no_tensor, no_tensor, no_tensor, no_tensor};
-    for (std::uint64_t t = 0; t < mlp_tensors; ++t) mlp[t] = alloc(act(f_rows).value);
-    for (std::uint64_t t = 0; t < mlp_tensors; ++t) free(mlp[t]);
-    free(normed);
+    stream = ids[count - 1];
   }
 
-  // DynamicLayer.update: the prompt's keys and values are kept as the layer made them (a fused
-  // projection's values are views that keep its whole output); each new token torch.cat()s.
-  constexpr void cache_update(std::uint64_t layer, std::uint64_t rows, std::uint64_t done, std::uint32_t& k,
-                              std::uint32_t& v) {
-    const std::uint64_t half = kv_layer_half_bytes(m_, r_, memscale::detail::checked_add(done, rows)).value;
+  // DynamicLayer.update, at the block's `index`-th of `count` cached ops. The prompt's keys and
+  // values are kept as the layer made them: the value tensor first (with a fused projection its
+  // whole output, of which the values are a view), then the rotated keys (none apart when the
+  // keys are a view of the same output). Each new token torch.cat()s: the larger tensor is made
+  // while the old one lives.
+  constexpr void cache_update(std::uint64_t layer, std::uint64_t rows, std::uint64_t done, std::uint64_t index,
+                              std::uint64_t count) {
     if (done == 0) {
-      kv_[layer][0] = k;
-      kv_[layer][1] = v;
-      k = no_tensor;
-      v = no_tensor;
+      if (index == 0)
+        kv_[layer][1] = alloc(memscale::detail::prefill_value_storage(m_, r_).value);
+      else
+        kv_[layer][0] = alloc(kv_layer_half_bytes(m_, r_, r_.context).value);
+      if (count == 1) kv_[layer][0] = no_tensor;
       return;
     }
-    grow(kv_[layer][0], half);
-    grow(kv_[layer][1], half);
-    free(prefill_views_[layer][0]);  // the first torch.cat drops the prefill's views
-    free(prefill_views_[layer][1]);
-    free(k);
-    free(v);
+    grow(kv_[layer][index == 0 ? 0 : 1], kv_layer_half_bytes(m_, r_, memscale::detail::checked_add(done, rows)).value);
   }
 
   const model_spec& m_;
   const inference_spec& r_;
   tensor_events<Sink, IdCapacity> events_;
   std::array<std::array<std::uint32_t, 2>, 256> kv_{};             // filled with no_tensor
-  std::array<std::array<std::uint32_t, 2>, 256> prefill_views_{};
   std::uint32_t ids_ = no_tensor;
   std::uint32_t mask_ = no_tensor;
   std::uint32_t kept_logits_ = no_tensor;

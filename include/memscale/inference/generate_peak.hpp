@@ -17,6 +17,7 @@
 #include "memscale/inference/spec.hpp"
 #include "memscale/inference/weights.hpp"
 #include "memscale/model.hpp"
+#include "memscale/graph/forward_liveness.hpp"
 #include "memscale/graph/model_graph.hpp"
 
 namespace memscale {
@@ -80,57 +81,37 @@ namespace detail {
 // Bytes of `elements` in the compute dtype.
 constexpr bytes act(const inference_spec& r, std::uint64_t elements) { return storage(r.compute, elements); }
 
-// The attention core of one layer for `q_rows` query positions per sequence over `keys`
-// key positions. Eager (modeling_llama.py LlamaAttention.forward): matmul(q, k^T) and its
-// division by sqrt(d) coexist, then softmax(dtype=float32) is taken while its input is
-// still bound and cast back with .to(dtype): P x (dt + 4 + dt) for 16-bit, 8P for fp32.
-// Models that take softmax in their own dtype (GPT-2) hold two P-sized tensors.
-// Flash / SDPA kernels keep no P-sized tensor: the output and a per-row fp32 log-sum-exp.
-constexpr bytes attention_core(const model_spec& m, const inference_spec& r, std::uint64_t q_rows,
-                               std::uint64_t keys) {
-  const auto q_elems = checked_mul(r.batch, q_rows, checked_mul(m.heads, head_dim_of(m)));
-  if (is_fused(attention_kernel_of(m, r)))
-    return act(r, q_elems) + storage(dtype::fp32, checked_mul(r.batch, m.heads, q_rows));
-  const auto p = checked_mul(checked_mul(r.batch, m.heads), q_rows, keys);
-  const bytes two = act(r, p) * 2u;
-  if (!m.softmax_fp32) return two;
-  const bytes softmax = act(r, p) + storage(dtype::fp32, p) + (r.compute == dtype::fp32 ? bytes{} : act(r, p));
-  return max(two, softmax);
+// The run one generate() forward is built for: `rows` new positions per sequence in the
+// run's dtype, eval mode (no dropout), the attention implementation, release and device the
+// attention kernel follows from (attention_kernel_of).
+constexpr training_spec forward_run(const inference_spec& r, std::uint64_t rows) {
+  training_spec t{.micro_batch = r.batch, .seq_len = rows, .dropout = false};
+  t.prec = r.compute == dtype::fp32 ? precision::fp32 : r.compute == dtype::bf16 ? precision::pure_bf16
+                                                                                    : precision::pure_fp16;
+  t.attention = r.attention;
+  t.transformers_version = r.transformers_version;
+  t.device = r.device;
+  t.torch_version = r.torch_version;
+  return t;
 }
 
-// repeat_kv (modeling_llama.py): grouped-query attention expands keys and values to
-// every head with expand + reshape, two contiguous copies over all key positions.
-constexpr bytes repeated_kv(const model_spec& m, const inference_spec& r, std::uint64_t keys) {
-  if (kv_heads_of(m) == m.heads || r.kv_lora_rank > 0) return {};
-  return act(r, checked_mul(r.batch, keys, checked_mul(m.heads, head_dim_of(m)))) * 2u;
+// The graph of one generate() forward: `rows` new positions per sequence attending over
+// `keys`, the same layers the training estimators read (build_forward). The model's position
+// limit is not the graph's business here: a caller checks the prompt and the new tokens
+// against it (check_sequence), and plan_inference probes longer contexts on purpose.
+constexpr model_graph forward_graph(const model_spec& m, const inference_spec& r, std::uint64_t rows,
+                                    std::uint64_t keys) {
+  model_spec unlimited = m;
+  if (unlimited.context_length != 0 && unlimited.context_length < keys) unlimited.context_length = keys;
+  if (unlimited.max_positions != 0 && unlimited.max_positions < keys) unlimited.max_positions = keys;
+  return build_forward(unlimited, forward_run(r, rows), keys - rows);
 }
 
-// The largest moment inside one decoder layer, beyond the residual stream and the cache
-// of the layers before it, for `rows` new positions per sequence attending over `keys`.
-constexpr bytes layer_transient(const model_spec& m, const inference_spec& r, std::uint64_t rows, std::uint64_t keys,
-                                bytes own_cache) {
-  const auto n = checked_mul(r.batch, rows);
-  const auto q_w = checked_mul(m.heads, head_dim_of(m));
-  const auto kv_w = checked_mul(kv_heads_of(m), head_dim_of(m));
-  const bytes normed = act(r, checked_mul(n, m.hidden));
-  // Rotary (apply_rotary_pos_emb): q*cos, rotate_half(q)*sin and their sum exist with q,
-  // k and v; then the same for k while q and the rotated q are alive.
-  bytes rotary{};
-  if (m.positions == position_kind::rotary) {
-    const bytes q = act(r, checked_mul(n, q_w));
-    const bytes kv = act(r, checked_mul(n, kv_w));
-    rotary = max(q * 4u + kv * 2u, q * 2u + kv * 5u);
-  }
-  // Attention: the rotated queries, this layer's cache, repeated keys/values, the core.
-  const bytes attention = act(r, checked_mul(n, q_w)) + own_cache + repeated_kv(m, r, keys) +
-                          attention_core(m, r, rows, keys);
-  // MLP (LlamaMLP: down(act(gate(x)) * up(x))): act, up and their product coexist; a
-  // two-matrix MLP holds its hidden activation and the activation's output.
-  const auto f_rows = checked_mul(n, m.experts > 0 ? checked_mul(m.ffn, m.experts_per_token) : m.ffn);
-  // HF's gelu_new written as Python (GPT-2) holds its input, 0.5 * x and two intermediates.
-  const std::uint64_t mlp_tensors = gated_mlp(m) ? 3 : m.mlp == mlp_kind::gelu_tanh ? 4 : 2;
-  const bytes mlp = act(r, f_rows) * mlp_tensors;
-  return normed + max(max(rotary, attention), mlp);
+// The largest moment of the last decoder layer, its input stream included and the cache
+// apart: the no_grad walk of the forward graph (graph/forward_liveness.hpp).
+constexpr bytes layer_peak(const model_spec& m, const inference_spec& r, std::uint64_t rows, std::uint64_t keys) {
+  const model_graph g = forward_graph(m, r, rows, keys);
+  return no_grad_block_peak(g.stack()).live;
 }
 
 // From transformers 4.45 generate() passes num_logits_to_keep=1 to the models PR #31292
@@ -263,11 +244,11 @@ constexpr inference_breakdown forward_peak(const graph& g, const model_spec& m, 
     if (r.legacy_tuple_cache)
       old_cache = first_step ? prefill_layer_storage(m, r) * m.layers : kv_cache_bytes(m, r, done);
   }
-  const bytes layer = layer_transient(m, r, rows, keys, bytes{});
+  const bytes layer = layer_peak(m, r, rows, keys);
   const bytes embeds = embeddings_kept(m, r, rows);
   inference_breakdown in_layer{.weights = weights,
                                .kv_cache = cache + max(old_cache, cat_copy),
-                               .activations = ids + mask + rope + embeds + stream + max(layer, stream),
+                               .activations = ids + mask + rope + embeds + layer,
                                .logits = kept_logits,
                                .workspace = workspace};
   // The output layer: the mask and rotary tables are gone with LlamaModel.forward's frame.

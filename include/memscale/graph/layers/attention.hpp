@@ -209,6 +209,50 @@ constexpr tensor eager_attention(const layer_context& ctx, const qkv_tensors& qk
   return context;
 }
 
+// Eager attention under torch.no_grad, as generate() runs it (transformers 4.44
+// modeling_llama.py LlamaAttention.forward, modeling_gpt2.py GPT2Attention._attn): the
+// product q.k^T and its scaled copy coexist (`matmul(...) / sqrt(d)`); softmax reads the
+// scaled scores, which stay bound while softmax(dtype=float32)'s result is cast back with
+// .to(dtype) (a model that takes softmax in its own dtype, GPT-2, casts nothing); q and the
+// (repeated) keys and values stay bound in the frame until the context is made. Nothing is
+// saved, so the training piece's contiguous q and k copies are not written.
+constexpr tensor eager_attention_without_grad(const layer_context& ctx, const qkv_tensors& qkv,
+                                              std::uint64_t q_elements, std::uint64_t scores) {
+  op_writer& ops = ctx.ops;
+  const precision_policy& p = ops.precision();
+  const tensor product = ops.emit(op_kind::attention, scores, p.matmul);
+  tensor weights = ops.elementwise(product, scores, p.matmul);  // / sqrt(head_dim)
+  if (ctx.model.attention_softcap) {
+    // modeling_gemma2.py eager_attention_forward (v4.51): scores / cap, tanh, * cap.
+    weights = ops.elementwise(weights, scores, p.matmul);
+    weights = ops.elementwise(weights, scores, p.matmul);
+    weights = ops.elementwise(weights, scores, p.matmul);
+  }
+  const bool fp32_softmax = ctx.model.softmax_fp32 && p.matmul != dtype::fp32;
+  tensor probs = ops.emit(op_kind::attention, scores, fp32_softmax ? dtype::fp32 : p.matmul);
+  ops.reads(weights, probs);
+  if (fp32_softmax) {
+    probs = ops.elementwise(probs, scores, p.matmul);  // .to(query_states.dtype)
+    ops.reads(weights, probs);
+  }
+  const tensor context = ops.emit(op_kind::attention, q_elements, p.matmul);
+  ops.reads(probs, context);
+  ops.reads(qkv.q, context);
+  ops.reads(qkv.k, context);
+  ops.reads(qkv.v, context);
+  return context;
+}
+
+// apply_rotary_pos_emb's temporaries under torch.no_grad (modeling_llama.py, v4.44): q * cos and
+// rotate_half(q) * sin exist beside their sum, then the same for k; the unrotated q stays
+// bound (the function's argument) until k is rotated. A training graph's rotation ops keep
+// nothing of this: the products are freed inside the op, before its backward matters.
+constexpr void rotary_temporaries(op_writer& ops, tensor q_unrotated, tensor q, tensor k) {
+  ops.at(q).fwd_temp += ops.at(q).out * 2u;
+  ops.at(k).fwd_temp += storage(k.type, k.elements) * 2u;
+  ops.reads(q_unrotated, k);
+}
+
 // The model's self-attention over every token, output projection included.
 constexpr tensor self_attention(const layer_context& ctx, tensor in) {
   op_writer& ops = ctx.ops;
@@ -238,8 +282,10 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
   }
   if (m.positions == position_kind::rotary) {
     // q*cos + rotate_half(q)*sin makes new q and k tensors (modeling_llama.py apply_rotary_pos_emb).
+    const tensor q_unrotated = qkv.q;
     qkv.q = ops.elementwise(qkv.q, q_elements, p.matmul);
     qkv.k = ops.elementwise(qkv.k, k_elements, p.matmul);
+    if (ops.records_forward_liveness()) rotary_temporaries(ops, q_unrotated, qkv.q, qkv.k);
     if (m.rotary_cache_per_layer) {
       // The layer's caches cast to the activations' dtype (a copy when they differ), then
       // cos[position_ids] and sin[position_ids]: (1, s, head_dim) each, position_ids being
@@ -295,6 +341,8 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
     ops.keep(qkv.k, context);
     ops.keep(qkv.v, context);
     ops.keep_own_output(context);
+  } else if (ops.records_forward_liveness() && !m.attention_sinks) {
+    context = eager_attention_without_grad(ctx, qkv, q_elements, scores);
   } else {
     context = eager_attention(ctx, qkv, path, q_elements, k_elements, w.kv, scores,
                               detail::checked_mul(batch_heads, run.seq_len));

@@ -122,7 +122,7 @@ constexpr tensor mixture_of_experts(const layer_context& ctx, tensor in) {
   const model_spec& m = ctx.model;
   const auto hidden = m.hidden;
   const auto experts = m.experts;
-  if (m.moe_input_jitter) {
+  if (m.moe_input_jitter && !ops.records_forward_liveness()) {  // training mode only: a forward graph is eval
     // PhimoeSparseMoeBlock.forward (modeling_phimoe.py@008f5c8c) in training with
     // input_jitter_noise > 0: hidden_states *= empty_like(hidden_states).uniform_(...); the
     // in-place mul saves the noise for its backward. Written as a new tensor, which counts

@@ -121,6 +121,9 @@ class op_writer {
     if (records_reads_) builder_.reads(producer.op_index, user.op_index);
   }
   constexpr void record_forward_liveness() { records_reads_ = true; }
+  // Whether this graph describes a forward without grad (layers then write what only such a
+  // forward holds: Python temporaries a training graph's ops already cover or never keep).
+  [[nodiscard]] constexpr bool records_forward_liveness() const { return records_reads_; }
   // `t`'s own backward uses its output (softmax, ReLU, tanh, sigmoid).
   constexpr void keep_own_output(tensor t) { builder_.keep_own_output(t.op_index); }
 
