@@ -180,6 +180,10 @@ TEST_CASE("error bands: measured bands contain zero, the unmeasured band is the 
   training_spec cpu = run_of(2, 512);
   cpu.device = memscale::device_kind::cpu;
   CHECK(memscale::class_of(memscale::presets::gpt2, cpu) == memscale::run_class::cpu_traced);
+  // lit-gpt full fine-tunes are traced on CPU (tools/trace/litgpt_cases.py); on a GPU they are not measured.
+  const memscale::model_spec litgpt = memscale::as_litgpt_model(memscale::presets::llama_2_7b);
+  CHECK(memscale::class_of(litgpt, cpu) == memscale::run_class::cpu_traced);
+  CHECK(memscale::class_of(litgpt, run_of(1, 512)) == memscale::run_class::unmeasured);
   CHECK(memscale::class_of(memscale::presets::bert_large_uncased, run_of(4, 512)) == memscale::run_class::gpu_published);
   CHECK(memscale::class_of(memscale::presets::mixtral_8x7b, run_of(1, 512)) == memscale::run_class::unmeasured);
   training_spec offloaded = run_of(1, 512);
