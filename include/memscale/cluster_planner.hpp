@@ -125,6 +125,9 @@ constexpr void validate(const cluster_options& o, const model_spec& model, const
     require_attention_mixer(model, "is mamba1 (a state-space stack): cluster.tp must be 1; its tensor-parallel "
                                    "layout is not modelled yet");
   require(model.layers % pp == 0, bad, "cluster.pp", "must divide the model's layers", o.pp);
+  // The per-GPU estimate describes an idle vision tower on one GPU only (parallel/per_gpu.hpp).
+  require(model.idle_tower_parameters == 0 || gpus == 1, error_code::unsupported, "cluster.gpus_per_node * cluster.nodes",
+          "must be 1 for a model with an idle vision tower (its multi-GPU layout is not modelled yet)", gpus);
   require(layout_of(model) == model_layout::one_stack || (tp == 1 && pp == 1), bad, "cluster.tp * cluster.pp",
           "must be 1 for an encoder-decoder model (its per-GPU estimate covers data parallelism only)",
           checked_mul(tp, pp));

@@ -93,7 +93,8 @@ constexpr lever_list cheaper_levers(const model_spec& model, const training_spec
                     (run.optimizer == optimizer_kind::adamw || run.optimizer == optimizer_kind::adam);
   if (adam) run.optimizer = optimizer_kind::adamw_8bit;
   consider(lever::optimizer_8bit, adam);
-  const bool lora = run.target == training_target::lora;
+  // A model with a vision tower refuses QLoRA (validate.hpp): the lever does not apply to it.
+  const bool lora = run.target == training_target::lora && model.idle_tower_parameters == 0;
   if (lora) {
     run.target = training_target::qlora;
     run.quant = base_quant::nf4;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "error_capture.hpp"
+#include "memscale/cluster_planner.hpp"
 #include "memscale/json.hpp"
 #include "memscale/memscale.hpp"
 
@@ -106,6 +107,11 @@ TEST_CASE("gemma3: paths that cannot describe the tower refuse it by name", "[hf
   const std::string refused = error_message([&] { (void)estimate_per_gpu(m, run, two); });
   CHECK(contains(refused, "[memscale.unsupported]"));
   CHECK(contains(refused, "parallel.gpus_per_node * parallel.nodes"));
+  // The cluster planner refuses before it lays anything out, naming the cluster's GPUs as given.
+  cluster_spec eight{.gpu = *find_gpu("h100-80gb"), .gpus_per_node = 8};
+  const std::string cluster = error_message([&] { (void)plan_cluster(m, run, eight); });
+  CHECK(contains(cluster, "cluster.gpus_per_node * cluster.nodes"));
+  CHECK(contains(cluster, "(got 8)"));
   // One GPU holds the tower as the single-GPU estimate does.
   const parallel_spec one{.engine = strategy::ddp};
   CHECK(estimate_per_gpu(m, run, one).peak.breakdown.parameters == estimate(m, run).steady.breakdown.parameters);
@@ -205,6 +211,20 @@ TEST_CASE("qwen2_5_vl: each layer saves its own multimodal cos and sin", "[hf_co
   model_spec learned = presets::gpt2;
   learned.rotary_rows_per_layer = true;
   CHECK(contains(error_message([&] { (void)validate(learned); }), "model.rotary_rows_per_layer"));
+}
+
+TEST_CASE("gemma3: the planner's cheaper levers leave out QLoRA, which the tower refuses", "[hf_config][tower][planner]") {
+  const model_spec m = gemma3_4b();
+  training_spec lora{.micro_batch = 1, .seq_len = 2048, .prec = precision::pure_bf16};
+  lora.target = training_target::lora;
+  lora.lora_rank = 16;
+  const auto gpu = find_gpu("rtx4090");
+  REQUIRE(gpu.has_value());
+  // Before the lever was guarded, the QLoRA lever's estimate threw the refusal out of the plan.
+  const lever_list levers = cheaper_levers(m, lora, *gpu, bytes{4'000'000'000});
+  REQUIRE(levers.count > 0);
+  for (std::size_t i = 0; i < levers.count; ++i) CHECK(levers.items[i].what != lever::qlora);
+  CHECK_NOTHROW(make_plan(m, lora, *gpu));
 }
 
 }  // namespace idle_tower_test
