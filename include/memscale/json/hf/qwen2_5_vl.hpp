@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "memscale/detail/math.hpp"
+#include "memscale/dtype.hpp"
 #include "memscale/json/hf/qwen2.hpp"
 
 namespace memscale::json_io::hf {
