@@ -98,6 +98,7 @@ struct model_spec {
   std::uint64_t shared_expert_ffn = 0;  // Qwen2-MoE: an always-on MLP beside the routed experts (0: none)
   bool shared_expert_gate = false;      // sigmoid(Linear(hidden, 1)) scaling the shared expert's output
   bool moe_input_jitter = false;        // training scales the experts' input by saved uniform noise (PhiMoE)
+  bool experts_in_one_pass = false;     // every routed row through the experts at once, not one expert at a time (GraniteMoE)
   bool scale_embeddings = false;        // embeddings * sqrt(hidden) (Gemma)
   bool attention_softcap = false;       // eager scores: cap * tanh(scores / cap) (Gemma 2)
   // One learned logit per head joins each row of the eager scores (gpt-oss): the scores gain a
@@ -222,6 +223,7 @@ constexpr const model_spec& validate(const model_spec& m) {
           "a classification head has no output embedding to tie", 1);
   require(m.shared_expert_ffn == 0 || m.experts > 0, bad, "model.shared_expert_ffn",
           "needs routed experts (model.experts > 0)", m.shared_expert_ffn);
+  require(!m.experts_in_one_pass || m.experts > 0, bad, "model.experts_in_one_pass", "needs experts > 0", m.experts);
   require(!m.moe_input_jitter || m.experts > 0, bad, "model.moe_input_jitter", "needs experts > 0 (it scales the experts' input)",
           m.experts);
   require(m.mlp != mlp_kind::clamped_swiglu || m.experts > 0, bad, "model.mlp",

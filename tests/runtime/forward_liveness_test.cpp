@@ -152,6 +152,42 @@ std::vector<named_model> generate_models() {
 
 }  // namespace
 
+// A mixture of experts' largest moment without grad, beside the stream and the MLP's input,
+// counted from MixtralSparseMoeBlock.forward / Qwen2MoeSparseMoeBlock.forward (modeling_mixtral.py
+// @v4.44.0, modeling_qwen2_moe.py v4.51) over n = batch x rows tokens, every row routed to the
+// expert that runs and, with k >= 2 experts a token, to the one before it. Bound through the
+// loop: router logits (n x E), the routing weights (n x k, the hidden dtype), the int64 top-k
+// indices, final_hidden_states (n x h) and the int64 one-hot mask (n x k x E).
+bytes hand_moe_moment(const model_spec& m, const inference_spec& r, std::uint64_t rows) {
+  const auto act = [&](std::uint64_t elements) { return storage(r.compute, elements); };
+  const auto int64 = [](std::uint64_t elements) { return storage(dtype::int64, elements); };
+  const std::uint64_t n = r.batch * rows;
+  const std::uint64_t k = m.experts_per_token;
+  const bytes bound = act(n * m.experts) + act(n * k) + int64(n * k) + act(n * m.hidden) + int64(n * k * m.experts);
+  const bytes indices = int64(2 * n);  // torch.where: slot and row of each routed row
+  const bytes hidden = act(n * m.hidden);
+  const bytes previous_out = k > 1 ? hidden : bytes{};  // the previous expert's weighted output
+  // The expert's MLP (act(w1 x) * w3 x, then w2) beside its gathered rows; then its output,
+  // the rows' routing weights and the weighted output.
+  const auto mlp_moment = [&](std::uint64_t ffn) {
+    const bytes wide = act(n * ffn);
+    return max(wide * (gated_mlp(m) ? 3u : 2u), wide + hidden);
+  };
+  const bytes expert = max(mlp_moment(m.ffn), hidden * 2u + act(n));
+  bytes moment = bound + indices + hidden + previous_out + expert;
+  // The previous expert's rows until this one's are made.
+  if (k > 1) moment = max(moment, bound + indices + hidden * 3u);
+  if (m.shared_expert_ffn > 0) {
+    // After the loop the last expert's indices, rows and weighted output stay bound.
+    const bytes left = bound + indices + hidden * 2u;
+    bytes shared = mlp_moment(m.shared_expert_ffn);
+    if (m.shared_expert_gate) shared = max(shared, hidden * 2u + act(n));  // sigmoid(gate(x)) * shared
+    shared = max(shared, hidden * 2u);                                     // final + shared
+    moment = max(moment, left + shared);
+  }
+  return moment;
+}
+
 // The last layer's moment of a generate() forward counted by hand from transformers' code
 // (LlamaDecoderLayer / LlamaAttention / LlamaMLP, v4.44), the stream entering it included and
 // the cache apart: the normed input beside the largest of apply_rotary_pos_emb's temporaries,
@@ -179,19 +215,18 @@ bytes hand_layer_moment(const model_spec& m, const inference_spec& r, std::uint6
   // The context matmul's output beside the cast probabilities (the closed form missed this moment).
   if (!fused_kernel) attention = max(attention, q * 2u + repeated + act(scores));
   const std::uint64_t mlp_tensors = gated_mlp(m) ? 3 : m.mlp == mlp_kind::gelu_tanh ? 4 : 2;
-  const bytes mlp = act(n * m.ffn) * mlp_tensors;
+  const bytes mlp = m.experts > 0 ? hand_moe_moment(m, r, rows) : act(n * m.ffn) * mlp_tensors;
   const bytes layer = stream + max(max(rotary, attention), mlp);
   return stream + max(layer, stream);
 }
 
-// The models whose layer the hand count above describes: dense MLPs and pre-norm blocks. Not:
-// mixtures of experts (the graph counts the gathered rows and the weighted expert outputs the
-// hand count leaves out); post-norm blocks (OLMo-2: no normed input, Olmo2DecoderLayer.forward);
+// The models whose layer the hand count above describes: pre-norm blocks, experts one at a time.
+// Not: GraniteMoE's experts in one pass (the training graph's routed rows); post-norm blocks (OLMo-2: no normed input, Olmo2DecoderLayer.forward);
 // a fused qkv projection, whose q is a view of the output the cache keeps in a prefill and
 // whose new row stays with the query in a decoding step (GPT2Attention.forward); in a decoding
 // step, Cohere's Python fp32 LayerNorm, whose temporaries are the largest moment at one row.
 bool hand_counted(const model_spec& m, bool decode) {
-  if (m.experts > 0 || m.block_norms != branch_norms::pre || m.fused_qkv) return false;
+  if (m.block_norms != branch_norms::pre || m.fused_qkv || m.experts_in_one_pass) return false;
   return !decode || m.norm != norm_kind::layernorm_fp32_python;
 }
 
@@ -213,7 +248,7 @@ TEST_CASE("the no_grad graph walk of a generate() layer equals the hand count wh
             const std::uint64_t keys = decode ? context + 1 : context;
             INFO(m.name << " " << to_string(compute) << (attention == attention_impl::eager ? " eager" : " flash")
                         << " context " << context << (decode ? " decode" : " prefill"));
-            CHECK(memscale::detail::layer_peak(m.spec, r, rows, keys) == hand_layer_moment(m.spec, r, rows, keys));
+            CHECK(memscale::detail::layer_peak(m.spec, r, rows, keys).value == hand_layer_moment(m.spec, r, rows, keys).value);
             ++(decode ? decodes : prefills);
           }
         }
@@ -292,15 +327,38 @@ TEST_CASE("the attention of a forward with a cache reads every key", "[graph][li
   CHECK(scores_found);
   // The cache's keys and values after torch.cat: 101 positions of both.
   CHECK(cached == storage(dtype::bf16, 2 * 101 * model.hidden) * 2u);
-  // Without cached keys the forward is the training graph without dropout, op for op.
+  // Without cached keys the forward's block is the training graph's without dropout, op for op.
   training_spec prefill{.micro_batch = 2, .seq_len = 64, .prec = precision::pure_bf16, .dropout = false};
   const model_graph a = build_forward(model, prefill, 0);
   const model_graph b = build(model, prefill);
-  REQUIRE(a.stack().size == b.stack().size);
-  for (std::size_t i = 0; i < a.stack().size; ++i) {
-    CHECK(a.stack().ops[i].out == b.stack().ops[i].out);
-    CHECK(b.stack().ops[i].last_reader == not_kept);  // a training step's graph skips the readers
+  const graph& fa = a.stack();
+  const graph& fb = b.stack();
+  REQUIRE(fa.block_end - fa.block_begin == fb.block_end - fb.block_begin);
+  CHECK(fa.size == fa.block_end);  // the block alone: the walk reads nothing else
+  for (std::size_t i = 0; i < fa.block_end - fa.block_begin; ++i) {
+    CHECK(fa.ops[fa.block_begin + i].out == fb.ops[fb.block_begin + i].out);
+    CHECK(fb.ops[fb.block_begin + i].last_reader == not_kept);  // a training step's graph skips the readers
   }
+}
+
+}  // namespace forward_liveness_test
+
+namespace forward_liveness_test {
+
+// generate() runs Mixtral's experts one at a time (the MLP over at most every row), GraniteMoE's
+// ParallelExperts over every routed row at once (tokens x k): the loop's moment is the smaller.
+TEST_CASE("a mixture of experts without grad runs one expert at a time unless its experts run in one pass",
+          "[inference][graph][liveness]") {
+  const inference_spec r{.batch = 2, .context = 512, .new_tokens = 8, .compute = dtype::bf16,
+                         .attention = attention_impl::flash};
+  model_spec one_pass = presets::mixtral_8x7b;
+  one_pass.experts_in_one_pass = true;
+  const bytes loop = memscale::detail::layer_peak(presets::mixtral_8x7b, r, 512, 512);
+  CHECK(loop == hand_layer_moment(presets::mixtral_8x7b, r, 512, 512));
+  CHECK(loop < memscale::detail::layer_peak(one_pass, r, 512, 512));
+  // Training graphs are the same either way (autograd keeps every expert's rows).
+  const training_spec step{.micro_batch = 2, .seq_len = 64, .prec = precision::pure_bf16};
+  CHECK(estimate(presets::mixtral_8x7b, step).steady.device == estimate(one_pass, step).steady.device);
 }
 
 }  // namespace forward_liveness_test

@@ -220,6 +220,7 @@ TEST_CASE("hf_config: granitemoeshared adds an ungated shared MLP of shared_inte
   // tools/families/param_counts.py on the same config: + 32 layers x (1536 x 2048 + 1024 x 1536).
   CHECK(memscale::parameter_count(m) == 3'449'788'416ULL);
   CHECK_FALSE(m.shared_expert_gate);
+  CHECK(m.experts_in_one_pass);  // GraniteMoeMoE: ParallelExperts over every routed row
 }
 
 TEST_CASE("hf_config: granite's logits / logits_scaling is a second logits tensor that nothing saves") {

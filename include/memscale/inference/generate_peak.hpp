@@ -293,6 +293,38 @@ constexpr void require_generate_modelled(const model_spec& model) {
           "generate() of a model with attention sinks or 3-D experts (gpt-oss) is not modelled yet", 1);
 }
 
+// The op graph that gives every weight matrix of `model` (one row, one sequence): the same for
+// every run of one model, so a plan builds it once for all its estimates.
+constexpr model_graph weights_graph(const model_spec& model) {
+  return build(model, training_spec{.micro_batch = 1, .seq_len = 1, .dropout = false});
+}
+
+// estimate_inference over a validated model and run and the model's weights_graph.
+constexpr inference_result estimate_generate(const model_spec& model, const inference_spec& run, const graph& g) {
+  inference_result res{};
+  res.parameter_count = parameter_count(g);
+  res.weight_bytes = inference_weight_bytes(g, run) + g.buffers;
+  res.kv_bytes_per_token = kv_bytes_per_token(model, run);
+  const auto generated = run.new_tokens == 0 ? std::uint64_t{0} : run.new_tokens - 1;  // tokens fed back
+  res.kv_cache_bytes = kv_cache_bytes(model, run, checked_add(run.context, generated));
+
+  const bytes weights = res.weight_bytes;
+  const inference_breakdown pre = forward_peak(g, model, run, weights, 0, run.context, bytes{});
+  res.prefill = to_peak(g, run, model, inference_phase::prefill, pre);
+  res.decode = res.prefill;
+  if (run.new_tokens > 1) {
+    // The first decoding step still holds the prefill's logits; the last one the largest cache.
+    // With two new tokens they are one step.
+    const auto first = forward_peak(g, model, run, weights, run.context, 1, logits_kept(model, run, run.context));
+    const auto last = generated == 1 ? first
+                                     : forward_peak(g, model, run, weights, checked_add(run.context, generated - 1), 1,
+                                                    logits_kept(model, run, 1));
+    res.decode = to_peak(g, run, model, inference_phase::decode, first.total() < last.total() ? last : first);
+  }
+  res.peak = res.decode.tensor > res.prefill.tensor ? res.decode : res.prefill;
+  return res;
+}
+
 }  // namespace detail
 
 constexpr inference_result estimate_inference(const model_spec& model, const inference_spec& run) {
@@ -304,30 +336,8 @@ constexpr inference_result estimate_inference(const model_spec& model, const inf
   detail::require(model.idle_tower_parameters == 0 || run.weights == weight_format::native, error_code::unsupported,
                   "infer.weights", "must be native for a model with a vision tower (its quantised bytes are not modelled yet)",
                   static_cast<std::uint64_t>(run.weights));
-  // The op graph of the architecture gives every weight matrix (one row, one sequence).
-  const model_graph built = build(model, training_spec{.micro_batch = 1, .seq_len = 1, .dropout = false});
-  const graph& g = built.stack();
-  inference_result res{};
-  res.parameter_count = parameter_count(g);
-  res.weight_bytes = inference_weight_bytes(g, run) + g.buffers;
-  res.kv_bytes_per_token = kv_bytes_per_token(model, run);
-  const auto generated = run.new_tokens == 0 ? std::uint64_t{0} : run.new_tokens - 1;  // tokens fed back
-  res.kv_cache_bytes = kv_cache_bytes(model, run, detail::checked_add(run.context, generated));
-
-  const bytes weights = res.weight_bytes;
-  const inference_breakdown pre = detail::forward_peak(g, model, run, weights, 0, run.context, bytes{});
-  res.prefill = detail::to_peak(g, run, model, inference_phase::prefill, pre);
-  res.decode = res.prefill;
-  if (run.new_tokens > 1) {
-    // The first decoding step still holds the prefill's logits; the last one the largest cache.
-    const auto first = detail::forward_peak(g, model, run, weights, run.context, 1,
-                                            detail::logits_kept(model, run, run.context));
-    const auto last = detail::forward_peak(g, model, run, weights, detail::checked_add(run.context, generated - 1), 1,
-                                           detail::logits_kept(model, run, 1));
-    res.decode = detail::to_peak(g, run, model, inference_phase::decode, first.total() < last.total() ? last : first);
-  }
-  res.peak = res.decode.tensor > res.prefill.tensor ? res.decode : res.prefill;
-  return res;
+  const model_graph built = detail::weights_graph(model);
+  return detail::estimate_generate(model, run, built.stack());
 }
 
 }  // namespace memscale

@@ -37,6 +37,8 @@ constexpr inference_plan plan_inference(const model_spec& model, const inference
   p.headroom = detail::validated_headroom(options);
   p.budget = budget_of(gpu, options);
   p.estimate = estimate_inference(model, r);
+  // Every estimate below is of the same model: its weights graph is built once.
+  const model_graph built = detail::weights_graph(model);
   p.fits = p.estimate.peak.device <= p.budget;
   p.pressure = ratio(p.estimate.peak.device, p.vram);
   auto fits_with = [&](std::uint64_t batch, std::uint64_t context) {
@@ -46,7 +48,8 @@ constexpr inference_plan plan_inference(const model_spec& model, const inference
     if (t.cache == kv_cache_kind::static_preallocated && t.max_cache_len != 0 &&
         t.max_cache_len < detail::checked_add(context, t.new_tokens))
       t.max_cache_len = 0;
-    return estimate_inference(model, t).peak.device <= p.budget;
+    validate(t);
+    return detail::estimate_generate(model, t, built.stack()).peak.device <= p.budget;
   };
   p.max_batch = detail::largest_fitting(options.max_batch_search, [&](std::uint64_t b) { return fits_with(b, r.context); });
   const std::uint64_t positions_left =

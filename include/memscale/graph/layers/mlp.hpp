@@ -2,6 +2,8 @@
 // (three), mixture of experts with an optional shared expert, and T5's DenseActDense.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 
 #include "memscale/dtype.hpp"
@@ -114,24 +116,105 @@ constexpr tensor clamped_swiglu_experts(const layer_context& ctx, tensor in, con
       {.rows = shape.rows, .in_features = ffn, .out_features = hidden, .copies = shape.copies, .bias = true}, false);
 }
 
+// The shared expert beside the routed ones (modeling_qwen2_moe.py Qwen2MoeSparseMoeBlock, v4.51):
+// every token runs it, scaled by sigmoid(shared_expert_gate(x)), and it is added to `routed`.
+constexpr tensor add_shared_expert(const layer_context& ctx, tensor in, tensor routed) {
+  op_writer& ops = ctx.ops;
+  tensor shared = dense_mlp(ctx, in, ctx.model.shared_expert_ffn, {.rows = ctx.tokens});
+  if (ctx.model.shared_expert_gate) {
+    const tensor logit = ops.linear(in, {.rows = ctx.tokens, .in_features = ctx.model.hidden, .out_features = 1},
+                                    ctx.adapters.base);
+    output_keeping_activation(ops, logit);  // sigmoid gate
+    const tensor scaled = ops.elementwise(shared.elements, shared.type);
+    ops.keep(shared, scaled);  // mul saves both factors
+    shared = scaled;
+  }
+  return ops.add(routed, shared);
+}
+
+// The router: tokens x experts logits (model_spec::router_bias, LoRA's router target).
+constexpr tensor router(const layer_context& ctx, tensor in) {
+  const model_spec& m = ctx.model;
+  return projection(ctx.ops, ctx.adapters, in,
+                    {.rows = ctx.tokens, .in_features = m.hidden, .out_features = m.experts, .bias = m.router_bias},
+                    ctx.adapters.adapts(lora_target::router));
+}
+
+// One expert's MLP over `rows` rows, its weights among `experts` copies.
+constexpr tensor expert_mlp(const layer_context& ctx, tensor in, const mlp_rows& rows) {
+  return ctx.model.mlp == mlp_kind::clamped_swiglu ? clamped_swiglu_experts(ctx, in, rows)
+                                                   : dense_mlp(ctx, in, ctx.model.ffn, rows);
+}
+
+// A mixture of experts as generate() runs it, without grad (modeling_mixtral.py@v4.44.0
+// MixtralSparseMoeBlock.forward; OLMoE, Qwen2-MoE, Qwen3-MoE and PhiMoE loop the same way):
+// router logits, softmax in fp32, top-k weights and int64 indices, the weights cast back to the
+// hidden dtype, the zeroed output and the int64 one-hot expert mask (tokens x k x experts); then
+// one expert at a time: torch.where's int64 slot and row indices, the gathered rows
+// (hidden_states[None, top_x]), the expert's MLP, the rows' routing weights, the weighted output,
+// added in place (index_add_). A token picks an expert at most once, so the largest moment is one
+// expert's MLP over every row. The loop's names stay bound until the next expert rebinds them:
+// with two or more experts a token, the previous expert (every row too) still holds its indices
+// and gathered rows until this one makes its own, and its weighted output until this one's is
+// made. What the frame binds lives until the block returns. Not written: the top-k sum of the
+// in-place renormalisation (tokens fp32), PhiMoE's sparsemixer temporaries (before the loop).
+constexpr tensor mixture_of_experts_without_grad(const layer_context& ctx, tensor in) {
+  op_writer& ops = ctx.ops;
+  const model_spec& m = ctx.model;
+  const auto tokens = ctx.tokens;
+  const auto rows_hidden = detail::checked_mul(tokens, m.hidden);
+  const auto picks = detail::checked_mul(tokens, m.experts_per_token);
+  const tensor logits = router(ctx, in);
+  const tensor probabilities = ops.elementwise(logits, detail::checked_mul(tokens, m.experts), dtype::fp32);
+  const tensor top_weights = ops.elementwise(probabilities, picks, dtype::fp32);
+  const tensor selected = ops.elementwise(probabilities, picks, dtype::int64);
+  // routing_weights.to(hidden_states.dtype): a new tensor unless they are fp32 already.
+  const tensor weights = in.type == dtype::fp32 ? top_weights : ops.elementwise(top_weights, picks, in.type);
+  const tensor output = ops.elementwise(rows_hidden, in.type);  // torch.zeros
+  const tensor mask = ops.elementwise(selected, detail::checked_mul(picks, m.experts), dtype::int64);
+  std::array<tensor, 12> bound{logits, weights, selected, output, mask};
+  std::size_t count = 5;
+  // The previous expert's names, each over every row when a token picks two experts or more.
+  const bool previous = m.experts_per_token > 1;
+  const tensor previous_indices = previous ? ops.elementwise(detail::checked_mul(tokens, 2), dtype::int64) : tensor{};
+  const tensor previous_rows = previous ? ops.elementwise(rows_hidden, in.type) : tensor{};
+  const tensor previous_out = previous ? ops.elementwise(rows_hidden, in.type) : tensor{};
+  const tensor indices = ops.elementwise(mask, detail::checked_mul(tokens, 2), dtype::int64);
+  if (previous) ops.reads(previous_indices, indices);
+  const tensor rows = ops.elementwise(in, rows_hidden, in.type);
+  if (previous) ops.reads(previous_rows, rows);
+  const tensor expert_out = expert_mlp(ctx, rows, {.rows = tokens, .copies = m.experts});
+  const tensor row_weights = ops.elementwise(weights, tokens, in.type);  // routing_weights[top_x, idx, None]
+  const tensor weighted = ops.elementwise(expert_out, rows_hidden, expert_out.type);
+  ops.reads(row_weights, weighted);
+  if (previous) ops.reads(previous_out, weighted);
+  bound[count++] = indices;
+  bound[count++] = rows;
+  bound[count++] = weighted;
+  bound[count++] = in;  // the caller's frame binds the block's input until it returns
+  const tensor result = m.shared_expert_ffn == 0 ? weighted : add_shared_expert(ctx, in, output);
+  for (std::size_t i = 0; i < count; ++i) ops.reads(bound[i], result);
+  return m.shared_expert_ffn == 0 ? output : result;
+}
+
 // Mixture of experts (HF modeling_mixtral.py MixtralSparseMoeBlock): a router, then
 // each token's hidden state is gathered for its top-k experts; the experts' weights all
-// stay resident, their activations cover tokens * top-k rows.
+// stay resident, their activations cover tokens * top-k rows (autograd keeps every expert's).
+// Without grad this is also what experts run in one pass do (model_spec::experts_in_one_pass).
 constexpr tensor mixture_of_experts(const layer_context& ctx, tensor in) {
   op_writer& ops = ctx.ops;
   const model_spec& m = ctx.model;
+  if (ops.records_forward_liveness() && !m.experts_in_one_pass) return mixture_of_experts_without_grad(ctx, in);
   const auto hidden = m.hidden;
   const auto experts = m.experts;
-  if (m.moe_input_jitter && !ops.records_forward_liveness()) {  // training mode only: a forward graph is eval
+  if (m.moe_input_jitter) {
     // PhimoeSparseMoeBlock.forward (modeling_phimoe.py@008f5c8c) in training with
     // input_jitter_noise > 0: hidden_states *= empty_like(hidden_states).uniform_(...); the
     // in-place mul saves the noise for its backward. Written as a new tensor, which counts
     // the in-place result once more as a transient (the upper side).
     in = ops.emit(op{.kind = op_kind::elementwise, .extra_saved = storage(in.type, in.elements)}, in.elements, in.type);
   }
-  projection(ops, ctx.adapters, in,
-             {.rows = ctx.tokens, .in_features = hidden, .out_features = experts, .bias = m.router_bias},
-             ctx.adapters.adapts(lora_target::router));  // router
+  router(ctx, in);
   // Softmax in fp32 keeps its output; topk keeps its int64 indices, and each expert's
   // torch.where gives int64 row and slot indices that the gather, the routing-weight
   // slice and index_add_ keep (T*k each).
@@ -143,8 +226,7 @@ constexpr tensor mixture_of_experts(const layer_context& ctx, tensor in) {
   ops.keep_own_output(routing);
   const mlp_rows expert_rows{.rows = detail::checked_mul(ctx.tokens, m.experts_per_token), .copies = experts};
   const tensor gathered = ops.elementwise(detail::checked_mul(expert_rows.rows, hidden), in.type);
-  const tensor expert_out = m.mlp == mlp_kind::clamped_swiglu ? clamped_swiglu_experts(ctx, gathered, expert_rows)
-                                                              : dense_mlp(ctx, gathered, m.ffn, expert_rows);
+  const tensor expert_out = expert_mlp(ctx, gathered, expert_rows);
   // * routing weight: saves both factors
   const tensor weighted = ops.elementwise(detail::checked_mul(expert_rows.rows, hidden), expert_out.type);
   ops.keep(expert_out, weighted);
@@ -153,19 +235,7 @@ constexpr tensor mixture_of_experts(const layer_context& ctx, tensor in) {
   // index_add), so autograd saves the weighted expert outputs.
   const tensor routed = ops.elementwise(detail::checked_mul(ctx.tokens, hidden), weighted.type);
   ops.keep(weighted, routed);
-  if (m.shared_expert_ffn == 0) return routed;
-  // modeling_qwen2_moe.py Qwen2MoeSparseMoeBlock (v4.51): every token also runs the shared
-  // expert, scaled by sigmoid(shared_expert_gate(x)).
-  tensor shared = dense_mlp(ctx, in, m.shared_expert_ffn, {.rows = ctx.tokens});
-  if (m.shared_expert_gate) {
-    const tensor logit = ops.linear(in, {.rows = ctx.tokens, .in_features = hidden, .out_features = 1},
-                                    ctx.adapters.base);
-    output_keeping_activation(ops, logit);  // sigmoid gate
-    const tensor scaled = ops.elementwise(shared.elements, shared.type);
-    ops.keep(shared, scaled);  // mul saves both factors
-    shared = scaled;
-  }
-  return ops.add(routed, shared);
+  return m.shared_expert_ffn == 0 ? routed : add_shared_expert(ctx, in, routed);
 }
 
 // The model's MLP over every token.

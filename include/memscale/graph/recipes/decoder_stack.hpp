@@ -126,8 +126,12 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
                           .dropout = dropout_sites_of(model, run),
                           .tokens = tokens,
                           .cached_keys = cached_keys};
-  idle_tower(ctx);
-  input_embeddings(ctx);
+  // A forward without grad is walked block by block (graph/forward_liveness.hpp): its graph
+  // is the repeated block alone.
+  if (!no_grad_forward) {
+    idle_tower(ctx);
+    input_embeddings(ctx);
+  }
   graph_builder& sections = ops.sections();
   sections.begin_block();
   if (has_attention(model))
@@ -135,6 +139,7 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
   else
     mamba1_block(ctx);
   sections.end_block(model.layers);
+  if (no_grad_forward) return;
   const dtype stream = has_attention(model) ? ops.stream_dtype() : mamba_stream_dtype(ctx);
   tensor x = ops.emit(op_kind::stream, detail::checked_mul(tokens, model.hidden), stream);
   if (model.final_norm) x = norm(ctx, x);

@@ -30,6 +30,9 @@ inline model_spec granitemoe(const config& c) {
   m.mlp_bias = false;  // GraniteMoeParallelExperts have no bias
   m.experts = c.count("num_local_experts", 8);
   m.experts_per_token = c.count("num_experts_per_tok", 2);
+  // GraniteMoeMoE.forward gathers every routed row (layer_input[batch_index]) and runs
+  // ParallelExperts over all of them before index_add: no loop over experts.
+  m.experts_in_one_pass = true;
   return m;
 }
 
