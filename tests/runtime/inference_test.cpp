@@ -156,10 +156,48 @@ TEST_CASE("inference: plan finds the largest batch and context", "[inference]") 
   CHECK(estimate_inference(presets::llama_2_7b, ctx).peak.device > p.budget);
   CHECK_FALSE(plan_inference(presets::llama_2_70b, r, gpu).fits);
   // A 7B fp16 model serves a 4k-token conversation on an 80 GB GPU (inference_static.cpp
-  // checks the estimate against the budget in constant evaluation).
+  // checks the same plan in constant evaluation).
   CHECK(plan_inference(presets::llama_2_7b, inference_spec{.context = opaque(4000), .new_tokens = 96},
                        *find_gpu("a100-80gb"))
             .fits);
+}
+
+TEST_CASE("inference: the plan's searches give the bisection's answers", "[inference]") {
+  // The searches solve for the crossing from peak values; a bisection over fits / does not fit
+  // of the same estimates must land on the same batch and prompt length.
+  struct plan_case {
+    model_spec model;
+    inference_spec run;
+    const char* gpu;
+  };
+  const plan_case cases[] = {
+      {presets::llama_2_7b, inference_spec{.batch = 1, .context = 2048, .new_tokens = 128}, "rtx3090"},
+      {presets::llama_2_7b, inference_spec{.batch = 3, .context = 512, .new_tokens = 16, .attention = attention_impl::eager},
+       "a100-40gb"},
+      {presets::gpt2, inference_spec{.batch = 8, .context = 256, .new_tokens = 64}, "t4"},
+      {presets::llama_2_7b, inference_spec{.batch = 64, .context = 4096, .new_tokens = 512}, "rtx4090"},
+      {presets::llama_2_7b, inference_spec{.batch = 2, .context = 1024, .new_tokens = 32,
+                                           .weights = weight_format::bnb_nf4}, "rtx3060-12gb"},
+  };
+  for (const plan_case& c : cases) {
+    const gpu_spec gpu = *find_gpu(c.gpu);
+    const inference_plan p = plan_inference(c.model, c.run, gpu);
+    auto fits_at = [&](std::uint64_t batch, std::uint64_t context) {
+      inference_spec t = c.run;
+      t.batch = batch;
+      t.context = context;
+      t.blas_workspace = gpu.cublas_workspace;
+      return estimate_inference(c.model, t).peak.device <= p.budget;
+    };
+    CAPTURE(c.gpu, c.run.batch, c.run.context);
+    CHECK(p.max_batch == detail::largest_fitting(plan_options{}.max_batch_search,
+                                                 [&](std::uint64_t b) { return fits_at(b, c.run.context); }));
+    const std::uint64_t positions_left = c.model.positions == position_kind::learned
+                                             ? c.model.max_positions - c.run.new_tokens
+                                             : max_context_search;
+    CHECK(p.max_context ==
+          detail::largest_fitting(positions_left, [&](std::uint64_t ctx) { return fits_at(c.run.batch, ctx); }));
+  }
 }
 
 TEST_CASE("inference: invalid input names the field", "[inference]") {

@@ -41,7 +41,8 @@ constexpr inference_plan plan_inference(const model_spec& model, const inference
   const model_graph built = detail::weights_graph(model);
   p.fits = p.estimate.peak.device <= p.budget;
   p.pressure = ratio(p.estimate.peak.device, p.vram);
-  auto fits_with = [&](std::uint64_t batch, std::uint64_t context) {
+  // The device peak of the run at another batch or prompt length.
+  auto device_peak_at = [&](std::uint64_t batch, std::uint64_t context) {
     inference_spec t = r;
     t.batch = batch;
     t.context = context;
@@ -49,13 +50,25 @@ constexpr inference_plan plan_inference(const model_spec& model, const inference
         t.max_cache_len < detail::checked_add(context, t.new_tokens))
       t.max_cache_len = 0;
     validate(t);
-    return detail::estimate_generate(model, t, built.stack()).peak.device <= p.budget;
+    return detail::estimate_generate(model, t, built.stack()).peak.device.value;
   };
-  p.max_batch = detail::largest_fitting(options.max_batch_search, [&](std::uint64_t b) { return fits_with(b, r.context); });
+  // Both searches start from the request's own estimate, a point known to fit or not, and
+  // solve for the crossing from the peak values (largest_within_budget): a plan in a
+  // static_assert stays within clang's default constexpr step limit.
+  const auto known = [&](std::uint64_t at, std::uint64_t hi, bool fit_side) {
+    const detail::probe_point point{.at = at, .value = p.estimate.peak.device.value};
+    return (fit_side == p.fits && (!p.fits || at <= hi)) ? point : detail::probe_point{};
+  };
+  const std::uint64_t batch_hi = options.max_batch_search;
+  p.max_batch = detail::largest_within_budget(
+      batch_hi, p.budget.value, [&](std::uint64_t b) { return device_peak_at(b, r.context); },
+      known(r.batch, batch_hi, true), known(r.batch, batch_hi, false));
   const std::uint64_t positions_left =
       model.positions == position_kind::learned && model.max_positions > r.new_tokens ? model.max_positions - r.new_tokens
                                                                                      : max_context_search;
-  p.max_context = detail::largest_fitting(positions_left, [&](std::uint64_t c) { return fits_with(r.batch, c); });
+  p.max_context = detail::largest_within_budget(
+      positions_left, p.budget.value, [&](std::uint64_t c) { return device_peak_at(r.batch, c); },
+      known(r.context, positions_left, true), known(r.context, positions_left, false));
   return p;
 }
 
