@@ -259,12 +259,16 @@ TEST_CASE("the no_grad graph walk of a generate() layer equals the hand count wh
   CHECK(decodes >= 150);
 }
 
-// The moments the closed form counted wrong, as estimate_inference() reports them now: the
-// prefill's activations are the forward's own tensors (token ids, the embeddings' outputs,
-// the rotary tables; no mask with a fused kernel) plus the last layer's moment.
+// The forward's own tensors beside the last layer, by hand (modeling_llama.py v4.44.0
+// LlamaModel.forward, GenerationMixin._sample): token ids, attention mask and position ids
+// (int64), the embeddings' outputs (GPT-2 and OPT keep the position lookup too), the rotary
+// cos and sin; no 4-D mask with a fused kernel.
 bytes forward_level(const model_spec& m, const inference_spec& r, std::uint64_t rows) {
-  return memscale::detail::token_tensors(r, r.context, rows) + memscale::detail::embeddings_kept(m, r, rows) +
-         memscale::detail::rotary_tables(m, r, rows);
+  const bytes ids = storage(dtype::int64, r.batch * (2 * r.context + rows));
+  const bytes embeds = storage(r.compute, r.batch * rows * m.hidden) * (m.positions == position_kind::learned ? 2u : 1u);
+  const bytes rope =
+      m.positions == position_kind::rotary ? storage(r.compute, r.batch * rows * head_dim_of(m)) * 2u : bytes{};
+  return ids + embeds + rope;
 }
 
 model_spec hf_config(const char* file) {
@@ -334,11 +338,41 @@ TEST_CASE("the attention of a forward with a cache reads every key", "[graph][li
   const graph& fa = a.stack();
   const graph& fb = b.stack();
   REQUIRE(fa.block_end - fa.block_begin == fb.block_end - fb.block_begin);
-  CHECK(fa.size == fa.block_end);  // the block alone: the walk reads nothing else
   for (std::size_t i = 0; i < fa.block_end - fa.block_begin; ++i) {
     CHECK(fa.ops[fa.block_begin + i].out == fb.ops[fb.block_begin + i].out);
     CHECK(fb.ops[fb.block_begin + i].last_reader == not_kept);  // a training step's graph skips the readers
   }
+}
+
+TEST_CASE("generate()'s embeddings, rotary tables, mask and logits are the forward graph's ops", "[graph][liveness]") {
+  // LlamaModel.forward (v4.44.0) binds inputs_embeds, the rotary cos and sin and eager's 4-D mask
+  // until it returns; LlamaForCausalLM.forward computes every position's logits and, before 4.45,
+  // their fp32 copy, which it returns; from 4.45 the last position's only.
+  const model_spec& llama = presets::llama_2_7b;
+  training_spec step{.micro_batch = 2, .seq_len = 64, .prec = precision::pure_bf16, .attention = attention_impl::eager};
+  step.transformers_version = 444;
+  const model_graph old_built = build_forward(llama, step, 36);
+  const graph& old_g = old_built.stack();
+  const bytes embeds = storage(dtype::bf16, 2 * 64 * llama.hidden);
+  const bytes rope = storage(dtype::bf16, 2 * 64 * head_dim_of(llama)) * 2u;
+  const bytes mask = storage(dtype::bf16, 2 * 64 * 100);  // batch x rows x keys
+  CHECK(no_grad_held_through_blocks(old_g) == embeds + rope + mask);
+  CHECK(old_g.ops[old_g.size - 1].out == storage(dtype::fp32, 2 * 64 * llama.vocab));
+  // At the fp32 copy: the 16-bit logits it reads, and the final norm's output the forward binds.
+  const no_grad_moment tail = no_grad_epilogue_peak(old_g);
+  CHECK(tail.at == old_g.size - 1);
+  const bytes normed = storage(dtype::bf16, 2 * 64 * llama.hidden);
+  CHECK(tail.live == storage(dtype::bf16, 2 * 64 * llama.vocab) + storage(dtype::fp32, 2 * 64 * llama.vocab) + normed);
+  step.transformers_version = 445;
+  step.attention = attention_impl::flash;
+  const model_graph new_built = build_forward(llama, step, 36);
+  const graph& new_g = new_built.stack();
+  CHECK(no_grad_held_through_blocks(new_g) == embeds + rope);
+  CHECK(new_g.ops[new_g.size - 1].out == storage(dtype::bf16, 2 * llama.vocab));
+  // GPT-2 keeps its token and position lookups (GPT2Model.forward inputs_embeds, position_embeds).
+  const model_graph gpt2 = build_forward(presets::gpt2, step, 0);
+  CHECK(no_grad_held_through_blocks(gpt2.stack()) == storage(dtype::bf16, 2 * 64 * presets::gpt2.hidden) * 2u);
+  CHECK(gpt2.stack().ops[gpt2.stack().size - 1].out == storage(dtype::bf16, 2 * 64 * presets::gpt2.vocab));
 }
 
 }  // namespace forward_liveness_test

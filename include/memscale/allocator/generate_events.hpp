@@ -99,45 +99,38 @@ class generate_walker {
     mask_ = alloc(storage(dtype::int64, memscale::detail::checked_mul(r_.batch, r_.context)).value);
   }
 
-  [[nodiscard]] constexpr bytes act(std::uint64_t elements) const { return storage(r_.compute, elements); }
-
-  // One forward pass over `rows` positions per sequence with `done` positions cached, in the
-  // tensors inference.hpp's forward_peak counts (LlamaModel.forward and its layers).
+  // One forward pass over `rows` positions per sequence with `done` positions cached: the ops of
+  // the forward graph the estimate walks (inference/generate_peak.hpp forward_moments_of).
   constexpr void forward(std::uint64_t rows, std::uint64_t done) {
     using memscale::detail::checked_mul;
     const std::uint64_t n = checked_mul(r_.batch, rows);
     const std::uint64_t keys = memscale::detail::checked_add(done, rows);
-    const std::uint64_t h = m_.hidden;
-    // Per forward: position ids, the rotary tables, eager's 4-D mask, the embeddings' outputs.
     std::uint32_t positions = alloc(storage(dtype::int64, n).value);
-    std::uint32_t embeds = alloc(memscale::detail::embeddings_kept(m_, r_, rows).value);
-    std::uint32_t rope = alloc(memscale::detail::rotary_tables(m_, r_, rows).value);
-    std::uint32_t mask = alloc(memscale::detail::causal_mask(r_, rows, keys).value);
-    std::uint32_t stream = alloc(act(checked_mul(n, h)).value);
-    // Every layer runs the same forward graph (the estimate's: inference/generate_peak.hpp layer_peak).
     const model_graph built = memscale::detail::forward_graph(m_, r_, rows, keys);
+    const graph& g = built.stack();
+    // What the base model binds through its blocks (embeddings' lookups, rotary tables, eager's
+    // mask), in the order it makes them; the stream its first block reads.
+    std::array<std::uint32_t, graph_capacity> held{};
+    std::size_t held_count = 0;
+    for (std::size_t i = 0; i < g.block_begin; ++i)
+      if (freed_after(g, i) >= g.block_end && !g.ops[i].kv_cached) held[held_count++] = alloc(g.ops[i].out.value);
+    std::uint32_t stream = alloc(g.ops[g.block_begin].out.value);
     if (workspace_ == no_tensor && r_.device == device_kind::cuda) workspace_ = alloc(r_.blas_workspace.value);
-    for (std::uint64_t l = 0; l < m_.layers; ++l) layer(built.stack(), l, rows, done, stream);
-    free(mask);
-    free(rope);
-    free(embeds);
-    // The output layer, then what generate keeps of it until the next step replaces it: from
-    // 4.45 an fp32 copy of the last position; before, the whole (upcast) logits of `outputs`.
-    std::uint32_t kept = no_tensor;
+    for (std::uint64_t l = 0; l < m_.layers; ++l) layer(g, l, rows, done, stream);
+    while (held_count > 0) free(held[--held_count]);
+    // The output layer: each of its ops reads the one before, which the next rebinds. Then what
+    // generate keeps until the next step replaces it: from 4.45 an fp32 copy of the last
+    // position; before, the logits forward() returned (`outputs` stays bound).
+    std::uint32_t returned = no_tensor;
+    for (std::size_t i = memscale::detail::head_begin(g); i < g.size; ++i) {
+      std::uint32_t made = alloc(g.ops[i].out.value);
+      free(returned);
+      returned = made;
+    }
+    std::uint32_t kept = returned;
     if (r_.transformers_version >= 445) {
-      std::uint32_t logits = alloc(memscale::detail::logits_in_forward(m_, r_, rows).value);
-      kept = alloc(memscale::detail::logits_kept(m_, r_, rows).value);
-      free(logits);
-    } else {
-      const std::uint64_t all = memscale::detail::logits_in_forward(m_, r_, rows).value;
-      const std::uint64_t upcast = all - act(checked_mul(memscale::detail::logit_rows(m_, r_, rows), m_.vocab)).value;
-      std::uint32_t logits = alloc(all - upcast);
-      kept = alloc(upcast);  // logits.float(): outputs.logits
-      if (kept == no_tensor) {
-        kept = logits;
-      } else {
-        free(logits);
-      }
+      kept = alloc(memscale::detail::logits_kept(m_, r_, g.ops[g.size - 1].out).value);
+      free(returned);
     }
     free(stream);
     free(positions);

@@ -55,4 +55,25 @@ constexpr no_grad_moment no_grad_block_peak(const graph& g) {
   return no_grad_forward_peak(g, g.block_begin, g.block_end);
 }
 
+// What follows the blocks (final norm, head) run without grad, its input stream included.
+constexpr no_grad_moment no_grad_epilogue_peak(const graph& g) { return no_grad_forward_peak(g, g.block_end, g.size); }
+
+// What the prologue leaves bound while the blocks run: its outputs read after the last block
+// (the base model's frame locals: the embeddings' lookups, rotary tables, a mask). The stream
+// it hands the first block is the block's own input, which the block walk counts.
+constexpr bytes no_grad_held_through_blocks(const graph& g) {
+  bytes held{};
+  for (std::size_t i = 0; i < g.block_begin; ++i)
+    if (freed_after(g, i) >= g.block_end && !g.ops[i].kv_cached) held += g.ops[i].out;
+  return held;
+}
+
+// The outputs of ops [from, at] still bound while op `at` runs without grad.
+constexpr bytes no_grad_live_at(const graph& g, std::size_t from, std::size_t at) {
+  bytes live{};
+  for (std::size_t i = from; i <= at; ++i)
+    if (freed_after(g, i) >= at && !g.ops[i].kv_cached) live += g.ops[i].out;
+  return live;
+}
+
 }  // namespace memscale

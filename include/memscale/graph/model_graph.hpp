@@ -69,9 +69,9 @@ constexpr model_graph build(const model_spec& model, const training_spec& reques
 }
 
 // The graph of one forward of `run.seq_len` new positions per sequence over `cached_keys`
-// positions a KV cache already holds, in eval mode (no dropout): generate()'s prefill
-// (cached_keys 0) and decoding steps (seq_len 1). The same layers as build(), the repeated block
-// only (no embeddings, head or buffers: the walk reads nothing else); read it without grad
+// positions a KV cache already holds, in eval mode (no dropout) and without labels: generate()'s
+// prefill (cached_keys 0) and decoding steps (seq_len 1). The same layers as build(), with the
+// generation head instead of the loss (recipes::generation_forward); read it without grad
 // (graph/forward_liveness.hpp): only this graph records each output's last reader.
 constexpr model_graph build_forward(const model_spec& model, training_spec run, std::uint64_t cached_keys) {
   run.dropout = false;

@@ -114,50 +114,18 @@ constexpr bytes layer_peak(const model_spec& m, const inference_spec& r, std::ui
   return no_grad_block_peak(g.stack()).live;
 }
 
-// From transformers 4.45 generate() passes num_logits_to_keep=1 to the models PR #31292
-// gave it (the LLaMA-family heads, which also upcast logits); GPT-2 computes every position.
-constexpr bool last_logits_only(const model_spec& m, const inference_spec& r) {
-  return r.transformers_version >= 445 && m.upcast_logits;
-}
-
-// The positions whose logits the forward pass computes.
-constexpr std::uint64_t logit_rows(const model_spec& m, const inference_spec& r, std::uint64_t rows) {
-  return last_logits_only(m, r) ? r.batch : checked_mul(r.batch, rows);
-}
-
-// Logits and, before 4.45, their fp32 copy (modeling_llama.py: logits = logits.float()).
-constexpr bytes logits_in_forward(const model_spec& m, const inference_spec& r, std::uint64_t rows) {
-  const auto e = checked_mul(logit_rows(m, r, rows), m.vocab);
-  const bool upcast = m.upcast_logits && r.transformers_version < 445 && r.compute != dtype::fp32;
-  return act(r, e) + (upcast ? storage(dtype::fp32, e) : bytes{});
-}
-
-// What survives of a step's logits into the next forward pass: before 4.45 `outputs`
-// stays bound until the next call returns (fp32 logits of every computed position);
-// from 4.45 generate clones the last position to fp32 and deletes `outputs`.
-constexpr bytes logits_kept(const model_spec& m, const inference_spec& r, std::uint64_t rows) {
+// What survives of a step's logits into the next forward pass, given the logits the forward
+// handed back (`returned`, the graph's last op): before 4.45 `outputs` stays bound until the
+// next call returns; from 4.45 generate clones the last position to fp32 and deletes `outputs`
+// (GenerationMixin._sample).
+constexpr bytes logits_kept(const model_spec& m, const inference_spec& r, bytes returned) {
   if (r.transformers_version >= 445) return storage(dtype::fp32, checked_mul(r.batch, m.vocab));
-  const dtype kept = m.upcast_logits ? dtype::fp32 : r.compute;
-  return storage(kept, checked_mul(logit_rows(m, r, rows), m.vocab));
+  return returned;
 }
 
 // Token ids, attention mask (int64, growing by one column a step), position ids.
 constexpr bytes token_tensors(const inference_spec& r, std::uint64_t length, std::uint64_t rows) {
   return storage(dtype::int64, checked_mul(r.batch, checked_add(checked_mul(length, 2), rows)));
-}
-
-// The 4-D float mask eager attention adds (LlamaModel._update_causal_mask): batch x rows x keys.
-// SDPA gets is_causal instead (AttentionMaskConverter._ignore_causal_mask_sdpa), whatever
-// kernel then runs; a fused kernel as asked for takes no mask either.
-constexpr bytes causal_mask(const inference_spec& r, std::uint64_t rows, std::uint64_t keys) {
-  if (r.attention == attention_impl::flash || r.attention == attention_impl::sdpa) return {};
-  return act(r, checked_mul(r.batch, rows, keys));
-}
-
-// Rotary cos and sin for the positions of this forward (computed once per forward).
-constexpr bytes rotary_tables(const model_spec& m, const inference_spec& r, std::uint64_t rows) {
-  if (m.positions != position_kind::rotary) return {};
-  return act(r, checked_mul(r.batch, rows, head_dim_of(m))) * 2u;
 }
 
 // Dequantised weight in flight: the format's dequantization_temporary (quant_format.hpp:
@@ -203,16 +171,43 @@ constexpr bytes prefill_value_storage(const model_spec& m, const inference_spec&
   return m.fused_qkv ? prefill_layer_storage(m, r) - rotated : kv_layer_half_bytes(m, r, r.context);
 }
 
-// The embeddings' outputs stay bound in the decoder's frame for the whole forward
-// (LlamaModel.forward inputs_embeds; GPT2Model.forward inputs_embeds and position_embeds).
-constexpr bytes embeddings_kept(const model_spec& m, const inference_spec& r, std::uint64_t rows) {
-  return act(r, checked_mul(r.batch, rows, m.hidden)) * (m.positions == position_kind::learned ? 2u : 1u);
+// The moments of one forward read from its graph (forward_graph).
+struct forward_moments {
+  bytes held{};          // what the base model binds through the blocks (embeddings, rotary tables, mask)
+  bytes layer{};         // the last decoder layer's largest moment, its input stream included
+  bytes after_blocks{};  // the final norm's and the head's largest moment, its input stream included
+  bytes head_outputs{};  // of which the head's outputs (logits) bound at that moment
+  bytes returned{};      // the logits forward() hands back
+};
+
+// The head's first op: the output layer, the first projection after the blocks.
+constexpr std::size_t head_begin(const graph& g) {
+  std::size_t i = g.block_end;
+  while (i < g.size && g.ops[i].kind != op_kind::linear) ++i;
+  return i;
 }
+
+constexpr forward_moments forward_moments_of(const model_spec& m, const inference_spec& r, std::uint64_t rows,
+                                             std::uint64_t keys) {
+  const model_graph built = forward_graph(m, r, rows, keys);
+  const graph& g = built.stack();
+  const no_grad_moment tail = no_grad_epilogue_peak(g);
+  return {.held = no_grad_held_through_blocks(g),
+          .layer = no_grad_block_peak(g).live,
+          .after_blocks = tail.live,
+          .head_outputs = no_grad_live_at(g, head_begin(g), tail.at),
+          .returned = g.ops[g.size - 1].out};
+}
+
+struct forward_result {
+  inference_breakdown peak{};
+  bytes returned{};  // the logits forward() hands back
+};
 
 // One forward pass over `rows` new positions per sequence, with `done` positions cached
 // before it and `kept_logits` of the previous step still alive.
-constexpr inference_breakdown forward_peak(const graph& g, const model_spec& m, const inference_spec& r,
-                                           bytes weights, std::uint64_t done, std::uint64_t rows, bytes kept_logits) {
+constexpr forward_result forward_peak(const graph& g, const model_spec& m, const inference_spec& r, bytes weights,
+                                      std::uint64_t done, std::uint64_t rows, bytes kept_logits) {
   const std::uint64_t total = checked_add(done, rows);
   // Keys attended: a static cache is attended over its whole length; a sliding-window
   // cache over its window once decoding (the prefill attends the whole prompt).
@@ -220,10 +215,7 @@ constexpr inference_breakdown forward_peak(const graph& g, const model_spec& m, 
   if (r.cache == kv_cache_kind::static_preallocated) keys = cached_positions(r, total);
   if (r.cache == kv_cache_kind::sliding_window && done > 0) keys = cached_positions(r, total);
   const bytes cache_after = kv_cache_bytes(m, r, total);
-  const bytes stream = act(r, checked_mul(r.batch, rows, m.hidden));
   const bytes ids = token_tensors(r, total, rows);
-  const bytes mask = causal_mask(r, rows, keys);
-  const bytes rope = rotary_tables(m, r, rows);
   const bytes workspace = (r.device == device_kind::cuda ? r.blas_workspace : bytes{}) + quant_workspace(g, m, r, rows);
 
   // The last layer: every other layer's cache is complete. DynamicCache.update appends
@@ -244,20 +236,19 @@ constexpr inference_breakdown forward_peak(const graph& g, const model_spec& m, 
     if (r.legacy_tuple_cache)
       old_cache = first_step ? prefill_layer_storage(m, r) * m.layers : kv_cache_bytes(m, r, done);
   }
-  const bytes layer = layer_peak(m, r, rows, keys);
-  const bytes embeds = embeddings_kept(m, r, rows);
+  const forward_moments f = forward_moments_of(m, r, rows, keys);
   inference_breakdown in_layer{.weights = weights,
                                .kv_cache = cache + max(old_cache, cat_copy),
-                               .activations = ids + mask + rope + embeds + layer,
+                               .activations = ids + f.held + f.layer,
                                .logits = kept_logits,
                                .workspace = workspace};
-  // The output layer: the mask and rotary tables are gone with LlamaModel.forward's frame.
+  // After the blocks: what the base model bound is gone with its frame.
   inference_breakdown head{.weights = weights,
                            .kv_cache = cache + old_cache,
-                           .activations = ids + stream,
-                           .logits = kept_logits + logits_in_forward(m, r, rows),
+                           .activations = ids + (f.after_blocks - f.head_outputs),
+                           .logits = kept_logits + f.head_outputs,
                            .workspace = workspace};
-  return in_layer.total() < head.total() ? head : in_layer;
+  return {.peak = in_layer.total() < head.total() ? head : in_layer, .returned = f.returned};
 }
 
 constexpr inference_peak to_peak(const graph& g, const inference_spec& r, const model_spec& m, inference_phase at,
@@ -309,17 +300,20 @@ constexpr inference_result estimate_generate(const model_spec& model, const infe
   res.kv_cache_bytes = kv_cache_bytes(model, run, checked_add(run.context, generated));
 
   const bytes weights = res.weight_bytes;
-  const inference_breakdown pre = forward_peak(g, model, run, weights, 0, run.context, bytes{});
-  res.prefill = to_peak(g, run, model, inference_phase::prefill, pre);
+  const forward_result pre = forward_peak(g, model, run, weights, 0, run.context, bytes{});
+  res.prefill = to_peak(g, run, model, inference_phase::prefill, pre.peak);
   res.decode = res.prefill;
   if (run.new_tokens > 1) {
     // The first decoding step still holds the prefill's logits; the last one the largest cache.
     // With two new tokens they are one step.
-    const auto first = forward_peak(g, model, run, weights, run.context, 1, logits_kept(model, run, run.context));
-    const auto last = generated == 1 ? first
-                                     : forward_peak(g, model, run, weights, checked_add(run.context, generated - 1), 1,
-                                                    logits_kept(model, run, 1));
-    res.decode = to_peak(g, run, model, inference_phase::decode, first.total() < last.total() ? last : first);
+    const forward_result first =
+        forward_peak(g, model, run, weights, run.context, 1, logits_kept(model, run, pre.returned));
+    const forward_result last =
+        generated == 1 ? first
+                       : forward_peak(g, model, run, weights, checked_add(run.context, generated - 1), 1,
+                                      logits_kept(model, run, first.returned));
+    res.decode = to_peak(g, run, model, inference_phase::decode,
+                         first.peak.total() < last.peak.total() ? last.peak : first.peak);
   }
   res.peak = res.decode.tensor > res.prefill.tensor ? res.decode : res.prefill;
   return res;

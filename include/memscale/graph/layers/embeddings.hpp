@@ -15,8 +15,18 @@
 
 namespace memscale::graph_layers {
 
+// What the embeddings make: the stream the first block reads, and the lookups' outputs, which
+// the base model's forward binds in locals until it returns (modeling_llama.py
+// LlamaModel.forward inputs_embeds; modeling_gpt2.py GPT2Model.forward inputs_embeds and
+// position_embeds; modeling_opt.py OPTDecoder.forward inputs_embeds and pos_embeds, v4.44.0).
+struct embedded {
+  tensor stream{};
+  tensor token_lookup{};
+  tensor position_lookup{};  // elements 0: the model has no learned position table
+};
+
 // The embeddings of a decoder or encoder stack, up to and including their dropout.
-constexpr tensor input_embeddings(const layer_context& ctx) {
+constexpr embedded embed(const layer_context& ctx) {
   op_writer& ops = ctx.ops;
   const model_spec& m = ctx.model;
   const auto hidden = m.hidden;
@@ -32,7 +42,9 @@ constexpr tensor input_embeddings(const layer_context& ctx) {
   // The dense embedding gradient is built as a V x h tensor, then accumulated into the
   // gradient the tied output layer already created (embedding_dense_backward).
   if (wte.weight_grad_exists && !frozen) wte.bwd_temp = storage(param, detail::checked_mul(m.vocab, hidden));
-  tensor x = ops.emit(wte, token_rows(), param);
+  embedded result{};
+  result.token_lookup = ops.emit(wte, token_rows(), param);
+  tensor x = result.token_lookup;
   if (m.scale_embeddings) x = ops.elementwise(token_rows(), param);  // modeling_gemma.py: * sqrt(hidden)
   if (m.positions == position_kind::learned) {
     op pos{.kind = op_kind::embedding, .weight = {m.max_positions, hidden, 1}, .role = param_role::embedding,
@@ -40,7 +52,8 @@ constexpr tensor input_embeddings(const layer_context& ctx) {
     // OPTLearnedPositionalEmbedding looks up position_ids + 2, a new (b, s) int64 tensor that
     // embedding keeps for its backward (derivatives.yaml embedding: indices).
     if (m.builds_attention_mask && !frozen) pos.extra_saved = storage(dtype::int64, ctx.tokens);
-    x = ops.add(x, ops.emit(pos, token_rows(), param));
+    result.position_lookup = ops.emit(pos, token_rows(), param);
+    x = ops.add(x, result.position_lookup);
   }
   if (m.type_vocab > 0) {
     const op type_table{.kind = op_kind::embedding, .weight = {m.type_vocab, hidden, 1},
@@ -48,8 +61,11 @@ constexpr tensor input_embeddings(const layer_context& ctx) {
     x = ops.add(x, ops.emit(type_table, token_rows(), param));
   }
   if (m.embedding_norm) x = norm(ctx, x);
-  return ops.dropout(x, ctx.dropout.embeddings);
+  result.stream = ops.dropout(x, ctx.dropout.embeddings);
+  return result;
 }
+
+constexpr tensor input_embeddings(const layer_context& ctx) { return embed(ctx).stream; }
 
 // T5's shared token embedding, looked up by the encoder and the decoder: stored once (by the
 // encoder's op), borrowed by the decoder's.

@@ -14,8 +14,10 @@
 #include "memscale/graph/graph.hpp"
 #include "memscale/graph/layers/adapters.hpp"
 #include "memscale/graph/layers/attention.hpp"
+#include "memscale/graph/layers/attention_inputs.hpp"
 #include "memscale/graph/layers/context.hpp"
 #include "memscale/graph/layers/embeddings.hpp"
+#include "memscale/graph/layers/generation_head.hpp"
 #include "memscale/graph/layers/heads.hpp"
 #include "memscale/graph/layers/idle_tower.hpp"
 #include "memscale/graph/layers/mamba.hpp"
@@ -103,6 +105,29 @@ constexpr bytes base_model_held(const model_spec& model, const training_spec& ru
   return held;
 }
 
+// One forward of a decoder without grad and without labels, as generate() runs it: the
+// embeddings and what the base model makes for every layer's attention, the block, the final
+// norm and the generation head. The base model's forward binds the lookups' outputs, the rotary
+// tables and the mask until it returns after its final norm (LlamaModel.forward, v4.44.0); the
+// head runs after it returned. No idle tower: without images it never runs.
+constexpr void generation_forward(const graph_layers::layer_context& ctx) {
+  using namespace graph_layers;
+  op_writer& ops = ctx.ops;
+  const model_spec& model = ctx.model;
+  require_attention_mixer(model, "is a state-space mixer: a forward with a KV cache is built for attention layers");
+  const embedded embeddings = embed(ctx);
+  const attention_inputs made = make_attention_inputs(ctx);
+  graph_builder& sections = ops.sections();
+  sections.begin_block();
+  transformer_block(ctx);
+  sections.end_block(model.layers);
+  tensor x = ops.emit(op_kind::stream, detail::checked_mul(ctx.tokens, model.hidden), ops.stream_dtype());
+  if (model.final_norm) x = norm(ctx, x);
+  for (const tensor& held : {embeddings.token_lookup, embeddings.position_lookup, made.cos, made.sin, made.mask})
+    if (held.elements != 0) ops.reads(held, x);
+  generation_head(ctx, x);
+}
+
 // The op sequence of one training step of `model` under `run`, written into `out` (empty).
 // With `no_grad_forward`, each op also records its last forward reader (op::last_reader) and
 // the attention reads `cached_keys` positions per sequence a KV cache holds (a generate()
@@ -126,12 +151,12 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
                           .dropout = dropout_sites_of(model, run),
                           .tokens = tokens,
                           .cached_keys = cached_keys};
-  // A forward without grad is walked block by block (graph/forward_liveness.hpp): its graph
-  // is the repeated block alone.
-  if (!no_grad_forward) {
-    idle_tower(ctx);
-    input_embeddings(ctx);
+  if (no_grad_forward) {
+    generation_forward(ctx);
+    return;
   }
+  idle_tower(ctx);
+  input_embeddings(ctx);
   graph_builder& sections = ops.sections();
   sections.begin_block();
   if (has_attention(model))
@@ -139,7 +164,6 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
   else
     mamba1_block(ctx);
   sections.end_block(model.layers);
-  if (no_grad_forward) return;
   const dtype stream = has_attention(model) ? ops.stream_dtype() : mamba_stream_dtype(ctx);
   tensor x = ops.emit(op_kind::stream, detail::checked_mul(tokens, model.hidden), stream);
   if (model.final_norm) x = norm(ctx, x);

@@ -1,0 +1,47 @@
+// memscale/graph/layers/attention_inputs.hpp: what a decoder's base model makes once per
+// forward for every layer's attention and binds in its frame until it returns: the rotary cos
+// and sin of this forward's positions, and eager attention's 4-D causal mask.
+//
+// Written for a forward without grad (generate()'s prologue). A training step's graph does not
+// write them yet: with flash or SDPA they are a few MiB beside its activations, and the models
+// whose base model keeps a mask of its own (OPT, BLOOM) count it as graph::held.
+#pragma once
+
+#include <cstdint>
+
+#include "memscale/detail/math.hpp"
+#include "memscale/graph/layers/context.hpp"
+#include "memscale/graph/layers/ops.hpp"
+#include "memscale/graph/tensor.hpp"
+#include "memscale/model.hpp"
+#include "memscale/training.hpp"
+
+namespace memscale::graph_layers {
+
+struct attention_inputs {
+  tensor cos{};   // elements 0: none
+  tensor sin{};
+  tensor mask{};
+};
+
+constexpr attention_inputs make_attention_inputs(const layer_context& ctx) {
+  op_writer& ops = ctx.ops;
+  const model_spec& m = ctx.model;
+  attention_inputs made{};
+  // LlamaRotaryEmbedding.forward (modeling_llama.py, v4.44.0): cos and sin of
+  // (batch, positions, head_dim) in the hidden states' dtype, once per forward.
+  if (m.positions == position_kind::rotary) {
+    const auto elements = detail::checked_mul(ctx.tokens, head_dim_of(m));
+    made.cos = ops.elementwise(elements, ops.stream_dtype());
+    made.sin = ops.elementwise(elements, ops.stream_dtype());
+  }
+  // LlamaModel._update_causal_mask (v4.44.0): eager attention adds a (batch, 1, rows, keys) mask
+  // of the model's dtype; SDPA gets is_causal instead (AttentionMaskConverter._ignore_causal_mask_sdpa),
+  // whatever kernel then runs, and a fused kernel as asked for takes no mask.
+  const attention_impl impl = ctx.run.attention;
+  if (impl == attention_impl::eager || impl == attention_impl::sdpa_math)
+    made.mask = ops.elementwise(detail::checked_mul(ctx.run.micro_batch, ctx.run.seq_len, ctx.keys()), ops.stream_dtype());
+  return made;
+}
+
+}  // namespace memscale::graph_layers
