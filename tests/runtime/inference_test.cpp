@@ -215,6 +215,11 @@ TEST_CASE("inference: invalid input names the field", "[inference]") {
                    estimate_inference(presets::gpt2, inference_spec{.context = opaque(1), .kv_lora_rank = 512});
                  }),
                  "infer.qk_rope_head_dim"));
+  // transformers' DeepSeek attention caches decompressed keys and values: no latent cache in generate().
+  CHECK(contains(error_message([] {
+                   estimate_inference(presets::llama_2_7b, inference_spec{.kv_lora_rank = opaque(512), .qk_rope_head_dim = 64});
+                 }),
+                 "infer.kv_lora_rank"));
 }
 
 }  // namespace inference_test

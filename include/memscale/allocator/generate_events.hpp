@@ -127,12 +127,12 @@ class generate_walker {
       free(returned);
       returned = made;
     }
+    free(stream);  // the final norm's output, bound until forward() returns
     std::uint32_t kept = returned;
     if (r_.transformers_version >= 445) {
       kept = alloc(memscale::detail::logits_kept(m_, r_, g.ops[g.size - 1].out).value);
       free(returned);
     }
-    free(stream);
     free(positions);
     free(kept_logits_);
     kept_logits_ = kept;

@@ -157,7 +157,7 @@ constexpr bytes quant_workspace(const graph& g, const model_spec& m, const infer
 constexpr bytes prefill_layer_storage(const model_spec& m, const inference_spec& r) {
   const auto tokens = checked_mul(r.batch, r.context);
   const bytes kv = kv_layer_half_bytes(m, r, r.context) * 2u;
-  if (!m.fused_qkv || r.kv != r.compute || r.kv_lora_rank > 0 || r.cache != kv_cache_kind::dynamic) return kv;
+  if (!m.fused_qkv || r.kv != r.compute || r.cache != kv_cache_kind::dynamic) return kv;
   const auto qkv = checked_mul(tokens, checked_mul(m.heads + 2 * kv_heads_of(m), head_dim_of(m)));
   const bytes rotated = m.positions == position_kind::rotary ? kv_layer_half_bytes(m, r, r.context) : bytes{};
   return act(r, qkv) + rotated;
@@ -248,7 +248,18 @@ constexpr forward_result forward_peak(const graph& g, const model_spec& m, const
                            .activations = ids + (f.after_blocks - f.head_outputs),
                            .logits = kept_logits + f.head_outputs,
                            .workspace = workspace};
-  return {.peak = in_layer.total() < head.total() ? head : in_layer, .returned = f.returned};
+  // Once forward returned, generate() copies the last position's logits to fp32 while `outputs`
+  // still holds what forward() returned and the previous step's copy is still bound
+  // (GenerationMixin._sample, v4.45.0: outputs.logits[:, -1, :].to(copy=True, dtype=torch.float32)).
+  const bytes copy = r.transformers_version >= 445 ? storage(dtype::fp32, checked_mul(r.batch, m.vocab)) : bytes{};
+  const inference_breakdown returned{.weights = weights,
+                                     .kv_cache = cache + old_cache,
+                                     .activations = ids,
+                                     .logits = kept_logits + f.returned + copy,
+                                     .workspace = workspace};
+  inference_breakdown peak = in_layer.total() < head.total() ? head : in_layer;
+  if (peak.total() < returned.total()) peak = returned;
+  return {.peak = peak, .returned = f.returned};
 }
 
 constexpr inference_peak to_peak(const graph& g, const inference_spec& r, const model_spec& m, inference_phase at,
@@ -330,6 +341,14 @@ constexpr inference_result estimate_inference(const model_spec& model, const inf
   detail::require(model.idle_tower_parameters == 0 || run.weights == weight_format::native, error_code::unsupported,
                   "infer.weights", "must be native for a model with a vision tower (its quantised bytes are not modelled yet)",
                   static_cast<std::uint64_t>(run.weights));
+  // transformers' MLA attention caches every head's decompressed keys and values
+  // (modeling_deepseek_v3.py@00b676f8 DeepseekV3Attention.forward: past_key_value.update(key_states,
+  // value_states)), so generate() never holds the latent cache absorbed-MLA serving engines keep.
+  detail::require(run.kv_lora_rank == 0, error_code::unsupported, "infer.kv_lora_rank",
+                  "must be 0 for generate(): transformers caches MLA's decompressed keys and values per head "
+                  "(describe the model's heads and head_dim); a latent cache (kv_bytes_per_token) is a serving "
+                  "engine's, which is not modelled",
+                  run.kv_lora_rank);
   const model_graph built = detail::weights_graph(model);
   return detail::estimate_generate(model, run, built.stack());
 }

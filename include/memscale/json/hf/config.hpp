@@ -30,6 +30,12 @@ class config {
     if (!has(key)) bad_field(error_code::invalid_model, field(key), json(), "is required for this model_type");
     return config(c_.at(key), field(key));
   }
+  // The object under `key`, or an empty one when the key is absent or null: a sub-config the
+  // family's Config class builds from its defaults (Gemma3Config: SiglipVisionConfig()).
+  [[nodiscard]] config nested_or_defaults(const char* key) const {
+    static const json no_keys = json::object();
+    return has(key) ? nested(key) : config(no_keys, field(key));
+  }
   // How an error names `key`.
   [[nodiscard]] std::string field(const char* key) const { return path_ + "." + key; }
 

@@ -47,8 +47,7 @@ inline std::uint64_t siglip_vision_parameters(const config& v) {
 inline model_spec gemma3(const config& c) {
   model_spec m = gemma3_text(c.nested("text_config"));
   // Gemma3Config: a vision_config left out is SiglipVisionConfig()'s defaults.
-  const json no_keys = json::object();
-  const config vision = c.has("vision_config") ? c.nested("vision_config") : config(no_keys, c.field("vision_config"));
+  const config vision = c.nested_or_defaults("vision_config");
   // Gemma3MultiModalProjector: mm_input_projection_weight (vision hidden x text hidden) and
   // mm_soft_emb_norm, an RMSNorm over the vision hidden size; its average pool has no parameters.
   const std::uint64_t vision_hidden = vision.count("hidden_size", 768);

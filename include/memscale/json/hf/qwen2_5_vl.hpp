@@ -55,8 +55,7 @@ inline model_spec qwen2_5_vl(const config& c) {
   m.rotary_rows_per_layer = true;
   m.buffer_bytes_per_layer = storage(dtype::fp32, head_dim_of(m) / 2).value;  // each layer's inv_freq
   if (!text.has("tie_word_embeddings")) m.tied_embeddings = c.flag("tie_word_embeddings", false);
-  const json no_keys = json::object();
-  const config vision = c.has("vision_config") ? c.nested("vision_config") : config(no_keys, c.field("vision_config"));
+  const config vision = c.nested_or_defaults("vision_config");
   m.idle_tower_parameters = qwen2_5_vl_vision_parameters(vision);
   return m;
 }

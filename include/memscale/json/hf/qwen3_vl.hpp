@@ -59,8 +59,7 @@ inline model_spec qwen3_vl(const config& c) {
   m.qk_norm = qk_norm_kind::per_head;
   // The head is tied as text_config says, else as the top-level Qwen3VLConfig says (default False).
   if (!text.has("tie_word_embeddings")) m.tied_embeddings = c.flag("tie_word_embeddings", false);
-  const json no_keys = json::object();
-  const config vision = c.has("vision_config") ? c.nested("vision_config") : config(no_keys, c.field("vision_config"));
+  const config vision = c.nested_or_defaults("vision_config");
   m.idle_tower_parameters = qwen3_vl_vision_parameters(vision);
   return m;
 }
