@@ -85,7 +85,7 @@ if [[ $rc -eq 0 ]] && ! grep -q "generic decoder" "$work/out"; then pass "--mode
 
 # Without weights: the refusal.
 mkdir -p "$work/vl"
-echo '{"model_type": "qwen2_vl", "text_config": {"hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 28}}' >"$work/vl/config.json"
+echo '{"model_type": "qwen2_audio", "text_config": {"hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 28}}' >"$work/vl/config.json"
 run --config "$work/vl"
 if [[ $rc -eq 2 && $(wc -l <"$work/err") -eq 1 ]] && grep -q "nearest supported: qwen2" "$work/err" &&
    grep -qF '"layers": 28, "hidden": 3584' "$work/err"; then pass "no weights: nearest family and a --run model object"; else

@@ -152,5 +152,11 @@ run --config "$gemma3" --batch 1 --seq 512 --qlora 16
 if [[ $rc -eq 2 ]] && grep -q "vision tower" "$work/err"; then pass "gemma3 --qlora: refused, naming the tower"; else
   fail "gemma3 --qlora" "exit $rc" "$(head -c 300 "$work/err")"; fi
 
+qwen2_vl="$configs/ssm-multimodal/Qwen--Qwen2-VL-7B-Instruct.json"
+run --config "$qwen2_vl" --batch 1 --seq 512 --lora 16
+if [[ $rc -eq 0 ]] && grep -q "^vision tower .*675,759,104 parameters loaded, idle" "$work/out"; then
+  pass "qwen2_vl (Qwen2VLForConditionalGeneration): a LoRA plan with the tower's line"
+else fail "qwen2_vl --config" "exit $rc" "$(head -c 300 "$work/out")" "$(head -c 300 "$work/err")"; fi
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

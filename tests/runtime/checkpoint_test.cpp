@@ -316,12 +316,12 @@ TEST_CASE("generic model: with a family's own shapes the checkpoint gives the fa
 
 TEST_CASE("generic model: without weights the refusal names the nearest family and a --run model object", "[checkpoint][generic]") {
   const temp_folder dir("refusal");
-  const json vl{{"model_type", "qwen2_vl"},
+  const json vl{{"model_type", "qwen2_audio"},
                 {"text_config", {{"hidden_size", 3584}, {"num_hidden_layers", 28}, {"num_attention_heads", 28},
                                  {"num_key_value_heads", 4}, {"intermediate_size", 18944}, {"vocab_size", 152064}}}};
   memscale_test::write_text(dir / "config.json", vl.dump());
   const std::string m = error_message([&] { (void)memscale::json_io::load_model_or_checkpoint(dir.path().string()); });
-  CHECK(contains(m, "config.model_type \"qwen2_vl\" is not a model_type memscale reads (nearest supported: qwen2)"));
+  CHECK(contains(m, "config.model_type \"qwen2_audio\" is not a model_type memscale reads (nearest supported: qwen2)"));
   CHECK(contains(m, "model.safetensors.index.json"));
   CHECK(contains(m, R"({"model": {"family": "llama", "layers": 28, "hidden": 3584, "heads": 28, "kv_heads": 4, "ffn": 18944, "vocab": 152064}})"));
   CHECK(m.find('\n') == std::string::npos);

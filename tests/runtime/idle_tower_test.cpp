@@ -200,6 +200,32 @@ TEST_CASE("qwen3_vl and qwen2_5_vl: text decoder and idle tower give the checkpo
   CHECK(qwen2_5_vl.rotary_rows_per_layer);
 }
 
+TEST_CASE("qwen2_vl: Qwen2.5-VL's text decoder beside its own tower", "[hf_config][tower]") {
+  // tests/data/hf_configs/README.md (ssm-multimodal): tools/families/ssm_vision_params.py totals,
+  // the Hub's 8.29B and 2.21B.
+  const model_spec seven = json_io::load_hf_model(config_path("Qwen--Qwen2-VL-7B-Instruct"));
+  CHECK(parameter_count(seven) == 8'291'375'616ULL);
+  CHECK(seven.idle_tower_parameters == 675'759'104ULL);
+  CHECK(seven.rotary_rows_per_layer);
+  const model_spec two = json_io::load_hf_model(config_path("Qwen--Qwen2-VL-2B-Instruct"));
+  CHECK(parameter_count(two) == 2'208'985'600ULL);
+  CHECK(two.idle_tower_parameters == 665'271'296ULL);
+  CHECK(two.tied_embeddings);
+  // The same text config under qwen2_5_vl gives the same decoder: only the towers differ.
+  const model_spec twin = json_io::model_from_hf_config(json_io::json{{"model_type", "qwen2_5_vl"}, {"hidden_size", 3584},
+                                                             {"intermediate_size", 18944}, {"num_hidden_layers", 28},
+                                                             {"num_attention_heads", 28}, {"num_key_value_heads", 4},
+                                                             {"vocab_size", 152064}, {"max_position_embeddings", 32768}});
+  CHECK(parameter_count(twin) - twin.idle_tower_parameters == parameter_count(seven) - seven.idle_tower_parameters);
+  // Qwen2VLConfig without a vision_config builds Qwen2VLVisionConfig()'s tower, errors name nested keys.
+  const model_spec bare = json_io::model_from_hf_config(json_io::json{{"model_type", "qwen2_vl"}});
+  CHECK(bare.idle_tower_parameters == 675'759'104ULL);
+  CHECK(contains(error_message([] {
+                   (void)json_io::model_from_hf_config(json_io::json{{"model_type", "qwen2_vl"}, {"vision_config", {{"depth", "32"}}}});
+                 }),
+                 "config.vision_config.depth"));
+}
+
 TEST_CASE("qwen2_5_vl: each layer saves its own multimodal cos and sin", "[hf_config][tower]") {
   const model_spec m = json_io::load_hf_model(config_path("Qwen--Qwen2.5-VL-7B-Instruct"));
   model_spec shared_tables = m;

@@ -175,6 +175,18 @@ def qwen2_5_vl_vision(v, out_default):
     return emb + g(v, "depth", 32) * block + merger
 
 
+def qwen2_vl_vision(v):
+    """Qwen2VisionTransformerPretrainedModel (modeling_qwen2_vl.py), Qwen2VLVisionConfig defaults."""
+    e, out = g(v, "embed_dim", 1280), g(v, "hidden_size", 3584)
+    p, tp, m = g(v, "patch_size", 14), g(v, "temporal_patch_size", 2), g(v, "spatial_merge_size", 2)
+    f = int(e * g(v, "mlp_ratio", 4))
+    emb = g(v, "in_channels", 3) * tp * p * p * e  # Conv3d, no bias
+    block = 4 * e + linear(e, 3 * e, True) + linear(e, e, True) + linear(e, f, True) + linear(f, e, True)
+    merged = e * m * m
+    merger = 2 * e + linear(merged, merged, True) + linear(merged, out, True)  # ln_q (LayerNorm) + MLP
+    return emb + g(v, "depth", 32) * block + merger
+
+
 def qwen3_text(t):
     h = g(t, "hidden_size", 4096)
     heads, kv, hd = g(t, "num_attention_heads", 32), g(t, "num_key_value_heads", 32), g(t, "head_dim", 128)
@@ -319,6 +331,8 @@ CARDS = {  # file stem: (published total, half of its last published digit, sour
     "google--gemma-3-4b-it": (4_300_079_472, 0, "Hub safetensors total 4.3B; Gemma 3 report: 417M vision + 3.88B"),
     "Qwen--Qwen2.5-VL-7B-Instruct": (8.29e9, 0.005e9, "Hub safetensors total 8.29B"),
     "Qwen--Qwen3-VL-8B-Instruct": (8.77e9, 0.005e9, "Hub safetensors total 8.77B"),
+    "Qwen--Qwen2-VL-7B-Instruct": (8.29e9, 0.005e9, "Hub safetensors total 8.29B"),
+    "Qwen--Qwen2-VL-2B-Instruct": (2.21e9, 0.005e9, "Hub safetensors total 2.21B"),
 }
 
 
@@ -341,6 +355,10 @@ def count(c):
     if t == "qwen2_5_vl":
         text = qwen2_text(c)
         vision = qwen2_5_vl_vision(c.get("vision_config") or {}, c["hidden_size"])
+        return {"total": text + vision, "text": text, "vision": vision}
+    if t == "qwen2_vl":
+        text = qwen2_text(c.get("text_config") or c, c.get("tie_word_embeddings", False))
+        vision = qwen2_vl_vision(c.get("vision_config") or {})
         return {"total": text + vision, "text": text, "vision": vision}
     if t == "qwen3_vl":
         text = qwen3_text(c.get("text_config") or {})

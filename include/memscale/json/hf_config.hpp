@@ -45,6 +45,7 @@
 #include "memscale/json/hf/qwen2.hpp"
 #include "memscale/json/hf/qwen2_5_vl.hpp"
 #include "memscale/json/hf/qwen2_moe.hpp"
+#include "memscale/json/hf/qwen2_vl.hpp"
 #include "memscale/json/hf/qwen3.hpp"
 #include "memscale/json/hf/qwen3_vl.hpp"
 #include "memscale/json/hf/qwen3_moe.hpp"
@@ -83,6 +84,7 @@ inline constexpr std::array families{
     family_entry{"mixtral", mixtral, false, mixtral_records},
     family_entry{"qwen2", qwen2, false, qwen2_records},
     family_entry{"qwen2_moe", qwen2_moe},
+    family_entry{"qwen2_vl", qwen2_vl},
     family_entry{"qwen2_5_vl", qwen2_5_vl},
     family_entry{"qwen3", qwen3},
     family_entry{"qwen3_moe", qwen3_moe},

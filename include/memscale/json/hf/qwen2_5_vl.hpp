@@ -1,11 +1,7 @@
 // memscale/json/hf/qwen2_5_vl.hpp: Qwen2.5-VL (model_type qwen2_5_vl,
-// Qwen2_5_VLForConditionalGeneration) in a text-only run: the Qwen2 decoder (its keys at the top
-// level, as the published checkpoints write them, or in text_config) with multimodal RoPE, and the
-// vision tower and merger loaded beside it and never run (transformers
-// models/qwen2_5_vl/modeling_qwen2_5_vl.py @ 00b676f8, configuration_qwen2_5_vl.py). Each
-// attention layer cuts its own cos and sin out of the 3-D tables (rotary_rows_per_layer) and owns
-// a rotary embedding whose inv_freq buffer (head_dim / 2, fp32) is per layer; the loss is
-// self.loss_function (loss_utils).
+// Qwen2_5_VLForConditionalGeneration) in a text-only run: Qwen2-VL's text decoder
+// (qwen_vl_text_decoder; transformers models/qwen2_5_vl/modeling_qwen2_5_vl.py @ 00b676f8,
+// configuration_qwen2_5_vl.py) with its own vision tower and merger, loaded beside it and never run.
 // IWYU pragma: private, include <memscale/json.hpp>
 #pragma once
 
@@ -13,7 +9,7 @@
 
 #include "memscale/detail/math.hpp"
 #include "memscale/dtype.hpp"
-#include "memscale/json/hf/qwen2.hpp"
+#include "memscale/json/hf/qwen2_vl.hpp"
 
 namespace memscale::json_io::hf {
 
@@ -42,21 +38,8 @@ inline std::uint64_t qwen2_5_vl_vision_parameters(const config& v) {
 }
 
 inline model_spec qwen2_5_vl(const config& c) {
-  // Qwen2_5_VLConfig moves top-level text keys into its text_config; newer files nest them.
-  const config text = c.has("text_config") ? c.nested("text_config") : c;
-  // Qwen2_5_VLTextConfig defaults: vocab 152064, hidden 8192, intermediate 29568, 80 layers, 64
-  // heads (8 kv), 32768 positions; head_dim is hidden / heads (Qwen2_5_VLAttention).
-  model_spec m = llama_like(text, {.shape = {.layers = 80, .hidden = 8192, .heads = 64, .ffn = 29568,
-                                             .vocab = 152064, .context = 32768}});
-  m.kv_heads = text.count("num_key_value_heads", 8);
-  m.head_dim = 0;
-  m.qkv_bias = true;  // Qwen2_5_VLAttention: q/k/v_proj(bias=True), o_proj(bias=False)
-  m.attn_out_bias = false;
-  m.rotary_rows_per_layer = true;
-  m.buffer_bytes_per_layer = storage(dtype::fp32, head_dim_of(m) / 2).value;  // each layer's inv_freq
-  if (!text.has("tie_word_embeddings")) m.tied_embeddings = c.flag("tie_word_embeddings", false);
-  const config vision = c.nested_or_defaults("vision_config");
-  m.idle_tower_parameters = qwen2_5_vl_vision_parameters(vision);
+  model_spec m = qwen_vl_text_decoder(c);
+  m.idle_tower_parameters = qwen2_5_vl_vision_parameters(c.nested_or_defaults("vision_config"));
   return m;
 }
 
