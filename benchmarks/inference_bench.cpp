@@ -1,5 +1,5 @@
-// How long a generate() estimate and an inference plan take at run time: three graph walks per
-// estimate (prefill, first and last decoding step), some 15 estimates per plan.
+// How long a generate() estimate and an inference plan take at run time: three forward graphs
+// walked per estimate (prefill, first and last decoding step), a plan's searches solved from peak values.
 #include <benchmark/benchmark.h>
 
 #include <memscale/inference.hpp>
