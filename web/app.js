@@ -230,9 +230,11 @@ function renderVerdict(r) {
   let html = `<p class="chosen">Chosen: <b>${p.mode === null ? fig('plan.mode', null, 'nothing') : textFig('plan.mode', p.mode)}</b>` +
              ` — ${textFig('plan.reason', p.reason)} <small>[${textFig('plan.status', p.status)}]</small></p>`;
   html += `<p>Verdict: <b class="v-${esc(p.verdict)}">${textFig('plan.verdict', p.verdict)}</b>`;
+  // With the cheaper levers the answer is CONSERVATIVE plus the levers: their own plan.
+  const levers = p.status === 'cheaper_levers';
   if (chosen >= 0) {
-    const m = p.modes[chosen];
-    const at = `plan.modes.${chosen}`;
+    const m = levers ? p.lever_plan : p.modes[chosen];
+    const at = levers ? 'plan.lever_plan' : `plan.modes.${chosen}`;
     html += ` — peak ${bytesFig(at + '.peak', m.peak)}, between ${bytesFig(at + '.peak_range.low', m.peak_range.low)} and ` +
             `${bytesFig(at + '.peak_range.high', m.peak_range.high)} (error band ${fig(at + '.band.low', m.band.low, percent(m.band.low))} .. ` +
             `${fig(at + '.band.high', m.band.high, percent(m.band.high))}, ${textFig(at + '.band.class', m.band.class)})` +

@@ -151,7 +151,7 @@ std::string run(const memscale_plan::options& opt) {
       if (opt.json) return dump(memscale::json_io::run_report_json(input, result, &plan));
       return memscale_plan::text_report(opt.model, opt.run, result) +
              memscale_plan::allocator_text(opt.model, on_device.run, &*gpu, opt.alloc_conf, opt.context_memory, &plan) +
-             memscale_plan::plan_text(*gpu, plan) + memscale_plan::levers_text(opt.model, opt.run, *gpu, plan) +
+             memscale_plan::plan_text(*gpu, plan) + memscale_plan::levers_text(opt.model, *gpu, opt.alloc_conf, opt.context_memory, plan) +
              memscale_plan::cliff_text(opt.model, opt.run, *gpu, plan);
     }
   }

@@ -108,6 +108,33 @@ std::string text_report(const memscale::model_spec& model, const memscale::train
   return out;
 }
 
+namespace {
+
+// Why the point estimate fits the budget or not, from the allocator's side.
+std::string fit_reason(const memscale::device_fit& f) {
+  std::string why;
+  switch (f.basis) {
+    case memscale::fit_basis::context_over: why = "the context alone exceeds the budget"; break;
+    case memscale::fit_basis::tensors_over:
+      why = fmt::format("the tensors alone need more than the {} the context leaves", size_text(f.capacity));
+      break;
+    case memscale::fit_basis::reserved_under:
+      why = fmt::format("even the unconstrained reserved peak is within the {} the context leaves", size_text(f.capacity));
+      break;
+    case memscale::fit_basis::capped_replay:
+      why = f.fits ? fmt::format("the replay capped at {} runs through ({} cache flush{})", size_text(f.capacity),
+                                 f.capped.alloc_retries, f.capped.alloc_retries == 1 ? "" : "es")
+                   : fmt::format("the replay capped at {} runs out of memory: fragmentation, not the tensors, is the "
+                                 "risk (try expandable_segments:True or a smaller micro-batch)",
+                                 size_text(f.capacity));
+      break;
+    case memscale::fit_basis::rounding_rule: why = "device total against the budget (no replay)"; break;
+  }
+  return why;
+}
+
+}  // namespace
+
 std::string allocator_text(const memscale::model_spec& model, const memscale::training_spec& run,
                            const memscale::gpu_spec* gpu, const std::string& alloc_conf, memscale::bytes context_memory,
                            const memscale::plan_result* plan) {
@@ -144,24 +171,7 @@ std::string allocator_text(const memscale::model_spec& model, const memscale::tr
   if (plan == nullptr) return out;
   const memscale::device_verdict v = memscale::verdict_on_device(model, run, d, plan->budget, o);
   const memscale::device_fit& f = v.point;
-  std::string why;
-  switch (f.basis) {
-    case memscale::fit_basis::context_over: why = "the context alone exceeds the budget"; break;
-    case memscale::fit_basis::tensors_over:
-      why = fmt::format("the tensors alone need more than the {} the context leaves", size_text(f.capacity));
-      break;
-    case memscale::fit_basis::reserved_under:
-      why = fmt::format("even the unconstrained reserved peak is within the {} the context leaves", size_text(f.capacity));
-      break;
-    case memscale::fit_basis::capped_replay:
-      why = f.fits ? fmt::format("the replay capped at {} runs through ({} cache flush{})", size_text(f.capacity),
-                                 f.capped.alloc_retries, f.capped.alloc_retries == 1 ? "" : "es")
-                   : fmt::format("the replay capped at {} runs out of memory: fragmentation, not the tensors, is the "
-                                 "risk (try expandable_segments:True or a smaller micro-batch)",
-                                 size_text(f.capacity));
-      break;
-    case memscale::fit_basis::rounding_rule: why = "device total against the budget (no replay)"; break;
-  }
+  const std::string why = fit_reason(f);
   out += fmt::format("  at the budget {}: point estimate {} ({})\n", size_text(plan->budget),
                      f.fits ? "fits" : "does not fit", why);
   out += fmt::format("  verdict with the band {:+.1f}% .. {:+.1f}% ({}{}): {}", v.band.low * 100.0, v.band.high * 100.0,
@@ -328,15 +338,18 @@ std::string plan_text(const memscale::gpu_spec& gpu, const memscale::plan_result
                        "{}, {:.2f} s of transfers per step\n",
                        size_text(plan.parameter_offload.peak), in_size_unit(plan.parameter_offload.range.high),
                        size_text(plan.parameter_offload.cost.host_memory), plan.parameter_offload.cost.transfer_seconds);
+  if (plan.status == memscale::plan_status::cheaper_levers)
+    out += fmt::format("  with the levers: peak {} (up to {:.2f}), {}; {:.0f} more forward per step, no host traffic\n",
+                       size_text(plan.lever_plan.peak), in_size_unit(plan.lever_plan.range.high),
+                       plan.lever_plan.fits ? "fits" : "likely fits", plan.lever_plan.cost.recompute_fraction);
   if (plan.next_step != memscale::advice::none)
     out += fmt::format("  next step: {}\n", memscale::to_string(plan.next_step));
   return out;
 }
 
-std::string levers_text(const memscale::model_spec& model, const memscale::training_spec& run,
-                        const memscale::gpu_spec& gpu, const memscale::plan_result& plan) {
-  if (!memscale::json_io::levers_apply(plan)) return {};
-  const memscale::lever_list levers = memscale::cheaper_levers(model, run, gpu, plan.budget);
+std::string levers_text(const memscale::model_spec& model, const memscale::gpu_spec& gpu, const std::string& alloc_conf,
+                        memscale::bytes context_memory, const memscale::plan_result& plan) {
+  const memscale::lever_list& levers = plan.levers;
   if (levers.count == 0) return {};
   std::string out = "  cheaper levers before streaming parameters (each on top of the ones above; no host traffic):\n";
   for (std::size_t i = 0; i < levers.count; ++i) {
@@ -344,22 +357,41 @@ std::string levers_text(const memscale::model_spec& model, const memscale::train
     out += fmt::format("    + {:<20} peak {:>9} (up to {:.2f})  {}\n", memscale::to_string(l.what), size_text(l.peak),
                        in_size_unit(l.range.high), memscale::to_string(l.v));
   }
+  if (!levers.any_likely()) return out;
+  // What the levers save the run from: the planner's fallback without them.
   const std::string instead =
-      plan.status == memscale::plan_status::parameter_offload
+      plan.parameter_offload.fits
           ? fmt::format("streaming parameters ({:.2f} s of transfers per step)", plan.parameter_offload.cost.transfer_seconds)
-          : std::string(memscale::to_string(plan.next_step));
-  if (levers.any_fits()) {
-    const memscale::lever_option& best = levers.items[levers.first_fitting];
+      : plan.max_seq_len > 0 ? fmt::format("a sequence of {} tokens", plan.max_seq_len)
+                             : std::string("a smaller model or more GPUs");
+  const memscale::lever_option& advised = levers.advised();
+  if (advised.v == memscale::verdict::fits) {
     out += fmt::format("  advice: switch on the levers up to {} (fits: peak {}, up to {:.2f}) rather than {}\n",
-                       memscale::to_string(best.what), size_text(best.peak), in_size_unit(best.range.high), instead);
-  } else if (levers.any_likely()) {
-    const memscale::lever_option& likely = levers.items[levers.first_likely];
-    out += fmt::format("  advice: switch on the levers up to {}: likely fits, estimate {}, could reach {:.2f} ({}); "
-                       "watch the first steps' max_memory_reserved, set expandable_segments:True, and keep a smaller "
-                       "micro-batch with more accumulation at hand; rather than {}\n",
-                       memscale::to_string(likely.what), size_text(likely.peak), in_size_unit(likely.range.high),
-                       likely.band.measured ? "the measured band of its class" : "an unmeasured path: the policy band",
+                       memscale::to_string(advised.what), size_text(advised.peak), in_size_unit(advised.range.high),
                        instead);
+    return out;
+  }
+  out += fmt::format("  advice: switch on the levers up to {}: likely fits, estimate {}, could reach {:.2f} ({}); "
+                     "watch the first steps' max_memory_reserved and set expandable_segments:True",
+                     memscale::to_string(advised.what), size_text(advised.peak), in_size_unit(advised.range.high),
+                     advised.band.measured ? "the measured band of its class" : "an unmeasured path: the policy band");
+  if (advised.run.micro_batch > 1) out += ", and keep a smaller micro-batch with more accumulation at hand";
+  if (levers.any_fits()) {
+    const memscale::lever_option& safe = levers.items[levers.first_fitting];
+    out += fmt::format("; if it runs close, the levers up to {} fit even at the band's upper end (peak {}, up to {:.2f})",
+                       memscale::to_string(safe.what), size_text(safe.peak), in_size_unit(safe.range.high));
+  }
+  out += fmt::format("; rather than {}\n", instead);
+  // Whether the tensors or the allocator's fragmentation is the risk: the advised run replayed
+  // through the caching allocator with the budget as the cap.
+  if (advised.run.device == memscale::device_kind::cuda) {
+    const memscale::device_options o = memscale::json_io::device_options_of(alloc_conf, context_memory);
+    const memscale::device_estimate d = memscale::estimate_on_device(model, advised.run, &gpu, o);
+    const memscale::device_verdict v = memscale::verdict_on_device(model, advised.run, d, plan.budget, o);
+    out += fmt::format("  that run through the caching allocator: device {}, at the budget {} ({}); with the band "
+                       "{:+.1f}% .. {:+.1f}% ({}): {}\n",
+                       size_text(d.device), v.point.fits ? "fits" : "does not fit", fit_reason(v.point),
+                       v.band.low * 100.0, v.band.high * 100.0, memscale::to_string(v.band.of), memscale::to_string(v.v));
   }
   return out;
 }

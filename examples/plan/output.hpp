@@ -48,10 +48,10 @@ nlohmann::json gpu_list_json();
 // of the JSON report.
 std::string plan_text(const memscale::gpu_spec& gpu, const memscale::plan_result& plan);
 
-// When the plan would stream parameters or give up: the cheaper levers with their peaks, and
-// the first that fits as the advice (memscale/levers.hpp); empty otherwise.
-std::string levers_text(const memscale::model_spec& model, const memscale::training_spec& run,
-                        const memscale::gpu_spec& gpu, const memscale::plan_result& plan);
+// When the plan weighed the cheaper levers (nothing fits even the smallest micro-batch): each
+// with its peak, and the one make_plan advises; empty otherwise.
+std::string levers_text(const memscale::model_spec& model, const memscale::gpu_spec& gpu, const std::string& alloc_conf,
+                        memscale::bytes context_memory, const memscale::plan_result& plan);
 
 // One line per technique the chosen mode switches on: which engine config or code does it
 // (switch_on.cpp); empty when no mode is chosen or it switches nothing on.

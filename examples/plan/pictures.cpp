@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,12 @@ std::string chosen_text(const memscale::plan_result& plan) {
   if (plan.status == memscale::plan_status::smaller_micro_batch)
     out += fmt::format(" at micro-batch {} x accumulation {}", plan.micro_batch, plan.grad_accumulation);
   if (plan.status == memscale::plan_status::parameter_offload) out += " + parameter offload";
+  if (plan.status == memscale::plan_status::cheaper_levers) {
+    for (std::size_t i = 0; i <= plan.levers.first_likely; ++i)
+      if (plan.levers.items[i].what != memscale::lever::checkpointing)
+        out += fmt::format(" + {}", memscale::to_string(plan.levers.items[i].what));
+    out += plan.lever_plan.fits ? "" : " (likely fits)";
+  }
   return out;
 }
 
@@ -113,7 +120,7 @@ std::string plan_svg(const memscale::model_spec& model, const memscale::gpu_spec
     c.bars.push_back(bar);
   }
   c.references = vram_and_budget(plan.vram, plan.budget);
-  return svg::figure({c}, fmt::format("memscale-plan: device peak (nvidia-smi) per mode; chosen: {}", chosen_text(plan)));
+  return svg::figure({c}, fmt::format("device peak (nvidia-smi) per mode; chosen: {}", chosen_text(plan)));
 }
 
 std::string cliff_svg(const memscale::model_spec& model, const memscale::training_spec& run,

@@ -1,5 +1,6 @@
 // memscale-plan: how to switch on what the chosen mode uses (memscale/switch_on.hpp), one line
 // per technique under the plan's "Chosen:" line.
+#include <cstddef>
 #include <string>
 
 #include "memscale/switch_on.hpp"
@@ -17,6 +18,14 @@ std::string switch_on_text(const memscale::plan_result& plan) {
     if (set.has(t))
       out += "  switch on " + std::string(memscale::to_string(t)) + ": " + std::string(memscale::how_to_switch_on(t)) +
              "\n";
+  if (plan.status == memscale::plan_status::cheaper_levers)
+    for (std::size_t i = 0; i <= plan.levers.first_likely; ++i) {
+      const memscale::lever l = plan.levers.items[i].what;
+      // Checkpointing and the 8-bit optimizer are techniques, listed above.
+      if (l == memscale::lever::checkpointing || l == memscale::lever::optimizer_8bit) continue;
+      out += "  switch on " + std::string(memscale::to_string(l)) + ": " + std::string(memscale::how_to_switch_on(l)) +
+             "\n";
+    }
   return out;
 }
 

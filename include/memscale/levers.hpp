@@ -5,66 +5,20 @@
 // a smaller micro-batch with more accumulation (same effective batch), a shorter sequence.
 // Each is applied on top of the ones before it, in that order (cheapest in step time first),
 // and estimated by the same estimators as the plan, with the error band of its class of run.
-// `first_fitting` is the lever to recommend: a slower technique is never advised while one
-// of these fits; `first_likely`, whose point estimate fits but not its band's upper end, is
-// advised as "likely fits" when none does.
+// make_plan advises `first_likely`, the first whose point estimate fits the budget (said
+// "fits" when its band's upper end does too, "likely fits" otherwise): a slower technique is
+// never advised while a faster one's point estimate fits with the headroom kept.
 #pragma once
-
-#include <array>
-#include <cstddef>
-#include <cstdint>
-#include <string_view>
 
 #include "memscale/error_band.hpp"
 #include "memscale/estimate.hpp"
 #include "memscale/gpus.hpp"
+#include "memscale/lever_options.hpp"
 #include "memscale/model.hpp"
 #include "memscale/plan_result.hpp"
 #include "memscale/training.hpp"
 
 namespace memscale {
-
-enum class lever : std::uint8_t {
-  checkpointing,        // recompute each block in backward (one more forward)
-  chunked_loss,         // cross-entropy over 128-token chunks (lit-gpt chunked_cross_entropy, Liger)
-  optimizer_8bit,       // bitsandbytes AdamW8bit for a full fine-tune
-  qlora,                // a 4-bit NF4 base instead of a 16-bit one under LoRA
-  smaller_micro_batch,  // micro-batch 1 with the effective batch kept by accumulation
-  shorter_sequence,     // half the tokens per sequence
-};
-
-constexpr std::string_view to_string(lever l) noexcept {
-  switch (l) {
-    case lever::checkpointing: return "checkpointing";
-    case lever::chunked_loss: return "chunked_loss";
-    case lever::optimizer_8bit: return "optimizer_8bit";
-    case lever::qlora: return "qlora";
-    case lever::smaller_micro_batch: return "smaller_micro_batch";
-    case lever::shorter_sequence: return "shorter_sequence";
-  }
-  return "checkpointing";
-}
-
-struct lever_option {
-  lever what = lever::checkpointing;
-  training_spec run{};  // the request with this lever and the ones before it
-  bytes peak{};         // device total, the larger of step 1 and the steady state
-  error_band band{};
-  peak_range range{};
-  verdict v = verdict::does_not_fit;
-};
-
-struct lever_list {
-  std::array<lever_option, 6> items{};
-  std::size_t count = 0;
-  std::size_t first_fitting = 6;  // index into items of the first that fits (count: none)
-  // The first whose point estimate is within the budget (borderline: likely fits): still
-  // cheaper than streaming parameters, so advised with its range when none fits.
-  std::size_t first_likely = 6;
-
-  [[nodiscard]] constexpr bool any_fits() const { return first_fitting < count; }
-  [[nodiscard]] constexpr bool any_likely() const { return first_likely < count; }
-};
 
 // The levers that change `request` (one already switched on is skipped), cumulative.
 constexpr lever_list cheaper_levers(const model_spec& model, const training_spec& request, const gpu_spec& gpu,

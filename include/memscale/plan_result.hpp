@@ -14,6 +14,7 @@
 #include "memscale/error_band.hpp"
 #include "memscale/estimate.hpp"
 #include "memscale/gpus.hpp"
+#include "memscale/lever_options.hpp"
 #include "memscale/modes.hpp"
 #include "memscale/training.hpp"
 
@@ -61,6 +62,7 @@ struct mode_plan {
 enum class advice : std::uint8_t {
   none,
   offload_parameters,  // AGGRESSIVE plus streaming parameters from the host fits
+  switch_on_levers,    // checkpointing and the cheaper levers up to plan_result::levers.advised()
   smaller_micro_batch,
   shorter_sequence,
   smaller_model_or_more_gpus
@@ -70,6 +72,7 @@ constexpr std::string_view to_string(advice a) noexcept {
   switch (a) {
     case advice::none: return "none";
     case advice::offload_parameters: return "offload_parameters";
+    case advice::switch_on_levers: return "switch_on_levers";
     case advice::smaller_micro_batch: return "smaller_micro_batch";
     case advice::shorter_sequence: return "shorter_sequence";
     case advice::smaller_model_or_more_gpus: return "smaller_model_or_more_gpus";
@@ -77,11 +80,12 @@ constexpr std::string_view to_string(advice a) noexcept {
   return "none";
 }
 
-// The planner's answer, one of six distinct outcomes.
+// The planner's answer, one of seven distinct outcomes.
 enum class plan_status : std::uint8_t {
   no_technique_needed,  // the run fits as described
   mode_needed,          // the run fits with `chosen`
   smaller_micro_batch,  // a smaller micro-batch (a divisor of the effective batch) fits with `chosen`
+  cheaper_levers,       // no mode fits; checkpointing plus cheaper levers does, or likely does (no host traffic)
   parameter_offload,    // only AGGRESSIVE with parameters streamed from the host fits (micro-batch 1)
   shorter_sequence,     // nothing fits at this sequence length; max_seq_len does at micro-batch 1
   nothing_fits,         // not even a short sequence: a smaller model or more GPUs
@@ -92,6 +96,7 @@ constexpr std::string_view to_string(plan_status s) noexcept {
     case plan_status::no_technique_needed: return "no_technique_needed";
     case plan_status::mode_needed: return "mode_needed";
     case plan_status::smaller_micro_batch: return "smaller_micro_batch";
+    case plan_status::cheaper_levers: return "cheaper_levers";
     case plan_status::parameter_offload: return "parameter_offload";
     case plan_status::shorter_sequence: return "shorter_sequence";
     case plan_status::nothing_fits: return "nothing_fits";
@@ -107,6 +112,11 @@ struct plan_result {
   double pressure = 0.0;         // unoptimized peak / vram
   std::array<mode_plan, 4> modes{};
   mode_plan parameter_offload{};       // AGGRESSIVE + parameters streamed from the host, when nothing else fits
+  // When no mode fits even the smallest micro-batch (transformers): the levers weighed before
+  // streaming parameters (count 0: not weighed) and, with status cheaper_levers, the plan of
+  // the advised one's run (CONSERVATIVE's checkpointing plus the levers up to it).
+  lever_list levers{};
+  mode_plan lever_plan{};
   plan_status status = plan_status::nothing_fits;
   mode chosen = mode::none;            // the mode of the answer (has_chosen_mode())
   bool fits = false;                   // the request as given fits (status no_technique_needed or mode_needed)
@@ -134,7 +144,9 @@ struct plan_result {
   }
 
   [[nodiscard]] constexpr const mode_plan& chosen_plan() const {
-    return status == plan_status::parameter_offload ? parameter_offload : modes[static_cast<std::size_t>(chosen)];
+    if (status == plan_status::parameter_offload) return parameter_offload;
+    if (status == plan_status::cheaper_levers) return lever_plan;
+    return modes[static_cast<std::size_t>(chosen)];
   }
 };
 

@@ -18,6 +18,7 @@
 #include "memscale/error_band.hpp"
 #include "memscale/estimate.hpp"
 #include "memscale/gpus.hpp"
+#include "memscale/levers.hpp"
 #include "memscale/model.hpp"
 #include "memscale/modes.hpp"
 #include "memscale/plan_result.hpp"
@@ -135,13 +136,52 @@ constexpr request_fit fit_of_request(const model_spec& model, const training_spe
 
 }  // namespace detail
 
+namespace detail {
+
+// Whether a plan's answer costs enough step time (host traffic) or changes the run enough
+// (a shorter sequence, nothing) to weigh the cheaper levers first.
+constexpr bool weighs_levers(plan_status s) {
+  return s == plan_status::parameter_offload || s == plan_status::shorter_sequence || s == plan_status::nothing_fits;
+}
+
+// Plan r of `run` once the modes and the micro-batch have been searched: when its answer
+// weighs the levers, the first lever whose point estimate fits the budget replaces it.
+constexpr plan_result with_cheaper_levers(plan_result r, const model_spec& model, const training_spec& run,
+                                          const gpu_spec& gpu) {
+  if (!weighs_levers(r.status)) return r;
+  r.levers = cheaper_levers(model, run, gpu, r.budget);
+  if (!r.levers.any_likely()) return r;
+  const lever_option& advised = r.levers.advised();
+  // Half the sequence is no better than the longest sequence the plan found to fit.
+  if (advised.what == lever::shorter_sequence && r.status == plan_status::shorter_sequence) return r;
+  r.lever_plan = plan_run(model, run, advised.run, gpu, mode::conservative, r.budget);
+  r.chosen = mode::conservative;  // every lever list starts with CONSERVATIVE's checkpointing
+  r.status = plan_status::cheaper_levers;
+  r.next_step = advice::switch_on_levers;
+  r.micro_batch = advised.run.micro_batch;
+  r.grad_accumulation = advised.run.grad_accum;
+  r.reason = r.lever_plan.fits ? "no mode fits as requested; checkpointing with the cheaper levers listed fits, "
+                                 "without host traffic"
+                               : "no mode fits as requested; checkpointing with the cheaper levers listed likely "
+                                 "fits (its point estimate is within the budget, its band's upper end is not), "
+                                 "without host traffic";
+  return r;
+}
+
+}  // namespace detail
+
 // The plan: every mode's peak and verdict at the request, the least aggressive mode that
 // fits, the largest micro-batch any mode fits, and when nothing fits the request, the
-// fallback (a smaller micro-batch dividing the effective batch, parameters streamed from the
-// host, a shorter sequence), in that order.
+// fallback, in this order: a smaller micro-batch dividing the effective batch; checkpointing
+// with the cheaper levers (memscale/levers.hpp) up to the first whose point estimate fits
+// the budget, said "likely fits" when its band's upper end does not; parameters streamed from
+// the host; a shorter sequence. The levers come before streaming because each costs less
+// step time than seconds of host traffic: a slower technique is never chosen while a faster
+// one's point estimate fits with the headroom kept.
 constexpr plan_result make_plan(const model_spec& model, const training_spec& run, const gpu_spec& gpu,
                                 const plan_options& options = {}) {
-  return detail::plan_with(detail::transformer_planning{model}, run, gpu, options);
+  return detail::with_cheaper_levers(detail::plan_with(detail::transformer_planning{model}, run, gpu, options), model,
+                                     run, gpu);
 }
 
 // True when the run, as described, fits the GPU in at least one mode with the error band's

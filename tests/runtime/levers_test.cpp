@@ -27,37 +27,52 @@ constexpr training_spec mixtral_qlora{.micro_batch = 1, .seq_len = 2048, .prec =
 
 }  // namespace
 
-TEST_CASE("levers: Llama-3-8B LoRA on an RTX 4090 is advised QLoRA, not parameter streaming", "[levers]") {
+TEST_CASE("levers: Llama-3-8B LoRA on an RTX 4090 is planned with checkpointing and a chunked loss, not parameter streaming",
+          "[levers]") {
   const gpu_spec gpu = *find_gpu("rtx4090");
   const plan_result plan = make_plan(presets::llama_3_8b, llama3_lora, gpu);
-  REQUIRE(plan.status == plan_status::parameter_offload);  // what the planner alone says
-  const lever_list levers = cheaper_levers(presets::llama_3_8b, llama3_lora, gpu, plan.budget);
-  REQUIRE(levers.any_fits());
-  const lever_option& best = levers.items[levers.first_fitting];
-  CHECK(best.what == lever::qlora);
-  CHECK(best.run.ckpt == checkpointing::full);
-  CHECK(best.run.micro_batch == 1);
-  CHECK(best.run.seq_len == 2048);  // the sequence is kept: the shorter one comes later
-  CHECK(best.range.high <= plan.budget);
-  // Every lever before it was estimated with its peak; none of them fits.
-  for (std::size_t i = 0; i < levers.first_fitting; ++i) CHECK(levers.items[i].v != verdict::fits);
+  // CONSERVATIVE's point estimate (20.47 GiB) is over the 19.99 GiB budget; with a chunked loss
+  // it is within it (18.06 GiB), though its band's upper end is not: likely fits. QLoRA, the
+  // first lever whose upper end fits, changes the model and costs dequantization: not advised.
+  REQUIRE(plan.status == plan_status::cheaper_levers);
+  CHECK(plan.next_step == advice::switch_on_levers);
+  CHECK(plan.chosen == mode::conservative);
+  CHECK(plan.parameter_offload.fits);  // what the planner chose before the levers
+  const lever_list& levers = plan.levers;
+  REQUIRE(levers.any_likely());
+  const lever_option& advised = levers.advised();
+  CHECK(advised.what == lever::chunked_loss);
+  CHECK(advised.v == verdict::borderline);
+  CHECK(advised.run.ckpt == checkpointing::full);
+  CHECK(advised.run.loss == loss_impl::chunked);
+  CHECK(advised.run.target == training_target::lora);  // the adapters stay LoRA over a 16-bit base
+  CHECK(advised.peak <= plan.budget);
+  CHECK(plan.chosen_plan().peak == advised.peak);
+  CHECK_FALSE(plan.chosen_plan().fits);
+  // The lever before it is checkpointing alone, CONSERVATIVE's own peak, over the budget.
   CHECK(levers.items[0].what == lever::checkpointing);
-  CHECK(levers.items[0].peak == plan.modes[1].peak);  // checkpointing alone is CONSERVATIVE's peak
+  CHECK(levers.items[0].peak == plan.modes[1].peak);
+  CHECK(levers.items[0].peak > plan.budget);
+  // QLoRA is the first whose band's upper end fits: named as the safe fallback.
+  REQUIRE(levers.any_fits());
+  CHECK(levers.items[levers.first_fitting].what == lever::qlora);
+  CHECK(levers.items[levers.first_fitting].range.high <= plan.budget);
 }
 
-TEST_CASE("levers: Mixtral QLoRA on an RTX A6000 likely fits with checkpointing", "[levers]") {
+TEST_CASE("levers: Mixtral QLoRA on an RTX A6000 is planned with checkpointing, likely fits", "[levers]") {
   const gpu_spec gpu = *find_gpu("rtx-a6000");
   const plan_result plan = make_plan(presets::mixtral_8x7b, mixtral_qlora, gpu);
-  const lever_list levers = cheaper_levers(presets::mixtral_8x7b, mixtral_qlora, gpu, plan.budget);
-  REQUIRE(levers.any_likely());
-  const lever_option& likely = levers.items[levers.first_likely];
+  REQUIRE(plan.status == plan_status::cheaper_levers);
+  const lever_option& likely = plan.levers.advised();
   CHECK(likely.what == lever::checkpointing);
   CHECK(likely.peak <= plan.budget);
   CHECK(likely.v == verdict::borderline);  // an unmeasured path: its upper end is over the budget
   CHECK(!likely.band.measured);
+  CHECK(plan.micro_batch == 1);
+  CHECK(plan.chosen_plan().cost.transfer_seconds == 0.0);
 }
 
-TEST_CASE("levers: the JSON report lists them when the plan would stream parameters", "[levers][json]") {
+TEST_CASE("levers: the JSON report lists them with the advised lever's plan", "[levers][json]") {
   namespace io = memscale::json_io;
   io::run_input in{};
   in.model = presets::llama_3_8b;
@@ -65,10 +80,17 @@ TEST_CASE("levers: the JSON report lists them when the plan would stream paramet
   in.gpu = "rtx4090";
   const plan_result plan = io::plan_run(in, *io::gpu_of(in));
   const nlohmann::json report = io::run_report_json(in, io::estimate_run(in), &plan);
-  const nlohmann::json& levers = report.at("plan").at("levers");
-  CHECK(levers.at("advice") == "qlora");
-  CHECK(levers.at("options").at(0).at("lever") == "checkpointing");
-  // A run that fits as it is lists none.
+  const nlohmann::json& j = report.at("plan");
+  CHECK(j.at("status") == "cheaper_levers");
+  CHECK(j.at("mode") == "conservative");
+  CHECK(j.at("levers").at("advice") == "chunked_loss");
+  CHECK(j.at("levers").at("first_fitting") == "qlora");
+  CHECK(j.at("levers").at("options").at(0).at("lever") == "checkpointing");
+  CHECK(j.at("lever_plan").at("peak") == plan.lever_plan.peak.value);
+  CHECK(j.at("lever_plan").at("run_settings").at("loss") == "chunked");
+  CHECK(j.at("changes") == "switch on checkpointing, chunked_loss; micro-batch 1 x gradient accumulation 1 = effective "
+                           "batch 1 (kept)");
+  // A run that fits as it is weighs none.
   io::run_input small{};
   small.gpu = "h100-80gb";
   const plan_result fits = io::plan_run(small, *io::gpu_of(small));

@@ -9,6 +9,7 @@
 #include <catch2/catch_test_macros.hpp>
 #endif
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -83,6 +84,21 @@ void check_contract(const plan_result& plan, std::uint64_t max_search,
   }
   CHECK(plan.has_chosen_mode() ==
         (plan.status != plan_status::shorter_sequence && plan.status != plan_status::nothing_fits));
+  if (plan.status == plan_status::cheaper_levers) {
+    // The first lever whose point estimate fits: none before it does, and its plan is its own.
+    REQUIRE(plan.levers.any_likely());
+    CHECK(plan.chosen == mode::conservative);
+    CHECK(plan.lever_plan.peak == plan.levers.advised().peak);
+    CHECK(plan.lever_plan.peak <= plan.budget);
+    CHECK(plan.lever_plan.fits == (plan.levers.advised().v == verdict::fits));
+    CHECK(plan.lever_plan.cost.transfer_seconds == 0.0);
+    for (std::size_t i = 0; i < plan.levers.first_likely; ++i) CHECK(plan.levers.items[i].peak > plan.budget);
+    CHECK(plan.micro_batch == plan.levers.advised().run.micro_batch);
+  } else if (plan.levers.count > 0) {
+    // Weighed and none likely fits, or half the sequence where a longer one fits already.
+    CHECK((!plan.levers.any_likely() || (plan.status == plan_status::shorter_sequence &&
+                                         plan.levers.advised().what == lever::shorter_sequence)));
+  }
   if (plan.status == plan_status::smaller_micro_batch) {
     CHECK(fits_at(plan.chosen, plan.micro_batch));
     CHECK(plan.effective_batch % plan.micro_batch == 0);

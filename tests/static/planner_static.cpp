@@ -30,4 +30,18 @@ static_assert(gpt2_xl_plan.chosen_plan().peak <= gpt2_xl_plan.budget);
 
 static_assert(memscale::assert_fits<memscale::presets::bert_base_uncased, bert_run, rtx3090>());
 
+// Llama-3-8B LoRA r16 on every linear layer, pure bf16, 1x2048 on an RTX 4090: no mode fits
+// even micro-batch 1; checkpointing with a chunked loss likely fits, so the plan is that, not
+// streaming the parameters from the host.
+inline constexpr memscale::gpu_spec rtx4090 = *memscale::find_gpu("rtx4090");
+inline constexpr memscale::training_spec llama3_lora{.micro_batch = 1, .seq_len = 2048,
+                                                     .prec = memscale::precision::pure_bf16,
+                                                     .attention = memscale::attention_impl::sdpa,
+                                                     .target = memscale::training_target::lora, .lora_rank = 16,
+                                                     .lora_targets = memscale::lora_all_linear};
+inline constexpr memscale::plan_result llama3_plan = memscale::make_plan(memscale::presets::llama_3_8b, llama3_lora, rtx4090);
+static_assert(llama3_plan.status == memscale::plan_status::cheaper_levers);
+static_assert(llama3_plan.levers.advised().what == memscale::lever::chunked_loss);
+static_assert(llama3_plan.chosen_plan().peak <= llama3_plan.budget);
+
 }  // namespace planner_static

@@ -2,10 +2,12 @@
 // IWYU pragma: private, include <memscale/json.hpp>
 #pragma once
 
+#include <cstddef>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "memscale/estimate.hpp"
+#include "memscale/json/run_settings.hpp"
 #include "memscale/planner.hpp"
 
 namespace memscale::json_io {
@@ -81,6 +83,33 @@ inline json mode_json(const mode_plan& m) {
           {"host_memory", m.cost.host_memory.value}};
 }
 
+// {"options": [{"lever", "peak", "up_to", "band", "verdict"}, ...], "advice", "first_fitting"}:
+// "advice" is the lever make_plan advises, the first whose point estimate fits the budget;
+// "first_fitting" the first whose band's upper end does (null: none).
+inline json levers_json(const lever_list& levers) {
+  json list = json::array();
+  for (std::size_t i = 0; i < levers.count; ++i) {
+    const lever_option& l = levers.items[i];
+    list.push_back({{"lever", std::string(to_string(l.what))},
+                    {"peak", l.peak.value},
+                    {"up_to", l.range.high.value},
+                    {"band", band_json(l.band)},
+                    {"verdict", std::string(to_string(l.v))}});
+  }
+  const auto name_at = [&](std::size_t i) {
+    return i < levers.count ? json(std::string(to_string(levers.items[i].what))) : json();
+  };
+  return {{"options", list}, {"advice", name_at(levers.first_likely)}, {"first_fitting", name_at(levers.first_fitting)}};
+}
+
+// The advised lever's plan: mode_json plus the whole run it estimates ("run_settings", as a
+// run document writes them: the loss, the adapters, the micro-batch and the sequence too).
+inline json lever_plan_json(const mode_plan& m) {
+  json j = mode_json(m);
+  j["run_settings"] = run_to_json(m.run);
+  return j;
+}
+
 inline json plan_to_json(const plan_result& plan) {
   json modes = json::array();
   for (const auto& m : plan.modes) modes.push_back(mode_json(m));
@@ -104,6 +133,8 @@ inline json plan_to_json(const plan_result& plan) {
       {"next_step", std::string(to_string(plan.next_step))},
       {"reason", std::string(plan.reason)},
       {"parameter_offload", mode_json(plan.parameter_offload)}};
+  if (plan.levers.count > 0) j["levers"] = levers_json(plan.levers);
+  if (plan.status == plan_status::cheaper_levers) j["lever_plan"] = lever_plan_json(plan.lever_plan);
   if (plan.rounded_micro_batch > 0)
     j["rounded"] = {{"micro_batch", plan.rounded_micro_batch},
                     {"grad_accumulation", plan.rounded_grad_accumulation},

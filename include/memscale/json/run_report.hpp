@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -20,7 +21,6 @@
 #include "memscale/json/report.hpp"
 #include "memscale/json/run_document.hpp"
 #include "memscale/json/run_settings.hpp"
-#include "memscale/levers.hpp"
 #include "memscale/planner.hpp"
 
 namespace memscale::json_io {
@@ -39,6 +39,17 @@ inline std::string plan_changes_text(const plan_result& plan) {
         out += "; or micro-batch " + to_string(plan.rounded_micro_batch) + " x " +
                to_string(plan.rounded_grad_accumulation) + ": the effective batch rounds to " +
                to_string(plan.rounded_micro_batch * plan.rounded_grad_accumulation);
+      return out;
+    }
+    case plan_status::cheaper_levers: {
+      std::string out = "switch on";
+      for (std::size_t i = 0; i <= plan.levers.first_likely; ++i)
+        out += (i == 0 ? " " : ", ") + std::string(memscale::to_string(plan.levers.items[i].what));
+      const training_spec& r = plan.lever_plan.run;
+      out += "; micro-batch " + to_string(r.micro_batch) + " x gradient accumulation " + to_string(r.grad_accum) +
+             " = effective batch " + to_string(plan.effective_batch) + " (kept)";
+      if (r.seq_len != plan.modes[0].run.seq_len)
+        out += ", sequence length " + to_string(r.seq_len) + " (not " + to_string(plan.modes[0].run.seq_len) + ")";
       return out;
     }
     case plan_status::parameter_offload:
@@ -73,31 +84,6 @@ inline json estimate_report_json(const model_spec& model, const training_spec& r
   return j;
 }
 
-// Whether a plan's answer is costly enough to list the cheaper levers (memscale/levers.hpp):
-// parameters streamed from the host, a shorter sequence, or nothing.
-inline bool levers_apply(const plan_result& plan) {
-  return plan.status == plan_status::parameter_offload || plan.status == plan_status::shorter_sequence ||
-         plan.status == plan_status::nothing_fits;
-}
-
-// {"options": [{"lever", "peak", "up_to", "band", "verdict"}, ...], "advice", "likely"}.
-inline json levers_json(const run_input& in, const gpu_spec& gpu, const plan_result& plan) {
-  const lever_list levers = cheaper_levers(in.model, in.run, gpu, plan.budget);
-  json list = json::array();
-  for (std::size_t i = 0; i < levers.count; ++i) {
-    const lever_option& l = levers.items[i];
-    list.push_back({{"lever", std::string(to_string(l.what))},
-                    {"peak", l.peak.value},
-                    {"up_to", l.range.high.value},
-                    {"band", band_json(l.band)},
-                    {"verdict", std::string(to_string(l.v))}});
-  }
-  // "advice": the first lever whose band's upper end fits; else "likely": the first whose point estimate does.
-  return {{"options", list},
-          {"advice", levers.any_fits() ? json(std::string(to_string(levers.items[levers.first_fitting].what))) : json()},
-          {"likely", levers.any_likely() ? json(std::string(to_string(levers.items[levers.first_likely].what))) : json()}};
-}
-
 // The allocator replay of `in` (on its GPU when it has one) and, with a plan, the point
 // verdict at the plan's budget.
 inline json allocator_report_json(const run_input& in, const plan_result* plan) {
@@ -118,7 +104,6 @@ inline json run_report_json(const run_input& in, const estimate_result& result, 
   if (in.run.device == device_kind::cuda) j["allocator"] = allocator_report_json(in, plan);
   if (plan != nullptr) {
     j["plan"] = plan_report_json(*plan);
-    if (levers_apply(*plan)) j["plan"]["levers"] = levers_json(in, *gpu_of(in), *plan);
   }
   return j;
 }
