@@ -128,7 +128,7 @@ std::string_view unread_by_inference(const CLI::Option& opt) {
       name == "--offload" || name == "--no-dropout" || name == "--loss" || name == "--loss-chunk" ||
       name == "--loss-chunks" || name == "--optimizer-in-backward")
     return "generate() runs no training step";
-  if (name == "--alloc-conf" || name == "--context-memory" || name == "--stack")
+  if (name == "--alloc-conf" || name == "--context-memory")
     return "the allocator replay and the software stack reach transformer training reports only";
   return {};
 }

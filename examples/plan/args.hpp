@@ -118,6 +118,7 @@ struct options {
   bool double_quant = false;         // --qlora-double-quant: needs --qlora
   std::string units = "gib";         // --units gib | gb | mib: sizes in the text report
   std::string alloc_conf;            // --alloc-conf: PYTORCH_CUDA_ALLOC_CONF for the allocator replay
+  std::string stack;                 // --stack as given: --inference reads it into its own spec
   memscale::bytes context_memory{};  // --context-memory SIZE: a measured context; zero: modelled
 
   // How the model was given, echoed by --json so that its output is a --run input: null

@@ -53,7 +53,8 @@ std::string inference_text(const memscale::model_spec& model, const memscale::in
                      memscale::to_string(spec.cache), memscale::to_string(spec.kv),
                      memscale::format_count(result.kv_bytes_per_token.value),
                      size_text(result.kv_cache_bytes));
-  out += fmt::format("weights        {}\n\n", size_and_bytes(result.weight_bytes));
+  out += fmt::format("weights        {}\n", size_and_bytes(result.weight_bytes));
+  out += fmt::format("software       {}\n\n", memscale::json_io::inference_software_text(model, spec));
   out += "prefill peak (the prompt's forward pass):\n" + peak_block(result.prefill);
   if (spec.new_tokens > 1) out += "decode peak (one new token per step):\n" + peak_block(result.decode);
   out += fmt::format("peak: {}\n", memscale::to_string(result.peak.at));
@@ -73,6 +74,7 @@ nlohmann::json inference_json(const memscale::model_spec& model, const memscale:
   nlohmann::json j = memscale::json_io::inference_to_json(result);
   j["model"] = std::string(model.name);
   j["inference"] = spec_json(spec);
+  j["inference"]["software"] = memscale::json_io::inference_software_json(model, spec);
   if (plan != nullptr)
     j["plan"] = {{"fits", plan->fits},         {"budget", plan->budget.value},     {"vram", plan->vram.value},
                  {"pressure", plan->pressure}, {"max_batch", plan->max_batch},     {"max_context", plan->max_context}};
@@ -94,6 +96,7 @@ std::string inference_command(const options& opt) {
   spec.batch = opt.run.micro_batch;
   spec.attention = opt.run.attention;
   if (!opt.inference.kv_dtype_given) spec.kv = spec.compute;
+  if (!opt.stack.empty()) memscale::json_io::read_inference_stack(opt.stack, spec, "--stack");
   if (spec.cache == memscale::kv_cache_kind::sliding_window && spec.sliding_window == 0)
     throw usage_error("--kv-cache sliding_window needs a model with a sliding window (got " +
                       in_quotes(std::string(opt.model.name)) + ")");

@@ -92,6 +92,11 @@ struct model_spec {
   implementation impl = implementation::hf_transformers;
   std::uint64_t buffer_bytes_per_layer = 0;  // registered non-parameter buffers (old HF GPT-2: 1 MiB causal mask)
   std::uint64_t model_buffer_bytes = 0;      // registered buffers the model holds once (GPTBigCode: n_positions^2 bool mask)
+  // The first transformers release (major * 100 + minor) whose generate() hands this family a
+  // Cache object: before it the model returns tuples and generate() holds the previous step's
+  // while the next forward builds new ones. 4.42 for the families with Cache support
+  // (generation/utils.py _prepare_cache_for_generation, PR #30536); GPT-2 4.52 (PR #35761).
+  std::uint32_t generate_tuple_cache_before = 442;
   // ---- family features read from a Hugging Face config.json (json/hf_config.hpp) ----
   branch_norms block_norms = branch_norms::pre;  // sequential layout only
   qk_norm_kind qk_norm = qk_norm_kind::none;

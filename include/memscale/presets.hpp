@@ -29,7 +29,8 @@ constexpr model_spec gpt2_base(std::string_view name, std::uint64_t layers, std:
           .mlp_bias = true,
           .tied_embeddings = true,
           .dropout = true,
-          .buffer_bytes_per_layer = 1024 * 1024};
+          .buffer_bytes_per_layer = 1024 * 1024,
+          .generate_tuple_cache_before = 452};  // GPT-2 kept tuple caches until 4.52 (PR #35761)
 }
 
 inline constexpr model_spec gpt2 = gpt2_base("gpt2", 12, 768, 12);

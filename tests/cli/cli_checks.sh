@@ -282,6 +282,24 @@ else
   fail "--stack and --alloc-conf: the stack, the replayed reserved peak and the verdict are printed" "exit $rc" \
     "stdout: $(grep -A8 software "$work/out" | head -c 600)"
 fi
+# generate() before transformers 4.42: the tuple caches of the previous step live beside the new ones.
+run --model llama-2-7b --inference --batch 8 --context 1024 --new-tokens 256 --stack transformers=4.32 --json
+cp "$work/out" "$work/tuple.json"
+run --model llama-2-7b --inference --batch 8 --context 1024 --new-tokens 256 --stack transformers=4.46 --json
+if [[ $rc -eq 0 ]] && python3 - "$work/tuple.json" "$work/out" 2>"$work/py" <<'EOF2'
+import json, sys
+old, new = (json.load(open(p)) for p in sys.argv[1:3])
+assert old["inference"]["software"]["tuple_cache"] and not new["inference"]["software"]["tuple_cache"], (old["inference"], new["inference"])
+assert old["inference"]["software"]["transformers"] == "4.32", old["inference"]
+# At the last decoding step the whole previous cache (batch x 1279 positions x 512 KiB) is still held.
+assert old["peak"]["tensor"] - new["peak"]["tensor"] > 8 * 1279 * 524288 * 0.9, (old["peak"], new["peak"])
+EOF2
+then
+  pass "--inference --stack transformers=4.32: tuple caches, the previous step's cache held beside the new one"
+else
+  fail "--inference --stack transformers=4.32: tuple caches" "exit $rc" "$(head -c 400 "$work/py")" "stderr: $(head -c 300 "$work/err")"
+fi
+bad_input_says 'does not change generate()' --model llama-2-7b --inference --stack bitsandbytes=0.43.2
 run --model gpt2 --batch 2 --seq 512 --gpu h100-80gb --context-memory 1GiB --alloc-conf expandable_segments:True --json
 if [[ $rc -eq 0 ]] && python3 - "$work/out" 2>"$work/py" <<'EOF2'
 import json, sys

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "error_capture.hpp"
+#include "memscale/allocator/replay_generate.hpp"
 #include "memscale/inference.hpp"
 #include "memscale/json.hpp"
 #include "memscale/presets.hpp"
@@ -138,6 +139,33 @@ TEST_CASE("inference: static caches are preallocated, logits of 4.44 survive int
   CHECK(estimate_inference(m, dynamic).prefill.breakdown.logits <= bytes{32000ULL * 2});
   CHECK(estimate_inference(m, old).prefill.tensor > estimate_inference(m, dynamic).prefill.tensor);
   CHECK(estimate_inference(m, old).decode.breakdown.logits >= bytes{100ULL * 32000 * 4});
+}
+
+TEST_CASE("inference: before 4.42 the previous step's tuple cache lives beside the new one", "[inference]") {
+  const model_spec& m = presets::llama_2_7b;
+  inference_spec tuples{.batch = opaque(8), .context = opaque(1024), .new_tokens = 256, .transformers_version = 441};
+  inference_spec cache_class = tuples;
+  cache_class.transformers_version = 442;
+  // The last decoding step caches context + new_tokens - 2 positions: DynamicCache holds one
+  // layer's old value tensor during its torch.cat, the tuples hold every layer's old keys and values.
+  const std::uint64_t done = 1024 + 256 - 2;
+  const bytes previous = kv_cache_bytes(m, tuples, done) - kv_layer_half_bytes(m, tuples, done);
+  CHECK(estimate_inference(m, tuples).decode.breakdown.kv_cache ==
+        estimate_inference(m, cache_class).decode.breakdown.kv_cache + previous);
+  // The step's peak grows by at least that and at most the whole previous cache (the moment
+  // after the blocks, when DynamicCache holds no old tensor, may be 4.42's peak).
+  const bytes grown = estimate_inference(m, tuples).decode.tensor - estimate_inference(m, cache_class).decode.tensor;
+  CHECK(grown >= previous);
+  CHECK(grown <= kv_cache_bytes(m, tuples, done));
+  // GPT-2 kept tuples until 4.52; the flag follows the family, the release decides.
+  inference_spec gpt2_new{.batch = 4, .context = 256, .new_tokens = 32, .transformers_version = 452};
+  inference_spec gpt2_old = gpt2_new;
+  gpt2_old.transformers_version = 451;
+  CHECK(presets::gpt2.generate_tuple_cache_before == 452);
+  CHECK(estimate_inference(presets::gpt2, gpt2_old).decode.breakdown.kv_cache >
+        estimate_inference(presets::gpt2, gpt2_new).decode.breakdown.kv_cache);
+  // The allocator's stream frees the old tuples once forward returned: its live bytes are the estimate's.
+  CHECK(allocator::replay_generate(m, tuples).requested_peak == estimate_inference(m, tuples).peak.tensor);
 }
 
 TEST_CASE("inference: plan finds the largest batch and context", "[inference]") {

@@ -39,7 +39,7 @@ class generate_walker {
   constexpr generate_walker(const model_spec& m, const inference_spec& r, Sink& sink) : m_(m), r_(r), events_(sink) {
     using memscale::detail::require;
     memscale::detail::require_generate_modelled(m);
-    require(r.cache == kv_cache_kind::dynamic && !r.legacy_tuple_cache, error_code::unsupported, "infer.kv_cache",
+    require(r.cache == kv_cache_kind::dynamic, error_code::unsupported, "infer.kv_cache",
             "the allocator's generate() stream covers the dynamic cache", static_cast<std::uint64_t>(r.cache));
     require(r.weights == weight_format::native && r.kv_lora_rank == 0, error_code::unsupported, "infer.weights",
             "the allocator's generate() stream covers unquantised weights and ordinary attention",
@@ -47,6 +47,7 @@ class generate_walker {
     require(m.layers <= kv_.size(), error_code::unsupported, "model.layers", "exceeds the generate() stream's capacity",
             m.layers);
     for (auto& layer : kv_) layer = {no_tensor, no_tensor};
+    for (auto& layer : previous_) layer = {no_tensor, no_tensor};
   }
 
   constexpr void walk() {
@@ -136,6 +137,10 @@ class generate_walker {
     free(positions);
     free(kept_logits_);
     kept_logits_ = kept;
+    // Tuple caches: the previous step's tuples die when generate() rebinds model_kwargs and
+    // model_inputs, after this forward returned.
+    for (auto& layer : previous_)
+      for (auto& id : layer) free(id);
   }
 
   // One decoder layer: the no_grad walk of the forward graph's block (graph/forward_liveness.hpp)
@@ -183,13 +188,23 @@ class generate_walker {
       if (count == 1) kv_[layer][0] = no_tensor;
       return;
     }
-    grow(kv_[layer][index == 0 ? 0 : 1], kv_layer_half_bytes(m_, r_, memscale::detail::checked_add(done, rows)).value);
+    std::uint32_t& slot = kv_[layer][index == 0 ? 0 : 1];
+    const std::uint64_t size = kv_layer_half_bytes(m_, r_, memscale::detail::checked_add(done, rows)).value;
+    if (!tuple_cache_) {
+      grow(slot, size);
+      return;
+    }
+    // A tuple cache: the old tensor stays referenced by the previous step's tuples.
+    previous_[layer][index == 0 ? 0 : 1] = slot;
+    slot = alloc(size);
   }
 
   const model_spec& m_;
   const inference_spec& r_;
   tensor_events<Sink, IdCapacity> events_;
   std::array<std::array<std::uint32_t, 2>, 256> kv_{};             // filled with no_tensor
+  std::array<std::array<std::uint32_t, 2>, 256> previous_{};       // a tuple cache's old tensors (no_tensor: none)
+  bool tuple_cache_ = keeps_tuple_cache(m_, r_);
   std::uint32_t ids_ = no_tensor;
   std::uint32_t mask_ = no_tensor;
   std::uint32_t kept_logits_ = no_tensor;

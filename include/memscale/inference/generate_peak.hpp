@@ -233,7 +233,7 @@ constexpr forward_result forward_peak(const graph& g, const model_spec& m, const
     // in the first step, its old value tensor later.
     cat_copy = first_step ? prefill_value_storage(m, r) : kv_layer_half_bytes(m, r, done);
     // Tuple caches: the whole previous cache is still referenced.
-    if (r.legacy_tuple_cache)
+    if (keeps_tuple_cache(m, r))
       old_cache = first_step ? prefill_layer_storage(m, r) * m.layers : kv_cache_bytes(m, r, done);
   }
   const forward_moments f = forward_moments_of(m, r, rows, keys);

@@ -9,6 +9,12 @@
 
 namespace memscale {
 
+// Whether generate() holds the previous step's cache tuples while the forward builds the next
+// (the release before the family's Cache support, or a run that says so).
+constexpr bool keeps_tuple_cache(const model_spec& m, const inference_spec& r) {
+  return r.legacy_tuple_cache || r.transformers_version < m.generate_tuple_cache_before;
+}
+
 // Elements one layer caches per token: a key and a value per kv head
 // (2 x kv_heads x head_dim), or MLA's latent plus its rotary key.
 constexpr std::uint64_t kv_elements_per_token_layer(const model_spec& m, const inference_spec& r) {

@@ -49,9 +49,10 @@ struct inference_spec {
   // logits only (num_logits_to_keep, PR #31292); before, the whole prompt's logits are
   // computed, upcast to fp32 and kept alive into the first decoding step.
   std::uint32_t transformers_version = 445;
-  // The model keeps its cache as tuples of tensors (GPT-2 before transformers 4.52, PR
-  // #35761): generate() holds the previous step's tuples while the next forward builds new
-  // ones, so two caches coexist at the end of every decoding step.
+  // The model keeps its cache as tuples of tensors whatever the release says (the release's
+  // own rule is model_spec::generate_tuple_cache_before): generate() holds the previous step's
+  // tuples while the next forward builds new ones, so two caches coexist at the end of every
+  // decoding step.
   bool legacy_tuple_cache = false;
   device_kind device = device_kind::cuda;
   bytes blas_workspace = pytorch_cublas_workspace_default;

@@ -9,6 +9,7 @@
 
 #include "memscale/inference.hpp"
 #include "memscale/json/fields.hpp"
+#include "memscale/json/software_stack.hpp"
 
 namespace memscale::json_io {
 
@@ -42,6 +43,67 @@ inline kv_cache_kind parse_kv_cache(const std::string& s, const std::string& fie
   if (s == "static") return kv_cache_kind::static_preallocated;
   if (s == "sliding" || s == "sliding_window") return kv_cache_kind::sliding_window;
   bad_field(error_code::invalid_run, field, s, "must be one of dynamic, static, sliding_window");
+}
+
+// One package of the software stack for generate(): torch (which SDPA kernel, lazy module
+// loading), transformers (the logits it keeps, tuple caches before the family's Cache
+// support), cuda (lazy loading). `field` names it in errors.
+inline void set_inference_software(inference_spec& r, std::string_view key, const std::string& value,
+                                   const std::string& field) {
+  const detail::version_parts v = detail::parse_version(value, field);
+  if (key == "torch") {
+    r.torch_version = v.major * 100 + v.minor;
+    // CUDA_MODULE_LOADING=LAZY is PyTorch's default from 1.13 (pytorch PR #86509).
+    if (r.torch_version < 113) r.cuda_lazy_loading = false;
+  } else if (key == "transformers") {
+    r.transformers_version = v.major * 100 + v.minor;
+  } else if (key == "cuda") {
+    // Lazy module loading needs CUDA 11.7 (CUDA C++ Programming Guide, "Lazy Loading").
+    r.cuda_lazy_loading = v.major * 100 + v.minor >= 1107 && r.torch_version >= 113;
+  } else if (key == "bitsandbytes") {
+    throw error(error_code::unsupported, field + " does not change generate()'s estimate: its 4-bit and 8-bit "
+                                                 "weights are modelled at one release; leave it out");
+  } else {
+    throw error(error_code::invalid_run, field + " is not a known package: expected torch, transformers or cuda");
+  }
+}
+
+// `--stack torch=2.5,transformers=4.32` for --inference.
+inline void read_inference_stack(std::string_view text, inference_spec& r, const std::string& option) {
+  if (text.empty()) throw error(error_code::invalid_run, option + " must list package=version pairs (got \"\")");
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = text.find(',', start);
+    const std::string_view item = text.substr(start, comma == std::string_view::npos ? text.size() - start : comma - start);
+    const std::size_t eq = item.find('=');
+    if (eq == std::string_view::npos || eq == 0)
+      bad_field(error_code::invalid_run, option, std::string(item),
+                "must be package=version, e.g. transformers=4.32 (packages: torch, transformers, cuda)");
+    const std::string key(item.substr(0, eq));
+    set_inference_software(r, key, std::string(item.substr(eq + 1)), option + " " + key);
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+}
+
+// "torch 2.5, transformers 4.45, CUDA modules loaded lazily; generate() holds the previous
+// step's cache tuples" (the last part only when it does).
+inline std::string inference_software_text(const model_spec& m, const inference_spec& r) {
+  std::string out = "torch " + detail::two_parts(r.torch_version) + ", transformers " +
+                    detail::two_parts(r.transformers_version) + ", CUDA modules loaded " +
+                    (r.cuda_lazy_loading ? "lazily" : "eagerly");
+  if (keeps_tuple_cache(m, r))
+    out += "; the model returns tuple caches (before transformers " + detail::two_parts(m.generate_tuple_cache_before) +
+           "): generate() holds the previous step's while the next is built";
+  return out;
+}
+
+// {"torch", "transformers", "cuda_lazy_loading", "tuple_cache"}: the stack a generate() estimate assumed.
+inline json inference_software_json(const model_spec& m, const inference_spec& r) {
+  return {{"torch", detail::two_parts(r.torch_version)},
+          {"transformers", detail::two_parts(r.transformers_version)},
+          {"cuda_lazy_loading", r.cuda_lazy_loading},
+          {"tuple_cache", keeps_tuple_cache(m, r)}};
 }
 
 // "4.44.2" -> 444.
@@ -92,10 +154,6 @@ inline inference_spec inference_from_record(const json& record) {
     const json& sw = record.at("software");
     if (sw.contains("transformers") && !sw.at("transformers").is_null())
       r.transformers_version = parse_major_minor(sw.at("transformers"), "software.transformers");
-    // GPT-2 kept tuple caches until transformers 4.52 (PR #35761 moved it to Cache classes).
-    const bool gpt2 = record.contains("model") && record.at("model").is_object() &&
-                      record.at("model").value("family", std::string()) == "gpt2";
-    r.legacy_tuple_cache = gpt2 && r.transformers_version < 452;
     // CUDA_MODULE_LOADING=LAZY is PyTorch's default from 1.13 with CUDA >= 11.7.
     if (sw.contains("torch") && !sw.at("torch").is_null()) {
       r.torch_version = parse_major_minor(sw.at("torch"), "software.torch");

@@ -29,6 +29,7 @@ inline model_spec gpt2_layout(const config& c, std::string_view name, const char
 inline model_spec gpt2(const config& c) {
   model_spec m = gpt2_layout(c, "gpt2", "gelu_new");
   m.buffer_bytes_per_layer = m.max_positions * m.max_positions;  // torch.bool mask
+  m.generate_tuple_cache_before = 452;  // tuple caches until transformers 4.52 (PR #35761)
   // GPT2Attention.attn_dropout (attn_pdrop), resid_dropout and GPT2MLP.dropout
   // (resid_pdrop), GPT2Model.drop (embd_pdrop).
   apply_dropout(c, m, {.attention = {"attn_pdrop", 0.1}, .hidden = {"resid_pdrop", 0.1}, .embedding = {"embd_pdrop", 0.1}});
