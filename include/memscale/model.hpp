@@ -97,6 +97,11 @@ struct model_spec {
   // while the next forward builds new ones. 4.42 for the families with Cache support
   // (generation/utils.py _prepare_cache_for_generation, PR #30536); GPT-2 4.52 (PR #35761).
   std::uint32_t generate_tuple_cache_before = 442;
+  // The first transformers release whose attention layers share one rotary table: before it
+  // every layer's rotary embedding registers cos_cached and sin_cached (max_position_embeddings
+  // x head_dim, the load dtype) and inv_freq (modeling_llama.py@v4.32 LlamaRotaryEmbedding).
+  // LLaMA 4.40 (4.38.0/1 aside: read as 4.38.2), the Mistral family 4.42 (PR #30642); 0: none.
+  std::uint32_t rotary_tables_per_layer_before = 0;
   // ---- family features read from a Hugging Face config.json (json/hf_config.hpp) ----
   branch_norms block_norms = branch_norms::pre;  // sequential layout only
   qk_norm_kind qk_norm = qk_norm_kind::none;

@@ -87,14 +87,25 @@ constexpr model_spec llama_base(std::string_view name, std::uint64_t layers, std
           .softmax_fp32 = true};
 }
 
+// The release from which a family's layers share one rotary table (model_spec::rotary_tables_per_layer_before).
+constexpr model_spec with_rotary_tables_before(model_spec m, std::uint32_t release) {
+  m.rotary_tables_per_layer_before = release;
+  return m;
+}
+
 // meta-llama/Llama-2-{7,13,70}b-hf config.json (max_position_embeddings 4096).
-inline constexpr model_spec llama_2_7b = llama_base("llama-2-7b", 32, 4096, 32, 32, 11008, 32000, 4096);
-inline constexpr model_spec llama_2_13b = llama_base("llama-2-13b", 40, 5120, 40, 40, 13824, 32000, 4096);
-inline constexpr model_spec llama_2_70b = llama_base("llama-2-70b", 80, 8192, 64, 8, 28672, 32000, 4096);
+inline constexpr model_spec llama_2_7b =
+    with_rotary_tables_before(llama_base("llama-2-7b", 32, 4096, 32, 32, 11008, 32000, 4096), 440);
+inline constexpr model_spec llama_2_13b =
+    with_rotary_tables_before(llama_base("llama-2-13b", 40, 5120, 40, 40, 13824, 32000, 4096), 440);
+inline constexpr model_spec llama_2_70b =
+    with_rotary_tables_before(llama_base("llama-2-70b", 80, 8192, 64, 8, 28672, 32000, 4096), 440);
 // meta-llama/Meta-Llama-3-8B config.json (max_position_embeddings 8192).
-inline constexpr model_spec llama_3_8b = llama_base("llama-3-8b", 32, 4096, 32, 8, 14336, 128256, 8192);
+inline constexpr model_spec llama_3_8b =
+    with_rotary_tables_before(llama_base("llama-3-8b", 32, 4096, 32, 8, 14336, 128256, 8192), 440);
 // mistralai/Mistral-7B-v0.1 config.json (max_position_embeddings 32768).
-inline constexpr model_spec mistral_7b = llama_base("mistral-7b", 32, 4096, 32, 8, 14336, 32000, 32768);
+inline constexpr model_spec mistral_7b =
+    with_rotary_tables_before(llama_base("mistral-7b", 32, 4096, 32, 8, 14336, 32000, 32768), 442);
 
 // mistralai/Mixtral-8x7B-v0.1 config.json: 8 experts, 2 per token, a router per layer;
 // max_position_embeddings 32768.
@@ -102,6 +113,7 @@ constexpr model_spec mixtral_base() {
   model_spec m = llama_base("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 32768);
   m.experts = 8;
   m.experts_per_token = 2;
+  m.rotary_tables_per_layer_before = 442;
   return m;
 }
 inline constexpr model_spec mixtral_8x7b = mixtral_base();
@@ -110,6 +122,7 @@ inline constexpr model_spec mixtral_8x7b = mixtral_base();
 constexpr model_spec qwen25_base() {
   model_spec m = llama_base("qwen2.5-7b", 28, 3584, 28, 4, 18944, 152064, 131072);
   m.qkv_bias = true;
+  m.rotary_tables_per_layer_before = 442;
   return m;
 }
 inline constexpr model_spec qwen2_5_7b = qwen25_base();

@@ -18,7 +18,9 @@
 #include "memscale/inference/weights.hpp"
 #include "memscale/model.hpp"
 #include "memscale/graph/forward_liveness.hpp"
+#include "memscale/graph/layers/rotary_tables.hpp"
 #include "memscale/graph/model_graph.hpp"
+#include "memscale/precision_policy.hpp"
 
 namespace memscale {
 
@@ -305,7 +307,13 @@ constexpr model_graph weights_graph(const model_spec& model) {
 constexpr inference_result estimate_generate(const model_spec& model, const inference_spec& run, const graph& g) {
   inference_result res{};
   res.parameter_count = parameter_count(g);
-  res.weight_bytes = inference_weight_bytes(g, run) + g.buffers;
+  // The weights graph is built at no stated release in fp32: the rotary tables a layer holds are
+  // the run's, in the dtype the model was loaded in.
+  const bytes tables_in_g = model.rotary_cache_per_layer ? rotary_table_buffers(model, dtype::fp32) : bytes{};
+  const bytes tables = rotary_tables_per_layer(model, run.transformers_version)
+                           ? rotary_table_buffers(model, precision_policy_of(forward_run(run, 1)).param)
+                           : bytes{};
+  res.weight_bytes = inference_weight_bytes(g, run) + (g.buffers - tables_in_g) + tables;
   res.kv_bytes_per_token = kv_bytes_per_token(model, run);
   const auto generated = run.new_tokens == 0 ? std::uint64_t{0} : run.new_tokens - 1;  // tokens fed back
   res.kv_cache_bytes = kv_cache_bytes(model, run, checked_add(run.context, generated));

@@ -24,6 +24,7 @@
 #include "memscale/graph/layers/mlp.hpp"
 #include "memscale/graph/layers/norms.hpp"
 #include "memscale/graph/layers/ops.hpp"
+#include "memscale/graph/layers/rotary_tables.hpp"
 #include "memscale/graph/tensor.hpp"
 #include "memscale/model.hpp"
 #include "memscale/precision_policy.hpp"
@@ -175,14 +176,8 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
   sections.set_inputs(storage(dtype::int64, detail::checked_mul(tokens, 2)));
   sections.add_buffers(bytes{detail::checked_mul(model.buffer_bytes_per_layer, model.layers)});
   sections.add_buffers(bytes{model.model_buffer_bytes});
-  if (model.rotary_cache_per_layer) {
-    // cos_cached and sin_cached (context_length x head_dim, torch.get_default_dtype() at
-    // construction: the parameter dtype) and inv_freq (head_dim / 2, fp32) in every layer.
-    const std::uint64_t hd = head_dim_of(model);
-    const bytes per_layer = storage(precision.param, detail::checked_mul(2, model.context_length, hd)) +
-                            storage(dtype::fp32, hd / 2);
-    sections.add_buffers(per_layer * model.layers);
-  }
+  if (rotary_tables_per_layer(model, ctx.run.transformers_version))
+    sections.add_buffers(rotary_table_buffers(model, precision.param));
   sections.set_stream_grad(storage(stream, detail::checked_mul(tokens, model.hidden)));
   // lit-gpt's fine-tuning loop binds `logits = model(input_ids, lm_head_chunk_size=128)`
   // and keeps the list of chunks until the next step's forward returns and rebinds it

@@ -40,11 +40,19 @@ inline model_spec llama_like(const config& c, const llama_defaults& d = {}) {
   return m;
 }
 
-inline model_spec llama(const config& c) { return llama_like(c); }
+inline model_spec llama(const config& c) {
+  model_spec m = llama_like(c);
+  m.rotary_tables_per_layer_before = 440;  // per-layer tables until 4.40 (4.38.0/1 read as 4.38.2)
+  return m;
+}
 
 // MistralConfig: same blocks as LLaMA; sliding_window only masks scores, so eager
 // attention's score tensors keep their size.
-inline model_spec mistral(const config& c) { return llama_like(c); }
+inline model_spec mistral(const config& c) {
+  model_spec m = llama_like(c);
+  m.rotary_tables_per_layer_before = 442;  // per-layer tables until PR #30642 (4.42)
+  return m;
+}
 
 // What a LLaMA-recipe family changes in a ground-truth record's defaults.
 struct llama_record_variant {
@@ -68,7 +76,11 @@ inline model_spec llama_record_as(const record_model& r, const llama_record_vari
   spec.logit_softcap = v.logit_softcap;
   return spec;
 }
-inline model_spec llama_record(const record_model& r) { return llama_record_as(r, {}); }
+inline model_spec llama_record(const record_model& r) {
+  model_spec m = llama_record_as(r, {});
+  m.rotary_tables_per_layer_before = 440;  // as the llama reader
+  return m;
+}
 inline constexpr record_rules llama_records{.defaults = llama_record};
 
 }  // namespace memscale::json_io::hf
