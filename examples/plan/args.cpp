@@ -173,6 +173,9 @@ void check_run(const CLI::App& app, options& o) {
   if (o.cluster.gpus > 0 && o.run.framework == memscale::framework_kind::torchtune)
     throw usage_error("framework \"torchtune\" does not apply to --gpus: its distributed recipes shard with FSDP2 "
                       "(fully_shard), which is not modelled yet");
+  if (o.cluster.gpus > 0 && o.run.framework == memscale::framework_kind::torchtitan)
+    throw usage_error("framework \"torchtitan\" does not apply to --gpus yet: its FSDP2 step is estimated from records "
+                      "and run JSON (train.dp, zero_stage 3); the cluster planner does not lay out FSDP2");
   if ((!o.alloc_conf.empty() || o.context_memory.value != 0) && (o.cluster.gpus > 0 || o.config.generic))
     throw usage_error(std::string(o.alloc_conf.empty() ? "--context-memory" : "--alloc-conf") + " does not apply to " +
                       (o.cluster.gpus > 0 ? "--gpus" : "a generic --config model") +

@@ -230,8 +230,10 @@ bad_input_says 'must be package=version' --stack torch
 bad_input_says '--alloc-conf does not apply to --inference' --inference --alloc-conf expandable_segments:True
 bad_input_says '--stack does not apply to the vision model resnet50' --model resnet50 --stack torch=2.5
 # --- the framework ---------------------------------------------------------------
-bad_input_says '--framework must be one of hf, litgpt, torchtune; did you mean torchtune?' --framework torchtun
-bad_input_says 'torchtitan is not modelled yet' --framework torchtitan
+bad_input_says '--framework must be one of hf, litgpt, torchtune, torchtitan; did you mean torchtune?' --framework torchtun
+bad_input_says 'torchtitan is modelled with FSDP2' --framework torchtitan
+bad_input_says 'torchtitan is read at 0.1.0' --framework torchtitan@0.2.0
+bad_input_says 'framework "torchtitan" does not apply to --gpus yet' --gpus 4 --gpu a100-80gb --framework torchtitan
 bad_input_says "torchtune's rules are read at 0.6.1" --framework torchtune@0.5.0
 bad_input_says 'lit-gpt is modelled from one commit' --framework litgpt@0.5
 bad_input_says '--framework does not apply to the vision model resnet50' --model resnet50 --framework torchtune
