@@ -15,6 +15,7 @@
 #include <string>
 
 #include "memscale/json.hpp"
+#include "memscale/json/emit_torchtitan.hpp"
 #include "memscale/memscale.hpp"
 
 namespace torchtitan_test {
@@ -161,6 +162,154 @@ TEST_CASE("torchtitan's other inputs are modelled or refused by name") {
   every_block["train"]["checkpointing"] = "selective";
   every_block["train"]["sac_policy"] = "layer:1";
   CHECK(estimated(every_block) == estimated(titan_record("fsdp2r2-ac-full")));
+}
+
+TEST_CASE("The torchtitan CPU traces are classed as CPU traces, one rank each") {
+  for (const json& r : titan_records()) {
+    INFO(r.at("id").get<std::string>());
+    // --cases answers them as the run itself, not as a layout of single-GPU runs.
+    CHECK_FALSE(json_io::is_multi_gpu_record(r));
+    const json answer = json_io::estimate_record(r);
+    CHECK(answer.at("class") == "cpu_traced");
+    CHECK(answer.at("band").at("low") == band_of(run_class::cpu_traced).low);
+    CHECK(answer.at("band").at("high") == band_of(run_class::cpu_traced).high);
+  }
+  // The same run on a GPU has no measurement.
+  json on_gpu = titan_record("fsdp2r2-ac-op");
+  on_gpu["device"] = "cuda";
+  CHECK(json_io::estimate_record(on_gpu).at("class") == "unmeasured");
+}
+
+json titan_document(const json& run) {
+  return {{"model", titan_record("fsdp2r2-ac-none").at("model")}, {"framework", "torchtitan"}, {"run", run}};
+}
+
+std::string document_refusal(const json& doc) {
+  json_io::run_input in{};
+  try {
+    json_io::read_run_document(doc, in);
+  } catch (const memscale::error& e) {
+    return e.what();
+  }
+  FAIL("the document was accepted: " << doc.dump());
+  return {};
+}
+
+TEST_CASE("A torchtitan run document gives its ranks and policy, and reads back the same") {
+  const json run = {{"micro_batch", 2},      {"seq_len", 256},          {"precision", "pure_bf16"},
+                    {"data_parallel", 4},    {"checkpointing", "selective"}, {"sac_policy", "layer:2"}};
+  json_io::run_input in{};
+  json_io::read_run_document(titan_document(run), in);
+  CHECK(in.run.framework == framework_kind::torchtitan);
+  CHECK(in.run.shard == sharding::full);
+  CHECK(in.run.data_parallel == 4);
+  CHECK(in.run.sac == selective_ac::every_kth_block);
+  CHECK(in.run.sac_every == 2);
+  const json written = json_io::run_document_json(in);
+  CHECK(written.at("run").at("data_parallel") == 4);
+  CHECK(written.at("run").at("sac_policy") == "layer:2");
+  CHECK(written.at("run").at("checkpointing") == "selective");
+  json_io::run_input again{};
+  json_io::read_run_document(written, again);
+  CHECK(again.run.data_parallel == 4);
+  CHECK(again.run.sac == selective_ac::every_kth_block);
+  CHECK(overall_peak(estimate(again.model, again.run)).tensor == overall_peak(estimate(in.model, in.run)).tensor);
+  // More ranks: smaller shards, a smaller step.
+  json wider = run;
+  wider["data_parallel"] = 8;
+  json_io::run_input eight{};
+  json_io::read_run_document(titan_document(wider), eight);
+  CHECK(overall_peak(estimate(eight.model, eight.run)).tensor < overall_peak(estimate(in.model, in.run)).tensor);
+}
+
+TEST_CASE("A run document's compile, float8 and torchtitan fields are refused by name where not modelled") {
+  const json run = {{"precision", "pure_bf16"}, {"data_parallel", 2}};
+  json compiled = run;
+  compiled["compile"] = true;
+  CHECK_THAT(document_refusal(titan_document(compiled)),
+             Catch::Matchers::Contains("run.compile") && Catch::Matchers::Contains("torch.compile is not modelled"));
+  json fp8 = run;
+  fp8["float8"] = true;
+  CHECK_THAT(document_refusal(titan_document(fp8)),
+             Catch::Matchers::Contains("run.float8") && Catch::Matchers::Contains("Float8Linear"));
+  json hf_doc = titan_document({{"sac_policy", "op"}, {"checkpointing", "selective"}});
+  hf_doc["framework"] = "hf";
+  CHECK_THAT(document_refusal(hf_doc), Catch::Matchers::Contains("run.sac_policy"));
+  hf_doc["run"] = {{"data_parallel", 2}};
+  CHECK_THAT(document_refusal(hf_doc), Catch::Matchers::Contains("run.data_parallel"));
+  CHECK_THAT(document_refusal(titan_document({{"precision", "pure_bf16"}})),
+             Catch::Matchers::Contains("torchtitan is modelled with FSDP2"));
+  CHECK_THAT(document_refusal(titan_document({{"precision", "pure_bf16"}, {"data_parallel", 2}, {"sac_policy", "op"}})),
+             Catch::Matchers::Contains("run.checkpointing"));
+}
+
+training_spec titan_run(std::uint64_t ranks) {
+  training_spec run = with_framework(training_spec{}, framework_kind::torchtitan);
+  run.micro_batch = 2;
+  run.seq_len = 8192;
+  run.prec = precision::pure_bf16;
+  run.shard = sharding::full;
+  run.data_parallel = ranks;
+  run.sac = selective_ac::op_save_list;
+  return run;
+}
+
+// "section.key" -> the value's text, from the TOML the emitter writes (sections, key = value).
+std::map<std::string, std::string> toml_values(const std::string& toml) {
+  std::map<std::string, std::string> out;
+  std::string section;
+  std::size_t start = 0;
+  while (start < toml.size()) {
+    const std::size_t end = toml.find('\n', start);
+    const std::string line = toml.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    start = end == std::string::npos ? toml.size() : end + 1;
+    if (line.empty() || line[0] == '#') continue;
+    if (line[0] == '[') {
+      section = line.substr(1, line.find(']') - 1);
+      continue;
+    }
+    const std::size_t eq = line.find(" = ");
+    REQUIRE(eq != std::string::npos);
+    out[section + "." + line.substr(0, eq)] = line.substr(eq + 3);
+  }
+  return out;
+}
+
+TEST_CASE("The torchtitan job config has JobConfig's keys and types, and its batches multiply out") {
+  const std::string toml = json_io::emit_torchtitan_job(presets::llama_3_8b, titan_run(8), "llama-3-8b");
+  INFO(toml);
+  const auto values = toml_values(toml);
+  for (const auto& [name, value] : values) {
+    INFO(name << " = " << value);
+    const json_io::engine_keys::toml_key* found = nullptr;
+    for (const auto& k : json_io::engine_keys::torchtitan_job)
+      if (std::string(k.section) + "." + std::string(k.key) == name) found = &k;
+    REQUIRE(found != nullptr);
+    using json_io::engine_keys::toml_type;
+    if (found->type == toml_type::string) CHECK((value.size() >= 2 && value.front() == '"' && value.back() == '"'));
+    if (found->type == toml_type::boolean) CHECK((value == "true" || value == "false"));
+    if (found->type == toml_type::integer) CHECK(value.find_first_not_of("0123456789") == std::string::npos);
+  }
+  CHECK(values.at("model.flavor") == "\"8B\"");
+  CHECK(values.at("parallelism.data_parallel_shard_degree") == "8");
+  CHECK(values.at("training.local_batch_size") == "2");
+  CHECK(values.at("training.global_batch_size") == "16");  // local x data_parallel_shard_degree
+  CHECK(values.at("training.seq_len") == "8192");
+  CHECK(values.at("activation_checkpoint.mode") == "\"selective\"");
+  CHECK(values.at("activation_checkpoint.selective_ac_option") == "\"op\"");
+  training_spec every_second = titan_run(4);
+  every_second.sac = selective_ac::every_kth_block;
+  every_second.sac_every = 2;
+  const auto layer = toml_values(json_io::emit_torchtitan_job(presets::llama_3_8b, every_second, "x"));
+  CHECK(layer.at("activation_checkpoint.selective_ac_option") == "\"2\"");
+  CHECK(layer.at("training.global_batch_size") == "8");
+  // A model that is not one of torchtitan's llama3 flavors has no job config.
+  try {
+    (void)json_io::emit_torchtitan_job(presets::llama_2_7b, titan_run(8), "llama-2-7b");
+    FAIL("llama-2-7b was emitted");
+  } catch (const memscale::error& e) {
+    CHECK_THAT(std::string(e.what()), Catch::Matchers::Contains("no torchtitan llama3 flavor"));
+  }
 }
 
 }  // namespace torchtitan_test

@@ -147,46 +147,64 @@ inline precision parse_record_precision(const std::string& s, const std::string&
   return parse_precision(s, field);
 }
 
-// torchtitan's train fields: sac_policy (activation_checkpoint.mode and selective_ac_option:
-// "none", "full", "op", "layer:K"), FSDP2's param_dtype / reduce_dtype (only bf16 / fp32, the
-// MixedPrecisionPolicy apply_fsdp builds) and reshard_after_forward (torchtitan's default: every
-// block but the last); train.compile and train.float8 are refused for every framework.
-inline void read_torchtitan_fields(const json& t, training_spec& run) {
-  const std::string path = "train";
+// torch.compile and float8 training, refused by name wherever a run states them (`field` is
+// train.compile, run.compile, --compile, ...; `float8`: which of the two).
+[[noreturn]] inline void refuse_compile_or_float8(const std::string& field, bool float8) {
+  bad_field(error_code::unsupported, field, true,
+            float8 ? "float8 training is not modelled: torchao's Float8Linear saves fp8 casts of inputs and weights "
+                     "(components/float8.py @ f7084fc7); estimating it as eager bf16 would be a different run"
+                   : "torch.compile is not modelled: Inductor's partitioner decides what forward saves; estimating it "
+                     "as eager would be a different run");
+}
+
+// torchtitan's activation checkpointing policy over the run's checkpointing as given
+// (activation_checkpoint.mode and selective_ac_option, apply_ac @ f7084fc7): "none"; "full" with
+// checkpointing full; "op" or "layer:K" with checkpointing selective ("layer:1" is every block,
+// the same as full). `field` / `ckpt_field` name the two inputs in errors.
+inline void apply_sac_policy(training_spec& run, const std::string& sac, const std::string& field,
+                             const std::string& ckpt_field) {
   constexpr auto bad = error_code::invalid_run;
-  for (const char* key : {"compile", "float8"})
-    if (get_bool(t, key, path, false, bad))
-      bad_field(error_code::unsupported, path + "." + key, true,
-                std::string(key) == "compile"
-                    ? "torch.compile is not modelled: Inductor's partitioner decides what forward saves"
-                    : "float8 training is not modelled: torchao's Float8Linear saves fp8 casts of inputs and weights");
-  if (run.framework != framework_kind::torchtitan) return;
-  const std::string sac = get_string(t, "sac_policy", path, "none", bad);
+  const checkpointing as_given = run.ckpt;
+  run.sac = selective_ac::none;
+  run.sac_every = 0;
   if (sac == "op") {
     run.sac = selective_ac::op_save_list;
   } else if (sac.rfind("layer:", 0) == 0 && sac.size() > 6 && sac.size() < 12 &&
              sac.find_first_not_of("0123456789", 6) == std::string::npos) {
     run.sac = selective_ac::every_kth_block;
     run.sac_every = std::stoull(sac.substr(6));
-    if (run.sac_every == 0) bad_field(bad, path + ".sac_policy", sac, "must name k > 0 in layer:k");
+    if (run.sac_every == 0) bad_field(bad, field, sac, "must name k > 0 in layer:k");
+  } else if (sac == "full") {
+    if (as_given != checkpointing::full) bad_field(bad, field, sac, "needs " + ckpt_field + " full");
+  } else if (sac != "none") {
+    bad_field(bad, field, sac, "must be one of none, full, op, layer:K");
+  }
+  // apply_ac's selective modes: checkpointing "selective" is the policy above.
+  if (run.sac != selective_ac::none) {
+    if (as_given != checkpointing::selective)
+      bad_field(bad, ckpt_field, std::string(to_string(as_given)), "must be selective with sac_policy " + sac);
+    run.ckpt = checkpointing::none;
     if (run.sac_every == 1) {  // every block: the same as mode full
       run.sac = selective_ac::none;
+      run.sac_every = 0;
       run.ckpt = checkpointing::full;
     }
-  } else if (sac == "full") {
-    if (run.ckpt != checkpointing::full)
-      bad_field(bad, path + ".sac_policy", sac, "needs train.checkpointing full");
-  } else if (sac != "none") {
-    bad_field(bad, path + ".sac_policy", sac, "must be one of none, full, op, layer:K");
+  } else if (as_given == checkpointing::selective) {
+    bad_field(bad, field, sac, "must be op or layer:K with " + ckpt_field + " selective");
   }
-  // apply_ac's selective modes: the record's checkpointing "selective" is the policy above.
-  if (run.sac != selective_ac::none) {
-    if (run.ckpt != checkpointing::selective)
-      bad_field(bad, path + ".checkpointing", t.value("checkpointing", json()), "must be selective with sac_policy " + sac);
-    run.ckpt = checkpointing::none;
-  } else if (run.ckpt == checkpointing::selective) {
-    bad_field(bad, path + ".sac_policy", sac, "must be op or layer:K with train.checkpointing selective");
-  }
+}
+
+// torchtitan's train fields: sac_policy (apply_sac_policy), FSDP2's param_dtype / reduce_dtype
+// (only bf16 / fp32, the MixedPrecisionPolicy apply_fsdp builds) and reshard_after_forward
+// (torchtitan's default: every block but the last); train.compile and train.float8 are refused
+// for every framework.
+inline void read_torchtitan_fields(const json& t, training_spec& run) {
+  const std::string path = "train";
+  constexpr auto bad = error_code::invalid_run;
+  for (const char* key : {"compile", "float8"})
+    if (get_bool(t, key, path, false, bad)) refuse_compile_or_float8(path + "." + key, std::string(key) == "float8");
+  if (run.framework != framework_kind::torchtitan) return;
+  apply_sac_policy(run, get_string(t, "sac_policy", path, "none", bad), path + ".sac_policy", path + ".checkpointing");
   if (t.contains("param_dtype") && get_string(t, "param_dtype", path, "", bad) != "bf16")
     bad_field(error_code::unsupported, path + ".param_dtype", t.at("param_dtype"),
               "is modelled as bf16 (torchtitan's mixed_precision_param bfloat16)");
@@ -263,3 +281,9 @@ inline void check_litgpt_model_fields(const json& m, const model_spec& spec) {
 }
 
 }  // namespace memscale::json_io::detail
+
+namespace memscale::json_io {
+// Public: the command line applies torchtitan's policy and refuses compile / float8 as run documents do.
+using detail::apply_sac_policy;
+using detail::refuse_compile_or_float8;
+}  // namespace memscale::json_io

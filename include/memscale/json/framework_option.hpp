@@ -116,7 +116,8 @@ inline std::string framework_text(const training_spec& run) {
   const std::uint32_t v = run.framework_version != 0 ? run.framework_version : framework_read_at(run.framework);
   if (v != 0) out += " " + detail::version_text(v);
   if (run.framework == framework_kind::litgpt) out += " (scripts @ b96a5708)";
-  if (run.framework == framework_kind::torchtitan) out += " 0.1.0 (FSDP2, fp32 shards, bf16 compute)";
+  if (run.framework == framework_kind::torchtitan)
+    out += " 0.1.0 (FSDP2 over " + std::to_string(run.data_parallel) + " GPUs, fp32 shards, bf16 compute; one GPU's step)";
   out += ": loss ";
   if (run.loss == loss_impl::standard) out += "over the whole logits";
   else if (run.loss == loss_impl::fused_linear) out += "fused with the head (Liger's fused linear cross-entropy)";
@@ -125,6 +126,9 @@ inline std::string framework_text(const training_spec& run) {
   if (run.optimizer_in_backward) out += ", optimizer in backward";
   if (run.liger_rms_norm) out += ", Liger RMSNorm";
   if (run.liger_swiglu) out += ", Liger SwiGLU";
+  if (run.sac == selective_ac::op_save_list) out += ", selective checkpointing: the per-op save list";
+  if (run.sac == selective_ac::every_kth_block)
+    out += ", selective checkpointing: one block in " + std::to_string(run.sac_every);
   return out;
 }
 
