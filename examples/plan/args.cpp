@@ -154,6 +154,42 @@ void check_path(const CLI::App& app, const options& o) {
                                          : "inference with LoRA adapters is not modelled yet"));
 }
 
+// torchtitan's run: FSDP2 (fully_shard) over all --gpus N, one GPU's step reported; bf16 compute
+// unless --precision says otherwise (mixed_precision_param bfloat16, config_manager.py @
+// f7084fc7); --sac-policy over --checkpointing. Its layout is fixed, so the cluster options that
+// would choose another are refused by name rather than ignored.
+void apply_torchtitan(const CLI::App& app, options& o) {
+  const bool titan = o.run.framework == memscale::framework_kind::torchtitan;
+  if (!o.sac_policy.empty()) {
+    if (!titan) throw usage_error("--sac-policy needs --framework torchtitan (its activation checkpointing policy)");
+    memscale::json_io::apply_sac_policy(o.run, o.sac_policy, "--sac-policy", "--checkpointing");
+  }
+  if (o.cluster.emit == emit_format::torchtitan && !titan)
+    throw usage_error("--emit torchtitan needs --framework torchtitan (the job config of its FSDP2 run)");
+  if (!titan) return;
+  if (app.count("--precision") == 0 && o.run_source.empty()) o.run.prec = memscale::precision::pure_bf16;
+  if (o.cluster.gpus < 2) {
+    if (o.cluster.gpus == 1 || o.run.data_parallel < 2)  // a --run document may give run.data_parallel
+      throw usage_error("--framework torchtitan needs --gpus N > 1: torchtitan is modelled with FSDP2 (fully_shard) "
+                        "over N ranks, its bf16 compute from FSDP2's MixedPrecisionPolicy");
+    return;
+  }
+  if (o.cluster.emit != emit_format::none && o.cluster.emit != emit_format::torchtitan)
+    throw usage_error("--emit deepspeed and accelerate-fsdp do not apply to --framework torchtitan: its config is "
+                      "--emit torchtitan");
+  for (const char* name : {"--tp", "--pp", "--sp", "--host-memory", "--global-batch", "--no-sync"})
+    if (app.count(name) > 0)
+      throw usage_error(std::string(name) + " does not apply to --framework torchtitan: it is modelled as FSDP2 over all "
+                        "--gpus (data_parallel_shard_degree -1), without TP, PP, CP or offload");
+  if (o.cluster.engine && *o.cluster.engine != memscale::strategy::fsdp_full)
+    throw usage_error("--strategy " + std::string(memscale::to_string(*o.cluster.engine)) +
+                      " does not apply to --framework torchtitan: its FSDP2 is fully_shard (fsdp-full)");
+  o.run.shard = memscale::sharding::full;
+  o.run.data_parallel = o.cluster.gpus;
+  o.emit_torchtitan = o.cluster.emit == emit_format::torchtitan;
+  o.cluster = cluster_options{};  // the report is one GPU's step of the whole run
+}
+
 // Checks that need every option (the plan options, adapter options, the run against the
 // model), and settings that depend on several options (--qlora-double-quant).
 void check_run(const CLI::App& app, options& o) {
@@ -173,6 +209,7 @@ void check_run(const CLI::App& app, options& o) {
   if (o.cluster.gpus > 0 && o.run.framework == memscale::framework_kind::torchtune)
     throw usage_error("framework \"torchtune\" does not apply to --gpus: its distributed recipes shard with FSDP2 "
                       "(fully_shard), which is not modelled yet");
+  apply_torchtitan(app, o);
   if ((!o.alloc_conf.empty() || o.context_memory.value != 0) && (o.cluster.gpus > 0 || o.config.generic))
     throw usage_error(std::string(o.alloc_conf.empty() ? "--context-memory" : "--alloc-conf") + " does not apply to " +
                       (o.cluster.gpus > 0 ? "--gpus" : "a generic --config model") +

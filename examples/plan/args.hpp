@@ -65,7 +65,7 @@ struct config_options {
 };
 
 // options_cluster.cpp: multi-GPU engines and the cluster planner.
-enum class emit_format : std::uint8_t { none, deepspeed, accelerate_fsdp };
+enum class emit_format : std::uint8_t { none, deepspeed, accelerate_fsdp, torchtitan };
 struct cluster_options {
   std::uint64_t gpus = 0;                     // --gpus N in all (0: one GPU, no cluster output)
   std::uint64_t nodes = 1;                    // --nodes M
@@ -77,7 +77,7 @@ struct cluster_options {
   bool pp_given = false;
   bool sp = false;                            // --sp
   std::uint64_t global_batch = 0;             // --global-batch N (planner); 0: batch x grad-accum
-  emit_format emit = emit_format::none;       // --emit deepspeed|accelerate-fsdp
+  emit_format emit = emit_format::none;       // --emit deepspeed|accelerate-fsdp|torchtitan
 };
 
 // options_vision.cpp: CNN / ViT models. A torchvision --model NAME sets
@@ -120,6 +120,8 @@ struct options {
   std::string alloc_conf;            // --alloc-conf: PYTORCH_CUDA_ALLOC_CONF for the allocator replay
   std::string stack;                 // --stack as given: --inference reads it into its own spec
   memscale::bytes context_memory{};  // --context-memory SIZE: a measured context; zero: modelled
+  std::string sac_policy;            // --sac-policy: torchtitan's checkpointing policy, applied in check_run
+  bool emit_torchtitan = false;      // --emit torchtitan with --framework torchtitan: the job TOML, not the report
 
   // How the model was given, echoed by --json so that its output is a --run input: null
   // for a preset (written as its name), or the model object of a --run file.

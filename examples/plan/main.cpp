@@ -27,11 +27,15 @@
 #include "generic.hpp"
 #include "memscale/detail/printable.hpp"
 #include "memscale/error.hpp"
+#include "memscale/error_band.hpp"
 #include "memscale/estimate.hpp"
+#include "memscale/json/emit_torchtitan.hpp"
 #include "memscale/json/run_report.hpp"
+#include "memscale/plan_result.hpp"
 #include "inference.hpp"
 #include "output.hpp"
 #include "run_file.hpp"
+#include "units.hpp"
 #include "pictures.hpp"
 #include "vision.hpp"
 
@@ -133,6 +137,10 @@ std::string run(const memscale_plan::options& opt) {
       if (const auto* generic = memscale_plan::generic_model_in_use(opt)) return memscale_plan::generic_report(opt, *generic);
       if (opt.cluster.gpus > 0) return memscale_plan::run_cluster(opt);
       if (opt.inference.enabled) return memscale_plan::inference_command(opt);  // inference.cpp
+      if (opt.emit_torchtitan)
+        return memscale::json_io::emit_torchtitan_job(opt.model, opt.run,
+                                                      std::string(opt.model.name) + ", FSDP2 over " +
+                                                          std::to_string(opt.run.data_parallel) + " GPUs");
       std::optional<memscale::gpu_spec> gpu = opt.custom_gpu;
       if (!gpu && !opt.gpu.empty()) gpu = memscale::find_gpu(opt.gpu);  // checked by parse_args
       // With a GPU the report estimates the run on it (its BLAS workspace), as the plan does.
@@ -141,6 +149,24 @@ std::string run(const memscale_plan::options& opt) {
       const memscale::estimate_result result = estimate_or_explain(on_device);
       // The JSON report is the library's (memscale/json/run_report.hpp), as the web calculator's.
       const memscale::json_io::run_input input = memscale_plan::run_input_of(opt);
+      // torchtitan's run is its FSDP2 layout and policy: the planner's levers (checkpointing,
+      // offload, one GPU's strategies) are not its options, so the report has no plan, only the
+      // replay against the GPU's budget.
+      const bool titan = opt.run.framework == memscale::framework_kind::torchtitan;
+      if (titan && gpu) {
+        if (opt.json) return dump(memscale::json_io::run_report_json(input, result, nullptr));
+        const memscale::bytes budget =
+            memscale::budget_of(*gpu, {.headroom = opt.headroom.value_or(memscale::default_headroom)});
+        const memscale::error_band& band = memscale::band_of(memscale::class_of(opt.model, on_device.run));
+        const memscale::verdict v =
+            memscale::verdict_of(memscale::range_of(memscale::overall_peak(result).device, band), budget);
+        return memscale_plan::text_report(opt.model, opt.run, result) +
+               memscale_plan::allocator_text(opt.model, on_device.run, &*gpu, opt.alloc_conf, opt.context_memory,
+                                             nullptr) +
+               "Verdict on " + std::string(gpu->label) + " (budget " + memscale_plan::size_text(budget) +
+               " per GPU, band " + std::string(memscale::to_string(band.of)) + "): " +
+               std::string(memscale::to_string(v)) + "\n";
+      }
       if (!gpu)
         return opt.json ? dump(memscale::json_io::run_report_json(input, result, nullptr))
                         : memscale_plan::text_report(opt.model, opt.run, result) +

@@ -65,7 +65,13 @@ void add_run_options(CLI::App& app, options& o) {
             [&o](const std::string& v) { o.run.grad_accum = parse_positive("--grad-accum", v); });
   add_value(app, g, "--checkpointing", "C", "none | full | selective; default none", [&o](const std::string& v) {
     o.run.ckpt = memscale::json_io::parse_checkpointing(v, "--checkpointing");
+    o.run.sac = memscale::selective_ac::none;  // a --run document's policy; --sac-policy sets it again
+    o.run.sac_every = 0;
   });
+  add_value(app, g, "--sac-policy", "P",
+            "torchtitan's activation checkpointing: full (with --checkpointing full) | op (the per-op save list) | "
+            "layer:K (every K-th block) (both with --checkpointing selective) | none",
+            [&o](const std::string& v) { o.sac_policy = v; });
   add_value(app, g, "--attention", "A", "eager | sdpa_math | sdpa (PyTorch picks the kernel) | flash; default flash",
             [&o](const std::string& v) { o.run.attention = memscale::json_io::parse_attention(v, "--attention"); });
   add_value(app, g, "--ssm-kernels", "K",
@@ -75,7 +81,8 @@ void add_run_options(CLI::App& app, options& o) {
   add_flag(app, g, "--no-dropout", "the model's dropout layers are off (p = 0)", [&o] { o.run.dropout = false; });
   add_value(app, g, "--framework", "NAME[@VERSION]",
             "the training code: hf (transformers; @VERSION sets its release) | litgpt (its LoRA scripts, the model as "
-            "lit-gpt builds it) | torchtune[@0.6.1]; its defaults (loss, adapter dtype) apply; default hf",
+            "lit-gpt builds it) | torchtune[@0.6.1] | torchtitan[@0.1.0] (FSDP2 over --gpus N, bf16 compute); its defaults "
+            "(loss, adapter dtype) apply; default hf",
             [&o](const std::string& v) { memscale::json_io::read_framework_option(v, o.run, "--framework"); });
   add_value(app, g, "--loss", "L",
             "standard (the whole logits) | chunked (lit-gpt's, torchtune's) | fused_linear_ce (Liger's); default: the "
@@ -110,6 +117,9 @@ void add_run_options(CLI::App& app, options& o) {
     throw usage_error(
         "--fp8 is not modelled yet: the estimators have no fp8 matmul-input path (Transformer Engine's fp8 "
         "casts and scaling state); the GPU catalog only records which GPUs have fp8 tensor cores (--list-gpus --json)");
+  });
+  add_flag(app, g, "--compile", "torch.compile: not modelled; refused with the reason", [] {
+    memscale::json_io::refuse_compile_or_float8("--compile", false);
   });
   add_value(app, g, "--run", "FILE",
             "a whole run as JSON (model, run settings, GPU; docs/run-json.md); options after it override it",

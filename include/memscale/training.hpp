@@ -63,7 +63,17 @@ enum class output_cast_kind : std::uint8_t { framework_default, none, fp32 };
 // normalises with F.rms_norm over x.float() (modules/rms_norm.py), copies k and v to every query
 // head for grouped-query attention (modules/attention.py lines 290-291) and upcasts the logits
 // in its loss (modules/transformer.py unembed line 659; modules/loss/ce_chunked_output_loss.py).
-enum class framework_kind : std::uint8_t { hf, litgpt, torchtune };
+// torchtitan v0.1.0 (pytorch/torchtitan @ f7084fc7) shards every TransformerBlock and the root with
+// FSDP2 (fp32 shards, bf16 compute: infra/parallelize.py apply_fsdp), builds its own Llama with
+// repeat_kv copies (models/llama3/model/model.py) and upcasts the whole logits in its loss
+// (components/loss.py cross_entropy_loss: pred.flatten(0, 1).float()).
+enum class framework_kind : std::uint8_t { hf, litgpt, torchtune, torchtitan };
+
+// torchtitan's activation checkpointing other than whole blocks (apply_ac, infra/parallelize.py
+// @ f7084fc7): every_kth_block, selective_ac_option "<k>": checkpoint_wrapper on every k-th
+// TransformerBlock; op_save_list, selective_ac_option "op": inside every block only the outputs
+// of the ops on _save_list are kept (every other aten.mm, the SDPA kernels), the rest recomputed.
+enum class selective_ac : std::uint8_t { none, every_kth_block, op_save_list };
 
 // Which code runs a state-space mixer (model_spec::mixer mamba1): `fused`, mamba-ssm's
 // MambaInnerFn (selective_scan_interface.py), which transformers picks silently whenever
@@ -139,6 +149,9 @@ struct training_spec {
   // ops/rms_norm.py, ops/swiglu.py): each saves fewer tensors (graph/layers/norms.hpp, mlp.hpp).
   bool liger_rms_norm = false;
   bool liger_swiglu = false;
+  // torchtitan's selective activation checkpointing; sac_every: k of every_kth_block.
+  selective_ac sac = selective_ac::none;
+  std::uint64_t sac_every = 0;
 };
 
 // The release each framework's rules were read from: torchtune v0.6.1 (pytorch/torchtune
@@ -264,6 +277,33 @@ constexpr const training_spec& validate(const training_spec& t) {
                  t.framework == framework_kind::torchtune
                      ? "is not modelled: torchtune's rules are read at 0.6.1 (its 0.6 releases)"
                      : "is read for torchtune only (hf: the transformers version; lit-gpt: one commit of its scripts)");
+  if (t.sac != selective_ac::none && t.framework != framework_kind::torchtitan)
+    detail::fail(error_code::unsupported, "run.sac", "is torchtitan's selective checkpointing: needs run.framework torchtitan");
+  if (t.sac != selective_ac::none && t.ckpt != checkpointing::none)
+    detail::fail(error_code::invalid_run, "run.ckpt", "must be none with run.sac (the policy decides what each block keeps)");
+  require(t.sac != selective_ac::every_kth_block || t.sac_every > 0, bad, "run.sac_every",
+          "must be > 0 for every_kth_block", t.sac_every);
+  if (t.framework == framework_kind::torchtitan) {
+    // torchtitan applies bf16 compute through FSDP2's MixedPrecisionPolicy only (apply_fsdp,
+    // infra/parallelize.py @ f7084fc7): the modelled run is fully_shard over > 1 ranks.
+    require(t.shard == sharding::full && t.data_parallel > 1, error_code::unsupported, "run.data_parallel",
+            "torchtitan is modelled with FSDP2 (run.shard full) over data_parallel_shard_degree > 1 ranks: its bf16 "
+            "compute comes from FSDP2's MixedPrecisionPolicy", t.data_parallel);
+    if (t.prec != precision::pure_bf16)
+      detail::fail(error_code::unsupported, "run.prec",
+                   "torchtitan is modelled with mixed_precision_param bfloat16 (pure_bf16: the unsharded compute "
+                   "parameters; the fp32 shards follow from FSDP2)");
+    if (is_lora(t) || t.offload_optimizer || t.offload_parameters || t.offload_activations || t.optimizer_in_backward)
+      detail::fail(error_code::unsupported, "run.framework",
+                   "torchtitan is modelled for full training without offload or optimizer-in-backward");
+    require(t.grad_accum == 1, error_code::unsupported, "run.grad_accum",
+            "must be 1 for torchtitan (gradient accumulation under FSDP2 is not modelled yet)", t.grad_accum);
+    if (t.loss != loss_impl::standard)
+      detail::fail(error_code::unsupported, "run.loss", "torchtitan's loss is the whole-logits cross-entropy (components/loss.py)");
+    if (t.ckpt == checkpointing::selective)
+      detail::fail(error_code::unsupported, "run.ckpt",
+                   "selective for torchtitan is run.sac (every k-th block, or the per-op save list)");
+  }
   if (t.optimizer_in_backward && (t.shard != sharding::none || t.offload_optimizer))
     detail::fail(error_code::unsupported, "run.optimizer_in_backward",
                  "is modelled on one device only (no sharding, no optimizer offload)");
@@ -275,6 +315,7 @@ constexpr std::string_view to_string(framework_kind f) noexcept {
     case framework_kind::hf: return "hf";
     case framework_kind::litgpt: return "litgpt";
     case framework_kind::torchtune: return "torchtune";
+    case framework_kind::torchtitan: return "torchtitan";
   }
   return "hf";
 }

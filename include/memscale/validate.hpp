@@ -65,6 +65,10 @@ constexpr void check_framework(const model_spec& m, const training_spec& t) {
   if (t.framework == framework_kind::litgpt && m.impl != implementation::litgpt)
     detail::fail(error_code::invalid_run, "run.framework",
                  "litgpt needs the model as lit-gpt builds it (model.impl litgpt; --framework litgpt converts a preset)");
+  if (t.framework == framework_kind::torchtitan && m.impl != implementation::hf_transformers)
+    detail::fail(error_code::invalid_run, "run.framework",
+                 "torchtitan builds its own Llama (separate wq, wk, wv projections), not lit-gpt's: model.impl must not be "
+                 "litgpt");
   if (t.framework == framework_kind::torchtune && m.impl != implementation::hf_transformers)
     detail::fail(error_code::invalid_run, "run.framework",
                  "torchtune builds its own models (separate q, k, v projections), not lit-gpt's: model.impl must not be litgpt");

@@ -230,8 +230,59 @@ bad_input_says 'must be package=version' --stack torch
 bad_input_says '--alloc-conf does not apply to --inference' --inference --alloc-conf expandable_segments:True
 bad_input_says '--stack does not apply to the vision model resnet50' --model resnet50 --stack torch=2.5
 # --- the framework ---------------------------------------------------------------
-bad_input_says '--framework must be one of hf, litgpt, torchtune; did you mean torchtune?' --framework torchtun
-bad_input_says 'torchtitan is not modelled yet' --framework torchtitan
+bad_input_says '--framework must be one of hf, litgpt, torchtune, torchtitan; did you mean torchtune?' --framework torchtun
+bad_input_says 'torchtitan is modelled with FSDP2' --framework torchtitan
+bad_input_says 'torchtitan is read at 0.1.0' --framework torchtitan@0.2.0
+bad_input_says 'torchtitan is modelled with FSDP2' --gpus 1 --framework torchtitan
+bad_input_says '--tp does not apply to --framework torchtitan' --gpus 8 --tp 2 --framework torchtitan
+bad_input_says '--strategy zero3 does not apply to --framework torchtitan' --gpus 8 --strategy zero3 --framework torchtitan
+bad_input_says '--sac-policy needs --framework torchtitan' --checkpointing selective --sac-policy op
+bad_input_says '--checkpointing must be selective with sac_policy op' --gpus 8 --framework torchtitan --sac-policy op
+bad_input_says '--sac-policy must be one of none, full, op, layer:K' --gpus 8 --framework torchtitan --sac-policy some
+bad_input_says 'torch.compile is not modelled' --gpus 8 --framework torchtitan --compile
+echo '{"model": "llama-3-8b", "framework": "torchtitan", "run": {"precision": "pure_bf16", "data_parallel": 8, "float8": true}}' \
+  >"$work/float8.json"
+bad_input_says 'run.float8 float8 training is not modelled' --run "$work/float8.json"
+run --model llama-3-8b --batch 1 --seq 8192 --framework torchtitan --gpus 8 --checkpointing selective --sac-policy op --json
+if [[ $rc -eq 0 ]] && python3 - "$work/out" 2>"$work/py" <<'EOF2'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["framework"] == {"name": "torchtitan"}, r["framework"]
+run = r["run"]
+assert run["data_parallel"] == 8 and run["precision"] == "pure_bf16", run
+assert run["checkpointing"] == "selective" and run["sac_policy"] == "op", run
+EOF2
+then
+  pass "--framework torchtitan --gpus 8 --sac-policy op --json: one GPU's step of FSDP2 over 8, bf16, the policy written"
+else
+  fail "--framework torchtitan --gpus 8 --sac-policy op --json: one GPU's step, the policy written" "exit $rc" \
+    "stderr: $(head -c 300 "$work/err")" "python: $(tail -n 1 "$work/py")"
+fi
+bad_input_says '--emit torchtitan needs --framework torchtitan' --gpus 8 --emit torchtitan
+run --model llama-3-8b --batch 2 --seq 8192 --framework torchtitan --gpus 8 --checkpointing selective --sac-policy op --emit torchtitan
+if [[ $rc -eq 0 ]] && grep -q '^flavor = "8B"$' "$work/out" && grep -q '^data_parallel_shard_degree = 8$' "$work/out" &&
+  grep -q '^global_batch_size = 16$' "$work/out" && grep -q '^selective_ac_option = "op"$' "$work/out"; then
+  pass "--emit torchtitan: the job TOML with the flavor, FSDP2 degree, batches and the policy"
+else
+  fail "--emit torchtitan: the job TOML" "exit $rc" "stdout: $(head -c 600 "$work/out")" "stderr: $(head -c 300 "$work/err")"
+fi
+run --model llama-3-8b --batch 1 --seq 8192 --framework torchtitan --gpus 8 --checkpointing full --gpu h100-80gb
+if [[ $rc -eq 0 ]] && grep -q "^Verdict on .*per GPU, band unmeasured): " "$work/out"; then
+  pass "--framework torchtitan --gpus 8 --gpu: the verdict of one GPU against its budget (no planner levers)"
+else
+  fail "--framework torchtitan --gpus 8 --gpu: the verdict" "exit $rc" "stdout: $(tail -c 600 "$work/out")" \
+    "stderr: $(head -c 300 "$work/err")"
+fi
+run --model llama-3-8b --batch 1 --seq 8192 --framework torchtitan --gpus 8
+first=$(grep '^peak ' "$work/out")
+run --model llama-3-8b --batch 1 --seq 8192 --framework torchtitan --gpus 16
+if [[ $rc -eq 0 ]] && grep -q "framework torchtitan 0.1.0 (FSDP2 over 16 GPUs" "$work/out" &&
+  [[ -n "$first" && "$first" != "$(grep '^peak ' "$work/out")" ]]; then
+  pass "--framework torchtitan --gpus N: the report names FSDP2 over N GPUs, and N changes the per-GPU peak"
+else
+  fail "--framework torchtitan --gpus N: the report names FSDP2 over N GPUs" "exit $rc" \
+    "stdout: $(grep -A2 framework "$work/out" | head -c 600)" "stderr: $(head -c 300 "$work/err")"
+fi
 bad_input_says "torchtune's rules are read at 0.6.1" --framework torchtune@0.5.0
 bad_input_says 'lit-gpt is modelled from one commit' --framework litgpt@0.5
 bad_input_says '--framework does not apply to the vision model resnet50' --model resnet50 --framework torchtune
@@ -381,6 +432,7 @@ round_trip --model llama-2-7b --lora 8 --framework torchtune --loss standard
 round_trip --model llama-2-7b --lora 8 --lora-variant dora --lora-dropout 0 --gpu rtx4090
 round_trip --model llama-3-8b --lora 16 --precision pure_bf16 --liger --gpu rtx4090
 round_trip --model llama-3-8b --precision pure_bf16 --loss fused_linear_ce --batch 2 --seq 2048
+round_trip --model llama-3-8b --batch 1 --seq 8192 --framework torchtitan --gpus 8 --checkpointing selective --sac-policy layer:2
 # a ground-truth record is a --run input too, and the output of that reads back the same
 python3 -c 'import json,sys; json.dump(json.load(open(sys.argv[1]))[0], open(sys.argv[2], "w"))' \
   "$truth/cpu_traced_dev.json" "$work/record.json"

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "memscale/estimate/activations.hpp"
+#include "memscale/estimate/fsdp2.hpp"
 #include "memscale/estimate/gradients.hpp"
 #include "memscale/estimate/optimizer.hpp"
 #include "memscale/estimate/parameters.hpp"
@@ -242,7 +243,49 @@ struct step_peaks {
   bytes saved_activations{};  // live at the end of forward (estimate_result::saved_activation_bytes)
 };
 
+// torchtitan's step (estimate/fsdp2.hpp): fp32 shards of every parameter, gradient and AdamW
+// state at 1/N (MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32), apply_fsdp,
+// infra/parallelize.py @ f7084fc7), beside the largest forward or backward moment; the optimizer
+// steps the shards.
+constexpr step_peaks fsdp2_step_peaks(const graph& g, const training_spec& run, const graph_totals& t) {
+  const auto L = g.block_repeats;
+  const auto n = run.data_parallel;
+  training_spec fp32_run = run;
+  fp32_run.prec = precision::fp32;
+  const graph_totals t32 = totals_of(g, fp32_run);
+  const fsdp2_units units{.block = t.params_b,
+                          .root = t.params_p + t.params_e,
+                          .block_grads = t.grads_b,
+                          .block_grads_fp32 = t32.grads_b,
+                          .head_grads = t.grads_e,
+                          .root_grads = t.grads_p + t.grads_e,
+                          .root_grads_fp32 = t32.grads_p + t32.grads_e,
+                          .ranks = n};
+  const bytes shards = ceil_div(t32.parameter_bytes(L), n);
+  const bytes state = ceil_div(t32.optimizer_state, n);
+  const bool cuda = run.device == device_kind::cuda;
+  const bytes workspace = cuda && run.torch_version >= 200 ? run.blas_workspace : bytes{};
+  const fsdp2_moment m = fsdp2_largest_moment(g, run, units);
+  const phase at = m.backward ? phase::backward : phase::forward;
+  const phase_candidate best{at, {shards + m.gathered + g.buffers, m.grads, bytes{}, m.activations + g.inputs, workspace}};
+  phase_candidate steady = best;
+  steady.breakdown.optimizer = state;
+  const phase_candidate step{phase::optimizer_step,
+                             {shards + g.buffers, ceil_div(t32.gradient_bytes(L), n), state, g.inputs,
+                              workspace + ceil_div(t32.step_temporaries, n)}};
+  const std::uint64_t large = cuda ? t.large_tensors : 0;
+  bytes saved_blocks{};
+  for (std::uint64_t i = 0; i < L; ++i)
+    saved_blocks += fsdp2_block_checkpointed(run, i) ? section_saved_bytes(g, block_of(g), run, true)
+                    : run.sac == selective_ac::op_save_list ? op_save_list_bytes(g)
+                                                            : section_saved_bytes(g, block_of(g), run, false);
+  const bytes saved_all = section_saved_bytes(g, prologue_of(g), run, false) + saved_blocks +
+                          section_saved_bytes(g, epilogue_of(g), run, false);
+  return {finish_peak(larger(steady, step), run, large), finish_peak(larger(best, step), run, large), saved_all};
+}
+
 constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, const graph_totals& t) {
+  if (run.framework == framework_kind::torchtitan) return fsdp2_step_peaks(g, run, t);
   const auto L = g.block_repeats;
   const bool ckpt = run.ckpt == checkpointing::full;
   // ZeRO-Offload (Ren et al. 2021, arXiv 2101.06840 sec. 4) moves each gradient to the

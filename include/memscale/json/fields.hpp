@@ -121,10 +121,6 @@ inline std::string parse_error_text(const std::string& message) {
 
 // Frameworks people name that memscale does not model, each with the mechanism it lacks.
 inline std::string_view unmodelled_framework(std::string_view name) {
-  if (name == "torchtitan")
-    return "torchtitan is not modelled yet (FSDP2 with fp32 sharded parameters and bf16 compute, its selective "
-           "activation checkpointing and fp32 full-logits loss; float8 and torch.compile change the saved set: "
-           "torchao's fp8 casts, Inductor's partitioner)";
   if (name == "gpt-fast")
     return "gpt-fast is not modelled yet (its static KV cache and torchao int8 KV; generate() is modelled for "
            "Hugging Face transformers)";

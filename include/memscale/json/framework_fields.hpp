@@ -28,6 +28,25 @@ inline bool liger_version_modelled(const std::string& version) {
   return std::stoi(major) > 0 || std::stoi(minor) >= 5;
 }
 
+// torchtitan job settings that change the saved set in ways not modelled: float8 (torchao's
+// Float8Linear keeps fp8 casts of inputs and weights for backward: model.converters "float8",
+// components/float8.py @ f7084fc7) and torch.compile (Inductor's min-cut partitioner decides what
+// forward saves: training.compile / compile.enable). Never estimated as eager bf16.
+inline void refuse_torchtitan_toml(const json& toml) {
+  for (const char* key : {"training.compile", "compile.enable"})
+    if (toml.contains(key) && toml.at(key).is_boolean() && toml.at(key).get<bool>())
+      bad_field(error_code::unsupported, std::string("framework.toml.") + key, true,
+                "torch.compile is not modelled: Inductor's partitioner decides what forward saves (eager bf16 would "
+                "be a different run)");
+  if (toml.contains("model.converters")) {
+    const std::string text = toml.at("model.converters").dump();
+    if (text.find("float8") != std::string::npos)
+      bad_field(error_code::unsupported, "framework.toml.model.converters", toml.at("model.converters"),
+                "float8 is not modelled: torchao's Float8Linear saves fp8 casts of inputs and weights (eager bf16 "
+                "would be a different run)");
+  }
+}
+
 // The framework a record ran under: its "framework".name, which must agree with model.impl
 // when both are given (lit-gpt's and torchtune's records name both).
 inline framework_kind framework_of_record(const json& record) {
@@ -36,6 +55,7 @@ inline framework_kind framework_of_record(const json& record) {
   framework_kind from_impl = framework_kind::hf;
   if (impl == "litgpt" || impl == "lit-gpt") from_impl = framework_kind::litgpt;
   if (impl == "torchtune") from_impl = framework_kind::torchtune;
+  if (impl == "torchtitan") from_impl = framework_kind::torchtitan;
   if (!record.contains("framework") || record.at("framework").is_null()) return from_impl;
   const json& f = record.at("framework");
   if (!f.is_object()) bad_field(error_code::invalid_run, "framework", f, "must be an object {\"name\", \"version\", ...}");
@@ -44,11 +64,12 @@ inline framework_kind framework_of_record(const json& record) {
   if (name == "hf" || name == "transformers") named = framework_kind::hf;
   else if (name == "litgpt" || name == "lit-gpt") named = framework_kind::litgpt;
   else if (name == "torchtune") named = framework_kind::torchtune;
+  else if (name == "torchtitan") named = framework_kind::torchtitan;
   else if (const std::string_view why = unmodelled_framework(name); !why.empty())
     bad_field(error_code::unsupported, "framework.name", name, std::string(why));
   else
     bad_field(error_code::unsupported, "framework.name", name,
-              "is a framework memscale does not model yet (hf, litgpt and torchtune are modelled)");
+              "is a framework memscale does not model yet (hf, litgpt, torchtune and torchtitan are modelled)");
   if (named != from_impl && !impl.empty())
     bad_field(error_code::invalid_run, "framework.name", name, "does not match model.impl \"" + impl + "\"");
   if (named == framework_kind::torchtune && f.contains("version")) {
@@ -56,6 +77,16 @@ inline framework_kind framework_of_record(const json& record) {
     const std::string version = get_string(f, "version", "framework", "", error_code::invalid_run);
     if (version.rfind("0.6.", 0) != 0)
       bad_field(error_code::unsupported, "framework.version", version, "is not modelled: torchtune is read at 0.6.1");
+  }
+  if (named == framework_kind::torchtitan) {
+    if (f.contains("version")) {
+      // Read from torchtitan v0.1.0 (pytorch/torchtitan @ f7084fc7).
+      const std::string version = get_string(f, "version", "framework", "", error_code::invalid_run);
+      if (version.rfind("0.1.", 0) != 0)
+        bad_field(error_code::unsupported, "framework.version", version,
+                  "is not modelled: torchtitan is read at 0.1.0 (pytorch/torchtitan @ f7084fc7)");
+    }
+    if (f.contains("toml") && f.at("toml").is_object()) refuse_torchtitan_toml(f.at("toml"));
   }
   // Liger's kernels (train.loss_impl fused_linear_ce, train.fused_rmsnorm, train.fused_swiglu) are
   // read at v0.5.10 (linkedin/Liger-Kernel @ 44a8f2fb); the buffers they make for training are
@@ -104,6 +135,88 @@ inline void read_framework_knobs(const json& t, training_spec& run) {
   run.liger_swiglu = get_bool(t, "fused_swiglu", "train", false, error_code::invalid_run);
 }
 
+// A record's train.precision: torchtitan's "fsdp_mixed_bf16" is bf16 compute over fp32 shards
+// (MixedPrecisionPolicy(param_dtype=bfloat16), apply_fsdp @ f7084fc7), built as pure_bf16
+// with the fp32 shards from the FSDP2 rule (estimate/fsdp2.hpp).
+inline precision parse_record_precision(const std::string& s, const std::string& field, const training_spec& run) {
+  if (s == "fsdp_mixed_bf16") {
+    if (run.framework != framework_kind::torchtitan)
+      bad_field(error_code::unsupported, field, s, "is torchtitan's FSDP2 mixed precision: needs framework torchtitan");
+    return precision::pure_bf16;
+  }
+  return parse_precision(s, field);
+}
+
+// torch.compile and float8 training, refused by name wherever a run states them (`field` is
+// train.compile, run.compile, --compile, ...; `float8`: which of the two).
+[[noreturn]] inline void refuse_compile_or_float8(const std::string& field, bool float8) {
+  bad_field(error_code::unsupported, field, true,
+            float8 ? "float8 training is not modelled: torchao's Float8Linear saves fp8 casts of inputs and weights "
+                     "(components/float8.py @ f7084fc7); estimating it as eager bf16 would be a different run"
+                   : "torch.compile is not modelled: Inductor's partitioner decides what forward saves; estimating it "
+                     "as eager would be a different run");
+}
+
+// torchtitan's activation checkpointing policy over the run's checkpointing as given
+// (activation_checkpoint.mode and selective_ac_option, apply_ac @ f7084fc7): "none"; "full" with
+// checkpointing full; "op" or "layer:K" with checkpointing selective ("layer:1" is every block,
+// the same as full). `field` / `ckpt_field` name the two inputs in errors.
+inline void apply_sac_policy(training_spec& run, const std::string& sac, const std::string& field,
+                             const std::string& ckpt_field) {
+  constexpr auto bad = error_code::invalid_run;
+  const checkpointing as_given = run.ckpt;
+  run.sac = selective_ac::none;
+  run.sac_every = 0;
+  if (sac == "op") {
+    run.sac = selective_ac::op_save_list;
+  } else if (sac.rfind("layer:", 0) == 0 && sac.size() > 6 && sac.size() < 12 &&
+             sac.find_first_not_of("0123456789", 6) == std::string::npos) {
+    run.sac = selective_ac::every_kth_block;
+    run.sac_every = std::stoull(sac.substr(6));
+    if (run.sac_every == 0) bad_field(bad, field, sac, "must name k > 0 in layer:k");
+  } else if (sac == "full") {
+    if (as_given != checkpointing::full) bad_field(bad, field, sac, "needs " + ckpt_field + " full");
+  } else if (sac != "none") {
+    bad_field(bad, field, sac, "must be one of none, full, op, layer:K");
+  }
+  // apply_ac's selective modes: checkpointing "selective" is the policy above.
+  if (run.sac != selective_ac::none) {
+    if (as_given != checkpointing::selective)
+      bad_field(bad, ckpt_field, std::string(to_string(as_given)), "must be selective with sac_policy " + sac);
+    run.ckpt = checkpointing::none;
+    if (run.sac_every == 1) {  // every block: the same as mode full
+      run.sac = selective_ac::none;
+      run.sac_every = 0;
+      run.ckpt = checkpointing::full;
+    }
+  } else if (as_given == checkpointing::selective) {
+    bad_field(bad, field, sac, "must be op or layer:K with " + ckpt_field + " selective");
+  }
+}
+
+// torchtitan's train fields: sac_policy (apply_sac_policy), FSDP2's param_dtype / reduce_dtype
+// (only bf16 / fp32, the MixedPrecisionPolicy apply_fsdp builds) and reshard_after_forward
+// (torchtitan's default: every block but the last); train.compile and train.float8 are refused
+// for every framework.
+inline void read_torchtitan_fields(const json& t, training_spec& run) {
+  const std::string path = "train";
+  constexpr auto bad = error_code::invalid_run;
+  for (const char* key : {"compile", "float8"})
+    if (get_bool(t, key, path, false, bad)) refuse_compile_or_float8(path + "." + key, std::string(key) == "float8");
+  if (run.framework != framework_kind::torchtitan) return;
+  apply_sac_policy(run, get_string(t, "sac_policy", path, "none", bad), path + ".sac_policy", path + ".checkpointing");
+  if (t.contains("param_dtype") && get_string(t, "param_dtype", path, "", bad) != "bf16")
+    bad_field(error_code::unsupported, path + ".param_dtype", t.at("param_dtype"),
+              "is modelled as bf16 (torchtitan's mixed_precision_param bfloat16)");
+  if (t.contains("reduce_dtype") && get_string(t, "reduce_dtype", path, "", bad) != "fp32")
+    bad_field(error_code::unsupported, path + ".reduce_dtype", t.at("reduce_dtype"),
+              "is modelled as fp32 (torchtitan's mixed_precision_reduce float32)");
+  if (t.contains("reshard_after_forward") &&
+      get_string(t, "reshard_after_forward", path, "", bad) != "all but the last block")
+    bad_field(error_code::unsupported, path + ".reshard_after_forward", t.at("reshard_after_forward"),
+              "is modelled as torchtitan's default: \"all but the last block\" (apply_fsdp)");
+}
+
 // The framework knobs memscale does not model yet: refused by name when they are on.
 inline void refuse_unmodelled_framework_fields(const json& t) {
   const std::string path = "train";
@@ -112,14 +225,22 @@ inline void refuse_unmodelled_framework_fields(const json& t) {
   if (on("activation_offload"))
     bad_field(error_code::unsupported, path + ".activation_offload", true,
               "torchtune's OffloadActivations (saved tensors copied to pinned host memory) is not modelled yet");
+}
+
+// FSDP2's fields outside torchtitan: refused by name (torchtune's distributed recipes).
+inline void refuse_unmodelled_fsdp2_fields(const json& t, const training_spec& run) {
+  const std::string path = "train";
+  constexpr auto bad = error_code::invalid_run;
+  if (run.framework == framework_kind::torchtitan) return;
   const std::string sac = get_string(t, "sac_policy", path, "none", bad);
   if (sac != "none")
     bad_field(error_code::unsupported, path + ".sac_policy", sac,
-              "selective activation checkpointing policies (torchtitan) are not modelled yet");
+              "selective activation checkpointing policies are modelled for torchtitan only");
   for (const char* key : {"param_dtype", "reduce_dtype", "reshard_after_forward"})
     if (t.contains(key) && !t.at(key).is_null())
       bad_field(error_code::unsupported, path + "." + key, t.at(key),
-                "FSDP2 mixed precision and resharding (torchtitan, torchtune distributed) are not modelled yet");
+                "FSDP2 mixed precision and resharding are modelled for torchtitan only (torchtune distributed is not "
+                "modelled yet)");
 }
 
 // train.logits_upcast states what the loss upcast; it must be what memscale builds for the
@@ -160,3 +281,9 @@ inline void check_litgpt_model_fields(const json& m, const model_spec& spec) {
 }
 
 }  // namespace memscale::json_io::detail
+
+namespace memscale::json_io {
+// Public: the command line applies torchtitan's policy and refuses compile / float8 as run documents do.
+using detail::apply_sac_policy;
+using detail::refuse_compile_or_float8;
+}  // namespace memscale::json_io

@@ -20,7 +20,7 @@
 
 namespace memscale::json_io {
 
-inline constexpr std::array<std::string_view, 3> framework_names{"hf", "litgpt", "torchtune"};
+inline constexpr std::array<std::string_view, 4> framework_names{"hf", "litgpt", "torchtune", "torchtitan"};
 
 namespace detail {
 
@@ -39,12 +39,13 @@ inline void set_framework(training_spec& run, const std::string& name, const std
   if (name == "hf" || name == "transformers") kind = framework_kind::hf;
   else if (name == "litgpt" || name == "lit-gpt") kind = framework_kind::litgpt;
   else if (name == "torchtune") kind = framework_kind::torchtune;
+  else if (name == "torchtitan") kind = framework_kind::torchtitan;
   else if (const std::string_view why = detail::unmodelled_framework(name); !why.empty())
     bad_field(error_code::unsupported, field, name, std::string(why));
   else {
     memscale::detail::nearest_name nearest(name.size() > 64 ? std::string_view(name).substr(0, 64) : std::string_view(name));
     for (auto n : framework_names) nearest.offer(n);
-    bad_field(error_code::invalid_run, field, name, "must be one of hf, litgpt, torchtune" + nearest.hint());
+    bad_field(error_code::invalid_run, field, name, "must be one of hf, litgpt, torchtune, torchtitan" + nearest.hint());
   }
   training_spec next = with_framework(run, kind);
   next.framework_version = 0;
@@ -65,6 +66,11 @@ inline void set_framework(training_spec& run, const std::string& name, const std
                     "is not modelled: torchtune's rules are read at 0.6.1 (its 0.6 releases)");
         break;
       }
+      case framework_kind::torchtitan:
+        if (version.rfind("0.1.", 0) != 0)
+          bad_field(error_code::unsupported, version_field, version,
+                    "is not modelled: torchtitan is read at 0.1.0 (pytorch/torchtitan @ f7084fc7)");
+        break;
     }
   }
   run = next;
@@ -110,6 +116,8 @@ inline std::string framework_text(const training_spec& run) {
   const std::uint32_t v = run.framework_version != 0 ? run.framework_version : framework_read_at(run.framework);
   if (v != 0) out += " " + detail::version_text(v);
   if (run.framework == framework_kind::litgpt) out += " (scripts @ b96a5708)";
+  if (run.framework == framework_kind::torchtitan)
+    out += " 0.1.0 (FSDP2 over " + std::to_string(run.data_parallel) + " GPUs, fp32 shards, bf16 compute; one GPU's step)";
   out += ": loss ";
   if (run.loss == loss_impl::standard) out += "over the whole logits";
   else if (run.loss == loss_impl::fused_linear) out += "fused with the head (Liger's fused linear cross-entropy)";
@@ -118,6 +126,9 @@ inline std::string framework_text(const training_spec& run) {
   if (run.optimizer_in_backward) out += ", optimizer in backward";
   if (run.liger_rms_norm) out += ", Liger RMSNorm";
   if (run.liger_swiglu) out += ", Liger SwiGLU";
+  if (run.sac == selective_ac::op_save_list) out += ", selective checkpointing: the per-op save list";
+  if (run.sac == selective_ac::every_kth_block)
+    out += ", selective checkpointing: one block in " + std::to_string(run.sac_every);
   return out;
 }
 

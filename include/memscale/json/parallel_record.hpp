@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "memscale/json/framework_fields.hpp"
 #include "memscale/json/records.hpp"
 #include "memscale/parallel/per_gpu.hpp"
 
@@ -14,6 +15,12 @@ namespace memscale::json_io {
 // Whether a record's run spans several GPUs (then estimate_parallel_record answers it).
 inline bool is_multi_gpu_record(const json& record) {
   if (!record.is_object() || !record.contains("train") || !record.at("train").is_object()) return false;
+  // torchtitan's FSDP2 step is one rank's estimate of the run itself (estimate/fsdp2.hpp), not a layout.
+  try {
+    if (detail::framework_of_record(record) == framework_kind::torchtitan) return false;
+  } catch (const error&) {
+    return false;  // estimate_record names the framework field that is wrong
+  }
   const json& t = record.at("train");
   auto above_one = [&](const char* key) { return t.contains(key) && t.at(key).is_number() && t.at(key).get<double>() > 1; };
   return above_one("dp") || above_one("tp") || above_one("pp") || above_one("nodes");

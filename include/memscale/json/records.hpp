@@ -130,6 +130,9 @@ inline model_spec model_from_record(const json& m) {
   // torchtune's builders make the family's modules (separate q/k/v, no fused qkv); what its code
   // keeps differently is the run's framework (training_spec::framework, run_from_record).
   if (impl_name == "torchtune") impl_name = "hf-transformers";
+  // torchtitan's Llama has the same modules (wq/wk/wv/wo, w1/w3/w2, repeat_kv copies:
+  // models/llama3/model/model.py @ f7084fc7); its loss and FSDP2 follow the run's framework.
+  if (impl_name == "torchtitan") impl_name = "hf-transformers";
   const implementation impl = parse_impl(impl_name, path + ".impl");
   const hf::record_model sizes{.layers = get_count(m, "layers", path, 0, bad),
                                .hidden = get_count(m, "hidden", path, 0, bad),
@@ -199,7 +202,7 @@ inline training_spec run_from_record(const json& record) {
   if (run.seq_len == 0) bad_field(error_code::unsupported, path + ".seq", t.value("seq", json()),
                                   "is missing: only sequence models are modelled yet");
   run.target_len = get_count(t, "target_seq", path, 0, bad);  // encoder-decoder decoder tokens
-  run.prec = parse_precision(get_string(t, "precision", path, "fp32", bad), path + ".precision");
+  run.prec = detail::parse_record_precision(get_string(t, "precision", path, "fp32", bad), path + ".precision", run);
   run.optimizer = parse_optimizer(get_string(t, "optimizer", path, "adamw", bad), path + ".optimizer");
   run.grad_accum = get_count(t, "grad_accum", path, 1, bad);
   run.ckpt = parse_checkpointing(get_string(t, "checkpointing", path, "none", bad), path + ".checkpointing");
@@ -245,7 +248,9 @@ inline training_spec run_from_record(const json& record) {
   if (!opt_impl.empty()) run.optimizer_impl = parse_optimizer_impl(opt_impl, path + ".optimizer_impl");
   detail::read_loss_fields(t, run);
   detail::read_framework_knobs(t, run);
+  detail::read_torchtitan_fields(t, run);
   detail::refuse_unmodelled_framework_fields(t);
+  detail::refuse_unmodelled_fsdp2_fields(t, run);
   run.ssm_kernels = parse_ssm_kernels(get_string(t, "ssm_path", path, "default", bad), path + ".ssm_path");
   run.output_cast = parse_output_cast(get_string(t, "output_cast", path, "", bad), path + ".output_cast");
   return validate(run);

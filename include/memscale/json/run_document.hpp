@@ -17,6 +17,7 @@
 #include "memscale/allocator/alloc_conf.hpp"
 #include "memscale/gpus.hpp"
 #include "memscale/json/fields.hpp"
+#include "memscale/json/framework_fields.hpp"
 #include "memscale/json/framework_option.hpp"
 #include "memscale/json/records.hpp"
 #include "memscale/json/run_settings.hpp"
@@ -62,12 +63,13 @@ inline constexpr std::array<std::string_view, 10> result_fields{"parameters", "t
                                                                 "peak",       "first_step",           "static",
                                                                 "plan",       "attention_kernel",     "allocator",
                                                                 "ssm_kernels"};
-inline constexpr std::array<std::string_view, 28> run_fields{
+inline constexpr std::array<std::string_view, 32> run_fields{
     "micro_batch", "seq_len",   "grad_accum",   "precision",  "optimizer",    "optimizer_impl",
     "checkpointing", "attention", "target",     "lora_rank",  "lora_targets", "lora_alpha",
     "lora_variant", "lora_dropout", "quant",    "dropout",    "device",       "offload",
     "no_sync",     "output_cast", "loss",       "loss_chunk", "loss_chunks",  "optimizer_in_backward",
-    "ssm_kernels", "liger",     "fused_rmsnorm", "fused_swiglu"};
+    "ssm_kernels", "liger",     "fused_rmsnorm", "fused_swiglu", "data_parallel", "sac_policy",
+    "compile",     "float8"};
 inline constexpr std::array<std::string_view, 2> gpu_fields{"memory", "bf16"};
 
 // Every key of `obj` must be one of `known` (or `ignored`); an unknown one is an error
@@ -199,6 +201,26 @@ inline void read_run_object(const json& r, run_input& in) {
       if (!item.is_string()) bad_field(bad_run, path + ".offload", item, "must hold strings");
       set_offload(run, item.get<std::string>(), path + ".offload");
     }
+  }
+  for (const char* key : {"compile", "float8"})
+    if (get_bool(r, key, path, false, bad_run)) refuse_compile_or_float8(path + "." + key, std::string(key) == "float8");
+  // torchtitan's checkpointing policy and FSDP2 ranks (one rank's share of a fully_shard run).
+  if (r.contains("sac_policy") && !r.at("sac_policy").is_null()) {
+    if (run.framework != framework_kind::torchtitan)
+      bad_field(error_code::unsupported, path + ".sac_policy", r.at("sac_policy"),
+                "is torchtitan's activation checkpointing policy: needs framework torchtitan");
+    apply_sac_policy(run, text("sac_policy"), path + ".sac_policy", path + ".checkpointing");
+  } else if (r.contains("checkpointing") && !r.at("checkpointing").is_null()) {
+    run.sac = selective_ac::none;
+    run.sac_every = 0;
+  }
+  if (r.contains("data_parallel") && !r.at("data_parallel").is_null()) {
+    const std::uint64_t ranks = positive(r, "data_parallel", path, 1);
+    if (run.framework != framework_kind::torchtitan)
+      bad_field(error_code::unsupported, path + ".data_parallel", r.at("data_parallel"),
+                "is torchtitan's FSDP2 ranks: other multi-GPU runs are laid out with --gpus and --strategy");
+    run.data_parallel = ranks;
+    run.shard = ranks > 1 ? sharding::full : sharding::none;
   }
 }
 

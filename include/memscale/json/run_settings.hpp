@@ -237,6 +237,15 @@ inline std::string lora_target_letters(lora_modules set) {
 using detail::lora_target_letters;
 using detail::name_of;
 
+namespace detail {
+// torchtitan's activation checkpointing policy as a run document writes it ("none" without one).
+inline std::string sac_policy_text(const training_spec& run) {
+  if (run.sac == selective_ac::op_save_list) return "op";
+  if (run.sac == selective_ac::every_kth_block) return "layer:" + std::to_string(run.sac_every);
+  return run.ckpt == checkpointing::full ? "full" : "none";
+}
+}  // namespace detail
+
 // The training settings as JSON, with the spellings the run document accepts.
 inline nlohmann::json run_to_json(const training_spec& run) {
   nlohmann::json j = {{"micro_batch", run.micro_batch},
@@ -272,6 +281,13 @@ inline nlohmann::json run_to_json(const training_spec& run) {
   else if (run.loss == loss_impl::chunked) j["loss_chunk"] = run.loss_chunk;
   if (run.optimizer_in_backward) j["optimizer_in_backward"] = true;
   if (run.ssm_kernels != ssm_kernel_choice::framework_default) j["ssm_kernels"] = std::string(to_string(run.ssm_kernels));
+  if (run.framework == framework_kind::torchtitan) {  // FSDP2's ranks and the checkpointing policy
+    j["data_parallel"] = run.data_parallel;
+    if (run.sac != selective_ac::none) {
+      j["checkpointing"] = "selective";
+      j["sac_policy"] = detail::sac_policy_text(run);
+    }
+  }
   return j;
 }
 

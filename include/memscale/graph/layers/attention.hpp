@@ -36,7 +36,8 @@ struct attention_path {
 constexpr attention_path attention_path_of(const model_spec& model, const training_spec& run) {
   // torchtune copies k and v to every query head itself before SDPA (k.unsqueeze(2).expand(...)
   // .flatten(1, 2), torchtune/modules/attention.py lines 290-291 @ v0.6.1), whatever the kernel.
-  const bool torchtune = run.framework == framework_kind::torchtune;
+  // torchtitan's repeat_kv copies them too (expand + reshape, models/llama3/model/model.py @ f7084fc7).
+  const bool torchtune = run.framework == framework_kind::torchtune || run.framework == framework_kind::torchtitan;
   const bool gqa = kv_heads_of(model) != model.heads && (model.impl == implementation::hf_transformers || torchtune);
   const attention_kernel kernel = attention_kernel_of(model, run);
   const bool sdpa_gqa = !torchtune && sdpa_gets_grouped_kv(model, run) &&
@@ -348,7 +349,12 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
                               detail::checked_mul(batch_heads, run.seq_len));
   }
   // Heads are merged with transpose + reshape: a contiguous copy the output projection saves.
-  const tensor merged = ops.elementwise(context, q_elements, p.matmul);
+  // torchtitan (output.transpose(1, 2).contiguous(), models/llama3/model/model.py @ f7084fc7)
+  // gets the fused kernels' output as a transposed view of a (batch, seq, heads, head_dim)
+  // buffer (aten/src/ATen/native/transformers/cuda/attention.cu _scaled_dot_product_flash_attention_cuda:
+  // the output is allocated in q's untransposed layout), so .contiguous() copies nothing and wo saves it.
+  const bool merged_in_place = is_fused(path.kernel) && run.framework == framework_kind::torchtitan;
+  const tensor merged = merged_in_place ? context : ops.elementwise(context, q_elements, p.matmul);
   return projection(ops, ctx.adapters, merged,
                     {.rows = ctx.tokens, .in_features = w.q, .out_features = m.hidden, .bias = m.attn_out_bias},
                     ctx.adapters.adapts(lora_target::o));

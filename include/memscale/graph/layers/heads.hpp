@@ -93,15 +93,19 @@ constexpr lm_head_spec lm_head_spec_of(const layer_context& ctx) {
   // torchtune's recipes shift the labels (labels[..., 1:] padded with the ignore index), and
   // without chunks its decoder returns output(h).float() (modules/transformer.py line 659).
   const bool torchtune = run.framework == framework_kind::torchtune;
+  // torchtitan's loss upcasts the whole logits (components/loss.py cross_entropy_loss:
+  // pred.flatten(0, 1).float()) against labels its dataloader already shifted (datasets/
+  // hf_datasets.py: input = x[:-1], label = x[1:]) @ f7084fc7.
+  const bool torchtitan = run.framework == framework_kind::torchtitan;
   return {.rows = ctx.tokens,
           .sequences = run.micro_batch,
           .tied = m.tied_embeddings,
           .bias = m.lm_head_bias || m.head == head_kind::masked_lm,
           .causal = m.head == head_kind::causal_lm,
-          .upcast_logits = m.upcast_logits || torchtune,
+          .upcast_logits = m.upcast_logits || torchtune || torchtitan,
           .logit_softcap = m.logit_softcap,
           .logits_scale = m.logits_scale,
-          .labels_shifted = m.shift_labels || torchtune,
+          .labels_shifted = m.shift_labels || torchtune || torchtitan,
           .chunked = run.loss == loss_impl::chunked,
           .loss_in_loop = litgpt_full_logits_loop(m, run) && m.head == head_kind::causal_lm,
           .fused_linear = run.loss == loss_impl::fused_linear,

@@ -176,6 +176,12 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
   sections.set_inputs(storage(dtype::int64, detail::checked_mul(tokens, 2)));
   sections.add_buffers(bytes{detail::checked_mul(model.buffer_bytes_per_layer, model.layers)});
   sections.add_buffers(bytes{model.model_buffer_bytes});
+  if (run.framework == framework_kind::torchtitan && model.positions == position_kind::rotary) {
+    // torchtitan's freqs_cis buffer: complex64 (max_seq_len x head_dim / 2), max_seq_len being
+    // training.seq_len (models/llama3/model/model.py _precompute_freqs_cis, args.py
+    // update_from_config @ f7084fc7); FSDP2 does not shard buffers.
+    sections.add_buffers(storage(dtype::fp32, detail::checked_mul(run.seq_len, head_dim_of(model))));
+  }
   if (rotary_tables_per_layer(model, ctx.run.transformers_version))
     sections.add_buffers(rotary_table_buffers(model, precision.param));
   sections.set_stream_grad(storage(stream, detail::checked_mul(tokens, model.hidden)));

@@ -1,0 +1,139 @@
+// memscale/estimate/fsdp2.hpp: one rank's step under torchtitan's FSDP2 (fully_shard per
+// TransformerBlock and the root, fp32 shards, bf16 compute) and its activation checkpointing.
+// The moments of forward and backward, ranked by what differs between them (gathered units,
+// gradients, activations); single_graph.hpp adds the shards, the optimizer state and the step.
+#pragma once
+
+#include <cstdint>
+
+#include "memscale/estimate/activations.hpp"
+#include "memscale/graph/graph.hpp"
+#include "memscale/training.hpp"
+
+namespace memscale::detail {
+
+// What the FSDP2 units hold, from the graph's parameter and gradient totals.
+struct fsdp2_units {
+  bytes block{};             // one block's unsharded bf16 parameters (param_dtype)
+  bytes root{};              // the root unit's (embeddings, final norm, output) unsharded parameters
+  bytes block_grads{};       // one block's unsharded bf16 gradients
+  bytes block_grads_fp32{};  // its reduce-scatter input (reduce_dtype fp32, the unit's full size)
+  bytes head_grads{};        // the final norm's and output's bf16 gradients
+  bytes root_grads{};        // every root gradient in bf16
+  bytes root_grads_fp32{};   // the root's reduce-scatter input
+  std::uint64_t ranks = 1;
+};
+
+// Where a moment is and what it holds besides the shards, the state and the inputs.
+struct fsdp2_moment {
+  bool backward = false;
+  bytes gathered{};     // unsharded parameters and all-gather outputs
+  bytes grads{};        // unsharded bf16 gradients, reduce-scatter buffers, sharded fp32 gradients
+  bytes activations{};  // saved tensors and the running op's tensors
+
+  [[nodiscard]] constexpr bytes ranked() const { return gathered + grads + activations; }
+};
+
+// Whether block `i` (0-based) runs under checkpoint_wrapper: every block with mode full, every
+// k-th with selective_ac_option "<k>" (apply_ac: `ac_freq`, checkpointed when
+// ptr_id % ac_freq == 0 after counting the block, infra/parallelize.py @ f7084fc7).
+constexpr bool fsdp2_block_checkpointed(const training_spec& run, std::uint64_t i) {
+  if (run.ckpt == checkpointing::full) return true;
+  return run.sac == selective_ac::every_kth_block && (i + 1) % run.sac_every == 0;
+}
+
+// What one block keeps under the per-op policy: its input (kept by the checkpoint for the
+// recomputation) and the outputs of the ops on _save_list: every other aten.mm, counted from the
+// first in each block (the odd ones are saved: `mm_count % 2 == 0` is recomputed), and SDPA's
+// output and log-sum-exp (_save_list: aten._scaled_dot_product_flash_attention /
+// efficient_attention), infra/parallelize.py _apply_ac_to_transformer_block @ f7084fc7.
+constexpr bytes op_save_list_bytes(const graph& g) {
+  bytes kept{};
+  std::uint64_t mm = 0;
+  for (std::size_t i = g.block_begin; i < g.block_end; ++i) {
+    const op& o = g.ops[i];
+    if (o.kind == op_kind::stream) kept += o.out;
+    if (o.kind == op_kind::linear && ++mm % 2 == 1) kept += o.out;
+    if (o.kind == op_kind::attention) kept += o.out + o.extra_saved;
+  }
+  return kept;
+}
+
+// The largest moment of one step under FSDP2, FSDP2's rules read from torch's
+// torch/distributed/_composable/fsdp (_fsdp_param_group.py, _fsdp_collectives.py @ v2.6.0):
+// a unit's parameters are all-gathered (a flat bf16 output beside the unsharded parameters it is
+// copied into) before its forward and again before its backward; after forward a unit frees them
+// (reshard_after_forward) except the last block, which torchtitan keeps (apply_fsdp:
+// reshard_after_forward = int(layer_id) < len(model.layers) - 1); the root gathers in its
+// pre-forward and again at the output's backward, reduce-scattering its gradients only in the
+// final callback. A block's bf16 gradients are copied into an fp32 reduce-scatter input of the
+// unit's full size whose 1/N output becomes the sharded fp32 gradient.
+constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec& run, const fsdp2_units& u) {
+  const std::uint64_t L = g.block_repeats;
+  const std::uint64_t n = u.ranks;
+  const bytes block_shard_grads = ceil_div(u.block_grads_fp32, n);
+  const bytes full_saved = section_saved_bytes(g, block_of(g), run, false);
+  const bytes ckpt_saved = section_saved_bytes(g, block_of(g), run, true);
+  const bytes policy_saved = run.sac == selective_ac::op_save_list ? op_save_list_bytes(g) : full_saved;
+  const auto saved_of = [&](std::uint64_t i) { return fsdp2_block_checkpointed(run, i) ? ckpt_saved : policy_saved; };
+  // What blocks below i keep (blocks 0..i-1).
+  const auto saved_below = [&](std::uint64_t i) {
+    bytes total{};
+    for (std::uint64_t j = 0; j < i; ++j) total += saved_of(j);
+    return total;
+  };
+  const bytes saved_p = section_saved_bytes(g, prologue_of(g), run, false);
+  const bytes all_blocks = saved_below(L);
+  const section epi = epilogue_of(g);
+  const section head = until_loss(g, epi);
+  const section loss{head.end, epi.end};
+
+  fsdp2_moment best{};
+  const auto consider = [&](const fsdp2_moment& m) {
+    if (m.ranked() > best.ranked()) best = m;
+  };
+  const std::uint64_t top = L - 1;
+  // Forward: the root stays gathered from its pre-forward through the output projection.
+  // The top block's all-gather: its unsharded parameters beside the flat output.
+  consider({false, u.root + u.block + u.block, {}, g.held + saved_p + saved_below(top)});
+  const bool top_recomputed = fsdp2_block_checkpointed(run, top) || run.sac == selective_ac::op_save_list;
+  consider({false, u.root + u.block, {},
+            g.held + saved_p + saved_below(top) +
+                (top_recomputed ? saved_of(top) : bytes{}) +
+                section_forward_peak(g, block_of(g), run, false, !top_recomputed)});
+  // The head with the root gathered; the loss after the root resharded (the last block stays).
+  consider({false, u.root + u.block, {}, saved_p + all_blocks + section_forward_peak(g, head, run, true)});
+  consider({false, u.block, {}, saved_p + all_blocks + section_forward_peak(g, epi, run, true)});
+
+  // Backward of the loss (`del pred` first: only what the loss saved), then of the head with
+  // the root gathered again.
+  const auto lb = section_backward_peak(g, loss, run, false, bytes{});
+  consider({true, u.block, {}, saved_p + all_blocks + section_saved_bytes(g, head, run, false) + lb.peak});
+  const auto hb = section_backward_peak(g, head, run, false, bytes{});
+  consider({true, u.root + u.block, hb.grads_at_peak, saved_p + all_blocks + (hb.peak - hb.grads_at_peak)});
+
+  // A block's backward: the root and this block gathered, the head's bf16 gradients waiting
+  // for the final callback, the sharded gradients of the blocks above; a checkpointed block
+  // first runs its forward again.
+  const auto bp = section_backward_peak(g, block_of(g), run, false, g.stream_grad);
+  const bytes local = bp.peak - bp.grads_at_peak;
+  const bytes rerun = g.stream_grad + section_forward_peak(g, block_of(g), run, false, true);
+  for (const std::uint64_t i : {top, std::uint64_t{0}}) {
+    const bytes above = block_shard_grads * (L - 1 - i);
+    const bytes below = saved_p + saved_below(i);
+    const bool recomputed = fsdp2_block_checkpointed(run, i) || run.sac == selective_ac::op_save_list;
+    consider({true, u.root + u.block, u.head_grads + above + bp.grads_at_peak, below + local});
+    if (recomputed) consider({true, u.root + u.block, u.head_grads + above, below + rerun});
+    // Its reduce-scatter: the bf16 gradients, the fp32 input and the 1/N output.
+    consider({true, u.root + u.block, u.head_grads + above + u.block_grads + u.block_grads_fp32 + block_shard_grads,
+              below + g.stream_grad});
+  }
+  // The embeddings' backward, then the root's reduce-scatter in the final callback.
+  const auto pp = section_backward_peak(g, prologue_of(g), run, false, bytes{});
+  consider({true, u.root, u.head_grads + block_shard_grads * L + pp.grads_at_peak, pp.peak - pp.grads_at_peak});
+  consider({true, u.root, u.root_grads + u.root_grads_fp32 + ceil_div(u.root_grads_fp32, n) + block_shard_grads * L,
+            {}});
+  return best;
+}
+
+}  // namespace memscale::detail
