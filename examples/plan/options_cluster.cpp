@@ -43,11 +43,12 @@ void add_cluster_options(CLI::App& app, options& o) {
   add_value(app, g, "--global-batch", "N", "sequences per optimizer step the planner keeps; default batch x grad-accum",
             [&c](const std::string& v) { c.global_batch = parse_positive("--global-batch", v); });
   add_value(app, g, "--emit", "FORMAT", "print the engine config instead of the report: deepspeed (ds_config.json) "
-                                        "| accelerate-fsdp (Accelerate config YAML)",
+                                        "| accelerate-fsdp (Accelerate config YAML) | torchtune (recipe config YAML, one GPU)",
             [&c](const std::string& v) {
               if (v == "deepspeed") c.emit = emit_format::deepspeed;
               else if (v == "accelerate-fsdp") c.emit = emit_format::accelerate_fsdp;
-              else throw usage_error("--emit must be deepspeed or accelerate-fsdp (got " + in_quotes(v) + ")");
+              else if (v == "torchtune") c.emit = emit_format::torchtune;
+              else throw usage_error("--emit must be deepspeed, accelerate-fsdp or torchtune (got " + in_quotes(v) + ")");
             });
 }
 
