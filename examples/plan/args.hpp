@@ -65,7 +65,7 @@ struct config_options {
 };
 
 // options_cluster.cpp: multi-GPU engines and the cluster planner.
-enum class emit_format : std::uint8_t { none, deepspeed, accelerate_fsdp, torchtitan };
+enum class emit_format : std::uint8_t { none, deepspeed, accelerate_fsdp, torchtitan, torchtune };
 struct cluster_options {
   std::uint64_t gpus = 0;                     // --gpus N in all (0: one GPU, no cluster output)
   std::uint64_t nodes = 1;                    // --nodes M
@@ -77,7 +77,7 @@ struct cluster_options {
   bool pp_given = false;
   bool sp = false;                            // --sp
   std::uint64_t global_batch = 0;             // --global-batch N (planner); 0: batch x grad-accum
-  emit_format emit = emit_format::none;       // --emit deepspeed|accelerate-fsdp|torchtitan
+  emit_format emit = emit_format::none;       // --emit deepspeed|accelerate-fsdp|torchtitan|torchtune
 };
 
 // options_vision.cpp: CNN / ViT models. A torchvision --model NAME sets

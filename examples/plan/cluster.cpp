@@ -14,6 +14,7 @@
 #include "memscale/json/emit_deepspeed.hpp"
 #include "memscale/json/report.hpp"
 #include "memscale/parallel/per_gpu.hpp"
+#include "emit_torchtune.hpp"
 #include "output.hpp"
 #include "units.hpp"
 
@@ -173,9 +174,10 @@ std::string emit(const options& opt, const memscale::parallel_spec& p, const mem
 
 void check_multi_gpu_options(const options& opt) {
   const auto& c = opt.cluster;
+  check_torchtune_emit(opt);  // emit_torchtune.cpp: one GPU, --framework torchtune
   if (c.gpus == 0) {
     const char* given = c.engine                          ? "--strategy"
-                        : c.emit != emit_format::none     ? "--emit"
+                        : c.emit != emit_format::none && c.emit != emit_format::torchtune ? "--emit"
                         : c.tp_given                      ? "--tp"
                         : c.pp_given                      ? "--pp"
                         : c.nodes > 1                     ? "--nodes"

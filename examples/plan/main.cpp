@@ -24,6 +24,7 @@
 #include "args.hpp"
 #include "cases.hpp"
 #include "cluster.hpp"
+#include "emit_torchtune.hpp"
 #include "generic.hpp"
 #include "memscale/detail/printable.hpp"
 #include "memscale/error.hpp"
@@ -135,6 +136,7 @@ std::string run(const memscale_plan::options& opt) {
       memscale_plan::check_multi_gpu_options(opt);  // cluster.cpp
       if (const auto vision = memscale_plan::vision_model_of(opt)) return memscale_plan::vision_report(opt, *vision);
       if (const auto* generic = memscale_plan::generic_model_in_use(opt)) return memscale_plan::generic_report(opt, *generic);
+      if (opt.cluster.emit == memscale_plan::emit_format::torchtune) return memscale_plan::torchtune_config(opt);
       if (opt.cluster.gpus > 0) return memscale_plan::run_cluster(opt);
       if (opt.inference.enabled) return memscale_plan::inference_command(opt);  // inference.cpp
       if (opt.emit_torchtitan)

@@ -44,12 +44,15 @@ void add_cluster_options(CLI::App& app, options& o) {
             [&c](const std::string& v) { c.global_batch = parse_positive("--global-batch", v); });
   add_value(app, g, "--emit", "FORMAT", "print the engine config instead of the report: deepspeed (ds_config.json) "
                                         "| accelerate-fsdp (Accelerate config YAML) | torchtitan (job TOML; with "
-                                        "--framework torchtitan)",
+                                        "--framework torchtitan) | torchtune (recipe config YAML, one GPU)",
             [&c](const std::string& v) {
               if (v == "deepspeed") c.emit = emit_format::deepspeed;
               else if (v == "accelerate-fsdp") c.emit = emit_format::accelerate_fsdp;
               else if (v == "torchtitan") c.emit = emit_format::torchtitan;
-              else throw usage_error("--emit must be deepspeed, accelerate-fsdp or torchtitan (got " + in_quotes(v) + ")");
+              else if (v == "torchtune") c.emit = emit_format::torchtune;
+              else
+                throw usage_error("--emit must be deepspeed, accelerate-fsdp, torchtitan or torchtune (got " + in_quotes(v) +
+                                  ")");
             });
 }
 

@@ -84,7 +84,8 @@ constexpr run_class class_of(const model_spec& model, const training_spec& run) 
                         !run.offload_activations && run.shard == sharding::none;
     return traced ? run_class::cpu_traced : run_class::unmeasured;
   }
-  if (run.offload_activations) {
+  // torchtune's OffloadActivations is traced on CPU (tools/trace/torchtune_cases.py).
+  if (run.offload_activations && !(run.framework == framework_kind::torchtune && run.device == device_kind::cpu)) {
     // Only MemScale's AGGRESSIVE figures measure activation offloading.
     const bool aggressive_config = run.ckpt == checkpointing::full && run.optimizer == optimizer_kind::adamw_8bit &&
                                    (run.prec == precision::pure_bf16 || run.prec == precision::pure_fp16) &&

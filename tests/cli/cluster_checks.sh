@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end checks of memscale-plan's multi-GPU options (ctest cli.cluster):
 #   tests/cli/cluster_checks.sh PATH/TO/memscale-plan
-# The per-GPU report, the cluster plan, --emit deepspeed / accelerate-fsdp (batch sizes that
+# The per-GPU report, the cluster plan, --emit deepspeed / accelerate-fsdp / torchtune (batch sizes that
 # multiply out) and the usage errors (exit 2, one stderr line). Needs bash and python3.
 set -u
 plan=$1
@@ -40,6 +40,21 @@ check "--emit deepspeed: ds_config.json with train_batch_size 64" $?
 run "${args[@]}" --emit accelerate-fsdp
 [[ $rc -eq 0 ]] && grep -q "^distributed_type: FSDP" "$work/out" && grep -q "fsdp_transformer_layer_cls_to_wrap: LlamaDecoderLayer" "$work/out"
 check "--emit accelerate-fsdp: Accelerate FSDP YAML" $?
+
+# --emit torchtune: the single-device recipe config, its batch keys multiplying out; never for --gpus.
+run --model llama-3-8b --framework torchtune --lora 16 --lora-targets q_proj,v_proj,o_proj,gate_proj,up_proj,down_proj \
+  --precision pure_bf16 --batch 4 --grad-accum 8 --seq 2048 --checkpointing full --offload activations --emit torchtune
+[[ $rc -eq 0 ]] && grep -q "^  _component_: torchtune.models.llama3.lora_llama3_8b$" "$work/out" &&
+  grep -q "^enable_activation_offloading: True$" "$work/out" && python3 -c '
+import sys
+kv = dict(l.split(": ", 1) for l in sys.stdin.read().splitlines() if l and not l.startswith((" ", "#")) and ": " in l)
+assert int(kv["batch_size"]) * int(kv["gradient_accumulation_steps"]) == 32, kv
+' <"$work/out"
+check "--emit torchtune: LoRA recipe config, 4 x 8" $?
+run --model llama-3-8b --framework torchtune --lora 8 --gpus 2 --gpu a100-80gb --emit torchtune
+[[ $rc -eq 2 ]] && grep -q "FSDP2" "$work/err"; check "--emit torchtune --gpus: refused (FSDP2 not modelled)" $?
+run --model llama-3-8b --lora 8 --emit torchtune
+[[ $rc -eq 2 ]] && grep -q "add --framework torchtune" "$work/err"; check "--emit torchtune without --framework torchtune: refused" $?
 
 run --model gpt2 --gpus 4 --strategy zero2 --batch 3 --grad-accum 5 --emit deepspeed
 [[ $rc -eq 0 ]] && python3 -c 'import json,sys; c=json.load(sys.stdin); assert c["train_batch_size"]==3*5*4' <"$work/out"

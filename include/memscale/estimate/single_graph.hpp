@@ -332,6 +332,15 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   // Checkpointed inputs offloaded wait on the host.
   const bytes saved_b = ckpt && run.offload_activations ? bytes{} : saved_b_on_device;
   const bytes below_blocks = saved_p + saved_b * (L - 1);
+  // torchtune's OffloadActivations (training/_activation_offloading.py @ a6290a5b, use_streams,
+  // max_fwd_stash_size 5) keeps an offloaded tensor on the device until four later ones are
+  // packed; a checkpointed block packs only its input, so the last four blocks' inputs wait there
+  // while a block runs forward.
+  const std::uint64_t stashed_blocks =
+      ckpt && run.offload_activations && run.framework == framework_kind::torchtune && run.device == device_kind::cuda
+          ? (L - 1 < 4 ? L - 1 : 4)
+          : 0;
+  const bytes below_block_forward = below_blocks + saved_b_on_device * stashed_blocks;
   // The base model's masks live through its blocks; checkpointed blocks saved them as inputs.
   const bytes held_after_blocks = ckpt ? g.held : bytes{};
 
@@ -354,7 +363,8 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   // Forward: the last block and the epilogue see the most saved tensors; the loop may
   // still hold tensors of the previous step (graph::carried).
   consider(phase::forward, g.carried + section_forward_peak(g, prologue_of(g), run), {});
-  consider(phase::forward, g.carried + g.held + below_blocks + section_forward_peak(g, block_of(g), run, false, !ckpt),
+  consider(phase::forward,
+           g.carried + g.held + below_block_forward + section_forward_peak(g, block_of(g), run, false, !ckpt),
            {});
   // The loop rebinds its logits when the model returns, before the loss is computed
   // (lit-gpt finetune/lora.py fit(): `logits = model(...)`, then chunked_cross_entropy),

@@ -127,12 +127,25 @@ inline void read_loss_fields(const json& t, training_spec& run) {
   if (t.contains("loss_chunks") && !t.at("loss_chunks").is_null()) run.loss_chunks = chunks;
 }
 
-// train.optimizer_in_backward (torchtune's optimizer_in_bwd); train.fused_rmsnorm and
-// train.fused_swiglu (Liger's kernels).
+// train.optimizer_in_backward (torchtune's optimizer_in_bwd), train.activation_offload (its
+// enable_activation_offloading); train.fused_rmsnorm and train.fused_swiglu (Liger's kernels).
 inline void read_framework_knobs(const json& t, training_spec& run) {
   run.optimizer_in_backward = get_bool(t, "optimizer_in_backward", "train", false, error_code::invalid_run);
   run.liger_rms_norm = get_bool(t, "fused_rmsnorm", "train", false, error_code::invalid_run);
   run.liger_swiglu = get_bool(t, "fused_swiglu", "train", false, error_code::invalid_run);
+  if (get_bool(t, "activation_offload", "train", false, error_code::invalid_run)) {
+    // torchtune's enable_activation_offloading (training/_activation_offloading.py @ a6290a5b).
+    if (run.framework != framework_kind::torchtune)
+      bad_field(error_code::unsupported, "train.activation_offload", true,
+                "is torchtune's OffloadActivations (framework.name torchtune); other frameworks offload with "
+                "\"offload\": [\"activations\"] in a run document");
+    // The recipes raise without activation checkpointing (recipes/lora_finetune_single_device.py @ a6290a5b).
+    if (run.ckpt != checkpointing::full)
+      bad_field(error_code::invalid_run, "train.activation_offload", true,
+                "needs train.checkpointing full: torchtune's recipes refuse enable_activation_offloading without "
+                "enable_activation_checkpointing");
+    run.offload_activations = true;
+  }
 }
 
 // A record's train.precision: torchtitan's "fsdp_mixed_bf16" is bf16 compute over fp32 shards
@@ -215,16 +228,6 @@ inline void read_torchtitan_fields(const json& t, training_spec& run) {
       get_string(t, "reshard_after_forward", path, "", bad) != "all but the last block")
     bad_field(error_code::unsupported, path + ".reshard_after_forward", t.at("reshard_after_forward"),
               "is modelled as torchtitan's default: \"all but the last block\" (apply_fsdp)");
-}
-
-// The framework knobs memscale does not model yet: refused by name when they are on.
-inline void refuse_unmodelled_framework_fields(const json& t) {
-  const std::string path = "train";
-  constexpr auto bad = error_code::invalid_run;
-  const auto on = [&](const char* key) { return get_bool(t, key, path, false, bad); };
-  if (on("activation_offload"))
-    bad_field(error_code::unsupported, path + ".activation_offload", true,
-              "torchtune's OffloadActivations (saved tensors copied to pinned host memory) is not modelled yet");
 }
 
 // FSDP2's fields outside torchtitan: refused by name (torchtune's distributed recipes).

@@ -249,7 +249,6 @@ inline training_spec run_from_record(const json& record) {
   detail::read_loss_fields(t, run);
   detail::read_framework_knobs(t, run);
   detail::read_torchtitan_fields(t, run);
-  detail::refuse_unmodelled_framework_fields(t);
   detail::refuse_unmodelled_fsdp2_fields(t, run);
   run.ssm_kernels = parse_ssm_kernels(get_string(t, "ssm_path", path, "default", bad), path + ".ssm_path");
   run.output_cast = parse_output_cast(get_string(t, "output_cast", path, "", bad), path + ".output_cast");
