@@ -35,6 +35,7 @@
 #include "memscale/json/hf/internlm2.hpp"
 #include "memscale/json/hf/llama.hpp"
 #include "memscale/json/hf/mamba.hpp"
+#include "memscale/json/hf/mamba2.hpp"
 #include "memscale/json/hf/mixtral.hpp"
 #include "memscale/json/hf/olmo2.hpp"
 #include "memscale/json/hf/olmoe.hpp"
@@ -110,6 +111,7 @@ inline constexpr std::array families{
     family_entry{"cohere2", cohere2},
     family_entry{"mamba", mamba},
     family_entry{"falcon_mamba", falcon_mamba},
+    family_entry{"mamba2", mamba2},
     family_entry{"bert", bert, true, bert_records},
     family_entry{"roberta", roberta, true, roberta_records},
     family_entry{"distilbert", distilbert, true},

@@ -21,6 +21,7 @@
 #include "memscale/graph/layers/heads.hpp"
 #include "memscale/graph/layers/idle_tower.hpp"
 #include "memscale/graph/layers/mamba.hpp"
+#include "memscale/graph/layers/mamba2.hpp"
 #include "memscale/graph/layers/mlp.hpp"
 #include "memscale/graph/layers/norms.hpp"
 #include "memscale/graph/layers/ops.hpp"
@@ -161,6 +162,8 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
   sections.begin_block();
   if (has_attention(model))
     transformer_block(ctx);
+  else if (model.mixer == mixer_kind::mamba2)
+    mamba2_block(ctx);
   else
     mamba1_block(ctx);
   sections.end_block(model.layers);
