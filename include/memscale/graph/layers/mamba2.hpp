@@ -201,7 +201,9 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
   // (b, c + 1, c + 1, h, P, N) product; decay_chunk (b, c + 1, c + 1, h) is exp's kept result.
   const std::uint64_t boundary_product = detail::checked_mul(s.chunk_states(s.chunks + 1), s.chunks + 1);
   op new_states_op{.kind = op_kind::elementwise};
-  new_states_op.extra_saved = storage(f, detail::checked_mul(s.batch, s.heads, (s.chunks + 1) * (s.chunks + 1)));
+  const std::uint64_t boundary_pairs = detail::checked_mul(s.chunks + 1, s.chunks + 1);
+  new_states_op.extra_saved = storage(f, detail::checked_mul(s.batch, s.heads, boundary_pairs)) +
+                              storage(dtype::boolean, detail::checked_mul(boundary_pairs, 2));  // segment_sum's masks
   new_states_op.fwd_temp = storage(f, boundary_product);
   new_states_op.bwd_temp = storage(f, detail::checked_mul(boundary_product, 2));  // broadcast_backward
   const tensor new_states = ops.emit(new_states_op, s.chunk_states(s.chunks + 1), f);
