@@ -144,11 +144,11 @@ TEST_CASE("mamba2: the fused path saves in_proj's input and output, the scan out
   const std::uint64_t norm = 2 * t * h * 4 + t * 4;
   const std::uint64_t expected = norm + t * h * 2 + proj * h * 2 + t * proj * 2 + t * d * 2 + t * 8 * 4 + h * d * 2;
   CHECK(block_saved_bytes(m, run) == expected);
-  // The torch path at the same size saves over an order of magnitude more (the B and C repeated
-  // to 128 heads alone are 2 x T x 128 x 128 x 4 = 537 MB).
+  // The torch path at the same size saves several times more (the B and C repeated to 128 heads
+  // alone are 2 x T x 128 x 128 x 4 = 537 MB; 4.46 GB per block in all).
   training_spec torch_path = run;
   torch_path.ssm_kernels = ssm_kernel_choice::torch;
-  CHECK(block_saved_bytes(m, torch_path) > 10 * expected);
+  CHECK(block_saved_bytes(m, torch_path) > 7 * expected);
   const json report = json_io::estimate_report_json(m, run, estimate(m, run));
   CHECK(report.at("ssm_kernels") == "fused");
 }

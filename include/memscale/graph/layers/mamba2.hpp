@@ -123,8 +123,9 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
            .frozen = frozen};
   dt_op.extra_saved = storage(e, s.token_elements(2 * s.heads)) + storage(f, 2 * s.heads);
   const tensor dt = ops.emit(dt_op, s.token_elements(s.heads), e);
-  // hidden_states.reshape(b, L, h, P).float(): a contiguous fp32 copy of the strided slice.
-  const tensor hs = ops.elementwise(td, f);
+  // hidden_states.reshape(b, L, h, P).float(): splitting the last dim of the slice is a view, so
+  // in fp32 hs is xBC's storage itself; in 16 bits .float() makes a (b, L, h, P) fp32 copy.
+  const tensor hs = e == f ? xbc : ops.elementwise(td, f);
   // D_residual = D[..., None] * pad(hs): keeps the padded copy; D_residual is a local.
   op skip{.kind = op_kind::elementwise,
           .weight = param_tensor::vector(s.heads),
