@@ -131,7 +131,7 @@ struct model_spec {
   // Encoder-decoder (T5): `layers` counts encoder blocks.
   std::uint64_t decoder_layers = 0;              // 0: as many as the encoder
   std::uint64_t relative_attention_buckets = 0;  // T5 relative position bias rows (first block of each stack)
-  // ---- state-space mixers (mixer_kind::mamba1; heads, kv_heads, head_dim and ffn stay 0) ----
+  // ---- state-space mixers (mixer_kind::mamba1, mamba2; heads, kv_heads, head_dim and ffn stay 0) ----
   mixer_kind mixer = mixer_kind::attention;
   std::uint64_t ssm_inner = 0;      // D: the mixer's inner width (intermediate_size, expand x hidden)
   std::uint64_t ssm_state = 0;      // N: state size per channel
@@ -162,7 +162,7 @@ constexpr bool gated_mlp(const model_spec& m) {
   return m.mlp == mlp_kind::swiglu || m.mlp == mlp_kind::geglu || m.mlp == mlp_kind::clamped_swiglu;
 }
 
-// A state-space stack (mixer_kind::mamba1): its mixer's shape, and none of the attention,
+// A state-space stack (mixer_kind::mamba1, mamba2): its mixer's shape, and none of the attention,
 // MLP and expert features its block does not have.
 constexpr const model_spec& validate_ssm(const model_spec& m) {
   using detail::require;
@@ -273,7 +273,6 @@ constexpr model_spec as_litgpt_model(model_spec m) {
   return m;
 }
 
-// Refuses a model without attention in a path that assumes every block has it (`what`: the path).
 constexpr std::string_view to_string(mixer_kind k) noexcept {
   switch (k) {
     case mixer_kind::attention: return "attention";
@@ -284,12 +283,9 @@ constexpr std::string_view to_string(mixer_kind k) noexcept {
 }
 
 // Refuses a state-space stack on a path that describes attention only. `what` is the reason;
-// the message names the mixer ("model.mixer is mamba2 (a state-space stack): <what>"). A
-// reason still written with the old "is mamba1 (a state-space stack): " prefix has it replaced.
+// the message names the mixer ("model.mixer is mamba2 (a state-space stack): <what>").
 constexpr void require_attention_mixer(const model_spec& m, std::string_view what) {
   if (has_attention(m)) return;
-  constexpr std::string_view old_prefix = "is mamba1 (a state-space stack): ";
-  if (what.starts_with(old_prefix)) what.remove_prefix(old_prefix.size());
   detail::fail(error_code::unsupported, "model.mixer",
                std::string("is ") + std::string(to_string(m.mixer)) + " (a state-space stack): " + std::string(what),
                static_cast<std::uint64_t>(m.mixer));

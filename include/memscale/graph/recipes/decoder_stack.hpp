@@ -115,7 +115,7 @@ constexpr void generation_forward(const graph_layers::layer_context& ctx) {
   using namespace graph_layers;
   op_writer& ops = ctx.ops;
   const model_spec& model = ctx.model;
-  require_attention_mixer(model, "is a state-space mixer: a forward with a KV cache is built for attention layers");
+  require_attention_mixer(model, "a forward with a KV cache is built for attention layers");
   const embedded embeddings = embed(ctx);
   const attention_inputs made = make_attention_inputs(ctx);
   graph_builder& sections = ops.sections();
