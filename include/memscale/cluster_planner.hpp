@@ -122,7 +122,7 @@ constexpr void validate(const cluster_options& o, const model_spec& model, const
   require(model.heads % tp == 0 && (kv % tp == 0 || tp % kv == 0), bad, "cluster.tp",
           "must divide the model's attention heads", o.tp);
   if (tp > 1)
-    require_attention_mixer(model, "is mamba1 (a state-space stack): cluster.tp must be 1; its tensor-parallel "
+    require_attention_mixer(model, "cluster.tp must be 1; its tensor-parallel "
                                    "layout is not modelled yet");
   require(model.layers % pp == 0, bad, "cluster.pp", "must divide the model's layers", o.pp);
   // The per-GPU estimate describes an idle vision tower on one GPU only (parallel/per_gpu.hpp).

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "memscale/error.hpp"
@@ -38,8 +39,9 @@ enum class qk_norm_kind : std::uint8_t { none, per_head, full_width };
 // The code that runs the model: what autograd keeps differs between implementations.
 enum class implementation : std::uint8_t { hf_transformers, litgpt };
 // What mixes tokens in a block: self-attention, or a state-space mixer (Mamba-1's selective
-// scan, graph/layers/mamba.hpp). A mamba1 block is norm -> mixer -> residual add, no MLP.
-enum class mixer_kind : std::uint8_t { attention, mamba1 };
+// scan, graph/layers/mamba.hpp; Mamba-2's chunked SSD, graph/layers/mamba2.hpp). A Mamba block
+// is norm -> mixer -> residual add, no MLP.
+enum class mixer_kind : std::uint8_t { attention, mamba1, mamba2 };
 // Norms on a Mamba-1 mixer's dt, B and C: none (Mamba), weightless RMS (FalconMamba's
 // b_c_rms / dt_rms buffers), weighted RMSNorms (Jamba).
 enum class ssm_dt_norm_kind : std::uint8_t { none, weightless, weighted };
@@ -139,7 +141,7 @@ struct model_spec {
   // Encoder-decoder (T5): `layers` counts encoder blocks.
   std::uint64_t decoder_layers = 0;              // 0: as many as the encoder
   std::uint64_t relative_attention_buckets = 0;  // T5 relative position bias rows (first block of each stack)
-  // ---- state-space mixers (mixer_kind::mamba1; heads, kv_heads, head_dim and ffn stay 0) ----
+  // ---- state-space mixers (mixer_kind::mamba1, mamba2; heads, kv_heads, head_dim and ffn stay 0) ----
   mixer_kind mixer = mixer_kind::attention;
   std::uint64_t ssm_inner = 0;      // D: the mixer's inner width (intermediate_size, expand x hidden)
   std::uint64_t ssm_state = 0;      // N: state size per channel
@@ -148,6 +150,10 @@ struct model_spec {
   bool ssm_proj_bias = false;       // in_proj and out_proj have a bias (MambaConfig use_bias)
   bool ssm_conv_bias = true;        // conv1d has a bias (use_conv_bias)
   ssm_dt_norm_kind ssm_dt_norms = ssm_dt_norm_kind::none;
+  // Mamba-2 (mixer_kind::mamba2; ssm_dt_rank stays 0): ssm_inner = ssm_heads x head width.
+  std::uint64_t ssm_heads = 0;      // h: SSD heads, one dt and one A per head (num_heads)
+  std::uint64_t ssm_groups = 0;     // G: B and C groups, shared by h / G heads (n_groups)
+  std::uint64_t ssm_chunk = 0;      // Q: the SSD chunk length (chunk_size)
   // The residual stream is fp32 in a 16-bit model (MambaBlock residual_in_fp32): each block's
   // output is fp32 and the next norm reads a 16-bit copy of it.
   bool residual_fp32 = false;
@@ -166,7 +172,7 @@ constexpr bool gated_mlp(const model_spec& m) {
   return m.mlp == mlp_kind::swiglu || m.mlp == mlp_kind::geglu || m.mlp == mlp_kind::clamped_swiglu;
 }
 
-// A state-space stack (mixer_kind::mamba1): its mixer's shape, and none of the attention,
+// A state-space stack (mixer_kind::mamba1, mamba2): its mixer's shape, and none of the attention,
 // MLP and expert features its block does not have.
 constexpr const model_spec& validate_ssm(const model_spec& m) {
   using detail::require;
@@ -174,7 +180,17 @@ constexpr const model_spec& validate_ssm(const model_spec& m) {
   require(m.ssm_inner > 0, bad, "model.ssm_inner", "must be > 0 for a Mamba mixer", m.ssm_inner);
   require(m.ssm_state > 0, bad, "model.ssm_state", "must be > 0 for a Mamba mixer", m.ssm_state);
   require(m.ssm_conv > 0, bad, "model.ssm_conv", "must be > 0 for a Mamba mixer", m.ssm_conv);
-  require(m.ssm_dt_rank > 0, bad, "model.ssm_dt_rank", "must be > 0 for a Mamba mixer", m.ssm_dt_rank);
+  if (m.mixer == mixer_kind::mamba2) {
+    require(m.ssm_heads > 0 && m.ssm_inner % m.ssm_heads == 0, bad, "model.ssm_heads",
+            "must be > 0 and divide model.ssm_inner for a Mamba-2 mixer", m.ssm_heads);
+    require(m.ssm_groups > 0 && m.ssm_heads % m.ssm_groups == 0, bad, "model.ssm_groups",
+            "must be > 0 and divide model.ssm_heads for a Mamba-2 mixer", m.ssm_groups);
+    require(m.ssm_chunk > 0, bad, "model.ssm_chunk", "must be > 0 for a Mamba-2 mixer", m.ssm_chunk);
+    require(m.ssm_dt_norms == ssm_dt_norm_kind::none, error_code::unsupported, "model.ssm_dt_norms",
+            "must be none for a Mamba-2 mixer (its dt, B and C have no norms)", static_cast<std::uint64_t>(m.ssm_dt_norms));
+  } else {
+    require(m.ssm_dt_rank > 0, bad, "model.ssm_dt_rank", "must be > 0 for a Mamba mixer", m.ssm_dt_rank);
+  }
   require(m.vocab > 0, bad, "model.vocab", "must be > 0", m.vocab);
   require(m.arch == architecture::decoder, bad, "model.arch", "a Mamba stack is a decoder",
           static_cast<std::uint64_t>(m.arch));
@@ -267,11 +283,22 @@ constexpr model_spec as_litgpt_model(model_spec m) {
   return m;
 }
 
-// Refuses a model without attention in a path that assumes every block has it (`what`: the path).
+constexpr std::string_view to_string(mixer_kind k) noexcept {
+  switch (k) {
+    case mixer_kind::attention: return "attention";
+    case mixer_kind::mamba1: return "mamba1";
+    case mixer_kind::mamba2: return "mamba2";
+  }
+  return "unknown";
+}
+
+// Refuses a state-space stack on a path that describes attention only. `what` is the reason;
+// the message names the mixer ("model.mixer is mamba2 (a state-space stack): <what>").
 constexpr void require_attention_mixer(const model_spec& m, std::string_view what) {
-  if (!has_attention(m))
-    detail::fail(error_code::unsupported, "model.mixer",
-                 what, static_cast<std::uint64_t>(m.mixer));
+  if (has_attention(m)) return;
+  detail::fail(error_code::unsupported, "model.mixer",
+               std::string("is ") + std::string(to_string(m.mixer)) + " (a state-space stack): " + std::string(what),
+               static_cast<std::uint64_t>(m.mixer));
 }
 
 constexpr std::string_view to_string(implementation i) noexcept {

@@ -108,7 +108,7 @@ constexpr const model_spec& validate(const model_spec& m, const training_spec& t
   // LoRA targets name attention and MLP projections; a Mamba mixer's (in_proj, x_proj, dt_proj,
   // out_proj) are not among them, so an adapter run would train nothing: refused by name.
   if (is_lora(t))
-    require_attention_mixer(m, "is mamba1 (a state-space stack): LoRA on its mixer projections is not modelled yet");
+    require_attention_mixer(m, "LoRA on its mixer projections is not modelled yet");
   return m;
 }
 

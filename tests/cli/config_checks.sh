@@ -138,6 +138,13 @@ if [[ $rc -eq 2 ]] && grep -q "model.attention_sinks" "$work/err"; then
   pass "gpt-oss generate(): refused, naming what is not modelled (sinks, 3-D experts)"
 else fail "gpt-oss generate()" "exit $rc" "$(head -c 300 "$work/err")"; fi
 
+# --- a Mamba-2 checkpoint: its config.json keeps the bare Infinity transformers writes ---
+codestral="$configs/ssm-multimodal/mistralai--Mamba-Codestral-7B-v0.1.json"
+run --config "$codestral" --batch 1 --seq 2048
+if [[ $rc -eq 0 ]] && grep -q "^parameters .*7,285,403,648" "$work/out"; then
+  pass "mamba2 (Mamba2ForCausalLM, time_step_limit [0.0, Infinity]): the card's total"
+else fail "mamba2 --config" "exit $rc" "$(head -c 300 "$work/out")" "$(head -c 300 "$work/err")"; fi
+
 # --- a multimodal checkpoint in a text-only run: the vision tower held as weights only ---
 gemma3="$configs/ssm-multimodal/google--gemma-3-4b-it.json"
 run --config "$gemma3" --batch 1 --seq 512

@@ -326,6 +326,7 @@ CARDS = {  # file stem: (published total, half of its last published digit, sour
     "state-spaces--mamba-2.8b-hf": (2.8e9, 0.05e9, "model name 2.8b (Mamba paper, Table 3: 2.8B)"),
     "tiiuae--falcon-mamba-7b": (7.27e9, 0.005e9, "model card / Hub 7.27B"),
     "mistralai--Mamba-Codestral-7B-v0.1": (7_285_403_648, 0, "model card: 7,285,403,648 parameters"),
+    "state-spaces--mamba2-2.7b": (2.7e9, 0.05e9, "model name 2.7b (Mamba-2 paper, Hub 2.7B)"),
     "ai21labs--AI21-Jamba-1.5-Mini": (51.6e9, 0.05e9, "Jamba paper 51.6B total (card 52B), 12B active"),
     "tiiuae--Falcon-H1-0.5B-Base": (0.52e9, 0.005e9, "Falcon-H1 report 0.52B (card 0.5B)"),
     "google--gemma-3-4b-it": (4_300_079_472, 0, "Hub safetensors total 4.3B; Gemma 3 report: 417M vision + 3.88B"),

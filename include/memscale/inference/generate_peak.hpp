@@ -291,8 +291,8 @@ constexpr void require_generate_modelled(const model_spec& model) {
           static_cast<std::uint64_t>(model.arch));
   // Mamba keeps per-layer conv and ssm states instead of a KV cache, and its decoding step is
   // the recurrent cuda_kernels path: neither is described here.
-  require_attention_mixer(model, "is mamba1 (a state-space stack): generate() keeps conv and ssm states instead of a "
-                                 "KV cache, which is not modelled yet");
+  require_attention_mixer(model, "generate() keeps conv and ssm states instead of a KV cache, which is not "
+                                 "modelled yet");
   require(!model.attention_sinks && !model.expert_weight_copies, error_code::unsupported, "model.attention_sinks",
           "generate() of a model with attention sinks or 3-D experts (gpt-oss) is not modelled yet", 1);
 }

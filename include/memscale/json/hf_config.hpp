@@ -35,6 +35,7 @@
 #include "memscale/json/hf/internlm2.hpp"
 #include "memscale/json/hf/llama.hpp"
 #include "memscale/json/hf/mamba.hpp"
+#include "memscale/json/hf/mamba2.hpp"
 #include "memscale/json/hf/mixtral.hpp"
 #include "memscale/json/hf/olmo2.hpp"
 #include "memscale/json/hf/olmoe.hpp"
@@ -110,6 +111,7 @@ inline constexpr std::array families{
     family_entry{"cohere2", cohere2},
     family_entry{"mamba", mamba},
     family_entry{"falcon_mamba", falcon_mamba},
+    family_entry{"mamba2", mamba2},
     family_entry{"bert", bert, true, bert_records},
     family_entry{"roberta", roberta, true, roberta_records},
     family_entry{"distilbert", distilbert, true},
@@ -152,10 +154,44 @@ inline model_spec model_from_hf_config(const json& cfg) {
 
 namespace detail {
 
+// Python's json module writes float('inf') and float('nan') as the bare tokens Infinity,
+// -Infinity and NaN (json/encoder.py floatstr, allow_nan=True), which transformers leaves in a
+// config.json (Mamba2Config's time_step_limit [0.0, Infinity]). They are not JSON: each token
+// outside a string becomes the string of its name, so a key that must be a number still says
+// so by name, and every other key reads as written.
+inline std::string python_constants_as_strings(std::string text) {
+  constexpr std::string_view tokens[] = {"-Infinity", "Infinity", "NaN"};
+  std::string out;
+  out.reserve(text.size());
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (in_string) {
+      out += ch;
+      if (ch == '\\' && i + 1 < text.size()) out += text[++i];
+      else if (ch == '"') in_string = false;
+      continue;
+    }
+    if (ch == '"') in_string = true;
+    bool replaced = false;
+    for (const std::string_view t : tokens)
+      if (std::string_view(text).substr(i, t.size()) == t) {
+        out += '"';
+        out += t;
+        out += '"';
+        i += t.size() - 1;
+        replaced = true;
+        break;
+      }
+    if (!replaced) out += ch;
+  }
+  return out;
+}
+
 inline json read_json_file(const std::filesystem::path& file) {
   const std::string source = "config " + memscale::detail::quoted(file.string());
   // parse_document limits the nesting depth (a 10^5-deep document would exhaust the stack).
-  return parse_document(read_input_file(file, source), source);
+  return parse_document(python_constants_as_strings(read_input_file(file, source)), source);
 }
 
 // huggingface_hub's cache: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub.

@@ -360,7 +360,7 @@ constexpr per_gpu_estimate estimate_per_gpu(const model_spec& model, const train
   // Tensor parallelism of a state-space stack (in_proj / out_proj split by channels) is not
   // described here (the tp > 1 path uses attention heads); data, ZeRO and pipeline splits walk the graph.
   if (p.tp > 1)
-    require_attention_mixer(model, "is mamba1 (a state-space stack): parallel.tp must be 1; its tensor-parallel "
+    require_attention_mixer(model, "parallel.tp must be 1; its tensor-parallel "
                                    "layout is not modelled yet");
   // Liger's fused linear cross-entropy multiplies by the whole head weight (no vocab-parallel form).
   detail::require(p.tp == 1 || run.loss != loss_impl::fused_linear, error_code::unsupported, "parallel.tp",

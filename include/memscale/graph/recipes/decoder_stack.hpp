@@ -21,6 +21,7 @@
 #include "memscale/graph/layers/heads.hpp"
 #include "memscale/graph/layers/idle_tower.hpp"
 #include "memscale/graph/layers/mamba.hpp"
+#include "memscale/graph/layers/mamba2.hpp"
 #include "memscale/graph/layers/mlp.hpp"
 #include "memscale/graph/layers/norms.hpp"
 #include "memscale/graph/layers/ops.hpp"
@@ -115,7 +116,7 @@ constexpr void generation_forward(const graph_layers::layer_context& ctx) {
   using namespace graph_layers;
   op_writer& ops = ctx.ops;
   const model_spec& model = ctx.model;
-  require_attention_mixer(model, "is a state-space mixer: a forward with a KV cache is built for attention layers");
+  require_attention_mixer(model, "a forward with a KV cache is built for attention layers");
   const embedded embeddings = embed(ctx);
   const attention_inputs made = make_attention_inputs(ctx);
   graph_builder& sections = ops.sections();
@@ -162,6 +163,8 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
   sections.begin_block();
   if (has_attention(model))
     transformer_block(ctx);
+  else if (model.mixer == mixer_kind::mamba2)
+    mamba2_block(ctx);
   else
     mamba1_block(ctx);
   sections.end_block(model.layers);
