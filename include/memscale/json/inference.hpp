@@ -70,20 +70,10 @@ inline void set_inference_software(inference_spec& r, std::string_view key, cons
 
 // `--stack torch=2.5,transformers=4.32` for --inference.
 inline void read_inference_stack(std::string_view text, inference_spec& r, const std::string& option) {
-  if (text.empty()) throw error(error_code::invalid_run, option + " must list package=version pairs (got \"\")");
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const std::size_t comma = text.find(',', start);
-    const std::string_view item = text.substr(start, comma == std::string_view::npos ? text.size() - start : comma - start);
-    const std::size_t eq = item.find('=');
-    if (eq == std::string_view::npos || eq == 0)
-      bad_field(error_code::invalid_run, option, std::string(item),
-                "must be package=version, e.g. transformers=4.32 (packages: torch, transformers, cuda)");
-    const std::string key(item.substr(0, eq));
-    set_inference_software(r, key, std::string(item.substr(eq + 1)), option + " " + key);
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
-  }
+  for_each_stack_item(text, option, "torch, transformers, cuda",
+                      [&](const std::string& key, const std::string& version, const std::string& field) {
+                        set_inference_software(r, key, version, field);
+                      });
 }
 
 // "torch 2.5, transformers 4.45, CUDA modules loaded lazily; generate() holds the previous

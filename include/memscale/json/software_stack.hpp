@@ -98,8 +98,10 @@ inline void read_software(const json& sw, training_spec& run) {
   }
 }
 
-// `--stack torch=2.5,transformers=4.46,bitsandbytes=0.43.2,cuda=12.4`.
-inline void read_stack_option(std::string_view text, training_spec& run, const std::string& option) {
+// Each `package=version` of a comma-separated `--stack` list, handed to set(key, version,
+// field); `packages` names the accepted ones in the error for an item without '='.
+template <class Set>
+void for_each_stack_item(std::string_view text, const std::string& option, std::string_view packages, Set&& set) {
   if (text.empty()) throw error(error_code::invalid_run, option + " must list package=version pairs (got \"\")");
   std::size_t start = 0;
   while (start <= text.size()) {
@@ -108,12 +110,20 @@ inline void read_stack_option(std::string_view text, training_spec& run, const s
     const std::size_t eq = item.find('=');
     if (eq == std::string_view::npos || eq == 0)
       bad_field(error_code::invalid_run, option, std::string(item),
-                "must be package=version, e.g. torch=2.5 (packages: torch, transformers, bitsandbytes, cuda)");
+                "must be package=version, e.g. torch=2.5 (packages: " + std::string(packages) + ")");
     const std::string key(item.substr(0, eq));
-    set_software_version(run, key, std::string(item.substr(eq + 1)), option + " " + key);
+    set(key, std::string(item.substr(eq + 1)), option + " " + key);
     if (comma == std::string_view::npos) break;
     start = comma + 1;
   }
+}
+
+// `--stack torch=2.5,transformers=4.46,bitsandbytes=0.43.2,cuda=12.4`.
+inline void read_stack_option(std::string_view text, training_spec& run, const std::string& option) {
+  for_each_stack_item(text, option, "torch, transformers, bitsandbytes, cuda",
+                      [&](const std::string& key, const std::string& version, const std::string& field) {
+                        set_software_version(run, key, version, field);
+                      });
 }
 
 // The stack as a run document writes it back.
