@@ -134,10 +134,6 @@ constexpr request_fit fit_of_request(const model_spec& model, const training_spe
   return fit_with(transformer_planning{model}, run, gpu, options);
 }
 
-}  // namespace detail
-
-namespace detail {
-
 // Whether a plan's answer costs enough step time (host traffic) or changes the run enough
 // (a shorter sequence, nothing) to weigh the cheaper levers first.
 constexpr bool weighs_levers(plan_status s) {

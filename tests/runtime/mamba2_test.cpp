@@ -21,32 +21,17 @@
 #include "memscale/json.hpp"
 #include "memscale/memscale.hpp"
 #include "memscale/parallel/per_gpu.hpp"
+#include "ssm_test_support.hpp"
 
 namespace mamba2_test {
 namespace {
 
 using memscale::json_io::json;
 
-std::string ssm_config(const std::string& name) {
-  return std::string(MEMSCALE_SOURCE_DIR) + "/tests/data/hf_configs/ssm-multimodal/" + name + ".json";
-}
-
-json ssm_records() { return json::parse(std::ifstream(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/cpu_traced_ssm.json")); }
-
-json ssm_record(const std::string& id) {
-  for (const json& r : ssm_records())
-    if (r.at("id") == id) return r;
-  FAIL("no record " << id);
-  return {};
-}
-
-// The saved bytes of one repeated block (op_saved_bytes over the block section).
-std::uint64_t block_saved_bytes(const memscale::model_spec& m, const memscale::training_spec& run) {
-  const auto g = std::make_unique<memscale::graph>(memscale::build(m, run).stack());
-  std::uint64_t total = 0;
-  for (std::size_t i = g->block_begin; i < g->block_end; ++i) total += memscale::op_saved_bytes(g->ops[i]).value;
-  return total;
-}
+using memscale_test::block_saved_bytes;
+using memscale_test::ssm_config;
+using memscale_test::ssm_record;
+using memscale_test::ssm_records;
 
 }  // namespace
 

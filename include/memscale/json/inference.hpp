@@ -51,16 +51,8 @@ inline kv_cache_kind parse_kv_cache(const std::string& s, const std::string& fie
 inline void set_inference_software(inference_spec& r, std::string_view key, const std::string& value,
                                    const std::string& field) {
   const detail::version_parts v = detail::parse_version(value, field);
-  if (key == "torch") {
-    r.torch_version = v.major * 100 + v.minor;
-    // CUDA_MODULE_LOADING=LAZY is PyTorch's default from 1.13 (pytorch PR #86509).
-    if (r.torch_version < 113) r.cuda_lazy_loading = false;
-  } else if (key == "transformers") {
-    r.transformers_version = v.major * 100 + v.minor;
-  } else if (key == "cuda") {
-    // Lazy module loading needs CUDA 11.7 (CUDA C++ Programming Guide, "Lazy Loading").
-    r.cuda_lazy_loading = v.major * 100 + v.minor >= 1107 && r.torch_version >= 113;
-  } else if (key == "bitsandbytes") {
+  if (set_torch_transformers_cuda(r, key, v)) return;
+  if (key == "bitsandbytes") {
     throw error(error_code::unsupported, field + " does not change generate()'s estimate: its 4-bit and 8-bit "
                                                  "weights are modelled at one release; leave it out");
   } else {

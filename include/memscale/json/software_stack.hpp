@@ -59,23 +59,34 @@ inline std::string two_parts(std::uint32_t v) { return std::to_string(v / 100) +
 
 }  // namespace detail
 
+// torch, transformers and cuda as a training run and generate() both read them (a spec with
+// torch_version, transformers_version and cuda_lazy_loading); false for another package.
+template <class Spec>
+bool set_torch_transformers_cuda(Spec& spec, std::string_view key, const detail::version_parts& v) {
+  if (key == "torch") {
+    spec.torch_version = v.major * 100 + v.minor;
+    // CUDA_MODULE_LOADING=LAZY is set by PyTorch from 1.13 (pytorch PR #86509).
+    if (spec.torch_version < 113) spec.cuda_lazy_loading = false;
+  } else if (key == "transformers") {
+    spec.transformers_version = v.major * 100 + v.minor;
+  } else if (key == "cuda") {
+    // Lazy module loading needs CUDA 11.7 (CUDA C++ Programming Guide, "Lazy Loading").
+    spec.cuda_lazy_loading = v.major * 100 + v.minor >= 1107 && spec.torch_version >= 113;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 // Sets one version of the stack; `field` names it in errors ("software.torch", "--stack torch").
 inline void set_software_version(training_spec& run, std::string_view key, const std::string& value,
                                  const std::string& field) {
   const detail::version_parts v = detail::parse_version(value, field);
-  if (key == "torch") {
-    run.torch_version = v.major * 100 + v.minor;
-    // CUDA_MODULE_LOADING=LAZY is set by PyTorch from 1.13 (pytorch PR #86509); foreach became
-    // the default on CUDA in 2.0 (torch/optim/optimizer.py _default_to_fused_or_foreach).
-    if (run.torch_version < 113) run.cuda_lazy_loading = false;
-    if (run.torch_version < 200) run.optimizer_impl = optimizer_implementation::for_loop;
-  } else if (key == "transformers") {
-    run.transformers_version = v.major * 100 + v.minor;
+  if (set_torch_transformers_cuda(run, key, v)) {
+    // foreach became the default on CUDA in 2.0 (torch/optim/optimizer.py _default_to_fused_or_foreach).
+    if (key == "torch" && run.torch_version < 200) run.optimizer_impl = optimizer_implementation::for_loop;
   } else if (key == "bitsandbytes") {
     run.bitsandbytes_version = v.major * 10000 + v.minor * 100 + v.patch;
-  } else if (key == "cuda") {
-    // Lazy module loading needs CUDA 11.7 (CUDA C++ Programming Guide, "Lazy Loading").
-    run.cuda_lazy_loading = v.major * 100 + v.minor >= 1107 && run.torch_version >= 113;
   } else {
     throw error(error_code::invalid_run, field + " is not a known package: expected torch, transformers, bitsandbytes "
                                                  "or cuda");
