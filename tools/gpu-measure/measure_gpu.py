@@ -62,6 +62,23 @@ BERT_BASE = {"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12, 
              "type_vocab_size": 2}
 
 
+HF_CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "data", "hf_configs")
+# Keys of a Hub config.json that from_config would act on beyond the architecture: the dtype to build in
+# (PreTrainedModel._from_config reads config.torch_dtype) and the checkpoint's quantization.
+NOT_ARCHITECTURE = ("torch_dtype", "dtype", "quantization_config", "auto_map", "architectures", "transformers_version")
+
+
+def hub_config(file, **overrides):
+    """A config.json of tests/data/hf_configs with fewer layers (or experts), as from_config takes it."""
+    with open(os.path.join(HF_CONFIGS, file + ".json")) as f:
+        cfg = {k: v for k, v in json.load(f).items() if k not in NOT_ARCHITECTURE}
+    cfg.update(overrides)
+    layers = cfg.get("num_hidden_layers")
+    if layers is not None and isinstance(cfg.get("layer_types"), list):
+        cfg["layer_types"] = cfg["layer_types"][:layers]
+    return cfg
+
+
 def train(name, cfg, batch, seq, precision="fp32", optimizer="adamw", attention="sdpa", ckpt="none",
           lora=None, head="causal_lm"):
     return {"kind": "train", "name": name, "cfg": cfg, "batch": batch, "seq": seq, "precision": precision,
@@ -121,6 +138,39 @@ CASES = [
     train("mamba-130m-b2-s1024-amp_bf16-torchpath", MAMBA_130M, 2, 1024, precision="amp_bf16", attention="eager"),
     vision("resnet50-b64-224-amp_bf16-adamw", "resnet50", 64, precision="amp_bf16"),
     vision("vit_b_16-b32-224-amp_bf16-adamw", "vit_b_16", 32, precision="amp_bf16"),
+    # 2025-26 families (docs/gpu-measurements.md, issue of new families): the Hub configs, some with fewer
+    # layers or experts so that a step fits a shared card; the records carry the config that ran.
+    train("family-qwen3-0.6b-b4-s1024-amp_bf16-sdpa", hub_config("Qwen--Qwen3-0.6B"), 4, 1024, precision="amp_bf16"),
+    train("family-gemma3-1b-b2-s1024-pure_bf16-sdpa", hub_config("google--gemma-3-1b-pt"), 2, 1024,
+          precision="pure_bf16"),
+    train("family-llama3.2-1b-b2-s2048-amp_bf16-sdpa", hub_config("meta-llama--Llama-3.2-1B"), 2, 2048,
+          precision="amp_bf16"),
+    train("family-qwen3moe-l4-e32-b2-s1024-pure_bf16-sdpa",
+          hub_config("Qwen--Qwen3-30B-A3B", num_hidden_layers=4, num_experts=32), 2, 1024, precision="pure_bf16"),
+    train("family-olmoe-l4-b2-s1024-pure_bf16-sdpa", hub_config("allenai--OLMoE-1B-7B-0924", num_hidden_layers=4),
+          2, 1024, precision="pure_bf16"),
+    train("family-gpt_oss-l4-e8-b2-s1024-pure_bf16-eager",
+          hub_config("openai--gpt-oss-20b", num_hidden_layers=4, num_local_experts=8), 2, 1024,
+          precision="pure_bf16", attention="eager"),
+    train("family-phi3-l8-b2-s2048-amp_bf16-sdpa", hub_config("microsoft--Phi-3-mini-4k-instruct", num_hidden_layers=8),
+          2, 2048, precision="amp_bf16"),
+    train("family-granite-l4-b2-s2048-amp_bf16-sdpa",
+          hub_config("ibm-granite--granite-3.1-8b-instruct", num_hidden_layers=4), 2, 2048, precision="amp_bf16"),
+    train("family-gpt_bigcode-santacoder-b2-s1024-amp_bf16-sdpa", hub_config("bigcode--gpt_bigcode-santacoder"), 2,
+          1024, precision="amp_bf16"),
+    train("family-cohere2-l4-b2-s1024-pure_bf16-sdpa",
+          hub_config("CohereForAI--c4ai-command-r7b-12-2024", num_hidden_layers=4), 2, 1024, precision="pure_bf16"),
+    train("family-starcoder2-l8-b2-s2048-amp_bf16-sdpa", hub_config("bigcode--starcoder2-3b", num_hidden_layers=8), 2,
+          2048, precision="amp_bf16"),
+    train("family-glm4-l4-b2-s1024-pure_bf16-sdpa", hub_config("THUDM--GLM-4-9B-0414", num_hidden_layers=4), 2, 1024,
+          precision="pure_bf16"),
+    train("family-olmo2-l4-b2-s1024-pure_bf16-sdpa", hub_config("allenai--OLMo-2-1124-7B", num_hidden_layers=4), 2,
+          1024, precision="pure_bf16"),
+    train("family-phimoe-l2-e4-b2-s1024-pure_bf16-sdpa",
+          hub_config("microsoft--Phi-3.5-MoE-instruct", num_hidden_layers=2, num_local_experts=4), 2, 1024,
+          precision="pure_bf16"),
+    train("family-qwen2moe-l4-e16-b2-s1024-pure_bf16-sdpa",
+          hub_config("Qwen--Qwen1.5-MoE-A2.7B", num_hidden_layers=4, num_experts=16), 2, 1024, precision="pure_bf16"),
 ]
 
 MEASURES = ("max_memory_allocated", "max_memory_reserved", "nvidia-smi")
@@ -224,7 +274,9 @@ def run_train(case):
     step(True)
     torch.cuda.synchronize()
     info = {"params": params, "trainable": trainable, "trainable_dtype": trainable_dtype,
-            "ckpt_kwargs": getattr(model, "_gradient_checkpointing_kwargs", None)}
+            "ckpt_kwargs": getattr(model, "_gradient_checkpointing_kwargs", None),
+            "attn_implementation": getattr(model.config, "_attn_implementation", None),
+            "experts_implementation": getattr(model.config, "_experts_implementation", None)}
     if case["cfg"]["model_type"] in ("mamba", "falcon_mamba"):
         # MambaMixer takes cuda_kernels_forward only when mamba-ssm and causal-conv1d import.
         import importlib.util
@@ -288,8 +340,22 @@ ALLOCATOR_STATS = ["reserved_bytes.all.peak", "allocated_bytes.all.peak", "activ
                    "num_device_alloc", "num_device_free", "oversize_allocations.peak", "max_split_size"]
 
 
-def write_history(case, history_dir):
-    """The allocator's event history and final segments, compact (no stack frames), gzipped JSON."""
+def short_frames(event):
+    """The innermost Python frames of an allocation outside torch's own wrappers, as file:line:function."""
+    out = []
+    for fr in event.get("frames") or []:
+        name = fr.get("filename", "")
+        if "/torch/" in name and "/nn/modules/" not in name and "/nn/functional" not in name:
+            continue
+        out.append("%s:%s:%s" % (name.split("site-packages/")[-1], fr.get("line"), fr.get("name")))
+        if len(out) == 3:
+            break
+    return ";".join(out)
+
+
+def write_history(case, history_dir, frames=False):
+    """The allocator's event history and final segments, compact, gzipped JSON (frames: each event's
+    innermost Python frames outside torch, to name the op that made a block)."""
     import gzip
     import torch
     snap = torch.cuda.memory._snapshot()
@@ -297,31 +363,42 @@ def write_history(case, history_dir):
                  "pool": s.get("segment_type"),
                  "blocks": [[b["size"], b["state"]] for b in s["blocks"]]} for s in snap["segments"]]
     traces = snap["device_traces"][0] if snap["device_traces"] else []
-    events = [[e["action"], e["addr"], e["size"], e.get("stream", 0)] for e in traces]
+    events = [[e["action"], e["addr"], e["size"], e.get("stream", 0)] + ([short_frames(e)] if frames else [])
+              for e in traces]
     os.makedirs(history_dir, exist_ok=True)
     with gzip.open(os.path.join(history_dir, case["name"] + ".json.gz"), "wt") as f:
         json.dump({"case": case["name"], "memory_stats": torch.cuda.memory_stats(), "segments": segments,
-                   "events_format": ["action", "addr", "size", "stream"], "events": events}, f)
+                   "events_format": ["action", "addr", "size", "stream"] + (["frames"] if frames else []),
+                   "events": events}, f)
 
 
-def measure_one(case, history_dir=""):
+def measure_one(case, history_dir="", frames=False, cap_bytes=0):
     import torch
     t0 = time.time()
-    if history_dir:  # torch >= 2.1: every alloc/free/segment event from the start, without frames
-        torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
-                                                 max_entries=4_000_000)
+    if cap_bytes:  # the allocator refuses past cap_bytes of segments (CUDACachingAllocator set_memory_fraction)
+        total_memory = torch.cuda.get_device_properties(0).total_memory
+        torch.cuda.set_per_process_memory_fraction(cap_bytes / total_memory)
+    if history_dir:  # torch >= 2.1: every alloc/free/segment event from the start
+        torch.cuda.memory._record_memory_history(enabled="all", context="alloc" if frames else None,
+                                                 stacks="python", max_entries=4_000_000)
     runner = {"train": run_train, "infer": run_infer, "vision": run_vision}[case["kind"]]
-    info, marks = runner(case)
+    oom = None
+    try:
+        info, marks = runner(case)
+    except torch.cuda.OutOfMemoryError as e:  # a capped run that did not fit: what the allocator did
+        info, marks, oom = {}, {}, str(e).split("\n")[0][:300]
     free, total = torch.cuda.mem_get_info()
     stats = torch.cuda.memory_stats()
     if history_dir:
-        write_history(case, history_dir)
-    return {"name": case["name"], "info": info, "marks": marks,
+        write_history(case, history_dir, frames)
+    return {"name": case["name"], "info": info, "marks": marks, "cap_bytes": cap_bytes, "oom": oom,
+            "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
             "allocated": torch.cuda.max_memory_allocated(), "reserved": torch.cuda.max_memory_reserved(),
             "smi": smi_used_bytes(), "device_used": total - free,
             "alloc_retries": stats.get("num_alloc_retries"), "ooms": stats.get("num_ooms"),
             "allocator_stats": {k: stats.get(k) for k in ALLOCATOR_STATS},
-            "gpu": torch.cuda.get_device_name(), "software": software(), "seconds": round(time.time() - t0, 2)}
+            "gpu": torch.cuda.get_device_name(), "software": software(), "torch_git": torch.version.git_version,
+            "cudnn": torch.backends.cudnn.version(), "seconds": round(time.time() - t0, 2)}
 
 
 def records_of(case, result):
@@ -389,13 +466,15 @@ def main():
     ap.add_argument("--case", default="")
     ap.add_argument("--budget-s", type=float, default=540)
     ap.add_argument("--history", default="", help="folder for each case's allocator history (.json.gz)")
+    ap.add_argument("--frames", action="store_true", help="with --history: each event's innermost Python frames")
+    ap.add_argument("--cap-bytes", type=int, default=0, help="set_per_process_memory_fraction to this many bytes")
     a = ap.parse_args()
     by_name = {c["name"]: c for c in CASES}
     if a.list:
         print("\n".join(by_name))
         return
     if a.case:  # child process: one case, result as JSON on the last stdout line
-        print(json.dumps(measure_one(by_name[a.case], a.history)))
+        print(json.dumps(measure_one(by_name[a.case], a.history, a.frames, a.cap_bytes)))
         return
     names = [n for n in a.only.split(",") if n] or list(by_name)
     t0 = time.time()
