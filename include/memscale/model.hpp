@@ -104,6 +104,19 @@ struct model_spec {
   // x head_dim, the load dtype) and inv_freq (modeling_llama.py@v4.32 LlamaRotaryEmbedding).
   // LLaMA 4.40 (4.38.0/1 aside: read as 4.38.2), the Mistral family 4.42 (PR #30642); 0: none.
   std::uint32_t rotary_tables_per_layer_before = 0;
+  // The first transformers release whose attention layers no longer register their own
+  // (max_pos)^2 bool causal mask and rotary cos/sin tables: GPT-NeoX (modeling_gpt_neox.py
+  // GPTNeoXAttention._init_bias, still there at 4.45; gone in the 4.48 modular file; the release
+  // between is not pinned, so 4.48: the safe side). 0: none.
+  std::uint32_t mask_buffers_per_layer_before = 0;
+  // The first transformers release whose eager attention no longer clamps the masked scores with
+  // torch.max(attn_weights, finfo.min), which saves them for backward (OPT: modeling_opt.py@v4.32;
+  // dropped by the refactor after PR #33298, 4.45-4.48 not pinned: 4.48). 0: none.
+  std::uint32_t attention_clamp_before = 0;
+  // The transformers release whose LlamaModel/GemmaModel repeat a registered (max_pos)^2 causal
+  // mask per batch item in the compute dtype (4.38: _update_causal_mask; PR #29753 removed it in
+  // 4.39). Not modelled: a run stating it is refused. 0: none.
+  std::uint32_t batch_causal_mask_release = 0;
   // ---- family features read from a Hugging Face config.json (json/hf_config.hpp) ----
   branch_norms block_norms = branch_norms::pre;  // sequential layout only
   qk_norm_kind qk_norm = qk_norm_kind::none;

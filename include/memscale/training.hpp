@@ -304,6 +304,13 @@ constexpr const training_spec& validate(const training_spec& t) {
       detail::fail(error_code::unsupported, "run.ckpt",
                    "selective for torchtitan is run.sac (every k-th block, or the per-op save list)");
   }
+  // What goes to the host is each checkpointed block's input: MemScale's BALANCED mode, DeepSpeed's
+  // cpu_checkpointing (activation_checkpointing/checkpointing.py moves checkpointed inputs only) and
+  // torchtune's OffloadActivations, which its recipes refuse without activation checkpointing.
+  if (t.offload_activations && t.ckpt != checkpointing::full)
+    detail::fail(error_code::invalid_run, "run.offload_activations",
+                 "needs run.ckpt full (the host keeps each checkpointed block's input; without full checkpointing "
+                 "nothing would move)");
   if (t.optimizer_in_backward && (t.shard != sharding::none || t.offload_optimizer))
     detail::fail(error_code::unsupported, "run.optimizer_in_backward",
                  "is modelled on one device only (no sharding, no optimizer offload)");

@@ -93,9 +93,19 @@ constexpr void check_liger(const model_spec& m, const training_spec& t) {
                  "fused_linear_ce over a 4-bit head is not modelled (Liger multiplies by the stored weight)");
 }
 
+// A transformers release whose memory mechanism for this model is known and not modelled.
+constexpr void check_transformers_release(const model_spec& m, std::uint32_t transformers_version) {
+  if (m.batch_causal_mask_release != 0 && transformers_version == m.batch_causal_mask_release)
+    detail::fail(error_code::unsupported, "software.transformers",
+                 "4.38 is not modelled for LLaMA and Gemma: its _update_causal_mask copies a (max_position_embeddings)^2 "
+                 "mask per batch item in the compute dtype (modeling_llama.py@v4.38, removed by PR #29753 in 4.39); "
+                 "state 4.39 or later, or an earlier release");
+}
+
 constexpr const model_spec& validate(const model_spec& m, const training_spec& t) {
   validate(m);
   validate(t);
+  check_transformers_release(m, t.transformers_version);
   check_sequence(m, t.seq_len, "run.seq_len");
   check_framework(m, t);
   check_liger(m, t);

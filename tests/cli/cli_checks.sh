@@ -423,7 +423,7 @@ round_trip() {
 }
 round_trip
 round_trip --model llama-2-7b --qlora 16 --qlora-double-quant --lora-targets all-linear --lora-alpha 32 \
-  --offload optimizer,activations --gpu-memory 24GiB --headroom 0.12 --precision amp_bf16
+  --offload optimizer,activations --checkpointing full --gpu-memory 24GiB --headroom 0.12 --precision amp_bf16
 round_trip --model bert-base-uncased --batch 16 --seq 128 --gpu rtx3090 --checkpointing full --no-dropout
 round_trip --model mistral-7b --lora 8 --lora-targets q_proj,v_proj,gate_proj,up_proj,down_proj --optimizer-impl fused
 round_trip --model llama-2-7b --lora 8 --precision pure_bf16 --framework torchtune@0.6.1 --optimizer-in-backward --gpu rtx4090

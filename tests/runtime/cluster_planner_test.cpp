@@ -83,6 +83,7 @@ TEST_CASE("Cluster planner: the run's offload is the least every candidate uses"
   training_spec run{.micro_batch = 2, .seq_len = 2048, .prec = precision::amp_bf16};
   run.offload_optimizer = true;
   run.offload_activations = true;
+  run.ckpt = checkpointing::full;  // what offload_activations moves
   const auto plan = std::make_unique<cluster_plan>(plan_cluster(presets::llama_2_13b, run, a100_nodes(1, {})));
   REQUIRE(plan->count > 0);
   for (std::size_t i = 0; i < plan->count; ++i) {

@@ -44,7 +44,7 @@ training_spec random_run(std::mt19937_64& rng) {
     default: break;
   }
   r.offload_optimizer = pick(4) == 0;
-  r.offload_activations = pick(4) == 0;
+  r.offload_activations = pick(4) == 0 && r.ckpt == checkpointing::full;  // needs it (validate)
   r.device = pick(5) == 0 ? device_kind::cpu : device_kind::cuda;
   return r;
 }

@@ -142,6 +142,23 @@ TEST_CASE("a framework the model does not match is refused by build(), not estim
   CHECK(contains(error_message([&] { validate(chunks); }), "run.loss_chunks needs run.loss chunked"));
 }
 
+TEST_CASE("offloading activations needs full checkpointing: without it the option is refused, not ignored",
+          "[framework]") {
+  for (const checkpointing ckpt : {checkpointing::none, checkpointing::selective}) {
+    training_spec run{};
+    run.offload_activations = true;
+    run.ckpt = ckpt;
+    CHECK(contains(error_message([&] { (void)estimate(presets::llama_2_7b, run); }),
+                   "run.offload_activations needs run.ckpt full"));
+  }
+  training_spec full{.micro_batch = 16, .seq_len = 1024};  // the block inputs are part of the peak
+  full.offload_activations = true;
+  full.ckpt = checkpointing::full;
+  training_spec kept = full;
+  kept.offload_activations = false;
+  CHECK(estimate(presets::gpt2, full).steady.tensor < estimate(presets::gpt2, kept).steady.tensor);
+}
+
 TEST_CASE("BALANCED keeps an in-backward optimizer's state on the GPU", "[framework][planner]") {
   training_spec run = with_framework(training_spec{}, framework_kind::torchtune);
   const gpu_spec gpu = *find_gpu("rtx4090");

@@ -474,7 +474,7 @@ random_case random_run(std::mt19937_64& rng) {
   r.dropout = pick(2) == 0;
   r.loss = pick(3) == 0 ? memscale::loss_impl::chunked : memscale::loss_impl::standard;
   r.offload_optimizer = pick(5) == 0;
-  r.offload_activations = pick(5) == 0;
+  r.offload_activations = pick(5) == 0 && r.ckpt == memscale::checkpointing::full;  // needs it (validate)
   r.offload_parameters = pick(10) == 0;
   r.device = pick(20) == 0 ? memscale::device_kind::cpu : memscale::device_kind::cuda;
   if (pick(4) == 0) c.options.max_batch_search = 1 + pick(pick(2) == 0 ? 64 : 5000);

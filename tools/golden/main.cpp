@@ -99,7 +99,7 @@ memscale::training_spec random_run(random_source& rng) {
   t.zero_grad_to_none = !rng.chance(5);
   t.offload_optimizer = rng.chance(6);
   t.offload_parameters = rng.chance(10);
-  t.offload_activations = t.ckpt != checkpointing::none && rng.chance(4);
+  t.offload_activations = t.ckpt != checkpointing::none && rng.chance(4) && t.ckpt == checkpointing::full;
   t.device = rng.chance(5) ? device_kind::cpu : device_kind::cuda;
   t.torch_version = rng.pick({113U, 200U, 205U, 211U});
   t.transformers_version = rng.pick({0U, 440U, 448U, 451U, 500U});

@@ -18,9 +18,11 @@
 #include "memscale/inference/weights.hpp"
 #include "memscale/model.hpp"
 #include "memscale/graph/forward_liveness.hpp"
+#include "memscale/graph/layers/mask_buffers.hpp"
 #include "memscale/graph/layers/rotary_tables.hpp"
 #include "memscale/graph/model_graph.hpp"
 #include "memscale/precision_policy.hpp"
+#include "memscale/validate.hpp"
 
 namespace memscale {
 
@@ -310,9 +312,11 @@ constexpr inference_result estimate_generate(const model_spec& model, const infe
   // The weights graph is built at no stated release in fp32: the rotary tables a layer holds are
   // the run's, in the dtype the model was loaded in.
   const bytes tables_in_g = model.rotary_cache_per_layer ? rotary_table_buffers(model, dtype::fp32) : bytes{};
-  const bytes tables = rotary_tables_per_layer(model, run.transformers_version)
-                           ? rotary_table_buffers(model, precision_policy_of(forward_run(run, 1)).param)
-                           : bytes{};
+  const dtype load = precision_policy_of(forward_run(run, 1)).param;
+  const bytes tables = (rotary_tables_per_layer(model, run.transformers_version) ? rotary_table_buffers(model, load)
+                                                                                 : bytes{}) +
+                       (mask_buffers_per_layer(model, run.transformers_version) ? mask_buffer_bytes(model, load)
+                                                                                : bytes{});
   res.weight_bytes = inference_weight_bytes(g, run) + (g.buffers - tables_in_g) + tables;
   res.kv_bytes_per_token = kv_bytes_per_token(model, run);
   const auto generated = run.new_tokens == 0 ? std::uint64_t{0} : run.new_tokens - 1;  // tokens fed back
@@ -343,6 +347,7 @@ constexpr inference_result estimate_generate(const model_spec& model, const infe
 constexpr inference_result estimate_inference(const model_spec& model, const inference_spec& run) {
   validate(model);
   validate(run);
+  check_transformers_release(model, run.transformers_version);
   detail::require_generate_modelled(model);
   // A quantised checkpoint's vision tower: AWQ and GPTQ checkpoints list it in
   // modules_to_not_convert, bitsandbytes quantises its Linear layers; not described yet.

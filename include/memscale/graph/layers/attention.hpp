@@ -175,6 +175,15 @@ constexpr tensor eager_attention(const layer_context& ctx, const qkv_tensors& qk
     ops.at(softmax_input).recomputed_by_selective = true;
     ops.hold_in_frame(ops.at(qk).out);
   }
+  if (ctx.run.transformers_version != 0 && ctx.run.transformers_version < m.attention_clamp_before) {
+    // modeling_opt.py@v4.32 OPTAttention.forward: attn_weights + attention_mask, then
+    // torch.max(attn_weights, finfo.min), which saves both inputs: the masked scores stay.
+    const tensor masked = ops.elementwise(softmax_input, scores, p.matmul);
+    ops.at(masked).recomputed_by_selective = true;
+    softmax_input = ops.elementwise(masked, scores, p.matmul);
+    ops.keep(masked, softmax_input);
+    ops.at(softmax_input).recomputed_by_selective = true;
+  }
   if (m.attention_softcap) {
     // modeling_gemma2.py eager_attention_forward (v4.51): scores / cap, tanh (keeps its
     // output), * cap.

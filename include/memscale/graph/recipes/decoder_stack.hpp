@@ -25,6 +25,7 @@
 #include "memscale/graph/layers/mlp.hpp"
 #include "memscale/graph/layers/norms.hpp"
 #include "memscale/graph/layers/ops.hpp"
+#include "memscale/graph/layers/mask_buffers.hpp"
 #include "memscale/graph/layers/rotary_tables.hpp"
 #include "memscale/graph/tensor.hpp"
 #include "memscale/model.hpp"
@@ -187,6 +188,8 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
   }
   if (rotary_tables_per_layer(model, ctx.run.transformers_version))
     sections.add_buffers(rotary_table_buffers(model, precision.param));
+  if (mask_buffers_per_layer(model, ctx.run.transformers_version))
+    sections.add_buffers(mask_buffer_bytes(model, precision.param));
   sections.set_stream_grad(storage(stream, detail::checked_mul(tokens, model.hidden)));
   // lit-gpt's fine-tuning loop binds `logits = model(input_ids, lm_head_chunk_size=128)`
   // and keeps the list of chunks until the next step's forward returns and rebinds it

@@ -20,7 +20,11 @@ inline model_spec gemma_like(const config& c) {
   return m;
 }
 
-inline model_spec gemma(const config& c) { return gemma_like(c); }
+inline model_spec gemma(const config& c) {
+  model_spec m = gemma_like(c);
+  m.batch_causal_mask_release = 438;  // modeling_gemma.py@v4.38 shares LLaMA's _update_causal_mask
+  return m;
+}
 
 inline model_spec gemma2(const config& c) {
   model_spec m = gemma_like(c);

@@ -29,6 +29,7 @@ inline model_spec gpt_neox(const config& c) {
   m.attn_out_bias = m.qkv_bias;
   m.mlp_bias = true;
   m.tied_embeddings = c.flag("tie_word_embeddings", false);
+  m.mask_buffers_per_layer_before = 448;  // each layer's causal mask and rotary tables (_init_bias)
   // GPTNeoXModel.emb_dropout and each branch's post_*_dropout use hidden_dropout.
   apply_dropout(c, m, {.attention = {"attention_dropout", 0.0}, .hidden = {"hidden_dropout", 0.0},
                        .embedding = {"hidden_dropout", 0.0}});
@@ -62,7 +63,11 @@ inline model_spec parallel_block_record(const record_model& r, const parallel_bl
                     .lm_head_bias = v.lm_head_bias};
 }
 
-inline model_spec gpt_neox_record(const record_model& r) { return parallel_block_record(r, {}); }
+inline model_spec gpt_neox_record(const record_model& r) {
+  model_spec m = parallel_block_record(r, {});
+  m.mask_buffers_per_layer_before = 448;  // as the gpt_neox reader
+  return m;
+}
 inline constexpr record_rules gpt_neox_records{.defaults = gpt_neox_record};
 
 }  // namespace memscale::json_io::hf

@@ -43,6 +43,7 @@ inline model_spec llama_like(const config& c, const llama_defaults& d = {}) {
 inline model_spec llama(const config& c) {
   model_spec m = llama_like(c);
   m.rotary_tables_per_layer_before = 440;  // per-layer tables until 4.40 (4.38.0/1 read as 4.38.2)
+  m.batch_causal_mask_release = 438;       // _update_causal_mask's per-batch (max_pos)^2 copies
   return m;
 }
 
@@ -79,6 +80,7 @@ inline model_spec llama_record_as(const record_model& r, const llama_record_vari
 inline model_spec llama_record(const record_model& r) {
   model_spec m = llama_record_as(r, {});
   m.rotary_tables_per_layer_before = 440;  // as the llama reader
+  m.batch_causal_mask_release = 438;
   return m;
 }
 inline constexpr record_rules llama_records{.defaults = llama_record};

@@ -36,6 +36,7 @@ inline model_spec opt(const config& c) {
   // (modeling_opt.py @ 0184d208).
   apply_dropout(c, m, {.attention = {"attention_dropout", 0.0}, .hidden = {"dropout", 0.1}});
   m.builds_attention_mask = true;  // OPTDecoder.forward: torch.ones(b, s) when attention_mask is None
+  m.attention_clamp_before = 448;  // torch.max(attn_weights, finfo.min) saves the masked scores
   return m;
 }
 
@@ -46,6 +47,7 @@ inline model_spec opt_record(const record_model& r) {
   spec.mlp = mlp_kind::relu;
   spec.fused_qkv = false;
   spec.buffer_bytes_per_layer = 0;
+  spec.attention_clamp_before = 448;  // as the opt reader
   return spec;
 }
 inline constexpr record_rules opt_records{.defaults = opt_record, .position_offset = 2};  // OPTLearnedPositionalEmbedding

@@ -1,0 +1,121 @@
+// Memory mechanisms that belong to particular transformers releases: GPT-NeoX's per-layer mask
+// and rotary buffers, OPT's clamp of the masked scores, and the 4.38 LLaMA/Gemma causal mask,
+// which is refused by name. Checked against the CPU traces of docs/data/cpu_traced_transformers_versions.json.
+#ifdef MEMSCALE_CATCH2_V2
+#include <catch2/catch.hpp>
+#else
+#include <catch2/catch_test_macros.hpp>
+#endif
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+#include "error_capture.hpp"
+#include "memscale/graph/layers/mask_buffers.hpp"
+#include "memscale/inference.hpp"
+#include "memscale/json.hpp"
+#include "memscale/memscale.hpp"
+
+namespace transformers_release_test {
+namespace {
+
+using memscale_test::contains;
+using memscale_test::error_message;
+using namespace memscale;
+using nlohmann::json;
+
+json traced(const std::string& id) {
+  std::ifstream in(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/cpu_traced_transformers_versions.json");
+  REQUIRE(in.good());
+  for (const json& r : json::parse(in))
+    if (r.at("id") == id) return r;
+  FAIL("no record " << id);
+  return {};
+}
+
+std::uint64_t tensor_peak(const model_spec& m, const json& record) {
+  return estimate(m, json_io::run_from_record(record)).steady.tensor.value;
+}
+
+std::uint64_t tensor_peak(const json& record) { return tensor_peak(json_io::model_for_record(record), record); }
+
+double error_percent(const json& record) {
+  const double measured = record.at("measured_bytes").get<double>();
+  return (static_cast<double>(tensor_peak(record)) - measured) / measured * 100.0;
+}
+
+json at_release(json record, const std::string& release) {
+  record["software"]["transformers"] = release;
+  return record;
+}
+
+}  // namespace
+
+TEST_CASE("transformers releases: GPT-NeoX before 4.48 holds a mask and rotary tables per layer", "[release]") {
+  const json nocache = traced("cpu-tf4321-neox-b2-s256-fp32-nocache");
+  const model_spec m = json_io::model_for_record(nocache);
+  // 4 layers of 2048^2 bool masks, a 4-byte masked_bias, fp32 cos and sin of 2048 x 8 and inv_freq of 4.
+  CHECK(mask_buffer_bytes(m, dtype::fp32) == bytes{4 * (2048ULL * 2048 + 4 + 2 * 2048 * 8 * 4 + 4 * 4)});
+  model_spec without = m;
+  without.mask_buffers_per_layer_before = 0;
+  CHECK(tensor_peak(m, nocache) - tensor_peak(without, nocache) == mask_buffer_bytes(m, dtype::fp32).value);
+  // Without them the trace was 8.5% over the estimate; the remaining gap is transient copies of the tables.
+  CHECK(error_percent(nocache) > -0.1);
+  CHECK(error_percent(nocache) < 0.0);
+  // The release that dropped them is not pinned between 4.45 and 4.48: 4.47 keeps them (the safe side).
+  CHECK(mask_buffers_per_layer(m, 447));
+  CHECK_FALSE(mask_buffers_per_layer(m, 448));
+  CHECK_FALSE(mask_buffers_per_layer(m, 0));  // no release stated: today's code
+  const json later = at_release(nocache, "4.48.0");
+  model_spec later_without = json_io::model_for_record(later);
+  later_without.mask_buffers_per_layer_before = 0;
+  CHECK(tensor_peak(later) == tensor_peak(later_without, later));
+}
+
+TEST_CASE("transformers releases: OPT before 4.48 saves the clamped scores of every layer", "[release]") {
+  for (const char* id : {"cpu-tf4321-opt-b2-s256-fp32-clamp", "cpu-tf4321-opt-b4-s512-fp32-clamp"}) {
+    const json clamp = traced(id);
+    const training_spec run = json_io::run_from_record(clamp);
+    const model_spec m = json_io::model_for_record(clamp);
+    // One fp32 batch x heads x seq^2 tensor a layer.
+    const std::uint64_t scores = 4ULL * run.micro_batch * m.heads * run.seq_len * run.seq_len * m.layers;
+    model_spec without = m;
+    without.attention_clamp_before = 0;
+    CHECK(tensor_peak(m, clamp) - tensor_peak(without, clamp) == scores);
+    CHECK(error_percent(clamp) > -0.1);
+    CHECK(error_percent(clamp) < 0.1);
+  }
+}
+
+TEST_CASE("transformers releases: LLaMA and Gemma at 4.38 are refused by name", "[release]") {
+  const json mask = traced("cpu-tf4382-llama-mha-b2-s256-fp32");
+  const std::string message = error_message([&] { (void)tensor_peak(mask); });
+  CHECK(contains(message, "software.transformers"));
+  CHECK(contains(message, "PR #29753"));
+  CHECK_NOTHROW(tensor_peak(at_release(mask, "4.39.3")));
+  CHECK_NOTHROW(tensor_peak(at_release(mask, "4.37.2")));
+
+  model_spec llama = json_io::model_from_hf_config(json{{"model_type", "llama"}, {"num_hidden_layers", 2},
+                                                        {"hidden_size", 128}, {"num_attention_heads", 4},
+                                                        {"intermediate_size", 256}, {"vocab_size", 1000},
+                                                        {"max_position_embeddings", 512}});
+  inference_spec generate{.batch = 1, .context = 64, .new_tokens = 8, .transformers_version = 438};
+  CHECK(contains(error_message([&] { (void)estimate_inference(llama, generate); }), "software.transformers"));
+  generate.transformers_version = 439;
+  CHECK_NOTHROW(estimate_inference(llama, generate));
+  const model_spec mistral = json_io::model_from_hf_config(json{{"model_type", "mistral"}, {"num_hidden_layers", 2},
+                                                                {"hidden_size", 128}, {"num_attention_heads", 4},
+                                                                {"intermediate_size", 256}, {"vocab_size", 1000},
+                                                                {"max_position_embeddings", 512}});
+  generate.transformers_version = 438;
+  CHECK_NOTHROW(estimate_inference(mistral, generate));  // Mistral kept its own mask code in 4.38
+  const model_spec gemma = json_io::model_from_hf_config(json{{"model_type", "gemma"}, {"num_hidden_layers", 2},
+                                                              {"hidden_size", 128}, {"num_attention_heads", 4},
+                                                              {"num_key_value_heads", 1}, {"head_dim", 32},
+                                                              {"intermediate_size", 256}, {"vocab_size", 1000},
+                                                              {"max_position_embeddings", 512}});
+  CHECK(contains(error_message([&] { (void)estimate_inference(gemma, generate); }), "software.transformers"));
+}
+
+}  // namespace transformers_release_test
