@@ -23,8 +23,9 @@ enum class norm_kind : std::uint8_t { layernorm, rmsnorm, layernorm_fp32_python 
 // Hugging Face's gelu_new written out as Python ops (each intermediate saved); a fused
 // tanh-approximate F.gelu keeps only its input, like gelu. clamped_swiglu is gpt-oss's expert
 // MLP (experts only): one gate_up matrix with bias, (clamp(up) + 1) * clamp(gate) *
-// sigmoid(1.702 * clamp(gate)) as Python ops, a down matrix with bias.
-enum class mlp_kind : std::uint8_t { gelu, gelu_tanh, relu, swiglu, geglu, clamped_swiglu };
+// sigmoid(1.702 * clamp(gate)) as Python ops, a down matrix with bias. gelu_fast is Hugging
+// Face's FastGELUActivation, the tanh approximation written with products instead of pow.
+enum class mlp_kind : std::uint8_t { gelu, gelu_tanh, relu, swiglu, geglu, clamped_swiglu, gelu_fast };
 // sequential: x + attn(norm(x)), then + mlp(norm(.)) (GPT-2, LLaMA);
 // parallel: x + attn(norm1(x)) + mlp(norm2(x)) (GPT-NeoX, Phi);
 // post_norm: norm(x + attn(x)), then norm(. + mlp(.)) (BERT).

@@ -145,4 +145,64 @@ TEST_CASE("the H100 run that pins a logits segment: replayed reserved within -2%
   CHECK(error < 0.03);
 }
 
+// A GPTBigCode model like santacoder (multi-query attention, gelu_fast MLP) with one layer,
+// 64 wide and a 256-wide MLP, 1 x 2048 tokens in amp bf16 on an H100.
+nlohmann::json small_bigcode_record() {
+  return nlohmann::json::parse(R"({
+    "id": "small-bigcode", "measure": "max_memory_allocated", "device": "h100-80gb", "measured_bytes": 1,
+    "model": {"hf_config": {"model_type": "gpt_bigcode", "n_embd": 64, "n_layer": 1, "n_head": 4, "n_inner": 256,
+                            "n_positions": 2048, "vocab_size": 1000, "activation_function": "gelu_fast",
+                            "multi_query": true, "layer_norm_epsilon": 1e-05, "attention_softmax_in_fp32": true,
+                            "scale_attention_softmax_in_fp32": true, "scale_attn_weights": true},
+              "impl": "hf-transformers"},
+    "train": {"batch": 1, "seq": 2048, "precision": "amp_bf16", "optimizer": "adamw",
+              "optimizer_impl": "foreach", "checkpointing": "none", "attention": "sdpa", "grad_accum": 1},
+    "software": {"torch": "2.11.0", "transformers": "5.17.0"}})");
+}
+
+TEST_CASE("gelu_fast under autocast: its Python chain stays 16-bit, every product keeping both factors",
+          "[allocator][stream]") {
+  // FastGELUActivation multiplies where NewGELUActivation calls pow, which CUDA autocast runs
+  // in fp32: santacoder's history has nine 16-bit chain tensors per layer and no fp32 one.
+  const nlohmann::json r = small_bigcode_record();
+  const auto built = std::make_unique<model_graph>(
+      build(json_io::model_for_record(r), json_io::run_from_record(r)));
+  REQUIRE(json_io::model_for_record(r).mlp == mlp_kind::gelu_fast);
+  const std::uint64_t tokens = 2048, ffn = 256;
+  order_sink order;
+  emit_training_steps<16384, 16384>(built->stack(), built->run, {}, order);
+  int chain_bf16 = 0;
+  int chain_fp32 = 0;
+  for (const recorded_alloc& a : order.allocs) {
+    if (a.step != 1 || (a.at != moment::first_block_forward && a.at != moment::last_block_forward)) continue;
+    if (a.size == tokens * ffn * 2) ++chain_bf16;
+    if (a.size == tokens * ffn * 4) ++chain_fp32;
+  }
+  CHECK(chain_fp32 == 0);
+  CHECK(chain_bf16 == 10);  // c_fc's output, then 0.5x, cx, 0.044715x, the square, 1 + it, the product, tanh, 1 + tanh, y
+}
+
+TEST_CASE("santacoder on the H100: replayed reserved within -2% ... +3% of measured", "[allocator][replay]") {
+  // gpt_bigcode santacoder, 2 x 1024, amp bf16, AdamW: 29,618,077,696 B reserved. With
+  // gelu_fast taken for gelu_new (its chain in fp32 under autocast) the replay was 12.2% under.
+  std::ifstream in(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/gpu_families_h100.json");
+  REQUIRE(in);
+  const std::string id = "h100-family-gpt_bigcode-santacoder-b2-s1024-amp_bf16-sdpa";
+  nlohmann::json record;
+  double reserved = 0;
+  for (const nlohmann::json& r : nlohmann::json::parse(in)) {
+    if (r.at("id") == id + "-allocated") record = r;
+    if (r.at("id") == id + "-reserved") reserved = r.at("measured_bytes").get<double>();
+  }
+  REQUIRE(!record.is_null());
+  REQUIRE(reserved == 29618077696.0);
+  const auto built = std::make_unique<model_graph>(
+      build(json_io::model_for_record(record), json_io::run_from_record(record)));
+  const replay_result rep = replay_training<16384, 16384, 16384>(built->stack(), built->run);
+  const double error = (static_cast<double>(rep.reserved_peak.value) - reserved) / reserved;
+  INFO("replayed reserved " << rep.reserved_peak.value << " B, error " << error * 100 << "%");
+  CHECK(error > -0.02);
+  CHECK(error < 0.03);
+}
+
 }  // namespace allocator_order_test

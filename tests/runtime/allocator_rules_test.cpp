@@ -105,7 +105,9 @@ TEST_CASE("freed blocks merge with free neighbours of the same segment only", "[
   CHECK(reserved(*a) == 20 * MiB + 14 * MiB + 32 * MiB);
 }
 
-TEST_CASE("best fit: the smallest cached block that fits, the older segment on a tie", "[allocator]") {
+TEST_CASE("best fit: the smallest cached block that fits, the newer segment on a tie", "[allocator]") {
+  // CUDA hands segments out top-down, so the newer one has the lower address and wins the tie
+  // (docs/allocator.md: with that order the rules reproduce all thirteen recorded histories).
   auto a = make();
   a->allocate(0, 30 * MiB);
   a->allocate(1, 14 * MiB);
@@ -113,17 +115,20 @@ TEST_CASE("best fit: the smallest cached block that fits, the older segment on a
   a->release(0);
   a->release(1);
   a->release(2);
-  a->allocate(3, 13 * MiB);  // the first 14 MiB segment, not the 30 MiB one
+  a->allocate(3, 13 * MiB);  // the second 14 MiB segment, not the first nor the 30 MiB one
   CHECK(reserved(*a) == 58 * MiB);
   for (const block_view& b : blocks_of(*a))
     if (b.allocated) CHECK(b.size == 14 * MiB);  // 1 MiB left: not split
   std::uint64_t first_fourteen = 0;
+  std::uint64_t second_fourteen = 0;
   std::uint64_t allocated_at = 0;
-  for (const block_view& b : blocks_of(*a)) {
+  for (const block_view& b : blocks_of(*a)) {  // segments in the order they were made
+    if (b.size == 14 * MiB && first_fourteen != 0 && second_fourteen == 0) second_fourteen = b.address;
     if (b.size == 14 * MiB && first_fourteen == 0) first_fourteen = b.address;
     if (b.allocated) allocated_at = b.address;
   }
-  CHECK(allocated_at == first_fourteen);
+  CHECK(second_fourteen < first_fourteen);
+  CHECK(allocated_at == second_fourteen);
 }
 
 TEST_CASE("nothing is returned to CUDA while memory lasts", "[allocator]") {

@@ -142,7 +142,7 @@ TEST_CASE("hf_config: each activation name maps to the kernel that runs it") {
   };
   // FastGELUActivation and NewGELUActivation are written out in Python and save their
   // intermediates; gelu and gelu_pytorch_tanh are one fused kernel (transformers activations.py).
-  CHECK(mlp_of("gelu_fast") == memscale::mlp_kind::gelu_tanh);
+  CHECK(mlp_of("gelu_fast") == memscale::mlp_kind::gelu_fast);
   CHECK(mlp_of("gelu_new") == memscale::mlp_kind::gelu_tanh);
   CHECK(mlp_of("gelu_pytorch_tanh") == memscale::mlp_kind::gelu);
   CHECK(mlp_of("gelu") == memscale::mlp_kind::gelu);

@@ -352,16 +352,17 @@ void write_report(const std::vector<row>& rows, const std::string& out_dir) {
   // Computed by memscale-allocator-check --sweep (it replays every budget; kept out of this tool's run time).
   md << "## Budget sweep with the allocator replay\n"
      "\n"
-     "`memscale-allocator-check --sweep docs/data/gpu_measured_h100.json docs/data/gpu_heldout_h100.json`\n"
-     "(docs/allocator.md): the 26 transformer training runs of docs/data with an nvidia-smi figure M,\n"
-     "41 cards of 0.80 ... 1.20 x M each, 15% headroom (budget = 0.85 x card), 1,066 budgets. Unsafe:\n"
+     "`memscale-allocator-check --sweep docs/data/gpu_measured_h100.json docs/data/gpu_heldout_h100.json "
+     "docs/data/gpu_families_h100.json`\n"
+     "(docs/allocator.md): the 41 transformer training runs of docs/data with an nvidia-smi figure M,\n"
+     "41 cards of 0.80 ... 1.20 x M each, 15% headroom (budget = 0.85 x card), 1,681 budgets. Unsafe:\n"
      "\"fits\" with M over the budget; needless refusal: \"does not fit\" with M within it.\n"
      "\n"
      "| rule | fits | borderline | does not fit | unsafe fits | needless refusals |\n"
      "|---|---|---|---|---|---|\n"
-     "| rounding rule, class band -16.5% .. +12.5% | 3 | 585 | 478 | 0 | 0 |\n"
-     "| allocator replay + context model, replayed band -7.5% .. +7.0% (backward cuBLAS workspace after its "
-     "matmul's output) | 2 | 279 | 785 | 0 | 0 |\n"
+     "| rounding rule, class band -16.5% .. +12.5% | 15 | 1038 | 628 | 6 | 0 |\n"
+     "| allocator replay + context model, replayed band -12.0% .. +12.5% (48 H100 runs' worst) | 0 | 744 | 937 | 0 "
+     "| 0 |\n"
      "\n"
      "";
   md << "## Cases\n\n| data set | id | quantity | measured | estimated | error |\n|---|---|---|---|---|---|\n";

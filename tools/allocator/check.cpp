@@ -3,6 +3,7 @@
 // estimate's reserved/device) and after (the replay, plus the CUDA context model).
 //
 //   memscale-allocator-check docs/data/gpu_measured_h100.json docs/data/gpu_heldout_h100.json
+//       docs/data/gpu_families_h100.json   (every H100 record: 33 runs and 15 family steps)
 //   memscale-allocator-check --sweep FILES...   the budget sweep of docs/accuracy.md: for every
 //       transformer training record with an nvidia-smi figure M, 41 cards of 0.80 ... 1.20 x M,
 //       15% headroom (budget = 0.85 x card): "fits" with M over the budget is unsafe, "does not

@@ -2,13 +2,15 @@
 """Lines up a recorded caching-allocator history with the replay's own event stream.
 
 A history is one of docs/data/gpu_allocator_history/*.json.gz (tools/gpu-measure/measure_gpu.py
---history: events [action, address, size, stream] in order). The replay's stream of the same run
+--history: events [action, address, size, stream] in order, some with the innermost Python frames as
+a fifth column). The replay's stream of the same run
 comes from `memscale-allocator-check --events CASE FILES...` (lines "enter STEP MOMENT",
 "alloc ID SIZE", "free ID").
 
   history_compare.py HISTORY.json.gz                  large allocations of the history
   history_compare.py HISTORY.json.gz --replay EVENTS  ... and of the replay, side by side
-  options: --min-mib N (what counts as large, default 100), --steps 1,2 (steps to print)
+  options: --min-mib N (what counts as large, default 100), --steps 1,2 (steps to print),
+           --frames (the recorded allocation's innermost Python frame)
 
 Both streams are played through the same best-fit model of the allocator (allocator_model
 below: the rules of include/memscale/allocator/caching_allocator.hpp, default settings, one
@@ -54,14 +56,16 @@ class Block:
 
 class allocator_model:
     """Best fit per pool by (size, address); split when the rest is large enough; merge on free.
-    New segments get growing addresses (ties go to the older segment), as in the C++ model."""
+    Each new segment lies below the ones before it (ties go to the newer segment), as CUDA hands
+    them out and as in the C++ model: with that order the rules reproduce every history's reserved
+    peak to the byte."""
 
     def __init__(self):
         self.free = {"small": [], "large": []}  # sorted (size, address)
         self.at = {}  # address -> free Block
         self.owner = {}  # tensor -> Block
         self.segments = []  # base address per segment, in creation order
-        self.next_address = 1 << 40
+        self.floor = 1 << 62  # each new segment's base, below the previous one
         self.reserved = self.peak = 0
 
     def alloc(self, tensor, size):
@@ -74,9 +78,9 @@ class allocator_model:
             b = self.at.pop(a)
         else:
             n = segment_size(r)
-            b = Block(self.next_address, n, pool, len(self.segments))
-            self.segments.append(self.next_address)
-            self.next_address += n
+            self.floor -= n
+            b = Block(self.floor, n, pool, len(self.segments))
+            self.segments.append(self.floor)
             self.reserved += n
             self.peak = max(self.peak, self.reserved)
         rest = b.size - r
@@ -129,7 +133,7 @@ def history_rows(h):
     every alloc, plus the model's reserved peak over the history's requests."""
     events = h["events"]
     live, curve = 0, []
-    for a, _, size, _ in events:
+    for a, _, size, *_ in events:
         if a == "alloc":
             live += size
         elif a == "free_completed":
@@ -139,7 +143,7 @@ def history_rows(h):
     model = allocator_model()
     real_segments, reserved, rows = [], 0, []
     live = 0
-    for i, (a, addr, size, _) in enumerate(events):
+    for i, (a, addr, size, *rest) in enumerate(events):
         if a == "segment_alloc":
             real_segments.append((addr, size))
             reserved += size
@@ -150,7 +154,8 @@ def history_rows(h):
                        if real_segments[k][0] <= addr < real_segments[k][0] + real_segments[k][1])
             rows.append({"index": i, "step": step_of[i], "size": size, "segment": seg,
                          "offset": (addr - real_segments[seg][0]) / MiB, "model": model.where(b),
-                         "live": live, "reserved": reserved, "what": "alloc"})
+                         "live": live, "reserved": reserved, "what": "alloc",
+                         "frames": rest[1] if len(rest) > 1 else ""})
         elif a == "free_completed":
             live -= size
             model.release(addr)
@@ -199,11 +204,13 @@ def replay_rows(path):
     return rows, model.peak
 
 
-def show(row, real):
+def show(row, real, frames=False):
     seg, off = row["model"]
     text = f"{row['size'] / MiB:9.2f} MiB  model seg {seg:4d} +{off:8.2f}"
     if real:
         text += f"  (real seg {row['segment']:4d} +{row['offset']:8.2f})"
+        if frames:
+            text += "  " + row["frames"].split(";")[0][-40:]
     else:
         text += f"  {row['moment']:<22s}"
     return text + f"  live {row['live'] / 1e9:6.2f} GB  reserved {row['reserved'] / 1e9:6.2f} GB"
@@ -215,6 +222,8 @@ def main():
     ap.add_argument("--replay", help="the replay's events (memscale-allocator-check --events)")
     ap.add_argument("--min-mib", type=float, default=100.0)
     ap.add_argument("--steps", default="1,2")
+    ap.add_argument("--frames", action="store_true", help="print each recorded allocation's innermost Python frame "
+                    "(histories recorded with frames: a fifth column)")
     a = ap.parse_args()
     h = load_history(a.history)
     steps = {int(s) for s in a.steps.split(",")}
@@ -227,7 +236,7 @@ def main():
     if not a.replay:
         for r in big:
             if r["step"] in steps:
-                print(f"step {r['step']}  #{r['index']:6d}  {show(r, True)}")
+                print(f"step {r['step']}  #{r['index']:6d}  {show(r, True, a.frames)}")
         return 0
     rrows, replay_peak = replay_rows(a.replay)
     print(f"reserved peak of the replay's stream through the same model: {replay_peak:,} "
@@ -245,7 +254,7 @@ def main():
                 lr = left[i1 + k] if i1 + k < i2 else None
                 rr = right[j1 + k] if j1 + k < j2 else None
                 mark = "=" if tag == "equal" else ("<" if rr is None else (">" if lr is None else "~"))
-                lt = show(lr, True) if lr else ""
+                lt = show(lr, True, a.frames) if lr else ""
                 rt = show(rr, False) if rr else ""
                 print(f"{mark} {lt:<104s} | {rt}")
     return 0

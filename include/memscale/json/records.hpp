@@ -30,7 +30,8 @@ namespace detail {
 
 inline mlp_kind parse_activation(const std::string& s, const std::string& field) {
   if (s == "gelu" || s == "gelu_pytorch_tanh") return mlp_kind::gelu;
-  if (s == "gelu_new" || s == "gelu_python" || s == "gelu_fast") return mlp_kind::gelu_tanh;
+  if (s == "gelu_new" || s == "gelu_python") return mlp_kind::gelu_tanh;
+  if (s == "gelu_fast") return mlp_kind::gelu_fast;
   if (s == "relu") return mlp_kind::relu;
   if (s == "swiglu" || s == "silu") return mlp_kind::swiglu;
   if (s == "geglu") return mlp_kind::geglu;

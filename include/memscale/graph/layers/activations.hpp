@@ -1,6 +1,6 @@
 // memscale/graph/layers/activations.hpp: activation functions as autograd saves them: those
 // whose backward uses the input (GELU, SiLU), the output (ReLU, sigmoid, tanh), and
-// Hugging Face's gelu_new written out as Python ops.
+// Hugging Face's gelu_new and gelu_fast written out as Python ops.
 #pragma once
 
 #include "memscale/dtype.hpp"
@@ -54,12 +54,39 @@ constexpr tensor gelu_tanh_as_python_ops(op_writer& ops, tensor in, bool pow_in_
   return y;
 }
 
+// Hugging Face FastGELUActivation, written as Python: 0.5*x*(1+tanh(x*c*(1+0.044715*x*x)))
+// (transformers src/transformers/activations.py @ 00e12e7c). Each product of two tensors keeps
+// both (derivatives.yaml mul.Tensor: self and other), tanh its result; there is no pow, so
+// autocast leaves the whole chain in the input's type (measured: every intermediate of
+// santacoder's amp bf16 MLP is 16-bit, docs/data/gpu_allocator_history/).
+constexpr tensor gelu_fast_as_python_ops(op_writer& ops, tensor in) {
+  const std::uint64_t n = in.elements;
+  const tensor half_x = ops.elementwise(in, n, in.type);  // 0.5 * x
+  const tensor scaled_x = ops.elementwise(in, n, in.type);  // x * 0.7978845608
+  const tensor coef_x = ops.elementwise(in, n, in.type);  // 0.044715 * x
+  const tensor square = ops.elementwise(n, in.type);  // (0.044715 * x) * x
+  ops.keep(coef_x, square);
+  ops.keep(in, square);
+  const tensor one_plus_square = ops.elementwise(n, in.type);
+  const tensor inner = ops.elementwise(n, in.type);
+  ops.keep(scaled_x, inner);
+  ops.keep(one_plus_square, inner);
+  const tensor th = ops.emit(op_kind::activation, n, in.type);
+  ops.keep_own_output(th);
+  const tensor one_plus = ops.elementwise(n, in.type);
+  const tensor y = ops.elementwise(n, in.type);
+  ops.keep(half_x, y);
+  ops.keep(one_plus, y);
+  return y;
+}
+
 constexpr tensor activation_ops(const layer_context& ctx, tensor in) {
   switch (ctx.model.mlp) {
     case mlp_kind::relu: return output_keeping_activation(ctx.ops, in);
     case mlp_kind::gelu_tanh:
       return gelu_tanh_as_python_ops(ctx.ops, in,
                                      autocast_runs_pow_in_fp32(ctx.ops.precision(), ctx.run.device, in.type));
+    case mlp_kind::gelu_fast: return gelu_fast_as_python_ops(ctx.ops, in);
     case mlp_kind::gelu:
     case mlp_kind::swiglu:
     case mlp_kind::geglu:

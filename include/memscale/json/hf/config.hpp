@@ -194,8 +194,9 @@ inline mlp_kind plain_activation(const config& c, const char* key, const std::st
   const std::string act = c.text(key, fallback);
   if (act == "gelu" || act == "gelu_pytorch_tanh") return mlp_kind::gelu;
   // gelu_fast (FastGELUActivation) is written out in Python like gelu_new, so it saves its
-  // intermediates (transformers src/transformers/activations.py).
-  if (act == "gelu_new" || act == "gelu_python" || act == "gelu_fast") return mlp_kind::gelu_tanh;
+  // intermediates, but without pow (transformers src/transformers/activations.py).
+  if (act == "gelu_new" || act == "gelu_python") return mlp_kind::gelu_tanh;
+  if (act == "gelu_fast") return mlp_kind::gelu_fast;
   if (act == "relu") return mlp_kind::relu;
   bad_field(error_code::unsupported, c.field(key), act,
             "must be one of gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, relu");
