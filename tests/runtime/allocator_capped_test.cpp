@@ -92,4 +92,28 @@ TEST_CASE("capped replay: releasing whole cached segments at the cap lets resnet
   }
 }
 
+TEST_CASE("records: a run's alloc_conf reaches the replay of its --cases answer", "[allocator][capped]") {
+  // alloc_conf_h100.json: llama-small b8 s1024 fp32 with expandable segments reserved 14,984 MiB
+  // against 15,706 MiB without (gpu_measured_h100.json); the answer's replay follows the option.
+  std::ifstream in(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/gpu_allocator_runs/alloc_conf_h100.json");
+  REQUIRE(in);
+  nlohmann::json with_option;
+  for (const nlohmann::json& r : nlohmann::json::parse(in))
+    if (r.at("id") == "h100-expandable_segments-llama-small-b8-s1024-fp32-sdpa-reserved") with_option = r;
+  REQUIRE(with_option.is_object());
+  nlohmann::json without = with_option;
+  without.erase("alloc_conf");
+  const nlohmann::json a = json_io::estimate_record(with_option);
+  const nlohmann::json b = json_io::estimate_record(without);
+  REQUIRE(a.contains("replay"));
+  CHECK(a.at("replay").at("alloc_conf") == "expandable_segments:True");
+  CHECK(a.at("replay").at("reserved").get<std::uint64_t>() < b.at("replay").at("reserved").get<std::uint64_t>());
+  nlohmann::json bad = with_option;
+  bad["alloc_conf"] = "expandable_segments:maybe";
+  const std::string refused = json_io::estimate_record(bad).at("error").get<std::string>();
+  CAPTURE(refused);
+  CHECK(refused.find("alloc_conf") != std::string::npos);
+  CHECK(refused.find("maybe") != std::string::npos);
+}
+
 }  // namespace allocator_capped_test
