@@ -190,6 +190,9 @@ constexpr allocator::context_estimate context_of(const training_spec& run, const
                                     .max_threads_per_sm = gpu->max_threads_per_multiprocessor,
                                     .work = allocator::workload::training,
                                     .half_precision = run.prec != precision::fp32,
+                                    .flash_attention = run.prec != precision::fp32 &&
+                                                       (run.attention == attention_impl::flash ||
+                                                        run.attention == attention_impl::sdpa),
                                     .lazy_loading = run.cuda_lazy_loading,
                                     .gpus = static_cast<std::uint32_t>(run.data_parallel > 1 ? 2 : 1),
                                     .blas_outside = blas_outside});

@@ -179,15 +179,34 @@ TEST_CASE("extrapolating reserved from a few layers is flagged, allocated extrap
 }
 
 TEST_CASE("the CUDA context: thread slots plus the kernels the work loads", "[allocator][context]") {
-  // H100 SXM (132 SMs x 2048 threads): the measured nvidia-smi - reserved of the H100 runs.
+  // H100 SXM (132 SMs x 2048 threads), against context_h100.json's first uses (MiB, LAZY):
+  // fp32 matmul 676, autograd backward 740, flash SDPA 758, cuDNN after it 758.
   const context_inputs training_fp32{.streaming_multiprocessors = 132, .max_threads_per_sm = 2048};
-  CHECK(context_memory(training_fp32).total().value == 742 * MiB);
+  CHECK(context_memory(training_fp32).total().value == 740 * MiB);
   context_inputs inference_fp32 = training_fp32;
   inference_fp32.work = workload::inference;
-  CHECK(context_memory(inference_fp32).total().value == 678 * MiB);
+  CHECK(context_memory(inference_fp32).total().value == 676 * MiB);
+  context_inputs training_bf16 = training_fp32;
+  training_bf16.half_precision = true;  // a 16-bit matmul loads nothing more
+  CHECK(context_memory(training_bf16).total().value == 740 * MiB);
+  training_bf16.flash_attention = true;
+  CHECK(context_memory(training_bf16).total().value == 758 * MiB);
   context_inputs resnet = training_fp32;
   resnet.convolutions = true;
-  CHECK(context_memory(resnet).total().value == 762 * MiB);
+  CHECK(context_memory(resnet).total().value == 758 * MiB);
+  resnet.flash_attention = true;  // cuDNN after flash attention adds nothing
+  CHECK(context_memory(resnet).total().value == 758 * MiB);
+  // EAGER module loading (MiB): fp32 matmul 1732, bf16 matmul 1768, flash SDPA 1854, cuDNN 2050.
+  context_inputs eager = inference_fp32;
+  eager.lazy_loading = false;
+  CHECK(context_memory(eager).total().value == 1732 * MiB);
+  eager.half_precision = true;
+  CHECK(context_memory(eager).total().value == 1768 * MiB);
+  eager.work = workload::training;
+  eager.flash_attention = true;
+  CHECK(context_memory(eager).total().value == 1850 * MiB);  // measured 1854: flash adds 22 eager, 18 lazy
+  eager.convolutions = true;
+  CHECK(context_memory(eager).total().value == 2046 * MiB);  // measured 2050
   context_inputs override = training_fp32;
   override.override_total = bytes{1000 * MiB};
   CHECK(context_memory(override).total().value == 1000 * MiB);

@@ -211,6 +211,20 @@ TEST_CASE("expandable segments can reserve one page more than the default", "[al
   CHECK(reserved(*e) == 40 * MiB);
 }
 
+TEST_CASE("expandable segments under a cap: only the request's allocation size is checked", "[allocator]") {
+  // alloc_block compares reserved + the allocation size (21 MiB -> 22 MiB) with the cap, then
+  // maps whole 20 MiB pages (40 MiB) past it: the memory fraction is not checked when mapping.
+  options o{};
+  o.expandable_segments = true;
+  auto a = make(o, 30 * MiB);
+  REQUIRE(a->allocate(0, 21 * MiB));
+  CHECK(reserved(*a) == 40 * MiB);
+  CHECK(a->stats().alloc_retries == 0);
+  // A small request's 2 MiB allocation size: 40 + 2 > 30, and no whole free page to unmap.
+  CHECK_FALSE(a->allocate(1, 100));
+  CHECK(a->stats().ooms == 1);
+}
+
 TEST_CASE("max_split_size: oversize blocks are not split and serve only requests close to them", "[allocator]") {
   options o{};
   o.max_split_size = bytes{40 * MiB};

@@ -12,6 +12,12 @@
 //   memscale-allocator-check --events CASE FILES...   the replay's event stream of the training
 //       record whose id contains CASE, one event a line ("enter STEP MOMENT", "alloc ID SIZE",
 //       "free ID"), for tools/allocator/history_compare.py to line up with a recorded history.
+//   memscale-allocator-check --capped FILES...   every run measured under
+//       set_per_process_memory_fraction (records with cap_bytes and outcome) replayed with the
+//       capacity cap_bytes (the CUDA context is outside it): the capped replay's verdict against
+//       the measured outcome, and the counts agree / unsafe (replay fits, measured OOM) /
+//       needless (replay OOM, measured fits).
+// A record's `alloc_conf` (PYTORCH_CUDA_ALLOC_CONF) sets the replay's allocator options.
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
@@ -22,6 +28,7 @@
 #include <vector>
 
 #include <memscale/device_peak.hpp>
+#include <memscale/allocator/alloc_conf.hpp>
 #include <memscale/allocator/context.hpp>
 #include <memscale/allocator/replay.hpp>
 #include <memscale/allocator/replay_generate.hpp>
@@ -145,11 +152,100 @@ int print_events(int argc, char** argv) {
   return 2;
 }
 
+memscale::allocator::options settings_of(const json& r) {
+  return r.contains("alloc_conf") ? memscale::allocator::parse_alloc_conf(r.at("alloc_conf").get<std::string>()).settings
+                                  : memscale::allocator::options{};
+}
+
+// The record's run replayed with `settings` and `capacity` (zero: unconstrained).
+memscale::allocator::replay_result replay_record(const json& r, const memscale::allocator::options& settings,
+                                                 memscale::bytes capacity) {
+  if (memscale::json_io::is_vision_record(r)) {
+    const memscale::vision::vision_spec model = memscale::json_io::vision_model_from_record(r);
+    const memscale::training_spec run = memscale::json_io::run_from_record(memscale::json_io::vision_run_record(r));
+    const auto g = std::make_unique<memscale::vision::layer_graph>(memscale::vision::build_graph(model, run));
+    return memscale::allocator::replay_vision_training<16384, 16384>(*g, run, settings, capacity);
+  }
+  if (r.contains("infer"))
+    return memscale::allocator::replay_generate<16384, 16384>(memscale::json_io::model_for_record(r),
+                                                              memscale::json_io::inference_from_record(r), settings,
+                                                              capacity);
+  const auto built = std::make_unique<memscale::model_graph>(
+      memscale::build(memscale::json_io::model_for_record(r), memscale::json_io::run_from_record(r)));
+  if (capacity.value == 0)
+    return memscale::allocator::replay_training<16384, 16384, 16384>(built->stack(), built->run, {.settings = settings});
+  return memscale::allocator::replay_training_capped<16384, 16384, 16384>(built->stack(), built->run, capacity,
+                                                                          {.settings = settings});
+}
+
+struct capped_case {
+  json record;  // the allocated record
+  double reserved = 0;
+  double allocated = 0;
+};
+
+int capped(int argc, char** argv) {
+  std::map<std::string, capped_case> cases;
+  std::vector<std::string> order;
+  for (int a = 2; a < argc; ++a) {
+    std::ifstream in(argv[a]);
+    if (!in) {
+      std::fprintf(stderr, "cannot read %s\n", argv[a]);
+      return 2;
+    }
+    for (const json& r : json::parse(in)) {
+      if (!r.contains("cap_bytes") || !r.contains("outcome")) continue;
+      std::string id = r.at("id").get<std::string>();
+      id = id.substr(0, id.rfind('-'));
+      if (!cases.count(id)) order.push_back(id);
+      capped_case& c = cases[id];
+      if (r.at("measure") == "max_memory_allocated") {
+        c.record = r;
+        c.allocated = r.at("measured_bytes").get<double>();
+      }
+      if (r.at("measure") == "max_memory_reserved") c.reserved = r.at("measured_bytes").get<double>();
+    }
+  }
+  int agree = 0, unsafe = 0, needless = 0;
+  std::printf("| case | cap MiB | measured | replay | reserved MiB (measured / replay) | allocated MiB (measured / replay) | "
+              "retries (measured / replay) | replay's OOM: tried MiB, reserved MiB, where |\n|---|---|---|---|---|---|---|---|\n");
+  for (const std::string& id : order) {
+    const capped_case& c = cases[id];
+    const json& r = c.record;
+    const auto cap = r.at("cap_bytes").get<std::uint64_t>();
+    const bool measured_oom = r.at("outcome").get<std::string>() == "oom";
+    const memscale::allocator::replay_result rep = replay_record(r, settings_of(r), memscale::bytes{cap});
+    const json& stats = r.at("detail").value("allocator_stats", json::object());
+    if (rep.out_of_memory == measured_oom)
+      ++agree;
+    else if (measured_oom)
+      ++unsafe;
+    else
+      ++needless;
+    const double mib = 1048576.0;
+    std::printf("| %s | %.0f | %s | %s | %.0f / %.0f | %.0f / %.0f | %lld / %llu |", id.substr(5).c_str(),
+                static_cast<double>(cap) / mib, measured_oom ? "oom" : "fits", rep.out_of_memory ? "oom" : "fits",
+                c.reserved / mib, static_cast<double>(rep.reserved_peak.value) / mib, c.allocated / mib,
+                static_cast<double>(memscale::max(rep.allocated_peak, rep.first_step_allocated_peak).value) / mib,
+                stats.value("num_alloc_retries", -1LL), static_cast<unsigned long long>(rep.alloc_retries));
+    if (rep.out_of_memory)
+      std::printf(" %.0f, %.0f, step %u %s |\n", static_cast<double>(rep.first_oom.tried.value) / mib,
+                  static_cast<double>(rep.first_oom.reserved.value) / mib, rep.oom_step,
+                  std::string(memscale::allocator::to_string(rep.oom_moment)).c_str());
+    else
+      std::printf(" |\n");
+  }
+  std::printf("\n%zu runs: %d agree, %d unsafe (replay fits, measured OOM), %d needless (replay OOM, measured fits)\n",
+              order.size(), agree, unsafe, needless);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--sweep") return sweep(argc, argv);
   if (argc > 3 && std::string(argv[1]) == "--events") return print_events(argc, argv);
+  if (argc > 1 && std::string(argv[1]) == "--capped") return capped(argc, argv);
   std::map<std::string, measured_case> cases;
   std::vector<std::string> order;
   for (int a = 1; a < argc; ++a) {
@@ -159,6 +255,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     for (const json& r : json::parse(in)) {
+      if (r.contains("cap_bytes")) continue;  // --capped reads these
       std::string id = r.at("id").get<std::string>();
       const std::string measure = r.at("measure").get<std::string>();
       id = id.substr(0, id.rfind('-'));
@@ -177,14 +274,15 @@ int main(int argc, char** argv) {
   }
   std::printf("%-50s %8s %8s | %7s %8s %8s | %8s %8s | %7s %6s | %8s\n", "case", "alloc", "reserved", "alloc%",
               "res-bef%", "res-aft%", "smi-bef%", "smi-aft%", "simal%", "ctx", "expand%");
+  std::map<std::string, std::pair<double, double>> replayed;  // reserved: measured, replay
   for (const std::string& id : order) {
     const measured_case& c = cases[id];
     const json& r = c.record;
     double est_tensor = 0, est_reserved = 0, est_device = 0;
-    memscale::allocator::replay_result rep{};
-    memscale::allocator::replay_result expandable{};
-    memscale::allocator::options expand{};
+    memscale::allocator::options expand = settings_of(r);
     expand.expandable_segments = true;
+    const memscale::allocator::replay_result rep = replay_record(r, settings_of(r), {});
+    const memscale::allocator::replay_result expandable = replay_record(r, expand, {});
     memscale::allocator::context_inputs ctx{.streaming_multiprocessors = 132, .max_threads_per_sm = 2048};
     if (memscale::json_io::is_vision_record(r)) {
       const memscale::vision::vision_spec model = memscale::json_io::vision_model_from_record(r);
@@ -193,9 +291,6 @@ int main(int argc, char** argv) {
       est_tensor = static_cast<double>(est.steady.tensor.value);
       est_reserved = static_cast<double>(est.steady.reserved.value);
       est_device = static_cast<double>(est.steady.device.value);
-      const auto g = std::make_unique<memscale::vision::layer_graph>(memscale::vision::build_graph(model, run));
-      rep = memscale::allocator::replay_vision_training<16384, 16384>(*g, run);
-      expandable = memscale::allocator::replay_vision_training<16384, 16384>(*g, run, expand);
       ctx.half_precision = run.prec != memscale::precision::fp32;
       ctx.convolutions = true;
     } else if (r.contains("infer")) {
@@ -205,22 +300,20 @@ int main(int argc, char** argv) {
       est_tensor = static_cast<double>(est.tensor.value);
       est_reserved = static_cast<double>(est.reserved.value);
       est_device = static_cast<double>(est.device.value);
-      rep = memscale::allocator::replay_generate<16384, 16384>(model, inf);
-      expandable = memscale::allocator::replay_generate<16384, 16384>(model, inf, expand);
       ctx.work = memscale::allocator::workload::inference;
       ctx.half_precision = inf.compute != memscale::dtype::fp32;
+      ctx.flash_attention = ctx.half_precision;  // the records' generate() runs SDPA
     } else {
       const memscale::model_spec model = memscale::json_io::model_for_record(r);
       const auto built = std::make_unique<memscale::model_graph>(
           memscale::build(model, memscale::json_io::run_from_record(r)));
-      const memscale::training_spec& run = built->run;
       const memscale::estimate_result est = memscale::estimate(*built);
       est_tensor = static_cast<double>(est.steady.tensor.value);
       est_reserved = static_cast<double>(est.steady.reserved.value);
       est_device = static_cast<double>(est.steady.device.value);
-      rep = memscale::allocator::replay_training<16384, 16384, 16384>(built->stack(), run);
-      expandable = memscale::allocator::replay_training<16384, 16384, 16384>(built->stack(), run, {.settings = expand});
-      ctx.half_precision = run.prec != memscale::precision::fp32;
+      ctx.half_precision = built->run.prec != memscale::precision::fp32;
+      ctx.flash_attention = ctx.half_precision && (built->run.attention == memscale::attention_impl::flash ||
+                                                   built->run.attention == memscale::attention_impl::sdpa);
     }
     const auto context = memscale::allocator::context_memory(ctx).total();
     const double sim_reserved = static_cast<double>(rep.reserved_peak.value);
@@ -231,5 +324,26 @@ int main(int argc, char** argv) {
                 pct(sim_device, c.smi), pct(static_cast<double>(rep.allocated_peak.value), c.allocated),
                 (c.smi - c.reserved) / 1048576.0,
                 pct(static_cast<double>(expandable.reserved_peak.value), static_cast<double>(rep.reserved_peak.value)));
+    replayed[id] = {c.reserved, sim_reserved};
+  }
+  // A run with PYTORCH_CUDA_ALLOC_CONF options ("h100-<key>-<case>") against the same case
+  // without them ("h100-<case>"), when both were read: measured and replayed reserved.
+  bool header = false;
+  for (const std::string& id : order) {
+    const json& r = cases[id].record;
+    if (!r.contains("alloc_conf")) continue;
+    const std::string conf = r.at("alloc_conf").get<std::string>();
+    const std::string prefix = "h100-" + conf.substr(0, conf.find(':')) + "-";
+    const auto plain = replayed.find("h100-" + id.substr(prefix.size()));
+    if (id.rfind(prefix, 0) != 0 || plain == replayed.end()) continue;
+    if (!header)
+      std::printf("\n%-70s %-28s | %9s %9s %8s | %9s %9s %8s\n", "case", "alloc_conf", "meas-def", "meas-opt", "meas%",
+                  "repl-def", "repl-opt", "repl%");
+    header = true;
+    const auto [measured_opt, replay_opt] = replayed[id];
+    const auto [measured_def, replay_def] = plain->second;
+    std::printf("%-70s %-28s | %9.0f %9.0f %+8.2f | %9.0f %9.0f %+8.2f\n", plain->first.substr(5).c_str(), conf.c_str(),
+                measured_def / 1048576.0, measured_opt / 1048576.0, pct(measured_opt, measured_def), replay_def / 1048576.0,
+                replay_opt / 1048576.0, pct(replay_opt, replay_def));
   }
 }

@@ -426,12 +426,14 @@ class caching_allocator {
     return b;
   }
 
-  // map_block: maps whole pages covering `size` bytes at the start of an unmapped range.
-  constexpr bool map_block(std::uint32_t b, std::uint64_t size) {
+  // map_block: maps whole pages covering `size` bytes at the start of an unmapped range. The
+  // cap is not checked here: alloc_block compared the request's allocation size with it, and
+  // the pages may go past it (CUDACachingAllocator.cpp @ 001074d2: set_fraction is read in
+  // alloc_block only; ExpandableSegment::map fails only when cuMemCreate does).
+  constexpr void map_block(std::uint32_t b, std::uint64_t size) {
     const std::uint64_t page = expandable_page(blocks_[b].pool);
     std::uint64_t mapped = memscale::detail::round_up(size, page);
     if (mapped > blocks_[b].size) mapped = blocks_[b].size;
-    if (over_cap(mapped)) return false;
     erase_unmapped(b);
     blocks_[b].mapped = true;
     if (mapped < blocks_[b].size) {
@@ -446,7 +448,6 @@ class caching_allocator {
     const std::uint32_t m = merge(merge(b, blocks_[b].prev), blocks_[b].next);
     insert_free(m);
     add_reserved(mapped);
-    return true;
   }
 
   // try_allocate_expandable_block.
@@ -454,12 +455,12 @@ class caching_allocator {
     std::uint32_t c = find_expandable_block(pool, size);
     if (!blocks_[c].mapped) {
       const std::uint64_t want = blocks_[c].size < size ? blocks_[c].size : size;
-      if (!map_block(c, want)) return no_block;
+      map_block(c, want);
     }
     while (blocks_[c].size < size) {
       const std::uint32_t n = blocks_[c].next;
       const std::uint64_t remaining = size - blocks_[c].size;
-      if (!map_block(n, remaining < blocks_[n].size ? remaining : blocks_[n].size)) return no_block;
+      map_block(n, remaining < blocks_[n].size ? remaining : blocks_[n].size);
       c = n;  // the newly mapped range absorbed its free predecessor (merge keeps the destination)
     }
     erase_free(c);

@@ -7,10 +7,10 @@
 // images that lazy loading brings in as they are first used (CUDA C++ Programming Guide,
 // "Lazy Loading": the default on Linux from CUDA 12.2, set by PyTorch from 1.13 through
 // CUDA_MODULE_LOADING=LAZY, pytorch PR #86509), which depend on the work the process runs.
-// The base's rate comes from public readings of a bare context; the kernel shares from the
-// H100 runs of this project (nvidia-smi - max_memory_reserved, docs/gpu-measurements.md:
-// CUDA 13.0, torch 2.11, driver 580), so they are one machine's figures: a different
-// software stack moves them by tens of MiB.
+// The base's rate comes from public readings of a bare context; the kernel shares from a
+// first-use probe of this project (docs/data/gpu_allocator_runs/context_h100.json,
+// tools/gpu-measure/context_probe.py: CUDA 13.0, torch 2.11, driver 580), so they are one
+// machine's figures: a different software stack moves them by tens of MiB.
 //
 // The device's SM count and threads per SM are inputs here: gpu_spec will carry them
 // (streaming_multiprocessors, max_threads_per_sm); until then callers pass the numbers.
@@ -29,20 +29,31 @@ namespace memscale::allocator {
 // threads/SM on sm_86/89/120). H100 SXM (132 SM x 2048): 528 MiB.
 inline constexpr std::uint64_t context_bytes_per_thread_slot = 2048;
 
-// Kernel images and handles a PyTorch forward pass loads on top of the base, fp32 matmuls:
-// 678 MiB measured (infer-gpt2-fp32-b4-c512-n64: nvidia-smi - reserved) - 528 MiB base.
-inline constexpr bytes forward_kernels{150ULL << 20};
-// 16-bit matmul kernels besides: infer-llama2-7b-bf16-b1: 692 - 678 MiB.
-inline constexpr bytes half_precision_kernels{14ULL << 20};
-// Autograd backward and optimizer kernels of a training step: gpt2-b4-s512-fp32 training,
-// 742 MiB, less the 678 MiB of a forward pass.
-inline constexpr bytes training_kernels{64ULL << 20};
-// cuDNN, loaded by the first convolution: resnet50-b64-fp32 training 762 MiB - 742 MiB.
-inline constexpr bytes cudnn_kernels{20ULL << 20};
-// Without lazy loading every kernel of a loaded library is loaded at start: PR #86509 read
-// 666,632,192 B (default) against 287,047,680 B (LAZY) after one small tensor on torch 1.13
-// with CUDA 11.7: 362 MiB more.
-inline constexpr bytes eager_loading_extra{666632192ULL - 287047680ULL};
+// The first uses below are context_h100.json's (docs/data/gpu_allocator_runs/: nvidia-smi -
+// reserved after each first use in one process, H100, torch 2.11 + CUDA 13.0, cuDNN 9.19).
+// PyTorch's first kernel and a matmul's cuBLAS/cuBLASLt images and handles on top of the base:
+// LAZY fp32_matmul 708,837,376 B (676 MiB) - 528 MiB base (the bare context with one tensor
+// reads 610 MiB: the base and PyTorch's first kernels).
+inline constexpr bytes forward_kernels{708837376ULL - (528ULL << 20)};
+// Autograd's backward (its device thread and kernels) and the optimizer: LAZY
+// autograd_backward 775,946,240 - fp32_matmul 708,837,376 B (64 MiB); EAGER adds the same, so
+// it is not kernel images; AdamW's step adds nothing.
+inline constexpr bytes training_kernels{775946240ULL - 708837376ULL};
+// The kernels beyond matmuls that a 16-bit SDPA (flash attention) or a convolution (cuDNN)
+// loads: LAZY sdpa_flash_bf16 794,820,608 - autograd_backward 775,946,240 B (18 MiB); cuDNN's
+// first fp32 and bf16 convolutions after it add nothing, so either loads them once. A bf16
+// matmul after an fp32 one adds nothing either (LAZY bf16_matmul = fp32_matmul).
+inline constexpr bytes fused_kernels{794820608ULL - 775946240ULL};
+// CUDA_MODULE_LOADING=EAGER loads every kernel of a library when it loads: EAGER - LAZY at
+// fp32_matmul, 1,816,133,632 - 708,837,376 B (1,056 MiB: libtorch_cuda, cuBLAS, cuBLASLt).
+// (PR #86509's 362 MiB was torch 1.13 with CUDA 11.7.)
+inline constexpr bytes eager_loading_extra{1816133632ULL - 708837376ULL};
+// Eager, a 16-bit matmul loads more of cuBLASLt: EAGER bf16_matmul 1,853,882,368 -
+// fp32_matmul 1,816,133,632 B (36 MiB).
+inline constexpr bytes eager_half_precision_extra{1853882368ULL - 1816133632ULL};
+// Eager, cuDNN's whole library: EAGER cudnn_conv 2,149,580,800 - sdpa_flash_bf16
+// 1,944,059,904 B (196 MiB; lazy it adds nothing after flash attention).
+inline constexpr bytes eager_cudnn_extra{2149580800ULL - 1944059904ULL};
 // NCCL communicators and their buffers when a process talks to other GPUs: the non-torch
 // memory vLLM measured went from 1.79 GiB at tensor parallel 1 to 3.58 GiB at 2 on an 80 GB
 // card (vllm PR #10511). An upper figure: it includes vLLM's custom all-reduce buffers.
@@ -55,6 +66,7 @@ struct context_inputs {
   std::uint32_t max_threads_per_sm = 0;         // cudaDeviceProp::maxThreadsPerMultiProcessor
   workload work = workload::training;
   bool half_precision = false;   // bf16/fp16 matmuls (autocast or a 16-bit model)
+  bool flash_attention = false;  // a 16-bit fused SDPA kernel runs
   bool convolutions = false;     // cuDNN runs (vision models)
   bool lazy_loading = true;      // CUDA >= 11.7 with CUDA_MODULE_LOADING=LAZY (PyTorch >= 1.13 sets it)
   std::uint32_t gpus = 1;        // processes that communicate (data or tensor parallel)
@@ -87,10 +99,13 @@ constexpr context_estimate context_memory(const context_inputs& in) {
   c.base = bytes{memscale::detail::checked_mul(context_bytes_per_thread_slot, in.streaming_multiprocessors,
                                                in.max_threads_per_sm)};
   c.kernels = forward_kernels;
-  if (in.half_precision) c.kernels += half_precision_kernels;
   if (in.work == workload::training) c.kernels += training_kernels;
-  if (in.convolutions) c.kernels += cudnn_kernels;
-  if (!in.lazy_loading) c.kernels += eager_loading_extra;
+  if (in.flash_attention || in.convolutions) c.kernels += fused_kernels;
+  if (!in.lazy_loading) {
+    c.kernels += eager_loading_extra;
+    if (in.half_precision) c.kernels += eager_half_precision_extra;
+    if (in.convolutions) c.kernels += eager_cudnn_extra;
+  }
   if (in.gpus > 1) c.communication = multi_gpu_communication;
   c.other = in.blas_outside;
   return c;

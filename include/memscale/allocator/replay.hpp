@@ -35,6 +35,8 @@ struct replay_result {
   std::uint64_t alloc_retries = 0;    // num_alloc_retries: cudaMalloc failed and the cache was released
   bool out_of_memory = false;         // the capped replay hit OutOfMemoryError
   oom_event first_oom{};
+  std::uint32_t oom_step = 0;         // where the first OutOfMemoryError came: 0 setup, 1, 2 (steps)
+  moment oom_moment = moment::setup;
   std::uint64_t layers_walked = 0;    // layers of the largest walk
   bool extrapolated = false;          // from walks over fewer layers (see replay_training)
 };
@@ -59,6 +61,8 @@ class allocator_sink {
     if (oom_) return;
     if (!a_.allocate(id, size)) {
       oom_ = true;
+      oom_step_ = step_;
+      oom_moment_ = moment_;
       return;
     }
     auto& al = f_.allocated[slot_];
@@ -70,6 +74,8 @@ class allocator_sink {
     if (!oom_) a_.release(id);
   }
   constexpr void enter(std::uint32_t step, moment m) {
+    step_ = step;
+    moment_ = m;
     slot_ = (step < moment_figures::steps ? step : moment_figures::steps - 1) * moment_count + static_cast<std::size_t>(m);
   }
 
@@ -81,11 +87,23 @@ class allocator_sink {
   }
   [[nodiscard]] constexpr const caching_allocator<BlockCapacity, IdCapacity>& state() const { return a_; }
   [[nodiscard]] constexpr bool out_of_memory() const { return oom_; }
+  // Records the first OutOfMemoryError and its place in `r`.
+  constexpr void report_oom(replay_result& r) const {
+    r.out_of_memory = oom_;
+    r.alloc_retries = a_.stats().alloc_retries;
+    r.first_oom = a_.stats().first_oom;
+    r.oom_step = oom_step_;
+    r.oom_moment = oom_moment_;
+  }
 
  private:
   caching_allocator<BlockCapacity, IdCapacity> a_;
   moment_figures f_{};
   std::size_t slot_ = 0;
+  std::uint32_t step_ = 0;
+  moment moment_ = moment::setup;
+  std::uint32_t oom_step_ = 0;
+  moment oom_moment_ = moment::setup;
   bool oom_ = false;
 };
 
@@ -128,10 +146,7 @@ constexpr moment_figures walk_figures(const graph& g, const training_spec& run, 
   o.layers = layers;
   emit_training_steps<IdCapacity, SavedCapacity>(g, run, o, *sink.p);
   oom = sink.p->out_of_memory();
-  if (details != nullptr) {
-    details->alloc_retries = sink.p->state().stats().alloc_retries;
-    details->first_oom = sink.p->state().stats().first_oom;
-  }
+  if (details != nullptr) sink.p->report_oom(*details);
   return sink.p->figures();
 }
 

@@ -26,9 +26,7 @@ constexpr replay_result replay_generate(const model_spec& model, const inference
   r.requested_peak = bytes{memscale::detail::max(detail::step_peak(f.requested, 0), detail::step_peak(f.requested, 1))};
   r.reserved_peak = bytes{f.reserved};
   r.inactive_split_peak = bytes{f.inactive_split};
-  r.alloc_retries = sink.p->state().stats().alloc_retries;
-  r.out_of_memory = sink.p->out_of_memory();
-  r.first_oom = sink.p->state().stats().first_oom;
+  sink.p->report_oom(r);
   r.layers_walked = model.layers;
   return r;
 }

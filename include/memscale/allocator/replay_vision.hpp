@@ -16,9 +16,7 @@ constexpr replay_result replay_vision_training(const vision::layer_graph& g, con
   detail::owned<detail::allocator_sink<BlockCapacity, IdCapacity>> sink(settings, capacity);
   emit_vision_training_steps<IdCapacity>(g, run, stream, *sink.p);
   replay_result r = detail::result_of(sink.p->figures());
-  r.alloc_retries = sink.p->state().stats().alloc_retries;
-  r.out_of_memory = sink.p->out_of_memory();
-  r.first_oom = sink.p->state().stats().first_oom;
+  sink.p->report_oom(r);
   r.layers_walked = g.size;
   return r;
 }

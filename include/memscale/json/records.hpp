@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "memscale/allocator/alloc_conf.hpp"
 #include "memscale/device_peak.hpp"
 #include "memscale/error_band.hpp"
 #include "memscale/estimate.hpp"
@@ -310,9 +311,17 @@ inline void add_class_and_verdict(json& out, const json& record, const model_spe
                     {"budget", budget.value},
                     {"peak", overall_peak(e).device.value},
                     {"verdict", std::string(to_string(verdict_of(range_of(overall_peak(e).device, band), budget)))}};
+  // A run measured with PYTORCH_CUDA_ALLOC_CONF options replays with them.
+  device_options o{};
+  if (record.contains("alloc_conf")) {
+    const json& c = record.at("alloc_conf");
+    if (!c.is_string())
+      bad_field(error_code::invalid_run, "alloc_conf", c, "must be a PYTORCH_CUDA_ALLOC_CONF string like \"expandable_segments:True\"");
+    o.allocator = allocator::parse_alloc_conf(c.get<std::string>()).settings;  // its errors name the option
+  }
   try {  // the replay's own limits must not turn a modelled record into an error
-    const device_estimate d = estimate_on_device(model, on_device, &*gpu);
-    const device_verdict v = verdict_on_device(model, on_device, d, budget);
+    const device_estimate d = estimate_on_device(model, on_device, &*gpu, o);
+    const device_verdict v = verdict_on_device(model, on_device, d, budget, o);
     out["replay"] = {{"replayed", d.replayed()},
                      {"fallback", std::string(to_string(d.fallback))},
                      {"reserved", d.reserved.value},
@@ -320,6 +329,7 @@ inline void add_class_and_verdict(json& out, const json& record, const model_spe
                      {"band", {{"low", v.band.low}, {"high", v.band.high}, {"measured", v.band.measured}}},
                      {"verdict", std::string(to_string(v.v))},
                      {"basis", std::string(to_string(v.point.basis))}};
+    if (record.contains("alloc_conf")) out["replay"]["alloc_conf"] = record.at("alloc_conf");
   } catch (const error& refused) {
     out["replay"] = {{"error", refused.what()}};
   }
