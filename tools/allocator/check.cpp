@@ -9,8 +9,8 @@
 //       15% headroom (budget = 0.85 x card): "fits" with M over the budget is unsafe, "does not
 //       fit" with M within it a needless refusal; today's rule (rounding rule, class band)
 //       against the replay's (memscale/device_peak.hpp verdict_on_device).
-//   memscale-allocator-check --events CASE FILES...   the replay's event stream of the training
-//       record whose id contains CASE, one event a line ("enter STEP MOMENT", "alloc ID SIZE",
+//   memscale-allocator-check --events CASE FILES...   the replay's event stream of the training or
+//       generate() record whose id contains CASE, one event a line ("enter STEP MOMENT", "alloc ID SIZE",
 //       "free ID"), for tools/allocator/history_compare.py to line up with a recorded history.
 //   memscale-allocator-check --capped FILES...   every run measured under
 //       set_per_process_memory_fraction (records with cap_bytes and outcome) replayed with the
@@ -136,10 +136,16 @@ int print_events(int argc, char** argv) {
     for (const json& r : json::parse(in)) {
       if (r.at("id").get<std::string>().find(wanted) == std::string::npos || r.at("measure") != "max_memory_allocated")
         continue;
-      if (r.contains("infer") || memscale::json_io::is_vision_record(r)) {
-        std::fprintf(stderr, "%s: --events prints training streams of transformer records only\n",
+      if (memscale::json_io::is_vision_record(r)) {
+        std::fprintf(stderr, "%s: --events prints the streams of transformer records only\n",
                      r.at("id").get<std::string>().c_str());
         return 2;
+      }
+      if (r.contains("infer")) {
+        printing_sink sink;
+        memscale::allocator::emit_generate<16384>(memscale::json_io::model_for_record(r),
+                                                  memscale::json_io::inference_from_record(r), sink);
+        return 0;
       }
       const auto built = std::make_unique<memscale::model_graph>(
           memscale::build(memscale::json_io::model_for_record(r), memscale::json_io::run_from_record(r)));

@@ -165,12 +165,33 @@ class generate_walker {
       } else {
         ids[k] = alloc(o.out.value);
       }
-      std::uint32_t temporaries = alloc((o.fwd_temp + o.extra_saved).value);
-      free(temporaries);
+      temporaries(o);
       for (std::size_t j = 0; j <= k; ++j)
         if (freed_after(g, begin + j) == begin + k && ids[j] != no_tensor) free(ids[j]);
     }
     stream = ids[count - 1];
+  }
+
+  // An op's temporaries live while it runs. Temporaries that are a whole number of the op's output
+  // are an elementwise chain's products, separate tensors of that size (apply_rotary_pos_emb's
+  // q*cos, the cat of rotate_half and its *sin: graph/layers/attention.hpp rotary_temporaries),
+  // which best fit places apart; others are one block.
+  constexpr void temporaries(const op& o) {
+    std::uint64_t left = o.fwd_temp.value;
+    if (o.out.value == 0 || left == 0 || left % o.out.value != 0) {
+      std::uint32_t block = alloc((o.fwd_temp + o.extra_saved).value);
+      free(block);
+      return;
+    }
+    std::array<std::uint32_t, 4> ids{};
+    std::size_t n = 0;
+    while (left > 0) {
+      const std::uint64_t size = n + 2 == ids.size() ? left : o.out.value;  // at most three pieces
+      ids[n++] = alloc(size);
+      left -= size;
+    }
+    if (o.extra_saved.value > 0) ids[n++] = alloc(o.extra_saved.value);
+    for (std::size_t i = 0; i < n; ++i) free(ids[i]);
   }
 
   // DynamicLayer.update, at the block's `index`-th of `count` cached ops. The prompt's keys and
