@@ -52,9 +52,9 @@ inline constexpr std::array error_bands{
     error_band{run_class::cpu_traced, -0.025, 0.05, true,
                "docs/accuracy.md cpu_traced_dev/extra/t5/families/lora (PEFT and lit-gpt)/frameworks (lit-gpt, torchtune, torchtitan FSDP2 emulated on one process)/"
                "ssm (Mamba, Mamba-2)/vision_tower (text-only), tensor: worst -1.87% / +4.68% (low end kept at the earlier -2.29%)"},
-    error_band{run_class::gpu_published, -0.165, 0.125, true,
-               "docs/accuracy.md gpu_published_dev, gpu_measured_h100 and gpu_heldout_h100, allocated, reserved "
-               "and nvidia-smi: worst -16.35% / +11.90%"},
+    error_band{run_class::gpu_published, -0.205, 0.125, true,
+               "docs/accuracy.md gpu_published_dev, gpu_measured_h100, gpu_heldout_h100 and gpu_families_h100, "
+               "allocated, reserved and nvidia-smi: worst -20.22% / +11.90%"},
     error_band{run_class::memscale_mode, -0.005, 0.05, true,
                "docs/accuracy.md memscale_aggressive, allocated: worst +0.38% / +4.67% (5 cases)"},
     error_band{run_class::torchvision, -0.185, 0.075, true,

@@ -126,6 +126,10 @@ struct model_spec {
   bool moe_input_jitter = false;        // training scales the experts' input by saved uniform noise (PhiMoE)
   bool experts_in_one_pass = false;     // every routed row through the experts at once, not one expert at a time (GraniteMoE)
   bool scale_embeddings = false;        // embeddings * sqrt(hidden) (Gemma)
+  // RMSNorm scales the fp32 normalized x by (1 + weight.float()) and casts the product back
+  // (GemmaRMSNorm, transformers PR #29402: (x * w).to(dtype), not LLaMA's x.to(dtype) * w): the
+  // normalized x it saves stays fp32, beside an fp32 copy of 1 + weight.
+  bool rms_norm_fp32_scale = false;
   bool attention_softcap = false;       // eager scores: cap * tanh(scores / cap) (Gemma 2)
   // One learned logit per head joins each row of the eager scores (gpt-oss): the scores gain a
   // column, max keeps its indices, softmax runs in the scores' dtype; SDPA cannot run it.
@@ -275,6 +279,8 @@ constexpr const model_spec& validate(const model_spec& m) {
           "needs a shared expert (model.shared_expert_ffn > 0)", 1);
   require(!m.attention_keeps_fused_kv || m.fused_qkv, bad, "model.attention_keeps_fused_kv",
           "needs a fused q, k, v projection (model.fused_qkv)", 1);
+  require(!m.rms_norm_fp32_scale || m.norm == norm_kind::rmsnorm, bad, "model.rms_norm_fp32_scale",
+          "needs norm rmsnorm (it is an RMSNorm's code)", static_cast<std::uint64_t>(m.norm));
   require(m.norm != norm_kind::layernorm_fp32_python || !m.norm_bias, bad, "model.norm_bias",
           "must be false with norm layernorm_fp32_python (CohereLayerNorm has no bias)", 1);
   require(m.block_norms == branch_norms::pre || m.layout == block_layout::sequential, bad, "model.block_norms",

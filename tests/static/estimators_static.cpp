@@ -339,19 +339,19 @@ static_assert(parameter_count(tiny) == 226'624);
 //   block input x (LayerNorm input)                        8,192
 //   ln_1: output (input of q, k, v) 8,192 + mean/rstd 2 * 32 * 4 = 256
 //   q, k, v outputs (SDPA inputs)                          3 * 8,192
-//   SDPA output 8,192 + log-sum-exp b*heads*s fp32 = 128 * 4 = 512
-//   merged heads (o_proj input)                            8,192
+//   SDPA output (o_proj input: its heads merge as a view) 8,192
+//     + log-sum-exp b*heads*s fp32 = 128 * 4 = 512
 //   residual sum (ln_2 input)                              8,192
 //   ln_2: output (up input) 8,192 + 256
 //   up output (GELU input)                                 32,768
 //   GELU output (down input)                               32,768
-//   = 140,288 per block.
+//   = 132,096 per block.
 // Epilogue: stream (ln_f input) 8,192 + ln_f stats 256 + ln_f output (lm_head input) 8,192
 //   + log_softmax output over the shifted (s - 1) positions: 2 * 15 * 1000 * 4 = 120,000
 //   = 136,640. The embedding keeps only the token ids (counted as inputs).
-// Total: 2 * 140,288 + 136,640 = 417,216.
+// Total: 2 * 132,096 + 136,640 = 400,832.
 constexpr estimate_result r_tiny = estimate(tiny, tiny_run);
-static_assert(r_tiny.saved_activation_bytes == bytes{417'216});
+static_assert(r_tiny.saved_activation_bytes == bytes{400'832});
 static_assert(build(tiny, tiny_run).stack().inputs == bytes{2 * 2 * 16 * 8});  // ids + labels, int64
 
 // Eager attention keeps no q, k, v projections but the contiguous copies bmm saves:
@@ -368,7 +368,7 @@ constexpr estimate_result r_tiny_ckpt = estimate(tiny, tiny_with(attention_impl:
 static_assert(r_tiny_ckpt.saved_activation_bytes == bytes{153'024});
 // Every saved tensor is proportional to the micro-batch: b = 4 saves exactly twice b = 2.
 constexpr estimate_result r_tiny_b4 = estimate(tiny, tiny_with(attention_impl::flash, checkpointing::none, 4));
-static_assert(r_tiny_b4.saved_activation_bytes == bytes{2 * 417'216});
+static_assert(r_tiny_b4.saved_activation_bytes == bytes{2 * 400'832});
 // Parameters, gradients and state do not depend on the run's shape.
 static_assert(r_tiny_b4.parameter_bytes == r_tiny.parameter_bytes);
 static_assert(r_tiny.parameter_bytes == bytes{4 * 226'624});

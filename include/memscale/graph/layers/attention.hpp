@@ -364,7 +364,18 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
   // gets the fused kernels' output as a transposed view of a (batch, seq, heads, head_dim)
   // buffer (aten/src/ATen/native/transformers/cuda/attention.cu _scaled_dot_product_flash_attention_cuda:
   // the output is allocated in q's untransposed layout), so .contiguous() copies nothing and wo saves it.
-  const bool merged_in_place = is_fused(path.kernel) && run.framework == framework_kind::torchtitan;
+  // Hugging Face's q is the same transposed view of its projection, which the elementwise RoPE and
+  // qk-norm keep (TensorIterator follows the first input's layout), and sdpa_attention_forward's
+  // transpose(1, 2).contiguous() (integrations/sdpa_attention.py, v5.17.0) is then a view too: the
+  // H100 listing of qwen3, gemma3 shows no separate o_proj input
+  // (docs/research/gpu/saved_tensors_families_h100.json).
+  // A fused qkv projection (GPT-2's c_attn, Phi-3's qkv_proj) gives q as a slice with the fused
+  // row stride: the H100 steps of GPT-2 and Phi-3 keep a q-sized tensor per layer more than this
+  // merge leaves (docs/gpu-measurements.md), so for them the merge stays a copy.
+  const bool merged_in_place =
+      is_fused(path.kernel) &&
+      (run.framework == framework_kind::torchtitan ||
+       (run.framework == framework_kind::hf && m.impl == implementation::hf_transformers && !m.fused_qkv));
   const tensor merged = merged_in_place ? context : ops.elementwise(context, q_elements, p.matmul);
   return projection(ops, ctx.adapters, merged,
                     {.rows = ctx.tokens, .in_features = w.q, .out_features = m.hidden, .bias = m.attn_out_bias},

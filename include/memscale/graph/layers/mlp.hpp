@@ -15,6 +15,7 @@
 #include "memscale/graph/tensor.hpp"
 #include "memscale/lora.hpp"
 #include "memscale/model.hpp"
+#include "memscale/training.hpp"
 
 namespace memscale::graph_layers {
 
@@ -31,9 +32,25 @@ struct mlp_rows {
 // expert's weight, and the matmul saves the copy. Hit experts: at most min(experts, rows).
 // Under autocast the copy is fp32 and the matmul saves its 16-bit cast, which the linear's
 // autocast weight copy already counts (for every expert: the upper side when fewer are hit).
+// From transformers 5.0 a Hugging Face MoE block runs its experts through the experts interface
+// (PR #42697), whose grouped_mm backend (the one the H100 records of 5.17 report in detail.info
+// for every MoE family) orders the routed rows by expert and multiplies them by the 3-D
+// parameters whole (integrations/moe.py@8b584a67 grouped_mm_experts_forward). Experts run in
+// one pass (GraniteMoE's ParallelExperts) keep their own code.
+constexpr bool grouped_mm_experts(const layer_context& ctx) {
+  return ctx.model.experts > 0 && !ctx.model.experts_in_one_pass && ctx.run.transformers_version >= 500 &&
+         ctx.model.impl == implementation::hf_transformers && ctx.run.framework == framework_kind::hf;
+}
+
+// grouped_mm copies no expert's weight (docs/source/en/experts_interface.md@0409b2f0: "avoids
+// duplicating expert parameters"): its matmul saves the parameter itself.
+constexpr bool copies_expert_weights(const layer_context& ctx) {
+  return ctx.model.expert_weight_copies && !grouped_mm_experts(ctx);
+}
+
 constexpr tensor expert_projection(const layer_context& ctx, tensor in, const linear_shape& shape, bool adapted) {
   op_writer& ops = ctx.ops;
-  if (!ctx.model.expert_weight_copies || shape.copies <= 1)
+  if (!copies_expert_weights(ctx) || shape.copies <= 1)
     return projection(ops, ctx.adapters, in, shape, adapted);
   const auto hit = shape.copies < shape.rows ? shape.copies : shape.rows;
   const tensor copy =
@@ -232,9 +249,11 @@ constexpr tensor mixture_of_experts(const layer_context& ctx, tensor in) {
   ops.keep(expert_out, weighted);
   // index_add_ back into the token order. Its source gradient is written
   // grad.index_select(dim, index).expand_as(source) (torch 1.13 derivatives.yaml
-  // index_add), so autograd saves the weighted expert outputs.
+  // index_add), so autograd saves the weighted expert outputs. grouped_mm instead gathers them
+  // back by inv_perm and sums view(tokens, top_k, hidden) over top_k (moe.py@8b584a67): the
+  // gather keeps its indices, the sum nothing.
   const tensor routed = ops.elementwise(detail::checked_mul(ctx.tokens, hidden), weighted.type);
-  ops.keep(weighted, routed);
+  if (!grouped_mm_experts(ctx)) ops.keep(weighted, routed);
   return m.shared_expert_ffn == 0 ? routed : add_shared_expert(ctx, in, routed);
 }
 

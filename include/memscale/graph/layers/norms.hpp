@@ -30,6 +30,7 @@ enum class rms_norm_code : std::uint8_t {
   hf_t5,     // modeling_t5.py T5LayerNorm
   torchtune, // torchtune/modules/rms_norm.py: F.rms_norm(x.float(), ..., weight=scale).to(x.dtype)
   liger,     // Liger-Kernel's Triton RMSNorm (ops/rms_norm.py, v0.5.10 @ 44a8f2fb)
+  hf_gemma,  // modeling_gemma3.py Gemma3RMSNorm (and Gemma's, Gemma 2's): the scale in fp32
 };
 
 // Liger's RMSNorm backward reduces the weight's gradient through an fp32 (SM count x width)
@@ -87,6 +88,26 @@ constexpr tensor rms_norm(op_writer& ops, tensor in, const norm_shape& shape, rm
   }
   op o{.kind = op_kind::norm, .weight = {shape.width, 1, 1}, .role = param_role::vector, .frozen = !trainable};
   o.extra_saved = storage(dtype::fp32, shape.rows);  // rsqrt(variance + eps)
+  if (code == rms_norm_code::hf_gemma) {
+    // Gemma3RMSNorm.forward (modeling_gemma3.py@f14d0cbc, the same code in v5.17.0; PR #29402):
+    // x.float(); x * rsqrt(x.pow(2).mean(-1) + eps); * (1.0 + weight.float()); .type_as(x). pow and
+    // the first mul keep the fp32 x (the input itself when fp32; x^2 too while mean_keeps_input);
+    // the scale mul keeps 1 + weight (fp32, new) for the input's gradient and the fp32 normalized x
+    // for the weight's; the fp32 product is copied back to the input dtype. H100 listing:
+    // docs/research/gpu/saved_tensors_families_h100.json (gemma3: two fp32 (b, s, h) per norm).
+    const bool fp32_in = in.type == dtype::fp32;
+    if (!fp32_in) o.extra_saved += storage(dtype::fp32, in.elements);
+    if (mean_keeps_input(torch_version)) o.extra_saved += storage(dtype::fp32, in.elements);
+    o.extra_saved += storage(dtype::fp32, o.weight.elements());  // 1.0 + weight.float()
+    if (trainable) o.extra_saved += storage(dtype::fp32, in.elements);
+    // The product (copied back when the input is 16-bit), beside the normalized x when that is not kept.
+    const std::uint64_t temporaries = (fp32_in ? 0 : 1) + (trainable ? 0 : 1);
+    o.fwd_temp = storage(dtype::fp32, detail::checked_mul(in.elements, temporaries));
+    o.grad_in = storage(in.type, in.elements);
+    const tensor y = ops.emit(o, in.elements, in.type);
+    if (fp32_in) ops.keep(in, y);
+    return y;
+  }
   if (code == rms_norm_code::liger) {
     // Y = (X * rstd) * W in the input dtype (casting mode "llama"), one fp32 rstd per row; saves
     // X (a view of the input), W and rstd. Backward writes dX into dY (in_place=True, the
@@ -172,6 +193,7 @@ constexpr tensor norm(const layer_context& ctx, tensor in, const norm_shape& sha
   const rms_norm_code code = ctx.run.liger_rms_norm                          ? rms_norm_code::liger
                             : ctx.run.framework == framework_kind::torchtune ? rms_norm_code::torchtune
                             : ctx.model.impl == implementation::litgpt     ? rms_norm_code::litgpt
+                            : ctx.model.rms_norm_fp32_scale                ? rms_norm_code::hf_gemma
                                                                            : rms_norm_code::hf_llama;
   return rms_norm(ctx.ops, in, shape, code, trainable, ctx.run.torch_version);
 }

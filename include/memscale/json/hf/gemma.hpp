@@ -17,6 +17,7 @@ inline model_spec gemma_like(const config& c) {
   model_spec m = llama_like(c, {.tie = true, .head_dim = 256, .act = "gelu_pytorch_tanh"});
   m.mlp = gated_activation(c, act_key, "gelu_pytorch_tanh");
   m.scale_embeddings = true;
+  m.rms_norm_fp32_scale = true;  // GemmaRMSNorm, Gemma2RMSNorm: (x * (1 + w.float())).type_as(x)
   return m;
 }
 
@@ -47,6 +48,7 @@ inline model_spec gemma3_text(const config& c) {
   m.mlp = gated_activation(c, "hidden_activation", "gelu_pytorch_tanh");  // Gemma3MLP reads only this key
   m.mlp_bias = false;  // Gemma3MLP: gate, up and down projections without bias
   m.scale_embeddings = true;
+  m.rms_norm_fp32_scale = true;  // Gemma3RMSNorm for the block norms, q_norm, k_norm and the final norm
   m.block_norms = branch_norms::sandwich;
   m.qk_norm = qk_norm_kind::per_head;
   m.logit_softcap = c.has("final_logit_softcapping");    // Gemma3TextConfig default None
@@ -56,9 +58,15 @@ inline model_spec gemma3_text(const config& c) {
 
 // A ground-truth record's Gemma: GemmaMLP's gelu(tanh) gate * up, tied head; Gemma 2 adds
 // pre/post feed-forward norms and final_logit_softcapping.
-inline model_spec gemma_record(const record_model& r) { return llama_record_as(r, {.geglu_tied = true}); }
+inline model_spec gemma_record(const record_model& r) {
+  model_spec m = llama_record_as(r, {.geglu_tied = true});
+  m.rms_norm_fp32_scale = true;
+  return m;
+}
 inline model_spec gemma2_record(const record_model& r) {
-  return llama_record_as(r, {.geglu_tied = true, .extra_norms = 2, .logit_softcap = true});
+  model_spec m = llama_record_as(r, {.geglu_tied = true, .extra_norms = 2, .logit_softcap = true});
+  m.rms_norm_fp32_scale = true;
+  return m;
 }
 inline constexpr record_rules gemma_records{.defaults = gemma_record};
 inline constexpr record_rules gemma2_records{.defaults = gemma2_record};

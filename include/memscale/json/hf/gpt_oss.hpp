@@ -3,7 +3,8 @@
 // sink logit per head in eager attention (`attention_sinks`; `_supports_sdpa = False`, so an
 // sdpa request runs eager), and a mixture of experts whose router has a bias (`router_bias`)
 // and whose experts are 3-D parameters indexed by a 1-element tensor (`expert_weight_copies`:
-// each hit expert's weights are copied and saved) running the clamped SwiGLU
+// each hit expert's weights are copied and saved; from transformers 5.0 grouped_mm multiplies by
+// the parameters whole, graph/layers/mlp.hpp grouped_mm_experts) running the clamped SwiGLU
 // (`mlp_kind::clamped_swiglu`, biases on gate_up and down). `layer_types` alternates sliding
 // and full attention: in eager training the window only masks scores (same sizes), so every
 // layer is modelled alike. Not modelled: the norm weights `_keep_in_fp32_modules` keeps in fp32
