@@ -110,9 +110,9 @@ constexpr training_spec qlora_run{.micro_batch = 1,
                                   .lora_rank = 16,
                                   .lora_targets = lora_all_linear | lora_target::head};
 // Changed by the fused SDPA output that Hugging Face merges into heads as a view (no copy op
-// before o_proj: one op fewer per block, flash runs of gpt2 and mixtral).
+// before o_proj: one op fewer per block, flash runs with separate q, k, v projections: mixtral).
 static_assert(recipes::build_decoder_stack(presets::llama_2_7b, amp_bf16_run).size == 30);
-static_assert(digest_of(recipes::build_decoder_stack(presets::gpt2, amp_bf16_run)) == 4982891669896915433ULL);
+static_assert(digest_of(recipes::build_decoder_stack(presets::gpt2, amp_bf16_run)) == 2666205193266019850ULL);
 static_assert(digest_of(recipes::build_decoder_stack(presets::mixtral_8x7b, qlora_run)) == 10090709840523101323ULL);
 static_assert(digest_of(recipes::build_encoder_decoder(presets::flan_t5_base, amp_bf16_run)) == 9418793138236186000ULL);
 
@@ -397,7 +397,7 @@ TEST_CASE("graph recipes: the graphs and errors of 40,000 random runs are the pi
   // projections); the new
   // model.rms_norm_fp32_scale check refuses a Gemma model whose norm is switched to a LayerNorm
   // (the only change the encoder-decoder pairs can see).
-  CHECK(stacks.value == 0ULL);
+  CHECK(stacks.value == 11814029468111949304ULL);
   CHECK(pairs_digest.value == 5739083621348705054ULL);
   // Each feature was reached often enough to mean something.
   CHECK(c.built > 20'000);
@@ -442,7 +442,7 @@ TEST_CASE("graph recipes: every model overflows at the pinned product, named the
   }
   // The old builders' answers, refusal wording as above; changed by the graphs that build (the
   // three mechanisms named in the test case above).
-  CHECK(answers.value == 8882542993854423069ULL);
+  CHECK(answers.value == 1610119407135394207ULL);
   CHECK(overflows > 5'000);
 }
 

@@ -365,14 +365,9 @@ void write_report(const std::vector<row>& rows, const std::string& out_dir) {
      "\n"
      "| rule | fits | borderline | does not fit | unsafe fits | needless refusals |\n"
      "|---|---|---|---|---|---|\n"
-     "| rounding rule, class band -16.5% .. +12.5% | 15 | 1038 | 628 | 6 | 0 |\n"
-     "| allocator replay + context model, replayed band -12.0% .. +12.5% (48 H100 runs' worst) | 0 | 744 | 937 | 0 "
-     "| 0 |\n"
-     "| rounding rule, class band -16.5% .. +12.5% | 3 | 585 | 478 | 0 | 0 |\n"
-     "| allocator replay + context model, replayed band -7.5% .. +7.0% (backward cuBLAS workspace after its "
-     "matmul's output) | 2 | 279 | 785 | 0 | 0 |\n"
-     "| the same, context from the first-use probe (docs/data/gpu_allocator_runs/context_h100.json) | 2 | 280 | 784 "
-     "| 0 | 0 |\n"
+     "| rounding rule, class band -20.5% .. +12.5% | 2 | 1072 | 607 | 0 | 0 |\n"
+     "| allocator replay + context model, replayed band -7.5% .. +12.5% (the 43 H100 runs without experts; "
+     "mixture-of-experts runs: the policy band) | 3 | 771 | 907 | 0 | 0 |\n"
      "\n"
      "";
   md << "## Cases\n\n| data set | id | quantity | measured | estimated | error |\n|---|---|---|---|---|---|\n";
