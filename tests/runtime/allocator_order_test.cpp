@@ -73,6 +73,30 @@ struct keeping_sink {
   void enter(std::uint32_t, moment) {}
 };
 
+// An H100 run of docs/data: its max_memory_allocated record (model and run) and its measured
+// max_memory_reserved, by the id the records share.
+struct measured_run {
+  nlohmann::json record;
+  double reserved = 0;
+};
+
+measured_run h100_run(const std::string& file, const std::string& id) {
+  std::ifstream in(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/" + file);
+  REQUIRE(in);
+  measured_run m;
+  for (const nlohmann::json& r : nlohmann::json::parse(in)) {
+    if (r.at("id") == id + "-allocated") m.record = r;
+    if (r.at("id") == id + "-reserved") m.reserved = r.at("measured_bytes").get<double>();
+  }
+  REQUIRE(!m.record.is_null());
+  return m;
+}
+
+// The replay's reserved peak against the measured one, as a fraction.
+double reserved_error(const replay_result& rep, double reserved) {
+  return (static_cast<double>(rep.reserved_peak.value) - reserved) / reserved;
+}
+
 }  // namespace
 
 TEST_CASE("autograd's cuBLAS workspace follows the LM head's weight gradient and pins a logits segment",
@@ -126,21 +150,12 @@ TEST_CASE("the H100 run that pins a logits segment: replayed reserved within -2%
   // heldout qwen2-0.5b, 8 x 1024, pure bf16, SDPA, SGD momentum: 34,894,512,128 B reserved
   // (docs/data/gpu_allocator_history has the allocator's own events of this run). Before the
   // workspace was placed after its matmul's output the replay was 13.2% under.
-  std::ifstream in(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/gpu_heldout_h100.json");
-  REQUIRE(in);
-  const std::string id = "h100-heldout-qwen2-0.5b-b8-s1024-pure_bf16-sdpa-sgd_momentum";
-  nlohmann::json record;
-  double reserved = 0;
-  for (const nlohmann::json& r : nlohmann::json::parse(in)) {
-    if (r.at("id") == id + "-allocated") record = r;
-    if (r.at("id") == id + "-reserved") reserved = r.at("measured_bytes").get<double>();
-  }
-  REQUIRE(!record.is_null());
-  REQUIRE(reserved == 34894512128.0);
+  const measured_run run = h100_run("gpu_heldout_h100.json", "h100-heldout-qwen2-0.5b-b8-s1024-pure_bf16-sdpa-sgd_momentum");
+  REQUIRE(run.reserved == 34894512128.0);
   const auto built = std::make_unique<model_graph>(
-      build(json_io::model_for_record(record), json_io::run_from_record(record)));
+      build(json_io::model_for_record(run.record), json_io::run_from_record(run.record)));
   const replay_result rep = replay_training<16384, 16384, 16384>(built->stack(), built->run);
-  const double error = (static_cast<double>(rep.reserved_peak.value) - reserved) / reserved;
+  const double error = reserved_error(rep, run.reserved);
   INFO("replayed reserved " << rep.reserved_peak.value << " B, error " << error * 100 << "%");
   CHECK(error > -0.02);
   CHECK(error < 0.03);
@@ -186,21 +201,12 @@ TEST_CASE("gelu_fast under autocast: its Python chain stays 16-bit, every produc
 TEST_CASE("santacoder on the H100: replayed reserved within -2% ... +3% of measured", "[allocator][replay]") {
   // gpt_bigcode santacoder, 2 x 1024, amp bf16, AdamW: 29,618,077,696 B reserved. With
   // gelu_fast taken for gelu_new (its chain in fp32 under autocast) the replay was 12.2% under.
-  std::ifstream in(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/gpu_families_h100.json");
-  REQUIRE(in);
-  const std::string id = "h100-family-gpt_bigcode-santacoder-b2-s1024-amp_bf16-sdpa";
-  nlohmann::json record;
-  double reserved = 0;
-  for (const nlohmann::json& r : nlohmann::json::parse(in)) {
-    if (r.at("id") == id + "-allocated") record = r;
-    if (r.at("id") == id + "-reserved") reserved = r.at("measured_bytes").get<double>();
-  }
-  REQUIRE(!record.is_null());
-  REQUIRE(reserved == 29618077696.0);
+  const measured_run run = h100_run("gpu_families_h100.json", "h100-family-gpt_bigcode-santacoder-b2-s1024-amp_bf16-sdpa");
+  REQUIRE(run.reserved == 29618077696.0);
   const auto built = std::make_unique<model_graph>(
-      build(json_io::model_for_record(record), json_io::run_from_record(record)));
+      build(json_io::model_for_record(run.record), json_io::run_from_record(run.record)));
   const replay_result rep = replay_training<16384, 16384, 16384>(built->stack(), built->run);
-  const double error = (static_cast<double>(rep.reserved_peak.value) - reserved) / reserved;
+  const double error = reserved_error(rep, run.reserved);
   INFO("replayed reserved " << rep.reserved_peak.value << " B, error " << error * 100 << "%");
   CHECK(error > -0.02);
   CHECK(error < 0.03);
@@ -211,20 +217,11 @@ TEST_CASE("generate() on the H100: rotary products as tensors of their own, repl
   // Llama-2-7B bf16, 8 x 2048 prompt, 128 new tokens: 30,454,841,344 B reserved. With each
   // rotation's products replayed as one block (2 x q) the replay was 11.6% under; the history
   // (docs/data/gpu_allocator_history) shows q*cos, cat(-x2, x1) and its *sin as separate tensors.
-  std::ifstream in(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/gpu_measured_h100.json");
-  REQUIRE(in);
-  const std::string id = "h100-infer-llama2-7b-bf16-b8-c2048-n128";
-  nlohmann::json record;
-  double reserved = 0;
-  for (const nlohmann::json& r : nlohmann::json::parse(in)) {
-    if (r.at("id") == id + "-allocated") record = r;
-    if (r.at("id") == id + "-reserved") reserved = r.at("measured_bytes").get<double>();
-  }
-  REQUIRE(!record.is_null());
-  REQUIRE(reserved == 30454841344.0);
-  const replay_result rep = replay_generate<16384, 16384>(json_io::model_for_record(record),
-                                                          json_io::inference_from_record(record));
-  const double error = (static_cast<double>(rep.reserved_peak.value) - reserved) / reserved;
+  const measured_run run = h100_run("gpu_measured_h100.json", "h100-infer-llama2-7b-bf16-b8-c2048-n128");
+  REQUIRE(run.reserved == 30454841344.0);
+  const replay_result rep = replay_generate<16384, 16384>(json_io::model_for_record(run.record),
+                                                          json_io::inference_from_record(run.record));
+  const double error = reserved_error(rep, run.reserved);
   INFO("replayed reserved " << rep.reserved_peak.value << " B, error " << error * 100 << "%");
   CHECK(error > -0.03);
   CHECK(error < 0.03);

@@ -7,18 +7,9 @@ Run it once with CUDA_MODULE_LOADING=LAZY (the default) and once with EAGER.
 """
 import json
 import os
-import subprocess
 import time
 
-
-def smi_used_bytes():
-    out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-                         capture_output=True, text=True, check=False).stdout
-    for line in out.splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) == 2 and parts[0] == str(os.getpid()):
-            return int(parts[1]) * (1 << 20)
-    return None
+from measure_gpu import smi_used_bytes  # this process's used memory as nvidia-smi reports it
 
 
 def main():
