@@ -92,6 +92,13 @@ measured_run h100_run(const std::string& file, const std::string& id) {
   return m;
 }
 
+// The training step of a run's record replayed through the allocator.
+replay_result replayed_training(const measured_run& run) {
+  const auto built = std::make_unique<model_graph>(
+      build(json_io::model_for_record(run.record), json_io::run_from_record(run.record)));
+  return replay_training<16384, 16384, 16384>(built->stack(), built->run);
+}
+
 // The replay's reserved peak against the measured one, as a fraction.
 double reserved_error(const replay_result& rep, double reserved) {
   return (static_cast<double>(rep.reserved_peak.value) - reserved) / reserved;
@@ -152,9 +159,7 @@ TEST_CASE("the H100 run that pins a logits segment: replayed reserved within -2%
   // workspace was placed after its matmul's output the replay was 13.2% under.
   const measured_run run = h100_run("gpu_heldout_h100.json", "h100-heldout-qwen2-0.5b-b8-s1024-pure_bf16-sdpa-sgd_momentum");
   REQUIRE(run.reserved == 34894512128.0);
-  const auto built = std::make_unique<model_graph>(
-      build(json_io::model_for_record(run.record), json_io::run_from_record(run.record)));
-  const replay_result rep = replay_training<16384, 16384, 16384>(built->stack(), built->run);
+  const replay_result rep = replayed_training(run);
   const double error = reserved_error(rep, run.reserved);
   INFO("replayed reserved " << rep.reserved_peak.value << " B, error " << error * 100 << "%");
   CHECK(error > -0.02);
@@ -203,9 +208,7 @@ TEST_CASE("santacoder on the H100: replayed reserved within -2% ... +3% of measu
   // gelu_fast taken for gelu_new (its chain in fp32 under autocast) the replay was 12.2% under.
   const measured_run run = h100_run("gpu_families_h100.json", "h100-family-gpt_bigcode-santacoder-b2-s1024-amp_bf16-sdpa");
   REQUIRE(run.reserved == 29618077696.0);
-  const auto built = std::make_unique<model_graph>(
-      build(json_io::model_for_record(run.record), json_io::run_from_record(run.record)));
-  const replay_result rep = replay_training<16384, 16384, 16384>(built->stack(), built->run);
+  const replay_result rep = replayed_training(run);
   const double error = reserved_error(rep, run.reserved);
   INFO("replayed reserved " << rep.reserved_peak.value << " B, error " << error * 100 << "%");
   CHECK(error > -0.02);
