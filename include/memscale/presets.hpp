@@ -92,17 +92,24 @@ constexpr model_spec with_rotary_tables_before(model_spec m, std::uint32_t relea
   m.rotary_tables_per_layer_before = release;
   return m;
 }
+// LLaMA's releases, as the llama config.json reader sets them: per-layer rotary tables before 4.40 and
+// modeling_llama.py@v4.38's per-batch (max_pos)^2 causal-mask copies (refused at 4.38).
+constexpr model_spec with_llama_releases(model_spec m) {
+  m = with_rotary_tables_before(m, 440);
+  m.batch_causal_mask_release = 438;
+  return m;
+}
 
 // meta-llama/Llama-2-{7,13,70}b-hf config.json (max_position_embeddings 4096).
 inline constexpr model_spec llama_2_7b =
-    with_rotary_tables_before(llama_base("llama-2-7b", 32, 4096, 32, 32, 11008, 32000, 4096), 440);
+    with_llama_releases(llama_base("llama-2-7b", 32, 4096, 32, 32, 11008, 32000, 4096));
 inline constexpr model_spec llama_2_13b =
-    with_rotary_tables_before(llama_base("llama-2-13b", 40, 5120, 40, 40, 13824, 32000, 4096), 440);
+    with_llama_releases(llama_base("llama-2-13b", 40, 5120, 40, 40, 13824, 32000, 4096));
 inline constexpr model_spec llama_2_70b =
-    with_rotary_tables_before(llama_base("llama-2-70b", 80, 8192, 64, 8, 28672, 32000, 4096), 440);
+    with_llama_releases(llama_base("llama-2-70b", 80, 8192, 64, 8, 28672, 32000, 4096));
 // meta-llama/Meta-Llama-3-8B config.json (max_position_embeddings 8192).
 inline constexpr model_spec llama_3_8b =
-    with_rotary_tables_before(llama_base("llama-3-8b", 32, 4096, 32, 8, 14336, 128256, 8192), 440);
+    with_llama_releases(llama_base("llama-3-8b", 32, 4096, 32, 8, 14336, 128256, 8192));
 // mistralai/Mistral-7B-v0.1 config.json (max_position_embeddings 32768).
 inline constexpr model_spec mistral_7b =
     with_rotary_tables_before(llama_base("mistral-7b", 32, 4096, 32, 8, 14336, 32000, 32768), 442);

@@ -118,4 +118,19 @@ TEST_CASE("transformers releases: LLaMA and Gemma at 4.38 are refused by name", 
   CHECK(contains(error_message([&] { (void)estimate_inference(gemma, generate); }), "software.transformers"));
 }
 
+TEST_CASE("transformers releases: the built-in LLaMA presets and a Gemma record are refused at 4.38 too", "[release]") {
+  const inference_spec generate{.batch = 1, .context = 64, .new_tokens = 8, .transformers_version = 438};
+  for (const model_spec& preset : {presets::llama_2_7b, presets::llama_2_13b, presets::llama_2_70b, presets::llama_3_8b}) {
+    CAPTURE(preset.name);
+    CHECK(contains(error_message([&] { (void)estimate_inference(preset, generate); }), "PR #29753"));
+  }
+  CHECK_NOTHROW(estimate_inference(presets::mistral_7b, generate));
+
+  json record = traced("cpu-tf4382-llama-mha-b2-s256-fp32");
+  record["model"] = json{{"family", "gemma"}, {"layers", 2}, {"hidden", 128}, {"heads", 4}, {"kv_heads", 1},
+                         {"head_dim", 32}, {"ffn", 256}, {"vocab", 1000}};
+  CHECK(contains(error_message([&] { (void)tensor_peak(record); }), "PR #29753"));
+  CHECK_NOTHROW(tensor_peak(at_release(record, "4.39.3")));
+}
+
 }  // namespace transformers_release_test

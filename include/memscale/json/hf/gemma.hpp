@@ -61,6 +61,7 @@ inline model_spec gemma3_text(const config& c) {
 inline model_spec gemma_record(const record_model& r) {
   model_spec m = llama_record_as(r, {.geglu_tied = true});
   m.rms_norm_fp32_scale = true;
+  m.batch_causal_mask_release = 438;  // as the gemma reader
   return m;
 }
 inline model_spec gemma2_record(const record_model& r) {
