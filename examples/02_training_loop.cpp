@@ -13,6 +13,10 @@
 #include <memscale/presets.hpp>
 #include <memscale/training.hpp>
 
+// In a namespace: the library's templates name their parameters model, run and gpu, and -Wshadow
+// would flag globals of those names where a template is instantiated.
+namespace training_loop {
+
 inline constexpr memscale::model_spec model = memscale::presets::gpt2_xl;
 // fp32 weights, AdamW; 4 sequences of 512 tokens per micro-step, 4 micro-steps per
 // optimizer step (an effective batch of 16).
@@ -22,7 +26,10 @@ inline constexpr memscale::gpu_spec gpu = *memscale::find_gpu("rtx3090");
 constexpr auto plan = memscale::make_plan(model, run, gpu);
 static_assert(plan.fits, "gpt2-xl 4x512 does not fit an RTX 3090 in any MemScale mode");
 
+}  // namespace training_loop
+
 int main() {
+  using namespace training_loop;
   const std::uint64_t micro_batch = std::min(plan.max_micro_batch, run.micro_batch);
   const std::uint64_t accumulate = plan.grad_accumulation;
   const std::uint64_t optimizer_steps = 2;

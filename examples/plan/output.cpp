@@ -279,7 +279,7 @@ std::string plan_text(const memscale::gpu_spec& gpu, const memscale::plan_result
   const std::string_view unit = size_unit_label();
   out += fmt::format("Plan on {} (budget {} = VRAM {} x (1 - {:.2f}))\n", gpu.label, size_text(plan.budget),
                      size_text(plan.vram), plan.headroom);
-  out += fmt::format("  memory pressure {:.2f} (unoptimized peak {} / VRAM; the report's peak for this GPU)\n",
+  out += fmt::format("  memory pressure {:.2f} (unoptimized peak {} / VRAM; the allocator section's device figure)\n",
                      plan.pressure, size_text(plan.unoptimized_peak));
   out += fmt::format("  {:<13} {:>10}  {:<{}}  {:>10}  {:<12}  {:<13} {:>10}  {:>12}\n", "mode", fmt::format("peak {}", unit),
                      "of VRAM", bar_width, fmt::format("up to {}", unit), "verdict", "recompute", "transfer s",

@@ -33,8 +33,9 @@ std::vector<svg::reference_line> vram_and_budget(memscale::bytes vram, memscale:
 
 // Device peak of one mode at another micro-batch / sequence length.
 double mode_peak(const memscale::model_spec& model, const memscale::training_spec& run, const memscale::gpu_spec& gpu,
-                 memscale::mode m, memscale::bytes budget) {
-  return gib(memscale::json_io::cliff_peak(model, run, run.micro_batch, gpu, m, budget));  // as the web page's cliff
+                 memscale::mode m, const memscale::plan_result& plan) {
+  // as the web page's cliff
+  return gib(memscale::json_io::cliff_peak(model, run, run.micro_batch, gpu, m, plan.budget, plan.device));
 }
 
 // Doubling steps from `first` up to `last` (both included).
@@ -54,10 +55,11 @@ std::uint64_t seq_range(const memscale::model_spec& model, const memscale::train
 
 // The mode with the smallest device peak at micro-batch 1: what the cliff would start from.
 memscale::mode_plan least_at_one(const memscale::model_spec& model, const memscale::training_spec& run,
-                                 const memscale::gpu_spec& gpu, memscale::bytes budget) {
-  memscale::mode_plan least = memscale::json_io::cliff_plan(model, run, 1, gpu, memscale::mode::none, budget);
+                                 const memscale::gpu_spec& gpu, memscale::bytes budget,
+                                 const memscale::device_options& device) {
+  memscale::mode_plan least = memscale::json_io::cliff_plan(model, run, 1, gpu, memscale::mode::none, budget, device);
   for (const auto m : all_modes) {
-    const memscale::mode_plan p = memscale::json_io::cliff_plan(model, run, 1, gpu, m, budget);
+    const memscale::mode_plan p = memscale::json_io::cliff_plan(model, run, 1, gpu, m, budget, device);
     if (p.peak < least.peak) least = p;
   }
   return least;
@@ -68,7 +70,7 @@ memscale::mode_plan least_at_one(const memscale::model_spec& model, const memsca
 // the upper end within the budget): the text names that figure.
 std::string no_micro_batch_fits(const memscale::model_spec& model, const memscale::training_spec& run,
                                 const memscale::gpu_spec& gpu, const memscale::plan_result& plan) {
-  const memscale::mode_plan least = least_at_one(model, run, gpu, plan.budget);
+  const memscale::mode_plan least = least_at_one(model, run, gpu, plan.budget, plan.device);
   const std::string where = fmt::format("no mode fits even micro-batch 1 at seq {}: the smallest peak, {:.1f} GiB ({})",
                                         run.seq_len, gib(least.peak), memscale::to_string(least.m));
   if (plan.budget < least.peak) return fmt::format("{}, is over the budget of {:.1f} GiB", where, gib(plan.budget));
@@ -138,14 +140,14 @@ std::string cliff_svg(const memscale::model_spec& model, const memscale::trainin
     for (const auto b : batches) {
       memscale::training_spec t = run;
       t.micro_batch = b;
-      sb.points.push_back({static_cast<double>(b), mode_peak(model, t, gpu, m, plan.budget)});
+      sb.points.push_back({static_cast<double>(b), mode_peak(model, t, gpu, m, plan)});
     }
     by_batch.lines.push_back(sb);
     svg::series ss{.label = std::string(memscale::to_string(m))};
     for (const auto s : seqs) {
       memscale::training_spec t = run;
       t.seq_len = s;
-      ss.points.push_back({static_cast<double>(s), mode_peak(model, t, gpu, m, plan.budget)});
+      ss.points.push_back({static_cast<double>(s), mode_peak(model, t, gpu, m, plan)});
     }
     by_seq.lines.push_back(ss);
   }
@@ -162,7 +164,8 @@ std::string cliff_svg(const memscale::model_spec& model, const memscale::trainin
     by_batch.lines.clear();
     by_batch.note = no_micro_batch_fits(model, run, gpu, plan);
   }
-  const memscale::longest_sequence max_seq = memscale::longest_sequence_that_fits(model, run, gpu, plan.budget, seqs.back());
+  const memscale::longest_sequence max_seq = memscale::longest_sequence_that_fits(model, run, gpu, plan.budget, seqs.back(),
+                                                                                  plan.device);
   if (max_seq.length > 0) {
     by_seq.markers.push_back({.label = fmt::format("max seq {} ({})", max_seq.length, memscale::to_string(max_seq.in)),
                               .x = static_cast<double>(max_seq.length)});
@@ -198,7 +201,7 @@ std::string cliff_text(const memscale::model_spec& model, const memscale::traini
     for (std::size_t k = 0; k < batches.size(); ++k) {
       memscale::training_spec t = run;
       t.micro_batch = batches[k];
-      const double peak = mode_peak(model, t, gpu, all_modes[i], plan.budget);
+      const double peak = mode_peak(model, t, gpu, all_modes[i], plan);
       if (peak > top) continue;
       grid[static_cast<std::size_t>(row_of(peak))][k * 5 + 1 + i] = letters[i];
     }

@@ -24,6 +24,7 @@
 #include "memscale/allocator/options.hpp"
 #include "memscale/allocator/replay.hpp"
 #include "memscale/bytes.hpp"
+#include "memscale/device_options.hpp"
 #include "memscale/error.hpp"
 #include "memscale/error_band.hpp"
 #include "memscale/estimate.hpp"
@@ -32,11 +33,6 @@
 #include "memscale/training.hpp"
 
 namespace memscale {
-
-struct device_options {
-  allocator::options allocator{};  // PYTORCH_CUDA_ALLOC_CONF (allocator/alloc_conf.hpp)
-  bytes context_override{};        // a measured context (--context-memory); zero: the model
-};
 
 // Why the reserved figure is not the replay's.
 enum class replay_fallback : std::uint8_t {
@@ -119,6 +115,11 @@ namespace detail {
 // constant evaluation small, since every slot costs compiler steps.
 inline constexpr std::size_t run_time_replay_capacity = 16384;
 inline constexpr std::size_t constant_replay_capacity = 512;
+// The largest walk (ops x layers) replayed in constant evaluation: a two-layer decoder (63) replays
+// within clang's default step limit in about 2 s; BERT-base (205) would hold more blocks than the
+// tables at this capacity, and g++'s default limit is reached between 8 and 16 layers
+// (docs/allocator.md "Speed and limits"), so larger walks take the rounding rule there.
+inline constexpr std::uint64_t constant_replay_ops = 128;
 
 constexpr replay_fallback replay_precondition(const model_graph& g) {
   const training_spec& run = g.run;
@@ -157,7 +158,7 @@ constexpr replay_outcome replay_with(const graph& g, const training_spec& run, c
 constexpr replay_outcome replay_of(const graph& g, const training_spec& run, const device_options& o, bytes cap,
                                    bool capped) {
   if (std::is_constant_evaluated()) {
-    if (stream_ops(g) > constant_replay_capacity) return {{}, replay_fallback::constant_evaluation};
+    if (stream_ops(g) > constant_replay_ops) return {{}, replay_fallback::constant_evaluation};
     return replay_with<constant_replay_capacity>(g, run, o, cap, capped);
   }
   if (stream_ops(g) > run_time_replay_capacity) return {{}, replay_fallback::too_large};
@@ -233,9 +234,12 @@ constexpr device_estimate estimate_on_device(const model_spec& model, const trai
       return d;
     }
   }
-  // The rounding rule of estimate(), with this context in place of its flat one.
+  // The rounding rule of estimate(), with this context in place of its flat one (in the
+  // peaks too, so that a plan reading them compares the same figure).
   d.reserved = overall.reserved;
   d.device = d.reserved + d.context.total();
+  d.tensors.steady.device = d.tensors.steady.reserved + d.context.total();
+  d.tensors.first_step.device = d.tensors.first_step.reserved + d.context.total();
   return d;
 }
 
@@ -334,6 +338,13 @@ constexpr const error_band& replayed_band_of(run_class c, const training_spec& r
   return run.torch_version >= 200 ? replayed_device_band : band_of(c);
 }
 
+// The band of d.device: the replayed band of the run's class when the replay ran, else the
+// class's own (the rounding rule's).
+constexpr const error_band& device_band_of(const model_spec& model, const training_spec& run, const device_estimate& d) {
+  const run_class c = class_of(model, run);  // the class reads no adapter dtype
+  return d.replayed() ? replayed_band_of(c, run) : band_of(c);
+}
+
 // The verdict with the band: "fits" needs the band's upper end within the budget and the
 // capped replay to run through; "does not fit" when even the band's lower end is over it, or
 // the tensors alone are; otherwise borderline ("likely fits" when the point estimate does).
@@ -347,8 +358,7 @@ struct device_verdict {
 constexpr device_verdict verdict_on_device(const model_spec& model, const training_spec& run, const device_estimate& d,
                                            bytes budget, const device_options& o = {}) {
   device_verdict out{};
-  const run_class c = class_of(model, run);  // the class reads no adapter dtype
-  out.band = d.replayed() ? replayed_band_of(c, run) : band_of(c);
+  out.band = device_band_of(model, run, d);
   out.range = range_of(d.device, out.band);
   out.point = fit_on_device(model, run, d, budget, o);
   const bool certain_no = out.range.low > budget || out.point.basis == fit_basis::context_over;

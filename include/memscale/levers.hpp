@@ -4,12 +4,13 @@
 // loss (no full-vocabulary fp32 logits at once), an 8-bit optimizer, QLoRA instead of LoRA,
 // a smaller micro-batch with more accumulation (same effective batch), a shorter sequence.
 // Each is applied on top of the ones before it, in that order (cheapest in step time first),
-// and estimated by the same estimators as the plan, with the error band of its class of run.
+// and estimated on the device as the plan estimates (memscale/device_peak.hpp), with that figure's band.
 // make_plan advises `first_likely`, the first whose point estimate fits the budget (said
 // "fits" when its band's upper end does too, "likely fits" otherwise): a slower technique is
 // never advised while a faster one's point estimate fits with the headroom kept.
 #pragma once
 
+#include "memscale/device_peak.hpp"
 #include "memscale/error_band.hpp"
 #include "memscale/estimate.hpp"
 #include "memscale/gpus.hpp"
@@ -22,14 +23,13 @@ namespace memscale {
 
 // The levers that change `request` (one already switched on is skipped), cumulative.
 constexpr lever_list cheaper_levers(const model_spec& model, const training_spec& request, const gpu_spec& gpu,
-                                    bytes budget) {
+                                    bytes budget, const device_options& device = {}) {
   lever_list out{};
   training_spec run = on_gpu(request, gpu);
   const auto consider = [&](lever l, bool applies) {
     if (!applies) return;
-    const model_graph g = build(model, run);
-    const estimate_result e = estimate(g);
-    lever_option o{.what = l, .run = run, .peak = overall_peak(e).device, .band = band_of(class_of(model, g.run))};
+    const device_estimate d = estimate_on_device(model, run, &gpu, device);
+    lever_option o{.what = l, .run = run, .peak = d.device, .band = device_band_of(model, run, d)};
     o.range = range_of(o.peak, o.band);
     o.v = verdict_of(o.range, budget);
     if (o.v == verdict::fits && out.first_fitting == out.items.size()) out.first_fitting = out.count;

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "memscale/bytes.hpp"
+#include "memscale/device_options.hpp"
 #include "memscale/error.hpp"
 #include "memscale/error_band.hpp"
 #include "memscale/estimate.hpp"
@@ -30,6 +31,7 @@ struct plan_options {
   double headroom = default_headroom;
   bool headroom_override = false;  // allow a headroom outside 10-15% on purpose
   std::uint64_t max_batch_search = 4096;  // upper bound of the micro-batch search
+  device_options device{};  // PYTORCH_CUDA_ALLOC_CONF and a measured context, for every run the plan replays
 };
 
 // The run as it runs on this GPU: the GPU's BLAS workspace (the report for a GPU and the
@@ -108,7 +110,8 @@ struct plan_result {
   bytes vram{};                  // what the device offers
   bytes budget{};                // vram * (1 - headroom)
   double headroom = default_headroom;
-  bytes unoptimized_peak{};      // modes[none].peak: the report's peak for this GPU
+  device_options device{};       // the allocator settings and context its device estimates used
+  bytes unoptimized_peak{};      // modes[none].peak: the device estimate of the request on this GPU
   double pressure = 0.0;         // unoptimized peak / vram
   std::array<mode_plan, 4> modes{};
   mode_plan parameter_offload{};       // AGGRESSIVE + parameters streamed from the host, when nothing else fits

@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "memscale/detail/plan_steps.hpp"
+#include "memscale/device_peak.hpp"
 #include "memscale/error_band.hpp"
 #include "memscale/estimate.hpp"
 #include "memscale/gpus.hpp"
@@ -69,9 +70,16 @@ constexpr std::string_view reason_for(mode m) {
   return "";
 }
 
-// A transformer (decoder, encoder or encoder-decoder) as plan_with plans it.
+// A transformer (decoder, encoder or encoder-decoder) as plan_with plans it. Every run it
+// estimates is estimated on the device (memscale/device_peak.hpp): on CUDA the step's events
+// replayed through the caching allocator plus the GPU's context, with the band measured for
+// replayed figures of the run's class; where the replay does not apply, the rounding rule
+// with the same context and its class's band. So the plan's modes, its micro-batch search
+// and the levers compare the same figure as the report's allocator section.
 struct transformer_planning {
   const model_spec& model;
+  const gpu_spec& gpu;
+  device_options device{};
 
   static constexpr bool streams_parameters = true;
   static constexpr bool has_sequence = true;
@@ -85,18 +93,17 @@ struct transformer_planning {
   static constexpr training_spec mode_run(const training_spec& request, mode m, const gpu_spec& gpu) {
     return apply_mode(request, m, gpu);
   }
-  constexpr const error_band& band_for(const training_spec& run) const { return band_of(class_of(model, run)); }
 
   // `run` is the run to estimate (a mode's run), `request` the run as the user gave it.
-  constexpr mode_plan plan_run(const training_spec& request, const training_spec& run, const gpu_spec& gpu, mode m,
+  constexpr mode_plan plan_run(const training_spec& request, const training_spec& run, const gpu_spec& on, mode m,
                                bytes budget) const {
     // The graph estimate(model, run) reads: the adapter dtype follows the mode's precision
     // (PEFT keeps LoRA adapters over a 16-bit base in fp32), as in the report.
     const model_graph g = build(model, run);
-    const estimate_result e = estimate(g);
-    mode_plan p = mode_plan_of(m, request, run, e, band_for(run), budget);
+    const device_estimate d = estimate_on_device(model, run, &on, device);
+    mode_plan p = mode_plan_of(m, request, run, d.tensors, device_band_of(model, run, d), budget);
     // What offloading the checkpointed activations moves.
-    add_offload_cost(p.cost, e, checkpointed_block_inputs(g), request, run, gpu);
+    add_offload_cost(p.cost, d.tensors, checkpointed_block_inputs(g), request, run, on);
     return p;
   }
 
@@ -104,34 +111,37 @@ struct transformer_planning {
   // larger of step 1 and the steady state), which `fits` compares with the budget. The same
   // estimate plan_run makes, without what only a plan shows (the saved-activation total, the
   // breakdown, the costs): plan_run(...).fits == (peak_upper_end(...) <= budget).
-  constexpr bytes peak_upper_end(const training_spec& run, const error_band& band) const {
-    return range_of(device_peak_of(build(model, run)), band).high;
+  constexpr bytes peak_upper_end(const training_spec& run) const {
+    const device_estimate d = estimate_on_device(model, run, &gpu, device);
+    return range_of(d.device, device_band_of(model, run, d)).high;
   }
 };
 
 static_assert(planning_kind<transformer_planning>);
 
 constexpr mode_plan plan_run(const model_spec& model, const training_spec& request, const training_spec& run,
-                             const gpu_spec& gpu, mode m, bytes budget) {
-  return transformer_planning{model}.plan_run(request, run, gpu, m, budget);
+                             const gpu_spec& gpu, mode m, bytes budget, const device_options& device = {}) {
+  return transformer_planning{model, gpu, device}.plan_run(request, run, gpu, m, budget);
 }
 
 constexpr mode_plan plan_mode(const model_spec& model, const training_spec& request, const gpu_spec& gpu, mode m,
-                              bytes budget) {
-  return plan_run(model, request, apply_mode(request, m, gpu), gpu, m, budget);
+                              bytes budget, const device_options& device = {}) {
+  return plan_run(model, request, apply_mode(request, m, gpu), gpu, m, budget, device);
 }
 
-constexpr bool mode_fits(const model_spec& model, training_spec run, const gpu_spec& gpu, mode m, bytes budget) {
-  return plan_mode(model, run, gpu, m, budget).fits;
+constexpr bool mode_fits(const model_spec& model, training_spec run, const gpu_spec& gpu, mode m, bytes budget,
+                         const device_options& device = {}) {
+  return plan_mode(model, run, gpu, m, budget, device).fits;
 }
 
-constexpr bytes peak_upper_end(const model_spec& model, const training_spec& run, const error_band& band) {
-  return transformer_planning{model}.peak_upper_end(run, band);
+constexpr bytes peak_upper_end(const model_spec& model, const training_spec& run, const gpu_spec& gpu,
+                               const device_options& device = {}) {
+  return transformer_planning{model, gpu, device}.peak_upper_end(run);
 }
 
 constexpr request_fit fit_of_request(const model_spec& model, const training_spec& run, const gpu_spec& gpu,
                                      const plan_options& options) {
-  return fit_with(transformer_planning{model}, run, gpu, options);
+  return fit_with(transformer_planning{model, gpu, options.device}, run, gpu, options);
 }
 
 // Whether a plan's answer costs enough step time (host traffic) or changes the run enough
@@ -143,14 +153,14 @@ constexpr bool weighs_levers(plan_status s) {
 // Plan r of `run` once the modes and the micro-batch have been searched: when its answer
 // weighs the levers, the first lever whose point estimate fits the budget replaces it.
 constexpr plan_result with_cheaper_levers(plan_result r, const model_spec& model, const training_spec& run,
-                                          const gpu_spec& gpu) {
+                                          const gpu_spec& gpu, const device_options& device) {
   if (!weighs_levers(r.status)) return r;
-  r.levers = cheaper_levers(model, run, gpu, r.budget);
+  r.levers = cheaper_levers(model, run, gpu, r.budget, device);
   if (!r.levers.any_likely()) return r;
   const lever_option& advised = r.levers.advised();
   // Half the sequence is no better than the longest sequence the plan found to fit.
   if (advised.what == lever::shorter_sequence && r.status == plan_status::shorter_sequence) return r;
-  r.lever_plan = plan_run(model, run, advised.run, gpu, mode::conservative, r.budget);
+  r.lever_plan = plan_run(model, run, advised.run, gpu, mode::conservative, r.budget, device);
   r.chosen = mode::conservative;  // every lever list starts with CONSERVATIVE's checkpointing
   r.status = plan_status::cheaper_levers;
   r.next_step = advice::switch_on_levers;
@@ -176,8 +186,9 @@ constexpr plan_result with_cheaper_levers(plan_result r, const model_spec& model
 // one's point estimate fits with the headroom kept.
 constexpr plan_result make_plan(const model_spec& model, const training_spec& run, const gpu_spec& gpu,
                                 const plan_options& options = {}) {
-  return detail::with_cheaper_levers(detail::plan_with(detail::transformer_planning{model}, run, gpu, options), model,
-                                     run, gpu);
+  return detail::with_cheaper_levers(
+      detail::plan_with(detail::transformer_planning{model, gpu, options.device}, run, gpu, options), model, run, gpu,
+      options.device);
 }
 
 // True when the run, as described, fits the GPU in at least one mode with the error band's
@@ -200,13 +211,14 @@ struct longest_sequence {
 };
 
 constexpr longest_sequence longest_sequence_that_fits(const model_spec& model, const training_spec& run,
-                                                      const gpu_spec& gpu, bytes budget, std::uint64_t hi) {
+                                                      const gpu_spec& gpu, bytes budget, std::uint64_t hi,
+                                                      const device_options& device = {}) {
   longest_sequence best{};
   for (const mode m : detail::search_order) {
     const auto fits_at = [&](std::uint64_t s) {
       training_spec t = run;
       t.seq_len = s;
-      return detail::mode_fits(model, t, gpu, m, budget);
+      return detail::mode_fits(model, t, gpu, m, budget, device);
     };
     if (best.length >= hi || (best.length > 0 && !fits_at(best.length + 1))) continue;
     const std::uint64_t s = best.length > 0 ? detail::largest_fitting_from(best.length + 1, hi, fits_at)

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include <memscale/device_peak.hpp>
 #include <memscale/error_band.hpp>
 #include <memscale/gpus.hpp>
 #include <memscale/planner.hpp>
@@ -135,19 +136,20 @@ TEST_CASE("planner: nothing fits and no technique needed are different answers",
   CHECK(memscale::to_string(small.status) != memscale::to_string(huge.status));
 }
 
-TEST_CASE("planner: the unoptimized peak is the report's peak for the same GPU", "[planner]") {
+TEST_CASE("planner: the unoptimized peak is the device estimate's peak for the same GPU", "[planner]") {
   for (const char* name : {"rtx3090", "h100-80gb", "t4", "mi300x"}) {
     const auto found = memscale::find_gpu(name);
     REQUIRE(found.has_value());
     const training_spec run = run_of(4, 512);
     const auto plan = memscale::make_plan(memscale::presets::gpt2_medium, run, *found);
-    const auto report = memscale::estimate(memscale::presets::gpt2_medium, memscale::on_gpu(run, *found));
+    const auto report = memscale::estimate_on_device(memscale::presets::gpt2_medium, memscale::on_gpu(run, *found), &*found);
     INFO(name);
-    CHECK(plan.unoptimized_peak == memscale::overall_peak(report).device);
+    CHECK(plan.unoptimized_peak == report.device);
+    CHECK(report.replayed() == (found->vendor == memscale::gpu_vendor::nvidia));
   }
 }
 
-TEST_CASE("planner: every mode's peak is estimate()'s peak for the mode's run, LoRA adapters included",
+TEST_CASE("planner: every mode's peak is the device estimate of the mode's run, LoRA adapters included",
           "[planner]") {
   // PEFT keeps LoRA adapters over a 16-bit base in fp32 (build() resolves it); the planner
   // once estimated its modes with the adapters in the base dtype, below the report's peak.
@@ -158,9 +160,10 @@ TEST_CASE("planner: every mode's peak is estimate()'s peak for the mode's run, L
     run.lora_rank = runtime_value(16);
     const auto plan = memscale::make_plan(memscale::presets::llama_2_7b, run, gpu);
     for (const auto& m : plan.modes) {
-      const auto report = memscale::estimate(memscale::presets::llama_2_7b, m.run);
+      const auto report = memscale::estimate_on_device(memscale::presets::llama_2_7b, m.run, &gpu);
       INFO(memscale::to_string(p) << " " << memscale::to_string(m.m));
-      CHECK(m.peak == memscale::overall_peak(report).device);
+      CHECK(m.peak == report.device);
+      CHECK(m.tensor_peak == report.tensor);
     }
   }
 }

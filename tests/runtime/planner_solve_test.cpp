@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <memscale/detail/largest_fitting.hpp>
+#include <memscale/device_peak.hpp>
 #include <memscale/error_band.hpp>
 #include <memscale/gpus.hpp>
 #include <memscale/modes.hpp>
@@ -377,7 +378,7 @@ memscale::plan_result bisection_plan_of_modes(const memscale::model_spec& model,
 
 memscale::plan_result bisection_plan(const memscale::model_spec& model, const training_spec& run,
                                      const memscale::gpu_spec& gpu, const memscale::plan_options& options) {
-  return md::with_cheaper_levers(bisection_plan_of_modes(model, run, gpu, options), model, run, gpu);
+  return md::with_cheaper_levers(bisection_plan_of_modes(model, run, gpu, options), model, run, gpu, options.device);
 }
 
 // The first field in which two mode plans differ ("" when none).
@@ -588,7 +589,6 @@ TEST_CASE("the search's probe decides as a full mode plan does, and its solver a
     for (const mode m : {mode::none, mode::conservative, mode::balanced, mode::aggressive}) {
       INFO("mode " << static_cast<int>(m));
       const training_spec t = memscale::apply_mode(c.run, m, c.gpu);
-      const memscale::error_band& band = memscale::band_of(memscale::class_of(c.model, t));
       memscale::mode_plan full{};
       try {
         validate(c.model);
@@ -597,7 +597,7 @@ TEST_CASE("the search's probe decides as a full mode plan does, and its solver a
       } catch (const std::exception&) {
         break;  // an invalid run: make_plan refuses it (the test above)
       }
-      REQUIRE(md::peak_upper_end(c.model, t, band) == full.range.high);
+      REQUIRE(md::peak_upper_end(c.model, t, c.gpu) == full.range.high);
       REQUIRE((full.range.high <= budget) == full.fits);
 
       // Micro-batch: every mode, from nothing known, over a short range.
@@ -605,14 +605,23 @@ TEST_CASE("the search's probe decides as a full mode plan does, and its solver a
       const auto value_at = [&](u64 b) {
         training_spec at = t;
         at.micro_batch = b;
-        return md::peak_upper_end(c.model, at, band).value;
+        return md::peak_upper_end(c.model, at, c.gpu).value;
       };
       const auto fits_at = [&](u64 b) {
         training_spec at = c.run;
         at.micro_batch = b;
         return md::mode_fits(c.model, at, c.gpu, m, budget);
       };
-      REQUIRE(md::largest_within_budget(hi, budget.value, value_at) == md::largest_fitting(hi, fits_at));
+      const u64 solved = md::largest_within_budget(hi, budget.value, value_at);
+      if (memscale::estimate_on_device(c.model, t, &c.gpu).replayed()) {
+        // Replayed through the caching allocator, a peak is not strictly monotone in the
+        // micro-batch (best fit packs the blocks of neighbouring sizes differently), so more than
+        // one crossing can exist: the solver lands on one.
+        REQUIRE((solved == 0 || fits_at(solved)));
+        REQUIRE((solved == hi || !fits_at(solved + 1)));
+      } else {
+        REQUIRE(solved == md::largest_fitting(hi, fits_at));
+      }
       ++searched;
     }
   }

@@ -11,9 +11,9 @@
 // A planning kind K (a model held by reference) gives:
 //   k.validate()                         the model's own checks
 //   k.mode_run(request, m, gpu)          the request with mode m's techniques switched on
-//   k.band_for(run)                      the accuracy report's error band for the run's class
 //   k.plan_run(request, run, gpu, m, b)  run's mode_plan against budget b (mode_plan_of + costs)
-//   k.peak_upper_end(run, band)          what plan_run(...).range.high is, from one estimate
+//   k.peak_upper_end(run)                what plan_run(...).range.high is, from one estimate (the
+//                                        band is the one that estimate carries)
 //   K::reason_for(m)                     why mode m is the answer when the request fits in it
 //   K::why_order_inverts, K::nothing_fits_reason
 //   K::streams_parameters                whether AGGRESSIVE + parameters from the host is modelled
@@ -38,13 +38,11 @@
 namespace memscale::detail {
 
 template <class K>
-concept planning_kind = requires(const K& k, const training_spec& t, const gpu_spec& g, mode m, bytes b,
-                                 const error_band& band) {
+concept planning_kind = requires(const K& k, const training_spec& t, const gpu_spec& g, mode m, bytes b) {
   k.validate();
   { k.mode_run(t, m, g) } -> std::same_as<training_spec>;
-  { k.band_for(t) } -> std::convertible_to<error_band>;
   { k.plan_run(t, t, g, m, b) } -> std::same_as<mode_plan>;
-  { k.peak_upper_end(t, band) } -> std::same_as<bytes>;
+  { k.peak_upper_end(t) } -> std::same_as<bytes>;
   { K::reason_for(m) } -> std::same_as<std::string_view>;
   { K::why_order_inverts } -> std::convertible_to<std::string_view>;
   { K::nothing_fits_reason } -> std::convertible_to<std::string_view>;
@@ -98,7 +96,6 @@ constexpr void validate_plan_input(const K& kind, const training_spec& run, cons
 // fits and none from `over.at` on does (at == 0: none known yet).
 struct mode_search {
   training_spec run{};  // the request with the mode's techniques; micro_batch varies
-  error_band band{};
   bytes budget{};
   probe_point fits{};
   probe_point over{};
@@ -108,7 +105,7 @@ struct mode_search {
   constexpr std::uint64_t value_at(const K& kind, std::uint64_t b) {
     training_spec t = run;
     t.micro_batch = b;
-    const std::uint64_t v = kind.peak_upper_end(t, band).value;
+    const std::uint64_t v = kind.peak_upper_end(t).value;
     if (v <= budget.value) {
       if (b > fits.at) fits = {b, v};
     } else if (over.at == 0 || b < over.at) {
@@ -146,7 +143,6 @@ constexpr mode_search search_of(const K& kind, const mode_plan& p, const trainin
                                 bytes budget) {
   mode_search s{};
   s.run = kind.mode_run(request, p.m, gpu);
-  s.band = p.band;
   s.budget = budget;
   (p.fits ? s.fits : s.over) = probe_point{request.micro_batch, p.range.high.value};
   return s;
@@ -178,6 +174,7 @@ constexpr plan_result plan_with(const K& kind, const training_spec& run, const g
   plan_result r{};
   r.vram = gpu.memory;
   r.headroom = validated_headroom(options);
+  r.device = options.device;
   r.budget = budget_of(gpu, options);
   r.effective_batch = checked_mul(run.micro_batch, run.grad_accum);
   r.micro_batch = run.micro_batch;
@@ -294,10 +291,9 @@ constexpr plan_result plan_with(const K& kind, const training_spec& run, const g
     //    only if it fits one more than the best so far (one estimate otherwise).
     for (const mode m : search_order) {
       training_spec t = kind.mode_run(single, m, gpu);
-      const error_band band = kind.band_for(t);
       const auto value_at = [&](std::uint64_t len) {
         t.seq_len = len;
-        return kind.peak_upper_end(t, band).value;
+        return kind.peak_upper_end(t).value;
       };
       // At micro-batch 1 the request is `single` itself: its full length is known not to fit.
       const probe_point over = run.micro_batch == 1
@@ -340,7 +336,7 @@ constexpr request_fit fit_with(const K& kind, const training_spec& run, const gp
   static_cast<void>(checked_mul(run.micro_batch, run.grad_accum));  // the effective batch, as plan_with checks it
   for (const mode m : all_modes) {
     const training_spec t = kind.mode_run(run, m, gpu);
-    const bytes need = kind.peak_upper_end(t, kind.band_for(t));
+    const bytes need = kind.peak_upper_end(t);
     if (need <= f.budget) {
       f.fits = true;
       f.least_required = need;

@@ -110,7 +110,9 @@ inline json run_report_json(const run_input& in, const estimate_result& result, 
 
 // The plan of `in` on `gpu`, with the document's headroom.
 inline plan_result plan_run(const run_input& in, const gpu_spec& gpu) {
-  return make_plan(in.model, in.run, gpu, plan_options{.headroom = in.headroom.value_or(default_headroom)});
+  return make_plan(in.model, in.run, gpu,
+                   plan_options{.headroom = in.headroom.value_or(default_headroom),
+                                .device = device_options_of(in.alloc_conf, in.context_memory)});
 }
 
 // The estimate of `in`; with a GPU, of the run on it (its BLAS workspace), as the plan does.
@@ -131,15 +133,15 @@ inline std::vector<std::uint64_t> cliff_micro_batches(const training_spec& run, 
 
 // The planner's own plan of mode `m` for the run at another micro-batch.
 inline mode_plan cliff_plan(const model_spec& model, training_spec run, std::uint64_t micro_batch, const gpu_spec& gpu,
-                            mode m, bytes budget) {
+                            mode m, bytes budget, const device_options& device = {}) {
   run.micro_batch = micro_batch;
-  return memscale::detail::plan_mode(model, run, gpu, m, budget);
+  return memscale::detail::plan_mode(model, run, gpu, m, budget, device);
 }
 
 // Device peak of mode `m` for the run at another micro-batch.
 inline bytes cliff_peak(const model_spec& model, const training_spec& run, std::uint64_t micro_batch,
-                        const gpu_spec& gpu, mode m, bytes budget) {
-  return cliff_plan(model, run, micro_batch, gpu, m, budget).peak;
+                        const gpu_spec& gpu, mode m, bytes budget, const device_options& device = {}) {
+  return cliff_plan(model, run, micro_batch, gpu, m, budget, device).peak;
 }
 
 // {"micro_batch": [1, 2, ...], "peak": {"none": [bytes, ...], "conservative": ..., ...}}.
@@ -149,7 +151,7 @@ inline json cliff_json(const run_input& in, const gpu_spec& gpu, const plan_resu
   json peaks = json::object();
   for (const auto m : modes) {
     json row = json::array();
-    for (const auto b : batches) row.push_back(cliff_peak(in.model, in.run, b, gpu, m, plan.budget).value);
+    for (const auto b : batches) row.push_back(cliff_peak(in.model, in.run, b, gpu, m, plan.budget, plan.device).value);
     peaks[std::string(to_string(m))] = row;
   }
   return {{"micro_batch", batches}, {"peak", peaks}};

@@ -79,8 +79,8 @@ struct vision_planning {
                                bytes budget) const {
     return memscale::detail::mode_plan_of(m, request, run, estimate(model, run), band_for(run), budget);
   }
-  constexpr bytes peak_upper_end(const training_spec& run, const error_band& band) const {
-    return range_of(overall_peak(estimate(model, run)).device, band).high;
+  constexpr bytes peak_upper_end(const training_spec& run) const {
+    return range_of(overall_peak(estimate(model, run)).device, band_for(run)).high;
   }
 };
 
