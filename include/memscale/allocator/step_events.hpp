@@ -464,12 +464,16 @@ class step_walker {
 
   // for_each_trainable_tensor (estimate/optimizer.hpp) with the walk's layer count, tensor by
   // tensor as the parameters are stored: fn(rows, cols, stack), stack > 1 for stacked experts.
+  // Per-expert tensors go op by op (each op's copies in every layer). Stacked experts go in
+  // model.parameters() order, layer by layer, as the optimizer's param group holds them
+  // (torch/optim/adam.py@dc80ccde Adam._init_group walks group["params"], AdamW is Adam with
+  // decoupled decay; the olmoe and qwen2moe histories make each layer's gate_up and down state
+  // before the next layer's).
   template <class Fn>
   constexpr void each_trainable_tensor(Fn&& fn) const {
-    for (std::size_t i = 0; i < g_.size; ++i) {
+    auto tensors_of = [&](std::size_t i, std::uint64_t repeats) {
       const op& o = g_.ops[i];
-      if (o.frozen) continue;
-      const std::uint64_t repeats = (i >= g_.block_begin && i < g_.block_end) ? layers_ : 1;
+      if (o.frozen) return;
       const stored_layout n = layout_of(i);
       const bool stacked = stack_role_[i] != stack_role::none;
       const std::uint64_t weight_stack = stacked ? o.weight.count : 1;
@@ -478,7 +482,15 @@ class step_walker {
         for (std::uint64_t c = 0; c < repeats * n.weight_tensors; ++c) fn(n.weight_rows, o.weight.cols, weight_stack);
       if (o.bias.rows != 0 && n.bias != 0)
         for (std::uint64_t c = 0; c < repeats * n.bias_tensors; ++c) fn(n.bias_rows, std::uint64_t{1}, bias_stack);
+    };
+    if (g_.stacked_experts) {
+      for (std::size_t i = 0; i < g_.block_begin; ++i) tensors_of(i, 1);
+      for (std::uint64_t l = 0; l < layers_; ++l)
+        for (std::size_t i = g_.block_begin; i < g_.block_end; ++i) tensors_of(i, 1);
+      for (std::size_t i = g_.block_end; i < g_.size; ++i) tensors_of(i, 1);
+      return;
     }
+    for (std::size_t i = 0; i < g_.size; ++i) tensors_of(i, (i >= g_.block_begin && i < g_.block_end) ? layers_ : 1);
   }
 
   const graph& g_;
