@@ -72,13 +72,15 @@ struct digest {
     for (const bytes b : {out, extra, fwd, bwd, grad_in, grad_out}) add(b);
   }
   constexpr void add(const graph& g) {
-    const auto& [ops, size, begin, end, repeats, inputs, buffers, stream_grad, carried, held] = g;
+    const auto& [ops, size, begin, end, repeats, inputs, buffers, stream_grad, carried, held, stacked_experts] = g;
     add(std::uint64_t{size});
     for (std::size_t i = 0; i < size; ++i) add(ops[i]);
     add(std::uint64_t{begin});
     add(std::uint64_t{end});
     add(repeats);
     for (const bytes b : {inputs, buffers, stream_grad, carried, held}) add(b);
+    // Added only when set, so the pinned digests of graphs without stacked experts stay.
+    if (stacked_experts) add(stacked_experts);
   }
   constexpr void add(const encoder_decoder_graph& g) {
     const auto& [encoder, decoder, output, saved, output_grad, encoder_held, decoder_held, encoder_bias_grad,

@@ -3,8 +3,9 @@
 // sgd.py: momentum_buffer = clone(grad)), then the step's temporaries (estimate/optimizer.hpp
 // step_temporaries_of, made literal).
 //
-// `each(fn)` calls fn(rows, cols) once per trainable tensor copy; `ids` makes and drops the
-// tensors (alloc(size) -> id, free(id)).
+// `each(fn)` calls fn(rows, cols, stack) once per trainable tensor: `stack` matrices of rows x
+// cols in one tensor (stacked experts, [stack, rows, cols]; 1 otherwise); `ids` makes and drops
+// the tensors (alloc(size) -> id, free(id)).
 #pragma once
 
 #include <array>
@@ -20,8 +21,9 @@ namespace memscale::allocator::detail {
 
 // The state of one parameter tensor (tensor_state_bytes, tensor by tensor).
 template <class Ids>
-constexpr void create_state(std::uint64_t rows, std::uint64_t cols, const training_spec& run, dtype t, Ids& ids) {
-  const std::uint64_t n = memscale::detail::checked_mul(rows, cols);
+constexpr void create_state(std::uint64_t rows, std::uint64_t cols, std::uint64_t stack, const training_spec& run,
+                            dtype t, Ids& ids) {
+  const std::uint64_t n = memscale::detail::checked_mul(rows, cols, stack);
   const bool step_on_device = run.device == device_kind::cpu || run.optimizer_impl == optimizer_implementation::fused;
   switch (run.optimizer) {
     case optimizer_kind::sgd: return;
@@ -45,9 +47,11 @@ constexpr void create_state(std::uint64_t rows, std::uint64_t cols, const traini
       ids.alloc(storage(dtype::fp32, memscale::detail::ceil_div(n, bnb_state_block)).value);
       return;
     case optimizer_kind::adafactor:
+      // A 3-D tensor's factors keep the leading dimension: shape[:-1] and shape[:-2] + shape[-1:]
+      // (transformers optimization.py Adafactor.step, exp_avg_sq_row / exp_avg_sq_col).
       if (cols > 1) {
-        ids.alloc(storage(t, rows).value);
-        ids.alloc(storage(t, cols).value);
+        ids.alloc(storage(t, memscale::detail::checked_mul(rows, stack)).value);
+        ids.alloc(storage(t, memscale::detail::checked_mul(cols, stack)).value);
       } else {
         ids.alloc(storage(t, n).value);
       }
@@ -61,11 +65,14 @@ template <class Each, class Ids, std::size_t N>
 constexpr void optimizer_step_events(const training_spec& run, dtype trainable, bool first, Each&& each, Ids& ids,
                                      std::array<std::uint32_t, N>& temps) {
   if (run.offload_optimizer) return;
-  if (first) each([&](std::uint64_t rows, std::uint64_t cols) { create_state(rows, cols, run, trainable, ids); });
+  if (first)
+    each([&](std::uint64_t rows, std::uint64_t cols, std::uint64_t stack) {
+      create_state(rows, cols, stack, run, trainable, ids);
+    });
   const bool adam_like = run.optimizer == optimizer_kind::adam || run.optimizer == optimizer_kind::adamw;
   const bool two_of_largest = run.optimizer == optimizer_kind::lion || run.optimizer == optimizer_kind::adafactor;
-  auto two_at_a_time = [&](std::uint64_t rows, std::uint64_t cols) {
-    const std::uint64_t b = storage(trainable, memscale::detail::checked_mul(rows, cols)).value;
+  auto two_at_a_time = [&](std::uint64_t rows, std::uint64_t cols, std::uint64_t stack) {
+    const std::uint64_t b = storage(trainable, memscale::detail::checked_mul(rows, cols, stack)).value;
     std::uint32_t a = ids.alloc(b);
     std::uint32_t c = ids.alloc(b);
     ids.free(a);
@@ -83,8 +90,8 @@ constexpr void optimizer_step_events(const training_spec& run, dtype trainable, 
         // (two before torch 2.1), alive until the update is applied.
         const std::uint32_t per_tensor = run.torch_version < 201 ? 2 : 1;
         std::size_t count = 0;
-        each([&](std::uint64_t rows, std::uint64_t cols) {
-          const std::uint64_t b = storage(trainable, memscale::detail::checked_mul(rows, cols)).value;
+        each([&](std::uint64_t rows, std::uint64_t cols, std::uint64_t stack) {
+          const std::uint64_t b = storage(trainable, memscale::detail::checked_mul(rows, cols, stack)).value;
           for (std::uint32_t t = 0; t < per_tensor; ++t) {
             if (count >= N)
               memscale::detail::fail(error_code::unsupported, "event stream",

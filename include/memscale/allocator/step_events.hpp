@@ -21,6 +21,8 @@
 //   input stays until the block's backward ends (the checkpoint's saved tensors).
 // - optimizer step (allocator/optimizer_events.hpp); zero_grad(set_to_none=True) frees the
 //   gradients.
+// - experts: one tensor per expert matrix (parameter, gradient, state), or with
+//   graph::stacked_experts one per layer and matrix, a gated MLP's gate and up one tensor.
 // - the BLAS workspace is created at the first matmul, once per thread that runs matmuls: the
 //   forward's and the autograd engine's device thread (CublasHandlePool.cpp: a workspace per
 //   handle and stream, handles per thread); the backward's after that matmul's output.
@@ -86,6 +88,7 @@ class step_walker {
             "event stream", "has more ops x layers than its table capacity",
             memscale::detail::checked_mul(layers_, block_ops_));
     persist_ = run.grad_accum > 1 || !run.zero_grad_to_none;
+    find_stacked_experts();
     // Who frees what in backward: the ops each op is the last (in backward order) to need.
     for (std::size_t i = 0; i < g.size; ++i) release_head_[i] = no_op;
     for (std::size_t j = g.size; j-- > 0;) {
@@ -117,7 +120,7 @@ class step_walker {
   constexpr void setup() {
     enter(0, moment::setup);
     for (std::size_t i = 0; i < SavedCapacity; ++i) saved_out_[i] = saved_extra_[i] = no_tensor;
-    for_each_op([&](std::size_t i) { parameters_of(g_.ops[i]); });
+    for_each_op([&](std::size_t i) { parameters_of(i); });
     if (tied_copy_ != 0) {
       std::uint32_t copy = alloc(tied_copy_);
       free(copy);
@@ -127,7 +130,7 @@ class step_walker {
       for (std::uint64_t l = 0; l < layers_; ++l) alloc(per_layer);
       alloc(g_.buffers.value - per_layer * g_.block_repeats);
     }
-    if (persist_) for_each_op([&](std::size_t i) { gradients_of(g_.ops[i]); });
+    if (persist_) for_each_op([&](std::size_t i) { gradients_of(i); });
     // input_ids and labels (graph::inputs: two int64 tensors of the tokens).
     inputs_[0] = alloc(g_.inputs.value / 2);
     inputs_[1] = alloc(g_.inputs.value - g_.inputs.value / 2);
@@ -142,12 +145,70 @@ class step_walker {
     for (std::size_t i = g_.block_end; i < g_.size; ++i) fn(i);
   }
 
-  constexpr void parameters_of(const op& o) {
+  // ---- expert parameters --------------------------------------------------------------
+  // An expert matrix (a projection weight over several experts) that the framework stacks.
+  [[nodiscard]] constexpr bool stacked_expert(const op& o) const {
+    return g_.stacked_experts && o.role == param_role::matmul && o.weight.count > 1 && !o.borrows_weight;
+  }
+  // A gated expert MLP's gate and up projections are adjacent ops over the same input with the
+  // same shape (graph/layers/mlp.hpp dense_mlp); stacked, they are one parameter, gate_up_proj
+  // [E, 2F, H] (graph/layers/mlp.hpp stacked_expert_parameters). The first op of such a pair
+  // owns the whole tensor; the second none.
+  constexpr void find_stacked_experts() {
+    for (std::size_t i = 0; i < g_.size; ++i) stack_role_[i] = stack_role::none;
+    if (!g_.stacked_experts) return;
+    for (std::size_t i = 0; i < g_.size; ++i) {
+      const op& o = g_.ops[i];
+      if (!stacked_expert(o) || stack_role_[i] != stack_role::none) continue;
+      stack_role_[i] = stack_role::alone;
+      if (i + 1 >= g_.size) continue;
+      const op& next = g_.ops[i + 1];
+      const bool pair = stacked_expert(next) && next.weight.rows == o.weight.rows && next.weight.cols == o.weight.cols &&
+                        next.weight.count == o.weight.count && next.frozen == o.frozen &&
+                        next.bias.rows == o.bias.rows && next.bias.count == o.bias.count;
+      if (!pair) continue;
+      stack_role_[i] = stack_role::gate_up;
+      stack_role_[i + 1] = stack_role::in_gate_up;
+    }
+  }
+
+  // Op i's parameters as tensors: `weight_tensors` tensors sharing `weight` elements (all of
+  // them), the bias likewise; rows: the stacked tensor's rows per expert (for the optimizer).
+  struct stored_layout {
+    std::uint64_t weight = 0;
+    std::uint64_t weight_tensors = 0;
+    std::uint64_t bias = 0;
+    std::uint64_t bias_tensors = 0;
+    std::uint64_t weight_rows = 0;
+    std::uint64_t bias_rows = 0;
+  };
+  [[nodiscard]] constexpr stored_layout layout_of(std::size_t i) const {
+    const op& o = g_.ops[i];
     const op_elements n = elements_of(o);
+    switch (stack_role_[i]) {
+      case stack_role::none:
+        return {.weight = n.weight, .weight_tensors = o.weight.count, .bias = n.bias, .bias_tensors = o.bias.count,
+                .weight_rows = o.weight.rows, .bias_rows = o.bias.rows};
+      case stack_role::alone:
+        return {.weight = n.weight, .weight_tensors = 1, .bias = n.bias, .bias_tensors = 1,
+                .weight_rows = o.weight.rows, .bias_rows = o.bias.rows};
+      case stack_role::gate_up: {
+        const op_elements up = elements_of(g_.ops[i + 1]);
+        return {.weight = n.weight + up.weight, .weight_tensors = 1, .bias = n.bias + up.bias, .bias_tensors = 1,
+                .weight_rows = 2 * o.weight.rows, .bias_rows = 2 * o.bias.rows};
+      }
+      case stack_role::in_gate_up: return {};
+    }
+    return {};
+  }
+
+  constexpr void parameters_of(std::size_t i) {
+    const op& o = g_.ops[i];
+    const stored_layout n = layout_of(i);
     const dtype d = o.frozen ? p_.param : p_.trainable;
-    const std::uint64_t copies = o.weight.count;
+    const std::uint64_t copies = n.weight_tensors;
     if (o.weight.rows != 0 && o.borrows_weight && o_.tie_weights_copy) tied_copy_ = storage(d, n.weight).value;
-    if (o.weight.rows != 0 && !o.borrows_weight) {
+    if (o.weight.rows != 0 && !o.borrows_weight && n.weight != 0) {
       const bool quantised = run_.target == training_target::qlora && o.frozen && o.role == param_role::matmul;
       if (quantised) {
         // bitsandbytes Params4bit: packed codes, then the quantisation constants (QuantState).
@@ -159,7 +220,7 @@ class step_walker {
         split_evenly(storage(d, n.weight).value, copies);
       }
     }
-    if (o.bias.rows != 0) split_evenly(storage(d, n.bias).value, o.bias.count);
+    if (o.bias.rows != 0 && n.bias != 0) split_evenly(storage(d, n.bias).value, n.bias_tensors);
   }
 
   // `total` bytes as `copies` tensors (expert copies), the remainder on the last.
@@ -173,12 +234,15 @@ class step_walker {
     alloc(total - each * (copies - 1));
   }
 
-  // Gradients op `o` creates (op_gradient_bytes): kept in grads_ until zero_grad.
-  constexpr void gradients_of(const op& o) {
+  // Gradients op i creates (op_gradient_bytes): kept in grads_ until zero_grad. A stacked
+  // gate_up's gradient comes with the gate's backward, the later of the pair.
+  constexpr void gradients_of(std::size_t i) {
+    const op& o = g_.ops[i];
     if (o.frozen || (o.weight.rows == 0 && o.bias.rows == 0)) return;
-    const op_elements n = elements_of(o);
-    if (!o.weight_grad_exists && o.weight.rows != 0) keep_grads(storage(p_.trainable, n.weight).value, o.weight.count);
-    if (o.bias.rows != 0) keep_grads(storage(p_.trainable, n.bias).value, o.bias.count);
+    const stored_layout n = layout_of(i);
+    if (!o.weight_grad_exists && o.weight.rows != 0 && n.weight != 0)
+      keep_grads(storage(p_.trainable, n.weight).value, n.weight_tensors);
+    if (o.bias.rows != 0 && n.bias != 0) keep_grads(storage(p_.trainable, n.bias).value, n.bias_tensors);
   }
   constexpr void keep_grads(std::uint64_t total, std::uint64_t copies) {
     const std::uint64_t n = copies <= 1 ? 1 : copies;
@@ -374,13 +438,13 @@ class step_walker {
       // Step 1's first backward matmul makes autograd's thread its workspace after its output.
       const bool weight_grad_first = o.kind == op_kind::linear && o.bias.rows == 0 && !o.frozen && !persist_;
       if (weight_grad_first) {
-        gradients_of(o);
+        gradients_of(i);
         if (step_ == 1) blas_workspace_for(o, 1);
       }
       const std::uint32_t grad_in = alloc(o.grad_in.value);
       if (step_ == 1) blas_workspace_for(o, 1);
       std::uint32_t temp = alloc(o.bwd_temp.value);
-      if (!persist_ && !weight_grad_first) gradients_of(o);
+      if (!persist_ && !weight_grad_first) gradients_of(i);
       free(temp);
       free(grad_out);
       for (std::uint16_t j = release_head_[i]; j != no_op; j = release_next_[j])
@@ -395,22 +459,38 @@ class step_walker {
   // ---- optimizer ------------------------------------------------------------------------
   constexpr void optimizer_step(bool first) {
     optimizer_step_events(
-        run_, p_.trainable, first, [&](auto&& fn) { each_trainable_tensor(g_, layers_, fn); }, events_, temps_);
+        run_, p_.trainable, first, [&](auto&& fn) { each_trainable_tensor(fn); }, events_, temps_);
   }
 
-  // for_each_trainable_tensor (estimate/optimizer.hpp) with the walk's layer count: fn(rows, cols)
-  // once per tensor copy.
+  // for_each_trainable_tensor (estimate/optimizer.hpp) with the walk's layer count, tensor by
+  // tensor as the parameters are stored: fn(rows, cols, stack), stack > 1 for stacked experts.
+  // Per-expert tensors go op by op (each op's copies in every layer). Stacked experts go in
+  // model.parameters() order, layer by layer, as the optimizer's param group holds them
+  // (torch/optim/adam.py@dc80ccde Adam._init_group walks group["params"], AdamW is Adam with
+  // decoupled decay; the olmoe and qwen2moe histories make each layer's gate_up and down state
+  // before the next layer's).
   template <class Fn>
-  static constexpr void each_trainable_tensor(const graph& g, std::uint64_t layers, Fn&& fn) {
-    for (std::size_t i = 0; i < g.size; ++i) {
-      const op& o = g.ops[i];
-      if (o.frozen) continue;
-      const std::uint64_t repeats = (i >= g.block_begin && i < g.block_end) ? layers : 1;
-      if (!o.borrows_weight && o.weight.rows != 0)
-        for (std::uint64_t c = 0; c < repeats * o.weight.count; ++c) fn(o.weight.rows, o.weight.cols);
-      if (o.bias.rows != 0)
-        for (std::uint64_t c = 0; c < repeats * o.bias.count; ++c) fn(o.bias.rows, std::uint64_t{1});
+  constexpr void each_trainable_tensor(Fn&& fn) const {
+    auto tensors_of = [&](std::size_t i, std::uint64_t repeats) {
+      const op& o = g_.ops[i];
+      if (o.frozen) return;
+      const stored_layout n = layout_of(i);
+      const bool stacked = stack_role_[i] != stack_role::none;
+      const std::uint64_t weight_stack = stacked ? o.weight.count : 1;
+      const std::uint64_t bias_stack = stacked ? o.bias.count : 1;
+      if (!o.borrows_weight && o.weight.rows != 0 && n.weight != 0)
+        for (std::uint64_t c = 0; c < repeats * n.weight_tensors; ++c) fn(n.weight_rows, o.weight.cols, weight_stack);
+      if (o.bias.rows != 0 && n.bias != 0)
+        for (std::uint64_t c = 0; c < repeats * n.bias_tensors; ++c) fn(n.bias_rows, std::uint64_t{1}, bias_stack);
+    };
+    if (g_.stacked_experts) {
+      for (std::size_t i = 0; i < g_.block_begin; ++i) tensors_of(i, 1);
+      for (std::uint64_t l = 0; l < layers_; ++l)
+        for (std::size_t i = g_.block_begin; i < g_.block_end; ++i) tensors_of(i, 1);
+      for (std::size_t i = g_.block_end; i < g_.size; ++i) tensors_of(i, 1);
+      return;
     }
+    for (std::size_t i = 0; i < g_.size; ++i) tensors_of(i, (i >= g_.block_begin && i < g_.block_end) ? layers_ : 1);
   }
 
   const graph& g_;
@@ -438,6 +518,8 @@ class step_walker {
   std::array<std::uint16_t, graph_capacity> release_head_;  // first op whose output op i releases
   std::array<std::uint16_t, graph_capacity> release_next_;  // the next one released by the same op
   std::uint32_t carried_ = no_tensor;
+  enum class stack_role : std::uint8_t { none, alone, gate_up, in_gate_up };
+  std::array<stack_role, graph_capacity> stack_role_;  // written in the constructor
 };
 
 }  // namespace detail

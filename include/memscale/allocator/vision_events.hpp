@@ -125,8 +125,8 @@ class vision_walker {
           for (std::size_t i = 0; i < g_.size; ++i) {
             const op& o = g_.ops[i];
             if (o.frozen) continue;
-            if (!o.borrows_weight && o.weight.rows != 0) fn(o.weight.rows, o.weight.cols);
-            if (o.bias.rows != 0) fn(o.bias.rows, std::uint64_t{1});
+            if (!o.borrows_weight && o.weight.rows != 0) fn(o.weight.rows, o.weight.cols, std::uint64_t{1});
+            if (o.bias.rows != 0) fn(o.bias.rows, std::uint64_t{1}, std::uint64_t{1});
           }
         },
         events_, temps_);

@@ -9,6 +9,7 @@
 #include "memscale/error.hpp"
 #include "memscale/graph/encoder_decoder_graph.hpp"
 #include "memscale/graph/graph.hpp"
+#include "memscale/graph/layers/mlp.hpp"
 #include "memscale/graph/model_layout.hpp"
 #include "memscale/graph/recipes/decoder_stack.hpp"
 #include "memscale/graph/recipes/encoder_decoder.hpp"
@@ -65,6 +66,7 @@ constexpr model_graph build(const model_spec& model, const training_spec& reques
     recipes::build_encoder_decoder(model, g.run, g.stacks);
   else
     recipes::build_decoder_stack(model, g.run, g.stacks.decoder);
+  g.stacks.decoder.stacked_experts = graph_layers::stacked_expert_parameters(model, g.run);
   return g;
 }
 

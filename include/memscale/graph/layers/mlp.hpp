@@ -42,6 +42,23 @@ constexpr bool grouped_mm_experts(const layer_context& ctx) {
          ctx.model.impl == implementation::hf_transformers && ctx.run.framework == framework_kind::hf;
 }
 
+// Experts whose parameters are one 3-D tensor per matrix and layer, [experts, out, in], with
+// a gated MLP's gate and up projections one tensor (gate_up_proj [E, 2F, H]): every Hugging
+// Face MoE from transformers 5.0 (the experts interface above: OlmoeExperts, Qwen3MoeExperts,
+// Qwen2MoeExperts, PhimoeExperts in 5.17.0, the release of the H100 records; their histories,
+// docs/data/gpu_allocator_history/family-olmoe-*: one 512 MiB gate_up_proj and one 256 MiB
+// down_proj per layer), gpt-oss in every release (modeling_gpt_oss.py@00d4b3d2 GptOssExperts:
+// gate_up_proj [E, H, 2F] and its bias [E, 2F]) and GraniteMoE's ParallelExperts
+// (modeling_granitemoe.py GraniteMoeParallelExperts.weight [E, out, in], input_linear 2F wide).
+// Before 5.0 the others keep an nn.ModuleList of per-expert nn.Linear gate_proj, up_proj,
+// down_proj (modeling_olmoe.py@00dcc6dd OlmoeMLP).
+constexpr bool stacked_expert_parameters(const model_spec& m, const training_spec& run) {
+  if (m.experts == 0) return false;
+  const bool experts_interface = !m.experts_in_one_pass && run.transformers_version >= 500 &&
+                                 m.impl == implementation::hf_transformers && run.framework == framework_kind::hf;
+  return experts_interface || m.experts_in_one_pass || m.expert_weight_copies;
+}
+
 // grouped_mm copies no expert's weight (docs/source/en/experts_interface.md@0409b2f0: "avoids
 // duplicating expert parameters"): its matmul saves the parameter itself.
 constexpr bool copies_expert_weights(const layer_context& ctx) {
