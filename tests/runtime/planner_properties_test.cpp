@@ -145,7 +145,7 @@ TEST_CASE("planner: the unoptimized peak is the device estimate's peak for the s
     const auto report = memscale::estimate_on_device(memscale::presets::gpt2_medium, memscale::on_gpu(run, *found), &*found);
     INFO(name);
     CHECK(plan.unoptimized_peak == report.device);
-    CHECK(report.replayed() == (found->vendor == memscale::gpu_vendor::nvidia));
+    CHECK(report.replayed());
   }
 }
 

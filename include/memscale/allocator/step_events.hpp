@@ -71,15 +71,15 @@ struct held_tensor {
 template <class Sink, std::size_t IdCapacity, std::size_t SavedCapacity>
 class step_walker {
  public:
-  constexpr step_walker(const graph& g, const training_spec& run, const step_stream_options& o, Sink& sink)
-      : g_(g), run_(run), p_(precision_policy_of(run)), o_(o), events_(sink),
+  constexpr step_walker(const graph& g, const training_spec& spec, const step_stream_options& o, Sink& sink)
+      : g_(g), run_(spec), p_(precision_policy_of(spec)), o_(o), events_(sink),
         layers_(o.layers != 0 ? o.layers : g.block_repeats) {
     using memscale::detail::require;
-    require(run.shard == sharding::none && run.data_parallel == 1, error_code::unsupported, "run.data_parallel",
-            "the allocator's event stream covers one GPU without sharding", run.data_parallel);
-    require(!run.offload_optimizer && !run.offload_parameters && !run.offload_activations, error_code::unsupported,
+    require(spec.shard == sharding::none && spec.data_parallel == 1, error_code::unsupported, "run.data_parallel",
+            "the allocator's event stream covers one GPU without sharding", spec.data_parallel);
+    require(!spec.offload_optimizer && !spec.offload_parameters && !spec.offload_activations, error_code::unsupported,
             "run.offload_*", "the allocator's event stream does not model offloading", 1);
-    require(!run.optimizer_in_backward, error_code::unsupported, "run.optimizer_in_backward",
+    require(!spec.optimizer_in_backward, error_code::unsupported, "run.optimizer_in_backward",
             "the allocator's step stream walks an optimizer step after backward", 1);
     require(layers_ > 0 && g.block_end > g.block_begin, error_code::unsupported, "graph", "needs a repeated block",
             layers_);
@@ -87,7 +87,7 @@ class step_walker {
     require(memscale::detail::checked_mul(layers_, block_ops_) + g.size <= SavedCapacity, error_code::unsupported,
             "event stream", "has more ops x layers than its table capacity",
             memscale::detail::checked_mul(layers_, block_ops_));
-    persist_ = run.grad_accum > 1 || !run.zero_grad_to_none;
+    persist_ = spec.grad_accum > 1 || !spec.zero_grad_to_none;
     find_stacked_experts();
     // Who frees what in backward: the ops each op is the last (in backward order) to need.
     for (std::size_t i = 0; i < g.size; ++i) release_head_[i] = no_op;
