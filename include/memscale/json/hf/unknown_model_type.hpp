@@ -19,7 +19,7 @@ namespace memscale::json_io::hf {
 namespace detail {
 
 // The supported model_type nearest to `type`: the longest one `type` starts with
-// ("qwen2_vl" -> qwen2, "llama4_text" -> llama), else the closest by edit distance ("olmo3" ->
+// ("qwen2_audio" -> qwen2, "llama5" -> llama), else the closest by edit distance ("olmo3" ->
 // olmo2); empty when none is close.
 inline std::string nearest_model_type(std::string_view type, const std::vector<std::string_view>& supported) {
   std::string_view prefix;
