@@ -264,7 +264,9 @@ constexpr tensor mixture_of_experts(const layer_context& ctx, tensor in) {
 // copy), the mul saving both; the experts' bmm over experts x tokens rows, as a gated MLP of the
 // expert weights (gate_up's input saved once, gate_up, silu's input and output, the product);
 // the sum over experts saves nothing; the shared expert over every token, then out.add_
-// (written as a new tensor: the upper side).
+// (written as a new tensor: the upper side). gate_up_proj and down_proj are nn.Parameters, not
+// nn.Linear modules: LoRA's target modules and bitsandbytes' 4-bit Linears replace neither, so the
+// experts stay unadapted in the load dtype (frozen under LoRA).
 constexpr tensor experts_on_every_token(const layer_context& ctx, tensor in) {
   op_writer& ops = ctx.ops;
   const model_spec& m = ctx.model;
@@ -284,7 +286,10 @@ constexpr tensor experts_on_every_token(const layer_context& ctx, tensor in) {
   const tensor scaled = ops.elementwise(routed, in.type);
   ops.keep(repeated, scaled);
   ops.keep(column, scaled);
-  const tensor expert_out = dense_mlp(ctx, scaled, m.ffn, {.rows = scores, .copies = m.experts});
+  layer_context parameters = ctx;
+  parameters.adapters.targets = 0;
+  parameters.adapters.base.four_bit = false;
+  const tensor expert_out = dense_mlp(parameters, scaled, m.ffn, {.rows = scores, .copies = m.experts});
   const tensor summed = ops.elementwise(expert_out, detail::checked_mul(tokens, m.hidden), expert_out.type);
   const tensor shared = dense_mlp(ctx, in, m.shared_expert_ffn, {.rows = tokens});
   return ops.add(shared, summed);

@@ -196,16 +196,17 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
   idle_tower(ctx);
   input_embeddings(ctx);
   graph_builder& sections = ops.sections();
-  // A block of several layers is one unit to the walkers: checkpointing one layer at a time is not
-  // what they would read.
+  // A block of several layers is one unit to the walkers: checkpointed, it keeps one input per
+  // period instead of one per layer and recomputes the whole period at once, which overstates the
+  // recompute peak by more than the inputs it leaves out (the upper side). torchtitan's every k-th
+  // block would count periods, not layers: refused.
   const std::uint64_t period = layers_per_block(model);
   detail::require(model.layers % period == 0, error_code::unsupported, "model.layers",
                   "must be a multiple of the layer pattern's period (lcm of model.moe_layer_step and "
                   "model.nope_layer_interval)", model.layers);
-  detail::require(period == 1 || (run.ckpt == checkpointing::none && run.sac == selective_ac::none),
-                  error_code::unsupported, "run.ckpt",
-                  "must be none for a model whose layers differ by position (Llama 4): per-layer checkpointing "
-                  "of a pattern of layers is not modelled", static_cast<std::uint64_t>(run.ckpt));
+  detail::require(period == 1 || run.sac == selective_ac::none, error_code::unsupported, "run.sac",
+                  "must be none for a model whose layers differ by position (Llama 4): its blocks are periods "
+                  "of layers", static_cast<std::uint64_t>(run.sac));
   sections.begin_block();
   if (has_attention(model))
     transformer_period(ctx);
