@@ -35,8 +35,9 @@ enum class head_kind : std::uint8_t { causal_lm, masked_lm, sequence_classificat
 // x + norm(f(x))), sandwich (Gemma 2/3: x + norm(f(norm(x)))).
 enum class branch_norms : std::uint8_t { pre, post, sandwich };
 // RMSNorm on queries and keys before RoPE: per_head over head_dim (Qwen3, Gemma 3),
-// full_width over all heads at once (OLMo 2: one norm of heads*head_dim, one of kv*head_dim).
-enum class qk_norm_kind : std::uint8_t { none, per_head, full_width };
+// full_width over all heads at once (OLMo 2: one norm of heads*head_dim, one of kv*head_dim);
+// l2: a weightless fp32 RMS norm over head_dim after RoPE (Llama 4's Llama4TextL2Norm).
+enum class qk_norm_kind : std::uint8_t { none, per_head, full_width, l2 };
 // The code that runs the model: what autograd keeps differs between implementations.
 enum class implementation : std::uint8_t { hf_transformers, litgpt };
 // What mixes tokens in a block: self-attention, or a state-space mixer (Mamba-1's selective
@@ -138,6 +139,20 @@ struct model_spec {
   // expert's weights are copied and the matmul saves the copy.
   bool expert_weight_copies = false;
   bool router_bias = false;             // the router Linear has a bias (gpt-oss)
+  // Every expert runs every token, the router's sigmoid scores (zero off the top-k) weighting the
+  // experts' inputs (Llama 4): experts x tokens rows through each expert matrix.
+  bool experts_on_every_token = false;
+  // RoPE as the complex product of an fp32 copy of q and k (Llama 4): fp32 temporaries under 16 bits.
+  bool rotary_complex = false;
+  // Layers that differ by position (graph/layers/layer_pattern.hpp). Layer i (from 0) has the
+  // model's experts when (i + 1) % moe_layer_step == 0, else a dense MLP of dense_ffn (0: every
+  // layer has the model's MLP); it has no RoPE and no qk-norm when (i + 1) % nope_layer_interval
+  // == 0 (0: none).
+  std::uint64_t moe_layer_step = 0;
+  std::uint64_t dense_ffn = 0;
+  std::uint64_t nope_layer_interval = 0;
+  // NoPE layers scale the query by a per-position fp32 tensor (Llama 4 attn_temperature_tuning).
+  bool nope_attention_temperature = false;
   // The base model makes a 2-D all-ones attention_mask when none is given (OPT, BLOOM), so its
   // 4-D causal mask is a (b, 1, s, s) copy, held with it through the blocks (graph::held).
   bool builds_attention_mask = false;
@@ -275,6 +290,12 @@ constexpr const model_spec& validate(const model_spec& m) {
   require(!m.expert_weight_copies || m.experts > 0, bad, "model.expert_weight_copies",
           "needs experts > 0 (it copies expert weights)", m.experts);
   require(!m.router_bias || m.experts > 0, bad, "model.router_bias", "needs experts > 0 (a router)", m.experts);
+  require(!m.experts_on_every_token || m.experts > 0, bad, "model.experts_on_every_token", "needs experts > 0",
+          m.experts);
+  require(m.moe_layer_step <= 1 || (m.experts > 0 && m.dense_ffn > 0), bad, "model.moe_layer_step",
+          "needs experts > 0 and model.dense_ffn > 0 (the layers between MoE layers)", m.moe_layer_step);
+  require(!m.nope_attention_temperature || m.nope_layer_interval > 0, bad, "model.nope_attention_temperature",
+          "needs NoPE layers (model.nope_layer_interval > 0)", 1);
   require(!m.shared_expert_gate || m.shared_expert_ffn > 0, bad, "model.shared_expert_gate",
           "needs a shared expert (model.shared_expert_ffn > 0)", 1);
   require(!m.attention_keeps_fused_kv || m.fused_qkv, bad, "model.attention_keeps_fused_kv",

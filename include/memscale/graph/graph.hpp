@@ -94,12 +94,14 @@ struct op {
 };
 static_assert(sizeof(op) <= 112, "op grew: a graph is graph_capacity ops");
 
-inline constexpr std::size_t graph_capacity = 160;
+// A block may hold a period of layers that differ by position (graph/layers/layer_pattern.hpp):
+// Llama 4 Scout's four layers under LoRA on every Linear are 391 ops.
+inline constexpr std::size_t graph_capacity = 512;
 
 // A graph's op storage. Only the first `size` slots ever hold an op; the others stay unwritten
 // at run time (value-initialising 160 ops was 7% of an estimate). In constant evaluation an
 // unused slot holds an empty marker instead, so a graph kept as a constant
-// (`constexpr model_graph g = build(...)`) is complete without writing 160 zero ops. Reading
+// (`constexpr model_graph g = build(...)`) is complete without writing graph_capacity zero ops. Reading
 // a slot before `start` is a compile error in constant evaluation, and no walk reads past `size`.
 class op_slots {
  public:

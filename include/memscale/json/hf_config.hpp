@@ -34,6 +34,7 @@
 #include "memscale/json/hf/granite.hpp"
 #include "memscale/json/hf/internlm2.hpp"
 #include "memscale/json/hf/llama.hpp"
+#include "memscale/json/hf/llama4.hpp"
 #include "memscale/json/hf/mamba.hpp"
 #include "memscale/json/hf/mamba2.hpp"
 #include "memscale/json/hf/mixtral.hpp"
@@ -109,6 +110,8 @@ inline constexpr std::array families{
     family_entry{"gpt_oss", gpt_oss},
     family_entry{"cohere", cohere},
     family_entry{"cohere2", cohere2},
+    family_entry{"llama4_text", llama4_text},
+    family_entry{"llama4", llama4},
     family_entry{"mamba", mamba},
     family_entry{"falcon_mamba", falcon_mamba},
     family_entry{"mamba2", mamba2},

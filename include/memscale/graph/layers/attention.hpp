@@ -298,6 +298,12 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
     qkv.q = ops.elementwise(qkv.q, q_elements, p.matmul);
     qkv.k = ops.elementwise(qkv.k, k_elements, p.matmul);
     if (ops.records_forward_liveness()) rotary_temporaries(ops, q_unrotated, qkv.q, qkv.k);
+    if (m.rotary_complex && p.matmul != dtype::fp32) {
+      // modeling_llama4.py@000c33fd apply_rotary_emb: view_as_complex(x.float()) * freqs_cis, then
+      // .type_as(x): the fp32 copy and the complex product (fp32-sized) exist beside each output.
+      ops.at(qkv.q).fwd_temp += storage(dtype::fp32, q_elements) * 2u;
+      ops.at(qkv.k).fwd_temp += storage(dtype::fp32, k_elements) * 2u;
+    }
     if (m.rotary_cache_per_layer) {
       // The layer's caches cast to the activations' dtype (a copy when they differ), then
       // cos[position_ids] and sin[position_ids]: (1, s, head_dim) each, position_ids being
@@ -313,6 +319,20 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
       // (modeling_qwen2_5_vl.py@00b676f8 apply_multimodal_rotary_pos_emb; counted on q's op).
       ops.at(qkv.q).extra_saved += storage(ops.stream_dtype(), detail::checked_mul(2, ctx.tokens, w.head_dim));
     }
+  }
+  if (m.qk_norm == qk_norm_kind::l2 && m.positions == position_kind::rotary) {
+    // Llama4TextAttention.forward (modeling_llama4.py@000c33fd): qk_norm after RoPE, on the RoPE layers.
+    qkv.q = l2_norm(ctx, qkv.q, {.width = w.head_dim, .rows = detail::checked_mul(ctx.tokens, m.heads)});
+    qkv.k = l2_norm(ctx, qkv.k, {.width = w.head_dim, .rows = detail::checked_mul(ctx.tokens, w.kv_heads)});
+  }
+  if (m.nope_attention_temperature && m.positions == position_kind::none) {
+    // (query_states * attn_scales).to(query_states.dtype) (modeling_llama4.py@000c33fd): the fp32
+    // (1, s, 1, 1) scales, expanded over the batch, promote the product to fp32; the mul saves the
+    // scales for q's gradient, and a 16-bit model casts the product back.
+    const op scale{.kind = op_kind::elementwise, .extra_saved = storage(dtype::fp32, run.seq_len)};
+    const tensor scaled = ops.emit(scale, q_elements, dtype::fp32);
+    ops.reads(qkv.q, scaled);
+    qkv.q = p.matmul == dtype::fp32 ? scaled : ops.elementwise(scaled, q_elements, p.matmul);
   }
   // What a generate() cache takes (DynamicLayer.update): in a prefill the keys after qk-norm and
   // RoPE and the values as they are (views of a fused projection keep all of it); with keys

@@ -274,8 +274,47 @@ constexpr tensor mixture_of_experts(const layer_context& ctx, tensor in) {
   return m.shared_expert_ffn == 0 ? routed : add_shared_expert(ctx, in, routed);
 }
 
+// Llama 4's MoE (modeling_llama4.py@000c33fd Llama4Router, Llama4TextMoe, Llama4TextExperts):
+// router logits; topk keeps its int64 indices (scatter_ saves the same tensor); the scores are
+// full_like(-inf).scatter_(top-k), sigmoid in fp32 (saves its output) cast back; every expert
+// takes every token: hidden_states.repeat(experts, 1) times the scores' transposed column (a
+// copy), the mul saving both; the experts' bmm over experts x tokens rows, as a gated MLP of the
+// expert weights (gate_up's input saved once, gate_up, silu's input and output, the product);
+// the sum over experts saves nothing; the shared expert over every token, then out.add_
+// (written as a new tensor: the upper side). gate_up_proj and down_proj are nn.Parameters, not
+// nn.Linear modules: LoRA's target modules and bitsandbytes' 4-bit Linears replace neither, so the
+// experts stay unadapted in the load dtype (frozen under LoRA).
+constexpr tensor experts_on_every_token(const layer_context& ctx, tensor in) {
+  op_writer& ops = ctx.ops;
+  const model_spec& m = ctx.model;
+  const auto tokens = ctx.tokens;
+  const auto scores = detail::checked_mul(tokens, m.experts);
+  const auto picks = detail::checked_mul(tokens, m.experts_per_token);
+  const auto routed = detail::checked_mul(scores, m.hidden, detail::quantity{"Llama 4 routed rows (experts x tokens x hidden)"});
+  const tensor logits = router(ctx, in);
+  ops.emit(op{.kind = op_kind::elementwise, .extra_saved = storage(dtype::int64, picks)}, picks, logits.type);
+  const tensor filled = ops.elementwise(logits, scores, logits.type);
+  tensor weights = ops.emit(op_kind::activation, scores, dtype::fp32);
+  ops.reads(filled, weights);
+  ops.keep_own_output(weights);
+  if (in.type != dtype::fp32) weights = ops.elementwise(weights, scores, in.type);
+  const tensor repeated = ops.elementwise(in, routed, in.type);
+  const tensor column = ops.elementwise(weights, scores, weights.type);
+  const tensor scaled = ops.elementwise(routed, in.type);
+  ops.keep(repeated, scaled);
+  ops.keep(column, scaled);
+  layer_context parameters = ctx;
+  parameters.adapters.targets = 0;
+  parameters.adapters.base.four_bit = false;
+  const tensor expert_out = dense_mlp(parameters, scaled, m.ffn, {.rows = scores, .copies = m.experts});
+  const tensor summed = ops.elementwise(expert_out, detail::checked_mul(tokens, m.hidden), expert_out.type);
+  const tensor shared = dense_mlp(ctx, in, m.shared_expert_ffn, {.rows = tokens});
+  return ops.add(shared, summed);
+}
+
 // The model's MLP over every token.
 constexpr tensor mlp(const layer_context& ctx, tensor in) {
+  if (ctx.model.experts_on_every_token) return experts_on_every_token(ctx, in);
   return ctx.model.experts > 0 ? mixture_of_experts(ctx, in) : dense_mlp(ctx, in, ctx.model.ffn, {.rows = ctx.tokens});
 }
 

@@ -198,6 +198,17 @@ constexpr tensor norm(const layer_context& ctx, tensor in, const norm_shape& sha
   return rms_norm(ctx.ops, in, shape, code, trainable, ctx.run.torch_version);
 }
 
+// Llama4TextL2Norm (modeling_llama4.py@000c33fd): x.float() * rsqrt(x.pow(2).mean(-1) + eps), then
+// .type_as(x): LLaMA's RMSNorm without its weight, so nothing is saved for a weight gradient.
+constexpr tensor l2_norm(const layer_context& ctx, tensor in, const norm_shape& shape) {
+  const tensor y = rms_norm(ctx.ops, in, shape, rms_norm_code::hf_llama, false, ctx.run.torch_version);
+  op& o = ctx.ops.at(y);
+  o.weight = {};
+  o.role = param_role::none;
+  o.frozen = false;
+  return y;
+}
+
 // The model's norm over the hidden width of every token.
 constexpr tensor norm(const layer_context& ctx, tensor in) {
   return norm(ctx, in, {.width = ctx.model.hidden, .rows = ctx.tokens});

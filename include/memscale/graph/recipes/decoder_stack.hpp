@@ -20,6 +20,7 @@
 #include "memscale/graph/layers/generation_head.hpp"
 #include "memscale/graph/layers/heads.hpp"
 #include "memscale/graph/layers/idle_tower.hpp"
+#include "memscale/graph/layers/layer_pattern.hpp"
 #include "memscale/graph/layers/mamba.hpp"
 #include "memscale/graph/layers/mamba2.hpp"
 #include "memscale/graph/layers/mlp.hpp"
@@ -43,12 +44,11 @@ constexpr graph_layers::tensor branch_out(const graph_layers::layer_context& ctx
   return ctx.model.block_norms == branch_norms::pre ? y : graph_layers::norm(ctx, y);
 }
 
-// One transformer block on the residual stream, in the model's layout; returns its output.
-constexpr graph_layers::tensor transformer_block(const graph_layers::layer_context& ctx) {
+// One transformer layer on the residual stream `x`, in the model's layout; returns its output.
+constexpr graph_layers::tensor transformer_layer(const graph_layers::layer_context& ctx, graph_layers::tensor x) {
   using namespace graph_layers;
   op_writer& ops = ctx.ops;
   const bool residual_dropout = ctx.dropout.residual;
-  const tensor x = ops.emit(op_kind::stream, detail::checked_mul(ctx.tokens, ctx.model.hidden), ops.stream_dtype());
   tensor out{};
   switch (ctx.model.layout) {
     case block_layout::sequential: {
@@ -88,6 +88,37 @@ constexpr graph_layers::tensor transformer_block(const graph_layers::layer_conte
   return out;
 }
 
+// One transformer block: the residual stream entering it, then one layer.
+constexpr graph_layers::tensor transformer_block(const graph_layers::layer_context& ctx) {
+  using namespace graph_layers;
+  op_writer& ops = ctx.ops;
+  const tensor x = ops.emit(op_kind::stream, detail::checked_mul(ctx.tokens, ctx.model.hidden), ops.stream_dtype());
+  return transformer_layer(ctx, x);
+}
+
+// The block of a model whose layers differ by position: one period of them
+// (graph/layers/layer_pattern.hpp), each on the previous one's output.
+constexpr void transformer_period(const graph_layers::layer_context& ctx) {
+  using namespace graph_layers;
+  if (!has_layer_pattern(ctx.model)) {
+    transformer_block(ctx);
+    return;
+  }
+  op_writer& ops = ctx.ops;
+  tensor x = ops.emit(op_kind::stream, detail::checked_mul(ctx.tokens, ctx.model.hidden), ops.stream_dtype());
+  for (std::uint64_t i = 0; i < layers_per_block(ctx.model); ++i) {
+    const model_spec layer = layer_at(ctx.model, i);
+    const layer_context at{.ops = ctx.ops,
+                           .model = layer,
+                           .run = ctx.run,
+                           .adapters = ctx.adapters,
+                           .dropout = ctx.dropout,
+                           .tokens = ctx.tokens,
+                           .cached_keys = ctx.cached_keys};
+    x = transformer_layer(at, x);
+  }
+}
+
 // What the base model's forward makes once and keeps in local variables through its
 // blocks, freed when it returns, before the head (transformers v4.48 modeling_opt.py
 // OPTDecoder.forward, modeling_bloom.py BloomModel.forward). Both make an all-ones 2-D
@@ -118,6 +149,10 @@ constexpr void generation_forward(const graph_layers::layer_context& ctx) {
   op_writer& ops = ctx.ops;
   const model_spec& model = ctx.model;
   require_attention_mixer(model, "a forward with a KV cache is built for attention layers");
+  if (has_layer_pattern(model) || model.experts_on_every_token)
+    detail::fail(error_code::unsupported, "model.moe_layer_step",
+                 "is a layer pattern (Llama 4): a forward with a KV cache of layers that differ by position, "
+                 "chunked caches and experts on every token, is not modelled");
   const embedded embeddings = embed(ctx);
   const attention_inputs made = make_attention_inputs(ctx);
   graph_builder& sections = ops.sections();
@@ -161,14 +196,25 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
   idle_tower(ctx);
   input_embeddings(ctx);
   graph_builder& sections = ops.sections();
+  // A block of several layers is one unit to the walkers: checkpointed, it keeps one input per
+  // period instead of one per layer and recomputes the whole period at once, which overstates the
+  // recompute peak by more than the inputs it leaves out (the upper side). torchtitan's every k-th
+  // block would count periods, not layers: refused.
+  const std::uint64_t period = layers_per_block(model);
+  detail::require(model.layers % period == 0, error_code::unsupported, "model.layers",
+                  "must be a multiple of the layer pattern's period (lcm of model.moe_layer_step and "
+                  "model.nope_layer_interval)", model.layers);
+  detail::require(period == 1 || run.sac == selective_ac::none, error_code::unsupported, "run.sac",
+                  "must be none for a model whose layers differ by position (Llama 4): its blocks are periods "
+                  "of layers", static_cast<std::uint64_t>(run.sac));
   sections.begin_block();
   if (has_attention(model))
-    transformer_block(ctx);
+    transformer_period(ctx);
   else if (model.mixer == mixer_kind::mamba2)
     mamba2_block(ctx);
   else
     mamba1_block(ctx);
-  sections.end_block(model.layers);
+  sections.end_block(model.layers / period);
   const dtype stream = has_attention(model) ? ops.stream_dtype() : mamba_stream_dtype(ctx);
   tensor x = ops.emit(op_kind::stream, detail::checked_mul(tokens, model.hidden), stream);
   if (model.final_norm) x = norm(ctx, x);

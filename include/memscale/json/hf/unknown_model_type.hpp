@@ -19,7 +19,7 @@ namespace memscale::json_io::hf {
 namespace detail {
 
 // The supported model_type nearest to `type`: the longest one `type` starts with
-// ("qwen2_vl" -> qwen2, "llama4_text" -> llama), else the closest by edit distance ("olmo3" ->
+// ("qwen2_audio" -> qwen2, "llama5" -> llama), else the closest by edit distance ("olmo3" ->
 // olmo2); empty when none is close.
 inline std::string nearest_model_type(std::string_view type, const std::vector<std::string_view>& supported) {
   std::string_view prefix;
@@ -59,8 +59,6 @@ inline std::string run_model_example(const json& config) {
 // supported one and the ways forward.
 [[noreturn]] inline void refuse_unknown_model_type(const std::string& type, const json& config,
                                                    const std::vector<std::string_view>& supported) {
-  std::string list;
-  for (std::string_view s : supported) list += (list.empty() ? "" : ", ") + std::string(s);
   const std::string nearest = detail::nearest_model_type(type, supported);
   throw error(error_code::unsupported,
               "config.model_type " + shown(json(type)) + " is not a model_type memscale reads" +
@@ -68,7 +66,8 @@ inline std::string run_model_example(const json& config) {
                   ". Put the model's *.safetensors files or model.safetensors.index.json beside config.json: memscale "
                   "then takes parameters, gradients and optimizer state exactly from their headers and estimates "
                   "activations from a generic decoder (band +-35%). Or describe the model as a --run model object, e.g. " +
-                  run_model_example(config) + " (supported model_types: " + list + ")");
+                  run_model_example(config) + " (`memscale-plan --list-families` lists the " +
+                  std::to_string(supported.size()) + " supported model_types)");
 }
 
 }  // namespace memscale::json_io::hf
