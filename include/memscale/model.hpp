@@ -194,7 +194,27 @@ struct model_spec {
   // with the model and never run, so it holds its weights and nothing else: no activation, and no
   // gradient or optimizer state (torch.optim skips a parameter whose .grad is None).
   std::uint64_t idle_tower_parameters = 0;
+  // ---- multi-head latent attention (DeepSeek-V2/V3; graph/layers/latent_attention.hpp) ----
+  // kv_lora_rank > 0: k and v come from a kv_lora_rank latent (plus one rotary key row of
+  // qk_rope_head_dim per token); q from q_proj (q_lora_rank 0) or a q_lora_rank latent. q and k
+  // have qk_nope_head_dim + qk_rope_head_dim features per head, v has v_head_dim.
+  std::uint64_t q_lora_rank = 0;
+  std::uint64_t kv_lora_rank = 0;
+  std::uint64_t qk_nope_head_dim = 0;
+  std::uint64_t qk_rope_head_dim = 0;
+  std::uint64_t v_head_dim = 0;
+  // The first leading_dense_layers layers have a dense MLP of leading_dense_ffn where the others
+  // have the experts (DeepSeek's first_k_dense_replace): written once each before the repeated block.
+  std::uint64_t leading_dense_layers = 0;
+  std::uint64_t leading_dense_ffn = 0;
+  // The router computes its logits in fp32 from fp32 copies of its input and weight, and its
+  // routing weights stay fp32, so the weighted expert rows and their sum are fp32 (DeepSeek).
+  bool router_fp32 = false;
+  // Each sparse layer's router holds an experts-long bias buffer (DeepSeek-V3 e_score_correction_bias).
+  bool router_score_correction = false;
 };
+
+constexpr bool has_latent_attention(const model_spec& m) { return m.kv_lora_rank > 0; }
 
 constexpr std::uint64_t kv_heads_of(const model_spec& m) { return m.kv_heads == 0 ? m.heads : m.kv_heads; }
 constexpr bool has_attention(const model_spec& m) { return m.mixer == mixer_kind::attention; }
@@ -306,6 +326,26 @@ constexpr const model_spec& validate(const model_spec& m) {
           "must be false with norm layernorm_fp32_python (CohereLayerNorm has no bias)", 1);
   require(m.block_norms == branch_norms::pre || m.layout == block_layout::sequential, bad, "model.block_norms",
           "post and sandwich norms need the sequential layout", static_cast<std::uint64_t>(m.block_norms));
+  require(!has_latent_attention(m) || (m.qk_nope_head_dim > 0 && m.qk_rope_head_dim > 0 && m.v_head_dim > 0), bad,
+          "model.kv_lora_rank", "needs qk_nope_head_dim, qk_rope_head_dim and v_head_dim > 0 (multi-head latent attention)",
+          m.kv_lora_rank);
+  require(has_latent_attention(m) || (m.q_lora_rank == 0 && m.qk_nope_head_dim == 0 && m.qk_rope_head_dim == 0 && m.v_head_dim == 0),
+          bad, "model.q_lora_rank", "q_lora_rank and the qk/v head dims need model.kv_lora_rank > 0", m.q_lora_rank);
+  require(!has_latent_attention(m) || (m.positions == position_kind::rotary && kv_heads_of(m) == m.heads &&
+                                    m.arch == architecture::decoder && m.layout == block_layout::sequential &&
+                                    m.block_norms == branch_norms::pre && m.qk_norm == qk_norm_kind::none && !m.fused_qkv),
+          error_code::unsupported, "model.kv_lora_rank",
+          "multi-head latent attention is modelled in a pre-norm sequential rotary decoder with kv_heads = heads, "
+          "no qk-norm and no fused qkv",
+          m.kv_lora_rank);
+  require(m.leading_dense_layers < m.layers, bad, "model.leading_dense_layers",
+          "must be below model.layers (the repeated block is one layer at least)", m.leading_dense_layers);
+  require(m.leading_dense_layers == 0 || (m.leading_dense_ffn > 0 && m.experts > 0 && m.arch == architecture::decoder), bad,
+          "model.leading_dense_layers", "needs model.leading_dense_ffn > 0 and experts in the other layers of a decoder",
+          m.leading_dense_layers);
+  require(!m.router_fp32 || m.experts > 0, bad, "model.router_fp32", "needs experts > 0 (a router)", m.experts);
+  require(!m.router_score_correction || m.experts > 0, bad, "model.router_score_correction", "needs experts > 0 (a router)",
+          m.experts);
   require(m.idle_tower_parameters == 0 || m.arch == architecture::decoder, error_code::unsupported,
           "model.idle_tower_parameters", "an idle vision tower is modelled beside a decoder only",
           m.idle_tower_parameters);

@@ -102,6 +102,31 @@ constexpr void check_transformers_release(const model_spec& m, std::uint32_t tra
                  "state 4.39 or later, or an earlier release");
 }
 
+// What the DeepSeek pieces are modelled under. Multi-head latent attention: as Hugging Face
+// transformers runs it, without LoRA (its projections are not LoRA targets here). Leading dense
+// layers are written before the repeated block, which checkpointing, gradient and parameter
+// sharding and parameter streaming treat as the model's root, not as layers.
+constexpr void check_deepseek_layers(const model_spec& m, const training_spec& t) {
+  if (has_latent_attention(m))
+    detail::require(t.framework == framework_kind::hf, error_code::unsupported, "run.framework",
+                    "multi-head latent attention is modelled as Hugging Face transformers runs it",
+                    static_cast<std::uint64_t>(t.framework));
+  detail::require(!(has_latent_attention(m) || m.router_fp32) || !is_lora(t), error_code::unsupported, "run.target",
+                  "LoRA on multi-head latent attention and on an fp32 router is not modelled yet",
+                  static_cast<std::uint64_t>(t.target));
+  if (m.leading_dense_layers == 0) return;
+  detail::require(t.ckpt == checkpointing::none, error_code::unsupported, "run.checkpointing",
+                  "must be none with leading dense layers (DeepSeek's first_k_dense_replace): they are written before "
+                  "the repeated block, which checkpointing does not cover yet",
+                  static_cast<std::uint64_t>(t.ckpt));
+  detail::require((t.shard == sharding::none || t.shard == sharding::optimizer_state) && !t.offload_parameters,
+                  error_code::unsupported, "run.shard",
+                  "must be none or optimizer_state, without parameter offload, with leading dense layers (DeepSeek's "
+                  "first_k_dense_replace): they are written before the repeated block, which gradient and parameter "
+                  "sharding would treat as the root unit",
+                  static_cast<std::uint64_t>(t.shard));
+}
+
 constexpr const model_spec& validate(const model_spec& m, const training_spec& t) {
   validate(m);
   validate(t);
@@ -115,6 +140,7 @@ constexpr const model_spec& validate(const model_spec& m, const training_spec& t
           "qlora of a model with a vision tower is not modelled yet (which of the tower's layers a 4-bit load "
           "quantises depends on the checkpoint)",
           static_cast<std::uint64_t>(t.target));
+  check_deepseek_layers(m, t);
   // LoRA targets name attention and MLP projections; a Mamba mixer's (in_proj, x_proj, dt_proj,
   // out_proj) are not among them, so an adapter run would train nothing: refused by name.
   if (is_lora(t))

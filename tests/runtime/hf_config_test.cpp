@@ -69,6 +69,8 @@ TEST_CASE("hf_config: parameter counts") {
   CHECK(count_of("openai--gpt-oss-20b") == 20'914'757'184ULL);
   CHECK(count_of("openai--gpt-oss-120b") == 116'829'156'672ULL);
   CHECK(count_of("meta-llama--Llama-4-Scout-17B-16E") == 108'641'793'536ULL);
+  CHECK(count_of("deepseek-ai--DeepSeek-V2-Lite") == 15'706'484'224ULL);
+  CHECK(count_of("deepseek-ai--DeepSeek-V3") == 671'026'404'352ULL);
   CHECK(count_of("google-bert--bert-base-uncased") == 109'514'298ULL);
   CHECK(count_of("FacebookAI--roberta-base") == 124'697'433ULL);
   CHECK(count_of("distilbert--distilbert-base-uncased") == 66'985'530ULL);

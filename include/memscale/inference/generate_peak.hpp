@@ -297,6 +297,13 @@ constexpr void require_generate_modelled(const model_spec& model) {
                                  "modelled yet");
   require(!model.attention_sinks && !model.expert_weight_copies, error_code::unsupported, "model.attention_sinks",
           "generate() of a model with attention sinks or 3-D experts (gpt-oss) is not modelled yet", 1);
+  // transformers' DeepSeek attention caches the decompressed keys and values; neither that nor the
+  // leading dense layers and the fp32 router are in the decode description.
+  require(!has_latent_attention(model) && model.leading_dense_layers == 0 && !model.router_fp32, error_code::unsupported,
+          "model.kv_lora_rank",
+          "generate() of DeepSeek's layers (multi-head latent attention, leading dense layers, the fp32 router) is not "
+          "modelled yet",
+          model.kv_lora_rank);
 }
 
 // The op graph that gives every weight matrix of `model` (one row, one sequence): the same for

@@ -22,6 +22,7 @@
 #include "memscale/json/hf/bloom.hpp"
 #include "memscale/json/hf/cohere.hpp"
 #include "memscale/json/hf/config.hpp"
+#include "memscale/json/hf/deepseek.hpp"
 #include "memscale/json/hf/falcon.hpp"
 #include "memscale/json/hf/gemma.hpp"
 #include "memscale/json/hf/gemma3.hpp"
@@ -108,6 +109,8 @@ inline constexpr std::array families{
     family_entry{"glm4", glm4},
     family_entry{"phimoe", phimoe},
     family_entry{"gpt_oss", gpt_oss},
+    family_entry{"deepseek_v2", deepseek_v2},
+    family_entry{"deepseek_v3", deepseek_v3},
     family_entry{"cohere", cohere},
     family_entry{"cohere2", cohere2},
     family_entry{"llama4_text", llama4_text},

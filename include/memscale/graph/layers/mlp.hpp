@@ -174,6 +174,27 @@ constexpr tensor router(const layer_context& ctx, tensor in) {
                     ctx.adapters.adapts(lora_target::router));
 }
 
+// DeepSeek's gate (model_spec::router_fp32): F.linear(hidden_states.type(torch.float32),
+// self.weight.type(torch.float32)) (modeling_deepseek_v3.py@00b676f8 DeepseekV3TopkRouter.forward,
+// modeling_deepseek_v2.py@0233e509 DeepseekV2Moe). With fp32 parameters both casts return the
+// tensors themselves (and autocast casts as for any linear); a 16-bit model makes fp32 copies of
+// the hidden states and of the weight, which the matmul saves, and fp32 logits.
+constexpr tensor fp32_router(const layer_context& ctx, tensor in) {
+  op_writer& ops = ctx.ops;
+  const model_spec& m = ctx.model;
+  if (ops.precision().param == dtype::fp32) return router(ctx, in);
+  const tensor x = ops.elementwise(in, in.elements, dtype::fp32);
+  const op logits{.kind = op_kind::linear,
+                  .weight = {m.experts, m.hidden, 1},
+                  .role = param_role::matmul,
+                  .frozen = ctx.adapters.base.frozen,
+                  .extra_saved = storage(dtype::fp32, detail::checked_mul(m.experts, m.hidden)),
+                  .grad_in = storage(dtype::fp32, x.elements)};
+  const tensor y = ops.emit(logits, detail::checked_mul(ctx.tokens, m.experts), dtype::fp32);
+  ops.keep(x, y);
+  return y;
+}
+
 // One expert's MLP over `rows` rows, its weights among `experts` copies.
 constexpr tensor expert_mlp(const layer_context& ctx, tensor in, const mlp_rows& rows) {
   return ctx.model.mlp == mlp_kind::clamped_swiglu ? clamped_swiglu_experts(ctx, in, rows)
@@ -248,29 +269,39 @@ constexpr tensor mixture_of_experts(const layer_context& ctx, tensor in) {
     // the in-place result once more as a transient (the upper side).
     in = ops.emit(op{.kind = op_kind::elementwise, .extra_saved = storage(in.type, in.elements)}, in.elements, in.type);
   }
-  router(ctx, in);
+  if (m.router_fp32)
+    fp32_router(ctx, in);
+  else
+    router(ctx, in);
   // Softmax in fp32 keeps its output; topk keeps its int64 indices, and each expert's
   // torch.where gives int64 row and slot indices that the gather, the routing-weight
-  // slice and index_add_ keep (T*k each).
+  // slice and index_add_ keep (T*k each). DeepSeek-V3's sigmoid keeps its output as softmax
+  // does, and scores.gather(1, topk_indices) keeps the indices topk kept for Mixtral.
+  // The routing weights the expert rows are multiplied by: fp32 from an fp32 router.
+  const dtype weights_type = m.router_fp32 ? dtype::fp32 : ops.precision().matmul;
   const auto routed_rows = detail::checked_mul(ctx.tokens, m.experts_per_token);
   const tensor routing = ops.emit(op{.kind = op_kind::activation,
                                      .extra_saved = storage(dtype::int64, detail::checked_mul(routed_rows, 3)) +
-                                                    storage(ops.precision().matmul, routed_rows)},
+                                                    storage(weights_type, routed_rows)},
                                   detail::checked_mul(ctx.tokens, experts), dtype::fp32);
   ops.keep_own_output(routing);
   const mlp_rows expert_rows{.rows = detail::checked_mul(ctx.tokens, m.experts_per_token), .copies = experts};
   const tensor gathered = ops.elementwise(detail::checked_mul(expert_rows.rows, hidden), in.type);
   const tensor expert_out = expert_mlp(ctx, gathered, expert_rows);
-  // * routing weight: saves both factors
-  const tensor weighted = ops.elementwise(detail::checked_mul(expert_rows.rows, hidden), expert_out.type);
+  // * routing weight: saves both factors (the product is fp32 when the weights are: type promotion)
+  const tensor weighted =
+      ops.elementwise(detail::checked_mul(expert_rows.rows, hidden), m.router_fp32 ? dtype::fp32 : expert_out.type);
   ops.keep(expert_out, weighted);
   // index_add_ back into the token order. Its source gradient is written
   // grad.index_select(dim, index).expand_as(source) (torch 1.13 derivatives.yaml
   // index_add), so autograd saves the weighted expert outputs. grouped_mm instead gathers them
   // back by inv_perm and sums view(tokens, top_k, hidden) over top_k (moe.py@8b584a67): the
   // gather keeps its indices, the sum nothing.
-  const tensor routed = ops.elementwise(detail::checked_mul(ctx.tokens, hidden), weighted.type);
+  tensor routed = ops.elementwise(detail::checked_mul(ctx.tokens, hidden), weighted.type);
   if (!grouped_mm_experts(ctx)) ops.keep(weighted, routed);
+  // DeepseekV3MoE.moe sums into zeros_like(hidden_states, dtype=topk_weights.dtype) and returns
+  // final_hidden_states.type(hidden_states.dtype): a copy when the input is not fp32.
+  if (m.router_fp32 && routed.type != in.type) routed = ops.elementwise(routed, routed.elements, in.type);
   return m.shared_expert_ffn == 0 ? routed : add_shared_expert(ctx, in, routed);
 }
 

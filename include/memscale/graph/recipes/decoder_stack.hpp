@@ -20,6 +20,7 @@
 #include "memscale/graph/layers/generation_head.hpp"
 #include "memscale/graph/layers/heads.hpp"
 #include "memscale/graph/layers/idle_tower.hpp"
+#include "memscale/graph/layers/latent_attention.hpp"
 #include "memscale/graph/layers/layer_pattern.hpp"
 #include "memscale/graph/layers/mamba.hpp"
 #include "memscale/graph/layers/mamba2.hpp"
@@ -44,6 +45,11 @@ constexpr graph_layers::tensor branch_out(const graph_layers::layer_context& ctx
   return ctx.model.block_norms == branch_norms::pre ? y : graph_layers::norm(ctx, y);
 }
 
+// The block's attention: the model's self-attention, or multi-head latent attention.
+constexpr graph_layers::tensor block_attention(const graph_layers::layer_context& ctx, graph_layers::tensor in) {
+  return has_latent_attention(ctx.model) ? graph_layers::latent_attention(ctx, in) : graph_layers::self_attention(ctx, in);
+}
+
 // One transformer layer on the residual stream `x`, in the model's layout; returns its output.
 constexpr graph_layers::tensor transformer_layer(const graph_layers::layer_context& ctx, graph_layers::tensor x) {
   using namespace graph_layers;
@@ -55,7 +61,7 @@ constexpr graph_layers::tensor transformer_layer(const graph_layers::layer_conte
       // The layer's frame binds each branch's normed input until the branch's output rebinds
       // the name (modeling_llama.py LlamaDecoderLayer.forward: hidden_states = self.self_attn(...)).
       const tensor attention_in = branch_in(ctx, x);
-      const tensor attended = ops.dropout(branch_out(ctx, self_attention(ctx, attention_in)), residual_dropout);
+      const tensor attended = ops.dropout(branch_out(ctx, block_attention(ctx, attention_in)), residual_dropout);
       ops.reads(attention_in, attended);
       const tensor mid = ops.add(x, attended);
       ops.close_frame();  // the attention's frame ends with its residual add
@@ -119,6 +125,31 @@ constexpr void transformer_period(const graph_layers::layer_context& ctx) {
   }
 }
 
+// The first model.leading_dense_layers layers (DeepSeek's first_k_dense_replace: layer_idx <
+// first_k_dense_replace gets DeepseekV3MLP(config), modeling_deepseek_v3.py@00b676f8
+// DeepseekV3DecoderLayer): the block with a dense MLP of leading_dense_ffn, each written out
+// after the embeddings, so the repeated block is the sparse layer. Returns the stream after them.
+constexpr graph_layers::tensor leading_dense_layers(const graph_layers::layer_context& ctx, graph_layers::tensor x) {
+  if (ctx.model.leading_dense_layers == 0) return x;
+  model_spec dense = ctx.model;
+  dense.ffn = ctx.model.leading_dense_ffn;
+  dense.experts = 0;
+  dense.experts_per_token = 0;
+  dense.shared_expert_ffn = 0;
+  dense.shared_expert_gate = false;
+  dense.router_fp32 = false;
+  dense.router_score_correction = false;
+  const graph_layers::layer_context layer{.ops = ctx.ops,
+                                          .model = dense,
+                                          .run = ctx.run,
+                                          .adapters = ctx.adapters,
+                                          .dropout = ctx.dropout,
+                                          .tokens = ctx.tokens,
+                                          .cached_keys = ctx.cached_keys};
+  for (std::uint64_t i = 0; i < ctx.model.leading_dense_layers; ++i) x = transformer_layer(layer, x);
+  return x;
+}
+
 // What the base model's forward makes once and keeps in local variables through its
 // blocks, freed when it returns, before the head (transformers v4.48 modeling_opt.py
 // OPTDecoder.forward, modeling_bloom.py BloomModel.forward). Both make an all-ones 2-D
@@ -153,6 +184,11 @@ constexpr void generation_forward(const graph_layers::layer_context& ctx) {
     detail::fail(error_code::unsupported, "model.moe_layer_step",
                  "is a layer pattern (Llama 4): a forward with a KV cache of layers that differ by position, "
                  "chunked caches and experts on every token, is not modelled");
+  detail::require(!has_latent_attention(model) && model.leading_dense_layers == 0 && !model.router_fp32,
+                  error_code::unsupported, "model.kv_lora_rank",
+                  "a forward with a KV cache is not modelled for DeepSeek's layers (multi-head latent attention, leading "
+                  "dense layers, the fp32 router) yet",
+                  model.kv_lora_rank);
   const embedded embeddings = embed(ctx);
   const attention_inputs made = make_attention_inputs(ctx);
   graph_builder& sections = ops.sections();
@@ -194,7 +230,7 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
     return;
   }
   idle_tower(ctx);
-  input_embeddings(ctx);
+  leading_dense_layers(ctx, input_embeddings(ctx));
   graph_builder& sections = ops.sections();
   // A block of several layers is one unit to the walkers: checkpointed, it keeps one input per
   // period instead of one per layer and recomputes the whole period at once, which overstates the
@@ -214,7 +250,7 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
     mamba2_block(ctx);
   else
     mamba1_block(ctx);
-  sections.end_block(model.layers / period);
+  sections.end_block((model.layers - model.leading_dense_layers) / period);
   const dtype stream = has_attention(model) ? ops.stream_dtype() : mamba_stream_dtype(ctx);
   tensor x = ops.emit(op_kind::stream, detail::checked_mul(tokens, model.hidden), stream);
   if (model.final_norm) x = norm(ctx, x);
@@ -226,6 +262,10 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
   sections.set_inputs(storage(dtype::int64, detail::checked_mul(tokens, 2)));
   sections.add_buffers(bytes{detail::checked_mul(model.buffer_bytes_per_layer, model.layers)});
   sections.add_buffers(bytes{model.model_buffer_bytes});
+  // DeepseekV3TopkRouter's register_buffer("e_score_correction_bias", torch.zeros(n_routed_experts))
+  // in every sparse layer (modeling_deepseek_v3.py@00b676f8), cast with the model.
+  if (model.router_score_correction)
+    sections.add_buffers(storage(precision.param, detail::checked_mul(model.experts, model.layers - model.leading_dense_layers)));
   if (run.framework == framework_kind::torchtitan && model.positions == position_kind::rotary) {
     // torchtitan's freqs_cis buffer: complex64 (max_seq_len x head_dim / 2), max_seq_len being
     // training.seq_len (models/llama3/model/model.py _precompute_freqs_cis, args.py
