@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "h100_runs.hpp"
 #include "memscale/allocator/replay.hpp"
 #include "memscale/device_peak.hpp"
 #include "memscale/json.hpp"
@@ -24,27 +25,15 @@ namespace {
 
 using namespace memscale;
 using namespace memscale::allocator;
+using memscale_test::h100_run;
+using memscale_test::measured_run;
+using memscale_test::replayed_training;
+using memscale_test::reserved_error;
 
 constexpr std::uint64_t MiB = 1ULL << 20;
 
-// The max_memory_allocated record of an H100 run of docs/data/gpu_families_h100.json and its
-// measured max_memory_reserved.
-struct measured_run {
-  nlohmann::json record;
-  double reserved = 0;
-};
-
-measured_run family_run(const std::string& id) {
-  std::ifstream in(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/gpu_families_h100.json");
-  REQUIRE(in);
-  measured_run m;
-  for (const nlohmann::json& r : nlohmann::json::parse(in)) {
-    if (r.at("id") == id + "-allocated") m.record = r;
-    if (r.at("id") == id + "-reserved") m.reserved = r.at("measured_bytes").get<double>();
-  }
-  REQUIRE(!m.record.is_null());
-  return m;
-}
+// An H100 run of docs/data/gpu_families_h100.json.
+measured_run family_run(const std::string& id) { return h100_run("gpu_families_h100.json", id); }
 
 constexpr const char* olmoe = "h100-family-olmoe-l4-b2-s1024-pure_bf16-sdpa";
 constexpr const char* qwen3moe = "h100-family-qwen3moe-l4-e32-b2-s1024-pure_bf16-sdpa";
@@ -78,12 +67,7 @@ sizes_sink stream_of(const nlohmann::json& record) {
   return sink;
 }
 
-double reserved_error(const measured_run& run) {
-  const auto built = std::make_unique<model_graph>(
-      build(json_io::model_for_record(run.record), json_io::run_from_record(run.record)));
-  const replay_result r = replay_training<16384, 16384, 16384>(built->stack(), built->run);
-  return (static_cast<double>(r.reserved_peak.value) - run.reserved) / run.reserved;
-}
+double reserved_error(const measured_run& run) { return reserved_error(replayed_training(run), run.reserved); }
 
 // OLMoE (4 layers, 64 experts, hidden 2048, expert ffn 1024, bf16): gate_up_proj 64 x 2048 x 2048
 // x 2 B = 512 MiB, down_proj 256 MiB; one expert's matrix 1024 x 2048 x 2 B = 4 MiB.

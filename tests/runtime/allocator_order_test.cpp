@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "h100_runs.hpp"
 #include "memscale/allocator/caching_allocator.hpp"
 #include "memscale/allocator/replay.hpp"
 #include "memscale/allocator/replay_generate.hpp"
@@ -27,6 +28,10 @@ namespace {
 
 using namespace memscale;
 using namespace memscale::allocator;
+using memscale_test::h100_run;
+using memscale_test::measured_run;
+using memscale_test::replayed_training;
+using memscale_test::reserved_error;
 
 constexpr std::uint64_t MiB = 1ULL << 20;
 
@@ -72,37 +77,6 @@ struct keeping_sink {
   void free(std::uint32_t id) { a.release(id); }
   void enter(std::uint32_t, moment) {}
 };
-
-// An H100 run of docs/data: its max_memory_allocated record (model and run) and its measured
-// max_memory_reserved, by the id the records share.
-struct measured_run {
-  nlohmann::json record;
-  double reserved = 0;
-};
-
-measured_run h100_run(const std::string& file, const std::string& id) {
-  std::ifstream in(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/" + file);
-  REQUIRE(in);
-  measured_run m;
-  for (const nlohmann::json& r : nlohmann::json::parse(in)) {
-    if (r.at("id") == id + "-allocated") m.record = r;
-    if (r.at("id") == id + "-reserved") m.reserved = r.at("measured_bytes").get<double>();
-  }
-  REQUIRE(!m.record.is_null());
-  return m;
-}
-
-// The training step of a run's record replayed through the allocator.
-replay_result replayed_training(const measured_run& run) {
-  const auto built = std::make_unique<model_graph>(
-      build(json_io::model_for_record(run.record), json_io::run_from_record(run.record)));
-  return replay_training<16384, 16384, 16384>(built->stack(), built->run);
-}
-
-// The replay's reserved peak against the measured one, as a fraction.
-double reserved_error(const replay_result& rep, double reserved) {
-  return (static_cast<double>(rep.reserved_peak.value) - reserved) / reserved;
-}
 
 }  // namespace
 
