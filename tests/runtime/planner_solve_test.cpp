@@ -494,7 +494,9 @@ TEST_CASE("make_plan gives the bisection planner's plan, field for field, on ran
   int compared = 0;
   int refused = 0;
   std::array<int, 7> by_status{};
-  for (int i = 0; i < 3000; ++i) {
+  // Each plan replays its runs through the caching allocator (milliseconds each, tens of times
+  // that under the sanitizers), so the random runs are fewer than the solver's own tests'.
+  for (int i = 0; i < 600; ++i) {
     const random_case c = random_run(rng);
     INFO(c.label);
     std::string expected_error;
@@ -529,7 +531,7 @@ TEST_CASE("make_plan gives the bisection planner's plan, field for field, on ran
     ++by_status[static_cast<std::size_t>(plan.status)];
   }
   // The sample reaches every outcome the searches serve.
-  CHECK(compared > 2000);
+  CHECK(compared > 390);
   CHECK(refused > 0);
   CHECK(by_status[static_cast<std::size_t>(memscale::plan_status::no_technique_needed)] > 0);
   CHECK(by_status[static_cast<std::size_t>(memscale::plan_status::mode_needed)] > 0);
@@ -554,10 +556,10 @@ TEST_CASE("make_plan's shorter sequence is the bisection planner's, just short o
                           unlimited(memscale::presets::qwen2_5_7b), memscale::presets::t5_small};
   int shorter = 0;
   for (const auto& model : models) {
-    for (const char* gpu_name : {"a100-80gb", "rtx3090", "t4"}) {
+    for (const char* gpu_name : {"a100-80gb", "t4"}) {
       const memscale::gpu_spec gpu = *memscale::find_gpu(gpu_name);
       for (const u64 micro_batch : {u64{1}, u64{3}}) {
-        for (const u64 seq : {u64{5000}, u64{9000}, u64{17000}, u64{33000}, u64{65000}, u64{70000}, u64{131072}}) {
+        for (const u64 seq : {u64{5000}, u64{17000}, u64{65000}, u64{70000}, u64{131072}}) {
           // 16-bit autocast in the format the GPU has (bf16 is refused where it has none).
           for (const auto prec : {memscale::precision::fp32,
                                   gpu.bf16 ? memscale::precision::amp_bf16 : memscale::precision::amp_fp16}) {
@@ -582,7 +584,7 @@ TEST_CASE("the search's probe decides as a full mode plan does, and its solver a
           "[planner][solve]") {
   std::mt19937_64 rng(7);
   int searched = 0;
-  for (int i = 0; i < 500; ++i) {
+  for (int i = 0; i < 200; ++i) {
     const random_case c = random_run(rng);
     INFO(c.label);
     const memscale::bytes budget = memscale::budget_of(c.gpu, c.options);
@@ -625,7 +627,7 @@ TEST_CASE("the search's probe decides as a full mode plan does, and its solver a
       ++searched;
     }
   }
-  CHECK(searched > 1500);
+  CHECK(searched > 600);
 }
 
 }  // namespace planner_solve_test
