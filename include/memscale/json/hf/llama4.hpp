@@ -86,7 +86,7 @@ inline model_spec llama4_text(const config& c) {
     if (!types.is_array() || types.size() != m.layers)
       bad_field(error_code::invalid_model, c.field("layer_types"), types, "must list one type per hidden layer");
     for (std::uint64_t i = 0; i < m.layers; ++i)
-      if (types.at(i) != (rope_at(i) ? "chunked_attention" : "full_attention"))
+      if (types.at(static_cast<std::size_t>(i)) != (rope_at(i) ? "chunked_attention" : "full_attention"))
         bad_field(error_code::unsupported, c.field("layer_types"), types,
                   "must be chunked_attention on RoPE layers and full_attention on NoPE layers");
   }
