@@ -104,8 +104,9 @@ constexpr void check_transformers_release(const model_spec& m, std::uint32_t tra
 
 // What the DeepSeek pieces are modelled under. Multi-head latent attention: as Hugging Face
 // transformers runs it, without LoRA (its projections are not LoRA targets here). Leading dense
-// layers are written before the repeated block, which checkpointing, gradient and parameter
-// sharding and parameter streaming treat as the model's root, not as layers.
+// layers are written before the repeated block, which gradient and parameter sharding and
+// parameter streaming would treat as the model's root, not as layers. Checkpointing keeps them
+// whole (every tensor they save, not one input each): the upper side, stated in the report.
 constexpr void check_deepseek_layers(const model_spec& m, const training_spec& t) {
   if (has_latent_attention(m))
     detail::require(t.framework == framework_kind::hf, error_code::unsupported, "run.framework",
@@ -115,10 +116,6 @@ constexpr void check_deepseek_layers(const model_spec& m, const training_spec& t
                   "LoRA on multi-head latent attention and on an fp32 router is not modelled yet",
                   static_cast<std::uint64_t>(t.target));
   if (m.leading_dense_layers == 0) return;
-  detail::require(t.ckpt == checkpointing::none, error_code::unsupported, "run.checkpointing",
-                  "must be none with leading dense layers (DeepSeek's first_k_dense_replace): they are written before "
-                  "the repeated block, which checkpointing does not cover yet",
-                  static_cast<std::uint64_t>(t.ckpt));
   detail::require((t.shard == sharding::none || t.shard == sharding::optimizer_state) && !t.offload_parameters,
                   error_code::unsupported, "run.shard",
                   "must be none or optimizer_state, without parameter offload, with leading dense layers (DeepSeek's "

@@ -136,6 +136,42 @@ TEST_CASE("deepseek: leading dense layers are written once each, the sparse laye
         sparse_mlp - dense_mlp);
 }
 
+TEST_CASE("deepseek: checkpointing covers the sparse layers and keeps the leading dense layers whole") {
+  const memscale::model_spec m = small_v3();
+  memscale::model_spec deeper = m;  // two more sparse layers
+  deeper.layers += 2;
+  memscale::model_spec all_sparse = m;
+  all_sparse.leading_dense_layers = 0;
+  all_sparse.leading_dense_ffn = 0;
+  auto none = eager_run(memscale::precision::fp32);
+  auto full = none;
+  full.ckpt = memscale::checkpointing::full;
+  const auto saved = [](const memscale::model_spec& model, const memscale::training_spec& run) {
+    return static_cast<std::int64_t>(memscale::estimate(model, run).saved_activation_bytes.value);
+  };
+  // A sparse layer saves S without checkpointing and keeps its input I with it.
+  const std::int64_t sparse_saved = (saved(deeper, none) - saved(m, none)) / 2;
+  const std::int64_t kept_input = (saved(deeper, full) - saved(m, full)) / 2;
+  REQUIRE(kept_input > 0);
+  REQUIRE(kept_input < sparse_saved);
+  // Swapping the dense layer for a sparse one moves the saved bytes by D - S without
+  // checkpointing and by D - I with it: the dense layer keeps all it saves (the upper side).
+  CHECK((saved(m, full) - saved(all_sparse, full)) - (saved(m, none) - saved(all_sparse, none)) ==
+        sparse_saved - kept_input);
+}
+
+TEST_CASE("deepseek: a plan where no mode fits skips parameter streaming, which is not modelled for it") {
+  const memscale::model_spec m = memscale::json_io::load_hf_model(config_path("deepseek-ai--DeepSeek-V2-Lite"));
+  memscale::training_spec run{};
+  run.seq_len = 1024;
+  run.micro_batch = 1;
+  memscale::plan_result plan{};
+  REQUIRE_NOTHROW(plan = memscale::make_plan(m, run, *memscale::find_gpu("a100-80gb")));
+  CHECK(plan.status != memscale::plan_status::parameter_offload);
+  CHECK(!plan.parameter_offload.fits);
+  CHECK(plan.parameter_offload.range.high.value == 0);  // never estimated
+}
+
 TEST_CASE("deepseek: the router runs in fp32 and V3 keeps its correction bias") {
   memscale::model_spec m = small_v3();
   const auto run = eager_run(memscale::precision::pure_bf16);
@@ -183,9 +219,6 @@ TEST_CASE("deepseek: what is not modelled is refused by name") {
                  "num_experts_per_tok"));
   const memscale::model_spec m = small_v3();
   auto run = eager_run(memscale::precision::amp_bf16);
-  run.ckpt = memscale::checkpointing::full;
-  CHECK(contains(error_message([&] { (void)memscale::estimate(m, run); }), "run.checkpointing"));
-  run.ckpt = memscale::checkpointing::none;
   run.target = memscale::training_target::lora;
   run.lora_rank = 8;
   CHECK(contains(error_message([&] { (void)memscale::estimate(m, run); }), "run.target"));

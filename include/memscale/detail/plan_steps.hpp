@@ -17,6 +17,7 @@
 //   K::reason_for(m)                     why mode m is the answer when the request fits in it
 //   K::why_order_inverts, K::nothing_fits_reason
 //   K::streams_parameters                whether AGGRESSIVE + parameters from the host is modelled
+//   k.can_stream_parameters()            ... and, when it is, whether this model takes it
 //   K::has_sequence                      whether a shorter sequence is a fallback
 #pragma once
 
@@ -273,15 +274,18 @@ constexpr plan_result plan_with(const K& kind, const training_spec& run, const g
   if constexpr (K::streams_parameters) {
     // 3. Not even micro-batch 1: stream the parameters from the host as well and keep the
     //    optimizer there (ZeRO-Infinity, Rajbhandari et al. 2021, arXiv 2104.07857), at micro-batch 1.
-    training_spec streamed = kind.mode_run(single, mode::aggressive, gpu);
-    streamed.offload_parameters = true;
-    streamed.offload_optimizer = true;  // ZeRO-Infinity keeps optimizer state and gradients off the device too
-    r.parameter_offload = kind.plan_run(run, streamed, gpu, mode::aggressive, r.budget);
-    if (r.parameter_offload.fits) {
-      r.chosen = mode::aggressive;
-      return at_micro_batch_one(r, plan_status::parameter_offload, advice::offload_parameters,
-                                "no mode fits even at micro-batch 1; AGGRESSIVE fits when parameters are also "
-                                "streamed from the host");
+    //    A model whose streaming is not modelled goes on to the next step.
+    if (kind.can_stream_parameters()) {
+      training_spec streamed = kind.mode_run(single, mode::aggressive, gpu);
+      streamed.offload_parameters = true;
+      streamed.offload_optimizer = true;  // ZeRO-Infinity keeps optimizer state and gradients off the device too
+      r.parameter_offload = kind.plan_run(run, streamed, gpu, mode::aggressive, r.budget);
+      if (r.parameter_offload.fits) {
+        r.chosen = mode::aggressive;
+        return at_micro_batch_one(r, plan_status::parameter_offload, advice::offload_parameters,
+                                  "no mode fits even at micro-batch 1; AGGRESSIVE fits when parameters are also "
+                                  "streamed from the host");
+      }
     }
   }
 

@@ -81,6 +81,8 @@ inline json estimate_report_json(const model_spec& model, const training_spec& r
   if (!has_attention(model)) j["ssm_kernels"] = std::string(to_string(ssm_kernels_of(run)));
   // A multimodal checkpoint in a text-only run: its vision tower's parameters, counted as weights only.
   if (model.idle_tower_parameters > 0) j["idle_tower_parameters"] = model.idle_tower_parameters;
+  // DeepSeek's first dense layers: checkpointing keeps them whole (the upper side).
+  if (model.leading_dense_layers > 0) j["leading_dense_layers_kept_whole"] = model.leading_dense_layers;
   return j;
 }
 

@@ -296,8 +296,14 @@ constexpr tensor mixture_of_experts(const layer_context& ctx, tensor in) {
   // grad.index_select(dim, index).expand_as(source) (torch 1.13 derivatives.yaml
   // index_add), so autograd saves the weighted expert outputs. grouped_mm instead gathers them
   // back by inv_perm and sums view(tokens, top_k, hidden) over top_k (moe.py@8b584a67): the
-  // gather keeps its indices, the sum nothing.
-  tensor routed = ops.elementwise(detail::checked_mul(ctx.tokens, hidden), weighted.type);
+  // gather keeps its indices, the sum nothing. The gathered rows are a new [rows, hidden]
+  // tensor, made before the weighted rows are freed and freed after the sum (the qwen2moe H100
+  // history: alloc 32 MiB, free the 32 MiB product, alloc the 8 MiB sum, free the 32 MiB).
+  const auto token_elements = detail::checked_mul(ctx.tokens, hidden);
+  tensor routed = grouped_mm_experts(ctx)
+                      ? ops.elementwise(ops.elementwise(weighted, weighted.elements, weighted.type), token_elements,
+                                        weighted.type)
+                      : ops.elementwise(token_elements, weighted.type);
   if (!grouped_mm_experts(ctx)) ops.keep(weighted, routed);
   // DeepseekV3MoE.moe sums into zeros_like(hidden_states, dtype=topk_weights.dtype) and returns
   // final_hidden_states.type(hidden_states.dtype): a copy when the input is not fp32.
