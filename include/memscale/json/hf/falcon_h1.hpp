@@ -29,7 +29,7 @@ inline void read_multipliers(const config& c, const char* key, std::size_t size)
 // FalconH1Config's keys and defaults (configuration_falcon_h1.py@020a37d2).
 inline model_spec falcon_h1(const config& c) {
   model_spec m = llama_like(c, {.shape = {.layers = 32, .hidden = 4096, .heads = 32, .ffn = 14336, .vocab = 128000}});
-  const bool kv_none = c.has("num_key_value_heads") && c.raw().at("num_key_value_heads").is_null();
+  const bool kv_none = c.raw().contains("num_key_value_heads") && c.raw().at("num_key_value_heads").is_null();
   m.kv_heads = kv_none ? m.heads : c.count("num_key_value_heads", 8);  // None: num_attention_heads
   m.context_length = c.count("max_position_embeddings", 8192);
   m.hybrid_mixer = mixer_kind::mamba2;
@@ -37,7 +37,7 @@ inline model_spec falcon_h1(const config& c) {
   m.mup_multipliers = true;
   // mamba_d_ssm (1024; None: mamba_expand * hidden_size) split into mamba_n_heads heads of
   // mamba_d_head ("auto": d_ssm // heads).
-  const bool d_ssm_none = c.has("mamba_d_ssm") && c.raw().at("mamba_d_ssm").is_null();
+  const bool d_ssm_none = c.raw().contains("mamba_d_ssm") && c.raw().at("mamba_d_ssm").is_null();
   m.ssm_inner = d_ssm_none ? c.count("mamba_expand", 2) * m.hidden : c.count("mamba_d_ssm", 1024);
   m.ssm_heads = c.count("mamba_n_heads", 128);
   if (m.ssm_heads == 0 || m.ssm_inner % m.ssm_heads != 0)

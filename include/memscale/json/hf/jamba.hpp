@@ -42,7 +42,7 @@ inline std::uint64_t jamba_period(const config& c, const char* period_key, const
 inline model_spec jamba(const config& c) {
   model_spec m = llama_like(c, {.shape = {.layers = 32, .hidden = 4096, .heads = 32, .ffn = 14336, .vocab = 65536}});
   // JambaConfig(num_key_value_heads=8); None: num_attention_heads.
-  const bool kv_none = c.has("num_key_value_heads") && c.raw().at("num_key_value_heads").is_null();
+  const bool kv_none = c.raw().contains("num_key_value_heads") && c.raw().at("num_key_value_heads").is_null();
   m.kv_heads = kv_none ? m.heads : c.count("num_key_value_heads", 8);
   m.head_dim = 0;
   m.positions = position_kind::none;  // JambaAttention applies no positional encoding
