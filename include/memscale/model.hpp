@@ -439,7 +439,14 @@ constexpr std::string_view to_string(mixer_kind k) noexcept {
 
 // Refuses a state-space stack on a path that describes attention only. `what` is the reason;
 // the message names the mixer ("model.mixer is mamba2 (a state-space stack): <what>").
+// A hybrid stack's SSM layers are refused the same way ("model.hybrid_mixer is mamba1 (a hybrid
+// state-space stack): <what>").
 constexpr void require_attention_mixer(const model_spec& m, std::string_view what) {
+  if (has_attention(m) && m.hybrid_mixer != mixer_kind::attention)
+    detail::fail(error_code::unsupported, "model.hybrid_mixer",
+                 std::string("is ") + std::string(to_string(m.hybrid_mixer)) + " (a hybrid state-space stack): " +
+                     std::string(what),
+                 static_cast<std::uint64_t>(m.hybrid_mixer));
   if (has_attention(m)) return;
   detail::fail(error_code::unsupported, "model.mixer",
                std::string("is ") + std::string(to_string(m.mixer)) + " (a state-space stack): " + std::string(what),

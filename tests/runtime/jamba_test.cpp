@@ -122,7 +122,7 @@ TEST_CASE("jamba: the CPU-traced records are modelled within the band") {
   CHECK(errors[errors.size() / 2] <= 2.0);
 }
 
-TEST_CASE("jamba: the fused kernels, generate() and selective checkpointing are refused by name") {
+TEST_CASE("jamba: the fused kernels, generate(), selective checkpointing, sharding and LoRA are refused by name") {
   using namespace memscale;
   const json r = ssm_record("cpu-jamba-small-b2-s128-adamw");
   const model_spec m = json_io::model_for_record(r);
@@ -133,6 +133,15 @@ TEST_CASE("jamba: the fused kernels, generate() and selective checkpointing are 
   CHECK_THROWS_WITH(build_forward(m, run, 0), Catch::Contains("model.hybrid_mixer"));
   run.sac = selective_ac::op_save_list;
   CHECK_THROWS_WITH(estimate(m, run), Catch::Contains("run.sac"));
+  run.sac = selective_ac::none;
+  // FSDP would wrap a period of layers as one unit; LoRA targets miss the Mamba projections.
+  run.shard = sharding::full;
+  CHECK_THROWS_WITH(estimate(m, run), Catch::Contains("run.shard"));
+  run.shard = sharding::none;
+  CHECK_NOTHROW(estimate(m, run));
+  run.target = training_target::lora;
+  run.lora_rank = 8;
+  CHECK_THROWS_WITH(estimate(m, run), Catch::Contains("model.hybrid_mixer") && Catch::Contains("LoRA"));
 }
 
 }  // namespace jamba_test

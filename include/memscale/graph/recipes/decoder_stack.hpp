@@ -194,10 +194,6 @@ constexpr void generation_forward(const graph_layers::layer_context& ctx) {
   op_writer& ops = ctx.ops;
   const model_spec& model = ctx.model;
   require_attention_mixer(model, "a forward with a KV cache is built for attention layers");
-  detail::require(model.hybrid_mixer == mixer_kind::attention, error_code::unsupported, "model.hybrid_mixer",
-                  "is a hybrid state-space stack (Jamba, Falcon-H1): a forward with a KV cache and SSM states is not "
-                  "modelled",
-                  static_cast<std::uint64_t>(model.hybrid_mixer));
   if (has_layer_pattern(model) || model.experts_on_every_token)
     detail::fail(error_code::unsupported, "model.moe_layer_step",
                  "is a layer pattern (Llama 4): a forward with a KV cache of layers that differ by position, "
