@@ -151,6 +151,22 @@ struct model_spec {
   std::uint64_t moe_layer_step = 0;
   std::uint64_t dense_ffn = 0;
   std::uint64_t nope_layer_interval = 0;
+  // The MoE layers sit this many layers before the end of each moe_layer_step period: layer i is
+  // sparse when (i + 1 + moe_layer_offset) % moe_layer_step == 0 (Jamba's expert_layer_offset o
+  // of period p is p - 1 - o; Llama 4's last layer of the period is 0).
+  std::uint64_t moe_layer_offset = 0;
+  // Hybrid stacks (graph/layers/hybrid.hpp): the state-space mixer (mamba1, mamba2; attention:
+  // none) that runs, with the ssm_* fields' shape, in place of attention on every layer i with
+  // i % attention_layer_period != attention_layer_offset (Jamba), or beside attention on the same
+  // normed input in every layer (ssm_beside_attention: Falcon-H1).
+  mixer_kind hybrid_mixer = mixer_kind::attention;
+  std::uint64_t attention_layer_period = 0;
+  std::uint64_t attention_layer_offset = 0;
+  bool ssm_beside_attention = false;
+  // Falcon-H1's muP multipliers: each branch's input and output, the SSM's in_proj output (by a
+  // per-layer vector buffer), the MLP's gate and output, the embeddings and the logits are
+  // multiplied by floats in the step, each product a new tensor (1.0 included).
+  bool mup_multipliers = false;
   // NoPE layers scale the query by a per-position fp32 tensor (Llama 4 attn_temperature_tuning).
   bool nope_attention_temperature = false;
   // The base model makes a 2-D all-ones attention_mask when none is given (OPT, BLOOM), so its
@@ -183,6 +199,9 @@ struct model_spec {
   bool ssm_proj_bias = false;       // in_proj and out_proj have a bias (MambaConfig use_bias)
   bool ssm_conv_bias = true;        // conv1d has a bias (use_conv_bias)
   ssm_dt_norm_kind ssm_dt_norms = ssm_dt_norm_kind::none;
+  // Mamba-2's y goes through the gated RMSNorm (MambaRMSNormGated); false: y * silu(gate)
+  // (Falcon-H1's mamba_rms_norm False).
+  bool ssm_gated_norm = true;
   // Mamba-2 (mixer_kind::mamba2; ssm_dt_rank stays 0): ssm_inner = ssm_heads x head width.
   std::uint64_t ssm_heads = 0;      // h: SSD heads, one dt and one A per head (num_heads)
   std::uint64_t ssm_groups = 0;     // G: B and C groups, shared by h / G heads (n_groups)
@@ -261,6 +280,28 @@ constexpr const model_spec& validate_ssm(const model_spec& m) {
           "weighted dt/B/C norms (Jamba) are not modelled yet", 2);
   require(!m.dropout, error_code::unsupported, "model.dropout", "a Mamba stack has no dropout modules", 1);
   return m;
+}
+
+// A hybrid stack's state-space mixer as a state-space model of its own: the fields validate_ssm
+// checks, without the attention and MLP the hybrid layers also have. Jamba's weighted dt/B/C
+// norms are modelled there, so they are checked as none.
+constexpr model_spec hybrid_ssm_part(const model_spec& m) {
+  model_spec s{};
+  s.layers = m.layers;
+  s.hidden = m.hidden;
+  s.vocab = m.vocab;
+  s.norm = norm_kind::rmsnorm;
+  s.positions = position_kind::none;
+  s.mixer = m.hybrid_mixer;
+  s.ssm_inner = m.ssm_inner;
+  s.ssm_state = m.ssm_state;
+  s.ssm_conv = m.ssm_conv;
+  s.ssm_dt_rank = m.ssm_dt_rank;
+  s.ssm_heads = m.ssm_heads;
+  s.ssm_groups = m.ssm_groups;
+  s.ssm_chunk = m.ssm_chunk;
+  s.ssm_dt_norms = m.ssm_dt_norms == ssm_dt_norm_kind::weighted ? ssm_dt_norm_kind::none : m.ssm_dt_norms;
+  return s;
 }
 
 // Fails (compile error in constant evaluation, memscale::error at run time) on the
@@ -346,6 +387,29 @@ constexpr const model_spec& validate(const model_spec& m) {
   require(!m.router_fp32 || m.experts > 0, bad, "model.router_fp32", "needs experts > 0 (a router)", m.experts);
   require(!m.router_score_correction || m.experts > 0, bad, "model.router_score_correction", "needs experts > 0 (a router)",
           m.experts);
+  require(m.moe_layer_offset == 0 || m.moe_layer_offset < m.moe_layer_step, bad, "model.moe_layer_offset",
+          "must be below model.moe_layer_step", m.moe_layer_offset);
+  if (m.hybrid_mixer != mixer_kind::attention) {
+    const model_spec ssm = hybrid_ssm_part(m);
+    validate_ssm(ssm);
+    require(m.ssm_beside_attention != (m.attention_layer_period > 0), bad, "model.attention_layer_period",
+            "a hybrid stack runs its SSM mixer in place of attention (attention_layer_period > 0) or beside it "
+            "(ssm_beside_attention), one of the two",
+            m.attention_layer_period);
+    require(m.attention_layer_offset < m.attention_layer_period || m.attention_layer_period == 0, bad,
+            "model.attention_layer_offset", "must be below model.attention_layer_period", m.attention_layer_offset);
+    require(m.layout == block_layout::sequential && m.block_norms == branch_norms::pre && m.arch == architecture::decoder,
+            error_code::unsupported, "model.hybrid_mixer", "a hybrid stack is modelled as a pre-norm sequential decoder",
+            static_cast<std::uint64_t>(m.hybrid_mixer));
+    require(m.ssm_beside_attention == (m.hybrid_mixer == mixer_kind::mamba2), error_code::unsupported,
+            "model.hybrid_mixer", "hybrid stacks are modelled as Jamba's (Mamba-1 in place of attention) and "
+            "Falcon-H1's (Mamba-2 beside attention)", static_cast<std::uint64_t>(m.hybrid_mixer));
+  } else {
+    require(m.attention_layer_period == 0 && !m.ssm_beside_attention, bad, "model.hybrid_mixer",
+            "must name the SSM mixer (mamba1, mamba2) with attention_layer_period or ssm_beside_attention", 0);
+  }
+  require(!m.mup_multipliers || m.ssm_beside_attention, error_code::unsupported, "model.mup_multipliers",
+          "Falcon-H1's multipliers are modelled in its hybrid layers only", 1);
   require(m.idle_tower_parameters == 0 || m.arch == architecture::decoder, error_code::unsupported,
           "model.idle_tower_parameters", "an idle vision tower is modelled beside a decoder only",
           m.idle_tower_parameters);
@@ -375,7 +439,14 @@ constexpr std::string_view to_string(mixer_kind k) noexcept {
 
 // Refuses a state-space stack on a path that describes attention only. `what` is the reason;
 // the message names the mixer ("model.mixer is mamba2 (a state-space stack): <what>").
+// A hybrid stack's SSM layers are refused the same way ("model.hybrid_mixer is mamba1 (a hybrid
+// state-space stack): <what>").
 constexpr void require_attention_mixer(const model_spec& m, std::string_view what) {
+  if (has_attention(m) && m.hybrid_mixer != mixer_kind::attention)
+    detail::fail(error_code::unsupported, "model.hybrid_mixer",
+                 std::string("is ") + std::string(to_string(m.hybrid_mixer)) + " (a hybrid state-space stack): " +
+                     std::string(what),
+                 static_cast<std::uint64_t>(m.hybrid_mixer));
   if (has_attention(m)) return;
   detail::fail(error_code::unsupported, "model.mixer",
                std::string("is ") + std::string(to_string(m.mixer)) + " (a state-space stack): " + std::string(what),

@@ -124,6 +124,19 @@ constexpr void check_deepseek_layers(const model_spec& m, const training_spec& t
                   static_cast<std::uint64_t>(t.shard));
 }
 
+// A hybrid stack (Jamba, Falcon-H1) repeats a period of layers: gradient and parameter sharding
+// and parameter streaming would take the period as their unit where FSDP wraps each layer.
+// Checkpointing takes the period as its unit too: one kept input per period, the period
+// recomputed at once (the upper side, as Llama 4's).
+constexpr void check_hybrid_layers(const model_spec& m, const training_spec& t) {
+  if (m.hybrid_mixer == mixer_kind::attention) return;
+  detail::require((t.shard == sharding::none || t.shard == sharding::optimizer_state) && !t.offload_parameters,
+                  error_code::unsupported, "run.shard",
+                  "must be none or optimizer_state, without parameter offload, for a hybrid state-space stack (Jamba, "
+                  "Falcon-H1): its repeated block is a period of layers, which sharding would wrap as one unit",
+                  static_cast<std::uint64_t>(t.shard));
+}
+
 constexpr const model_spec& validate(const model_spec& m, const training_spec& t) {
   validate(m);
   validate(t);
@@ -138,6 +151,7 @@ constexpr const model_spec& validate(const model_spec& m, const training_spec& t
           "quantises depends on the checkpoint)",
           static_cast<std::uint64_t>(t.target));
   check_deepseek_layers(m, t);
+  check_hybrid_layers(m, t);
   // LoRA targets name attention and MLP projections; a Mamba mixer's (in_proj, x_proj, dt_proj,
   // out_proj) are not among them, so an adapter run would train nothing: refused by name.
   if (is_lora(t))

@@ -70,7 +70,7 @@ const std::vector<data_set> data_sets{
      "CPU traced (2025 families)", 14},
     {"cpu_traced_ssm", false, true,
      "state-space and hybrid stacks (tools/trace/ssm_cases.py): torch-only re-implementations of the transformers "
-     "torch path (the Mamba loop, Mamba-2's chunked SSD); jamba and falcon_h1 records count as not modelled yet",
+     "torch path (the Mamba loop, Mamba-2's chunked SSD, Jamba's and Falcon-H1's hybrid layers)",
      "CPU traced (state-space)", 15},
     {"cpu_traced_frameworks", false, true,
      "steps of other training frameworks (lit-gpt, torchtune, torchtitan, Liger; tools/trace/*_cases.py): "

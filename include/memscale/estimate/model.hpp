@@ -38,9 +38,13 @@ constexpr std::uint64_t parameter_count(const model_graph& g) {
   return g.is_encoder_decoder() ? parameter_count(g.stacks) : parameter_count(g.stacks.decoder);
 }
 
-// Total parameters of a model (independent of how it is trained).
+// Total parameters of a model (independent of how it is trained). Built on the torch path of
+// state-space mixers, which every mixer has (the fused one is not described for every family);
+// both paths own the same weights.
 constexpr std::uint64_t parameter_count(const model_spec& model) {
-  return parameter_count(build(model, training_spec{.micro_batch = 1, .seq_len = 1}));
+  training_spec counting{.micro_batch = 1, .seq_len = 1};
+  counting.ssm_kernels = ssm_kernel_choice::torch;
+  return parameter_count(build(model, counting));
 }
 
 // One micro-batch's checkpointed block inputs over every stack: what offloading the

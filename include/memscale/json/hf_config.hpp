@@ -24,6 +24,7 @@
 #include "memscale/json/hf/config.hpp"
 #include "memscale/json/hf/deepseek.hpp"
 #include "memscale/json/hf/falcon.hpp"
+#include "memscale/json/hf/falcon_h1.hpp"
 #include "memscale/json/hf/gemma.hpp"
 #include "memscale/json/hf/gemma3.hpp"
 #include "memscale/json/hf/glm4.hpp"
@@ -34,6 +35,7 @@
 #include "memscale/json/hf/gptj.hpp"
 #include "memscale/json/hf/granite.hpp"
 #include "memscale/json/hf/internlm2.hpp"
+#include "memscale/json/hf/jamba.hpp"
 #include "memscale/json/hf/llama.hpp"
 #include "memscale/json/hf/llama4.hpp"
 #include "memscale/json/hf/mamba.hpp"
@@ -118,6 +120,8 @@ inline constexpr std::array families{
     family_entry{"mamba", mamba},
     family_entry{"falcon_mamba", falcon_mamba},
     family_entry{"mamba2", mamba2},
+    family_entry{"jamba", jamba},
+    family_entry{"falcon_h1", falcon_h1},
     family_entry{"bert", bert, true, bert_records},
     family_entry{"roberta", roberta, true, roberta_records},
     family_entry{"distilbert", distilbert, true},

@@ -81,6 +81,30 @@ constexpr tensor weightless_rms(const layer_context& ctx, tensor slice_source, s
   return y;
 }
 
+// JambaRMSNorm (modeling_jamba.py@97bb61d0, LlamaRMSNorm's code) on a slice of x_proj's output:
+// weightless_rms, then weight * x.to(input dtype), which keeps the normalised x (its 16-bit copy
+// when 16-bit) for the weight's gradient (JambaMambaMixer dt_layernorm, b_layernorm, c_layernorm).
+constexpr tensor weighted_rms(const layer_context& ctx, tensor slice_source, std::uint64_t width,
+                              const mamba_shape& s) {
+  const tensor y = weightless_rms(ctx, slice_source, width, s);
+  op& o = ctx.ops.at(y);
+  o.weight = param_tensor::vector(width);
+  o.role = param_role::vector;
+  o.frozen = ctx.adapters.enabled;
+  if (!ctx.adapters.enabled) o.extra_saved += storage(slice_source.type, s.token_elements(width));
+  return y;
+}
+
+// The norm on dt, B or C the model's mixer has (none: the slice of x_proj's output itself).
+constexpr tensor dt_bc_norm(const layer_context& ctx, tensor x_dbl, std::uint64_t width, const mamba_shape& s) {
+  switch (ctx.model.ssm_dt_norms) {
+    case ssm_dt_norm_kind::weightless: return weightless_rms(ctx, x_dbl, width, s);
+    case ssm_dt_norm_kind::weighted: return weighted_rms(ctx, x_dbl, width, s);
+    case ssm_dt_norm_kind::none: break;
+  }
+  return x_dbl;
+}
+
 // The torch path (MambaMixer.slow_forward without a cache), op by op; `in` is the block norm's
 // output. Returns out_proj's output.
 constexpr tensor mamba1_mixer_torch(const layer_context& ctx, tensor in) {
@@ -108,10 +132,9 @@ constexpr tensor mamba1_mixer_torch(const layer_context& ctx, tensor in) {
   // x_proj: (B, L, R + 2N); dt, B and C are views of it.
   const tensor x_dbl = ops.linear(u, {.rows = s.tokens, .in_features = s.inner,
                                       .out_features = detail::checked_add(s.rank, 2 * s.state)}, base);
-  const bool normed_dt = m.ssm_dt_norms == ssm_dt_norm_kind::weightless;
-  const tensor dt_in = normed_dt ? weightless_rms(ctx, x_dbl, s.rank, s) : x_dbl;
-  const tensor b_in = normed_dt ? weightless_rms(ctx, x_dbl, s.state, s) : x_dbl;
-  const tensor c_in = normed_dt ? weightless_rms(ctx, x_dbl, s.state, s) : x_dbl;
+  const tensor dt_in = dt_bc_norm(ctx, x_dbl, s.rank, s);
+  const tensor b_in = dt_bc_norm(ctx, x_dbl, s.state, s);
+  const tensor c_in = dt_bc_norm(ctx, x_dbl, s.state, s);
   // dt_proj (always with a bias), then softplus, which keeps its input.
   const tensor dt = ops.linear(dt_in, {.rows = s.tokens, .in_features = s.rank, .out_features = s.inner, .bias = true},
                                base);
@@ -266,6 +289,12 @@ constexpr tensor mamba1_mixer_fused(const layer_context& ctx, tensor in) {
 
 // The mixer on the path the run uses (training.hpp ssm_kernels_of).
 constexpr tensor mamba1_mixer(const layer_context& ctx, tensor in) {
+  // JambaMambaMixer.cuda_kernels_forward runs its layernorms between separate kernels
+  // (modeling_jamba.py@97bb61d0), not MambaInnerFn: not described.
+  detail::require(ctx.model.ssm_dt_norms != ssm_dt_norm_kind::weighted || ssm_kernels_of(ctx.run) == ssm_kernel_choice::torch,
+                  error_code::unsupported, "run.ssm_kernels",
+                  "must be torch for Jamba's Mamba layers: the mamba-ssm kernel path with its dt/B/C norms is not modelled",
+                  static_cast<std::uint64_t>(ssm_kernels_of(ctx.run)));
   return ssm_kernels_of(ctx.run) == ssm_kernel_choice::fused ? mamba1_mixer_fused(ctx, in)
                                                              : mamba1_mixer_torch(ctx, in);
 }

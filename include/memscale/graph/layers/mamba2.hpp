@@ -98,8 +98,14 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
   const std::uint64_t phn = s.padded_elements(detail::checked_mul(s.heads, s.state));
   const std::uint64_t pq = s.padded_elements(detail::checked_mul(s.chunk, s.heads));  // (b, c, Q, Q, h)
   // in_proj: (B, L, 2D + 2GN + h); gate, xBC and dt are views of it.
-  const tensor zxbcdt = ops.linear(in, {.rows = s.tokens, .in_features = s.hidden, .out_features = s.projection(),
-                                        .bias = m.ssm_proj_bias}, base);
+  tensor zxbcdt = ops.linear(in, {.rows = s.tokens, .in_features = s.hidden, .out_features = s.projection(),
+                                  .bias = m.ssm_proj_bias}, base);
+  if (m.mup_multipliers) {
+    // Falcon-H1: projected_states * mup_vector, a (1, 1, projection) buffer: the product replaces
+    // in_proj's output, which nothing keeps (modular_falcon_h1.py@3c0a5c70 FalconH1Mixer.torch_forward).
+    ops.at(zxbcdt).transient = true;
+    zxbcdt = ops.elementwise(zxbcdt.elements, zxbcdt.type);
+  }
   const dtype e = zxbcdt.type;
   // Depthwise conv1d over xBC.transpose(1, 2), padding K - 1: (B, conv_dim, L + K - 1); it keeps
   // its input, a view of in_proj's output.
@@ -236,6 +242,20 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
   // * rsqrt, weight * .to(input dtype) (fp32: y's). Saved: y, the fp32 gate copy when 16-bit,
   // silu's output, the gated product (pow's and the rsqrt mul's input), x^2 before torch 2.2
   // (norms.hpp mean_keeps_input), rsqrt, and the normalised product the weight mul keeps.
+  if (!m.ssm_gated_norm) {
+    // Falcon-H1 with mamba_rms_norm False: y * silu(gate). silu keeps the gate (a view of the
+    // projection), the mul keeps y and silu's output (modular_falcon_h1.py@3c0a5c70).
+    const tensor gate = ops.emit(op_kind::activation, td, e);
+    ops.keep(zxbcdt, gate);
+    tensor gated_y = ops.elementwise(td, f);
+    ops.keep(y, gated_y);
+    ops.keep(gate, gated_y);
+    if (e != f) gated_y = ops.elementwise(td, e);  // scan_output.to(dtype)
+    const tensor out = ops.linear(gated_y, {.rows = s.tokens, .in_features = s.inner, .out_features = s.hidden,
+                                            .bias = m.ssm_proj_bias}, base);
+    ops.close_frame();
+    return out;
+  }
   op gated{.kind = op_kind::norm,
            .weight = param_tensor::vector(s.inner),
            .role = param_role::vector,
@@ -314,6 +334,12 @@ constexpr tensor mamba2_mixer_fused(const layer_context& ctx, tensor in) {
 
 // The mixer on the path the run uses (training.hpp ssm_kernels_of).
 constexpr tensor mamba2_mixer(const layer_context& ctx, tensor in) {
+  // FalconH1Mixer.cuda_kernels_forward passes its mup vector and multipliers into the kernels
+  // (modular_falcon_h1.py@3c0a5c70): not described.
+  detail::require(!ctx.model.mup_multipliers || ssm_kernels_of(ctx.run) == ssm_kernel_choice::torch,
+                  error_code::unsupported, "run.ssm_kernels",
+                  "must be torch for Falcon-H1's Mamba-2 mixers: the mamba-ssm kernel path is not modelled",
+                  static_cast<std::uint64_t>(ssm_kernels_of(ctx.run)));
   return ssm_kernels_of(ctx.run) == ssm_kernel_choice::fused ? mamba2_mixer_fused(ctx, in)
                                                              : mamba2_mixer_torch(ctx, in);
 }

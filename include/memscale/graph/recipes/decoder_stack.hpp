@@ -19,6 +19,7 @@
 #include "memscale/graph/layers/embeddings.hpp"
 #include "memscale/graph/layers/generation_head.hpp"
 #include "memscale/graph/layers/heads.hpp"
+#include "memscale/graph/layers/hybrid.hpp"
 #include "memscale/graph/layers/idle_tower.hpp"
 #include "memscale/graph/layers/latent_attention.hpp"
 #include "memscale/graph/layers/layer_pattern.hpp"
@@ -45,9 +46,22 @@ constexpr graph_layers::tensor branch_out(const graph_layers::layer_context& ctx
   return ctx.model.block_norms == branch_norms::pre ? y : graph_layers::norm(ctx, y);
 }
 
-// The block's attention: the model's self-attention, or multi-head latent attention.
+// The block's attention: the model's self-attention, or multi-head latent attention; a hybrid
+// layer's state-space mixer in its place (Jamba) or beside it (Falcon-H1).
 constexpr graph_layers::tensor block_attention(const graph_layers::layer_context& ctx, graph_layers::tensor in) {
+  if (ctx.model.ssm_beside_attention) return graph_layers::falcon_h1_mixers(ctx, in);
+  if (!has_attention(ctx.model)) return graph_layers::state_space_mixer(ctx, in);
   return has_latent_attention(ctx.model) ? graph_layers::latent_attention(ctx, in) : graph_layers::self_attention(ctx, in);
+}
+
+// The block's MLP; Falcon-H1 multiplies its output by mlp_multipliers[1], a new tensor
+// (modular_falcon_h1.py@3c0a5c70 FalconH1MLP.forward). Its gate's multiplier makes a scaled copy
+// that silu keeps instead of gate_proj's output: the same bytes kept, a transient not written.
+constexpr graph_layers::tensor block_mlp(const graph_layers::layer_context& ctx, graph_layers::tensor in) {
+  graph_layers::tensor y = graph_layers::mlp(ctx, in);
+  if (!ctx.model.mup_multipliers) return y;
+  ctx.ops.at(y).transient = true;
+  return graph_layers::scaled_copy(ctx, y);
 }
 
 // One transformer layer on the residual stream `x`, in the model's layout; returns its output.
@@ -66,7 +80,7 @@ constexpr graph_layers::tensor transformer_layer(const graph_layers::layer_conte
       const tensor mid = ops.add(x, attended);
       ops.close_frame();  // the attention's frame ends with its residual add
       const tensor mlp_in = branch_in(ctx, mid);
-      const tensor fed = ops.dropout(branch_out(ctx, mlp(ctx, mlp_in)), residual_dropout);
+      const tensor fed = ops.dropout(branch_out(ctx, block_mlp(ctx, mlp_in)), residual_dropout);
       ops.reads(mlp_in, fed);
       out = ops.add(mid, fed);
       break;
@@ -266,6 +280,10 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
   // in every sparse layer (modeling_deepseek_v3.py@00b676f8), cast with the model.
   if (model.router_score_correction)
     sections.add_buffers(storage(precision.param, detail::checked_mul(model.experts, model.layers - model.leading_dense_layers)));
+  // FalconH1Model.compute_mup_vector: a non-persistent (1, 1, 2D + 2GN + h) buffer per layer,
+  // cast with the model (modular_falcon_h1.py@3c0a5c70).
+  if (model.mup_multipliers)
+    sections.add_buffers(storage(precision.param, detail::checked_mul(graph_layers::mup_vector_elements(model), model.layers)));
   if (run.framework == framework_kind::torchtitan && model.positions == position_kind::rotary) {
     // torchtitan's freqs_cis buffer: complex64 (max_seq_len x head_dim / 2), max_seq_len being
     // training.seq_len (models/llama3/model/model.py _precompute_freqs_cis, args.py

@@ -1,0 +1,134 @@
+// The falcon_h1 reader and its hybrid layers (graph/layers/hybrid.hpp): the published parameter
+// total, FalconH1Config defaults, the muP products and the mup_vector buffer, the refusals, the
+// CPU-traced records of docs/data/cpu_traced_ssm.json and the paths refused by name.
+#ifdef MEMSCALE_CATCH2_V2
+#include <catch2/catch.hpp>
+#else
+#include <catch2/catch_test_macros.hpp>
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "memscale/inference.hpp"
+#include "memscale/json.hpp"
+#include "memscale/memscale.hpp"
+#include "ssm_test_support.hpp"
+
+namespace falcon_h1_test {
+namespace {
+
+using memscale::json_io::json;
+
+using memscale_test::ssm_config;
+using memscale_test::ssm_record;
+using memscale_test::ssm_records;
+
+json small_with(const char* key, const json& value) {
+  json c = ssm_record("cpu-falcon_h1-small-b2-s256-adamw").at("model").at("hf_config");
+  c[key] = value;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("falcon_h1: parameter counts equal the published totals") {
+  using memscale::json_io::load_hf_model;
+  // Falcon-H1-0.5B-Base (Falcon-H1 report: 0.52B): 36 layers of attention (8 x 64, 2 kv heads),
+  // a Mamba-2 mixer (24 x 64, state 128) and a 2048-wide SwiGLU.
+  CHECK(memscale::parameter_count(load_hf_model(ssm_config("tiiuae--Falcon-H1-0.5B-Base"))) == 521'411'104ULL);
+  const json r = ssm_record("cpu-falcon_h1-small-b2-s256-adamw");
+  CHECK(memscale::parameter_count(memscale::json_io::model_for_record(r)) == r.at("model").at("params").get<std::uint64_t>());
+}
+
+TEST_CASE("falcon_h1: a config that omits keys reads as FalconH1Config") {
+  using namespace memscale;
+  const model_spec m = json_io::model_from_hf_config(json{{"model_type", "falcon_h1"}});
+  CHECK(m.layers == 32);
+  CHECK(m.hidden == 4096);
+  CHECK(m.heads == 32);
+  CHECK(m.kv_heads == 8);
+  CHECK(m.ffn == 14336);
+  CHECK(m.vocab == 128000);
+  CHECK(m.positions == position_kind::rotary);
+  CHECK(m.hybrid_mixer == mixer_kind::mamba2);
+  CHECK(m.ssm_beside_attention);
+  CHECK(m.mup_multipliers);
+  CHECK(m.scale_embeddings);
+  CHECK(m.logits_scale);
+  CHECK(m.ssm_inner == 1024);  // mamba_d_ssm
+  CHECK(m.ssm_heads == 128);   // d_head "auto": 1024 / 128 = 8
+  CHECK(m.ssm_groups == 1);
+  CHECK(m.ssm_state == 256);
+  CHECK(m.ssm_chunk == 256);
+  CHECK(m.ssm_conv == 4);
+  CHECK_FALSE(m.ssm_gated_norm);  // mamba_rms_norm False
+  CHECK_FALSE(m.tied_embeddings);
+  CHECK(graph_layers::layers_per_block(m) == 1);
+  // mamba_d_ssm None: mamba_expand x hidden.
+  const model_spec wide = json_io::model_from_hf_config(json{{"model_type", "falcon_h1"}, {"mamba_d_ssm", nullptr}});
+  CHECK(wide.ssm_inner == 8192);
+}
+
+TEST_CASE("falcon_h1: the mup_vector buffer of every layer is counted in the model's dtype") {
+  using namespace memscale;
+  const json r = ssm_record("cpu-falcon_h1-small-b2-s256-adamw");
+  const model_spec m = json_io::model_for_record(r);
+  const training_spec run = json_io::run_from_record(r);
+  const auto g = std::make_unique<graph>(build(m, run).stack());
+  // 2 x 512 + 2 x 1 x 32 + 8 = 1,096 fp32 elements per layer, 4 layers (the trace's buffers).
+  CHECK(g->buffers.value == 1'096ULL * 4 * 4);
+  CHECK(r.at("detail").at("buffers_enum").get<std::uint64_t>() == 1'096ULL * 4 * 4);
+}
+
+TEST_CASE("falcon_h1: unmodelled settings are refused by name") {
+  using namespace memscale;
+  CHECK_THROWS_WITH(json_io::model_from_hf_config(small_with("mamba_n_heads", 7)), Catch::Contains("config.mamba_n_heads"));
+  CHECK_THROWS_WITH(json_io::model_from_hf_config(small_with("mamba_d_head", 32)), Catch::Contains("config.mamba_d_head"));
+  CHECK_THROWS_WITH(json_io::model_from_hf_config(small_with("projectors_bias", true)),
+                    Catch::Contains("config.projectors_bias"));
+  json gated = small_with("mamba_rms_norm", true);
+  gated["mamba_norm_before_gate"] = true;  // FalconH1RMSNormGated normalising before the gate
+  CHECK_THROWS_WITH(json_io::model_from_hf_config(gated), Catch::Contains("config.mamba_norm_before_gate"));
+  // Gate first, one group: Mamba-2's gated RMSNorm, with its weight.
+  CHECK(json_io::model_from_hf_config(small_with("mamba_rms_norm", true)).ssm_gated_norm);
+  CHECK_THROWS_WITH(json_io::model_from_hf_config(small_with("ssm_multipliers", json::array({1.0, 2.0}))),
+                    Catch::Contains("config.ssm_multipliers"));
+  CHECK_THROWS_WITH(json_io::model_from_hf_config(small_with("attn_layer_indices", json::array({0, 1}))),
+                    Catch::Contains("config.attn_layer_indices"));
+}
+
+TEST_CASE("falcon_h1: the CPU-traced records are modelled within the band") {
+  using namespace memscale;
+  std::vector<double> errors;
+  for (const json& r : ssm_records()) {
+    if (r.at("model").at("hf_config").at("model_type") != "falcon_h1") continue;
+    const json e = json_io::estimate_record(r);
+    INFO(r.at("id").get<std::string>() << ": " << e.dump());
+    REQUIRE(e.contains("estimated_bytes"));
+    const double measured = r.at("measured_bytes").get<double>();
+    const double err = (e.at("estimated_bytes").get<double>() - measured) / measured * 100.0;
+    CHECK(std::abs(err) <= 5.0);
+    errors.push_back(std::abs(err));
+  }
+  REQUIRE(errors.size() == 2);
+  std::sort(errors.begin(), errors.end());
+  CHECK(errors[errors.size() / 2] <= 2.0);
+}
+
+TEST_CASE("falcon_h1: the fused kernels and generate() are refused by name") {
+  using namespace memscale;
+  const json r = ssm_record("cpu-falcon_h1-small-b2-s256-adamw");
+  const model_spec m = json_io::model_for_record(r);
+  training_spec run = json_io::run_from_record(r);
+  run.ssm_kernels = ssm_kernel_choice::fused;
+  CHECK_THROWS_WITH(estimate(m, run), Catch::Contains("run.ssm_kernels"));
+  run.ssm_kernels = ssm_kernel_choice::torch;
+  CHECK_THROWS_WITH(build_forward(m, run, 0), Catch::Contains("model.hybrid_mixer"));
+}
+
+}  // namespace falcon_h1_test
