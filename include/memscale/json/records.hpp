@@ -189,6 +189,8 @@ inline training_spec run_from_record(const json& record) {
                         "reduce_dtype", "reshard_after_forward",
                         // the state-space kernels (training.hpp ssm_kernel_choice)
                         "ssm_path",
+                        // the model's use_cache argument (training.hpp cache_setting)
+                        "use_cache",
                         // multi-GPU layout (SCHEMA.md), read by json/parallel_record.hpp
                         "nodes", "fsdp", "offload", "pp", "sp", "micro_batches_in_flight",
                         // a multimodal run's images (only text-only runs are modelled)
@@ -254,6 +256,9 @@ inline training_spec run_from_record(const json& record) {
   detail::refuse_unmodelled_fsdp2_fields(t, run);
   run.ssm_kernels = parse_ssm_kernels(get_string(t, "ssm_path", path, "default", bad), path + ".ssm_path");
   run.output_cast = parse_output_cast(get_string(t, "output_cast", path, "", bad), path + ".output_cast");
+  // What the script passed as use_cache; without it, the model's config.json (model.hf_config).
+  if (t.contains("use_cache") && !t.at("use_cache").is_null())
+    run.use_cache = get_bool(t, "use_cache", path, true, bad) ? cache_setting::on : cache_setting::off;
   return validate(run);
 }
 
