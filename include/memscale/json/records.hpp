@@ -344,15 +344,17 @@ inline void add_class_and_verdict(json& out, const json& record, const model_spe
 
 // One --cases answer: {"id", "estimated_bytes", "quantity"} or {"id", "error"}; training
 // records add "class", "band", "verdict" and "replay" (detail::add_class_and_verdict).
-// The model a record ran, with what its stated transformers release changes: from 4.48 the
-// causal-LM loss is loss/loss_utils.py ForCausalLMLoss: logits.float(), then the labels are
-// padded and shifted instead of a shifted copy of the logits (transformers d0fed636).
+// The model a record ran, with what its stated transformers release changes to the causal-LM
+// loss. From 4.46 every causal LM computes it in loss_function, loss/loss_utils.py ForCausalLMLoss,
+// which upcasts the logits (logits.float()) first (huggingface/transformers PR #34147, 4.46); before,
+// GPT-2, GPT-NeoX and OPT took the loss on the logits in their compute dtype and only the LLaMA
+// family's own head upcast them (the readers' upcast_logits, unconditional up to 4.45). From 4.48
+// the labels are padded and shifted instead of a shifted copy of the logits (transformers d0fed636).
 inline model_spec model_for_record(const json& record) {
   model_spec model = model_from_record(record.at("model"));
-  if (model.head == head_kind::causal_lm && detail::version_field(record, "transformers") >= 448) {
-    model.upcast_logits = true;
-    model.shift_labels = true;
-  }
+  const std::uint32_t release = detail::version_field(record, "transformers");
+  if (model.head == head_kind::causal_lm && release >= 446) model.upcast_logits = true;
+  if (model.head == head_kind::causal_lm && release >= 448) model.shift_labels = true;
   return model;
 }
 
