@@ -361,13 +361,25 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
     qkv.k = ops.elementwise(qkv.k, k_elements, p.matmul);
     qkv.v = ops.elementwise(qkv.v, k_elements, p.matmul);
   }
-  // A training graph marks them only when the run keeps the cache (estimate/activations.hpp
-  // kept_until_loss: whatever autograd does not save already lives until the loss).
-  if (ops.records_forward_liveness() || keeps_cache_in_training(m, run)) {
+  const attention_path path = attention_path_of(m, run);
+  if (ops.records_forward_liveness()) {
     ops.at(qkv.k).kv_cached = true;
     ops.at(qkv.v).kv_cached = true;
+  } else if (keeps_cache_in_training(m, run)) {
+    // A training graph marks them only when the run keeps the cache (estimate/activations.hpp
+    // kept_until_loss), and not where the legacy eager code caches the very tensors its matmuls
+    // save, which the eager piece below writes as its saved copies: OPTAttention before its
+    // refactor (the release attention_clamp_before names) caches _shape(...).contiguous() copies
+    // of k and v that bmm saves through views (modeling_opt.py@v4.32); GPT-NeoX's _attn (before
+    // mask_buffers_per_layer_before) caches the torch.cat of the rotated and pass-through key,
+    // which baddbmm saves through a view (modeling_gpt_neox.py@v4.32); its v stays a view of
+    // query_key_value's output.
+    const bool eager = !is_fused(path.kernel);
+    const bool legacy_opt = eager && run.transformers_version < m.attention_clamp_before;
+    const bool legacy_neox = eager && run.transformers_version < m.mask_buffers_per_layer_before;
+    ops.at(qkv.k).kv_cached = !legacy_opt && !legacy_neox;
+    ops.at(qkv.v).kv_cached = !legacy_opt;
   }
-  const attention_path path = attention_path_of(m, run);
   if (path.repeats_kv) {
     // repeat_kv: expand + reshape materialises heads/kv_heads copies of k and v.
     k_elements = detail::checked_mul(run.micro_batch, keys, w.q);
