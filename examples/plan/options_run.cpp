@@ -79,6 +79,14 @@ void add_run_options(CLI::App& app, options& o) {
             "cuda, torch on cpu)",
             [&o](const std::string& v) { o.run.ssm_kernels = memscale::json_io::parse_ssm_kernels(v, "--ssm-kernels"); });
   add_flag(app, g, "--no-dropout", "the model's dropout layers are off (p = 0)", [&o] { o.run.dropout = false; });
+  add_value(app, g, "--use-cache", "on|off",
+            "the use_cache the script passes to forward (Hugging Face releases before 5.0 keep each layer's keys and "
+            "values until the loss unless checkpointing); default: the config's use_cache",
+            [&o](const std::string& v) {
+              if (v == "on") o.run.use_cache = memscale::cache_setting::on;
+              else if (v == "off") o.run.use_cache = memscale::cache_setting::off;
+              else throw usage_error("--use-cache must be on or off (got " + in_quotes(v) + ")");
+            });
   add_value(app, g, "--framework", "NAME[@VERSION]",
             "the training code: hf (transformers; @VERSION sets its release) | litgpt (its LoRA scripts, the model as "
             "lit-gpt builds it) | torchtune[@0.6.1] | torchtitan[@0.1.0] (FSDP2 over --gpus N, bf16 compute); its defaults "

@@ -97,7 +97,10 @@ std::string text_report(const memscale::model_spec& model, const memscale::train
   }
   out += fmt::format("               training {}, dropout {}, device {}\n", training, run.dropout ? "on" : "off",
                      name_of(run.device));
-  out += fmt::format("               framework {}\n", memscale::json_io::framework_text(run));
+  out += fmt::format("               framework {}{}\n", memscale::json_io::framework_text(run),
+                     run.use_cache == memscale::cache_setting::config
+                         ? std::string()
+                         : fmt::format(", use_cache {}", memscale::to_string(run.use_cache)));
   out += "\n";
   out += fmt::format("breakdown at the steady-state peak ({}):\n", result.steady.at);
   out += memscale::format_breakdown(result, breakdown_size);

@@ -231,6 +231,9 @@ struct model_spec {
   bool router_fp32 = false;
   // Each sparse layer's router holds an experts-long bias buffer (DeepSeek-V3 e_score_correction_bias).
   bool router_score_correction = false;
+  // config.json's use_cache: forward returns each layer's keys and values (PretrainedConfig
+  // use_cache=True, configuration_utils.py); training_spec::use_cache follows it by default.
+  bool use_cache = true;
 };
 
 constexpr bool has_latent_attention(const model_spec& m) { return m.kv_lora_rank > 0; }

@@ -81,6 +81,11 @@ enum class selective_ac : std::uint8_t { none, every_kth_block, op_save_list };
 // slow_forward, which saves a state per step. framework_default: fused on CUDA, torch on CPU.
 enum class ssm_kernel_choice : std::uint8_t { framework_default, fused, torch };
 
+// Whether the training forward builds a KV cache (the model's `use_cache` argument): `config`
+// follows the model's config.json (model_spec::use_cache), `on` / `off` are what the script
+// passes. graph/layers/attention.hpp keeps_cache_in_training says when the cache exists.
+enum class cache_setting : std::uint8_t { config, on, off };
+
 // bitsandbytes 0.43.2 (@ ce53caf3): MatMul4Bit no longer keeps its input for backward.
 inline constexpr std::uint32_t bnb_drops_matmul_input = 4302;
 
@@ -152,6 +157,7 @@ struct training_spec {
   // torchtitan's selective activation checkpointing; sac_every: k of every_kth_block.
   selective_ac sac = selective_ac::none;
   std::uint64_t sac_every = 0;
+  cache_setting use_cache = cache_setting::config;
 };
 
 // The release each framework's rules were read from: torchtune v0.6.1 (pytorch/torchtune
@@ -170,6 +176,15 @@ constexpr bool framework_version_modelled(framework_kind f, std::uint32_t versio
 constexpr ssm_kernel_choice ssm_kernels_of(const training_spec& run) {
   if (run.ssm_kernels != ssm_kernel_choice::framework_default) return run.ssm_kernels;
   return run.device == device_kind::cuda ? ssm_kernel_choice::fused : ssm_kernel_choice::torch;
+}
+
+constexpr std::string_view to_string(cache_setting c) noexcept {
+  switch (c) {
+    case cache_setting::config: return "config";
+    case cache_setting::on: return "on";
+    case cache_setting::off: return "off";
+  }
+  return "config";
 }
 
 constexpr std::string_view to_string(ssm_kernel_choice k) noexcept {

@@ -433,6 +433,7 @@ round_trip --model llama-2-7b --lora 8 --lora-variant dora --lora-dropout 0 --gp
 round_trip --model llama-3-8b --lora 16 --precision pure_bf16 --liger --gpu rtx4090
 round_trip --model llama-3-8b --precision pure_bf16 --loss fused_linear_ce --batch 2 --seq 2048
 round_trip --model llama-3-8b --batch 1 --seq 8192 --framework torchtitan --gpus 8 --checkpointing selective --sac-policy layer:2
+round_trip --model llama-2-7b --framework hf@4.40 --attention eager --use-cache off --batch 1 --seq 512
 # a ground-truth record is a --run input too, and the output of that reads back the same
 python3 -c 'import json,sys; json.dump(json.load(open(sys.argv[1]))[0], open(sys.argv[2], "w"))' \
   "$truth/cpu_traced_dev.json" "$work/record.json"

@@ -11,7 +11,7 @@
 //   created, the temporaries die, the previous op's output dies unless a backward keeps it;
 //   the epilogue keeps the outputs nobody saves until it ends (the loss code's locals), and a
 //   previous step's carried tensors die at the first loss op. The base model's held tensors
-//   live through the blocks.
+//   live through the blocks; a KV cache built in training (use_cache) until the epilogue ends.
 // - backward, sections in reverse: the gradient of an op's output, the gradient of its input,
 //   its temporaries and the parameter gradients it creates (a Linear without bias: its weight's
 //   gradient first, as autograd computes mm's); then the saved tensors it was the last to need.
@@ -279,6 +279,7 @@ class step_walker {
     enter(s, moment::epilogue_forward);
     forward_section(epilogue_of(g_), 0, true, true, carry);
     free(carry.id);
+    free_cache();
 
     enter(s, moment::epilogue_backward);
     backward_section(epilogue_of(g_), 0, 0);
@@ -368,6 +369,8 @@ class step_walker {
         if (kept) {
           saved_out_[k] = out;
           if (checkpoint_input && recompute_) pending_input_ = no_tensor;
+        } else if (kept_until_loss(o)) {
+          saved_out_[k] = out;  // a training forward's KV cache: free_cache() after the loss
         } else if (checkpoint_input) {
           pending_input_ = out;
           previous = no_tensor;
@@ -400,6 +403,18 @@ class step_walker {
   }
 
   [[nodiscard]] constexpr std::uint64_t last_output_size(section s) const { return g_.ops[s.end - 1].out.value; }
+
+  // A training forward's KV cache (use_cache; estimate/activations.hpp kept_until_loss) dies when
+  // the model's outputs do, after the loss and before backward: layer by layer, as it was built.
+  constexpr void free_cache() {
+    const auto free_section = [&](section s, std::uint64_t layer) {
+      for (std::size_t i = s.begin; i < s.end; ++i)
+        if (kept_until_loss(g_.ops[i])) free(saved_out_[slot(i, layer)]);
+    };
+    free_section(prologue_of(g_), 0);
+    for (std::uint64_t l = 0; l < layers_; ++l) free_section(block_of(g_), l);
+    free_section(epilogue_of(g_), 0);
+  }
 
   // One backward pass through section s; `carried_grad`: the residual stream's gradient alive
   // through it.

@@ -23,6 +23,12 @@ constexpr bytes op_saved_bytes(const op& o) {
   return (o.released_by != not_kept ? o.out : bytes{}) + o.extra_saved;
 }
 
+// A cached key or value (op::kv_cached) in a training graph that autograd does not save: the
+// model's outputs hold it until forward returns, so it lives through the loss and is freed
+// before backward (graph/layers/attention.hpp keeps_cache_in_training). One autograd saves is
+// alive then anyway.
+constexpr bool kept_until_loss(const op& o) { return o.kv_cached && o.released_by == not_kept; }
+
 struct section {
   std::size_t begin = 0;
   std::size_t end = 0;
@@ -37,6 +43,14 @@ constexpr section until_loss(const graph& g, section s) {
   for (std::size_t i = s.begin; i < s.end; ++i)
     if (g.ops[i].kind == op_kind::loss) return {s.begin, i};
   return s;
+}
+
+// Bytes one pass through a section leaves alive until the loss (kept_until_loss).
+constexpr bytes section_cache_bytes(const graph& g, section s) {
+  bytes total{};
+  for (std::size_t i = s.begin; i < s.end; ++i)
+    if (kept_until_loss(g.ops[i])) total += g.ops[i].out;
+  return total;
 }
 
 // Whether selective checkpointing recomputes (so does not keep) op `o`'s tensors.
@@ -63,8 +77,8 @@ constexpr bytes section_saved_bytes(const graph& g, section s, const training_sp
 }
 
 // Highest live activation bytes inside one forward pass through a section, counted
-// from the section start: saved so far + the running op's output, temporaries and its
-// input when nothing keeps that input.
+// from the section start: saved so far (and kept until the loss) + the running op's output,
+// temporaries and its input when nothing keeps that input.
 // With `held`, outputs nobody saves stay alive until the section ends: the loss code
 // holds logits and their shifted copy in local variables until forward returns
 // (modeling_gpt2.py GPT2LMHeadModel.forward: lm_logits, shift_logits).
@@ -76,14 +90,16 @@ constexpr bytes section_forward_peak(const graph& g, section s, const training_s
   bytes peak{};
   for (std::size_t i = s.begin; i < s.end; ++i) {
     const op& o = g.ops[i];
-    const bool prev_loose = i > s.begin && (g.ops[i - 1].released_by == not_kept || !saving);
+    const bool prev_loose =
+        i > s.begin && ((g.ops[i - 1].released_by == not_kept && !kept_until_loss(g.ops[i - 1])) || !saving);
     const bool prev_transient = i > s.begin && g.ops[i - 1].transient && g.ops[i - 1].released_by == not_kept;
     const bytes previous = held ? loose + (prev_transient ? g.ops[i - 1].out : bytes{})
                                 : (prev_loose ? g.ops[i - 1].out : bytes{});
     const bytes live = saved + o.out + o.fwd_temp + o.extra_saved + previous;
     peak = max(peak, live);
     if (saving && !dropped_by_selective(o, run)) saved += op_saved_bytes(o);
-    if (o.released_by == not_kept && !o.transient) loose += o.out;
+    if (kept_until_loss(o)) saved += o.out;
+    if (o.released_by == not_kept && !o.transient && !kept_until_loss(o)) loose += o.out;
   }
   return peak;
 }

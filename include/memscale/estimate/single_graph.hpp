@@ -343,6 +343,11 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   const bytes below_block_forward = below_blocks + saved_b_on_device * stashed_blocks;
   // The base model's masks live through its blocks; checkpointed blocks saved them as inputs.
   const bytes held_after_blocks = ckpt ? g.held : bytes{};
+  // A KV cache built while training (use_cache) lives from each layer's attention until the loss
+  // code returns: the lower blocks' part while a block runs, every block's through the epilogue.
+  const bytes cache_p = section_cache_bytes(g, prologue_of(g));
+  const bytes cache_below_block = cache_p + section_cache_bytes(g, block_of(g)) * (L - 1);
+  const bytes cache_at_loss = cache_below_block + section_cache_bytes(g, block_of(g));
 
   // The moments below differ only in activations and gradients (parameters, persistent
   // gradients, inputs and workspace are common), so they are ranked by those two alone and
@@ -364,17 +369,20 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   // still hold tensors of the previous step (graph::carried).
   consider(phase::forward, g.carried + section_forward_peak(g, prologue_of(g), run), {});
   consider(phase::forward,
-           g.carried + g.held + below_block_forward + section_forward_peak(g, block_of(g), run, false, !ckpt),
+           g.carried + g.held + below_block_forward + cache_below_block +
+               section_forward_peak(g, block_of(g), run, false, !ckpt),
            {});
   // The loop rebinds its logits when the model returns, before the loss is computed
   // (lit-gpt finetune/lora.py fit(): `logits = model(...)`, then chunked_cross_entropy),
   // so the previous step's tensors are live only up to the first loss op.
   consider(phase::forward,
-           g.carried + held_after_blocks + saved_p + saved_b * L +
+           g.carried + held_after_blocks + saved_p + saved_b * L + cache_at_loss +
                section_forward_peak(g, until_loss(g, epilogue_of(g)), run, true),
            {});
   consider(phase::forward,
-           held_after_blocks + saved_p + saved_b * L + section_forward_peak(g, epilogue_of(g), run, true), {});
+           held_after_blocks + saved_p + saved_b * L + cache_at_loss +
+               section_forward_peak(g, epilogue_of(g), run, true),
+           {});
 
   // An optimizer stepped inside backward runs each parameter's step there, with its temporaries
   // (per tensor: for_loop), beside whatever backward holds at that point.

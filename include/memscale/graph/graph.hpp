@@ -76,7 +76,8 @@ struct op {
   op_kind kind = op_kind::elementwise;  // zero (op_kind's first)
   bool recomputed_by_selective = false;  // attention-core tensors selective checkpointing drops
   bool transient = false;          // output not kept is freed once the next op used it (a reassigned variable)
-  bool kv_cached = false;          // `out` is a key or value tensor a KV cache holds (generate(): not freed)
+  bool kv_cached = false;          // `out` is a key or value tensor a KV cache holds (generate(): not freed;
+                                   // training with use_cache: alive until the loss, estimate/activations.hpp)
   release_point last_reader{};     // no_grad forward: the last op that reads `out` (none: the next op only)
   param_tensor weight{};           // rows == 0: the op owns no weight
   param_tensor bias{};             // rows == 0: no bias

@@ -156,6 +156,7 @@ inline model_spec model_from_hf_config(const json& cfg) {
     model_spec m = f->read(c);
     m.name = f->model_type;
     if (!f->encoder) hf::apply_head(c, m, head_kind::causal_lm);
+    m.use_cache = c.flag("use_cache", true);  // PretrainedConfig's key, the same for every family
     return validate(m);
   }
   const std::vector<std::string_view> supported = hf::readable_model_types();

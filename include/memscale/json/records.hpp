@@ -189,6 +189,8 @@ inline training_spec run_from_record(const json& record) {
                         "reduce_dtype", "reshard_after_forward",
                         // the state-space kernels (training.hpp ssm_kernel_choice)
                         "ssm_path",
+                        // the model's use_cache argument (training.hpp cache_setting)
+                        "use_cache",
                         // multi-GPU layout (SCHEMA.md), read by json/parallel_record.hpp
                         "nodes", "fsdp", "offload", "pp", "sp", "micro_batches_in_flight",
                         // a multimodal run's images (only text-only runs are modelled)
@@ -254,6 +256,9 @@ inline training_spec run_from_record(const json& record) {
   detail::refuse_unmodelled_fsdp2_fields(t, run);
   run.ssm_kernels = parse_ssm_kernels(get_string(t, "ssm_path", path, "default", bad), path + ".ssm_path");
   run.output_cast = parse_output_cast(get_string(t, "output_cast", path, "", bad), path + ".output_cast");
+  // What the script passed as use_cache; without it, the model's config.json (model.hf_config).
+  if (t.contains("use_cache") && !t.at("use_cache").is_null())
+    run.use_cache = get_bool(t, "use_cache", path, true, bad) ? cache_setting::on : cache_setting::off;
   return validate(run);
 }
 
@@ -339,15 +344,17 @@ inline void add_class_and_verdict(json& out, const json& record, const model_spe
 
 // One --cases answer: {"id", "estimated_bytes", "quantity"} or {"id", "error"}; training
 // records add "class", "band", "verdict" and "replay" (detail::add_class_and_verdict).
-// The model a record ran, with what its stated transformers release changes: from 4.48 the
-// causal-LM loss is loss/loss_utils.py ForCausalLMLoss: logits.float(), then the labels are
-// padded and shifted instead of a shifted copy of the logits (transformers d0fed636).
+// The model a record ran, with what its stated transformers release changes to the causal-LM
+// loss. From 4.46 every causal LM computes it in loss_function, loss/loss_utils.py ForCausalLMLoss,
+// which upcasts the logits (logits.float()) first (huggingface/transformers PR #34147, 4.46); before,
+// GPT-2, GPT-NeoX and OPT took the loss on the logits in their compute dtype and only the LLaMA
+// family's own head upcast them (the readers' upcast_logits, unconditional up to 4.45). From 4.48
+// the labels are padded and shifted instead of a shifted copy of the logits (transformers d0fed636).
 inline model_spec model_for_record(const json& record) {
   model_spec model = model_from_record(record.at("model"));
-  if (model.head == head_kind::causal_lm && detail::version_field(record, "transformers") >= 448) {
-    model.upcast_logits = true;
-    model.shift_labels = true;
-  }
+  const std::uint32_t release = detail::version_field(record, "transformers");
+  if (model.head == head_kind::causal_lm && release >= 446) model.upcast_logits = true;
+  if (model.head == head_kind::causal_lm && release >= 448) model.shift_labels = true;
   return model;
 }
 

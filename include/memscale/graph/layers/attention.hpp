@@ -49,6 +49,24 @@ constexpr attention_path attention_path_of(const model_spec& model, const traini
           .repeats_kv = gqa && !folds_heads && (!sdpa_gqa || kernel == attention_kernel::math)};
 }
 
+// use_cache=True while training: each decoder layer puts its keys (after qk-norm and RoPE) and its
+// values as the projection made them (views of a fused projection: all of it) into the returned
+// past_key_values (a tuple until 4.35, DynamicCache.update from 4.36), which the model's outputs hold
+// through the loss until forward returns (modeling_llama.py@v4.40.2 LlamaForCausalLM.forward). The
+// modeling files turn it off under gradient checkpointing (modeling_gpt2.py `if
+// self.gradient_checkpointing and self.training: if use_cache: ... use_cache = False`, quoted in
+// huggingface/transformers issue #23808); from 5.0 check_model_inputs turns it off in training
+// (huggingface/transformers PR #41585, review of 2025-10-16), so a run that states no release (today's
+// code) has none. lit-gpt, torchtune and torchtitan train without a cache.
+constexpr bool asks_for_cache(const model_spec& model, const training_spec& run) {
+  return run.use_cache == cache_setting::on || (run.use_cache == cache_setting::config && model.use_cache);
+}
+constexpr bool keeps_cache_in_training(const model_spec& model, const training_spec& run) {
+  return asks_for_cache(model, run) && run.ckpt == checkpointing::none && run.framework == framework_kind::hf &&
+         model.impl == implementation::hf_transformers && model.arch == architecture::decoder &&
+         run.transformers_version != 0 && run.transformers_version < 500;
+}
+
 struct qkv_tensors {
   tensor q;
   tensor k;
@@ -343,9 +361,25 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
     qkv.k = ops.elementwise(qkv.k, k_elements, p.matmul);
     qkv.v = ops.elementwise(qkv.v, k_elements, p.matmul);
   }
-  ops.at(qkv.k).kv_cached = true;
-  ops.at(qkv.v).kv_cached = true;
   const attention_path path = attention_path_of(m, run);
+  if (ops.records_forward_liveness()) {
+    ops.at(qkv.k).kv_cached = true;
+    ops.at(qkv.v).kv_cached = true;
+  } else if (keeps_cache_in_training(m, run)) {
+    // A training graph marks them only when the run keeps the cache (estimate/activations.hpp
+    // kept_until_loss), and not where the legacy eager code caches the very tensors its matmuls
+    // save, which the eager piece below writes as its saved copies: OPTAttention before its
+    // refactor (the release attention_clamp_before names) caches _shape(...).contiguous() copies
+    // of k and v that bmm saves through views (modeling_opt.py@v4.32); GPT-NeoX's _attn (before
+    // mask_buffers_per_layer_before) caches the torch.cat of the rotated and pass-through key,
+    // which baddbmm saves through a view (modeling_gpt_neox.py@v4.32); its v stays a view of
+    // query_key_value's output.
+    const bool eager = !is_fused(path.kernel);
+    const bool legacy_opt = eager && run.transformers_version < m.attention_clamp_before;
+    const bool legacy_neox = eager && run.transformers_version < m.mask_buffers_per_layer_before;
+    ops.at(qkv.k).kv_cached = !legacy_opt && !legacy_neox;
+    ops.at(qkv.v).kv_cached = !legacy_opt;
+  }
   if (path.repeats_kv) {
     // repeat_kv: expand + reshape materialises heads/kv_heads copies of k and v.
     k_elements = detail::checked_mul(run.micro_batch, keys, w.q);

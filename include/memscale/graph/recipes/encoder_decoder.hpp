@@ -149,8 +149,9 @@ constexpr void build_encoder_decoder(const model_spec& model, const training_spe
   // grad (T5Attention.forward), so its gradient accumulates too.
   if (ckpt) r.decoder_bias_grad += cross_bias;
   // T5Config.use_cache defaults to True and T5Stack turns it off only for gradient
-  // checkpointing: the decoder keeps every block's k and v (self and cross).
-  if (!ckpt) {
+  // checkpointing: the decoder keeps every block's k and v (self and cross), unless the run
+  // passes use_cache=False.
+  if (!ckpt && graph_layers::asks_for_cache(model, run)) {
     const auto per_block = detail::checked_add(detail::checked_mul(detail::checked_mul(2, batch), decoder_seq, inner),
                                                detail::checked_mul(detail::checked_mul(2, batch), encoder_seq, inner));
     r.decoder_cache = storage(precision.matmul, detail::checked_mul(per_block, t5_decoder_layers(model)));
