@@ -3,7 +3,9 @@
 //
 // A sorted array cut into chunks of up to 32 entries: finding a place is a binary search over
 // the chunks and then within one, and inserting or erasing moves at most one chunk's entries
-// (a deep model caches thousands of blocks; one sorted array made the replay quadratic).
+// (a deep model caches thousands of blocks; one sorted array made the replay quadratic). The
+// chunks' last keys are kept in rank order in one array, so the search over the chunks reads
+// contiguous memory instead of following the rank -> chunk -> count indirection.
 // Fixed storage; running out is a memscale::error.
 #pragma once
 
@@ -39,31 +41,28 @@ class free_set {
   [[nodiscard]] constexpr std::size_t size() const { return total_; }
   [[nodiscard]] constexpr bool empty() const { return total_ == 0; }
 
-  // The first entry not ordered before (size, address); end() when there is none.
+  // The first entry not ordered before (size, address); end() when there is none. Both
+  // searches halve a range by a select rather than a branch (the comparisons are data
+  // dependent and mispredicted half the time).
   [[nodiscard]] constexpr free_position lower_bound(std::uint64_t size, std::uint64_t address) const {
-    std::size_t lo = 0;
-    std::size_t hi = ranks_;
-    while (lo < hi) {  // first chunk whose last entry is not before the key
-      const std::size_t mid = lo + (hi - lo) / 2;
-      const std::size_t c = order_[mid];
-      const free_entry& last = chunks_[c][count_[c] - 1];
-      if (before(last.size, last.address, size, address))
-        lo = mid + 1;
-      else
-        hi = mid;
+    if (ranks_ == 0) return end();
+    std::size_t lo = 0;  // first chunk whose last entry is not before the key
+    for (std::size_t n = ranks_; n > 1;) {
+      const std::size_t half = n / 2;
+      const free_key& k = last_[lo + half - 1];
+      lo = before(k.size, k.address, size, address) ? lo + half : lo;
+      n -= half;
     }
-    if (lo == ranks_) return end();
-    const std::size_t c = order_[lo];
-    std::size_t a = 0;
-    std::size_t b = count_[c];
-    while (a < b) {
-      const std::size_t mid = a + (b - a) / 2;
-      if (before(chunks_[c][mid].size, chunks_[c][mid].address, size, address))
-        a = mid + 1;
-      else
-        b = mid;
+    if (before(last_[lo].size, last_[lo].address, size, address)) return end();
+    const auto& items = chunks_[order_[lo]];
+    std::size_t at = 0;  // first entry of that chunk not before the key (its last one is not)
+    for (std::size_t n = count_[order_[lo]]; n > 1;) {
+      const std::size_t half = n / 2;
+      const free_entry& e = items[at + half - 1];
+      at = before(e.size, e.address, size, address) ? at + half : at;
+      n -= half;
     }
-    return {lo, a};
+    return {lo, at};
   }
 
   [[nodiscard]] constexpr free_position end() const { return {ranks_, 0}; }
@@ -92,6 +91,7 @@ class free_set {
       ranks_ = 1;
       chunks_[c][0] = e;
       count_[c] = 1;
+      last_[0] = key_of(e);
       ++total_;
       return;
     }
@@ -110,6 +110,7 @@ class free_set {
     for (std::size_t i = count_[c]; i > p.offset; --i) items[i] = items[i - 1];
     items[p.offset] = e;
     ++count_[c];
+    if (p.offset + 1 == count_[c]) last_[p.rank] = key_of(e);
     ++total_;
   }
 
@@ -121,7 +122,10 @@ class free_set {
     --total_;
     if (count_[c] == 0) {
       drop_rank(p.rank);
-    } else if (count_[c] < chunk_size / 2) {
+      return;
+    }
+    if (p.offset == count_[c]) last_[p.rank] = key_of(items[p.offset - 1]);
+    if (count_[c] < chunk_size / 2) {
       if (p.rank + 1 < ranks_ && count_[c] + count_[order_[p.rank + 1]] <= chunk_size)
         absorb_next(p.rank);
       else if (p.rank > 0 && count_[c] + count_[order_[p.rank - 1]] <= chunk_size)
@@ -158,7 +162,10 @@ class free_set {
       kept = out_rank;
     }
     total_ = 0;
-    for (std::size_t r = 0; r < kept; ++r) total_ += count_[order_[r]];
+    for (std::size_t r = 0; r < kept; ++r) {
+      total_ += count_[order_[r]];
+      last_[r] = key_of(chunks_[order_[r]][count_[order_[r]] - 1]);
+    }
     for (std::size_t r = kept; r < ranks; ++r) spare_[spare_count_++] = order_[r];
     ranks_ = kept;
   }
@@ -171,9 +178,15 @@ class free_set {
   }
 
  private:
+  struct free_key {
+    std::uint64_t size;
+    std::uint64_t address;
+  };
+  static constexpr free_key key_of(const free_entry& e) { return {e.size, e.address}; }
+
   static constexpr bool before(std::uint64_t size_a, std::uint64_t addr_a, std::uint64_t size_b,
                                std::uint64_t addr_b) {
-    return size_a < size_b || (size_a == size_b && addr_a < addr_b);
+    return (size_a < size_b) | ((size_a == size_b) & (addr_a < addr_b));
   }
 
   constexpr std::size_t new_chunk() {
@@ -191,7 +204,10 @@ class free_set {
 
   constexpr void drop_rank(std::size_t rank) {
     spare_[spare_count_++] = order_[rank];
-    for (std::size_t r = rank; r + 1 < ranks_; ++r) order_[r] = order_[r + 1];
+    for (std::size_t r = rank; r + 1 < ranks_; ++r) {
+      order_[r] = order_[r + 1];
+      last_[r] = last_[r + 1];
+    }
     --ranks_;
   }
 
@@ -201,6 +217,7 @@ class free_set {
     const std::size_t b = order_[rank + 1];
     for (std::size_t i = 0; i < count_[b]; ++i) chunks_[a][count_[a] + i] = chunks_[b][i];
     count_[a] = static_cast<std::uint16_t>(count_[a] + count_[b]);
+    last_[rank] = last_[rank + 1];
     drop_rank(rank + 1);
   }
 
@@ -211,8 +228,13 @@ class free_set {
     for (std::size_t i = chunk_size / 2; i < chunk_size; ++i) chunks_[n][i - chunk_size / 2] = chunks_[c][i];
     count_[n] = static_cast<std::uint16_t>(chunk_size - chunk_size / 2);
     count_[c] = static_cast<std::uint16_t>(chunk_size / 2);
-    for (std::size_t r = ranks_; r > rank + 1; --r) order_[r] = order_[r - 1];
+    for (std::size_t r = ranks_; r > rank + 1; --r) {
+      order_[r] = order_[r - 1];
+      last_[r] = last_[r - 1];
+    }
     order_[rank + 1] = static_cast<std::uint16_t>(n);
+    last_[rank + 1] = last_[rank];
+    last_[rank] = key_of(chunks_[c][chunk_size / 2 - 1]);
     ++ranks_;
   }
 
@@ -221,6 +243,7 @@ class free_set {
   std::array<std::uint16_t, max_chunks> count_;
   std::array<std::uint16_t, max_chunks> order_;
   std::array<std::uint16_t, max_chunks> spare_;
+  std::array<free_key, max_chunks> last_;  // by rank: the key of that chunk's last entry
   std::size_t ranks_ = 0;
   std::size_t made_ = 0;
   std::size_t spare_count_ = 0;
