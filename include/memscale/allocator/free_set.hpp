@@ -81,6 +81,25 @@ class free_set {
   }
   [[nodiscard]] constexpr bool is_first(free_position p) const { return p.rank == 0 && p.offset == 0; }
 
+  // Whether e sorts where the entry at p is (after its predecessor, before its successor), so
+  // that replace(p, e) keeps the order.
+  [[nodiscard]] constexpr bool sorts_at(free_position p, const free_entry& e) const {
+    if (!is_first(p)) {
+      const free_entry& a = at(previous(p));
+      if (!before(a.size, a.address, e.size, e.address)) return false;
+    }
+    const free_position n = next(p);
+    if (is_end(n)) return true;
+    const free_entry& b = at(n);
+    return before(e.size, e.address, b.size, b.address);
+  }
+
+  // Puts e in place of the entry at p (sorts_at(p, e) must hold).
+  constexpr void replace(free_position p, const free_entry& e) {
+    chunks_[order_[p.rank]][p.offset] = e;
+    if (p.offset + 1 == count_[order_[p.rank]]) last_[p.rank] = key_of(e);
+  }
+
   constexpr void insert(const free_entry& e) {
     if (total_ >= Capacity)
       memscale::detail::fail(error_code::unsupported, "allocator simulation", "has more cached blocks than its capacity",
