@@ -50,7 +50,7 @@ class free_set {
     for (std::size_t n = ranks_; n > 1;) {
       const std::size_t half = n / 2;
       const free_key& k = last_[lo + half - 1];
-      lo += half & mask_of(before(k.size, k.address, size, address));
+      lo = before(k.size, k.address, size, address) ? lo + half : lo;
       n -= half;
     }
     if (before(last_[lo].size, last_[lo].address, size, address)) return end();
@@ -59,7 +59,7 @@ class free_set {
     for (std::size_t n = count_[order_[lo]]; n > 1;) {
       const std::size_t half = n / 2;
       const free_entry& e = items[at + half - 1];
-      at += half & mask_of(before(e.size, e.address, size, address));
+      at = before(e.size, e.address, size, address) ? at + half : at;
       n -= half;
     }
     return {lo, at};
@@ -202,9 +202,6 @@ class free_set {
     std::uint64_t address;
   };
   static constexpr free_key key_of(const free_entry& e) { return {e.size, e.address}; }
-
-  // All ones when b, else zero: an arithmetic select, which compilers keep free of branches.
-  static constexpr std::size_t mask_of(bool b) { return std::size_t{0} - static_cast<std::size_t>(b); }
 
   static constexpr bool before(std::uint64_t size_a, std::uint64_t addr_a, std::uint64_t size_b,
                                std::uint64_t addr_b) {
