@@ -115,8 +115,11 @@ class caching_allocator {
     const std::uint64_t rounded = round_size(opts_, size);
     const pool_kind pool = pool_for(rounded);
     const std::uint64_t alloc_size = allocation_size(rounded);
-    std::uint32_t b = get_free_block(pool, rounded);
-    if (b == no_block) {
+    const cached_block cached = get_free_block(pool, rounded);
+    std::uint32_t b = cached.block;
+    if (b != no_block) {
+      b = take_cached(free_of(pool), cached.at, rounded);
+    } else {
       b = alloc_block(pool, rounded, alloc_size);
       if (b == no_block && release_available_cached_blocks(pool, rounded)) b = alloc_block(pool, rounded, alloc_size);
       if (b == no_block) {
@@ -130,8 +133,8 @@ class caching_allocator {
           stats_.first_oom = {events_, id, bytes{rounded}, bytes{alloc_size}, stats_.allocated, stats_.reserved};
         return false;
       }
+      if (should_split(b, rounded)) b = split(b, rounded);
     }
-    if (should_split(b, rounded)) b = split(b, rounded);
     block& k = blocks_[b];
     k.allocated = true;
     k.requested = size;
@@ -200,6 +203,13 @@ class caching_allocator {
   constexpr void insert_free(std::uint32_t b) {
     const block& k = blocks_[b];
     free_of(k.pool).insert({k.size, k.address, b});
+    count_inactive_split(b);
+  }
+
+  // A block that has just become cached: its bytes are inactive split bytes when it is part
+  // of a split (non-expandable) segment.
+  constexpr void count_inactive_split(std::uint32_t b) {
+    const block& k = blocks_[b];
     if (!k.expandable && is_split(k)) {
       stats_.inactive_split += bytes{k.size};
       stats_.inactive_split_peak = max(stats_.inactive_split_peak, stats_.inactive_split);
@@ -235,11 +245,17 @@ class caching_allocator {
     recycled_[recycled_count_++] = b;
   }
 
-  // get_free_block: best fit in the pool, with the oversize rules.
-  constexpr std::uint32_t get_free_block(pool_kind pool, std::uint64_t size) {
+  struct cached_block {
+    std::uint32_t block = no_block;
+    free_position at{};  // its entry in the pool's free set
+  };
+
+  // get_free_block: best fit in the pool, with the oversize rules. The block stays in the set
+  // until take_cached.
+  constexpr cached_block get_free_block(pool_kind pool, std::uint64_t size) {
     pool_set& s = free_of(pool);
     free_position at = s.lower_bound(size, 0);
-    if (s.is_end(at)) return no_block;
+    if (s.is_end(at)) return {};
     if (opts_.expandable_segments && blocks_[s.at(at).block].expandable) {
       // The block that can grow into unmapped space counts at its grown size, so a block that
       // fits without growing is preferred (get_free_block's expandable_size walk).
@@ -249,11 +265,33 @@ class caching_allocator {
     }
     const std::uint64_t found = s.at(at).size;
     const std::uint64_t max_split = opts_.max_split_size.value;
-    if (size < max_split && found >= max_split) return no_block;
+    if (size < max_split && found >= max_split) return {};
     if (size >= max_split && found >= memscale::detail::checked_add(size, opts_.max_non_split_rounding.value))
-      return no_block;
-    const std::uint32_t b = s.at(at).block;
-    erase_free_at(s, at);
+      return {};
+    return {s.at(at).block, at};
+  }
+
+  // The cached block at `at` serves a request of `size`: it leaves the free set
+  // (get_free_block) and is split when it should be (alloc_found_block), the rest cached again.
+  // The rest is smaller than the block, so it often sorts where the block's entry was: then it
+  // takes that entry's place (the set's contents and the statistics as erase, then insert).
+  constexpr std::uint32_t take_cached(pool_set& s, free_position at, std::uint64_t size) {
+    const std::uint32_t found = s.at(at).block;
+    if (!should_split(found, size)) {
+      erase_free_at(s, at);
+      return found;
+    }
+    const block& k = blocks_[found];
+    if (!k.expandable && is_split(k)) stats_.inactive_split -= bytes{k.size};
+    const std::uint32_t b = split_off(found, size);
+    const free_entry rest{blocks_[found].size, blocks_[found].address, found};
+    if (s.sorts_at(at, rest)) {
+      s.replace(at, rest);
+    } else {
+      s.erase(at);
+      s.insert(rest);
+    }
+    count_inactive_split(found);
     return b;
   }
 
@@ -294,6 +332,13 @@ class caching_allocator {
 
   // alloc_found_block's split: the front `size` bytes become the allocation, the rest stays cached.
   constexpr std::uint32_t split(std::uint32_t rest, std::uint64_t size) {
+    const std::uint32_t b = split_off(rest, size);
+    insert_free(rest);
+    return b;
+  }
+
+  // The split itself: a new block for the front, `rest` keeps the tail (not yet cached).
+  constexpr std::uint32_t split_off(std::uint32_t rest, std::uint64_t size) {
     const block r = blocks_[rest];
     const std::uint32_t b = new_block(block{r.address, size, 0, r.prev, rest, 0, r.pool, false, true, r.expandable});
     if (r.prev != no_block) blocks_[r.prev].next = b;
@@ -301,7 +346,6 @@ class caching_allocator {
     k.prev = b;
     k.address += size;
     k.size -= size;
-    insert_free(rest);
     return b;
   }
 

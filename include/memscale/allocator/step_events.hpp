@@ -119,7 +119,10 @@ class step_walker {
   // ---- setup ---------------------------------------------------------------------
   constexpr void setup() {
     enter(0, moment::setup);
-    for (std::size_t i = 0; i < SavedCapacity; ++i) saved_out_[i] = saved_extra_[i] = no_tensor;
+    // Only the slots of this walk (slot() stays below ops + layers x block ops, checked against
+    // SavedCapacity in the constructor) are ever read.
+    const std::size_t slots = g_.size + static_cast<std::size_t>(layers_) * block_ops_;
+    for (std::size_t i = 0; i < slots; ++i) saved_out_[i] = saved_extra_[i] = no_tensor;
     for_each_op([&](std::size_t i) { parameters_of(i); });
     if (tied_copy_ != 0) {
       std::uint32_t copy = alloc(tied_copy_);
