@@ -240,11 +240,13 @@ constexpr cluster_plan plan_cluster(const model_spec& model, const training_spec
     // An encoder-decoder's per-GPU estimate covers data parallelism only.
     const bool split_model = layout_of(model) == model_layout::one_stack;
     for (std::uint64_t tp = o.tp == 0 ? 1 : o.tp; tp <= per_node; tp = o.tp == 0 ? tp * 2 : per_node + 1) {
-      // A state-space stack's tensor-parallel layout is not modelled (parallel/per_gpu.hpp refuses it).
-      if (tp > 1 && (!o.allow_tensor_parallel || !split_model || !has_attention(model))) break;
+      // Layouts parallel/per_gpu.hpp refuses for the model are not candidates: tensor parallelism
+      // of a state-space or hybrid stack or of DeepSeek's latent attention, pipeline stages and
+      // sharded or streamed layers where the repeated block is not one layer (layers_are_units).
+      if (tp > 1 && (!o.allow_tensor_parallel || !split_model || !tensor_parallel_modelled(model))) break;
       if (!detail::divides(tp, model.heads) || !(detail::divides(tp, kv) || detail::divides(kv, tp))) continue;
       for (std::uint64_t pp = o.pp == 0 ? 1 : o.pp; pp <= gpus / tp; pp = o.pp == 0 ? pp * 2 : gpus + 1) {
-        if (pp > 1 && (!o.allow_pipeline_parallel || !split_model)) break;
+        if (pp > 1 && (!o.allow_pipeline_parallel || !split_model || !layers_are_units(model))) break;
         if (!detail::divides(pp, model.layers) || !detail::divides(tp * pp, gpus)) continue;
         const std::uint64_t dp = gpus / (tp * pp);
         if (!detail::divides(dp, plan.global_batch)) continue;
@@ -252,10 +254,12 @@ constexpr cluster_plan plan_cluster(const model_spec& model, const training_spec
           if ((o.strategies & strategy_bit(s)) == 0) continue;
           if (is_fsdp(s) && (tp > 1 || pp > 1)) continue;  // FSDP configs carry no tensor / pipeline degrees
           if (s != strategy::ddp && dp == 1) continue;
+          const sharding shard = sharding_of(s);
+          if (!layers_are_units(model) && shard != sharding::none && shard != sharding::optimizer_state) continue;
           if (s == strategy::hsdp && nodes == 1) continue;
           for (int offload = detail::offload_floor(run); offload < 3; ++offload) {
             if (offload > detail::offload_floor(run) && !o.allow_offload) break;
-            if (offload == 2 && sharding_of(s) != sharding::full) continue;
+            if (offload == 2 && (sharding_of(s) != sharding::full || !layers_are_units(model))) continue;
             if (offload == 1 && (s == strategy::ddp || is_fsdp(s))) continue;  // FSDP offloads parameters and optimizer together
             parallel_spec p{.engine = s, .gpus_per_node = per_node, .nodes = nodes, .tp = tp, .pp = pp, .sp = tp > 1,
                             .offload_optimizer = offload > 0, .offload_parameters = offload == 2,

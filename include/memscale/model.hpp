@@ -240,6 +240,16 @@ constexpr bool has_latent_attention(const model_spec& m) { return m.kv_lora_rank
 
 constexpr std::uint64_t kv_heads_of(const model_spec& m) { return m.kv_heads == 0 ? m.heads : m.kv_heads; }
 constexpr bool has_attention(const model_spec& m) { return m.mixer == mixer_kind::attention; }
+// A hybrid state-space stack (Jamba, Falcon-H1): attention layers beside or between Mamba mixers.
+constexpr bool is_hybrid(const model_spec& m) { return has_attention(m) && m.hybrid_mixer != mixer_kind::attention; }
+// Whether gradient and parameter sharding, parameter streaming and pipeline stages can take the
+// model's layers as their unit: DeepSeek's leading dense layers stand before the repeated block
+// and a hybrid's repeated block is a period of layers (validate.hpp, parallel/per_gpu.hpp).
+constexpr bool layers_are_units(const model_spec& m) { return m.leading_dense_layers == 0 && !is_hybrid(m); }
+// Whether the tensor-parallel layout (Megatron's split of attention heads) is modelled for it.
+constexpr bool tensor_parallel_modelled(const model_spec& m) {
+  return has_attention(m) && !is_hybrid(m) && !has_latent_attention(m) && m.leading_dense_layers == 0;
+}
 constexpr std::uint64_t head_dim_of(const model_spec& m) {
   return m.head_dim != 0 ? m.head_dim : (m.heads == 0 ? 0 : m.hidden / m.heads);
 }

@@ -90,8 +90,8 @@ struct transformer_planning {
   static constexpr std::string_view reason_for(mode m) { return detail::reason_for(m); }
 
   constexpr void validate() const { memscale::validate(model); }
-  // Streaming DeepSeek's leading dense layers is not modelled (validate.hpp check_deepseek_layers).
-  constexpr bool can_stream_parameters() const { return model.leading_dense_layers == 0; }
+  // Streaming DeepSeek's leading dense layers or a hybrid's periods is not modelled (validate.hpp).
+  constexpr bool can_stream_parameters() const { return layers_are_units(model); }
   static constexpr training_spec mode_run(const training_spec& request, mode m, const gpu_spec& gpu) {
     return apply_mode(request, m, gpu);
   }

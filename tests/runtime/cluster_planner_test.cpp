@@ -7,9 +7,11 @@
 #endif
 
 #include <memory>
+#include <string>
 
 #include "error_capture.hpp"
 #include "memscale/cluster_planner.hpp"
+#include "memscale/json/hf_config.hpp"
 #include "memscale/presets.hpp"
 
 namespace cluster_planner_test {
@@ -19,7 +21,40 @@ using namespace memscale;
 cluster_spec a100_nodes(std::uint64_t nodes, bytes host) {
   return {.gpu = *find_gpu("a100-80gb"), .gpus_per_node = 8, .nodes = nodes, .host_memory_per_node = host};
 }
+
+// Every layout considered is one the per-GPU estimate takes for the model (it would refuse
+// the others and stop the search): data parallelism and optimizer-state sharding only.
+void check_layer_unit_layouts(const model_spec& model, const training_spec& run) {
+  std::unique_ptr<cluster_plan> plan;
+  REQUIRE_NOTHROW(plan = std::make_unique<cluster_plan>(plan_cluster(model, run, a100_nodes(2, {}))));
+  REQUIRE(plan->count > 0);
+  for (std::size_t i = 0; i < plan->count; ++i) {
+    const parallel_spec& p = plan->considered[i].layout;
+    CHECK(p.tp == 1);
+    CHECK(p.pp == 1);
+    CHECK(!p.offload_parameters);
+    const sharding shard = sharding_of(p.engine);
+    CHECK((world_size(p) == 1 || shard == sharding::none || shard == sharding::optimizer_state));
+  }
+}
+
+std::string config(const std::string& name) {
+  return std::string(MEMSCALE_SOURCE_DIR) + "/tests/data/hf_configs/" + name + ".json";
+}
 }  // namespace
+
+TEST_CASE("Cluster planner: DeepSeek and hybrid stacks are searched over the layouts modelled for them",
+          "[cluster]") {
+  const training_spec run{.micro_batch = 1, .seq_len = 1024, .prec = precision::amp_bf16};
+  check_layer_unit_layouts(json_io::load_hf_model(config("deepseek-ai--DeepSeek-V2-Lite")), run);
+  training_spec torch_kernels = run;
+  torch_kernels.ssm_kernels = ssm_kernel_choice::torch;
+  check_layer_unit_layouts(json_io::load_hf_model(config("ssm-multimodal/tiiuae--Falcon-H1-0.5B-Base")), torch_kernels);
+  // A pure Mamba stack's stages split layers: pipeline candidates stay.
+  const model_spec mamba = json_io::load_hf_model(config("ssm-multimodal/state-spaces--mamba-130m-hf"));
+  const parallel_spec stages{.engine = strategy::ddp, .gpus_per_node = 2, .nodes = 1, .pp = 2};
+  CHECK_NOTHROW(estimate_per_gpu(mamba, torch_kernels, stages));
+}
 
 TEST_CASE("Cluster planner: a small model fits one GPU with plain DDP", "[cluster]") {
   const training_spec run{.micro_batch = 4, .seq_len = 512, .prec = precision::amp_bf16};

@@ -369,8 +369,10 @@ constexpr per_gpu_estimate estimate_per_gpu(const model_spec& model, const train
   if (p.tp > 1)
     require_attention_mixer(model, "parallel.tp must be 1; its tensor-parallel "
                                    "layout is not modelled yet");
-  // A hybrid stack's stages would split periods of layers, not layers.
-  if (p.pp > 1) require_attention_mixer(model, "parallel.pp must be 1; its stages would split periods of layers");
+  // A hybrid stack's stages would split periods of layers, not layers (a pure Mamba stack's
+  // stages split layers: modelled).
+  if (p.pp > 1 && is_hybrid(model))
+    require_attention_mixer(model, "parallel.pp must be 1; its stages would split periods of layers");
   // Liger's fused linear cross-entropy multiplies by the whole head weight (no vocab-parallel form).
   detail::require(p.tp == 1 || run.loss != loss_impl::fused_linear, error_code::unsupported, "parallel.tp",
                   "must be 1 with run.loss fused_linear_ce: Liger's fused head and loss has no tensor-parallel form",
