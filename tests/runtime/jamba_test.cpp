@@ -105,21 +105,7 @@ TEST_CASE("jamba: a bad period or offset is refused by name") {
 }
 
 TEST_CASE("jamba: the CPU-traced records are modelled within the band") {
-  using namespace memscale;
-  std::vector<double> errors;
-  for (const json& r : ssm_records()) {
-    if (r.at("model").at("hf_config").at("model_type") != "jamba") continue;
-    const json e = json_io::estimate_record(r);
-    INFO(r.at("id").get<std::string>() << ": " << e.dump());
-    REQUIRE(e.contains("estimated_bytes"));
-    const double measured = r.at("measured_bytes").get<double>();
-    const double err = (e.at("estimated_bytes").get<double>() - measured) / measured * 100.0;
-    CHECK(std::abs(err) <= 5.0);
-    errors.push_back(std::abs(err));
-  }
-  REQUIRE(errors.size() == 2);
-  std::sort(errors.begin(), errors.end());
-  CHECK(errors[errors.size() / 2] <= 2.0);
+  REQUIRE(memscale_test::check_ssm_records_within_band({"jamba"}) == 2);
 }
 
 TEST_CASE("jamba: the fused kernels, generate(), selective checkpointing, sharding and LoRA are refused by name") {

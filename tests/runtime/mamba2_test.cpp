@@ -98,21 +98,7 @@ TEST_CASE("mamba2: one block saves what ssm-saved-tensors.txt lists (torch path,
 }
 
 TEST_CASE("mamba2: the CPU-traced records are modelled within the band") {
-  using namespace memscale;
-  std::vector<double> errors;
-  for (const json& r : ssm_records()) {
-    if (r.at("model").at("hf_config").at("model_type") != "mamba2") continue;
-    const json e = json_io::estimate_record(r);
-    INFO(r.at("id").get<std::string>() << ": " << e.dump());
-    REQUIRE(e.contains("estimated_bytes"));
-    const double measured = r.at("measured_bytes").get<double>();
-    const double err = (e.at("estimated_bytes").get<double>() - measured) / measured * 100.0;
-    CHECK(std::abs(err) <= 5.0);
-    errors.push_back(std::abs(err));
-  }
-  REQUIRE(errors.size() == 5);
-  std::sort(errors.begin(), errors.end());
-  CHECK(errors[errors.size() / 2] <= 2.0);
+  REQUIRE(memscale_test::check_ssm_records_within_band({"mamba2"}) == 5);
 }
 
 TEST_CASE("mamba2: the fused path saves in_proj's input and output, the scan output and rstd") {

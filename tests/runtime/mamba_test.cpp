@@ -94,23 +94,7 @@ TEST_CASE("mamba: one block saves what ssm-saved-tensors.txt lists (torch path, 
 }
 
 TEST_CASE("mamba: the CPU-traced mamba and falcon_mamba records are modelled within the band") {
-  using namespace memscale;
-  std::vector<double> errors;
-  for (const json& r : ssm_records()) {
-    const std::string type = r.at("model").at("hf_config").at("model_type").get<std::string>();
-    // mamba2, jamba and falcon_h1: tests/runtime/mamba2_test.cpp, jamba_test.cpp, falcon_h1_test.cpp
-    if (type != "mamba" && type != "falcon_mamba") continue;
-    const json e = json_io::estimate_record(r);
-    INFO(r.at("id").get<std::string>() << ": " << e.dump());
-    REQUIRE(e.contains("estimated_bytes"));
-    const double measured = r.at("measured_bytes").get<double>();
-    const double err = (e.at("estimated_bytes").get<double>() - measured) / measured * 100.0;
-    CHECK(std::abs(err) <= 5.0);
-    errors.push_back(std::abs(err));
-  }
-  REQUIRE(errors.size() == 7);
-  std::sort(errors.begin(), errors.end());
-  CHECK(errors[errors.size() / 2] <= 2.0);
+  REQUIRE(memscale_test::check_ssm_records_within_band({"mamba", "falcon_mamba"}) == 7);
 }
 
 TEST_CASE("mamba: the fused path keeps far less than the torch loop, the default follows the device") {

@@ -1,5 +1,6 @@
-// What the state-space tests (mamba_test.cpp, mamba2_test.cpp) read: the SSM configs, the
-// CPU-traced records of docs/data/cpu_traced_ssm.json, and one block's saved bytes.
+// What the state-space tests (mamba, mamba2, jamba, falcon_h1) read: the SSM configs, the
+// CPU-traced records of docs/data/cpu_traced_ssm.json and the band they are held to, and one
+// block's saved bytes.
 #pragma once
 
 #ifdef MEMSCALE_CATCH2_V2
@@ -8,10 +9,16 @@
 #include <catch2/catch_test_macros.hpp>
 #endif
 
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <fstream>
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "memscale/json.hpp"
 #include "memscale/memscale.hpp"
@@ -31,6 +38,28 @@ inline memscale::json_io::json ssm_record(const std::string& id) {
     if (r.at("id") == id) return r;
   FAIL("no record " << id);
   return {};
+}
+
+// Checks the CPU-traced records of the given model types against the band of a modelled
+// layer kind (each within +-5%, the median within 2%) and returns how many there were.
+inline std::size_t check_ssm_records_within_band(std::initializer_list<std::string_view> model_types) {
+  std::vector<double> errors;
+  for (const memscale::json_io::json& r : ssm_records()) {
+    const std::string type = r.at("model").at("hf_config").at("model_type").get<std::string>();
+    if (std::find(model_types.begin(), model_types.end(), type) == model_types.end()) continue;
+    const memscale::json_io::json e = memscale::json_io::estimate_record(r);
+    INFO(r.at("id").get<std::string>() << ": " << e.dump());
+    REQUIRE(e.contains("estimated_bytes"));
+    const double measured = r.at("measured_bytes").get<double>();
+    const double err = (e.at("estimated_bytes").get<double>() - measured) / measured * 100.0;
+    CHECK(std::abs(err) <= 5.0);
+    errors.push_back(std::abs(err));
+  }
+  if (!errors.empty()) {
+    std::sort(errors.begin(), errors.end());
+    CHECK(errors[errors.size() / 2] <= 2.0);
+  }
+  return errors.size();
 }
 
 // The saved bytes of one repeated block (op_saved_bytes over the block section).
