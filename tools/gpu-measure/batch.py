@@ -102,6 +102,26 @@ def diagnosis_jobs():
     return out
 
 
+def layer_kinds_jobs():
+    """The third pass: the layer kinds first modelled from CPU traces, and which ops hold workspaces."""
+    out = []
+    family_gib = {"deepseek_v2": 24, "deepseek_v3": 22, "llama4_text": 30, "jamba": 30, "falcon_h1": 48,
+                  "mamba2": 40, "falcon_mamba": 24}
+    names = subprocess.run([sys.executable, MEASURE, "--list"], capture_output=True, text=True, check=True).stdout
+    for name in names.split():
+        gib = next((g for prefix, g in family_gib.items() if name.startswith("family-" + prefix + "-")), 0)
+        if gib:
+            out.append({"id": name, "case": name, "history": True, "cap_bytes": int((gib - 1) * GIB),
+                        "safety_cap": True, "gib": gib})
+    # Runs under their measured reserved peak by more than 5% (docs/allocator.md): which ops hold memory
+    # only while they run.
+    for case in ("heldout-llama-small-b2-s2048-fp32-sdpa", "resnet50-b64-224-amp_bf16-adamw",
+                 "resnet50-b64-224-fp32-sgd_momentum", "family-starcoder2-l8-b2-s2048-amp_bf16-sdpa",
+                 "infer-tinyllama-bf16-b16-c1024-n256", "vit_b_16-b32-224-amp_bf16-adamw"):
+        out.append({"id": "transients-" + case, "transients": case, "gib": 30 if "starcoder2" in case else 16})
+    return out
+
+
 def command(job, hist_dir, dry):
     if dry:
         return [sys.executable, "-c", "import json,time,random;time.sleep(random.random()*0.3);"
@@ -109,6 +129,9 @@ def command(job, hist_dir, dry):
     env = {}
     if job.get("alloc_conf"):
         env["PYTORCH_CUDA_ALLOC_CONF"] = job["alloc_conf"]
+    if job.get("transients"):
+        return [sys.executable, os.path.join(HERE, "op_transients.py"), "--only", job["transients"],
+                "--out", os.path.join(job["out_dir"], "transients-%s.json" % job["transients"])], env
     if job.get("saved"):
         return [sys.executable, os.path.join(HERE, "saved_tensors.py"), "--only", ",".join(job["saved"]),
                 "--out", os.path.join(job["out_dir"], "saved_tensors.json")], env
@@ -140,11 +163,11 @@ def main():
     ap.add_argument("--gpu-gib", type=float, default=74)
     ap.add_argument("--max-procs", type=int, default=6)
     ap.add_argument("--dry", action="store_true")
-    ap.add_argument("--set", choices=("first", "diagnosis"), default="first")
+    ap.add_argument("--set", choices=("first", "diagnosis", "layer-kinds"), default="first")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     hist_dir = "/tmp/memscale-histories"
-    pending = jobs() if a.set == "first" else diagnosis_jobs()
+    pending = {"first": jobs, "diagnosis": diagnosis_jobs, "layer-kinds": layer_kinds_jobs}[a.set]()
     for job in pending:
         job["out_dir"] = a.out
     running = []  # (job, process, start)

@@ -73,6 +73,9 @@ def hub_config(file, **overrides):
     with open(os.path.join(HF_CONFIGS, file + ".json")) as f:
         cfg = {k: v for k, v in json.load(f).items() if k not in NOT_ARCHITECTURE}
     cfg.update(overrides)
+    # Mamba2Config's time_step_limit is (0.0, inf) when absent; JSON has no inf, and a record must parse.
+    if cfg.get("time_step_limit") == [0.0, float("inf")]:
+        del cfg["time_step_limit"]
     layers = cfg.get("num_hidden_layers")
     if layers is not None and isinstance(cfg.get("layer_types"), list):
         cfg["layer_types"] = cfg["layer_types"][:layers]
@@ -171,6 +174,42 @@ CASES = [
           precision="pure_bf16"),
     train("family-qwen2moe-l4-e16-b2-s1024-pure_bf16-sdpa",
           hub_config("Qwen--Qwen1.5-MoE-A2.7B", num_hidden_layers=4, num_experts=16), 2, 1024, precision="pure_bf16"),
+    # Layer kinds first modelled from CPU traces (latent attention, Llama 4's MoE, state-space and hybrid
+    # stacks), measured on the GPU for the first time; narrower or shallower than the Hub models so that a
+    # step fits a shared card (the records carry the config that ran). No mamba-ssm on the device: the
+    # state-space layers run the torch path.
+    train("family-deepseek_v2-lite-l4-e16-b2-s1024-pure_bf16-sdpa",
+          hub_config("deepseek-ai--DeepSeek-V2-Lite", num_hidden_layers=4, n_routed_experts=16), 2, 1024,
+          precision="pure_bf16"),
+    train("family-deepseek_v3-h1024-l4-e16-b2-s1024-amp_bf16-sdpa",
+          hub_config("deepseek-ai--DeepSeek-V3", num_hidden_layers=4, first_k_dense_replace=1, n_routed_experts=16,
+                     hidden_size=1024, intermediate_size=4096, moe_intermediate_size=512, num_attention_heads=16,
+                     num_key_value_heads=16), 2, 1024, precision="amp_bf16"),
+    train("family-llama4_text-h1024-l4-e4-b2-s2048-pure_bf16-sdpa",
+          dict(hub_config("meta-llama--Llama-4-Scout-17B-16E")["text_config"], hidden_size=1024, num_hidden_layers=4,
+               intermediate_size=2048, intermediate_size_mlp=4096, num_local_experts=4, num_attention_heads=8,
+               num_key_value_heads=2, moe_layers=None, no_rope_layers=[1, 1, 1, 0], eos_token_id=200001,
+               attn_temperature_tuning=True), 2, 2048,
+          precision="pure_bf16"),
+    train("family-jamba-h1024-l8-e4-b2-s1024-amp_bf16-sdpa-torchpath",
+          hub_config("ssm-multimodal/ai21labs--AI21-Jamba-1.5-Mini", hidden_size=1024, intermediate_size=2816,
+                     num_experts=4, num_hidden_layers=8, mamba_dt_rank=64, use_mamba_kernels=False), 2, 1024,
+          precision="amp_bf16"),
+    train("family-falcon_h1-0.5b-b2-s1024-amp_bf16-sdpa-torchpath",
+          hub_config("ssm-multimodal/tiiuae--Falcon-H1-0.5B-Base"), 2, 1024, precision="amp_bf16"),
+    train("family-mamba2-2.7b-l8-b1-s512-amp_bf16-torchpath",
+          hub_config("ssm-multimodal/state-spaces--mamba2-2.7b", num_hidden_layers=8), 1, 512, precision="amp_bf16",
+          attention="eager"),
+    # DeepSeek's latent attention under PEFT LoRA, and generate() with its cache (first measured here).
+    train("family-deepseek_v2-lite-l4-e16-lora-attn-r16-b2-s1024-bf16",
+          hub_config("deepseek-ai--DeepSeek-V2-Lite", num_hidden_layers=4, n_routed_experts=16), 2, 1024,
+          precision="pure_bf16", lora={"r": 16, "alpha": 32,
+                                       "targets": ["q_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"]}),
+    infer("infer-deepseek_v2-lite-l4-e16-bf16-b4-c1024-n64",
+          hub_config("deepseek-ai--DeepSeek-V2-Lite", num_hidden_layers=4, n_routed_experts=16), 4, 1024, 64),
+    train("family-falcon_mamba-7b-l4-b1-s512-pure_bf16-torchpath",
+          hub_config("ssm-multimodal/tiiuae--falcon-mamba-7b", num_hidden_layers=4), 1, 512, precision="pure_bf16",
+          attention="eager"),
 ]
 
 MEASURES = ("max_memory_allocated", "max_memory_reserved", "nvidia-smi")
@@ -277,8 +316,8 @@ def run_train(case):
             "ckpt_kwargs": getattr(model, "_gradient_checkpointing_kwargs", None),
             "attn_implementation": getattr(model.config, "_attn_implementation", None),
             "experts_implementation": getattr(model.config, "_experts_implementation", None)}
-    if case["cfg"]["model_type"] in ("mamba", "falcon_mamba"):
-        # MambaMixer takes cuda_kernels_forward only when mamba-ssm and causal-conv1d import.
+    if case["cfg"]["model_type"] in ("mamba", "falcon_mamba", "mamba2", "jamba", "falcon_h1"):
+        # The mixers take their cuda_kernels_forward only when mamba-ssm and causal-conv1d import.
         import importlib.util
         fused = all(importlib.util.find_spec(p) is not None for p in ("mamba_ssm", "causal_conv1d"))
         info["ssm_path"] = "fused" if fused else "torch"
