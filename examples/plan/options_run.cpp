@@ -81,7 +81,8 @@ void add_run_options(CLI::App& app, options& o) {
   add_flag(app, g, "--no-dropout", "the model's dropout layers are off (p = 0)", [&o] { o.run.dropout = false; });
   add_value(app, g, "--use-cache", "on|off",
             "the use_cache the script passes to forward (Hugging Face releases before 5.0 keep each layer's keys and "
-            "values until the loss unless checkpointing); default: the config's use_cache",
+            "values until the loss unless checkpointing); default: the config's use_cache, which with no "
+            "transformers release stated (--stack) keeps no cache, as from 5.0",
             [&o](const std::string& v) {
               if (v == "on") o.run.use_cache = memscale::cache_setting::on;
               else if (v == "off") o.run.use_cache = memscale::cache_setting::off;

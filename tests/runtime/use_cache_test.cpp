@@ -116,7 +116,7 @@ TEST_CASE("the legacy OPT and GPT-NeoX attention cache what their matmuls save",
   CHECK(cache_bytes(neox, run_at(432, attention_impl::eager)) == layers * batch * seq * 3 * 256 * 4);
 }
 
-TEST_CASE("no cache under checkpointing, off, before it is stated or from 5.0", "[use_cache]") {
+TEST_CASE("no cache under checkpointing, off, from 5.0, or by default before a release is stated", "[use_cache]") {
   training_spec run = run_at(440, attention_impl::eager);
   run.ckpt = checkpointing::full;
   CHECK(cache_bytes(llama(8), run) == 0);
@@ -127,6 +127,13 @@ TEST_CASE("no cache under checkpointing, off, before it is stated or from 5.0", 
   CHECK(cache_bytes(llama(8), run) == 0);
   CHECK(cache_bytes(llama(8), run_at(0, attention_impl::eager)) == 0);
   CHECK(cache_bytes(llama(8), run_at(500, attention_impl::eager)) == 0);
+  // No release stated: only a stated use_cache on keeps it (the report says so).
+  run = run_at(0, attention_impl::eager);
+  run.use_cache = cache_setting::on;
+  CHECK(cache_bytes(llama(8), run) == split_kv(256));
+  run = run_at(500, attention_impl::eager);
+  run.use_cache = cache_setting::on;
+  CHECK(cache_bytes(llama(8), run) == 0);
   // The config's use_cache is the default; the run's setting overrides it.
   model_spec no_cache = llama(8);
   no_cache.use_cache = false;

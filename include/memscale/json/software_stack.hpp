@@ -149,11 +149,15 @@ inline json software_json(const training_spec& run) {
   return j;
 }
 
-// "torch 2.5, transformers 4.x (before 5.0), bitsandbytes 0.49.2, CUDA modules loaded lazily".
+// "torch 2.5, transformers not stated (...), bitsandbytes 0.49.2, CUDA modules loaded lazily". An
+// unstated release takes 4.x's attention and experts but, as 5.x, no use_cache in training
+// (graph/layers/attention.hpp): the text says both, so a 4.x run without checkpointing states it.
 inline std::string software_text(const training_spec& run) {
   const std::uint32_t b = run.bitsandbytes_version;
   std::string out = "torch " + detail::two_parts(run.torch_version) + ", transformers " +
-                    (run.transformers_version != 0 ? detail::two_parts(run.transformers_version) : "4.x (before 5.0)") +
+                    (run.transformers_version != 0
+                         ? detail::two_parts(run.transformers_version)
+                         : "not stated (4.x attention and experts; no use_cache cache in training, as from 5.0)") +
                     ", bitsandbytes " + std::to_string(b / 10000) + "." + std::to_string(b / 100 % 100) + "." +
                     std::to_string(b % 100) + ", CUDA modules loaded " + (run.cuda_lazy_loading ? "lazily" : "eagerly");
   return out;

@@ -61,10 +61,13 @@ constexpr attention_path attention_path_of(const model_spec& model, const traini
 constexpr bool asks_for_cache(const model_spec& model, const training_spec& run) {
   return run.use_cache == cache_setting::on || (run.use_cache == cache_setting::config && model.use_cache);
 }
+// With no release stated the config's default keeps no cache (as from 5.0), but a run that says
+// use_cache on keeps it: the upper side, and the stated input is never dropped.
 constexpr bool keeps_cache_in_training(const model_spec& model, const training_spec& run) {
+  const bool release_keeps = run.transformers_version == 0 ? run.use_cache == cache_setting::on
+                                                           : run.transformers_version < 500;
   return asks_for_cache(model, run) && run.ckpt == checkpointing::none && run.framework == framework_kind::hf &&
-         model.impl == implementation::hf_transformers && model.arch == architecture::decoder &&
-         run.transformers_version != 0 && run.transformers_version < 500;
+         model.impl == implementation::hf_transformers && model.arch == architecture::decoder && release_keeps;
 }
 
 struct qkv_tensors {
