@@ -96,6 +96,8 @@ struct inference_options {
   // --batch and --attention (options_run.cpp).
   memscale::inference_spec spec{.batch = 1, .context = 512, .new_tokens = 128};
   bool kv_dtype_given = false;      // otherwise the KV cache takes the weights' dtype
+  std::string kv_dtype;             // --kv-dtype as given: a dtype, or a quantized cache's int2 / int4
+  bool gpt_fast = false;            // --framework gpt-fast: gpt-fast's generate() (training with it is refused)
   bool weights_given = false;       // --weights (a config's quantization_config says it too)
   std::string setting_option;       // the first inference setting given (it needs --inference)
   std::string svg;                  // --svg FILE: the plan (or the inference peaks) as stacked bars

@@ -25,14 +25,30 @@ std::string peak_block(const memscale::inference_peak& p) {
 }
 
 nlohmann::json spec_json(const memscale::inference_spec& s) {
-  return {{"batch", s.batch},
+  const bool quantized = s.cache == memscale::kv_cache_kind::quantized;
+  nlohmann::json j{{"batch", s.batch},
           {"context", s.context},
           {"new_tokens", s.new_tokens},
           {"dtype", std::string(memscale::to_string(s.compute))},
           {"weights", std::string(memscale::to_string(s.weights))},
-          {"kv_dtype", std::string(memscale::to_string(s.kv))},
+          {"kv_dtype", quantized ? "int" + std::to_string(s.kv_bits) : std::string(memscale::to_string(s.kv))},
           {"kv_cache", std::string(memscale::to_string(s.cache))},
           {"attention", std::string(memscale::to_string(s.attention))}};
+  if (s.loop == memscale::generate_loop::gpt_fast) j["loop"] = std::string(memscale::to_string(s.loop));
+  if (quantized) {
+    j["kv_quant_backend"] = std::string(memscale::to_string(s.kv_backend));
+    j["kv_group_size"] = s.kv_group;
+    j["kv_residual_length"] = s.kv_residual;
+  }
+  return j;
+}
+
+// What the KV-cache line says about the cache's storage: its dtype, or a quantized cache's packing.
+std::string cache_storage_text(const memscale::inference_spec& s) {
+  if (s.cache == memscale::kv_cache_kind::quantized)
+    return fmt::format("int{} ({}, groups of {}, the last tokens up to {} in {})", s.kv_bits,
+                       memscale::to_string(s.kv_backend), s.kv_group, s.kv_residual, memscale::to_string(s.compute));
+  return std::string(memscale::to_string(s.kv));
 }
 
 }  // namespace
@@ -49,8 +65,10 @@ std::string inference_text(const memscale::model_spec& model, const memscale::in
   out += fmt::format("inference      batch {} x context {} + {} new tokens, dtype {}, weights {}, attention {}\n",
                      spec.batch, spec.context, spec.new_tokens, memscale::to_string(spec.compute),
                      memscale::to_string(spec.weights), attention);
+  if (spec.loop == memscale::generate_loop::gpt_fast)
+    out += "generate()     gpt-fast generate.py (pytorch-labs/gpt-fast @ 32971d31), eager\n";
   out += fmt::format("KV cache       {} cache in {}: {} bytes per token, {} after the last token\n",
-                     memscale::to_string(spec.cache), memscale::to_string(spec.kv),
+                     memscale::to_string(spec.cache), cache_storage_text(spec),
                      memscale::format_count(result.kv_bytes_per_token.value),
                      size_text(result.kv_cache_bytes));
   out += fmt::format("weights        {}\n", size_and_bytes(result.weight_bytes));
@@ -95,7 +113,21 @@ std::string inference_command(const options& opt) {
   memscale::inference_spec spec = opt.inference.spec;
   spec.batch = opt.run.micro_batch;
   spec.attention = opt.run.attention;
-  if (!opt.inference.kv_dtype_given) spec.kv = spec.compute;
+  if (opt.inference.gpt_fast) {
+    // gpt-fast's model.py KVCache is static (setup_caches); nothing else to choose.
+    if (spec.cache != memscale::kv_cache_kind::dynamic && spec.cache != memscale::kv_cache_kind::static_preallocated)
+      throw usage_error("--kv-cache " + std::string(memscale::to_string(spec.cache)) +
+                        " does not apply to --framework gpt-fast: its cache is static");
+    spec.cache = memscale::kv_cache_kind::static_preallocated;
+    spec.loop = memscale::generate_loop::gpt_fast;
+  }
+  spec.kv = spec.compute;
+  if (opt.inference.kv_dtype_given) {
+    if (spec.cache == memscale::kv_cache_kind::quantized)
+      spec.kv_bits = memscale::json_io::parse_kv_bits(opt.inference.kv_dtype, "--kv-dtype");
+    else
+      spec.kv = memscale::json_io::parse_dtype(opt.inference.kv_dtype, "--kv-dtype");
+  }
   if (!opt.stack.empty()) memscale::json_io::read_inference_stack(opt.stack, spec, "--stack");
   if (spec.cache == memscale::kv_cache_kind::sliding_window && spec.sliding_window == 0)
     throw usage_error("--kv-cache sliding_window needs a model with a sliding window (got " +

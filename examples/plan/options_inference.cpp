@@ -41,13 +41,31 @@ void add_inference_options(CLI::App& app, options& o) {
               o.inference.weights_given = true;
               note_setting(o, "--weights");
             });
-  add_value(app, g, "--kv-dtype", "D", "KV-cache dtype: fp32 | fp16 | bf16 | fp8 | int8; default the weights' dtype",
+  add_value(app, g, "--kv-dtype", "D",
+            "KV-cache dtype: fp32 | fp16 | bf16 | fp8 | int8; with --kv-cache quantized its packed width int2 | int4 "
+            "(default int4); default the weights' dtype",
             [&o](const std::string& v) {
-              o.inference.spec.kv = memscale::json_io::parse_dtype(v, "--kv-dtype");
+              o.inference.kv_dtype = v;  // read once the cache kind is known (inference_command)
               o.inference.kv_dtype_given = true;
               note_setting(o, "--kv-dtype");
             });
-  add_value(app, g, "--kv-cache", "C", "dynamic | static | sliding_window; default dynamic",
+  add_value(app, g, "--kv-quant-backend", "B", "quantized cache backend: quanto (hqq is refused); default quanto",
+            [&o](const std::string& v) {
+              o.inference.spec.kv_backend = memscale::json_io::parse_kv_quant_backend(v, "--kv-quant-backend");
+              note_setting(o, "--kv-quant-backend");
+            });
+  add_value(app, g, "--kv-group-size", "N", "quantized cache: values per scale and zero point (q_group_size); default 64",
+            [&o](const std::string& v) {
+              o.inference.spec.kv_group = parse_positive("--kv-group-size", v);
+              note_setting(o, "--kv-group-size");
+            });
+  add_value(app, g, "--kv-residual-length", "N",
+            "quantized cache: tokens kept in the compute dtype before re-quantising (residual_length); default 128",
+            [&o](const std::string& v) {
+              o.inference.spec.kv_residual = parse_positive("--kv-residual-length", v);
+              note_setting(o, "--kv-residual-length");
+            });
+  add_value(app, g, "--kv-cache", "C", "dynamic | static | sliding_window | quantized; default dynamic (gpt-fast: static)",
             [&o](const std::string& v) {
               o.inference.spec.cache = memscale::json_io::parse_kv_cache(v, "--kv-cache");
               note_setting(o, "--kv-cache");
@@ -69,6 +87,8 @@ void check_inference_options(const options& o) {
   const bool has_gpu = !o.gpu.empty() || o.custom_gpu.has_value();
   if (!inf.svg_batch.empty() && !has_gpu) throw usage_error("--svg-batch needs --gpu (or --gpu-memory)");
   if (!inf.svg.empty() && !has_gpu && !inf.enabled) throw usage_error("--svg needs --gpu or --gpu-memory (or --inference)");
+  if (inf.gpt_fast && !inf.enabled)
+    throw usage_error("--framework gpt-fast is modelled for --inference only: gpt-fast's training is not modelled");
   if (!inf.enabled) return;
   // The same rule as --seq (memscale/validate.hpp): the model's max_position_embeddings
   // and, with learned positions, its table bound the prompt and the tokens generated.

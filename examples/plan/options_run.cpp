@@ -89,10 +89,17 @@ void add_run_options(CLI::App& app, options& o) {
               else throw usage_error("--use-cache must be on or off (got " + in_quotes(v) + ")");
             });
   add_value(app, g, "--framework", "NAME[@VERSION]",
-            "the training code: hf (transformers; @VERSION sets its release) | litgpt (its LoRA scripts, the model as "
+            "the training code: hf (transformers; @VERSION sets its release) | gpt-fast (with --inference: its generate()) | litgpt (its LoRA scripts, the model as "
             "lit-gpt builds it) | torchtune[@0.6.1] | torchtitan[@0.1.0] (FSDP2 over --gpus N, bf16 compute); its defaults "
             "(loss, adapter dtype) apply; default hf",
-            [&o](const std::string& v) { memscale::json_io::read_framework_option(v, o.run, "--framework"); });
+            [&o](const std::string& v) {
+              // gpt-fast is modelled for generate() only: check_inference_options refuses it without --inference.
+              if (v == "gpt-fast") {
+                o.inference.gpt_fast = true;
+                return;
+              }
+              memscale::json_io::read_framework_option(v, o.run, "--framework");
+            });
   add_value(app, g, "--loss", "L",
             "standard (the whole logits) | chunked (lit-gpt's, torchtune's) | fused_linear_ce (Liger's); default: the "
             "framework's",

@@ -521,7 +521,8 @@ class FastTransformer(nn.Module):
         x = self.tok_embeddings(idx)
         for blk in self.layers:
             x = blk(x, input_pos, freqs_cis, mask)
-        return self.output(self.norm(x))
+        x = self.norm(x)  # rebinds x: the last block's output is freed before the head
+        return self.output(x)
 
 
 @torch.no_grad()
@@ -547,7 +548,7 @@ def generate_fast(model, prompt, new_tokens, int8_kv, tr):
     tr.mark("step0")
     # generate.py makes this an int32 tensor; torch 1.13 on CPU indexes with int64 only
     input_pos = torch.tensor([T], dtype=torch.long)
-    new = []
+    new, new_probs = [], []
     cur = next_token
     for i in range(new_tokens - 1):  # decode_n_tokens
         logits = model(cur.view(b, -1), input_pos)
@@ -555,6 +556,7 @@ def generate_fast(model, prompt, new_tokens, int8_kv, tr):
         del logits
         input_pos += 1
         new.append(next_token.clone())
+        new_probs.append(next_prob.clone())  # decode_n_tokens keeps every step's probabilities
         cur = next_token.clone()
         tr.mark(f"step{i + 1}")
     seq[:, T + 1:] = torch.cat(new, dim=-1)
@@ -645,6 +647,8 @@ def main():
                  "kv_dtype": "int8" if cache == "int8-kv" else ("int4" if cache == "quantized" else dt),
                  "kv_cache": {"tuple": "dynamic", "dynamic": "dynamic"}.get(cache, cache if cache == "quantized" else "static"),
                  "attention": "eager" if impl != "gpt-fast" else "sdpa_math", "weights": dt}
+        if cache == "quantized":
+            infer.update(kv_residual_length=QUANT_RESIDUAL, kv_group_size=64)
         note = "peak live tensor bytes from model construction to the end of generate (greedy, no_grad, one thread)"
         if cache == "tuple":
             note += "; legacy tuple cache: the previous step's cache stays referenced by generate()"

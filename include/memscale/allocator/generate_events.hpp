@@ -15,7 +15,10 @@
 //   one is alive, then drops the old (cache_utils.py DynamicLayer.update). Every new tensor is
 //   one position larger than every freed one: the case that fragments most. The token ids and
 //   the attention mask grow the same way (torch.cat in _sample and _update_model_kwargs_for_generation).
-// Not walked (an error says so): static and sliding-window caches, tuple caches, quantised weights.
+// - a quantized cache (QuantizedCache): packed keys and values per layer, the residual windows
+//   growing by torch.cat, the dequantised and concatenated copies of the layer being updated
+//   (quantized_update below).
+// Not walked (an error says so): static and sliding-window caches, gpt-fast, quantised weights.
 #pragma once
 
 #include <array>
@@ -39,8 +42,12 @@ class generate_walker {
   constexpr generate_walker(const model_spec& m, const inference_spec& r, Sink& sink) : m_(m), r_(r), events_(sink) {
     using memscale::detail::require;
     memscale::detail::require_generate_modelled(m);
-    require(r.cache == kv_cache_kind::dynamic, error_code::unsupported, "infer.kv_cache",
-            "the allocator's generate() stream covers the dynamic cache", static_cast<std::uint64_t>(r.cache));
+    require(r.cache == kv_cache_kind::dynamic || r.cache == kv_cache_kind::quantized, error_code::unsupported,
+            "infer.kv_cache", "the allocator's generate() stream covers the dynamic and the quantized cache",
+            static_cast<std::uint64_t>(r.cache));
+    require(r.loop == generate_loop::transformers, error_code::unsupported, "infer.loop",
+            "the allocator's generate() stream covers transformers' generate(), not gpt-fast's",
+            static_cast<std::uint64_t>(r.loop));
     require(r.weights == weight_format::native && r.kv_lora_rank == 0, error_code::unsupported, "infer.weights",
             "the allocator's generate() stream covers unquantised weights and ordinary attention",
             static_cast<std::uint64_t>(r.weights));
@@ -48,6 +55,7 @@ class generate_walker {
             m.layers);
     for (auto& layer : kv_) layer = {no_tensor, no_tensor};
     for (auto& layer : previous_) layer = {no_tensor, no_tensor};
+    for (auto& layer : packed_) layer = {no_tensor, no_tensor};
   }
 
   constexpr void walk() {
@@ -154,7 +162,11 @@ class generate_walker {
     std::array<std::uint32_t, graph_capacity> ids{};
     std::uint64_t cached_seen = 0;
     std::uint64_t cached_ops = 0;
-    for (std::size_t i = begin; i < g.block_end; ++i) cached_ops += g.ops[i].kv_cached ? 1 : 0;
+    std::size_t attended = begin;  // the last reader of the cached keys and values
+    for (std::size_t i = begin; i < g.block_end; ++i) {
+      cached_ops += g.ops[i].kv_cached ? 1 : 0;
+      if (g.ops[i].kv_cached) attended = memscale::detail::max(attended, freed_after(g, i));
+    }
     for (std::size_t k = 0; k < count; ++k) {
       const op& o = g.ops[begin + k];
       ids[k] = no_tensor;
@@ -168,8 +180,53 @@ class generate_walker {
       temporaries(o);
       for (std::size_t j = 0; j <= k; ++j)
         if (freed_after(g, begin + j) == begin + k && ids[j] != no_tensor) free(ids[j]);
+      if (begin + k == attended)
+        for (auto& id : returned_) free(id);  // a quantized cache's keys and values, once attended
     }
     stream = ids[count - 1];
+  }
+
+  // QuantizedCache.update (cache_utils.py v4.45), at the layer's last cached op; the quantities
+  // are inference/kv_cache.hpp's and generate_peak.hpp quantized_update_of's. Prefill: the
+  // prompt's keys and values are quantised (two working copies in the compute dtype each) and
+  // handed back as they are. Decoding: both dequantised, the concatenations [dequantised,
+  // residual, new] made, then either everything re-quantised (old packed tensors and windows
+  // dropped after both) or the new token torch.cat'ed to the windows; the dequantised tensors die
+  // on return, the concatenations once the attention has read them.
+  constexpr void quantized_update(std::uint64_t layer, std::uint64_t rows, std::uint64_t done) {
+    using memscale::detail::checked_add;
+    const std::uint64_t total = checked_add(done, rows);
+    const auto half = [&](std::uint64_t positions) { return kv_layer_half_bytes(m_, r_, positions).value; };
+    const auto packed = [&](std::uint64_t positions) {
+      return quantized_kv_bytes(r_, kv_layer_half_elements(m_, r_, positions)).value;
+    };
+    auto quantize = [&](std::uint32_t& slot) {
+      std::uint32_t working = alloc(half(total) * 2);
+      free(working);
+      std::uint32_t old = slot;
+      slot = alloc(packed(total));
+      return old;
+    };
+    if (done == 0) {
+      returned_[0] = alloc(half(total));
+      returned_[1] = alloc(half(total));
+      for (auto& slot : packed_[layer]) quantize(slot);
+      return;
+    }
+    const quantized_split before = split_quantized(r_, done);
+    std::uint32_t dk = alloc(half(before.packed));
+    std::uint32_t dv = alloc(half(before.packed));
+    returned_[0] = alloc(half(total));
+    returned_[1] = alloc(half(total));
+    if (requantizes(r_, done)) {
+      std::array<std::uint32_t, 2> old{quantize(packed_[layer][0]), quantize(packed_[layer][1])};
+      for (auto& id : old) free(id);
+      for (auto& id : kv_[layer]) free(id);
+    } else {
+      for (auto& id : kv_[layer]) grow(id, half(before.residual + 1));
+    }
+    free(dk);
+    free(dv);
   }
 
   // An op's temporaries live while it runs. Temporaries that are a whole number of the op's output
@@ -201,6 +258,10 @@ class generate_walker {
   // while the old one lives.
   constexpr void cache_update(std::uint64_t layer, std::uint64_t rows, std::uint64_t done, std::uint64_t index,
                               std::uint64_t count) {
+    if (r_.cache == kv_cache_kind::quantized) {
+      if (index + 1 == count) quantized_update(layer, rows, done);
+      return;
+    }
     if (done == 0) {
       if (index == 0)
         kv_[layer][1] = alloc(memscale::detail::prefill_value_storage(m_, r_).value);
@@ -225,6 +286,8 @@ class generate_walker {
   tensor_events<Sink, IdCapacity> events_;
   std::array<std::array<std::uint32_t, 2>, 256> kv_{};             // filled with no_tensor
   std::array<std::array<std::uint32_t, 2>, 256> previous_{};       // a tuple cache's old tensors (no_tensor: none)
+  std::array<std::array<std::uint32_t, 2>, 256> packed_{};         // a quantized cache's packed keys and values
+  std::array<std::uint32_t, 2> returned_{no_tensor, no_tensor};    // the keys and values a quantized cache handed back
   bool tuple_cache_ = keeps_tuple_cache(m_, r_);
   std::uint32_t ids_ = no_tensor;
   std::uint32_t mask_ = no_tensor;

@@ -175,6 +175,40 @@ constexpr bytes prefill_value_storage(const model_spec& m, const inference_spec&
   return m.fused_qkv ? prefill_layer_storage(m, r) - rotated : kv_layer_half_bytes(m, r, r.context);
 }
 
+// What a QuantizedCache layer holds beyond the stored cache while the last layer updates
+// (cache_utils.py v4.45 QuantizedCache.update; the quantiser as quanto's affine one).
+struct quantized_update {
+  bytes attending{};  // through the attention: the keys and values update() returned
+  bytes updating{};   // the largest moment inside update()
+};
+
+constexpr quantized_update quantized_update_of(const model_spec& m, const inference_spec& r, std::uint64_t done,
+                                               std::uint64_t rows) {
+  if (r.cache != kv_cache_kind::quantized) return {};
+  const std::uint64_t total = checked_add(done, rows);
+  const bytes returned = kv_layer_half_bytes(m, r, total) * 2u;
+  // The quantiser's working copies of one tensor in the compute dtype: (x - min) and its
+  // division by the scale (quanto AffineQuantizer: round(x / scale) + shift, clamped) before
+  // the codes are cast to uint8 and packed.
+  const bytes working = kv_layer_half_bytes(m, r, total) * 2u;
+  if (done == 0) {
+    // Prefill: the prompt's keys and values are quantised and returned as they are.
+    return {.attending = returned, .updating = returned + working};
+  }
+  const quantized_split before = split_quantized(r, done);
+  // dequant_key and dequant_value stay bound while the concatenations are made.
+  const bytes dequantized = kv_layer_half_bytes(m, r, before.packed) * 2u;
+  if (requantizes(r, done)) {
+    // Quantising the values: the old packed values and both old residual windows are still bound
+    // (the layer's entries are replaced after both quantisations).
+    const bytes old = quantized_kv_bytes(r, kv_layer_half_elements(m, r, before.packed)) +
+                      kv_layer_half_bytes(m, r, before.residual) * 2u;
+    return {.attending = returned, .updating = dequantized + returned + working + old};
+  }
+  // torch.cat([key_cache, key_states]) of the values: the old value window is still bound.
+  return {.attending = returned, .updating = dequantized + returned + kv_layer_half_bytes(m, r, before.residual)};
+}
+
 // The moments of one forward read from its graph (forward_graph).
 struct forward_moments {
   bytes held{};          // what the base model binds through the blocks (embeddings, rotary tables, mask)
@@ -182,7 +216,18 @@ struct forward_moments {
   bytes after_blocks{};  // the final norm's and the head's largest moment, its input stream included
   bytes head_outputs{};  // of which the head's outputs (logits) bound at that moment
   bytes returned{};      // the logits forward() hands back
+  bytes while_attending{};  // the last decoder layer's largest moment up to the last reader of its cached keys and values
 };
+
+// The last decoder layer's largest moment from its start to the op that reads its cached keys
+// and values last (the attention): where a cache that hands the layer a copy (QuantizedCache)
+// holds it.
+constexpr bytes attending_peak(const graph& g) {
+  std::size_t last = g.block_begin;
+  for (std::size_t i = g.block_begin; i < g.block_end; ++i)
+    if (g.ops[i].kv_cached) last = max(last, freed_after(g, i));
+  return no_grad_forward_peak(g, g.block_begin, min(last + 1, g.block_end)).live;
+}
 
 // The head's first op: the output layer, the first projection after the blocks.
 constexpr std::size_t head_begin(const graph& g) {
@@ -200,7 +245,8 @@ constexpr forward_moments forward_moments_of(const model_spec& m, const inferenc
           .layer = no_grad_block_peak(g).live,
           .after_blocks = tail.live,
           .head_outputs = no_grad_live_at(g, head_begin(g), tail.at),
-          .returned = g.ops[g.size - 1].out};
+          .returned = g.ops[g.size - 1].out,
+          .while_attending = attending_peak(g)};
 }
 
 struct forward_result {
@@ -241,11 +287,28 @@ constexpr forward_result forward_peak(const graph& g, const model_spec& m, const
       old_cache = first_step ? prefill_layer_storage(m, r) * m.layers : kv_cache_bytes(m, r, done);
   }
   const forward_moments f = forward_moments_of(m, r, rows, keys);
+  const quantized_update q = quantized_update_of(m, r, done, rows);
   inference_breakdown in_layer{.weights = weights,
                                .kv_cache = cache + max(old_cache, cat_copy),
                                .activations = ids + f.held + f.layer,
                                .logits = kept_logits,
                                .workspace = workspace};
+  const inference_breakdown attending{.weights = weights,
+                                      .kv_cache = cache + q.attending,
+                                      .activations = ids + f.held + f.while_attending,
+                                      .logits = kept_logits,
+                                      .workspace = workspace};
+  if (in_layer.total() < attending.total()) in_layer = attending;
+  // QuantizedCache.update, before the attention runs: the block's input, its normed copy and the
+  // queries are what the layer holds besides the cache's tensors.
+  const inference_breakdown updating{
+      .weights = weights,
+      .kv_cache = cache + q.updating,
+      .activations = ids + f.held +
+                     act(r, checked_mul(r.batch, rows, 2 * m.hidden + checked_mul(m.heads, head_dim_of(m)))),
+      .logits = kept_logits,
+      .workspace = workspace};
+  if (in_layer.total() < updating.total()) in_layer = updating;
   // After the blocks: what the base model bound is gone with its frame.
   inference_breakdown head{.weights = weights,
                            .kv_cache = cache + old_cache,
@@ -312,6 +375,10 @@ constexpr model_graph weights_graph(const model_spec& model) {
   return build(model, training_spec{.micro_batch = 1, .seq_len = 1, .dropout = false});
 }
 
+// gpt-fast's generate() and its model (inference/gpt_fast.hpp, included at the end of this file).
+constexpr model_spec gpt_fast_model(const model_spec& m);
+constexpr inference_result estimate_gpt_fast(const model_spec& model, const inference_spec& run, const graph& g);
+
 // estimate_inference over a validated model and run and the model's weights_graph.
 constexpr inference_result estimate_generate(const model_spec& model, const inference_spec& run, const graph& g) {
   inference_result res{};
@@ -342,8 +409,15 @@ constexpr inference_result estimate_generate(const model_spec& model, const infe
         generated == 1 ? first
                        : forward_peak(g, model, run, weights, checked_add(run.context, generated - 1), 1,
                                       logits_kept(model, run, first.returned));
-    res.decode = to_peak(g, run, model, inference_phase::decode,
-                         first.peak.total() < last.peak.total() ? last.peak : first.peak);
+    inference_breakdown decode = first.peak.total() < last.peak.total() ? last.peak : first.peak;
+    // A quantized cache's last re-quantising step holds the most besides the last step.
+    if (run.cache == kv_cache_kind::quantized && generated >= quantized_period(run)) {
+      const std::uint64_t step = generated / quantized_period(run) * quantized_period(run);
+      const forward_result requant = forward_peak(g, model, run, weights, checked_add(run.context, step - 1), 1,
+                                                  logits_kept(model, run, first.returned));
+      if (decode.total() < requant.peak.total()) decode = requant.peak;
+    }
+    res.decode = to_peak(g, run, model, inference_phase::decode, decode);
   }
   res.peak = res.decode.tensor > res.prefill.tensor ? res.decode : res.prefill;
   return res;
@@ -369,8 +443,29 @@ constexpr inference_result estimate_inference(const model_spec& model, const inf
                   "(describe the model's heads and head_dim); a latent cache (kv_bytes_per_token) is a serving "
                   "engine's, which is not modelled",
                   run.kv_lora_rank);
+  // QuantizedCache is a Cache object generate() hands the model: the family needs Cache support
+  // (_supports_quantized_cache, transformers 4.42+), not tuples.
+  detail::require(run.cache != kv_cache_kind::quantized ||
+                      (run.transformers_version >= 442 && !keeps_tuple_cache(model, run)),
+                  error_code::unsupported, "infer.kv_cache",
+                  "quantized needs transformers >= 4.42 and a model that takes a Cache object (not tuples)",
+                  run.transformers_version);
+  if (run.loop == generate_loop::gpt_fast) {
+    detail::require(run.weights == weight_format::native, error_code::unsupported, "infer.weights",
+                    "must be native with gpt-fast: its weight-only int8/int4 layers (quantize.py) are not modelled yet",
+                    static_cast<std::uint64_t>(run.weights));
+    detail::require(model.positions == position_kind::rotary && model.norm == norm_kind::rmsnorm &&
+                        gated_mlp(model) && !model.tied_embeddings && model.experts == 0,
+                    error_code::unsupported, "model.arch",
+                    "gpt-fast's model.py is a LLaMA-style decoder (rotary, RMSNorm, SwiGLU, untied head, no experts)",
+                    static_cast<std::uint64_t>(model.positions));
+    const model_graph built = detail::weights_graph(detail::gpt_fast_model(model));
+    return detail::estimate_gpt_fast(model, run, built.stack());
+  }
   const model_graph built = detail::weights_graph(model);
   return detail::estimate_generate(model, run, built.stack());
 }
 
 }  // namespace memscale
+
+#include "memscale/inference/gpt_fast.hpp"  // IWYU pragma: keep

@@ -22,15 +22,67 @@ constexpr std::uint64_t kv_elements_per_token_layer(const model_spec& m, const i
   return detail::checked_mul(2, kv_heads_of(m), head_dim_of(m));
 }
 
-// Cache bytes per token over all layers: 2 x layers x kv_heads x head_dim x dtype bytes.
+// `elements` values quantised as QuantizedCache stores them: codes of kv_bits packed into bytes
+// (optimum-quanto PackedTensor: two int4 or four int2 codes per uint8) and a scale and a shift
+// per kv_group values in the compute dtype (quanto MaxOptimizer + quantize_weight with
+// q_group_size: one (scale, zeropoint) pair per group; transformers cache_utils.py v4.45
+// QuantoQuantizedCache._quantize).
+constexpr bytes quantized_kv_bytes(const inference_spec& r, std::uint64_t elements) {
+  const std::uint64_t packed = detail::ceil_div(detail::checked_mul(elements, r.kv_bits), 8);
+  const std::uint64_t groups = detail::ceil_div(elements, r.kv_group);
+  return bytes{packed} + storage(r.compute, detail::checked_mul(groups, 2));
+}
+
+// gpt-fast's setup_caches length: min(prompt + new tokens, block_size) rounded up to a multiple
+// of 8 (generate.py@32971d31 generate: max_seq_length; model.py setup_caches: find_multiple(., 8)).
+// A given max_cache_len stands for the max_seq_length handed to setup_caches.
+constexpr std::uint64_t gpt_fast_cache_length(const model_spec& m, const inference_spec& r) {
+  std::uint64_t want = r.max_cache_len != 0 ? r.max_cache_len : detail::checked_add(r.context, r.new_tokens);
+  if (m.context_length != 0) want = detail::min(want, m.context_length);
+  return detail::round_up(want, 8);
+}
+
+// Cache bytes per token over all layers: 2 x layers x kv_heads x head_dim x dtype bytes; a
+// quantized cache's packed codes and group scales; torchao's int8 cache adds a per-token scale
+// per kv head in the model dtype (_models/llama/model.py AffineQuantizedKVCache@1f66d47).
 constexpr bytes kv_bytes_per_token(const model_spec& m, const inference_spec& r) {
-  return storage(r.kv, detail::checked_mul(kv_elements_per_token_layer(m, r), m.layers));
+  const auto elements = detail::checked_mul(kv_elements_per_token_layer(m, r), m.layers);
+  if (r.cache == kv_cache_kind::quantized) return quantized_kv_bytes(r, elements);
+  if (r.loop == generate_loop::gpt_fast && r.kv == dtype::int8)
+    return storage(dtype::int8, elements) + storage(r.compute, detail::checked_mul(2, kv_heads_of(m), m.layers));
+  return storage(r.kv, elements);
+}
+
+// How a quantized cache holds `tokens` positions: the packed part and the residual window in
+// the compute dtype. The prompt is quantised whole at the prefill; each decoding step appends
+// to the residual, and the step that finds residual_length - 1 tokens there (a 4-D tensor: not
+// the step right after a re-quantisation, whose residual is torch.zeros(0)) quantises
+// everything again and empties it (cache_utils.py v4.45 QuantizedCache.update). So the window
+// holds (decoding steps) mod max(residual_length, 2) tokens.
+struct quantized_split {
+  std::uint64_t packed = 0;
+  std::uint64_t residual = 0;
+};
+
+constexpr std::uint64_t quantized_period(const inference_spec& r) { return detail::max(r.kv_residual, std::uint64_t{2}); }
+
+constexpr quantized_split split_quantized(const inference_spec& r, std::uint64_t tokens) {
+  if (tokens <= r.context) return {.packed = tokens, .residual = 0};
+  const std::uint64_t residual = (tokens - r.context) % quantized_period(r);
+  return {.packed = tokens - residual, .residual = residual};
+}
+
+// Whether the decoding step that starts with `done` positions cached re-quantises the layer.
+constexpr bool requantizes(const inference_spec& r, std::uint64_t done) {
+  return r.cache == kv_cache_kind::quantized && done >= r.context &&
+         split_quantized(r, detail::checked_add(done, 1)).residual == 0;
 }
 
 // Positions a layer holds once `tokens` have been processed.
 constexpr std::uint64_t cached_positions(const inference_spec& r, std::uint64_t tokens) {
   switch (r.cache) {
-    case kv_cache_kind::dynamic: return tokens;
+    case kv_cache_kind::dynamic:
+    case kv_cache_kind::quantized: return tokens;
     case kv_cache_kind::static_preallocated:
       return r.max_cache_len != 0 ? r.max_cache_len : detail::checked_add(r.context, r.new_tokens);
     case kv_cache_kind::sliding_window:
@@ -40,14 +92,28 @@ constexpr std::uint64_t cached_positions(const inference_spec& r, std::uint64_t 
   return tokens;
 }
 
-// The whole cache (all layers, the batch) once `tokens` have been processed.
-constexpr bytes kv_cache_bytes(const model_spec& m, const inference_spec& r, std::uint64_t tokens) {
-  return kv_bytes_per_token(m, r) * detail::checked_mul(r.batch, cached_positions(r, tokens));
-}
-
 // One layer's key (or value) tensor over `positions` positions: what torch.cat copies.
 constexpr bytes kv_layer_half_bytes(const model_spec& m, const inference_spec& r, std::uint64_t positions) {
   return storage(r.kv, detail::checked_mul(r.batch, positions, kv_elements_per_token_layer(m, r) / 2));
+}
+
+// The elements of one layer's key (or value) tensor over `positions` positions.
+constexpr std::uint64_t kv_layer_half_elements(const model_spec& m, const inference_spec& r, std::uint64_t positions) {
+  return detail::checked_mul(r.batch, positions, kv_elements_per_token_layer(m, r) / 2);
+}
+
+// One layer's quantized cache over `positions` positions: keys and values, each quantised as one
+// tensor, and their residual windows.
+constexpr bytes quantized_layer_bytes(const model_spec& m, const inference_spec& r, std::uint64_t positions) {
+  const quantized_split s = split_quantized(r, positions);
+  return (quantized_kv_bytes(r, kv_layer_half_elements(m, r, s.packed)) + kv_layer_half_bytes(m, r, s.residual)) * 2u;
+}
+
+// The whole cache (all layers, the batch) once `tokens` have been processed.
+constexpr bytes kv_cache_bytes(const model_spec& m, const inference_spec& r, std::uint64_t tokens) {
+  if (r.cache == kv_cache_kind::quantized) return quantized_layer_bytes(m, r, tokens) * m.layers;
+  if (r.loop == generate_loop::gpt_fast) return kv_bytes_per_token(m, r) * detail::checked_mul(r.batch, gpt_fast_cache_length(m, r));
+  return kv_bytes_per_token(m, r) * detail::checked_mul(r.batch, cached_positions(r, tokens));
 }
 
 }  // namespace memscale

@@ -23,8 +23,17 @@ enum class weight_format : std::uint8_t { native, bnb_int8, bnb_nf4, bnb_fp4, gp
 // dynamic: DynamicCache, grows by torch.cat every step (transformers cache_utils.py);
 // static_preallocated: StaticCache, every layer allocated at max_cache_len up front and
 // written in place (index_copy_); sliding_window: SlidingWindowCache, static of the
-// model's window.
-enum class kv_cache_kind : std::uint8_t { dynamic, static_preallocated, sliding_window };
+// model's window; quantized: QuantizedCache (cache_implementation="quantized"), the tokens
+// before the last residual window packed to inference_spec::kv_bits with a scale and a zero
+// point per kv_group values, the window in the compute dtype.
+enum class kv_cache_kind : std::uint8_t { dynamic, static_preallocated, sliding_window, quantized };
+
+// The code that runs generate(): transformers' GenerationMixin, or gpt-fast's generate.py
+// (pytorch-labs/gpt-fast generate.py@32971d31: setup_caches, prefill, decode_n_tokens).
+enum class generate_loop : std::uint8_t { transformers, gpt_fast };
+
+// QuantizedCacheConfig.backend: optimum-quanto (QuantoQuantizedCache) or HQQ (HQQQuantizedCache).
+enum class kv_quant_backend : std::uint8_t { quanto, hqq };
 
 struct inference_spec {
   std::uint64_t batch = 1;
@@ -58,6 +67,15 @@ struct inference_spec {
   bytes blas_workspace = pytorch_cublas_workspace_default;
   bool cuda_lazy_loading = true;
   std::uint32_t torch_version = 205;  // major * 100 + minor: which kernel SDPA picks (attention_kernel.hpp)
+  // gpt-fast: its static KVCache buffers in the model dtype (kv int8: torchao's int8 cache with
+  // a per-token scale), a (max_seq, max_seq) bool mask; cache must be static_preallocated.
+  generate_loop loop = generate_loop::transformers;
+  // QuantizedCacheConfig (transformers cache_utils.py, 4.42-4.46): backend, nbits, q_group_size,
+  // residual_length; defaults quanto, 4, 64, 128.
+  kv_quant_backend kv_backend = kv_quant_backend::quanto;
+  std::uint32_t kv_bits = 4;
+  std::uint64_t kv_group = 64;
+  std::uint64_t kv_residual = 128;
 };
 
 constexpr bool is_quantized(weight_format w) { return w != weight_format::native; }
@@ -81,6 +99,27 @@ constexpr const inference_spec& validate(const inference_spec& r) {
           "must be > 0 exactly when infer.kv_lora_rank > 0", r.qk_rope_head_dim);
   require(r.group_size > 0, bad, "infer.group_size", "must be > 0", r.group_size);
   require(r.quant_block > 0, bad, "infer.quant_block", "must be > 0", r.quant_block);
+  if (r.cache == kv_cache_kind::quantized) {
+    // HQQQuantizedCache quantises with hqq's Quantizer.quantize, optimize=True by default: its
+    // proximal optimiser's working copies are not described.
+    require(r.kv_backend == kv_quant_backend::quanto, error_code::unsupported, "infer.kv_quant_backend",
+            "must be quanto: HQQ's quantiser (optimize_weights_proximal and its working copies) is not modelled yet",
+            static_cast<std::uint64_t>(r.kv_backend));
+    // QuantoQuantizedCache.__init__: nbits must be 2 or 4 (qint2, qint4).
+    require(r.kv_bits == 2 || r.kv_bits == 4, bad, "infer.kv_bits", "must be 2 or 4 with the quanto backend",
+            r.kv_bits);
+    require(r.kv_group > 0, bad, "infer.kv_group_size", "must be > 0", r.kv_group);
+    require(r.kv_residual > 0, bad, "infer.kv_residual_length", "must be > 0", r.kv_residual);
+    // The residual window and the dequantised keys and values are in the keys' own dtype.
+    require(r.kv == r.compute, bad, "infer.kv_dtype",
+            "must be the compute dtype with a quantized cache (its packed width is infer.kv_bits)", bits_of(r.kv));
+  }
+  if (r.loop == generate_loop::gpt_fast) {
+    require(r.cache == kv_cache_kind::static_preallocated, bad, "infer.kv_cache",
+            "must be static with gpt-fast (model.py KVCache is its only cache)", static_cast<std::uint64_t>(r.cache));
+    require(r.kv == r.compute || r.kv == dtype::int8, bad, "infer.kv_dtype",
+            "must be the model dtype or int8 (torchao's int8 KV cache) with gpt-fast", bits_of(r.kv));
+  }
   return r;
 }
 
@@ -97,7 +136,19 @@ constexpr std::string_view to_string(weight_format w) noexcept {
 }
 
 constexpr std::string_view to_string(kv_cache_kind k) noexcept {
-  return k == kv_cache_kind::dynamic ? "dynamic" : k == kv_cache_kind::static_preallocated ? "static" : "sliding";
+  switch (k) {
+    case kv_cache_kind::dynamic: return "dynamic";
+    case kv_cache_kind::static_preallocated: return "static";
+    case kv_cache_kind::sliding_window: return "sliding";
+    case kv_cache_kind::quantized: return "quantized";
+  }
+  return "dynamic";
 }
+
+constexpr std::string_view to_string(generate_loop l) noexcept {
+  return l == generate_loop::gpt_fast ? "gpt-fast" : "transformers";
+}
+
+constexpr std::string_view to_string(kv_quant_backend b) noexcept { return b == kv_quant_backend::hqq ? "hqq" : "quanto"; }
 
 }  // namespace memscale

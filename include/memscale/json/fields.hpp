@@ -122,8 +122,8 @@ inline std::string parse_error_text(const std::string& message) {
 // Frameworks people name that memscale does not model, each with the mechanism it lacks.
 inline std::string_view unmodelled_framework(std::string_view name) {
   if (name == "gpt-fast")
-    return "gpt-fast is not modelled yet (its static KV cache and torchao int8 KV; generate() is modelled for "
-           "Hugging Face transformers)";
+    return "gpt-fast's training is not modelled (its generate() is: --inference --framework gpt-fast, its static KV "
+           "cache and torchao's int8 KV)";
   if (name == "deepspeed")
     return "DeepSpeed's own fp16/bf16 engine is not modelled as a framework (a 16-bit model with fp32 master "
            "weights in the optimizer); for ZeRO sharding give --gpus and --engine";

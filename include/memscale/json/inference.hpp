@@ -42,7 +42,29 @@ inline kv_cache_kind parse_kv_cache(const std::string& s, const std::string& fie
   if (s == "dynamic") return kv_cache_kind::dynamic;
   if (s == "static") return kv_cache_kind::static_preallocated;
   if (s == "sliding" || s == "sliding_window") return kv_cache_kind::sliding_window;
-  bad_field(error_code::invalid_run, field, s, "must be one of dynamic, static, sliding_window");
+  if (s == "quantized") return kv_cache_kind::quantized;
+  bad_field(error_code::invalid_run, field, s, "must be one of dynamic, static, sliding_window, quantized");
+}
+
+inline kv_quant_backend parse_kv_quant_backend(const std::string& s, const std::string& field) {
+  if (s == "quanto") return kv_quant_backend::quanto;
+  if (s == "hqq" || s == "HQQ") return kv_quant_backend::hqq;
+  bad_field(error_code::invalid_run, field, s, "must be quanto or hqq");
+}
+
+// A quantized cache's kv_dtype names its packed width (QuantizedCacheConfig.nbits): int2, int4 or
+// int8; the stored window and the dequantised copies stay in the compute dtype.
+inline std::uint32_t parse_kv_bits(const std::string& s, const std::string& field) {
+  if (s == "int2") return 2;
+  if (s == "int4") return 4;
+  if (s == "int8") return 8;
+  bad_field(error_code::invalid_run, field, s, "must be int2, int4 or int8 with kv_cache quantized");
+}
+
+// Whether a record ran gpt-fast's generate(): its model says "impl": "gpt-fast".
+inline bool gpt_fast_record(const json& record) {
+  return record.contains("model") && record.at("model").is_object() &&
+         record.at("model").value("impl", std::string()) == "gpt-fast";
 }
 
 // One package of the software stack for generate(): torch (which SDPA kernel, lazy module
@@ -111,7 +133,8 @@ inline inference_spec inference_from_record(const json& record) {
   reject_misspelt_keys(t,
                        {"batch", "context", "new_tokens", "dtype", "kv_dtype", "kv_cache", "attention", "weights",
                         "max_cache_len", "sliding_window", "group_size", "double_quant", "kv_lora_rank",
-                        "qk_rope_head_dim", "quant_block"},
+                        "qk_rope_head_dim", "quant_block", "kv_quant_backend", "kv_group_size",
+                        "kv_residual_length"},
                        path, bad);
   inference_spec r{};
   r.batch = get_count(t, "batch", path, 1, bad);
@@ -120,8 +143,22 @@ inline inference_spec inference_from_record(const json& record) {
   dtype native = dtype::fp16;
   r.weights = parse_weight_format(get_string(t, "weights", path, "fp16", bad), path + ".weights", native);
   r.compute = parse_dtype(get_string(t, "dtype", path, std::string(to_string(native)), bad), path + ".dtype");
-  r.kv = parse_dtype(get_string(t, "kv_dtype", path, std::string(to_string(r.compute)), bad), path + ".kv_dtype");
   r.cache = parse_kv_cache(get_string(t, "kv_cache", path, "dynamic", bad), path + ".kv_cache");
+  const std::string kv_dtype = get_string(t, "kv_dtype", path, std::string(to_string(r.compute)), bad);
+  if (r.cache == kv_cache_kind::quantized) {
+    r.kv = r.compute;
+    r.kv_bits = parse_kv_bits(kv_dtype, path + ".kv_dtype");
+    r.kv_backend = parse_kv_quant_backend(get_string(t, "kv_quant_backend", path, "quanto", bad),
+                                          path + ".kv_quant_backend");
+    r.kv_group = get_count(t, "kv_group_size", path, r.kv_group, bad);
+    r.kv_residual = get_count(t, "kv_residual_length", path, r.kv_residual, bad);
+  } else {
+    for (const char* key : {"kv_quant_backend", "kv_group_size", "kv_residual_length"})
+      if (t.contains(key))
+        bad_field(bad, path + "." + key, t.at(key), "applies to kv_cache quantized only");
+    r.kv = parse_dtype(kv_dtype, path + ".kv_dtype");
+  }
+  if (gpt_fast_record(record)) r.loop = generate_loop::gpt_fast;
   r.attention = parse_attention(get_string(t, "attention", path, "sdpa", bad), path + ".attention");
   r.max_cache_len = get_count(t, "max_cache_len", path, 0, bad);
   r.sliding_window = get_count(t, "sliding_window", path, 0, bad);

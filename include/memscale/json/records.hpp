@@ -369,7 +369,14 @@ inline json estimate_record(const json& record) {
       const estimate_result r = vision::estimate(model, run_from_record(vision_run_record(record)));
       return {{"id", id}, {"estimated_bytes", pick(r.steady, q).value}, {"quantity", std::string(to_string(q))}};
     }
-    const model_spec model = model_for_record(record);
+    // gpt-fast's model.py is the LLaMA layout (its own wqkv and head: inference/gpt_fast.hpp); only
+    // its generate() is modelled, so a training record with it keeps the framework's refusal.
+    json as_transformers;
+    if (record.contains("infer") && gpt_fast_record(record)) {
+      as_transformers = record;
+      as_transformers["model"]["impl"] = "hf-transformers";
+    }
+    const model_spec model = model_for_record(as_transformers.is_null() ? record : as_transformers);
     const quantity q = quantity_of(record.value("measure", std::string("max_memory_allocated")));
     if (record.contains("infer")) {  // an inference record: json/inference.hpp
       const inference_peak p = estimate_inference(model, inference_from_record(record)).peak;
