@@ -27,6 +27,12 @@ enum class lora_target : std::uint16_t {
   head = 128,    // the LM output layer (lm_head)
   router = 256,  // a mixture-of-experts router (Mixtral `gate`): an nn.Linear too
   mlp = 112,     // gate | up | down (lit-gpt lora_mlp); has(set, mlp) asks for any of them
+  // Multi-head latent attention's own projections (DeepSeek-V2/V3, modeling_deepseek_v2.py@0233e509
+  // DeepseekV2Attention.__init__); its q_proj (no q_lora_rank) and o_proj are q and o above.
+  q_a = 512,     // q_a_proj: hidden -> q_lora_rank
+  q_b = 1024,    // q_b_proj: q_lora_rank -> heads x qk_head_dim
+  kv_a = 2048,   // kv_a_proj_with_mqa: hidden -> kv_lora_rank + qk_rope_head_dim
+  kv_b = 4096,   // kv_b_proj: kv_lora_rank -> heads x (qk_nope_head_dim + v_head_dim)
 };
 
 // A set of lora_target flags.
@@ -42,19 +48,25 @@ constexpr bool has(lora_modules set, lora_target t) { return (set & static_cast<
 
 inline constexpr lora_modules lora_attention = lora_target::q | lora_target::k | lora_target::v | lora_target::o;
 inline constexpr lora_modules lora_mlp = lora_target::gate | lora_target::up | lora_target::down;
+inline constexpr lora_modules lora_latent_attention = lora_target::q_a | lora_target::q_b | lora_target::kv_a | lora_target::kv_b;
 // PEFT "all-linear": every nn.Linear / Conv1D except the output embedding
 // (peft v0.13.0 @ 8f074d75, src/peft/tuners/tuners_utils.py _maybe_include_all_linear_layers,
-// INCLUDE_LINEAR_LAYERS_SHORTHAND); the Mixtral router is an nn.Linear, so it is included.
-inline constexpr lora_modules lora_all_linear =
-    static_cast<lora_modules>(lora_attention | lora_mlp | static_cast<lora_modules>(lora_target::router));
+// INCLUDE_LINEAR_LAYERS_SHORTHAND); the Mixtral router is an nn.Linear, so it is included, and so
+// are multi-head latent attention's projections. A model adapts those of the set it has.
+inline constexpr lora_modules lora_all_linear = static_cast<lora_modules>(
+    lora_attention | lora_mlp | static_cast<lora_modules>(lora_target::router) | lora_latent_attention);
+
+// Whether `set` is PEFT's "all-linear" (every linear the model has), not a list of names.
+constexpr bool is_all_linear(lora_modules set) { return (set & lora_all_linear) == lora_all_linear; }
 
 // Every module name lora_module reads (for "did you mean" hints and documentation).
-inline constexpr std::array<std::string_view, 52> lora_module_names{
+inline constexpr std::array<std::string_view, 56> lora_module_names{
     "all-linear", "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head",
     "q", "k", "v", "proj", "mlp", "head", "lora_query", "lora_key", "lora_value", "lora_projection", "lora_mlp",
     "lora_head", "query", "key", "value", "q_lin", "k_lin", "v_lin", "c_attn", "query_key_value", "qkv_proj",
     "Wqkv", "out_proj", "dense", "out_lin", "c_proj", "w1", "fc_1", "w3", "fc_2", "c_fc", "fc1", "fc_in", "fc",
-    "dense_h_to_4h", "lin1", "w2", "fc2", "fc_out", "dense_4h_to_h", "lin2", "gate", "output_proj"};
+    "dense_h_to_4h", "lin1", "w2", "fc2", "fc_out", "dense_4h_to_h", "lin2", "gate", "output_proj",
+    "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj"};
 
 namespace detail {
 
@@ -63,7 +75,8 @@ namespace detail {
        "names an unknown module " + detail::quoted(name) +
            ": expected PEFT names (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head, "
            "\"all-linear\"), lit-gpt names (q, k, v, proj, mlp, head) or a family's own (c_attn, c_fc, c_proj, "
-           "query_key_value, dense, dense_h_to_4h, dense_4h_to_h, fc_in, fc_out, fc1, fc2, out_proj, w1, w2, w3, gate; torchtune's output_proj)");
+           "query_key_value, dense, dense_h_to_4h, dense_4h_to_h, fc_in, fc_out, fc1, fc2, out_proj, w1, w2, w3, gate; "
+           "DeepSeek's q_a_proj, q_b_proj, kv_a_proj_with_mqa, kv_b_proj; torchtune's output_proj)");
 }
 
 constexpr std::string_view trim(std::string_view s) {
@@ -108,6 +121,10 @@ constexpr lora_modules lora_module(std::string_view name) {
     return static_cast<lora_modules>(down);
   if (n == "lm_head" || n == "head") return static_cast<lora_modules>(head);
   if (n == "gate") return static_cast<lora_modules>(router);  // Mixtral block_sparse_moe.gate
+  if (n == "q_a_proj") return static_cast<lora_modules>(q_a);
+  if (n == "q_b_proj") return static_cast<lora_modules>(q_b);
+  if (n == "kv_a_proj_with_mqa") return static_cast<lora_modules>(kv_a);
+  if (n == "kv_b_proj") return static_cast<lora_modules>(kv_b);
   detail::fail_lora_module(n);
 }
 

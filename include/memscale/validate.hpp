@@ -102,19 +102,74 @@ constexpr void check_transformers_release(const model_spec& m, std::uint32_t tra
                  "state 4.39 or later, or an earlier release");
 }
 
+// The LoRA targets a model has. A list that names a module the model lacks is refused: PEFT
+// adapts nothing for that name. "all-linear" adapts the linears the model has. Multi-head latent
+// attention has q_proj (no q_lora_rank) or q_a_proj and q_b_proj, kv_a_proj_with_mqa, kv_b_proj and
+// o_proj, no k_proj or v_proj (modeling_deepseek_v2.py@0233e509 DeepseekV2Attention.__init__).
+constexpr void check_latent_attention_targets(const model_spec& m, const training_spec& t) {
+  if (!is_lora(t) || is_all_linear(t.lora_targets)) return;
+  const lora_modules set = t.lora_targets;
+  const auto value = static_cast<std::uint64_t>(set);
+  if (!has_latent_attention(m)) {
+    detail::require((set & lora_latent_attention) == 0, error_code::unsupported, "run.lora_targets",
+                    "names q_a_proj, q_b_proj, kv_a_proj_with_mqa or kv_b_proj, which only multi-head latent "
+                    "attention (DeepSeek) has",
+                    value);
+    return;
+  }
+  detail::require(!has(set, lora_target::k) && !has(set, lora_target::v), error_code::unsupported,
+                  "run.lora_targets",
+                  "names a key or value projection (k_proj, v_proj, a fused qkv): multi-head latent attention has "
+                  "kv_a_proj_with_mqa and kv_b_proj instead",
+                  value);
+  if (m.q_lora_rank == 0)
+    detail::require(!has(set, lora_target::q_a) && !has(set, lora_target::q_b), error_code::unsupported,
+                    "run.lora_targets", "names q_a_proj or q_b_proj: without q_lora_rank the query is one q_proj",
+                    value);
+  else
+    detail::require(!has(set, lora_target::q), error_code::unsupported, "run.lora_targets",
+                    "names q_proj: with q_lora_rank the query is q_a_proj -> q_a_layernorm -> q_b_proj", value);
+}
+
+// DeepSeek's router under LoRA. Its forward multiplies by the gate's weight itself,
+// F.linear(hidden_states.type(torch.float32), self.gate.weight.type(torch.float32))
+// (modeling_deepseek_v2.py@0233e509 DeepseekV2Moe.forward): V2's gate is an nn.Linear that PEFT
+// wraps (its adapter is never called, so it takes no gradient) and bitsandbytes quantises (the
+// 4-bit packed weight cannot be cast and multiplied); V3's DeepseekV3TopkRouter holds a plain
+// nn.Parameter (modeling_deepseek_v3.py@00b676f8), which target_modules never wrap. The routed
+// experts are per-expert nn.Linear modules before transformers 5.0 (PEFT wraps each); from 5.0
+// they are 3-D parameters (DeepseekV2Experts.gate_up_proj) that target_modules do not wrap.
+constexpr void check_deepseek_lora(const model_spec& m, const training_spec& t) {
+  if (!is_lora(t) || !m.router_fp32) return;
+  const bool router_is_linear = !m.router_score_correction;  // V2's nn.Linear gate; V3's router keeps the bias
+  const auto value = static_cast<std::uint64_t>(t.lora_targets);
+  detail::require(!has(t.lora_targets, lora_target::router) || (is_all_linear(t.lora_targets) && !router_is_linear),
+                  error_code::unsupported, "run.lora_targets",
+                  "adapts DeepSeek's router (gate; all-linear wraps DeepSeek-V2's): its forward multiplies by "
+                  "gate.weight in fp32 and never calls the adapter, which is not modelled; name the other targets",
+                  value);
+  detail::require(t.target != training_target::qlora || !router_is_linear, error_code::unsupported, "run.target",
+                  "qlora of DeepSeek-V2 is not modelled: bitsandbytes quantises the gate nn.Linear, whose weight "
+                  "the router casts to fp32 and multiplies by itself",
+                  static_cast<std::uint64_t>(t.target));
+  detail::require((t.lora_targets & lora_mlp) == 0 || t.transformers_version < 500, error_code::unsupported,
+                  "run.lora_targets",
+                  "adapts MLP projections of DeepSeek under transformers 5.0 or later: its routed experts are 3-D "
+                  "parameters that target_modules do not wrap, which is not modelled",
+                  value);
+}
+
 // What the DeepSeek pieces are modelled under. Multi-head latent attention: as Hugging Face
-// transformers runs it, without LoRA (its projections are not LoRA targets here). Leading dense
-// layers are written before the repeated block, which gradient and parameter sharding and
-// parameter streaming would treat as the model's root, not as layers. Checkpointing keeps them
-// whole (every tensor they save, not one input each): the upper side, stated in the report.
+// transformers runs it. Leading dense layers are written before the repeated block, which gradient and parameter
+// sharding and parameter streaming would treat as the model's root, not as layers. Checkpointing
+// keeps them whole (every tensor they save, not one input each): the upper side, stated in the report.
 constexpr void check_deepseek_layers(const model_spec& m, const training_spec& t) {
   if (has_latent_attention(m))
     detail::require(t.framework == framework_kind::hf, error_code::unsupported, "run.framework",
                     "multi-head latent attention is modelled as Hugging Face transformers runs it",
                     static_cast<std::uint64_t>(t.framework));
-  detail::require(!(has_latent_attention(m) || m.router_fp32) || !is_lora(t), error_code::unsupported, "run.target",
-                  "LoRA on multi-head latent attention and on an fp32 router is not modelled yet",
-                  static_cast<std::uint64_t>(t.target));
+  check_latent_attention_targets(m, t);
+  check_deepseek_lora(m, t);
   if (m.leading_dense_layers == 0) return;
   detail::require((t.shard == sharding::none || t.shard == sharding::optimizer_state) && !t.offload_parameters,
                   error_code::unsupported, "run.shard",

@@ -121,11 +121,17 @@ class generate_walker {
     // mask), in the order it makes them; the stream its first block reads.
     std::array<std::uint32_t, graph_capacity> held{};
     std::size_t held_count = 0;
-    for (std::size_t i = 0; i < g.block_begin; ++i)
-      if (freed_after(g, i) >= g.block_end && !g.ops[i].kv_cached) held[held_count++] = alloc(g.ops[i].out.value);
-    std::uint32_t stream = alloc(g.ops[g.block_begin].out.value);
-    if (workspace_ == no_tensor && r_.device == device_kind::cuda) workspace_ = alloc(r_.blas_workspace.value);
-    for (std::uint64_t l = 0; l < m_.layers; ++l) layer(g, l, rows, done, stream);
+    std::uint32_t stream = no_tensor;
+    if (m_.leading_dense_layers > 0) {
+      if (workspace_ == no_tensor && r_.device == device_kind::cuda) workspace_ = alloc(r_.blas_workspace.value);
+      prologue(g, rows, done, held, held_count, stream);
+    } else {
+      for (std::size_t i = 0; i < g.block_begin; ++i)
+        if (freed_after(g, i) >= g.block_end && !g.ops[i].kv_cached) held[held_count++] = alloc(g.ops[i].out.value);
+      stream = alloc(g.ops[g.block_begin].out.value);
+      if (workspace_ == no_tensor && r_.device == device_kind::cuda) workspace_ = alloc(r_.blas_workspace.value);
+    }
+    for (std::uint64_t l = m_.leading_dense_layers; l < m_.layers; ++l) layer(g, l, rows, done, stream);
     while (held_count > 0) free(held[--held_count]);
     // The output layer: each of its ops reads the one before, which the next rebinds. Then what
     // generate keeps until the next step replaces it: from 4.45 an fp32 copy of the last
@@ -149,6 +155,38 @@ class generate_walker {
     // model_inputs, after this forward returned.
     for (auto& layer : previous_)
       for (auto& id : layer) free(id);
+  }
+
+  // DeepSeek's leading dense layers are ops of the prologue (graph/recipes/decoder_stack.hpp
+  // generation_forward): the prologue is walked op by op as a layer is. What the base model binds
+  // through the blocks stays bound (`held`), the last op's output is the first block's stream, and
+  // the keys and values the dense layers cache fill the first layers' slots in order.
+  constexpr void prologue(const graph& g, std::uint64_t rows, std::uint64_t done,
+                          std::array<std::uint32_t, graph_capacity>& held, std::size_t& held_count,
+                          std::uint32_t& stream) {
+    const std::size_t end = g.block_begin;
+    std::uint64_t per_layer = 0;
+    for (std::size_t i = g.block_begin; i < g.block_end; ++i) per_layer += g.ops[i].kv_cached ? 1 : 0;
+    std::array<std::uint32_t, graph_capacity> ids{};
+    std::uint64_t cached_seen = 0;
+    for (std::size_t k = 0; k < end; ++k) {
+      const op& o = g.ops[k];
+      ids[k] = no_tensor;
+      if (o.kv_cached && per_layer > 0) {
+        cache_update(cached_seen / per_layer, rows, done, cached_seen % per_layer, per_layer);
+        ++cached_seen;
+      } else if (freed_after(g, k) >= g.block_end) {
+        held[held_count++] = alloc(o.out.value);
+      } else {
+        ids[k] = alloc(o.out.value);
+      }
+      temporaries(o);
+      for (std::size_t j = 0; j < k; ++j)
+        if (freed_after(g, j) == k) free(ids[j]);
+    }
+    stream = ids[end - 1];
+    ids[end - 1] = no_tensor;
+    for (std::size_t j = 0; j < end; ++j) free(ids[j]);  // read by the first block: freed as its stream would be
   }
 
   // One decoder layer: the no_grad walk of the forward graph's block (graph/forward_liveness.hpp)
@@ -271,7 +309,9 @@ class generate_walker {
       return;
     }
     std::uint32_t& slot = kv_[layer][index == 0 ? 0 : 1];
-    const std::uint64_t size = kv_layer_half_bytes(m_, r_, memscale::detail::checked_add(done, rows)).value;
+    const std::uint64_t positions = memscale::detail::checked_add(done, rows);
+    const std::uint64_t size =
+        (index == 0 ? kv_layer_half_bytes(m_, r_, positions) : kv_layer_value_bytes(m_, r_, positions)).value;
     if (!tuple_cache_) {
       grow(slot, size);
       return;

@@ -158,9 +158,14 @@ constexpr bytes quant_workspace(const graph& g, const model_spec& m, const infer
 // the attention made: with a fused qkv projection the keys and values are views of its
 // output, so all of it stays (GPT-2 c_attn); rotary keys are new tensors, values without
 // rotation are views of their projection (DynamicCache.update appends them as they are).
+// Under multi-head latent attention the key is a new tensor (the torch.cat of the nope and the
+// rotated parts) and the value a view of kv_b_proj's output, whose nope keys it keeps too.
 constexpr bytes prefill_layer_storage(const model_spec& m, const inference_spec& r) {
   const auto tokens = checked_mul(r.batch, r.context);
-  const bytes kv = kv_layer_half_bytes(m, r, r.context) * 2u;
+  const bytes kv = kv_layer_half_bytes(m, r, r.context) + kv_layer_value_bytes(m, r, r.context);
+  if (has_latent_attention(m) && r.kv == r.compute && r.cache == kv_cache_kind::dynamic)
+    return kv_layer_half_bytes(m, r, r.context) +
+           act(r, checked_mul(tokens, m.heads, checked_add(m.qk_nope_head_dim, m.v_head_dim)));
   if (!m.fused_qkv || r.kv != r.compute || r.cache != kv_cache_kind::dynamic) return kv;
   const auto qkv = checked_mul(tokens, checked_mul(m.heads + 2 * kv_heads_of(m), head_dim_of(m)));
   const bytes rotated = m.positions == position_kind::rotary ? kv_layer_half_bytes(m, r, r.context) : bytes{};
@@ -170,6 +175,7 @@ constexpr bytes prefill_layer_storage(const model_spec& m, const inference_spec&
 // What keeps a layer's prefill value tensor alive until the first torch.cat replaces it:
 // the fused projection's whole output, or the value tensor itself.
 constexpr bytes prefill_value_storage(const model_spec& m, const inference_spec& r) {
+  if (has_latent_attention(m)) return prefill_layer_storage(m, r) - kv_layer_half_bytes(m, r, r.context);
   const bytes rotated = (m.fused_qkv && m.positions == position_kind::rotary) ? kv_layer_half_bytes(m, r, r.context)
                                                                               : bytes{};
   return m.fused_qkv ? prefill_layer_storage(m, r) - rotated : kv_layer_half_bytes(m, r, r.context);
@@ -241,8 +247,13 @@ constexpr forward_moments forward_moments_of(const model_spec& m, const inferenc
   const model_graph built = forward_graph(m, r, rows, keys);
   const graph& g = built.stack();
   const no_grad_moment tail = no_grad_epilogue_peak(g);
-  return {.held = no_grad_held_through_blocks(g),
-          .layer = no_grad_block_peak(g).live,
+  const bytes held = no_grad_held_through_blocks(g);
+  // DeepSeek's leading dense layers run before the repeated block, in the prologue: their largest
+  // moment is the prologue's, less what the prologue binds through the blocks.
+  bytes layer = no_grad_block_peak(g).live;
+  if (m.leading_dense_layers > 0) layer = max(layer, no_grad_forward_peak(g, 0, g.block_begin).live - held);
+  return {.held = held,
+          .layer = layer,
           .after_blocks = tail.live,
           .head_outputs = no_grad_live_at(g, head_begin(g), tail.at),
           .returned = g.ops[g.size - 1].out,
@@ -273,7 +284,8 @@ constexpr forward_result forward_peak(const graph& g, const model_spec& m, const
   // torch.cat([old, new]): the old value tensor and the new one coexist.
   const bool grows = r.cache == kv_cache_kind::dynamic;
   const bool first_step = done == r.context;
-  const bytes prefill_extra = prefill_layer_storage(m, r) - kv_layer_half_bytes(m, r, r.context) * 2u;
+  const bytes prefill_extra =
+      prefill_layer_storage(m, r) - kv_layer_half_bytes(m, r, r.context) - kv_layer_value_bytes(m, r, r.context);
   bytes cache = cache_after;
   if (grows && done == 0) cache += prefill_extra * m.layers;  // the prefill's views
   bytes cat_copy{};
@@ -286,10 +298,17 @@ constexpr forward_result forward_peak(const graph& g, const model_spec& m, const
     if (keeps_tuple_cache(m, r))
       old_cache = first_step ? prefill_layer_storage(m, r) * m.layers : kv_cache_bytes(m, r, done);
   }
+  // Under multi-head latent attention a layer's prefill storage (the key and kv_b_proj's whole
+  // output) outweighs its cache after the first torch.cat, so the first decoding step's largest
+  // cache is at its first layer: every layer still holds its prefill storage while the first
+  // layer's new key is made.
+  bytes step_cache = cache + max(old_cache, cat_copy);
+  if (has_latent_attention(m) && grows && first_step && !keeps_tuple_cache(m, r))
+    step_cache = max(step_cache, prefill_layer_storage(m, r) * m.layers + kv_layer_half_bytes(m, r, total));
   const forward_moments f = forward_moments_of(m, r, rows, keys);
   const quantized_update q = quantized_update_of(m, r, done, rows);
   inference_breakdown in_layer{.weights = weights,
-                               .kv_cache = cache + max(old_cache, cat_copy),
+                               .kv_cache = step_cache,
                                .activations = ids + f.held + f.layer,
                                .logits = kept_logits,
                                .workspace = workspace};
@@ -360,13 +379,6 @@ constexpr void require_generate_modelled(const model_spec& model) {
                                  "modelled yet");
   require(!model.attention_sinks && !model.expert_weight_copies, error_code::unsupported, "model.attention_sinks",
           "generate() of a model with attention sinks or 3-D experts (gpt-oss) is not modelled yet", 1);
-  // transformers' DeepSeek attention caches the decompressed keys and values; neither that nor the
-  // leading dense layers and the fp32 router are in the decode description.
-  require(!has_latent_attention(model) && model.leading_dense_layers == 0 && !model.router_fp32, error_code::unsupported,
-          "model.kv_lora_rank",
-          "generate() of DeepSeek's layers (multi-head latent attention, leading dense layers, the fp32 router) is not "
-          "modelled yet",
-          model.kv_lora_rank);
 }
 
 // The op graph that gives every weight matrix of `model` (one row, one sequence): the same for

@@ -15,11 +15,23 @@ constexpr bool keeps_tuple_cache(const model_spec& m, const inference_spec& r) {
   return r.legacy_tuple_cache || r.transformers_version < m.generate_tuple_cache_before;
 }
 
-// Elements one layer caches per token: a key and a value per kv head
-// (2 x kv_heads x head_dim), or MLA's latent plus its rotary key.
+// Elements of one layer's key and of its value per token: kv_heads x head_dim each; under
+// multi-head latent attention every head's decompressed key (qk_nope_head_dim + qk_rope_head_dim)
+// and value (v_head_dim), what transformers caches (modeling_deepseek_v2.py@0233e509
+// DeepseekV2Attention.forward: past_key_values.update(key_states, value_states) after the cat).
+constexpr std::uint64_t key_elements_per_token_layer(const model_spec& m) {
+  if (has_latent_attention(m)) return detail::checked_mul(m.heads, detail::checked_add(m.qk_nope_head_dim, m.qk_rope_head_dim));
+  return detail::checked_mul(kv_heads_of(m), head_dim_of(m));
+}
+constexpr std::uint64_t value_elements_per_token_layer(const model_spec& m) {
+  if (has_latent_attention(m)) return detail::checked_mul(m.heads, m.v_head_dim);
+  return detail::checked_mul(kv_heads_of(m), head_dim_of(m));
+}
+
+// Elements one layer caches per token: its key and value, or MLA's latent plus its rotary key.
 constexpr std::uint64_t kv_elements_per_token_layer(const model_spec& m, const inference_spec& r) {
   if (r.kv_lora_rank > 0) return detail::checked_add(r.kv_lora_rank, r.qk_rope_head_dim);
-  return detail::checked_mul(2, kv_heads_of(m), head_dim_of(m));
+  return detail::checked_add(key_elements_per_token_layer(m), value_elements_per_token_layer(m));
 }
 
 // `elements` values quantised as QuantizedCache stores them: codes of kv_bits packed into bytes
@@ -92,8 +104,12 @@ constexpr std::uint64_t cached_positions(const inference_spec& r, std::uint64_t 
   return tokens;
 }
 
-// One layer's key (or value) tensor over `positions` positions: what torch.cat copies.
+// One layer's key (or value) tensor over `positions` positions: what torch.cat copies; the key
+// where the two differ (multi-head latent attention's key is the wider).
 constexpr bytes kv_layer_half_bytes(const model_spec& m, const inference_spec& r, std::uint64_t positions) {
+  if (has_latent_attention(m) && r.kv_lora_rank == 0)
+    return storage(r.kv, detail::checked_mul(r.batch, positions,
+                                             detail::max(key_elements_per_token_layer(m), value_elements_per_token_layer(m))));
   return storage(r.kv, detail::checked_mul(r.batch, positions, kv_elements_per_token_layer(m, r) / 2));
 }
 
@@ -114,6 +130,12 @@ constexpr bytes kv_cache_bytes(const model_spec& m, const inference_spec& r, std
   if (r.cache == kv_cache_kind::quantized) return quantized_layer_bytes(m, r, tokens) * m.layers;
   if (r.loop == generate_loop::gpt_fast) return kv_bytes_per_token(m, r) * detail::checked_mul(r.batch, gpt_fast_cache_length(m, r));
   return kv_bytes_per_token(m, r) * detail::checked_mul(r.batch, cached_positions(r, tokens));
+}
+
+// One layer's value tensor over `positions` positions (the key's size but under multi-head latent attention).
+constexpr bytes kv_layer_value_bytes(const model_spec& m, const inference_spec& r, std::uint64_t positions) {
+  if (!has_latent_attention(m) || r.kv_lora_rank > 0) return kv_layer_half_bytes(m, r, positions);
+  return storage(r.kv, detail::checked_mul(r.batch, positions, value_elements_per_token_layer(m)));
 }
 
 }  // namespace memscale

@@ -163,6 +163,10 @@ inline std::string lora_targets_text(lora_modules set) {
   add(!whole_mlp && has(set, lora_target::down), "down_proj");
   add(has(set, lora_target::head), "lm_head");
   add(has(set, lora_target::router), "gate");
+  add(has(set, lora_target::q_a), "q_a_proj");
+  add(has(set, lora_target::q_b), "q_b_proj");
+  add(has(set, lora_target::kv_a), "kv_a_proj_with_mqa");
+  add(has(set, lora_target::kv_b), "kv_b_proj");
   return out;
 }
 
@@ -228,6 +232,10 @@ inline std::string lora_target_letters(lora_modules set) {
   add(lora_target::down, "down");
   add(lora_target::head, "head");
   add(lora_target::router, "router");
+  add(lora_target::q_a, "q_a");
+  add(lora_target::q_b, "q_b");
+  add(lora_target::kv_a, "kv_a");
+  add(lora_target::kv_b, "kv_b");
   return out;
 }
 

@@ -178,11 +178,15 @@ constexpr tensor router(const layer_context& ctx, tensor in) {
 // self.weight.type(torch.float32)) (modeling_deepseek_v3.py@00b676f8 DeepseekV3TopkRouter.forward,
 // modeling_deepseek_v2.py@0233e509 DeepseekV2Moe). With fp32 parameters both casts return the
 // tensors themselves (and autocast casts as for any linear); a 16-bit model makes fp32 copies of
-// the hidden states and of the weight, which the matmul saves, and fp32 logits.
+// the hidden states and of the weight, which the matmul saves, and fp32 logits. The gate is never
+// adapted (validate.hpp check_deepseek_lora: the forward bypasses a wrapper); frozen under LoRA,
+// its weight takes no gradient, so the matmul keeps only the weight copy (for the input's).
 constexpr tensor fp32_router(const layer_context& ctx, tensor in) {
   op_writer& ops = ctx.ops;
   const model_spec& m = ctx.model;
-  if (ops.precision().param == dtype::fp32) return router(ctx, in);
+  if (ops.precision().param == dtype::fp32)
+    return ops.linear(in, {.rows = ctx.tokens, .in_features = m.hidden, .out_features = m.experts, .bias = m.router_bias},
+                      base_weight{.frozen = ctx.adapters.base.frozen, .keeps_input = !ctx.adapters.base.frozen});
   const tensor x = ops.elementwise(in, in.elements, dtype::fp32);
   const op logits{.kind = op_kind::linear,
                   .weight = {m.experts, m.hidden, 1},
@@ -191,7 +195,7 @@ constexpr tensor fp32_router(const layer_context& ctx, tensor in) {
                   .extra_saved = storage(dtype::fp32, detail::checked_mul(m.experts, m.hidden)),
                   .grad_in = storage(dtype::fp32, x.elements)};
   const tensor y = ops.emit(logits, detail::checked_mul(ctx.tokens, m.experts), dtype::fp32);
-  ops.keep(x, y);
+  if (!ctx.adapters.base.frozen) ops.keep(x, y);
   return y;
 }
 
@@ -213,19 +217,31 @@ constexpr tensor expert_mlp(const layer_context& ctx, tensor in, const mlp_rows&
 // and gathered rows until this one makes its own, and its weighted output until this one's is
 // made. What the frame binds lives until the block returns. Not written: the top-k sum of the
 // in-place renormalisation (tokens fp32), PhiMoE's sparsemixer temporaries (before the loop).
+// DeepSeek's MoE (model_spec::router_fp32; modeling_deepseek_v3.py@00b676f8 DeepseekV3MoE.moe,
+// DeepseekV3TopkRouter.forward) loops the same way over fp32 routing: the fp32 router, its sigmoid
+// or softmax scores, the top-k weights times routed_scaling_factor (a new fp32 tensor, never cast
+// back), zeros_like(hidden_states, dtype=topk_weights.dtype) (fp32), the weighted rows promoted to
+// fp32, and final_hidden_states.type(hidden_states.dtype) after the loop (a copy unless fp32). Not
+// written: V3's group-limited choice (tokens x experts fp32 temporaries of a no_grad helper).
 constexpr tensor mixture_of_experts_without_grad(const layer_context& ctx, tensor in) {
   op_writer& ops = ctx.ops;
   const model_spec& m = ctx.model;
   const auto tokens = ctx.tokens;
   const auto rows_hidden = detail::checked_mul(tokens, m.hidden);
   const auto picks = detail::checked_mul(tokens, m.experts_per_token);
-  const tensor logits = router(ctx, in);
+  const tensor logits = m.router_fp32 ? fp32_router(ctx, in) : router(ctx, in);
   const tensor probabilities = ops.elementwise(logits, detail::checked_mul(tokens, m.experts), dtype::fp32);
   const tensor top_weights = ops.elementwise(probabilities, picks, dtype::fp32);
   const tensor selected = ops.elementwise(probabilities, picks, dtype::int64);
-  // routing_weights.to(hidden_states.dtype): a new tensor unless they are fp32 already.
-  const tensor weights = in.type == dtype::fp32 ? top_weights : ops.elementwise(top_weights, picks, in.type);
-  const tensor output = ops.elementwise(rows_hidden, in.type);  // torch.zeros
+  // routing_weights.to(hidden_states.dtype): a new tensor unless they are fp32 already; DeepSeek's
+  // topk_weights * routed_scaling_factor stays fp32.
+  const dtype sum_type = m.router_fp32 ? dtype::fp32 : in.type;
+  tensor weights = top_weights;
+  if (m.router_fp32)
+    weights = ops.elementwise(top_weights, picks, dtype::fp32);
+  else if (in.type != dtype::fp32)
+    weights = ops.elementwise(top_weights, picks, in.type);
+  const tensor output = ops.elementwise(rows_hidden, sum_type);  // torch.zeros
   const tensor mask = ops.elementwise(selected, detail::checked_mul(picks, m.experts), dtype::int64);
   std::array<tensor, 12> bound{logits, weights, selected, output, mask};
   std::size_t count = 5;
@@ -233,23 +249,24 @@ constexpr tensor mixture_of_experts_without_grad(const layer_context& ctx, tenso
   const bool previous = m.experts_per_token > 1;
   const tensor previous_indices = previous ? ops.elementwise(detail::checked_mul(tokens, 2), dtype::int64) : tensor{};
   const tensor previous_rows = previous ? ops.elementwise(rows_hidden, in.type) : tensor{};
-  const tensor previous_out = previous ? ops.elementwise(rows_hidden, in.type) : tensor{};
+  const tensor previous_out = previous ? ops.elementwise(rows_hidden, m.router_fp32 ? dtype::fp32 : in.type) : tensor{};
   const tensor indices = ops.elementwise(mask, detail::checked_mul(tokens, 2), dtype::int64);
   if (previous) ops.reads(previous_indices, indices);
   const tensor rows = ops.elementwise(in, rows_hidden, in.type);
   if (previous) ops.reads(previous_rows, rows);
   const tensor expert_out = expert_mlp(ctx, rows, {.rows = tokens, .copies = m.experts});
-  const tensor row_weights = ops.elementwise(weights, tokens, in.type);  // routing_weights[top_x, idx, None]
-  const tensor weighted = ops.elementwise(expert_out, rows_hidden, expert_out.type);
+  const tensor row_weights = ops.elementwise(weights, tokens, weights.type);  // routing_weights[top_x, idx, None]
+  const tensor weighted = ops.elementwise(expert_out, rows_hidden, m.router_fp32 ? dtype::fp32 : expert_out.type);
   ops.reads(row_weights, weighted);
   if (previous) ops.reads(previous_out, weighted);
   bound[count++] = indices;
   bound[count++] = rows;
   bound[count++] = weighted;
   bound[count++] = in;  // the caller's frame binds the block's input until it returns
-  const tensor result = m.shared_expert_ffn == 0 ? weighted : add_shared_expert(ctx, in, output);
+  const tensor routed = output.type == in.type ? output : ops.elementwise(output, rows_hidden, in.type);
+  const tensor result = m.shared_expert_ffn == 0 ? weighted : add_shared_expert(ctx, in, routed);
   for (std::size_t i = 0; i < count; ++i) ops.reads(bound[i], result);
-  return m.shared_expert_ffn == 0 ? output : result;
+  return m.shared_expert_ffn == 0 ? routed : result;
 }
 
 // Mixture of experts (HF modeling_mixtral.py MixtralSparseMoeBlock): a router, then

@@ -198,17 +198,14 @@ constexpr void generation_forward(const graph_layers::layer_context& ctx) {
     detail::fail(error_code::unsupported, "model.moe_layer_step",
                  "is a layer pattern (Llama 4): a forward with a KV cache of layers that differ by position, "
                  "chunked caches and experts on every token, is not modelled");
-  detail::require(!has_latent_attention(model) && model.leading_dense_layers == 0 && !model.router_fp32,
-                  error_code::unsupported, "model.kv_lora_rank",
-                  "a forward with a KV cache is not modelled for DeepSeek's layers (multi-head latent attention, leading "
-                  "dense layers, the fp32 router) yet",
-                  model.kv_lora_rank);
   const embedded embeddings = embed(ctx);
   const attention_inputs made = make_attention_inputs(ctx);
+  // DeepSeek's leading dense layers run on the embeddings' stream before the repeated sparse block.
+  leading_dense_layers(ctx, embeddings.stream);
   graph_builder& sections = ops.sections();
   sections.begin_block();
   transformer_block(ctx);
-  sections.end_block(model.layers);
+  sections.end_block(model.layers - model.leading_dense_layers);
   tensor x = ops.emit(op_kind::stream, detail::checked_mul(ctx.tokens, model.hidden), ops.stream_dtype());
   if (model.final_norm) x = norm(ctx, x);
   for (const tensor& held : {embeddings.token_lookup, embeddings.position_lookup, made.cos, made.sin, made.mask})
