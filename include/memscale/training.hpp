@@ -172,14 +172,15 @@ struct training_spec {
   batch_packing packing = batch_packing::none;
   // padding_free: the mean tokens of an example (0: seq_len, every example as long as the longest);
   // the micro-batch's one row holds micro_batch x example_tokens tokens, seq_len stays the longest
-  // example (max_length).
+  // example (max_length), which truncates them: a mean above it counts seq_len (the upper side).
   std::uint64_t example_tokens = 0;
 };
 
-// Tokens of one micro-batch: micro_batch x seq_len, or the flattened row of a padding-free batch.
+// Tokens of one micro-batch: micro_batch x seq_len, or the flattened row of a padding-free batch
+// (examples truncated to max_length: SFTConfig max_length, trl/trainer/sft_config.py @ 016013e8).
 constexpr std::uint64_t tokens_per_micro_batch(const training_spec& t) {
-  const std::uint64_t per_example =
-      t.packing == batch_packing::padding_free && t.example_tokens != 0 ? t.example_tokens : t.seq_len;
+  const bool mean_given = t.packing == batch_packing::padding_free && t.example_tokens != 0;
+  const std::uint64_t per_example = mean_given && t.example_tokens < t.seq_len ? t.example_tokens : t.seq_len;
   return detail::checked_mul(t.micro_batch, per_example, detail::quantity{"tokens (micro_batch x seq_len)"});
 }
 
@@ -385,8 +386,6 @@ constexpr const training_spec& validate(const training_spec& t) {
   if (t.example_tokens != 0 && t.packing != batch_packing::padding_free)
     detail::fail(error_code::invalid_run, "run.example_tokens",
                  "needs run.packing padding_free (other batches hold micro_batch x seq_len tokens)", t.example_tokens);
-  require(t.example_tokens <= t.seq_len, bad, "run.example_tokens",
-          "must be <= run.seq_len (the longest example, max_length)", t.example_tokens);
   if (t.optimizer_in_backward && (t.shard != sharding::none || t.offload_optimizer))
     detail::fail(error_code::unsupported, "run.optimizer_in_backward",
                  "is modelled on one device only (no sharding, no optimizer offload)");

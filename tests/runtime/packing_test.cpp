@@ -10,6 +10,7 @@
 #endif
 
 #include <cstdint>
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -66,6 +67,10 @@ TEST_CASE("a padding-free micro-batch is one row of all its tokens", "[packing]"
   const estimate_result b = estimate(m, one_row);
   CHECK(a.parameter_bytes == b.parameter_bytes);
   CHECK(a.steady.tensor.value == b.steady.tensor.value + 384 * 8);
+  // max_length truncates the examples: a mean above it counts max_length tokens each (the
+  // planner's shorter sequences cut them too).
+  CHECK(tokens_per_micro_batch(padding_free(4, 256, 300)) == 1024);
+  CHECK(tokens_per_micro_batch(padding_free(4, 64, 96)) == 256);
   // The longest example is not a term of its own: no seq_len^2 piece under flash varlen.
   CHECK(saved(m, padding_free(4, 128, 96)) == saved(m, pf));
   // Every example at the longest: the padded batch's tensors, but for the loss, which shifts one
@@ -114,7 +119,6 @@ TEST_CASE("padding-free runs the rule does not cover are refused by field", "[pa
   CHECK_THROWS_WITH(estimate(m, sdpa), Contains("run.packing"));
   training_spec litgpt = with_framework(padding_free(4, 256, 96), framework_kind::litgpt);
   CHECK_THROWS_WITH(estimate(m, litgpt), Contains("run.packing") && Contains("framework hf"));
-  CHECK_THROWS_WITH(estimate(m, padding_free(4, 256, 300)), Contains("run.example_tokens"));
   training_spec stray = flash_run(4, 256);
   stray.example_tokens = 96;
   CHECK_THROWS_WITH(estimate(m, stray), Contains("run.example_tokens") && Contains("padding_free"));
@@ -154,6 +158,22 @@ TEST_CASE("records, run documents and the run echo carry packing and example_tok
   json_io::read_run_document(document, in);
   CHECK(in.run.packing == batch_packing::padding_free);
   CHECK(in.run.example_tokens == 96);
+}
+
+TEST_CASE("the traced packed and padding-free steps are estimated within 0.5%", "[packing]") {
+  const json all = json::parse(std::ifstream(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/cpu_traced_frameworks.json"));
+  int checked = 0;
+  for (const json& r : all) {
+    if (!r.at("train").contains("packing")) continue;
+    const json answer = json_io::estimate_record(r);
+    INFO(r.at("id").get<std::string>() << ": " << answer.dump());
+    REQUIRE(answer.contains("estimated_bytes"));
+    const double error = answer.at("estimated_bytes").get<double>() / r.at("measured_bytes").get<double>() - 1.0;
+    CHECK(error > -0.005);
+    CHECK(error < 0.005);
+    ++checked;
+  }
+  CHECK(checked == 3);
 }
 
 }  // namespace packing_test
