@@ -107,7 +107,8 @@ std::string_view unread_by_vision(const CLI::Option& opt) {
   if (g == group::inference) return "inference is estimated for transformer models only";
   if (g == group::cluster) return "the multi-GPU estimate and planner take transformer models only";
   if (g == group::config) return "--config gives a transformer model";
-  if (name == "--attention" || name == "--offload" || name == "--no-dropout" || name == "--use-cache")
+  if (name == "--attention" || name == "--offload" || name == "--no-dropout" || name == "--use-cache" ||
+      name == "--packing" || name == "--example-tokens")
     return "the vision estimate has no such setting";
   if (name == "--framework" || name == "--loss" || name == "--loss-chunk" || name == "--loss-chunks" ||
       name == "--optimizer-in-backward")
@@ -126,7 +127,8 @@ std::string_view unread_by_inference(const CLI::Option& opt) {
   if (name == "--precision") return "the weights' format is --weights W (and the KV cache's --kv-dtype D)";
   if (name == "--optimizer" || name == "--optimizer-impl" || name == "--grad-accum" || name == "--checkpointing" ||
       name == "--offload" || name == "--no-dropout" || name == "--loss" || name == "--loss-chunk" ||
-      name == "--loss-chunks" || name == "--optimizer-in-backward" || name == "--use-cache")
+      name == "--loss-chunks" || name == "--optimizer-in-backward" || name == "--use-cache" || name == "--packing" ||
+      name == "--example-tokens")
     return "generate() runs no training step";
   if (name == "--alloc-conf" || name == "--context-memory")
     return "the allocator replay and the software stack reach transformer training reports only";

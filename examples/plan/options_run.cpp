@@ -88,6 +88,15 @@ void add_run_options(CLI::App& app, options& o) {
               else if (v == "off") o.run.use_cache = memscale::cache_setting::off;
               else throw usage_error("--use-cache must be on or off (got " + in_quotes(v) + ")");
             });
+  add_value(app, g, "--packing", "P",
+            "how examples become rows: none (padded rows of --seq) | packed (examples concatenated into full rows of "
+            "--seq, TRL packing) | padding_free (the --batch examples flattened into one row, TRL padding_free; "
+            "flash_attention_2 only); default none",
+            [&o](const std::string& v) { o.run.packing = memscale::json_io::parse_packing(v, "--packing"); });
+  add_value(app, g, "--example-tokens", "N",
+            "padding_free: mean tokens per example (the row holds --batch x N tokens; --seq stays the longest "
+            "example); default --seq",
+            [&o](const std::string& v) { o.run.example_tokens = parse_positive("--example-tokens", v); });
   add_value(app, g, "--framework", "NAME[@VERSION]",
             "the training code: hf (transformers; @VERSION sets its release) | gpt-fast (with --inference: its generate()) | litgpt (its LoRA scripts, the model as "
             "lit-gpt builds it) | torchtune[@0.6.1] | torchtitan[@0.1.0] (FSDP2 over --gpus N, bf16 compute); its defaults "

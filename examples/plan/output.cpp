@@ -101,6 +101,11 @@ std::string text_report(const memscale::model_spec& model, const memscale::train
                      run.use_cache == memscale::cache_setting::config
                          ? std::string()
                          : fmt::format(", use_cache {}", memscale::to_string(run.use_cache)));
+  if (run.packing == memscale::batch_packing::packed)
+    out += fmt::format("               packing packed: {} full rows of {} tokens\n", run.micro_batch, run.seq_len);
+  if (run.packing == memscale::batch_packing::padding_free)
+    out += fmt::format("               packing padding_free: {} tokens in one row ({} examples, longest {})\n",
+                       memscale::tokens_per_micro_batch(run), run.micro_batch, run.seq_len);
   out += "\n";
   out += fmt::format("breakdown at the steady-state peak ({}):\n", result.steady.at);
   out += memscale::format_breakdown(result, breakdown_size);

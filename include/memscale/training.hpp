@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "memscale/bytes.hpp"
+#include "memscale/detail/math.hpp"
 #include "memscale/estimate/workspace.hpp"
 #include "memscale/error.hpp"
 #include "memscale/lora.hpp"
@@ -86,6 +87,16 @@ enum class ssm_kernel_choice : std::uint8_t { framework_default, fused, torch };
 // passes. graph/layers/attention.hpp keeps_cache_in_training says when the cache exists.
 enum class cache_setting : std::uint8_t { config, on, off };
 
+// How a micro-batch's examples become rows. none: micro_batch rows of seq_len tokens each (a padded
+// batch counted at its full length). packed: examples concatenated into micro_batch full rows of
+// seq_len tokens (TRL SFTConfig packing, strategy "wrapped"): the same tensors as `none`, and the
+// attention crosses example boundaries as the position_ids run on. padding_free: the micro_batch
+// examples flattened into one row with position_ids restarting per example (TRL padding_free,
+// DataCollatorWithFlattening; trl/trainer/sft_config.py @ 016013e8: "only supported with the
+// FlashAttention 2 or 3"), which flash_attention_2 turns into one varlen call
+// (modeling_flash_attention_utils.py@7713be1e _flash_attention_forward, prepare_fa2_from_position_ids).
+enum class batch_packing : std::uint8_t { none, packed, padding_free };
+
 // bitsandbytes 0.43.2 (@ ce53caf3): MatMul4Bit no longer keeps its input for backward.
 inline constexpr std::uint32_t bnb_drops_matmul_input = 4302;
 
@@ -158,7 +169,30 @@ struct training_spec {
   selective_ac sac = selective_ac::none;
   std::uint64_t sac_every = 0;
   cache_setting use_cache = cache_setting::config;
+  batch_packing packing = batch_packing::none;
+  // padding_free: the mean tokens of an example (0: seq_len, every example as long as the longest);
+  // the micro-batch's one row holds micro_batch x example_tokens tokens, seq_len stays the longest
+  // example (max_length), which truncates them: a mean above it counts seq_len (the upper side).
+  std::uint64_t example_tokens = 0;
 };
+
+// Tokens of one micro-batch: micro_batch x seq_len, or the flattened row of a padding-free batch
+// (examples truncated to max_length: SFTConfig max_length, trl/trainer/sft_config.py @ 016013e8).
+constexpr std::uint64_t tokens_per_micro_batch(const training_spec& t) {
+  const bool mean_given = t.packing == batch_packing::padding_free && t.example_tokens != 0;
+  const std::uint64_t per_example = mean_given && t.example_tokens < t.seq_len ? t.example_tokens : t.seq_len;
+  return detail::checked_mul(t.micro_batch, per_example, detail::quantity{"tokens (micro_batch x seq_len)"});
+}
+
+// The run as its layers see the rows: a padding-free micro-batch is one sequence of all its tokens
+// (input_ids and position_ids of shape (1, tokens), DataCollatorWithFlattening); other runs as they are.
+constexpr training_spec as_rows(training_spec t) {
+  if (t.packing != batch_packing::padding_free) return t;
+  t.seq_len = tokens_per_micro_batch(t);
+  t.micro_batch = 1;
+  t.example_tokens = 0;
+  return t;
+}
 
 // The release each framework's rules were read from: torchtune v0.6.1 (pytorch/torchtune
 // @ a6290a5b); 0 where the version is another field (hf: transformers_version) or a commit
@@ -176,6 +210,15 @@ constexpr bool framework_version_modelled(framework_kind f, std::uint32_t versio
 constexpr ssm_kernel_choice ssm_kernels_of(const training_spec& run) {
   if (run.ssm_kernels != ssm_kernel_choice::framework_default) return run.ssm_kernels;
   return run.device == device_kind::cuda ? ssm_kernel_choice::fused : ssm_kernel_choice::torch;
+}
+
+constexpr std::string_view to_string(batch_packing p) noexcept {
+  switch (p) {
+    case batch_packing::none: return "none";
+    case batch_packing::packed: return "packed";
+    case batch_packing::padding_free: return "padding_free";
+  }
+  return "none";
 }
 
 constexpr std::string_view to_string(cache_setting c) noexcept {
@@ -326,6 +369,23 @@ constexpr const training_spec& validate(const training_spec& t) {
     detail::fail(error_code::invalid_run, "run.offload_activations",
                  "needs run.ckpt full (the host keeps each checkpointed block's input; without full checkpointing "
                  "nothing would move)");
+  // Flattening is modelled where flash_attention_2 reads the restarted position_ids as example
+  // boundaries (one varlen call, no seq_len^2 term). Eager and SDPA get no such call: before
+  // masking_utils they attend across the whole row, and from it they build a (1, 1, tokens, tokens)
+  // block-diagonal mask (masking_utils.py@00c4411c _preprocess_mask_arguments,
+  // find_packed_sequence_indices) and still compute every tokens^2 score.
+  if (t.packing == batch_packing::padding_free && t.attention != attention_impl::flash)
+    detail::fail(error_code::unsupported, "run.packing",
+                 "padding_free is modelled with flash_attention_2's varlen kernel (run.attention flash); eager and "
+                 "SDPA attend over the whole flattened row (state it as micro_batch 1, seq_len = its tokens)",
+                 static_cast<std::uint64_t>(t.attention));
+  if (t.packing == batch_packing::padding_free && t.framework != framework_kind::hf)
+    detail::fail(error_code::unsupported, "run.packing",
+                 "padding_free is modelled for Hugging Face models under TRL's or transformers' flattening "
+                 "collator (run.framework hf)", static_cast<std::uint64_t>(t.framework));
+  if (t.example_tokens != 0 && t.packing != batch_packing::padding_free)
+    detail::fail(error_code::invalid_run, "run.example_tokens",
+                 "needs run.packing padding_free (other batches hold micro_batch x seq_len tokens)", t.example_tokens);
   if (t.optimizer_in_backward && (t.shard != sharding::none || t.offload_optimizer))
     detail::fail(error_code::unsupported, "run.optimizer_in_backward",
                  "is modelled on one device only (no sharding, no optimizer offload)");

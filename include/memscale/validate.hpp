@@ -192,6 +192,31 @@ constexpr void check_hybrid_layers(const model_spec& m, const training_spec& t) 
                   static_cast<std::uint64_t>(t.shard));
 }
 
+// A padding-free row reaches each example through the position_ids the attention passes to
+// _flash_attention_forward (modeling_flash_attention_utils.py@7713be1e): modelled for decoders whose
+// every layer is rotary self-attention in transformers' code. A state-space mixer's scan (and
+// its conv) runs over the whole row, latent attention and attention sinks take other kernels, and
+// multimodal rotary positions come as (3, batch, tokens) rows that the boundary test does not read.
+constexpr void check_packing(const model_spec& m, const training_spec& t) {
+  if (t.packing != batch_packing::padding_free) return;
+  const auto refuse = [](const char* field, const char* why) {
+    detail::fail(error_code::unsupported, field, why, static_cast<std::uint64_t>(batch_packing::padding_free));
+  };
+  if (m.arch != architecture::decoder)
+    refuse("model.arch", "must be decoder for run.packing padding_free (a causal LM's flattened row)");
+  if (m.impl != implementation::hf_transformers)
+    refuse("model.impl", "must be hf-transformers for run.packing padding_free (flash_attention_2 reads the position_ids)");
+  if (!has_attention(m) || is_hybrid(m))
+    refuse("model.mixer", "run.packing padding_free is modelled for attention layers only: a state-space mixer scans "
+                          "across the examples of the row");
+  if (has_latent_attention(m))
+    refuse("model.kv_lora_rank", "must be 0 for run.packing padding_free (latent attention is not modelled flattened)");
+  if (m.attention_sinks)
+    refuse("model.attention_sinks", "must be off for run.packing padding_free (the sink kernel is not modelled flattened)");
+  if (m.positions != position_kind::rotary || m.rotary_rows_per_layer)
+    refuse("model.positions", "run.packing padding_free is modelled for rotary positions from (1, tokens) position_ids");
+}
+
 constexpr const model_spec& validate(const model_spec& m, const training_spec& t) {
   validate(m);
   validate(t);
@@ -207,6 +232,7 @@ constexpr const model_spec& validate(const model_spec& m, const training_spec& t
           static_cast<std::uint64_t>(t.target));
   check_deepseek_layers(m, t);
   check_hybrid_layers(m, t);
+  check_packing(m, t);
   // LoRA targets name attention and MLP projections; a Mamba mixer's (in_proj, x_proj, dt_proj,
   // out_proj) are not among them, so an adapter run would train nothing: refused by name.
   if (is_lora(t))

@@ -73,7 +73,8 @@ const std::vector<data_set> data_sets{
      "torch path (the Mamba loop, Mamba-2's chunked SSD, Jamba's and Falcon-H1's hybrid layers)",
      "CPU traced (state-space)", 15},
     {"cpu_traced_frameworks", false, true,
-     "steps of other training frameworks (lit-gpt, torchtune, torchtitan, Liger; tools/trace/*_cases.py): "
+     "steps of other training frameworks (lit-gpt, torchtune, torchtitan, Liger, TRL's packed and padding-free "
+     "batches; tools/trace/*_cases.py): "
      "torch-only re-implementations from each framework's source; records of mechanisms not modelled yet are refused "
      "by name",
      "CPU traced (frameworks)", 3},

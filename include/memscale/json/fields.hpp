@@ -242,6 +242,22 @@ inline output_cast_kind parse_output_cast(const std::string& s, const std::strin
   bad_field(error_code::invalid_run, field, s, "must be one of none, fp32 (absent: the framework's default)");
 }
 
+// How the micro-batch's examples become rows (training_spec::packing).
+inline batch_packing parse_packing(const std::string& s, const std::string& field) {
+  if (s == "none") return batch_packing::none;
+  if (s == "packed") return batch_packing::packed;
+  if (s == "padding_free") return batch_packing::padding_free;
+  bad_field(error_code::invalid_run, field, s, "must be one of none, packed, padding_free");
+}
+
+// "packing" and "example_tokens" of a run document's run or a record's train object; absent, the
+// run's own stay.
+inline void read_packing_fields(const json& obj, const std::string& path, training_spec& run) {
+  const std::string packing = get_string(obj, "packing", path, std::string(to_string(run.packing)), error_code::invalid_run);
+  run.packing = parse_packing(packing, path + ".packing");
+  run.example_tokens = get_count(obj, "example_tokens", path, run.example_tokens, error_code::invalid_run);
+}
+
 inline implementation parse_impl(const std::string& s, const std::string& field) {
   if (s == "hf-transformers" || s == "transformers" || s == "hf") return implementation::hf_transformers;
   if (s == "litgpt" || s == "lit-gpt") return implementation::litgpt;

@@ -191,6 +191,8 @@ inline training_spec run_from_record(const json& record) {
                         "ssm_path",
                         // the model's use_cache argument (training.hpp cache_setting)
                         "use_cache",
+                        // how examples become rows (training.hpp batch_packing)
+                        "packing", "example_tokens",
                         // multi-GPU layout (SCHEMA.md), read by json/parallel_record.hpp
                         "nodes", "fsdp", "offload", "pp", "sp", "micro_batches_in_flight",
                         // a multimodal run's images (only text-only runs are modelled)
@@ -259,6 +261,7 @@ inline training_spec run_from_record(const json& record) {
   // What the script passed as use_cache; without it, the model's config.json (model.hf_config).
   if (t.contains("use_cache") && !t.at("use_cache").is_null())
     run.use_cache = get_bool(t, "use_cache", path, true, bad) ? cache_setting::on : cache_setting::off;
+  read_packing_fields(t, path, run);
   return validate(run);
 }
 

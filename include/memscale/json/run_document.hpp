@@ -63,13 +63,13 @@ inline constexpr std::array<std::string_view, 10> result_fields{"parameters", "t
                                                                 "peak",       "first_step",           "static",
                                                                 "plan",       "attention_kernel",     "allocator",
                                                                 "ssm_kernels"};
-inline constexpr std::array<std::string_view, 33> run_fields{
+inline constexpr std::array<std::string_view, 35> run_fields{
     "micro_batch", "seq_len",   "grad_accum",   "precision",  "optimizer",    "optimizer_impl",
     "checkpointing", "attention", "target",     "lora_rank",  "lora_targets", "lora_alpha",
     "lora_variant", "lora_dropout", "quant",    "dropout",    "device",       "offload",
     "no_sync",     "output_cast", "loss",       "loss_chunk", "loss_chunks",  "optimizer_in_backward",
     "ssm_kernels", "liger",     "fused_rmsnorm", "fused_swiglu", "data_parallel", "sac_policy",
-    "compile",     "float8",   "use_cache"};
+    "compile",     "float8",   "use_cache",   "packing",    "example_tokens"};
 inline constexpr std::array<std::string_view, 2> gpu_fields{"memory", "bf16"};
 
 // Every key of `obj` must be one of `known` (or `ignored`); an unknown one is an error
@@ -167,6 +167,7 @@ inline void read_run_object(const json& r, run_input& in) {
   // use_cache as the script passes it; absent, the model's config.json decides (cache_setting::config).
   if (r.contains("use_cache") && !r.at("use_cache").is_null())
     run.use_cache = get_bool(r, "use_cache", path, true, bad_run) ? cache_setting::on : cache_setting::off;
+  read_packing_fields(r, path, run);
   if (const auto v = text("output_cast"); !v.empty()) run.output_cast = parse_output_cast(v, path + ".output_cast");
   if (const auto v = text("loss"); !v.empty()) {
     if (v == "standard") {

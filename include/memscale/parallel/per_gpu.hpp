@@ -373,6 +373,12 @@ constexpr per_gpu_estimate estimate_per_gpu(const model_spec& model, const train
   // stages split layers: modelled).
   if (p.pp > 1 && is_hybrid(model))
     require_attention_mixer(model, "parallel.pp must be 1; its stages would split periods of layers");
+  // Korthikanti's per-layer split and the stream traffic count micro_batch x seq_len rows; a
+  // flattened padding-free row is modelled for data parallelism only.
+  detail::require(run.packing != batch_packing::padding_free || (p.tp == 1 && !p.sp && p.pp == 1),
+                  error_code::unsupported, "run.packing",
+                  "padding_free is modelled with data parallelism only (parallel.tp, parallel.sp and parallel.pp off)",
+                  static_cast<std::uint64_t>(run.packing));
   // Liger's fused linear cross-entropy multiplies by the whole head weight (no vocab-parallel form).
   detail::require(p.tp == 1 || run.loss != loss_impl::fused_linear, error_code::unsupported, "parallel.tp",
                   "must be 1 with run.loss fused_linear_ce: Liger's fused head and loss has no tensor-parallel form",

@@ -217,14 +217,17 @@ constexpr void generation_forward(const graph_layers::layer_context& ctx) {
 // With `no_grad_forward`, each op also records its last forward reader (op::last_reader) and
 // the attention reads `cached_keys` positions per sequence a KV cache holds (a generate()
 // decoding step) besides the new rows.
-constexpr void build_decoder_stack(const model_spec& model, const training_spec& run, graph& out,
+constexpr void build_decoder_stack(const model_spec& model, const training_spec& requested, graph& out,
                                    bool no_grad_forward = false, std::uint64_t cached_keys = 0) {
   using namespace graph_layers;
   if (model.arch == architecture::encoder_decoder)
     detail::fail(error_code::unsupported, "model.arch",
                  "is encoder_decoder: the decoder-stack recipe writes one stack (build() writes an "
                  "encoder-decoder's two)");
-  validate(model, run);
+  validate(model, requested);
+  // The layers see the rows the collator makes: a padding-free micro-batch is one row of all its
+  // tokens (training.hpp as_rows); the attention reads the example boundaries (attention.hpp).
+  const training_spec run = as_rows(requested);
   const precision_policy precision = precision_policy_of(run);
   const auto tokens = detail::checked_mul(run.micro_batch, run.seq_len, detail::quantity{"tokens (micro_batch x seq_len)"});
   op_writer ops(out, precision, run.device);
@@ -269,8 +272,10 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
   // (modeling_mamba.py@1160c0f3 MambaForCausalLM: lm_head(hidden_states.to(lm_head.weight.dtype))).
   if (!has_attention(model) && x.type != precision.param && !precision.autocast) x = ops.elementwise(x.elements, precision.param);
   head(ctx, x);
-  // input_ids and labels: int64 each (PyTorch's default index dtype).
-  sections.set_inputs(storage(dtype::int64, detail::checked_mul(tokens, 2)));
+  // input_ids and labels: int64 each (PyTorch's default index dtype); a flattened batch also
+  // brings its position_ids (DataCollatorWithFlattening returns them in place of the mask).
+  const std::uint64_t index_tensors = requested.packing == batch_packing::padding_free ? 3 : 2;
+  sections.set_inputs(storage(dtype::int64, detail::checked_mul(tokens, index_tensors)));
   sections.add_buffers(bytes{detail::checked_mul(model.buffer_bytes_per_layer, model.layers)});
   sections.add_buffers(bytes{model.model_buffer_bytes});
   // DeepseekV3TopkRouter's register_buffer("e_score_correction_bias", torch.zeros(n_routed_experts))
