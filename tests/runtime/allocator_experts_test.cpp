@@ -124,7 +124,7 @@ TEST_CASE("a replayed mixture of experts takes the replayed band where its exper
           "[allocator][band][experts]") {
   measured_run run = family_run(olmoe);
   const model_spec model = json_io::model_for_record(run.record);
-  CHECK(replayed_band_of(model, json_io::run_from_record(run.record)).source == replayed_device_band.source);
+  CHECK(replayed_band_of(model, json_io::run_from_record(run.record)).source == replayed_experts_band.source);
   run.record["software"]["transformers"] = "4.57.0";
   CHECK(replayed_band_of(model, json_io::run_from_record(run.record)).source ==
         band_of(run_class::unmeasured).source);

@@ -404,7 +404,10 @@ TEST_CASE("graph recipes: the graphs and errors of 40,000 random runs are the pi
   // And by grouped_mm's gather back into token order (MoE runs stating transformers 5.x: one more
   // [rows, hidden] transient per MoE layer, graph/layers/mlp.hpp); nothing else in this change
   // touches a graph these models build.
-  CHECK(stacks.value == 8399265003350665631ULL);
+  // And by the softmax's backward temporary on CUDA (grad * output, the scores' size: CUDA runs
+  // with eager or math-path attention, graph/layers/attention.hpp softmax_temporaries), with
+  // DeepSeek's LoRA targets and packed batches built alongside.
+  CHECK(stacks.value == 14626845361855818062ULL);
   CHECK(pairs_digest.value == 5739083621348705054ULL);
   // Each feature was reached often enough to mean something.
   CHECK(c.built > 20'000);

@@ -131,21 +131,16 @@ constexpr tensor saved_value(const layer_context& ctx, const qkv_tensors& qkv, c
                              ctx.ops.precision().matmul);
 }
 
-// What a softmax over the scores holds only while it runs, on top of its output:
-// - in backward on CUDA, grad * output, the output's size in the gradient's dtype, made before the
-//   kernel (aten/src/ATen/native/cuda/SoftMax.cu@000cace5 softmax_backward_cuda_out; the CPU kernel
-//   has no such product). Seen on the H100 as a 512 MiB transient of _softmax_backward_data per
-//   layer of llama-small b2 s2048 fp32 (docs/data/gpu_allocator_runs/op_transients_h100.json);
-// - in forward, SDPA's math path from torch 2.5 takes _safe_softmax (attention.cpp
-//   _scaled_dot_product_attention_math), whose self.eq(-inf) mask (one byte a score) and its
-//   all(dim) rows exist beside the output: 128 MiB per layer on the same run.
-constexpr void softmax_temporaries(const layer_context& ctx, tensor probs, const attention_path& path,
-                                   std::uint64_t scores, std::uint64_t score_rows) {
-  op& o = ctx.ops.at(probs);
-  if (ctx.run.device == device_kind::cuda) o.bwd_temp += storage(probs.type, scores);
-  const bool sdpa_math = ctx.run.attention != attention_impl::eager && path.kernel == attention_kernel::math;
-  if (sdpa_math && ctx.run.torch_version >= 205)
-    o.fwd_temp += storage(dtype::boolean, detail::checked_add(scores, score_rows));
+// What a softmax over the scores holds only while it runs: in backward on CUDA, grad * output,
+// the output's size in the gradient's dtype, made after the input gradient and before the kernel
+// (aten/src/ATen/native/cuda/SoftMax.cu@000cace5 softmax_backward_cuda_out; the CPU kernel has no
+// such product). Seen on the H100 as a 512 MiB transient of _softmax_backward_data per layer of
+// llama-small b2 s2048 fp32 (docs/data/gpu_allocator_runs/op_transients_h100.json). The math SDPA
+// path's _safe_softmax also holds a one-byte mask of the scores in forward (128 MiB there), but in
+// which order its tensors are made inside the op is not settled, and placed after the output it
+// turns two measured OOMs of the capped llama-small b8 runs into fits: not modelled.
+constexpr void softmax_temporaries(const layer_context& ctx, tensor probs, std::uint64_t scores) {
+  if (ctx.run.device == device_kind::cuda) ctx.ops.at(probs).bwd_temp += storage(probs.type, scores);
 }
 
 // Eager attention with sinks (modeling_gpt_oss.py@00d4b3d2 eager_attention_forward): after the
@@ -173,7 +168,7 @@ constexpr tensor sink_softmax_and_context(const layer_context& ctx, const qkv_te
   ops.emit(shift, widened, logits_type);
   const tensor probs = ops.emit(op{.kind = op_kind::attention, .recomputed_by_selective = true}, widened, logits_type);
   ops.keep_own_output(probs);
-  softmax_temporaries(ctx, probs, path, widened, score_rows);
+  softmax_temporaries(ctx, probs, widened);
   tensor dropped = probs;
   if (ctx.dropout.attention_probs) {
     tensor view = probs;  // probs[..., :-1]
@@ -247,7 +242,7 @@ constexpr tensor eager_attention(const layer_context& ctx, const qkv_tensors& qk
   if (m.attention_sinks) return sink_softmax_and_context(ctx, qkv, path, q_elements, kv_width, scores, score_rows);
   tensor probs = ops.emit(op{.kind = op_kind::attention, .recomputed_by_selective = true}, scores, prob_type);
   ops.keep_own_output(probs);
-  softmax_temporaries(ctx, probs, path, scores, score_rows);
+  softmax_temporaries(ctx, probs, scores);
   if (m.attention_keeps_locals) ops.hold_in_frame(ops.at(softmax_input).out);  // attn_weights
   if (softmax_fp32 && p.matmul != dtype::fp32) {
     probs = ops.elementwise(scores, p.matmul);  // .to(query_states.dtype)
