@@ -15,17 +15,16 @@
 #include "memscale/allocator/replay_generate.hpp"
 #include "memscale/json.hpp"
 #include "memscale/memscale.hpp"
+#include "test_inputs.hpp"
 
 namespace deepseek_generate_test {
 namespace {
 
+using memscale_test::config_path;
+
 using memscale::json_io::json;
 using memscale_test::contains;
 using memscale_test::error_message;
-
-std::string config_path(const std::string& name) {
-  return std::string(MEMSCALE_SOURCE_DIR) + "/tests/data/hf_configs/" + name + ".json";
-}
 
 constexpr std::uint64_t hidden = 256, heads = 4, nope = 32, rope = 16, v_dim = 32, layers = 3;
 

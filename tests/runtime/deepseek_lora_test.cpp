@@ -14,17 +14,16 @@
 #include "error_capture.hpp"
 #include "memscale/json.hpp"
 #include "memscale/memscale.hpp"
+#include "test_inputs.hpp"
 
 namespace deepseek_lora_test {
 namespace {
 
+using memscale_test::config_path;
+
 using memscale::json_io::json;
 using memscale_test::contains;
 using memscale_test::error_message;
-
-std::string config_path(const std::string& name) {
-  return std::string(MEMSCALE_SOURCE_DIR) + "/tests/data/hf_configs/" + name + ".json";
-}
 
 // A small DeepSeek (q_proj without a latent, as DeepSeek-V2-Lite), V2 or V3.
 constexpr std::uint64_t hidden = 64, heads = 4, nope = 16, rope = 8, qk = nope + rope, v_dim = 16, kv_rank = 32,

@@ -15,17 +15,16 @@
 #include "memscale/json.hpp"
 #include "memscale/memscale.hpp"
 #include "memscale/parallel/per_gpu.hpp"
+#include "test_inputs.hpp"
 
 namespace deepseek_test {
 namespace {
 
+using memscale_test::config_path;
+
 using memscale::json_io::json;
 using memscale_test::contains;
 using memscale_test::error_message;
-
-std::string config_path(const std::string& name) {
-  return std::string(MEMSCALE_SOURCE_DIR) + "/tests/data/hf_configs/" + name + ".json";
-}
 
 // The sizes a DeepSeek config gives, and the parameters transformers builds from them.
 struct shape {

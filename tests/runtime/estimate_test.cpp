@@ -14,9 +14,12 @@
 
 #include "memscale/memscale.hpp"
 #include "error_capture.hpp"
+#include "test_inputs.hpp"
 
 namespace estimate_test {
 namespace {
+
+using memscale_test::opaque;
 
 using memscale_test::contains;
 using memscale_test::error_code_of;
@@ -26,10 +29,6 @@ using namespace memscale;
 using namespace memscale::literals;
 
 // A value the optimiser cannot see through.
-std::uint64_t opaque(std::uint64_t v) {
-  volatile std::uint64_t x = v;
-  return x;
-}
 double opaque_double(double v) {
   volatile double x = v;
   return x;

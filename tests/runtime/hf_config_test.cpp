@@ -16,13 +16,12 @@
 #include "error_capture.hpp"
 #include "memscale/json.hpp"
 #include "memscale/memscale.hpp"
+#include "test_inputs.hpp"
 
 namespace hf_config_test {
 namespace {
 
-std::string config_path(const std::string& name) {
-  return std::string(MEMSCALE_SOURCE_DIR) + "/tests/data/hf_configs/" + name + ".json";
-}
+using memscale_test::config_path;
 
 std::uint64_t count_of(const std::string& name) {
   return memscale::parameter_count(memscale::json_io::load_hf_model(config_path(name)));

@@ -19,18 +19,16 @@
 #include "memscale/inference.hpp"
 #include "memscale/json.hpp"
 #include "memscale/presets.hpp"
+#include "test_inputs.hpp"
 
 namespace inference_test {
 namespace {
 
+using memscale_test::opaque;
+
 using memscale_test::contains;
 using memscale_test::error_message;
 using namespace memscale;
-
-std::uint64_t opaque(std::uint64_t v) {
-  volatile std::uint64_t x = v;
-  return x;
-}
 
 nlohmann::json traced_records() {
   std::ifstream in(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/cpu_traced_inference.json");

@@ -17,19 +17,17 @@
 #include "memscale/inference.hpp"
 #include "memscale/json.hpp"
 #include "memscale/presets.hpp"
+#include "test_inputs.hpp"
 
 namespace quantized_kv_cache_test {
 namespace {
+
+using memscale_test::opaque;
 
 using memscale_test::contains;
 using memscale_test::error_message;
 using namespace memscale;
 using nlohmann::json;
-
-std::uint64_t opaque(std::uint64_t v) {
-  volatile std::uint64_t x = v;
-  return x;
-}
 
 json traced(const std::string& id) {
   std::ifstream in(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/cpu_traced_transformers_versions.json");
