@@ -230,9 +230,12 @@ struct forward_moments {
 // holds it.
 constexpr bytes attending_peak(const graph& g) {
   std::size_t last = g.block_begin;
-  for (std::size_t i = g.block_begin; i < g.block_end; ++i)
-    if (g.ops[i].kv_cached) last = max(last, freed_after(g, i));
-  return no_grad_forward_peak(g, g.block_begin, min(last + 1, g.block_end)).live;
+  for (std::size_t i = g.block_begin; i < g.block_end; ++i) {
+    const std::size_t freed = g.ops[i].kv_cached ? freed_after(g, i) : last;
+    if (freed > last) last = freed;
+  }
+  const std::size_t end = last + 1 < g.block_end ? last + 1 : g.block_end;
+  return no_grad_forward_peak(g, g.block_begin, end).live;
 }
 
 // The head's first op: the output layer, the first projection after the blocks.
