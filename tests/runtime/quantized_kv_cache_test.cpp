@@ -29,14 +29,7 @@ using memscale_test::error_message;
 using namespace memscale;
 using nlohmann::json;
 
-json traced(const std::string& id) {
-  std::ifstream in(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/cpu_traced_transformers_versions.json");
-  REQUIRE(in.good());
-  for (const json& r : json::parse(in))
-    if (r.at("id") == id) return r;
-  FAIL("no record " << id);
-  return {};
-}
+json traced(const std::string& id) { return memscale_test::data_record("cpu_traced_transformers_versions.json", id); }
 
 inference_spec quantized_run(std::uint64_t context, std::uint64_t new_tokens, std::uint64_t residual) {
   inference_spec r{.batch = opaque(2), .context = opaque(context), .new_tokens = opaque(new_tokens),

@@ -16,6 +16,7 @@
 #include "memscale/inference.hpp"
 #include "memscale/json.hpp"
 #include "memscale/memscale.hpp"
+#include "test_inputs.hpp"
 
 namespace transformers_release_test {
 namespace {
@@ -25,14 +26,7 @@ using memscale_test::error_message;
 using namespace memscale;
 using nlohmann::json;
 
-json traced(const std::string& id) {
-  std::ifstream in(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/cpu_traced_transformers_versions.json");
-  REQUIRE(in.good());
-  for (const json& r : json::parse(in))
-    if (r.at("id") == id) return r;
-  FAIL("no record " << id);
-  return {};
-}
+json traced(const std::string& id) { return memscale_test::data_record("cpu_traced_transformers_versions.json", id); }
 
 std::uint64_t tensor_peak(const model_spec& m, const json& record) {
   return estimate(m, json_io::run_from_record(record)).steady.tensor.value;
