@@ -18,7 +18,13 @@
 // - a quantized cache (QuantizedCache): packed keys and values per layer, the residual windows
 //   growing by torch.cat, the dequantised and concatenated copies of the layer being updated
 //   (quantized_update below).
-// Not walked (an error says so): static and sliding-window caches, gpt-fast, quantised weights.
+// - gpt-fast's generate() (inference/gpt_fast.hpp, gpt-fast@32971d31): the static cache, freqs_cis and
+//   the causal mask made once by setup_caches; each forward writes the new keys and values into
+//   the cache in place and attends over all of it through repeat_interleave copies (for every
+//   query head, also at a ratio of 1); the decoding steps on the math kernel, whose scaled copy of
+//   the keys lives while the scores are computed; the logits of every position until sample()
+//   returns; each step's probabilities cloned into new_probs and kept.
+// Not walked (an error says so): Hugging Face's static and sliding-window caches, quantised weights.
 #pragma once
 
 #include <array>
@@ -29,7 +35,9 @@
 #include "memscale/allocator/step_events.hpp"
 #include "memscale/graph/forward_liveness.hpp"
 #include "memscale/graph/graph.hpp"
-#include "memscale/inference.hpp"
+#include "memscale/inference/generate_peak.hpp"
+#include "memscale/inference/kv_cache.hpp"
+#include "memscale/inference/spec.hpp"
 #include "memscale/graph/model_graph.hpp"
 
 namespace memscale::allocator {
@@ -42,12 +50,10 @@ class generate_walker {
   constexpr generate_walker(const model_spec& m, const inference_spec& r, Sink& sink) : m_(m), r_(r), events_(sink) {
     using memscale::detail::require;
     memscale::detail::require_generate_modelled(m);
-    require(r.cache == kv_cache_kind::dynamic || r.cache == kv_cache_kind::quantized, error_code::unsupported,
-            "infer.kv_cache", "the allocator's generate() stream covers the dynamic and the quantized cache",
+    require(r.cache == kv_cache_kind::dynamic || r.cache == kv_cache_kind::quantized || gpt_fast_,
+            error_code::unsupported, "infer.kv_cache",
+            "the allocator's generate() stream covers the dynamic and the quantized cache (and gpt-fast's static one)",
             static_cast<std::uint64_t>(r.cache));
-    require(r.loop == generate_loop::transformers, error_code::unsupported, "infer.loop",
-            "the allocator's generate() stream covers transformers' generate(), not gpt-fast's",
-            static_cast<std::uint64_t>(r.loop));
     require(r.weights == weight_format::native && r.kv_lora_rank == 0, error_code::unsupported, "infer.weights",
             "the allocator's generate() stream covers unquantised weights and ordinary attention",
             static_cast<std::uint64_t>(r.weights));
@@ -60,18 +66,21 @@ class generate_walker {
 
   constexpr void walk() {
     const training_spec weights_run = memscale::detail::forward_run(r_, 1);
-    const model_graph built = build(m_, weights_run);
+    const model_graph built = build(gpt_fast_ ? memscale::detail::gpt_fast_model(m_) : m_, weights_run);
     const graph& gw = built.stack();
     events_.enter(0, moment::setup);
     setup(gw);
+    if (gpt_fast_) gpt_fast_setup();
     events_.enter(1, moment::prefill);
     forward(r_.context, 0);
     if (r_.new_tokens > 1) {
       events_.enter(1, moment::decode);
       std::uint64_t done = r_.context;
       for (std::uint64_t t = 1; t < r_.new_tokens; ++t, ++done) {
-        grow(ids_, storage(dtype::int64, memscale::detail::checked_mul(r_.batch, done + 1)).value);
-        grow(mask_, storage(dtype::int64, memscale::detail::checked_mul(r_.batch, done + 1)).value);
+        if (!gpt_fast_) {
+          grow(ids_, storage(dtype::int64, memscale::detail::checked_mul(r_.batch, done + 1)).value);
+          grow(mask_, storage(dtype::int64, memscale::detail::checked_mul(r_.batch, done + 1)).value);
+        }
         forward(1, done);
       }
     }
@@ -87,21 +96,29 @@ class generate_walker {
     free(old);
   }
 
+  // The weights op by op, experts as the release stores them: one tensor per expert, or stacked
+  // (transformers 5's experts interface: one [E, 2F, H] gate_up and one [E, H, F] down tensor,
+  // allocator/step_events.hpp layout_of).
   constexpr void setup(const graph& g) {
+    std::array<stack_role, graph_capacity> roles{};
+    find_stacked_experts(g, roles);
     for (std::size_t i = 0; i < g.size; ++i) {
       const op& o = g.ops[i];
       const std::uint64_t repeats = repeats_of(g, i);
+      const stored_layout n = layout_of(g, roles, i);
       for (std::uint64_t l = 0; l < repeats; ++l) {
         if (o.weight.rows != 0 && !o.borrows_weight)
-          for (std::uint64_t c = 0; c < o.weight.count; ++c) alloc(storage(r_.compute, o.weight.largest()).value);
+          for (std::uint64_t c = 0; c < n.weight_tensors; ++c)
+            alloc(storage(r_.compute, n.weight / n.weight_tensors).value);
         if (o.bias.rows != 0)
-          for (std::uint64_t c = 0; c < o.bias.count; ++c) alloc(storage(r_.compute, o.bias.rows).value);
+          for (std::uint64_t c = 0; c < n.bias_tensors; ++c) alloc(storage(r_.compute, n.bias / n.bias_tensors).value);
       }
       if (o.weight.rows != 0 && o.borrows_weight) {
         std::uint32_t copy = alloc(storage(r_.compute, o.weight.largest()).value);  // tie_weights drops it
         free(copy);
       }
     }
+    if (gpt_fast_) return;  // its buffers are setup_caches' (gpt_fast_setup)
     if (g.buffers.value != 0)
       for (std::uint64_t l = 0; l < g.block_repeats; ++l) alloc(g.buffers.value / g.block_repeats);
     ids_ = alloc(storage(dtype::int64, memscale::detail::checked_mul(r_.batch, r_.context)).value);
@@ -113,9 +130,11 @@ class generate_walker {
   constexpr void forward(std::uint64_t rows, std::uint64_t done) {
     using memscale::detail::checked_mul;
     const std::uint64_t n = checked_mul(r_.batch, rows);
-    const std::uint64_t keys = memscale::detail::checked_add(done, rows);
-    std::uint32_t positions = alloc(storage(dtype::int64, n).value);
-    const model_graph built = memscale::detail::forward_graph(m_, r_, rows, keys);
+    const std::uint64_t keys = gpt_fast_ ? gpt_fast_cache_length(m_, r_) : memscale::detail::checked_add(done, rows);
+    std::uint32_t positions = alloc(storage(dtype::int64, gpt_fast_ ? rows : n).value);
+    const model_graph built = gpt_fast_ ? memscale::detail::forward_graph(memscale::detail::gpt_fast_model(m_),
+                                                                          gpt_fast_step(done), rows, keys)
+                                        : memscale::detail::forward_graph(m_, r_, rows, keys);
     const graph& g = built.stack();
     // What the base model binds through its blocks (embeddings' lookups, rotary tables, eager's
     // mask), in the order it makes them; the stream its first block reads.
@@ -141,8 +160,14 @@ class generate_walker {
       std::uint32_t made = alloc(g.ops[i].out.value);
       free(returned);
       returned = made;
+      if (gpt_fast_) free(stream);  // x = self.norm(x) drops the last block's output
     }
     free(stream);  // the final norm's output, bound until forward() returns
+    if (gpt_fast_) {
+      gpt_fast_sample(returned, done);
+      free(positions);
+      return;
+    }
     std::uint32_t kept = returned;
     if (r_.transformers_version >= 445) {
       kept = alloc(memscale::detail::logits_kept(m_, r_, g.ops[g.size - 1].out).value);
@@ -201,6 +226,7 @@ class generate_walker {
     std::uint64_t cached_seen = 0;
     std::uint64_t cached_ops = 0;
     std::size_t attended = begin;  // the last reader of the cached keys and values
+    bool scaled_keys_made = false;
     for (std::size_t i = begin; i < g.block_end; ++i) {
       cached_ops += g.ops[i].kv_cached ? 1 : 0;
       if (g.ops[i].kv_cached) attended = memscale::detail::max(attended, freed_after(g, i));
@@ -210,10 +236,16 @@ class generate_walker {
       ids[k] = no_tensor;
       if (k == 0) {
         ids[k] = stream;
+      } else if (o.kv_cached && gpt_fast_) {
+        ids[k] = gpt_fast_attended(o);
       } else if (o.kv_cached) {
         cache_update(l, rows, done, cached_seen++, cached_ops);
       } else {
         ids[k] = alloc(o.out.value);
+      }
+      if (gpt_fast_ && o.kind == op_kind::attention && !scaled_keys_made) {
+        scaled_keys_made = true;
+        gpt_fast_scaled_keys(done);
       }
       temporaries(o);
       for (std::size_t j = 0; j <= k; ++j)
@@ -321,6 +353,81 @@ class generate_walker {
     slot = alloc(size);
   }
 
+  // gpt-fast (inference/gpt_fast.hpp). The forward a step runs: the decoding steps on the math
+  // kernel only (generate.py decode_n_tokens: sdp_kernel(enable_math=True)), the prefill on the run's.
+  constexpr inference_spec gpt_fast_step(std::uint64_t done) const {
+    inference_spec step = r_;
+    if (done > 0) step.attention = attention_impl::sdpa_math;
+    return step;
+  }
+
+  // setup_caches (model.py@32971d31): per layer the KVCache's two buffers (torchao's int8 cache:
+  // int8 codes and a per-position scale in the model dtype, AffineQuantizedKVCache@1f66d47), then
+  // freqs_cis (precompute_freqs_cis: the (block_size, head_dim / 2, 2) fp32 stack cast to the model
+  // dtype) and torch.tril of a (M, M) torch.ones; then generate()'s int32 `empty` of every position
+  // and the prompt repeated over the batch.
+  constexpr void gpt_fast_setup() {
+    using memscale::detail::checked_mul;
+    const std::uint64_t length = gpt_fast_cache_length(m_, r_);
+    const std::uint64_t elements = kv_layer_half_elements(m_, r_, length);
+    for (std::uint64_t l = 0; l < m_.layers; ++l)
+      for (int half = 0; half < 2; ++half) {
+        alloc(storage(r_.kv, elements).value);
+        if (r_.kv == dtype::int8) alloc(storage(r_.compute, checked_mul(r_.batch, kv_heads_of(m_), length)).value);
+      }
+    const std::uint64_t block = m_.context_length != 0 ? m_.context_length : length;
+    std::uint32_t stacked = alloc(storage(dtype::fp32, checked_mul(block, head_dim_of(m_))).value);
+    alloc(storage(r_.compute, checked_mul(block, head_dim_of(m_))).value);
+    free(stacked);
+    std::uint32_t ones = alloc(storage(dtype::boolean, checked_mul(length, length)).value);
+    alloc(storage(dtype::boolean, checked_mul(length, length)).value);
+    free(ones);
+    constexpr std::uint64_t int32_bytes = 4;  // the prompt's torch.int (generate.py encode_tokens)
+    ids_ = alloc(checked_mul(r_.batch, memscale::detail::checked_add(r_.context, r_.new_tokens), int32_bytes));
+    mask_ = alloc(checked_mul(r_.batch, r_.context, int32_bytes));  // prompt.view(1, -1).repeat(batch_size, 1)
+  }
+
+  // What Attention.forward attends over after kv_cache.update, at the op the graph marks as a cached
+  // key or value (of the whole cache length): the cache itself, so nothing new under ratio > 1, where
+  // the graph's repeat ops make the copies; at a ratio of 1 repeat_interleave still copies it. torchao's
+  // int8 cache hands back k_cache * k_cache_scale first, which the copy's rebinding frees.
+  constexpr std::uint32_t gpt_fast_attended(const op& o) {
+    std::uint32_t dequantized = r_.kv == dtype::int8 ? alloc(o.out.value) : no_tensor;
+    if (kv_heads_of(m_) != m_.heads) return dequantized;
+    std::uint32_t copy = alloc(o.out.value);
+    free(dequantized);
+    return copy;
+  }
+
+  // torch's math SDPA multiplies the (repeated) keys by sqrt(scale) into a new tensor for the scores'
+  // matmul (aten/src/ATen/native/transformers/attention.cpp _scaled_dot_product_attention_math).
+  constexpr void gpt_fast_scaled_keys(std::uint64_t done) {
+    if (attention_kernel_of(m_, gpt_fast_step(done)) != attention_kernel::math) return;
+    using memscale::detail::checked_mul;
+    const std::uint64_t keys = checked_mul(r_.batch, gpt_fast_cache_length(m_, r_));
+    std::uint32_t scaled = alloc(storage(r_.compute, checked_mul(keys, m_.heads, head_dim_of(m_))).value);
+    free(scaled);
+  }
+
+  // sample() over the last position while the logits are bound (generate.py logits_to_probs: the
+  // logits divided by the temperature, their softmax), then the logits die as prefill() or
+  // decode_one_token() returns. A decoding step's probabilities stay bound as next_prob until the
+  // next step's replace them, and a clone of each joins new_probs for good.
+  constexpr void gpt_fast_sample(std::uint32_t& logits, std::uint64_t done) {
+    const std::uint64_t row = storage(r_.compute, memscale::detail::checked_mul(r_.batch, m_.vocab)).value;
+    std::uint32_t scaled = alloc(row);
+    std::uint32_t probs = alloc(row);
+    free(scaled);
+    free(logits);
+    if (done == 0) {
+      free(probs);
+      return;
+    }
+    free(kept_logits_);
+    kept_logits_ = probs;
+    alloc(row);  // new_probs.append(next_prob.clone())
+  }
+
   const model_spec& m_;
   const inference_spec& r_;
   tensor_events<Sink, IdCapacity> events_;
@@ -329,6 +436,7 @@ class generate_walker {
   std::array<std::array<std::uint32_t, 2>, 256> packed_{};         // a quantized cache's packed keys and values
   std::array<std::uint32_t, 2> returned_{no_tensor, no_tensor};    // the keys and values a quantized cache handed back
   bool tuple_cache_ = keeps_tuple_cache(m_, r_);
+  bool gpt_fast_ = r_.loop == generate_loop::gpt_fast;
   std::uint32_t ids_ = no_tensor;
   std::uint32_t mask_ = no_tensor;
   std::uint32_t kept_logits_ = no_tensor;

@@ -62,6 +62,67 @@ struct step_stream_options {
 
 namespace detail {
 
+// ---- expert parameters --------------------------------------------------------------
+enum class stack_role : std::uint8_t { none, alone, gate_up, in_gate_up };
+
+// An expert matrix (a projection weight over several experts) that the framework stacks.
+constexpr bool stacked_expert(const graph& g, const op& o) {
+  return g.stacked_experts && o.role == param_role::matmul && o.weight.count > 1 && !o.borrows_weight;
+}
+
+// A gated expert MLP's gate and up projections are adjacent ops over the same input with the
+// same shape (graph/layers/mlp.hpp dense_mlp); stacked, they are one parameter, gate_up_proj
+// [E, 2F, H] (graph/layers/mlp.hpp stacked_expert_parameters). The first op of such a pair
+// owns the whole tensor; the second none.
+constexpr void find_stacked_experts(const graph& g, std::array<stack_role, graph_capacity>& roles) {
+  for (std::size_t i = 0; i < g.size; ++i) roles[i] = stack_role::none;
+  if (!g.stacked_experts) return;
+  for (std::size_t i = 0; i < g.size; ++i) {
+    const op& o = g.ops[i];
+    if (!stacked_expert(g, o) || roles[i] != stack_role::none) continue;
+    roles[i] = stack_role::alone;
+    if (i + 1 >= g.size) continue;
+    const op& next = g.ops[i + 1];
+    const bool pair = stacked_expert(g, next) && next.weight.rows == o.weight.rows && next.weight.cols == o.weight.cols &&
+                      next.weight.count == o.weight.count && next.frozen == o.frozen &&
+                      next.bias.rows == o.bias.rows && next.bias.count == o.bias.count;
+    if (!pair) continue;
+    roles[i] = stack_role::gate_up;
+    roles[i + 1] = stack_role::in_gate_up;
+  }
+}
+
+// Op i's parameters as tensors: `weight_tensors` tensors sharing `weight` elements (all of
+// them), the bias likewise; rows: the stacked tensor's rows per expert (for the optimizer).
+struct stored_layout {
+  std::uint64_t weight = 0;
+  std::uint64_t weight_tensors = 0;
+  std::uint64_t bias = 0;
+  std::uint64_t bias_tensors = 0;
+  std::uint64_t weight_rows = 0;
+  std::uint64_t bias_rows = 0;
+};
+
+constexpr stored_layout layout_of(const graph& g, const std::array<stack_role, graph_capacity>& roles, std::size_t i) {
+  const op& o = g.ops[i];
+  const op_elements n = elements_of(o);
+  switch (roles[i]) {
+    case stack_role::none:
+      return {.weight = n.weight, .weight_tensors = o.weight.count, .bias = n.bias, .bias_tensors = o.bias.count,
+              .weight_rows = o.weight.rows, .bias_rows = o.bias.rows};
+    case stack_role::alone:
+      return {.weight = n.weight, .weight_tensors = 1, .bias = n.bias, .bias_tensors = 1,
+              .weight_rows = o.weight.rows, .bias_rows = o.bias.rows};
+    case stack_role::gate_up: {
+      const op_elements up = elements_of(g.ops[i + 1]);
+      return {.weight = n.weight + up.weight, .weight_tensors = 1, .bias = n.bias + up.bias, .bias_tensors = 1,
+              .weight_rows = 2 * o.weight.rows, .bias_rows = 2 * o.bias.rows};
+    }
+    case stack_role::in_gate_up: return {};
+  }
+  return {};
+}
+
 // A tensor the walk holds: its id and size (no_tensor: none).
 struct held_tensor {
   std::uint32_t id = no_tensor;
@@ -88,7 +149,7 @@ class step_walker {
             "event stream", "has more ops x layers than its table capacity",
             memscale::detail::checked_mul(layers_, block_ops_));
     persist_ = spec.grad_accum > 1 || !spec.zero_grad_to_none;
-    find_stacked_experts();
+    find_stacked_experts(g, stack_role_);
     // Who frees what in backward: the ops each op is the last (in backward order) to need.
     for (std::size_t i = 0; i < g.size; ++i) release_head_[i] = no_op;
     for (std::size_t j = g.size; j-- > 0;) {
@@ -148,66 +209,11 @@ class step_walker {
     for (std::size_t i = g_.block_end; i < g_.size; ++i) fn(i);
   }
 
-  // ---- expert parameters --------------------------------------------------------------
-  // An expert matrix (a projection weight over several experts) that the framework stacks.
-  [[nodiscard]] constexpr bool stacked_expert(const op& o) const {
-    return g_.stacked_experts && o.role == param_role::matmul && o.weight.count > 1 && !o.borrows_weight;
-  }
-  // A gated expert MLP's gate and up projections are adjacent ops over the same input with the
-  // same shape (graph/layers/mlp.hpp dense_mlp); stacked, they are one parameter, gate_up_proj
-  // [E, 2F, H] (graph/layers/mlp.hpp stacked_expert_parameters). The first op of such a pair
-  // owns the whole tensor; the second none.
-  constexpr void find_stacked_experts() {
-    for (std::size_t i = 0; i < g_.size; ++i) stack_role_[i] = stack_role::none;
-    if (!g_.stacked_experts) return;
-    for (std::size_t i = 0; i < g_.size; ++i) {
-      const op& o = g_.ops[i];
-      if (!stacked_expert(o) || stack_role_[i] != stack_role::none) continue;
-      stack_role_[i] = stack_role::alone;
-      if (i + 1 >= g_.size) continue;
-      const op& next = g_.ops[i + 1];
-      const bool pair = stacked_expert(next) && next.weight.rows == o.weight.rows && next.weight.cols == o.weight.cols &&
-                        next.weight.count == o.weight.count && next.frozen == o.frozen &&
-                        next.bias.rows == o.bias.rows && next.bias.count == o.bias.count;
-      if (!pair) continue;
-      stack_role_[i] = stack_role::gate_up;
-      stack_role_[i + 1] = stack_role::in_gate_up;
-    }
-  }
 
-  // Op i's parameters as tensors: `weight_tensors` tensors sharing `weight` elements (all of
-  // them), the bias likewise; rows: the stacked tensor's rows per expert (for the optimizer).
-  struct stored_layout {
-    std::uint64_t weight = 0;
-    std::uint64_t weight_tensors = 0;
-    std::uint64_t bias = 0;
-    std::uint64_t bias_tensors = 0;
-    std::uint64_t weight_rows = 0;
-    std::uint64_t bias_rows = 0;
-  };
-  [[nodiscard]] constexpr stored_layout layout_of(std::size_t i) const {
-    const op& o = g_.ops[i];
-    const op_elements n = elements_of(o);
-    switch (stack_role_[i]) {
-      case stack_role::none:
-        return {.weight = n.weight, .weight_tensors = o.weight.count, .bias = n.bias, .bias_tensors = o.bias.count,
-                .weight_rows = o.weight.rows, .bias_rows = o.bias.rows};
-      case stack_role::alone:
-        return {.weight = n.weight, .weight_tensors = 1, .bias = n.bias, .bias_tensors = 1,
-                .weight_rows = o.weight.rows, .bias_rows = o.bias.rows};
-      case stack_role::gate_up: {
-        const op_elements up = elements_of(g_.ops[i + 1]);
-        return {.weight = n.weight + up.weight, .weight_tensors = 1, .bias = n.bias + up.bias, .bias_tensors = 1,
-                .weight_rows = 2 * o.weight.rows, .bias_rows = 2 * o.bias.rows};
-      }
-      case stack_role::in_gate_up: return {};
-    }
-    return {};
-  }
 
   constexpr void parameters_of(std::size_t i) {
     const op& o = g_.ops[i];
-    const stored_layout n = layout_of(i);
+    const stored_layout n = layout_of(g_, stack_role_, i);
     const dtype d = o.frozen ? p_.param : p_.trainable;
     const std::uint64_t copies = n.weight_tensors;
     if (o.weight.rows != 0 && o.borrows_weight && o_.tie_weights_copy) tied_copy_ = storage(d, n.weight).value;
@@ -242,7 +248,7 @@ class step_walker {
   constexpr void gradients_of(std::size_t i) {
     const op& o = g_.ops[i];
     if (o.frozen || (o.weight.rows == 0 && o.bias.rows == 0)) return;
-    const stored_layout n = layout_of(i);
+    const stored_layout n = layout_of(g_, stack_role_, i);
     if (!o.weight_grad_exists && o.weight.rows != 0 && n.weight != 0)
       keep_grads(storage(p_.trainable, n.weight).value, n.weight_tensors);
     if (o.bias.rows != 0 && n.bias != 0) keep_grads(storage(p_.trainable, n.bias).value, n.bias_tensors);
@@ -492,7 +498,7 @@ class step_walker {
     auto tensors_of = [&](std::size_t i, std::uint64_t repeats) {
       const op& o = g_.ops[i];
       if (o.frozen) return;
-      const stored_layout n = layout_of(i);
+      const stored_layout n = layout_of(g_, stack_role_, i);
       const bool stacked = stack_role_[i] != stack_role::none;
       const std::uint64_t weight_stack = stacked ? o.weight.count : 1;
       const std::uint64_t bias_stack = stacked ? o.bias.count : 1;
@@ -536,7 +542,6 @@ class step_walker {
   std::array<std::uint16_t, graph_capacity> release_head_;  // first op whose output op i releases
   std::array<std::uint16_t, graph_capacity> release_next_;  // the next one released by the same op
   std::uint32_t carried_ = no_tensor;
-  enum class stack_role : std::uint8_t { none, alone, gate_up, in_gate_up };
   std::array<stack_role, graph_capacity> stack_role_;  // written in the constructor
 };
 
