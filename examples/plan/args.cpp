@@ -130,8 +130,6 @@ std::string_view unread_by_inference(const CLI::Option& opt) {
       name == "--loss-chunks" || name == "--optimizer-in-backward" || name == "--use-cache" || name == "--packing" ||
       name == "--example-tokens")
     return "generate() runs no training step";
-  if (name == "--alloc-conf" || name == "--context-memory")
-    return "the allocator replay and the software stack reach transformer training reports only";
   return {};
 }
 

@@ -5,12 +5,15 @@
 
 #include "memscale/fmt.hpp"
 #include "memscale/json.hpp"
+#include "output.hpp"
 #include "units.hpp"
 
 namespace memscale_plan {
 namespace {
 
-std::string peak_block(const memscale::inference_peak& p) {
+// The phase's figures; its reserved and device by the rounding rule only when no caching-allocator
+// section follows (`with_rounding`).
+std::string peak_block(const memscale::inference_peak& p, bool with_rounding) {
   const memscale::inference_breakdown& b = p.breakdown;
   std::string out;
   out += fmt::format("  weights     {}\n", size_and_bytes(b.weights));
@@ -19,6 +22,7 @@ std::string peak_block(const memscale::inference_peak& p) {
   out += fmt::format("  logits      {}\n", size_and_bytes(b.logits));
   out += fmt::format("  workspace   {}\n", size_and_bytes(b.workspace));
   out += fmt::format("  tensor      {}  torch.cuda.max_memory_allocated\n", size_and_bytes(p.tensor));
+  if (!with_rounding) return out;
   out += fmt::format("  reserved    {}  torch.cuda.max_memory_reserved\n", size_and_bytes(p.reserved));
   out += fmt::format("  device      {}  nvidia-smi: reserved + CUDA context\n", size_and_bytes(p.device));
   return out;
@@ -51,11 +55,22 @@ std::string cache_storage_text(const memscale::inference_spec& s) {
   return std::string(memscale::to_string(s.kv));
 }
 
+// The verdict as the plan line says it.
+std::string_view verdict_words(memscale::verdict v) {
+  switch (v) {
+    case memscale::verdict::fits: return "fits";
+    case memscale::verdict::borderline: return "borderline";
+    case memscale::verdict::does_not_fit: return "does not fit";
+  }
+  return "does not fit";
+}
+
 }  // namespace
 
 std::string inference_text(const memscale::model_spec& model, const memscale::inference_spec& spec,
-                           const memscale::inference_result& result, const memscale::gpu_spec* gpu,
-                           const memscale::inference_plan* plan) {
+                           const memscale::inference_result& result, const memscale::inference_device_estimate* device,
+                           const memscale::gpu_spec* gpu, const memscale::inference_plan* plan,
+                           const std::string& alloc_conf) {
   std::string out;
   out += fmt::format("model          {} ({} parameters)\n", model.name, memscale::format_count(result.parameter_count));
   const std::string attention =
@@ -73,29 +88,43 @@ std::string inference_text(const memscale::model_spec& model, const memscale::in
                      size_text(result.kv_cache_bytes));
   out += fmt::format("weights        {}\n", size_and_bytes(result.weight_bytes));
   out += fmt::format("software       {}\n\n", memscale::json_io::inference_software_text(model, spec));
-  out += "prefill peak (the prompt's forward pass):\n" + peak_block(result.prefill);
-  if (spec.new_tokens > 1) out += "decode peak (one new token per step):\n" + peak_block(result.decode);
+  out += "prefill peak (the prompt's forward pass):\n" + peak_block(result.prefill, device == nullptr);
+  if (spec.new_tokens > 1) out += "decode peak (one new token per step):\n" + peak_block(result.decode, device == nullptr);
   out += fmt::format("peak: {}\n", memscale::to_string(result.peak.at));
+  if (device != nullptr)
+    out += "\n" + device_figures_text({.fallback = device->fallback, .tensor = device->tensor,
+                                        .reserved = device->reserved, .device = device->device,
+                                        .context = device->context, .context_from = device->context_from},
+                                       gpu, alloc_conf, "setup, the prefill and every decoding step",
+                                       plan != nullptr ? &plan->verdict : nullptr, "a smaller batch");
   if (gpu != nullptr && plan != nullptr) {
     out += fmt::format("\nInference on {} (budget {} = VRAM {} x (1 - {:.2f}))\n", gpu->label, size_text(plan->budget),
                        size_text(plan->vram), plan->headroom);
-    out += fmt::format("  device peak {}, memory pressure {:.2f}: {}\n", size_text(result.peak.device),
-                       plan->pressure, plan->fits ? "fits" : "does not fit");
-    out += fmt::format("  largest batch at context {}: {}\n", spec.context, plan->max_batch);
+    out += fmt::format("  device peak {}, memory pressure {:.2f}: {}\n", size_text(plan->device.device), plan->pressure,
+                       verdict_words(plan->verdict.v));
+    out += fmt::format("  largest batch at context {} (the band's upper end within the budget): {}\n", spec.context,
+                       plan->max_batch);
     out += fmt::format("  largest context at batch {}: {}\n", spec.batch, plan->max_context);
   }
   return out;
 }
 
 nlohmann::json inference_json(const memscale::model_spec& model, const memscale::inference_spec& spec,
-                              const memscale::inference_result& result, const memscale::inference_plan* plan) {
+                              const memscale::inference_result& result,
+                              const memscale::inference_device_estimate* device, const memscale::inference_plan* plan,
+                              const std::string& alloc_conf) {
   nlohmann::json j = memscale::json_io::inference_to_json(result);
   j["model"] = std::string(model.name);
   j["inference"] = spec_json(spec);
   j["inference"]["software"] = memscale::json_io::inference_software_json(model, spec);
-  if (plan != nullptr)
-    j["plan"] = {{"fits", plan->fits},         {"budget", plan->budget.value},     {"vram", plan->vram.value},
-                 {"pressure", plan->pressure}, {"max_batch", plan->max_batch},     {"max_context", plan->max_context}};
+  if (plan != nullptr) {
+    j["plan"] = {{"fits", plan->fits},         {"verdict", std::string(memscale::to_string(plan->verdict.v))},
+                 {"budget", plan->budget.value}, {"vram", plan->vram.value},
+                 {"pressure", plan->pressure}, {"max_batch", plan->max_batch},
+                 {"max_context", plan->max_context}};
+  }
+  if (device != nullptr)
+    j["allocator"] = memscale::json_io::allocator_json(*device, alloc_conf, plan != nullptr ? &plan->verdict : nullptr);
   return j;
 }
 
@@ -138,16 +167,26 @@ std::string inference_command(const options& opt) {
   if (gpu) {
     spec.blas_workspace = gpu->cublas_workspace;
     plan = memscale::plan_inference(opt.model, spec, *gpu,
-                                    memscale::plan_options{.headroom = opt.headroom.value_or(memscale::default_headroom)});
+                                    memscale::plan_options{.headroom = opt.headroom.value_or(memscale::default_headroom)},
+                                    memscale::json_io::device_options_of(opt.alloc_conf, opt.context_memory));
   }
-  const memscale::inference_result result = plan ? plan->estimate : memscale::estimate_inference(opt.model, spec);
+  // On a CUDA device the caching allocator's figures: the plan's, or without a GPU with the flat context.
+  std::optional<memscale::inference_device_estimate> device;
+  if (plan)
+    device = plan->device;
+  else if (spec.device == memscale::device_kind::cuda)
+    device = memscale::estimate_inference_on_device(opt.model, spec, nullptr,
+                                                    memscale::json_io::device_options_of(opt.alloc_conf, opt.context_memory));
+  const memscale::inference_result result = device ? device->tensors : memscale::estimate_inference(opt.model, spec);
   const memscale::inference_plan* p = plan ? &*plan : nullptr;
+  const memscale::inference_device_estimate* d = device ? &*device : nullptr;
   if (!opt.inference.svg.empty())
     write_text_file("--svg", opt.inference.svg, inference_svg(opt.model, spec, result, p));
   if (!opt.inference.svg_batch.empty())
-    write_text_file("--svg-batch", opt.inference.svg_batch, inference_cliff_svg(opt.model, spec, *gpu, *plan));
-  if (opt.json) return inference_json(opt.model, spec, result, p).dump(2) + "\n";
-  return inference_text(opt.model, spec, result, gpu ? &*gpu : nullptr, p);
+    write_text_file("--svg-batch", opt.inference.svg_batch, inference_cliff_svg(opt.model, spec, *gpu, *plan,
+                                        memscale::json_io::device_options_of(opt.alloc_conf, opt.context_memory)));
+  if (opt.json) return inference_json(opt.model, spec, result, d, p, opt.alloc_conf).dump(2) + "\n";
+  return inference_text(opt.model, spec, result, d, gpu ? &*gpu : nullptr, p, opt.alloc_conf);
 }
 
 }  // namespace memscale_plan

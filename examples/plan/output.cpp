@@ -147,20 +147,17 @@ std::string fit_reason(const memscale::device_fit& f) {
 
 }  // namespace
 
-std::string allocator_text(const memscale::model_spec& model, const memscale::training_spec& run,
-                           const memscale::gpu_spec* gpu, const std::string& alloc_conf, memscale::bytes context_memory,
-                           const memscale::plan_result* plan) {
-  std::string out = fmt::format("\nsoftware       {}\n", memscale::json_io::software_text(run));
-  if (run.device != memscale::device_kind::cuda) return out;
-  const memscale::device_options o = memscale::json_io::device_options_of(alloc_conf, context_memory);
-  const memscale::device_estimate d = memscale::estimate_on_device(model, run, gpu, o);
-  out += fmt::format("caching allocator ({}{}):\n", alloc_conf.empty() ? "default settings" : "PYTORCH_CUDA_ALLOC_CONF=",
-                     alloc_conf);
-  if (!d.replayed()) out += fmt::format("  note: {}\n", memscale::explain(d.fallback));
+std::string device_figures_text(const device_figures& d, const memscale::gpu_spec* gpu, const std::string& alloc_conf,
+                                std::string_view replayed_events, const memscale::device_verdict* v,
+                                std::string_view smaller_run) {
+  std::string out = fmt::format("caching allocator ({}{}):\n",
+                                alloc_conf.empty() ? "default settings" : "PYTORCH_CUDA_ALLOC_CONF=", alloc_conf);
+  const bool replayed = d.fallback == memscale::replay_fallback::none;
+  if (!replayed) out += fmt::format("  note: {}\n", memscale::explain(d.fallback));
   out += fmt::format("  tensor    {}  max_memory_allocated (the estimate above)\n", size_and_bytes(d.tensor));
-  if (d.replayed())
-    out += fmt::format("  reserved  {}  max_memory_reserved: setup and two steps replayed through the allocator\n",
-                       size_and_bytes(d.reserved));
+  if (replayed)
+    out += fmt::format("  reserved  {}  max_memory_reserved: {} replayed through the allocator\n",
+                       size_and_bytes(d.reserved), replayed_events);
   else
     out += fmt::format("  reserved  {}  max_memory_reserved by the rounding rule\n", size_and_bytes(d.reserved));
   const memscale::bytes ctx = d.context.total();
@@ -180,21 +177,34 @@ std::string allocator_text(const memscale::model_spec& model, const memscale::tr
       break;
   }
   out += fmt::format("  device    {}  nvidia-smi: reserved + context\n", size_and_bytes(d.device));
-  if (plan == nullptr) return out;
-  const memscale::device_verdict v = memscale::verdict_on_device(model, run, d, plan->budget, o);
-  const memscale::device_fit& f = v.point;
-  const std::string why = fit_reason(f);
-  out += fmt::format("  at the budget {}: point estimate {} ({})\n", size_text(plan->budget),
-                     f.fits ? "fits" : "does not fit", why);
-  out += fmt::format("  verdict with the band {:+.1f}% .. {:+.1f}% ({}{}): {}", v.band.low * 100.0, v.band.high * 100.0,
-                     memscale::to_string(v.band.of), v.band.measured ? "" : ", no measurement: policy",
-                     memscale::to_string(v.v));
-  if (v.v == memscale::verdict::borderline && d.device <= plan->budget)
+  if (v == nullptr) return out;
+  const memscale::device_fit& f = v->point;
+  out += fmt::format("  at the budget {}: point estimate {} ({})\n", size_text(f.budget), f.fits ? "fits" : "does not fit",
+                     fit_reason(f));
+  out += fmt::format("  verdict with the band {:+.1f}% .. {:+.1f}% ({}{}): {}", v->band.low * 100.0, v->band.high * 100.0,
+                     memscale::to_string(v->band.of), v->band.measured ? "" : ", no measurement: policy",
+                     memscale::to_string(v->v));
+  if (v->v == memscale::verdict::borderline && d.device <= f.budget)
     out += fmt::format(" (likely fits: estimate {}, could reach {:.2f}; watch max_memory_reserved in the first steps, "
-                       "expandable_segments:True, a smaller micro-batch with more accumulation)",
-                       size_text(d.device), in_size_unit(v.range.high));
+                       "expandable_segments:True, {})",
+                       size_text(d.device), in_size_unit(v->range.high), smaller_run);
   out += "\n";
   return out;
+}
+
+std::string allocator_text(const memscale::model_spec& model, const memscale::training_spec& run,
+                           const memscale::gpu_spec* gpu, const std::string& alloc_conf, memscale::bytes context_memory,
+                           const memscale::plan_result* plan) {
+  std::string out = fmt::format("\nsoftware       {}\n", memscale::json_io::software_text(run));
+  if (run.device != memscale::device_kind::cuda) return out;
+  const memscale::device_options o = memscale::json_io::device_options_of(alloc_conf, context_memory);
+  const memscale::device_estimate d = memscale::estimate_on_device(model, run, gpu, o);
+  const device_figures figures{.fallback = d.fallback, .tensor = d.tensor, .reserved = d.reserved, .device = d.device,
+                               .context = d.context, .context_from = d.context_from};
+  if (plan == nullptr) return out + device_figures_text(figures, gpu, alloc_conf, "setup and two steps", nullptr, "");
+  const memscale::device_verdict v = memscale::verdict_on_device(model, run, d, plan->budget, o);
+  return out + device_figures_text(figures, gpu, alloc_conf, "setup and two steps", &v,
+                                   "a smaller micro-batch with more accumulation");
 }
 
 std::string model_list_text() {

@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 
+#include "memscale/device_peak.hpp"
 #include "memscale/estimate.hpp"
 #include "memscale/gpus.hpp"
 #include "memscale/model.hpp"
@@ -24,6 +25,23 @@ nlohmann::json json_report(const memscale::model_spec& model, const memscale::tr
 
 // The training settings as JSON, with the option spellings memscale-plan accepts.
 nlohmann::json run_to_json(const memscale::training_spec& run);
+
+// What a caching-allocator section shows of a training step's or a generate() call's device estimate.
+struct device_figures {
+  memscale::replay_fallback fallback = memscale::replay_fallback::none;
+  memscale::bytes tensor{};
+  memscale::bytes reserved{};
+  memscale::bytes device{};
+  memscale::allocator::context_estimate context{};
+  memscale::context_source context_from = memscale::context_source::flat;
+};
+
+// The section itself: the reserved peak (`replayed_events` says what was replayed), the context
+// and, with a verdict, the point verdict at its budget and the verdict with the band;
+// `smaller_run` is what a borderline run should try first.
+std::string device_figures_text(const device_figures& d, const memscale::gpu_spec* gpu, const std::string& alloc_conf,
+                                std::string_view replayed_events, const memscale::device_verdict* v,
+                                std::string_view smaller_run);
 
 // The allocator section: the software assumed, the replayed reserved peak, the CUDA context
 // and, with a plan, the capped replay's point verdict at its budget (memscale/device_peak.hpp).

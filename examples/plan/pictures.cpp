@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "memscale/json/run_report.hpp"
@@ -234,35 +235,55 @@ std::string inference_svg(const memscale::model_spec& model, const memscale::inf
                                    {"workspace", gib(b.workspace)},
                                    {"context + rounding", rest > 0 ? rest : 0.0}}});
   }
-  if (plan != nullptr) c.references = vram_and_budget(plan->vram, plan->budget);
-  return svg::figure({c}, "memscale-plan --inference: device peak (nvidia-smi) of the prefill and of decoding");
+  if (plan != nullptr) {
+    c.references = vram_and_budget(plan->vram, plan->budget);
+    if (plan->device.replayed())
+      c.references.push_back({.label = "device peak, allocator replay", .value = gib(plan->device.device),
+                              .color = "#2c3e50", .dashed = true});
+  }
+  return svg::figure({c}, "memscale-plan --inference: device peak (nvidia-smi) of the prefill and of decoding "
+                          "(bars: tensors + context by the rounding rule)");
 }
 
 std::string inference_cliff_svg(const memscale::model_spec& model, const memscale::inference_spec& run,
-                                const memscale::gpu_spec& gpu, const memscale::inference_plan& plan) {
+                                const memscale::gpu_spec& gpu, const memscale::inference_plan& plan,
+                                const memscale::device_options& device) {
   svg::chart by_batch{.title = fmt::format("peak vs batch (context {})", run.context), .x_label = "batch",
                       .y_label = std::string(size_unit_label())};
   svg::chart by_ctx{.title = fmt::format("peak vs context (batch {})", run.batch), .x_label = "context tokens",
                     .y_label = std::string(size_unit_label())};
-  const auto estimate = [&](std::uint64_t batch, std::uint64_t context) {
-    memscale::inference_spec t = run;
-    t.batch = batch;
-    t.context = context;
-    t.blas_workspace = gpu.cublas_workspace;
-    if (t.cache == memscale::kv_cache_kind::static_preallocated) t.max_cache_len = 0;
-    return gib(memscale::estimate_inference(model, t).peak.device);
+  // The device peak and the upper end of its band (what the searches compare with the budget).
+  struct figures {
+    double peak = 0.0;
+    double upper = 0.0;
   };
-  svg::series sb{.label = "peak"};
+  const auto estimate = [&](std::uint64_t batch, std::uint64_t context) {
+    memscale::inference_spec t = memscale::detail::inference_at(run, batch, context);
+    t.blas_workspace = gpu.cublas_workspace;
+    const memscale::inference_device_estimate d = memscale::estimate_inference_on_device(model, t, &gpu, device);
+    return figures{gib(d.device), gib(memscale::range_of(d.device, memscale::inference_band_of(model, t, d)).high)};
+  };
+  const auto add_series = [](svg::chart& chart, const std::vector<std::pair<double, figures>>& at) {
+    svg::series peak{.label = "device peak"};
+    svg::series upper{.label = "band's upper end"};
+    for (const auto& [x, f] : at) {
+      peak.points.push_back({x, f.peak});
+      upper.points.push_back({x, f.upper});
+    }
+    chart.lines.push_back(peak);
+    chart.lines.push_back(upper);
+  };
+  std::vector<std::pair<double, figures>> batches;
   for (const auto b : doublings(1, std::clamp<std::uint64_t>(plan.max_batch * 4, 8, 4096)))
-    sb.points.push_back({static_cast<double>(b), estimate(b, run.context)});
-  by_batch.lines.push_back(sb);
+    batches.emplace_back(static_cast<double>(b), estimate(b, run.context));
+  add_series(by_batch, batches);
   std::uint64_t last_ctx = std::max<std::uint64_t>(plan.max_context * 2, 4096);
   if (const std::uint64_t limit = memscale::sequence_limit_of(model).tokens; limit > run.new_tokens)
     last_ctx = std::min(last_ctx, limit - run.new_tokens);
-  svg::series sc{.label = "peak"};
+  std::vector<std::pair<double, figures>> contexts;
   for (const auto c : doublings(std::min<std::uint64_t>(128, run.context), last_ctx))
-    sc.points.push_back({static_cast<double>(c), estimate(run.batch, c)});
-  by_ctx.lines.push_back(sc);
+    contexts.emplace_back(static_cast<double>(c), estimate(run.batch, c));
+  add_series(by_ctx, contexts);
   by_batch.references = vram_and_budget(plan.vram, plan.budget);
   by_ctx.references = by_batch.references;
   by_batch.y_cap = by_ctx.y_cap = 2.0 * gib(plan.vram);
@@ -270,8 +291,9 @@ std::string inference_cliff_svg(const memscale::model_spec& model, const memscal
     by_batch.markers.push_back({.label = fmt::format("max batch {}", plan.max_batch), .x = static_cast<double>(plan.max_batch)});
   } else {
     by_batch.lines.clear();
-    by_batch.note = fmt::format("not even batch 1 fits at context {}: the peak at batch 1 is {:.1f} GiB, the budget {:.1f} GiB",
-                                run.context, estimate(1, run.context), gib(plan.budget));
+    by_batch.note = fmt::format("not even batch 1 fits at context {}: the band's upper end at batch 1 is {:.1f} GiB, the "
+                                "budget {:.1f} GiB",
+                                run.context, estimate(1, run.context).upper, gib(plan.budget));
   }
   if (plan.max_context > 0) {
     by_ctx.markers.push_back({.label = fmt::format("max context {}", plan.max_context),

@@ -32,7 +32,8 @@ std::string inference_svg(const memscale::model_spec& model, const memscale::inf
 
 // --inference --svg-batch: peak against batch and against context length.
 std::string inference_cliff_svg(const memscale::model_spec& model, const memscale::inference_spec& run,
-                                const memscale::gpu_spec& gpu, const memscale::inference_plan& plan);
+                                const memscale::gpu_spec& gpu, const memscale::inference_plan& plan,
+                                const memscale::device_options& device);
 
 }  // namespace memscale_plan
 

@@ -44,6 +44,7 @@ enum class replay_fallback : std::uint8_t {
   offloaded,           // offloaded optimizer, parameters or activations: not in the stream
   constant_evaluation, // too many ops x layers for the compiler's step limits
   too_large,           // more tensors or blocks than the replay's tables hold
+  no_stream,           // generate() without an event stream yet (a static or sliding-window cache, quantised weights)
 };
 
 constexpr std::string_view to_string(replay_fallback f) noexcept {
@@ -55,6 +56,7 @@ constexpr std::string_view to_string(replay_fallback f) noexcept {
     case replay_fallback::offloaded: return "offloaded";
     case replay_fallback::constant_evaluation: return "constant_evaluation";
     case replay_fallback::too_large: return "too_large";
+    case replay_fallback::no_stream: return "no_stream";
   }
   return "none";
 }
@@ -74,6 +76,9 @@ constexpr std::string_view explain(replay_fallback f) noexcept {
       return "too many ops x layers to replay in constant evaluation: reserved by the rounding rule";
     case replay_fallback::too_large:
       return "more tensors or blocks than the replay's tables hold: reserved by the rounding rule";
+    case replay_fallback::no_stream:
+      return "no allocator stream for this generate() yet (Hugging Face's static or sliding-window cache, quantised "
+             "weights): reserved by the rounding rule";
   }
   return "";
 }
@@ -275,37 +280,39 @@ struct device_fit {
   bool fragmentation = false;
 };
 
-// Whether the run fits `budget` bytes of device memory, by the point estimates (no error
-// band: a caller applies its band to d.device).
-constexpr device_fit fit_on_device(const model_spec& model, const training_spec& requested, const device_estimate& d,
-                                   bytes budget, const device_options& o = {}) {
+namespace detail {
+
+// The point verdict from the replayed figures: the context alone over the budget, the allocated
+// peak over what it leaves (no allocator order helps), the unconstrained reserved peak under it
+// (nothing is ever released), else `capped_replay(capacity)` (a replay_outcome) decides. Without
+// the replay the device total is compared with the budget.
+template <class CappedReplay>
+constexpr device_fit fit_by_replay(bool replayed, bytes device, bytes context, bytes replay_allocated, bytes reserved,
+                                   bytes budget, CappedReplay capped_replay) {
   device_fit f{.budget = budget};
-  const bytes context = d.context.total();
-  if (!d.replayed()) {
+  f.capacity = budget > context ? budget - context : bytes{};
+  if (!replayed) {
     f.basis = fit_basis::rounding_rule;
-    f.fits = d.device <= budget;
-    f.capacity = budget > context ? budget - context : bytes{};
+    f.fits = device <= budget;
     return f;
   }
   if (budget <= context) {
     f.basis = fit_basis::context_over;
     return f;
   }
-  f.capacity = budget - context;
-  if (d.replay_allocated > f.capacity) {
+  if (replay_allocated > f.capacity) {
     f.basis = fit_basis::tensors_over;
     return f;
   }
-  if (d.reserved <= f.capacity) {
+  if (reserved <= f.capacity) {
     f.basis = fit_basis::reserved_under;
     f.fits = true;
     return f;
   }
-  const model_graph g = build(model, requested);
-  const detail::replay_outcome r = detail::replay_of(g.stack(), g.run, o, f.capacity, true);
+  const replay_outcome r = capped_replay(f.capacity);
   if (r.fallback != replay_fallback::none) {
     f.basis = fit_basis::rounding_rule;
-    f.fits = d.device <= budget;
+    f.fits = device <= budget;
     return f;
   }
   f.basis = fit_basis::capped_replay;
@@ -313,6 +320,19 @@ constexpr device_fit fit_on_device(const model_spec& model, const training_spec&
   f.fits = !r.result.out_of_memory;
   f.fragmentation = r.result.out_of_memory;  // the allocated peak fits the capacity (checked above)
   return f;
+}
+
+}  // namespace detail
+
+// Whether the run fits `budget` bytes of device memory, by the point estimates (no error
+// band: a caller applies its band to d.device).
+constexpr device_fit fit_on_device(const model_spec& model, const training_spec& requested, const device_estimate& d,
+                                   bytes budget, const device_options& o = {}) {
+  return detail::fit_by_replay(d.replayed(), d.device, d.context.total(), d.replay_allocated, d.reserved, budget,
+                               [&](bytes capacity) {
+                                 const model_graph g = build(model, requested);
+                                 return detail::replay_of(g.stack(), g.run, o, capacity, true);
+                               });
 }
 
 constexpr device_fit fit_on_device(const model_spec& model, const training_spec& run, const gpu_spec& gpu,
@@ -379,18 +399,25 @@ struct device_verdict {
   device_fit point{};
 };
 
-constexpr device_verdict verdict_on_device(const model_spec& model, const training_spec& run, const device_estimate& d,
-                                           bytes budget, const device_options& o = {}) {
-  device_verdict out{};
-  out.band = device_band_of(model, run, d);
-  out.range = range_of(d.device, out.band);
-  out.point = fit_on_device(model, run, d, budget, o);
+namespace detail {
+
+// "fits" needs the band's upper end within the budget and the point verdict; "does not fit" the
+// band's lower end over it or the context alone; borderline otherwise.
+constexpr device_verdict verdict_with(const error_band& band, bytes device, const device_fit& point, bytes budget) {
+  device_verdict out{.band = band, .range = range_of(device, band), .point = point};
   const bool certain_no = out.range.low > budget || out.point.basis == fit_basis::context_over;
   if (out.range.high <= budget && out.point.fits)
     out.v = verdict::fits;
   else
     out.v = certain_no ? verdict::does_not_fit : verdict::borderline;
   return out;
+}
+
+}  // namespace detail
+
+constexpr device_verdict verdict_on_device(const model_spec& model, const training_spec& run, const device_estimate& d,
+                                           bytes budget, const device_options& o = {}) {
+  return detail::verdict_with(device_band_of(model, run, d), d.device, fit_on_device(model, run, d, budget, o), budget);
 }
 
 }  // namespace memscale

@@ -227,7 +227,6 @@ bad_input_says '--context-memory' --gpu rtx4090 --context-memory lots
 bad_input_says '--stack torch' --stack torch=two
 bad_input_says 'expected torch, transformers, bitsandbytes or cuda' --stack jax=0.4
 bad_input_says 'must be package=version' --stack torch
-bad_input_says '--alloc-conf does not apply to --inference' --inference --alloc-conf expandable_segments:True
 bad_input_says '--stack does not apply to the vision model resnet50' --model resnet50 --stack torch=2.5
 # --- the framework ---------------------------------------------------------------
 bad_input_says '--framework must be one of hf, litgpt, torchtune, torchtitan; did you mean torchtune?' --framework torchtun
@@ -332,6 +331,33 @@ if [[ $rc -eq 0 ]] && grep -q "software       torch 2.4, transformers 4.46" "$wo
 else
   fail "--stack and --alloc-conf: the stack, the replayed reserved peak and the verdict are printed" "exit $rc" \
     "stdout: $(grep -A8 software "$work/out" | head -c 600)"
+fi
+# generate() on a GPU: the allocator replay of the whole call, the inference context, the verdict with its band;
+# --alloc-conf and --context-memory reach it.
+run --model llama-2-7b --inference --batch 8 --context 2048 --new-tokens 128 --gpu h100-80gb --json \
+  --alloc-conf expandable_segments:True --context-memory 760MiB
+if [[ $rc -eq 0 ]] && python3 - "$work/out" 2>"$work/py" <<'EOF2'
+import json, sys
+j = json.load(open(sys.argv[1]))
+a = j["allocator"]
+assert a["replayed"] and a["alloc_conf"] == "expandable_segments:True", a
+assert a["context"]["source"] == "measured" and a["context"]["total"] == 760 << 20, a["context"]
+assert a["device"] == a["reserved"] + (760 << 20), a
+assert a["reserved"] > j["peak"]["tensor"], (a, j["peak"])
+assert j["plan"]["verdict"] in ("fits", "borderline", "does_not_fit") and a["verdict"] == j["plan"]["verdict"], j["plan"]
+assert a["band"]["measured"] and a["range"]["high"] >= a["device"], a
+EOF2
+then
+  pass "--inference --gpu: the replayed reserved peak, the given context and the verdict with the band"
+else
+  fail "--inference --gpu: the replayed reserved peak, the given context and the verdict" "exit $rc" "$(head -c 400 "$work/py")" "stderr: $(head -c 300 "$work/err")"
+fi
+run --model llama-2-7b --inference --batch 8 --context 2048 --new-tokens 128 --gpu a100-40gb
+if [[ $rc -eq 0 ]] && grep -q "max_memory_reserved: setup, the prefill and every decoding step replayed" "$work/out" &&
+  grep -q "verdict with the band" "$work/out"; then
+  pass "--inference --gpu (text): the caching allocator section and the verdict with the band"
+else
+  fail "--inference --gpu (text): the caching allocator section" "exit $rc" "stdout: $(tail -c 900 "$work/out")"
 fi
 # generate() before transformers 4.42: the tuple caches of the previous step live beside the new ones.
 run --model llama-2-7b --inference --batch 8 --context 1024 --new-tokens 256 --stack transformers=4.32 --json

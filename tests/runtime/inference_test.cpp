@@ -172,14 +172,17 @@ TEST_CASE("inference: plan finds the largest batch and context", "[inference]") 
   const inference_plan p = plan_inference(presets::llama_2_7b, r, gpu);
   CHECK(p.fits);
   REQUIRE(p.max_batch > 0);
+  // The searches compare the upper end of the device figure's band with the budget.
   inference_spec at = r;
+  at.blas_workspace = gpu.cublas_workspace;
   at.batch = p.max_batch;
-  CHECK(estimate_inference(presets::llama_2_7b, at).peak.device <= p.budget);
+  CHECK(inference_upper_end(presets::llama_2_7b, at, gpu) <= p.budget);
   at.batch = p.max_batch + 1;
-  CHECK(estimate_inference(presets::llama_2_7b, at).peak.device > p.budget);
-  inference_spec ctx = r;
+  CHECK(inference_upper_end(presets::llama_2_7b, at, gpu) > p.budget);
+  inference_spec ctx = at;
+  ctx.batch = r.batch;
   ctx.context = p.max_context + 1;
-  CHECK(estimate_inference(presets::llama_2_7b, ctx).peak.device > p.budget);
+  CHECK(inference_upper_end(presets::llama_2_7b, ctx, gpu) > p.budget);
   CHECK_FALSE(plan_inference(presets::llama_2_70b, r, gpu).fits);
   // A 7B fp16 model serves a 4k-token conversation on an 80 GB GPU (inference_static.cpp
   // checks the same plan in constant evaluation).
@@ -213,7 +216,7 @@ TEST_CASE("inference: the plan's searches give the bisection's answers", "[infer
       t.batch = batch;
       t.context = context;
       t.blas_workspace = gpu.cublas_workspace;
-      return estimate_inference(c.model, t).peak.device <= p.budget;
+      return inference_upper_end(c.model, t, gpu) <= p.budget;
     };
     CAPTURE(c.gpu, c.run.batch, c.run.context);
     CHECK(p.max_batch == detail::largest_fitting(plan_options{}.max_batch_search,

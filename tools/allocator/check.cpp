@@ -143,7 +143,7 @@ int print_events(int argc, char** argv) {
       }
       if (r.contains("infer")) {
         printing_sink sink;
-        memscale::allocator::emit_generate<16384>(memscale::json_io::model_for_record(r),
+        memscale::allocator::emit_generate<16384>(memscale::json_io::inference_model_for_record(r),
                                                   memscale::json_io::inference_from_record(r), sink);
         return 0;
       }
@@ -173,7 +173,7 @@ memscale::allocator::replay_result replay_record(const json& r, const memscale::
     return memscale::allocator::replay_vision_training<16384, 16384>(*g, run, settings, capacity);
   }
   if (r.contains("infer"))
-    return memscale::allocator::replay_generate<16384, 16384>(memscale::json_io::model_for_record(r),
+    return memscale::allocator::replay_generate<16384, 16384>(memscale::json_io::inference_model_for_record(r),
                                                               memscale::json_io::inference_from_record(r), settings,
                                                               capacity);
   const auto built = std::make_unique<memscale::model_graph>(
@@ -302,7 +302,7 @@ int run(int argc, char** argv) {
       ctx.half_precision = run.prec != memscale::precision::fp32;
       ctx.convolutions = true;
     } else if (r.contains("infer")) {
-      const memscale::model_spec model = memscale::json_io::model_for_record(r);
+      const memscale::model_spec model = memscale::json_io::inference_model_for_record(r);
       const memscale::inference_spec inf = memscale::json_io::inference_from_record(r);
       const auto est = memscale::estimate_inference(model, inf).peak;
       est_tensor = static_cast<double>(est.tensor.value);

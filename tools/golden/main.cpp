@@ -200,7 +200,8 @@ void inference_runs(const std::vector<named_model>& all, random_source& rng, int
       const auto gpu = random_gpu(rng);
       line(id + ":plan@" + std::to_string(gpu.memory.value), [&] {
         const auto p = plan_inference(m.spec, r, gpu);
-        return json{{"fits", p.fits}, {"budget", p.budget.value}, {"max_batch", p.max_batch},
+        return json{{"fits", p.fits}, {"verdict", std::string(to_string(p.verdict.v))}, {"device", p.device.device.value},
+                    {"replayed", p.device.replayed()}, {"budget", p.budget.value}, {"max_batch", p.max_batch},
                     {"max_context", p.max_context}, {"peak", json_io::inference_to_json(p.estimate)}};
       });
     }

@@ -1,11 +1,15 @@
 // memscale/inference/plan.hpp: whether generate() fits a GPU, and the largest batch and
-// prompt that do.
+// prompt that do: the device figure of inference/device.hpp (the allocator replay and the GPU's
+// context) with its band, as a training plan judges a step.
 #pragma once
 
 #include <cstdint>
 
 #include "memscale/detail/largest_fitting.hpp"
+#include "memscale/device_options.hpp"
+#include "memscale/device_peak.hpp"
 #include "memscale/gpus.hpp"
+#include "memscale/inference/device.hpp"
 #include "memscale/inference/generate_peak.hpp"
 #include "memscale/inference/spec.hpp"
 #include "memscale/model.hpp"
@@ -17,18 +21,45 @@ struct inference_plan {
   bytes vram{};
   bytes budget{};                    // vram x (1 - headroom)
   double headroom = default_headroom;
-  inference_result estimate{};
-  bool fits = false;                 // device peak <= budget
+  inference_result estimate{};       // the tensors (device.tensors)
+  inference_device_estimate device{};
+  device_verdict verdict{};          // the device figure with its band against the budget
+  bool fits = false;                 // verdict.v == verdict::fits: the band's upper end and the point verdict
   double pressure = 0.0;             // device peak / vram
-  std::uint64_t max_batch = 0;       // largest batch that fits at this context
-  std::uint64_t max_context = 0;     // largest prompt that fits at this batch
+  std::uint64_t max_batch = 0;       // largest batch whose band's upper end fits at this context
+  std::uint64_t max_context = 0;     // largest prompt whose band's upper end fits at this batch
 };
 
 // Upper bound of the context search when the model has no position table.
 inline constexpr std::uint64_t max_context_search = 1ULL << 21;
 
+namespace detail {
+
+// The call at another batch or prompt length. A static cache sized for the request follows the
+// new length.
+constexpr inference_spec inference_at(const inference_spec& r, std::uint64_t batch, std::uint64_t context) {
+  inference_spec t = r;
+  t.batch = batch;
+  t.context = context;
+  if (t.cache == kv_cache_kind::static_preallocated && t.max_cache_len != 0 &&
+      t.max_cache_len < checked_add(context, t.new_tokens))
+    t.max_cache_len = 0;
+  validate(t);
+  return t;
+}
+
+}  // namespace detail
+
+// The figure a search compares with the budget: the upper end of the band of the device peak.
+constexpr bytes inference_upper_end(const model_spec& model, const inference_spec& run, const gpu_spec& gpu,
+                                    const device_options& device = {}) {
+  const gpu_spec on = gpu;  // a local: g++ 12 cannot compare the address of an optional's payload in constant evaluation
+  const inference_device_estimate d = estimate_inference_on_device(model, run, &on, device);
+  return range_of(d.device, inference_band_of(model, run, d)).high;
+}
+
 constexpr inference_plan plan_inference(const model_spec& model, const inference_spec& run, const gpu_spec& gpu,
-                                        const plan_options& options = {}) {
+                                        const plan_options& options = {}, const device_options& device = {}) {
   if (gpu.memory.value == 0) detail::fail(error_code::invalid_gpu, "gpu.memory", "must be > 0", 0);
   inference_spec r = run;
   r.blas_workspace = gpu.cublas_workspace;
@@ -36,38 +67,32 @@ constexpr inference_plan plan_inference(const model_spec& model, const inference
   p.vram = gpu.memory;
   p.headroom = detail::validated_headroom(options);
   p.budget = budget_of(gpu, options);
-  p.estimate = estimate_inference(model, r);
-  // Every estimate below is of the same model: its weights graph is built once.
-  const model_graph built = detail::weights_graph(model);
-  p.fits = p.estimate.peak.device <= p.budget;
-  p.pressure = ratio(p.estimate.peak.device, p.vram);
-  // The device peak of the run at another batch or prompt length.
-  auto device_peak_at = [&](std::uint64_t batch, std::uint64_t context) {
-    inference_spec t = r;
-    t.batch = batch;
-    t.context = context;
-    if (t.cache == kv_cache_kind::static_preallocated && t.max_cache_len != 0 &&
-        t.max_cache_len < detail::checked_add(context, t.new_tokens))
-      t.max_cache_len = 0;
-    validate(t);
-    return detail::estimate_generate(model, t, built.stack()).peak.device.value;
+  const gpu_spec on = gpu;  // see inference_upper_end
+  p.device = estimate_inference_on_device(model, r, &on, device);
+  p.estimate = p.device.tensors;
+  p.verdict = inference_verdict_on_device(model, r, p.device, p.budget, device);
+  p.fits = p.verdict.v == verdict::fits;
+  p.pressure = ratio(p.device.device, p.vram);
+  auto upper_end_at = [&](std::uint64_t batch, std::uint64_t context) {
+    return inference_upper_end(model, detail::inference_at(r, batch, context), on, device).value;
   };
-  // Both searches start from the request's own estimate, a point known to fit or not, and
-  // solve for the crossing from the peak values (largest_within_budget): a plan in a
-  // static_assert stays within clang's default constexpr step limit.
+  // Both searches start from the request's own figure, a point known to fit or not, and solve
+  // for the crossing from the figures (largest_within_budget): a plan in a static_assert stays
+  // within clang's default constexpr step limit.
+  const bool request_fits = p.verdict.range.high <= p.budget;
   const auto known = [&](std::uint64_t at, std::uint64_t hi, bool fit_side) {
-    const detail::probe_point point{.at = at, .value = p.estimate.peak.device.value};
-    return (fit_side == p.fits && (!p.fits || at <= hi)) ? point : detail::probe_point{};
+    const detail::probe_point point{.at = at, .value = p.verdict.range.high.value};
+    return (fit_side == request_fits && (!request_fits || at <= hi)) ? point : detail::probe_point{};
   };
   const std::uint64_t batch_hi = options.max_batch_search;
   p.max_batch = detail::largest_within_budget(
-      batch_hi, p.budget.value, [&](std::uint64_t b) { return device_peak_at(b, r.context); },
+      batch_hi, p.budget.value, [&](std::uint64_t b) { return upper_end_at(b, r.context); },
       known(r.batch, batch_hi, true), known(r.batch, batch_hi, false));
   const std::uint64_t positions_left =
       model.positions == position_kind::learned && model.max_positions > r.new_tokens ? model.max_positions - r.new_tokens
                                                                                      : max_context_search;
   p.max_context = detail::largest_within_budget(
-      positions_left, p.budget.value, [&](std::uint64_t c) { return device_peak_at(r.batch, c); },
+      positions_left, p.budget.value, [&](std::uint64_t c) { return upper_end_at(r.batch, c); },
       known(r.context, positions_left, true), known(r.context, positions_left, false));
   return p;
 }

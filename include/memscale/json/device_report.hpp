@@ -20,7 +20,9 @@ inline device_options device_options_of(const std::string& alloc_conf, bytes con
   return o;
 }
 
-inline nlohmann::json context_json(const device_estimate& d) {
+// `DeviceEstimate`: a training step's device_estimate or a generate() call's inference_device_estimate.
+template <class DeviceEstimate>
+nlohmann::json context_json(const DeviceEstimate& d) {
   return {{"total", d.context.total().value},
           {"base", d.context.base.value},
           {"kernels", d.context.kernels.value},
@@ -40,8 +42,8 @@ inline nlohmann::json device_fit_json(const device_fit& f) {
 
 // {"replayed", "fallback", "reason", "alloc_conf", "tensor", "reserved", "device",
 //  "replay_allocated", "context": {...}, "fit": {...}, "verdict", "band", "range" (with a budget)}.
-inline nlohmann::json allocator_json(const device_estimate& d, const std::string& alloc_conf,
-                                     const device_verdict* verdict) {
+template <class DeviceEstimate>
+nlohmann::json allocator_json(const DeviceEstimate& d, const std::string& alloc_conf, const device_verdict* verdict) {
   nlohmann::json j{{"replayed", d.replayed()},
                    {"fallback", std::string(to_string(d.fallback))},
                    {"reason", std::string(explain(d.fallback))},

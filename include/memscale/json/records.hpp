@@ -361,6 +361,16 @@ inline model_spec model_for_record(const json& record) {
   return model;
 }
 
+// The model of a generate() record. gpt-fast's records name its model code (model.impl "gpt-fast"),
+// the LLaMA layout the Hugging Face reader builds; the run's loop applies gpt-fast's differences
+// (inference/gpt_fast.hpp). Its training stays refused by the framework field.
+inline model_spec inference_model_for_record(const json& record) {
+  if (!gpt_fast_record(record)) return model_for_record(record);
+  json as_transformers = record;
+  as_transformers["model"]["impl"] = "hf-transformers";
+  return model_for_record(as_transformers);
+}
+
 inline json estimate_record(const json& record) {
   const std::string id = record.is_object() && record.contains("id") && record.at("id").is_string()
                              ? record.at("id").get<std::string>()
@@ -372,14 +382,7 @@ inline json estimate_record(const json& record) {
       const estimate_result r = vision::estimate(model, run_from_record(vision_run_record(record)));
       return {{"id", id}, {"estimated_bytes", pick(r.steady, q).value}, {"quantity", std::string(to_string(q))}};
     }
-    // gpt-fast's model.py is the LLaMA layout (its own wqkv and head: inference/gpt_fast.hpp); only
-    // its generate() is modelled, so a training record with it keeps the framework's refusal.
-    json as_transformers;
-    if (record.contains("infer") && gpt_fast_record(record)) {
-      as_transformers = record;
-      as_transformers["model"]["impl"] = "hf-transformers";
-    }
-    const model_spec model = model_for_record(as_transformers.is_null() ? record : as_transformers);
+    const model_spec model = record.contains("infer") ? inference_model_for_record(record) : model_for_record(record);
     const quantity q = quantity_of(record.value("measure", std::string("max_memory_allocated")));
     if (record.contains("infer")) {  // an inference record: json/inference.hpp
       const inference_peak p = estimate_inference(model, inference_from_record(record)).peak;
