@@ -276,7 +276,10 @@ constexpr tensor mixture_of_experts_without_grad(const layer_context& ctx, tenso
 constexpr tensor mixture_of_experts(const layer_context& ctx, tensor in) {
   op_writer& ops = ctx.ops;
   const model_spec& m = ctx.model;
-  if (ops.records_forward_liveness() && !m.experts_in_one_pass) return mixture_of_experts_without_grad(ctx, in);
+  // transformers 5's experts interface runs the same grouped path without grad
+  // (integrations/moe.py@8b584a67 grouped_mm_experts_forward): only the 4.x expert loop differs.
+  if (ops.records_forward_liveness() && !m.experts_in_one_pass && !grouped_mm_experts(ctx))
+    return mixture_of_experts_without_grad(ctx, in);
   const auto hidden = m.hidden;
   const auto experts = m.experts;
   if (m.moe_input_jitter) {
