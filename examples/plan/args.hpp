@@ -78,6 +78,7 @@ struct cluster_options {
   bool sp = false;                            // --sp
   std::uint64_t global_batch = 0;             // --global-batch N (planner); 0: batch x grad-accum
   emit_format emit = emit_format::none;       // --emit deepspeed|accelerate-fsdp|torchtitan|torchtune
+  memscale::engine_precision ds_precision = memscale::engine_precision::none;  // --ds-precision fp16|bf16
 };
 
 // options_vision.cpp: CNN / ViT models. A torchvision --model NAME sets

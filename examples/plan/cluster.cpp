@@ -88,7 +88,8 @@ memscale::parallel_spec layout_of(const options& opt, memscale::strategy engine)
     throw usage_error("--gpus " + std::to_string(c.gpus) + " must be a multiple of --nodes " + std::to_string(c.nodes));
   return {.engine = engine, .gpus_per_node = c.gpus / c.nodes, .nodes = c.nodes, .tp = c.tp, .pp = c.pp, .sp = c.sp,
           .offload_optimizer = opt.run.offload_optimizer, .offload_parameters = opt.run.offload_parameters,
-          .offload_activations = opt.run.offload_activations, .host_memory_per_node = c.host_memory};
+          .offload_activations = opt.run.offload_activations, .host_memory_per_node = c.host_memory,
+          .deepspeed = {.precision = c.ds_precision}};
 }
 
 std::string offload_name(const memscale::parallel_spec& p) {
@@ -132,6 +133,15 @@ nlohmann::json layout_json(const memscale::parallel_spec& p, const memscale::tra
                                         {"host_link", e.traffic.host_link.value}}}};
 }
 
+// The layout's JSON with the DeepSpeed engine precision, echoed only where it was given.
+nlohmann::json layout_json_of(const memscale::parallel_spec& p, const memscale::training_spec& r,
+                              const memscale::per_gpu_estimate& e) {
+  nlohmann::json j = layout_json(p, r, e);
+  if (p.deepspeed.precision != memscale::engine_precision::none)
+    j["deepspeed_precision"] = std::string(to_string(p.deepspeed.precision));
+  return j;
+}
+
 std::string layout_text(const memscale::parallel_spec& p, const memscale::training_spec& r,
                         const memscale::per_gpu_estimate& e, bytes host_memory) {
   std::string s;
@@ -139,6 +149,9 @@ std::string layout_text(const memscale::parallel_spec& p, const memscale::traini
        (p.nodes > 1 ? "s" : "") + " x " + std::to_string(p.gpus_per_node) + "), " + std::string(to_string(p.engine)) +
        ", tp " + std::to_string(p.tp) + (p.sp ? " +sp" : "") + ", pp " + std::to_string(p.pp) + ", data-parallel " +
        std::to_string(e.data_parallel) + " (shards over " + std::to_string(e.shard) + "), offload " + offload_name(p) +
+       (p.deepspeed.precision == memscale::engine_precision::none
+            ? std::string()
+            : ", DeepSpeed " + std::string(to_string(p.deepspeed.precision)) + " engine (fp32 master partition)") +
        "\n";
   s += "Global batch " + std::to_string(e.global_batch) + " = micro-batch " + std::to_string(r.micro_batch) +
        " x accumulation " + std::to_string(r.grad_accum) + " x " + std::to_string(e.data_parallel) +
@@ -184,6 +197,7 @@ void check_multi_gpu_options(const options& opt) {
                         : c.sp                            ? "--sp"
                         : c.host_memory.value != 0        ? "--host-memory"
                         : c.global_batch != 0             ? "--global-batch"
+                        : c.ds_precision != memscale::engine_precision::none ? "--ds-precision"
                         // lit-gpt's loop always accumulates under no_backward_sync (with_framework)
                         : opt.run.no_sync && opt.run.framework != memscale::framework_kind::litgpt
                             ? "--no-sync (run.no_sync)"
@@ -225,7 +239,7 @@ std::string run_cluster(const options& opt) {
     if (opt.json) {
       nlohmann::json j = {{"model", std::string(opt.model.name)}, {"run", run_to_json(opt.run)},
                           {"framework", memscale::json_io::framework_json(opt.run)},
-                          {"layout", layout_json(p, opt.run, e)}};
+                          {"layout", layout_json_of(p, opt.run, e)}};
       if (v) {
         j["gpu"] = std::string(v->gpu.name);
         j["budget_per_gpu"] = v->budget.value;
@@ -239,6 +253,9 @@ std::string run_cluster(const options& opt) {
     if (v) s += verdict_text(*v, e, c.host_memory);
     return s;
   }
+  if (c.ds_precision != memscale::engine_precision::none)
+    throw usage_error("--ds-precision needs --strategy zero1, zero2 or zero3: the cluster planner does not search "
+                      "DeepSpeed's 16-bit engine");
   if (!gpu)
     throw usage_error("--gpus needs --strategy (a per-GPU estimate) or a GPU to plan on: --gpu NAME or --gpu-memory "
                       "SIZE (the cluster planner chooses)");

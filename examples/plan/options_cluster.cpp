@@ -1,5 +1,5 @@
 // memscale-plan: the multi-GPU options (--gpus, --nodes, --host-memory, --strategy, --tp, --pp,
-// --sp, --no-sync, --global-batch, --emit; --offload is a run option, options_run.cpp).
+// --sp, --no-sync, --global-batch, --ds-precision, --emit; --offload is a run option, options_run.cpp).
 #include <CLI/CLI.hpp>
 #include <string>
 
@@ -42,6 +42,15 @@ void add_cluster_options(CLI::App& app, options& o) {
            [&o] { o.run.no_sync = true; });
   add_value(app, g, "--global-batch", "N", "sequences per optimizer step the planner keeps; default batch x grad-accum",
             [&c](const std::string& v) { c.global_batch = parse_positive("--global-batch", v); });
+  add_value(app, g, "--ds-precision", "P",
+            "fp16 | bf16: DeepSpeed's own 16-bit engine (ds_config \"fp16\"/\"bf16\" enabled; fp32 master "
+            "partition in its ZeRO optimizer); needs --strategy zero1|zero2|zero3 and --precision pure_fp16|pure_bf16",
+            [&c](const std::string& v) {
+              const auto e = memscale::engine_precision_from_string(v);
+              if (!e || *e == memscale::engine_precision::none)
+                throw usage_error("--ds-precision must be fp16 or bf16 (got " + in_quotes(v) + ")");
+              c.ds_precision = *e;
+            });
   add_value(app, g, "--emit", "FORMAT", "print the engine config instead of the report: deepspeed (ds_config.json) "
                                         "| accelerate-fsdp (Accelerate config YAML) | torchtitan (job TOML; with "
                                         "--framework torchtitan) | torchtune (recipe config YAML, one GPU)",

@@ -156,6 +156,9 @@ struct training_spec {
   // (torchtune training/memory.py register_optim_in_bwd_hooks @ v0.6.1): no step after
   // backward, no gradients kept beyond the ones in flight.
   bool optimizer_in_backward = false;
+  // The optimizer steps a flat fp32 copy of the 16-bit trainable parameters (DeepSpeed's
+  // fp16/bf16 engine: parallel_spec::deepspeed.precision sets it for the rank's run).
+  bool fp32_master = false;
   // The framework's release as major * 10000 + minor * 100 + patch; 0: the release memscale
   // reads it at (framework_read_at). Only torchtune's is a separate input: Hugging Face's is
   // transformers_version, and lit-gpt is read at one commit of its scripts.

@@ -95,6 +95,22 @@ check "--emit deepspeed with optimizer offload: the engine's CPU AdamW" $?
 run --model llama-2-7b --gpus 8 --strategy fsdp-full --grad-accum 4 --no-sync
 [[ $rc -eq 0 ]] && grep -q "micro-steps under no_sync" "$work/out"; check "--no-sync with fsdp-full" $?
 
+# DeepSpeed's own bf16 engine: echoed in the report and the layout JSON, emitted as the bf16 block;
+# a layout it does not model is refused naming the field.
+ds=(--model llama-2-7b --batch 1 --seq 2048 --precision pure_bf16 --checkpointing full --gpus 8 --strategy zero2 --ds-precision bf16)
+run "${ds[@]}"
+[[ $rc -eq 0 ]] && grep -q "DeepSpeed bf16 engine (fp32 master partition)" "$work/out"; check "--ds-precision bf16: echoed" $?
+run "${ds[@]}" --json
+[[ $rc -eq 0 ]] && python3 -c 'import json,sys; assert json.load(sys.stdin)["layout"]["deepspeed_precision"]=="bf16"' <"$work/out"
+check "--ds-precision bf16 --json: layout.deepspeed_precision" $?
+run "${ds[@]}" --emit deepspeed
+[[ $rc -eq 0 ]] && python3 -c 'import json,sys; c=json.load(sys.stdin); assert c["bf16"]["enabled"] and not c["fp16"]["enabled"]' <"$work/out"
+check "--ds-precision bf16 --emit deepspeed: the bf16 block" $?
+run --model llama-2-7b --precision amp_bf16 --gpus 8 --strategy zero2 --ds-precision bf16
+[[ $rc -ne 0 ]] && grep -q "run.precision" "$work/err"; check "--ds-precision bf16 with amp_bf16: refused naming run.precision" $?
+run --model llama-2-7b --precision pure_bf16 --gpus 8 --strategy ddp --ds-precision bf16
+[[ $rc -ne 0 ]] && grep -q "parallel.deepspeed.precision" "$work/err"; check "--ds-precision with ddp (stage 0): refused" $?
+
 # Single-GPU plan: how to switch on what the chosen mode uses.
 run --model gpt2-xl --batch 2 --seq 1024 --gpu rtx3090
 [[ $rc -eq 0 ]] && grep -q "^  switch on checkpointing: model.gradient_checkpointing_enable()" "$work/out"
@@ -105,7 +121,8 @@ for bad in "--strategy zero3" "--gpus 4 --strategy zero9" "--gpus 4 --host-memor
            "--gpus 4 --strategy ddp --tp 3" "--global-batch 3 --gpus 2 --strategy zero3" \
            "--gpus 8 --gpu a100-80gb --tp 64 --pp 128" "--no-sync" "--host-memory 1TiB" "--gpus 2 --strategy zero3 --grad-accum 2 --no-sync" \
            "--model resnet50 --gpus 2 --strategy ddp" "--gpus 2 --strategy ddp --inference" \
-           "--gpus 2 --strategy ddp --svg x.svg --gpu t4" "--model t5-small --gpus 4 --strategy zero1 --tp 2"; do
+           "--gpus 2 --strategy ddp --svg x.svg --gpu t4" "--model t5-small --gpus 4 --strategy zero1 --tp 2" \
+           "--ds-precision bf16" "--gpus 4 --strategy zero2 --ds-precision fp8" "--gpus 4 --gpu a100-80gb --ds-precision bf16"; do
   # shellcheck disable=SC2086
   run $bad
   [[ $rc -eq 2 ]] && [[ $(wc -l <"$work/err") -eq 1 ]]; check "usage error, exit 2, one line: $bad" $?

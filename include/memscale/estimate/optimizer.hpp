@@ -19,8 +19,8 @@ inline constexpr std::uint64_t bnb_state_block = 256;
 // State bytes for one parameter tensor of rows x cols elements trained in `trainable`
 // (precision_policy::trainable).
 // `n`: rows x cols, when the caller has it.
-constexpr bytes tensor_state_bytes(std::uint64_t rows, std::uint64_t cols, std::uint64_t n, const training_spec& run,
-                                   dtype trainable) {
+constexpr bytes optimizer_own_state_bytes(std::uint64_t rows, std::uint64_t cols, std::uint64_t n,
+                                          const training_spec& run, dtype trainable) {
   // Adam keeps its step counter as a 4-byte tensor; on CUDA it stays on the host unless
   // the fused/capturable path is used (torch/optim/adam.py _init_group).
   const bytes step_counter = (run.device == device_kind::cpu || run.optimizer_impl == optimizer_implementation::fused)
@@ -46,6 +46,15 @@ constexpr bytes tensor_state_bytes(std::uint64_t rows, std::uint64_t cols, std::
       return cols > 1 ? storage(trainable, detail::checked_add(rows, cols)) : storage(trainable, n);
   }
   return {};
+}
+
+constexpr bytes tensor_state_bytes(std::uint64_t rows, std::uint64_t cols, std::uint64_t n, const training_spec& run,
+                                   dtype trainable) {
+  // DeepSpeed's fp16/bf16 engine steps an fp32 copy of the 16-bit parameters: the master
+  // partition and the optimizer's state on it are fp32 (deepspeed/runtime/zero/stage_1_and_2.py
+  // @38327e07 single_partition_of_fp32_groups = bit16 partition .clone().float()).
+  if (run.fp32_master) return storage(dtype::fp32, n) + optimizer_own_state_bytes(rows, cols, n, run, dtype::fp32);
+  return optimizer_own_state_bytes(rows, cols, n, run, trainable);
 }
 
 constexpr bytes tensor_state_bytes(std::uint64_t rows, std::uint64_t cols, const training_spec& run) {
@@ -79,6 +88,8 @@ constexpr bytes optimizer_state_bytes(const Graph& g, const training_spec& run) 
 constexpr bytes step_temporaries_of(std::uint64_t largest, std::uint64_t all, const training_spec& run) {
   if (run.offload_optimizer) return {};
   const auto p = precision_policy_of(run);
+  // The fp32 master partition is what an engine with one (DeepSpeed fp16/bf16) steps.
+  const dtype stepped = run.fp32_master ? dtype::fp32 : p.trainable;
   const bool adam_like = run.optimizer == optimizer_kind::adam || run.optimizer == optimizer_kind::adamw;
   switch (run.optimizer_impl) {
     case optimizer_implementation::fused: return {};
@@ -87,15 +98,15 @@ constexpr bytes step_temporaries_of(std::uint64_t largest, std::uint64_t all, co
       // parameter-sized temporaries; Adafactor's update (grad**2 + eps, then the
       // factored update) and Lion's sign(update) likewise hold two.
       if (adam_like || run.optimizer == optimizer_kind::adafactor || run.optimizer == optimizer_kind::lion)
-        return storage(p.trainable, detail::checked_mul(largest, 2));
+        return storage(stepped, detail::checked_mul(largest, 2));
       return {};
     case optimizer_implementation::foreach:
       // _multi_tensor_adam: torch < 2.1 builds exp_avg_sq_sqrt and denom as two lists the
       // size of the whole group; from 2.1 the eps add is in place, leaving one
       // (torch/optim/adam.py, pytorch PR #104898 era).
-      if (adam_like) return storage(p.trainable, detail::checked_mul(all, run.torch_version < 201 ? 2 : 1));
+      if (adam_like) return storage(stepped, detail::checked_mul(all, run.torch_version < 201 ? 2 : 1));
       if (run.optimizer == optimizer_kind::lion || run.optimizer == optimizer_kind::adafactor)
-        return storage(p.trainable, detail::checked_mul(largest, 2));
+        return storage(stepped, detail::checked_mul(largest, 2));
       return {};
   }
   return {};

@@ -145,6 +145,20 @@ constexpr graph_totals totals_of(const graph& g, const training_spec& run) {
   return t;
 }
 
+// The step of an fp32-master engine over the rank's flat partition of `trainable` elements,
+// the 16-bit gradients included (deepspeed/runtime/zero/stage_1_and_2.py @38327e07 step): first
+// the partition's 16-bit gradients, their flattened copy and its fp32 conversion
+// (self.flatten(averaged_gradients).to(fp32)) are alive at once; then the 16-bit ones are freed
+// and the optimizer steps with the fp32 gradient and its own temporaries on one flat tensor (its
+// parameter group holds the partition as one tensor).
+constexpr bytes master_step_temporaries(std::uint64_t trainable, const training_spec& run) {
+  if (run.offload_optimizer) return {};
+  const std::uint64_t part = ceil_div(trainable, run.shard == sharding::none ? 1 : run.data_parallel);
+  const bytes fp32_grad = storage(dtype::fp32, part);
+  const bytes conversion = storage(precision_policy_of(run).trainable, part) * std::uint64_t{2} + fp32_grad;
+  return max(conversion, fp32_grad + step_temporaries_of(part, part, run));
+}
+
 // Gradients sharded over the ranks but kept whole between micro-steps: accumulation inside
 // the engine's no_sync(), which skips the reduce-scatter until the last micro-step.
 constexpr bool unsharded_accumulation(const training_spec& run) {
@@ -422,12 +436,16 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   // Optimizer step: all gradients, the state (created now in step 1) and temporaries.
   {
     const bytes step_state = run.offload_optimizer ? bytes{} : device_state;
-    const bytes step_grads = run.shard >= sharding::gradients ? ceil_div(all_grads, run.data_parallel) : all_grads;
+    // With an fp32 master (DeepSpeed fp16/bf16) the step's gradients are in master_step_temporaries.
+    const bytes step_grads = run.fp32_master                     ? bytes{}
+                             : run.shard >= sharding::gradients ? ceil_div(all_grads, run.data_parallel)
+                                                                : all_grads;
     // A sharded optimizer steps only the rank's partition, so foreach's group-sized
     // temporaries cover 1/N of the parameters (ZeRO: the flat fp32 partition; FSDP: the shards).
     const bytes all_temporaries = t.step_temporaries;
     const bytes step_temporaries =
-        run.shard != sharding::none && run.optimizer_impl == optimizer_implementation::foreach
+        run.fp32_master ? master_step_temporaries(t.trainable_parameters, run)
+        : run.shard != sharding::none && run.optimizer_impl == optimizer_implementation::foreach
             ? ceil_div(all_temporaries, run.data_parallel)
             : all_temporaries;
     phase_candidate step{phase::optimizer_step,

@@ -62,8 +62,13 @@ inline nlohmann::json emit_deepspeed_config(const training_spec& run, const para
     zero["stage3_max_live_parameters"] = p.deepspeed.max_live_parameters;
     zero["stage3_param_persistence_threshold"] = p.deepspeed.param_persistence_threshold;
   }
-  const bool bf16 = run.prec == precision::amp_bf16 || run.prec == precision::pure_bf16;
-  const bool fp16 = run.prec == precision::amp_fp16 || run.prec == precision::pure_fp16;
+  // With the engine's own 16-bit mode the block is the one it was planned with (its fp32
+  // master partition is in the estimate); the estimate refuses a mismatched run.precision.
+  const engine_precision e = p.deepspeed.precision;
+  const bool bf16 = e == engine_precision::bf16 ||
+                    (e == engine_precision::none && (run.prec == precision::amp_bf16 || run.prec == precision::pure_bf16));
+  const bool fp16 = e == engine_precision::fp16 ||
+                    (e == engine_precision::none && (run.prec == precision::amp_fp16 || run.prec == precision::pure_fp16));
   nlohmann::json cfg = {
       {"train_batch_size", train_batch},
       {"train_micro_batch_size_per_gpu", run.micro_batch},

@@ -58,6 +58,12 @@ inline parallel_spec parallel_from_record(const json& record) {
   if (offload == "optimizer") p.offload_optimizer = true;
   else if (offload == "optimizer+params") p.offload_optimizer = p.offload_parameters = true;
   else if (offload != "none") bad_field(bad, path + ".offload", t.at("offload"), "must be none, optimizer or optimizer+params");
+  // DeepSpeed's own 16-bit engine (ds_config "fp16"/"bf16" enabled): parallel_spec::deepspeed.precision.
+  const std::string ds_precision = get_string(t, "ds_precision", path, "none", bad);
+  if (const auto e = engine_precision_from_string(ds_precision)) p.deepspeed.precision = *e;
+  else bad_field(bad, path + ".ds_precision", t.at("ds_precision"), "must be none, fp16 or bf16");
+  // zero_optimization.reduce_bucket_size in elements (the IPG bucket: parallel/deepspeed_zero.hpp).
+  p.deepspeed.reduce_bucket_size = get_count(t, "reduce_bucket_size", path, p.deepspeed.reduce_bucket_size, bad);
   return validate(p);
 }
 
@@ -70,7 +76,8 @@ inline json estimate_parallel_record(const json& record) {
     const model_spec model = model_from_record(record.at("model"));
     // The single-GPU reader sees the run without its layout fields, which the layout carries.
     json single = record;
-    for (const char* key : {"dp", "tp", "pp", "sp", "nodes", "zero_stage", "fsdp", "offload", "micro_batches_in_flight"})
+    for (const char* key : {"dp", "tp", "pp", "sp", "nodes", "zero_stage", "fsdp", "offload", "ds_precision",
+                            "reduce_bucket_size", "micro_batches_in_flight"})
       single.at("train").erase(key);
     training_spec run = run_from_record(single);
     const parallel_spec p = parallel_from_record(record);

@@ -67,7 +67,48 @@ constexpr training_spec rank_run(training_spec run, const parallel_spec& p) {
   // (deepspeed/runtime/zero/stage3.py v0.16.5: grad_partitions_flat_buffer = torch.zeros(...)
   // on the optimizer's device, the host under offload_optimizer).
   if (run.shard == sharding::full && p.engine == strategy::zero3) run.zero_grad_to_none = false;
+  run.fp32_master = p.deepspeed.precision != engine_precision::none;
   return run;
+}
+
+// DeepSpeed's fp16/bf16 engine as modelled: ZeRO stages 1-3 (DeepSpeedZeroOptimizer,
+// DeepSpeedZeroOptimizer_Stage3), data parallelism alone, full fine-tuning on the device.
+constexpr void check_engine_precision(const training_spec& run, const parallel_spec& p) {
+  const engine_precision e = p.deepspeed.precision;
+  if (e == engine_precision::none) return;
+  constexpr auto unsupported = error_code::unsupported;
+  const auto code = static_cast<std::uint64_t>(e);
+  // Stage 0 runs FP16_Optimizer (runtime/fp16/fused_optimizer.py: an unpartitioned fp32 master)
+  // or BF16_Optimizer (runtime/bf16_optimizer.py: a whole fp32 gradient buffer), not DDP's buckets.
+  require(is_deepspeed(p.engine), unsupported, "parallel.deepspeed.precision",
+          "is modelled with ZeRO stages 1-3 (strategy zero1, zero2, zero3); DeepSpeed's stage 0 optimizers "
+          "(FP16_Optimizer, BF16_Optimizer) are not",
+          code);
+  // engine.py v0.16.5 _do_optimizer_sanity_check: amp (autocast) and the 16-bit engine exclude each other;
+  // the engine casts the module itself, so activations and gradients are 16-bit.
+  const precision wanted = e == engine_precision::bf16 ? precision::pure_bf16 : precision::pure_fp16;
+  require(run.prec == wanted, error_code::invalid_run, "run.precision",
+          e == engine_precision::bf16 ? "must be pure_bf16 with parallel.deepspeed.precision bf16 (the engine casts the "
+                                        "module to bfloat16; autocast amp does not combine with it)"
+                                      : "must be pure_fp16 with parallel.deepspeed.precision fp16 (the engine casts the "
+                                        "module to half; autocast amp does not combine with it)",
+          static_cast<std::uint64_t>(run.prec));
+  require(!p.offload_optimizer && !p.offload_parameters, unsupported, "parallel.offload_optimizer",
+          "is not modelled with parallel.deepspeed.precision (the fp32 master partition on the host)", 1);
+  require(p.tp == 1 && p.pp == 1, unsupported, "parallel.tp * parallel.pp",
+          "must be 1 with parallel.deepspeed.precision: modelled for data parallelism only",
+          checked_mul(p.tp, p.pp));
+  require(run.target == training_target::full, unsupported, "run.target",
+          "must be full with parallel.deepspeed.precision (16-bit adapters with an fp32 master are not modelled)",
+          static_cast<std::uint64_t>(run.target));
+  // bitsandbytes keeps 8-bit state of its own parameters; the engine hands it a flat fp32 partition.
+  require(run.optimizer != optimizer_kind::adamw_8bit, unsupported, "run.optimizer",
+          "adamw_8bit is not modelled with parallel.deepspeed.precision", static_cast<std::uint64_t>(run.optimizer));
+  require(run.framework == framework_kind::hf, unsupported, "run.framework",
+          "must be hf with parallel.deepspeed.precision (the engine wraps a Hugging Face model's module)",
+          static_cast<std::uint64_t>(run.framework));
+  require(!run.optimizer_in_backward, unsupported, "run.optimizer_in_backward",
+          "cannot be combined with parallel.deepspeed.precision (the engine steps its own optimizer wrapper)", 1);
 }
 
 // DeepSpeed ZeRO-2/3 partition gradients by reducing them every micro-step; engine.no_sync()
@@ -206,6 +247,7 @@ constexpr per_gpu_estimate estimate_per_gpu(const graph& g, const training_spec&
   validate(par);
   validate(run);
   detail::check_no_sync(run, par);
+  detail::check_engine_precision(run, par);
   using detail::ceil_div;
   const parallel_spec& p = par;
   const std::uint64_t L = g.block_repeats;
@@ -350,6 +392,9 @@ constexpr per_gpu_estimate estimate_per_gpu(const model_spec& model, const train
     validate(p);
     validate(model, run);
     detail::check_no_sync(run, p);
+    detail::require(p.deepspeed.precision == engine_precision::none, error_code::unsupported,
+                    "parallel.deepspeed.precision", "is not modelled for an encoder-decoder model",
+                    static_cast<std::uint64_t>(p.deepspeed.precision));
     detail::require(p.tp == 1 && p.pp == 1, error_code::unsupported, "parallel.tp * parallel.pp",
                     "must be 1 for an encoder-decoder model: the per-GPU estimate covers its data parallelism only",
                     detail::checked_mul(p.tp, p.pp));

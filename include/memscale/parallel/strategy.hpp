@@ -73,6 +73,22 @@ struct ddp_settings {
   bool gradient_as_bucket_view = false;  // DistributedDataParallel default
 };
 
+// DeepSpeed's own 16-bit engine (ds_config "fp16" / "bf16" enabled): it casts the module to
+// 16 bits and its optimizer wrapper steps an fp32 master partition (deepspeed/runtime/engine.py
+// v0.16.5 _configure_distributed_model: module.half() / module.bfloat16()). none: the engine
+// runs the module as the training loop built it (torch autocast or a model cast by the user).
+enum class engine_precision : std::uint8_t { none, fp16, bf16 };
+
+constexpr std::string_view to_string(engine_precision e) noexcept {
+  return e == engine_precision::fp16 ? "fp16" : e == engine_precision::bf16 ? "bf16" : "none";
+}
+
+constexpr std::optional<engine_precision> engine_precision_from_string(std::string_view name) {
+  for (engine_precision e : {engine_precision::none, engine_precision::fp16, engine_precision::bf16})
+    if (to_string(e) == name) return e;
+  return std::nullopt;
+}
+
 // deepspeed/runtime/zero/config.py (v0.16.5, commit 38327e07) defaults; sizes in elements.
 struct deepspeed_settings {
   std::uint64_t reduce_bucket_size = 500'000'000;
@@ -83,6 +99,7 @@ struct deepspeed_settings {
   bool contiguous_gradients = true;
   // overlap_comm: None -> True for stage 3 only (config.py overlap_comm_valid).
   std::optional<bool> overlap_comm{};
+  engine_precision precision = engine_precision::none;
 };
 
 struct parallel_spec {
