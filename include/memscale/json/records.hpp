@@ -198,6 +198,13 @@ inline training_spec run_from_record(const json& record) {
                         // a multimodal run's images (only text-only runs are modelled)
                         "images_per_sample"},
                        path, bad);
+  // DeepSpeed's own precision engine lives on the layout (parallel_spec::deepspeed): only the
+  // multi-GPU reader (json/parallel_record.hpp estimate_parallel_record) applies it.
+  for (const char* key : {"ds_precision", "reduce_bucket_size"})
+    if (t.contains(key))
+      bad_field(error_code::unsupported, path + "." + key, t.at(key),
+                "is read with the multi-GPU layout only (a record with train.dp > 1 and train.zero_stage, estimated "
+                "per GPU by --cases)");
   if (get_count(t, "images_per_sample", path, 0, bad) > 0)
     bad_field(error_code::unsupported, path + ".images_per_sample", t.at("images_per_sample"),
               "must be 0: image inputs through a vision tower are not modelled yet (a text-only run holds the "
