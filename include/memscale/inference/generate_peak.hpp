@@ -407,6 +407,20 @@ constexpr void require_gpt_oss_generate(const model_spec& model, const inference
           "mxfp4 stores gpt-oss's 3-D experts: the model has none (model.expert_weight_copies is off)",
           static_cast<std::uint64_t>(run.weights));
   if (!gpt_oss) return;
+  require(run.weights == weight_format::native || run.weights == weight_format::mxfp4, error_code::unsupported,
+          "infer.weights",
+          "must be native or mxfp4 for gpt-oss: its experts are nn.Parameters that no bitsandbytes, GPTQ or AWQ "
+          "layer replaces",
+          static_cast<std::uint64_t>(run.weights));
+  // With triton >= 3.4 and the kernels package, Mxfp4GptOssExperts keeps the experts in MXFP4 and
+  // mlp_forward routes through triton_kernels' routing and matmul_ogs (integrations/mxfp4.py@0189b1d0);
+  // without them transformers dequantizes the experts to bf16 at load (quantizer_mxfp4.py@787b952b
+  // validate_environment: dequantize = True), which is a native bf16 run.
+  require(run.weights != weight_format::mxfp4, error_code::unsupported, "infer.weights",
+          "mxfp4 (the triton matmul_ogs experts) is modelled for the stored bytes only, not for generate()'s "
+          "activations: state the experts dequantized to bf16 (native bf16 weights; --weights bf16 beside a "
+          "config), what transformers loads without triton >= 3.4 and the kernels package",
+          static_cast<std::uint64_t>(run.weights));
   require(run.transformers_version < 500, error_code::unsupported, "infer.transformers_version",
           "must be below 5.0 for generate() of gpt-oss (attention sinks, 3-D experts): 5.x runs its experts "
           "through the experts interface, whose no-grad path is not modelled",
@@ -426,20 +440,6 @@ constexpr void require_gpt_oss_generate(const model_spec& model, const inference
   require(model.sliding_layers < model.layers, error_code::unsupported, "model.sliding_layers",
           "must be below model.layers for generate(): a cache of sliding-window layers only is not modelled",
           model.sliding_layers);
-  require(run.weights == weight_format::native || run.weights == weight_format::mxfp4, error_code::unsupported,
-          "infer.weights",
-          "must be native or mxfp4 for gpt-oss: its experts are nn.Parameters that no bitsandbytes, GPTQ or AWQ "
-          "layer replaces",
-          static_cast<std::uint64_t>(run.weights));
-  // With triton >= 3.4 and the kernels package, Mxfp4GptOssExperts keeps the experts in MXFP4 and
-  // mlp_forward routes through triton_kernels' routing and matmul_ogs (integrations/mxfp4.py@0189b1d0);
-  // without them transformers dequantizes the experts to bf16 at load (quantizer_mxfp4.py@787b952b
-  // validate_environment: dequantize = True), which is a native bf16 run.
-  require(run.weights != weight_format::mxfp4, error_code::unsupported, "infer.weights",
-          "mxfp4 (the triton matmul_ogs experts) is modelled for the stored bytes only, not for generate()'s "
-          "activations: state the experts dequantized to bf16 (native bf16 weights; --weights bf16 beside a "
-          "config), what transformers loads without triton >= 3.4 and the kernels package",
-          static_cast<std::uint64_t>(run.weights));
 }
 
 // The op graph that gives every weight matrix of `model` (one row, one sequence): the same for
