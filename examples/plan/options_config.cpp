@@ -42,12 +42,25 @@ void apply_config_quantization(options& o) {
   const std::string config = "--config " + in_quotes(o.config.source);
   const std::string stored = config + ": config.quantization_config (" + in_quotes(q.method) + ")";
   if (q.format.method == memscale::quant_method::mxfp4) {
+    // generate() reads the stored format: MXFP4 experts (0.53125 B per expert weight), or bf16
+    // ones when the config dequantizes at load; --weights bf16 states the experts dequantized, as
+    // transformers loads them without triton >= 3.4 and the kernels package (quantizer_mxfp4.py).
+    if (o.inference.enabled) {
+      if (o.inference.weights_given) {
+        if (o.inference.spec.weights == memscale::weight_format::native && o.inference.spec.compute == memscale::dtype::bf16)
+          return;
+        throw usage_error("--weights and " + stored + " disagree: the MXFP4 experts load as MXFP4 or, dequantized, as "
+                          "bf16 (--weights bf16)");
+      }
+      memscale::json_io::hf::apply_quantization(q, o.inference.spec);
+      return;
+    }
     // Mxfp4Config(dequantize=True) (transformers utils/quantization_config.py, quantizer_mxfp4.py)
     // loads the experts as bf16, the way gpt-oss is fine-tuned: the model is then held as its
-    // unquantised self. The MXFP4 storage itself (0.53125 B per expert weight) is not modelled.
+    // unquantised self. Training over the MXFP4 storage itself is not modelled.
     if (q.dequantize_at_load) return;
-    throw usage_error(stored + " stores the experts in MXFP4, which memscale does not model for inference or "
-                      "training: training dequantizes them to bf16 at load, so state it with "
+    throw usage_error(stored + " stores the experts in MXFP4, which memscale does not model for training: "
+                      "training dequantizes them to bf16 at load, so state it with "
                       "config.quantization_config.dequantize true (Mxfp4Config(dequantize=True))");
   }
   for (const std::string& name : q.not_converted)

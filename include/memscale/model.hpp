@@ -139,6 +139,12 @@ struct model_spec {
   // expert's weights are copied and the matmul saves the copy.
   bool expert_weight_copies = false;
   bool router_bias = false;             // the router Linear has a bias (gpt-oss)
+  // Layers whose attention looks back over a window (layer_types sliding_attention): eager
+  // training only masks their scores, but generate()'s DynamicCache keeps at most the window's
+  // positions for them (cache_utils.py@004999d9 DynamicSlidingWindowLayer). sliding_layers of the
+  // model's layers are such layers; the last layer is a full-attention one unless all are.
+  std::uint64_t sliding_window = 0;
+  std::uint64_t sliding_layers = 0;
   // Every expert runs every token, the router's sigmoid scores (zero off the top-k) weighting the
   // experts' inputs (Llama 4): experts x tokens rows through each expert matrix.
   bool experts_on_every_token = false;
@@ -364,6 +370,9 @@ constexpr const model_spec& validate(const model_spec& m) {
   require(!m.expert_weight_copies || m.experts > 0, bad, "model.expert_weight_copies",
           "needs experts > 0 (it copies expert weights)", m.experts);
   require(!m.router_bias || m.experts > 0, bad, "model.router_bias", "needs experts > 0 (a router)", m.experts);
+  require(m.sliding_layers <= m.layers, bad, "model.sliding_layers", "must be at most model.layers", m.sliding_layers);
+  require((m.sliding_layers == 0) == (m.sliding_window == 0), bad, "model.sliding_window",
+          "must be > 0 exactly when model.sliding_layers > 0", m.sliding_window);
   require(!m.experts_on_every_token || m.experts > 0, bad, "model.experts_on_every_token", "needs experts > 0",
           m.experts);
   require(m.moe_layer_step <= 1 || (m.experts > 0 && m.dense_ffn > 0), bad, "model.moe_layer_step",

@@ -122,23 +122,32 @@ if [[ $rc -eq 2 ]] && grep -q -- "--weights" "$work/err" && grep -q "quantizatio
   pass "--weights beside a quantization_config: refused, naming both"
 else fail "--weights beside a quantization_config" "exit $rc" "$(head -c 300 "$work/err")"; fi
 
-# --- gpt-oss's MXFP4 experts: refused unless dequantized at load (Mxfp4Config(dequantize=True)) ---
+# --- gpt-oss's MXFP4 experts: training refused unless dequantized at load (Mxfp4Config(dequantize=True)) ---
 mkdir -p "$work/mxfp4"
 python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); c["quantization_config"]["dequantize"]=True; json.dump(c, open(sys.argv[2], "w"))' \
   "$configs/openai--gpt-oss-20b.json" "$work/mxfp4/config.json"
-for mode in "--batch 1 --seq 128" "--inference"; do
-  run --config "$configs/openai--gpt-oss-20b.json" $mode
-  if [[ $rc -eq 2 ]] && grep -q "config.quantization_config.dequantize" "$work/err"; then
-    pass "gpt-oss MXFP4 config ($mode): refused, naming quantization_config.dequantize"
-  else fail "gpt-oss MXFP4 config ($mode)" "exit $rc" "$(head -c 300 "$work/err")"; fi
-done
+run --config "$configs/openai--gpt-oss-20b.json" --batch 1 --seq 128
+if [[ $rc -eq 2 ]] && grep -q "config.quantization_config.dequantize" "$work/err"; then
+  pass "gpt-oss MXFP4 config (training): refused, naming quantization_config.dequantize"
+else fail "gpt-oss MXFP4 config (training)" "exit $rc" "$(head -c 300 "$work/err")"; fi
+run --config "$configs/openai--gpt-oss-20b.json" --inference
+if [[ $rc -eq 2 ]] && grep -q "infer.weights" "$work/err" && grep -q -- "--weights bf16" "$work/err"; then
+  pass "gpt-oss MXFP4 config (--inference): the matmul_ogs path refused, naming --weights bf16"
+else fail "gpt-oss MXFP4 config (--inference)" "exit $rc" "$(head -c 300 "$work/err")"; fi
+run --config "$configs/openai--gpt-oss-20b.json" --inference --weights bf16 --attention sdpa --stack transformers=4.56
+if [[ $rc -eq 0 ]] && grep -q "peak" "$work/out"; then
+  pass "gpt-oss MXFP4 config with --weights bf16: generate() over the experts dequantized at load"
+else fail "gpt-oss MXFP4 config with --weights bf16" "exit $rc" "$(head -c 300 "$work/err")"; fi
 run --config "$work/mxfp4" --batch 1 --seq 128 --json
 if [[ $rc -eq 0 ]] && is_json; then pass "gpt-oss MXFP4 config with dequantize true: estimated over bf16 experts"; else
   fail "gpt-oss MXFP4 config with dequantize true" "exit $rc" "$(head -c 300 "$work/err")"; fi
-run --config "$work/mxfp4" --inference
-if [[ $rc -eq 2 ]] && grep -q "model.attention_sinks" "$work/err"; then
-  pass "gpt-oss generate(): refused, naming what is not modelled (sinks, 3-D experts)"
-else fail "gpt-oss generate()" "exit $rc" "$(head -c 300 "$work/err")"; fi
+run --config "$work/mxfp4" --inference --attention sdpa --stack transformers=5.0
+if [[ $rc -eq 2 ]] && grep -q "infer.transformers_version" "$work/err"; then
+  pass "gpt-oss generate() at transformers 5.0: refused, naming the release"
+else fail "gpt-oss generate() at transformers 5.0" "exit $rc" "$(head -c 300 "$work/err")"; fi
+run --config "$work/mxfp4" --inference --attention eager --json
+if [[ $rc -eq 0 ]] && is_json; then pass "gpt-oss generate() with dequantize true: estimated"; else
+  fail "gpt-oss generate() with dequantize true" "exit $rc" "$(head -c 300 "$work/err")"; fi
 
 # --- a Mamba-2 checkpoint: its config.json keeps the bare Infinity transformers writes ---
 codestral="$configs/ssm-multimodal/mistralai--Mamba-Codestral-7B-v0.1.json"

@@ -276,7 +276,7 @@ TEST_CASE("quantization_config: an AWQ config changes the served weight bytes as
   CHECK(contains(error_message([&] {
                    memscale::inference_spec s{};
                    memscale::json_io::hf::apply_quantization(
-                       *memscale::json_io::hf::quantization_of(json{{"quantization_config", {{"quant_method", "mxfp4"}}}}), s);
+                       *memscale::json_io::hf::quantization_of(json{{"quantization_config", {{"quant_method", "fp8"}}}}), s);
                  }),
                  "has no inference weight format"));
 }

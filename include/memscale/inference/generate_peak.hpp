@@ -68,6 +68,7 @@ constexpr attention_kernel attention_kernel_of(const model_spec& m, const infere
     case attention_impl::sdpa_math: return attention_kernel::math;
     case attention_impl::flash: return attention_kernel::flash;
     case attention_impl::sdpa:
+      if (m.attention_sinks) return attention_kernel::math;  // _supports_sdpa = False: eager runs
       return sdpa_kernel(sdpa_call{.device = r.device,
                                    .type = r.compute,
                                    .has_mask = m.alibi,
@@ -139,7 +140,8 @@ constexpr bytes quant_workspace(const graph& g, const model_spec& m, const infer
   const auto n = checked_mul(r.batch, rows);
   const auto w = largest_block_matmul(g);
   switch (r.weights) {
-    case weight_format::native: return {};
+    case weight_format::native:
+    case weight_format::mxfp4: return {};  // matmul_ogs reads MXFP4 as stored (quant_format.hpp)
     case weight_format::bnb_nf4:
     case weight_format::bnb_fp4:
     case weight_format::gptq_4bit:
@@ -308,6 +310,11 @@ constexpr forward_result forward_peak(const graph& g, const model_spec& m, const
   bytes step_cache = cache + max(old_cache, cat_copy);
   if (has_latent_attention(m) && grows && first_step && !keeps_tuple_cache(m, r))
     step_cache = max(step_cache, prefill_layer_storage(m, r) * m.layers + kv_layer_half_bytes(m, r, total));
+  // Sliding-window layers shrink from the prompt to the window in the first decoding step: at its
+  // first layer every layer still holds its prefill storage while that layer's new key is made
+  // (written as a full layer's key: the upper side by the prompt less the window when it slides).
+  if (m.sliding_layers > 0 && grows && first_step)
+    step_cache = max(step_cache, prefill_layer_storage(m, r) * m.layers + kv_layer_half_bytes(m, r, total));
   const forward_moments f = forward_moments_of(m, r, rows, keys);
   const quantized_update q = quantized_update_of(m, r, done, rows);
   inference_breakdown in_layer{.weights = weights,
@@ -368,11 +375,8 @@ constexpr inference_peak to_peak(const graph& g, const inference_spec& r, const 
 
 namespace detail {
 
-// The decode forward this file describes: decoder-only causal LMs without gpt-oss's sink
-// attention (its eager scores gain a column and softmax runs in the model dtype) and 3-D
-// experts (its inference branch runs every expert on every token with bmm,
-// modeling_gpt_oss.py@00d4b3d2 GptOssExperts.forward): neither is described here.
-constexpr void require_generate_modelled(const model_spec& model) {
+// The decode forward the estimate describes: decoder-only causal LMs.
+constexpr void require_generate_estimated(const model_spec& model) {
   require(model.arch == architecture::decoder && model.head == head_kind::causal_lm, error_code::unsupported,
           "model.arch", "inference estimates cover decoder-only causal language models",
           static_cast<std::uint64_t>(model.arch));
@@ -380,8 +384,62 @@ constexpr void require_generate_modelled(const model_spec& model) {
   // the recurrent cuda_kernels path: neither is described here.
   require_attention_mixer(model, "generate() keeps conv and ssm states instead of a KV cache, which is not "
                                  "modelled yet");
-  require(!model.attention_sinks && !model.expert_weight_copies, error_code::unsupported, "model.attention_sinks",
-          "generate() of a model with attention sinks or 3-D experts (gpt-oss) is not modelled yet", 1);
+}
+
+// What the allocator's event walk (allocator/generate_events.hpp) describes besides: not gpt-oss's
+// sink attention, every-expert bmm and sliding-window cache layers, which the estimate alone models.
+constexpr void require_generate_modelled(const model_spec& model) {
+  require_generate_estimated(model);
+  require(!model.attention_sinks && !model.expert_weight_copies && model.sliding_layers == 0, error_code::unsupported,
+          "model.attention_sinks",
+          "the allocator walk of generate() of a model with attention sinks, 3-D experts or sliding-window cache "
+          "layers (gpt-oss) is not modelled yet (estimate_inference is)",
+          1);
+}
+
+// gpt-oss's generate() as modelled: transformers 4.55-4.57 (modeling_gpt_oss.py@00d4b3d2: the
+// experts' bmm branch in eval mode; 5.0 moves the experts to the experts interface), eager
+// attention (an sdpa request runs eager), a DynamicCache with sliding-window layers
+// (cache_utils.py@004999d9), weights in their load dtype (native) or MXFP4 experts.
+constexpr void require_gpt_oss_generate(const model_spec& model, const inference_spec& run) {
+  const bool gpt_oss = model.attention_sinks || model.expert_weight_copies || model.sliding_layers > 0;
+  require(run.weights != weight_format::mxfp4 || model.expert_weight_copies, error_code::unsupported, "infer.weights",
+          "mxfp4 stores gpt-oss's 3-D experts: the model has none (model.expert_weight_copies is off)",
+          static_cast<std::uint64_t>(run.weights));
+  if (!gpt_oss) return;
+  require(run.weights == weight_format::native || run.weights == weight_format::mxfp4, error_code::unsupported,
+          "infer.weights",
+          "must be native or mxfp4 for gpt-oss: its experts are nn.Parameters that no bitsandbytes, GPTQ or AWQ "
+          "layer replaces",
+          static_cast<std::uint64_t>(run.weights));
+  // With triton >= 3.4 and the kernels package, Mxfp4GptOssExperts keeps the experts in MXFP4 and
+  // mlp_forward routes through triton_kernels' routing and matmul_ogs (integrations/mxfp4.py@0189b1d0);
+  // without them transformers dequantizes the experts to bf16 at load (quantizer_mxfp4.py@787b952b
+  // validate_environment: dequantize = True), which is a native bf16 run.
+  require(run.weights != weight_format::mxfp4, error_code::unsupported, "infer.weights",
+          "mxfp4 (the triton matmul_ogs experts) is modelled for the stored bytes only, not for generate()'s "
+          "activations: state the experts dequantized to bf16 (native bf16 weights; --weights bf16 beside a "
+          "config), what transformers loads without triton >= 3.4 and the kernels package",
+          static_cast<std::uint64_t>(run.weights));
+  require(run.transformers_version < 500, error_code::unsupported, "infer.transformers_version",
+          "must be below 5.0 for generate() of gpt-oss (attention sinks, 3-D experts): 5.x runs its experts "
+          "through the experts interface, whose no-grad path is not modelled",
+          run.transformers_version);
+  require(run.attention != attention_impl::flash, error_code::unsupported, "infer.attention",
+          "must be eager or sdpa (which runs eager) for gpt-oss (--attention eager or sdpa): the hub flash "
+          "kernel with sinks is not modelled",
+          static_cast<std::uint64_t>(run.attention));
+  require(!keeps_tuple_cache(model, run), error_code::unsupported, "infer.legacy_tuple_cache",
+          "must be off for gpt-oss at a release from 4.42: its model takes a DynamicCache, whose sliding-window "
+          "layers a tuple cache does not have",
+          run.transformers_version);
+  require(run.cache == kv_cache_kind::dynamic, error_code::unsupported, "infer.kv_cache",
+          "must be dynamic for gpt-oss: static, sliding and quantized caches of sliding-window layers are not "
+          "modelled",
+          static_cast<std::uint64_t>(run.cache));
+  require(model.sliding_layers < model.layers, error_code::unsupported, "model.sliding_layers",
+          "must be below model.layers for generate(): a cache of sliding-window layers only is not modelled",
+          model.sliding_layers);
 }
 
 // The op graph that gives every weight matrix of `model` (one row, one sequence): the same for
@@ -444,7 +502,8 @@ constexpr inference_result estimate_inference(const model_spec& model, const inf
   validate(model);
   validate(run);
   check_transformers_release(model, run.transformers_version);
-  detail::require_generate_modelled(model);
+  detail::require_generate_estimated(model);
+  detail::require_gpt_oss_generate(model, run);
   // A quantised checkpoint's vision tower: AWQ and GPTQ checkpoints list it in
   // modules_to_not_convert, bitsandbytes quantises its Linear layers; not described yet.
   detail::require(model.idle_tower_parameters == 0 || run.weights == weight_format::native, error_code::unsupported,

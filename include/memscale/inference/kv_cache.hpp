@@ -125,10 +125,27 @@ constexpr bytes quantized_layer_bytes(const model_spec& m, const inference_spec&
   return (quantized_kv_bytes(r, kv_layer_half_elements(m, r, s.packed)) + kv_layer_half_bytes(m, r, s.residual)) * 2u;
 }
 
+// Positions a sliding-window layer's DynamicSlidingWindowLayer holds in storage once `tokens`
+// have been processed (cache_utils.py@004999d9 DynamicSlidingWindowLayer.update): its keys are
+// the view full_key_states[:, :, -window + 1:] of torch.cat([cached, new]), so after the prefill
+// the whole prompt's cat stays referenced; after a decoding step the cat of the window - 1
+// cached positions and the new one: min(tokens, window).
+constexpr std::uint64_t sliding_layer_positions(const model_spec& m, const inference_spec& r, std::uint64_t tokens) {
+  return tokens <= r.context ? tokens : detail::min(tokens, m.sliding_window);
+}
+
 // The whole cache (all layers, the batch) once `tokens` have been processed.
 constexpr bytes kv_cache_bytes(const model_spec& m, const inference_spec& r, std::uint64_t tokens) {
   if (r.cache == kv_cache_kind::quantized) return quantized_layer_bytes(m, r, tokens) * m.layers;
   if (r.loop == generate_loop::gpt_fast) return kv_bytes_per_token(m, r) * detail::checked_mul(r.batch, gpt_fast_cache_length(m, r));
+  if (m.sliding_layers > 0 && r.cache == kv_cache_kind::dynamic) {
+    // DynamicCache(config=...) gives every sliding_attention layer a DynamicSlidingWindowLayer
+    // (cache_utils.py@004999d9 DynamicCache.__init__), the others a DynamicLayer.
+    const std::uint64_t positions =
+        detail::checked_add(detail::checked_mul(m.layers - m.sliding_layers, tokens),
+                            detail::checked_mul(m.sliding_layers, sliding_layer_positions(m, r, tokens)));
+    return storage(r.kv, detail::checked_mul(r.batch, positions, kv_elements_per_token_layer(m, r)));
+  }
   return kv_bytes_per_token(m, r) * detail::checked_mul(r.batch, cached_positions(r, tokens));
 }
 

@@ -18,7 +18,10 @@ namespace memscale {
 // of the transformer blocks and keep embeddings, norms and the output layer in the
 // compute dtype (transformers integrations/bitsandbytes.py get_keys_to_not_convert keeps
 // the output embedding; GPTQ and AWQ quantise the blocks' nn.Linear modules only).
-enum class weight_format : std::uint8_t { native, bnb_int8, bnb_nf4, bnb_fp4, gptq_4bit, awq_4bit };
+// mxfp4: gpt-oss's experts as the checkpoint stores them (blocks and scales, quant_format.hpp),
+// everything else in the compute dtype (its modules_to_not_convert: attention, router,
+// embeddings, head).
+enum class weight_format : std::uint8_t { native, bnb_int8, bnb_nf4, bnb_fp4, gptq_4bit, awq_4bit, mxfp4 };
 
 // dynamic: DynamicCache, grows by torch.cat every step (transformers cache_utils.py);
 // static_preallocated: StaticCache, every layer allocated at max_cache_len up front and
@@ -131,6 +134,7 @@ constexpr std::string_view to_string(weight_format w) noexcept {
     case weight_format::bnb_fp4: return "bnb-fp4";
     case weight_format::gptq_4bit: return "gptq-4bit";
     case weight_format::awq_4bit: return "awq-4bit";
+    case weight_format::mxfp4: return "mxfp4";
   }
   return "native";
 }

@@ -21,6 +21,7 @@ constexpr quant_format quant_format_of(const inference_spec& r) {
       return {.method = quant_method::bnb_4bit, .bnb_block = r.quant_block, .double_quant = r.double_quant};
     case weight_format::gptq_4bit: return {.method = quant_method::gptq, .bits = 4, .group_size = r.group_size};
     case weight_format::awq_4bit: return {.method = quant_method::awq, .bits = 4, .group_size = r.group_size};
+    case weight_format::mxfp4: return {.method = quant_method::mxfp4};
     case weight_format::native: break;
   }
   return {};
@@ -38,7 +39,11 @@ constexpr bytes quantized_matrix_bytes(std::uint64_t out, std::uint64_t in, cons
 constexpr bytes inference_op_weight_bytes(const graph& g, std::size_t index, const inference_spec& r) {
   const op& o = g.ops[index];
   const bool in_block = index >= g.block_begin && index < g.block_end;
-  const bool quantised = is_quantized(r.weights) && in_block && o.kind == op_kind::linear && o.role == param_role::matmul;
+  const bool block_matmul = in_block && o.kind == op_kind::linear && o.role == param_role::matmul;
+  // MXFP4 stores the 3-D experts alone (the matmuls over more than one copy of a weight); its
+  // Mxfp4GptOssExperts biases are loaded as the checkpoint stores them (bf16, the compute dtype).
+  const bool quantised = r.weights == weight_format::mxfp4 ? block_matmul && o.weight.count > 1
+                                                           : is_quantized(r.weights) && block_matmul;
   bytes w{};
   if (!o.borrows_weight && o.weight.rows > 0)
     w = quantised ? detail::quantized_matrix_bytes(o.weight.rows, o.weight.cols, r) * o.weight.count

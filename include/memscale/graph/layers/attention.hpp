@@ -292,6 +292,42 @@ constexpr tensor eager_attention_without_grad(const layer_context& ctx, const qk
   return context;
 }
 
+// gpt-oss's eager attention without grad (modeling_gpt_oss.py@00d4b3d2 eager_attention_forward):
+// q k^T, * scaling, + the mask; torch.cat with the per-head sink column (rows x (keys + 1));
+// minus its max (values and int64 indices, temporaries); softmax in the scores' dtype; the
+// context from probs[..., :-1], a strided view bmm reads as it is. The frame binds the masked
+// scores (attn_weights) until the dropout call rebinds the name, and combined_logits until it
+// returns. The probabilities go back to the decoder layer as attn_weights, which it binds to
+// `_` until the MLP's (output, router_scores) rebinds it (GptOssDecoderLayer.forward): they live
+// through o_proj, the residual add, the norm and the whole MLP.
+constexpr tensor sink_attention_without_grad(const layer_context& ctx, const qkv_tensors& qkv,
+                                             std::uint64_t q_elements, std::uint64_t scores,
+                                             std::uint64_t score_rows) {
+  op_writer& ops = ctx.ops;
+  const dtype type = ops.precision().matmul;
+  const auto widened = detail::checked_add(scores, score_rows, detail::quantity{"attention scores with sinks"});
+  const tensor product = ops.emit(op_kind::attention, scores, type);
+  const tensor scaled = ops.elementwise(product, scores, type);
+  const tensor masked = ops.elementwise(scaled, scores, type);
+  const op cat{.kind = op_kind::elementwise, .weight = {ctx.model.heads, 1, 1}, .role = param_role::vector, .frozen = true};
+  const tensor combined = ops.emit(cat, widened, type);
+  ops.reads(masked, combined);
+  // .max(dim=-1, keepdim=True): values and int64 indices, freed once the difference is made.
+  ops.at(combined).fwd_temp += storage(type, score_rows) + storage(dtype::int64, score_rows);
+  const tensor shifted = ops.elementwise(combined, widened, type);
+  const tensor probs = ops.emit(op_kind::attention, widened, type);
+  ops.reads(shifted, probs);
+  ops.reads(masked, probs);
+  const tensor context = ops.emit(op_kind::attention, q_elements, type);
+  ops.reads(probs, context);
+  ops.reads(shifted, context);
+  ops.reads(qkv.q, context);
+  ops.reads(qkv.k, context);
+  ops.reads(qkv.v, context);
+  ops.hold_in_frame(ops.at(probs).out);  // attn_weights, bound until the MLP returns
+  return context;
+}
+
 // apply_rotary_pos_emb's temporaries under torch.no_grad (modeling_llama.py, v4.44): q * cos and
 // rotate_half(q) * sin exist beside their sum, then the same for k; the unrotated q stays
 // bound (the function's argument) until k is rotated. A training graph's rotation ops keep
@@ -428,7 +464,9 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
     ops.keep(qkv.k, context);
     ops.keep(qkv.v, context);
     ops.keep_own_output(context);
-  } else if (ops.records_forward_liveness() && !m.attention_sinks) {
+  } else if (ops.records_forward_liveness() && m.attention_sinks) {
+    context = sink_attention_without_grad(ctx, qkv, q_elements, scores, detail::checked_mul(batch_heads, run.seq_len));
+  } else if (ops.records_forward_liveness()) {
     context = eager_attention_without_grad(ctx, qkv, q_elements, scores);
   } else {
     context = eager_attention(ctx, qkv, path, q_elements, k_elements, w.kv, scores,

@@ -22,6 +22,7 @@ struct attention_inputs {
   tensor cos{};   // elements 0: none
   tensor sin{};
   tensor mask{};
+  tensor sliding_mask{};  // the sliding-window layers' own mask (model_spec::sliding_layers)
 };
 
 constexpr attention_inputs make_attention_inputs(const layer_context& ctx) {
@@ -38,9 +39,20 @@ constexpr attention_inputs make_attention_inputs(const layer_context& ctx) {
   // LlamaModel._update_causal_mask (v4.44.0): eager attention adds a (batch, 1, rows, keys) mask
   // of the model's dtype; SDPA gets is_causal instead (AttentionMaskConverter._ignore_causal_mask_sdpa),
   // whatever kernel then runs, and a fused kernel as asked for takes no mask.
+  // Attention sinks have no SDPA path: an sdpa request runs eager (attention_kernel.hpp).
   const attention_impl impl = ctx.run.attention;
-  if (impl == attention_impl::eager || impl == attention_impl::sdpa_math)
+  const bool eager = impl == attention_impl::eager || impl == attention_impl::sdpa_math ||
+                     (m.attention_sinks && impl == attention_impl::sdpa);
+  if (eager)
     made.mask = ops.elementwise(detail::checked_mul(ctx.run.micro_batch, ctx.run.seq_len, ctx.keys()), ops.stream_dtype());
+  // GptOssModel.forward makes both masks every forward (modeling_gpt_oss.py@00d4b3d2:
+  // create_causal_mask and create_sliding_window_causal_mask); the sliding one spans the keys its
+  // layer's cache hands back: the prompt in a prefill, at most the window when decoding
+  // (cache_utils.py@004999d9 DynamicSlidingWindowLayer.get_mask_sizes).
+  if (eager && m.sliding_layers > 0) {
+    const std::uint64_t keys = ctx.cached_keys == 0 ? ctx.keys() : detail::min(ctx.keys(), m.sliding_window);
+    made.sliding_mask = ops.elementwise(detail::checked_mul(ctx.run.micro_batch, ctx.run.seq_len, keys), ops.stream_dtype());
+  }
   return made;
 }
 

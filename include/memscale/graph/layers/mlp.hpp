@@ -269,6 +269,56 @@ constexpr tensor mixture_of_experts_without_grad(const layer_context& ctx, tenso
   return m.shared_expert_ffn == 0 ? routed : result;
 }
 
+// gpt-oss's MoE without grad, in eval mode (modeling_gpt_oss.py@00d4b3d2 GptOssTopKRouter.forward,
+// GptOssExperts.forward, the branch `self.training` is false): the router's logits, topk's values
+// and int64 indices, their softmax in the logits' dtype, scattered into zeros_like(logits): the
+// (tokens x experts) routing weights. Then every expert runs every token: hidden_states.repeat
+// (experts, 1), bmm with gate_up_proj plus its bias (the bmm's output and the sum coexist), the
+// clamped gate and up (new tensors; gate_up stays bound), gate * alpha and its sigmoid, glu,
+// (up + 1) * glu, bmm with down_proj, plus its bias, times the transposed routing weights (a
+// view), summed over the experts. The names hidden_states (the repeat), gate_up, gate, up and glu
+// stay bound until the experts return: at (up + 1) * glu the layer holds experts x tokens x
+// (hidden + 7 ffn) elements. The router's scores and indices stay bound until the MLP returns.
+constexpr tensor every_expert_without_grad(const layer_context& ctx, tensor in) {
+  op_writer& ops = ctx.ops;
+  const model_spec& m = ctx.model;
+  const dtype type = in.type;
+  const auto picks = detail::checked_mul(ctx.tokens, m.experts_per_token);
+  const auto rows = detail::checked_mul(m.experts, ctx.tokens, detail::quantity{"gpt-oss expert rows (experts x tokens)"});
+  const auto half = detail::checked_mul(rows, m.ffn);
+  const auto wide = detail::checked_mul(rows, m.hidden);
+  const tensor logits = router(ctx, in);
+  const tensor top = ops.elementwise(logits, picks, logits.type);
+  const tensor indices = ops.elementwise(logits, picks, dtype::int64);
+  const tensor top_weights = ops.elementwise(top, picks, logits.type);
+  const tensor routing = ops.elementwise(logits, detail::checked_mul(ctx.tokens, m.experts), logits.type);
+  ops.reads(top_weights, routing);
+  ops.reads(indices, routing);
+  const tensor repeated = ops.elementwise(in, wide, type);
+  const base_weight base = ctx.adapters.base;
+  const tensor gate_up_product = ops.linear(
+      repeated, {.rows = rows, .in_features = m.hidden, .out_features = detail::checked_mul(m.ffn, 2), .copies = m.experts, .bias = true},
+      base);
+  const tensor gate_up = ops.elementwise(gate_up_product, detail::checked_mul(half, 2), type);
+  const tensor gate = ops.elementwise(gate_up, half, type);
+  const tensor up = ops.elementwise(gate_up, half, type);
+  const tensor scaled = ops.elementwise(gate, half, type);
+  const tensor sig = ops.elementwise(scaled, half, type);
+  const tensor glu = ops.elementwise(sig, half, type);
+  ops.reads(gate, glu);
+  const tensor up_plus_one = ops.elementwise(up, half, type);
+  const tensor gated = ops.elementwise(up_plus_one, half, type);
+  ops.reads(glu, gated);
+  const tensor down = ops.linear(
+      gated, {.rows = rows, .in_features = m.ffn, .out_features = m.hidden, .copies = m.experts, .bias = true}, base);
+  const tensor biased = ops.elementwise(down, wide, type);
+  const tensor weighted = ops.elementwise(biased, wide, type);
+  ops.reads(routing, weighted);
+  const tensor summed = ops.elementwise(weighted, detail::checked_mul(ctx.tokens, m.hidden), type);
+  for (const tensor& bound : {repeated, gate_up, gate, up, glu, routing, indices, in}) ops.reads(bound, summed);
+  return summed;
+}
+
 // Mixture of experts (HF modeling_mixtral.py MixtralSparseMoeBlock): a router, then
 // each token's hidden state is gathered for its top-k experts; the experts' weights all
 // stay resident, their activations cover tokens * top-k rows (autograd keeps every expert's).
@@ -276,6 +326,7 @@ constexpr tensor mixture_of_experts_without_grad(const layer_context& ctx, tenso
 constexpr tensor mixture_of_experts(const layer_context& ctx, tensor in) {
   op_writer& ops = ctx.ops;
   const model_spec& m = ctx.model;
+  if (ops.records_forward_liveness() && m.expert_weight_copies) return every_expert_without_grad(ctx, in);
   // transformers 5's experts interface runs the same grouped path without grad
   // (integrations/moe.py@8b584a67 grouped_mm_experts_forward): only the 4.x expert loop differs.
   if (ops.records_forward_liveness() && !m.experts_in_one_pass && !grouped_mm_experts(ctx))

@@ -78,9 +78,14 @@ constexpr graph_layers::tensor transformer_layer(const graph_layers::layer_conte
       const tensor attended = ops.dropout(branch_out(ctx, block_attention(ctx, attention_in)), residual_dropout);
       ops.reads(attention_in, attended);
       const tensor mid = ops.add(x, attended);
-      ops.close_frame();  // the attention's frame ends with its residual add
+      // The attention's frame ends with its residual add; gpt-oss's layer binds the attention
+      // weights until the MLP returns (sink_attention_without_grad).
+      const bool weights_bound = ctx.model.attention_sinks && ops.records_forward_liveness();
+      if (!weights_bound) ops.close_frame();
       const tensor mlp_in = branch_in(ctx, mid);
-      const tensor fed = ops.dropout(branch_out(ctx, block_mlp(ctx, mlp_in)), residual_dropout);
+      const tensor mlp_out = block_mlp(ctx, mlp_in);
+      if (weights_bound) ops.close_frame();
+      const tensor fed = ops.dropout(branch_out(ctx, mlp_out), residual_dropout);
       ops.reads(mlp_in, fed);
       out = ops.add(mid, fed);
       break;
@@ -208,7 +213,8 @@ constexpr void generation_forward(const graph_layers::layer_context& ctx) {
   sections.end_block(model.layers - model.leading_dense_layers);
   tensor x = ops.emit(op_kind::stream, detail::checked_mul(ctx.tokens, model.hidden), ops.stream_dtype());
   if (model.final_norm) x = norm(ctx, x);
-  for (const tensor& held : {embeddings.token_lookup, embeddings.position_lookup, made.cos, made.sin, made.mask})
+  for (const tensor& held : {embeddings.token_lookup, embeddings.position_lookup, made.cos, made.sin, made.mask,
+                             made.sliding_mask})
     if (held.elements != 0) ops.reads(held, x);
   generation_head(ctx, x);
 }

@@ -7,7 +7,7 @@
 // the parameters whole, graph/layers/mlp.hpp grouped_mm_experts) running the clamped SwiGLU
 // (`mlp_kind::clamped_swiglu`, biases on gate_up and down). `layer_types` alternates sliding
 // and full attention: in eager training the window only masks scores (same sizes), so every
-// layer is modelled alike. Not modelled: the norm weights `_keep_in_fp32_modules` keeps in fp32
+// layer is modelled alike; generate()'s cache keeps the window on the sliding layers. Not modelled: the norm weights `_keep_in_fp32_modules` keeps in fp32
 // under a 16-bit load, and the second (sliding) mask.
 // IWYU pragma: private, include <memscale/json.hpp>
 #pragma once
@@ -38,9 +38,23 @@ inline model_spec gpt_oss(const config& c) {
   if (c.flag("output_router_logits", false))
     bad_field(error_code::unsupported, "config.output_router_logits", true,
               "must be false: the load-balancing loss over every layer's router logits is not modelled");
-  // layer_types (None: even layers sliding, odd full) only chooses each layer's mask.
+  // layer_types (None: even layers sliding, odd full; configuration_gpt_oss.py@02b8f42b) chooses
+  // each layer's mask in training and, in generate(), which layers keep a bounded cache.
   check_layer_types(c, m.layers);
-  static_cast<void>(c.count("sliding_window", 128));  // a count when given
+  m.sliding_window = c.count("sliding_window", 128);
+  std::uint64_t sliding = 0;
+  bool last_sliding = false;
+  for (std::uint64_t i = 0; i < m.layers; ++i) {
+    last_sliding = c.has("layer_types") ? c.raw().at("layer_types").at(i) == "sliding_attention" : i % 2 == 0;
+    if (last_sliding) ++sliding;
+  }
+  // generate() is described with a full-attention last layer (its cache's torch.cat moment).
+  if (last_sliding && sliding < m.layers)
+    bad_field(error_code::unsupported, c.field("layer_types"), c.raw().at("layer_types").back(),
+              "must end with full_attention when some layer is full attention: a sliding last layer after full "
+              "ones is not modelled");
+  m.sliding_layers = m.sliding_window == 0 ? 0 : sliding;
+  if (m.sliding_layers == 0) m.sliding_window = 0;
   return m;
 }
 

@@ -256,8 +256,8 @@ inline std::optional<quantization> quantization_of(const json& config) {
 }
 
 // The inference estimate's weight format for `q` (inference/spec.hpp), when it has one:
-// 4-bit GPTQ and AWQ, bitsandbytes NF4/FP4 and LLM.int8. The fp8, compressed-tensors and
-// mxfp4 formats have none yet (their stored bytes come from quantized_linear_bytes or,
+// 4-bit GPTQ and AWQ, bitsandbytes NF4/FP4, LLM.int8 and MXFP4 experts. The fp8 and
+// compressed-tensors formats have none yet (their stored bytes come from quantized_linear_bytes or,
 // exactly, from the checkpoint's headers): unsupported, naming the method.
 inline void apply_quantization(const quantization& q, inference_spec& spec) {
   switch (q.format.method) {
@@ -275,11 +275,16 @@ inline void apply_quantization(const quantization& q, inference_spec& spec) {
       spec.double_quant = q.format.double_quant;
       return;
     case quant_method::bnb_int8: spec.weights = weight_format::bnb_int8; return;
+    case quant_method::mxfp4:
+      // Mxfp4Config: the experts in MXFP4, the rest in bf16; dequantize=True loads them as bf16
+      // (integrations/mxfp4.py@0189b1d0 dequantize_convertops), an unquantised bf16 model.
+      spec.weights = q.dequantize_at_load ? weight_format::native : weight_format::mxfp4;
+      spec.compute = q.compute;
+      return;
     case quant_method::none:
     case quant_method::fp8_block:
     case quant_method::ct_float:
-    case quant_method::ct_int:
-    case quant_method::mxfp4: break;
+    case quant_method::ct_int: break;
   }
   bad_field(error_code::unsupported, detail::qc + ".quant_method", q.method, "has no inference weight format in memscale yet");
 }
