@@ -121,8 +121,8 @@ TEST_CASE("gpt-fast: what it does not have, or is not modelled, is refused by na
   CHECK(allocator::replay_generate(presets::llama_2_7b, gpt_fast_run(64, 4)).requested_peak <=
         estimate_inference(presets::llama_2_7b, gpt_fast_run(64, 4)).peak.tensor);
   r = gpt_fast_run(64, 4);
-  r.cache = kv_cache_kind::sliding_window;
-  CHECK(contains(error_message([&] { allocator::replay_generate(presets::llama_2_7b, r); }), "infer.kv_cache"));
+  r.weights = weight_format::bnb_int8;
+  CHECK(contains(error_message([&] { allocator::replay_generate(presets::llama_2_7b, r); }), "infer.weights"));
   // Training with gpt-fast stays refused, with the reason.
   training_spec run{};
   CHECK(contains(error_message([&] { json_io::read_framework_option("gpt-fast", run, "--framework"); }),

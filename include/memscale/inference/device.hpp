@@ -42,8 +42,8 @@ struct inference_device_estimate {
 namespace detail {
 
 // The generate() calls an event stream describes (allocator/generate_events.hpp).
-constexpr bool generate_streamed(const inference_spec& run) {
-  if (run.weights != weight_format::native || run.kv_lora_rank != 0) return false;
+constexpr bool generate_streamed(const model_spec& model, const inference_spec& run) {
+  if (!generate_walk_covers(model) || run.weights != weight_format::native || run.kv_lora_rank != 0) return false;
   if (run.loop == generate_loop::gpt_fast) return true;
   return run.cache == kv_cache_kind::dynamic || run.cache == kv_cache_kind::quantized;
 }
@@ -64,7 +64,7 @@ constexpr replay_outcome replay_generate_with(const model_spec& model, const inf
 // call as small as the training replay's limit (constant_replay_ops) is replayed.
 constexpr replay_outcome replay_generate_of(const model_spec& model, const inference_spec& run,
                                             const device_options& o, bytes cap) {
-  if (!generate_streamed(run)) return {{}, replay_fallback::no_stream};
+  if (!generate_streamed(model, run)) return {{}, replay_fallback::no_stream};
   if (std::is_constant_evaluated()) {
     if (generate_stream_ops(model, run) > constant_replay_ops) return {{}, replay_fallback::constant_evaluation};
     return replay_generate_with<constant_replay_capacity>(model, run, o, cap);

@@ -388,9 +388,13 @@ constexpr void require_generate_estimated(const model_spec& model) {
 
 // What the allocator's event walk (allocator/generate_events.hpp) describes besides: not gpt-oss's
 // sink attention, every-expert bmm and sliding-window cache layers, which the estimate alone models.
+constexpr bool generate_walk_covers(const model_spec& model) {
+  return !model.attention_sinks && !model.expert_weight_copies && model.sliding_layers == 0;
+}
+
 constexpr void require_generate_modelled(const model_spec& model) {
   require_generate_estimated(model);
-  require(!model.attention_sinks && !model.expert_weight_copies && model.sliding_layers == 0, error_code::unsupported,
+  require(generate_walk_covers(model), error_code::unsupported,
           "model.attention_sinks",
           "the allocator walk of generate() of a model with attention sinks, 3-D experts or sliding-window cache "
           "layers (gpt-oss) is not modelled yet (estimate_inference is)",
