@@ -461,7 +461,7 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
   } else {
     context = eager_attention(ctx, qkv, path, q_elements, k_elements, w.kv, scores,
                               detail::checked_mul(batch_heads, run.seq_len));
-    // SDPA's math path adds the mask made additive per call (convert_boolean_attn_mask, below)
+    // SDPA's math path adds the mask made additive per call (convert_boolean_attn_mask, above)
     // in place to the scores: it lives through the call. Eager attention adds the float mask
     // the model made once (decoder_stack.hpp base_model_held).
     if (padded_row_mask(run) && run.attention != attention_impl::eager)
