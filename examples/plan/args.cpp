@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "memscale/json.hpp"
+#include "memscale/liger.hpp"
 #include "memscale/training.hpp"
 #include "memscale/validate.hpp"
 #include "option_groups.hpp"
@@ -218,6 +219,7 @@ void check_run(const CLI::App& app, options& o) {
   try {
     // A vision model has no sequence (--seq was refused above); o.model is not its model.
     if (!o.vision.model) memscale::json_io::check_sequence_fits(o.model, o.run.seq_len, "--seq");
+    if (o.liger) memscale::apply_liger(o.run, o.model);  // the family's defaults, once the model is known
     memscale::validate(o.run);
     if (!o.vision.model) {
       o.model = memscale::json_io::model_for_framework(o.model, o.run);  // lit-gpt runs lit-gpt's model code

@@ -125,6 +125,7 @@ struct options {
   memscale::bytes context_memory{};  // --context-memory SIZE: a measured context; zero: modelled
   std::string sac_policy;            // --sac-policy: torchtitan's checkpointing policy, applied in check_run
   bool emit_torchtitan = false;      // --emit torchtitan with --framework torchtitan: the job TOML, not the report
+  bool liger = false;                // --liger: use_liger_kernel's kernels for the model's family, applied in check_run
 
   // How the model was given, echoed by --json so that its output is a --run input: null
   // for a preset (written as its name), or the model object of a --run file.

@@ -126,8 +126,9 @@ void add_run_options(CLI::App& app, options& o) {
               }
             });
   add_flag(app, g, "--liger",
-           "Liger's kernels as transformers' use_liger_kernel applies them: fused linear cross-entropy, RMSNorm, SwiGLU",
-           [&o] { memscale::apply_liger(o.run); });
+           "Liger's kernels as transformers' use_liger_kernel applies them to the model's family (LLaMA-like: fused "
+           "linear cross-entropy, RMSNorm, SwiGLU, RoPE; Gemma: GEGLU for SwiGLU)",
+           [&o] { o.liger = true; });
   add_value(app, g, "--loss-chunk", "TOKENS", "tokens per chunk of a chunked loss counted in tokens (lit-gpt: 128)",
             [&o](const std::string& v) { o.run.loss_chunk = parse_positive("--loss-chunk", v); });
   add_value(app, g, "--loss-chunks", "N", "chunks of torchtune's chunked loss (its default 8)",

@@ -100,8 +100,10 @@ constexpr attention_kernel sdpa_kernel(const sdpa_call& c) {
 // Hugging Face passes k and v at their kv-head size with enable_gqa from transformers 5.0
 // when there is no mask (integrations/sdpa_attention.py use_gqa_in_sdpa, v5.17.0); before,
 // repeat_kv expands them to every head first. lit-gpt expands them itself.
+// A padding-free row brings a block-diagonal mask (padded_row_mask below): repeat_kv as before.
 constexpr bool sdpa_gets_grouped_kv(const model_spec& m, const training_spec& t) {
-  return kv_heads_of(m) != m.heads && m.impl == implementation::hf_transformers && t.transformers_version >= 500;
+  return kv_heads_of(m) != m.heads && m.impl == implementation::hf_transformers && t.transformers_version >= 500 &&
+         t.packing != batch_packing::padding_free;
 }
 
 // Dropout on the attention probabilities is active in this step (model.train() and p > 0).
@@ -109,12 +111,21 @@ constexpr bool attention_dropout_active(const model_spec& m, const training_spec
   return t.dropout && m.dropout && m.attention_dropout;
 }
 
+// A padding-free row under SDPA or eager attention: transformers builds one (1, 1, tokens, tokens)
+// block-diagonal causal mask from the restarting position_ids (masking_utils.py@00c4411c
+// find_packed_sequence_indices, then sdpa_mask: bool; eager_mask: torch.where into the
+// embeddings' dtype) and every layer attends over the whole row with it. flash_attention_2
+// takes the boundaries as varlen offsets instead (attention.hpp attention_path_of).
+constexpr bool padded_row_mask(const training_spec& t) {
+  return t.packing == batch_packing::padding_free && t.attention != attention_impl::flash;
+}
+
 // The SDPA call one attention layer of `m` makes under `t`. An ALiBi bias goes in as
-// attn_mask (modeling_falcon.py FalconAttention.forward, v4.51).
+// attn_mask (modeling_falcon.py FalconAttention.forward, v4.51), and so does a padding-free row's mask.
 constexpr sdpa_call sdpa_call_of(const model_spec& m, const training_spec& t) {
   return sdpa_call{.device = t.device,
                    .type = precision_policy_of(t).matmul,
-                   .has_mask = m.alibi,
+                   .has_mask = m.alibi || padded_row_mask(t),
                    .dropout = attention_dropout_active(m, t),
                    .head_dim = head_dim_of(m),
                    .torch_version = t.torch_version,

@@ -8,6 +8,7 @@
 #include "memscale/error.hpp"
 #include "memscale/estimate.hpp"
 #include "memscale/gpus.hpp"
+#include "memscale/liger.hpp"
 #include "memscale/graph/graph.hpp"
 #include "memscale/model.hpp"
 #include "memscale/planner.hpp"

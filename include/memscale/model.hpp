@@ -44,6 +44,13 @@ enum class implementation : std::uint8_t { hf_transformers, litgpt };
 // scan, graph/layers/mamba.hpp; Mamba-2's chunked SSD, graph/layers/mamba2.hpp). A Mamba block
 // is norm -> mixer -> residual add, no MLP.
 enum class mixer_kind : std::uint8_t { attention, mamba1, mamba2 };
+// Which apply_liger_kernel_to_<model_type> transformers' use_liger_kernel=True calls for the model,
+// with its defaults (Liger-Kernel v0.5.10 @ 44a8f2fb, transformers/monkey_patch.py
+// MODEL_TYPE_TO_APPLY_LIGER_FN; liger.hpp): none (no entry: nothing is patched); llama (rope,
+// rms_norm, swiglu, fused linear cross-entropy); gemma (rope, rms_norm, geglu, fused linear
+// cross-entropy); glm4 (rope False); granite (Liger's cross_entropy, fused linear cross-entropy
+// raises NotImplementedError).
+enum class liger_patch : std::uint8_t { none, llama, gemma, glm4, granite };
 // Norms on a Mamba-1 mixer's dt, B and C: none (Mamba), weightless RMS (FalconMamba's
 // b_c_rms / dt_rms buffers), weighted RMSNorms (Jamba).
 enum class ssm_dt_norm_kind : std::uint8_t { none, weightless, weighted };
@@ -94,6 +101,7 @@ struct model_spec {
   bool hidden_dropout = true;          // each branch's output before the residual add (resid_pdrop, hidden_dropout_prob)
   bool embedding_dropout = true;       // the embeddings' sum (embd_pdrop; BERT: hidden_dropout_prob)
   implementation impl = implementation::hf_transformers;
+  liger_patch liger = liger_patch::none;  // what use_liger_kernel=True patches (liger.hpp)
   std::uint64_t buffer_bytes_per_layer = 0;  // registered non-parameter buffers (old HF GPT-2: 1 MiB causal mask)
   std::uint64_t model_buffer_bytes = 0;      // registered buffers the model holds once (GPTBigCode: n_positions^2 bool mask)
   // The first transformers release (major * 100 + minor) whose generate() hands this family a

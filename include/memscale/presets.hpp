@@ -84,7 +84,8 @@ constexpr model_spec llama_base(std::string_view name, std::uint64_t layers, std
           .mlp = mlp_kind::swiglu,
           .norm_bias = false,
           .upcast_logits = true,
-          .softmax_fp32 = true};
+          .softmax_fp32 = true,
+          .liger = liger_patch::llama};  // apply_liger_kernel_to_llama / _mistral / _mixtral / _qwen2
 }
 
 // The release from which a family's layers share one rotary table (model_spec::rotary_tables_per_layer_before).

@@ -168,6 +168,11 @@ struct training_spec {
   // ops/rms_norm.py, ops/swiglu.py): each saves fewer tensors (graph/layers/norms.hpp, mlp.hpp).
   bool liger_rms_norm = false;
   bool liger_swiglu = false;
+  // Liger's RoPE (ops/rope.py: q and k rotated in place), GEGLU (ops/geglu.py: the tanh-GELU gated
+  // product) and LayerNorm (ops/layer_norm.py), v0.5.10 @ 44a8f2fb (graph/layers/liger_kernels.hpp).
+  bool liger_rope = false;
+  bool liger_geglu = false;
+  bool liger_layer_norm = false;
   // torchtitan's selective activation checkpointing; sac_every: k of every_kth_block.
   selective_ac sac = selective_ac::none;
   std::uint64_t sac_every = 0;
@@ -273,16 +278,23 @@ constexpr training_spec with_framework(training_spec run, framework_kind f) {
 // Decoder tokens per sequence of an encoder-decoder run.
 constexpr std::uint64_t target_len_of(const training_spec& t) { return t.target_len == 0 ? t.seq_len : t.target_len; }
 
-// What transformers' `use_liger_kernel=True` patches in that memscale models: the fused linear
-// cross-entropy, RMSNorm and SwiGLU (apply_liger_kernel_to_llama's defaults, Liger-Kernel v0.5.10).
-// Its RoPE kernel, also on by default, rotates q and k in place: memscale keeps the modeling
-// file's rotary temporaries, which only over-count.
+// Liger's kernels as apply_liger_kernel_to_llama applies them by default (Liger-Kernel v0.5.10
+// @ 44a8f2fb, transformers/monkey_patch.py: rope, rms_norm, swiglu and fused_linear_cross_entropy
+// True): the C++ API's shorthand for a LLaMA-shaped model. `--liger` and a run document's
+// "liger" resolve the model's own family (apply_liger(run, model), liger.hpp).
 constexpr training_spec& apply_liger(training_spec& run) {
   run.loss = loss_impl::fused_linear;
   run.loss_chunks = 0;
   run.liger_rms_norm = true;
   run.liger_swiglu = true;
+  run.liger_rope = true;
   return run;
+}
+
+// Whether any Liger kernel is on.
+constexpr bool uses_liger(const training_spec& t) {
+  return t.loss == loss_impl::fused_linear || t.liger_rms_norm || t.liger_swiglu || t.liger_rope || t.liger_geglu ||
+         t.liger_layer_norm;
 }
 
 constexpr bool uses_autocast(precision p) { return p == precision::amp_fp16 || p == precision::amp_bf16; }
@@ -319,11 +331,10 @@ constexpr const training_spec& validate(const training_spec& t) {
                  t.loss_chunks);
   // Liger patches Hugging Face's modeling files (liger_kernel/transformers/monkey_patch.py);
   // lit-gpt and torchtune run their own model code and losses.
-  if (t.framework != framework_kind::hf &&
-      (t.loss == loss_impl::fused_linear || t.liger_rms_norm || t.liger_swiglu))
+  if (t.framework != framework_kind::hf && uses_liger(t))
     detail::fail(error_code::unsupported, "run.loss",
-                 "Liger's kernels (fused linear cross-entropy, RMSNorm, SwiGLU) are modelled over Hugging Face "
-                 "models (run.framework hf)");
+                 "Liger's kernels (fused linear cross-entropy, RMSNorm, SwiGLU, GEGLU, RoPE, LayerNorm) are modelled "
+                 "over Hugging Face models (run.framework hf)");
   if (t.framework == framework_kind::torchtune && t.loss == loss_impl::chunked && t.loss_chunks == 0)
     detail::fail(error_code::invalid_run, "run.loss_chunks", "must be > 0 for torchtune's chunked loss (its default: 8)", 0);
   if (t.framework == framework_kind::torchtune && t.output_cast == output_cast_kind::fp32)
@@ -372,16 +383,17 @@ constexpr const training_spec& validate(const training_spec& t) {
     detail::fail(error_code::invalid_run, "run.offload_activations",
                  "needs run.ckpt full (the host keeps each checkpointed block's input; without full checkpointing "
                  "nothing would move)");
-  // Flattening is modelled where flash_attention_2 reads the restarted position_ids as example
-  // boundaries (one varlen call, no seq_len^2 term). Eager and SDPA get no such call: before
-  // masking_utils they attend across the whole row, and from it they build a (1, 1, tokens, tokens)
-  // block-diagonal mask (masking_utils.py@00c4411c _preprocess_mask_arguments,
-  // find_packed_sequence_indices) and still compute every tokens^2 score.
-  if (t.packing == batch_packing::padding_free && t.attention != attention_impl::flash)
+  // Flattening under eager and SDPA: from masking_utils a (1, 1, tokens, tokens) block-diagonal
+  // mask from the restarting position_ids (masking_utils.py@00c4411c find_packed_sequence_indices,
+  // sdpa_mask, eager_mask) and every tokens^2 score (attention.hpp, decoder_stack.hpp). The first
+  // release that builds that mask is not pinned here: a stated release before 5.0 is refused.
+  if (t.packing == batch_packing::padding_free && t.attention != attention_impl::flash && t.transformers_version != 0 &&
+      t.transformers_version < 500)
     detail::fail(error_code::unsupported, "run.packing",
-                 "padding_free is modelled with flash_attention_2's varlen kernel (run.attention flash); eager and "
-                 "SDPA attend over the whole flattened row (state it as micro_batch 1, seq_len = its tokens)",
-                 static_cast<std::uint64_t>(t.attention));
+                 "padding_free under eager or SDPA is modelled from transformers 5.0 (masking_utils' block-diagonal "
+                 "mask); before it the release that builds the mask is not pinned: use run.attention flash "
+                 "(flash_attention_2's varlen kernel) or state software.transformers 5.0 or later",
+                 t.transformers_version);
   if (t.packing == batch_packing::padding_free && t.framework != framework_kind::hf)
     detail::fail(error_code::unsupported, "run.packing",
                  "padding_free is modelled for Hugging Face models under TRL's or transformers' flattening "

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "memscale/attention_kernel.hpp"
 #include "memscale/error.hpp"
 #include "memscale/model.hpp"
 #include "memscale/training.hpp"
@@ -82,6 +83,23 @@ constexpr void check_liger(const model_spec& m, const training_spec& t) {
     detail::fail(error_code::unsupported, "run.fused_rmsnorm", "replaces an RMSNorm; this model's norm is not one");
   if (t.liger_swiglu && m.mlp != mlp_kind::swiglu)
     detail::fail(error_code::unsupported, "run.fused_swiglu", "replaces a SiLU-gated MLP; this model's MLP is not one");
+  // LigerGEGLUMLP computes GELU's tanh form only (transformers/geglu.py @ 44a8f2fb: Gemma's
+  // gelu_pytorch_tanh).
+  if (t.liger_geglu && m.mlp != mlp_kind::geglu)
+    detail::fail(error_code::unsupported, "run.fused_geglu", "replaces a GELU-gated MLP (Gemma's); this model's MLP is not one");
+  if (t.liger_layer_norm && m.norm != norm_kind::layernorm)
+    detail::fail(error_code::unsupported, "run.fused_layernorm",
+                 "replaces an nn.LayerNorm; this model's norm is not one (an RMSNorm, or a LayerNorm written in Python)");
+  // liger_rotary_pos_emb rotates the whole head_dim of q and k as LLaMA's apply_rotary_pos_emb does;
+  // multimodal rotary positions take another kernel (liger_multimodal_rotary_pos_emb), Llama 4's
+  // complex rotation none.
+  if (t.liger_rope && (m.positions != position_kind::rotary || m.rotary_fraction != 1.0 || m.rotary_complex ||
+                       m.rotary_rows_per_layer))
+    detail::fail(error_code::unsupported, "run.fused_rope",
+                 "replaces LLaMA's apply_rotary_pos_emb over the whole head_dim; this model's positions are not that "
+                 "(learned, partial, complex or multimodal rotary positions)");
+  if ((t.liger_rope || t.liger_geglu || t.liger_layer_norm) && m.impl != implementation::hf_transformers)
+    detail::fail(error_code::unsupported, "model.impl", "Liger's kernels patch transformers' modeling files: hf-transformers");
   if (t.loss != loss_impl::fused_linear) return;
   if (m.arch != architecture::decoder || m.head != head_kind::causal_lm)
     detail::fail(error_code::unsupported, "run.loss", "fused_linear_ce replaces a decoder's causal-LM head and loss");
@@ -215,6 +233,12 @@ constexpr void check_packing(const model_spec& m, const training_spec& t) {
     refuse("model.attention_sinks", "must be off for run.packing padding_free (the sink kernel is not modelled flattened)");
   if (m.positions != position_kind::rotary || m.rotary_rows_per_layer)
     refuse("model.positions", "run.packing padding_free is modelled for rotary positions from (1, tokens) position_ids");
+  // SDPA with the row's mask: CUDA's memory-efficient kernel and the math path are modelled
+  // (attention.hpp); the CPU flash kernel's handling of a mask (torch 2.3 and later) is not.
+  if (padded_row_mask(t) && t.attention == attention_impl::sdpa && t.device == device_kind::cpu &&
+      attention_kernel_of(m, t) == attention_kernel::flash)
+    refuse("run.attention", "sdpa on CPU with torch 2.3 or later runs its flash kernel with padding_free's block-diagonal "
+                            "mask, which is not modelled (run.attention eager or sdpa_math is)");
 }
 
 constexpr const model_spec& validate(const model_spec& m, const training_spec& t) {

@@ -289,8 +289,8 @@ bad_input_says 'framework "torchtune" does not apply to --inference' --inference
 bad_input_says 'framework "torchtune" does not apply to --gpus' --gpus 4 --gpu a100-80gb --framework torchtune
 bad_input_says 'modelled for decoder-only transformers' --model t5-small --framework litgpt
 bad_input_says "run.loss_chunks is torchtune's chunk count" --loss-chunks 4
-bad_input_says 'run.fused_rmsnorm replaces an RMSNorm' --model gpt2 --liger
-bad_input_says "Liger's kernels (fused linear cross-entropy, RMSNorm, SwiGLU) are modelled over Hugging Face models" \
+bad_input_says 'run.liger' --model gpt2 --liger
+bad_input_says "are modelled over Hugging Face models (run.framework hf)" \
   --model llama-2-7b --lora 8 --framework torchtune --liger
 bad_input_says '--loss must be standard, chunked or fused_linear_ce' --loss fused
 bad_input_says '--lora-dropout must be a probability in [0, 1) (got "1")' --lora 8 --lora-dropout 1

@@ -1,6 +1,7 @@
 // Packed and padding-free batches (training.hpp batch_packing): a padding-free micro-batch is one
 // row of all its tokens for every token-wise tensor, its flash varlen attention keeps nothing per
-// example pair of positions and no repeat_kv copies, packed rows are padded rows, and the runs the
+// example pair of positions and no repeat_kv copies; under eager and SDPA the row attends through
+// one (1, 1, tokens, tokens) block-diagonal mask; packed rows are padded rows, and the runs the
 // rule does not cover are refused by field.
 #ifdef MEMSCALE_CATCH2_V2
 #include <catch2/catch.hpp>
@@ -109,14 +110,58 @@ TEST_CASE("the planner varies the examples of a padding-free micro-batch", "[pac
   CHECK(plan.max_micro_batch > 2);
 }
 
+TEST_CASE("padding-free under eager attention keeps the whole row's scores and holds its float mask in forward", "[packing]") {
+  const model_spec m = llama(8);
+  training_spec pf = padding_free(4, 256, 96);  // a row of 384 tokens
+  pf.attention = attention_impl::eager;
+  training_spec row = flash_run(1, 384);
+  row.attention = attention_impl::eager;
+  // The layers see one row of 384 tokens: every tokens^2 score of it, as a batch-1 row of 384
+  // would keep (eager_attention_forward adds the mask; the sum is not saved).
+  CHECK(saved(m, pf) == saved(m, row));
+  // eager_mask's (1, 1, 384, 384) fp32 copy is live through the blocks' forward; SDPA's is sdpa_mask's bool.
+  CHECK(recipes::build_decoder_stack(m, pf).held.value == 384 * 384 * 4);
+  CHECK(recipes::build_decoder_stack(m, row).held.value == 0);
+  training_spec math = pf;
+  math.attention = attention_impl::sdpa_math;
+  CHECK(recipes::build_decoder_stack(m, math).held.value == 384 * 384);
+}
+
+TEST_CASE("padding-free under SDPA on CUDA runs the memory-efficient kernel, which saves the additive mask per layer",
+          "[packing]") {
+  const model_spec m = llama(8);
+  training_spec pf = padding_free(4, 256, 96);
+  pf.attention = attention_impl::sdpa;
+  pf.device = device_kind::cuda;
+  pf.prec = precision::pure_bf16;
+  CHECK(attention_kernel_of(m, as_rows(pf)) == attention_kernel::mem_efficient);
+  training_spec row = flash_run(1, 384);
+  row.device = device_kind::cuda;
+  row.prec = precision::pure_bf16;
+  // 384 keys are a multiple of 16: convert_boolean_attn_mask's bf16 (1, 1, 384, 384) copy is what
+  // preprocess_mask expands (a view) and the kernel saves, in each of the 4 layers.
+  CHECK(saved(m, pf) == saved(m, row) + layers * 384 * 384 * 2);
+  // 4 x 90 = 360 tokens is not: pad_bias pads the (1, heads, 360, 360) expansion to 368 keys.
+  training_spec odd = padding_free(4, 90, 0);
+  odd.attention = attention_impl::sdpa;
+  odd.device = device_kind::cuda;
+  odd.prec = precision::pure_bf16;
+  training_spec odd_row = flash_run(1, 360);
+  odd_row.device = device_kind::cuda;
+  odd_row.prec = precision::pure_bf16;
+  CHECK(saved(m, odd) == saved(m, odd_row) + layers * 8 * 360 * 368 * 2);
+}
+
 TEST_CASE("padding-free runs the rule does not cover are refused by field", "[packing]") {
   const model_spec m = llama(8);
   training_spec eager = padding_free(4, 256, 96);
   eager.attention = attention_impl::eager;
+  eager.transformers_version = 451;  // before 5.0: which release first builds the mask is not pinned
   CHECK_THROWS_WITH(estimate(m, eager), Contains("run.packing") && Contains("flash_attention_2"));
   training_spec sdpa = padding_free(4, 256, 96);
   sdpa.attention = attention_impl::sdpa;
-  CHECK_THROWS_WITH(estimate(m, sdpa), Contains("run.packing"));
+  sdpa.torch_version = 205;  // CPU: SDPA's flash kernel takes the mask from torch 2.3
+  CHECK_THROWS_WITH(estimate(m, sdpa), Contains("run.attention") && Contains("CPU"));
   training_spec litgpt = with_framework(padding_free(4, 256, 96), framework_kind::litgpt);
   CHECK_THROWS_WITH(estimate(m, litgpt), Contains("run.packing") && Contains("framework hf"));
   training_spec stray = flash_run(4, 256);
@@ -146,7 +191,10 @@ TEST_CASE("records, run documents and the run echo carry packing and example_tok
   CHECK(json_io::estimate_record(record).contains("error"));
   record["train"]["packing"] = "padding_free";
   record["train"]["attention"] = "eager";
+  CHECK(json_io::estimate_record(record).contains("estimated_bytes"));
+  record["software"] = {{"transformers", "4.51"}};
   CHECK(json_io::estimate_record(record).contains("error"));
+  record.erase("software");
 
   const json echoed = json_io::run_to_json(run);
   CHECK(echoed.at("packing") == "padding_free");
@@ -173,7 +221,7 @@ TEST_CASE("the traced packed and padding-free steps are estimated within 0.5%", 
     CHECK(error < 0.005);
     ++checked;
   }
-  CHECK(checked == 3);
+  CHECK(checked == 4);
 }
 
 }  // namespace packing_test

@@ -128,11 +128,15 @@ inline void read_loss_fields(const json& t, training_spec& run) {
 }
 
 // train.optimizer_in_backward (torchtune's optimizer_in_bwd), train.activation_offload (its
-// enable_activation_offloading); train.fused_rmsnorm and train.fused_swiglu (Liger's kernels).
+// enable_activation_offloading); train.fused_rmsnorm, fused_swiglu, fused_geglu, fused_rope and
+// fused_layernorm (Liger's kernels).
 inline void read_framework_knobs(const json& t, training_spec& run) {
   run.optimizer_in_backward = get_bool(t, "optimizer_in_backward", "train", false, error_code::invalid_run);
   run.liger_rms_norm = get_bool(t, "fused_rmsnorm", "train", false, error_code::invalid_run);
   run.liger_swiglu = get_bool(t, "fused_swiglu", "train", false, error_code::invalid_run);
+  run.liger_geglu = get_bool(t, "fused_geglu", "train", false, error_code::invalid_run);
+  run.liger_rope = get_bool(t, "fused_rope", "train", false, error_code::invalid_run);
+  run.liger_layer_norm = get_bool(t, "fused_layernorm", "train", false, error_code::invalid_run);
   if (get_bool(t, "activation_offload", "train", false, error_code::invalid_run)) {
     // torchtune's enable_activation_offloading (training/_activation_offloading.py @ a6290a5b).
     if (run.framework != framework_kind::torchtune)

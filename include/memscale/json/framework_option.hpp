@@ -126,6 +126,9 @@ inline std::string framework_text(const training_spec& run) {
   if (run.optimizer_in_backward) out += ", optimizer in backward";
   if (run.liger_rms_norm) out += ", Liger RMSNorm";
   if (run.liger_swiglu) out += ", Liger SwiGLU";
+  if (run.liger_geglu) out += ", Liger GEGLU";
+  if (run.liger_rope) out += ", Liger RoPE";
+  if (run.liger_layer_norm) out += ", Liger LayerNorm";
   if (run.sac == selective_ac::op_save_list) out += ", selective checkpointing: the per-op save list";
   if (run.sac == selective_ac::every_kth_block)
     out += ", selective checkpointing: one block in " + std::to_string(run.sac_every);

@@ -18,6 +18,7 @@
 #include <system_error>
 #include <vector>
 
+#include "memscale/liger.hpp"
 #include "memscale/json/hf/bert.hpp"
 #include "memscale/json/hf/bloom.hpp"
 #include "memscale/json/hf/cohere.hpp"
@@ -155,6 +156,7 @@ inline model_spec model_from_hf_config(const json& cfg) {
   if (const hf::family_entry* f = hf::reader_for(type)) {
     model_spec m = f->read(c);
     m.name = f->model_type;
+    m.liger = liger_patch_of_model_type(f->model_type);
     if (!f->encoder) hf::apply_head(c, m, head_kind::causal_lm);
     m.use_cache = c.flag("use_cache", true);  // PretrainedConfig's key, the same for every family
     return validate(m);

@@ -11,6 +11,7 @@
 #include "memscale/allocator/alloc_conf.hpp"
 #include "memscale/device_peak.hpp"
 #include "memscale/error_band.hpp"
+#include "memscale/liger.hpp"
 #include "memscale/estimate.hpp"
 #include "memscale/gpus.hpp"
 #include "memscale/plan_result.hpp"
@@ -143,6 +144,7 @@ inline model_spec model_from_record(const json& m) {
   const hf::record_rules& rules = detail::record_rules_of(family, path);
   model_spec spec = rules.defaults(sizes);
   spec.impl = impl;
+  spec.liger = liger_patch_of_model_type(family);  // the family is the model_type (hf_config.hpp families)
   spec.kv_heads = get_count(m, "kv_heads", path, 0, bad);
   spec.head_dim = get_count(m, "head_dim", path, 0, bad);
   spec.ffn = get_count(m, "ffn", path, 0, bad);
@@ -185,7 +187,8 @@ inline training_spec run_from_record(const json& record) {
                         "lora_variant", "lora_dropout", "trainable_dtype", "steps", "padding", "output_cast",
                         // the framework's loss and knobs (json/framework_fields.hpp)
                         "loss_impl", "loss_chunk", "loss_chunks", "logits_upcast", "optimizer_in_backward",
-                        "activation_offload", "sac_policy", "fused_rmsnorm", "fused_swiglu", "param_dtype",
+                        "activation_offload", "sac_policy", "fused_rmsnorm", "fused_swiglu", "fused_geglu", "fused_rope",
+                        "fused_layernorm", "param_dtype",
                         "reduce_dtype", "reshard_after_forward",
                         // the state-space kernels (training.hpp ssm_kernel_choice)
                         "ssm_path",

@@ -25,6 +25,7 @@
 #include "memscale/model.hpp"
 #include "memscale/planner.hpp"
 #include "memscale/presets.hpp"
+#include "memscale/liger.hpp"
 #include "memscale/training.hpp"
 #include "memscale/validate.hpp"
 
@@ -63,13 +64,14 @@ inline constexpr std::array<std::string_view, 10> result_fields{"parameters", "t
                                                                 "peak",       "first_step",           "static",
                                                                 "plan",       "attention_kernel",     "allocator",
                                                                 "ssm_kernels"};
-inline constexpr std::array<std::string_view, 35> run_fields{
+inline constexpr std::array<std::string_view, 38> run_fields{
     "micro_batch", "seq_len",   "grad_accum",   "precision",  "optimizer",    "optimizer_impl",
     "checkpointing", "attention", "target",     "lora_rank",  "lora_targets", "lora_alpha",
     "lora_variant", "lora_dropout", "quant",    "dropout",    "device",       "offload",
     "no_sync",     "output_cast", "loss",       "loss_chunk", "loss_chunks",  "optimizer_in_backward",
     "ssm_kernels", "liger",     "fused_rmsnorm", "fused_swiglu", "data_parallel", "sac_policy",
-    "compile",     "float8",   "use_cache",   "packing",    "example_tokens"};
+    "compile",     "float8",   "use_cache",   "packing",    "example_tokens", "fused_rope",
+    "fused_geglu", "fused_layernorm"};
 inline constexpr std::array<std::string_view, 2> gpu_fields{"memory", "bf16"};
 
 // Every key of `obj` must be one of `known` (or `ignored`); an unknown one is an error
@@ -182,12 +184,14 @@ inline void read_run_object(const json& r, run_input& in) {
       bad_field(bad_run, path + ".loss", r.at("loss"), "must be standard, chunked or fused_linear_ce");
     }
   }
-  // "liger": true applies what transformers' use_liger_kernel=True patches into a model whose
-  // kernels memscale models: the fused linear cross-entropy, RMSNorm and SwiGLU
-  // (liger_kernel/transformers/monkey_patch.py apply_liger_kernel_to_llama defaults, v0.5.10).
-  if (get_bool(r, "liger", path, false, bad_run)) apply_liger(run);
+  // "liger": true applies what transformers' use_liger_kernel=True patches into the model: its
+  // family's apply_liger_kernel_to_<model_type> defaults (liger.hpp, Liger-Kernel v0.5.10).
+  if (get_bool(r, "liger", path, false, bad_run)) apply_liger(run, in.model);
   run.liger_rms_norm = get_bool(r, "fused_rmsnorm", path, run.liger_rms_norm, bad_run);
   run.liger_swiglu = get_bool(r, "fused_swiglu", path, run.liger_swiglu, bad_run);
+  run.liger_rope = get_bool(r, "fused_rope", path, run.liger_rope, bad_run);
+  run.liger_geglu = get_bool(r, "fused_geglu", path, run.liger_geglu, bad_run);
+  run.liger_layer_norm = get_bool(r, "fused_layernorm", path, run.liger_layer_norm, bad_run);
   run.loss_chunk = positive(r, "loss_chunk", path, run.loss_chunk);
   if (r.contains("loss_chunks") && !r.at("loss_chunks").is_null())
     run.loss_chunks = positive(r, "loss_chunks", path, run.loss_chunks);

@@ -288,6 +288,9 @@ inline nlohmann::json run_to_json(const training_spec& run) {
                                                       : "standard";
   if (run.liger_rms_norm) j["fused_rmsnorm"] = true;
   if (run.liger_swiglu) j["fused_swiglu"] = true;
+  if (run.liger_geglu) j["fused_geglu"] = true;
+  if (run.liger_rope) j["fused_rope"] = true;
+  if (run.liger_layer_norm) j["fused_layernorm"] = true;
   if (run.loss == loss_impl::chunked && run.loss_chunks > 0) j["loss_chunks"] = run.loss_chunks;
   else if (run.loss == loss_impl::chunked) j["loss_chunk"] = run.loss_chunk;
   if (run.optimizer_in_backward) j["optimizer_in_backward"] = true;

@@ -12,6 +12,7 @@
 #include "memscale/graph/graph.hpp"
 #include "memscale/graph/layers/adapters.hpp"
 #include "memscale/graph/layers/context.hpp"
+#include "memscale/graph/layers/liger_rope.hpp"
 #include "memscale/graph/layers/norms.hpp"
 #include "memscale/graph/layers/ops.hpp"
 #include "memscale/graph/tensor.hpp"
@@ -48,7 +49,7 @@ constexpr attention_path attention_path_of(const model_spec& model, const traini
   // A padding-free row goes to flash_attn_varlen_func with k and v of kv_heads heads as they are
   // (modeling_flash_attention_utils.py@7713be1e prepare_fa2_from_position_ids: only views and
   // .contiguous() of k and v): no repeat_kv copies, one (heads, tokens) log-sum-exp over the examples.
-  const bool varlen = run.packing == batch_packing::padding_free;
+  const bool varlen = run.packing == batch_packing::padding_free && run.attention == attention_impl::flash;
   return {.kernel = kernel,
           .repeats_kv = gqa && !folds_heads && !varlen && (!sdpa_gqa || kernel == attention_kernel::math)};
 }
@@ -340,6 +341,24 @@ constexpr void rotary_temporaries(op_writer& ops, tensor q_unrotated, tensor q, 
   ops.reads(q_unrotated, k);
 }
 
+// What the memory-efficient kernel keeps of a padding-free row's bool mask (one layer's call,
+// aten/src/ATen/native/transformers/attention.cpp@008887dc scaled_dot_product_attention):
+// convert_boolean_attn_mask makes an additive (1, 1, tokens, tokens) copy in q's dtype, and
+// preprocess_mask expands it to (batch, heads, tokens, tokens) as a view, or, when the key count
+// is not a multiple of 16, pads the expanded view (pad_bias: a new (batch, heads, tokens,
+// keys rounded up to 16) tensor, sliced back); _scaled_dot_product_efficient_attention's backward
+// reads attn_bias, so autograd saves it. The unpadded copy is then freed after the call.
+constexpr bytes memory_efficient_mask_bias(const layer_context& ctx, op& core) {
+  const dtype type = ctx.ops.precision().matmul;
+  const std::uint64_t keys = ctx.keys();
+  const std::uint64_t rows = detail::checked_mul(ctx.run.micro_batch, ctx.run.seq_len);
+  const bytes additive = storage(type, detail::checked_mul(rows, keys));
+  if (keys % 16 == 0) return additive;
+  core.fwd_temp += additive;
+  const std::uint64_t padded = (keys / 16 + 1) * 16;
+  return storage(type, detail::checked_mul(detail::checked_mul(rows, ctx.model.heads), padded));
+}
+
 // The model's self-attention over every token, output projection included.
 constexpr tensor self_attention(const layer_context& ctx, tensor in) {
   op_writer& ops = ctx.ops;
@@ -367,12 +386,20 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
     qkv.q = norm(ctx, qkv.q, {.width = w.q, .rows = ctx.tokens});
     qkv.k = norm(ctx, qkv.k, {.width = w.kv, .rows = ctx.tokens});
   }
-  if (m.positions == position_kind::rotary) {
+  bytes rope_backward_copies{};
+  if (m.positions == position_kind::rotary && run.liger_rope) {
+    const liger_rotated rotated = liger_rope(ops, qkv.q, qkv.k, q_elements, k_elements, p.matmul, m.fused_qkv);
+    qkv.q = rotated.q;
+    qkv.k = rotated.k;
+    rope_backward_copies = rotated.backward_copies;
+  } else if (m.positions == position_kind::rotary) {
     // q*cos + rotate_half(q)*sin makes new q and k tensors (modeling_llama.py apply_rotary_pos_emb).
     const tensor q_unrotated = qkv.q;
     qkv.q = ops.elementwise(qkv.q, q_elements, p.matmul);
     qkv.k = ops.elementwise(qkv.k, k_elements, p.matmul);
     if (ops.records_forward_liveness()) rotary_temporaries(ops, q_unrotated, qkv.q, qkv.k);
+  }
+  if (m.positions == position_kind::rotary) {
     if (m.rotary_complex && p.matmul != dtype::fp32) {
       // modeling_llama4.py@000c33fd apply_rotary_emb: view_as_complex(x.float()) * freqs_cis, then
       // .type_as(x): the fp32 copy and the complex product (fp32-sized) exist beside each output.
@@ -459,6 +486,7 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
       core.role = param_role::vector;
       core.frozen = ctx.adapters.base.frozen;
     }
+    if (padded_row_mask(run)) core.extra_saved += memory_efficient_mask_bias(ctx, core);
     context = ops.emit(core, q_elements, p.matmul);
     ops.keep(qkv.q, context);
     ops.keep(qkv.k, context);
@@ -471,7 +499,14 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
   } else {
     context = eager_attention(ctx, qkv, path, q_elements, k_elements, w.kv, scores,
                               detail::checked_mul(batch_heads, run.seq_len));
+    // SDPA's math path adds the mask made additive per call (convert_boolean_attn_mask, above)
+    // in place to the scores: it lives through the call. Eager attention adds the float mask
+    // the model made once (decoder_stack.hpp base_model_held).
+    if (padded_row_mask(run) && run.attention != attention_impl::eager)
+      ops.at(context).fwd_temp += storage(p.matmul, detail::checked_mul(run.seq_len, keys));
   }
+  // Liger's rope_backward runs on the gradients the attention hands back (liger_rope.hpp).
+  ops.at(context).bwd_temp += rope_backward_copies;
   // Heads are merged with transpose + reshape: a contiguous copy the output projection saves.
   // torchtitan (output.transpose(1, 2).contiguous(), models/llama3/model/model.py @ f7084fc7)
   // gets the fused kernels' output as a transposed view of a (batch, seq, heads, head_dim)

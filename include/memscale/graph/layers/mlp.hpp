@@ -78,7 +78,8 @@ constexpr tensor expert_projection(const layer_context& ctx, tensor in, const li
 }
 
 // Liger's SwiGLU (LigerSiLUMulFunction, ops/swiglu.py, v0.5.10 @ 44a8f2fb): silu(a) * b in one
-// kernel that saves a and b only (not silu(a)). Its backward writes da and db into a and b, so
+// kernel that saves a and b only (not silu(a)). Its GEGLU (LigerGELUMulFunction, ops/geglu.py
+// @ 44a8f2fb: gelu_tanh(a) * b) allocates, saves and writes back the same tensors. Its backward writes da and db into a and b, so
 // it makes no new gradient, and a (the gate's output) holds da until the gate's projection reads
 // it: kept past the up projection's backward, which runs before the gate's.
 constexpr tensor liger_silu_mul(op_writer& ops, tensor gate, tensor up) {
@@ -103,7 +104,7 @@ constexpr tensor dense_mlp(const layer_context& ctx, tensor in, std::uint64_t ff
   if (gated_mlp(ctx.model)) {
     const tensor gate = expert_projection(ctx, in, widen, ctx.adapters.adapts(lora_target::gate));
     const tensor up = expert_projection(ctx, in, widen, adapt_up);
-    if (ctx.run.liger_swiglu) return expert_projection(ctx, liger_silu_mul(ops, gate, up), narrow, adapt_down);
+    if (ctx.run.liger_swiglu || ctx.run.liger_geglu) return expert_projection(ctx, liger_silu_mul(ops, gate, up), narrow, adapt_down);
     const tensor act = activation(ctx, gate);
     const tensor product = ops.elementwise(up.elements, up.type);
     ops.keep(act, product);  // mul saves both factors

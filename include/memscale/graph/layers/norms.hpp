@@ -55,6 +55,25 @@ constexpr tensor layer_norm(op_writer& ops, tensor in, const norm_shape& shape, 
   return y;
 }
 
+// Liger's LayerNorm (LigerLayerNormFunction, ops/layer_norm.py @ 44a8f2fb): Y in the input's
+// dtype (a custom Function: no autocast fp32 output), Mean and RSTD of one element per row in
+// the input's dtype (not fp32 as torch's); saves X, W, B, Mean, RSTD. Backward makes DX and the
+// (SM count x width) partials _DW and _DB in the weight's dtype, summed into DW and DB.
+constexpr tensor liger_layer_norm(op_writer& ops, tensor in, const norm_shape& shape, bool bias, bool trainable) {
+  op o{.kind = op_kind::norm,
+       .weight = {shape.width, 1, 1},
+       .bias = bias ? param_tensor{shape.width, 1, 1} : param_tensor{},
+       .role = param_role::vector,
+       .frozen = !trainable};
+  o.extra_saved = storage(in.type, detail::checked_mul(shape.rows, 2));
+  o.grad_in = storage(in.type, in.elements);
+  const auto partial = detail::checked_mul(liger_partial_rows, shape.width);
+  if (trainable) o.bwd_temp = storage(ops.precision().param, detail::checked_mul(partial, bias ? 2 : 1));
+  const tensor y = ops.emit(o, in.elements, in.type);
+  ops.keep(in, y);
+  return y;
+}
+
 // mean.dim's backward keeps its input (an RMSNorm's x^2) before torch 2.2: its formula's
 // self.sym_numel() is saved as a number only since pytorch PR #109935 (merged 2023-09-23, first
 // in v2.2.0: tools/autograd/load_derivatives.py saved_variables); until then codegen saved self.
@@ -187,6 +206,8 @@ constexpr tensor layer_norm_fp32_python(op_writer& ops, tensor in, const norm_sh
 // frozen under LoRA.
 constexpr tensor norm(const layer_context& ctx, tensor in, const norm_shape& shape) {
   const bool trainable = !ctx.adapters.enabled;
+  if (ctx.model.norm == norm_kind::layernorm && ctx.run.liger_layer_norm)
+    return liger_layer_norm(ctx.ops, in, shape, ctx.model.norm_bias, trainable);
   if (ctx.model.norm == norm_kind::layernorm) return layer_norm(ctx.ops, in, shape, ctx.model.norm_bias, trainable);
   if (ctx.model.norm == norm_kind::layernorm_fp32_python)
     return layer_norm_fp32_python(ctx.ops, in, shape, trainable, ctx.run.torch_version);
