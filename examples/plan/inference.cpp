@@ -55,16 +55,6 @@ std::string cache_storage_text(const memscale::inference_spec& s) {
   return std::string(memscale::to_string(s.kv));
 }
 
-// The verdict as the plan line says it.
-std::string_view verdict_words(memscale::verdict v) {
-  switch (v) {
-    case memscale::verdict::fits: return "fits";
-    case memscale::verdict::borderline: return "borderline";
-    case memscale::verdict::does_not_fit: return "does not fit";
-  }
-  return "does not fit";
-}
-
 }  // namespace
 
 std::string inference_text(const memscale::model_spec& model, const memscale::inference_spec& spec,

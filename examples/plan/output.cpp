@@ -147,6 +147,15 @@ std::string fit_reason(const memscale::device_fit& f) {
 
 }  // namespace
 
+std::string verdict_words(memscale::verdict v) {
+  switch (v) {
+    case memscale::verdict::fits: return "fits";
+    case memscale::verdict::borderline: return "borderline";
+    case memscale::verdict::does_not_fit: return "does not fit";
+  }
+  return "does not fit";
+}
+
 std::string device_figures_text(const device_figures& d, const memscale::gpu_spec* gpu, const std::string& alloc_conf,
                                 std::string_view replayed_events, const memscale::device_verdict* v,
                                 std::string_view smaller_run) {

@@ -26,6 +26,9 @@ nlohmann::json json_report(const memscale::model_spec& model, const memscale::tr
 // The training settings as JSON, with the option spellings memscale-plan accepts.
 nlohmann::json run_to_json(const memscale::training_spec& run);
 
+// A verdict as the reports and pictures say it: "fits", "borderline", "does not fit".
+std::string verdict_words(memscale::verdict v);
+
 // What a caching-allocator section shows of a training step's or a generate() call's device estimate.
 struct device_figures {
   memscale::replay_fallback fallback = memscale::replay_fallback::none;

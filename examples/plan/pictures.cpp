@@ -13,6 +13,7 @@
 
 #include "memscale/json/run_report.hpp"
 #include "memscale/svg.hpp"
+#include "output.hpp"
 #include "units.hpp"
 #include "memscale/validate.hpp"
 
@@ -95,14 +96,6 @@ std::string chosen_text(const memscale::plan_result& plan) {
   return out;
 }
 
-std::string verdict_words(memscale::verdict v) {
-  switch (v) {
-    case memscale::verdict::fits: return "fits";
-    case memscale::verdict::borderline: return "borderline";
-    case memscale::verdict::does_not_fit: return "does not fit";
-  }
-  return "does not fit";
-}
 
 }  // namespace
 
@@ -258,7 +251,7 @@ std::string inference_cliff_svg(const memscale::model_spec& model, const memscal
     double upper = 0.0;
   };
   const auto estimate = [&](std::uint64_t batch, std::uint64_t context) {
-    memscale::inference_spec t = memscale::detail::inference_at(run, batch, context);
+    memscale::inference_spec t = memscale::inference_at(run, batch, context);
     t.blas_workspace = gpu.cublas_workspace;
     const memscale::inference_device_estimate d = memscale::estimate_inference_on_device(model, t, &gpu, device);
     return figures{gib(d.device), gib(memscale::range_of(d.device, memscale::inference_band_of(model, t, d)).high)};

@@ -88,6 +88,8 @@ class generate_walker {
 
  private:
   constexpr std::uint32_t alloc(std::uint64_t size) { return events_.alloc(size); }
+  // A layer's slot in the per-layer tables (at most 256 layers: checked in the constructor).
+  static constexpr std::size_t slot_of(std::uint64_t layer) { return static_cast<std::size_t>(layer); }
   constexpr void free(std::uint32_t& id) { events_.free(id); }
   // torch.cat([old, new]): the larger tensor is made while the old one lives.
   constexpr void grow(std::uint32_t& id, std::uint64_t size) {
@@ -229,7 +231,7 @@ class generate_walker {
     bool scaled_keys_made = false;
     for (std::size_t i = begin; i < g.block_end; ++i) {
       cached_ops += g.ops[i].kv_cached ? 1 : 0;
-      if (g.ops[i].kv_cached) attended = memscale::detail::max(attended, freed_after(g, i));
+      if (g.ops[i].kv_cached && freed_after(g, i) > attended) attended = freed_after(g, i);
     }
     for (std::size_t k = 0; k < count; ++k) {
       const op& o = g.ops[begin + k];
@@ -280,7 +282,7 @@ class generate_walker {
     if (done == 0) {
       returned_[0] = alloc(half(total));
       returned_[1] = alloc(half(total));
-      for (auto& slot : packed_[layer]) quantize(slot);
+      for (auto& slot : packed_[slot_of(layer)]) quantize(slot);
       return;
     }
     const quantized_split before = split_quantized(r_, done);
@@ -289,11 +291,11 @@ class generate_walker {
     returned_[0] = alloc(half(total));
     returned_[1] = alloc(half(total));
     if (requantizes(r_, done)) {
-      std::array<std::uint32_t, 2> old{quantize(packed_[layer][0]), quantize(packed_[layer][1])};
+      std::array<std::uint32_t, 2> old{quantize(packed_[slot_of(layer)][0]), quantize(packed_[slot_of(layer)][1])};
       for (auto& id : old) free(id);
-      for (auto& id : kv_[layer]) free(id);
+      for (auto& id : kv_[slot_of(layer)]) free(id);
     } else {
-      for (auto& id : kv_[layer]) grow(id, half(before.residual + 1));
+      for (auto& id : kv_[slot_of(layer)]) grow(id, half(before.residual + 1));
     }
     free(dk);
     free(dv);
@@ -334,13 +336,13 @@ class generate_walker {
     }
     if (done == 0) {
       if (index == 0)
-        kv_[layer][1] = alloc(memscale::detail::prefill_value_storage(m_, r_).value);
+        kv_[slot_of(layer)][1] = alloc(memscale::detail::prefill_value_storage(m_, r_).value);
       else
-        kv_[layer][0] = alloc(kv_layer_half_bytes(m_, r_, r_.context).value);
-      if (count == 1) kv_[layer][0] = no_tensor;
+        kv_[slot_of(layer)][0] = alloc(kv_layer_half_bytes(m_, r_, r_.context).value);
+      if (count == 1) kv_[slot_of(layer)][0] = no_tensor;
       return;
     }
-    std::uint32_t& slot = kv_[layer][index == 0 ? 0 : 1];
+    std::uint32_t& slot = kv_[slot_of(layer)][index == 0 ? 0 : 1];
     const std::uint64_t positions = memscale::detail::checked_add(done, rows);
     const std::uint64_t size =
         (index == 0 ? kv_layer_half_bytes(m_, r_, positions) : kv_layer_value_bytes(m_, r_, positions)).value;
@@ -349,7 +351,7 @@ class generate_walker {
       return;
     }
     // A tuple cache: the old tensor stays referenced by the previous step's tuples.
-    previous_[layer][index == 0 ? 0 : 1] = slot;
+    previous_[slot_of(layer)][index == 0 ? 0 : 1] = slot;
     slot = alloc(size);
   }
 
@@ -384,7 +386,7 @@ class generate_walker {
     free(ones);
     constexpr std::uint64_t int32_bytes = 4;  // the prompt's torch.int (generate.py encode_tokens)
     ids_ = alloc(checked_mul(r_.batch, memscale::detail::checked_add(r_.context, r_.new_tokens), int32_bytes));
-    mask_ = alloc(checked_mul(r_.batch, r_.context, int32_bytes));  // prompt.view(1, -1).repeat(batch_size, 1)
+    prompt_ = alloc(checked_mul(r_.batch, r_.context, int32_bytes));  // prompt.view(1, -1).repeat(batch_size, 1)
   }
 
   // What Attention.forward attends over after kv_cache.update, at the op the graph marks as a cached
@@ -439,6 +441,7 @@ class generate_walker {
   bool gpt_fast_ = r_.loop == generate_loop::gpt_fast;
   std::uint32_t ids_ = no_tensor;
   std::uint32_t mask_ = no_tensor;
+  std::uint32_t prompt_ = no_tensor;  // gpt-fast's prompt repeated over the batch
   std::uint32_t kept_logits_ = no_tensor;
   std::uint32_t workspace_ = no_tensor;
 };

@@ -33,22 +33,18 @@ struct inference_plan {
 // Upper bound of the context search when the model has no position table.
 inline constexpr std::uint64_t max_context_search = 1ULL << 21;
 
-namespace detail {
-
-// The call at another batch or prompt length. A static cache sized for the request follows the
-// new length.
+// The call at another batch or prompt length (the plan's searches and the OOM-cliff picture). A
+// static cache sized for the request follows the new length.
 constexpr inference_spec inference_at(const inference_spec& r, std::uint64_t batch, std::uint64_t context) {
   inference_spec t = r;
   t.batch = batch;
   t.context = context;
   if (t.cache == kv_cache_kind::static_preallocated && t.max_cache_len != 0 &&
-      t.max_cache_len < checked_add(context, t.new_tokens))
+      t.max_cache_len < detail::checked_add(context, t.new_tokens))
     t.max_cache_len = 0;
   validate(t);
   return t;
 }
-
-}  // namespace detail
 
 // The figure a search compares with the budget: the upper end of the band of the device peak.
 constexpr bytes inference_upper_end(const model_spec& model, const inference_spec& run, const gpu_spec& gpu,
@@ -74,7 +70,7 @@ constexpr inference_plan plan_inference(const model_spec& model, const inference
   p.fits = p.verdict.v == verdict::fits;
   p.pressure = ratio(p.device.device, p.vram);
   auto upper_end_at = [&](std::uint64_t batch, std::uint64_t context) {
-    return inference_upper_end(model, detail::inference_at(r, batch, context), on, device).value;
+    return inference_upper_end(model, inference_at(r, batch, context), on, device).value;
   };
   // Both searches start from the request's own figure, a point known to fit or not, and solve
   // for the crossing from the figures (largest_within_budget): a plan in a static_assert stays

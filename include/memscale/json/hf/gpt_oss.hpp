@@ -45,7 +45,7 @@ inline model_spec gpt_oss(const config& c) {
   std::uint64_t sliding = 0;
   bool last_sliding = false;
   for (std::uint64_t i = 0; i < m.layers; ++i) {
-    last_sliding = c.has("layer_types") ? c.raw().at("layer_types").at(i) == "sliding_attention" : i % 2 == 0;
+    last_sliding = c.has("layer_types") ? c.raw().at("layer_types").at(static_cast<std::size_t>(i)) == "sliding_attention" : i % 2 == 0;
     if (last_sliding) ++sliding;
   }
   // generate() is described with a full-attention last layer (its cache's torch.cat moment).
