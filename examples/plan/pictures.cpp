@@ -231,11 +231,10 @@ std::string inference_svg(const memscale::model_spec& model, const memscale::inf
   if (plan != nullptr) {
     c.references = vram_and_budget(plan->vram, plan->budget);
     if (plan->device.replayed())
-      c.references.push_back({.label = "device peak, allocator replay", .value = gib(plan->device.device),
+      c.references.push_back({.label = "replayed peak", .value = gib(plan->device.device),
                               .color = "#2c3e50", .dashed = true});
   }
-  return svg::figure({c}, "memscale-plan --inference: device peak (nvidia-smi) of the prefill and of decoding "
-                          "(bars: tensors + context by the rounding rule)");
+  return svg::figure({c}, "memscale-plan --inference: prefill and decoding (bars: tensors + rounding rule)");
 }
 
 std::string inference_cliff_svg(const memscale::model_spec& model, const memscale::inference_spec& run,
