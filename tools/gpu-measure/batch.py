@@ -122,6 +122,28 @@ def layer_kinds_jobs():
     return out
 
 
+def caches_jobs():
+    """The fourth pass: generate() with other caches and families, and the replay's largest generate() misses."""
+    out = []
+    for name, gib in (("infer-gpt2-fp32-b4-c512-n64", 12), ("infer-tinyllama-bf16-b16-c1024-n256", 16),
+                      ("infer-llama2-7b-bf16-b8-c2048-n128-static", 40),
+                      ("infer-tinyllama-bf16-b16-c1024-n256-static", 16), ("infer-gemma3-1b-bf16-b4-c2048-n64", 16),
+                      ("infer-gpt_oss-l4-e8-bf16-b4-c1024-n64", 20)):
+        out.append({"id": "history-" + name, "case": name, "history": True, "frames": True,
+                    "cap_bytes": int((gib - 1) * GIB), "safety_cap": True, "gib": gib})
+    for name in GPT_FAST_CASES:
+        out.append({"id": "history-" + name, "gpt_fast": name, "gib": 24})
+    out.append({"id": "transients-family-falcon_h1-0.5b-b2-s1024-amp_bf16-sdpa-torchpath",
+                "transients": "family-falcon_h1-0.5b-b2-s1024-amp_bf16-sdpa-torchpath", "gib": 48})
+    return out
+
+
+# gpt_fast_gpu.py's cases; gpt-fast's generate.py, model.py and tokenizer.py in GPT_FAST_DIR (not committed).
+GPT_FAST_CASES = ("gptfast-llama-mha-l8-h2048-b8-c1024-n32-bf16", "gptfast-llama-gqa-l8-h2048-b8-c2048-n32-bf16",
+                  "gptfast-llama-mha-l4-h1024-b4-c512-n32-fp32")
+GPT_FAST_DIR = os.path.join(HERE, "..", "..", ".cache", "gpt-fast")
+
+
 def command(job, hist_dir, dry):
     if dry:
         return [sys.executable, "-c", "import json,time,random;time.sleep(random.random()*0.3);"
@@ -135,6 +157,9 @@ def command(job, hist_dir, dry):
     if job.get("saved"):
         return [sys.executable, os.path.join(HERE, "saved_tensors.py"), "--only", ",".join(job["saved"]),
                 "--out", os.path.join(job["out_dir"], "saved_tensors.json")], env
+    if job.get("gpt_fast"):
+        return [sys.executable, os.path.join(HERE, "gpt_fast_gpu.py"), "--gpt-fast", GPT_FAST_DIR, "--out", "-",
+                "--case", job["gpt_fast"], "--history", hist_dir], env
     if job.get("probe"):
         env["CUDA_MODULE_LOADING"] = job["probe"]
         return [sys.executable, PROBE], env
@@ -163,11 +188,11 @@ def main():
     ap.add_argument("--gpu-gib", type=float, default=74)
     ap.add_argument("--max-procs", type=int, default=6)
     ap.add_argument("--dry", action="store_true")
-    ap.add_argument("--set", choices=("first", "diagnosis", "layer-kinds"), default="first")
+    ap.add_argument("--set", choices=("first", "diagnosis", "layer-kinds", "caches"), default="first")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     hist_dir = "/tmp/memscale-histories"
-    pending = {"first": jobs, "diagnosis": diagnosis_jobs, "layer-kinds": layer_kinds_jobs}[a.set]()
+    pending = {"first": jobs, "diagnosis": diagnosis_jobs, "layer-kinds": layer_kinds_jobs, "caches": caches_jobs}[a.set]()
     for job in pending:
         job["out_dir"] = a.out
     running = []  # (job, process, start)
@@ -192,10 +217,12 @@ def main():
             results.write(json.dumps(line) + "\n")
             results.flush()
             r = line.get("result", {})
+            if isinstance(r, list):  # gpt_fast_gpu.py prints its records
+                r = {rec["id"].rsplit("-", 1)[1]: rec["measured_bytes"] for rec in r}
             print("%6.1f %-70s rc=%s %s" % (time.time() - t0, job["id"], proc.returncode,
                                              {k: r.get(k) for k in ("allocated", "reserved", "smi", "oom")}
                                              if r else line.get("stderr", "")[-300:]), flush=True)
-            if job.get("history"):
+            if job.get("history") or job.get("gpt_fast"):
                 pack_histories(hist_dir, a.out)
         used = sum(job["gib"] for job, _, _ in running)
         left = a.budget_s - (time.time() - t0)

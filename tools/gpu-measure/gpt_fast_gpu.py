@@ -35,12 +35,15 @@ def smi_used_bytes():
     return None
 
 
-def run(case, gpt_fast_dir):
+def run(case, gpt_fast_dir, history_dir=""):
     sys.path.insert(0, gpt_fast_dir)
     import generate as gf
     from model import ModelArgs, Transformer
     name, layers, dim, heads, kv, ffn, batch, prompt_len, new, dt = case
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[dt]
+    if history_dir:  # every allocator event from model construction on (measure_gpu.write_history's format)
+        torch.cuda.memory._record_memory_history(enabled="all", context="alloc", stacks="python",
+                                                 max_entries=4_000_000)
     torch.manual_seed(0)
     args = ModelArgs(block_size=4096, vocab_size=32000, n_layer=layers, n_head=heads, dim=dim, intermediate_size=ffn,
                      n_local_heads=kv)
@@ -55,6 +58,9 @@ def run(case, gpt_fast_dir):
         out = gf.generate(model, prompt, new, batch, interactive=False, draft_model=None, temperature=0.8, top_k=200)
     torch.cuda.synchronize()
     seq = out[0] if isinstance(out, tuple) else out
+    if history_dir:
+        import measure_gpu
+        measure_gpu.write_history({"name": name}, history_dir, frames=True)
     hf_config = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": dim,
                  "num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": kv,
                  "intermediate_size": ffn, "vocab_size": 32000, "max_position_embeddings": 4096,
@@ -83,9 +89,10 @@ def main():
     ap.add_argument("--gpt-fast", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--case", default="")
+    ap.add_argument("--history", default="", help="with --case: folder for the allocator history (.json.gz)")
     a = ap.parse_args()
     if a.case:
-        print(json.dumps(run(next(c for c in CASES if c[0] == a.case), a.gpt_fast)))
+        print(json.dumps(run(next(c for c in CASES if c[0] == a.case), a.gpt_fast, a.history)))
         return
     records = []
     for c in CASES:

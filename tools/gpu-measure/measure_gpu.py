@@ -88,9 +88,9 @@ def train(name, cfg, batch, seq, precision="fp32", optimizer="adamw", attention=
             "optimizer": optimizer, "attention": attention, "ckpt": ckpt, "lora": lora, "head": head}
 
 
-def infer(name, cfg, batch, context, new_tokens, dtype="bf16", attention="sdpa"):
+def infer(name, cfg, batch, context, new_tokens, dtype="bf16", attention="sdpa", cache="dynamic"):
     return {"kind": "infer", "name": name, "cfg": cfg, "batch": batch, "context": context,
-            "new_tokens": new_tokens, "dtype": dtype, "attention": attention}
+            "new_tokens": new_tokens, "dtype": dtype, "attention": attention, "cache": cache}
 
 
 def vision(name, arch, batch, precision="fp32", optimizer="adamw", image=224):
@@ -207,6 +207,14 @@ CASES = [
                                        "targets": ["q_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"]}),
     infer("infer-deepseek_v2-lite-l4-e16-bf16-b4-c1024-n64",
           hub_config("deepseek-ai--DeepSeek-V2-Lite", num_hidden_layers=4, n_routed_experts=16), 4, 1024, 64),
+    # Caches other than DynamicCache, and generate() of families first modelled from CPU traces: StaticCache
+    # (cache_implementation="static", without generate()'s automatic torch.compile: disable_compile=True),
+    # gemma3's sliding layers under DynamicCache, gpt-oss's sinks and sliding layers (eager attention).
+    infer("infer-llama2-7b-bf16-b8-c2048-n128-static", LLAMA2_7B, 8, 2048, 128, cache="static"),
+    infer("infer-tinyllama-bf16-b16-c1024-n256-static", TINYLLAMA, 16, 1024, 256, cache="static"),
+    infer("infer-gemma3-1b-bf16-b4-c2048-n64", hub_config("google--gemma-3-1b-pt"), 4, 2048, 64),
+    infer("infer-gpt_oss-l4-e8-bf16-b4-c1024-n64",
+          hub_config("openai--gpt-oss-20b", num_hidden_layers=4, num_local_experts=8), 4, 1024, 64, attention="eager"),
     train("family-falcon_mamba-7b-l4-b1-s512-pure_bf16-torchpath",
           hub_config("ssm-multimodal/tiiuae--falcon-mamba-7b", num_hidden_layers=4), 1, 512, precision="pure_bf16",
           attention="eager"),
@@ -335,9 +343,12 @@ def run_infer(case):
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     marks = {"start": torch.cuda.memory_allocated()}
+    extra = {}
+    if case.get("cache", "dynamic") != "dynamic":
+        extra = {"cache_implementation": case["cache"], "disable_compile": True}
     with torch.no_grad():
         out = model.generate(x, max_new_tokens=case["new_tokens"], min_new_tokens=case["new_tokens"],
-                             do_sample=False, pad_token_id=0)
+                             do_sample=False, pad_token_id=0, **extra)
     torch.cuda.synchronize()
     marks["generated_tokens"] = int(out.shape[1] - x.shape[1])
     return {"params": params}, marks
@@ -457,7 +468,7 @@ def records_of(case, result):
         if case["kind"] == "infer":
             model["params"] = result["info"]["params"]
             body = {"infer": {"batch": case["batch"], "context": case["context"], "new_tokens": case["new_tokens"],
-                              "dtype": case["dtype"], "kv_dtype": case["dtype"], "kv_cache": "dynamic",
+                              "dtype": case["dtype"], "kv_dtype": case["dtype"], "kv_cache": case.get("cache", "dynamic"),
                               "attention": case["attention"], "weights": case["dtype"]}}
         else:
             info = result["info"]
