@@ -158,6 +158,9 @@ struct model_spec {
   bool experts_on_every_token = false;
   // RoPE as the complex product of an fp32 copy of q and k (Llama 4): fp32 temporaries under 16 bits.
   bool rotary_complex = false;
+  // RoPE as gpt-fast writes it (model.py apply_rotary_emb): an fp32 copy of q and k, the real and
+  // imaginary parts' products and sums, stacked, then cast back.
+  bool rotary_stacked_pairs = false;
   // Layers that differ by position (graph/layers/layer_pattern.hpp). Layer i (from 0) has the
   // model's experts when (i + 1) % moe_layer_step == 0, else a dense MLP of dense_ffn (0: every
   // layer has the model's MLP); it has no RoPE and no qk-norm when (i + 1) % nope_layer_interval

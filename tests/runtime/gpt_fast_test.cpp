@@ -137,3 +137,31 @@ TEST_CASE("gpt-fast: what it does not have, or is not modelled, is refused by na
 }
 
 }  // namespace gpt_fast_test
+
+namespace gpt_fast_test {
+namespace {
+
+// Counts the prefill's allocations of one size.
+struct prefill_size_count {
+  std::uint64_t size = 0;
+  std::uint64_t count = 0;
+  bool prefill = false;
+  constexpr void alloc(std::uint32_t, std::uint64_t bytes) { count += prefill && bytes == size ? 1 : 0; }
+  constexpr void free(std::uint32_t) {}
+  constexpr void enter(std::uint32_t, allocator::moment m) { prefill = m == allocator::moment::prefill; }
+};
+
+}  // namespace
+
+TEST_CASE("gpt-fast: RMSNorm and RoPE make their fp32 tensors one by one in the allocator stream",
+          "[inference][gpt_fast][allocator]") {
+  // model.py@32971d31: each RMSNorm's x.float(), x * x and the product by rsqrt; apply_rotary_emb's
+  // x.float() and torch.stack of q and of k (multi-head: k is q's size).
+  const model_spec m = presets::llama_2_7b;
+  const inference_spec r = gpt_fast_run(256, 4);
+  prefill_size_count c{.size = storage(dtype::fp32, r.batch * r.context * m.hidden).value};
+  allocator::emit_generate<8192>(m, r, c);
+  CHECK(c.count == m.layers * (2 * 3 + 2 * 2));
+}
+
+}  // namespace gpt_fast_test

@@ -199,15 +199,17 @@ class generate_walker {
     for (std::size_t k = 0; k < end; ++k) {
       const op& o = g.ops[k];
       ids[k] = no_tensor;
-      if (o.kv_cached && per_layer > 0) {
-        cache_update(cached_seen / per_layer, rows, done, cached_seen % per_layer, per_layer);
-        ++cached_seen;
-      } else if (freed_after(g, k) >= g.block_end) {
-        held[held_count++] = alloc(o.out.value);
-      } else {
-        ids[k] = alloc(o.out.value);
-      }
-      temporaries(o);
+      const auto make = [&] {
+        if (o.kv_cached && per_layer > 0) {
+          cache_update(cached_seen / per_layer, rows, done, cached_seen % per_layer, per_layer);
+          ++cached_seen;
+        } else if (freed_after(g, k) >= g.block_end) {
+          held[held_count++] = alloc(o.out.value);
+        } else {
+          ids[k] = alloc(o.out.value);
+        }
+      };
+      with_temporaries(o, make);
       for (std::size_t j = 0; j < k; ++j)
         if (freed_after(g, j) == k) free(ids[j]);
     }
@@ -236,20 +238,22 @@ class generate_walker {
     for (std::size_t k = 0; k < count; ++k) {
       const op& o = g.ops[begin + k];
       ids[k] = no_tensor;
-      if (k == 0) {
-        ids[k] = stream;
-      } else if (o.kv_cached && gpt_fast_) {
-        ids[k] = gpt_fast_attended(o);
-      } else if (o.kv_cached) {
-        cache_update(l, rows, done, cached_seen++, cached_ops);
-      } else {
-        ids[k] = alloc(o.out.value);
-      }
+      const auto make = [&] {
+        if (k == 0) {
+          ids[k] = stream;
+        } else if (o.kv_cached && gpt_fast_) {
+          ids[k] = gpt_fast_attended(o);
+        } else if (o.kv_cached) {
+          cache_update(l, rows, done, cached_seen++, cached_ops);
+        } else {
+          ids[k] = alloc(o.out.value);
+        }
+      };
+      with_temporaries(o, make);
       if (gpt_fast_ && o.kind == op_kind::attention && !scaled_keys_made) {
         scaled_keys_made = true;
         gpt_fast_scaled_keys(done);
       }
-      temporaries(o);
       for (std::size_t j = 0; j <= k; ++j)
         if (freed_after(g, begin + j) == begin + k && ids[j] != no_tensor) free(ids[j]);
       if (begin + k == attended)
@@ -299,6 +303,85 @@ class generate_walker {
     }
     free(dk);
     free(dv);
+  }
+
+  // An op's output (`make` allocates it, or hands it to the cache) and its temporaries, in the
+  // order its code makes them (graph.hpp forward_temporaries).
+  template <class Make>
+  constexpr void with_temporaries(const op& o, Make make) {
+    const std::uint64_t out = o.out.value;
+    switch (o.temporaries) {
+      case forward_temporaries::pieces:
+        make();
+        temporaries(o);
+        return;
+      case forward_temporaries::rms_norm_upcast: {
+        if (!gpt_fast_) break;
+        // gpt-fast's RMSNorm (model.py@32971d31): x.float(); x * x, freed after its mean; the
+        // product by rsqrt; .type_as(x), after which the product is dropped; the weight product.
+        std::uint32_t upcast = alloc(out * 2);
+        std::uint32_t squares = alloc(out * 2);
+        free(squares);
+        std::uint32_t product = alloc(out * 2);
+        free(upcast);
+        std::uint32_t cast = alloc(out);
+        free(product);
+        make();
+        free(cast);
+        return;
+      }
+      case forward_temporaries::rms_norm_fp32: {
+        if (!gpt_fast_) break;
+        std::uint32_t squares = alloc(out);
+        free(squares);
+        std::uint32_t product = alloc(out);
+        make();
+        free(product);
+        return;
+      }
+      case forward_temporaries::rotary_stacked: {
+        // gpt-fast's apply_rotary_emb (model.py@32971d31): x.float() (a copy unless fp32); the real
+        // part's two products and difference; the imaginary part's two products and sum;
+        // torch.stack of both; .type_as(x) (a copy unless fp32, else the stack is the output).
+        const bool upcast = r_.compute != dtype::fp32;
+        const std::uint64_t half = upcast ? out : out / 2;
+        std::uint32_t copy = upcast ? alloc(half * 2) : no_tensor;
+        std::array<std::uint32_t, 3> part{};
+        std::array<std::uint32_t, 2> sums{};
+        for (auto& sum : sums) {
+          for (auto& id : part) id = alloc(half);
+          free(part[0]);
+          free(part[1]);
+          sum = part[2];
+        }
+        if (!upcast) {
+          make();
+          for (auto& sum : sums) free(sum);
+          return;
+        }
+        std::uint32_t stacked = alloc(half * 2);
+        for (auto& sum : sums) free(sum);
+        if (o.kv_cached) {
+          // The rotated keys are copied into the static cache and dropped when update() rebinds k.
+          std::uint32_t cast = alloc(out);
+          free(stacked);
+          free(copy);
+          free(cast);
+          make();
+          return;
+        }
+        make();
+        free(stacked);
+        free(copy);
+        return;
+      }
+    }
+    // Hugging Face's LlamaRMSNorm makes the same tensors (the fp32 copy, x^2, the product, its cast:
+    // 128, 128, 128, 64 MiB in the TinyLlama history) but its walk stays one block: replayed alone,
+    // without the attention's per-layer tensors that are not walked yet (docs/allocator.md), it
+    // moved Llama-2-7B generate() b8 from -2.1% to -11% reserved.
+    make();
+    temporaries(o);
   }
 
   // An op's temporaries live while it runs. Temporaries that are a whole number of the op's output

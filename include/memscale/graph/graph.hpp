@@ -70,7 +70,18 @@ struct release_point {
 
 inline constexpr release_point not_kept{};
 
-// Members are ordered to pack into 112 bytes (a graph holds graph_capacity of them; kv_cached and
+// How an op's forward temporaries come and go under no_grad, where the generate() allocator walk
+// (allocator/generate_events.hpp) needs more than their bytes: which tensors, of what size, in
+// what order. `pieces`: fwd_temp as separate tensors of out's size when it is a whole number of
+// them, else one block. The others name the code whose allocations the walk replays.
+enum class forward_temporaries : std::uint8_t {
+  pieces,
+  rms_norm_upcast,  // RMSNorm upcast to fp32 (LlamaRMSNorm, gpt-fast's) on a 16-bit input: fp32 copy, x^2, product, cast
+  rms_norm_fp32,    // the same on an fp32 input: x^2, product
+  rotary_stacked,   // gpt-fast apply_rotary_emb: fp32 copy, four products, two sums, stack, cast
+};
+
+// Members are ordered to pack into 120 bytes (a graph holds graph_capacity of them; kv_cached and
 // last_reader fill the padding before `weight`); designated initialisers follow this order.
 struct op {
   op_kind kind = op_kind::elementwise;  // zero (op_kind's first)
@@ -92,8 +103,9 @@ struct op {
   bytes bwd_temp{};                // temporaries inside its backward, beyond the gradients
   bytes grad_in{};                 // gradient it produces for its input
   bytes grad_out{};                // gradient it receives for its output when smaller than `out` (one loss chunk's); zero: `out`
+  forward_temporaries temporaries = forward_temporaries::pieces;
 };
-static_assert(sizeof(op) <= 112, "op grew: a graph is graph_capacity ops");
+static_assert(sizeof(op) <= 120, "op grew: a graph is graph_capacity ops");
 
 // A block may hold a period of layers that differ by position (graph/layers/layer_pattern.hpp):
 // Llama 4 Scout's four layers under LoRA on every Linear are 391 ops.

@@ -143,12 +143,13 @@ constexpr device_fit fit_inference_on_device(const model_spec& model, const infe
 }
 
 // gpt-fast's generate() replayed: the three H100 runs of docs/data/gpu_allocator_runs/gpt_fast_h100.json
-// (torch 2.11), reserved and nvidia-smi worst -9.56% / -0.61%, rounded outwards; the upper end is
-// the transformers replay's (replayed_device_band): three runs do not bound it.
+// (torch 2.11), reserved and nvidia-smi -0.82% .. +2.47% with its RMSNorm and RoPE walked tensor by
+// tensor; three runs do not bound either end, so both are the transformers replay's
+// (replayed_device_band), which the same allocator rules give.
 inline constexpr error_band replayed_gpt_fast_band{
-    run_class::gpu_published, -0.10, 0.125, true,
+    run_class::gpu_published, -0.065, 0.125, true,
     "docs/inference.md, gpt-fast's generate() on an H100 with the allocator replay and the context model (3 runs): "
-    "reserved and nvidia-smi worst -9.56% / -0.61%"};
+    "reserved and nvidia-smi -0.82% .. +2.47%, the ends those of the transformers replay"};
 
 // The band of d.device. Replayed transformers generate() of a dense Hugging Face decoder from torch
 // 2.0 is in the replayed class the H100 generate() runs measured (replayed_device_band: TinyLlama,

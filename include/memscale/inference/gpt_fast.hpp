@@ -35,6 +35,7 @@ constexpr model_spec gpt_fast_model(const model_spec& m) {
   model_spec fast = m;
   fast.fused_qkv = true;
   fast.upcast_logits = false;
+  fast.rotary_stacked_pairs = true;
   return fast;
 }
 

@@ -341,6 +341,23 @@ constexpr void rotary_temporaries(op_writer& ops, tensor q_unrotated, tensor q, 
   ops.reads(q_unrotated, k);
 }
 
+// gpt-fast's apply_rotary_emb (model.py@32971d31) under no_grad: x.float() (a copy unless fp32),
+// the two products and the difference of the real part, the same of the imaginary part,
+// torch.stack of both (fp32, the full size) and .type_as(x) (a copy unless fp32). The most alive
+// at once is the copy, the real part and the imaginary part's two products and sum (or the
+// stack): six tensors of half the fp32 size when 16-bit (the output comes after), four with the
+// output (the stack itself) when fp32.
+constexpr void stacked_rotary_temporaries(op_writer& ops, tensor q_unrotated, tensor q, tensor k) {
+  for (const tensor t : {q, k}) {
+    op& o = ops.at(t);
+    const bytes fp32_half = storage(dtype::fp32, t.elements / 2);
+    const bytes most = fp32_half * (t.type == dtype::fp32 ? 4u : 6u);
+    o.fwd_temp += most > o.out ? most - o.out : bytes{};
+    o.temporaries = forward_temporaries::rotary_stacked;
+  }
+  ops.reads(q_unrotated, k);
+}
+
 // What the memory-efficient kernel keeps of a padding-free row's bool mask (one layer's call,
 // aten/src/ATen/native/transformers/attention.cpp@008887dc scaled_dot_product_attention):
 // convert_boolean_attn_mask makes an additive (1, 1, tokens, tokens) copy in q's dtype, and
@@ -397,7 +414,12 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
     const tensor q_unrotated = qkv.q;
     qkv.q = ops.elementwise(qkv.q, q_elements, p.matmul);
     qkv.k = ops.elementwise(qkv.k, k_elements, p.matmul);
-    if (ops.records_forward_liveness()) rotary_temporaries(ops, q_unrotated, qkv.q, qkv.k);
+    if (ops.records_forward_liveness()) {
+      if (m.rotary_stacked_pairs)
+        stacked_rotary_temporaries(ops, q_unrotated, qkv.q, qkv.k);
+      else
+        rotary_temporaries(ops, q_unrotated, qkv.q, qkv.k);
+    }
   }
   if (m.positions == position_kind::rotary) {
     if (m.rotary_complex && p.matmul != dtype::fp32) {
