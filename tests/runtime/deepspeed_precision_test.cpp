@@ -7,9 +7,12 @@
 #include <catch2/catch_test_macros.hpp>
 #endif
 
+#include <cmath>
+#include <fstream>
 #include <string>
 
 #include "error_capture.hpp"
+#include "memscale/json.hpp"
 #include "memscale/json/emit_deepspeed.hpp"
 #include "memscale/parallel/per_gpu.hpp"
 #include "memscale/presets.hpp"
@@ -128,4 +131,21 @@ TEST_CASE("Engine precision: the emitted ds_config enables the matching 16-bit b
 }
 
 }  // namespace
+TEST_CASE("Engine precision: the CPU traces of the engine's buffers, read per GPU with the release's loss rules",
+          "[deepspeed][precision][records]") {
+  // docs/data/cpu_traced_deepspeed.json (transformers 4.51's loss: upcast logits, shifted labels).
+  // Read without the release, the rank's loss made a contiguous copy of the shifted logits: +8.4%.
+  std::ifstream in(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/cpu_traced_deepspeed.json");
+  REQUIRE(in.good());
+  const nlohmann::json records = nlohmann::json::parse(in);
+  REQUIRE(records.size() == 6);
+  for (const auto& record : records) {
+    const nlohmann::json answer = json_io::estimate_parallel_record(record);
+    INFO(answer.dump());
+    REQUIRE(answer.contains("estimated_bytes"));
+    const double error = answer.at("estimated_bytes").get<double>() / record.at("measured_bytes").get<double>() - 1.0;
+    CHECK(std::abs(error) < 0.02);
+  }
+}
+
 }  // namespace deepspeed_precision_test

@@ -92,6 +92,10 @@ const std::vector<data_set> data_sets{
      "timm EVA02 models (Eva with the EVA02 arguments: RoPE, SwiGLU with a LayerNorm on the hidden) traced with the "
      "same Tracker (tools/trace/timm_eva_cases.py)",
      "CPU traced (timm EVA02)", 16},
+    {"cpu_traced_deepspeed", false, true,
+     "DeepSpeed's own bf16/fp16 engine under ZeRO 1-3 on two ranks (tools/trace/deepspeed_cases.py: torch-only "
+     "re-implementations of deepspeed 0.16.5's engine, rank 0's tensors)",
+     "CPU traced DeepSpeed", 22},
     {"cpu_traced_inference", false, true,
      "greedy generate() with a KV cache (docs/research/scripts/trace_inference.py)", "CPU traced generate()", 13},
     {"gpu_measured_h100", false, false,
@@ -181,7 +185,9 @@ std::vector<row> ground_truth_rows(const std::string& dir, const std::string& se
         throw std::runtime_error("causal_lm_loss: unknown value " + stack.at("causal_lm_loss").dump());
       record["software"]["transformers"] = "4.48";
     }
-    const json answer = memscale::json_io::estimate_record(record);
+    // A multi-GPU run is answered per GPU, as memscale-plan --cases answers it.
+    const json answer = memscale::json_io::is_multi_gpu_record(record) ? memscale::json_io::estimate_parallel_record(record)
+                                                                        : memscale::json_io::estimate_record(record);
     row r{set, record.at("id").get<std::string>(), "", record.at("measured_bytes").get<double>(), 0, ""};
     if (answer.contains("error")) {
       r.error = answer.at("error").get<std::string>();
@@ -196,7 +202,9 @@ std::vector<row> ground_truth_rows(const std::string& dir, const std::string& se
         r.of = memscale::vision::class_of(memscale::json_io::vision_model_from_record(record),
                                           memscale::json_io::run_from_record(memscale::json_io::vision_run_record(record)));
       } else if (r.classified) {
-        r.of = memscale::class_of(memscale::json_io::model_for_record(record), memscale::json_io::run_from_record(record));
+        // A multi-GPU run's class is its rank's run's.
+        const json run = memscale::json_io::is_multi_gpu_record(record) ? memscale::json_io::single_gpu_view(record) : record;
+        r.of = memscale::class_of(memscale::json_io::model_for_record(record), memscale::json_io::run_from_record(run));
       }
     }
     rows.push_back(r);

@@ -68,18 +68,24 @@ inline parallel_spec parallel_from_record(const json& record) {
 }
 
 // Like estimate_record, for a multi-GPU record: the peak rank's figure, and which rank it is.
+// The record as the single-GPU reader sees it: the run without its layout fields, which the
+// layout (parallel_from_record) carries.
+inline json single_gpu_view(const json& record) {
+  json single = record;
+  for (const char* key : {"dp", "tp", "pp", "sp", "nodes", "zero_stage", "fsdp", "offload", "ds_precision",
+                          "reduce_bucket_size", "micro_batches_in_flight"})
+    single.at("train").erase(key);
+  return single;
+}
+
 inline json estimate_parallel_record(const json& record) {
   const std::string id = record.is_object() && record.contains("id") && record.at("id").is_string()
                              ? record.at("id").get<std::string>()
                              : std::string();
   try {
-    const model_spec model = model_from_record(record.at("model"));
-    // The single-GPU reader sees the run without its layout fields, which the layout carries.
-    json single = record;
-    for (const char* key : {"dp", "tp", "pp", "sp", "nodes", "zero_stage", "fsdp", "offload", "ds_precision",
-                            "reduce_bucket_size", "micro_batches_in_flight"})
-      single.at("train").erase(key);
-    training_spec run = run_from_record(single);
+    // The release's loss rules (upcast logits, shifted labels) as for a single-GPU record.
+    const model_spec model = model_for_record(record);
+    training_spec run = run_from_record(single_gpu_view(record));
     const parallel_spec p = parallel_from_record(record);
     // A loop's no_sync (lit-gpt's no_backward_sync, run_from_record) is a no-op under DeepSpeed:
     // Fabric's DeepSpeed strategy has no backward-sync control and the engine reduces itself.
