@@ -216,8 +216,12 @@ bytes hand_layer_moment(const model_spec& m, const inference_spec& r, std::uint6
   if (!fused_kernel) attention = max(attention, q * 2u + repeated + act(scores));
   const std::uint64_t mlp_tensors = gated_mlp(m) ? 3 : m.mlp == mlp_kind::gelu_tanh ? 4 : 2;
   const bytes mlp = m.experts > 0 ? hand_moe_moment(m, r, rows) : act(n * m.ffn) * mlp_tensors;
-  const bytes layer = stream + max(max(rotary, attention), mlp);
-  return stream + max(layer, stream);
+  // The caller binds the layer's input until the layer returns (LlamaModel.forward: hidden_states =
+  // decoder_layer(hidden_states, ...)): beside the attention the input and its normed copy, beside
+  // a sequential block's MLP the input, the residual sum and its normed copy (the closed form freed
+  // the input at the sum). A parallel block's last sum reads the input anyway.
+  if (m.layout != block_layout::sequential) return stream * 2u + max(max(rotary, attention), mlp);
+  return max(stream * 2u + max(rotary, attention), stream * 3u + mlp);
 }
 
 // The models whose layer the hand count above describes: pre-norm blocks, experts one at a time.

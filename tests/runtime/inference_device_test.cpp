@@ -91,12 +91,17 @@ TEST_CASE("inference device: calls without a stream or a measurement keep the ro
           "[inference][device]") {
   const inference_spec dynamic{.batch = opaque(2), .context = 512, .new_tokens = 8, .compute = dtype::bf16,
                                .kv = dtype::bf16};
-  inference_spec static_cache = dynamic;
-  static_cache.cache = kv_cache_kind::static_preallocated;
-  const inference_device_estimate s = estimate_inference_on_device(presets::llama_2_7b, static_cache, &h100());
+  // The static cache has a stream (allocator/generate_events.hpp); the sliding-window one has none.
+  inference_spec sliding_cache = dynamic;
+  sliding_cache.cache = kv_cache_kind::sliding_window;
+  sliding_cache.sliding_window = 256;
+  const inference_device_estimate s = estimate_inference_on_device(presets::llama_2_7b, sliding_cache, &h100());
   CHECK(s.fallback == replay_fallback::no_stream);
   CHECK(s.reserved == s.tensors.peak.reserved);
-  CHECK(inference_band_of(presets::llama_2_7b, static_cache, s).of == run_class::unmeasured);
+  CHECK(inference_band_of(presets::llama_2_7b, sliding_cache, s).of == run_class::unmeasured);
+  inference_spec static_cache = dynamic;
+  static_cache.cache = kv_cache_kind::static_preallocated;
+  CHECK(estimate_inference_on_device(presets::llama_2_7b, static_cache, &h100()).fallback == replay_fallback::none);
   inference_spec nf4 = dynamic;
   nf4.weights = weight_format::bnb_nf4;
   CHECK(estimate_inference_on_device(presets::llama_2_7b, nf4, &h100()).fallback == replay_fallback::no_stream);

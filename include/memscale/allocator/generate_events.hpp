@@ -24,7 +24,10 @@
 //   query head, also at a ratio of 1); the decoding steps on the math kernel, whose scaled copy of
 //   the keys lives while the scores are computed; the logits of every position until sample()
 //   returns; each step's probabilities cloned into new_probs and kept.
-// Not walked (an error says so): Hugging Face's static and sliding-window caches, quantised weights.
+// - Hugging Face's StaticCache (static_update below): each layer's keys and values allocated once, at
+//   the cache's whole length, when the layer first updates; every forward attends over all of it
+//   with a mask the base model makes, and under GQA from 5.0 through repeat_kv copies of it.
+// Not walked (an error says so): the sliding-window cache, quantised weights.
 #pragma once
 
 #include <array>
@@ -50,9 +53,9 @@ class generate_walker {
   constexpr generate_walker(const model_spec& m, const inference_spec& r, Sink& sink) : m_(m), r_(r), events_(sink) {
     using memscale::detail::require;
     memscale::detail::require_generate_modelled(m);
-    require(r.cache == kv_cache_kind::dynamic || r.cache == kv_cache_kind::quantized || gpt_fast_,
-            error_code::unsupported, "infer.kv_cache",
-            "the allocator's generate() stream covers the dynamic and the quantized cache (and gpt-fast's static one)",
+    require(r.cache != kv_cache_kind::sliding_window || gpt_fast_, error_code::unsupported, "infer.kv_cache",
+            "the allocator's generate() stream covers the dynamic, the quantized and the static cache, not the "
+            "sliding-window one",
             static_cast<std::uint64_t>(r.cache));
     require(r.weights == weight_format::native && r.kv_lora_rank == 0, error_code::unsupported, "infer.weights",
             "the allocator's generate() stream covers unquantised weights and ordinary attention",
@@ -132,7 +135,9 @@ class generate_walker {
   constexpr void forward(std::uint64_t rows, std::uint64_t done) {
     using memscale::detail::checked_mul;
     const std::uint64_t n = checked_mul(r_.batch, rows);
-    const std::uint64_t keys = gpt_fast_ ? gpt_fast_cache_length(m_, r_) : memscale::detail::checked_add(done, rows);
+    const std::uint64_t keys = gpt_fast_  ? gpt_fast_cache_length(m_, r_)
+                               : static_ ? static_cache_length(r_)
+                                         : memscale::detail::checked_add(done, rows);
     std::uint32_t positions = alloc(storage(dtype::int64, gpt_fast_ ? rows : n).value);
     const model_graph built = gpt_fast_ ? memscale::detail::forward_graph(memscale::detail::gpt_fast_model(m_),
                                                                           gpt_fast_step(done), rows, keys)
@@ -152,7 +157,10 @@ class generate_walker {
       stream = alloc(g.ops[g.block_begin].out.value);
       if (workspace_ == no_tensor && r_.device == device_kind::cuda) workspace_ = alloc(r_.blas_workspace.value);
     }
+    const bytes static_mask_bytes = memscale::detail::static_cache_mask(m_, r_, rows);
+    std::uint32_t static_mask = static_mask_bytes.value != 0 ? alloc(static_mask_bytes.value) : no_tensor;
     for (std::uint64_t l = m_.leading_dense_layers; l < m_.layers; ++l) layer(g, l, rows, done, stream);
+    free(static_mask);
     while (held_count > 0) free(held[--held_count]);
     // The output layer: each of its ops reads the one before, which the next rebinds. Then what
     // generate keeps until the next step replaces it: from 4.45 an fp32 copy of the last
@@ -238,22 +246,31 @@ class generate_walker {
     for (std::size_t k = 0; k < count; ++k) {
       const op& o = g.ops[begin + k];
       ids[k] = no_tensor;
+      // Made before the kernel's output and freed with its temporaries.
+      std::array<std::uint32_t, 3> attending{no_tensor, no_tensor, no_tensor};
+      if (static_ && o.kind == op_kind::attention && !scaled_keys_made) {
+        scaled_keys_made = true;
+        static_attention_copies(rows, attending);
+      }
       const auto make = [&] {
         if (k == 0) {
           ids[k] = stream;
         } else if (o.kv_cached && gpt_fast_) {
           ids[k] = gpt_fast_attended(o);
+        } else if (o.kv_cached && static_) {
+          ids[k] = static_update(l, rows, done, o, ++cached_seen == cached_ops);
         } else if (o.kv_cached) {
           cache_update(l, rows, done, cached_seen++, cached_ops);
         } else {
           ids[k] = alloc(o.out.value);
         }
+        if (gpt_fast_ && o.kind == op_kind::attention && !scaled_keys_made) {
+          scaled_keys_made = true;
+          gpt_fast_scaled_keys(done);
+        }
       };
       with_temporaries(o, make);
-      if (gpt_fast_ && o.kind == op_kind::attention && !scaled_keys_made) {
-        scaled_keys_made = true;
-        gpt_fast_scaled_keys(done);
-      }
+      for (auto& id : attending) free(id);
       for (std::size_t j = 0; j <= k; ++j)
         if (freed_after(g, begin + j) == begin + k && ids[j] != no_tensor) free(ids[j]);
       if (begin + k == attended)
@@ -438,6 +455,34 @@ class generate_walker {
     slot = alloc(size);
   }
 
+  // StaticLayer.update (cache_utils.py@004999d9) at the layer's `last` cached op: at the first update
+  // (the prefill) lazy_initialization's torch.zeros of the keys and then the values at the cache's
+  // length, while the new keys and values (the graph's ops before) are bound; index_copy_ writes
+  // them in place, so no step allocates cache again. The graph's cached op is what the attention
+  // reads, the cache itself: nothing new, but where the graph attends over the new positions only
+  // (a cache as long as the prompt), whose tensor it then is.
+  constexpr std::uint32_t static_update(std::uint64_t layer, std::uint64_t rows, std::uint64_t done, const op& o,
+                                        bool last) {
+    const std::uint64_t length = static_cache_length(r_);
+    if (last && done == 0) {
+      kv_[slot_of(layer)][0] = alloc(kv_layer_half_bytes(m_, r_, length).value);
+      kv_[slot_of(layer)][1] = alloc(kv_layer_value_bytes(m_, r_, length).value);
+    }
+    return length == rows ? alloc(o.out.value) : no_tensor;
+  }
+
+  // What SDPA's call over a static cache makes besides the graph's attention op (inference/generate_peak.hpp
+  // static_attending_of): from 5.0, the mask turns enable_gqa off, so repeat_kv copies the keys and values
+  // of the whole cache to every query head; torch converts the boolean mask to the query's dtype.
+  constexpr void static_attention_copies(std::uint64_t rows, std::array<std::uint32_t, 3>& ids) {
+    const memscale::detail::static_attending a = memscale::detail::static_attending_of(m_, r_, rows);
+    if (a.repeated.value != 0) {
+      ids[0] = alloc(a.repeated.value);
+      ids[1] = alloc(a.repeated.value);
+    }
+    if (a.float_mask.value != 0) ids[2] = alloc(a.float_mask.value);
+  }
+
   // gpt-fast (inference/gpt_fast.hpp). The forward a step runs: the decoding steps on the math
   // kernel only (generate.py decode_n_tokens: sdp_kernel(enable_math=True)), the prefill on the run's.
   constexpr inference_spec gpt_fast_step(std::uint64_t done) const {
@@ -522,6 +567,7 @@ class generate_walker {
   std::array<std::uint32_t, 2> returned_{no_tensor, no_tensor};    // the keys and values a quantized cache handed back
   bool tuple_cache_ = keeps_tuple_cache(m_, r_);
   bool gpt_fast_ = r_.loop == generate_loop::gpt_fast;
+  bool static_ = !gpt_fast_ && r_.cache == kv_cache_kind::static_preallocated;
   std::uint32_t ids_ = no_tensor;
   std::uint32_t mask_ = no_tensor;
   std::uint32_t prompt_ = no_tensor;  // gpt-fast's prompt repeated over the batch

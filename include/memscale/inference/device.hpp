@@ -45,7 +45,7 @@ namespace detail {
 constexpr bool generate_streamed(const model_spec& model, const inference_spec& run) {
   if (!generate_walk_covers(model) || run.weights != weight_format::native || run.kv_lora_rank != 0) return false;
   if (run.loop == generate_loop::gpt_fast) return true;
-  return run.cache == kv_cache_kind::dynamic || run.cache == kv_cache_kind::quantized;
+  return run.cache != kv_cache_kind::sliding_window;
 }
 
 // The events of one call: the prefill's ops plus every decoding step's, each a layer walk.

@@ -217,6 +217,39 @@ constexpr quantized_update quantized_update_of(const model_spec& m, const infere
   return {.attending = returned, .updating = dequantized + returned + kv_layer_half_bytes(m, r, before.residual)};
 }
 
+// The mask a forward over a StaticCache attends with under SDPA, bound by the base model through its
+// blocks (eager's is the graph's own; flash takes none). From 5.0 a bool (batch, 1, rows, cache
+// length) mask: a compileable cache never skips it (masking_utils.py create_causal_mask:
+// allow_is_causal_skip = not past_key_values.is_compileable; the 5.17 histories: 35,635,200 bytes
+// for 8 x 2048 x 2175); before, _update_causal_mask's 4-D mask of the model's dtype
+// (modeling_llama.py@v4.44.0: the SDPA skip excludes using_static_cache).
+constexpr bytes static_cache_mask(const model_spec& m, const inference_spec& r, std::uint64_t rows) {
+  if (r.cache != kv_cache_kind::static_preallocated || r.loop == generate_loop::gpt_fast ||
+      r.attention != attention_impl::sdpa || m.attention_sinks)
+    return {};
+  const std::uint64_t elements = checked_mul(r.batch, rows, static_cache_length(r));
+  return storage(r.transformers_version >= 500 ? dtype::boolean : r.compute, elements);
+}
+
+// What SDPA's call over a StaticCache makes besides the kernel's output, from 5.0: with a mask
+// sdpa_attention_forward passes no enable_gqa (integrations/sdpa_attention.py use_gqa_in_sdpa: only
+// without a mask), so repeat_kv copies the keys and the values of the whole cache to every query
+// head; and torch converts the bool mask to the query's dtype (aten/src/ATen/native/transformers/
+// attention.cpp convert_boolean_attn_mask). The 5.17 TinyLlama history: two 83,820,544-byte copies
+// (16 x 32 heads x 1279 x 64 bf16) and a 40,928-byte mask per layer and decoding step.
+struct static_attending {
+  bytes repeated{};    // each of the key and the value copy
+  bytes float_mask{};
+};
+
+constexpr static_attending static_attending_of(const model_spec& m, const inference_spec& r, std::uint64_t rows) {
+  if (static_cache_mask(m, r, rows).value == 0 || r.transformers_version < 500) return {};
+  const std::uint64_t length = static_cache_length(r);
+  const bool grouped = kv_heads_of(m) != m.heads && m.impl == implementation::hf_transformers;
+  return {.repeated = grouped ? storage(r.kv, checked_mul(checked_mul(r.batch, m.heads, length), head_dim_of(m))) : bytes{},
+          .float_mask = act(r, checked_mul(r.batch, rows, length))};
+}
+
 // The moments of one forward read from its graph (forward_graph).
 struct forward_moments {
   bytes held{};          // what the base model binds through the blocks (embeddings, rotary tables, mask)
@@ -317,14 +350,18 @@ constexpr forward_result forward_peak(const graph& g, const model_spec& m, const
     step_cache = max(step_cache, prefill_layer_storage(m, r) * m.layers + kv_layer_half_bytes(m, r, total));
   const forward_moments f = forward_moments_of(m, r, rows, keys);
   const quantized_update q = quantized_update_of(m, r, done, rows);
+  // A StaticCache's mask lives through the blocks; its attention's copies while the kernel runs.
+  const bytes static_mask = static_cache_mask(m, r, rows);
+  const static_attending static_copies = static_attending_of(m, r, rows);
   inference_breakdown in_layer{.weights = weights,
                                .kv_cache = step_cache,
-                               .activations = ids + f.held + f.layer,
+                               .activations = ids + f.held + static_mask + f.layer,
                                .logits = kept_logits,
                                .workspace = workspace};
   const inference_breakdown attending{.weights = weights,
                                       .kv_cache = cache + q.attending,
-                                      .activations = ids + f.held + f.while_attending,
+                                      .activations = ids + f.held + static_mask + f.while_attending +
+                                                     static_copies.repeated * 2u + static_copies.float_mask,
                                       .logits = kept_logits,
                                       .workspace = workspace};
   if (in_layer.total() < attending.total()) in_layer = attending;

@@ -90,13 +90,24 @@ constexpr bool requantizes(const inference_spec& r, std::uint64_t done) {
          split_quantized(r, detail::checked_add(done, 1)).residual == 0;
 }
 
+// StaticCache's length when the run names none: generate()'s max_length (prompt + new tokens),
+// from 5.0 less the last token, which is never fed back (generation/utils.py 5.x GenerationMixin.generate:
+// max_cache_length = generation_config.max_length - 1; the 5.17 histories allocate 1279 and 2175
+// positions for 1024 + 256 and 2048 + 128: docs/data/gpu_allocator_history/*-static.json.gz).
+// StaticLayer allocates both tensors at that length at its first update (cache_utils.py@004999d9
+// StaticLayer.lazy_initialization: torch.zeros) and writes into them in place (index_copy_).
+constexpr std::uint64_t static_cache_length(const inference_spec& r) {
+  if (r.max_cache_len != 0) return r.max_cache_len;
+  const std::uint64_t max_length = detail::checked_add(r.context, r.new_tokens);
+  return r.transformers_version >= 500 ? max_length - 1 : max_length;
+}
+
 // Positions a layer holds once `tokens` have been processed.
 constexpr std::uint64_t cached_positions(const inference_spec& r, std::uint64_t tokens) {
   switch (r.cache) {
     case kv_cache_kind::dynamic:
     case kv_cache_kind::quantized: return tokens;
-    case kv_cache_kind::static_preallocated:
-      return r.max_cache_len != 0 ? r.max_cache_len : detail::checked_add(r.context, r.new_tokens);
+    case kv_cache_kind::static_preallocated: return static_cache_length(r);
     case kv_cache_kind::sliding_window:
       // SlidingWindowCache.__init__: max_cache_len = min(sliding_window, max_length).
       return detail::min(r.sliding_window, detail::checked_add(r.context, r.new_tokens));

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "memscale/gpus.hpp"
 #include "memscale/inference.hpp"
 #include "memscale/json/fields.hpp"
 #include "memscale/json/software_stack.hpp"
@@ -168,8 +169,12 @@ inline inference_spec inference_from_record(const json& record) {
   r.double_quant = get_bool(t, "double_quant", path, false, bad);
   r.kv_lora_rank = get_count(t, "kv_lora_rank", path, 0, bad);
   r.qk_rope_head_dim = get_count(t, "qk_rope_head_dim", path, 0, bad);
-  if (r.cache == kv_cache_kind::static_preallocated && r.max_cache_len == 0) r.max_cache_len = r.context + r.new_tokens;
   r.device = record.value("device", std::string("cuda")) == "cpu" ? device_kind::cpu : device_kind::cuda;
+  // The record's GPU, when the table knows it, sets the BLAS workspace (32 MiB on Hopper: the
+  // 33,554,432-byte block the H100 histories allocate at the first matmul and keep).
+  if (const auto gpu = find_gpu(record.value("device", std::string()));
+      gpu && r.device == device_kind::cuda)
+    r.blas_workspace = gpu->cublas_workspace;
   if (record.contains("software") && record.at("software").is_object()) {
     const json& sw = record.at("software");
     if (sw.contains("transformers") && !sw.at("transformers").is_null())

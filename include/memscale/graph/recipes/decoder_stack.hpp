@@ -118,7 +118,13 @@ constexpr graph_layers::tensor transformer_block(const graph_layers::layer_conte
   using namespace graph_layers;
   op_writer& ops = ctx.ops;
   const tensor x = ops.emit(op_kind::stream, detail::checked_mul(ctx.tokens, ctx.model.hidden), ops.stream_dtype());
-  return transformer_layer(ctx, x);
+  const tensor out = transformer_layer(ctx, x);
+  // Without grad the caller binds the block's input until the block returns (modeling_llama.py
+  // LlamaModel.forward: hidden_states = decoder_layer(hidden_states, ...); the H100 generate()
+  // histories hold four (batch, prompt, hidden) tensors at the last layer's MLP: the embeddings,
+  // the layer's input, its residual and the normed copy).
+  ops.reads(x, out);
+  return out;
 }
 
 // The block of a model whose layers differ by position: one period of them
