@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "memscale/gpus.hpp"
 #include "memscale/inference.hpp"
 #include "memscale/json/fields.hpp"
 #include "memscale/json/software_stack.hpp"
@@ -169,7 +170,12 @@ inline inference_spec inference_from_record(const json& record) {
   r.kv_lora_rank = get_count(t, "kv_lora_rank", path, 0, bad);
   r.qk_rope_head_dim = get_count(t, "qk_rope_head_dim", path, 0, bad);
   if (r.cache == kv_cache_kind::static_preallocated && r.max_cache_len == 0) r.max_cache_len = r.context + r.new_tokens;
-  r.device = record.value("device", std::string("cuda")) == "cpu" ? device_kind::cpu : device_kind::cuda;
+  const std::string device = record.value("device", std::string("cuda"));
+  r.device = device == "cpu" ? device_kind::cpu : device_kind::cuda;
+  // The record's GPU, when the table knows it, sets the BLAS workspace as for a training record: every
+  // H100 generate() history (docs/data/gpu_allocator_history/infer-*) allocates 32 MiB at the first
+  // matmul and never frees it.
+  if (const auto gpu = find_gpu(device); gpu && r.device == device_kind::cuda) r.blas_workspace = gpu->cublas_workspace;
   if (record.contains("software") && record.at("software").is_object()) {
     const json& sw = record.at("software");
     if (sw.contains("transformers") && !sw.at("transformers").is_null())
