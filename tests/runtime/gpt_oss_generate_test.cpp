@@ -137,6 +137,39 @@ TEST_CASE("The prefill holds every expert's rows: experts x tokens x (hidden + 7
   CHECK(wider.prefill.breakdown.activations - res.prefill.breakdown.activations >= bmm_rows);
 }
 
+TEST_CASE("From transformers 5.0 the prefill runs grouped_mm over tokens x top-k rows, not every expert") {
+  inference_spec r = cpu_run(256, 1);
+  r.transformers_version = 517;
+  const memscale::inference_result res = memscale::estimate_inference(small_model(), r);
+  inference_spec before = r;
+  before.transformers_version = 456;
+  const memscale::inference_result bmm = memscale::estimate_inference(small_model(), before);
+  CHECK(res.prefill.breakdown.activations < bmm.prefill.breakdown.activations);
+  // At (up + 1) * glu: the gathered rows, the grouped_mm output and its biased sum, gate, up, glu,
+  // up + 1 and the product, over tokens x top-k rows.
+  const std::uint64_t rows = 2 * 256 * 2;
+  CHECK(res.prefill.breakdown.activations >= bytes{rows * (hidden + 4 * ffn + 5 * ffn) * 4});
+  // Twice the experts: no expert-sized rows appear, only the router's wider logits.
+  json more = small_config();
+  more["num_local_experts"] = 2 * experts;
+  const memscale::inference_result wider = memscale::estimate_inference(memscale::json_io::model_from_hf_config(more), r);
+  CHECK(wider.prefill.breakdown.activations - res.prefill.breakdown.activations < bytes{2 * 256 * experts * 4 * 8});
+}
+
+TEST_CASE("On CUDA the decoding steps of 5.x copy each routed row's expert matrices (batched_mm)") {
+  inference_spec cpu = cpu_run(256, 8);
+  cpu.transformers_version = 517;
+  inference_spec cuda = cpu;
+  cuda.device = memscale::device_kind::cuda;
+  const memscale::inference_result on_cpu = memscale::estimate_inference(small_model(), cpu);
+  const memscale::inference_result on_cuda = memscale::estimate_inference(small_model(), cuda);
+  // self.gate_up_proj[expert_ids] and self.down_proj[expert_ids]: batch x top-k rows, fp32.
+  const bytes copies{2 * 2 * (hidden * 2 * ffn + ffn * hidden) * 4};
+  CHECK(on_cpu.decode.breakdown.activations < copies);
+  CHECK(on_cuda.decode.breakdown.activations >= copies);
+  CHECK(on_cuda.decode.breakdown.activations > on_cpu.decode.breakdown.activations);
+}
+
 TEST_CASE("gpt-oss generate() refuses what it does not model") {
   const model_spec m = small_model();
   const auto refusal = [&m](inference_spec r) {
@@ -144,8 +177,8 @@ TEST_CASE("gpt-oss generate() refuses what it does not model") {
   };
   inference_spec r = cpu_run(64, 4);
   CHECK(refusal(r) == "<no error>");
-  r.transformers_version = 500;
-  CHECK(contains(refusal(r), "infer.transformers_version"));
+  r.transformers_version = 500;  // the experts interface (grouped_mm) is modelled from 5.0
+  CHECK(refusal(r) == "<no error>");
   r = cpu_run(64, 4);
   r.attention = memscale::attention_impl::flash;
   CHECK(contains(refusal(r), "infer.attention"));

@@ -439,7 +439,8 @@ constexpr void require_generate_modelled(const model_spec& model) {
 }
 
 // gpt-oss's generate() as modelled: transformers 4.55-4.57 (modeling_gpt_oss.py@00d4b3d2: the
-// experts' bmm branch in eval mode; 5.0 moves the experts to the experts interface), eager
+// experts' bmm branch in eval mode) and 5.x (the experts interface's grouped_mm, batched_mm for the
+// decoding steps on CUDA: graph/layers/mlp.hpp gpt_oss_experts_interface_without_grad), eager
 // attention (an sdpa request runs eager), a DynamicCache with sliding-window layers
 // (cache_utils.py@004999d9), weights in their load dtype (native) or MXFP4 experts.
 constexpr void require_gpt_oss_generate(const model_spec& model, const inference_spec& run) {
@@ -462,10 +463,6 @@ constexpr void require_gpt_oss_generate(const model_spec& model, const inference
           "activations: state the experts dequantized to bf16 (native bf16 weights; --weights bf16 beside a "
           "config), what transformers loads without triton >= 3.4 and the kernels package",
           static_cast<std::uint64_t>(run.weights));
-  require(run.transformers_version < 500, error_code::unsupported, "infer.transformers_version",
-          "must be below 5.0 for generate() of gpt-oss (attention sinks, 3-D experts): 5.x runs its experts "
-          "through the experts interface, whose no-grad path is not modelled",
-          run.transformers_version);
   require(run.attention != attention_impl::flash, error_code::unsupported, "infer.attention",
           "must be eager or sdpa (which runs eager) for gpt-oss (--attention eager or sdpa): the hub flash "
           "kernel with sinks is not modelled",

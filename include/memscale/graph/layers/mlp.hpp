@@ -320,6 +320,72 @@ constexpr tensor every_expert_without_grad(const layer_context& ctx, tensor in) 
   return summed;
 }
 
+// gpt-oss's MoE without grad from transformers 5.0: the experts interface's grouped_mm backend
+// (integrations/moe.py@0261a467 grouped_mm_experts_forward, GptOssExperts' _apply_gate) over
+// tokens x top-k rows. Read off the H100 history of 5.17 (docs/data/gpu_allocator_history/
+// infer-gpt_oss-l4-e8-bf16-b4-c1024-n64, the prefill): one gather of the rows in expert order, the
+// grouped_mm output (bound until the down projection is made), the gathered gate_up bias and the sum,
+// the clamped gate and up, gate * alpha and its sigmoid, glu, up + 1 and (up + 1) * glu (gate, up and
+// glu bound until then), then down, its gathered bias and the sum, the routing weights' product,
+// the reorder by inv_perm and the token-order sum; the rows and the down outputs stay bound until the
+// experts return. On CUDA, generate() switches grouped_mm to batched_mm for the decoding steps
+// (docs/source/en/experts_interface.md@0409b2f0, "Decode-stage switching"): batched_mm_experts_forward
+// (moe.py@0261a467) copies each row's expert matrices, self.gate_up_proj[expert_ids] (rows x h x 2f)
+// and self.down_proj[expert_ids] (rows x f x h); the history's decoding steps hold both at once
+// while the second is made.
+constexpr tensor gpt_oss_experts_interface_without_grad(const layer_context& ctx, tensor in) {
+  op_writer& ops = ctx.ops;
+  const model_spec& m = ctx.model;
+  const dtype type = in.type;
+  const auto rows = detail::checked_mul(ctx.tokens, m.experts_per_token);
+  const auto half = detail::checked_mul(rows, m.ffn);
+  const auto wide = detail::checked_mul(rows, m.hidden);
+  const bool batched = ctx.cached_keys > 0 && ctx.run.device == device_kind::cuda;
+  const tensor logits = router(ctx, in);
+  const tensor top = ops.elementwise(logits, rows, logits.type);
+  const tensor indices = ops.elementwise(logits, rows, dtype::int64);
+  const tensor top_weights = ops.elementwise(top, rows, logits.type);
+  const tensor routing = ops.elementwise(logits, detail::checked_mul(ctx.tokens, m.experts), logits.type);
+  ops.reads(top_weights, routing);
+  ops.reads(indices, routing);
+  const tensor gathered = ops.elementwise(in, wide, type);
+  const tensor gate_up_copy =
+      batched ? ops.elementwise(detail::checked_mul(rows, m.hidden, detail::checked_mul(m.ffn, 2)), type) : tensor{};
+  const base_weight base = ctx.adapters.base;
+  const tensor product = ops.linear(
+      gathered, {.rows = rows, .in_features = m.hidden, .out_features = detail::checked_mul(m.ffn, 2), .copies = m.experts, .bias = true},
+      base);
+  if (batched) ops.reads(gate_up_copy, product);
+  const tensor gate_up_bias = ops.elementwise(indices, detail::checked_mul(half, 2), type);
+  const tensor gate_up = ops.elementwise(product, detail::checked_mul(half, 2), type);
+  ops.reads(gate_up_bias, gate_up);
+  const tensor gate = ops.elementwise(gate_up, half, type);
+  const tensor up = ops.elementwise(gate_up, half, type);
+  const tensor scaled = ops.elementwise(gate, half, type);
+  const tensor sig = ops.elementwise(scaled, half, type);
+  const tensor glu = ops.elementwise(sig, half, type);
+  ops.reads(gate, glu);
+  const tensor up_plus_one = ops.elementwise(up, half, type);
+  const tensor gated = ops.elementwise(up_plus_one, half, type);
+  for (const tensor& bound : {gate_up, gate, up, glu}) ops.reads(bound, gated);
+  const tensor down_copy =
+      batched ? ops.elementwise(detail::checked_mul(rows, m.ffn, m.hidden), type) : tensor{};
+  if (batched) ops.reads(gate_up_copy, down_copy);
+  const tensor down = ops.linear(
+      gated, {.rows = rows, .in_features = m.ffn, .out_features = m.hidden, .copies = m.experts, .bias = true}, base);
+  ops.reads(product, down);
+  if (batched) ops.reads(down_copy, down);
+  const tensor down_bias = ops.elementwise(indices, wide, type);
+  const tensor biased = ops.elementwise(down, wide, type);
+  ops.reads(down_bias, biased);
+  const tensor weighted = ops.elementwise(biased, wide, type);
+  ops.reads(routing, weighted);
+  const tensor reordered = ops.elementwise(weighted, wide, type);
+  const tensor summed = ops.elementwise(reordered, detail::checked_mul(ctx.tokens, m.hidden), type);
+  for (const tensor& bound : {gathered, down, biased, reordered, routing, indices, in}) ops.reads(bound, summed);
+  return summed;
+}
+
 // Mixture of experts (HF modeling_mixtral.py MixtralSparseMoeBlock): a router, then
 // each token's hidden state is gathered for its top-k experts; the experts' weights all
 // stay resident, their activations cover tokens * top-k rows (autograd keeps every expert's).
@@ -327,7 +393,8 @@ constexpr tensor every_expert_without_grad(const layer_context& ctx, tensor in) 
 constexpr tensor mixture_of_experts(const layer_context& ctx, tensor in) {
   op_writer& ops = ctx.ops;
   const model_spec& m = ctx.model;
-  if (ops.records_forward_liveness() && m.expert_weight_copies) return every_expert_without_grad(ctx, in);
+  if (ops.records_forward_liveness() && m.expert_weight_copies)
+    return grouped_mm_experts(ctx) ? gpt_oss_experts_interface_without_grad(ctx, in) : every_expert_without_grad(ctx, in);
   // transformers 5's experts interface runs the same grouped path without grad
   // (integrations/moe.py@8b584a67 grouped_mm_experts_forward): only the 4.x expert loop differs.
   if (ops.records_forward_liveness() && !m.experts_in_one_pass && !grouped_mm_experts(ctx))
