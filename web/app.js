@@ -395,10 +395,14 @@ function renderInference(r) {
 }
 
 function render(r, cliff) {
-  $('train-results').hidden = generating();
-  $('breakdown-note').textContent = generating() ? '(the prompt\'s forward pass, each decoding step, the whole call)'
-                                                 : '(steady state, step 2+)';
-  if (generating()) return renderInference(r);
+  const gen = generating();
+  // Touched only when the task changes: a slider move lays out nothing it does not redraw.
+  if ($('train-results').hidden !== gen) {
+    $('train-results').hidden = gen;
+    $('breakdown-note').textContent = gen ? '(the prompt\'s forward pass, each decoding step, the whole call)'
+                                          : '(steady state, step 2+)';
+  }
+  if (gen) return renderInference(r);
   // VRAM is the GPU's memory: the catalog's, or the one typed (the report's "gpu").
   const vram = !r.gpu ? 0 : typeof r.gpu === 'string' ? state.gpus.find((g) => g.name === r.gpu).memory : r.gpu.memory;
   const plan = r.plan ? Object.assign({vram: vram}, r.plan) : null;
