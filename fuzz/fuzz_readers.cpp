@@ -1,6 +1,6 @@
 // libFuzzer target for what memscale reads from a user: the --cases record reader
 // (json_io::estimate_record), the config.json reader (json_io::model_from_hf_config), the
-// --run document reader (memscale-plan's run_file.cpp), the document parser in front of them
+// --run document reader (memscale-plan's run_file.cpp; an "infer" document's report too), the document parser in front of them
 // (json_io::parse_document), memscale-plan's command line (parse_args: every option's value
 // check; an input that starts with "--" is split into arguments at line breaks), the
 // safetensors header reader on the raw bytes (json_io::parse_safetensors_header, then the
@@ -26,6 +26,7 @@
 #include "memscale/detail/printable.hpp"
 #include "memscale/generic_model.hpp"
 #include "memscale/json.hpp"
+#include "memscale/json/inference_report.hpp"
 #include "memscale/quant_format.hpp"
 
 namespace {
@@ -43,6 +44,12 @@ void check_message(const std::exception& e) {
 void read_as_run(const nlohmann::json& doc) {
   memscale_plan::options o{};
   memscale_plan::read_run_document(doc, "fuzz", o);
+  if (o.inference.enabled) {  // an "infer" document: generate()'s report, as --run prints it
+    memscale::json_io::inference_input in;
+    memscale::json_io::read_inference_document(doc, in);
+    (void)memscale::json_io::inference_report_json(in.model, memscale::json_io::report_inference(in), in.alloc_conf);
+    return;
+  }
   (void)memscale::estimate(o.model, o.run);
   (void)memscale_plan::run_document(o);
 }

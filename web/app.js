@@ -13,6 +13,14 @@ const COMPONENTS = [
   ['activations', 'activations', '#76b7b2'],
   ['workspace', 'workspace', '#59a14f'],
 ];
+// generate()'s breakdown (the inference report's prefill, decode and peak).
+const INFERENCE_COMPONENTS = [
+  ['weights', 'weights', '#4e79a7'],
+  ['kv_cache', 'KV cache', '#f28e2b'],
+  ['activations', 'activations', '#76b7b2'],
+  ['logits', 'logits', '#e15759'],
+  ['workspace', 'workspace', '#59a14f'],
+];
 const MODE_COLORS = {none: '#6b6b6b', conservative: '#4e79a7', balanced: '#59a14f', aggressive: '#e15759'};
 const CONFIG = '__config';
 const CUSTOM_GPU = '__custom';
@@ -48,6 +56,7 @@ function fig(path, value, text) {
 }
 const bytesFig = (path, v) => fig(path, v, gib(v));
 const countFig = (path, v) => fig(path, v, count(v));
+const generating = () => $('task').value === 'generate';
 const textFig = (path, v) => fig(path, v, v);
 
 // ---------------------------------------------------------------------------------------
@@ -58,7 +67,33 @@ function modelDescription() {
   return {hf_config: state.config};
 }
 
+// generate() as a run document: {"model", "infer", ...} (docs/run-json.md).
+function inferenceDocument() {
+  const cache = $('kv-cache').value;
+  const infer = {
+    batch: Number($('batch').value),
+    context: Number($('context').value),
+    new_tokens: Number($('new-tokens').value),
+    weights: $('weights').value,
+    kv_cache: cache,
+    attention: $('gen-attention').value,
+  };
+  if (cache === 'quantized') infer.kv_dtype = $('kv-bits').value;
+  else if ($('kv-dtype').value !== '') infer.kv_dtype = $('kv-dtype').value;
+  const doc = {model: modelDescription(), infer: infer};
+  addGpu(doc);
+  return doc;
+}
+
+function addGpu(doc) {
+  const gpu = $('gpu').value;
+  if (gpu === CUSTOM_GPU) doc.gpu = {memory: Math.round(Number($('gpu-memory').value) * GIB), bf16: true};
+  else if (gpu !== '') doc.gpu = gpu;
+  if (gpu !== '') doc.headroom = Number($('headroom').value);
+}
+
 function runDocument() {
+  if (generating()) return inferenceDocument();
   const target = $('target').value;
   const run = {
     micro_batch: Number($('batch').value),
@@ -78,10 +113,7 @@ function runDocument() {
   }
   if (target === 'qlora') run.quant = $('double-quant').checked ? 'nf4_double_quant' : 'nf4';
   const doc = {model: modelDescription(), framework: $('framework').value, run: run};
-  const gpu = $('gpu').value;
-  if (gpu === CUSTOM_GPU) doc.gpu = {memory: Math.round(Number($('gpu-memory').value) * GIB), bf16: true};
-  else if (gpu !== '') doc.gpu = gpu;
-  if (gpu !== '') doc.headroom = Number($('headroom').value);
+  addGpu(doc);
   return doc;
 }
 
@@ -125,7 +157,8 @@ function label(g, text, x, y, color, align) {
 }
 
 // One horizontal stacked bar per row: the five components, then the rest up to `peak`.
-function stackedBars(id, rows, plan, restLabel) {
+function stackedBars(id, rows, plan, restLabel, components) {
+  components = components || COMPONENTS;
   const marked = rows.some((r) => r.marks);
   const width = 760, left = 110, right = 16, rowHeight = 30, top = marked ? 46 : 22;
   const height = top + rows.length * rowHeight + 26;
@@ -136,7 +169,7 @@ function stackedBars(id, rows, plan, restLabel) {
   rows.forEach((r, i) => {
     const y = top + i * rowHeight;
     let at = 0;
-    for (const [key, , color] of COMPONENTS) {
+    for (const [key, , color] of components) {
       const v = r.breakdown[key];
       g.fillStyle = color;
       if (v > 0) g.fillRect(x(at), y, x(at + v) - x(at), rowHeight - 8);
@@ -159,7 +192,7 @@ function stackedBars(id, rows, plan, restLabel) {
     label(g, 'budget', x(plan.budget) - 3, 20, '#e67e22', 'right');
   }
   let lx = left;
-  for (const [, name, color] of [...COMPONENTS, ['', restLabel, '#d9d4cf']]) {
+  for (const [, name, color] of [...components, ['', restLabel, '#d9d4cf']]) {
     g.fillStyle = color;
     g.fillRect(lx, bottom + 8, 10, 10);
     label(g, name, lx + 14, bottom + 13);
@@ -269,9 +302,13 @@ function renderAllocator(r) {
              ' <small>(<code>--framework</code> or the run\'s <code>framework</code>)</small>; ';
   html += `software assumed: ${stack.length ? stack.join(', ') : 'the current releases'}`;
   html += ' <small>(<code>--stack</code> or the run\'s <code>software</code> changes it)</small></p>';
-  const a = r.allocator;
-  if (!a) return html;
-  html += `<p>Caching allocator: ${textFig('allocator.reason', a.reason)}. Tensors ${bytesFig('allocator.tensor', a.tensor)}, ` +
+  return html + allocatorText(r.allocator);
+}
+
+// The caching allocator's replay: reserved, CUDA context, device and, with a GPU, the band and the verdict.
+function allocatorText(a) {
+  if (!a) return '';
+  let html = `<p>Caching allocator: ${textFig('allocator.reason', a.reason)}. Tensors ${bytesFig('allocator.tensor', a.tensor)}, ` +
           `reserved ${bytesFig('allocator.reserved', a.reserved)}, CUDA context ${bytesFig('allocator.context.total', a.context.total)}, ` +
           `device ${bytesFig('allocator.device', a.device)}`;
   if (a.verdict) {  // with a GPU: the band of the run's class and the verdict at the budget
@@ -299,7 +336,73 @@ function renderModeTable(p) {
   return html;
 }
 
+// ---------------------------------------------------------------------------------------
+// generate()'s report (memscale-plan --inference --json): the plan, the phases' peaks, the allocator.
+function renderInferenceVerdict(r) {
+  if (!r.plan) return '<p>Pick a GPU to get a verdict: whether generate() fits it, and the largest batch and context that do.</p>';
+  const p = r.plan;
+  let html = `<p class="chosen">generate(): <b class="v-${esc(p.verdict)}">${textFig('plan.verdict', p.verdict)}</b>` +
+             ` — device peak ${r.allocator ? bytesFig('allocator.device', r.allocator.device) : bytesFig('peak.device', r.peak.device)}` +
+             ` against a budget of ${bytesFig('plan.budget', p.budget)}` +
+             ` (VRAM ${bytesFig('plan.vram', p.vram)}); memory pressure ${fig('plan.pressure', p.pressure, p.pressure.toFixed(2))}</p>`;
+  html += `<p>Largest batch at this context: ${countFig('plan.max_batch', p.max_batch)}; largest context at this batch: ` +
+          `${countFig('plan.max_context', p.max_context)} <small>(the band's upper end within the budget)</small></p>`;
+  return html;
+}
+
+function renderInferencePeaks(r) {
+  const row = (label, at, peak) =>
+    `<tr><th>${label}</th><td>${bytesFig(at + '.tensor', peak.tensor)}</td><td>${bytesFig(at + '.reserved', peak.reserved)}</td>` +
+    `<td>${bytesFig(at + '.device', peak.device)}</td><td>${textFig(at + '.at', peak.at)}</td></tr>`;
+  const inf = r.inference;
+  return '<tr><th></th><th>allocated<br><small>max_memory_allocated</small></th><th>reserved<br><small>by the rounding rule</small></th>' +
+         '<th>device<br><small>+ CUDA context</small></th><th>at</th></tr>' +
+         row('prefill', 'prefill', r.prefill) + (inf.new_tokens > 1 ? row('decode', 'decode', r.decode) : '') +
+         row('peak', 'peak', r.peak) +
+         `<tr><th>parameters</th><td colspan="4">${countFig('parameter_count', r.parameter_count)}, weights ` +
+         `${bytesFig('weight_bytes', r.weight_bytes)}</td></tr>` +
+         `<tr><th>KV cache</th><td colspan="4">${textFig('inference.kv_cache', inf.kv_cache)} in ${textFig('inference.kv_dtype', inf.kv_dtype)}: ` +
+         `${countFig('kv_bytes_per_token', r.kv_bytes_per_token)} bytes per token, ${bytesFig('kv_cache_bytes', r.kv_cache_bytes)} after the last token</td></tr>`;
+}
+
+function renderInferenceSoftware(r) {
+  const sw = r.inference.software;
+  let html = `<p>Software assumed: torch ${textFig('inference.software.torch', sw.torch)}, transformers ` +
+             `${textFig('inference.software.transformers', sw.transformers)}, CUDA modules loaded ` +
+             `${sw.cuda_lazy_loading ? 'lazily' : 'eagerly'}` +
+             (sw.tuple_cache ? '; the model returns tuple caches: generate() holds the previous step\'s while the next is built' : '') +
+             ' <small>(<code>--stack</code> or the run\'s <code>software</code> changes it)</small></p>';
+  return html + allocatorText(r.allocator);
+}
+
+function renderInference(r) {
+  const vram = r.plan ? r.plan.vram : 0;
+  const plan = r.plan ? {vram: vram, budget: r.plan.budget} : null;
+  $('verdict').innerHTML = renderInferenceVerdict(r);
+  const a = r.allocator;
+  const marks = [
+    {label: 'allocated', value: r.peak.tensor},
+    {label: 'reserved', value: a ? a.reserved : r.peak.reserved},
+    {label: 'device', value: a ? a.device : r.peak.device},
+  ];
+  // The marked row first: its labels stand above the bars.
+  const rows = [{label: 'whole call', breakdown: r.peak.breakdown, peak: marks[2].value, marks: marks},
+                {label: 'prefill', breakdown: r.prefill.breakdown, peak: r.prefill.tensor}];
+  if (r.inference.new_tokens > 1) rows.push({label: 'decode', breakdown: r.decode.breakdown, peak: r.decode.tensor});
+  stackedBars('breakdown', rows, plan, 'allocator cache + CUDA context', INFERENCE_COMPONENTS);
+  $('peaks').innerHTML = renderInferencePeaks(r);
+  $('allocator').innerHTML = renderInferenceSoftware(r);
+}
+
 function render(r, cliff) {
+  const gen = generating();
+  // Touched only when the task changes: a slider move lays out nothing it does not redraw.
+  if ($('train-results').hidden !== gen) {
+    $('train-results').hidden = gen;
+    $('breakdown-note').textContent = gen ? '(the prompt\'s forward pass, each decoding step, the whole call)'
+                                          : '(steady state, step 2+)';
+  }
+  if (gen) return renderInference(r);
   // VRAM is the GPU's memory: the catalog's, or the one typed (the report's "gpu").
   const vram = !r.gpu ? 0 : typeof r.gpu === 'string' ? state.gpus.find((g) => g.name === r.gpu).memory : r.gpu.memory;
   const plan = r.plan ? Object.assign({vram: vram}, r.plan) : null;
@@ -409,6 +512,18 @@ function adapterChanged() {
   $('double-quant-box').hidden = target !== 'qlora';
 }
 
+function taskChanged() {
+  const gen = generating();
+  for (const el of document.querySelectorAll('.train-only')) el.hidden = gen;
+  $('generate-box').hidden = !gen;
+}
+
+function cacheChanged() {
+  const quantized = $('kv-cache').value === 'quantized';
+  $('kv-bits-box').hidden = !quantized;
+  $('kv-dtype').disabled = quantized;
+}
+
 function gpuChanged() {
   $('gpu-memory-box').hidden = $('gpu').value !== CUSTOM_GPU;
 }
@@ -430,6 +545,10 @@ function start() {
   model.addEventListener('change', () => { if (modelChanged()) update(); });
   $('target').addEventListener('change', () => { adapterChanged(); update(); });
   $('gpu').addEventListener('change', () => { gpuChanged(); update(); });
+  $('task').addEventListener('change', () => { taskChanged(); update(); });
+  $('kv-cache').addEventListener('change', () => { cacheChanged(); update(); });
+  for (const id of ['context', 'new-tokens']) $(id).addEventListener('input', update);
+  for (const id of ['weights', 'kv-dtype', 'kv-bits', 'gen-attention']) $(id).addEventListener('change', update);
   for (const id of ['batch', 'seq', 'headroom']) $(id).addEventListener('input', update);
   for (const id of ['grad-accum', 'lora-rank', 'lora-targets', 'gpu-memory']) $(id).addEventListener('input', update);
   for (const id of ['precision', 'optimizer', 'optimizer-impl', 'checkpointing', 'attention', 'framework', 'dropout', 'double-quant'])
@@ -451,6 +570,8 @@ function start() {
   });
 
   adapterChanged();
+  taskChanged();
+  cacheChanged();
   gpuChanged();
   modelChanged();
   update();

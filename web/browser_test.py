@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The web calculator in a real browser, against memscale-plan (docs/web.md).
 
-    web/browser_test.py SITE_DIR MEMSCALE_PLAN [--screenshot FILE.png] [--chromium PATH]
+    web/browser_test.py SITE_DIR MEMSCALE_PLAN [--screenshot FILE.png] [--screenshot-generate FILE.png] [--chromium PATH]
 
 Serves SITE_DIR (web/build.sh's output) on 127.0.0.1 for the length of the test, drives
 headless Chromium through the DevTools protocol (web/cdp.py), and for each run below sets
@@ -43,6 +43,11 @@ def read_config(name):
         return f.read()
 
 
+# generate() on a GPU: the verdict, the phases' peaks, the allocator's band (docs/web.md).
+GENERATE_RUN = {"task": "generate", "model": "mistral-7b", "batch": 2, "context": 4096, "new-tokens": 256,
+                "weights": "bnb-nf4", "kv-cache": "quantized", "kv-bits": "int2", "gen-attention": "flash",
+                "gpu": "a100-40gb", "headroom": 0.15}
+
 # Each run: the controls in the order a user sets them (id -> value).
 RUNS = [
     ("the page as it opens", {}),
@@ -62,13 +67,16 @@ RUNS = [
     ("mistral-7b without a GPU (estimate only), SGD, selective checkpointing, dropout off",
      {"model": "mistral-7b", "target": "full", "gpu": "", "optimizer": "sgd_momentum", "checkpointing": "selective", "dropout": False,
       "batch": 2, "seq": 4096, "grad-accum": 8}),
+    # generate(): the page's run.json is an "infer" document, its plan.json memscale-plan --inference's report.
+    ("generate(): mistral-7b, nf4 weights, an int2 quantized cache, on an A100 40GB",
+     GENERATE_RUN),
 ]
 
 # The run of the screenshot (docs/pictures/web-calculator.png): a mode is needed, and chosen.
 SCREENSHOT_RUN = {"model": "gpt2-xl", "precision": "amp_bf16", "batch": 8, "seq": 1024, "gpu": "rtx4090"}
 
 # A setting memscale-plan refuses: the page shows the same line.
-INVALID = {"model": "gpt2", "target": "lora", "lora-rank": 8, "lora-targets": "q,vv", "gpu": "rtx4090"}
+INVALID = {"task": "train", "model": "gpt2", "target": "lora", "lora-rank": 8, "lora-targets": "q,vv", "gpu": "rtx4090"}
 
 # Sets controls in order, each followed by the event a user's change fires.
 SET_CONTROLS = r"""
@@ -139,7 +147,8 @@ def shown_as(path, value):
     last = path.split(".")[-1]
     if isinstance(value, bool) or value is None:
         return None
-    if last in ("parameters", "trainable_parameters", "max_micro_batch"):
+    if last in ("parameters", "trainable_parameters", "max_micro_batch", "parameter_count", "kv_bytes_per_token",
+                "max_batch", "max_context"):
         return f"{value:,}"
     if last in ("low", "high") and ".band." in path:
         return ("+" if value >= 0 else "") + half_up(value * 100, 1) + "%"
@@ -202,6 +211,7 @@ def main():
     parser.add_argument("site")
     parser.add_argument("memscale_plan")
     parser.add_argument("--screenshot")
+    parser.add_argument("--screenshot-generate", help="also a screenshot of the page in generate() mode")
     parser.add_argument("--chromium", default="chromium")
     parser.add_argument("--moves", type=int, default=40, help="slider moves timed per slider")
     args = parser.parse_args()
@@ -253,6 +263,12 @@ def main():
                 browser.evaluate(f"({SET_CONTROLS})({json.dumps(list(SCREENSHOT_RUN.items()))})")
                 browser.screenshot(args.screenshot, 1400)
                 print(f"screenshot: {args.screenshot}")
+            if args.screenshot_generate:
+                browser.call("Page.navigate", url=url)
+                browser.wait_for("window.memscaleReady === true", "the page to load again")
+                browser.evaluate(f"({SET_CONTROLS})({json.dumps(list(GENERATE_RUN.items()))})")
+                browser.screenshot(args.screenshot_generate, 1400)
+                print(f"screenshot: {args.screenshot_generate}")
     finally:
         if browser is not None:
             browser.close()

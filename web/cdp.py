@@ -172,7 +172,12 @@ class Browser:
         raise TimeoutError(f"timed out waiting for {what}")
 
     def screenshot(self, path, width):
-        height = int(self.evaluate("Math.ceil(document.documentElement.scrollHeight)"))
+        # The page's height at `width`: measured again once the width is set (a short page at a
+        # narrow window is taller than at the width of the picture).
+        height = 1
+        for _ in range(2):
+            self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False)
+            height = int(self.evaluate("Math.ceil(document.documentElement.scrollHeight)"))
         self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False)
         data = self.call("Page.captureScreenshot", format="png")["data"]
         with open(path, "wb") as f:

@@ -14,6 +14,7 @@
 #include "memscale/error.hpp"
 #include "memscale/gpus.hpp"
 #include "memscale/json/fields.hpp"
+#include "memscale/json/inference_report.hpp"
 #include "memscale/json/run_document.hpp"
 #include "memscale/json/run_report.hpp"
 #include "memscale/presets.hpp"
@@ -82,11 +83,18 @@ EMSCRIPTEN_KEEPALIVE const char* memscale_model(const char* model) {
 }
 
 // `document`: a run document. Answers {"ok": true, "report": TEXT, "cliff": {...}} where
-// TEXT is exactly memscale-plan's --json output for the document, or {"ok": false,
+// TEXT is exactly memscale-plan's --json output for the document (for an "infer" document, one
+// describing generate(), the inference report and no cliff), or {"ok": false,
 // "error": "one line naming the field"}.
 EMSCRIPTEN_KEEPALIVE const char* memscale_report(const char* document) {
   try {
     const json doc = memscale::json_io::parse_document(document, "the run");
+    if (memscale::json_io::is_inference_document(doc)) {  // generate(): no cliff (one plan per batch is too slow here)
+      memscale::json_io::inference_input call;
+      memscale::json_io::read_inference_document(doc, call);
+      const memscale::json_io::inference_report report = memscale::json_io::report_inference(call);
+      return reply({{"ok", true}, {"report", dump(memscale::json_io::inference_report_json(call.model, report, call.alloc_conf))}});
+    }
     memscale::json_io::run_input in;
     memscale::json_io::read_run_document(doc, in);
     const memscale::estimate_result result = memscale::json_io::estimate_run(in);

@@ -5,6 +5,7 @@
 
 #include "memscale/fmt.hpp"
 #include "memscale/json.hpp"
+#include "memscale/json/inference_report.hpp"
 #include "output.hpp"
 #include "units.hpp"
 
@@ -26,25 +27,6 @@ std::string peak_block(const memscale::inference_peak& p, bool with_rounding) {
   out += fmt::format("  reserved    {}  torch.cuda.max_memory_reserved\n", size_and_bytes(p.reserved));
   out += fmt::format("  device      {}  nvidia-smi: reserved + CUDA context\n", size_and_bytes(p.device));
   return out;
-}
-
-nlohmann::json spec_json(const memscale::inference_spec& s) {
-  const bool quantized = s.cache == memscale::kv_cache_kind::quantized;
-  nlohmann::json j{{"batch", s.batch},
-          {"context", s.context},
-          {"new_tokens", s.new_tokens},
-          {"dtype", std::string(memscale::to_string(s.compute))},
-          {"weights", std::string(memscale::to_string(s.weights))},
-          {"kv_dtype", quantized ? "int" + std::to_string(s.kv_bits) : std::string(memscale::to_string(s.kv))},
-          {"kv_cache", std::string(memscale::to_string(s.cache))},
-          {"attention", std::string(memscale::to_string(s.attention))}};
-  if (s.loop == memscale::generate_loop::gpt_fast) j["loop"] = std::string(memscale::to_string(s.loop));
-  if (quantized) {
-    j["kv_quant_backend"] = std::string(memscale::to_string(s.kv_backend));
-    j["kv_group_size"] = s.kv_group;
-    j["kv_residual_length"] = s.kv_residual;
-  }
-  return j;
 }
 
 // What the KV-cache line says about the cache's storage: its dtype, or a quantized cache's packing.
@@ -99,25 +81,6 @@ std::string inference_text(const memscale::model_spec& model, const memscale::in
   return out;
 }
 
-nlohmann::json inference_json(const memscale::model_spec& model, const memscale::inference_spec& spec,
-                              const memscale::inference_result& result,
-                              const memscale::inference_device_estimate* device, const memscale::inference_plan* plan,
-                              const std::string& alloc_conf) {
-  nlohmann::json j = memscale::json_io::inference_to_json(result);
-  j["model"] = std::string(model.name);
-  j["inference"] = spec_json(spec);
-  j["inference"]["software"] = memscale::json_io::inference_software_json(model, spec);
-  if (plan != nullptr) {
-    j["plan"] = {{"fits", plan->fits},         {"verdict", std::string(memscale::to_string(plan->verdict.v))},
-                 {"budget", plan->budget.value}, {"vram", plan->vram.value},
-                 {"pressure", plan->pressure}, {"max_batch", plan->max_batch},
-                 {"max_context", plan->max_context}};
-  }
-  if (device != nullptr)
-    j["allocator"] = memscale::json_io::allocator_json(*device, alloc_conf, plan != nullptr ? &plan->verdict : nullptr);
-  return j;
-}
-
 }  // namespace memscale_plan
 
 #include <optional>
@@ -152,30 +115,20 @@ std::string inference_command(const options& opt) {
     throw usage_error("--kv-cache sliding_window needs a model with a sliding window (got " +
                       in_quotes(std::string(opt.model.name)) + ")");
   std::optional<memscale::gpu_spec> gpu = opt.custom_gpu;  // --gpu-memory
-  std::optional<memscale::inference_plan> plan;
   if (!gpu && !opt.gpu.empty()) gpu = *memscale::find_gpu(opt.gpu);  // checked by parse_args
-  if (gpu) {
-    spec.blas_workspace = gpu->cublas_workspace;
-    plan = memscale::plan_inference(opt.model, spec, *gpu,
-                                    memscale::plan_options{.headroom = opt.headroom.value_or(memscale::default_headroom)},
-                                    memscale::json_io::device_options_of(opt.alloc_conf, opt.context_memory));
-  }
-  // On a CUDA device the caching allocator's figures: the plan's, or without a GPU with the flat context.
-  std::optional<memscale::inference_device_estimate> device;
-  if (plan)
-    device = plan->device;
-  else if (spec.device == memscale::device_kind::cuda)
-    device = memscale::estimate_inference_on_device(opt.model, spec, nullptr,
-                                                    memscale::json_io::device_options_of(opt.alloc_conf, opt.context_memory));
-  const memscale::inference_result result = device ? device->tensors : memscale::estimate_inference(opt.model, spec);
-  const memscale::inference_plan* p = plan ? &*plan : nullptr;
-  const memscale::inference_device_estimate* d = device ? &*device : nullptr;
+  // The library's report, as the web calculator's (memscale/json/inference_report.hpp).
+  const memscale::json_io::inference_report report =
+      memscale::json_io::report_inference(opt.model, spec, gpu, opt.headroom, opt.alloc_conf, opt.context_memory);
+  spec = report.spec;
+  const memscale::inference_result& result = report.result;
+  const memscale::inference_plan* p = report.plan ? &*report.plan : nullptr;
+  const memscale::inference_device_estimate* d = report.device ? &*report.device : nullptr;
   if (!opt.inference.svg.empty())
     write_text_file("--svg", opt.inference.svg, inference_svg(opt.model, spec, result, p));
   if (!opt.inference.svg_batch.empty())
-    write_text_file("--svg-batch", opt.inference.svg_batch, inference_cliff_svg(opt.model, spec, *gpu, *plan,
+    write_text_file("--svg-batch", opt.inference.svg_batch, inference_cliff_svg(opt.model, spec, *gpu, *report.plan,
                                         memscale::json_io::device_options_of(opt.alloc_conf, opt.context_memory)));
-  if (opt.json) return inference_json(opt.model, spec, result, d, p, opt.alloc_conf).dump(2) + "\n";
+  if (opt.json) return memscale::json_io::inference_report_json(opt.model, report, opt.alloc_conf).dump(2) + "\n";
   return inference_text(opt.model, spec, result, d, gpu ? &*gpu : nullptr, p, opt.alloc_conf);
 }
 

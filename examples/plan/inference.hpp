@@ -10,18 +10,13 @@
 
 namespace memscale_plan {
 
-// The text report: weights, KV cache per token and in total, prefill and decode peaks;
+// The text report (its JSON is the library's, memscale/json/inference_report.hpp): weights, KV cache per token and in total, prefill and decode peaks;
 // on a CUDA device the caching allocator's figures (`device`; `alloc_conf`: PYTORCH_CUDA_ALLOC_CONF as
 // given); with `plan` (--gpu), the verdict with its band and the largest batch and context that fit.
 std::string inference_text(const memscale::model_spec& model, const memscale::inference_spec& spec,
                            const memscale::inference_result& result, const memscale::inference_device_estimate* device,
                            const memscale::gpu_spec* gpu, const memscale::inference_plan* plan,
                            const std::string& alloc_conf);
-
-nlohmann::json inference_json(const memscale::model_spec& model, const memscale::inference_spec& spec,
-                              const memscale::inference_result& result,
-                              const memscale::inference_device_estimate* device, const memscale::inference_plan* plan,
-                              const std::string& alloc_conf);
 
 }  // namespace memscale_plan
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "memscale/json.hpp"
+#include "memscale/json/inference_report.hpp"
 #include "option_groups.hpp"
 
 namespace memscale_plan {
@@ -29,7 +30,60 @@ std::string read_text_file(const std::string& option, const std::string& path) {
   return memscale::json_io::read_input_file(path, option + " " + in_quotes(path));
 }
 
+namespace {
+
+// A document's "infer" as the --inference flags would give it: inference_command builds the same
+// call from them, and options after --run override it.
+void read_inference_run(const json& doc, const std::string& source, options& out) {
+  memscale::json_io::inference_input in{.model = out.model,
+                                        .model_description = out.model_description,
+                                        .spec = out.inference.spec,
+                                        .gpu = out.gpu,
+                                        .custom_gpu = out.custom_gpu,
+                                        .headroom = out.headroom,
+                                        .alloc_conf = out.alloc_conf,
+                                        .context_memory = out.context_memory};
+  try {
+    memscale::json_io::read_inference_document(doc, in);
+  } catch (const memscale::error& e) {
+    throw usage_error(source + ": " + e.what());
+  } catch (const json::exception& e) {
+    throw usage_error(source + ": " + e.what());
+  }
+  const memscale::inference_spec& spec = in.spec;
+  out.model = in.model;
+  out.model_description = std::move(in.model_description);
+  out.inference.enabled = true;
+  out.inference.spec = spec;
+  out.inference.weights_given = true;
+  out.inference.gpt_fast = spec.loop == memscale::generate_loop::gpt_fast;
+  const bool quantized = spec.cache == memscale::kv_cache_kind::quantized;
+  out.inference.kv_dtype_given = quantized || spec.kv != spec.compute;
+  out.inference.kv_dtype = quantized ? "int" + std::to_string(spec.kv_bits) : std::string(memscale::to_string(spec.kv));
+  out.run.micro_batch = spec.batch;
+  out.run.attention = spec.attention;
+  out.gpu = std::move(in.gpu);
+  out.custom_gpu = in.custom_gpu;
+  out.headroom = in.headroom;
+  out.alloc_conf = std::move(in.alloc_conf);
+  out.context_memory = in.context_memory;
+  out.vision.model.reset();
+  out.run_source = source;
+}
+
+}  // namespace
+
 void read_run_document(const json& doc, const std::string& source, options& out) {
+  bool inference = false;
+  try {
+    inference = memscale::json_io::is_inference_document(doc);  // refuses "run" beside "infer"
+  } catch (const memscale::error& e) {
+    throw usage_error(source + ": " + e.what());
+  }
+  if (inference) {
+    read_inference_run(doc, source, out);
+    return;
+  }
   memscale::json_io::run_input in = run_input_of(out);
   try {
     memscale::json_io::read_run_document(doc, in);  // `in` changes only when the whole document is valid

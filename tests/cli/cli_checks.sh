@@ -359,6 +359,30 @@ if [[ $rc -eq 0 ]] && grep -q "max_memory_reserved: setup, the prefill and every
 else
   fail "--inference --gpu (text): the caching allocator section" "exit $rc" "stdout: $(tail -c 900 "$work/out")"
 fi
+# generate() as a run document ({"model", "infer"}, docs/run-json.md): --run prints what the flags print,
+# as JSON and as text; "run" beside "infer" and an unknown key inside "infer" are refused by name.
+cat >"$work/infer.json" <<'EOF2'
+{"model": "mistral-7b", "gpu": "a100-40gb", "alloc_conf": "expandable_segments:True",
+ "infer": {"batch": 2, "context": 4096, "new_tokens": 256, "weights": "bnb-nf4", "kv_cache": "quantized", "kv_dtype": "int2"}}
+EOF2
+infer_flags=(--model mistral-7b --inference --batch 2 --context 4096 --new-tokens 256 --weights bnb-nf4 --kv-cache quantized
+  --kv-dtype int2 --gpu a100-40gb --alloc-conf expandable_segments:True)
+infer_same=1
+for format in --json ""; do
+  run "${infer_flags[@]}" $format
+  cp "$work/out" "$work/infer_flags.out"
+  run --run "$work/infer.json" $format
+  [[ $rc -eq 0 && -s "$work/out" ]] && cmp -s "$work/out" "$work/infer_flags.out" || infer_same=0
+done
+if [[ $infer_same -eq 1 ]]; then
+  pass "--run with \"infer\": the inference report of the equivalent --inference flags, JSON and text, byte for byte"
+else
+  fail "--run with \"infer\": the inference report of the equivalent flags" "exit $rc" "$(diff "$work/out" "$work/infer_flags.out" | head -c 600)"
+fi
+echo '{"model": "gpt2", "run": {"seq_len": 128}, "infer": {"context": 128}}' >"$work/both.json"
+bad_input_says '"run" and "infer" in one document' --run "$work/both.json"
+echo '{"model": "gpt2", "infer": {"context": 128, "temperature": 0.7}}' >"$work/infer_unknown.json"
+bad_input_says 'infer.temperature is not a field of a run document' --run "$work/infer_unknown.json"
 # generate() before transformers 4.42: the tuple caches of the previous step live beside the new ones.
 run --model llama-2-7b --inference --batch 8 --context 1024 --new-tokens 256 --stack transformers=4.32 --json
 cp "$work/out" "$work/tuple.json"

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -279,8 +280,8 @@ inline constexpr std::size_t max_compared_key = 64;
 // Records may carry extra fields (SCHEMA.md), so an unknown key is accepted unless it
 // looks like a misspelling of a known one ("layrs", "batch_size"): then it is an error
 // naming the key and the field it resembles, instead of a silently ignored setting.
-inline void reject_misspelt_keys(const json& obj, std::initializer_list<std::string_view> known,
-                                 const std::string& path, error_code code) {
+inline void reject_misspelt_keys(const json& obj, std::span<const std::string_view> known, const std::string& path,
+                                 error_code code) {
   if (!obj.is_object()) bad_field(code, path, obj, "must be an object");
   for (const auto& item : obj.items()) {
     const std::string& key = item.key();
@@ -300,6 +301,11 @@ inline void reject_misspelt_keys(const json& obj, std::initializer_list<std::str
       bad_field(code, field_name(path, key), item.value(),
                 "is not a known field; did you mean " + path + "." + std::string(resembles) + "?");
   }
+}
+
+inline void reject_misspelt_keys(const json& obj, std::initializer_list<std::string_view> known,
+                                 const std::string& path, error_code code) {
+  reject_misspelt_keys(obj, std::span<const std::string_view>(known.begin(), known.size()), path, code);
 }
 
 }  // namespace memscale::json_io

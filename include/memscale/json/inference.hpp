@@ -3,7 +3,9 @@
 // IWYU pragma: private, include <memscale/json.hpp>
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <string_view>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -127,17 +129,18 @@ inline std::uint32_t parse_major_minor(const json& v, const std::string& field) 
   return major * 100 + minor;
 }
 
+// The fields of an "infer" object (a record's, a run document's).
+inline constexpr std::array<std::string_view, 18> infer_fields{
+    "batch",          "context",        "new_tokens",   "dtype",        "kv_dtype",         "kv_cache",
+    "attention",      "weights",        "max_cache_len", "sliding_window", "group_size",     "double_quant",
+    "kv_lora_rank",   "qk_rope_head_dim", "quant_block", "kv_quant_backend", "kv_group_size", "kv_residual_length"};
+
 // An inference run from a record's "infer" object (and its device and software).
 inline inference_spec inference_from_record(const json& record) {
   const std::string path = "infer";
   constexpr auto bad = error_code::invalid_run;
   const json& t = record.at("infer");
-  reject_misspelt_keys(t,
-                       {"batch", "context", "new_tokens", "dtype", "kv_dtype", "kv_cache", "attention", "weights",
-                        "max_cache_len", "sliding_window", "group_size", "double_quant", "kv_lora_rank",
-                        "qk_rope_head_dim", "quant_block", "kv_quant_backend", "kv_group_size",
-                        "kv_residual_length"},
-                       path, bad);
+  reject_misspelt_keys(t, infer_fields, path, bad);
   inference_spec r{};
   r.batch = get_count(t, "batch", path, 1, bad);
   r.context = get_count(t, "context", path, 0, bad);

@@ -259,7 +259,41 @@ inline void read_gpu(const json& g, run_input& in) {
   in.gpu.clear();
 }
 
+// The document's GPU and the allocator's settings: "gpu", "headroom", "alloc_conf", "context_memory".
+inline void read_device_fields(const json& doc, run_input& in) {
+  if (doc.contains("gpu")) read_gpu(doc.at("gpu"), in);
+  if (doc.contains("headroom")) {
+    const json& h = doc.at("headroom");
+    if (!h.is_number() || !(h.get<double>() >= min_headroom && h.get<double>() <= max_headroom))
+      bad_field(error_code::invalid_plan_option, "headroom", h, "must be a number within 0.10-0.15");
+    in.headroom = h.get<double>();
+  }
+  if (doc.contains("alloc_conf")) {
+    const json& c = doc.at("alloc_conf");
+    if (!c.is_string())
+      bad_field(bad_run, "alloc_conf", c, "must be a PYTORCH_CUDA_ALLOC_CONF string like \"expandable_segments:True\"");
+    (void)allocator::parse_alloc_conf(c.get<std::string>());  // its errors name the option and the value
+    in.alloc_conf = c.get<std::string>();
+  }
+  if (doc.contains("context_memory")) {
+    const json& c = doc.at("context_memory");
+    if (!c.is_number_unsigned() || c.get<std::uint64_t>() == 0)
+      bad_field(bad_run, "context_memory", c, "must be a positive integer of bytes (the measured nvidia-smi - reserved)");
+    in.context_memory = bytes{c.get<std::uint64_t>()};
+  }
+}
+
 }  // namespace detail
+
+// Whether `doc` describes generate() (an "infer" object, json/inference_report.hpp) rather than a
+// training step; a document with both "run" and "infer" is an error naming them.
+inline bool is_inference_document(const json& doc) {
+  if (!doc.is_object() || !doc.contains("infer")) return false;
+  if (doc.contains("run"))
+    throw error(detail::bad_run, "\"run\" and \"infer\" in one document: a run document describes a training step "
+                                 "(\"run\") or a generate() call (\"infer\"), not both");
+  return true;
+}
 
 // Reads the run document `doc` into `out`: {"model", "run", "gpu", "headroom"} (the result
 // fields --json adds are ignored), or a ground-truth record ({"model", "train"},
@@ -269,6 +303,9 @@ inline void read_gpu(const json& g, run_input& in) {
 inline void read_run_document(const json& doc, run_input& out) {
   run_input in = out;
   if (!doc.is_object()) bad_field(detail::bad_run, "the document", doc, "must be a JSON object (docs/run-json.md)");
+  if (is_inference_document(doc))
+    throw error(detail::bad_run, "\"infer\" describes a generate() call: read it with read_inference_document "
+                                 "(memscale/json/inference_report.hpp)");
   if (doc.contains("train")) {  // a ground-truth record
     in.model = model_from_record(doc.at("model"));
     in.model_description = doc.at("model");
@@ -286,27 +323,8 @@ inline void read_run_document(const json& doc, run_input& out) {
   else if (in.model.impl == implementation::litgpt && in.run.framework != framework_kind::litgpt)
     in.run = with_framework(in.run, framework_kind::litgpt);
   if (doc.contains("run")) detail::read_run_object(doc.at("run"), in);
-  if (doc.contains("gpu")) detail::read_gpu(doc.at("gpu"), in);
-  if (doc.contains("headroom")) {
-    const json& h = doc.at("headroom");
-    if (!h.is_number() || !(h.get<double>() >= min_headroom && h.get<double>() <= max_headroom))
-      bad_field(error_code::invalid_plan_option, "headroom", h, "must be a number within 0.10-0.15");
-    in.headroom = h.get<double>();
-  }
+  detail::read_device_fields(doc, in);
   if (doc.contains("software")) read_software(doc.at("software"), in.run);
-  if (doc.contains("alloc_conf")) {
-    const json& c = doc.at("alloc_conf");
-    if (!c.is_string())
-      bad_field(detail::bad_run, "alloc_conf", c, "must be a PYTORCH_CUDA_ALLOC_CONF string like \"expandable_segments:True\"");
-    (void)allocator::parse_alloc_conf(c.get<std::string>());  // its errors name the option and the value
-    in.alloc_conf = c.get<std::string>();
-  }
-  if (doc.contains("context_memory")) {
-    const json& c = doc.at("context_memory");
-    if (!c.is_number_unsigned() || c.get<std::uint64_t>() == 0)
-      bad_field(detail::bad_run, "context_memory", c, "must be a positive integer of bytes (the measured nvidia-smi - reserved)");
-    in.context_memory = bytes{c.get<std::uint64_t>()};
-  }
   in.model = model_for_framework(in.model, in.run);
   validate(in.model);
   validate(in.run);
