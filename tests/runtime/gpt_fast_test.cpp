@@ -165,3 +165,16 @@ TEST_CASE("gpt-fast: RMSNorm and RoPE make their fp32 tensors one by one in the 
 }
 
 }  // namespace gpt_fast_test
+
+namespace gpt_fast_test {
+
+TEST_CASE("gpt-fast: a plan's longest prompt stops at block_size less the new tokens", "[inference][gpt_fast][plan]") {
+  // model.py@32971d31 setup_caches: freqs_cis and the causal mask have block_size rows (the
+  // model's positions); the search once probed past them and the plan failed.
+  const gpu_spec gpu = *find_gpu("h100-80gb");
+  const inference_spec r = gpt_fast_run(512, 64);
+  const inference_plan p = plan_inference(presets::llama_2_7b, r, gpu);
+  CHECK(p.max_context == sequence_limit_of(presets::llama_2_7b).tokens - r.new_tokens);
+}
+
+}  // namespace gpt_fast_test

@@ -54,11 +54,11 @@ struct digest {
     add(t.count);
   }
   constexpr void add(const op& o) {
-    // kv_cached and last_reader (forward liveness without grad) came after these digests were
-    // pinned and are left out, so they still prove the training fields unchanged;
-    // forward_liveness_test checks them.
+    // kv_cached, last_reader and temporaries (forward liveness without grad) came after these
+    // digests were pinned and are left out, so they still prove the training fields unchanged;
+    // forward_liveness_test and the generate() stream's tests check them.
     const auto& [kind, selective, transient, kv_cached, last_reader, weight, bias, role, frozen, borrows, grad_exists, released, out,
-                 extra, fwd, bwd, grad_in, grad_out] = o;
+                 extra, fwd, bwd, grad_in, grad_out, temporaries] = o;
     add(static_cast<std::uint64_t>(kind));
     add(selective);
     add(transient);

@@ -84,9 +84,12 @@ constexpr inference_plan plan_inference(const model_spec& model, const inference
   p.max_batch = detail::largest_within_budget(
       batch_hi, p.budget.value, [&](std::uint64_t b) { return upper_end_at(b, r.context); },
       known(r.batch, batch_hi, true), known(r.batch, batch_hi, false));
-  const std::uint64_t positions_left =
-      model.positions == position_kind::learned && model.max_positions > r.new_tokens ? model.max_positions - r.new_tokens
-                                                                                     : max_context_search;
+  // Learned positions bound the prompt and the new tokens, and so does gpt-fast's block_size (its
+  // freqs_cis and causal mask have that many rows: model.py@32971d31 setup_caches).
+  const std::uint64_t limit = model.positions == position_kind::learned ? model.max_positions
+                              : r.loop == generate_loop::gpt_fast       ? sequence_limit_of(model).tokens
+                                                                         : 0;
+  const std::uint64_t positions_left = limit > r.new_tokens ? limit - r.new_tokens : max_context_search;
   p.max_context = detail::largest_within_budget(
       positions_left, p.budget.value, [&](std::uint64_t c) { return upper_end_at(r.batch, c); },
       known(r.context, positions_left, true), known(r.context, positions_left, false));

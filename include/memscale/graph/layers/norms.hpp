@@ -170,7 +170,7 @@ constexpr tensor rms_norm(op_writer& ops, tensor in, const norm_shape& shape, rm
   // its mean), the product, its cast and the weight product (H100 histories with frames,
   // docs/data/gpu_allocator_history/infer-tinyllama-* and gptfast-*: 128, 128, 128, 64, 64 MiB per
   // norm); the generate() walk replays them for gpt-fast (allocator/generate_events.hpp).
-  if (code != rms_norm_code::litgpt)
+  if (code != rms_norm_code::litgpt && ops.records_forward_liveness())
     o.temporaries = in.type == dtype::fp32 ? forward_temporaries::rms_norm_fp32 : forward_temporaries::rms_norm_upcast;
   const tensor y = ops.emit(o, in.elements, in.type);
   if (in.type == dtype::fp32 || code == rms_norm_code::litgpt) ops.keep(in, y);
