@@ -270,6 +270,26 @@ constexpr tensor mixture_of_experts_without_grad(const layer_context& ctx, tenso
   return m.shared_expert_ffn == 0 ? routed : result;
 }
 
+// GptOssTopKRouter.forward without grad (modeling_gpt_oss.py@00d4b3d2): the router's logits,
+// topk's values and int64 indices over `picks` (tokens x top-k) entries, their softmax in the
+// logits' dtype, scattered into zeros_like(logits): the (tokens x experts) routing weights.
+struct gpt_oss_routed {
+  tensor routing;
+  tensor indices;
+};
+
+constexpr gpt_oss_routed gpt_oss_routing(const layer_context& ctx, tensor in, std::uint64_t picks) {
+  op_writer& ops = ctx.ops;
+  const tensor logits = router(ctx, in);
+  const tensor top = ops.elementwise(logits, picks, logits.type);
+  const tensor indices = ops.elementwise(logits, picks, dtype::int64);
+  const tensor top_weights = ops.elementwise(top, picks, logits.type);
+  const tensor routing = ops.elementwise(logits, detail::checked_mul(ctx.tokens, ctx.model.experts), logits.type);
+  ops.reads(top_weights, routing);
+  ops.reads(indices, routing);
+  return {.routing = routing, .indices = indices};
+}
+
 // gpt-oss's MoE without grad, in eval mode (modeling_gpt_oss.py@00d4b3d2 GptOssTopKRouter.forward,
 // GptOssExperts.forward, the branch `self.training` is false): the router's logits, topk's values
 // and int64 indices, their softmax in the logits' dtype, scattered into zeros_like(logits): the
@@ -288,13 +308,7 @@ constexpr tensor every_expert_without_grad(const layer_context& ctx, tensor in) 
   const auto rows = detail::checked_mul(m.experts, ctx.tokens, detail::quantity{"gpt-oss expert rows (experts x tokens)"});
   const auto half = detail::checked_mul(rows, m.ffn);
   const auto wide = detail::checked_mul(rows, m.hidden);
-  const tensor logits = router(ctx, in);
-  const tensor top = ops.elementwise(logits, picks, logits.type);
-  const tensor indices = ops.elementwise(logits, picks, dtype::int64);
-  const tensor top_weights = ops.elementwise(top, picks, logits.type);
-  const tensor routing = ops.elementwise(logits, detail::checked_mul(ctx.tokens, m.experts), logits.type);
-  ops.reads(top_weights, routing);
-  ops.reads(indices, routing);
+  const auto [routing, indices] = gpt_oss_routing(ctx, in, picks);
   const tensor repeated = ops.elementwise(in, wide, type);
   const base_weight base = ctx.adapters.base;
   const tensor gate_up_product = ops.linear(
@@ -341,13 +355,7 @@ constexpr tensor gpt_oss_experts_interface_without_grad(const layer_context& ctx
   const auto half = detail::checked_mul(rows, m.ffn);
   const auto wide = detail::checked_mul(rows, m.hidden);
   const bool batched = ctx.cached_keys > 0 && ctx.run.device == device_kind::cuda;
-  const tensor logits = router(ctx, in);
-  const tensor top = ops.elementwise(logits, rows, logits.type);
-  const tensor indices = ops.elementwise(logits, rows, dtype::int64);
-  const tensor top_weights = ops.elementwise(top, rows, logits.type);
-  const tensor routing = ops.elementwise(logits, detail::checked_mul(ctx.tokens, m.experts), logits.type);
-  ops.reads(top_weights, routing);
-  ops.reads(indices, routing);
+  const auto [routing, indices] = gpt_oss_routing(ctx, in, rows);
   const tensor gathered = ops.elementwise(in, wide, type);
   const tensor gate_up_copy =
       batched ? ops.elementwise(detail::checked_mul(rows, m.hidden, detail::checked_mul(m.ffn, 2)), type) : tensor{};
