@@ -44,7 +44,7 @@ enum class replay_fallback : std::uint8_t {
   offloaded,           // offloaded optimizer, parameters or activations: not in the stream
   constant_evaluation, // too many ops x layers for the compiler's step limits
   too_large,           // more tensors or blocks than the replay's tables hold
-  no_stream,           // generate() without an event stream yet (a static or sliding-window cache, quantised weights, gpt-oss)
+  no_stream,           // generate() without an event stream yet (a sliding-window cache, quantised weights, gpt-oss)
 };
 
 constexpr std::string_view to_string(replay_fallback f) noexcept {
@@ -77,8 +77,8 @@ constexpr std::string_view explain(replay_fallback f) noexcept {
     case replay_fallback::too_large:
       return "more tensors or blocks than the replay's tables hold: reserved by the rounding rule";
     case replay_fallback::no_stream:
-      return "no allocator stream for this generate() yet (Hugging Face's static or sliding-window cache, quantised "
-             "weights, gpt-oss's sinks, experts and sliding layers): reserved by the rounding rule";
+      return "no allocator stream for this generate() yet (Hugging Face's sliding-window cache, quantised weights, "
+             "gpt-oss's sinks, experts and sliding layers): reserved by the rounding rule";
   }
   return "";
 }
