@@ -73,8 +73,8 @@ constexpr inference_plan plan_inference(const model_spec& model, const inference
     return inference_upper_end(model, inference_at(r, batch, context), on, device).value;
   };
   // Both searches start from the request's own figure, a point known to fit or not, and solve
-  // for the crossing from the figures (largest_within_budget): a plan in a static_assert stays
-  // within clang's default constexpr step limit.
+  // for the crossing from the figures (largest_within_budget): 8 estimates instead of 36 keep a 7B
+  // plan in a static_assert near clang's default constexpr step limit (docs/inference.md).
   const bool request_fits = p.verdict.range.high <= p.budget;
   const auto known = [&](std::uint64_t at, std::uint64_t hi, bool fit_side) {
     const detail::probe_point point{.at = at, .value = p.verdict.range.high.value};
