@@ -6,10 +6,11 @@ Python stacks, runs generate() for two new tokens, and prints every alloc / free
 --min-mib with the innermost frame inside transformers (file:line:function) and the innermost frame
 overall, as JSON lines on stdout (one object per event).
 
-  python3 alloc_frames.py --case NAME [--layers 2] [--min-mib 1] > frames.jsonl
+  python3 alloc_frames.py --case NAME [--layers 2] [--min-mib 1] [--out frames.jsonl]
 """
 import argparse
 import json
+import sys
 
 import torch
 
@@ -31,6 +32,7 @@ def main():
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--new-tokens", type=int, default=2)
     ap.add_argument("--min-mib", type=float, default=1.0)
+    ap.add_argument("--out", default="-", help="JSON lines here (- for stdout); a one-line summary then goes to stdout")
     a = ap.parse_args()
     case = dict(next(c for c in measure_gpu.CASES if c["name"] == a.case))
     cfg = dict(case["cfg"])
@@ -44,6 +46,8 @@ def main():
     torch.cuda.synchronize()
     snap = torch.cuda.memory._snapshot()
     live = 0
+    sink = sys.stdout if a.out == "-" else open(a.out, "w")
+    written = 0
     for e in snap["device_traces"][0]:
         if e["action"] not in ("alloc", "free_completed"):
             continue
@@ -53,7 +57,12 @@ def main():
         frames = e.get("frames") or []
         print(json.dumps({"a": "+" if e["action"] == "alloc" else "-", "mib": round(e["size"] / MIB, 3),
                           "addr": e["addr"], "live_mib": round(live / MIB, 1),
-                          "hf": frame_of(frames, "transformers/"), "torch": frame_of(frames, "torch/")}))
+                          "hf": frame_of(frames, "transformers/"), "torch": frame_of(frames, "torch/")}), file=sink)
+        written += 1
+    if a.out != "-":
+        sink.close()
+        print(json.dumps({"case": a.case, "layers": a.layers, "events": written,
+                          "allocated": torch.cuda.max_memory_allocated()}))
 
 
 if __name__ == "__main__":

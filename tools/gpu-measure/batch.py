@@ -138,6 +138,29 @@ def caches_jobs():
     return out
 
 
+def padded_jobs():
+    """The fifth pass: padded prompts, the experts interface's MoE families, and the first runs' prompts re-checked."""
+    out = []
+    for name, gib in (("infer-tinyllama-bf16-b16-c1024-n256-padded", 16), ("infer-gpt2-fp32-b4-c512-n64-padded", 12),
+                      ("infer-llama2-7b-bf16-b4-c2048-n64-padded", 24), ("infer-olmoe-l4-bf16-b4-c1024-n64", 12),
+                      ("infer-qwen2moe-l4-e16-bf16-b4-c1024-n64", 12), ("infer-mixtral-l2-bf16-b4-c1024-n64", 16)):
+        out.append({"id": "history-" + name, "case": name, "history": True, "frames": True,
+                    "cap_bytes": int((gib - 1) * GIB), "safety_cap": True, "gib": gib})
+    for name, gib in (("infer-tinyllama-bf16-b16-c1024-n256-unpadded", 16),
+                      ("infer-llama2-7b-bf16-b8-c2048-n128-unpadded", 40)):
+        out.append({"id": name, "case": name, "gib": gib})
+    # The first sessions' prompts drew token 0 (the pad token) by chance: which of them were padded?
+    for name, gib in (("infer-gpt2-fp32-b4-c512-n64", 8), ("infer-tinyllama-bf16-b16-c1024-n256", 12),
+                      ("infer-llama2-7b-bf16-b1-c1024-n64", 16), ("infer-llama2-7b-bf16-b8-c2048-n128", 40),
+                      ("infer-deepseek_v2-lite-l4-e16-bf16-b4-c1024-n64", 16), ("infer-gemma3-1b-bf16-b4-c2048-n64", 12),
+                      ("infer-gpt_oss-l4-e8-bf16-b4-c1024-n64", 16)):
+        out.append({"id": "recheck-" + name, "case": name, "gib": gib})
+    for name, layers in (("infer-llama2-7b-bf16-b4-c2048-n64-padded", 2), ("infer-tinyllama-bf16-b16-c1024-n256-unpadded", 2),
+                         ("infer-gpt2-fp32-b4-c512-n64-padded", 2), ("infer-olmoe-l4-bf16-b4-c1024-n64", 2)):
+        out.append({"id": "frames-" + name, "frames_of": name, "layers": layers, "gib": 16})
+    return out
+
+
 # gpt_fast_gpu.py's cases; gpt-fast's generate.py, model.py and tokenizer.py in GPT_FAST_DIR (not committed).
 GPT_FAST_CASES = ("gptfast-llama-mha-l8-h2048-b8-c1024-n32-bf16", "gptfast-llama-gqa-l8-h2048-b8-c2048-n32-bf16",
                   "gptfast-llama-mha-l4-h1024-b4-c512-n32-fp32")
@@ -157,6 +180,9 @@ def command(job, hist_dir, dry):
     if job.get("saved"):
         return [sys.executable, os.path.join(HERE, "saved_tensors.py"), "--only", ",".join(job["saved"]),
                 "--out", os.path.join(job["out_dir"], "saved_tensors.json")], env
+    if job.get("frames_of"):
+        return [sys.executable, os.path.join(HERE, "alloc_frames.py"), "--case", job["frames_of"], "--layers",
+                str(job["layers"]), "--out", os.path.join(job["out_dir"], "frames-%s.jsonl" % job["frames_of"])], env
     if job.get("gpt_fast"):
         return [sys.executable, os.path.join(HERE, "gpt_fast_gpu.py"), "--gpt-fast", GPT_FAST_DIR, "--out", "-",
                 "--case", job["gpt_fast"], "--history", hist_dir], env
@@ -188,11 +214,11 @@ def main():
     ap.add_argument("--gpu-gib", type=float, default=74)
     ap.add_argument("--max-procs", type=int, default=6)
     ap.add_argument("--dry", action="store_true")
-    ap.add_argument("--set", choices=("first", "diagnosis", "layer-kinds", "caches"), default="first")
+    ap.add_argument("--set", choices=("first", "diagnosis", "layer-kinds", "caches", "padded"), default="first")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     hist_dir = "/tmp/memscale-histories"
-    pending = {"first": jobs, "diagnosis": diagnosis_jobs, "layer-kinds": layer_kinds_jobs, "caches": caches_jobs}[a.set]()
+    pending = {"first": jobs, "diagnosis": diagnosis_jobs, "layer-kinds": layer_kinds_jobs, "caches": caches_jobs, "padded": padded_jobs}[a.set]()
     for job in pending:
         job["out_dir"] = a.out
     running = []  # (job, process, start)

@@ -88,9 +88,11 @@ def train(name, cfg, batch, seq, precision="fp32", optimizer="adamw", attention=
             "optimizer": optimizer, "attention": attention, "ckpt": ckpt, "lora": lora, "head": head}
 
 
-def infer(name, cfg, batch, context, new_tokens, dtype="bf16", attention="sdpa", cache="dynamic"):
+def infer(name, cfg, batch, context, new_tokens, dtype="bf16", attention="sdpa", cache="dynamic", padded=None):
+    # padded: None keeps the first sessions' prompts (uniform token ids, where id 0, the pad token, may occur
+    # by chance); False draws ids from 1 (no padding); True left-pads row i by i * context / (2 * batch) tokens.
     return {"kind": "infer", "name": name, "cfg": cfg, "batch": batch, "context": context,
-            "new_tokens": new_tokens, "dtype": dtype, "attention": attention, "cache": cache}
+            "new_tokens": new_tokens, "dtype": dtype, "attention": attention, "cache": cache, "padded": padded}
 
 
 def vision(name, arch, batch, precision="fp32", optimizer="adamw", image=224):
@@ -215,6 +217,19 @@ CASES = [
     infer("infer-gemma3-1b-bf16-b4-c2048-n64", hub_config("google--gemma-3-1b-pt"), 4, 2048, 64),
     infer("infer-gpt_oss-l4-e8-bf16-b4-c1024-n64",
           hub_config("openai--gpt-oss-20b", num_hidden_layers=4, num_local_experts=8), 4, 1024, 64, attention="eager"),
+    # Padded prompts (an attention mask with zeros: batched generation of prompts of unequal length), and
+    # generate() of the MoE families whose experts run through transformers 5's experts interface.
+    infer("infer-tinyllama-bf16-b16-c1024-n256-padded", TINYLLAMA, 16, 1024, 256, padded=True),
+    infer("infer-tinyllama-bf16-b16-c1024-n256-unpadded", TINYLLAMA, 16, 1024, 256, padded=False),
+    infer("infer-gpt2-fp32-b4-c512-n64-padded", GPT2, 4, 512, 64, dtype="fp32", padded=True),
+    infer("infer-llama2-7b-bf16-b4-c2048-n64-padded", LLAMA2_7B, 4, 2048, 64, padded=True),
+    infer("infer-llama2-7b-bf16-b8-c2048-n128-unpadded", LLAMA2_7B, 8, 2048, 128, padded=False),
+    infer("infer-olmoe-l4-bf16-b4-c1024-n64", hub_config("allenai--OLMoE-1B-7B-0924", num_hidden_layers=4), 4, 1024,
+          64, padded=False),
+    infer("infer-qwen2moe-l4-e16-bf16-b4-c1024-n64",
+          hub_config("Qwen--Qwen1.5-MoE-A2.7B", num_hidden_layers=4, num_experts=16), 4, 1024, 64, padded=False),
+    infer("infer-mixtral-l2-bf16-b4-c1024-n64", hub_config("mistralai--Mixtral-8x7B-v0.1", num_hidden_layers=2), 4,
+          1024, 64, padded=False),
     train("family-falcon_mamba-7b-l4-b1-s512-pure_bf16-torchpath",
           hub_config("ssm-multimodal/tiiuae--falcon-mamba-7b", num_hidden_layers=4), 1, 512, precision="pure_bf16",
           attention="eager"),
@@ -339,7 +354,17 @@ def run_infer(case):
     model, config = build_hf(case, dtype)
     model.eval()
     params = sum(p.numel() for p in model.parameters())
-    x = torch.randint(0, config.vocab_size, (case["batch"], case["context"]), device="cuda")
+    padded = case.get("padded")
+    x = torch.randint(0 if padded is None else 1, config.vocab_size, (case["batch"], case["context"]), device="cuda")
+    mask = {}
+    if padded:
+        attention = torch.ones_like(x)
+        for row in range(case["batch"]):
+            pads = row * case["context"] // (2 * case["batch"])
+            x[row, :pads] = 0
+            attention[row, :pads] = 0
+        mask = {"attention_mask": attention}
+    prompt_pads = int((x == 0).sum())
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     marks = {"start": torch.cuda.memory_allocated()}
@@ -348,9 +373,10 @@ def run_infer(case):
         extra = {"cache_implementation": case["cache"], "disable_compile": True}
     with torch.no_grad():
         out = model.generate(x, max_new_tokens=case["new_tokens"], min_new_tokens=case["new_tokens"],
-                             do_sample=False, pad_token_id=0, **extra)
+                             do_sample=False, pad_token_id=0, **mask, **extra)
     torch.cuda.synchronize()
     marks["generated_tokens"] = int(out.shape[1] - x.shape[1])
+    marks["prompt_pad_tokens"] = prompt_pads
     return {"params": params}, marks
 
 
