@@ -496,6 +496,9 @@ def records_of(case, result):
             body = {"infer": {"batch": case["batch"], "context": case["context"], "new_tokens": case["new_tokens"],
                               "dtype": case["dtype"], "kv_dtype": case["dtype"], "kv_cache": case.get("cache", "dynamic"),
                               "attention": case["attention"], "weights": case["dtype"]}}
+            # generate() masks every prompt token equal to pad_token_id (0 here): a prompt with one is padded.
+            if result["marks"].get("prompt_pad_tokens"):
+                body["infer"]["padded"] = True
         else:
             info = result["info"]
             t = {"batch": case["batch"], "seq": case["seq"], "precision": case["precision"],
