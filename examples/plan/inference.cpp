@@ -54,6 +54,7 @@ std::string inference_text(const memscale::model_spec& model, const memscale::in
                      memscale::to_string(spec.weights), attention);
   if (spec.loop == memscale::generate_loop::gpt_fast)
     out += "generate()     gpt-fast generate.py (pytorch-labs/gpt-fast @ 32971d31), eager\n";
+  if (spec.padded) out += "prompts        left-padded: every forward builds a (batch, 1, rows, keys) attention mask\n";
   out += fmt::format("KV cache       {} cache in {}: {} bytes per token, {} after the last token\n",
                      memscale::to_string(spec.cache), cache_storage_text(spec),
                      memscale::format_count(result.kv_bytes_per_token.value),

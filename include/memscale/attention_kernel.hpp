@@ -100,10 +100,10 @@ constexpr attention_kernel sdpa_kernel(const sdpa_call& c) {
 // Hugging Face passes k and v at their kv-head size with enable_gqa from transformers 5.0
 // when there is no mask (integrations/sdpa_attention.py use_gqa_in_sdpa, v5.17.0); before,
 // repeat_kv expands them to every head first. lit-gpt expands them itself.
-// A padding-free row brings a block-diagonal mask (padded_row_mask below): repeat_kv as before.
+// A padding-free row or a padded batch brings a mask (padded_row_mask below): repeat_kv as before.
 constexpr bool sdpa_gets_grouped_kv(const model_spec& m, const training_spec& t) {
   return kv_heads_of(m) != m.heads && m.impl == implementation::hf_transformers && t.transformers_version >= 500 &&
-         t.packing != batch_packing::padding_free;
+         t.packing != batch_packing::padding_free && !t.padded;
 }
 
 // Dropout on the attention probabilities is active in this step (model.train() and p > 0).
@@ -111,13 +111,23 @@ constexpr bool attention_dropout_active(const model_spec& m, const training_spec
   return t.dropout && m.dropout && m.attention_dropout;
 }
 
-// A padding-free row under SDPA or eager attention: transformers builds one (1, 1, tokens, tokens)
-// block-diagonal causal mask from the restarting position_ids (masking_utils.py@00c4411c
-// find_packed_sequence_indices, then sdpa_mask: bool; eager_mask: torch.where into the
-// embeddings' dtype) and every layer attends over the whole row with it. flash_attention_2
-// takes the boundaries as varlen offsets instead (attention.hpp attention_path_of).
+// A mask the attention is handed besides the causal pattern, under SDPA or eager attention:
+// a padding-free row's (1, 1, tokens, tokens) block-diagonal mask from the restarting
+// position_ids (masking_utils.py@00c4411c find_packed_sequence_indices), or a padded batch's
+// (batch, 1, rows, keys) mask of its attention_mask's zeros; sdpa_mask makes it bool, eager_mask a
+// torch.where copy in the embeddings' dtype. flash_attention_2 takes the boundaries as varlen
+// offsets instead (attention.hpp attention_path_of).
 constexpr bool padded_row_mask(const training_spec& t) {
-  return t.packing == batch_packing::padding_free && t.attention != attention_impl::flash;
+  return (t.packing == batch_packing::padding_free || t.padded) && t.attention != attention_impl::flash;
+}
+
+// The mask SDPA is handed is bool (sdpa_mask, from transformers 5.0): a padding-free row's always
+// (modelled from 5.0 only). Before 5.0, LlamaModel._update_causal_mask hands a padded batch's mask
+// as an additive copy in the model's dtype (modeling_llama.py@v4.45.0
+// _prepare_4d_causal_attention_mask_with_cache_position); the 4.53-4.57 releases that already use
+// masking_utils are not told apart here.
+constexpr bool bool_attention_mask(const training_spec& t) {
+  return t.packing == batch_packing::padding_free || t.transformers_version >= 500;
 }
 
 // The SDPA call one attention layer of `m` makes under `t`. An ALiBi bias goes in as

@@ -182,6 +182,11 @@ struct training_spec {
   // the micro-batch's one row holds micro_batch x example_tokens tokens, seq_len stays the longest
   // example (max_length), which truncates them: a mean above it counts seq_len (the upper side).
   std::uint64_t example_tokens = 0;
+  // The attention_mask has zeros: examples padded to the longest (DataCollatorWithPadding), or
+  // left-padded prompts in generate(). Under SDPA from transformers 5.0 the mask is then made as a
+  // (batch, 1, rows, keys) bool tensor (masking_utils.py@00c4411c _ignore_causal_mask_sdpa: the
+  // causal skip needs padding_mask.all()), which turns flash and enable_gqa off.
+  bool padded = false;
 };
 
 // Tokens of one micro-batch: micro_batch x seq_len, or the flattened row of a padding-free batch
@@ -394,6 +399,18 @@ constexpr const training_spec& validate(const training_spec& t) {
                  "mask); before it the release that builds the mask is not pinned: use run.attention flash "
                  "(flash_attention_2's varlen kernel) or state software.transformers 5.0 or later",
                  t.transformers_version);
+  if (t.padded && t.packing != batch_packing::none)
+    detail::fail(error_code::invalid_run, "run.padded",
+                 "applies to rows padded to the longest example (run.packing none): packed and padding-free rows "
+                 "carry no padding", static_cast<std::uint64_t>(t.packing));
+  if (t.padded && t.attention == attention_impl::flash)
+    detail::fail(error_code::unsupported, "run.padded",
+                 "is modelled under sdpa and eager attention; flash_attention_2's unpadding copies (_upad_input) "
+                 "are not modelled yet", 1);
+  if (t.padded && t.framework != framework_kind::hf)
+    detail::fail(error_code::unsupported, "run.padded",
+                 "is modelled for Hugging Face models (run.framework hf): other frameworks build their masks "
+                 "their own way", static_cast<std::uint64_t>(t.framework));
   if (t.packing == batch_packing::padding_free && t.framework != framework_kind::hf)
     detail::fail(error_code::unsupported, "run.packing",
                  "padding_free is modelled for Hugging Face models under TRL's or transformers' flattening "

@@ -241,6 +241,24 @@ constexpr void check_packing(const model_spec& m, const training_spec& t) {
                             "mask, which is not modelled (run.attention eager or sdpa_math is)");
 }
 
+// A padded batch's mask (training_spec::padded) as modelled: attention layers in transformers' code
+// that take the mask create_causal_mask makes; a model that builds its own (OPT, BLOOM, ALiBi)
+// holds one whatever the padding, and a state-space mixer reads no mask.
+constexpr void check_padding(const model_spec& m, const training_spec& t) {
+  if (!t.padded) return;
+  const auto refuse = [](const char* field, const char* why) { detail::fail(error_code::unsupported, field, why, 1); };
+  if (m.impl != implementation::hf_transformers)
+    refuse("model.impl", "must be hf-transformers for run.padded (masking_utils' padded mask)");
+  if (!has_attention(m) || is_hybrid(m))
+    refuse("model.mixer", "run.padded is modelled for attention layers only (a state-space mixer reads no mask)");
+  if (m.builds_attention_mask || m.alibi)
+    refuse("model.arch", "run.padded is not modelled for a model that builds its own attention mask (OPT, BLOOM, "
+                         "ALiBi): its mask is made whatever the padding");
+  if (t.attention == attention_impl::sdpa && t.device == device_kind::cpu && attention_kernel_of(m, t) == attention_kernel::flash)
+    refuse("run.attention", "sdpa on CPU with torch 2.3 or later runs its flash kernel with the padded mask, which is "
+                            "not modelled (run.attention eager or sdpa_math is)");
+}
+
 constexpr const model_spec& validate(const model_spec& m, const training_spec& t) {
   validate(m);
   validate(t);
@@ -257,6 +275,7 @@ constexpr const model_spec& validate(const model_spec& m, const training_spec& t
   check_deepseek_layers(m, t);
   check_hybrid_layers(m, t);
   check_packing(m, t);
+  check_padding(m, t);
   // LoRA targets name attention and MLP projections; a Mamba mixer's (in_proj, x_proj, dt_proj,
   // out_proj) are not among them, so an adapter run would train nothing: refused by name.
   if (is_lora(t))

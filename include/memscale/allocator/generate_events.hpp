@@ -38,6 +38,7 @@
 #include "memscale/allocator/step_events.hpp"
 #include "memscale/graph/forward_liveness.hpp"
 #include "memscale/graph/graph.hpp"
+#include "memscale/graph/layers/embeddings.hpp"
 #include "memscale/inference/generate_peak.hpp"
 #include "memscale/inference/kv_cache.hpp"
 #include "memscale/inference/spec.hpp"
@@ -53,6 +54,7 @@ class generate_walker {
   constexpr generate_walker(const model_spec& m, const inference_spec& r, Sink& sink) : m_(m), r_(r), events_(sink) {
     using memscale::detail::require;
     memscale::detail::require_generate_modelled(m);
+    memscale::detail::require_padded_prompts_modelled(m, r);
     require(r.cache != kv_cache_kind::sliding_window || gpt_fast_, error_code::unsupported, "infer.kv_cache",
             "the allocator's generate() stream covers the dynamic, the quantized and the static cache, not the "
             "sliding-window one",
@@ -154,13 +156,24 @@ class generate_walker {
     } else {
       for (std::size_t i = 0; i < g.block_begin; ++i)
         if (freed_after(g, i) >= g.block_end && !g.ops[i].kv_cached) held[held_count++] = alloc(g.ops[i].out.value);
-      stream = alloc(g.ops[g.block_begin].out.value);
+      // The first block reads the held token lookup itself, or a tensor made from it.
+      if (gpt_fast_ || !graph_layers::stream_is_token_lookup(m_)) stream = alloc(g.ops[g.block_begin].out.value);
       if (workspace_ == no_tensor && r_.device == device_kind::cuda) workspace_ = alloc(r_.blas_workspace.value);
     }
     const bytes static_mask_bytes = memscale::detail::static_cache_mask(m_, r_, rows);
     std::uint32_t static_mask = static_mask_bytes.value != 0 ? alloc(static_mask_bytes.value) : no_tensor;
     for (std::uint64_t l = m_.leading_dense_layers; l < m_.layers; ++l) layer(g, l, rows, done, stream);
     free(static_mask);
+    // The final norm, its temporaries included: hidden_states = self.norm(hidden_states) drops the
+    // last block's output once the norm's is made (modeling_llama.py@v5.17.0 LlamaModel.forward).
+    for (std::size_t i = g.block_end; i < memscale::detail::head_begin(g); ++i) {
+      const op& o = g.ops[i];
+      if (o.kind == op_kind::stream) continue;
+      std::uint32_t made = no_tensor;
+      with_temporaries(o, [&] { made = alloc(o.out.value); });
+      free(stream);
+      stream = made;
+    }
     while (held_count > 0) free(held[--held_count]);
     // The output layer: each of its ops reads the one before, which the next rebinds. Then what
     // generate keeps until the next step replaces it: from 4.45 an fp32 copy of the last
@@ -239,6 +252,7 @@ class generate_walker {
     std::uint64_t cached_ops = 0;
     std::size_t attended = begin;  // the last reader of the cached keys and values
     bool scaled_keys_made = false;
+    bool copy_now = false;
     for (std::size_t i = begin; i < g.block_end; ++i) {
       cached_ops += g.ops[i].kv_cached ? 1 : 0;
       if (g.ops[i].kv_cached && freed_after(g, i) > attended) attended = freed_after(g, i);
@@ -259,6 +273,10 @@ class generate_walker {
           ids[k] = gpt_fast_attended(o);
         } else if (o.kv_cached && static_) {
           ids[k] = static_update(l, rows, done, o, ++cached_seen == cached_ops);
+        } else if (o.kv_cached && done == 0 && copies_prompt_) {
+          ids[k] = alloc(o.out.value);
+          prompt_made_[static_cast<std::size_t>(cached_seen)] = k;
+          copy_now = ++cached_seen == cached_ops;
         } else if (o.kv_cached) {
           cache_update(l, rows, done, cached_seen++, cached_ops);
         } else {
@@ -273,6 +291,10 @@ class generate_walker {
       for (auto& id : attending) free(id);
       for (std::size_t j = 0; j <= k; ++j)
         if (freed_after(g, begin + j) == begin + k && ids[j] != no_tensor) free(ids[j]);
+      // The cache's update runs once the rotation has returned and its inputs are dropped
+      // (the 5.17 frames: q_proj's and k_proj's outputs freed before the copies).
+      if (copy_now) copy_prompt(l, ids, cached_ops);
+      copy_now = false;
       if (begin + k == attended)
         for (auto& id : returned_) free(id);  // a quantized cache's keys and values, once attended
     }
@@ -333,27 +355,56 @@ class generate_walker {
         temporaries(o);
         return;
       case forward_temporaries::rms_norm_upcast: {
-        if (!gpt_fast_) break;
         // gpt-fast's RMSNorm (model.py@32971d31): x.float(); x * x, freed after its mean; the
         // product by rsqrt; .type_as(x), after which the product is dropped; the weight product.
+        // LlamaRMSNorm (modeling_llama.py@v5.17.0, and its copies) binds the product to
+        // hidden_states until it returns self.weight * hidden_states.to(input_dtype): the cast and
+        // the product die after the output (the 5.17 H100 frames: +128 +128 -128 +128 -128 +64 +64
+        // -64 -128 MiB per norm of Llama-2-7B at 4 x 2048).
         std::uint32_t upcast = alloc(out * 2);
         std::uint32_t squares = alloc(out * 2);
         free(squares);
         std::uint32_t product = alloc(out * 2);
         free(upcast);
         std::uint32_t cast = alloc(out);
-        free(product);
+        if (gpt_fast_) free(product);
         make();
         free(cast);
+        free(product);
         return;
       }
       case forward_temporaries::rms_norm_fp32: {
-        if (!gpt_fast_) break;
         std::uint32_t squares = alloc(out);
         free(squares);
         std::uint32_t product = alloc(out);
         make();
         free(product);
+        return;
+      }
+      case forward_temporaries::mask_before_output: {
+        // scaled_dot_product_attention converts the bool mask (convert_boolean_attn_mask) before
+        // the kernel runs; the kernel's output and log-sum-exp follow; the copy dies with the call.
+        std::uint32_t additive = alloc(o.fwd_temp.value);
+        make();
+        std::uint32_t statistics = alloc(o.extra_saved.value);
+        free(additive);
+        free(statistics);
+        return;
+      }
+      case forward_temporaries::rotary_half: {
+        // apply_rotary_pos_emb (modeling_llama.py@v5.17.0): x * cos; rotate_half's -x2 (half the
+        // size) and its cat, the negation freed after the cat; rotate_half(x) * sin, the cat freed
+        // after it; the sum (the output); then both products (the 5.17 H100 frames: +64 +32 +64
+        // -32 +64 -64 +64 -64 -64 MiB per q of Llama-2-7B at 4 x 2048).
+        std::uint32_t by_cos = alloc(out);
+        std::uint32_t negated = alloc(out / 2);
+        std::uint32_t rotated = alloc(out);
+        free(negated);
+        std::uint32_t by_sin = alloc(out);
+        free(rotated);
+        make();
+        free(by_cos);
+        free(by_sin);
         return;
       }
       case forward_temporaries::rotary_stacked: {
@@ -421,6 +472,19 @@ class generate_walker {
     }
     if (o.extra_saved.value > 0) ids[n++] = alloc(o.extra_saved.value);
     for (std::size_t i = 0; i < n; ++i) free(ids[i]);
+  }
+
+  // From transformers 5 (inference/generate_peak.hpp copies_prompt): at the layer's last cached op
+  // the cache copies the prompt's keys and values; rebinding key_states and value_states drops the
+  // layer's own tensors, except the fused projection's output, which the queries still view until
+  // the attention is done (freed then as any other tensor).
+  constexpr void copy_prompt(std::uint64_t layer, std::array<std::uint32_t, graph_capacity>& ids, std::uint64_t count) {
+    kv_[slot_of(layer)][0] = alloc(kv_layer_half_bytes(m_, r_, r_.context).value);
+    kv_[slot_of(layer)][1] = alloc(kv_layer_value_bytes(m_, r_, r_.context).value);
+    for (std::uint64_t i = 0; i < count; ++i) {
+      const bool rotated_keys = i == 1 && m_.positions == position_kind::rotary;
+      if (!m_.fused_qkv || rotated_keys) free(ids[prompt_made_[static_cast<std::size_t>(i)]]);
+    }
   }
 
   // DynamicLayer.update, at the block's `index`-th of `count` cached ops. The prompt's keys and
@@ -568,6 +632,8 @@ class generate_walker {
   bool tuple_cache_ = keeps_tuple_cache(m_, r_);
   bool gpt_fast_ = r_.loop == generate_loop::gpt_fast;
   bool static_ = !gpt_fast_ && r_.cache == kv_cache_kind::static_preallocated;
+  bool copies_prompt_ = memscale::detail::copies_prompt(m_, r_);
+  std::array<std::size_t, 2> prompt_made_{};  // the layer's cached ops (their index in the block), in order
   std::uint32_t ids_ = no_tensor;
   std::uint32_t mask_ = no_tensor;
   std::uint32_t prompt_ = no_tensor;  // gpt-fast's prompt repeated over the batch

@@ -79,6 +79,8 @@ enum class forward_temporaries : std::uint8_t {
   rms_norm_upcast,  // RMSNorm upcast to fp32 (LlamaRMSNorm, gpt-fast's) on a 16-bit input: fp32 copy, x^2, product, cast
   rms_norm_fp32,    // the same on an fp32 input: x^2, product
   rotary_stacked,   // gpt-fast apply_rotary_emb: fp32 copy, four products, two sums, stack, cast
+  rotary_half,      // Hugging Face apply_rotary_pos_emb: x * cos, -x2, cat, rotate_half(x) * sin, sum
+  mask_before_output,  // SDPA's additive copy of a bool mask (fwd_temp) made before the kernel's output
 };
 
 // Members are ordered to pack into 120 bytes (a graph holds graph_capacity of them; kv_cached and

@@ -67,16 +67,19 @@ constexpr attention_kernel attention_kernel_of(const model_spec& m, const infere
     case attention_impl::eager:
     case attention_impl::sdpa_math: return attention_kernel::math;
     case attention_impl::flash: return attention_kernel::flash;
-    case attention_impl::sdpa:
+    case attention_impl::sdpa: {
       if (m.attention_sinks) return attention_kernel::math;  // _supports_sdpa = False: eager runs
+      // Padded prompts hand every forward a mask (training_spec::padded; a StaticCache's own mask aside).
+      const bool padded = r.padded && r.cache != kv_cache_kind::static_preallocated;
       return sdpa_kernel(sdpa_call{.device = r.device,
                                    .type = r.compute,
-                                   .has_mask = m.alibi,
+                                   .has_mask = m.alibi || padded,
                                    .dropout = false,
                                    .head_dim = head_dim_of(m),
                                    .torch_version = r.torch_version,
                                    .gqa = kv_heads_of(m) != m.heads && m.impl == implementation::hf_transformers &&
-                                          r.transformers_version >= 500});
+                                          r.transformers_version >= 500 && !padded});
+    }
   }
   return attention_kernel::math;
 }
@@ -97,6 +100,8 @@ constexpr training_spec forward_run(const inference_spec& r, std::uint64_t rows)
   t.transformers_version = r.transformers_version;
   t.device = r.device;
   t.torch_version = r.torch_version;
+  // A StaticCache's forwards are handed their mask whatever the padding (static_cache_mask).
+  t.padded = r.padded && r.cache != kv_cache_kind::static_preallocated;
   return t;
 }
 
@@ -156,13 +161,13 @@ constexpr bytes quant_workspace(const graph& g, const model_spec& m, const infer
 }
 
 
-// What one layer's cache entry holds right after the prefill. The cache keeps the tensors
-// the attention made: with a fused qkv projection the keys and values are views of its
+// The tensors a layer's attention makes for its prompt's keys and values, which a cache before
+// transformers 5 keeps as they are: with a fused qkv projection the keys and values are views of its
 // output, so all of it stays (GPT-2 c_attn); rotary keys are new tensors, values without
 // rotation are views of their projection (DynamicCache.update appends them as they are).
 // Under multi-head latent attention the key is a new tensor (the torch.cat of the nope and the
 // rotated parts) and the value a view of kv_b_proj's output, whose nope keys it keeps too.
-constexpr bytes prefill_layer_storage(const model_spec& m, const inference_spec& r) {
+constexpr bytes prompt_tensors(const model_spec& m, const inference_spec& r) {
   const auto tokens = checked_mul(r.batch, r.context);
   const bytes kv = kv_layer_half_bytes(m, r, r.context) + kv_layer_value_bytes(m, r, r.context);
   if (has_latent_attention(m) && r.kv == r.compute && r.cache == kv_cache_kind::dynamic)
@@ -174,9 +179,28 @@ constexpr bytes prefill_layer_storage(const model_spec& m, const inference_spec&
   return act(r, qkv) + rotated;
 }
 
+// From transformers 5 a DynamicLayer starts empty (lazy_initialization) and its first update is
+// torch.cat([empty, key_states]): the cache holds copies of the prompt's keys and values, and what
+// the layer made for them (prompt_tensors) lives only until the attention is done with it
+// (cache_utils.py@67dd5524 DynamicLayer.update; the H100 histories of transformers 5.17: GPT-2's
+// 24 x 6.3 MB copies where c_attn's 18.9 MB outputs were kept, Llama-2-7B's +128 +128 MiB then
+// -128 -128 MiB per layer). Latent attention and tuple caches keep their own rules.
+constexpr bool copies_prompt(const model_spec& m, const inference_spec& r) {
+  return r.transformers_version >= 500 && r.cache == kv_cache_kind::dynamic && r.loop == generate_loop::transformers &&
+         r.kv == r.compute && !has_latent_attention(m) && !keeps_tuple_cache(m, r);
+}
+
+// What a layer's cache holds after the prefill: the tensors the attention made (prompt_tensors),
+// or from transformers 5 their copies (copies_prompt).
+constexpr bytes prefill_layer_storage(const model_spec& m, const inference_spec& r) {
+  if (copies_prompt(m, r)) return kv_layer_half_bytes(m, r, r.context) + kv_layer_value_bytes(m, r, r.context);
+  return prompt_tensors(m, r);
+}
+
 // What keeps a layer's prefill value tensor alive until the first torch.cat replaces it:
 // the fused projection's whole output, or the value tensor itself.
 constexpr bytes prefill_value_storage(const model_spec& m, const inference_spec& r) {
+  if (copies_prompt(m, r)) return kv_layer_value_bytes(m, r, r.context);
   if (has_latent_attention(m)) return prefill_layer_storage(m, r) - kv_layer_half_bytes(m, r, r.context);
   const bytes rotated = (m.fused_qkv && m.positions == position_kind::rotary) ? kv_layer_half_bytes(m, r, r.context)
                                                                               : bytes{};
@@ -358,10 +382,12 @@ constexpr forward_result forward_peak(const graph& g, const model_spec& m, const
                                .activations = ids + f.held + static_mask + f.layer,
                                .logits = kept_logits,
                                .workspace = workspace};
+  // Copied prompt keys and values: the last layer's own tensors for them until the attention is done.
+  const bytes originals = done == 0 && copies_prompt(m, r) ? prompt_tensors(m, r) : bytes{};
   const inference_breakdown attending{.weights = weights,
                                       .kv_cache = cache + q.attending,
                                       .activations = ids + f.held + static_mask + f.while_attending +
-                                                     static_copies.repeated * 2u + static_copies.float_mask,
+                                                     static_copies.repeated * 2u + static_copies.float_mask + originals,
                                       .logits = kept_logits,
                                       .workspace = workspace};
   if (in_layer.total() < attending.total()) in_layer = attending;
@@ -427,6 +453,22 @@ constexpr void require_generate_estimated(const model_spec& model) {
 // sink attention, every-expert bmm and sliding-window cache layers, which the estimate alone models.
 constexpr bool generate_walk_covers(const model_spec& model) {
   return !model.attention_sinks && !model.expert_weight_copies && model.sliding_layers == 0;
+}
+
+// Padded prompts as modelled (training_spec::padded): Hugging Face's generate() under SDPA or eager
+// attention. flash_attention_2 unpads q, k and v into new tensors (_upad_input, index_first_axis) in
+// every forward, gpt-fast's generate.py pads nothing, and a model that builds its own mask (OPT,
+// BLOOM, ALiBi) already holds one whatever the padding: none of them is described with padding.
+constexpr void require_padded_prompts_modelled(const model_spec& model, const inference_spec& run) {
+  if (!run.padded) return;
+  require(run.loop == generate_loop::transformers, error_code::unsupported, "infer.padded",
+          "applies to Hugging Face generate() only (gpt-fast's generate.py takes unpadded prompts)", 1);
+  require(run.attention != attention_impl::flash, error_code::unsupported, "infer.padded",
+          "is modelled under sdpa and eager attention; flash_attention_2's unpadding copies (_upad_input) are not "
+          "modelled yet", 1);
+  require(!model.builds_attention_mask && !model.alibi, error_code::unsupported, "infer.padded",
+          "is not modelled for a model that builds its own attention mask (OPT, BLOOM, ALiBi): its mask is made "
+          "whatever the padding", 1);
 }
 
 constexpr void require_generate_modelled(const model_spec& model) {
@@ -542,6 +584,7 @@ constexpr inference_result estimate_inference(const model_spec& model, const inf
   check_transformers_release(model, run.transformers_version);
   detail::require_generate_estimated(model);
   detail::require_gpt_oss_generate(model, run);
+  detail::require_padded_prompts_modelled(model, run);
   // A quantised checkpoint's vision tower: AWQ and GPTQ checkpoints list it in
   // modules_to_not_convert, bitsandbytes quantises its Linear layers; not described yet.
   detail::require(model.idle_tower_parameters == 0 || run.weights == weight_format::native, error_code::unsupported,

@@ -79,6 +79,10 @@ struct inference_spec {
   std::uint32_t kv_bits = 4;
   std::uint64_t kv_group = 64;
   std::uint64_t kv_residual = 128;
+  // Left-padded prompts (the attention_mask has zeros; generate() also masks every prompt token
+  // equal to pad_token_id): every forward then builds a (batch, 1, rows, keys) mask and SDPA runs
+  // without flash and without enable_gqa (training_spec::padded).
+  bool padded = false;
 };
 
 constexpr bool is_quantized(weight_format w) { return w != weight_format::native; }

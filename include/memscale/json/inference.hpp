@@ -130,10 +130,11 @@ inline std::uint32_t parse_major_minor(const json& v, const std::string& field) 
 }
 
 // The fields of an "infer" object (a record's, a run document's).
-inline constexpr std::array<std::string_view, 18> infer_fields{
+inline constexpr std::array<std::string_view, 19> infer_fields{
     "batch",          "context",        "new_tokens",   "dtype",        "kv_dtype",         "kv_cache",
     "attention",      "weights",        "max_cache_len", "sliding_window", "group_size",     "double_quant",
-    "kv_lora_rank",   "qk_rope_head_dim", "quant_block", "kv_quant_backend", "kv_group_size", "kv_residual_length"};
+    "kv_lora_rank",   "qk_rope_head_dim", "quant_block", "kv_quant_backend", "kv_group_size", "kv_residual_length",
+    "padded"};
 
 // An inference run from a record's "infer" object (and its device and software).
 inline inference_spec inference_from_record(const json& record) {
@@ -170,6 +171,7 @@ inline inference_spec inference_from_record(const json& record) {
   r.group_size = get_count(t, "group_size", path, 128, bad);
   r.quant_block = get_count(t, "quant_block", path, 64, bad);
   r.double_quant = get_bool(t, "double_quant", path, false, bad);
+  r.padded = get_bool(t, "padded", path, false, bad);
   r.kv_lora_rank = get_count(t, "kv_lora_rank", path, 0, bad);
   r.qk_rope_head_dim = get_count(t, "qk_rope_head_dim", path, 0, bad);
   r.device = record.value("device", std::string("cuda")) == "cpu" ? device_kind::cpu : device_kind::cuda;

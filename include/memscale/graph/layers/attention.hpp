@@ -335,9 +335,15 @@ constexpr tensor sink_attention_without_grad(const layer_context& ctx, const qkv
 // nothing of this: the products are freed inside the op, before its backward matters.
 // Each product is a tensor of its own, the size of the rotated one (the H100 history of
 // Llama-2-7B generate() b8: 128, 64 (-x2), 128 (cat), 128 MiB blocks around each 128 MiB q).
-constexpr void rotary_temporaries(op_writer& ops, tensor q_unrotated, tensor q, tensor k) {
+// Over the whole head (rotary_fraction 1, rotate_half's -x2 and cat), the generate() walk replays
+// them one by one (graph.hpp forward_temporaries::rotary_half).
+constexpr void rotary_temporaries(op_writer& ops, tensor q_unrotated, tensor q, tensor k, bool whole_head) {
   ops.at(q).fwd_temp += ops.at(q).out * 2u;
   ops.at(k).fwd_temp += storage(k.type, k.elements) * 2u;
+  if (whole_head) {
+    ops.at(q).temporaries = forward_temporaries::rotary_half;
+    ops.at(k).temporaries = forward_temporaries::rotary_half;
+  }
   ops.reads(q_unrotated, k);
 }
 
@@ -358,9 +364,10 @@ constexpr void stacked_rotary_temporaries(op_writer& ops, tensor q_unrotated, te
   ops.reads(q_unrotated, k);
 }
 
-// What the memory-efficient kernel keeps of a padding-free row's bool mask (one layer's call,
-// aten/src/ATen/native/transformers/attention.cpp@008887dc scaled_dot_product_attention):
-// convert_boolean_attn_mask makes an additive (1, 1, tokens, tokens) copy in q's dtype, and
+// What the memory-efficient kernel keeps of a padding-free row's or a padded batch's bool mask
+// (one layer's call, aten/src/ATen/native/transformers/attention.cpp@008887dc
+// scaled_dot_product_attention): convert_boolean_attn_mask makes an additive (batch, 1, rows, keys)
+// copy in q's dtype (a mask already additive, as before transformers 5.0, is taken as it is), and
 // preprocess_mask expands it to (batch, heads, tokens, tokens) as a view, or, when the key count
 // is not a multiple of 16, pads the expanded view (pad_bias: a new (batch, heads, tokens,
 // keys rounded up to 16) tensor, sliced back); _scaled_dot_product_efficient_attention's backward
@@ -369,7 +376,7 @@ constexpr bytes memory_efficient_mask_bias(const layer_context& ctx, op& core) {
   const dtype type = ctx.ops.precision().matmul;
   const std::uint64_t keys = ctx.keys();
   const std::uint64_t rows = detail::checked_mul(ctx.run.micro_batch, ctx.run.seq_len);
-  const bytes additive = storage(type, detail::checked_mul(rows, keys));
+  const bytes additive = bool_attention_mask(ctx.run) ? storage(type, detail::checked_mul(rows, keys)) : bytes{};
   if (keys % 16 == 0) return additive;
   core.fwd_temp += additive;
   const std::uint64_t padded = (keys / 16 + 1) * 16;
@@ -418,7 +425,8 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
       if (m.rotary_stacked_pairs)
         stacked_rotary_temporaries(ops, q_unrotated, qkv.q, qkv.k);
       else
-        rotary_temporaries(ops, q_unrotated, qkv.q, qkv.k);
+        rotary_temporaries(ops, q_unrotated, qkv.q, qkv.k,
+                           m.rotary_fraction == 1.0 && !has_latent_attention(m) && !m.rotary_complex);
     }
   }
   if (m.positions == position_kind::rotary) {
@@ -508,7 +516,18 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
       core.role = param_role::vector;
       core.frozen = ctx.adapters.base.frozen;
     }
-    if (padded_row_mask(run)) core.extra_saved += memory_efficient_mask_bias(ctx, core);
+    if (padded_row_mask(run)) {
+      const bytes bias = memory_efficient_mask_bias(ctx, core);
+      // Without grad nothing is saved: the additive copy is made before the kernel's output and
+      // freed after the call (the 5.17 H100 frames: +32 +64 -32 MiB per layer of Llama-2-7B at
+      // 4 x 2048), which the generate() walk replays when no padding copy is made.
+      if (ops.records_forward_liveness() && ctx.keys() % 16 == 0 && bool_attention_mask(run)) {
+        core.fwd_temp += bias;
+        core.temporaries = forward_temporaries::mask_before_output;
+      } else {
+        core.extra_saved += bias;
+      }
+    }
     context = ops.emit(core, q_elements, p.matmul);
     ops.keep(qkv.q, context);
     ops.keep(qkv.k, context);
@@ -525,7 +544,7 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
     // in place to the scores: it lives through the call. Eager attention adds the float mask
     // the model made once (decoder_stack.hpp base_model_held).
     if (padded_row_mask(run) && run.attention != attention_impl::eager)
-      ops.at(context).fwd_temp += storage(p.matmul, detail::checked_mul(run.seq_len, keys));
+      ops.at(context).fwd_temp += storage(p.matmul, detail::checked_mul(run.micro_batch, run.seq_len, keys));
   }
   // Liger's rope_backward runs on the gradients the attention hands back (liger_rope.hpp).
   ops.at(context).bwd_temp += rope_backward_copies;

@@ -1,6 +1,6 @@
 // memscale/graph/layers/attention_inputs.hpp: what a decoder's base model makes once per
 // forward for every layer's attention and binds in its frame until it returns: the rotary cos
-// and sin of this forward's positions, and eager attention's 4-D causal mask.
+// and sin of this forward's positions, and a 4-D mask: eager attention's, or a padded batch's.
 //
 // Written for a forward without grad (generate()'s prologue). A training step's graph does not
 // write them yet: with flash or SDPA they are a few MiB beside its activations, and the models
@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "memscale/attention_kernel.hpp"
 #include "memscale/detail/math.hpp"
 #include "memscale/graph/layers/context.hpp"
 #include "memscale/graph/layers/ops.hpp"
@@ -43,15 +44,19 @@ constexpr attention_inputs make_attention_inputs(const layer_context& ctx) {
   const attention_impl impl = ctx.run.attention;
   const bool eager = impl == attention_impl::eager || impl == attention_impl::sdpa_math ||
                      (m.attention_sinks && impl == attention_impl::sdpa);
-  if (eager)
-    made.mask = ops.elementwise(detail::checked_mul(ctx.run.micro_batch, ctx.run.seq_len, ctx.keys()), ops.stream_dtype());
+  // A padded batch's mask reaches SDPA too (attention_kernel.hpp padded_row_mask): sdpa_mask's bool
+  // mask from 5.0, an additive copy in the model's dtype before (bool_attention_mask).
+  const bool padded_sdpa = !eager && padded_row_mask(ctx.run);
+  const dtype mask_type = padded_sdpa && bool_attention_mask(ctx.run) ? dtype::boolean : ops.stream_dtype();
+  if (eager || padded_sdpa)
+    made.mask = ops.elementwise(detail::checked_mul(ctx.run.micro_batch, ctx.run.seq_len, ctx.keys()), mask_type);
   // GptOssModel.forward makes both masks every forward (modeling_gpt_oss.py@00d4b3d2:
   // create_causal_mask and create_sliding_window_causal_mask); the sliding one spans the keys its
   // layer's cache hands back: the prompt in a prefill, at most the window when decoding
   // (cache_utils.py@004999d9 DynamicSlidingWindowLayer.get_mask_sizes).
-  if (eager && m.sliding_layers > 0) {
+  if ((eager || padded_sdpa) && m.sliding_layers > 0) {
     const std::uint64_t keys = ctx.cached_keys == 0 ? ctx.keys() : detail::min(ctx.keys(), m.sliding_window);
-    made.sliding_mask = ops.elementwise(detail::checked_mul(ctx.run.micro_batch, ctx.run.seq_len, keys), ops.stream_dtype());
+    made.sliding_mask = ops.elementwise(detail::checked_mul(ctx.run.micro_batch, ctx.run.seq_len, keys), mask_type);
   }
   return made;
 }

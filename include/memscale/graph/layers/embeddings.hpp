@@ -67,6 +67,13 @@ constexpr embedded embed(const layer_context& ctx) {
 
 constexpr tensor input_embeddings(const layer_context& ctx) { return embed(ctx).stream; }
 
+// The first block reads the token lookup itself when nothing is added to it, scaled or normed (and
+// no dropout runs, as in eval mode): LlamaModel.forward's hidden_states = inputs_embeds
+// (modeling_llama.py@v5.17.0), bound through the blocks as inputs_embeds.
+constexpr bool stream_is_token_lookup(const model_spec& m) {
+  return !m.scale_embeddings && m.positions != position_kind::learned && m.type_vocab == 0 && !m.embedding_norm;
+}
+
 // T5's shared token embedding, looked up by the encoder and the decoder: stored once (by the
 // encoder's op), borrowed by the decoder's.
 constexpr tensor t5_shared_embedding(const layer_context& ctx, bool decoder, bool lm_head) {

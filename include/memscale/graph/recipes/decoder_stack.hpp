@@ -192,12 +192,15 @@ constexpr bytes base_model_held(const model_spec& model, const training_spec& ru
     if (model.positions == position_kind::learned) held += storage(dtype::int64, tokens);
   }
   if (model.alibi) held += storage(p.param, detail::checked_mul(tokens, model.heads, detail::quantity{"ALiBi bias (tokens x heads)"}));
-  // A padding-free row's (1, 1, tokens, tokens) block-diagonal mask, made once by
-  // create_causal_mask and passed to every layer (masking_utils.py@00c4411c): sdpa_mask's bool
-  // mask, or eager_mask's torch.where copy of it in the embeddings' dtype (the bool one freed).
+  // A padding-free row's (1, 1, tokens, tokens) block-diagonal mask or a padded batch's
+  // (batch, 1, seq_len, seq_len) mask, made once by create_causal_mask and passed to every layer
+  // (masking_utils.py@00c4411c): sdpa_mask's bool mask, or eager_mask's torch.where copy of it in
+  // the embeddings' dtype (the bool one freed).
   if (padded_row_mask(run)) {
-    const dtype mask_type = run.attention == attention_impl::eager ? p.param : dtype::boolean;
-    held += storage(mask_type, detail::checked_mul(run.seq_len, run.seq_len, detail::quantity{"block-diagonal mask (tokens^2)"}));
+    const bool additive = run.attention == attention_impl::eager || !bool_attention_mask(run);
+    const dtype mask_type = additive ? p.param : dtype::boolean;
+    held += storage(mask_type, detail::checked_mul(run.micro_batch, run.seq_len, run.seq_len,
+                                                   detail::quantity{"attention mask (micro_batch x seq_len^2)"}));
   }
   return held;
 }
