@@ -161,6 +161,19 @@ def padded_jobs():
     return out
 
 
+def padded_heldout_jobs():
+    """The sixth pass: padded prompts of other families and padded training batches, held out."""
+    out = []
+    for name, gib in (("infer-qwen2-0.5b-bf16-b8-c1024-n64-padded", 12), ("infer-llama3.2-1b-bf16-b8-c2048-n64-padded", 16),
+                      ("infer-phi3-mini-bf16-b4-c2048-n64-padded", 20)):
+        out.append({"id": "history-" + name, "case": name, "history": True, "frames": True,
+                    "cap_bytes": int((gib - 1) * GIB), "safety_cap": True, "gib": gib})
+    for name, gib in (("infer-qwen2-0.5b-bf16-b8-c1024-n64-unpadded", 12), ("padded-qwen2-0.5b-b4-s1024-amp_bf16-sdpa", 24),
+                      ("padded-llama3.2-1b-b2-s2048-pure_bf16-sdpa", 24), ("padded-llama3.2-1b-b2-s2048-pure_bf16-eager", 30)):
+        out.append({"id": name, "case": name, "gib": gib})
+    return out
+
+
 # gpt_fast_gpu.py's cases; gpt-fast's generate.py, model.py and tokenizer.py in GPT_FAST_DIR (not committed).
 GPT_FAST_CASES = ("gptfast-llama-mha-l8-h2048-b8-c1024-n32-bf16", "gptfast-llama-gqa-l8-h2048-b8-c2048-n32-bf16",
                   "gptfast-llama-mha-l4-h1024-b4-c512-n32-fp32")
@@ -214,11 +227,11 @@ def main():
     ap.add_argument("--gpu-gib", type=float, default=74)
     ap.add_argument("--max-procs", type=int, default=6)
     ap.add_argument("--dry", action="store_true")
-    ap.add_argument("--set", choices=("first", "diagnosis", "layer-kinds", "caches", "padded"), default="first")
+    ap.add_argument("--set", choices=("first", "diagnosis", "layer-kinds", "caches", "padded", "padded-heldout"), default="first")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     hist_dir = "/tmp/memscale-histories"
-    pending = {"first": jobs, "diagnosis": diagnosis_jobs, "layer-kinds": layer_kinds_jobs, "caches": caches_jobs, "padded": padded_jobs}[a.set]()
+    pending = {"first": jobs, "diagnosis": diagnosis_jobs, "layer-kinds": layer_kinds_jobs, "caches": caches_jobs, "padded": padded_jobs, "padded-heldout": padded_heldout_jobs}[a.set]()
     for job in pending:
         job["out_dir"] = a.out
     running = []  # (job, process, start)

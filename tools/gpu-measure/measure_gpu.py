@@ -83,9 +83,12 @@ def hub_config(file, **overrides):
 
 
 def train(name, cfg, batch, seq, precision="fp32", optimizer="adamw", attention="sdpa", ckpt="none",
-          lora=None, head="causal_lm"):
+          lora=None, head="causal_lm", padded=False):
+    # padded: right padding as DataCollatorWithPadding makes it: row i ends in i * seq / (2 * batch) pad
+    # tokens, masked in attention_mask and -100 in the labels.
     return {"kind": "train", "name": name, "cfg": cfg, "batch": batch, "seq": seq, "precision": precision,
-            "optimizer": optimizer, "attention": attention, "ckpt": ckpt, "lora": lora, "head": head}
+            "optimizer": optimizer, "attention": attention, "ckpt": ckpt, "lora": lora, "head": head,
+            "padded": padded}
 
 
 def infer(name, cfg, batch, context, new_tokens, dtype="bf16", attention="sdpa", cache="dynamic", padded=None):
@@ -230,6 +233,19 @@ CASES = [
           hub_config("Qwen--Qwen1.5-MoE-A2.7B", num_hidden_layers=4, num_experts=16), 4, 1024, 64, padded=False),
     infer("infer-mixtral-l2-bf16-b4-c1024-n64", hub_config("mistralai--Mixtral-8x7B-v0.1", num_hidden_layers=2), 4,
           1024, 64, padded=False),
+    # Held out for padded prompts and batches: other families' generate(), and training steps whose
+    # attention_mask has zeros (right padding).
+    infer("infer-qwen2-0.5b-bf16-b8-c1024-n64-padded", QWEN2_05B, 8, 1024, 64, padded=True),
+    infer("infer-qwen2-0.5b-bf16-b8-c1024-n64-unpadded", QWEN2_05B, 8, 1024, 64, padded=False),
+    infer("infer-llama3.2-1b-bf16-b8-c2048-n64-padded", hub_config("meta-llama--Llama-3.2-1B"), 8, 2048, 64,
+          padded=True),
+    infer("infer-phi3-mini-bf16-b4-c2048-n64-padded", hub_config("microsoft--Phi-3-mini-4k-instruct"), 4, 2048, 64,
+          padded=True),
+    train("padded-qwen2-0.5b-b4-s1024-amp_bf16-sdpa", QWEN2_05B, 4, 1024, precision="amp_bf16", padded=True),
+    train("padded-llama3.2-1b-b2-s2048-pure_bf16-sdpa", hub_config("meta-llama--Llama-3.2-1B"), 2, 2048,
+          precision="pure_bf16", padded=True),
+    train("padded-llama3.2-1b-b2-s2048-pure_bf16-eager", hub_config("meta-llama--Llama-3.2-1B"), 2, 2048,
+          precision="pure_bf16", attention="eager", padded=True),
     train("family-falcon_mamba-7b-l4-b1-s512-pure_bf16-torchpath",
           hub_config("ssm-multimodal/tiiuae--falcon-mamba-7b", num_hidden_layers=4), 1, 512, precision="pure_bf16",
           attention="eager"),
@@ -311,6 +327,16 @@ def run_train(case):
     opt = make_optimizer(model.parameters(), case["optimizer"])
     vocab = config.vocab_size
     x = torch.randint(0, vocab, (case["batch"], case["seq"]), device="cuda")
+    inputs = {"input_ids": x, "labels": x}
+    if case.get("padded"):
+        attention = torch.ones_like(x)
+        labels = x.clone()
+        for row in range(case["batch"]):
+            pads = row * case["seq"] // (2 * case["batch"])
+            if pads:
+                attention[row, -pads:] = 0
+                labels[row, -pads:] = -100
+        inputs = {"input_ids": x, "attention_mask": attention, "labels": labels}
     amp = case["precision"] == "amp_bf16"
     marks = {}
 
@@ -319,7 +345,7 @@ def run_train(case):
             torch.cuda.reset_peak_memory_stats()
             marks["start"] = torch.cuda.memory_allocated()
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
-            loss = model(input_ids=x, labels=x).loss
+            loss = model(**inputs).loss
         if record:
             marks["after_forward"] = torch.cuda.memory_allocated()
             marks["peak_forward"] = torch.cuda.max_memory_allocated()
@@ -515,6 +541,8 @@ def records_of(case, result):
                 model["params"] = info["params"]
             if info.get("ssm_path"):
                 t["ssm_path"] = info["ssm_path"]
+            if case.get("padded"):
+                t["padded"] = True
             body = {"train": t}
     values = {"max_memory_allocated": result["allocated"], "max_memory_reserved": result["reserved"],
               "nvidia-smi": result["smi"]}
