@@ -109,7 +109,7 @@ std::string_view unread_by_vision(const CLI::Option& opt) {
   if (g == group::cluster) return "the multi-GPU estimate and planner take transformer models only";
   if (g == group::config) return "--config gives a transformer model";
   if (name == "--attention" || name == "--offload" || name == "--no-dropout" || name == "--use-cache" ||
-      name == "--packing" || name == "--example-tokens")
+      name == "--packing" || name == "--example-tokens" || name == "--padded")
     return "the vision estimate has no such setting";
   if (name == "--framework" || name == "--loss" || name == "--loss-chunk" || name == "--loss-chunks" ||
       name == "--optimizer-in-backward")

@@ -70,13 +70,6 @@ void add_inference_options(CLI::App& app, options& o) {
               o.inference.spec.cache = memscale::json_io::parse_kv_cache(v, "--kv-cache");
               note_setting(o, "--kv-cache");
             });
-  add_flag(app, g, "--padded",
-           "the prompts are left-padded to the longest (the attention_mask has zeros): every forward builds a "
-           "(batch, 1, rows, keys) mask and SDPA runs without flash; sdpa or eager attention",
-           [&o] {
-             o.inference.spec.padded = true;
-             note_setting(o, "--padded");
-           });
   add_value(app, g, "--svg", "FILE", "write the plan as an SVG: one stacked bar per mode against VRAM and the budget",
             [&o](const std::string& v) { o.inference.svg = v; });
   add_value(app, g, "--svg-batch", "FILE",

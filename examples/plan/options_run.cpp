@@ -93,6 +93,14 @@ void add_run_options(CLI::App& app, options& o) {
             "--seq, TRL packing) | padding_free (the --batch examples flattened into one row, TRL padding_free; "
             "flash_attention_2 only); default none",
             [&o](const std::string& v) { o.run.packing = memscale::json_io::parse_packing(v, "--packing"); });
+  add_flag(app, g, "--padded",
+           "the batch is padded to its longest example (the attention_mask has zeros; with --inference, left-padded "
+           "prompts): every forward builds a (batch, 1, rows, keys) mask and SDPA runs without flash and enable_gqa; "
+           "sdpa or eager attention",
+           [&o] {
+             o.run.padded = true;
+             o.inference.spec.padded = true;
+           });
   add_value(app, g, "--example-tokens", "N",
             "padding_free: mean tokens per example (the row holds --batch x N tokens; --seq stays the longest "
             "example); default --seq",

@@ -103,6 +103,8 @@ std::string text_report(const memscale::model_spec& model, const memscale::train
                          : fmt::format(", use_cache {}", memscale::to_string(run.use_cache)));
   if (run.packing == memscale::batch_packing::packed)
     out += fmt::format("               packing packed: {} full rows of {} tokens\n", run.micro_batch, run.seq_len);
+  if (run.padded)
+    out += "               padded rows: the attention_mask has zeros, a (batch, 1, seq, seq) mask reaches every layer\n";
   if (run.packing == memscale::batch_packing::padding_free)
     out += fmt::format("               packing padding_free: {} tokens in one row ({} examples, longest {})\n",
                        memscale::tokens_per_micro_batch(run), run.micro_batch, run.seq_len);

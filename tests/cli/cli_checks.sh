@@ -383,6 +383,36 @@ echo '{"model": "gpt2", "run": {"seq_len": 128}, "infer": {"context": 128}}' >"$
 bad_input_says '"run" and "infer" in one document' --run "$work/both.json"
 echo '{"model": "gpt2", "infer": {"context": 128, "temperature": 0.7}}' >"$work/infer_unknown.json"
 bad_input_says 'infer.temperature is not a field of a run document' --run "$work/infer_unknown.json"
+# Padded prompts: the text says so, the JSON echoes it, the peak grows by at least the bool mask, and
+# flash_attention_2 with padding is refused by name.
+run --model llama-2-7b --inference --batch 8 --context 2048 --new-tokens 128 --attention sdpa --stack transformers=5.17 --json
+cp "$work/out" "$work/unpadded.json"
+run --model llama-2-7b --inference --batch 8 --context 2048 --new-tokens 128 --attention sdpa --stack transformers=5.17 --padded --json
+if [[ $rc -eq 0 ]] && python3 - "$work/unpadded.json" "$work/out" 2>"$work/py" <<'EOF2'
+import json, sys
+plain, padded = (json.load(open(p)) for p in sys.argv[1:3])
+assert padded["inference"]["padded"] is True and "padded" not in plain["inference"], (plain["inference"], padded["inference"])
+assert padded["peak"]["tensor"] - plain["peak"]["tensor"] >= 8 * 2048 * 2048, (plain["peak"], padded["peak"])
+EOF2
+then
+  pass "--inference --padded: echoed in the JSON, the (batch, 1, rows, keys) mask in the peak"
+else
+  fail "--inference --padded" "exit $rc" "$(tail -c 600 "$work/py")"
+fi
+run --model llama-2-7b --inference --batch 8 --context 2048 --padded --attention sdpa --stack transformers=5.17
+if [[ $rc -eq 0 ]] && grep -q "^prompts        left-padded" "$work/out"; then
+  pass "--inference --padded (text): the prompts line"
+else
+  fail "--inference --padded (text): the prompts line" "exit $rc" "$(head -c 600 "$work/out")"
+fi
+bad_input_says 'infer.padded' --model llama-2-7b --inference --padded --attention flash
+run --model llama-2-7b --batch 2 --seq 1024 --precision pure_bf16 --attention sdpa --padded --stack transformers=5.17
+if [[ $rc -eq 0 ]] && grep -q "padded rows" "$work/out"; then
+  pass "--padded (training): the padded rows line"
+else
+  fail "--padded (training): the padded rows line" "exit $rc" "$(head -c 600 "$work/err")"
+fi
+bad_input_says 'run.padded' --model llama-2-7b --batch 2 --seq 1024 --packing packed --padded
 # generate() before transformers 4.42: the tuple caches of the previous step live beside the new ones.
 run --model llama-2-7b --inference --batch 8 --context 1024 --new-tokens 256 --stack transformers=4.32 --json
 cp "$work/out" "$work/tuple.json"

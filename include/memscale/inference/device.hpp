@@ -147,15 +147,15 @@ constexpr device_fit fit_inference_on_device(const model_spec& model, const infe
 // tensor; three runs do not bound either end, so both are the transformers replay's
 // (replayed_device_band), which the same allocator rules give.
 inline constexpr error_band replayed_gpt_fast_band{
-    run_class::gpu_published, -0.065, 0.155, true,
+    run_class::gpu_published, -0.065, 0.12, true,
     "docs/inference.md, gpt-fast's generate() on an H100 with the allocator replay and the context model (3 runs): "
     "reserved and nvidia-smi +1.14% .. +3.37%, the ends those of the transformers replay"};
 
 // The band of d.device. Replayed transformers generate() of a dense Hugging Face decoder from torch
-// 2.0 is in the replayed class the H100 generate() runs measured (replayed_device_band: TinyLlama,
-// gpt2, Llama-2-7B shapes among its 46 runs; StaticCache's two runs, -0.20% and +0.16%, inside it);
-// gpt-fast has its own; every other call (experts, a quantized or sliding cache, older stacks, the
-// rounding rule) has no measurement of its reserved figure and takes the policy band.
+// 2.0 under transformers 5 has the band its nine H100 runs measured (replayed_generate_band); before
+// 5.0 (no run measured) the replayed class's (replayed_device_band); gpt-fast has its own; every
+// other call (experts, a quantized or sliding cache, older stacks, the rounding rule) has no
+// measurement of its reserved figure and takes the policy band.
 constexpr const error_band& inference_band_of(const model_spec& model, const inference_spec& run,
                                               const inference_device_estimate& d) {
   const bool measured_path = d.replayed() && model.experts == 0 && run.torch_version >= 200 &&
@@ -163,7 +163,8 @@ constexpr const error_band& inference_band_of(const model_spec& model, const inf
                              (run.cache == kv_cache_kind::dynamic || run.cache == kv_cache_kind::static_preallocated ||
                               run.loop == generate_loop::gpt_fast);
   if (!measured_path) return band_of(run_class::unmeasured);
-  return run.loop == generate_loop::gpt_fast ? replayed_gpt_fast_band : replayed_device_band;
+  if (run.loop == generate_loop::gpt_fast) return replayed_gpt_fast_band;
+  return run.transformers_version >= 500 ? replayed_generate_band : replayed_device_band;
 }
 
 constexpr device_verdict inference_verdict_on_device(const model_spec& model, const inference_spec& run,

@@ -251,12 +251,13 @@ inline batch_packing parse_packing(const std::string& s, const std::string& fiel
   bad_field(error_code::invalid_run, field, s, "must be one of none, packed, padding_free");
 }
 
-// "packing" and "example_tokens" of a run document's run or a record's train object; absent, the
-// run's own stay.
+// "packing", "example_tokens" and "padded" of a run document's run or a record's train object;
+// absent, the run's own stay.
 inline void read_packing_fields(const json& obj, const std::string& path, training_spec& run) {
   const std::string packing = get_string(obj, "packing", path, std::string(to_string(run.packing)), error_code::invalid_run);
   run.packing = parse_packing(packing, path + ".packing");
   run.example_tokens = get_count(obj, "example_tokens", path, run.example_tokens, error_code::invalid_run);
+  run.padded = get_bool(obj, "padded", path, run.padded, error_code::invalid_run);
 }
 
 inline implementation parse_impl(const std::string& s, const std::string& field) {

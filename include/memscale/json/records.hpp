@@ -195,7 +195,7 @@ inline training_spec run_from_record(const json& record) {
                         // the model's use_cache argument (training.hpp cache_setting)
                         "use_cache",
                         // how examples become rows (training.hpp batch_packing)
-                        "packing", "example_tokens",
+                        "packing", "example_tokens", "padded",
                         // multi-GPU layout (SCHEMA.md), read by json/parallel_record.hpp
                         "nodes", "fsdp", "offload", "pp", "sp", "micro_batches_in_flight",
                         // a multimodal run's images (only text-only runs are modelled)

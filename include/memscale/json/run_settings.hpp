@@ -278,6 +278,7 @@ inline nlohmann::json run_to_json(const training_spec& run) {
   if (run.use_cache != cache_setting::config) j["use_cache"] = run.use_cache == cache_setting::on;
   if (run.packing != batch_packing::none) j["packing"] = std::string(to_string(run.packing));
   if (run.example_tokens != 0) j["example_tokens"] = run.example_tokens;
+  if (run.padded) j["padded"] = true;
   if (run.output_cast != output_cast_kind::framework_default)
     j["output_cast"] = run.output_cast == output_cast_kind::fp32 ? "fp32" : "none";
   // The loss is written where it is not the library's plain default (a framework's chunked
