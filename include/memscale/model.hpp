@@ -153,6 +153,12 @@ struct model_spec {
   // model's layers are such layers; the last layer is a full-attention one unless all are.
   std::uint64_t sliding_window = 0;
   std::uint64_t sliding_layers = 0;
+  // Which layers slide, when it is a period (Gemma 3's sliding_window_pattern): layer i is full
+  // attention when (i + 1) % sliding_period == 0, sliding otherwise. 0: not stated (gpt-oss).
+  std::uint64_t sliding_period = 0;
+  // The base model makes a cos/sin pair per layer type, the sliding layers' from their own base
+  // (Gemma 3's rope_local_base_freq: Gemma3TextModel.forward's position_embeddings per layer_type).
+  bool rotary_per_layer_type = false;
   // Every expert runs every token, the router's sigmoid scores (zero off the top-k) weighting the
   // experts' inputs (Llama 4): experts x tokens rows through each expert matrix.
   bool experts_on_every_token = false;
@@ -384,6 +390,13 @@ constexpr const model_spec& validate(const model_spec& m) {
   require(m.sliding_layers <= m.layers, bad, "model.sliding_layers", "must be at most model.layers", m.sliding_layers);
   require((m.sliding_layers == 0) == (m.sliding_window == 0), bad, "model.sliding_window",
           "must be > 0 exactly when model.sliding_layers > 0", m.sliding_window);
+  require(m.sliding_period == 0 ||
+              (m.sliding_period > 1 && m.sliding_layers == m.layers - m.layers / m.sliding_period),
+          bad, "model.sliding_period",
+          "must be 0 or > 1 with model.sliding_layers = layers - layers / sliding_period (every period-th layer full)",
+          m.sliding_period);
+  require(!m.rotary_per_layer_type || m.positions == position_kind::rotary, bad, "model.rotary_per_layer_type",
+          "needs rotary positions", 1);
   require(!m.experts_on_every_token || m.experts > 0, bad, "model.experts_on_every_token", "needs experts > 0",
           m.experts);
   require(m.moe_layer_step <= 1 || (m.experts > 0 && m.dense_ffn > 0), bad, "model.moe_layer_step",

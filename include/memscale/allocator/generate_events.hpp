@@ -507,7 +507,10 @@ class generate_walker {
       return;
     }
     std::uint32_t& slot = kv_[slot_of(layer)][index == 0 ? 0 : 1];
-    const std::uint64_t positions = memscale::detail::checked_add(done, rows);
+    // A sliding layer's torch.cat of its window - 1 kept positions and the new one (inference/kv_cache.hpp
+    // sliding_layer_positions); the cat frees the prompt's storage its view held after the prefill.
+    const std::uint64_t total = memscale::detail::checked_add(done, rows);
+    const std::uint64_t positions = is_sliding_layer(m_, layer) ? sliding_layer_positions(m_, r_, total) : total;
     const std::uint64_t size =
         (index == 0 ? kv_layer_half_bytes(m_, r_, positions) : kv_layer_value_bytes(m_, r_, positions)).value;
     if (!tuple_cache_) {

@@ -450,9 +450,11 @@ constexpr void require_generate_estimated(const model_spec& model) {
 }
 
 // What the allocator's event walk (allocator/generate_events.hpp) describes besides: not gpt-oss's
-// sink attention, every-expert bmm and sliding-window cache layers, which the estimate alone models.
+// sink attention, every-expert bmm and sliding-window cache layers placed by no stated period,
+// which the estimate alone models.
 constexpr bool generate_walk_covers(const model_spec& model) {
-  return !model.attention_sinks && !model.expert_weight_copies && model.sliding_layers == 0;
+  return !model.attention_sinks && !model.expert_weight_copies &&
+         (model.sliding_layers == 0 || model.sliding_period > 0);
 }
 
 // Padded prompts as modelled (training_spec::padded): Hugging Face's generate() under SDPA or eager
@@ -480,17 +482,34 @@ constexpr void require_generate_modelled(const model_spec& model) {
           1);
 }
 
+// A DynamicCache of sliding-window layers (cache_utils.py@004999d9 DynamicSlidingWindowLayer) is what
+// generate() is modelled with; Gemma 3's static "hybrid" cache layers are not.
+constexpr void require_sliding_generate(const model_spec& model, const inference_spec& run) {
+  if (model.sliding_layers == 0) return;
+  require(!keeps_tuple_cache(model, run), error_code::unsupported, "infer.legacy_tuple_cache",
+          "must be off for a model with sliding-window layers: a tuple cache does not have them",
+          run.transformers_version);
+  require(run.cache == kv_cache_kind::dynamic, error_code::unsupported, "infer.kv_cache",
+          "must be dynamic for a model with sliding-window layers (model.sliding_layers > 0): static, sliding and "
+          "quantized caches of such layers are not modelled",
+          static_cast<std::uint64_t>(run.cache));
+  require(model.sliding_layers < model.layers, error_code::unsupported, "model.sliding_layers",
+          "must be below model.layers for generate(): a cache of sliding-window layers only is not modelled",
+          model.sliding_layers);
+}
+
 // gpt-oss's generate() as modelled: transformers 4.55-4.57 (modeling_gpt_oss.py@00d4b3d2: the
 // experts' bmm branch in eval mode) and 5.x (the experts interface's grouped_mm, batched_mm for the
 // decoding steps on CUDA: graph/layers/mlp.hpp gpt_oss_experts_interface_without_grad), eager
 // attention (an sdpa request runs eager), a DynamicCache with sliding-window layers
 // (cache_utils.py@004999d9), weights in their load dtype (native) or MXFP4 experts.
 constexpr void require_gpt_oss_generate(const model_spec& model, const inference_spec& run) {
-  const bool gpt_oss = model.attention_sinks || model.expert_weight_copies || model.sliding_layers > 0;
+  const bool gpt_oss = model.attention_sinks || model.expert_weight_copies ||
+                       (model.sliding_layers > 0 && model.sliding_period == 0);
   require(run.weights != weight_format::mxfp4 || model.expert_weight_copies, error_code::unsupported, "infer.weights",
           "mxfp4 stores gpt-oss's 3-D experts: the model has none (model.expert_weight_copies is off)",
           static_cast<std::uint64_t>(run.weights));
-  if (!gpt_oss) return;
+  if (!gpt_oss) return require_sliding_generate(model, run);
   require(run.weights == weight_format::native || run.weights == weight_format::mxfp4, error_code::unsupported,
           "infer.weights",
           "must be native or mxfp4 for gpt-oss: its experts are nn.Parameters that no bitsandbytes, GPTQ or AWQ "

@@ -145,6 +145,13 @@ constexpr std::uint64_t sliding_layer_positions(const model_spec& m, const infer
   return tokens <= r.context ? tokens : detail::min(tokens, m.sliding_window);
 }
 
+// Whether layer `layer` (from 0) keeps a DynamicSlidingWindowLayer: by model_spec::sliding_period
+// when stated, else the first sliding_layers layers (the last one full unless all slide).
+constexpr bool is_sliding_layer(const model_spec& m, std::uint64_t layer) {
+  if (m.sliding_period > 0) return (layer + 1) % m.sliding_period != 0;
+  return layer < m.sliding_layers;
+}
+
 // The whole cache (all layers, the batch) once `tokens` have been processed.
 constexpr bytes kv_cache_bytes(const model_spec& m, const inference_spec& r, std::uint64_t tokens) {
   if (r.cache == kv_cache_kind::quantized) return quantized_layer_bytes(m, r, tokens) * m.layers;

@@ -24,18 +24,36 @@ struct attention_inputs {
   tensor sin{};
   tensor mask{};
   tensor sliding_mask{};  // the sliding-window layers' own mask (model_spec::sliding_layers)
+  tensor local_cos{};     // the sliding layers' own rotary pair (model_spec::rotary_per_layer_type)
+  tensor local_sin{};
 };
 
 constexpr attention_inputs make_attention_inputs(const layer_context& ctx) {
   op_writer& ops = ctx.ops;
   const model_spec& m = ctx.model;
   attention_inputs made{};
+  // SDPA: create_sliding_window_causal_mask's sdpa_mask skips the mask only while the keys stay
+  // below the window (masking_utils.py@2ccc6cae _ignore_causal_mask_sdpa: kv_length <
+  // local_attention_size); otherwise a (batch, 1, rows, keys) bool mask, bound through the blocks
+  // (the infer-gemma3-1b history: 16 MiB for 4 x 2048 x 2048 in the prefill, made before the rotary pairs).
+  if (ctx.run.attention == attention_impl::sdpa && !m.attention_sinks && m.sliding_layers > 0) {
+    const std::uint64_t keys = ctx.cached_keys == 0 ? ctx.keys() : detail::min(ctx.keys(), m.sliding_window);
+    if (keys >= m.sliding_window)
+      made.sliding_mask =
+          ops.elementwise(detail::checked_mul(ctx.run.micro_batch, ctx.run.seq_len, keys), dtype::boolean);
+  }
   // LlamaRotaryEmbedding.forward (modeling_llama.py, v4.44.0): cos and sin of
   // (batch, positions, head_dim) in the hidden states' dtype, once per forward.
   if (m.positions == position_kind::rotary) {
     const auto elements = detail::checked_mul(ctx.tokens, head_dim_of(m));
     made.cos = ops.elementwise(elements, ops.stream_dtype());
     made.sin = ops.elementwise(elements, ops.stream_dtype());
+    // Gemma 3: a second pair from rope_local_base_freq for the sliding layers, made after the
+    // first (the infer-gemma3-1b history: two 4 MiB pairs, both bound through the blocks).
+    if (m.rotary_per_layer_type) {
+      made.local_cos = ops.elementwise(elements, ops.stream_dtype());
+      made.local_sin = ops.elementwise(elements, ops.stream_dtype());
+    }
   }
   // LlamaModel._update_causal_mask (v4.44.0): eager attention adds a (batch, 1, rows, keys) mask
   // of the model's dtype; SDPA gets is_causal instead (AttentionMaskConverter._ignore_causal_mask_sdpa),

@@ -230,7 +230,7 @@ constexpr void generation_forward(const graph_layers::layer_context& ctx) {
   tensor x = ops.emit(op_kind::stream, detail::checked_mul(ctx.tokens, model.hidden), ops.stream_dtype());
   if (model.final_norm) x = norm(ctx, x);
   for (const tensor& held : {embeddings.token_lookup, embeddings.position_lookup, made.cos, made.sin, made.mask,
-                             made.sliding_mask})
+                             made.sliding_mask, made.local_cos, made.local_sin})
     if (held.elements != 0) ops.reads(held, x);
   generation_head(ctx, x);
 }

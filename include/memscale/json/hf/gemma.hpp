@@ -38,6 +38,29 @@ inline model_spec gemma2(const config& c) {
 // Gemma3TextConfig (configuration_gemma3.py@008f5c8c): vocab 262208, hidden 2304, intermediate
 // 9216, 26 layers, 8 heads, 4 kv heads, head_dim 256, 131072 positions, hidden_activation
 // gelu_pytorch_tanh (no hidden_act), tied, attention_bias False, both softcaps None.
+// Gemma3TextConfig (configuration_gemma3.py@008f5c8c): sliding_window 4096, sliding_window_pattern 6,
+// layer i sliding unless (i + 1) % pattern == 0; layer_types, where given, must follow that period.
+// Training only masks the sliding layers' scores; generate() keeps a window-bounded cache for them
+// and the base model a cos/sin pair per layer type (rope_local_base_freq for the sliding ones).
+inline void gemma3_sliding_layers(const config& c, model_spec& m) {
+  check_layer_types(c, m.layers);
+  const std::uint64_t period = c.count("sliding_window_pattern", 6);
+  if (period < 2)
+    bad_field(error_code::unsupported, c.field("sliding_window_pattern"), period,
+              "must be >= 2 (every period-th layer full attention)");
+  if (c.has("layer_types"))
+    for (std::uint64_t i = 0; i < m.layers; ++i)
+      if ((c.raw().at("layer_types").at(static_cast<std::size_t>(i)) == "sliding_attention") != ((i + 1) % period != 0))
+        bad_field(error_code::unsupported, c.field("layer_types"), c.raw().at("layer_types"),
+                  "must make every sliding_window_pattern-th layer full_attention and the others sliding_attention");
+  m.sliding_window = c.count("sliding_window", 4096);
+  if (m.sliding_window == 0)
+    bad_field(error_code::invalid_model, c.field("sliding_window"), 0, "must be > 0 (the sliding layers' window)");
+  m.sliding_layers = m.layers - m.layers / period;
+  m.sliding_period = period;
+  m.rotary_per_layer_type = m.sliding_layers < m.layers;
+}
+
 inline model_spec gemma3_text(const config& c) {
   model_spec m = llama_like(c, {.tie = true,
                                 .head_dim = 256,
@@ -53,6 +76,7 @@ inline model_spec gemma3_text(const config& c) {
   m.qk_norm = qk_norm_kind::per_head;
   m.logit_softcap = c.has("final_logit_softcapping");    // Gemma3TextConfig default None
   m.attention_softcap = c.has("attn_logit_softcapping");  // default None
+  gemma3_sliding_layers(c, m);
   return m;
 }
 
