@@ -72,7 +72,8 @@ constexpr attention_inputs make_attention_inputs(const layer_context& ctx) {
   // create_causal_mask and create_sliding_window_causal_mask); the sliding one spans the keys its
   // layer's cache hands back: the prompt in a prefill, at most the window when decoding
   // (cache_utils.py@004999d9 DynamicSlidingWindowLayer.get_mask_sizes).
-  if ((eager || padded_sdpa) && m.sliding_layers > 0) {
+  // (Under SDPA a sliding mask made above is that mask: a padded batch adds none of its own.)
+  if ((eager || padded_sdpa) && m.sliding_layers > 0 && made.sliding_mask.elements == 0) {
     const std::uint64_t keys = ctx.cached_keys == 0 ? ctx.keys() : detail::min(ctx.keys(), m.sliding_window);
     made.sliding_mask = ops.elementwise(detail::checked_mul(ctx.run.micro_batch, ctx.run.seq_len, keys), mask_type);
   }
