@@ -356,14 +356,15 @@ inline constexpr error_band replayed_device_band{
     "reserved and nvidia-smi worst -6.32% / +11.53%"};
 
 // Hugging Face generate() under transformers 5 without experts, walked as its code makes its tensors
-// (the prompt copies, RMSNorm's and the rotation's temporaries, a padded batch's mask): the nine H100
-// runs (GPT-2, TinyLlama, Llama-2-7B b1/b4/b8, padded or not, StaticCache), reserved and nvidia-smi
-// worst -0.36% / +0.94% (docs/allocator.md, fifth session); widened to -3% / +2% because four of
-// them guided the walk and no other family's generate() is measured yet.
+// (the prompt copies, RMSNorm's and the rotation's temporaries, a padded batch's mask): the 16 H100
+// runs (GPT-2, TinyLlama, Llama-2-7B b1/b4/b8, Gemma 3, StaticCache, padded or not, and Qwen2,
+// Llama 3.2 and Phi-3 held out), reserved and nvidia-smi worst -0.36% / +3.55% (Phi-3-mini, held
+// out; docs/allocator.md, fifth session); the lower end widened to -3% because several of them
+// guided the walk.
 inline constexpr error_band replayed_generate_band{
-    run_class::gpu_published, -0.03, 0.02, true,
-    "docs/allocator.md, the 9 H100 generate() runs under transformers 5 with the allocator replay: reserved and "
-    "nvidia-smi worst -0.36% / +0.94%, widened to -3% / +2%"};
+    run_class::gpu_published, -0.03, 0.04, true,
+    "docs/allocator.md, the 16 H100 generate() runs under transformers 5 with the allocator replay: reserved and "
+    "nvidia-smi worst -0.36% / +3.55%, the lower end widened to -3%"};
 
 // Mixtures of experts whose stream stores the experts as the runs did (stacked, transformers 5):
 // the nine H100 steps with experts (olmoe, qwen3moe, qwen2moe, phimoe, gpt-oss, Llama 4 text,
