@@ -259,8 +259,12 @@ constexpr void check_padding(const model_spec& m, const training_spec& t) {
                             "not modelled (run.attention eager or sdpa_math is)");
 }
 
-constexpr const model_spec& validate(const model_spec& m, const training_spec& t) {
-  validate(m);
+namespace detail {
+
+// validate(m, t) of a model validate(m) already passed: what the run adds. A generate() estimate
+// builds three forward graphs per call of a model it validated once (validate(m) alone is about
+// 10,000 constant-evaluation steps, against clang's limit of 1,048,576 for a whole plan).
+constexpr void validate_run_of_valid_model(const model_spec& m, const training_spec& t) {
   validate(t);
   check_transformers_release(m, t.transformers_version);
   check_sequence(m, t.seq_len, "run.seq_len");
@@ -280,6 +284,13 @@ constexpr const model_spec& validate(const model_spec& m, const training_spec& t
   // out_proj) are not among them, so an adapter run would train nothing: refused by name.
   if (is_lora(t))
     require_attention_mixer(m, "LoRA on its mixer projections is not modelled yet");
+}
+
+}  // namespace detail
+
+constexpr const model_spec& validate(const model_spec& m, const training_spec& t) {
+  validate(m);
+  detail::validate_run_of_valid_model(m, t);
   return m;
 }
 

@@ -141,10 +141,9 @@ class generate_walker {
                                : static_ ? static_cache_length(r_)
                                          : memscale::detail::checked_add(done, rows);
     std::uint32_t positions = alloc(storage(dtype::int64, gpt_fast_ ? rows : n).value);
-    const model_graph built = gpt_fast_ ? memscale::detail::forward_graph(memscale::detail::gpt_fast_model(m_),
-                                                                          gpt_fast_step(done), rows, keys)
-                                        : memscale::detail::forward_graph(m_, r_, rows, keys);
-    const graph& g = built.stack();
+    const graph g = gpt_fast_ ? memscale::detail::forward_graph(memscale::detail::gpt_fast_model(m_),
+                                                                gpt_fast_step(done), rows, keys)
+                              : memscale::detail::forward_graph(m_, r_, rows, keys);
     // What the base model binds through its blocks (embeddings' lookups, rotary tables, eager's
     // mask), in the order it makes them; the stream its first block reads.
     std::array<std::uint32_t, graph_capacity> held{};

@@ -144,8 +144,10 @@ class op_slots {
     op value;
     // At run time leaves the slot unwritten; in constant evaluation makes the empty marker
     // active (a constant may not hold a union with no active member).
+    // The builtin std::is_constant_evaluated() wraps: a graph has graph_capacity slots, and the
+    // wrapper's call would cost each of them two more constant-evaluation steps (clang's limit).
     constexpr slot() {  // NOLINT: deliberately no member initialiser
-      if (std::is_constant_evaluated()) none = 0;
+      if (__builtin_is_constant_evaluated()) none = 0;
     }
     constexpr explicit slot(const op& o) : value(o) {}
   };

@@ -87,4 +87,19 @@ constexpr model_graph build_forward(const model_spec& model, training_spec run, 
   return g;
 }
 
+// build_forward's one stack alone: generate()'s estimate builds three forwards per call, and a
+// model_graph's unused encoder stack would cost each of them graph_capacity empty slots in
+// constant evaluation (a 7B plan in a static_assert stays under clang's step limit).
+// `model_validated`: the caller ran validate(model).
+constexpr graph build_forward_stack(const model_spec& model, training_spec run, std::uint64_t cached_keys,
+                                    bool model_validated = false) {
+  run.dropout = false;
+  if (layout_of(model) == model_layout::encoder_decoder)
+    detail::fail(error_code::unsupported, "model.arch",
+                 "is encoder_decoder: a forward with a KV cache is built for one stack", 2);
+  graph g;  // default-initialised: the op slots are left unwritten (graph/graph.hpp op_slots)
+  recipes::build_decoder_stack(model, detail::with_resolved_adapters(model, run), g, true, cached_keys, model_validated);
+  return g;
+}
+
 }  // namespace memscale

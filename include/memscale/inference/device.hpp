@@ -104,15 +104,13 @@ constexpr allocator::context_estimate inference_context_of(const inference_spec&
                                     .lazy_loading = run.cuda_lazy_loading});
 }
 
-}  // namespace detail
-
-// generate()'s tensor, reserved and device peaks. `gpu` (may be null) sizes the context; the run's
-// blas_workspace should be the GPU's (plan_inference sets it).
-constexpr inference_device_estimate estimate_inference_on_device(const model_spec& model, const inference_spec& run,
-                                                                 const gpu_spec* gpu = nullptr,
-                                                                 const device_options& o = {}) {
+// estimate_inference_on_device of a checked model and run (check_inference) over the run's
+// weights graph (inference_weights_graph), which a plan builds once for all its estimates.
+constexpr inference_device_estimate estimate_inference_on_device_with(const model_spec& model,
+                                                                      const inference_spec& run, const gpu_spec* gpu,
+                                                                      const device_options& o, const graph& weights) {
   inference_device_estimate d{};
-  d.tensors = estimate_inference(model, run);
+  d.tensors = estimate_checked_inference(model, run, weights);
   d.tensor = d.tensors.peak.tensor;
   if (run.device != device_kind::cuda) {
     d.fallback = replay_fallback::not_cuda;
@@ -131,6 +129,18 @@ constexpr inference_device_estimate estimate_inference_on_device(const model_spe
   }
   d.device = d.reserved + d.context.total();
   return d;
+}
+
+}  // namespace detail
+
+// generate()'s tensor, reserved and device peaks. `gpu` (may be null) sizes the context; the run's
+// blas_workspace should be the GPU's (plan_inference sets it).
+constexpr inference_device_estimate estimate_inference_on_device(const model_spec& model, const inference_spec& run,
+                                                                 const gpu_spec* gpu = nullptr,
+                                                                 const device_options& o = {}) {
+  detail::check_inference(model, run);
+  const model_graph weights = detail::inference_weights_graph(model, run);
+  return detail::estimate_inference_on_device_with(model, run, gpu, o, weights.stack());
 }
 
 // Whether the call fits `budget` bytes of device memory by the point estimates, as fit_on_device

@@ -109,19 +109,20 @@ constexpr training_spec forward_run(const inference_spec& r, std::uint64_t rows)
 // `keys`, the same layers the training estimators read (build_forward). The model's position
 // limit is not the graph's business here: a caller checks the prompt and the new tokens
 // against it (check_sequence), and plan_inference probes longer contexts on purpose.
-constexpr model_graph forward_graph(const model_spec& m, const inference_spec& r, std::uint64_t rows,
-                                    std::uint64_t keys) {
+// `model_validated`: the caller ran validate(m) (raising the position limits below keeps it valid:
+// validate(m) only asks them to be above zero).
+constexpr graph forward_graph(const model_spec& m, const inference_spec& r, std::uint64_t rows, std::uint64_t keys,
+                              bool model_validated = false) {
   model_spec unlimited = m;
   if (unlimited.context_length != 0 && unlimited.context_length < keys) unlimited.context_length = keys;
   if (unlimited.max_positions != 0 && unlimited.max_positions < keys) unlimited.max_positions = keys;
-  return build_forward(unlimited, forward_run(r, rows), keys - rows);
+  return build_forward_stack(unlimited, forward_run(r, rows), keys - rows, model_validated);
 }
 
 // The largest moment of the last decoder layer, its input stream included and the cache
 // apart: the no_grad walk of the forward graph (graph/forward_liveness.hpp).
 constexpr bytes layer_peak(const model_spec& m, const inference_spec& r, std::uint64_t rows, std::uint64_t keys) {
-  const model_graph g = forward_graph(m, r, rows, keys);
-  return no_grad_block_peak(g.stack()).live;
+  return no_grad_block_peak(forward_graph(m, r, rows, keys)).live;
 }
 
 // What survives of a step's logits into the next forward pass, given the logits the forward
@@ -143,14 +144,14 @@ constexpr bytes token_tensors(const inference_spec& r, std::uint64_t length, std
 // quantises the input rows and accumulates in int32.
 constexpr bytes quant_workspace(const graph& g, const model_spec& m, const inference_spec& r, std::uint64_t rows) {
   const auto n = checked_mul(r.batch, rows);
-  const auto w = largest_block_matmul(g);
   switch (r.weights) {
     case weight_format::native:
     case weight_format::mxfp4: return {};  // matmul_ogs reads MXFP4 as stored (quant_format.hpp)
     case weight_format::bnb_nf4:
     case weight_format::bnb_fp4:
     case weight_format::gptq_4bit:
-    case weight_format::awq_4bit: return dequantization_temporary(detail::quant_format_of(r), w, n, r.compute);
+    case weight_format::awq_4bit:
+      return dequantization_temporary(detail::quant_format_of(r), largest_block_matmul(g), n, r.compute);
     case weight_format::bnb_int8: {
       const auto widest = max(m.ffn, checked_mul(m.heads, head_dim_of(m)));
       // int8 input rows, int32 accumulator (4 bytes an element).
@@ -305,9 +306,8 @@ constexpr std::size_t head_begin(const graph& g) {
 }
 
 constexpr forward_moments forward_moments_of(const model_spec& m, const inference_spec& r, std::uint64_t rows,
-                                             std::uint64_t keys) {
-  const model_graph built = forward_graph(m, r, rows, keys);
-  const graph& g = built.stack();
+                                             std::uint64_t keys, bool model_validated = false) {
+  const graph g = forward_graph(m, r, rows, keys, model_validated);
   const no_grad_moment tail = no_grad_epilogue_peak(g);
   const bytes held = no_grad_held_through_blocks(g);
   // DeepSeek's leading dense layers run before the repeated block, in the prologue: their largest
@@ -372,7 +372,8 @@ constexpr forward_result forward_peak(const graph& g, const model_spec& m, const
   // (written as a full layer's key: the upper side by the prompt less the window when it slides).
   if (m.sliding_layers > 0 && grows && first_step)
     step_cache = max(step_cache, prefill_layer_storage(m, r) * m.layers + kv_layer_half_bytes(m, r, total));
-  const forward_moments f = forward_moments_of(m, r, rows, keys);
+  // estimate_checked_inference's model passed check_inference.
+  const forward_moments f = forward_moments_of(m, r, rows, keys, true);
   const quantized_update q = quantized_update_of(m, r, done, rows);
   // A StaticCache's mask lives through the blocks; its attention's copies while the kernel runs.
   const bytes static_mask = static_cache_mask(m, r, rows);
@@ -597,7 +598,10 @@ constexpr inference_result estimate_generate(const model_spec& model, const infe
 
 }  // namespace detail
 
-constexpr inference_result estimate_inference(const model_spec& model, const inference_spec& run) {
+namespace detail {
+
+// estimate_inference's checks of a model and a run.
+constexpr void check_inference(const model_spec& model, const inference_spec& run) {
   validate(model);
   validate(run);
   check_transformers_release(model, run.transformers_version);
@@ -633,11 +637,29 @@ constexpr inference_result estimate_inference(const model_spec& model, const inf
                     error_code::unsupported, "model.arch",
                     "gpt-fast's model.py is a LLaMA-style decoder (rotary, RMSNorm, SwiGLU, untied head, no experts)",
                     static_cast<std::uint64_t>(model.positions));
-    const model_graph built = detail::weights_graph(detail::gpt_fast_model(model));
-    return detail::estimate_gpt_fast(model, run, built.stack());
   }
-  const model_graph built = detail::weights_graph(model);
-  return detail::estimate_generate(model, run, built.stack());
+}
+
+// The weights graph an estimate of `run` reads: gpt-fast's model or the model itself. Only the
+// loop decides it, so a plan's searches over batch and prompt share one.
+constexpr model_graph inference_weights_graph(const model_spec& model, const inference_spec& run) {
+  return weights_graph(run.loop == generate_loop::gpt_fast ? gpt_fast_model(model) : model);
+}
+
+// estimate_inference of a checked model and run (check_inference) over `weights`, the run's
+// inference_weights_graph.
+constexpr inference_result estimate_checked_inference(const model_spec& model, const inference_spec& run,
+                                                      const graph& weights) {
+  return run.loop == generate_loop::gpt_fast ? estimate_gpt_fast(model, run, weights)
+                                             : estimate_generate(model, run, weights);
+}
+
+}  // namespace detail
+
+constexpr inference_result estimate_inference(const model_spec& model, const inference_spec& run) {
+  detail::check_inference(model, run);
+  const model_graph built = detail::inference_weights_graph(model, run);
+  return detail::estimate_checked_inference(model, run, built.stack());
 }
 
 }  // namespace memscale

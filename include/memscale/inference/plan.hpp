@@ -46,12 +46,25 @@ constexpr inference_spec inference_at(const inference_spec& r, std::uint64_t bat
   return t;
 }
 
+namespace detail {
+
+// inference_upper_end over the run's weights graph (inference_weights_graph).
+constexpr bytes inference_upper_end_with(const model_spec& model, const inference_spec& run, const gpu_spec& gpu,
+                                         const device_options& device, const graph& weights) {
+  const gpu_spec on = gpu;  // a local: g++ 12 cannot compare the address of an optional's payload in constant evaluation
+  check_inference(model, run);
+  const inference_device_estimate d = estimate_inference_on_device_with(model, run, &on, device, weights);
+  return range_of(d.device, inference_band_of(model, run, d)).high;
+}
+
+}  // namespace detail
+
 // The figure a search compares with the budget: the upper end of the band of the device peak.
 constexpr bytes inference_upper_end(const model_spec& model, const inference_spec& run, const gpu_spec& gpu,
                                     const device_options& device = {}) {
-  const gpu_spec on = gpu;  // a local: g++ 12 cannot compare the address of an optional's payload in constant evaluation
-  const inference_device_estimate d = estimate_inference_on_device(model, run, &on, device);
-  return range_of(d.device, inference_band_of(model, run, d)).high;
+  detail::check_inference(model, run);
+  const model_graph weights = detail::inference_weights_graph(model, run);
+  return detail::inference_upper_end_with(model, run, gpu, device, weights.stack());
 }
 
 constexpr inference_plan plan_inference(const model_spec& model, const inference_spec& run, const gpu_spec& gpu,
@@ -64,17 +77,20 @@ constexpr inference_plan plan_inference(const model_spec& model, const inference
   p.headroom = detail::validated_headroom(options);
   p.budget = budget_of(gpu, options);
   const gpu_spec on = gpu;  // see inference_upper_end
-  p.device = estimate_inference_on_device(model, r, &on, device);
+  detail::check_inference(model, r);
+  // Every estimate of the searches below reads the same weights graph: built once.
+  const model_graph weights = detail::inference_weights_graph(model, r);
+  p.device = detail::estimate_inference_on_device_with(model, r, &on, device, weights.stack());
   p.estimate = p.device.tensors;
   p.verdict = inference_verdict_on_device(model, r, p.device, p.budget, device);
   p.fits = p.verdict.v == verdict::fits;
   p.pressure = ratio(p.device.device, p.vram);
   auto upper_end_at = [&](std::uint64_t batch, std::uint64_t context) {
-    return inference_upper_end(model, inference_at(r, batch, context), on, device).value;
+    return detail::inference_upper_end_with(model, inference_at(r, batch, context), on, device, weights.stack()).value;
   };
   // Both searches start from the request's own figure, a point known to fit or not, and solve
   // for the crossing from the figures (largest_within_budget): 8 estimates instead of 36 keep a 7B
-  // plan in a static_assert near clang's default constexpr step limit (docs/inference.md).
+  // plan in a static_assert well under clang's default constexpr step limit (docs/inference.md).
   const bool request_fits = p.verdict.range.high <= p.budget;
   const auto known = [&](std::uint64_t at, std::uint64_t hi, bool fit_side) {
     const detail::probe_point point{.at = at, .value = p.verdict.range.high.value};

@@ -290,6 +290,30 @@ constexpr gpt_oss_routed gpt_oss_routing(const layer_context& ctx, tensor in, st
   return {.routing = routing, .indices = indices};
 }
 
+// gpt-oss's gated activation over the experts' gate_up output (modeling_gpt_oss.py@00d4b3d2
+// GptOssExperts: gate and up the strided halves, gate clamped and scaled by alpha, glu = gate *
+// sigmoid(gate * alpha), (up + 1) * glu); the same chain in the 4.x every-expert path and the 5.x
+// experts interface (_apply_gate).
+struct gpt_oss_gated {
+  tensor gate{};
+  tensor up{};
+  tensor glu{};
+  tensor gated{};  // (up + 1) * glu
+};
+
+constexpr gpt_oss_gated gpt_oss_gated_activation(op_writer& ops, tensor gate_up, std::uint64_t half, dtype type) {
+  const tensor gate = ops.elementwise(gate_up, half, type);
+  const tensor up = ops.elementwise(gate_up, half, type);
+  const tensor scaled = ops.elementwise(gate, half, type);
+  const tensor sig = ops.elementwise(scaled, half, type);
+  const tensor glu = ops.elementwise(sig, half, type);
+  ops.reads(gate, glu);
+  const tensor up_plus_one = ops.elementwise(up, half, type);
+  const tensor gated = ops.elementwise(up_plus_one, half, type);
+  ops.reads(glu, gated);
+  return {.gate = gate, .up = up, .glu = glu, .gated = gated};
+}
+
 // gpt-oss's MoE without grad, in eval mode (modeling_gpt_oss.py@00d4b3d2 GptOssTopKRouter.forward,
 // GptOssExperts.forward, the branch `self.training` is false): the router's logits, topk's values
 // and int64 indices, their softmax in the logits' dtype, scattered into zeros_like(logits): the
@@ -315,15 +339,7 @@ constexpr tensor every_expert_without_grad(const layer_context& ctx, tensor in) 
       repeated, {.rows = rows, .in_features = m.hidden, .out_features = detail::checked_mul(m.ffn, 2), .copies = m.experts, .bias = true},
       base);
   const tensor gate_up = ops.elementwise(gate_up_product, detail::checked_mul(half, 2), type);
-  const tensor gate = ops.elementwise(gate_up, half, type);
-  const tensor up = ops.elementwise(gate_up, half, type);
-  const tensor scaled = ops.elementwise(gate, half, type);
-  const tensor sig = ops.elementwise(scaled, half, type);
-  const tensor glu = ops.elementwise(sig, half, type);
-  ops.reads(gate, glu);
-  const tensor up_plus_one = ops.elementwise(up, half, type);
-  const tensor gated = ops.elementwise(up_plus_one, half, type);
-  ops.reads(glu, gated);
+  const auto [gate, up, glu, gated] = gpt_oss_gated_activation(ops, gate_up, half, type);
   const tensor down = ops.linear(
       gated, {.rows = rows, .in_features = m.ffn, .out_features = m.hidden, .copies = m.experts, .bias = true}, base);
   const tensor biased = ops.elementwise(down, wide, type);
@@ -367,15 +383,8 @@ constexpr tensor gpt_oss_experts_interface_without_grad(const layer_context& ctx
   const tensor gate_up_bias = ops.elementwise(indices, detail::checked_mul(half, 2), type);
   const tensor gate_up = ops.elementwise(product, detail::checked_mul(half, 2), type);
   ops.reads(gate_up_bias, gate_up);
-  const tensor gate = ops.elementwise(gate_up, half, type);
-  const tensor up = ops.elementwise(gate_up, half, type);
-  const tensor scaled = ops.elementwise(gate, half, type);
-  const tensor sig = ops.elementwise(scaled, half, type);
-  const tensor glu = ops.elementwise(sig, half, type);
-  ops.reads(gate, glu);
-  const tensor up_plus_one = ops.elementwise(up, half, type);
-  const tensor gated = ops.elementwise(up_plus_one, half, type);
-  for (const tensor& bound : {gate_up, gate, up, glu}) ops.reads(bound, gated);
+  const auto [gate, up, glu, gated] = gpt_oss_gated_activation(ops, gate_up, half, type);
+  for (const tensor& bound : {gate_up, gate, up}) ops.reads(bound, gated);
   const tensor down_copy =
       batched ? ops.elementwise(detail::checked_mul(rows, m.ffn, m.hidden), type) : tensor{};
   if (batched) ops.reads(gate_up_copy, down_copy);

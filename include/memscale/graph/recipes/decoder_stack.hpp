@@ -238,15 +238,19 @@ constexpr void generation_forward(const graph_layers::layer_context& ctx) {
 // The op sequence of one training step of `model` under `run`, written into `out` (empty).
 // With `no_grad_forward`, each op also records its last forward reader (op::last_reader) and
 // the attention reads `cached_keys` positions per sequence a KV cache holds (a generate()
-// decoding step) besides the new rows.
+// decoding step) besides the new rows. `model_validated`: the caller ran validate(model).
 constexpr void build_decoder_stack(const model_spec& model, const training_spec& requested, graph& out,
-                                   bool no_grad_forward = false, std::uint64_t cached_keys = 0) {
+                                   bool no_grad_forward = false, std::uint64_t cached_keys = 0,
+                                   bool model_validated = false) {
   using namespace graph_layers;
   if (model.arch == architecture::encoder_decoder)
     detail::fail(error_code::unsupported, "model.arch",
                  "is encoder_decoder: the decoder-stack recipe writes one stack (build() writes an "
                  "encoder-decoder's two)");
-  validate(model, requested);
+  if (model_validated)
+    detail::validate_run_of_valid_model(model, requested);
+  else
+    validate(model, requested);
   // The layers see the rows the collator makes: a padding-free micro-batch is one row of all its
   // tokens (training.hpp as_rows); the attention reads the example boundaries (attention.hpp).
   const training_spec run = as_rows(requested);
