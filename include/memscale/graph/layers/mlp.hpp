@@ -483,7 +483,7 @@ constexpr tensor experts_interface_without_grad(const layer_context& ctx, tensor
   ops.reads(weights, weighted);
   const tensor reordered = ops.elementwise(weighted, wide, type);
   const tensor ordered = ops.elementwise(reordered, wide, type);
-  tensor summed = ops.elementwise(ordered, detail::checked_mul(ctx.tokens, m.hidden), type);
+  const tensor summed = ops.elementwise(ordered, detail::checked_mul(ctx.tokens, m.hidden), type);
   for (const tensor& bound : {gathered, weighted, ordered, weights, indices, in}) ops.reads(bound, summed);
   if (m.shared_expert_ffn == 0) return summed;
   if (!shared_first) return add_shared_expert(ctx, in, summed);
@@ -504,10 +504,9 @@ constexpr tensor mixture_of_experts(const layer_context& ctx, tensor in) {
   const model_spec& m = ctx.model;
   if (ops.records_forward_liveness() && m.expert_weight_copies)
     return grouped_mm_experts(ctx) ? gpt_oss_experts_interface_without_grad(ctx, in) : every_expert_without_grad(ctx, in);
+  // Without grad: transformers 5's experts interface, or the 4.x loop over the experts.
   if (ops.records_forward_liveness() && grouped_mm_experts(ctx)) return experts_interface_without_grad(ctx, in);
-  // transformers 5's experts interface runs the same grouped path without grad
-  // (integrations/moe.py@8b584a67 grouped_mm_experts_forward): only the 4.x expert loop differs.
-  if (ops.records_forward_liveness() && !m.experts_in_one_pass && !grouped_mm_experts(ctx))
+  if (ops.records_forward_liveness() && !m.experts_in_one_pass)
     return mixture_of_experts_without_grad(ctx, in);
   const auto hidden = m.hidden;
   const auto experts = m.experts;
