@@ -350,6 +350,19 @@ constexpr tensor every_expert_without_grad(const layer_context& ctx, tensor in) 
   return summed;
 }
 
+// generate() on CUDA switches the experts interface from grouped_mm to batched_mm for the decoding
+// steps (docs/source/en/experts_interface.md@0409b2f0, "Decode-stage switching").
+constexpr bool batched_mm_decoding(const layer_context& ctx) {
+  return ctx.cached_keys > 0 && ctx.run.device == device_kind::cuda;
+}
+
+// batched_mm_experts_forward's self.gate_up_proj[expert_ids] or self.down_proj[expert_ids]
+// (integrations/moe.py@0261a467): advanced indexing copies one expert matrix per routed row.
+constexpr tensor routed_expert_weights(op_writer& ops, std::uint64_t rows, std::uint64_t in_features,
+                                       std::uint64_t out_features, dtype type) {
+  return ops.elementwise(detail::checked_mul(rows, in_features, out_features), type);
+}
+
 // gpt-oss's MoE without grad from transformers 5.0: the experts interface's grouped_mm backend
 // (integrations/moe.py@0261a467 grouped_mm_experts_forward, GptOssExperts' _apply_gate) over
 // tokens x top-k rows. Read off the H100 history of 5.17 (docs/data/gpu_allocator_history/
@@ -370,11 +383,10 @@ constexpr tensor gpt_oss_experts_interface_without_grad(const layer_context& ctx
   const auto rows = detail::checked_mul(ctx.tokens, m.experts_per_token);
   const auto half = detail::checked_mul(rows, m.ffn);
   const auto wide = detail::checked_mul(rows, m.hidden);
-  const bool batched = ctx.cached_keys > 0 && ctx.run.device == device_kind::cuda;
+  const bool batched = batched_mm_decoding(ctx);
   const auto [routing, indices] = gpt_oss_routing(ctx, in, rows);
   const tensor gathered = ops.elementwise(in, wide, type);
-  const tensor gate_up_copy =
-      batched ? ops.elementwise(detail::checked_mul(rows, m.hidden, detail::checked_mul(m.ffn, 2)), type) : tensor{};
+  const tensor gate_up_copy = batched ? routed_expert_weights(ops, rows, m.hidden, detail::checked_mul(m.ffn, 2), type) : tensor{};
   const base_weight base = ctx.adapters.base;
   const tensor product = ops.linear(
       gathered, {.rows = rows, .in_features = m.hidden, .out_features = detail::checked_mul(m.ffn, 2), .copies = m.experts, .bias = true},
@@ -385,8 +397,7 @@ constexpr tensor gpt_oss_experts_interface_without_grad(const layer_context& ctx
   ops.reads(gate_up_bias, gate_up);
   const auto [gate, up, glu, gated] = gpt_oss_gated_activation(ops, gate_up, half, type);
   for (const tensor& bound : {gate_up, gate, up}) ops.reads(bound, gated);
-  const tensor down_copy =
-      batched ? ops.elementwise(detail::checked_mul(rows, m.ffn, m.hidden), type) : tensor{};
+  const tensor down_copy = batched ? routed_expert_weights(ops, rows, m.ffn, m.hidden, type) : tensor{};
   if (batched) ops.reads(gate_up_copy, down_copy);
   const tensor down = ops.linear(
       gated, {.rows = rows, .in_features = m.ffn, .out_features = m.hidden, .copies = m.experts, .bias = true}, base);
@@ -403,6 +414,96 @@ constexpr tensor gpt_oss_experts_interface_without_grad(const layer_context& ctx
   return summed;
 }
 
+// The router of the experts interface's families without grad (transformers 5.17.0, the H100
+// frames of docs/data/gpu_allocator_frames/frames-infer-olmoe-*: modeling_olmoe.py:340): the
+// logits, softmax(logits, dtype=float) (its fp32 cast of the logits, then the probabilities),
+// topk's fp32 values and int64 indices over tokens x top-k, cast back to the hidden dtype
+// (OlmoeTopKRouter, Qwen2MoeTopKRouter, MixtralTopKRouter: softmax then top-k). Not written:
+// norm_topk_prob's division (a tokens x top-k fp32 temporary). DeepSeek's fp32 gate keeps fp32
+// weights (DeepseekV3TopkRouter, as in mixture_of_experts_without_grad).
+struct routed_picks {
+  tensor weights;
+  tensor indices;
+};
+
+constexpr routed_picks experts_interface_routing(const layer_context& ctx, tensor in, std::uint64_t picks) {
+  op_writer& ops = ctx.ops;
+  const model_spec& m = ctx.model;
+  const auto scores = detail::checked_mul(ctx.tokens, m.experts);
+  const tensor logits = m.router_fp32 ? fp32_router(ctx, in) : router(ctx, in);
+  const tensor widened = logits.type == dtype::fp32 ? logits : ops.elementwise(logits, scores, dtype::fp32);
+  const tensor probabilities = ops.elementwise(widened, scores, dtype::fp32);
+  const tensor top = ops.elementwise(probabilities, picks, dtype::fp32);
+  const tensor indices = ops.elementwise(probabilities, picks, dtype::int64);
+  ops.reads(top, indices);
+  const dtype weights_type = m.router_fp32 ? dtype::fp32 : in.type;
+  const tensor weights = weights_type == dtype::fp32 ? top : ops.elementwise(top, picks, weights_type);
+  ops.reads(logits, weights);  // the block binds the router's logits until it returns
+  return {.weights = weights, .indices = indices};
+}
+
+// OLMoE, Qwen2-MoE / Qwen1.5-MoE, Qwen3-MoE, Mixtral, PhiMoE, DeepSeek without grad from
+// transformers 5.0: the experts interface with _default_apply_gate (integrations/moe.py@0261a467
+// grouped_mm_experts_forward, batched_mm_experts_forward). Read off the H100 frames of 5.17.0
+// (frames-infer-olmoe-l4-bf16-b4-c1024-n64, the prefill, tokens x top-k rows): the rows gathered
+// (moe.py:394, bound until the experts return), the grouped_mm gate_up output and a second
+// rows x 2f tensor made from it (moe.py:445) before it is freed, silu(gate) and act * up
+// (moe.py:523; the 2f tensor freed after), the down grouped_mm, the routing weights' product
+// (moe.py:465, bound), the reorder by inv_perm (moe.py:468) and a rows x h tensor made from it
+// (moe.py:473, bound), then the sum over top-k (moe.py:479): four rows x h tensors at once. The
+// Mixtral and Qwen1.5-MoE histories of the same run show the same sizes in the same order. In the
+// decoding steps on CUDA, batched_mm's per-row weight copies (rows x h x 2f, then rows x f x h
+// while the first is alive) dominate: Mixtral's history peaks there (1792 + 896 MiB, 8 rows).
+// A gated shared expert (Qwen2MoeSparseMoeBlock.forward, modeling_qwen2_moe.py of 5.x) runs first
+// and its output is bound across the experts; then sigmoid(shared_expert_gate(x)) * it, added in
+// place. An ungated one (DeepSeek's shared_experts) runs after the experts and is added.
+constexpr tensor experts_interface_without_grad(const layer_context& ctx, tensor in) {
+  op_writer& ops = ctx.ops;
+  const model_spec& m = ctx.model;
+  const dtype type = in.type;
+  const bool gated = gated_mlp(m);
+  const auto rows = detail::checked_mul(ctx.tokens, m.experts_per_token);
+  const auto half = detail::checked_mul(rows, m.ffn);
+  const auto wide = detail::checked_mul(rows, m.hidden);
+  const auto widened = gated ? detail::checked_mul(m.ffn, 2) : m.ffn;
+  const bool batched = batched_mm_decoding(ctx);
+  const bool shared_first = m.shared_expert_ffn > 0 && m.shared_expert_gate;
+  const tensor shared = shared_first ? dense_mlp(ctx, in, m.shared_expert_ffn, {.rows = ctx.tokens}) : tensor{};
+  const auto [weights, indices] = experts_interface_routing(ctx, in, rows);
+  const tensor gathered = ops.elementwise(in, wide, type);
+  const tensor gate_up_copy = batched ? routed_expert_weights(ops, rows, m.hidden, widened, type) : tensor{};
+  const base_weight base = ctx.adapters.base;
+  const tensor product = ops.linear(
+      gathered, {.rows = rows, .in_features = m.hidden, .out_features = widened, .copies = m.experts}, base);
+  if (batched) ops.reads(gate_up_copy, product);
+  const tensor gate_up = batched ? product : ops.elementwise(product, detail::checked_mul(rows, widened), type);
+  const tensor act = ops.elementwise(gate_up, half, type);
+  tensor hidden_rows = act;
+  if (gated) {
+    hidden_rows = ops.elementwise(act, half, type);  // act_fn(gate) * up
+    ops.reads(gate_up, hidden_rows);
+  }
+  const tensor down_copy = batched ? routed_expert_weights(ops, rows, m.ffn, m.hidden, type) : tensor{};
+  if (batched) ops.reads(gate_up_copy, down_copy);
+  const tensor down = ops.linear(
+      hidden_rows, {.rows = rows, .in_features = m.ffn, .out_features = m.hidden, .copies = m.experts}, base);
+  if (batched) ops.reads(down_copy, down);
+  const tensor weighted = ops.elementwise(down, wide, type);
+  ops.reads(weights, weighted);
+  const tensor reordered = ops.elementwise(weighted, wide, type);
+  const tensor ordered = ops.elementwise(reordered, wide, type);
+  const tensor summed = ops.elementwise(ordered, detail::checked_mul(ctx.tokens, m.hidden), type);
+  for (const tensor& bound : {gathered, weighted, ordered, weights, indices, in}) ops.reads(bound, summed);
+  if (m.shared_expert_ffn == 0) return summed;
+  if (!shared_first) return add_shared_expert(ctx, in, summed);
+  const tensor logit = ops.linear(in, {.rows = ctx.tokens, .in_features = m.hidden, .out_features = 1}, base);
+  const tensor scale = ops.elementwise(logit, ctx.tokens, logit.type);
+  const tensor scaled = ops.elementwise(shared, shared.elements, shared.type);
+  ops.reads(scale, scaled);
+  ops.reads(summed, scaled);  // expert_output += shared_expert_output: in place, no new tensor
+  return summed;
+}
+
 // Mixture of experts (HF modeling_mixtral.py MixtralSparseMoeBlock): a router, then
 // each token's hidden state is gathered for its top-k experts; the experts' weights all
 // stay resident, their activations cover tokens * top-k rows (autograd keeps every expert's).
@@ -412,9 +513,9 @@ constexpr tensor mixture_of_experts(const layer_context& ctx, tensor in) {
   const model_spec& m = ctx.model;
   if (ops.records_forward_liveness() && m.expert_weight_copies)
     return grouped_mm_experts(ctx) ? gpt_oss_experts_interface_without_grad(ctx, in) : every_expert_without_grad(ctx, in);
-  // transformers 5's experts interface runs the same grouped path without grad
-  // (integrations/moe.py@8b584a67 grouped_mm_experts_forward): only the 4.x expert loop differs.
-  if (ops.records_forward_liveness() && !m.experts_in_one_pass && !grouped_mm_experts(ctx))
+  // Without grad: transformers 5's experts interface, or the 4.x loop over the experts.
+  if (ops.records_forward_liveness() && grouped_mm_experts(ctx)) return experts_interface_without_grad(ctx, in);
+  if (ops.records_forward_liveness() && !m.experts_in_one_pass)
     return mixture_of_experts_without_grad(ctx, in);
   const auto hidden = m.hidden;
   const auto experts = m.experts;
