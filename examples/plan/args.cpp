@@ -216,6 +216,11 @@ void check_run(const CLI::App& app, options& o) {
                       (o.cluster.gpus > 0 ? "--gpus" : "a generic --config model") +
                       ": the allocator replay reaches single-GPU transformer training reports only");
   const std::string where = o.run_source.empty() ? "" : " (after " + o.run_source + ")";
+  // --padded with --inference pads the prompts (infer.padded), not a training step's rows.
+  if (o.inference.enabled && o.run.padded) {
+    o.inference.spec.padded = true;
+    o.run.padded = false;
+  }
   try {
     // A vision model has no sequence (--seq was refused above); o.model is not its model.
     if (!o.vision.model) memscale::json_io::check_sequence_fits(o.model, o.run.seq_len, "--seq");

@@ -97,10 +97,7 @@ void add_run_options(CLI::App& app, options& o) {
            "the batch is padded to its longest example (the attention_mask has zeros; with --inference, left-padded "
            "prompts): every forward builds a (batch, 1, rows, keys) mask and SDPA runs without flash and enable_gqa; "
            "sdpa or eager attention",
-           [&o] {
-             o.run.padded = true;
-             o.inference.spec.padded = true;
-           });
+           [&o] { o.run.padded = true; });
   add_value(app, g, "--example-tokens", "N",
             "padding_free: mean tokens per example (the row holds --batch x N tokens; --seq stays the longest "
             "example); default --seq",
