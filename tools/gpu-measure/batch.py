@@ -174,6 +174,15 @@ def padded_heldout_jobs():
     return out
 
 
+def generate_heldout_jobs():
+    """The seventh pass: generate() of families never measured in generate(), for the generate() band, held out."""
+    names = (("infer-qwen3-0.6b-bf16-b8-c2048-n64", 12), ("infer-qwen3-0.6b-fp16-b16-c1024-n128-padded", 12),
+             ("infer-olmo2-l8-bf16-b4-c2048-n64", 16), ("infer-glm4-l8-bf16-b4-c2048-n64", 16),
+             ("infer-gemma2-2b-bf16-b4-c2048-n64", 16), ("infer-starcoder2-3b-bf16-b4-c2048-n64", 16))
+    return [{"id": "history-" + n, "case": n, "history": True, "frames": True, "cap_bytes": int((g - 1) * GIB),
+             "safety_cap": True, "gib": g} for n, g in names]
+
+
 # gpt_fast_gpu.py's cases; gpt-fast's generate.py, model.py and tokenizer.py in GPT_FAST_DIR (not committed).
 GPT_FAST_CASES = ("gptfast-llama-mha-l8-h2048-b8-c1024-n32-bf16", "gptfast-llama-gqa-l8-h2048-b8-c2048-n32-bf16",
                   "gptfast-llama-mha-l4-h1024-b4-c512-n32-fp32")
@@ -227,11 +236,12 @@ def main():
     ap.add_argument("--gpu-gib", type=float, default=74)
     ap.add_argument("--max-procs", type=int, default=6)
     ap.add_argument("--dry", action="store_true")
-    ap.add_argument("--set", choices=("first", "diagnosis", "layer-kinds", "caches", "padded", "padded-heldout"), default="first")
+    ap.add_argument("--set", choices=("first", "diagnosis", "layer-kinds", "caches", "padded", "padded-heldout", "generate-heldout"), default="first")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     hist_dir = "/tmp/memscale-histories"
-    pending = {"first": jobs, "diagnosis": diagnosis_jobs, "layer-kinds": layer_kinds_jobs, "caches": caches_jobs, "padded": padded_jobs, "padded-heldout": padded_heldout_jobs}[a.set]()
+    pending = {"first": jobs, "diagnosis": diagnosis_jobs, "layer-kinds": layer_kinds_jobs, "caches": caches_jobs, "padded": padded_jobs, "padded-heldout": padded_heldout_jobs,
+               "generate-heldout": generate_heldout_jobs}[a.set]()
     for job in pending:
         job["out_dir"] = a.out
     running = []  # (job, process, start)
