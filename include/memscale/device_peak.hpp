@@ -77,8 +77,8 @@ constexpr std::string_view explain(replay_fallback f) noexcept {
     case replay_fallback::too_large:
       return "more tensors or blocks than the replay's tables hold: reserved by the rounding rule";
     case replay_fallback::no_stream:
-      return "no allocator stream for this generate() yet (Hugging Face's sliding-window cache, quantised weights, "
-             "gpt-oss's sinks, experts and sliding layers): reserved by the rounding rule";
+      return "no allocator stream for this generate() yet (a sliding-window or latent cache, quantised weights, "
+             "gpt-oss's sinks and 3-D experts): reserved by the rounding rule";
   }
   return "";
 }
