@@ -10,9 +10,12 @@
 //   logits only from transformers 4.45 (logits_to_keep; all positions before), and generate
 //   keeps an fp32 copy of the last position until the next step's copy replaces it
 //   (GenerationMixin._sample: outputs.logits[:, -1, :].to(copy=True, dtype=torch.float32)).
-// - the cache: the prompt's keys and values stay as the layer made them; each new token makes
-//   every layer's key and value tensor anew with torch.cat([old, new], dim=-2) while the old
-//   one is alive, then drops the old (cache_utils.py DynamicLayer.update). Every new tensor is
+// - the cache: before transformers 5 the prompt's keys and values stay as the layer made them;
+//   from 5 the cache copies them once the rotation has returned (copy_prompt below); each new token
+//   makes every layer's key and value tensor anew with torch.cat([old, new], dim=-2) while the old
+//   one is alive, then drops the old (cache_utils.py DynamicLayer.update).
+// - Hugging Face's RMSNorm, apply_rotary_pos_emb and SDPA's additive copy of a padded batch's mask
+//   as their code makes them (with_temporaries below), the final norm before the head. Every new tensor is
 //   one position larger than every freed one: the case that fragments most. The token ids and
 //   the attention mask grow the same way (torch.cat in _sample and _update_model_kwargs_for_generation).
 // - a quantized cache (QuantizedCache): packed keys and values per layer, the residual windows
