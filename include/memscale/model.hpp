@@ -50,7 +50,9 @@ enum class mixer_kind : std::uint8_t { attention, mamba1, mamba2 };
 // rms_norm, swiglu, fused linear cross-entropy); gemma (rope, rms_norm, geglu, fused linear
 // cross-entropy); glm4 (rope False); granite (Liger's cross_entropy, fused linear cross-entropy
 // raises NotImplementedError).
-enum class liger_patch : std::uint8_t { none, llama, gemma, glm4, granite };
+// Which apply_liger_kernel_to_<model_type> a family has (liger.hpp): the kernels it turns on and
+// which RMSNorm modules it replaces, with which in_place.
+enum class liger_patch : std::uint8_t { none, llama, olmo2, gemma, gemma2, glm4, granite };
 // Norms on a Mamba-1 mixer's dt, B and C: none (Mamba), weightless RMS (FalconMamba's
 // b_c_rms / dt_rms buffers), weighted RMSNorms (Jamba).
 enum class ssm_dt_norm_kind : std::uint8_t { none, weightless, weighted };

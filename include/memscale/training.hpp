@@ -87,6 +87,13 @@ enum class ssm_kernel_choice : std::uint8_t { framework_default, fused, torch };
 // passes. graph/layers/attention.hpp keeps_cache_in_training says when the cache exists.
 enum class cache_setting : std::uint8_t { config, on, off };
 
+// How Liger's apply_liger_kernel_to_<model_type> met the model (Liger-Kernel v0.5.10 @ 44a8f2fb,
+// transformers/monkey_patch.py). classes: called before the model was built, it replaced the
+// family's RMSNorm class, so every RMSNorm module is Liger's with the class's in_place. instance:
+// called on the built model (transformers' use_liger_kernel, _apply_liger_kernel_to_instance), it
+// patched the modules it names one by one (_patch_rms_norm_module), each with its own in_place.
+enum class liger_patching : std::uint8_t { classes, instance };
+
 // How a micro-batch's examples become rows. none: micro_batch rows of seq_len tokens each (a padded
 // batch counted at its full length). packed: examples concatenated into micro_batch full rows of
 // seq_len tokens (TRL SFTConfig packing, strategy "wrapped"): the same tensors as `none`, and the
@@ -168,6 +175,9 @@ struct training_spec {
   // ops/rms_norm.py, ops/swiglu.py): each saves fewer tensors (graph/layers/norms.hpp, mlp.hpp).
   bool liger_rms_norm = false;
   bool liger_swiglu = false;
+  // How the RMSNorms were patched: which modules became Liger's and with which in_place differs
+  // (liger.hpp liger_rms_norm_use).
+  liger_patching liger_norm_patching = liger_patching::classes;
   // Liger's RoPE (ops/rope.py: q and k rotated in place), GEGLU (ops/geglu.py: the tanh-GELU gated
   // product) and LayerNorm (ops/layer_norm.py), v0.5.10 @ 44a8f2fb (graph/layers/liger_kernels.hpp).
   bool liger_rope = false;
@@ -291,6 +301,7 @@ constexpr training_spec& apply_liger(training_spec& run) {
   run.loss = loss_impl::fused_linear;
   run.loss_chunks = 0;
   run.liger_rms_norm = true;
+  run.liger_norm_patching = liger_patching::instance;
   run.liger_swiglu = true;
   run.liger_rope = true;
   return run;

@@ -81,6 +81,11 @@ constexpr void check_framework(const model_spec& m, const training_spec& t) {
 constexpr void check_liger(const model_spec& m, const training_spec& t) {
   if (t.liger_rms_norm && m.norm != norm_kind::rmsnorm)
     detail::fail(error_code::unsupported, "run.fused_rmsnorm", "replaces an RMSNorm; this model's norm is not one");
+  // Without a function of its family nothing names the modules an instance patch would replace.
+  if (t.liger_rms_norm && t.liger_norm_patching == liger_patching::instance && m.liger == liger_patch::none)
+    detail::fail(error_code::unsupported, "run.liger_patching",
+                 "instance patches the modules this family's apply_liger_kernel_to_<model_type> names, and it has "
+                 "none (Liger-Kernel 0.5.10); say classes where LigerRMSNorm replaced the model's RMSNorm class");
   if (t.liger_swiglu && m.mlp != mlp_kind::swiglu)
     detail::fail(error_code::unsupported, "run.fused_swiglu", "replaces a SiLU-gated MLP; this model's MLP is not one");
   // LigerGEGLUMLP computes GELU's tanh form only (transformers/geglu.py @ 44a8f2fb: Gemma's

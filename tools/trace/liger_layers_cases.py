@@ -12,6 +12,13 @@ register work is done a head or a block of rows at a time so that its temporarie
   and rotates the copies in place.
 - GEGLU (ops/geglu.py LigerGELUMulFunction, transformers/geglu.py LigerGEGLUMLP): c = gelu_tanh(a) * b; saves a
   and b; backward writes da and db into a and b.
+- RMSNorm (ops/rms_norm.py LigerRMSNormFunction) as use_liger_kernel patches a built model
+  (monkey_patch.py _apply_liger_kernel_to_instance -> apply_liger_kernel_to_<model_type>(model=...),
+  _patch_rms_norm_module on the modules each function names): Y in X's dtype, one fp32 rstd a row; saves X, W and
+  rstd; backward writes dX into dY (in_place=True) or into torch.zeros_like(dY) (in_place=False), and reduces a
+  (sm_count x H) fp32 partial dW (sm_count 1 off CUDA). Qwen3: input, post-attention and final norms in place, its
+  q_norm and k_norm untouched; OLMo2: post-attention and post-feedforward norms out of place, the final norm in
+  place, q_norm and k_norm untouched; Gemma 2 / Gemma 3: every norm (Gemma 3's q_norm, k_norm too) out of place.
 Padding-free (TRL padding_free / DataCollatorWithFlattening): one row of the examples with position_ids restarting
 per example; create_causal_mask builds the (1, 1, T, T) block-diagonal mask from them (masking_utils.py@00c4411c
 find_packed_sequence_indices; sdpa_mask's bool mask, then eager_mask's torch.where into the model dtype) and
@@ -109,6 +116,70 @@ class LigerGELUMul(torch.autograd.Function):
         return a, b
 
 
+class LigerRMSNormFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w, eps, offset, in_place):
+        shape = x.shape
+        x2 = x.reshape(-1, shape[-1])
+        y = torch.empty_like(x2)
+        rstd = torch.empty(x2.shape[0], dtype=torch.float32)
+        with torch.no_grad():
+            for s in range(0, x2.shape[0], ROWS):  # the kernel's registers, a block of rows at a time
+                xr = x2[s: s + ROWS].float()
+                r = torch.rsqrt(xr.pow(2).mean(-1) + eps)
+                rstd[s: s + ROWS] = r
+                y[s: s + ROWS] = (xr * r[:, None] * (offset + w.float())).to(x.dtype)
+                del xr, r
+        ctx.save_for_backward(x2, w, rstd)
+        ctx.offset, ctx.in_place = offset, in_place
+        return y.view(shape)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x2, w, rstd = ctx.saved_tensors
+        shape = dy.shape
+        dy2 = dy.reshape(-1, shape[-1])
+        dw_partial = torch.zeros((1, shape[-1]), dtype=torch.float32)  # sm_count rows; 1 off CUDA
+        dx = dy2 if ctx.in_place else torch.zeros_like(dy2)
+        with torch.no_grad():
+            wf = ctx.offset + w.float()
+            for s in range(0, dy2.shape[0], ROWS):
+                xn = x2[s: s + ROWS].float() * rstd[s: s + ROWS, None]
+                g = dy2[s: s + ROWS].float()
+                dw_partial += (g * xn).sum(0, keepdim=True)
+                gw = g * wf
+                dx[s: s + ROWS] = (rstd[s: s + ROWS, None] * (gw - xn * (gw * xn).mean(-1, keepdim=True))).to(dx.dtype)
+                del xn, g, gw
+        dw = dw_partial.sum(0).to(w.dtype)
+        return dx.view(shape), dw, None, None, None
+
+
+def patch_rms_norm_module(module, offset, in_place):
+    """_patch_rms_norm_module: the module's forward becomes LigerRMSNorm.forward (its weight, its eps)."""
+    module.forward = lambda x: LigerRMSNormFn.apply(x, module.weight, module.eps, offset, in_place)
+
+
+def liger_rms_norm_instance(model, family):
+    """apply_liger_kernel_to_<family>(rms_norm=True, model=model): the modules each function names."""
+    gemma = family.startswith("gemma")
+    offset = 1.0 if gemma else 0.0
+    out_of_place = gemma or family == "glm4"
+    patch_rms_norm_module(model.norm, offset, in_place=not out_of_place)
+    for layer in model.layers:
+        if family == "olmo2":
+            names = ("post_attention_layernorm", "post_feedforward_layernorm")
+        elif gemma:
+            names = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                     "post_feedforward_layernorm")
+        else:
+            names = ("input_layernorm", "post_attention_layernorm")
+        for n in names:
+            patch_rms_norm_module(getattr(layer, n), offset, in_place=not (out_of_place or family == "olmo2"))
+        if family == "gemma3_text":
+            patch_rms_norm_module(layer.self_attn.q_norm, offset, in_place=False)
+            patch_rms_norm_module(layer.self_attn.k_norm, offset, in_place=False)
+
+
 def liger_geglu_forward(self, x):  # LigerGEGLUMLP.forward
     return self.down_proj(LigerGELUMul.apply(self.gate_proj(x), self.up_proj(x)))
 
@@ -160,10 +231,12 @@ def packed_forward(self, ids, labels, position_ids):
     return F.cross_entropy(sl.view(-1, sl.size(-1)), lb.view(-1), ignore_index=IGNORE)
 
 
-def run(c, B, S, lengths=None):
+def run(c, B, S, lengths=None, instance_rms_norm=False):
     tracer.reset_seed()
     with tracer.Tracker() as tr:
         model = TF.build(c)
+        if instance_rms_norm:
+            liger_rms_norm_instance(model, c["model_type"])
         model.train()
         tr.mark("built")
         opt = tracer.make_opt("adamw", model.parameters(), None)
@@ -197,6 +270,10 @@ CASES = (
     ("cpu-liger-rope-geglu-gemma-small-b2-s256", "gemma", dict(rope=True, geglu=True), 2, 256, None),
     ("cpu-liger-geglu-gemma-small-b2-s256", "gemma", dict(geglu=True), 2, 256, None),
     ("cpu-padding-free-eager-mistral-small-e4-t512", "mistral", {}, 4, 256, [200, 120, 56, 136]),
+    ("cpu-liger-rmsnorm-instance-qwen3-small-b2-s256", "qwen3", dict(rms_norm="instance"), 2, 256, None),
+    ("cpu-liger-rmsnorm-instance-olmo2-small-b2-s256", "olmo2", dict(rms_norm="instance"), 2, 256, None),
+    ("cpu-liger-rmsnorm-instance-gemma2-small-b2-s256", "gemma2", dict(rms_norm="instance"), 2, 256, None),
+    ("cpu-liger-rmsnorm-instance-gemma3_text-small-b2-s256", "gemma3_text", dict(rms_norm="instance"), 2, 256, None),
 )
 
 
@@ -213,7 +290,7 @@ def main():
         saved = patch_liger(kernels.get("rope"), kernels.get("geglu"))
         t0 = time.time()
         try:
-            r = run(c, B, S, lengths)
+            r = run(c, B, S, lengths, instance_rms_norm=kernels.get("rms_norm") == "instance")
         finally:
             unpatch(saved)
         train = dict(batch=B, seq=S, precision="fp32", optimizer="adamw",
@@ -224,8 +301,10 @@ def main():
         notes = "measured_bytes = max live CPU tensor bytes in training step 2; " + family + " of trace_families.py"
         if kernels:
             train.update(fused_rope=bool(kernels.get("rope")), fused_geglu=bool(kernels.get("geglu")))
+            if kernels.get("rms_norm"):
+                train.update(fused_rmsnorm=True, liger_patching=kernels["rms_norm"])
             rec["framework"] = {"name": "hf", "kernels": {"liger": "0.5.10", "source": "linkedin/Liger-Kernel@44a8f2fb"}}
-            notes += " with Liger's " + " and ".join(k for k in ("rope", "geglu") if kernels.get(k)) + \
+            notes += " with Liger's " + " and ".join(k for k in ("rope", "geglu", "rms_norm") if kernels.get(k)) + \
                 " written as torch code with the kernels' saved tensors (register work a head or 64 rows at a time)."
         if lengths:
             train.update(packing="padding_free", example_tokens=sum(lengths) // len(lengths))

@@ -234,6 +234,16 @@ inline ssm_kernel_choice parse_ssm_kernels(const std::string& s, const std::stri
   bad_field(error_code::invalid_run, field, s, "must be one of fused, torch, default");
 }
 
+// How Liger's function met the model (training_spec::liger_norm_patching): "classes" (called
+// before the model was built) or "instance" (on the built model, as use_liger_kernel does).
+inline liger_patching parse_liger_patching(const std::string& s, const std::string& field) {
+  if (s == "classes") return liger_patching::classes;
+  if (s == "instance") return liger_patching::instance;
+  bad_field(error_code::invalid_run, field, s,
+            "must be classes (apply_liger_kernel_to_<model_type>() before the model is built) or instance (on the "
+            "built model, as transformers' use_liger_kernel does)");
+}
+
 // What the loop does to the model's logits before the loss (training_spec::output_cast):
 // absent, the implementation's framework decides; "none" or "fp32" state it.
 inline output_cast_kind parse_output_cast(const std::string& s, const std::string& field) {

@@ -137,6 +137,11 @@ inline void read_framework_knobs(const json& t, training_spec& run) {
   run.liger_geglu = get_bool(t, "fused_geglu", "train", false, error_code::invalid_run);
   run.liger_rope = get_bool(t, "fused_rope", "train", false, error_code::invalid_run);
   run.liger_layer_norm = get_bool(t, "fused_layernorm", "train", false, error_code::invalid_run);
+  if (const auto v = get_string(t, "liger_patching", "train", "", error_code::invalid_run); !v.empty()) {
+    if (!run.liger_rms_norm)
+      bad_field(error_code::invalid_run, "train.liger_patching", t.at("liger_patching"), "needs train.fused_rmsnorm true");
+    run.liger_norm_patching = parse_liger_patching(v, "train.liger_patching");
+  }
   if (get_bool(t, "activation_offload", "train", false, error_code::invalid_run)) {
     // torchtune's enable_activation_offloading (training/_activation_offloading.py @ a6290a5b).
     if (run.framework != framework_kind::torchtune)

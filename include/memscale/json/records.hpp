@@ -188,7 +188,7 @@ inline training_spec run_from_record(const json& record) {
                         // the framework's loss and knobs (json/framework_fields.hpp)
                         "loss_impl", "loss_chunk", "loss_chunks", "logits_upcast", "optimizer_in_backward",
                         "activation_offload", "sac_policy", "fused_rmsnorm", "fused_swiglu", "fused_geglu", "fused_rope",
-                        "fused_layernorm", "param_dtype",
+                        "fused_layernorm", "liger_patching", "param_dtype",
                         "reduce_dtype", "reshard_after_forward",
                         // the state-space kernels (training.hpp ssm_kernel_choice)
                         "ssm_path",

@@ -64,14 +64,14 @@ inline constexpr std::array<std::string_view, 10> result_fields{"parameters", "t
                                                                 "peak",       "first_step",           "static",
                                                                 "plan",       "attention_kernel",     "allocator",
                                                                 "ssm_kernels"};
-inline constexpr std::array<std::string_view, 39> run_fields{
+inline constexpr std::array<std::string_view, 40> run_fields{
     "micro_batch", "seq_len",   "grad_accum",   "precision",  "optimizer",    "optimizer_impl",
     "checkpointing", "attention", "target",     "lora_rank",  "lora_targets", "lora_alpha",
     "lora_variant", "lora_dropout", "quant",    "dropout",    "device",       "offload",
     "no_sync",     "output_cast", "loss",       "loss_chunk", "loss_chunks",  "optimizer_in_backward",
     "ssm_kernels", "liger",     "fused_rmsnorm", "fused_swiglu", "data_parallel", "sac_policy",
     "compile",     "float8",   "use_cache",   "packing",    "example_tokens", "fused_rope",
-    "fused_geglu", "fused_layernorm", "padded"};
+    "fused_geglu", "fused_layernorm", "liger_patching", "padded"};
 inline constexpr std::array<std::string_view, 2> gpu_fields{"memory", "bf16"};
 
 // Every key of `obj` must be one of `known` (or `ignored`); an unknown one is an error
@@ -192,6 +192,11 @@ inline void read_run_object(const json& r, run_input& in) {
   run.liger_rope = get_bool(r, "fused_rope", path, run.liger_rope, bad_run);
   run.liger_geglu = get_bool(r, "fused_geglu", path, run.liger_geglu, bad_run);
   run.liger_layer_norm = get_bool(r, "fused_layernorm", path, run.liger_layer_norm, bad_run);
+  if (const auto v = text("liger_patching"); !v.empty()) {
+    if (!run.liger_rms_norm)
+      bad_field(bad_run, path + ".liger_patching", r.at("liger_patching"), "needs fused_rmsnorm (or liger) true");
+    run.liger_norm_patching = parse_liger_patching(v, path + ".liger_patching");
+  }
   run.loss_chunk = positive(r, "loss_chunk", path, run.loss_chunk);
   if (r.contains("loss_chunks") && !r.at("loss_chunks").is_null())
     run.loss_chunks = positive(r, "loss_chunks", path, run.loss_chunks);

@@ -288,6 +288,7 @@ inline nlohmann::json run_to_json(const training_spec& run) {
                 : run.loss == loss_impl::fused_linear ? "fused_linear_ce"
                                                       : "standard";
   if (run.liger_rms_norm) j["fused_rmsnorm"] = true;
+  if (run.liger_rms_norm && run.liger_norm_patching == liger_patching::instance) j["liger_patching"] = "instance";
   if (run.liger_swiglu) j["fused_swiglu"] = true;
   if (run.liger_geglu) j["fused_geglu"] = true;
   if (run.liger_rope) j["fused_rope"] = true;

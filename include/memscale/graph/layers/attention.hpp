@@ -402,13 +402,13 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
     // (models/cohere/modular_cohere.py@03ea97ae CohereAttention).
     const bool weight_per_head = m.norm == norm_kind::layernorm_fp32_python;
     qkv.q = norm(ctx, qkv.q, {.width = w.head_dim, .rows = detail::checked_mul(ctx.tokens, m.heads),
-                              .weight_rows = weight_per_head ? m.heads : 1});
+                              .weight_rows = weight_per_head ? m.heads : 1, .site = norm_site::qk});
     qkv.k = norm(ctx, qkv.k, {.width = w.head_dim, .rows = detail::checked_mul(ctx.tokens, w.kv_heads),
-                              .weight_rows = weight_per_head ? w.kv_heads : 1});
+                              .weight_rows = weight_per_head ? w.kv_heads : 1, .site = norm_site::qk});
   } else if (m.qk_norm == qk_norm_kind::full_width) {
     // modeling_olmo2.py (v4.51): q_norm over heads*head_dim, k_norm over kv_heads*head_dim.
-    qkv.q = norm(ctx, qkv.q, {.width = w.q, .rows = ctx.tokens});
-    qkv.k = norm(ctx, qkv.k, {.width = w.kv, .rows = ctx.tokens});
+    qkv.q = norm(ctx, qkv.q, {.width = w.q, .rows = ctx.tokens, .site = norm_site::qk});
+    qkv.k = norm(ctx, qkv.k, {.width = w.kv, .rows = ctx.tokens, .site = norm_site::qk});
   }
   bytes rope_backward_copies{};
   if (m.positions == position_kind::rotary && run.liger_rope) {

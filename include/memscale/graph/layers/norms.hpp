@@ -10,6 +10,7 @@
 #include "memscale/graph/layers/context.hpp"
 #include "memscale/graph/layers/ops.hpp"
 #include "memscale/graph/tensor.hpp"
+#include "memscale/liger.hpp"
 #include "memscale/model.hpp"
 #include "memscale/training.hpp"
 
@@ -21,6 +22,7 @@ struct norm_shape {
   std::uint64_t width = 0;
   std::uint64_t rows = 0;
   std::uint64_t weight_rows = 1;  // the weight's rows of `width` (Cohere's qk-norm: one per head)
+  norm_site site = norm_site::block;  // which module: Liger's instance patch names some only
 };
 
 // The code that computes an RMSNorm: what autograd keeps differs between them.
@@ -29,7 +31,8 @@ enum class rms_norm_code : std::uint8_t {
   litgpt,    // lit_gpt/rmsnorm.py (the 2023 runs)
   hf_t5,     // modeling_t5.py T5LayerNorm
   torchtune, // torchtune/modules/rms_norm.py: F.rms_norm(x.float(), ..., weight=scale).to(x.dtype)
-  liger,     // Liger-Kernel's Triton RMSNorm (ops/rms_norm.py, v0.5.10 @ 44a8f2fb)
+  liger,     // Liger-Kernel's Triton RMSNorm (ops/rms_norm.py, v0.5.10 @ 44a8f2fb), in_place=True
+  liger_out_of_place,  // the same with in_place=False: backward makes a new dX
   hf_gemma,  // modeling_gemma3.py Gemma3RMSNorm (and Gemma's, Gemma 2's): the scale in fp32
 };
 
@@ -127,13 +130,14 @@ constexpr tensor rms_norm(op_writer& ops, tensor in, const norm_shape& shape, rm
     if (fp32_in) ops.keep(in, y);
     return y;
   }
-  if (code == rms_norm_code::liger) {
-    // Y = (X * rstd) * W in the input dtype (casting mode "llama"), one fp32 rstd per row; saves
-    // X (a view of the input), W and rstd. Backward writes dX into dY (in_place=True, the
-    // default of liger_kernel/transformers/rms_norm.py), so no new input gradient is made.
+  if (code == rms_norm_code::liger || code == rms_norm_code::liger_out_of_place) {
+    // Y = (X * rstd) * W in the input dtype (casting modes "llama" and "gemma" alike), one fp32
+    // rstd per row; saves X (a view of the input), W and rstd. With in_place=True (the default of
+    // liger_kernel/transformers/rms_norm.py) backward writes dX into dY, so no new input gradient
+    // is made; with in_place=False it writes a new one, torch.zeros_like(dY).
     if (trainable) o.bwd_temp = storage(dtype::fp32, detail::checked_mul(liger_partial_rows, shape.width));
     const tensor y = ops.emit(o, in.elements, in.type);
-    ops.at(y).grad_in = {};
+    ops.at(y).grad_in = code == rms_norm_code::liger ? bytes{} : storage(in.type, in.elements);
     ops.keep(in, y);
     return y;
   }
@@ -217,7 +221,11 @@ constexpr tensor norm(const layer_context& ctx, tensor in, const norm_shape& sha
   if (ctx.model.norm == norm_kind::layernorm) return layer_norm(ctx.ops, in, shape, ctx.model.norm_bias, trainable);
   if (ctx.model.norm == norm_kind::layernorm_fp32_python)
     return layer_norm_fp32_python(ctx.ops, in, shape, trainable, ctx.run.torch_version);
-  const rms_norm_code code = ctx.run.liger_rms_norm                          ? rms_norm_code::liger
+  const liger_norm_use liger = ctx.run.liger_rms_norm
+                                   ? liger_rms_norm_use(ctx.model.liger, ctx.run.liger_norm_patching, shape.site)
+                                   : liger_norm_use::kept;
+  const rms_norm_code code = liger == liger_norm_use::in_place                ? rms_norm_code::liger
+                            : liger == liger_norm_use::out_of_place          ? rms_norm_code::liger_out_of_place
                             : ctx.run.framework == framework_kind::torchtune ? rms_norm_code::torchtune
                             : ctx.model.impl == implementation::litgpt     ? rms_norm_code::litgpt
                             : ctx.model.rms_norm_fp32_scale                ? rms_norm_code::hf_gemma

@@ -228,7 +228,7 @@ constexpr void generation_forward(const graph_layers::layer_context& ctx) {
   transformer_block(ctx);
   sections.end_block(model.layers - model.leading_dense_layers);
   tensor x = ops.emit(op_kind::stream, detail::checked_mul(ctx.tokens, model.hidden), ops.stream_dtype());
-  if (model.final_norm) x = norm(ctx, x);
+  if (model.final_norm) x = norm(ctx, x, {.width = model.hidden, .rows = ctx.tokens, .site = norm_site::final});
   for (const tensor& held : {embeddings.token_lookup, embeddings.position_lookup, made.cos, made.sin, made.mask,
                              made.sliding_mask, made.local_cos, made.local_sin})
     if (held.elements != 0) ops.reads(held, x);
@@ -293,7 +293,7 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
   sections.end_block((model.layers - model.leading_dense_layers) / period);
   const dtype stream = has_attention(model) ? ops.stream_dtype() : mamba_stream_dtype(ctx);
   tensor x = ops.emit(op_kind::stream, detail::checked_mul(tokens, model.hidden), stream);
-  if (model.final_norm) x = norm(ctx, x);
+  if (model.final_norm) x = norm(ctx, x, {.width = model.hidden, .rows = ctx.tokens, .site = norm_site::final});
   // An fp32 stream (residual_in_fp32) reaches a 16-bit head as a cast copy, which its matmul keeps
   // (modeling_mamba.py@1160c0f3 MambaForCausalLM: lm_head(hidden_states.to(lm_head.weight.dtype))).
   if (!has_attention(model) && x.type != precision.param && !precision.autocast) x = ops.elementwise(x.elements, precision.param);
