@@ -137,9 +137,13 @@ int print_events(int argc, char** argv) {
       if (r.at("id").get<std::string>().find(wanted) == std::string::npos || r.at("measure") != "max_memory_allocated")
         continue;
       if (memscale::json_io::is_vision_record(r)) {
-        std::fprintf(stderr, "%s: --events prints the streams of transformer records only\n",
-                     r.at("id").get<std::string>().c_str());
-        return 2;
+        const memscale::training_spec run =
+            memscale::json_io::run_from_record(memscale::json_io::vision_run_record(r));
+        const auto g = std::make_unique<memscale::vision::layer_graph>(
+            memscale::vision::build_graph(memscale::json_io::vision_model_from_record(r), run));
+        printing_sink sink;
+        memscale::allocator::emit_vision_training_steps<16384>(*g, run, {}, sink);
+        return 0;
       }
       if (r.contains("infer")) {
         printing_sink sink;

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """CPU traces of small models of the 2025 Hugging Face families (MLA + DeepSeek MoE, gpt-oss,
-Llama 4 text, Granite, Cohere / Cohere 2, GPTBigCode, InternLM2, OLMoE).
+Llama 4 text, Granite, Cohere / Cohere 2, GPTBigCode, InternLM2, OLMoE, EXAONE 4).
 
 Each model is a plain-torch re-implementation of the family's forward in training mode, eager
 attention, written from the modeling file cited in its class comment (file@commit as read with
@@ -1138,6 +1138,83 @@ class OlmoeForCausalLM(nn.Module):
 # ---------------------------------------------------------------------------------------
 # small configs (config.json dicts of small models of each family)
 # ---------------------------------------------------------------------------------------
+# ---------------------------------------------------------------------------------------
+# EXAONE 4.0: LLaMA projections without biases, RMSNorm after each branch (no input norm), q_norm and
+# k_norm per head on the (b, heads, s, head_dim) views; with a sliding window every
+# sliding_window_pattern-th layer is full attention without RoPE, the others slide with RoPE, and the
+# model makes both masks (create_causal_mask, create_sliding_window_causal_mask)
+# transformers models/exaone4/modeling_exaone4.py@0205eec1, configuration_exaone4.py@008e5743
+# ---------------------------------------------------------------------------------------
+class Exaone4Attention(LlamaAttention):
+    def __init__(self, c, sliding):
+        super().__init__(c)
+        self.q_norm, self.k_norm = RMSNorm(self.hd, c.get("rms_norm_eps", 1e-5)), RMSNorm(self.hd, c.get("rms_norm_eps", 1e-5))
+        self.rotates = c.get("sliding_window") is None or sliding
+
+    def forward(self, x, cos, sin, mask):
+        B, S, _ = x.shape
+        shape = (B, S, -1, self.hd)
+        q = self.q_norm(self.q_proj(x).view(shape).transpose(1, 2))
+        k = self.k_norm(self.k_proj(x).view(shape).transpose(1, 2))
+        v = self.v_proj(x).view(shape).transpose(1, 2)
+        if self.rotates:
+            c, s = cos.unsqueeze(1), sin.unsqueeze(1)
+            q, k = (q * c) + (rotate_half(q) * s), (k * c) + (rotate_half(k) * s)
+        o = eager_attention(q, k, v, mask, self.scaling, self.dropout, self.training)
+        return self.o_proj(o.reshape(B, S, -1).contiguous())
+
+
+def exaone4_layer_types(c):  # Exaone4Config.__post_init__
+    if c.get("layer_types"):
+        return c["layer_types"]
+    period = c.get("sliding_window_pattern", 4) if c.get("sliding_window") is not None else 0
+    return ["sliding_attention" if period and (i + 1) % period != 0 else "full_attention"
+            for i in range(c["num_hidden_layers"])]
+
+
+class Exaone4Layer(nn.Module):
+    def __init__(self, c, sliding):
+        super().__init__()
+        h, eps = c["hidden_size"], c.get("rms_norm_eps", 1e-5)
+        self.self_attn = Exaone4Attention(c, sliding)
+        self.mlp = GatedMLP(h, c["intermediate_size"])
+        self.post_attention_layernorm = RMSNorm(h, eps)
+        self.post_feedforward_layernorm = RMSNorm(h, eps)
+        self.sliding = sliding
+
+    def forward(self, x, cos, sin, masks):
+        x = x + self.post_attention_layernorm(self.self_attn(x, cos, sin, masks[self.sliding]))
+        return x + self.post_feedforward_layernorm(self.mlp(x))
+
+
+class Exaone4ForCausalLM(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        h, V = c["hidden_size"], c["vocab_size"]
+        self.types = exaone4_layer_types(c)
+        self.embed_tokens = nn.Embedding(V, h)
+        self.layers = nn.ModuleList([Exaone4Layer(c, t == "sliding_attention") for t in self.types])
+        self.norm = RMSNorm(h, c.get("rms_norm_eps", 1e-5))
+        self.lm_head = nn.Linear(h, V, bias=False)
+
+    def model(self, ids):
+        c = self.c
+        B, S = ids.shape
+        x = self.embed_tokens(ids)
+        masks = {False: causal_mask(S, x.dtype)}
+        if "sliding_attention" in self.types:
+            masks[True] = causal_mask(S, x.dtype, window=c["sliding_window"])
+        hd = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
+        cos, sin = rope_cos_sin(hd, S, c.get("rope_theta", 10000.0), x.dtype)
+        for layer in self.layers:
+            x = layer(x, cos, sin, masks)
+        return self.norm(x)
+
+    def forward(self, ids, labels):
+        return causal_lm_loss(self.lm_head(self.model(ids)), labels)
+
+
 def small(model_type, arch, **kw):
     c = {"architectures": [arch], "model_type": model_type, "hidden_size": 256, "num_hidden_layers": 4,
          "num_attention_heads": 8, "num_key_value_heads": 2, "intermediate_size": 688, "vocab_size": 4096,
@@ -1186,6 +1263,8 @@ CONFIGS = {
     "internlm2": small("internlm2", "InternLM2ForCausalLM", bias=False, max_position_embeddings=2048),
     "olmoe": small("olmoe", "OlmoeForCausalLM", num_key_value_heads=8, intermediate_size=128, num_experts=16,
                    num_experts_per_tok=4, norm_topk_prob=False, clip_qkv=None, rms_norm_eps=1e-5),
+    "exaone4": small("exaone4", "Exaone4ForCausalLM", head_dim=32, sliding_window=128, sliding_window_pattern=4,
+                     rms_norm_eps=1e-5, rope_theta=1000000.0),
 }
 
 # Variants traced once (at the larger size) beside the main cases.
@@ -1206,7 +1285,7 @@ def build(c, **kw):
     return {"gpt_oss": GptOssForCausalLM, "llama4_text": Llama4ForCausalLM, "granite": GraniteForCausalLM,
             "cohere": lambda c: CohereForCausalLM(c, 1), "cohere2": lambda c: CohereForCausalLM(c, 2),
             "gpt_bigcode": GPTBigCodeForCausalLM, "internlm2": InternLM2ForCausalLM,
-            "olmoe": OlmoeForCausalLM}[t](c)
+            "olmoe": OlmoeForCausalLM, "exaone4": Exaone4ForCausalLM}[t](c)
 
 
 def run_case(c, B, S, **kw):

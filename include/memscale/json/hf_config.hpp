@@ -24,6 +24,7 @@
 #include "memscale/json/hf/cohere.hpp"
 #include "memscale/json/hf/config.hpp"
 #include "memscale/json/hf/deepseek.hpp"
+#include "memscale/json/hf/exaone4.hpp"
 #include "memscale/json/hf/falcon.hpp"
 #include "memscale/json/hf/falcon_h1.hpp"
 #include "memscale/json/hf/gemma.hpp"
@@ -110,6 +111,7 @@ inline constexpr std::array families{
     family_entry{"granitemoeshared", granitemoeshared},
     family_entry{"gpt_bigcode", gpt_bigcode},
     family_entry{"glm4", glm4},
+    family_entry{"exaone4", exaone4},
     family_entry{"phimoe", phimoe},
     family_entry{"gpt_oss", gpt_oss},
     family_entry{"deepseek_v2", deepseek_v2},
