@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -48,7 +49,10 @@ struct measured_case {
   double smi = 0;
 };
 
-double pct(double estimated, double measured) { return (estimated - measured) / measured * 100.0; }
+// nan where the run has no such measurement (timm's records measure allocated memory only).
+double pct(double estimated, double measured) {
+  return measured > 0 ? (estimated - measured) / measured * 100.0 : std::numeric_limits<double>::quiet_NaN();
+}
 
 }  // namespace
 
