@@ -99,6 +99,34 @@ TEST_CASE("deepseek generate: the allocator stream walks the dense layers and th
   }
 }
 
+// Counts the prefill's allocations of one size.
+struct prefill_size_sink {
+  std::uint64_t size = 0;
+  bool in_prefill = false;
+  std::uint64_t count = 0;
+  void alloc(std::uint32_t, std::uint64_t bytes) {
+    if (in_prefill && bytes == size) ++count;
+  }
+  void free(std::uint32_t) {}
+  void enter(std::uint32_t, memscale::allocator::moment m) { in_prefill = m == memscale::allocator::moment::prefill; }
+};
+
+TEST_CASE("deepseek generate: the experts interface weighs the rows in the fp32 router's dtype") {
+  const memscale::model_spec m = small_v2(512);
+  auto run = cpu_run();
+  run.device = memscale::device_kind::cuda;
+  run.compute = memscale::dtype::bf16;
+  run.kv = memscale::dtype::bf16;
+  run.attention = memscale::attention_impl::sdpa;
+  run.transformers_version = 517;
+  // The prefill's 2 x 64 tokens x top-2 rows of the hidden size, in fp32 after the routing
+  // weights' product: the product and its reorder in each of the two sparse layers (the
+  // DeepSeek-V2-Lite history of 5.17: two 192 MiB tensors after the 96 MiB bf16 ones).
+  prefill_size_sink sink{.size = run.batch * run.context * 2 * hidden * 4};
+  memscale::allocator::emit_generate<8192>(m, run, sink);
+  CHECK(sink.count == 2u * (layers - 1));
+}
+
 TEST_CASE("deepseek generate: a latent cache stays a serving engine's") {
   CHECK(contains(error_message([] {
                    memscale::inference_spec r{};

@@ -488,12 +488,24 @@ constexpr tensor experts_interface_without_grad(const layer_context& ctx, tensor
   const tensor down = ops.linear(
       hidden_rows, {.rows = rows, .in_features = m.ffn, .out_features = m.hidden, .copies = m.experts}, base);
   if (batched) ops.reads(down_copy, down);
+  // The routing weights' product promotes to their dtype (fp32 for DeepSeek's fp32 router): the
+  // DeepSeek-V2 history of 5.17 (infer-deepseek_v2-lite-l4-e16-bf16-b4-c1024-n64) shows, after the
+  // down grouped_mm, one rows x h tensor in bf16 (moe.py:465), then two in fp32 (moe.py:468, 473),
+  // an fp32 sum and its cast back (return ....to(hidden_states.dtype), moe.py@8b584a67).
+  const dtype promoted = weights.type == dtype::fp32 ? dtype::fp32 : type;
   const tensor weighted = ops.elementwise(down, wide, type);
   ops.reads(weights, weighted);
-  const tensor reordered = ops.elementwise(weighted, wide, type);
-  const tensor ordered = ops.elementwise(reordered, wide, type);
-  const tensor summed = ops.elementwise(ordered, detail::checked_mul(ctx.tokens, m.hidden), type);
+  const tensor reordered = ops.elementwise(weighted, wide, promoted);
+  ops.reads(weights, reordered);
+  const tensor ordered = ops.elementwise(reordered, wide, promoted);
+  const auto token_rows = detail::checked_mul(ctx.tokens, m.hidden);
+  tensor summed = ops.elementwise(ordered, token_rows, promoted);
   for (const tensor& bound : {gathered, weighted, ordered, weights, indices, in}) ops.reads(bound, summed);
+  if (promoted != type) {
+    const tensor cast = ops.elementwise(summed, token_rows, type);
+    for (const tensor& bound : {gathered, weighted, ordered, weights, indices, in}) ops.reads(bound, cast);
+    summed = cast;
+  }
   if (m.shared_expert_ffn == 0) return summed;
   if (!shared_first) return add_shared_expert(ctx, in, summed);
   const tensor logit = ops.linear(in, {.rows = ctx.tokens, .in_features = m.hidden, .out_features = 1}, base);
