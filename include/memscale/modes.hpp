@@ -112,8 +112,9 @@ constexpr training_spec apply_mode(training_spec run, mode m, const gpu_spec& gp
   // two 1-byte Adam states stay on the device; the 8-bit state is small enough that the
   // optimizer is not offloaded, so only the inactive (checkpointed) activations go to the host.
   // Tiled attention (techniques.mdx "notably attention"): no s x s matrix kept (Dao et al.
-  // 2022, arXiv 2205.14135).
-  run.attention = attention_impl::flash;
+  // 2022, arXiv 2205.14135). A padded batch's mask rules flash out: SDPA then runs the
+  // memory-efficient kernel, which keeps no s x s matrix either (attention_kernel.hpp padded_row_mask).
+  run.attention = run.padded ? attention_impl::sdpa : attention_impl::flash;
   // model.to(bf16): no fp32 master copy on the device; BF16 where the GPU has it, FP16 otherwise.
   if (!is_half_precision(run.prec)) run.prec = gpu.bf16 ? precision::pure_bf16 : precision::pure_fp16;
   // bitsandbytes AdamW8bit replaces Adam/AdamW (Dettmers et al. 2022, arXiv 2110.02861);

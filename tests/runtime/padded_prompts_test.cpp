@@ -121,5 +121,18 @@ TEST_CASE("padded training: the mask is held and the additive copy saved per lay
   CHECK(padded.saved_activation_bytes.value - plain.saved_activation_bytes.value >= m.layers * 4ULL * 1024 * 1024 * 2);
 }
 
+TEST_CASE("padded training: every mode plans it, AGGRESSIVE's tiled attention staying SDPA", "[training][padded]") {
+  training_spec t{.micro_batch = 2, .seq_len = 2048, .prec = precision::pure_bf16, .attention = attention_impl::sdpa};
+  t.padded = true;
+  const gpu_spec gpu = *find_gpu("rtx4090");
+  // flash_attention_2 with padding is refused: the mode keeps the memory-efficient kernel instead.
+  CHECK(apply_mode(t, mode::aggressive, gpu).attention == attention_impl::sdpa);
+  training_spec plain = t;
+  plain.padded = false;
+  CHECK(apply_mode(plain, mode::aggressive, gpu).attention == attention_impl::flash);
+  const plan_result plan = make_plan(presets::llama_2_7b, t, gpu);
+  CHECK(plan.modes[static_cast<std::size_t>(mode::aggressive)].peak.value > 0);
+}
+
 }  // namespace
 }  // namespace padded_prompts_test
