@@ -107,6 +107,9 @@ INVALID = [
      kernels(task="train", model="gpt2", target="lora", lora_rank=8, lora_targets="q,vv", gpu="rtx4090")),
     ("Liger on gpt2 (a family Liger does not patch)",
      kernels(task="train", model="gpt2", target="full", liger=True, gpu="rtx4090")),
+    ("torchtitan on one rank (its FSDP2 needs more than one)",
+     kernels(task="train", model="llama-3-8b", target="full", grad_accum=1, framework="torchtitan", data_parallel=1,
+             precision="pure_bf16", gpu="h100-80gb")),
 ]
 
 # Sets controls in order, each followed by the event a user's change fires.

@@ -98,10 +98,6 @@ EMSCRIPTEN_KEEPALIVE const char* memscale_report(const char* document) {
     memscale::json_io::run_input in;
     memscale::json_io::read_run_document(doc, in);
     const bool titan = in.run.framework == memscale::framework_kind::torchtitan;
-    // As memscale-plan (examples/plan/args.cpp apply_torchtitan): torchtitan is modelled as FSDP2 over N > 1 ranks.
-    if (titan && in.run.data_parallel < 2)
-      return failure("run.data_parallel must be > 1 with framework torchtitan: torchtitan is modelled with FSDP2 "
-                     "(fully_shard) over N ranks (memscale-plan --framework torchtitan --gpus N)");
     const memscale::estimate_result result = memscale::json_io::estimate_run(in);
     const std::optional<memscale::gpu_spec> gpu = memscale::json_io::gpu_of(in);
     // torchtitan's run is its FSDP2 layout and policy: no plan and no cliff, only the replay
