@@ -112,9 +112,39 @@ function runDocument() {
     run.lora_targets = $('lora-targets').value;
   }
   if (target === 'qlora') run.quant = $('double-quant').checked ? 'nf4_double_quant' : 'nf4';
-  const doc = {model: modelDescription(), framework: $('framework').value, run: run};
+  const framework = $('framework').value;
+  addKernelsAndBatches(run, framework);
+  const doc = {model: modelDescription(), framework: framework, run: run};
+  const software = softwareStack();
+  if (software) doc.software = software;
   addGpu(doc);
   return doc;
+}
+
+// The "Kernels and batches" fields and torchtitan's own, each written only when it is not
+// the document's default, so that a page left at its defaults writes the run.json it always did.
+function addKernelsAndBatches(run, framework) {
+  if (framework === 'torchtitan') {  // its FSDP2 ranks are not optional (> 1)
+    run.data_parallel = Number($('data-parallel').value);
+    const sac = $('sac-policy').value;
+    if (sac === 'layer') run.sac_policy = 'layer:' + $('sac-every').value;
+    else if (sac !== 'none') run.sac_policy = sac;
+  }
+  if ($('liger').checked) run.liger = true;
+  const packing = $('packing').value;
+  if (packing !== 'none') run.packing = packing;
+  if (packing === 'padding_free' && $('example-tokens').value !== '') run.example_tokens = Number($('example-tokens').value);
+  if ($('padded').checked) run.padded = true;
+}
+
+// The run document's "software": the versions typed, as typed (the library reads and checks them).
+function softwareStack() {
+  const stack = {};
+  for (const name of ['transformers', 'torch']) {
+    const version = $('sw-' + name).value.trim();
+    if (version !== '') stack[name] = version;
+  }
+  return Object.keys(stack).length ? stack : null;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -257,6 +287,13 @@ function cliffChart(id, cliff, plan, microBatch) {
 // ---------------------------------------------------------------------------------------
 // The report on the page.
 function renderVerdict(r) {
+  if (!r.plan && r.gpu) {  // torchtitan: memscale-plan's report has no plan for it
+    let html = `<p class="chosen">No plan: ${textFig('framework.name', r.framework.name)}'s run is its own FSDP2 layout and ` +
+               'checkpointing policy, not the planner\'s modes (checkpointing, offload). The figures are one GPU\'s step.</p>';
+    if (r.allocator && r.allocator.verdict)
+      html += `<p>At the budget: <b class="v-${esc(r.allocator.verdict)}">${textFig('allocator.verdict', r.allocator.verdict)}</b></p>`;
+    return html;
+  }
   if (!r.plan) return '<p>Pick a GPU to get a plan: which mode fits it, with what headroom.</p>';
   const p = r.plan;
   const chosen = p.modes.findIndex((m) => m.mode === p.mode);
@@ -418,6 +455,8 @@ function render(r, cliff) {
   $('allocator').innerHTML = renderAllocator(r);
   for (const id of ['modes', 'cliff']) $(id).hidden = !plan;
   $('no-gpu').hidden = !!plan;
+  $('no-gpu').textContent = r.gpu ? 'No modes for this run: its layout and checkpointing policy are its framework\'s own.'
+                                  : 'Pick a GPU to compare the modes and see where the run stops fitting.';
   if (plan) {
     stackedBars('modes', plan.modes.map((m) => ({label: m.mode, breakdown: m.breakdown, peak: m.peak})), plan,
                 'allocator cache + CUDA context');
@@ -524,6 +563,24 @@ function cacheChanged() {
   $('kv-dtype').disabled = quantized;
 }
 
+function frameworkChanged() {
+  $('torchtitan-box').hidden = $('framework').value !== 'torchtitan';
+  $('sac-every-box').hidden = $('sac-policy').value !== 'layer';
+}
+
+// torchtitan's policies go with a checkpointing setting (run-json.md: full with full, op and
+// layer:K with selective): choosing one sets the checkpointing control to match.
+function sacPolicyChanged() {
+  const sac = $('sac-policy').value;
+  if (sac === 'full') $('checkpointing').value = 'full';
+  else if (sac !== 'none') $('checkpointing').value = 'selective';
+  frameworkChanged();
+}
+
+function packingChanged() {
+  $('example-tokens-box').hidden = $('packing').value !== 'padding_free';
+}
+
 function gpuChanged() {
   $('gpu-memory-box').hidden = $('gpu').value !== CUSTOM_GPU;
 }
@@ -551,8 +608,12 @@ function start() {
   for (const id of ['weights', 'kv-dtype', 'kv-bits', 'gen-attention']) $(id).addEventListener('change', update);
   for (const id of ['batch', 'seq', 'headroom']) $(id).addEventListener('input', update);
   for (const id of ['grad-accum', 'lora-rank', 'lora-targets', 'gpu-memory']) $(id).addEventListener('input', update);
-  for (const id of ['precision', 'optimizer', 'optimizer-impl', 'checkpointing', 'attention', 'framework', 'dropout', 'double-quant'])
+  for (const id of ['precision', 'optimizer', 'optimizer-impl', 'checkpointing', 'attention', 'dropout', 'double-quant', 'liger', 'padded'])
     $(id).addEventListener('change', update);
+  $('framework').addEventListener('change', () => { frameworkChanged(); update(); });
+  $('sac-policy').addEventListener('change', () => { sacPolicyChanged(); update(); });
+  $('packing').addEventListener('change', () => { packingChanged(); update(); });
+  for (const id of ['data-parallel', 'sac-every', 'example-tokens', 'sw-transformers', 'sw-torch']) $(id).addEventListener('input', update);
   // A pasted or typed config.json is read when the typing pauses (and on leaving the box).
   let typing = 0;
   $('config').addEventListener('input', () => {
@@ -573,6 +634,8 @@ function start() {
   taskChanged();
   cacheChanged();
   gpuChanged();
+  frameworkChanged();
+  packingChanged();
   modelChanged();
   update();
   window.memscaleReady = true;

@@ -48,6 +48,17 @@ GENERATE_RUN = {"task": "generate", "model": "mistral-7b", "batch": 2, "context"
                 "weights": "bnb-nf4", "kv-cache": "quantized", "kv-bits": "int2", "gen-attention": "flash",
                 "gpu": "a100-40gb", "headroom": 0.15}
 
+# The "Kernels and batches" and torchtitan controls as the page opens: a run that sets some of
+# them starts from these, since the controls keep their values from one run to the next.
+KERNEL_DEFAULTS = {"framework": "hf", "sac-policy": "none", "data-parallel": 8, "liger": False, "packing": "none",
+                   "example-tokens": "", "padded": False, "sw-transformers": "", "sw-torch": ""}
+
+
+def kernels(**controls):
+    """KERNEL_DEFAULTS, then `controls` (underscores for dashes) in the order given."""
+    return {**KERNEL_DEFAULTS, **{k.replace("_", "-"): v for k, v in controls.items()}}
+
+
 # Each run: the controls in the order a user sets them (id -> value).
 RUNS = [
     ("the page as it opens", {}),
@@ -67,6 +78,21 @@ RUNS = [
     ("mistral-7b without a GPU (estimate only), SGD, selective checkpointing, dropout off",
      {"model": "mistral-7b", "target": "full", "gpu": "", "optimizer": "sgd_momentum", "checkpointing": "selective", "dropout": False,
       "batch": 2, "seq": 4096, "grad-accum": 8}),
+    ("llama-3-8b under torchtitan: FSDP2 over 8 ranks, the per-op checkpointing policy, on an H100",
+     kernels(model="llama-3-8b", target="full", grad_accum=1, framework="torchtitan", data_parallel=8, precision="pure_bf16",
+             sac_policy="op", batch=1, seq=4096, gpu="h100-80gb")),
+    ("llama-2-7b LoRA with Liger's kernels (use_liger_kernel) on an A100 80GB",
+     kernels(model="llama-2-7b", target="lora", lora_targets="q,v", precision="amp_bf16", checkpointing="none",
+             liger=True, batch=4, seq=2048, gpu="a100-80gb")),
+    ("mistral-7b LoRA, padding-free rows of 8 examples of 700 tokens, flash attention",
+     kernels(model="mistral-7b", target="lora", precision="pure_bf16", attention="flash", packing="padding_free",
+             example_tokens=700, batch=8, seq=2048, gpu="a100-40gb")),
+    ("llama-2-7b LoRA under transformers 4.46 and torch 2.3, SDPA, on an RTX 4090",
+     kernels(model="llama-2-7b", target="lora", attention="sdpa", sw_transformers="4.46", sw_torch="2.3",
+             batch=4, seq=1024, gpu="rtx4090")),
+    # Without a GPU: the plan's aggressive mode switches to flash attention, which a padded batch refuses.
+    ("llama-2-7b LoRA, a padded batch under SDPA, without a GPU",
+     kernels(model="llama-2-7b", target="lora", attention="sdpa", padded=True, batch=4, seq=1024, gpu="")),
     # generate(): the page's run.json is an "infer" document, its plan.json memscale-plan --inference's report.
     ("generate(): mistral-7b, nf4 weights, an int2 quantized cache, on an A100 40GB",
      GENERATE_RUN),
@@ -75,8 +101,16 @@ RUNS = [
 # The run of the screenshot (docs/pictures/web-calculator.png): a mode is needed, and chosen.
 SCREENSHOT_RUN = {"model": "gpt2-xl", "precision": "amp_bf16", "batch": 8, "seq": 1024, "gpu": "rtx4090"}
 
-# A setting memscale-plan refuses: the page shows the same line.
-INVALID = {"task": "train", "model": "gpt2", "target": "lora", "lora-rank": 8, "lora-targets": "q,vv", "gpu": "rtx4090"}
+# Settings memscale-plan refuses: the page shows the same line.
+INVALID = [
+    ("LoRA on a module gpt2 does not have",
+     kernels(task="train", model="gpt2", target="lora", lora_rank=8, lora_targets="q,vv", gpu="rtx4090")),
+    ("Liger on gpt2 (a family Liger does not patch)",
+     kernels(task="train", model="gpt2", target="full", liger=True, gpu="rtx4090")),
+    ("torchtitan on one rank (its FSDP2 needs more than one)",
+     kernels(task="train", model="llama-3-8b", target="full", grad_accum=1, framework="torchtitan", data_parallel=1,
+             precision="pure_bf16", gpu="h100-80gb")),
+]
 
 # Sets controls in order, each followed by the event a user's change fires.
 SET_CONTROLS = r"""
@@ -232,19 +266,21 @@ def main():
                 print(f"ok    {label}: {n} figures equal memscale-plan's" if n else f"FAIL  {label}")
 
             # An invalid run: the page shows memscale-plan's error line (without its prefix).
-            browser.evaluate(f"({SET_CONTROLS})({json.dumps(list(INVALID.items()))})")
-            page = browser.evaluate(READ_PAGE)
-            run_path = os.path.join(workdir, "invalid.json")
-            with open(run_path, "w") as f:
-                f.write(page["run"])
-            cli = subprocess.run([args.memscale_plan, "--run", run_path, "--json"], capture_output=True, text=True)
-            expected = cli.stderr.strip().split(": ", 2)[-1]
-            if failures.check(cli.returncode == 2 and page["error"] == expected,
-                              f"invalid run: the page shows {page['error']!r}, memscale-plan says {cli.stderr.strip()!r}"):
-                print(f"ok    invalid run: the page shows memscale-plan's line: {expected}")
+            for label, controls in INVALID:
+                browser.evaluate(f"({SET_CONTROLS})({json.dumps(list(controls.items()))})")
+                page = browser.evaluate(READ_PAGE)
+                run_path = os.path.join(workdir, "invalid.json")
+                with open(run_path, "w") as f:
+                    f.write(page["run"])
+                cli = subprocess.run([args.memscale_plan, "--run", run_path, "--json"], capture_output=True, text=True)
+                expected = cli.stderr.strip().split(": ", 2)[-1]
+                if failures.check(cli.returncode == 2 and page["error"] == expected,
+                                  f"invalid run ({label}): the page shows {page['error']!r}, "
+                                  f"memscale-plan says {cli.stderr.strip()!r}"):
+                    print(f"ok    invalid run ({label}): the page shows memscale-plan's line: {expected}")
 
             # Speed: the sliders, one move per frame, on a 7B run planned on a GPU.
-            browser.evaluate(f"({SET_CONTROLS})({json.dumps([['lora-targets', 'q,v'], ['model', 'llama-2-7b'], ['target', 'lora'], ['gpu', 'rtx4090'], ['seq', 1024]])})")
+            browser.evaluate(f"({SET_CONTROLS})({json.dumps([*KERNEL_DEFAULTS.items(), ['lora-targets', 'q,v'], ['model', 'llama-2-7b'], ['target', 'lora'], ['gpu', 'rtx4090'], ['seq', 1024]])})")
             timings = []
             moves = {"batch": [1 + (i * 7) % 64 for i in range(args.moves)],
                      "seq": [256 + 64 * ((i * 5) % 60) for i in range(args.moves)],
