@@ -168,6 +168,10 @@ void apply_torchtitan(const CLI::App& app, options& o) {
   if (o.cluster.emit == emit_format::torchtitan && !titan)
     throw usage_error("--emit torchtitan needs --framework torchtitan (the job config of its FSDP2 run)");
   if (!titan) return;
+  if (!o.inference.svg.empty() || !o.inference.svg_batch.empty())
+    throw usage_error(std::string(o.inference.svg.empty() ? "--svg-batch" : "--svg") +
+                      " draws a single-GPU plan's modes; torchtitan's run has no plan (its FSDP2 layout and policy are "
+                      "fixed): leave it out");
   if (app.count("--precision") == 0 && o.run_source.empty()) o.run.prec = memscale::precision::pure_bf16;
   if (o.cluster.gpus < 2) {
     if (o.cluster.gpus == 1 || o.run.data_parallel < 2)  // a --run document may give run.data_parallel

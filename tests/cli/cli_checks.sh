@@ -235,6 +235,7 @@ bad_input_says 'torchtitan is read at 0.1.0' --framework torchtitan@0.2.0
 bad_input_says 'torchtitan is modelled with FSDP2' --gpus 1 --framework torchtitan
 bad_input_says '--tp does not apply to --framework torchtitan' --gpus 8 --tp 2 --framework torchtitan
 bad_input_says '--strategy zero3 does not apply to --framework torchtitan' --gpus 8 --strategy zero3 --framework torchtitan
+bad_input_says "--svg-batch draws a single-GPU plan's modes; torchtitan's run has no plan" --gpus 8 --framework torchtitan --gpu h100-80gb --svg-batch "$work/titan.svg"
 bad_input_says '--sac-policy needs --framework torchtitan' --checkpointing selective --sac-policy op
 bad_input_says '--checkpointing must be selective with sac_policy op' --gpus 8 --framework torchtitan --sac-policy op
 bad_input_says '--sac-policy must be one of none, full, op, layer:K' --gpus 8 --framework torchtitan --sac-policy some
@@ -413,6 +414,13 @@ else
   fail "--padded (training): the padded rows line" "exit $rc" "$(head -c 600 "$work/err")"
 fi
 bad_input_says 'run.padded' --model llama-2-7b --batch 2 --seq 1024 --packing packed --padded
+# On a GPU every mode plans the padded run: AGGRESSIVE keeps SDPA (flash is refused with padding).
+run --model llama-2-7b --batch 2 --seq 1024 --precision pure_bf16 --attention sdpa --padded --gpu rtx4090
+if [[ $rc -eq 0 ]] && grep -q "AGGRESSIVE" "$work/out"; then
+  pass "--padded --gpu: planned in every mode"
+else
+  fail "--padded --gpu: planned in every mode" "exit $rc" "$(head -c 600 "$work/err")"
+fi
 # generate() before transformers 4.42: the tuple caches of the previous step live beside the new ones.
 run --model llama-2-7b --inference --batch 8 --context 1024 --new-tokens 256 --stack transformers=4.32 --json
 cp "$work/out" "$work/tuple.json"
