@@ -416,7 +416,7 @@ fi
 bad_input_says 'run.padded' --model llama-2-7b --batch 2 --seq 1024 --packing packed --padded
 # On a GPU every mode plans the padded run: AGGRESSIVE keeps SDPA (flash is refused with padding).
 run --model llama-2-7b --batch 2 --seq 1024 --precision pure_bf16 --attention sdpa --padded --gpu rtx4090
-if [[ $rc -eq 0 ]] && grep -q "AGGRESSIVE" "$work/out"; then
+if [[ $rc -eq 0 ]] && grep -q "^  aggressive  " "$work/out"; then
   pass "--padded --gpu: planned in every mode"
 else
   fail "--padded --gpu: planned in every mode" "exit $rc" "$(head -c 600 "$work/err")"
