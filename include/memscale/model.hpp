@@ -78,6 +78,7 @@ struct model_spec {
   block_layout layout = block_layout::sequential;
   bool shared_attention_norm = false;  // parallel layout with one norm feeding both branches
   bool fused_qkv = false;              // one projection makes q, k and v (GPT-2 c_attn, lit-gpt attn)
+  bool fused_gate_up = false;          // a gated MLP's gate and up are one nn.Linear (Phi3MLP.gate_up_proj)
   bool qkv_bias = false;
   bool attn_out_bias = false;
   bool mlp_bias = false;
@@ -409,6 +410,8 @@ constexpr const model_spec& validate(const model_spec& m) {
           "needs a shared expert (model.shared_expert_ffn > 0)", 1);
   require(!m.attention_keeps_fused_kv || m.fused_qkv, bad, "model.attention_keeps_fused_kv",
           "needs a fused q, k, v projection (model.fused_qkv)", 1);
+  require(!m.fused_gate_up || gated_mlp(m), bad, "model.fused_gate_up", "needs a gated mlp (swiglu, geglu)",
+          static_cast<std::uint64_t>(m.mlp));
   require(!m.rms_norm_fp32_scale || m.norm == norm_kind::rmsnorm, bad, "model.rms_norm_fp32_scale",
           "needs norm rmsnorm (it is an RMSNorm's code)", static_cast<std::uint64_t>(m.norm));
   require(m.norm != norm_kind::layernorm_fp32_python || !m.norm_bias, bad, "model.norm_bias",

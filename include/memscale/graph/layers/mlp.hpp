@@ -91,6 +91,30 @@ constexpr tensor liger_silu_mul(op_writer& ops, tensor gate, tensor up) {
   return product;
 }
 
+// Phi3MLP.forward (models/phi3/modeling_phi3.py@43c2b481; Glm4MLP the same): one gate_up_proj
+// makes a [rows, 2F] output, chunk(2, dim=-1) takes gate and up as views of it, and
+// up * act(gate) follows. The activation saves its input view and the mul the up view, so the
+// one 2F output is kept whole, and the backward gives it one 2F gradient. As one block it is
+// what the allocator sees: its segment later holds a parameter gradient that two F-wide
+// halves could not.
+constexpr tensor fused_gate_up_mlp(const layer_context& ctx, tensor in, std::uint64_t ffn, const mlp_rows& shape,
+                                   bool adapt_down) {
+  op_writer& ops = ctx.ops;
+  const bool bias = ctx.model.mlp_bias;
+  const auto hidden = ctx.model.hidden;
+  const tensor gate_up = expert_projection(
+      ctx, in,
+      {.rows = shape.rows, .in_features = hidden, .out_features = detail::checked_mul(ffn, 2), .bias = bias}, false);
+  const auto half = detail::checked_mul(shape.rows, ffn);
+  const tensor act = ops.emit(op_kind::activation, half, gate_up.type);  // act(gate)
+  ops.keep(gate_up, act);  // it saves its input, a view of gate_up
+  const tensor product = ops.elementwise(half, gate_up.type);
+  ops.keep(act, product);      // mul saves both factors
+  ops.keep(gate_up, product);  // up, the other view
+  const linear_shape narrow{.rows = shape.rows, .in_features = ffn, .out_features = hidden, .bias = bias};
+  return expert_projection(ctx, product, narrow, adapt_down);
+}
+
 // up, activation, down; gated: act(gate(x)) * up(x), then down. Each matrix is a
 // projection the run may adapt.
 constexpr tensor dense_mlp(const layer_context& ctx, tensor in, std::uint64_t ffn, const mlp_rows& shape) {
@@ -102,7 +126,14 @@ constexpr tensor dense_mlp(const layer_context& ctx, tensor in, std::uint64_t ff
   const bool adapt_up = ctx.adapters.adapts(lora_target::up);
   const bool adapt_down = ctx.adapters.adapts(lora_target::down);
   if (gated_mlp(ctx.model)) {
-    const tensor gate = expert_projection(ctx, in, widen, ctx.adapters.adapts(lora_target::gate));
+    const bool adapt_gate = ctx.adapters.adapts(lora_target::gate);
+    const bool liger = ctx.run.liger_swiglu || ctx.run.liger_geglu;
+    // Hugging Face's Phi3MLP; lit-gpt's LLaMAMLP keeps fc_1 and fc_2 apart. Adapters and Liger's
+    // SwiGLU keep the two-projection path (the same bytes, split in two).
+    if (ctx.model.fused_gate_up && ctx.model.impl == implementation::hf_transformers && shape.copies == 1 &&
+        !adapt_gate && !adapt_up && !liger)
+      return fused_gate_up_mlp(ctx, in, ffn, shape, adapt_down);
+    const tensor gate = expert_projection(ctx, in, widen, adapt_gate);
     const tensor up = expert_projection(ctx, in, widen, adapt_up);
     if (ctx.run.liger_swiglu || ctx.run.liger_geglu) return expert_projection(ctx, liger_silu_mul(ops, gate, up), narrow, adapt_down);
     const tensor act = activation(ctx, gate);

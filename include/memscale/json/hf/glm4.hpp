@@ -1,7 +1,7 @@
 // memscale/json/hf/glm4.hpp: GLM-4 (transformers models/glm4/modular_glm4.py@08c53278,
 // configuration_glm4.py@008e5743): LLaMA projections with q/k/v biases (attention_bias) and an
 // o_proj without one, RoPE on half of head_dim (partial_rotary_factor 0.5), Phi-3's fused
-// gate_up_proj (the same saved bytes as separate gate and up), and Gemma-2 sandwich norms:
+// gate_up_proj (model.fused_gate_up), and Gemma-2 sandwich norms:
 // input, post_self_attn, post_attention (before the MLP) and post_mlp RMSNorms per layer.
 // IWYU pragma: private, include <memscale/json.hpp>
 #pragma once
@@ -21,6 +21,7 @@ inline model_spec glm4(const config& c) {
   m.qkv_bias = c.flag("attention_bias", true);
   m.attn_out_bias = false;  // GlmAttention.o_proj(bias=False)
   m.mlp_bias = false;       // Phi3MLP: gate_up_proj and down_proj without bias
+  m.fused_gate_up = true;   // Glm4MLP.gate_up_proj, one nn.Linear
   m.block_norms = branch_norms::sandwich;
   return m;
 }
