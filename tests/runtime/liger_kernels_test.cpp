@@ -13,6 +13,7 @@
 #include <string>
 
 #include "error_capture.hpp"
+#include "memscale/graph/model_graph.hpp"
 #include "memscale/json.hpp"
 #include "memscale/memscale.hpp"
 
@@ -89,6 +90,22 @@ TEST_CASE("Liger's LayerNorm keeps mean and rstd in the input's dtype, not fp32"
   // torch's layer_norm saves an fp32 mean and rstd per row, Liger's a bf16 one: 4 bytes less a
   // row for ln_1, ln_2 of each block and ln_f.
   CHECK(saved(gpt2(), full_bf16) - saved(gpt2(), ln) == (2 * layers + 1) * tokens * 4);
+}
+
+TEST_CASE("Liger's SwiGLU over Phi-3's one gate_up_proj copies the halves and joins their gradients") {
+  const model_spec phi3 = from_config("phi3");
+  REQUIRE(phi3.fused_gate_up);
+  training_spec swiglu = full_bf16;
+  swiglu.liger_swiglu = true;
+  // LigerPhi3SwiGLUMLP: one (tokens, 2F) gradient for gate_up_proj, made by the chunk's backward.
+  const model_graph g = build(phi3, swiglu);
+  const graph& d = g.stacks.decoder;
+  int joined = 0;
+  for (std::size_t i = d.block_begin; i < d.block_end; ++i)
+    if (d.ops[i].grad_in.value == tokens * 2 * ffn * 2) ++joined;
+  CHECK(joined == 1);
+  // The copies are what the kernel saves: the same bytes as the two halves of the one output.
+  CHECK(saved(phi3, full_bf16) - saved(phi3, swiglu) == layers * tokens * ffn * 2);
 }
 
 TEST_CASE("use_liger_kernel applies its family's kernels") {

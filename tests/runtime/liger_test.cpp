@@ -130,7 +130,7 @@ TEST_CASE("The traced Liger steps are estimated within the CPU-trace band") {
     CHECK(error < 0.02);
     ++checked;
   }
-  CHECK(checked == 11);  // with liger_kernels_test's RoPE and GEGLU records and the instance-patched RMSNorms
+  CHECK(checked == 12);  // with liger_kernels_test's RoPE and GEGLU records, the instance-patched RMSNorms, Phi-3's SwiGLU
 }
 
 TEST_CASE("A run document's liger field applies the three kernels and is written back per kernel") {

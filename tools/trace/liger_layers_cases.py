@@ -12,6 +12,9 @@ register work is done a head or a block of rows at a time so that its temporarie
   and rotates the copies in place.
 - GEGLU (ops/geglu.py LigerGELUMulFunction, transformers/geglu.py LigerGEGLUMLP): c = gelu_tanh(a) * b; saves a
   and b; backward writes da and db into a and b.
+- SwiGLU over Phi-3's one gate_up_proj (transformers/swiglu.py LigerPhi3SwiGLUMLP): LigerSiLUMulFunction's
+  ensure_contiguous copies each strided half, saves the copies and writes da and db into them; the chunk's
+  backward joins the halves' gradients into one (rows, 2F) tensor.
 - RMSNorm (ops/rms_norm.py LigerRMSNormFunction) as use_liger_kernel patches a built model
   (monkey_patch.py _apply_liger_kernel_to_instance -> apply_liger_kernel_to_<model_type>(model=...),
   _patch_rms_norm_module on the modules each function names): Y in X's dtype, one fp32 rstd a row; saves X, W and
@@ -180,22 +183,61 @@ def liger_rms_norm_instance(model, family):
             patch_rms_norm_module(layer.self_attn.k_norm, offset, in_place=False)
 
 
+class LigerSiLUMulContiguous(torch.autograd.Function):
+    """LigerSiLUMulFunction under ensure_contiguous: strided halves are copied before the kernel."""
+    @staticmethod
+    def forward(ctx, a, b):
+        a, b = a.contiguous(), b.contiguous()
+        c = torch.empty_like(a)
+        a2, b2, c2 = a.view(-1, a.shape[-1]), b.view(-1, b.shape[-1]), c.view(-1, c.shape[-1])
+        with torch.no_grad():
+            for s in range(0, a2.shape[0], ROWS):
+                c2[s: s + ROWS] = F.silu(a2[s: s + ROWS]) * b2[s: s + ROWS]
+        ctx.save_for_backward(a, b)
+        return c
+
+    @staticmethod
+    def backward(ctx, dc):
+        a, b = ctx.saved_tensors
+        dc = dc.contiguous()
+        a2, b2, d2 = a.view(-1, a.shape[-1]), b.view(-1, b.shape[-1]), dc.view(-1, dc.shape[-1])
+        with torch.no_grad():
+            for s in range(0, a2.shape[0], ROWS):
+                ar, br, dr = a2[s: s + ROWS], b2[s: s + ROWS], d2[s: s + ROWS]
+                sig = torch.sigmoid(ar)
+                silu = ar * sig
+                db = dr * silu
+                da = dr * br * (sig + silu * (1 - sig))
+                ar.copy_(da)  # the kernel writes the gradients into the saved inputs
+                br.copy_(db)
+                del sig, silu, da, db
+        return a, b
+
+
+def liger_phi3_swiglu_forward(self, x):  # LigerPhi3SwiGLUMLP.forward
+    up_states = self.gate_up_proj(x)
+    gate, up_states = up_states.chunk(2, dim=-1)
+    return self.down_proj(LigerSiLUMulContiguous.apply(gate, up_states))
+
+
 def liger_geglu_forward(self, x):  # LigerGEGLUMLP.forward
     return self.down_proj(LigerGELUMul.apply(self.gate_proj(x), self.up_proj(x)))
 
 
-def patch_liger(rope, geglu):
+def patch_liger(rope, geglu, phi3_swiglu=False):
     """apply_liger_kernel_to_<family>: module-level swaps, as monkey_patch.py does."""
-    saved = (TF.apply_rotary, TF.GatedMLP.forward)
+    saved = (TF.apply_rotary, TF.GatedMLP.forward, TF.Phi3MLP.forward)
     if rope:
         TF.apply_rotary = liger_rotary_pos_emb
     if geglu:
         TF.GatedMLP.forward = liger_geglu_forward
+    if phi3_swiglu:
+        TF.Phi3MLP.forward = liger_phi3_swiglu_forward
     return saved
 
 
 def unpatch(saved):
-    TF.apply_rotary, TF.GatedMLP.forward = saved
+    TF.apply_rotary, TF.GatedMLP.forward, TF.Phi3MLP.forward = saved
 
 
 def packed_model(self, ids, position_ids):
@@ -274,6 +316,7 @@ CASES = (
     ("cpu-liger-rmsnorm-instance-olmo2-small-b2-s256", "olmo2", dict(rms_norm="instance"), 2, 256, None),
     ("cpu-liger-rmsnorm-instance-gemma2-small-b2-s256", "gemma2", dict(rms_norm="instance"), 2, 256, None),
     ("cpu-liger-rmsnorm-instance-gemma3_text-small-b2-s256", "gemma3_text", dict(rms_norm="instance"), 2, 256, None),
+    ("cpu-liger-swiglu-phi3-small-b2-s256", "phi3", dict(swiglu=True), 2, 256, None),
 )
 
 
@@ -287,7 +330,7 @@ def main():
         if a.only and a.only not in cid:
             continue
         c = copy.deepcopy(TF.CONFIGS[family])
-        saved = patch_liger(kernels.get("rope"), kernels.get("geglu"))
+        saved = patch_liger(kernels.get("rope"), kernels.get("geglu"), kernels.get("swiglu"))
         t0 = time.time()
         try:
             r = run(c, B, S, lengths, instance_rms_norm=kernels.get("rms_norm") == "instance")
@@ -303,8 +346,10 @@ def main():
             train.update(fused_rope=bool(kernels.get("rope")), fused_geglu=bool(kernels.get("geglu")))
             if kernels.get("rms_norm"):
                 train.update(fused_rmsnorm=True, liger_patching=kernels["rms_norm"])
+            if kernels.get("swiglu"):
+                train.update(fused_swiglu=True)
             rec["framework"] = {"name": "hf", "kernels": {"liger": "0.5.10", "source": "linkedin/Liger-Kernel@44a8f2fb"}}
-            notes += " with Liger's " + " and ".join(k for k in ("rope", "geglu", "rms_norm") if kernels.get(k)) + \
+            notes += " with Liger's " + " and ".join(k for k in ("rope", "geglu", "rms_norm", "swiglu") if kernels.get(k)) + \
                 " written as torch code with the kernels' saved tensors (register work a head or 64 rows at a time)."
         if lengths:
             train.update(packing="padding_free", example_tokens=sum(lengths) // len(lengths))

@@ -115,6 +115,28 @@ constexpr tensor fused_gate_up_mlp(const layer_context& ctx, tensor in, std::uin
   return expert_projection(ctx, product, narrow, adapt_down);
 }
 
+// Liger's SwiGLU over one gate_up_proj (LigerPhi3SwiGLUMLP, transformers/swiglu.py @ 44a8f2fb,
+// which apply_liger_kernel_to_phi3 and _glm4 patch in): the [rows, 2F] output chunked in two;
+// LigerSiLUMulFunction's ensure_contiguous (ops/utils.py) copies each strided half, saves the
+// copies and writes da and db into them (ops/swiglu.py); the chunk's backward joins them into one
+// new [rows, 2F] gradient for gate_up_proj, made after both halves' backward.
+constexpr tensor liger_fused_gate_up_mlp(const layer_context& ctx, tensor in, std::uint64_t ffn, const mlp_rows& shape,
+                                         bool adapt_down) {
+  op_writer& ops = ctx.ops;
+  const bool bias = ctx.model.mlp_bias;
+  const auto hidden = ctx.model.hidden;
+  const auto width = detail::checked_mul(ffn, 2);
+  const tensor gate_up = expert_projection(
+      ctx, in, {.rows = shape.rows, .in_features = hidden, .out_features = width, .bias = bias}, false);
+  const auto half = detail::checked_mul(shape.rows, ffn);
+  const tensor gate = ops.elementwise(gate_up, half, gate_up.type);  // gate.contiguous()
+  const tensor up = ops.elementwise(gate_up, half, gate_up.type);    // up.contiguous()
+  ops.at(gate).grad_in = storage(gate_up.type, detail::checked_mul(shape.rows, width));  // the joined gradient
+  ops.at(up).grad_in = {};  // .contiguous()'s backward passes the gradient on
+  const linear_shape narrow{.rows = shape.rows, .in_features = ffn, .out_features = hidden, .bias = bias};
+  return expert_projection(ctx, liger_silu_mul(ops, gate, up), narrow, adapt_down);
+}
+
 // up, activation, down; gated: act(gate(x)) * up(x), then down. Each matrix is a
 // projection the run may adapt.
 constexpr tensor dense_mlp(const layer_context& ctx, tensor in, std::uint64_t ffn, const mlp_rows& shape) {
@@ -128,11 +150,12 @@ constexpr tensor dense_mlp(const layer_context& ctx, tensor in, std::uint64_t ff
   if (gated_mlp(ctx.model)) {
     const bool adapt_gate = ctx.adapters.adapts(lora_target::gate);
     const bool liger = ctx.run.liger_swiglu || ctx.run.liger_geglu;
-    // Hugging Face's Phi3MLP; lit-gpt's LLaMAMLP keeps fc_1 and fc_2 apart. Adapters and Liger's
-    // SwiGLU keep the two-projection path (the same bytes, split in two).
-    if (ctx.model.fused_gate_up && ctx.model.impl == implementation::hf_transformers && shape.copies == 1 &&
-        !adapt_gate && !adapt_up && !liger)
-      return fused_gate_up_mlp(ctx, in, ffn, shape, adapt_down);
+    // Hugging Face's Phi3MLP, or Liger's over it; lit-gpt's LLaMAMLP keeps fc_1 and fc_2 apart.
+    // Adapters keep the two-projection path (the same bytes, split in two).
+    const bool one_gate_up = ctx.model.fused_gate_up && ctx.model.impl == implementation::hf_transformers &&
+                             shape.copies == 1 && !adapt_gate && !adapt_up;
+    if (one_gate_up && !liger) return fused_gate_up_mlp(ctx, in, ffn, shape, adapt_down);
+    if (one_gate_up && ctx.run.liger_swiglu) return liger_fused_gate_up_mlp(ctx, in, ffn, shape, adapt_down);
     const tensor gate = expert_projection(ctx, in, widen, adapt_gate);
     const tensor up = expert_projection(ctx, in, widen, adapt_up);
     if (ctx.run.liger_swiglu || ctx.run.liger_geglu) return expert_projection(ctx, liger_silu_mul(ops, gate, up), narrow, adapt_down);
