@@ -159,26 +159,27 @@ std::string run(const memscale_plan::options& opt) {
         if (opt.json) return dump(memscale::json_io::run_report_json(input, result, nullptr));
         const memscale::bytes budget =
             memscale::budget_of(*gpu, {.headroom = opt.headroom.value_or(memscale::default_headroom)});
-        const memscale::error_band& band = memscale::band_of(memscale::class_of(opt.model, on_device.run));
-        const memscale::verdict v =
-            memscale::verdict_of(memscale::range_of(memscale::overall_peak(result).device, band), budget);
+        // The same device estimate and verdict as the allocator section and the JSON report.
+        const memscale::device_options o = memscale::json_io::device_options_of(opt.alloc_conf, opt.context_memory);
+        const memscale::device_estimate d = memscale::estimate_on_device(opt.model, on_device.run, &*gpu, o);
+        const memscale::device_verdict v = memscale::verdict_on_device(opt.model, on_device.run, d, budget, o);
         return memscale_plan::text_report(opt.model, opt.run, result) +
                memscale_plan::allocator_text(opt.model, on_device.run, &*gpu, opt.alloc_conf, opt.context_memory,
-                                             nullptr) +
+                                             budget) +
                "Verdict on " + std::string(gpu->label) + " (budget " + memscale_plan::size_text(budget) +
-               " per GPU, band " + std::string(memscale::to_string(band.of)) + "): " +
-               std::string(memscale::to_string(v)) + "\n";
+               " per GPU, device " + memscale_plan::size_text(d.device) + ", band " +
+               std::string(memscale::to_string(v.band.of)) + "): " + std::string(memscale::to_string(v.v)) + "\n";
       }
       if (!gpu)
         return opt.json ? dump(memscale::json_io::run_report_json(input, result, nullptr))
                         : memscale_plan::text_report(opt.model, opt.run, result) +
                               memscale_plan::allocator_text(opt.model, opt.run, nullptr, opt.alloc_conf,
-                                                            opt.context_memory, nullptr);
+                                                            opt.context_memory, std::nullopt);
       const memscale::plan_result plan = memscale::json_io::plan_run(input, *gpu);
       memscale_plan::write_plan_pictures(opt, *gpu, plan);  // --svg, --svg-batch (pictures.cpp)
       if (opt.json) return dump(memscale::json_io::run_report_json(input, result, &plan));
       return memscale_plan::text_report(opt.model, opt.run, result) +
-             memscale_plan::allocator_text(opt.model, on_device.run, &*gpu, opt.alloc_conf, opt.context_memory, &plan) +
+             memscale_plan::allocator_text(opt.model, on_device.run, &*gpu, opt.alloc_conf, opt.context_memory, plan.budget) +
              memscale_plan::plan_text(*gpu, plan) + memscale_plan::levers_text(opt.model, *gpu, opt.alloc_conf, opt.context_memory, plan) +
              memscale_plan::cliff_text(opt.model, opt.run, *gpu, plan);
     }

@@ -205,15 +205,15 @@ std::string device_figures_text(const device_figures& d, const memscale::gpu_spe
 
 std::string allocator_text(const memscale::model_spec& model, const memscale::training_spec& run,
                            const memscale::gpu_spec* gpu, const std::string& alloc_conf, memscale::bytes context_memory,
-                           const memscale::plan_result* plan) {
+                           std::optional<memscale::bytes> budget) {
   std::string out = fmt::format("\nsoftware       {}\n", memscale::json_io::software_text(run));
   if (run.device != memscale::device_kind::cuda) return out;
   const memscale::device_options o = memscale::json_io::device_options_of(alloc_conf, context_memory);
   const memscale::device_estimate d = memscale::estimate_on_device(model, run, gpu, o);
   const device_figures figures{.fallback = d.fallback, .tensor = d.tensor, .reserved = d.reserved, .device = d.device,
                                .context = d.context, .context_from = d.context_from};
-  if (plan == nullptr) return out + device_figures_text(figures, gpu, alloc_conf, "setup and two steps", nullptr, "");
-  const memscale::device_verdict v = memscale::verdict_on_device(model, run, d, plan->budget, o);
+  if (!budget) return out + device_figures_text(figures, gpu, alloc_conf, "setup and two steps", nullptr, "");
+  const memscale::device_verdict v = memscale::verdict_on_device(model, run, d, *budget, o);
   return out + device_figures_text(figures, gpu, alloc_conf, "setup and two steps", &v,
                                    "a smaller micro-batch with more accumulation");
 }

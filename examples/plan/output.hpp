@@ -2,6 +2,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -47,10 +48,11 @@ std::string device_figures_text(const device_figures& d, const memscale::gpu_spe
                                 std::string_view smaller_run);
 
 // The allocator section: the software assumed, the replayed reserved peak, the CUDA context
-// and, with a plan, the capped replay's point verdict at its budget (memscale/device_peak.hpp).
+// and, with a budget, the verdict there: the capped replay's point verdict and the band's
+// (memscale/device_peak.hpp).
 std::string allocator_text(const memscale::model_spec& model, const memscale::training_spec& run,
                            const memscale::gpu_spec* gpu, const std::string& alloc_conf, memscale::bytes context_memory,
-                           const memscale::plan_result* plan);
+                           std::optional<memscale::bytes> budget);
 
 // --list-models: one line per preset (name, exact parameter count, layers, hidden, heads).
 std::string model_list_text();

@@ -86,15 +86,18 @@ inline json estimate_report_json(const model_spec& model, const training_spec& r
   return j;
 }
 
-// The allocator replay of `in` (on its GPU when it has one) and, with a plan, the point
-// verdict at the plan's budget.
+// The allocator replay of `in` (on its GPU when it has one) and, with a GPU, the verdict at the
+// plan's budget (without a plan, at the GPU's budget with the run's headroom).
 inline json allocator_report_json(const run_input& in, const plan_result* plan) {
   const std::optional<gpu_spec> gpu = gpu_of(in);
   const training_spec run = gpu ? on_gpu(in.run, *gpu) : in.run;
   const device_options o = device_options_of(in.alloc_conf, in.context_memory);
   const device_estimate d = estimate_on_device(in.model, run, gpu ? &*gpu : nullptr, o);
-  if (plan == nullptr) return allocator_json(d, in.alloc_conf, nullptr);
-  const device_verdict v = verdict_on_device(in.model, run, d, plan->budget, o);
+  if (!gpu) return allocator_json(d, in.alloc_conf, nullptr);
+  // A run without a plan (torchtitan's own layout) is judged as given, at the GPU's budget.
+  const bytes budget =
+      plan != nullptr ? plan->budget : budget_of(*gpu, {.headroom = in.headroom.value_or(default_headroom)});
+  const device_verdict v = verdict_on_device(in.model, run, d, budget, o);
   return allocator_json(d, in.alloc_conf, &v);
 }
 
