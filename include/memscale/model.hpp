@@ -5,6 +5,8 @@
 // Field order is part of the API: designated initialisers must follow it.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -25,7 +27,8 @@ enum class norm_kind : std::uint8_t { layernorm, rmsnorm, layernorm_fp32_python 
 // MLP (experts only): one gate_up matrix with bias, (clamp(up) + 1) * clamp(gate) *
 // sigmoid(1.702 * clamp(gate)) as Python ops, a down matrix with bias. gelu_fast is Hugging
 // Face's FastGELUActivation, the tanh approximation written with products instead of pow.
-enum class mlp_kind : std::uint8_t { gelu, gelu_tanh, relu, swiglu, geglu, clamped_swiglu, gelu_fast };
+// relu_squared: square(relu(x)), two matrices (activations.py ReLUSquaredActivation).
+enum class mlp_kind : std::uint8_t { gelu, gelu_tanh, relu, swiglu, geglu, clamped_swiglu, gelu_fast, relu_squared };
 // sequential: x + attn(norm(x)), then + mlp(norm(.)) (GPT-2, LLaMA);
 // parallel: x + attn(norm1(x)) + mlp(norm2(x)) (GPT-NeoX, Phi);
 // post_norm: norm(x + attn(x)), then norm(. + mlp(.)) (BERT).
@@ -44,6 +47,11 @@ enum class implementation : std::uint8_t { hf_transformers, litgpt };
 // scan, graph/layers/mamba.hpp; Mamba-2's chunked SSD, graph/layers/mamba2.hpp). A Mamba block
 // is norm -> mixer -> residual add, no MLP.
 enum class mixer_kind : std::uint8_t { attention, mamba1, mamba2 };
+// What one layer of a stack of single-mixer blocks (Nemotron-H: norm -> one mixer -> residual
+// add) runs: the Mamba-2 mixer, self-attention, or the MLP.
+enum class layer_block_kind : std::uint8_t { mamba2, attention, mlp };
+// The most layers a per-layer block list holds (Nemotron-H-56B has 118).
+inline constexpr std::size_t max_block_pattern_layers = 128;
 // Which apply_liger_kernel_to_<model_type> transformers' use_liger_kernel=True calls for the model,
 // with its defaults (Liger-Kernel v0.5.10 @ 44a8f2fb, transformers/monkey_patch.py
 // MODEL_TYPE_TO_APPLY_LIGER_FN; liger.hpp): none (no entry: nothing is patched); llama (rope,
@@ -189,6 +197,11 @@ struct model_spec {
   std::uint64_t attention_layer_period = 0;
   std::uint64_t attention_layer_offset = 0;
   bool ssm_beside_attention = false;
+  // Single-mixer blocks (Nemotron-H): every layer is norm -> one mixer -> residual add, layer i
+  // running layer_blocks[i] (of the first `layers`), grouped by kind into a repeated unit
+  // (graph/layers/layer_pattern.hpp group_single_mixer_layers).
+  bool single_mixer_blocks = false;
+  std::array<layer_block_kind, max_block_pattern_layers> layer_blocks{};
   // Falcon-H1's muP multipliers: each branch's input and output, the SSM's in_proj output (by a
   // per-layer vector buffer), the MLP's gate and output, the embeddings and the logits are
   // multiplied by floats in the step, each product a new tensor (1.0 included).
@@ -443,21 +456,29 @@ constexpr const model_spec& validate(const model_spec& m) {
   if (m.hybrid_mixer != mixer_kind::attention) {
     const model_spec ssm = hybrid_ssm_part(m);
     validate_ssm(ssm);
-    require(m.ssm_beside_attention != (m.attention_layer_period > 0), bad, "model.attention_layer_period",
-            "a hybrid stack runs its SSM mixer in place of attention (attention_layer_period > 0) or beside it "
-            "(ssm_beside_attention), one of the two",
+    require(static_cast<int>(m.ssm_beside_attention) + static_cast<int>(m.attention_layer_period > 0) +
+                    static_cast<int>(m.single_mixer_blocks) == 1,
+            bad, "model.attention_layer_period",
+            "a hybrid stack runs its SSM mixer in place of attention (attention_layer_period > 0), beside it "
+            "(ssm_beside_attention) or as layers of their own (single_mixer_blocks), one of the three",
             m.attention_layer_period);
+    require(!m.single_mixer_blocks || (m.layers <= max_block_pattern_layers && m.hybrid_mixer == mixer_kind::mamba2), bad,
+            "model.layers", "must be at most 128 with single_mixer_blocks (layer_blocks holds 128), whose SSM is Mamba-2",
+            m.layers);
     require(m.attention_layer_offset < m.attention_layer_period || m.attention_layer_period == 0, bad,
             "model.attention_layer_offset", "must be below model.attention_layer_period", m.attention_layer_offset);
     require(m.layout == block_layout::sequential && m.block_norms == branch_norms::pre && m.arch == architecture::decoder,
             error_code::unsupported, "model.hybrid_mixer", "a hybrid stack is modelled as a pre-norm sequential decoder",
             static_cast<std::uint64_t>(m.hybrid_mixer));
-    require(m.ssm_beside_attention == (m.hybrid_mixer == mixer_kind::mamba2), error_code::unsupported,
-            "model.hybrid_mixer", "hybrid stacks are modelled as Jamba's (Mamba-1 in place of attention) and "
-            "Falcon-H1's (Mamba-2 beside attention)", static_cast<std::uint64_t>(m.hybrid_mixer));
+    require((m.ssm_beside_attention || m.single_mixer_blocks) == (m.hybrid_mixer == mixer_kind::mamba2),
+            error_code::unsupported, "model.hybrid_mixer",
+            "hybrid stacks are modelled as Jamba's (Mamba-1 in place of attention), Falcon-H1's (Mamba-2 beside "
+            "attention) and Nemotron-H's (Mamba-2, attention and MLP layers)",
+            static_cast<std::uint64_t>(m.hybrid_mixer));
   } else {
-    require(m.attention_layer_period == 0 && !m.ssm_beside_attention, bad, "model.hybrid_mixer",
-            "must name the SSM mixer (mamba1, mamba2) with attention_layer_period or ssm_beside_attention", 0);
+    require(m.attention_layer_period == 0 && !m.ssm_beside_attention && !m.single_mixer_blocks, bad, "model.hybrid_mixer",
+            "must name the SSM mixer (mamba1, mamba2) with attention_layer_period, ssm_beside_attention or "
+            "single_mixer_blocks", 0);
   }
   require(!m.mup_multipliers || m.ssm_beside_attention, error_code::unsupported, "model.mup_multipliers",
           "Falcon-H1's multipliers are modelled in its hybrid layers only", 1);

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""CPU traces of small state-space and hybrid models: mamba, falcon_mamba, mamba2, jamba, falcon_h1.
+"""CPU traces of small state-space and hybrid models: mamba, falcon_mamba, mamba2, jamba, falcon_h1, nemotron_h.
 
 Each model is a plain-torch re-implementation of the family's torch-only training path (the
 path transformers takes when mamba-ssm / causal-conv1d are not installed or the model is not
@@ -11,6 +11,8 @@ file@commit as stored by the search tools; docs/research/ssm-multimodal-timm.md 
   mamba2        models/mamba2/modeling_mamba2.py@4711664e         Mamba2Mixer.torch_forward (chunked SSD)
   jamba         models/jamba/modeling_jamba.py@97bb61d0           JambaMambaMixer.slow_forward + eager attention + MoE
   falcon_h1     models/falcon_h1/modular_falcon_h1.py@3c0a5c70    parallel Mamba2 mixer + attention + SwiGLU, muP multipliers
+  nemotron_h    models/nemotron_h/modeling_nemotron_h.py@897753a0 one mixer per block: Mamba2 (grouped gated norm),
+                attention without positions, or a relu2 MLP, by hybrid_override_pattern
 
 The harness is ../shared/ground-truth/measure.py (Tracker: peak live CPU tensor bytes of the
 2nd training step, AdamW single-tensor). Records keep measure.py's schema with
@@ -584,6 +586,112 @@ class FalconH1ForCausalLM(nn.Module):
         return causal_lm_loss(logits, labels)
 
 
+
+# ---------------------------------------------------------------------------------------
+# Nemotron-H (modeling_nemotron_h.py@897753a0): norm -> one mixer -> residual add per layer
+# ---------------------------------------------------------------------------------------
+class GroupedGatedRMSNorm(GatedRMSNorm):  # Zamba2RMSNormGated(group_size = intermediate // n_groups)
+    def __init__(self, h, group_size, eps=1e-6):
+        super().__init__(h, eps)
+        self.group_size = group_size
+
+    def forward(self, x, gate):
+        dt = x.dtype
+        x = x.to(torch.float32)
+        x = x * F.silu(gate.to(torch.float32))
+        *prefix, last = x.shape
+        g = x.view(*prefix, last // self.group_size, self.group_size)
+        var = g.pow(2).mean(-1, keepdim=True)
+        g = g * torch.rsqrt(var + self.eps)
+        x = g.view(*prefix, last)
+        return self.weight * x.to(dt)
+
+
+class NemotronHMLP(nn.Module):  # down_proj(relu2(up_proj(x))); ReLUSquaredActivation: square(relu(x))
+    def __init__(self, c):
+        super().__init__()
+        h, f, b = c["hidden_size"], c["intermediate_size"], c.get("mlp_bias", False)
+        self.up_proj = nn.Linear(h, f, bias=b)
+        self.down_proj = nn.Linear(f, h, bias=b)
+
+    def forward(self, x):
+        return self.down_proj(torch.square(F.relu(self.up_proj(x))))
+
+
+class NemotronHAttention(nn.Module):  # no positional encoding, eager_attention_forward
+    def __init__(self, c):
+        super().__init__()
+        h, self.nh, self.nkv, self.hd = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
+        self.q_proj = nn.Linear(h, self.nh * self.hd, bias=False)
+        self.k_proj = nn.Linear(h, self.nkv * self.hd, bias=False)
+        self.v_proj = nn.Linear(h, self.nkv * self.hd, bias=False)
+        self.o_proj = nn.Linear(self.nh * self.hd, h, bias=False)
+        self.p = c.get("attention_dropout", 0.0)
+
+    def forward(self, x, mask):
+        B, S, _ = x.shape
+        q = self.q_proj(x).view(B, S, -1, self.hd).transpose(1, 2)
+        k = self.k_proj(x).view(B, S, -1, self.hd).transpose(1, 2)
+        v = self.v_proj(x).view(B, S, -1, self.hd).transpose(1, 2)
+        k, v = repeat_kv(k, self.nh // self.nkv), repeat_kv(v, self.nh // self.nkv)
+        w = torch.matmul(q, k.transpose(2, 3)) * self.hd ** -0.5
+        w = w + mask
+        w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+        w = F.dropout(w, p=self.p, training=self.training)
+        o = torch.matmul(w, v).transpose(1, 2).contiguous()
+        return self.o_proj(o.reshape(B, S, -1).contiguous())
+
+
+class NemotronHBlock(nn.Module):
+    def __init__(self, c, kind):
+        super().__init__()
+        h, eps = c["hidden_size"], c.get("layer_norm_epsilon", 1e-5)
+        self.kind = kind
+        self.norm = RMSNorm(h, eps)
+        if kind == "M":
+            D = c["mamba_num_heads"] * c["mamba_head_dim"]
+            G = c.get("n_groups", 8)
+            self.mixer = Mamba2Mixer(h, D, c["mamba_num_heads"], c["mamba_head_dim"], G, c.get("ssm_state_size", 128),
+                                     c.get("conv_kernel", 4), c.get("chunk_size", 128), c.get("use_bias", False),
+                                     c.get("use_conv_bias", True), eps)
+            self.mixer.norm = GroupedGatedRMSNorm(D, D // G, eps)
+        elif kind == "*":
+            self.mixer = NemotronHAttention(c)
+        else:
+            self.mixer = NemotronHMLP(c)
+
+    def forward(self, x, mask):
+        r = x
+        x = self.norm(x.to(dtype=self.norm.weight.dtype))
+        x = self.mixer(x, mask) if self.kind == "*" else self.mixer(x)
+        return r + x
+
+
+class NemotronHForCausalLM(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h, V = c["hidden_size"], c["vocab_size"]
+        self.embeddings = nn.Embedding(V, h)
+        self.layers = nn.ModuleList([NemotronHBlock(c, k) for k in c["hybrid_override_pattern"]])
+        self.norm_f = RMSNorm(h, c.get("layer_norm_epsilon", 1e-5))
+        self.lm_head = nn.Linear(h, V, bias=False)
+        if c.get("tie_word_embeddings", False):
+            self.lm_head.weight = self.embeddings.weight
+        self.ckpt = False
+
+    def model(self, ids):  # NemotronHModel.forward: create_causal_mask (eager: where(bool mask, 0, min)), no mamba mask
+        B, S = ids.shape
+        x = self.embeddings(ids)
+        allowed = torch.ones(S, S, dtype=torch.bool).tril()[None, None].expand(B, 1, S, S)
+        mask = torch.where(allowed, torch.tensor(0.0, dtype=x.dtype), torch.finfo(x.dtype).min)
+        for layer in self.layers:
+            x = torch.utils.checkpoint.checkpoint(layer, x, mask, use_reentrant=False) if self.ckpt else layer(x, mask)
+        return self.norm_f(x)
+
+    def forward(self, ids, labels):  # lm_head(...).float(), loss_function
+        return causal_lm_loss(self.lm_head(self.model(ids)).float(), labels)
+
+
 # ---------------------------------------------------------------------------------------
 # small configs (config.json dicts of small models of each family)
 # ---------------------------------------------------------------------------------------
@@ -620,6 +728,13 @@ CONFIGS = {
                   "ssm_in_multiplier": 1.25, "ssm_out_multiplier": 0.23570226039551587,
                   "ssm_multipliers": [0.3535533905932738, 0.25, 0.3535533905932738, 0.5, 0.3535533905932738],
                   "mlp_multipliers": [0.8838834764831844, 0.5859375], "pad_token_id": 0},
+    "nemotron_h": {"architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "hidden_size": 256,
+                   "num_hidden_layers": 7, "hybrid_override_pattern": "M-M*-M-", "num_attention_heads": 8,
+                   "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512, "mlp_hidden_act": "relu2",
+                   "mamba_num_heads": 8, "mamba_head_dim": 64, "n_groups": 2, "ssm_state_size": 32, "conv_kernel": 4,
+                   "chunk_size": 64, "use_conv_bias": True, "use_bias": False, "mlp_bias": False, "vocab_size": 4096,
+                   "layer_norm_epsilon": 1e-5, "tie_word_embeddings": False, "attention_dropout": 0.0,
+                   "mamba_hidden_act": "silu", "residual_in_fp32": False},
 }
 
 # (batch, seq, checkpointing, precision) per family. The sequential Mamba-1 scan is one Python
@@ -633,6 +748,7 @@ CASES = {
                (2, 256, False, "pure_bf16")),
     "jamba": ((2, 128, False, "fp32"), (4, 128, False, "fp32")),
     "falcon_h1": ((2, 256, False, "fp32"), (4, 512, False, "fp32")),
+    "nemotron_h": ((2, 256, False, "fp32"),),
 }
 
 
@@ -646,6 +762,8 @@ def build(c):
         return JambaForCausalLM(c)
     if t == "falcon_h1":
         return FalconH1ForCausalLM(c)
+    if t == "nemotron_h":
+        return NemotronHForCausalLM(c)
     raise ValueError(t)
 
 

@@ -43,6 +43,7 @@
 #include "memscale/json/hf/mamba.hpp"
 #include "memscale/json/hf/mamba2.hpp"
 #include "memscale/json/hf/mixtral.hpp"
+#include "memscale/json/hf/nemotron_h.hpp"
 #include "memscale/json/hf/olmo2.hpp"
 #include "memscale/json/hf/olmoe.hpp"
 #include "memscale/json/hf/opt.hpp"
@@ -125,6 +126,7 @@ inline constexpr std::array families{
     family_entry{"mamba2", mamba2},
     family_entry{"jamba", jamba},
     family_entry{"falcon_h1", falcon_h1},
+    family_entry{"nemotron_h", nemotron_h},
     family_entry{"bert", bert, true, bert_records},
     family_entry{"roberta", roberta, true, roberta_records},
     family_entry{"distilbert", distilbert, true},

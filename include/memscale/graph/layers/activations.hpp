@@ -80,6 +80,20 @@ constexpr tensor gelu_fast_as_python_ops(op_writer& ops, tensor in) {
   return y;
 }
 
+// ReLUSquaredActivation, config "relu2" (what NemotronHMLP's ACT2FN[mlp_hidden_act] runs,
+// modeling_nemotron_h.py@897753a0): torch.square(relu(x)). relu keeps its result, square (pow(x, 2),
+// derivatives.yaml pow.Tensor_Scalar) keeps its input, the same tensor; under CUDA autocast pow
+// runs on an fp32 copy, which it keeps, and its output is fp32.
+constexpr tensor relu_squared_ops(const layer_context& ctx, tensor in) {
+  op_writer& ops = ctx.ops;
+  const tensor relu = output_keeping_activation(ops, in);
+  const bool fp32 = autocast_runs_pow_in_fp32(ops.precision(), ctx.run.device, in.type);
+  const tensor x = fp32 ? ops.elementwise(relu, relu.elements, dtype::fp32) : relu;
+  const tensor y = ops.elementwise(x, x.elements, x.type);
+  ops.keep(x, y);
+  return y;
+}
+
 constexpr tensor activation_ops(const layer_context& ctx, tensor in) {
   switch (ctx.model.mlp) {
     case mlp_kind::relu: return output_keeping_activation(ctx.ops, in);
@@ -87,6 +101,7 @@ constexpr tensor activation_ops(const layer_context& ctx, tensor in) {
       return gelu_tanh_as_python_ops(ctx.ops, in,
                                      autocast_runs_pow_in_fp32(ctx.ops.precision(), ctx.run.device, in.type));
     case mlp_kind::gelu_fast: return gelu_fast_as_python_ops(ctx.ops, in);
+    case mlp_kind::relu_squared: return relu_squared_ops(ctx, in);
     case mlp_kind::gelu:
     case mlp_kind::swiglu:
     case mlp_kind::geglu:

@@ -5,6 +5,8 @@
 // period is the model with that position's MLP and attention.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 
 #include "memscale/model.hpp"
@@ -26,11 +28,50 @@ constexpr std::uint64_t least_common_multiple(std::uint64_t a, std::uint64_t b) 
 
 // Whether the model's layers differ by position.
 constexpr bool has_layer_pattern(const model_spec& m) {
-  return m.moe_layer_step > 1 || m.nope_layer_interval > 0 || m.attention_layer_period > 1;
+  return m.moe_layer_step > 1 || m.nope_layer_interval > 0 || m.attention_layer_period > 1 || m.single_mixer_blocks;
+}
+
+// A stack of single-mixer blocks (Nemotron-H) as a repeated unit and the layers left over,
+// written once before it. Its patterns have no period (Nemotron Nano 2: 27 Mamba-2, 25 MLP and
+// 4 attention layers in no repeating order), and the graph holds one repeated block of at most
+// graph_capacity ops, so the layers are grouped by kind: `repeats` copies of a unit holding
+// count / repeats layers of each kind, the remainders before it. Every layer is written, so the
+// parameters and what the step keeps are the stack's; only the order of the layers differs.
+// `repeats` makes the fewest layers to write (unit plus remainders), the largest on a tie.
+struct single_mixer_grouping {
+  std::array<std::uint64_t, 3> unit{};     // layers of each layer_block_kind in the repeated unit
+  std::array<std::uint64_t, 3> leading{};  // layers of each kind written once before it
+  std::array<layer_block_kind, 3> order{};  // the first `kinds` entries: the kinds in order of first use
+  std::size_t kinds = 0;
+  std::uint64_t repeats = 1;
+  [[nodiscard]] constexpr std::uint64_t unit_layers() const { return unit[0] + unit[1] + unit[2]; }
+};
+
+constexpr single_mixer_grouping group_single_mixer_layers(const model_spec& m) {
+  std::array<std::uint64_t, 3> count{};
+  single_mixer_grouping g{};
+  for (std::size_t i = 0; i < static_cast<std::size_t>(m.layers) && i < max_block_pattern_layers; ++i) {
+    const layer_block_kind k = m.layer_blocks[i];
+    if (count[static_cast<std::size_t>(k)]++ == 0) g.order[g.kinds++] = k;
+  }
+  std::uint64_t best = ~std::uint64_t{0};
+  for (std::uint64_t r = 1; r <= m.layers; ++r) {
+    std::uint64_t written = 0;
+    for (const std::uint64_t c : count) written += c / r + c % r;
+    if (written > best) continue;
+    best = written;
+    g.repeats = r;
+    for (std::size_t k = 0; k < 3; ++k) {
+      g.unit[k] = count[k] / r;
+      g.leading[k] = count[k] % r;
+    }
+  }
+  return g;
 }
 
 // Decoder layers in one repeat of the block: 1 without a pattern.
 constexpr std::uint64_t layers_per_block(const model_spec& m) {
+  if (m.single_mixer_blocks) return group_single_mixer_layers(m).unit_layers();
   const std::uint64_t moe = m.moe_layer_step > 1 ? m.moe_layer_step : 1;
   const std::uint64_t nope = m.nope_layer_interval > 0 ? m.nope_layer_interval : 1;
   const std::uint64_t attention = m.attention_layer_period > 0 ? m.attention_layer_period : 1;

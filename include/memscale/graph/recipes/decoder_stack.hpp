@@ -113,6 +113,38 @@ constexpr graph_layers::tensor transformer_layer(const graph_layers::layer_conte
   return out;
 }
 
+// NemotronHBlock.forward (modeling_nemotron_h.py@897753a0): residual + mixer(norm(x)), the mixer
+// the layer's block type names: NemotronHMamba2Mixer (Mamba2Mixer's code), NemotronHAttention (no
+// positional encoding) or NemotronHMLP (up_proj, relu2, down_proj).
+constexpr graph_layers::tensor single_mixer_layer(const graph_layers::layer_context& ctx, graph_layers::tensor x,
+                                                  layer_block_kind kind) {
+  using namespace graph_layers;
+  op_writer& ops = ctx.ops;
+  const tensor in = norm(ctx, x);
+  tensor y{};
+  switch (kind) {
+    case layer_block_kind::mamba2: {
+      model_spec ssm = ctx.model;
+      ssm.mixer = mixer_kind::mamba2;
+      const layer_context ssm_ctx{.ops = ctx.ops,
+                                  .model = ssm,
+                                  .run = ctx.run,
+                                  .adapters = ctx.adapters,
+                                  .dropout = ctx.dropout,
+                                  .tokens = ctx.tokens,
+                                  .cached_keys = ctx.cached_keys};
+      y = mamba2_mixer(ssm_ctx, in);
+      break;
+    }
+    case layer_block_kind::attention: y = self_attention(ctx, in); break;
+    case layer_block_kind::mlp: y = mlp(ctx, in); break;
+  }
+  ops.reads(in, y);
+  const tensor out = ops.add(x, y);
+  ops.close_frame();
+  return out;
+}
+
 // One transformer block: the residual stream entering it, then one layer.
 constexpr graph_layers::tensor transformer_block(const graph_layers::layer_context& ctx) {
   using namespace graph_layers;
@@ -137,6 +169,13 @@ constexpr void transformer_period(const graph_layers::layer_context& ctx) {
   }
   op_writer& ops = ctx.ops;
   tensor x = ops.emit(op_kind::stream, detail::checked_mul(ctx.tokens, ctx.model.hidden), ops.stream_dtype());
+  if (ctx.model.single_mixer_blocks) {
+    const single_mixer_grouping g = group_single_mixer_layers(ctx.model);
+    for (std::size_t k = 0; k < g.kinds; ++k)
+      for (std::uint64_t i = 0; i < g.unit[static_cast<std::size_t>(g.order[k])]; ++i)
+        x = single_mixer_layer(ctx, x, g.order[k]);
+    return;
+  }
   for (std::uint64_t i = 0; i < layers_per_block(ctx.model); ++i) {
     const model_spec layer = layer_at(ctx.model, i);
     const layer_context at{.ops = ctx.ops,
@@ -172,6 +211,18 @@ constexpr graph_layers::tensor leading_dense_layers(const graph_layers::layer_co
                                           .tokens = ctx.tokens,
                                           .cached_keys = ctx.cached_keys};
   for (std::uint64_t i = 0; i < ctx.model.leading_dense_layers; ++i) x = transformer_layer(layer, x);
+  return x;
+}
+
+// A single-mixer stack's layers left over from its repeated unit (layer_pattern.hpp
+// group_single_mixer_layers), written once each after the embeddings. Returns the stream after them.
+constexpr graph_layers::tensor single_mixer_leading_layers(const graph_layers::layer_context& ctx,
+                                                           graph_layers::tensor x) {
+  if (!ctx.model.single_mixer_blocks) return x;
+  const graph_layers::single_mixer_grouping g = graph_layers::group_single_mixer_layers(ctx.model);
+  for (std::size_t k = 0; k < g.kinds; ++k)
+    for (std::uint64_t i = 0; i < g.leading[static_cast<std::size_t>(g.order[k])]; ++i)
+      x = single_mixer_layer(ctx, x, g.order[k]);
   return x;
 }
 
@@ -270,14 +321,16 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
     return;
   }
   idle_tower(ctx);
-  leading_dense_layers(ctx, input_embeddings(ctx));
+  single_mixer_leading_layers(ctx, leading_dense_layers(ctx, input_embeddings(ctx)));
   graph_builder& sections = ops.sections();
   // A block of several layers is one unit to the walkers: checkpointed, it keeps one input per
   // period instead of one per layer and recomputes the whole period at once, which overstates the
   // recompute peak by more than the inputs it leaves out (the upper side). torchtitan's every k-th
   // block would count periods, not layers: refused.
   const std::uint64_t period = layers_per_block(model);
-  detail::require(model.layers % period == 0, error_code::unsupported, "model.layers",
+  const std::uint64_t repeats = model.single_mixer_blocks ? group_single_mixer_layers(model).repeats
+                                                          : (model.layers - model.leading_dense_layers) / period;
+  detail::require(model.single_mixer_blocks || model.layers % period == 0, error_code::unsupported, "model.layers",
                   "must be a multiple of the layer pattern's period (lcm of model.moe_layer_step and "
                   "model.nope_layer_interval)", model.layers);
   detail::require(period == 1 || run.sac == selective_ac::none, error_code::unsupported, "run.sac",
@@ -290,7 +343,7 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
     mamba2_block(ctx);
   else
     mamba1_block(ctx);
-  sections.end_block((model.layers - model.leading_dense_layers) / period);
+  sections.end_block(repeats);
   const dtype stream = has_attention(model) ? ops.stream_dtype() : mamba_stream_dtype(ctx);
   tensor x = ops.emit(op_kind::stream, detail::checked_mul(tokens, model.hidden), stream);
   if (model.final_norm) x = norm(ctx, x, {.width = model.hidden, .rows = ctx.tokens, .site = norm_site::final});
