@@ -346,7 +346,9 @@ class Model(nn.Module):
         for i in range(len(self.layers)):
             h = self.block(i, h)
         out = self.output(self.norm(h))
-        self.root.reshard()
+        # The root keeps its parameters gathered after forward: FSDPState._lazy_init sets the root
+        # group's post_forward_mesh_info = None (torch/distributed/_composable/fsdp/_fsdp_state.py,
+        # torch 2.4-2.6), whatever reshard_after_forward says; its post-backward reshards it.
         return _PreBackward.apply(out, self.root)
 
 

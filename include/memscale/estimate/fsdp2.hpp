@@ -65,8 +65,9 @@ constexpr bytes op_save_list_bytes(const graph& g) {
 // copied into) before its forward and again before its backward; after forward a unit frees them
 // (reshard_after_forward) except the last block, which torchtitan keeps (apply_fsdp:
 // reshard_after_forward = int(layer_id) < len(model.layers) - 1); the root gathers in its
-// pre-forward and again at the output's backward, reduce-scattering its gradients only in the
-// final callback. A block's bf16 gradients are copied into an fp32 reduce-scatter input of the
+// pre-forward and stays gathered through the loss and backward (FSDPState._lazy_init sets the
+// root group's post_forward_mesh_info = None, _fsdp_state.py, torch 2.4-2.6), reduce-scattering
+// its gradients only in the final callback. A block's bf16 gradients are copied into an fp32 reduce-scatter input of the
 // unit's full size whose 1/N output becomes the sharded fp32 gradient.
 constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec& run, const fsdp2_units& u) {
   const std::uint64_t L = g.block_repeats;
@@ -101,14 +102,13 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
             g.held + saved_p + saved_below(top) +
                 (top_recomputed ? saved_of(top) : bytes{}) +
                 section_forward_peak(g, block_of(g), run, false, !top_recomputed)});
-  // The head with the root gathered; the loss after the root resharded (the last block stays).
+  // The head and the loss, the root still gathered (the last block stays too).
   consider({false, u.root + u.block, {}, saved_p + all_blocks + section_forward_peak(g, head, run, true)});
-  consider({false, u.block, {}, saved_p + all_blocks + section_forward_peak(g, epi, run, true)});
+  consider({false, u.root + u.block, {}, saved_p + all_blocks + section_forward_peak(g, epi, run, true)});
 
-  // Backward of the loss (`del pred` first: only what the loss saved), then of the head with
-  // the root gathered again.
+  // Backward of the loss (`del pred` first: only what the loss saved), then of the head.
   const auto lb = section_backward_peak(g, loss, run, false, bytes{});
-  consider({true, u.block, {}, saved_p + all_blocks + section_saved_bytes(g, head, run, false) + lb.peak});
+  consider({true, u.root + u.block, {}, saved_p + all_blocks + section_saved_bytes(g, head, run, false) + lb.peak});
   const auto hb = section_backward_peak(g, head, run, false, bytes{});
   consider({true, u.root + u.block, hb.grads_at_peak, saved_p + all_blocks + (hb.peak - hb.grads_at_peak)});
 
