@@ -13,6 +13,7 @@
 #include "memscale/liger.hpp"
 #include "memscale/training.hpp"
 #include "memscale/validate.hpp"
+#include "emit_torchtune.hpp"
 #include "option_groups.hpp"
 #include "suggest.hpp"
 
@@ -195,6 +196,31 @@ void apply_torchtitan(const CLI::App& app, options& o) {
   o.cluster = cluster_options{};  // the report is one GPU's step of the whole run
 }
 
+// --framework torchtune --gpus N: full_finetune_distributed, one rank's FSDP2 step of the run
+// (estimate/fsdp2.hpp), as torchtitan's is.
+void apply_torchtune_distributed(const CLI::App& app, options& o) {
+  if (o.run.framework != memscale::framework_kind::torchtune || o.cluster.gpus == 0) return;
+  check_torchtune_emit(o);  // emit_torchtune.cpp: --emit torchtune is the single-device recipe's
+  if (o.cluster.gpus < 2)
+    throw usage_error("--framework torchtune with --gpus needs N > 1: its distributed recipes shard with FSDP2 "
+                      "(fully_shard) over N ranks; for one GPU leave out --gpus");
+  if (o.cluster.emit != emit_format::none)
+    throw usage_error("--emit deepspeed and accelerate-fsdp do not apply to --framework torchtune: its distributed "
+                      "recipes run FSDP2 themselves");
+  for (const char* name : {"--tp", "--pp", "--sp", "--host-memory", "--global-batch", "--no-sync", "--strategy"})
+    if (app.count(name) > 0)
+      throw usage_error(std::string(name) + " does not apply to --framework torchtune: its distributed recipe is "
+                        "modelled as FSDP2 over all --gpus (full_finetune_distributed), without TP, PP or offload");
+  if (!o.inference.svg.empty() || !o.inference.svg_batch.empty())
+    throw usage_error(std::string(o.inference.svg.empty() ? "--svg-batch" : "--svg") +
+                      " draws a single-GPU plan's modes; torchtune's distributed run has no plan (its FSDP2 layout is "
+                      "fixed): leave it out");
+  if (app.count("--precision") == 0 && o.run_source.empty()) o.run.prec = memscale::precision::pure_bf16;
+  o.run.shard = memscale::sharding::full;
+  o.run.data_parallel = o.cluster.gpus;
+  o.cluster = cluster_options{};  // the report is one GPU's step of the whole run
+}
+
 // Checks that need every option (the plan options, adapter options, the run against the
 // model), and settings that depend on several options (--qlora-double-quant).
 void check_run(const CLI::App& app, options& o) {
@@ -211,10 +237,8 @@ void check_run(const CLI::App& app, options& o) {
   }
   apply_config_quantization(o);
   check_inference_options(o);
-  if (o.cluster.gpus > 0 && o.run.framework == memscale::framework_kind::torchtune)
-    throw usage_error("framework \"torchtune\" does not apply to --gpus: its distributed recipes shard with FSDP2 "
-                      "(fully_shard), which is not modelled yet");
   apply_torchtitan(app, o);
+  apply_torchtune_distributed(app, o);
   if ((!o.alloc_conf.empty() || o.context_memory.value != 0) && (o.cluster.gpus > 0 || o.config.generic))
     throw usage_error(std::string(o.alloc_conf.empty() ? "--context-memory" : "--alloc-conf") + " does not apply to " +
                       (o.cluster.gpus > 0 ? "--gpus" : "a generic --config model") +

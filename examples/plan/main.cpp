@@ -151,11 +151,10 @@ std::string run(const memscale_plan::options& opt) {
       const memscale::estimate_result result = estimate_or_explain(on_device);
       // The JSON report is the library's (memscale/json/run_report.hpp), as the web calculator's.
       const memscale::json_io::run_input input = memscale_plan::run_input_of(opt);
-      // torchtitan's run is its FSDP2 layout and policy: the planner's levers (checkpointing,
-      // offload, one GPU's strategies) are not its options, so the report has no plan, only the
-      // replay against the GPU's budget.
-      const bool titan = opt.run.framework == memscale::framework_kind::torchtitan;
-      if (titan && gpu) {
+      // torchtitan's run (and torchtune's distributed one) is its FSDP2 layout and policy: the
+      // planner's levers (checkpointing, offload, one GPU's strategies) are not its options, so
+      // the report has no plan, only the device estimate against the GPU's budget.
+      if (memscale::runs_fsdp2(opt.run) && gpu) {
         if (opt.json) return dump(memscale::json_io::run_report_json(input, result, nullptr));
         const memscale::bytes budget =
             memscale::budget_of(*gpu, {.headroom = opt.headroom.value_or(memscale::default_headroom)});

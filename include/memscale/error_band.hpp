@@ -98,8 +98,9 @@ constexpr run_class class_of(const model_spec& model, const training_spec& run) 
     // lit-gpt-style LoRA runs are traced too (trace_litgpt_lora.py), and lit-gpt full fine-tunes
     // (tools/trace/litgpt_cases.py).
     // torchtitan's FSDP2 step is traced with its ranks emulated on one process (each rank's 1/N
-    // shards, the collectives as local copies: tools/trace/torchtitan_cases.py), per rank.
-    const bool emulated_fsdp2 = run.framework == framework_kind::torchtitan && run.shard == sharding::full;
+    // shards, the collectives as local copies: tools/trace/torchtitan_cases.py), per rank, and
+    // torchtune's distributed recipe the same way (tools/trace/torchtune_distributed_cases.py).
+    const bool emulated_fsdp2 = runs_fsdp2(run) && run.shard == sharding::full;
     const bool traced = (model.impl == implementation::hf_transformers || run.target == training_target::lora ||
                          run.target == training_target::full) &&
                         run.target != training_target::qlora &&

@@ -316,6 +316,13 @@ constexpr bool uses_liger(const training_spec& t) {
 constexpr bool uses_autocast(precision p) { return p == precision::amp_fp16 || p == precision::amp_bf16; }
 constexpr bool is_lora(const training_spec& t) { return t.target != training_target::full; }
 
+// The runs memscale models as one rank's FSDP2 step (estimate/fsdp2.hpp): torchtitan's, and
+// torchtune's distributed recipes (full_finetune_distributed: fully_shard over > 1 ranks).
+constexpr bool runs_fsdp2(const training_spec& t) {
+  return t.framework == framework_kind::torchtitan ||
+         (t.framework == framework_kind::torchtune && t.shard == sharding::full && t.data_parallel > 1);
+}
+
 constexpr const training_spec& validate(const training_spec& t) {
   using detail::require;
   constexpr auto bad = error_code::invalid_run;
@@ -391,6 +398,30 @@ constexpr const training_spec& validate(const training_spec& t) {
     if (t.ckpt == checkpointing::selective)
       detail::fail(error_code::unsupported, "run.ckpt",
                    "selective for torchtitan is run.sac (every k-th block, or the per-op save list)");
+  }
+  if (t.framework == framework_kind::torchtune && (t.shard != sharding::none || t.data_parallel > 1)) {
+    // full_finetune_distributed (torchtune v0.6.1, training/_distributed.py shard_model): fully_shard
+    // on every layer and the root, no MixedPrecisionPolicy, the model built in bf16.
+    require(t.shard == sharding::full && t.data_parallel > 1, error_code::unsupported, "run.data_parallel",
+            "torchtune's distributed recipes are modelled as FSDP2 (run.shard full) over > 1 ranks", t.data_parallel);
+    if (t.prec != precision::pure_bf16)
+      detail::fail(error_code::unsupported, "run.prec",
+                   "torchtune's distributed recipes are modelled with dtype bf16 (pure_bf16: bf16 shards, gradients "
+                   "and AdamW state)");
+    if (is_lora(t))
+      detail::fail(error_code::unsupported, "run.target",
+                   "lora_finetune_distributed is not modelled yet (how it shards the frozen base and the adapters is "
+                   "not read); full_finetune_distributed is");
+    if (t.offload_optimizer || t.offload_parameters || t.offload_activations || t.optimizer_in_backward)
+      detail::fail(error_code::unsupported, "run.framework",
+                   "torchtune's distributed recipes are modelled without fsdp_cpu_offload, activation offloading and "
+                   "optimizer_in_bwd");
+    require(t.grad_accum == 1, error_code::unsupported, "run.grad_accum",
+            "must be 1 for torchtune's distributed recipes (gradient accumulation under FSDP2 is not modelled yet)",
+            t.grad_accum);
+    if (t.ckpt == checkpointing::selective)
+      detail::fail(error_code::unsupported, "run.ckpt",
+                   "must be none or full for torchtune's distributed recipes (enable_activation_checkpointing)");
   }
   // What goes to the host is each checkpointed block's input: MemScale's BALANCED mode, DeepSpeed's
   // cpu_checkpointing (activation_checkpointing/checkpointing.py moves checkpointed inputs only) and

@@ -52,7 +52,7 @@ assert int(kv["batch_size"]) * int(kv["gradient_accumulation_steps"]) == 32, kv
 ' <"$work/out"
 check "--emit torchtune: LoRA recipe config, 4 x 8" $?
 run --model llama-3-8b --framework torchtune --lora 8 --gpus 2 --gpu a100-80gb --emit torchtune
-[[ $rc -eq 2 ]] && grep -q "FSDP2" "$work/err"; check "--emit torchtune --gpus: refused (FSDP2 not modelled)" $?
+[[ $rc -eq 2 ]] && grep -q "full_finetune_distributed" "$work/err"; check "--emit torchtune --gpus: refused (the distributed recipe's config is not written)" $?
 run --model llama-3-8b --lora 8 --emit torchtune
 [[ $rc -eq 2 ]] && grep -q "add --framework torchtune" "$work/err"; check "--emit torchtune without --framework torchtune: refused" $?
 

@@ -218,16 +218,19 @@ class Block(nn.Module):
 
 
 class Unit:
-    """One fully_shard unit: 1/N fp32 shards, bf16 unsharded parameters gathered on demand."""
+    """One fully_shard unit: 1/N shards (fp32 under torchtitan's MixedPrecisionPolicy, the model's own
+    dtype without one), bf16 unsharded parameters gathered on demand, reduced in `reduce_dtype`."""
 
-    def __init__(self, module, n_ranks, reshard_after_forward):
+    def __init__(self, module, n_ranks, reshard_after_forward, shard_dtype=torch.float32,
+                 reduce_dtype=torch.float32):
         self.n, self.reshard_after_forward = n_ranks, reshard_after_forward
+        self.reduce_dtype = reduce_dtype
         self.entries, self.shards = [], []
         for mod in module.modules():
             for name, p in list(mod._parameters.items()):
                 if p is None:
                     continue
-                shard = nn.Parameter(p.detach().reshape(-1)[: math.ceil(p.numel() / n_ranks)].clone().float())
+                shard = nn.Parameter(p.detach().reshape(-1)[: math.ceil(p.numel() / n_ranks)].clone().to(shard_dtype))
                 u = torch.empty(p.shape, dtype=BF16).requires_grad_(True)
                 u.storage().resize_(0)
                 mod._parameters[name] = u
@@ -257,9 +260,9 @@ class Unit:
             u.storage().resize_(0)
         self.gathered = False
 
-    def reduce(self):  # foreach_reduce with reduce_dtype fp32
+    def reduce(self):  # foreach_reduce: the reduce-scatter input in reduce_dtype
         with torch.no_grad():
-            rs_in = torch.empty(self.total, dtype=torch.float32)
+            rs_in = torch.empty(self.total, dtype=self.reduce_dtype)
             off = 0
             for u in self.entries:
                 if u.grad is not None:

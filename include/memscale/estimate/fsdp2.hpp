@@ -1,5 +1,6 @@
-// memscale/estimate/fsdp2.hpp: one rank's step under torchtitan's FSDP2 (fully_shard per
-// TransformerBlock and the root, fp32 shards, bf16 compute) and its activation checkpointing.
+// memscale/estimate/fsdp2.hpp: one rank's step under FSDP2 (fully_shard per block and the root):
+// torchtitan's (fp32 shards, bf16 compute) and torchtune's distributed recipes (bf16 throughout),
+// and torchtitan's activation checkpointing.
 // The moments of forward and backward, ranked by what differs between them (gathered units,
 // gradients, activations); single_graph.hpp adds the shards, the optimizer state and the step.
 #pragma once
@@ -17,11 +18,15 @@ struct fsdp2_units {
   bytes block{};             // one block's unsharded bf16 parameters (param_dtype)
   bytes root{};              // the root unit's (embeddings, final norm, output) unsharded parameters
   bytes block_grads{};       // one block's unsharded bf16 gradients
-  bytes block_grads_fp32{};  // its reduce-scatter input (reduce_dtype fp32, the unit's full size)
+  bytes block_grads_fp32{};  // its reduce-scatter input (the reduce dtype, the unit's full size)
   bytes head_grads{};        // the final norm's and output's bf16 gradients
   bytes root_grads{};        // every root gradient in bf16
   bytes root_grads_fp32{};   // the root's reduce-scatter input
   std::uint64_t ranks = 1;
+  // torchtitan keeps the last block gathered after forward (apply_fsdp: reshard_after_forward =
+  // int(layer_id) < len(model.layers) - 1); torchtune reshards every layer (shard_model's
+  // reshard_after_forward=True for all, training/_distributed.py v0.6.1).
+  bool last_block_kept = true;
 };
 
 // Where a moment is and what it holds besides the shards, the state and the inputs.
@@ -102,15 +107,16 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
             g.held + saved_p + saved_below(top) +
                 (top_recomputed ? saved_of(top) : bytes{}) +
                 section_forward_peak(g, block_of(g), run, false, !top_recomputed)});
-  // The head and the loss, the root still gathered (the last block stays too).
-  consider({false, u.root + u.block, {}, saved_p + all_blocks + section_forward_peak(g, head, run, true)});
-  consider({false, u.root + u.block, {}, saved_p + all_blocks + section_forward_peak(g, epi, run, true)});
+  // The head and the loss, the root still gathered (and torchtitan's last block).
+  const bytes after_blocks = u.root + (u.last_block_kept ? u.block : bytes{});
+  consider({false, after_blocks, {}, saved_p + all_blocks + section_forward_peak(g, head, run, true)});
+  consider({false, after_blocks, {}, saved_p + all_blocks + section_forward_peak(g, epi, run, true)});
 
   // Backward of the loss (`del pred` first: only what the loss saved), then of the head.
   const auto lb = section_backward_peak(g, loss, run, false, bytes{});
-  consider({true, u.root + u.block, {}, saved_p + all_blocks + section_saved_bytes(g, head, run, false) + lb.peak});
+  consider({true, after_blocks, {}, saved_p + all_blocks + section_saved_bytes(g, head, run, false) + lb.peak});
   const auto hb = section_backward_peak(g, head, run, false, bytes{});
-  consider({true, u.root + u.block, hb.grads_at_peak, saved_p + all_blocks + (hb.peak - hb.grads_at_peak)});
+  consider({true, after_blocks, hb.grads_at_peak, saved_p + all_blocks + (hb.peak - hb.grads_at_peak)});
 
   // A block's backward: the root and this block gathered, the head's bf16 gradients waiting
   // for the final callback, the sharded gradients of the blocks above; a checkpointed block

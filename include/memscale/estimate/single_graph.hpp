@@ -257,16 +257,18 @@ struct step_peaks {
   bytes saved_activations{};  // live at the end of forward (estimate_result::saved_activation_bytes)
 };
 
-// torchtitan's step (estimate/fsdp2.hpp): fp32 shards of every parameter, gradient and AdamW
-// state at 1/N (MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32), apply_fsdp,
-// infra/parallelize.py @ f7084fc7), beside the largest forward or backward moment; the optimizer
-// steps the shards.
+// One rank's FSDP2 step (estimate/fsdp2.hpp): shards of every parameter, gradient and AdamW
+// state at 1/N beside the largest forward or backward moment; the optimizer steps the shards.
+// torchtitan's are fp32 with bf16 compute (MixedPrecisionPolicy(param_dtype=bfloat16,
+// reduce_dtype=float32), apply_fsdp, infra/parallelize.py @ f7084fc7); torchtune's are the model's
+// own bf16, reduced in bf16 (no MixedPrecisionPolicy: training/_distributed.py shard_model, v0.6.1).
 constexpr step_peaks fsdp2_step_peaks(const graph& g, const training_spec& run, const graph_totals& t) {
   const auto L = g.block_repeats;
   const auto n = run.data_parallel;
+  const bool titan = run.framework == framework_kind::torchtitan;
   training_spec fp32_run = run;
   fp32_run.prec = precision::fp32;
-  const graph_totals t32 = totals_of(g, fp32_run);
+  const graph_totals t32 = titan ? totals_of(g, fp32_run) : t;
   const fsdp2_units units{.block = t.params_b,
                           .root = t.params_p + t.params_e,
                           .block_grads = t.grads_b,
@@ -274,7 +276,8 @@ constexpr step_peaks fsdp2_step_peaks(const graph& g, const training_spec& run, 
                           .head_grads = t.grads_e,
                           .root_grads = t.grads_p + t.grads_e,
                           .root_grads_fp32 = t32.grads_p + t32.grads_e,
-                          .ranks = n};
+                          .ranks = n,
+                          .last_block_kept = titan};
   const bytes shards = ceil_div(t32.parameter_bytes(L), n);
   const bytes state = ceil_div(t32.optimizer_state, n);
   const bool cuda = run.device == device_kind::cuda;
@@ -299,7 +302,7 @@ constexpr step_peaks fsdp2_step_peaks(const graph& g, const training_spec& run, 
 }
 
 constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, const graph_totals& t) {
-  if (run.framework == framework_kind::torchtitan) return fsdp2_step_peaks(g, run, t);
+  if (runs_fsdp2(run)) return fsdp2_step_peaks(g, run, t);
   const auto L = g.block_repeats;
   const bool ckpt = run.ckpt == checkpointing::full;
   // ZeRO-Offload (Ren et al. 2021, arXiv 2101.06840 sec. 4) moves each gradient to the

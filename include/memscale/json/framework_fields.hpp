@@ -239,7 +239,9 @@ inline void read_torchtitan_fields(const json& t, training_spec& run) {
               "is modelled as torchtitan's default: \"all but the last block\" (apply_fsdp)");
 }
 
-// FSDP2's fields outside torchtitan: refused by name (torchtune's distributed recipes).
+// FSDP2's fields outside torchtitan: torchtune's distributed recipes state what shard_model does
+// (bf16 parameters and reduction, every layer resharded: training/_distributed.py v0.6.1); other
+// runs are refused by name.
 inline void refuse_unmodelled_fsdp2_fields(const json& t, const training_spec& run) {
   const std::string path = "train";
   constexpr auto bad = error_code::invalid_run;
@@ -248,11 +250,22 @@ inline void refuse_unmodelled_fsdp2_fields(const json& t, const training_spec& r
   if (sac != "none")
     bad_field(error_code::unsupported, path + ".sac_policy", sac,
               "selective activation checkpointing policies are modelled for torchtitan only");
+  if (run.framework == framework_kind::torchtune && run.shard == sharding::full) {
+    for (const char* key : {"param_dtype", "reduce_dtype"})
+      if (t.contains(key) && get_string(t, key, path, "", bad) != "bf16")
+        bad_field(error_code::unsupported, path + "." + key, t.at(key),
+                  "is modelled as bf16 for torchtune's distributed recipes (no MixedPrecisionPolicy: the model's "
+                  "bf16 dtype)");
+    if (t.contains("reshard_after_forward") && get_string(t, "reshard_after_forward", path, "", bad) != "all")
+      bad_field(error_code::unsupported, path + ".reshard_after_forward", t.at("reshard_after_forward"),
+                "is modelled as torchtune's default: \"all\" (shard_model, reshard_after_forward=True)");
+    return;
+  }
   for (const char* key : {"param_dtype", "reduce_dtype", "reshard_after_forward"})
     if (t.contains(key) && !t.at(key).is_null())
       bad_field(error_code::unsupported, path + "." + key, t.at(key),
-                "FSDP2 mixed precision and resharding are modelled for torchtitan only (torchtune distributed is not "
-                "modelled yet)");
+                "FSDP2 mixed precision and resharding are modelled for torchtitan and torchtune's distributed "
+                "recipes only");
 }
 
 // train.logits_upcast states what the loss upcast; it must be what memscale builds for the

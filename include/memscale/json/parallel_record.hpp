@@ -15,9 +15,11 @@ namespace memscale::json_io {
 // Whether a record's run spans several GPUs (then estimate_parallel_record answers it).
 inline bool is_multi_gpu_record(const json& record) {
   if (!record.is_object() || !record.contains("train") || !record.at("train").is_object()) return false;
-  // torchtitan's FSDP2 step is one rank's estimate of the run itself (estimate/fsdp2.hpp), not a layout.
+  // torchtitan's and torchtune's FSDP2 steps are one rank's estimate of the run itself
+  // (estimate/fsdp2.hpp), not a layout.
   try {
-    if (detail::framework_of_record(record) == framework_kind::torchtitan) return false;
+    const framework_kind f = detail::framework_of_record(record);
+    if (f == framework_kind::torchtitan || f == framework_kind::torchtune) return false;
   } catch (const error&) {
     return false;  // estimate_record names the framework field that is wrong
   }

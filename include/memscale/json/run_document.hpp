@@ -217,7 +217,8 @@ inline void read_run_object(const json& r, run_input& in) {
   }
   for (const char* key : {"compile", "float8"})
     if (get_bool(r, key, path, false, bad_run)) refuse_compile_or_float8(path + "." + key, std::string(key) == "float8");
-  // torchtitan's checkpointing policy and FSDP2 ranks (one rank's share of a fully_shard run).
+  // torchtitan's checkpointing policy and the FSDP2 ranks of torchtitan and torchtune (one rank's
+  // share of a fully_shard run).
   if (r.contains("sac_policy") && !r.at("sac_policy").is_null()) {
     if (run.framework != framework_kind::torchtitan)
       bad_field(error_code::unsupported, path + ".sac_policy", r.at("sac_policy"),
@@ -229,9 +230,10 @@ inline void read_run_object(const json& r, run_input& in) {
   }
   if (r.contains("data_parallel") && !r.at("data_parallel").is_null()) {
     const std::uint64_t ranks = positive(r, "data_parallel", path, 1);
-    if (run.framework != framework_kind::torchtitan)
+    if (run.framework != framework_kind::torchtitan && run.framework != framework_kind::torchtune)
       bad_field(error_code::unsupported, path + ".data_parallel", r.at("data_parallel"),
-                "is torchtitan's FSDP2 ranks: other multi-GPU runs are laid out with --gpus and --strategy");
+                "is the FSDP2 ranks of torchtitan and torchtune's distributed recipes: other multi-GPU runs are "
+                "laid out with --gpus and --strategy");
     run.data_parallel = ranks;
     run.shard = ranks > 1 ? sharding::full : sharding::none;
   }

@@ -297,7 +297,7 @@ inline nlohmann::json run_to_json(const training_spec& run) {
   else if (run.loss == loss_impl::chunked) j["loss_chunk"] = run.loss_chunk;
   if (run.optimizer_in_backward) j["optimizer_in_backward"] = true;
   if (run.ssm_kernels != ssm_kernel_choice::framework_default) j["ssm_kernels"] = std::string(to_string(run.ssm_kernels));
-  if (run.framework == framework_kind::torchtitan) {  // FSDP2's ranks and the checkpointing policy
+  if (runs_fsdp2(run)) {  // FSDP2's ranks and torchtitan's checkpointing policy
     j["data_parallel"] = run.data_parallel;
     if (run.sac != selective_ac::none) {
       j["checkpointing"] = "selective";

@@ -1,0 +1,107 @@
+// torchtune's full_finetune_distributed (v0.6.1): FSDP2 over N ranks with the model's own bf16
+// shards, gradients, reduce-scatter input and AdamW state (shard_model applies no
+// MixedPrecisionPolicy) and every layer resharded after forward; one rank's step. Checked against
+// the CPU traces of tools/trace/torchtune_distributed_cases.py (docs/data/cpu_traced_frameworks.json).
+#ifdef MEMSCALE_CATCH2_V2
+#include <catch2/catch.hpp>
+#else
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+#endif
+
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+#include "memscale/json.hpp"
+#include "memscale/memscale.hpp"
+
+namespace torchtune_distributed_test {
+namespace {
+
+using namespace memscale;
+using nlohmann::json;
+
+constexpr model_spec llama3_8b = presets::llama_3_8b;
+
+constexpr training_spec distributed(std::uint64_t ranks) {
+  training_spec r = with_framework({.micro_batch = 2, .seq_len = 4096, .prec = precision::pure_bf16,
+                                    .ckpt = checkpointing::full},
+                                   framework_kind::torchtune);
+  r.shard = sharding::full;
+  r.data_parallel = ranks;
+  return r;
+}
+
+constexpr training_spec titan(std::uint64_t ranks) {
+  training_spec r = distributed(ranks);
+  r = with_framework(r, framework_kind::torchtitan);
+  r.shard = sharding::full;
+  r.data_parallel = ranks;
+  return r;
+}
+
+// One rank's optimizer state: AdamW's two moments of its 1/N bf16 shard (torchtitan: fp32).
+static_assert(estimate(llama3_8b, distributed(8)).steady.breakdown.optimizer.value ==
+              (parameter_count(llama3_8b) * 2 * 2 + 7) / 8);
+static_assert(estimate(llama3_8b, titan(8)).steady.breakdown.optimizer.value ==
+              (parameter_count(llama3_8b) * 4 * 2 + 7) / 8);
+
+json records() {
+  const json all = json::parse(std::ifstream(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/cpu_traced_frameworks.json"));
+  json out = json::array();
+  for (const json& r : all)
+    if (r.at("id").get<std::string>().rfind("cpu-torchtune-full-distributed-", 0) == 0) out.push_back(r);
+  return out;
+}
+
+std::string refusal_of(const training_spec& run) {
+  try {
+    validate(llama3_8b, run);
+  } catch (const error& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+}  // namespace
+
+TEST_CASE("torchtune's distributed CPU traces are estimated within 1%") {
+  int n = 0;
+  for (const json& r : records()) {
+    const json answer = json_io::estimate_record(r);
+    INFO(r.at("id").get<std::string>() << ": " << answer.dump());
+    REQUIRE(answer.contains("estimated_bytes"));
+    CHECK(std::abs(answer.at("estimated_bytes").get<double>() / r.at("measured_bytes").get<double>() - 1.0) < 0.01);
+    ++n;
+  }
+  CHECK(n == 4);
+}
+
+TEST_CASE("torchtune's shards are bf16 and more ranks hold less") {
+  const estimate_result eight = estimate(llama3_8b, distributed(8));
+  CHECK(eight.steady.tensor < estimate(llama3_8b, titan(8)).steady.tensor);
+  CHECK(estimate(llama3_8b, distributed(16)).steady.tensor < eight.steady.tensor);
+}
+
+TEST_CASE("torchtune's distributed recipes refuse what is not modelled, by name") {
+  training_spec fp32 = distributed(8);
+  fp32.prec = precision::fp32;
+  CHECK_THAT(refusal_of(fp32), Catch::Matchers::Contains("run.prec"));
+  training_spec lora = distributed(8);
+  lora.target = training_target::lora;
+  lora.lora_rank = 8;
+  CHECK_THAT(refusal_of(lora), Catch::Matchers::Contains("lora_finetune_distributed is not modelled"));
+  training_spec offload = distributed(8);
+  offload.offload_activations = true;
+  CHECK_THAT(refusal_of(offload), Catch::Matchers::Contains("activation offloading"));
+  training_spec accum = distributed(8);
+  accum.grad_accum = 4;
+  CHECK_THAT(refusal_of(accum), Catch::Matchers::Contains("run.grad_accum"));
+  training_spec one = distributed(8);
+  one.data_parallel = 1;
+  CHECK_THAT(refusal_of(one), Catch::Matchers::Contains("run.shard needs run.data_parallel > 1"));
+}
+
+}  // namespace torchtune_distributed_test

@@ -1,0 +1,121 @@
+#!/usr/bin/python3
+"""CPU traces of one rank of torchtune's full_finetune_distributed step (pytorch/torchtune v0.6.1).
+
+The model, loss and loop are tools/trace/torchtune_cases.py's (torchtune's modules and the recipe's
+_loss_step); FSDP2 is tools/trace/torchtitan_cases.py's emulation (one process holds rank 0's 1/N
+shards, the collectives are local copies with FSDP2's buffers), configured as torchtune's
+training/_distributed.py shard_model applies fully_shard: every TransformerSelfAttentionLayer and
+then the root, reshard_after_forward=True for all, no MixedPrecisionPolicy (the model is built in
+bf16, so shards, gradients, the reduce-scatter input and AdamW's state are bf16). The root keeps
+its parameters gathered after forward (FSDPState._lazy_init, torch 2.4-2.6) and reduce-scatters in
+the final callback. The recipe scales the sharded gradients by world_size / num_tokens
+(training.scale_grads) before optimizer.step(); clipping is off (clip_grad_norm null in its configs).
+Harness: tracer.py (peak live CPU tensor bytes of step 2). Run from the repository root:
+    /usr/bin/python3 tools/trace/torchtune_distributed_cases.py --out /tmp/torchtune_distributed.json
+"""
+import torch
+import torch.nn as nn
+import torch.utils.checkpoint
+
+import llama_blocks as LB
+import step_trace as T
+import tracer
+import torchtitan_cases as TN
+import torchtune_cases as TT
+
+SOURCE = "tools/trace/torchtune_distributed_cases.py (Tracker of shared/ground-truth/measure.py)"
+BF16 = torch.bfloat16
+
+
+class ShardedDecoder(TT.Decoder):
+    def shard(self, n):
+        self.units = [TN.Unit(layer, n, True, BF16, BF16) for layer in self.layers]
+        self.root = TN.Unit(nn.ModuleList([self.tok_embeddings, self.norm, self.output]), n, True, BF16, BF16)
+
+    def shards(self):
+        return [s for u in self.units + [self.root] for s in u.shards]
+
+    def forward(self, tokens):
+        self.root.gather()
+        h = self.tok_embeddings(tokens)
+        for unit, layer in zip(self.units, self.layers):
+            unit.gather()
+            h = TN._PostBackward.apply(h, unit)
+            if self.ckpt:
+                h = torch.utils.checkpoint.checkpoint(layer, h, self.cache, use_reentrant=False)
+            else:
+                h = layer(h, self.cache)
+            unit.reshard()
+            h = TN._PreBackward.apply(h, unit)
+        h = self.norm(h)
+        return [self.output(chunk) for chunk in h.chunk(self.num_output_chunks, dim=1)]
+
+
+def run_case(c):
+    m = dict(LB.LLAMA, **c.get("geometry", {}))
+    B, S, n = c["batch"], c["seq"], c["ranks"]
+    cfg = dict(rank=0, targets=(), alpha=0, lora_mlp=False, ac=c["ac"], seq=S)
+
+    def build():
+        model = ShardedDecoder(m, cfg).to(BF16)  # training.set_default_dtype(bf16) around the builder
+        model.cache.data = model.cache.data.float()
+        model.num_output_chunks = 8
+        model.shard(n)
+        shards = model.shards()
+        opt = torch.optim.AdamW(shards, lr=2e-5)
+        return dict(model=model, optimizers=[opt], trainable=shards, param_tensors=shards,
+                    param_count=sum(u.numel() for unit in model.units + [model.root] for u in unit.entries),
+                    loss_fn=TT.CEWithChunkedOutputLoss(8),
+                    make_inputs=lambda: (torch.randint(0, m["vocab"], (B, S)), torch.randint(0, m["vocab"], (B, S))))
+
+    def step(ctx, tr, k):
+        model = ctx["model"]
+        tokens, labels = ctx["inputs"]
+        num_tokens = None
+
+        def forward():
+            nonlocal num_tokens
+            num_tokens = (labels != TT.IGNORE).sum()
+            logits = model(tokens)
+            shifted = torch.hstack((labels[..., 1:], torch.full((labels.shape[0], 1), TT.IGNORE, dtype=labels.dtype)))
+            loss = ctx["loss_fn"](logits, shifted)
+            del logits
+            return loss * num_tokens
+
+        def backward(loss):
+            loss.backward()
+            model.root.reduce()  # the root's post-backward runs in FSDP2's final callback
+
+        def grads_of_step2(k):
+            if k == 2:
+                ctx["grads_step2"] = tracer.tensor_bytes([p.grad for p in ctx["trainable"]])
+
+        return tracer.train_step(tr, k, forward, TT.RecipeOptimizer(ctx, False, lambda: num_tokens), grads_of_step2,
+                                 backward)
+
+    r = T.run_two_steps(build, step)
+    train = dict(batch=B, seq=S, precision="pure_bf16", optimizer="adamw", optimizer_impl="for_loop",
+                 checkpointing="full" if c["ac"] else "none", attention="eager", grad_accum=1, lora_rank=0,
+                 frozen="none", zero_stage=3, fsdp="full_shard", dp=n, tp=1, loss_impl="chunked", loss_chunks=8,
+                 logits_upcast="per_chunk", param_dtype="bf16", reduce_dtype="bf16", reshard_after_forward="all")
+    framework = dict(name="torchtune", version="0.6.1", recipe="full_finetune_distributed",
+                     source="pytorch/torchtune@a6290a5b")
+    notes = (f"measured_bytes = max live CPU tensor bytes of one emulated rank (of {n}) in training step 2; "
+             "FSDP2 collectives are local copies with the same buffers (torchtitan_cases.py Unit, bf16 shards and "
+             "reduction); the recipe's model, chunked loss and loop from torchtune_cases.py; eager attention")
+    model = LB.model_fields(m, "torchtune", r["nparams"])
+    return T.record(c["id"], SOURCE, model, train, framework, r, notes)
+
+
+def cases():
+    geo = dict(layers=4, vocab=8000)
+    L = []
+    for ac in (False, True):
+        for ranks in (2, 4):
+            L.append(dict(id=f"cpu-torchtune-full-distributed-llama-b2-s256-fsdp2r{ranks}" + ("-ac" if ac else ""),
+                          ac=ac, ranks=ranks, batch=2, seq=256, geometry=geo))
+    return L
+
+
+if __name__ == "__main__":
+    T.main_loop(cases, run_case, "/tmp/torchtune_distributed_cases.json")
