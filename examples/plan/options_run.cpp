@@ -104,7 +104,7 @@ void add_run_options(CLI::App& app, options& o) {
             [&o](const std::string& v) { o.run.example_tokens = parse_positive("--example-tokens", v); });
   add_value(app, g, "--framework", "NAME[@VERSION]",
             "the training code: hf (transformers; @VERSION sets its release) | gpt-fast (with --inference: its generate()) | litgpt (its LoRA scripts, the model as "
-            "lit-gpt builds it) | torchtune[@0.6.1] | torchtitan[@0.1.0] (FSDP2 over --gpus N, bf16 compute); its defaults "
+            "lit-gpt builds it) | torchtune[@0.6.1] (with --gpus N: full_finetune_distributed, FSDP2) | torchtitan[@0.1.0] (FSDP2 over --gpus N, bf16 compute); its defaults "
             "(loss, adapter dtype) apply; default hf",
             [&o](const std::string& v) {
               // gpt-fast is modelled for generate() only: check_inference_options refuses it without --inference.
