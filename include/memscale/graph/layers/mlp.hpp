@@ -97,22 +97,33 @@ constexpr tensor liger_silu_mul(op_writer& ops, tensor gate, tensor up) {
 // one 2F output is kept whole, and the backward gives it one 2F gradient. As one block it is
 // what the allocator sees: its segment later holds a parameter gradient that two F-wide
 // halves could not.
+// grouped_mm_experts_forward (integrations/moe.py@8b584a67) runs a stacked expert MLP the same way
+// over the routed rows: one gate_up grouped_mm of [rows, 2F], _default_apply_gate's chunk, act and
+// mul, the down grouped_mm. Each grouped_mm output is followed by a new tensor of its size that
+// the rest uses, and then freed (moe.py:445 in the 5.17 frames of frames-infer-olmoe; the
+// family-qwen2moe H100 history with frames has the same for gate_up and down in training, and each
+// copy's backward makes its own gradient): `copies_outputs`.
 constexpr tensor fused_gate_up_mlp(const layer_context& ctx, tensor in, std::uint64_t ffn, const mlp_rows& shape,
-                                   bool adapt_down) {
+                                   bool adapt_down, bool copies_outputs = false) {
   op_writer& ops = ctx.ops;
   const bool bias = ctx.model.mlp_bias;
   const auto hidden = ctx.model.hidden;
-  const tensor gate_up = expert_projection(
-      ctx, in,
-      {.rows = shape.rows, .in_features = hidden, .out_features = detail::checked_mul(ffn, 2), .bias = bias}, false);
+  const tensor projected = expert_projection(ctx, in,
+                                             {.rows = shape.rows, .in_features = hidden,
+                                              .out_features = detail::checked_mul(ffn, 2), .copies = shape.copies,
+                                              .bias = bias},
+                                             false);
+  const tensor gate_up = copies_outputs ? ops.elementwise(projected, projected.elements, projected.type) : projected;
   const auto half = detail::checked_mul(shape.rows, ffn);
   const tensor act = ops.emit(op_kind::activation, half, gate_up.type);  // act(gate)
   ops.keep(gate_up, act);  // it saves its input, a view of gate_up
   const tensor product = ops.elementwise(half, gate_up.type);
   ops.keep(act, product);      // mul saves both factors
   ops.keep(gate_up, product);  // up, the other view
-  const linear_shape narrow{.rows = shape.rows, .in_features = ffn, .out_features = hidden, .bias = bias};
-  return expert_projection(ctx, product, narrow, adapt_down);
+  const linear_shape narrow{
+      .rows = shape.rows, .in_features = ffn, .out_features = hidden, .copies = shape.copies, .bias = bias};
+  const tensor down = expert_projection(ctx, product, narrow, adapt_down);
+  return copies_outputs ? ops.elementwise(down, down.elements, down.type) : down;
 }
 
 // Liger's SwiGLU over one gate_up_proj (LigerPhi3SwiGLUMLP, transformers/swiglu.py @ 44a8f2fb,
@@ -207,9 +218,10 @@ constexpr tensor clamped_swiglu_experts(const layer_context& ctx, tensor in, con
 
 // The shared expert beside the routed ones (modeling_qwen2_moe.py Qwen2MoeSparseMoeBlock, v4.51):
 // every token runs it, scaled by sigmoid(shared_expert_gate(x)), and it is added to `routed`.
-constexpr tensor add_shared_expert(const layer_context& ctx, tensor in, tensor routed) {
+// `shared`: the shared expert's output when the block ran it before the routed experts.
+constexpr tensor add_shared_expert(const layer_context& ctx, tensor in, tensor routed, tensor shared = {}) {
   op_writer& ops = ctx.ops;
-  tensor shared = dense_mlp(ctx, in, ctx.model.shared_expert_ffn, {.rows = ctx.tokens});
+  if (shared.elements == 0) shared = dense_mlp(ctx, in, ctx.model.shared_expert_ffn, {.rows = ctx.tokens});
   if (ctx.model.shared_expert_gate) {
     const tensor logit = ops.linear(in, {.rows = ctx.tokens, .in_features = ctx.model.hidden, .out_features = 1},
                                     ctx.adapters.base);
@@ -592,6 +604,12 @@ constexpr tensor mixture_of_experts(const layer_context& ctx, tensor in) {
     // the in-place result once more as a transient (the upper side).
     in = ops.emit(op{.kind = op_kind::elementwise, .extra_saved = storage(in.type, in.elements)}, in.elements, in.type);
   }
+  // From 5.0 a gated shared expert runs before the router and the experts (as without grad,
+  // experts_interface_without_grad; the family-qwen2moe H100 history: its four [tokens, F_shared]
+  // tensors come before the router's).
+  const bool experts_interface = grouped_mm_experts(ctx);
+  const bool shared_first = experts_interface && m.shared_expert_ffn > 0 && m.shared_expert_gate;
+  const tensor shared = shared_first ? dense_mlp(ctx, in, m.shared_expert_ffn, {.rows = ctx.tokens}) : tensor{};
   if (m.router_fp32)
     fp32_router(ctx, in);
   else
@@ -610,7 +628,18 @@ constexpr tensor mixture_of_experts(const layer_context& ctx, tensor in) {
   ops.keep_own_output(routing);
   const mlp_rows expert_rows{.rows = detail::checked_mul(ctx.tokens, m.experts_per_token), .copies = experts};
   const tensor gathered = ops.elementwise(detail::checked_mul(expert_rows.rows, hidden), in.type);
-  const tensor expert_out = expert_mlp(ctx, gathered, expert_rows);
+  // The experts interface keeps gate and up as one [rows, 2F] output (fused_gate_up_mlp); adapted
+  // gate or up projections and Liger's kernels keep the two-projection path, and so does autocast:
+  // grouped_mm is not autocast-enabled and runs in the weights' dtype (moe.py@8b584a67
+  // _grouped_mm: input.to(weight.dtype)), fp32 under amp, which the walk does not model yet.
+  const bool one_gate_up = experts_interface && gated_mlp(m) && m.mlp != mlp_kind::clamped_swiglu &&
+                           !ops.precision().autocast &&
+                           !ctx.run.liger_swiglu && !ctx.run.liger_geglu &&
+                           !ctx.adapters.adapts(lora_target::gate) && !ctx.adapters.adapts(lora_target::up);
+  const tensor expert_out =
+      one_gate_up
+          ? fused_gate_up_mlp(ctx, gathered, m.ffn, expert_rows, ctx.adapters.adapts(lora_target::down), true)
+          : expert_mlp(ctx, gathered, expert_rows);
   // * routing weight: saves both factors (the product is fp32 when the weights are: type promotion)
   const tensor weighted =
       ops.elementwise(detail::checked_mul(expert_rows.rows, hidden), m.router_fp32 ? dtype::fp32 : expert_out.type);
@@ -631,7 +660,7 @@ constexpr tensor mixture_of_experts(const layer_context& ctx, tensor in) {
   // DeepseekV3MoE.moe sums into zeros_like(hidden_states, dtype=topk_weights.dtype) and returns
   // final_hidden_states.type(hidden_states.dtype): a copy when the input is not fp32.
   if (m.router_fp32 && routed.type != in.type) routed = ops.elementwise(routed, routed.elements, in.type);
-  return m.shared_expert_ffn == 0 ? routed : add_shared_expert(ctx, in, routed);
+  return m.shared_expert_ffn == 0 ? routed : add_shared_expert(ctx, in, routed, shared);
 }
 
 // Llama 4's MoE (modeling_llama4.py@000c33fd Llama4Router, Llama4TextMoe, Llama4TextExperts):
