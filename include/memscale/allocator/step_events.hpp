@@ -467,8 +467,13 @@ class step_walker {
       }
       const std::uint32_t grad_in = alloc(o.grad_in.value);
       if (step_ == 1) blas_workspace_for(o, 1);
-      std::uint32_t temp = alloc(o.bwd_temp.value);
+      // A broadcast product's backward returns both input gradients at the product's shape, each
+      // its own allocation (graph.hpp bwd_temp_pair); the engine frees the second one reduced first.
+      const std::uint64_t second_temp = o.bwd_temp_pair ? o.bwd_temp.value / 2 : 0;
+      std::uint32_t temp = alloc(o.bwd_temp.value - second_temp);
+      std::uint32_t temp2 = alloc(second_temp);
       if (!persist_ && !weight_grad_first) gradients_of(i);
+      free(temp2);
       free(temp);
       free(grad_out);
       for (std::uint16_t j = release_head_[i]; j != no_op; j = release_next_[j])
