@@ -467,14 +467,17 @@ class step_walker {
       }
       const std::uint32_t grad_in = alloc(o.grad_in.value);
       if (step_ == 1) blas_workspace_for(o, 1);
-      // A broadcast product's backward returns both input gradients at the product's shape, each
-      // its own allocation (graph.hpp bwd_temp_pair); the engine frees the second one reduced first.
-      const std::uint64_t second_temp = o.bwd_temp_pair ? o.bwd_temp.value / 2 : 0;
-      std::uint32_t temp = alloc(o.bwd_temp.value - second_temp);
-      std::uint32_t temp2 = alloc(second_temp);
+      // Temporaries made one by one (graph.hpp bwd_temp_pieces: a broadcast product's two input
+      // gradients at its shape, the selective scan's accumulators), freed last made first.
+      std::array<std::uint32_t, max_bwd_pieces> temps{};
+      const std::size_t pieces = o.bwd_temp_pieces > 1 ? std::size_t{o.bwd_temp_pieces} : std::size_t{1};
+      if (pieces > max_bwd_pieces)
+        memscale::detail::fail(error_code::unsupported, "op.bwd_temp_pieces", "at most 4 pieces; got", pieces);
+      const std::uint64_t piece = o.bwd_temp.value / pieces;
+      for (std::size_t p = 0; p < pieces; ++p)
+        temps[p] = alloc(p + 1 < pieces ? piece : o.bwd_temp.value - piece * (pieces - 1));
       if (!persist_ && !weight_grad_first) gradients_of(i);
-      free(temp2);
-      free(temp);
+      for (std::size_t p = pieces; p-- > 0;) free(temps[p]);
       free(grad_out);
       for (std::uint16_t j = release_head_[i]; j != no_op; j = release_next_[j])
         if (j >= s.begin) free(saved_out_[slot(j, layer)]);
@@ -544,6 +547,7 @@ class step_walker {
   std::array<std::uint32_t, 4> workspace_{no_tensor, no_tensor, no_tensor, no_tensor};
   std::array<std::uint32_t, 2> inputs_{no_tensor, no_tensor};
   static constexpr std::uint16_t no_op = 0xffff;
+  static constexpr std::size_t max_bwd_pieces = 4;
   std::array<std::uint16_t, graph_capacity> release_head_;  // first op whose output op i releases
   std::array<std::uint16_t, graph_capacity> release_next_;  // the next one released by the same op
   std::uint32_t carried_ = no_tensor;

@@ -106,8 +106,8 @@ struct op {
   bytes grad_in{};                 // gradient it produces for its input
   bytes grad_out{};                // gradient it receives for its output when smaller than `out` (one loss chunk's); zero: `out`
   forward_temporaries temporaries = forward_temporaries::pieces;
-  bool bwd_temp_pair = false;      // bwd_temp is two equal tensors made one after the other (a broadcast
-                                   // product's two input gradients at its full shape), not one block
+  std::uint8_t bwd_temp_pieces = 0;  // > 1: bwd_temp is that many equal tensors made one after the other
+                                     // and alive together (a broadcast product's two input gradients)
 };
 static_assert(sizeof(op) <= 120, "op grew: a graph is graph_capacity ops");
 

@@ -181,7 +181,7 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
   op g_op{.kind = op_kind::elementwise};
   g_op.fwd_temp = storage(f, g_intermediate);
   g_op.bwd_temp = storage(f, detail::checked_mul(g_intermediate, 2));  // broadcast_backward
-  g_op.bwd_temp_pair = true;
+  g_op.bwd_temp_pieces = 2;
   g_op.grad_in = storage(f, detail::checked_mul(phn, 2));
   const tensor g = ops.emit(g_op, pq, f);
   ops.keep(b_c, g);
@@ -195,7 +195,7 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
   op y_diag_op{.kind = op_kind::elementwise};
   y_diag_op.fwd_temp = storage(f, product);
   y_diag_op.bwd_temp = storage(f, detail::checked_mul(product, 2));  // broadcast_backward
-  y_diag_op.bwd_temp_pair = true;
+  y_diag_op.bwd_temp_pieces = 2;
   y_diag_op.grad_in = storage(f, detail::checked_add(pq, pd));
   const tensor y_diag = ops.emit(y_diag_op, pd, f);
   ops.keep(m_op, y_diag);
@@ -211,7 +211,7 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
   op states_op{.kind = op_kind::elementwise};
   states_op.fwd_temp = storage(f, detail::checked_add(state_product, s.chunk_states(s.chunks)));
   states_op.bwd_temp = storage(f, detail::checked_mul(state_product, 2));  // broadcast_backward
-  states_op.bwd_temp_pair = true;
+  states_op.bwd_temp_pieces = 2;
   states_op.grad_in = storage(f, detail::checked_add(phn, pd));
   const tensor states = ops.emit(states_op, s.chunk_states(s.chunks + 1), f);
   ops.keep(b_decay, states);
@@ -225,7 +225,7 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
                               storage(dtype::boolean, detail::checked_mul(boundary_pairs, 2));  // segment_sum's masks
   new_states_op.fwd_temp = storage(f, boundary_product);
   new_states_op.bwd_temp = storage(f, detail::checked_mul(boundary_product, 2));  // broadcast_backward
-  new_states_op.bwd_temp_pair = true;
+  new_states_op.bwd_temp_pieces = 2;
   const tensor new_states = ops.emit(new_states_op, s.chunk_states(s.chunks + 1), f);
   ops.keep(states, new_states);
   // C_times_states = C[..., None, :] * states[:, :, None]: (b, c, Q, h, P, N), a local; its
@@ -233,7 +233,7 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
   op cts{.kind = op_kind::elementwise};
   cts.fwd_temp = storage(f, state_product);
   cts.bwd_temp = storage(f, detail::checked_mul(state_product, 2));  // broadcast_backward
-  cts.bwd_temp_pair = true;
+  cts.bwd_temp_pieces = 2;
   cts.grad_in = storage(f, detail::checked_add(phn, s.chunk_states(s.chunks + 1)));
   const tensor c_states = ops.emit(cts, pd, f);
   ops.keep(b_c, c_states);
