@@ -344,8 +344,9 @@ constexpr device_fit fit_on_device(const model_spec& model, const training_spec&
 // here the device total with the replay). Measured on the project's H100 runs (docs/allocator.md:
 // 55 runs, 33 measured and held out, 15 held-out 2025-26 family steps and 7 held-out layer-kind
 // steps, 5 generate() runs with and without padded prompts). Without experts: reserved and nvidia-smi
-// worst -6.32% (resnet50 fp32, cuDNN workspaces) / +11.53% (Mamba-2 on its torch path), rounded
-// outwards to the next half per cent; measured on torch
+// worst -6.32% (resnet50 fp32, cuDNN workspaces) / +11.53% (Mamba-2 on its torch path, -0.01%
+// since its chunked scan's temporaries and frame locals are walked as torch_forward makes them; the
+// band is kept), rounded outwards to the next half per cent; measured on torch
 // 2.11, so it applies from torch 2.0 (cuBLAS workspaces in the allocator, lazy loading). Older
 // stacks keep their class's band (the published BERT-large V100 runs of 2020 are under by up to
 // 28% with the replay when their stack is not stated); other classes have no replayed

@@ -23,8 +23,9 @@ using namespace memscale::allocator;
 
 constexpr std::uint64_t MiB = 1ULL << 20;
 
-// The estimators' own accounting: one BLAS workspace, a tied head without its own weight.
-constexpr step_stream_options estimate_like{.blas_handles = 1, .tie_weights_copy = false};
+// The estimators' own accounting: one BLAS workspace, a tied head without its own weight, no
+// 16-bit weight gradient before the fp32 one.
+constexpr step_stream_options estimate_like{.blas_handles = 1, .tie_weights_copy = false, .cast_weight_grads = false};
 
 struct stream_peaks {
   std::uint64_t first = 0;

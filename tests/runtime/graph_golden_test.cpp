@@ -54,11 +54,13 @@ struct digest {
     add(t.count);
   }
   constexpr void add(const op& o) {
-    // kv_cached, last_reader and temporaries (forward liveness without grad) came after these
-    // digests were pinned and are left out, so they still prove the training fields unchanged;
-    // forward_liveness_test and the generate() stream's tests check them.
+    // kv_cached, last_reader and temporaries (forward liveness without grad), bwd_temp_pieces (how
+    // the replay splits bwd_temp) and frame_locals_blocks (the part of fwd_temp the replay walks as
+    // frame locals) came after these digests were pinned and are left out, so they still prove the
+    // training fields unchanged; forward_liveness_test, the generate() stream's tests and the
+    // allocator replay tests check them.
     const auto& [kind, selective, transient, kv_cached, last_reader, weight, bias, role, frozen, borrows, grad_exists, released, out,
-                 extra, fwd, bwd, grad_in, grad_out, temporaries] = o;
+                 extra, fwd, bwd, grad_in, grad_out, temporaries, bwd_pieces, frame_blocks] = o;
     add(static_cast<std::uint64_t>(kind));
     add(selective);
     add(transient);

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "memscale/allocator/step_events.hpp"
 #include "memscale/cluster_planner.hpp"
 #include "memscale/inference.hpp"
 #include "memscale/json.hpp"
@@ -95,6 +96,35 @@ TEST_CASE("mamba2: one block saves what ssm-saved-tensors.txt lists (torch path,
   training_spec bf16 = fp32;
   bf16.prec = precision::pure_bf16;
   CHECK(block_saved_bytes(m, bf16) == 5'342'024ULL);
+}
+
+// Records each allocation's size, as the allocator replay sees the training stream.
+struct allocation_sizes {
+  std::vector<std::uint64_t> sizes;
+  void alloc(std::uint32_t, std::uint64_t size) { sizes.push_back(size); }
+  void free(std::uint32_t) {}
+  void enter(std::uint32_t, memscale::allocator::moment) {}
+};
+
+TEST_CASE("mamba2: the torch path's allocator stream makes each chunked product on its own", "[allocator][stream]") {
+  using namespace memscale;
+  // The small traced model (chunk 64, 8 heads, state 32), fp32, B 2, L 256: 4 chunks.
+  const json record = ssm_record("cpu-mamba2-small-b2-s256-adamw");
+  const model_spec m = json_io::model_for_record(record);
+  const training_spec run = json_io::run_from_record(record);
+  REQUIRE(ssm_kernels_of(run) == ssm_kernel_choice::torch);
+  const auto built = std::make_unique<model_graph>(build(m, run));
+  allocation_sizes sink;
+  allocator::emit_training_steps<32768, 8192>(built->stack(), built->run, allocator::step_stream_options{}, sink);
+  // fp32 (b, c, Q, Q, h, N) G_intermediate and (b, c, Q, Q, h, P) Y_diag product. The H100
+  // histories free G_intermediate right after G's sum, so no later op runs beside it, and the
+  // backward of a broadcast product makes its two input gradients one after the other: no
+  // allocation reaches the two products together (before: the Y_diag product with G held, 97 MiB,
+  // and the product's gradients as one 128 MiB block).
+  const std::uint64_t g_intermediate = 2ULL * 4 * 64 * 64 * 8 * 32 * 4;
+  const std::uint64_t y_diag_product = 2ULL * 4 * 64 * 64 * 8 * 64 * 4;
+  CHECK(*std::max_element(sink.sizes.begin(), sink.sizes.end()) < g_intermediate + y_diag_product);
+  CHECK(std::count(sink.sizes.begin(), sink.sizes.end(), y_diag_product) > 0);
 }
 
 TEST_CASE("mamba2: the CPU-traced records are modelled within the band") {

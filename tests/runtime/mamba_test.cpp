@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "memscale/allocator/step_events.hpp"
 #include "memscale/cluster_planner.hpp"
 #include "memscale/inference.hpp"
 #include "memscale/json.hpp"
@@ -91,6 +92,30 @@ TEST_CASE("mamba: one block saves what ssm-saved-tensors.txt lists (torch path, 
   training_spec bf16 = fp32;
   bf16.prec = precision::pure_bf16;
   CHECK(block_saved_bytes(m, bf16) == 4'156'416ULL);
+}
+
+// Records each allocation's size, as the allocator replay sees the training stream.
+struct allocation_sizes {
+  std::vector<std::uint64_t> sizes;
+  void alloc(std::uint32_t, std::uint64_t size) { sizes.push_back(size); }
+  void free(std::uint32_t) {}
+  void enter(std::uint32_t, memscale::allocator::moment) {}
+};
+
+TEST_CASE("mamba: the torch loop's backward makes its (B, D, L, N) gradients as blocks of their own", "[allocator][stream]") {
+  using namespace memscale;
+  const json record = ssm_record("cpu-mamba-small-b2-s128-adamw");
+  const model_spec m = json_io::model_for_record(record);
+  const training_spec run = json_io::run_from_record(record);
+  REQUIRE(ssm_kernels_of(run) == ssm_kernel_choice::torch);
+  const auto built = std::make_unique<model_graph>(build(m, run));
+  allocation_sizes sink;
+  allocator::emit_training_steps<32768, 8192>(built->stack(), built->run, allocator::step_stream_options{}, sink);
+  // The two select_backward accumulators and each step's zero-filled gradient, fp32 (B, D, L, N):
+  // three blocks in the H100 falcon_mamba history, never one of three times the size.
+  const std::uint64_t tdn = 2ULL * m.ssm_inner * 128 * m.ssm_state * 4;
+  CHECK(*std::max_element(sink.sizes.begin(), sink.sizes.end()) < 2 * tdn);
+  CHECK(std::count(sink.sizes.begin(), sink.sizes.end(), tdn) >= static_cast<std::ptrdiff_t>(3 * m.layers));
 }
 
 TEST_CASE("mamba: the CPU-traced mamba and falcon_mamba records are modelled within the band") {

@@ -58,6 +58,9 @@ struct step_stream_options {
   // marks.start, mistral-small: 66.0 MiB). 1 reproduces estimate()'s single workspace.
   std::uint32_t blas_handles = 2;
   bool tie_weights_copy = true;   // a tied head's own weight exists until tie_weights (Hugging Face)
+  // Under autocast a linear's weight gradient is made in 16 bits, then the fp32 one from it
+  // (step_walker::gradients_of); estimate() counts the fp32 one only.
+  bool cast_weight_grads = true;
 };
 
 namespace detail {
@@ -249,8 +252,17 @@ class step_walker {
     const op& o = g_.ops[i];
     if (o.frozen || (o.weight.rows == 0 && o.bias.rows == 0)) return;
     const stored_layout n = layout_of(g_, stack_role_, i);
-    if (!o.weight_grad_exists && o.weight.rows != 0 && n.weight != 0)
+    if (!o.weight_grad_exists && o.weight.rows != 0 && n.weight != 0) {
+      // Under autocast a matmul's weight is a 16-bit cast copy (autocast_mode.cpp cached_cast), so
+      // its gradient comes out in 16 bits and the cast's backward (ToCopyBackward0) makes the fp32
+      // one while it lives (falcon_h1 H100 history: the head's 64.03 MiB bf16 gradient, then its
+      // 128.06 MiB fp32 one, then the bf16 one freed).
+      const bool cast_weight =
+          o_.cast_weight_grads && p_.autocast && o.kind == op_kind::linear && p_.matmul != p_.trainable;
+      std::uint32_t cast_grad = cast_weight ? alloc(storage(p_.matmul, n.weight).value) : no_tensor;
       keep_grads(storage(p_.trainable, n.weight).value, n.weight_tensors);
+      free(cast_grad);
+    }
     if (o.bias.rows != 0 && n.bias != 0) keep_grads(storage(p_.trainable, n.bias).value, n.bias_tensors);
   }
   constexpr void keep_grads(std::uint64_t total, std::uint64_t copies) {
@@ -353,6 +365,8 @@ class step_walker {
       const op& o = g_.ops[i];
       blas_workspace_for(o, 0);
       if (carried_ != no_tensor && o.kind == op_kind::loss) free(carried_);
+      const std::uint64_t frame_bytes = std::uint64_t{o.frame_locals_blocks} * 512;
+      follow_frame(frame_bytes);
       std::uint32_t out = no_tensor;
       if (i == s.begin && carry.id != no_tensor && o.kind == op_kind::stream && carry.size == o.out.value) {
         out = carry.id;
@@ -362,7 +376,7 @@ class step_walker {
         out = alloc(o.out.value);
       }
       std::uint32_t extra = alloc(o.extra_saved.value);
-      std::uint32_t temp = alloc(o.fwd_temp.value);
+      std::uint32_t temp = alloc(o.fwd_temp.value - frame_bytes);
       free(temp);
       if (held_mode)
         free(transient);
@@ -405,10 +419,30 @@ class step_walker {
         }
       }
     }
+    follow_frame(0);
     free(transient);
     for (std::size_t j = 0; j < loose_count; ++j) free(loose_[j]);
     // The last output continues as the next section's input.
     carry = {previous, previous == no_tensor ? 0 : last_output_size(s)};
+  }
+
+  // The running Python frame's locals (graph.hpp op::frame_locals_blocks) are tensors of their own: a
+  // local is a block from the op after the one that made it until the frame closes (the
+  // mamba2 and falcon_h1 H100 histories keep C_times_states' 1,536 MiB product as one block
+  // through Y_off and y, next to the 3,072 MiB segments of G_intermediate). A frame only grows
+  // until it closes, so an op carrying fewer locals than are held closes it.
+  constexpr void follow_frame(std::uint64_t locals) {
+    if (locals < frame_held_) {
+      for (std::size_t j = frame_count_; j-- > 0;) free(frame_[j]);
+      frame_count_ = 0;
+      frame_held_ = 0;
+    }
+    if (locals == frame_held_) return;
+    if (frame_count_ >= frame_.size())
+      memscale::detail::fail(error_code::unsupported, "op.frame_locals", "at most 8 frame locals at once; got",
+                             frame_count_ + 1);
+    frame_[frame_count_++] = alloc(locals - frame_held_);
+    frame_held_ = locals;
   }
 
   [[nodiscard]] constexpr std::uint64_t last_output_size(section s) const { return g_.ops[s.end - 1].out.value; }
@@ -467,9 +501,17 @@ class step_walker {
       }
       const std::uint32_t grad_in = alloc(o.grad_in.value);
       if (step_ == 1) blas_workspace_for(o, 1);
-      std::uint32_t temp = alloc(o.bwd_temp.value);
+      // Temporaries made one by one (graph.hpp bwd_temp_pieces: a broadcast product's two input
+      // gradients at its shape, the selective scan's accumulators), freed last made first.
+      std::array<std::uint32_t, max_bwd_pieces> temps{};
+      const std::size_t pieces = o.bwd_temp_pieces > 1 ? std::size_t{o.bwd_temp_pieces} : std::size_t{1};
+      if (pieces > max_bwd_pieces)
+        memscale::detail::fail(error_code::unsupported, "op.bwd_temp_pieces", "at most 4 pieces; got", pieces);
+      const std::uint64_t piece = o.bwd_temp.value / pieces;
+      for (std::size_t p = 0; p < pieces; ++p)
+        temps[p] = alloc(p + 1 < pieces ? piece : o.bwd_temp.value - piece * (pieces - 1));
       if (!persist_ && !weight_grad_first) gradients_of(i);
-      free(temp);
+      for (std::size_t p = pieces; p-- > 0;) free(temps[p]);
       free(grad_out);
       for (std::uint16_t j = release_head_[i]; j != no_op; j = release_next_[j])
         if (j >= s.begin) free(saved_out_[slot(j, layer)]);
@@ -534,11 +576,15 @@ class step_walker {
   std::size_t grad_count_ = 0;
   std::array<std::uint32_t, IdCapacity> temps_;
   std::array<std::uint32_t, graph_capacity> loose_;
+  std::array<std::uint32_t, 8> frame_{};  // the frame locals' blocks, in the order made
+  std::size_t frame_count_ = 0;
+  std::uint64_t frame_held_ = 0;
   std::array<std::uint32_t, SavedCapacity> checkpoint_input_;
   std::uint32_t pending_input_ = no_tensor;
   std::array<std::uint32_t, 4> workspace_{no_tensor, no_tensor, no_tensor, no_tensor};
   std::array<std::uint32_t, 2> inputs_{no_tensor, no_tensor};
   static constexpr std::uint16_t no_op = 0xffff;
+  static constexpr std::size_t max_bwd_pieces = 4;
   std::array<std::uint16_t, graph_capacity> release_head_;  // first op whose output op i releases
   std::array<std::uint16_t, graph_capacity> release_next_;  // the next one released by the same op
   std::uint32_t carried_ = no_tensor;

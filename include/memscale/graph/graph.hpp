@@ -106,6 +106,11 @@ struct op {
   bytes grad_in{};                 // gradient it produces for its input
   bytes grad_out{};                // gradient it receives for its output when smaller than `out` (one loss chunk's); zero: `out`
   forward_temporaries temporaries = forward_temporaries::pieces;
+  std::uint8_t bwd_temp_pieces = 0;  // > 1: bwd_temp is that many equal tensors made one after the other
+                                     // and alive together (a broadcast product's two input gradients)
+  // The part of fwd_temp that is the running Python frame's locals (ops.hpp hold_in_frame), in
+  // 512-byte units rounded down: the allocator's granule (CUDACachingAllocator.cpp @ 001074d2: kMinBlockSize).
+  std::uint32_t frame_locals_blocks = 0;
 };
 static_assert(sizeof(op) <= 120, "op grew: a graph is graph_capacity ops");
 

@@ -184,6 +184,7 @@ constexpr tensor mamba1_mixer_torch(const layer_context& ctx, tensor in) {
   // (B, D, L, N) tensor, accumulated into one buffer per input: two accumulators and the step's
   // new full-size gradient are alive at once (derivatives.yaml select: select_backward).
   scan.bwd_temp = storage(dtype::fp32, detail::checked_mul(tdn, 3));
+  scan.bwd_temp_pieces = 3;  // three tensors, each its own block (the H100 falcon_mamba history)
   const tensor stacked = ops.emit(scan, td, in.type);
   // The scan's input gradient is the accumulated (B, D, L, N) gradient of dA (or dBu).
   ops.at(stacked).grad_in = storage(dtype::fp32, tdn);

@@ -100,13 +100,23 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
   // in_proj: (B, L, 2D + 2GN + h); gate, xBC and dt are views of it.
   tensor zxbcdt = ops.linear(in, {.rows = s.tokens, .in_features = s.hidden, .out_features = s.projection(),
                                   .bias = m.ssm_proj_bias}, base);
-  if (m.mup_multipliers) {
-    // Falcon-H1: projected_states * mup_vector, a (1, 1, projection) buffer: the product replaces
-    // in_proj's output, which nothing keeps (modular_falcon_h1.py@3c0a5c70 FalconH1Mixer.torch_forward).
-    ops.at(zxbcdt).transient = true;
-    zxbcdt = ops.elementwise(zxbcdt.elements, zxbcdt.type);
-  }
+  // conv1d runs in the matmul dtype under autocast (autocast_mode.cpp lower_precision_fp list).
   const dtype e = zxbcdt.type;
+  tensor conv_in = zxbcdt;
+  if (m.mup_multipliers) {
+    // Falcon-H1: projected_states * mup_vector, a (1, 1, projection) float buffer
+    // (register_buffer), in the parameters' dtype: under autocast (fp32 parameters) the product
+    // is promoted to fp32 (the falcon_h1 H100 history keeps a 26.19 MiB product, 2 x 1024 x 3352
+    // x 4 bytes); it replaces in_proj's output, which nothing keeps (modular_falcon_h1.py@3c0a5c70
+    // FalconH1Mixer.torch_forward).
+    ops.at(zxbcdt).transient = true;
+    const dtype product = ops.precision().autocast ? ops.precision().param : zxbcdt.type;
+    zxbcdt = ops.elementwise(zxbcdt.elements, product);
+    conv_in = zxbcdt;
+    // conv1d's autocast copy of the fp32 xBC slice is what it keeps.
+    if (product != e) conv_in = ops.elementwise(s.token_elements(s.conv_dim()), e);
+  }
+  const dtype dt_type = zxbcdt.type;  // dt is a view of the (promoted) projection
   // Depthwise conv1d over xBC.transpose(1, 2), padding K - 1: (B, conv_dim, L + K - 1); it keeps
   // its input, a view of in_proj's output.
   op conv{.kind = op_kind::elementwise,
@@ -116,7 +126,7 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
           .frozen = frozen};
   const tensor conv_out =
       ops.emit(conv, detail::checked_mul(s.batch, s.conv_dim(), detail::checked_add(s.seq, s.conv - 1)), e);
-  ops.keep(zxbcdt, conv_out);
+  ops.keep(conv_in, conv_out);
   // silu on the view [..., :L]: keeps the whole conv output.
   const tensor xbc = ops.emit(op_kind::activation, s.token_elements(s.conv_dim()), e);
   ops.keep(conv_out, xbc);
@@ -127,8 +137,8 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
            .bias = param_tensor::vector(s.heads),    // dt_bias
            .role = param_role::vector,
            .frozen = frozen};
-  dt_op.extra_saved = storage(e, s.token_elements(2 * s.heads)) + storage(f, 2 * s.heads);
-  const tensor dt = ops.emit(dt_op, s.token_elements(s.heads), e);
+  dt_op.extra_saved = storage(dt_type, s.token_elements(2 * s.heads)) + storage(f, 2 * s.heads);
+  const tensor dt = ops.emit(dt_op, s.token_elements(s.heads), dt_type);
   // hidden_states.reshape(b, L, h, P).float(): splitting the last dim of the slice is a view, so
   // in fp32 hs is xBC's storage itself; in 16 bits .float() makes a (b, L, h, P) fp32 copy.
   const tensor hs = e == f ? xbc : ops.elementwise(td, f);
@@ -165,26 +175,28 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
   decay.fwd_temp = storage(f, detail::checked_mul(pq, 2));
   const tensor l_mask = ops.emit(decay, pq, f);
   ops.keep_own_output(l_mask);
-  // G_intermediate = C[:, :, :, None] * B[:, :, None]: (b, c, Q, Q, h, N), a local; G its sum.
+  // G_intermediate = C[:, :, :, None] * B[:, :, None]: (b, c, Q, Q, h, N); G its sum. The H100
+  // histories (docs/data/gpu_allocator_history, mamba2 and falcon_h1, transformers 5.17) free the
+  // product right after G's sum and M_intermediate right after M's: no frame keeps them.
   const std::uint64_t g_intermediate = detail::checked_mul(pq, s.state);
   op g_op{.kind = op_kind::elementwise};
   g_op.fwd_temp = storage(f, g_intermediate);
   g_op.bwd_temp = storage(f, detail::checked_mul(g_intermediate, 2));  // broadcast_backward
+  g_op.bwd_temp_pieces = 2;
   g_op.grad_in = storage(f, detail::checked_mul(phn, 2));
   const tensor g = ops.emit(g_op, pq, f);
   ops.keep(b_c, g);
-  ops.hold_in_frame(storage(f, g_intermediate));
-  // M_intermediate = G[..., None] * L (a local, (b, c, Q, Q, h, 1)); M = its sum over the last dim.
+  // M_intermediate = G[..., None] * L ((b, c, Q, Q, h, 1)); M = its sum over the last dim.
   const tensor m_op = ops.elementwise(pq, f);
   ops.keep(g, m_op);
   ops.keep(l_mask, m_op);
-  ops.hold_in_frame(storage(f, pq));
   // Y_diag = (M[..., None] * hs[:, :, None]).sum(3): the (b, c, Q, Q, h, P) product lives until
   // the sum; backward makes it again for each factor's gradient, one at a time.
   const std::uint64_t product = s.padded_elements(detail::checked_mul(s.chunk, s.inner));
   op y_diag_op{.kind = op_kind::elementwise};
   y_diag_op.fwd_temp = storage(f, product);
   y_diag_op.bwd_temp = storage(f, detail::checked_mul(product, 2));  // broadcast_backward
+  y_diag_op.bwd_temp_pieces = 2;
   y_diag_op.grad_in = storage(f, detail::checked_add(pq, pd));
   const tensor y_diag = ops.emit(y_diag_op, pd, f);
   ops.keep(m_op, y_diag);
@@ -200,6 +212,7 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
   op states_op{.kind = op_kind::elementwise};
   states_op.fwd_temp = storage(f, detail::checked_add(state_product, s.chunk_states(s.chunks)));
   states_op.bwd_temp = storage(f, detail::checked_mul(state_product, 2));  // broadcast_backward
+  states_op.bwd_temp_pieces = 2;
   states_op.grad_in = storage(f, detail::checked_add(phn, pd));
   const tensor states = ops.emit(states_op, s.chunk_states(s.chunks + 1), f);
   ops.keep(b_decay, states);
@@ -213,6 +226,7 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
                               storage(dtype::boolean, detail::checked_mul(boundary_pairs, 2));  // segment_sum's masks
   new_states_op.fwd_temp = storage(f, boundary_product);
   new_states_op.bwd_temp = storage(f, detail::checked_mul(boundary_product, 2));  // broadcast_backward
+  new_states_op.bwd_temp_pieces = 2;
   const tensor new_states = ops.emit(new_states_op, s.chunk_states(s.chunks + 1), f);
   ops.keep(states, new_states);
   // C_times_states = C[..., None, :] * states[:, :, None]: (b, c, Q, h, P, N), a local; its
@@ -220,6 +234,7 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
   op cts{.kind = op_kind::elementwise};
   cts.fwd_temp = storage(f, state_product);
   cts.bwd_temp = storage(f, detail::checked_mul(state_product, 2));  // broadcast_backward
+  cts.bwd_temp_pieces = 2;
   cts.grad_in = storage(f, detail::checked_add(phn, s.chunk_states(s.chunks + 1)));
   const tensor c_states = ops.emit(cts, pd, f);
   ops.keep(b_c, c_states);
@@ -238,6 +253,9 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
     ops.at(y).transient = true;
     y = ops.elementwise(td, f);
   }
+  // The scan's locals (D_residual, Y_diag, C_times_states, Y_off) die here, before the norm: the
+  // H100 histories (mamba2, falcon_h1; transformers 5.17) free them right after y + D_residual.
+  ops.close_frame();
   // MambaRMSNormGated(y, gate): y.to(float32) (y is fp32), y * silu(gate.to(float32)), pow(2).mean,
   // * rsqrt, weight * .to(input dtype) (fp32: y's). Saved: y, the fp32 gate copy when 16-bit,
   // silu's output, the gated product (pow's and the rsqrt mul's input), x^2 before torch 2.2
@@ -245,7 +263,7 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
   if (!m.ssm_gated_norm) {
     // Falcon-H1 with mamba_rms_norm False: y * silu(gate). silu keeps the gate (a view of the
     // projection), the mul keeps y and silu's output (modular_falcon_h1.py@3c0a5c70).
-    const tensor gate = ops.emit(op_kind::activation, td, e);
+    const tensor gate = ops.emit(op_kind::activation, td, dt_type);
     ops.keep(zxbcdt, gate);
     tensor gated_y = ops.elementwise(td, f);
     ops.keep(y, gated_y);
@@ -253,7 +271,6 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
     if (e != f) gated_y = ops.elementwise(td, e);  // scan_output.to(dtype)
     const tensor out = ops.linear(gated_y, {.rows = s.tokens, .in_features = s.inner, .out_features = s.hidden,
                                             .bias = m.ssm_proj_bias}, base);
-    ops.close_frame();
     return out;
   }
   op gated{.kind = op_kind::norm,
@@ -270,7 +287,6 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
   if (e != f) normed = ops.elementwise(td, e);
   const tensor out = ops.linear(normed, {.rows = s.tokens, .in_features = s.inner, .out_features = s.hidden,
                                          .bias = m.ssm_proj_bias}, base);
-  ops.close_frame();  // torch_forward returns
   return out;
 }
 
