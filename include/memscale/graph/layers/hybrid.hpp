@@ -39,13 +39,9 @@ constexpr tensor state_space_mixer(const layer_context& ctx, tensor in) {
   return ctx.model.mixer == mixer_kind::mamba2 ? mamba2_mixer(ctx, in) : mamba1_mixer(ctx, in);
 }
 
-// FalconH1DecoderLayer's mixers on the normed input: mamba(x * ssm_in_multiplier) (the
-// multiplication is FalconH1Mixer's first step) * ssm_out_multiplier, and
-// self_attn(x * attention_in_multiplier) * attention_out_multiplier; their sum. Each branch's
-// scaled input is what its first projection keeps. The key multiplier's scaled k (a transient
-// k-sized copy in the forward; RoPE keeps the product instead of k) is not written.
-constexpr tensor falcon_h1_mixers(const layer_context& ctx, tensor normed) {
-  op_writer& ops = ctx.ops;
+// A hybrid layer's Mamba-2 mixer: the Mamba-2 code over the model's own sizes (a hybrid model's
+// mixer field names its stack, not this layer).
+constexpr tensor hybrid_mamba2_mixer(const layer_context& ctx, tensor in) {
   model_spec ssm = ctx.model;
   ssm.mixer = mixer_kind::mamba2;
   const layer_context ssm_ctx{.ops = ctx.ops,
@@ -55,7 +51,17 @@ constexpr tensor falcon_h1_mixers(const layer_context& ctx, tensor normed) {
                               .dropout = ctx.dropout,
                               .tokens = ctx.tokens,
                               .cached_keys = ctx.cached_keys};
-  tensor mixed = mamba2_mixer(ssm_ctx, scaled_copy(ctx, normed));
+  return mamba2_mixer(ssm_ctx, in);
+}
+
+// FalconH1DecoderLayer's mixers on the normed input: mamba(x * ssm_in_multiplier) (the
+// multiplication is FalconH1Mixer's first step) * ssm_out_multiplier, and
+// self_attn(x * attention_in_multiplier) * attention_out_multiplier; their sum. Each branch's
+// scaled input is what its first projection keeps. The key multiplier's scaled k (a transient
+// k-sized copy in the forward; RoPE keeps the product instead of k) is not written.
+constexpr tensor falcon_h1_mixers(const layer_context& ctx, tensor normed) {
+  op_writer& ops = ctx.ops;
+  tensor mixed = hybrid_mamba2_mixer(ctx, scaled_copy(ctx, normed));
   ops.at(mixed).transient = true;
   mixed = scaled_copy(ctx, mixed);
   tensor attended = self_attention(ctx, scaled_copy(ctx, normed));

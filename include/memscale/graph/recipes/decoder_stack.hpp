@@ -123,19 +123,7 @@ constexpr graph_layers::tensor single_mixer_layer(const graph_layers::layer_cont
   const tensor in = norm(ctx, x);
   tensor y{};
   switch (kind) {
-    case layer_block_kind::mamba2: {
-      model_spec ssm = ctx.model;
-      ssm.mixer = mixer_kind::mamba2;
-      const layer_context ssm_ctx{.ops = ctx.ops,
-                                  .model = ssm,
-                                  .run = ctx.run,
-                                  .adapters = ctx.adapters,
-                                  .dropout = ctx.dropout,
-                                  .tokens = ctx.tokens,
-                                  .cached_keys = ctx.cached_keys};
-      y = mamba2_mixer(ssm_ctx, in);
-      break;
-    }
+    case layer_block_kind::mamba2: y = hybrid_mamba2_mixer(ctx, in); break;
     case layer_block_kind::attention: y = self_attention(ctx, in); break;
     case layer_block_kind::mlp: y = mlp(ctx, in); break;
   }
