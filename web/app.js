@@ -121,7 +121,7 @@ function runDocument() {
   return doc;
 }
 
-// The "Kernels and batches" fields and torchtitan's own, each written only when it is not
+// The "Kernels and batches" fields and torchtitan's and torchtune's own, each written only when it is not
 // the document's default, so that a page left at its defaults writes the run.json it always did.
 function addKernelsAndBatches(run, framework) {
   if (framework === 'torchtitan') {  // its FSDP2 ranks are not optional (> 1)
@@ -130,6 +130,8 @@ function addKernelsAndBatches(run, framework) {
     if (sac === 'layer') run.sac_policy = 'layer:' + $('sac-every').value;
     else if (sac !== 'none') run.sac_policy = sac;
   }
+  // torchtune: one GPU runs the single-device recipe; more run full_finetune_distributed (FSDP2).
+  if (framework === 'torchtune' && Number($('tune-ranks').value) > 1) run.data_parallel = Number($('tune-ranks').value);
   if ($('liger').checked) run.liger = true;
   const packing = $('packing').value;
   if (packing !== 'none') run.packing = packing;
@@ -287,7 +289,7 @@ function cliffChart(id, cliff, plan, microBatch) {
 // ---------------------------------------------------------------------------------------
 // The report on the page.
 function renderVerdict(r) {
-  if (!r.plan && r.gpu) {  // torchtitan: memscale-plan's report has no plan for it
+  if (!r.plan && r.gpu) {  // torchtitan, torchtune over several GPUs: memscale-plan's report has no plan for them
     let html = `<p class="chosen">No plan: ${textFig('framework.name', r.framework.name)}'s run is its own FSDP2 layout and ` +
                'checkpointing policy, not the planner\'s modes (checkpointing, offload). The figures are one GPU\'s step.</p>';
     if (r.allocator && r.allocator.verdict)
@@ -565,6 +567,7 @@ function cacheChanged() {
 
 function frameworkChanged() {
   $('torchtitan-box').hidden = $('framework').value !== 'torchtitan';
+  $('torchtune-box').hidden = $('framework').value !== 'torchtune';
   $('sac-every-box').hidden = $('sac-policy').value !== 'layer';
 }
 
@@ -613,7 +616,7 @@ function start() {
   $('framework').addEventListener('change', () => { frameworkChanged(); update(); });
   $('sac-policy').addEventListener('change', () => { sacPolicyChanged(); update(); });
   $('packing').addEventListener('change', () => { packingChanged(); update(); });
-  for (const id of ['data-parallel', 'sac-every', 'example-tokens', 'sw-transformers', 'sw-torch']) $(id).addEventListener('input', update);
+  for (const id of ['data-parallel', 'tune-ranks', 'sac-every', 'example-tokens', 'sw-transformers', 'sw-torch']) $(id).addEventListener('input', update);
   // A pasted or typed config.json is read when the typing pauses (and on leaving the box).
   let typing = 0;
   $('config').addEventListener('input', () => {

@@ -50,7 +50,7 @@ GENERATE_RUN = {"task": "generate", "model": "mistral-7b", "batch": 2, "context"
 
 # The "Kernels and batches" and torchtitan controls as the page opens: a run that sets some of
 # them starts from these, since the controls keep their values from one run to the next.
-KERNEL_DEFAULTS = {"framework": "hf", "sac-policy": "none", "data-parallel": 8, "liger": False, "packing": "none",
+KERNEL_DEFAULTS = {"framework": "hf", "sac-policy": "none", "data-parallel": 8, "tune-ranks": 1, "liger": False, "packing": "none",
                    "example-tokens": "", "padded": False, "sw-transformers": "", "sw-torch": ""}
 
 
@@ -81,6 +81,9 @@ RUNS = [
     ("llama-3-8b under torchtitan: FSDP2 over 8 ranks, the per-op checkpointing policy, on an H100",
      kernels(model="llama-3-8b", target="full", grad_accum=1, framework="torchtitan", data_parallel=8, precision="pure_bf16",
              sac_policy="op", batch=1, seq=4096, gpu="h100-80gb")),
+    ("llama-3-8b under torchtune's full_finetune_distributed: FSDP2 over 4 GPUs, bf16 shards, on an H100",
+     kernels(model="llama-3-8b", target="full", grad_accum=1, framework="torchtune", tune_ranks=4, precision="pure_bf16",
+             checkpointing="full", batch=2, seq=4096, gpu="h100-80gb")),
     ("llama-2-7b LoRA with Liger's kernels (use_liger_kernel) on an A100 80GB",
      kernels(model="llama-2-7b", target="lora", lora_targets="q,v", precision="amp_bf16", checkpointing="none",
              liger=True, batch=4, seq=2048, gpu="a100-80gb")),
@@ -107,6 +110,9 @@ INVALID = [
      kernels(task="train", model="gpt2", target="lora", lora_rank=8, lora_targets="q,vv", gpu="rtx4090")),
     ("Liger on gpt2 (a family Liger does not patch)",
      kernels(task="train", model="gpt2", target="full", liger=True, gpu="rtx4090")),
+    ("torchtune over 2 GPUs with gradient accumulation (not modelled under its FSDP2)",
+     kernels(task="train", model="llama-3-8b", target="full", grad_accum=4, framework="torchtune", tune_ranks=2,
+             precision="pure_bf16", gpu="h100-80gb")),
     ("torchtitan on one rank (its FSDP2 needs more than one)",
      kernels(task="train", model="llama-3-8b", target="full", grad_accum=1, framework="torchtitan", data_parallel=1,
              precision="pure_bf16", gpu="h100-80gb")),

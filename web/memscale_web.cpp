@@ -97,12 +97,11 @@ EMSCRIPTEN_KEEPALIVE const char* memscale_report(const char* document) {
     }
     memscale::json_io::run_input in;
     memscale::json_io::read_run_document(doc, in);
-    const bool titan = in.run.framework == memscale::framework_kind::torchtitan;
     const memscale::estimate_result result = memscale::json_io::estimate_run(in);
     const std::optional<memscale::gpu_spec> gpu = memscale::json_io::gpu_of(in);
-    // torchtitan's run is its FSDP2 layout and policy: no plan and no cliff, only the replay
-    // against the GPU's budget (as memscale-plan's report, examples/plan/main.cpp).
-    if (!gpu || titan)
+    // An FSDP2 run (torchtitan, torchtune over several GPUs) is its own layout and policy: no plan
+    // and no cliff, only the replay against the GPU's budget (as memscale-plan's report, examples/plan/main.cpp).
+    if (!gpu || memscale::runs_fsdp2(in.run))
       return reply({{"ok", true}, {"report", dump(memscale::json_io::run_report_json(in, result, nullptr))}});
     const memscale::plan_result plan = memscale::json_io::plan_run(in, *gpu);
     return reply({{"ok", true},
