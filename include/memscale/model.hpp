@@ -48,8 +48,10 @@ enum class implementation : std::uint8_t { hf_transformers, litgpt };
 // is norm -> mixer -> residual add, no MLP.
 enum class mixer_kind : std::uint8_t { attention, mamba1, mamba2 };
 // What one layer of a stack of single-mixer blocks (Nemotron-H: norm -> one mixer -> residual
-// add) runs: the Mamba-2 mixer, self-attention, or the MLP.
-enum class layer_block_kind : std::uint8_t { mamba2, attention, mlp };
+// add) runs: the Mamba-2 mixer, self-attention, the dense MLP (of dense_ffn when the model has
+// experts), or the mixture of experts.
+enum class layer_block_kind : std::uint8_t { mamba2, attention, mlp, moe };
+inline constexpr std::size_t layer_block_kinds = 4;
 // The most layers a per-layer block list holds (Nemotron-H-56B has 118).
 inline constexpr std::size_t max_block_pattern_layers = 128;
 // Which apply_liger_kernel_to_<model_type> transformers' use_liger_kernel=True calls for the model,
@@ -199,7 +201,8 @@ struct model_spec {
   bool ssm_beside_attention = false;
   // Single-mixer blocks (Nemotron-H): every layer is norm -> one mixer -> residual add, layer i
   // running layer_blocks[i] (of the first `layers`), grouped by kind into a repeated unit
-  // (graph/layers/layer_pattern.hpp group_single_mixer_layers).
+  // (graph/layers/layer_pattern.hpp group_single_mixer_layers). With experts, an MLP layer's is
+  // dense of dense_ffn and an MoE layer's the model's experts of ffn.
   bool single_mixer_blocks = false;
   std::array<layer_block_kind, max_block_pattern_layers> layer_blocks{};
   // Falcon-H1's muP multipliers: each branch's input and output, the SSM's in_proj output (by a
@@ -465,6 +468,18 @@ constexpr const model_spec& validate(const model_spec& m) {
     require(!m.single_mixer_blocks || (m.layers <= max_block_pattern_layers && m.hybrid_mixer == mixer_kind::mamba2), bad,
             "model.layers", "must be at most 128 with single_mixer_blocks (layer_blocks holds 128), whose SSM is Mamba-2",
             m.layers);
+    if (m.single_mixer_blocks) {
+      bool moe = false;
+      bool dense = false;
+      for (std::size_t i = 0; i < static_cast<std::size_t>(m.layers) && i < max_block_pattern_layers; ++i) {
+        moe = moe || m.layer_blocks[i] == layer_block_kind::moe;
+        dense = dense || m.layer_blocks[i] == layer_block_kind::mlp;
+      }
+      require(moe == (m.experts > 0), bad, "model.experts",
+              "must be > 0 exactly when a single-mixer stack has MoE layers (layer_blocks)", m.experts);
+      require(!moe || !dense || m.dense_ffn > 0, bad, "model.dense_ffn",
+              "must be > 0 when a single-mixer stack has both MLP and MoE layers (the MLP layers' width)", m.dense_ffn);
+    }
     require(m.attention_layer_offset < m.attention_layer_period || m.attention_layer_period == 0, bad,
             "model.attention_layer_offset", "must be below model.attention_layer_period", m.attention_layer_offset);
     require(m.layout == block_layout::sequential && m.block_norms == branch_norms::pre && m.arch == architecture::decoder,

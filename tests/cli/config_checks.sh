@@ -156,6 +156,13 @@ if [[ $rc -eq 0 ]] && grep -q "^parameters .*7,285,403,648" "$work/out"; then
   pass "mamba2 (Mamba2ForCausalLM, time_step_limit [0.0, Infinity]): the card's total"
 else fail "mamba2 --config" "exit $rc" "$(head -c 300 "$work/out")" "$(head -c 300 "$work/err")"; fi
 
+# --- a hybrid MoE checkpoint: Nemotron 3 Nano's Mamba-2, MoE and attention layers ---
+nano3="$configs/ssm-multimodal/nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.json"
+run --config "$nano3" --batch 1 --seq 2048 --precision pure_bf16 --gpu h100-80gb
+if [[ $rc -eq 0 ]] && grep -q "^parameters .*31,577,937,344" "$work/out"; then
+  pass "nemotron_h with MoE layers (Nemotron 3 Nano 30B-A3B): the card's total, planned on an H100"
+else fail "nemotron_h MoE --config" "exit $rc" "$(head -c 300 "$work/out")" "$(head -c 300 "$work/err")"; fi
+
 # --- a multimodal checkpoint in a text-only run: the vision tower held as weights only ---
 gemma3="$configs/ssm-multimodal/google--gemma-3-4b-it.json"
 run --config "$gemma3" --batch 1 --seq 512

@@ -1,7 +1,7 @@
 // The nemotron_h reader and its single-mixer blocks (graph/recipes/decoder_stack.hpp
-// single_mixer_layer): the published parameter total, NemotronHConfig defaults, the per-layer
-// pattern in both spellings, the refusals by name and the CPU-traced record of
-// docs/data/cpu_traced_ssm.json.
+// single_mixer_layer): the published parameter totals (Nemotron Nano 2, Nemotron 3 Nano's MoE
+// layers), NemotronHConfig defaults, the per-layer pattern in both spellings, the refusals by name
+// and the CPU-traced records of docs/data/cpu_traced_ssm.json.
 #ifdef MEMSCALE_CATCH2_V2
 #include <catch2/catch.hpp>
 #else
@@ -39,8 +39,43 @@ TEST_CASE("nemotron_h: parameter counts equal the published totals") {
   // NVIDIA-Nemotron-Nano-9B-v2 (model card: 8.89B): 27 Mamba-2 (128 x 80, 8 groups, state 128),
   // 25 relu2 MLP (15680) and 4 attention (40 x 128, 8 kv heads) layers of 4480, untied.
   CHECK(memscale::parameter_count(load_hf_model(ssm_config("nvidia--NVIDIA-Nemotron-Nano-9B-v2"))) == 8'888'227'328ULL);
-  const json r = ssm_record("cpu-nemotron_h-small-b2-s256-adamw");
-  CHECK(memscale::parameter_count(memscale::json_io::model_for_record(r)) == r.at("model").at("params").get<std::uint64_t>());
+  // NVIDIA-Nemotron-3-Nano-30B-A3B (model card: 31.6B total): 23 Mamba-2 (64 x 64), 23 MoE (128 relu2
+  // experts of 1856, a shared one of 3712) and 6 attention (32 x 128, 2 kv heads) layers of 2688;
+  // tools/families/ssm_vision_params.py sums the same shapes to the same total.
+  CHECK(memscale::parameter_count(load_hf_model(ssm_config("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"))) ==
+        31'577'937'344ULL);
+  for (const char* id : {"cpu-nemotron_h-small-b2-s256-adamw", "cpu-nemotron_h_moe-small-b2-s256-adamw"}) {
+    const json r = ssm_record(id);
+    CHECK(memscale::parameter_count(memscale::json_io::model_for_record(r)) == r.at("model").at("params").get<std::uint64_t>());
+  }
+}
+
+TEST_CASE("nemotron_h: 'E' layers are NemotronHMoE, the MLP layers keep intermediate_size") {
+  using namespace memscale;
+  const model_spec nano = json_io::load_hf_model(ssm_config("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"));
+  CHECK(nano.experts == 128);
+  CHECK(nano.experts_per_token == 6);
+  CHECK(nano.ffn == 1856);
+  CHECK(nano.shared_expert_ffn == 3712);
+  CHECK_FALSE(nano.shared_expert_gate);
+  CHECK(nano.router_fp32);
+  CHECK(nano.router_score_correction);
+  CHECK(nano.layer_blocks[1] == layer_block_kind::moe);
+  // 23 copies of (M, E), the six attention layers before.
+  const graph_layers::single_mixer_grouping g = graph_layers::group_single_mixer_layers(nano);
+  CHECK(g.repeats == 23);
+  CHECK(g.unit_layers() == 2);
+  CHECK(g.leading[static_cast<std::size_t>(layer_block_kind::attention)] == 6);
+  CHECK(graph_layers::moe_layers(nano) == 23);
+  // A stack with both: '-' layers run intermediate_size, 'E' layers the experts.
+  json both = ssm_record("cpu-nemotron_h_moe-small-b2-s256-adamw").at("model").at("hf_config");
+  const std::uint64_t moe_only = parameter_count(json_io::model_from_hf_config(both));
+  both["hybrid_override_pattern"] = "MEM*EM-";
+  both["num_hidden_layers"] = 7;
+  const model_spec mixed = json_io::model_from_hf_config(both);
+  CHECK(mixed.dense_ffn == 512);
+  CHECK(mixed.ffn == 384);
+  CHECK(parameter_count(mixed) == moe_only + 2 * 256 * 512 + 256);  // NemotronHMLP up, down and the block's norm
 }
 
 TEST_CASE("nemotron_h: a pattern reads as one block per layer") {
@@ -104,6 +139,15 @@ TEST_CASE("nemotron_h: NemotronHConfig's defaults fill what a config omits") {
   CHECK(m.ssm_gated_norm);
   CHECK_FALSE(m.tied_embeddings);
   CHECK(m.upcast_logits);
+  // No pattern: NemotronHConfig's default list, mamba, moe, attention, moe, and its MoE defaults.
+  const model_spec d = json_io::model_from_hf_config(json{{"model_type", "nemotron_h"}});
+  CHECK(d.layers == 4);
+  CHECK(d.layer_blocks[1] == layer_block_kind::moe);
+  CHECK(d.layer_blocks[2] == layer_block_kind::attention);
+  CHECK(d.experts == 8);
+  CHECK(d.experts_per_token == 2);
+  CHECK(d.ffn == 7688);
+  CHECK(d.shared_expert_ffn == 7688);
   // The legacy mamba_* spellings win (NemotronHConfig.__post_init__).
   json legacy{{"model_type", "nemotron_h"}, {"hybrid_override_pattern", "M"}, {"n_groups", 8}, {"mamba_n_groups", 4}};
   CHECK(json_io::model_from_hf_config(legacy).ssm_groups == 4);
@@ -111,8 +155,15 @@ TEST_CASE("nemotron_h: NemotronHConfig's defaults fill what a config omits") {
 
 TEST_CASE("nemotron_h: unmodelled or invalid patterns and settings are refused by name") {
   using namespace memscale;
-  CHECK_THROWS_WITH(json_io::model_from_hf_config(small_with("hybrid_override_pattern", "M-E*")),
-                    Catch::Contains("config.hybrid_override_pattern") && Catch::Contains("MoE"));
+  // 'E' layers are read (NemotronHConfig's MoE defaults where the config has no MoE keys); their
+  // latent projections and an impossible top-k are refused.
+  CHECK(json_io::model_from_hf_config(small_with("hybrid_override_pattern", "M-E*-ME")).experts == 8);
+  json latent = small_with("hybrid_override_pattern", "M-E*-ME");
+  latent["moe_latent_size"] = 64;
+  CHECK_THROWS_WITH(json_io::model_from_hf_config(latent), Catch::Contains("config.moe_latent_size"));
+  json picks = small_with("hybrid_override_pattern", "M-E*-ME");
+  picks["num_experts_per_tok"] = 9;
+  CHECK_THROWS_WITH(json_io::model_from_hf_config(picks), Catch::Contains("config.num_experts_per_tok"));
   CHECK_THROWS_WITH(json_io::model_from_hf_config(small_with("hybrid_override_pattern", "M-X")),
                     Catch::Contains("config.hybrid_override_pattern") && Catch::Contains("'X'"));
   CHECK_THROWS_WITH(json_io::model_from_hf_config(small_with("hybrid_override_pattern", "")),
@@ -121,13 +172,8 @@ TEST_CASE("nemotron_h: unmodelled or invalid patterns and settings are refused b
                     Catch::Contains("at most 128"));
   CHECK_THROWS_WITH(json_io::model_from_hf_config(small_with("num_hidden_layers", 8)),
                     Catch::Contains("config.num_hidden_layers"));
-  // No pattern: NemotronHConfig's default list has an MoE layer.
-  CHECK_THROWS_WITH(json_io::model_from_hf_config(json{{"model_type", "nemotron_h"}}),
-                    Catch::Contains("config.hybrid_override_pattern"));
   json listed = small_config();
   listed.erase("hybrid_override_pattern");
-  listed["layers_block_type"] = json::array({"mamba", "moe"});
-  CHECK_THROWS_WITH(json_io::model_from_hf_config(listed), Catch::Contains("config.layers_block_type"));
   listed["layers_block_type"] = json::array({"mamba", "conv"});
   CHECK_THROWS_WITH(json_io::model_from_hf_config(listed), Catch::Contains("config.layers_block_type"));
   CHECK_THROWS_WITH(json_io::model_from_hf_config(small_with("mlp_hidden_act", "gelu")),
@@ -143,8 +189,8 @@ TEST_CASE("nemotron_h: unmodelled or invalid patterns and settings are refused b
                     Catch::Contains("config.sliding_window"));
 }
 
-TEST_CASE("nemotron_h: the CPU-traced record is modelled within the band") {
-  REQUIRE(memscale_test::check_ssm_records_within_band({"nemotron_h"}) == 1);
+TEST_CASE("nemotron_h: the CPU-traced records are modelled within the band") {
+  REQUIRE(memscale_test::check_ssm_records_within_band({"nemotron_h"}) == 3);
 }
 
 TEST_CASE("nemotron_h: generate() is refused by name") {

@@ -123,6 +123,34 @@ def falcon_h1(c):
     return g(c, "num_hidden_layers", 32) * layer + h + head(c, h, g(c, "vocab_size", 128000), False)
 
 
+def nemotron_h(c):
+    """NemotronHForCausalLM (modeling_nemotron_h.py@897753a0): one mixer per block, named by
+    hybrid_override_pattern ('M' Mamba-2, '*' attention, '-' relu2 MLP, 'E' NemotronHMoE); (total, active)."""
+    h = g(c, "hidden_size", 4096)
+    pattern = c.get("hybrid_override_pattern") or "".join(
+        {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}[t] for t in c.get("layers_block_type") or
+        ["mamba", "moe", "attention", "moe"])
+    heads, kv, hd = g(c, "num_attention_heads", 32), g(c, "num_key_value_heads", 8), g(c, "head_dim", 128)
+    mlp_bias = g(c, "mlp_bias", False)
+    up_down = lambda f: linear(h, f, mlp_bias) + linear(f, h, mlp_bias)  # NemotronHMLP
+    E, k = g(c, "n_routed_experts", 8), g(c, "num_experts_per_tok", 2)
+    fe, fs = g(c, "moe_intermediate_size", 7688), g(c, "moe_shared_expert_intermediate_size", 7688)
+    # NemotronHMoE: the router weight [E, h], NemotronHExperts' up_proj [E, fe, h] and down_proj [E, h, fe], the shared MLP
+    moe_total = E * h + 2 * E * fe * h + up_down(fs)
+    moe_active = E * h + 2 * k * fe * h + up_down(fs)
+    mixers = {
+        "M": mamba2_mixer(h, g(c, "mamba_num_heads", 128) * g(c, "mamba_head_dim", 64), g(c, "mamba_num_heads", 128),
+                          g(c, "n_groups", 8), g(c, "ssm_state_size", 128), g(c, "conv_kernel", 4),
+                          g(c, "use_bias", False), g(c, "use_conv_bias", True)),
+        "*": linear(h, heads * hd) + 2 * linear(h, kv * hd) + linear(heads * hd, h),
+        "-": up_down(g(c, "intermediate_size", 21504)),
+    }
+    total = sum(h + (moe_total if t == "E" else mixers[t]) for t in pattern)
+    active = sum(h + (moe_active if t == "E" else mixers[t]) for t in pattern)
+    rest = h + head(c, h, g(c, "vocab_size", 131072), False)
+    return total + rest, active + rest
+
+
 # ------------------------------------------------------------------------ multimodal towers
 def siglip_vision(v):
     """SiglipVisionModel (modeling_siglip.py) as Gemma 3 builds it (SiglipVisionConfig defaults)."""
@@ -329,6 +357,8 @@ CARDS = {  # file stem: (published total, half of its last published digit, sour
     "state-spaces--mamba2-2.7b": (2.7e9, 0.05e9, "model name 2.7b (Mamba-2 paper, Hub 2.7B)"),
     "ai21labs--AI21-Jamba-1.5-Mini": (51.6e9, 0.05e9, "Jamba paper 51.6B total (card 52B), 12B active"),
     "tiiuae--Falcon-H1-0.5B-Base": (0.52e9, 0.005e9, "Falcon-H1 report 0.52B (card 0.5B)"),
+    "nvidia--NVIDIA-Nemotron-Nano-9B-v2": (8.89e9, 0.005e9, "model card 8.89B"),
+    "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16": (31.6e9, 0.05e9, "model card 31.6B total, 3.6B active with embeddings"),
     "google--gemma-3-4b-it": (4_300_079_472, 0, "Hub safetensors total 4.3B; Gemma 3 report: 417M vision + 3.88B"),
     "Qwen--Qwen2.5-VL-7B-Instruct": (8.29e9, 0.005e9, "Hub safetensors total 8.29B"),
     "Qwen--Qwen3-VL-8B-Instruct": (8.77e9, 0.005e9, "Hub safetensors total 8.77B"),
@@ -350,6 +380,9 @@ def count(c):
         return {"total": total, "active": active}
     if t == "falcon_h1":
         return {"total": falcon_h1(c)}
+    if t == "nemotron_h":
+        total, active = nemotron_h(c)
+        return {"total": total, "active": active}
     if t == "gemma3":
         text, vision, proj = gemma3(c)
         return {"total": text + vision + proj, "text": text, "vision": vision, "projector": proj}

@@ -642,6 +642,55 @@ class NemotronHAttention(nn.Module):  # no positional encoding, eager_attention_
         return self.o_proj(o.reshape(B, S, -1).contiguous())
 
 
+class NemotronHMoE(nn.Module):
+    """NemotronHMoE (modeling_nemotron_h.py@897753a0) with NemotronHExperts' own loop (the eager experts
+    implementation, as transformers 4.x runs every MoE): NemotronHTopkRouter's F.linear of fp32 copies, the
+    sigmoid and group-limited top-k of route_tokens_to_experts (with grad: it has no no_grad), relu2 experts
+    without a gate, the routing weights' product added into an fp32 zeros_like, then the shared NemotronHMLP."""
+
+    def __init__(self, c):
+        super().__init__()
+        h, E, F_e = c["hidden_size"], c["n_routed_experts"], c["moe_intermediate_size"]
+        self.E, self.k, self.groups = E, c["num_experts_per_tok"], c.get("n_group", 1)
+        self.topk_group, self.scale = c.get("topk_group", 1), c.get("routed_scaling_factor", 1.0)
+        self.gate_weight = nn.Parameter(torch.randn(E, h) * 0.02)
+        self.register_buffer("e_score_correction_bias", torch.zeros(E))
+        self.up_proj = nn.Parameter(torch.randn(E, F_e, h) * 0.02)
+        self.down_proj = nn.Parameter(torch.randn(E, h, F_e) * 0.02)
+        self.shared_experts = NemotronHMLP(dict(c, intermediate_size=c["moe_shared_expert_intermediate_size"]))
+
+    def route(self, logits):
+        logits = logits.sigmoid()
+        choice = logits + self.e_score_correction_bias
+        group_scores = choice.view(-1, self.groups, self.E // self.groups).topk(2, dim=-1)[0].sum(dim=-1)
+        group_idx = torch.topk(group_scores, k=self.topk_group, dim=-1, sorted=False)[1]
+        group_mask = torch.zeros_like(group_scores)
+        group_mask.scatter_(1, group_idx, 1)
+        score_mask = group_mask.unsqueeze(-1).expand(-1, self.groups, self.E // self.groups).reshape(-1, self.E)
+        scores = choice.masked_fill(~score_mask.bool(), 0.0)
+        idx = torch.topk(scores, k=self.k, dim=-1, sorted=False)[1]
+        w = logits.gather(1, idx)
+        w /= w.sum(dim=-1, keepdim=True) + 1e-20
+        return idx, w * self.scale
+
+    def forward(self, x):
+        residuals, shape = x, x.shape
+        logits = F.linear(x.view(-1, shape[-1]).type(torch.float32), self.gate_weight.type(torch.float32))
+        idx, w = self.route(logits)
+        x = x.view(-1, shape[-1])
+        out = torch.zeros_like(x, dtype=w.dtype)
+        with torch.no_grad():
+            mask = F.one_hot(idx, num_classes=self.E).permute(2, 1, 0)
+            hit = torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero().squeeze(-1)
+        for e in hit:
+            e = e.item()
+            pos, tok = torch.where(mask[e])
+            y = F.linear(x[tok], self.up_proj[e])
+            y = F.linear(torch.square(F.relu(y)), self.down_proj[e])
+            out.index_add_(0, tok, (y * w[tok, pos, None]).to(out.dtype))
+        return out.to(x.dtype).view(*shape) + self.shared_experts(residuals)
+
+
 class NemotronHBlock(nn.Module):
     def __init__(self, c, kind):
         super().__init__()
@@ -657,6 +706,8 @@ class NemotronHBlock(nn.Module):
             self.mixer.norm = GroupedGatedRMSNorm(D, D // G, eps)
         elif kind == "*":
             self.mixer = NemotronHAttention(c)
+        elif kind == "E":
+            self.mixer = NemotronHMoE(c)
         else:
             self.mixer = NemotronHMLP(c)
 
@@ -735,6 +786,17 @@ CONFIGS = {
                    "chunk_size": 64, "use_conv_bias": True, "use_bias": False, "mlp_bias": False, "vocab_size": 4096,
                    "layer_norm_epsilon": 1e-5, "tie_word_embeddings": False, "attention_dropout": 0.0,
                    "mamba_hidden_act": "silu", "residual_in_fp32": False},
+    # Nemotron 3 Nano's kinds (Mamba-2, MoE, attention), small: 8 relu2 experts, top 2, a shared expert.
+    "nemotron_h_moe": {"architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "hidden_size": 256,
+                       "num_hidden_layers": 6, "hybrid_override_pattern": "MEM*EM", "num_attention_heads": 8,
+                       "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512, "mlp_hidden_act": "relu2",
+                       "n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 384,
+                       "moe_shared_expert_intermediate_size": 512, "n_group": 1, "topk_group": 1,
+                       "norm_topk_prob": True, "routed_scaling_factor": 2.5,
+                       "mamba_num_heads": 8, "mamba_head_dim": 64, "n_groups": 2, "ssm_state_size": 32,
+                       "conv_kernel": 4, "chunk_size": 64, "use_conv_bias": True, "use_bias": False, "mlp_bias": False,
+                       "vocab_size": 4096, "layer_norm_epsilon": 1e-5, "tie_word_embeddings": False,
+                       "attention_dropout": 0.0, "mamba_hidden_act": "silu", "residual_in_fp32": False},
 }
 
 # (batch, seq, checkpointing, precision) per family. The sequential Mamba-1 scan is one Python
@@ -749,6 +811,7 @@ CASES = {
     "jamba": ((2, 128, False, "fp32"), (4, 128, False, "fp32")),
     "falcon_h1": ((2, 256, False, "fp32"), (4, 512, False, "fp32")),
     "nemotron_h": ((2, 256, False, "fp32"),),
+    "nemotron_h_moe": ((2, 256, False, "fp32"), (4, 256, False, "fp32")),
 }
 
 

@@ -33,22 +33,26 @@ constexpr bool has_layer_pattern(const model_spec& m) {
 
 // A stack of single-mixer blocks (Nemotron-H) as a repeated unit and the layers left over,
 // written once before it. Its patterns have no period (Nemotron Nano 2: 27 Mamba-2, 25 MLP and
-// 4 attention layers in no repeating order), and the graph holds one repeated block of at most
+// 4 attention layers in no repeating order; Nemotron 3 Nano: 23 Mamba-2, 23 MoE, 6 attention), and the graph holds one repeated block of at most
 // graph_capacity ops, so the layers are grouped by kind: `repeats` copies of a unit holding
 // count / repeats layers of each kind, the remainders before it. Every layer is written, so the
 // parameters and what the step keeps are the stack's; only the order of the layers differs.
 // `repeats` makes the fewest layers to write (unit plus remainders), the largest on a tie.
 struct single_mixer_grouping {
-  std::array<std::uint64_t, 3> unit{};     // layers of each layer_block_kind in the repeated unit
-  std::array<std::uint64_t, 3> leading{};  // layers of each kind written once before it
-  std::array<layer_block_kind, 3> order{};  // the first `kinds` entries: the kinds in order of first use
+  std::array<std::uint64_t, layer_block_kinds> unit{};     // layers of each layer_block_kind in the repeated unit
+  std::array<std::uint64_t, layer_block_kinds> leading{};  // layers of each kind written once before it
+  std::array<layer_block_kind, layer_block_kinds> order{};  // the first `kinds` entries: the kinds in order of first use
   std::size_t kinds = 0;
   std::uint64_t repeats = 1;
-  [[nodiscard]] constexpr std::uint64_t unit_layers() const { return unit[0] + unit[1] + unit[2]; }
+  [[nodiscard]] constexpr std::uint64_t unit_layers() const {
+    std::uint64_t n = 0;
+    for (const std::uint64_t c : unit) n += c;
+    return n;
+  }
 };
 
 constexpr single_mixer_grouping group_single_mixer_layers(const model_spec& m) {
-  std::array<std::uint64_t, 3> count{};
+  std::array<std::uint64_t, layer_block_kinds> count{};
   single_mixer_grouping g{};
   for (std::size_t i = 0; i < static_cast<std::size_t>(m.layers) && i < max_block_pattern_layers; ++i) {
     const layer_block_kind k = m.layer_blocks[i];
@@ -61,12 +65,29 @@ constexpr single_mixer_grouping group_single_mixer_layers(const model_spec& m) {
     if (written > best) continue;
     best = written;
     g.repeats = r;
-    for (std::size_t k = 0; k < 3; ++k) {
+    for (std::size_t k = 0; k < layer_block_kinds; ++k) {
       g.unit[k] = count[k] / r;
       g.leading[k] = count[k] % r;
     }
   }
   return g;
+}
+
+// The layers whose MLP is the model's experts: the MoE layers of a single-mixer stack, every
+// moe_layer_step-th layer (layer_at), or all but the leading dense ones.
+constexpr std::uint64_t moe_layers(const model_spec& m) {
+  if (m.experts == 0) return 0;
+  std::uint64_t n = 0;
+  if (m.single_mixer_blocks) {
+    for (std::size_t i = 0; i < static_cast<std::size_t>(m.layers) && i < max_block_pattern_layers; ++i)
+      n += m.layer_blocks[i] == layer_block_kind::moe ? 1 : 0;
+    return n;
+  }
+  if (m.moe_layer_step > 1) {
+    for (std::uint64_t i = 0; i < m.layers; ++i) n += (i + 1 + m.moe_layer_offset) % m.moe_layer_step == 0 ? 1 : 0;
+    return n;
+  }
+  return m.layers - m.leading_dense_layers;
 }
 
 // Decoder layers in one repeat of the block: 1 without a pattern.

@@ -113,9 +113,24 @@ constexpr graph_layers::tensor transformer_layer(const graph_layers::layer_conte
   return out;
 }
 
+// A single-mixer stack's dense MLP layer when the model also has MoE layers: the model without
+// its experts, its MLP of dense_ffn.
+constexpr model_spec without_experts(const model_spec& m) {
+  model_spec dense = m;
+  dense.ffn = m.dense_ffn;
+  dense.experts = 0;
+  dense.experts_per_token = 0;
+  dense.shared_expert_ffn = 0;
+  dense.shared_expert_gate = false;
+  dense.router_fp32 = false;
+  dense.router_score_correction = false;
+  return dense;
+}
+
 // NemotronHBlock.forward (modeling_nemotron_h.py@897753a0): residual + mixer(norm(x)), the mixer
 // the layer's block type names: NemotronHMamba2Mixer (Mamba2Mixer's code), NemotronHAttention (no
-// positional encoding) or NemotronHMLP (up_proj, relu2, down_proj).
+// positional encoding), NemotronHMLP (up_proj, relu2, down_proj) or NemotronHMoE (DeepSeek-V3's
+// fp32 sigmoid router, routed relu2 experts without a gate, then the shared expert added).
 constexpr graph_layers::tensor single_mixer_layer(const graph_layers::layer_context& ctx, graph_layers::tensor x,
                                                   layer_block_kind kind) {
   using namespace graph_layers;
@@ -125,7 +140,23 @@ constexpr graph_layers::tensor single_mixer_layer(const graph_layers::layer_cont
   switch (kind) {
     case layer_block_kind::mamba2: y = hybrid_mamba2_mixer(ctx, in); break;
     case layer_block_kind::attention: y = self_attention(ctx, in); break;
-    case layer_block_kind::mlp: y = mlp(ctx, in); break;
+    case layer_block_kind::mlp: {
+      if (ctx.model.experts == 0) {
+        y = mlp(ctx, in);
+        break;
+      }
+      const model_spec dense = without_experts(ctx.model);
+      y = mlp(layer_context{.ops = ctx.ops,
+                            .model = dense,
+                            .run = ctx.run,
+                            .adapters = ctx.adapters,
+                            .dropout = ctx.dropout,
+                            .tokens = ctx.tokens,
+                            .cached_keys = ctx.cached_keys},
+              in);
+      break;
+    }
+    case layer_block_kind::moe: y = mlp(ctx, in); break;
   }
   ops.reads(in, y);
   const tensor out = ops.add(x, y);
@@ -183,14 +214,8 @@ constexpr void transformer_period(const graph_layers::layer_context& ctx) {
 // after the embeddings, so the repeated block is the sparse layer. Returns the stream after them.
 constexpr graph_layers::tensor leading_dense_layers(const graph_layers::layer_context& ctx, graph_layers::tensor x) {
   if (ctx.model.leading_dense_layers == 0) return x;
-  model_spec dense = ctx.model;
+  model_spec dense = without_experts(ctx.model);
   dense.ffn = ctx.model.leading_dense_ffn;
-  dense.experts = 0;
-  dense.experts_per_token = 0;
-  dense.shared_expert_ffn = 0;
-  dense.shared_expert_gate = false;
-  dense.router_fp32 = false;
-  dense.router_score_correction = false;
   const graph_layers::layer_context layer{.ops = ctx.ops,
                                           .model = dense,
                                           .run = ctx.run,
@@ -348,7 +373,7 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
   // DeepseekV3TopkRouter's register_buffer("e_score_correction_bias", torch.zeros(n_routed_experts))
   // in every sparse layer (modeling_deepseek_v3.py@00b676f8), cast with the model.
   if (model.router_score_correction)
-    sections.add_buffers(storage(precision.param, detail::checked_mul(model.experts, model.layers - model.leading_dense_layers)));
+    sections.add_buffers(storage(precision.param, detail::checked_mul(model.experts, graph_layers::moe_layers(model))));
   // FalconH1Model.compute_mup_vector: a non-persistent (1, 1, 2D + 2GN + h) buffer per layer,
   // cast with the model (modular_falcon_h1.py@3c0a5c70).
   if (model.mup_multipliers)

@@ -2,7 +2,7 @@
 // models/nemotron_h/configuration_nemotron_h.py@13923c63 and modeling_nemotron_h.py@897753a0): a
 // stack of single-mixer blocks, norm -> one mixer -> residual add, each layer's mixer named by
 // hybrid_override_pattern ('M' a Mamba-2 mixer with a grouped gated RMSNorm, '*' attention without
-// positional encoding, '-' an up/down MLP with relu2; 'E', the MoE block, is refused). The layers
+// positional encoding, '-' an up/down MLP with relu2, 'E' the MoE block NemotronHMoE). The layers
 // are grouped by kind into a repeated unit and the remainders (graph/layers/layer_pattern.hpp
 // group_single_mixer_layers; graph/recipes/decoder_stack.hpp single_mixer_layer).
 // IWYU pragma: private, include <memscale/json.hpp>
@@ -23,12 +23,10 @@ inline layer_block_kind nemotron_h_block(char kind, const std::string& field, co
   if (kind == 'M') return layer_block_kind::mamba2;
   if (kind == '*') return layer_block_kind::attention;
   if (kind == '-') return layer_block_kind::mlp;
-  if (kind == 'E')
-    bad_field(error_code::unsupported, field, pattern,
-              "must not name 'E' layers: the MoE block (NemotronHMoE: sigmoid router, routed and shared relu2 "
-              "experts) is not modelled");
+  if (kind == 'E') return layer_block_kind::moe;
   bad_field(error_code::invalid_model, field, pattern,
-            std::string("must list one of 'M' (Mamba-2), '*' (attention), '-' (MLP) per layer, not '") + kind + "'");
+            std::string("must list one of 'M' (Mamba-2), '*' (attention), '-' (MLP), 'E' (MoE) per layer, not '") +
+                kind + "'");
 }
 
 // layers_block_type's names (current and legacy: remap_legacy_layer_types) as pattern characters.
@@ -41,23 +39,59 @@ inline char nemotron_h_block_char(const json& name, const std::string& field) {
   bad_field(error_code::invalid_model, field, name, "must name mamba, attention, mlp or moe layers");
 }
 
-// The per-layer pattern: hybrid_override_pattern, else layers_block_type; NemotronHConfig's
-// default list (linear_attention, moe, full_attention, mlp) has an MoE layer and is refused.
+// The per-layer pattern: hybrid_override_pattern, else layers_block_type, else NemotronHConfig's
+// default list (configuration_nemotron_h.py@cfeb552e: mamba, moe, attention, moe).
 inline std::string nemotron_h_pattern(const config& c, std::string& field) {
   if (c.has("hybrid_override_pattern")) {
     field = c.field("hybrid_override_pattern");
     return c.text("hybrid_override_pattern", "");
   }
   field = c.field("layers_block_type");
-  if (!c.has("layers_block_type"))
-    bad_field(error_code::unsupported, c.field("hybrid_override_pattern"), json(),
-              "is required: NemotronHConfig's default layers (linear_attention, moe, full_attention, mlp) include "
-              "an MoE layer, which is not modelled");
+  if (!c.has("layers_block_type")) return "ME*E";
   const json& list = c.raw().at("layers_block_type");
   if (!list.is_array()) bad_field(error_code::invalid_model, field, list, "must be a list of layer types");
   std::string pattern;
   for (const json& name : list) pattern += nemotron_h_block_char(name, field);
   return pattern;
+}
+
+// NemotronHMoE (modeling_nemotron_h.py@897753a0), when the pattern has 'E' layers: the fp32 router
+// of n_routed_experts (NemotronHTopkRouter: F.linear of fp32 copies, an e_score_correction_bias
+// buffer), a sigmoid over the group-limited top num_experts_per_tok, NemotronHExperts (3-D up_proj
+// [E, F, H] and down_proj [E, H, F], relu2, no gate: use_experts_implementation(has_gate=False)) of
+// moe_intermediate_size, then shared_experts(residuals) added: one NemotronHMLP of
+// moe_shared_expert_intermediate_size (n_shared_experts does not change it). The MLP layers keep
+// intermediate_size. Defaults: configuration_nemotron_h.py@cfeb552e.
+inline void nemotron_h_experts(const config& c, model_spec& m) {
+  bool moe = false;
+  for (std::size_t i = 0; i < static_cast<std::size_t>(m.layers); ++i) moe = moe || m.layer_blocks[i] == layer_block_kind::moe;
+  if (!moe) return;
+  if (c.has("moe_latent_size") && !c.raw().at("moe_latent_size").is_null())
+    bad_field(error_code::unsupported, c.field("moe_latent_size"), c.raw().at("moe_latent_size"),
+              "must be null: the experts' latent projections (fc1_latent_proj, fc2_latent_proj) are not modelled");
+  m.dense_ffn = m.ffn;
+  m.experts = c.count("n_routed_experts", 8);
+  m.experts_per_token = c.count("num_experts_per_tok", 2);
+  m.ffn = c.count("moe_intermediate_size", 7688);
+  m.shared_expert_ffn = c.count("moe_shared_expert_intermediate_size", 7688);
+  m.shared_expert_gate = false;
+  m.router_fp32 = true;
+  m.router_score_correction = true;
+  if (m.experts_per_token == 0 || m.experts_per_token > m.experts)
+    bad_field(error_code::invalid_model, c.field("num_experts_per_tok"), m.experts_per_token,
+              "must be between 1 and n_routed_experts (" + std::to_string(m.experts) + ")");
+  const std::uint64_t groups = c.count("n_group", 1);
+  if (groups == 0 || m.experts % groups != 0 || c.count("topk_group", 1) > groups)
+    bad_field(error_code::invalid_model, c.field("n_group"), groups,
+              "must divide n_routed_experts and be at least topk_group (route_tokens_to_experts' group view)");
+  // Scalars of the routing, and keys the model does not build from: routed_scaling_factor and
+  // norm_topk_prob scale tokens x top-k weights (not written, as for DeepSeek-V3); the mtp.* weights
+  // of num_nextn_predict_layers are ignored on load (_keys_to_ignore_on_load_unexpected).
+  static_cast<void>(c.number("routed_scaling_factor", 1.0));
+  static_cast<void>(c.flag("norm_topk_prob", true));
+  static_cast<void>(c.count("n_shared_experts", 1));
+  static_cast<void>(c.flag("moe_shared_expert_overlap", true));
+  static_cast<void>(c.count("num_nextn_predict_layers", 0));
 }
 
 // NemotronHConfig's keys and defaults (configuration_nemotron_h.py@13923c63); the legacy
@@ -106,6 +140,7 @@ inline model_spec nemotron_h(const config& c) {
   const std::string mlp_act = c.text("mlp_hidden_act", "relu2");
   if (mlp_act != "relu2")
     bad_field(error_code::unsupported, "config.mlp_hidden_act", mlp_act, "must be relu2: other MLP activations are not modelled");
+  nemotron_h_experts(c, m);
   // NemotronHMamba2Mixer: intermediate_size = mamba_num_heads * mamba_head_dim (expand unused).
   m.hybrid_mixer = mixer_kind::mamba2;
   m.single_mixer_blocks = true;
