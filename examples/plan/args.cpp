@@ -200,11 +200,11 @@ void apply_torchtitan(const CLI::App& app, options& o) {
 // (estimate/fsdp2.hpp), as torchtitan's is.
 void apply_torchtune_distributed(const CLI::App& app, options& o) {
   if (o.run.framework != memscale::framework_kind::torchtune || o.cluster.gpus == 0) return;
-  check_torchtune_emit(o);  // emit_torchtune.cpp: --emit torchtune is the single-device recipe's
+  check_torchtune_emit(o);  // emit_torchtune.cpp: --emit torchtune writes full_finetune_distributed's config
   if (o.cluster.gpus < 2)
     throw usage_error("--framework torchtune with --gpus needs N > 1: its distributed recipes shard with FSDP2 "
                       "(fully_shard) over N ranks; for one GPU leave out --gpus");
-  if (o.cluster.emit != emit_format::none)
+  if (o.cluster.emit != emit_format::none && o.cluster.emit != emit_format::torchtune)
     throw usage_error("--emit deepspeed and accelerate-fsdp do not apply to --framework torchtune: its distributed "
                       "recipes run FSDP2 themselves");
   for (const char* name : {"--tp", "--pp", "--sp", "--host-memory", "--global-batch", "--no-sync", "--strategy"})
@@ -218,7 +218,9 @@ void apply_torchtune_distributed(const CLI::App& app, options& o) {
   if (app.count("--precision") == 0 && o.run_source.empty()) o.run.prec = memscale::precision::pure_bf16;
   o.run.shard = memscale::sharding::full;
   o.run.data_parallel = o.cluster.gpus;
+  const emit_format emit = o.cluster.emit;
   o.cluster = cluster_options{};  // the report is one GPU's step of the whole run
+  o.cluster.emit = emit;          // --emit torchtune: the recipe config of that run
 }
 
 // Checks that need every option (the plan options, adapter options, the run against the

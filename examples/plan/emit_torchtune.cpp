@@ -9,9 +9,6 @@ namespace memscale_plan {
 
 void check_torchtune_emit(const options& opt) {
   if (opt.cluster.emit != emit_format::torchtune) return;
-  if (opt.cluster.gpus > 0)
-    throw usage_error("--emit torchtune writes a single-device recipe config; the distributed recipe's config "
-                      "(full_finetune_distributed) is not written yet: leave out --gpus");
   if (opt.run.framework != memscale::framework_kind::torchtune)
     throw usage_error("--emit torchtune describes a torchtune run: add --framework torchtune");
   if (opt.vision.model || opt.inference.enabled || opt.config.generic)

@@ -53,7 +53,7 @@ void add_cluster_options(CLI::App& app, options& o) {
             });
   add_value(app, g, "--emit", "FORMAT", "print the engine config instead of the report: deepspeed (ds_config.json) "
                                         "| accelerate-fsdp (Accelerate config YAML) | torchtitan (job TOML; with "
-                                        "--framework torchtitan) | torchtune (recipe config YAML, one GPU)",
+                                        "--framework torchtitan) | torchtune (recipe config YAML: one GPU, or full_finetune_distributed with --gpus N)",
             [&c](const std::string& v) {
               if (v == "deepspeed") c.emit = emit_format::deepspeed;
               else if (v == "accelerate-fsdp") c.emit = emit_format::accelerate_fsdp;

@@ -41,7 +41,8 @@ run "${args[@]}" --emit accelerate-fsdp
 [[ $rc -eq 0 ]] && grep -q "^distributed_type: FSDP" "$work/out" && grep -q "fsdp_transformer_layer_cls_to_wrap: LlamaDecoderLayer" "$work/out"
 check "--emit accelerate-fsdp: Accelerate FSDP YAML" $?
 
-# --emit torchtune: the single-device recipe config, its batch keys multiplying out; never for --gpus.
+# --emit torchtune: the single-device recipe config, its batch keys multiplying out; with --gpus N
+# full_finetune_distributed's, launched over N processes.
 run --model llama-3-8b --framework torchtune --lora 16 --lora-targets q_proj,v_proj,o_proj,gate_proj,up_proj,down_proj \
   --precision pure_bf16 --batch 4 --grad-accum 8 --seq 2048 --checkpointing full --offload activations --emit torchtune
 [[ $rc -eq 0 ]] && grep -q "^  _component_: torchtune.models.llama3.lora_llama3_8b$" "$work/out" &&
@@ -51,8 +52,13 @@ kv = dict(l.split(": ", 1) for l in sys.stdin.read().splitlines() if l and not l
 assert int(kv["batch_size"]) * int(kv["gradient_accumulation_steps"]) == 32, kv
 ' <"$work/out"
 check "--emit torchtune: LoRA recipe config, 4 x 8" $?
+run --model llama-3-8b --framework torchtune --gpus 4 --gpu h100-80gb --batch 2 --seq 4096 --checkpointing full --emit torchtune
+[[ $rc -eq 0 ]] && grep -q "tune run --nproc_per_node 4 full_finetune_distributed" "$work/out" &&
+  grep -q "^  _component_: torchtune.models.llama3.llama3_8b$" "$work/out" && grep -q "^dtype: bf16$" "$work/out" &&
+  grep -q "^custom_sharded_layers: null$" "$work/out" && grep -q "^fsdp_reshard_after_forward: True$" "$work/out"
+check "--emit torchtune --gpus 4: full_finetune_distributed's config (bf16, FSDP2 keys)" $?
 run --model llama-3-8b --framework torchtune --lora 8 --gpus 2 --gpu a100-80gb --emit torchtune
-[[ $rc -eq 2 ]] && grep -q "full_finetune_distributed" "$work/err"; check "--emit torchtune --gpus: refused (the distributed recipe's config is not written)" $?
+[[ $rc -eq 2 ]] && grep -q "distributed" "$work/err"; check "--emit torchtune --gpus with LoRA: refused (lora_finetune_distributed's config is not written)" $?
 run --model llama-3-8b --lora 8 --emit torchtune
 [[ $rc -eq 2 ]] && grep -q "add --framework torchtune" "$work/err"; check "--emit torchtune without --framework torchtune: refused" $?
 

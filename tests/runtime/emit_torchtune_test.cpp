@@ -51,7 +51,8 @@ void check_keys(const std::map<std::string, std::string>& keys, const training_s
     INFO(path << ": " << value);
     const std::size_t dot = path.find('.');
     if (dot == std::string::npos) {
-      CHECK((full ? k::contains(k::full_single_device, path) : k::contains(k::lora_single_device, path)));
+      if (runs_fsdp2(run)) CHECK(k::contains(k::full_distributed, path));
+      else CHECK((full ? k::contains(k::full_single_device, path) : k::contains(k::lora_single_device, path)));
       continue;
     }
     const std::string parent = path.substr(0, dot);
@@ -110,6 +111,32 @@ TEST_CASE("A torchtune full or QLoRA config names its builder and the full recip
   CHECK(qk.at("model._component_") == "torchtune.models.llama2.qlora_llama2_7b");
   CHECK(qk.at("model.lora_attn_modules") == "['q_proj', 'v_proj']");
   CHECK(std::stoull(qk.at("batch_size")) * std::stoull(qk.at("gradient_accumulation_steps")) == 16);
+}
+
+TEST_CASE("A torchtune full fine-tune over several GPUs writes full_finetune_distributed's keys") {
+  training_spec run = torchtune({.micro_batch = 2, .seq_len = 4096, .prec = precision::pure_bf16, .ckpt = checkpointing::full});
+  run.shard = sharding::full;
+  run.data_parallel = 4;
+  REQUIRE(runs_fsdp2(run));
+  const std::string yaml = json_io::emit_torchtune_config(presets::llama_3_8b, run);
+  INFO(yaml);
+  const auto keys = keys_of(yaml);
+  check_keys(keys, run);
+  CHECK(yaml.find("tune run --nproc_per_node 4 full_finetune_distributed") != std::string::npos);
+  CHECK(yaml.find("llama3/8B_full.yaml") != std::string::npos);
+  CHECK(keys.at("model._component_") == "torchtune.models.llama3.llama3_8b");
+  CHECK(keys.at("dtype") == "bf16");
+  // The estimate keeps the embeddings and the output in the root unit, as the recipe does without the key.
+  CHECK(keys.at("custom_sharded_layers") == "null");
+  CHECK(keys.at("fsdp_reshard_after_forward") == "True");
+  CHECK(keys.at("fsdp_cpu_offload") == "False");
+  CHECK(std::stoull(keys.at("batch_size")) * std::stoull(keys.at("gradient_accumulation_steps")) == 2);
+  // LoRA over several GPUs and a model without a stock distributed config are refused by name.
+  training_spec lora = run;
+  lora.target = training_target::lora;
+  lora.lora_rank = 8;
+  CHECK_THROWS(json_io::emit_torchtune_config(presets::llama_3_8b, lora));
+  CHECK_THROWS_WITH(json_io::emit_torchtune_config(presets::llama_2_70b, run), Catch::Matchers::Contains("model"));
 }
 
 TEST_CASE("A torchtune config is refused where the recipe has no key for the run") {
