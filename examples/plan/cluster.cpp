@@ -254,7 +254,7 @@ std::string run_cluster(const options& opt) {
     return s;
   }
   if (c.ds_precision != memscale::engine_precision::none)
-    throw usage_error("--ds-precision needs --strategy zero1, zero2 or zero3: the cluster planner does not search "
+    throw usage_error("--ds-precision needs --strategy zero0, zero1, zero2 or zero3: the cluster planner does not search "
                       "DeepSpeed's 16-bit engine");
   if (!gpu)
     throw usage_error("--gpus needs --strategy (a per-GPU estimate) or a GPU to plan on: --gpu NAME or --gpu-memory "
