@@ -265,6 +265,8 @@ constexpr per_gpu_estimate layout_figures(const training_spec& run, const parall
   r.world = world_size(p);
   r.data_parallel = data_parallel_degree(p);
   r.shard = shard_degree(p);
+  // FP16_Optimizer partitions nothing (runtime/fp16/fused_optimizer.py v0.16.5).
+  if (p.engine == strategy::zero0 && p.deepspeed.precision == engine_precision::fp16) r.shard = 1;
   r.global_batch = checked_mul(run.micro_batch, run.grad_accum, r.data_parallel);
   return r;
 }
