@@ -46,6 +46,8 @@ same 2-byte tensors, and its overflow check is a per-gradient fp32 temporary.
 Run from the repository root:  /usr/bin/python3 tools/trace/deepspeed_cases.py --out docs/data/cpu_traced_deepspeed.json
 """
 import torch
+import torch.nn.functional as F
+import torch.utils.checkpoint
 
 import liger_cases as HF
 import llama_blocks as LB
@@ -185,6 +187,24 @@ class ZeroOptimizer:
             p.grad = None
 
 
+class CheckpointedCausalLM(HF.CausalLM):
+    """HF-LLaMA with gradient_checkpointing_enable(): each decoder layer under torch.utils.checkpoint
+    (modeling_llama.py LlamaModel.forward -> _gradient_checkpointing_func; non-reentrant, as ssm_cases.py)."""
+
+    def forward(self, ids, labels):
+        x = self.embed_tokens(ids)
+        s = ids.size(1)
+        freqs = torch.outer(torch.arange(s).float(), self.inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+        for layer in self.layers:
+            x = torch.utils.checkpoint.checkpoint(layer, x, cos, sin, use_reentrant=False)
+        x = self.norm(x)
+        padded = F.pad(labels, (0, 1), value=HF.IGNORE)[..., 1:].contiguous()
+        logits = self.lm_head(x)
+        return F.cross_entropy(logits.float().view(-1, self.vocab), padded.view(-1), ignore_index=HF.IGNORE)
+
+
 class BF16Stage0:
     """BF16_Optimizer's device buffers for rank 0 of `ranks` (one parameter group, no clipping)."""
 
@@ -237,7 +257,8 @@ def run_stage0_case(c):
     B, S = c["batch"], c["seq"]
 
     def build():
-        model = HF.CausalLM(m, {}).to(torch.bfloat16)  # engine: module.bfloat16()
+        ckpt = c.get("ckpt", False)
+        model = (CheckpointedCausalLM if ckpt else HF.CausalLM)(m, {}).to(torch.bfloat16)  # module.bfloat16()
         model.inv_freq.data = model.inv_freq.data.float()
         z = BF16Stage0(model, c["ranks"])
         return dict(model=model, optimizers=[z.optimizer], trainable=z.params, zero=z,
@@ -264,8 +285,8 @@ def run_stage0_case(c):
 
     r = T.run_two_steps(build, step)
     train = dict(batch=B, seq=S, precision="pure_bf16", optimizer="adamw", optimizer_impl="for_loop",
-                 checkpointing="none", attention="eager", grad_accum=1, lora_rank=0, frozen="none",
-                 zero_stage=0, dp=c["ranks"], tp=1, ds_precision="bf16", loss_impl="standard")
+                 checkpointing="full" if c.get("ckpt") else "none", attention="eager", grad_accum=1, lora_rank=0,
+                 frozen="none", zero_stage=0, dp=c["ranks"], tp=1, ds_precision="bf16", loss_impl="standard")
     framework = dict(name="hf", version="4.51 (re-implemented)",
                      engine={"deepspeed": "0.16.5", "source": "microsoft/DeepSpeed@38327e07",
                              "ds_config": {"bf16": {"enabled": True}, "zero_optimization": {"stage": 0}}})
@@ -355,6 +376,10 @@ def cases():
     for ranks in (2, 4):
         L.append(dict(id=f"cpu-deepspeed-bf16-zero0-r{ranks}-llama-l8-v8k-b1-s128", stage=0, ranks=ranks, batch=1,
                       seq=128, geometry=dict(layers=8, vocab=8000)))
+    # Checkpointed layers: the fp32 buffer and the kept bf16 gradients against fewer saved activations.
+    for ranks in (2, 4):
+        L.append(dict(id=f"cpu-deepspeed-bf16-zero0-r{ranks}-llama-l8-v8k-b2-s256-ckpt", stage=0, ranks=ranks, batch=2,
+                      seq=256, ckpt=True, geometry=dict(layers=8, vocab=8000)))
     return L
 
 
