@@ -142,6 +142,14 @@ nlohmann::json layout_json_of(const memscale::parallel_spec& p, const memscale::
   return j;
 }
 
+// Where DeepSpeed's 16-bit engine keeps its fp32 master: ZeRO's partition, or a stage-0 wrapper.
+std::string engine_wrapper_text(const memscale::parallel_spec& p) {
+  if (p.engine != memscale::strategy::zero0) return "(fp32 master partition)";
+  return p.deepspeed.precision == memscale::engine_precision::bf16
+             ? "without ZeRO (BF16_Optimizer: fp32 master partition, whole fp32 gradient buffer)"
+             : "without ZeRO (FP16_Optimizer: whole fp32 master)";
+}
+
 std::string layout_text(const memscale::parallel_spec& p, const memscale::training_spec& r,
                         const memscale::per_gpu_estimate& e, bytes host_memory) {
   std::string s;
@@ -151,7 +159,7 @@ std::string layout_text(const memscale::parallel_spec& p, const memscale::traini
        std::to_string(e.data_parallel) + " (shards over " + std::to_string(e.shard) + "), offload " + offload_name(p) +
        (p.deepspeed.precision == memscale::engine_precision::none
             ? std::string()
-            : ", DeepSpeed " + std::string(to_string(p.deepspeed.precision)) + " engine (fp32 master partition)") +
+            : ", DeepSpeed " + std::string(to_string(p.deepspeed.precision)) + " engine " + engine_wrapper_text(p)) +
        "\n";
   s += "Global batch " + std::to_string(e.global_batch) + " = micro-batch " + std::to_string(r.micro_batch) +
        " x accumulation " + std::to_string(r.grad_accum) + " x " + std::to_string(e.data_parallel) +
@@ -254,7 +262,7 @@ std::string run_cluster(const options& opt) {
     return s;
   }
   if (c.ds_precision != memscale::engine_precision::none)
-    throw usage_error("--ds-precision needs --strategy zero1, zero2 or zero3: the cluster planner does not search "
+    throw usage_error("--ds-precision needs --strategy zero0, zero1, zero2 or zero3: the cluster planner does not search "
                       "DeepSpeed's 16-bit engine");
   if (!gpu)
     throw usage_error("--gpus needs --strategy (a per-GPU estimate) or a GPU to plan on: --gpu NAME or --gpu-memory "

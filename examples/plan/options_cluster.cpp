@@ -17,12 +17,13 @@ void add_cluster_options(CLI::App& app, options& o) {
             [&c](const std::string& v) { c.nodes = parse_positive("--nodes", v); });
   add_value(app, g, "--host-memory", "SIZE", "RAM of each node, e.g. 512GiB: checked against offload needs",
             [&c](const std::string& v) { c.host_memory = memscale::bytes{parse_size(v, "--host-memory")}; });
-  add_value(app, g, "--strategy", "S", "ddp | zero1 | zero2 | zero3 | fsdp-full | fsdp-grad-op | hsdp; "
+  add_value(app, g, "--strategy", "S", "ddp | zero0 | zero1 | zero2 | zero3 | fsdp-full | fsdp-grad-op | hsdp (zero0: DeepSpeed "
+                                       "without ZeRO, with --ds-precision); "
                                        "without it the cluster planner chooses (needs --gpu)",
             [&c](const std::string& v) {
               const auto s = memscale::strategy_from_string(v);
               if (!s)
-                throw usage_error("--strategy must be one of ddp, zero1, zero2, zero3, fsdp-full, fsdp-grad-op, hsdp (got " +
+                throw usage_error("--strategy must be one of ddp, zero0, zero1, zero2, zero3, fsdp-full, fsdp-grad-op, hsdp (got " +
                                   in_quotes(v) + ")");
               c.engine = *s;
             });
@@ -43,8 +44,9 @@ void add_cluster_options(CLI::App& app, options& o) {
   add_value(app, g, "--global-batch", "N", "sequences per optimizer step the planner keeps; default batch x grad-accum",
             [&c](const std::string& v) { c.global_batch = parse_positive("--global-batch", v); });
   add_value(app, g, "--ds-precision", "P",
-            "fp16 | bf16: DeepSpeed's own 16-bit engine (ds_config \"fp16\"/\"bf16\" enabled; fp32 master "
-            "partition in its ZeRO optimizer); needs --strategy zero1|zero2|zero3 and --precision pure_fp16|pure_bf16",
+            "fp16 | bf16: DeepSpeed's own 16-bit engine (ds_config \"fp16\"/\"bf16\" enabled; fp32 "
+            "master in its optimizer wrapper); needs --strategy zero0|zero1|zero2|zero3 and --precision "
+            "pure_fp16|pure_bf16",
             [&c](const std::string& v) {
               const auto e = memscale::engine_precision_from_string(v);
               if (!e || *e == memscale::engine_precision::none)

@@ -107,6 +107,10 @@ enum class batch_packing : std::uint8_t { none, packed, padding_free };
 // bitsandbytes 0.43.2 (@ ce53caf3): MatMul4Bit no longer keeps its input for backward.
 inline constexpr std::uint32_t bnb_drops_matmul_input = 4302;
 
+// DeepSpeed's optimizer wrappers without ZeRO (zero_optimization.stage 0): BF16_Optimizer
+// (deepspeed/runtime/bf16_optimizer.py v0.16.5) and FP16_Optimizer (runtime/fp16/fused_optimizer.py).
+enum class stage0_optimizer : std::uint8_t { none, bf16_optimizer, fp16_optimizer };
+
 struct training_spec {
   std::uint64_t micro_batch = 1;
   std::uint64_t seq_len = 512;
@@ -166,6 +170,8 @@ struct training_spec {
   // The optimizer steps a flat fp32 copy of the 16-bit trainable parameters (DeepSpeed's
   // fp16/bf16 engine: parallel_spec::deepspeed.precision sets it for the rank's run).
   bool fp32_master = false;
+  // Which of DeepSpeed's stage-0 wrappers holds that master (no ZeRO): parallel_spec sets it.
+  stage0_optimizer stage0 = stage0_optimizer::none;
   // The framework's release as major * 10000 + minor * 100 + patch; 0: the release memscale
   // reads it at (framework_read_at). Only torchtune's is a separate input: Hugging Face's is
   // transformers_version, and lit-gpt is read at one commit of its scripts.

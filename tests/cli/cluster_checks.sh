@@ -115,7 +115,14 @@ check "--ds-precision bf16 --emit deepspeed: the bf16 block" $?
 run --model llama-2-7b --precision amp_bf16 --gpus 8 --strategy zero2 --ds-precision bf16
 [[ $rc -ne 0 ]] && grep -q "run.precision" "$work/err"; check "--ds-precision bf16 with amp_bf16: refused naming run.precision" $?
 run --model llama-2-7b --precision pure_bf16 --gpus 8 --strategy ddp --ds-precision bf16
-[[ $rc -ne 0 ]] && grep -q "parallel.deepspeed.precision" "$work/err"; check "--ds-precision with ddp (stage 0): refused" $?
+[[ $rc -ne 0 ]] && grep -q "parallel.deepspeed.precision" "$work/err"; check "--ds-precision with ddp: refused" $?
+# Stage 0: BF16_Optimizer and FP16_Optimizer.
+run --model llama-2-7b --batch 1 --seq 2048 --precision pure_bf16 --checkpointing full --gpus 8 --strategy zero0 --ds-precision bf16
+[[ $rc -eq 0 ]] && grep -q "zero0, .*DeepSpeed bf16 engine without ZeRO (BF16_Optimizer" "$work/out"; check "--strategy zero0 --ds-precision bf16: echoed" $?
+run --model llama-2-7b --batch 1 --seq 2048 --precision pure_fp16 --optimizer-impl fused --gpus 8 --strategy zero0 --ds-precision fp16
+[[ $rc -eq 0 ]] && grep -q "FP16_Optimizer: whole fp32 master" "$work/out"; check "--strategy zero0 --ds-precision fp16: echoed" $?
+run --model llama-2-7b --precision pure_bf16 --gpus 8 --strategy zero0
+[[ $rc -ne 0 ]] && grep -q "parallel.deepspeed.precision" "$work/err"; check "--strategy zero0 without --ds-precision: refused" $?
 
 # Single-GPU plan: how to switch on what the chosen mode uses.
 run --model gpt2-xl --batch 2 --seq 1024 --gpu rtx3090

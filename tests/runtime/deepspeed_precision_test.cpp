@@ -138,14 +138,17 @@ TEST_CASE("Engine precision: the CPU traces of the engine's buffers, read per GP
   std::ifstream in(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/cpu_traced_deepspeed.json");
   REQUIRE(in.good());
   const nlohmann::json records = nlohmann::json::parse(in);
-  REQUIRE(records.size() == 6);
+  int zero_records = 0;
   for (const auto& record : records) {
+    if (record.at("train").at("zero_stage").get<int>() == 0) continue;  // stage 0: deepspeed_stage0_test.cpp
+    ++zero_records;
     const nlohmann::json answer = json_io::estimate_parallel_record(record);
     INFO(answer.dump());
     REQUIRE(answer.contains("estimated_bytes"));
     const double error = answer.at("estimated_bytes").get<double>() / record.at("measured_bytes").get<double>() - 1.0;
     CHECK(std::abs(error) < 0.02);
   }
+  CHECK(zero_records == 6);
 }
 
 }  // namespace deepspeed_precision_test

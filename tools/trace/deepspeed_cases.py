@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""CPU traces of DeepSpeed's own bf16 engine with ZeRO stage 1 and 2 (microsoft/DeepSpeed v0.16.5 @ 38327e07),
+"""CPU traces of DeepSpeed's own bf16 engine with ZeRO stage 0, 1 and 2 (microsoft/DeepSpeed v0.16.5 @ 38327e07),
 one rank of N emulated on one process, on the HF-LLaMA step of liger_cases.py.
 
 Written from deepspeed/runtime/engine.py and deepspeed/runtime/zero/stage_1_and_2.py (DeepSpeedZeroOptimizer):
@@ -25,6 +25,20 @@ Written from deepspeed/runtime/engine.py and deepspeed/runtime/zero/stage_1_and_
   single_grad_partition = self.flatten(averaged_gradients).to(fp32) becomes the master's grad, the 16-bit
   gradients are freed, unscale_and_clip_grads in place, optimizer.step(), the fp32 grad dropped, the 16-bit
   partition copied from the master and all-gathered into the flat buffer (in place).
+Stage 0 with bf16 (deepspeed/runtime/bf16_optimizer.py BF16_Optimizer; engine.py _do_optimizer_sanity_check returns
+BFLOAT16 for a bf16 model with the fp32 grad_accum_dtype get_data_types gives without ZeRO):
+- _setup_for_real_optimizer: the 16-bit parameters flattened (aligned to 2 x world size) and made views of the flat
+  buffer; the rank's partition cloned to an fp32 master (fp32_groups_flat_partition), the wrapped optimizer's only
+  tensor (its state created at the first step); an fp32 gradient buffer for the whole flat group
+  (fp32_groups_gradients_flat = torch.zeros_like(bf16 flat, fp32)), per-parameter views of it.
+- backward: clear_lp_grads (set_to_none), loss.backward(), update_hp_grads: hp_grad.add_(lp.grad.to(fp32)) per
+  parameter (immediate_grad_update defaults to False, config.py), the bf16 gradients kept (clear_lp_grads=False).
+- engine.allreduce_gradients -> buffered_allreduce_fallback(get_grads_for_reduction(): the fp32 buffer) ->
+  allreduce_bucket: the buffer converted to communication_data_type (bf16 by default), all-reduced, copied back.
+- step: the norm of the fp32 gradients (scalars), no clipping (gradient_clipping 0), the master's grad a view of the
+  buffer's partition, optimizer.step(), update_lp_params (copy into the bf16 partition, all-gather in place),
+  clear_hp_grads (zero_()). The engine does not free the bf16 gradients after a bf16 step without ZeRO
+  (_take_model_step: `pass`): they live until the next backward.
 Emulation: the other ranks are represented by the rank's 1/N partition (the data values do not matter for memory);
 collectives are in place (no buffers). The wrapped optimizer is torch.optim.AdamW on the flat fp32 partition
 (torch 1.13 CPU: the single-tensor loop). fp16 is not traced (torch 1.13 has no CPU half matmul): it holds the
@@ -32,6 +46,8 @@ same 2-byte tensors, and its overflow check is a per-gradient fp32 temporary.
 Run from the repository root:  /usr/bin/python3 tools/trace/deepspeed_cases.py --out docs/data/cpu_traced_deepspeed.json
 """
 import torch
+import torch.nn.functional as F
+import torch.utils.checkpoint
 
 import liger_cases as HF
 import llama_blocks as LB
@@ -171,6 +187,118 @@ class ZeroOptimizer:
             p.grad = None
 
 
+class CheckpointedCausalLM(HF.CausalLM):
+    """HF-LLaMA with gradient_checkpointing_enable(): each decoder layer under torch.utils.checkpoint
+    (modeling_llama.py LlamaModel.forward -> _gradient_checkpointing_func; non-reentrant, as ssm_cases.py)."""
+
+    def forward(self, ids, labels):
+        x = self.embed_tokens(ids)
+        s = ids.size(1)
+        freqs = torch.outer(torch.arange(s).float(), self.inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+        for layer in self.layers:
+            x = torch.utils.checkpoint.checkpoint(layer, x, cos, sin, use_reentrant=False)
+        x = self.norm(x)
+        padded = F.pad(labels, (0, 1), value=HF.IGNORE)[..., 1:].contiguous()
+        logits = self.lm_head(x)
+        return F.cross_entropy(logits.float().view(-1, self.vocab), padded.view(-1), ignore_index=HF.IGNORE)
+
+
+class BF16Stage0:
+    """BF16_Optimizer's device buffers for rank 0 of `ranks` (one parameter group, no clipping)."""
+
+    def __init__(self, model, ranks):
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        total = sum(p.numel() for p in self.params)
+        align = NCCL_START_ALIGNMENT_FACTOR * ranks
+        padded = (total + align - 1) // align * align
+        pad = [torch.zeros(padded - total, dtype=torch.bfloat16)] if padded > total else []
+        self.flat = torch.cat([p.data.view(-1) for p in self.params] + pad)  # _flatten_dense_tensors_aligned
+        del pad
+        off = 0
+        self.grads = []
+        self.fp32_grads = torch.zeros(padded, dtype=torch.float32)
+        for p in self.params:
+            p.data = self.flat.narrow(0, off, p.numel()).view(p.shape)
+            self.grads.append(self.fp32_grads.narrow(0, off, p.numel()).view(p.shape))
+            off += p.numel()
+        self.partition_size = padded // ranks
+        self.partition = self.flat.narrow(0, 0, self.partition_size)
+        self.master = self.partition.clone().float().detach()
+        self.master.requires_grad = True
+        self.grad_partition = self.fp32_grads.narrow(0, 0, self.partition_size)
+        self.optimizer = torch.optim.AdamW([self.master], lr=1e-5)
+
+    def backward(self, loss):
+        for p in self.params:  # clear_lp_grads
+            p.grad = None
+        loss.backward()
+        for p, hp in zip(self.params, self.grads):  # update_hp_grads
+            hp.add_(p.grad.to(torch.float32).view(hp.shape))
+        # engine.allreduce_gradients: the fp32 buffer in communication_data_type (bf16), reduced, copied back
+        reduced = self.fp32_grads.to(torch.bfloat16)
+        self.fp32_grads.copy_(reduced)
+        del reduced
+
+    def step(self):
+        norm = torch.zeros([], dtype=torch.float32)
+        for g in self.grads:
+            norm.add_(g.float().norm(2) ** 2)
+        del norm
+        self.master.grad = self.grad_partition
+        self.optimizer.step()
+        self.partition.data.copy_(self.master.data)  # update_lp_params; the all-gather is in place
+        self.fp32_grads.zero_()  # clear_hp_grads
+
+
+def run_stage0_case(c):
+    m = dict(LB.LLAMA, **c.get("geometry", {}))
+    B, S = c["batch"], c["seq"]
+
+    def build():
+        ckpt = c.get("ckpt", False)
+        model = (CheckpointedCausalLM if ckpt else HF.CausalLM)(m, {}).to(torch.bfloat16)  # module.bfloat16()
+        model.inv_freq.data = model.inv_freq.data.float()
+        z = BF16Stage0(model, c["ranks"])
+        return dict(model=model, optimizers=[z.optimizer], trainable=z.params, zero=z,
+                    param_tensors=list(model.parameters()) + [z.master],
+                    param_count=sum(p.numel() for p in model.parameters()),
+                    make_inputs=lambda: (torch.randint(0, m["vocab"], (B, S)), torch.randint(0, m["vocab"], (B, S))))
+
+    def step(ctx, tr, n):
+        ids, labels = ctx["inputs"]
+        z = ctx["zero"]
+        tr.mark(f"s{n}_start")
+        loss = ctx["model"](ids, labels)
+        tr.mark(f"s{n}_fwd")
+        z.backward(loss)
+        tr.mark(f"s{n}_bwd")
+        if n == 2:
+            ctx["grads_step2"] = tracer.tensor_bytes([p.grad for p in z.params] + [z.fp32_grads])
+        z.step()
+        tr.mark(f"s{n}_opt")
+        value = float(loss)
+        del loss
+        tr.mark(f"s{n}_end")
+        return value
+
+    r = T.run_two_steps(build, step)
+    train = dict(batch=B, seq=S, precision="pure_bf16", optimizer="adamw", optimizer_impl="for_loop",
+                 checkpointing="full" if c.get("ckpt") else "none", attention="eager", grad_accum=1, lora_rank=0,
+                 frozen="none", zero_stage=0, dp=c["ranks"], tp=1, ds_precision="bf16", loss_impl="standard")
+    framework = dict(name="hf", version="4.51 (re-implemented)",
+                     engine={"deepspeed": "0.16.5", "source": "microsoft/DeepSpeed@38327e07",
+                             "ds_config": {"bf16": {"enabled": True}, "zero_optimization": {"stage": 0}}})
+    notes = (f"measured_bytes = max live CPU tensor bytes of one emulated rank (of {c['ranks']}) in training step 2; "
+             "BF16_Optimizer's buffers re-implemented in torch (16-bit flat parameters, fp32 master partition, whole "
+             "fp32 gradient buffer, the all-reduce's bf16 copy of it, bf16 gradients kept until the next backward); "
+             "collectives in place.")
+    model = LB.model_fields(m, "hf-transformers", r["nparams"])
+    return T.record(c["id"], SOURCE, model, train, framework, r, notes,
+                    software={"transformers": "4.51 (emulated)", "deepspeed": "0.16.5 (emulated)"})
+
+
 def build_optimizer(model, ranks, stage, bucket):
     shapes = {id(p): p.shape for p in model.parameters()}
     ZeroOptimizer.shapes = shapes
@@ -180,6 +308,8 @@ def build_optimizer(model, ranks, stage, bucket):
 
 
 def run_case(c):
+    if c["stage"] == 0:
+        return run_stage0_case(c)
     m = dict(LB.LLAMA, **c.get("geometry", {}))
     B, S = c["batch"], c["seq"]
 
@@ -240,6 +370,16 @@ def cases():
     for stage in (1, 2):
         L.append(dict(id=f"cpu-deepspeed-bf16-zero{stage}-r2-llama-l8-v8k-b1-s128", stage=stage, ranks=2, batch=1,
                       seq=128, bucket=1 << 20, geometry=dict(layers=8, vocab=8000)))
+    # Stage 0 (BF16_Optimizer): the fp32 gradient buffer and the bf16 gradients are whole on every rank.
+    for ranks in (2, 4):
+        L.append(dict(id=f"cpu-deepspeed-bf16-zero0-r{ranks}-llama-b2-s256", stage=0, ranks=ranks, batch=2, seq=256))
+    for ranks in (2, 4):
+        L.append(dict(id=f"cpu-deepspeed-bf16-zero0-r{ranks}-llama-l8-v8k-b1-s128", stage=0, ranks=ranks, batch=1,
+                      seq=128, geometry=dict(layers=8, vocab=8000)))
+    # Checkpointed layers: the fp32 buffer and the kept bf16 gradients against fewer saved activations.
+    for ranks in (2, 4):
+        L.append(dict(id=f"cpu-deepspeed-bf16-zero0-r{ranks}-llama-l8-v8k-b2-s256-ckpt", stage=0, ranks=ranks, batch=2,
+                      seq=256, ckpt=True, geometry=dict(layers=8, vocab=8000)))
     return L
 
 

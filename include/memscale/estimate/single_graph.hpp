@@ -10,6 +10,7 @@
 #include "memscale/estimate/gradients.hpp"
 #include "memscale/estimate/optimizer.hpp"
 #include "memscale/estimate/parameters.hpp"
+#include "memscale/estimate/stage0_optimizers.hpp"
 #include "memscale/estimate/workspace.hpp"
 #include "memscale/graph/graph.hpp"
 #include "memscale/model.hpp"
@@ -104,6 +105,7 @@ struct graph_totals {
   bytes optimizer_state{};                 // optimizer_state_bytes
   bytes step_temporaries{};                // optimizer_step_temporaries
   std::uint64_t large_tensors = 0;         // large_tensor_count (CUDA runs)
+  std::uint64_t largest_trainable = 0;     // elements of the largest trainable tensor
 
   [[nodiscard]] constexpr bytes parameter_bytes(std::uint64_t layers) const { return params_p + params_b * layers + params_e; }
   [[nodiscard]] constexpr bytes gradient_bytes(std::uint64_t layers) const { return grads_p + grads_b * layers + grads_e; }
@@ -142,6 +144,7 @@ constexpr graph_totals totals_of(const graph& g, const training_spec& run) {
     if (o.bias.rows != 0) tensor(o.bias.rows, 1, o.bias.rows, checked_mul(r, o.bias.count));
   }
   t.step_temporaries = step_temporaries_of(largest_trainable, trainable_elements, run);
+  t.largest_trainable = largest_trainable;
   return t;
 }
 
@@ -340,8 +343,11 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   const bool workspace_in_allocator = run.torch_version >= 200;
   const bytes cublas = cuda ? run.blas_workspace : bytes{};
   const bytes workspace = workspace_in_allocator ? cublas : bytes{};
+  // DeepSpeed's BF16_Optimizer keeps a whole fp32 gradient buffer from start to end (stage0_optimizers.hpp).
+  const bytes grad_buffer = stage0_gradient_buffer(t.trainable_parameters, run);
   const bytes persistent_grads =
-      persist ? all_grads : residency.partitioned ? ceil_div(all_grads, run.data_parallel) : bytes{};
+      (persist ? all_grads : residency.partitioned ? ceil_div(all_grads, run.data_parallel) : bytes{}) + grad_buffer;
+  const bytes carried = g.carried + stage0_carried_gradients(all_grads, run);
 
   // Saved activations per section pass.
   const bytes saved_p = section_saved_bytes(g, prologue_of(g), run, false);
@@ -384,20 +390,20 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
 
   // Forward: the last block and the epilogue see the most saved tensors; the loop may
   // still hold tensors of the previous step (graph::carried).
-  consider(phase::forward, g.carried + section_forward_peak(g, prologue_of(g), run), {});
+  consider(phase::forward, carried + section_forward_peak(g, prologue_of(g), run), {});
   consider(phase::forward,
-           g.carried + g.held + below_block_forward + cache_below_block +
+           carried + g.held + below_block_forward + cache_below_block +
                section_forward_peak(g, block_of(g), run, false, !ckpt),
            {});
   // The loop rebinds its logits when the model returns, before the loss is computed
   // (lit-gpt finetune/lora.py fit(): `logits = model(...)`, then chunked_cross_entropy),
   // so the previous step's tensors are live only up to the first loss op.
   consider(phase::forward,
-           g.carried + held_after_blocks + saved_p + saved_b * L + cache_at_loss +
+           carried + held_after_blocks + saved_p + saved_b * L + cache_at_loss +
                section_forward_peak(g, until_loss(g, epilogue_of(g)), run, true),
            {});
   consider(phase::forward,
-           held_after_blocks + saved_p + saved_b * L + cache_at_loss +
+           stage0_carried_gradients(all_grads, run) + held_after_blocks + saved_p + saved_b * L + cache_at_loss +
                section_forward_peak(g, epilogue_of(g), run, true),
            {});
 
@@ -440,14 +446,17 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   {
     const bytes step_state = run.offload_optimizer ? bytes{} : device_state;
     // With an fp32 master (DeepSpeed fp16/bf16) the step's gradients are in master_step_temporaries.
-    const bytes step_grads = run.fp32_master                     ? bytes{}
+    // DeepSpeed's stage-0 wrappers step beside the 16-bit gradients (and BF16_Optimizer's fp32 buffer).
+    const bytes step_grads = run.stage0 != stage0_optimizer::none ? all_grads + grad_buffer
+                             : run.fp32_master                     ? bytes{}
                              : run.shard >= sharding::gradients ? ceil_div(all_grads, run.data_parallel)
                                                                 : all_grads;
     // A sharded optimizer steps only the rank's partition, so foreach's group-sized
     // temporaries cover 1/N of the parameters (ZeRO: the flat fp32 partition; FSDP: the shards).
     const bytes all_temporaries = t.step_temporaries;
     const bytes step_temporaries =
-        run.fp32_master ? master_step_temporaries(t.trainable_parameters, run)
+        run.stage0 != stage0_optimizer::none ? stage0_step_temporaries(t.largest_trainable, t.trainable_parameters, run)
+        : run.fp32_master ? master_step_temporaries(t.trainable_parameters, run)
         : run.shard != sharding::none && run.optimizer_impl == optimizer_implementation::foreach
             ? ceil_div(all_temporaries, run.data_parallel)
             : all_temporaries;

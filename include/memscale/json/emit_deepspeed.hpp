@@ -39,7 +39,7 @@ inline void add_offload_optimizer(nlohmann::json& cfg, optimizer_kind o) {
 inline nlohmann::json emit_deepspeed_config(const training_spec& run, const parallel_spec& p) {
   validate(run);
   validate(p);
-  memscale::detail::require(is_deepspeed(p.engine) || p.engine == strategy::ddp, error_code::unsupported, "parallel.engine",
+  memscale::detail::require(is_deepspeed(p.engine) || p.engine == strategy::zero0 || p.engine == strategy::ddp, error_code::unsupported, "parallel.engine",
                   "has no DeepSpeed config (FSDP strategies: emit accelerate-fsdp)", static_cast<std::uint64_t>(p.engine));
   // ZeRO offload is a ZeRO feature: parameters only with stage 3 (zero/config.py offload_param docs).
   memscale::detail::require(!p.offload_optimizer || is_deepspeed(p.engine), error_code::invalid_run, "parallel.offload_optimizer",

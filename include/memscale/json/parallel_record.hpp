@@ -64,6 +64,10 @@ inline parallel_spec parallel_from_record(const json& record) {
   const std::string ds_precision = get_string(t, "ds_precision", path, "none", bad);
   if (const auto e = engine_precision_from_string(ds_precision)) p.deepspeed.precision = *e;
   else bad_field(bad, path + ".ds_precision", t.at("ds_precision"), "must be none, fp16 or bf16");
+  // Stage 0 with the 16-bit engine runs BF16_Optimizer / FP16_Optimizer; without it (older
+  // records) a stage-0 DeepSpeed run stays read as DDP.
+  if (fsdp.empty() && zero == 0 && deepspeed && p.deepspeed.precision != engine_precision::none)
+    p.engine = strategy::zero0;
   // zero_optimization.reduce_bucket_size in elements (the IPG bucket: parallel/deepspeed_zero.hpp).
   p.deepspeed.reduce_bucket_size = get_count(t, "reduce_bucket_size", path, p.deepspeed.reduce_bucket_size, bad);
   return validate(p);
@@ -91,7 +95,7 @@ inline json estimate_parallel_record(const json& record) {
     const parallel_spec p = parallel_from_record(record);
     // A loop's no_sync (lit-gpt's no_backward_sync, run_from_record) is a no-op under DeepSpeed:
     // Fabric's DeepSpeed strategy has no backward-sync control and the engine reduces itself.
-    if (is_deepspeed(p.engine)) run.no_sync = false;
+    if (is_deepspeed(p.engine) || p.engine == strategy::zero0) run.no_sync = false;
     const quantity q = quantity_of(record.value("measure", std::string("max_memory_allocated")));
     const per_gpu_estimate e = estimate_per_gpu(model, run, p);
     return {{"id", id},

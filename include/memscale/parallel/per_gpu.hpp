@@ -68,22 +68,47 @@ constexpr training_spec rank_run(training_spec run, const parallel_spec& p) {
   // on the optimizer's device, the host under offload_optimizer).
   if (run.shard == sharding::full && p.engine == strategy::zero3) run.zero_grad_to_none = false;
   run.fp32_master = p.deepspeed.precision != engine_precision::none;
+  if (p.engine == strategy::zero0) {
+    const bool bf16 = p.deepspeed.precision == engine_precision::bf16;
+    run.stage0 = bf16 ? stage0_optimizer::bf16_optimizer : stage0_optimizer::fp16_optimizer;
+    // FP16_Optimizer keeps the whole fp32 master (and so the state) on every rank
+    // (deepspeed/runtime/fp16/fused_optimizer.py v0.16.5: fp32_groups_flat = fp16 flat .clone().float()).
+    if (!bf16) run.shard = sharding::none;
+  }
   return run;
 }
 
 // DeepSpeed's fp16/bf16 engine as modelled: ZeRO stages 1-3 (DeepSpeedZeroOptimizer,
-// DeepSpeedZeroOptimizer_Stage3), data parallelism alone, full fine-tuning on the device.
+// DeepSpeedZeroOptimizer_Stage3) and stage 0 (BF16_Optimizer, FP16_Optimizer), data parallelism
+// alone, full fine-tuning on the device.
 constexpr void check_engine_precision(const training_spec& run, const parallel_spec& p) {
   const engine_precision e = p.deepspeed.precision;
-  if (e == engine_precision::none) return;
   constexpr auto unsupported = error_code::unsupported;
   const auto code = static_cast<std::uint64_t>(e);
-  // Stage 0 runs FP16_Optimizer (runtime/fp16/fused_optimizer.py: an unpartitioned fp32 master)
-  // or BF16_Optimizer (runtime/bf16_optimizer.py: a whole fp32 gradient buffer), not DDP's buckets.
-  require(is_deepspeed(p.engine), unsupported, "parallel.deepspeed.precision",
-          "is modelled with ZeRO stages 1-3 (strategy zero1, zero2, zero3); DeepSpeed's stage 0 optimizers "
-          "(FP16_Optimizer, BF16_Optimizer) are not",
+  // Without fp16/bf16 the stage-0 engine steps the loop's own optimizer after its bucketed
+  // all-reduce (engine.py buffered_allreduce_fallback): not modelled.
+  require(p.engine != strategy::zero0 || e != engine_precision::none, unsupported, "parallel.deepspeed.precision",
+          "must be fp16 or bf16 with strategy zero0 (DeepSpeed without ZeRO is modelled with its 16-bit optimizer "
+          "wrappers only)",
           code);
+  if (e == engine_precision::none) return;
+  // DDP and FSDP have no fp32 master of their own.
+  require(is_deepspeed(p.engine) || p.engine == strategy::zero0, unsupported, "parallel.deepspeed.precision",
+          "is modelled with DeepSpeed's engine only (strategy zero0, zero1, zero2, zero3)", code);
+  // engine.py v0.16.5 _configure_fp16_optimizer: FP16_Optimizer (one flat fp32 master) wraps only a
+  // fused Adam; any other optimizer gets FP16_UnfusedOptimizer (per-parameter masters), not modelled.
+  require(p.engine != strategy::zero0 || e != engine_precision::fp16 ||
+              (run.optimizer_impl == optimizer_implementation::fused &&
+               (run.optimizer == optimizer_kind::adam || run.optimizer == optimizer_kind::adamw)),
+          unsupported, "run.optimizer_impl",
+          "must be fused with adam or adamw for strategy zero0 with fp16 (FP16_Optimizer wraps DeepSpeed's FusedAdam; "
+          "FP16_UnfusedOptimizer is not modelled)",
+          static_cast<std::uint64_t>(run.optimizer_impl));
+  // BF16_Optimizer frees the 16-bit gradients at every micro-step's backward after adding them
+  // to its fp32 buffer (bf16_optimizer.py backward): accumulation over micro-steps is not modelled.
+  require(p.engine != strategy::zero0 || e != engine_precision::bf16 || run.grad_accum == 1, unsupported,
+          "run.grad_accum", "must be 1 for strategy zero0 with bf16 (BF16_Optimizer's accumulation is not modelled)",
+          run.grad_accum);
   // engine.py v0.16.5 _do_optimizer_sanity_check: amp (autocast) and the 16-bit engine exclude each other;
   // the engine casts the module itself, so activations and gradients are 16-bit.
   const precision wanted = e == engine_precision::bf16 ? precision::pure_bf16 : precision::pure_fp16;
@@ -165,6 +190,12 @@ constexpr std::pair<host_memory, step_traffic> host_and_traffic(const parallel_s
   // the boundary: stage_1_and_2.py v0.16.5 reduce_ready_partitions_and_remove_grads).
   const std::uint64_t reductions = rr.no_sync || p.engine == strategy::zero1 ? 1 : m;
   switch (p.engine) {
+    // Stage 0 all-reduces once per step, at the accumulation boundary (engine.py allreduce_gradients);
+    // BF16_Optimizer then all-gathers the 16-bit parameters from the partitions (update_lp_params).
+    case strategy::zero0:
+      tr.collectives = ring_share(G, dp) * std::uint64_t{2};
+      if (rr.stage0 == stage0_optimizer::bf16_optimizer) tr.collectives += ring_share(P, n);
+      break;
     case strategy::ddp: tr.collectives = ring_share(G, dp) * (2 * reductions); break;
     case strategy::zero1:
     case strategy::zero2: tr.collectives = ring_share(G, n) * reductions + ring_share(P, n); break;
@@ -234,6 +265,8 @@ constexpr per_gpu_estimate layout_figures(const training_spec& run, const parall
   r.world = world_size(p);
   r.data_parallel = data_parallel_degree(p);
   r.shard = shard_degree(p);
+  // FP16_Optimizer partitions nothing (runtime/fp16/fused_optimizer.py v0.16.5).
+  if (p.engine == strategy::zero0 && p.deepspeed.precision == engine_precision::fp16) r.shard = 1;
   r.global_batch = checked_mul(run.micro_batch, run.grad_accum, r.data_parallel);
   return r;
 }

@@ -16,8 +16,10 @@ namespace memscale {
 
 // ddp: torch DistributedDataParallel. zero1-3: DeepSpeed ZeRO stages. fsdp_full / fsdp_grad_op:
 // FSDP ShardingStrategy FULL_SHARD / SHARD_GRAD_OP; hsdp: HYBRID_SHARD (shard inside a node,
-// replicate across nodes).
-enum class strategy : std::uint8_t { ddp, zero1, zero2, zero3, fsdp_full, fsdp_grad_op, hsdp };
+// replicate across nodes). zero0: DeepSpeed's engine without ZeRO (zero_optimization.stage 0), its
+// 16-bit optimizer wrapper (BF16_Optimizer, FP16_Optimizer) reducing the gradients; not searched
+// by the cluster planner (all_strategies), as it needs parallel.deepspeed.precision.
+enum class strategy : std::uint8_t { ddp, zero1, zero2, zero3, fsdp_full, fsdp_grad_op, hsdp, zero0 };
 // fsdp1: FullyShardedDataParallel (flat parameters per wrapped unit); fsdp2: fully_shard
 // (per-parameter DTensor shards, torch >= 2.4).
 enum class fsdp_api : std::uint8_t { fsdp1, fsdp2 };
@@ -37,6 +39,7 @@ constexpr std::string_view to_string(strategy s) noexcept {
     case strategy::fsdp_full: return "fsdp-full";
     case strategy::fsdp_grad_op: return "fsdp-grad-op";
     case strategy::hsdp: return "hsdp";
+    case strategy::zero0: return "zero0";
   }
   return "ddp";
 }
@@ -44,6 +47,7 @@ constexpr std::string_view to_string(strategy s) noexcept {
 constexpr std::optional<strategy> strategy_from_string(std::string_view name) {
   for (strategy s : all_strategies)
     if (to_string(s) == name) return s;
+  if (name == to_string(strategy::zero0)) return strategy::zero0;
   return std::nullopt;
 }
 
@@ -55,6 +59,9 @@ constexpr bool is_fsdp(strategy s) {
 constexpr sharding sharding_of(strategy s) {
   switch (s) {
     case strategy::ddp: return sharding::none;
+    // BF16_Optimizer partitions the fp32 master and the optimizer state over the ranks
+    // (bf16_optimizer.py v0.16.5 fp32_groups_flat_partition); FP16_Optimizer's rank run overrides it.
+    case strategy::zero0:
     case strategy::zero1: return sharding::optimizer_state;
     case strategy::zero2:
     case strategy::fsdp_grad_op: return sharding::gradients;
