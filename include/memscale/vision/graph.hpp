@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "memscale/attention_kernel.hpp"
 #include "memscale/bytes.hpp"
 #include "memscale/dtype.hpp"
 #include "memscale/error.hpp"
@@ -74,6 +75,7 @@ struct build_context {
   bool channels_last = false;
   std::uint32_t torch_version = 205;  // major * 100 + minor (mean's saved input before 2.0)
   bool fused_attention = false;       // timm Attention runs a fused SDPA kernel (no N x N scores kept)
+  attention_kernel mha_kernel = attention_kernel::math;  // the SDPA kernel torchvision's MultiheadAttention runs
 };
 
 }  // namespace memscale::vision
