@@ -32,6 +32,7 @@ struct layer_graph {
   std::array<std::int32_t, layer_capacity> last_use{};  // last forward consumer of the layer's output
   std::array<std::uint16_t, layer_capacity> stage{};    // checkpointable stage (0: not checkpointed)
   std::array<bytes, stage_capacity> stage_input{};     // what a checkpointed stage keeps: its input
+  std::array<bytes, layer_capacity> call_workspace{};  // taken and given back by each library call of the layer
   std::size_t size = 0;
   std::uint16_t stages = 0;
   bytes inputs{};   // the image batch and the labels
