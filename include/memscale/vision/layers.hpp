@@ -196,12 +196,12 @@ class network {
   // A fused F.scaled_dot_product_attention over q, k, v (views of one projection's
   // storage `qkv`): it saves q, k, v, its output and a per-row fp32 log-sum-exp
   // (aten/src/ATen/native/transformers/attention.cpp), never the N x N probabilities.
-  constexpr tensor fused_attention(const tensor& qkv, tensor context, std::uint64_t heads) {
-    return fused_attention(qkv, qkv, qkv, context, heads);
+  constexpr tensor fused_attention(const tensor& qkv, tensor context, std::uint64_t heads, bytes backward_temp = {}) {
+    return fused_attention(qkv, qkv, qkv, context, heads, backward_temp);
   }
   // The same over q, k and v in storages of their own (EVA02's rotated q and k).
   constexpr tensor fused_attention(const tensor& q, const tensor& k, const tensor& v, tensor context,
-                                   std::uint64_t heads) {
+                                   std::uint64_t heads, bytes backward_temp = {}) {
     const tensor x = autocast_input(q);
     const tensor y = k.storage == q.storage ? x : autocast_input(k);
     const tensor z = v.storage == q.storage ? x : autocast_input(v);
@@ -210,7 +210,8 @@ class network {
     const std::uint64_t rows = detail::checked_mul(ctx_.batch, heads, context.height);
     context.type = ctx_.act;
     const bytes grad_in = q.storage == k.storage ? bytes_of(x) : bytes_of(x) + bytes_of(y) + bytes_of(z);
-    op o{.kind = op_kind::attention, .extra_saved = storage(dtype::fp32, rows), .grad_in = grad_in};
+    op o{.kind = op_kind::attention, .extra_saved = storage(dtype::fp32, rows), .bwd_temp = backward_temp,
+         .grad_in = grad_in};
     tensor out = produce(o, context, x);
     keep(out, out.storage);
     return out;

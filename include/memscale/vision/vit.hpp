@@ -89,7 +89,7 @@ constexpr tensor mha_attention_113(network& net, const tensor& proj, std::uint64
 
 // From torch 2.0 (torch/nn/functional.py@v2.0.0 _in_projection_packed and
 // multi_head_attention_forward, need_weights=False): the packed projection is reshaped to
-// (3, S, B, E) in one contiguous copy whose slices q, k, v are, viewed per head without
+// (3, S, B, E) in one contiguous copy whose slices are q, k and v, viewed per head without
 // further copies, and F.scaled_dot_product_attention runs on them. Its result is permuted
 // to (S, B, H, D) and made contiguous for out_proj: flash allocates its output like q
 // (flash_api.cpp mha_fwd: out = empty_like(q_padded)), already laid out that way, so that
@@ -102,7 +102,18 @@ constexpr tensor mha_attention_sdpa(network& net, const tensor& proj, std::uint6
   const attention_kernel kernel = net.context().mha_kernel;
   tensor context{};
   if (is_fused(kernel)) {
-    context = net.fused_attention(packed, part, heads);
+    // Flash's backward copies its output and the incoming gradient contiguous (neither is: both
+    // are laid out (S, B, H, D)) and accumulates dq in fp32 over rows rounded up to 128 and a
+    // head size rounded up to 32 (aten/src/ATen/native/transformers/cuda/attention_backward.cu
+    // _flash_attention_backward, flash_attn/flash_api.cpp mha_bwd dq_accum, at v2.3.0).
+    bytes backward_temp{};
+    if (kernel == attention_kernel::flash && net.context().cuda) {
+      const auto round_up = [](std::uint64_t n, std::uint64_t m) { return (n + m - 1) / m * m; };
+      const std::uint64_t rows = detail::checked_mul(net.context().batch, round_up(S, 128));
+      const std::uint64_t dq_accumulator = detail::checked_mul(rows, heads, round_up(E / heads, 32));
+      backward_temp = net.bytes_of(part) + net.bytes_of(part) + storage(dtype::fp32, dq_accumulator);
+    }
+    context = net.fused_attention(packed, part, heads, backward_temp);
   } else {
     // The math kernel (aten/src/ATen/native/transformers/attention.cpp
     // _scaled_dot_product_attention_math): q and k^T each scaled by sqrt(scale) into new
