@@ -7,8 +7,9 @@
 // temporaries, the gradients parked on skip connections and the parameter gradients it
 // creates, then the saved tensors it was the last to need. Setup (parameters, BatchNorm
 // statistics, the image batch and labels) and the optimizer step are those of the transformer
-// walk. cuDNN's workspaces are not in the stream (vision/estimate.hpp: the benchmark picks
-// them from the free memory; none is mandatory). Stage checkpointing is not walked (an error).
+// walk. A convolution's cuDNN workspace (vision::layer_graph::call_workspace) is taken and
+// given back around its forward call and each of its two backward calls (data, then filter).
+// Stage checkpointing is not walked (an error).
 #pragma once
 
 #include <array>
@@ -77,6 +78,12 @@ class vision_walker {
   constexpr std::uint32_t alloc(std::uint64_t size) { return events_.alloc(size); }
   constexpr void free(std::uint32_t& id) { events_.free(id); }
 
+  // A library call's workspace, taken and given back at once.
+  constexpr void call(std::size_t layer) {
+    std::uint32_t workspace = alloc(g_.call_workspace[layer].value);
+    free(workspace);
+  }
+
   constexpr void gradients_of(const op& o) {
     const bytes own = op_gradient_bytes(o, p_.trainable);
     if (own.value == 0) return;
@@ -93,6 +100,7 @@ class vision_walker {
       if (s == 1 && o.kind == op_kind::linear && workspace_ == no_tensor && run_.torch_version >= 200)
         workspace_ = alloc(run_.blas_workspace.value);
       out_[i] = alloc(o.out.value);
+      call(i);
       extra_[i] = alloc(o.extra_saved.value);
       std::uint32_t temp = alloc(o.fwd_temp.value);
       free(temp);
@@ -109,8 +117,10 @@ class vision_walker {
       std::uint32_t grad_out = alloc(g_.grad_out[k].value);
       std::uint32_t carried = alloc(g_.carried[k].value);
       std::uint32_t grad_in = alloc(o.grad_in.value);
+      call(k);
       std::uint32_t temp = alloc(o.bwd_temp.value);
       if (!persist_) gradients_of(o);
+      call(k);
       free(temp);
       free(grad_out);
       free(carried);

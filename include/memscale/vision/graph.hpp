@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "memscale/attention_kernel.hpp"
 #include "memscale/bytes.hpp"
 #include "memscale/dtype.hpp"
 #include "memscale/error.hpp"
@@ -31,6 +32,7 @@ struct layer_graph {
   std::array<std::int32_t, layer_capacity> last_use{};  // last forward consumer of the layer's output
   std::array<std::uint16_t, layer_capacity> stage{};    // checkpointable stage (0: not checkpointed)
   std::array<bytes, stage_capacity> stage_input{};     // what a checkpointed stage keeps: its input
+  std::array<bytes, layer_capacity> call_workspace{};  // taken and given back by each library call of the layer
   std::size_t size = 0;
   std::uint16_t stages = 0;
   bytes inputs{};   // the image batch and the labels
@@ -74,6 +76,7 @@ struct build_context {
   bool channels_last = false;
   std::uint32_t torch_version = 205;  // major * 100 + minor (mean's saved input before 2.0)
   bool fused_attention = false;       // timm Attention runs a fused SDPA kernel (no N x N scores kept)
+  attention_kernel mha_kernel = attention_kernel::math;  // the SDPA kernel torchvision's MultiheadAttention runs
 };
 
 }  // namespace memscale::vision

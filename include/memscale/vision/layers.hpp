@@ -61,6 +61,7 @@ class network {
          .bwd_temp = onednn_weight_copy(detail::checked_mul(c.out, fan_in)) +
                      (c.groups > 1 && !ctx_.cuda ? bytes_of(in) : bytes{}),
          .grad_in = bytes_of(in)};
+    g_.call_workspace[g_.size] = cudnn_workspace(x, out, c);
     return produce(o, out, x);
   }
 
@@ -195,12 +196,12 @@ class network {
   // A fused F.scaled_dot_product_attention over q, k, v (views of one projection's
   // storage `qkv`): it saves q, k, v, its output and a per-row fp32 log-sum-exp
   // (aten/src/ATen/native/transformers/attention.cpp), never the N x N probabilities.
-  constexpr tensor fused_attention(const tensor& qkv, tensor context, std::uint64_t heads) {
-    return fused_attention(qkv, qkv, qkv, context, heads);
+  constexpr tensor fused_attention(const tensor& qkv, tensor context, std::uint64_t heads, bytes backward_temp = {}) {
+    return fused_attention(qkv, qkv, qkv, context, heads, backward_temp);
   }
   // The same over q, k and v in storages of their own (EVA02's rotated q and k).
   constexpr tensor fused_attention(const tensor& q, const tensor& k, const tensor& v, tensor context,
-                                   std::uint64_t heads) {
+                                   std::uint64_t heads, bytes backward_temp = {}) {
     const tensor x = autocast_input(q);
     const tensor y = k.storage == q.storage ? x : autocast_input(k);
     const tensor z = v.storage == q.storage ? x : autocast_input(v);
@@ -209,7 +210,8 @@ class network {
     const std::uint64_t rows = detail::checked_mul(ctx_.batch, heads, context.height);
     context.type = ctx_.act;
     const bytes grad_in = q.storage == k.storage ? bytes_of(x) : bytes_of(x) + bytes_of(y) + bytes_of(z);
-    op o{.kind = op_kind::attention, .extra_saved = storage(dtype::fp32, rows), .grad_in = grad_in};
+    op o{.kind = op_kind::attention, .extra_saved = storage(dtype::fp32, rows), .bwd_temp = backward_temp,
+         .grad_in = grad_in};
     tensor out = produce(o, context, x);
     keep(out, out.storage);
     return out;
@@ -371,6 +373,18 @@ class network {
   // reordered copy comes from the c10 allocator), a weight-sized temporary.
   [[nodiscard]] constexpr bytes onednn_weight_copy(std::uint64_t elements) const {
     return ctx_.cuda ? bytes{} : storage(ctx_.act, elements);
+  }
+  // cuDNN's convolution workspace: the plan's workspace comes from the caching allocator and
+  // is given back when the call returns (aten/src/ATen/native/cudnn/Conv_v8.cpp@v2.0.0
+  // run_conv_plan), once for the forward and once for each backward call (data, filter).
+  // Its size is that of the engine cuDNN's heuristics pick (benchmark off), which no formula
+  // in PyTorch gives. This is a bound read off the recorded H100 allocator histories
+  // (docs/data/gpu_allocator_history/resnet50-*.json.gz): a spatial or strided kernel's
+  // call took about its input plus its output, a 1x1 stride-1 one (a plain GEMM) a few MiB
+  // at most. Grouped and depthwise convolutions are not in those histories: none counted.
+  [[nodiscard]] constexpr bytes cudnn_workspace(const tensor& x, const tensor& out, const conv2d_spec& c) const {
+    if (!ctx_.cuda || c.groups > 1 || (c.kernel == 1 && c.stride == 1)) return {};
+    return bytes_of(x) + bytes_of(out);
   }
   [[nodiscard]] constexpr bytes autocast_weight_copy(std::uint64_t elements) const {
     return ctx_.autocast ? storage(ctx_.act, elements) : bytes{};

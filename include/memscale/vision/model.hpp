@@ -66,6 +66,21 @@ constexpr bool timm_attention_fused(const vision_spec& spec, const training_spec
                                         .torch_version = run.torch_version}));
 }
 
+// The kernel torchvision's nn.MultiheadAttention runs. From torch 2.0
+// F.multi_head_attention_forward calls F.scaled_dot_product_attention whenever need_weights
+// is False (torch/nn/functional.py@v2.0.0), which torchvision's EncoderBlock passes; before
+// 2.0 it wrote the probabilities out (math). MultiheadAttention has no eager switch of its
+// own: eager and sdpa_math requests both stand for SDPA's math kernel.
+constexpr attention_kernel torchvision_mha_kernel(const vision_spec& spec, const training_spec& run) {
+  const bool torchvision_vit = spec.arch == family::vit && spec.vit.code == vit_code::torchvision && spec.vit.heads > 0;
+  if (!torchvision_vit || run.torch_version < 200) return attention_kernel::math;
+  if (run.attention == attention_impl::eager || run.attention == attention_impl::sdpa_math) return attention_kernel::math;
+  return sdpa_kernel(sdpa_call{.device = run.device,
+                               .type = precision_policy_of(run).matmul,
+                               .head_dim = spec.vit.hidden / spec.vit.heads,
+                               .torch_version = run.torch_version});
+}
+
 // The dtypes and device one run gives the layers.
 constexpr build_context context_of(const vision_spec& spec, const training_spec& run) {
   const auto p = precision_policy_of(run);
@@ -81,7 +96,8 @@ constexpr build_context context_of(const vision_spec& spec, const training_spec&
           .autocast = p.autocast,
           .channels_last = spec.channels_last,
           .torch_version = run.torch_version,
-          .fused_attention = timm_attention_fused(spec, run)};
+          .fused_attention = timm_attention_fused(spec, run),
+          .mha_kernel = torchvision_mha_kernel(spec, run)};
 }
 
 constexpr layer_graph build_graph(const vision_spec& spec, const training_spec& run) {

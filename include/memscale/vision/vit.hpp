@@ -9,7 +9,8 @@
 // batch_first=True: the in-projection input is the transposed ln_1 output (a copy the
 // linear saves); q, k, v are contiguous copies of the chunks of the packed projection; q
 // is scaled (a new tensor), scores = bmm(q, k^T), softmax (kept), dropout 0, bmm with v,
-// and the context is copied contiguous before out_proj.
+// and the context is copied contiguous before out_proj. From torch 2.0 the attention runs
+// through F.scaled_dot_product_attention (mha_attention_sdpa).
 //
 // timm's VisionTransformer (huggingface/pytorch-image-models timm/models/vision_transformer.py
 // @94567641) differs in what the step keeps: Attention is one qkv Linear whose output is
@@ -71,21 +72,70 @@ constexpr const vit_spec& validate(const vit_spec& s) {
   return s;
 }
 
-constexpr tensor vit_encoder_block(network& net, const tensor& x, std::uint64_t heads, std::uint64_t mlp) {
-  const std::uint64_t E = x.channels;
-  const std::uint64_t S = x.height;
-  const std::int32_t first = net.next_index();
-  tensor h = net.layer_norm(x);
-  h = net.copy(h);  // (S, B, E) contiguous for the packed in-projection
-  const tensor proj = net.linear(h, 3 * E, true);
+// torch 1.13's attention after the packed in-projection: q, k, v are contiguous copies of
+// the chunks, q is scaled, and the probabilities are written out and kept.
+constexpr tensor mha_attention_113(network& net, const tensor& proj, std::uint64_t heads) {
+  const std::uint64_t E = proj.channels / 3;
+  const std::uint64_t S = proj.height;
   const tensor q = net.copy_as(proj, tensor{.channels = E, .height = S});
   const tensor k = net.copy_as(proj, tensor{.channels = E, .height = S});
   const tensor v = net.copy_as(proj, tensor{.channels = E, .height = S});
   const tensor q_scaled = net.copy(q);  // q / sqrt(head_dim)
   tensor scores = net.matmul(q_scaled, k, tensor{.channels = heads * S, .height = S});
   scores = net.act(scores, activation::softmax, false);
-  tensor context = net.matmul(scores, v, tensor{.channels = E, .height = S});
-  context = net.copy(context);  // transpose(0, 1).contiguous() before out_proj
+  const tensor context = net.matmul(scores, v, tensor{.channels = E, .height = S});
+  return net.copy(context);  // transpose(0, 1).contiguous() before out_proj
+}
+
+// From torch 2.0 (torch/nn/functional.py@v2.0.0 _in_projection_packed and
+// multi_head_attention_forward, need_weights=False): the packed projection is reshaped to
+// (3, S, B, E) in one contiguous copy whose slices are q, k and v, viewed per head without
+// further copies, and F.scaled_dot_product_attention runs on them. Its result is permuted
+// to (S, B, H, D) and made contiguous for out_proj: flash allocates its output like q
+// (flash_api.cpp mha_fwd: out = empty_like(q_padded)), already laid out that way, so that
+// is a view; the other kernels write (B, S, H, D) and it copies.
+constexpr tensor mha_attention_sdpa(network& net, const tensor& proj, std::uint64_t heads) {
+  const std::uint64_t E = proj.channels / 3;
+  const std::uint64_t S = proj.height;
+  const tensor packed = net.copy(proj);
+  const tensor part{.storage = packed.storage, .channels = E, .height = S, .type = packed.type};
+  const attention_kernel kernel = net.context().mha_kernel;
+  tensor context{};
+  if (is_fused(kernel)) {
+    // Flash's backward copies its output and the incoming gradient contiguous (neither is: both
+    // are laid out (S, B, H, D)) and accumulates dq in fp32 over rows rounded up to 128 and a
+    // head size rounded up to 32 (aten/src/ATen/native/transformers/cuda/attention_backward.cu
+    // _flash_attention_backward, flash_attn/flash_api.cpp mha_bwd dq_accum, at v2.3.0).
+    bytes backward_temp{};
+    if (kernel == attention_kernel::flash && net.context().cuda) {
+      const auto round_up = [](std::uint64_t n, std::uint64_t m) { return (n + m - 1) / m * m; };
+      const std::uint64_t rows = detail::checked_mul(net.context().batch, round_up(S, 128));
+      const std::uint64_t dq_accumulator = detail::checked_mul(rows, heads, round_up(E / heads, 32));
+      backward_temp = net.bytes_of(part) + net.bytes_of(part) + storage(dtype::fp32, dq_accumulator);
+    }
+    context = net.fused_attention(packed, part, heads, backward_temp);
+  } else {
+    // The math kernel (aten/src/ATen/native/transformers/attention.cpp
+    // _scaled_dot_product_attention_math): q and k^T each scaled by sqrt(scale) into new
+    // tensors, the probabilities kept by the second matmul.
+    const tensor q_scaled = net.copy(part);
+    const tensor k_scaled = net.copy(part);
+    tensor scores = net.matmul(q_scaled, k_scaled, tensor{.channels = heads * S, .height = S});
+    scores = net.act(scores, activation::softmax, false);
+    context = net.matmul(scores, part, tensor{.channels = E, .height = S});
+  }
+  const bool view = kernel == attention_kernel::flash && net.context().cuda;
+  return view ? context : net.copy(context);
+}
+
+constexpr tensor vit_encoder_block(network& net, const tensor& x, std::uint64_t heads, std::uint64_t mlp) {
+  const std::uint64_t E = x.channels;
+  const std::int32_t first = net.next_index();
+  tensor h = net.layer_norm(x);
+  h = net.copy(h);  // (S, B, E) contiguous for the packed in-projection
+  const tensor proj = net.linear(h, 3 * E, true);
+  const tensor context = net.context().torch_version >= 200 ? mha_attention_sdpa(net, proj, heads)
+                                                            : mha_attention_113(net, proj, heads);
   tensor attn = net.linear(context, E, true);
   net.carry(first, x);
   const tensor mid = net.add(attn, x, false);
