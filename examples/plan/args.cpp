@@ -196,7 +196,8 @@ void apply_torchtitan(const CLI::App& app, options& o) {
   o.cluster = cluster_options{};  // the report is one GPU's step of the whole run
 }
 
-// --framework torchtune --gpus N: full_finetune_distributed, one rank's FSDP2 step of the run
+// --framework torchtune --gpus N: full_finetune_distributed (lora_finetune_distributed with
+// --lora), one rank's FSDP2 step of the run
 // (estimate/fsdp2.hpp), as torchtitan's is.
 void apply_torchtune_distributed(const CLI::App& app, options& o) {
   if (o.run.framework != memscale::framework_kind::torchtune || o.cluster.gpus == 0) return;
@@ -210,7 +211,8 @@ void apply_torchtune_distributed(const CLI::App& app, options& o) {
   for (const char* name : {"--tp", "--pp", "--sp", "--host-memory", "--global-batch", "--no-sync", "--strategy"})
     if (app.count(name) > 0)
       throw usage_error(std::string(name) + " does not apply to --framework torchtune: its distributed recipe is "
-                        "modelled as FSDP2 over all --gpus (full_finetune_distributed), without TP, PP or offload");
+                        "modelled as FSDP2 over all --gpus (full_ or lora_finetune_distributed), without TP, PP or "
+                        "offload");
   if (!o.inference.svg.empty() || !o.inference.svg_batch.empty())
     throw usage_error(std::string(o.inference.svg.empty() ? "--svg-batch" : "--svg") +
                       " draws a single-GPU plan's modes; torchtune's distributed run has no plan (its FSDP2 layout is "

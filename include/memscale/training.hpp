@@ -323,7 +323,7 @@ constexpr bool uses_autocast(precision p) { return p == precision::amp_fp16 || p
 constexpr bool is_lora(const training_spec& t) { return t.target != training_target::full; }
 
 // The runs memscale models as one rank's FSDP2 step (estimate/fsdp2.hpp): torchtitan's, and
-// torchtune's distributed recipes (full_finetune_distributed: fully_shard over > 1 ranks).
+// torchtune's distributed recipes (full_ and lora_finetune_distributed: fully_shard over > 1 ranks).
 constexpr bool runs_fsdp2(const training_spec& t) {
   return t.framework == framework_kind::torchtitan ||
          (t.framework == framework_kind::torchtune && t.shard == sharding::full && t.data_parallel > 1);
@@ -414,10 +414,16 @@ constexpr const training_spec& validate(const training_spec& t) {
       detail::fail(error_code::unsupported, "run.prec",
                    "torchtune's distributed recipes are modelled with dtype bf16 (pure_bf16: bf16 shards, gradients "
                    "and AdamW state)");
-    if (is_lora(t))
+    // lora_finetune_distributed shards the bf16 adapters with their layer (the same shard_model):
+    // NF4 bases (the qlora_ builders) would gather NF4 tensors, and DoRA's magnitude is not read.
+    if (t.target == training_target::qlora)
       detail::fail(error_code::unsupported, "run.target",
-                   "lora_finetune_distributed is not modelled yet (how it shards the frozen base and the adapters is "
-                   "not read); full_finetune_distributed is");
+                   "qlora under torchtune's distributed recipes is not modelled (FSDP2 gathering NF4 base weights is "
+                   "not read); lora and full are");
+    if (is_lora(t) && t.lora_kind == lora_variant::dora)
+      detail::fail(error_code::unsupported, "run.lora_kind",
+                   "dora under lora_finetune_distributed is not modelled (its magnitude vectors' sharding is not "
+                   "read); lora is");
     if (t.offload_optimizer || t.offload_parameters || t.offload_activations || t.optimizer_in_backward)
       detail::fail(error_code::unsupported, "run.framework",
                    "torchtune's distributed recipes are modelled without fsdp_cpu_offload, activation offloading and "

@@ -303,7 +303,7 @@ bad_input_says "torchtune's rules are read at 0.6.1" --framework torchtune@0.5.0
 bad_input_says 'lit-gpt is modelled from one commit' --framework litgpt@0.5
 bad_input_says '--framework does not apply to the vision model resnet50' --model resnet50 --framework torchtune
 bad_input_says 'framework "torchtune" does not apply to --inference' --inference --framework torchtune
-bad_input_says 'lora_finetune_distributed is not modelled yet' --gpus 4 --gpu a100-80gb --framework torchtune --lora 8
+bad_input_says 'qlora under torchtune' --gpus 4 --gpu a100-80gb --framework torchtune --qlora 8
 bad_input_says '--tp does not apply to --framework torchtune' --gpus 4 --tp 2 --framework torchtune
 bad_input_says '--framework torchtune with --gpus needs N > 1' --gpus 1 --framework torchtune
 run --model llama-3-8b --batch 2 --seq 4096 --framework torchtune --gpus 8 --checkpointing full --gpu h100-80gb --json
@@ -320,6 +320,22 @@ then
   pass "--framework torchtune --gpus 8 --json: one rank's FSDP2 step of full_finetune_distributed, bf16 shards, a verdict"
 else
   fail "--framework torchtune --gpus 8 --json: one rank's FSDP2 step" "exit $rc" \
+    "stderr: $(head -c 300 "$work/err")" "python: $(tail -n 1 "$work/py")"
+fi
+run --model llama-3-8b --batch 2 --seq 4096 --framework torchtune --lora 8 --gpus 2 --checkpointing full --gpu h100-80gb --json
+if [[ $rc -eq 0 ]] && python3 - "$work/out" 2>"$work/py" <<'EOF2'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["framework"]["name"] == "torchtune", r["framework"]
+assert r["run"]["data_parallel"] == 2, r["run"]
+# bf16 AdamW moments of a 1/2 share of the adapters only; the frozen base is sharded too
+assert r["breakdown"]["optimizer"] == (r["trainable_parameters"] * 4 + 1) // 2, r["breakdown"]
+assert r["breakdown"]["parameters"] < r["parameters"] * 2, r["breakdown"]
+EOF2
+then
+  pass "--framework torchtune --lora 8 --gpus 2 --json: one rank's lora_finetune_distributed step, adapter-only state"
+else
+  fail "--framework torchtune --lora 8 --gpus 2 --json: one rank's FSDP2 LoRA step" "exit $rc" \
     "stderr: $(head -c 300 "$work/err")" "python: $(tail -n 1 "$work/py")"
 fi
 bad_input_says 'modelled for decoder-only transformers' --model t5-small --framework litgpt

@@ -230,8 +230,9 @@ class Unit:
             for name, p in list(mod._parameters.items()):
                 if p is None:
                     continue
-                shard = nn.Parameter(p.detach().reshape(-1)[: math.ceil(p.numel() / n_ranks)].clone().to(shard_dtype))
-                u = torch.empty(p.shape, dtype=BF16).requires_grad_(True)
+                shard = nn.Parameter(p.detach().reshape(-1)[: math.ceil(p.numel() / n_ranks)].clone().to(shard_dtype),
+                                     requires_grad=p.requires_grad)
+                u = torch.empty(p.shape, dtype=BF16).requires_grad_(p.requires_grad)
                 u.storage().resize_(0)
                 mod._parameters[name] = u
                 self.entries.append(u)
@@ -261,23 +262,28 @@ class Unit:
         self.gathered = False
 
     def reduce(self):  # foreach_reduce: the reduce-scatter input in reduce_dtype
+        # Only the parameters that got a gradient are reduced (post_backward's fsdp_params_with_grad,
+        # _fsdp_param_group.py @ v2.6.0): frozen ones are gathered but never reduce-scattered.
+        pairs = [(u, sh) for u, sh in zip(self.entries, self.shards) if u.grad is not None]
+        if not pairs:
+            self.reshard()
+            return
         with torch.no_grad():
-            rs_in = torch.empty(self.total, dtype=self.reduce_dtype)
+            rs_in = torch.empty(sum(u.numel() for u, _ in pairs), dtype=self.reduce_dtype)
             off = 0
-            for u in self.entries:
-                if u.grad is not None:
-                    rs_in[off: off + u.numel()].copy_(u.grad.view(-1))
+            for u, _ in pairs:
+                rs_in[off: off + u.numel()].copy_(u.grad.view(-1))
                 off += u.numel()
                 u.grad = None
-            rs_out = rs_in.new_empty(sum(sh.numel() for sh in self.shards))
+            rs_out = rs_in.new_empty(sum(sh.numel() for _, sh in pairs))
             off = out_off = 0
-            for u, sh in zip(self.entries, self.shards):  # rank 0's piece of every parameter
+            for u, sh in pairs:  # rank 0's piece of every parameter
                 rs_out[out_off: out_off + sh.numel()].copy_(rs_in[off: off + sh.numel()])
                 off += u.numel()
                 out_off += sh.numel()
             del rs_in
             off = 0
-            for sh in self.shards:
+            for _, sh in pairs:
                 g = rs_out[off: off + sh.numel()]
                 sh.grad = g if sh.grad is None else sh.grad + g
                 off += sh.numel()

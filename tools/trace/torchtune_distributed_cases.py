@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""CPU traces of one rank of torchtune's full_finetune_distributed step (pytorch/torchtune v0.6.1).
+"""CPU traces of one rank of torchtune's full_finetune_distributed and lora_finetune_distributed steps
+(pytorch/torchtune v0.6.1).
 
 The model, loss and loop are tools/trace/torchtune_cases.py's (torchtune's modules and the recipe's
 _loss_step); FSDP2 is tools/trace/torchtitan_cases.py's emulation (one process holds rank 0's 1/N
@@ -10,6 +11,14 @@ bf16, so shards, gradients, the reduce-scatter input and AdamW's state are bf16)
 its parameters gathered after forward (FSDPState._lazy_init, torch 2.4-2.6) and reduce-scatters in
 the final callback. The recipe scales the sharded gradients by world_size / num_tokens
 (training.scale_grads) before optimizer.step(); clipping is off (clip_grad_norm null in its configs).
+lora_finetune_distributed (recipes/lora_finetune_distributed.py @ v0.6.1) builds the same model with
+LoRALinear adapters in bf16 (set_default_dtype around the builder), freezes all but the adapters
+(set_trainable_params(model, get_adapter_params(model))) and shards it with the same shard_model, so
+the adapters are parameters of their layer's unit: the frozen base weights are gathered with them,
+but only the adapters get gradients, reduce-scatters and AdamW state (AdamW over model.parameters()
+skips parameters without a gradient). With the embeddings frozen, layer 0's input needs no
+gradient, so FSDP2 registers no post-backward hook on it and its reduce-scatter runs in the root's
+final callback (_fsdp_state.py _root_post_backward_final_callback, torch v2.6.0).
 Harness: tracer.py (peak live CPU tensor bytes of step 2). Run from the repository root:
     /usr/bin/python3 tools/trace/torchtune_distributed_cases.py --out /tmp/torchtune_distributed.json
 """
@@ -54,16 +63,26 @@ class ShardedDecoder(TT.Decoder):
 def run_case(c):
     m = dict(LB.LLAMA, **c.get("geometry", {}))
     B, S, n = c["batch"], c["seq"], c["ranks"]
-    cfg = dict(rank=0, targets=(), alpha=0, lora_mlp=False, ac=c["ac"], seq=S)
+    lora = c.get("lora", False)
+    # The LoRA configs' adapters (llama3/8B_lora.yaml @ v0.6.1 style: q, v, output_proj and the MLP).
+    cfg = dict(rank=8 if lora else 0, targets=("q_proj", "v_proj", "output_proj") if lora else (), alpha=16 if lora else 0,
+               lora_mlp=lora, ac=c["ac"], seq=S)
+
+    adapters = {}  # the unsharded adapter count, for the record
 
     def build():
         model = ShardedDecoder(m, cfg).to(BF16)  # training.set_default_dtype(bf16) around the builder
         model.cache.data = model.cache.data.float()
         model.num_output_chunks = 8
+        if lora:
+            for name, p in model.named_parameters():
+                p.requires_grad_("lora_" in name)
         model.shard(n)
         shards = model.shards()
-        opt = torch.optim.AdamW(shards, lr=2e-5)
-        return dict(model=model, optimizers=[opt], trainable=shards, param_tensors=shards,
+        trainable = [s for s in shards if s.requires_grad]
+        adapters["numel"] = sum(u.numel() for unit in model.units + [model.root] for u in unit.entries if u.requires_grad)
+        opt = torch.optim.AdamW(trainable, lr=2e-5)
+        return dict(model=model, optimizers=[opt], trainable=trainable, param_tensors=shards,
                     param_count=sum(u.numel() for unit in model.units + [model.root] for u in unit.entries),
                     loss_fn=TT.CEWithChunkedOutputLoss(8),
                     make_inputs=lambda: (torch.randint(0, m["vocab"], (B, S)), torch.randint(0, m["vocab"], (B, S))))
@@ -84,7 +103,11 @@ def run_case(c):
 
         def backward(loss):
             loss.backward()
-            model.root.reduce()  # the root's post-backward runs in FSDP2's final callback
+            # FSDP2's final callback: the root's post-backward, and that of any unit still gathered
+            # (layer 0 under LoRA: its input needs no gradient, so no hook fired).
+            for unit in model.units + [model.root]:
+                if unit.gathered:
+                    unit.reduce()
 
         def grads_of_step2(k):
             if k == 2:
@@ -95,25 +118,33 @@ def run_case(c):
 
     r = T.run_two_steps(build, step)
     train = dict(batch=B, seq=S, precision="pure_bf16", optimizer="adamw", optimizer_impl="for_loop",
-                 checkpointing="full" if c["ac"] else "none", attention="eager", grad_accum=1, lora_rank=0,
-                 frozen="none", zero_stage=3, fsdp="full_shard", dp=n, tp=1, loss_impl="chunked", loss_chunks=8,
+                 checkpointing="full" if c["ac"] else "none", attention="eager", grad_accum=1, zero_stage=3, fsdp="full_shard", dp=n, tp=1, loss_impl="chunked", loss_chunks=8,
                  logits_upcast="per_chunk", param_dtype="bf16", reduce_dtype="bf16", reshard_after_forward="all")
-    framework = dict(name="torchtune", version="0.6.1", recipe="full_finetune_distributed",
+    if lora:
+        targets = list(cfg["targets"]) + ["w1", "w2", "w3"]
+        train.update(lora_rank=cfg["rank"], lora_alpha=cfg["alpha"], lora_dropout=0.0, lora_targets=",".join(targets),
+                     frozen="base", trainable_params=adapters["numel"], trainable_dtype="bf16")
+    else:
+        train.update(lora_rank=0, frozen="none")
+    framework = dict(name="torchtune", version="0.6.1",
+                     recipe="lora_finetune_distributed" if lora else "full_finetune_distributed",
                      source="pytorch/torchtune@a6290a5b")
     notes = (f"measured_bytes = max live CPU tensor bytes of one emulated rank (of {n}) in training step 2; "
              "FSDP2 collectives are local copies with the same buffers (torchtitan_cases.py Unit, bf16 shards and "
              "reduction); the recipe's model, chunked loss and loop from torchtune_cases.py; eager attention")
-    model = LB.model_fields(m, "torchtune", r["nparams"])
+    model = LB.model_fields(m, "torchtune", r["nparams"] - (train["trainable_params"] if lora else 0))
     return T.record(c["id"], SOURCE, model, train, framework, r, notes)
 
 
 def cases():
     geo = dict(layers=4, vocab=8000)
     L = []
-    for ac in (False, True):
-        for ranks in (2, 4):
-            L.append(dict(id=f"cpu-torchtune-full-distributed-llama-b2-s256-fsdp2r{ranks}" + ("-ac" if ac else ""),
-                          ac=ac, ranks=ranks, batch=2, seq=256, geometry=geo))
+    for lora in (False, True):
+        for ac in (False, True):
+            for ranks in (2, 4):
+                kind = "lora-distributed-llama-b2-s256-r8" if lora else "full-distributed-llama-b2-s256"
+                L.append(dict(id=f"cpu-torchtune-{kind}-fsdp2r{ranks}" + ("-ac" if ac else ""), lora=lora,
+                              ac=ac, ranks=ranks, batch=2, seq=256, geometry=geo))
     return L
 
 

@@ -119,8 +119,9 @@ inline std::string framework_text(const training_spec& run) {
   if (run.framework == framework_kind::torchtitan)
     out += " 0.1.0 (FSDP2 over " + std::to_string(run.data_parallel) + " GPUs, fp32 shards, bf16 compute; one GPU's step)";
   if (run.framework == framework_kind::torchtune && runs_fsdp2(run))
-    out += " (full_finetune_distributed: FSDP2 over " + std::to_string(run.data_parallel) +
-           " GPUs, bf16 shards, every layer resharded after forward; one GPU's step)";
+    out += std::string(is_lora(run) ? " (lora_finetune_distributed" : " (full_finetune_distributed") + ": FSDP2 over " +
+           std::to_string(run.data_parallel) + " GPUs, bf16 shards, every layer resharded after forward" +
+           (is_lora(run) ? ", gradients and AdamW state for the adapters only" : "") + "; one GPU's step)";
   out += ": loss ";
   if (run.loss == loss_impl::standard) out += "over the whole logits";
   else if (run.loss == loss_impl::fused_linear) out += "fused with the head (Liger's fused linear cross-entropy)";
