@@ -180,6 +180,7 @@ TEST_CASE("gpt-fast int8 and int4: what quantize.py refuses, or gpt-fast does no
   r = gpt_fast_run(weight_format::gptfast_int8);
   r.loop = generate_loop::transformers;
   CHECK(contains(estimate_with(m, r), "need the gpt-fast loop"));
+  CHECK(contains(error_message([&] { allocator::replay_generate(m, r); }), "need the gpt-fast loop"));
   r = gpt_fast_run(weight_format::bnb_nf4);
   CHECK(contains(estimate_with(m, r), "must be native, gptfast-int8 or gptfast-int4 with gpt-fast"));
   // The names the JSON and the CLI take; gpt-fast's model dtype is bf16 (generate.py precision).

@@ -60,6 +60,7 @@ class generate_walker {
     using memscale::detail::require;
     memscale::detail::require_generate_modelled(m);
     memscale::detail::require_padded_prompts_modelled(m, r);
+    memscale::detail::require_gpt_fast_weights_loop(r);
     require(r.cache != kv_cache_kind::sliding_window || gpt_fast_, error_code::unsupported, "infer.kv_cache",
             "the allocator's generate() stream covers the dynamic, the quantized and the static cache, not the "
             "sliding-window one",

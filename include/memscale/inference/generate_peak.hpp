@@ -634,6 +634,7 @@ constexpr void check_inference(const model_spec& model, const inference_spec& ru
                   error_code::unsupported, "infer.kv_cache",
                   "quantized needs transformers >= 4.42 and a model that takes a Cache object (not tuples)",
                   run.transformers_version);
+  require_gpt_fast_weights_loop(run);
   if (run.loop == generate_loop::gpt_fast) {
     detail::require(run.weights == weight_format::native || is_gpt_fast_weights(run.weights), error_code::unsupported,
                     "infer.weights",

@@ -79,6 +79,14 @@ constexpr bytes gpt_fast_linear_temporary(const op& o, const inference_spec& r, 
   return k == in ? bytes{} : storage(dtype::bf16, checked_mul(tokens, k));
 }
 
+// The layers exist in gpt-fast's model.py only (the estimate's and the allocator stream's check;
+// a document's "framework" sets the loop after its "infer" is read).
+constexpr void require_gpt_fast_weights_loop(const inference_spec& r) {
+  require(r.loop == generate_loop::gpt_fast || !is_gpt_fast_weights(r.weights), error_code::unsupported,
+          "infer.weights", "gptfast-int8 and gptfast-int4 are gpt-fast's layers: they need the gpt-fast loop",
+          static_cast<std::uint64_t>(r.weights));
+}
+
 // quantize.py@32971d31 WeightOnlyInt4Linear.__init__: assert out_features % 8 == 0, for every
 // replaced linear: wqkv, wo, w1, w3, w2 and the head (model.py@32971d31).
 constexpr void require_gpt_fast_int4_shapes(const model_spec& m) {

@@ -141,10 +141,6 @@ constexpr const inference_spec& validate(const inference_spec& r) {
     require(r.kv == r.compute || r.kv == dtype::int8, bad, "infer.kv_dtype",
             "must be the model dtype or int8 (torchao's int8 KV cache) with gpt-fast", bits_of(r.kv));
   }
-  require(r.loop == generate_loop::gpt_fast ||
-              (r.weights != weight_format::gptfast_int8 && r.weights != weight_format::gptfast_int4),
-          bad, "infer.weights", "gptfast-int8 and gptfast-int4 are gpt-fast's layers: they need the gpt-fast loop",
-          static_cast<std::uint64_t>(r.weights));
   if (r.weights == weight_format::gptfast_int4) {
     // quantize.py@32971d31 WeightOnlyInt4QuantHandler.__init__: assert groupsize in [32, 64, 128, 256].
     require(r.group_size == 32 || r.group_size == 64 || r.group_size == 128 || r.group_size == 256, bad,
