@@ -41,6 +41,12 @@ void add_inference_options(CLI::App& app, options& o) {
               o.inference.weights_given = true;
               note_setting(o, "--weights");
             });
+  add_value(app, g, "--group-size", "N", "gptfast-int4: input columns per scale and zero point (32, 64, 128 or 256); default 128",
+            [&o](const std::string& v) {
+              o.inference.spec.group_size = parse_positive("--group-size", v);
+              o.inference.group_size_given = true;
+              note_setting(o, "--group-size");
+            });
   add_value(app, g, "--kv-dtype", "D",
             "KV-cache dtype: fp32 | fp16 | bf16 | fp8 | int8; with --kv-cache quantized its packed width int2 | int4 "
             "(default int4); default the weights' dtype",
