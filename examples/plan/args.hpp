@@ -100,6 +100,7 @@ struct inference_options {
   std::string kv_dtype;             // --kv-dtype as given: a dtype, or a quantized cache's int2 / int4
   bool gpt_fast = false;            // --framework gpt-fast: gpt-fast's generate() (training with it is refused)
   bool weights_given = false;       // --weights (a config's quantization_config says it too)
+  bool group_size_given = false;    // --group-size: gptfast-int4's groupsize (refused with other weights)
   std::string setting_option;       // the first inference setting given (it needs --inference)
   std::string svg;                  // --svg FILE: the plan (or the inference peaks) as stacked bars
   std::string svg_batch;            // --svg-batch FILE: the OOM cliff (needs --gpu)

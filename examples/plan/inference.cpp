@@ -104,6 +104,9 @@ std::string inference_command(const options& opt) {
     spec.cache = memscale::kv_cache_kind::static_preallocated;
     spec.loop = memscale::generate_loop::gpt_fast;
   }
+  if (opt.inference.group_size_given && spec.weights != memscale::weight_format::gptfast_int4)
+    throw usage_error("--group-size applies to --weights gptfast-int4 (got --weights " +
+                      std::string(memscale::to_string(spec.weights)) + ")");
   spec.kv = spec.compute;
   if (opt.inference.kv_dtype_given) {
     if (spec.cache == memscale::kv_cache_kind::quantized)

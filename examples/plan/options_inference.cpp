@@ -33,13 +33,19 @@ void add_inference_options(CLI::App& app, options& o) {
               o.inference.spec.new_tokens = parse_positive("--new-tokens", v);
               note_setting(o, "--new-tokens");
             });
-  add_value(app, g, "--weights", "W", "fp32 | fp16 | bf16 | bnb-int8 | bnb-nf4 | bnb-fp4 | gptq-4bit | awq-4bit | mxfp4 (gpt-oss's experts); default fp16",
+  add_value(app, g, "--weights", "W", "fp32 | fp16 | bf16 | bnb-int8 | bnb-nf4 | bnb-fp4 | gptq-4bit | awq-4bit | mxfp4 (gpt-oss's experts) | gptfast-int8 | gptfast-int4 (with --framework gpt-fast); default fp16",
             [&o](const std::string& v) {
               memscale::dtype native = memscale::dtype::fp16;
               o.inference.spec.weights = memscale::json_io::parse_weight_format(v, "--weights", native);
               o.inference.spec.compute = native;
               o.inference.weights_given = true;
               note_setting(o, "--weights");
+            });
+  add_value(app, g, "--group-size", "N", "gptfast-int4: input columns per scale and zero point (32, 64, 128 or 256); default 128",
+            [&o](const std::string& v) {
+              o.inference.spec.group_size = parse_positive("--group-size", v);
+              o.inference.group_size_given = true;
+              note_setting(o, "--group-size");
             });
   add_value(app, g, "--kv-dtype", "D",
             "KV-cache dtype: fp32 | fp16 | bf16 | fp8 | int8; with --kv-cache quantized its packed width int2 | int4 "

@@ -114,7 +114,7 @@ TEST_CASE("gpt-fast: what it does not have, or is not modelled, is refused by na
   CHECK(contains(estimate_with(presets::llama_2_7b, r), "infer.kv_dtype"));
   r = gpt_fast_run(256, 16);
   r.weights = weight_format::bnb_int8;
-  CHECK(contains(estimate_with(presets::llama_2_7b, r), "weight-only int8/int4"));
+  CHECK(contains(estimate_with(presets::llama_2_7b, r), "must be native, gptfast-int8 or gptfast-int4"));
   CHECK(contains(estimate_with(presets::gpt2, gpt_fast_run(256, 16)), "LLaMA-style decoder"));
   // The allocator's stream walks gpt-fast's loop (inference_device_test checks it against the
   // H100 runs): its live tensors never exceed the estimate's peak.

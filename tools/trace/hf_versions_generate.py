@@ -30,6 +30,7 @@ Plain-torch re-implementations of the LLaMA eager forward and of the generation 
 
 Run from the repository root (a few minutes of CPU time; one thread):
     /usr/bin/python3 tools/trace/hf_versions_generate.py --out /tmp/generate.json
+    /usr/bin/python3 tools/trace/hf_versions_generate.py --gptfast-weights --out docs/data/cpu_traced_gptfast_weights.json
 """
 import argparse, math, time
 
@@ -474,6 +475,26 @@ class Int8KVCache(nn.Module):  # torchao _models/llama/model.py AffineQuantizedK
         return k_out, v_out
 
 
+class WeightOnlyInt8Linear(nn.Module):  # gpt-fast quantize.py@32971d3 WeightOnlyInt8Linear
+    def __init__(self, linear):
+        super().__init__()
+        w = linear.weight.detach().float()
+        scales = (w.abs().amax(dim=1) / 127.5).clamp(min=torch.finfo(torch.float32).eps)
+        self.register_buffer("weight", torch.clamp(torch.round(w / scales[:, None]), -128, 127).to(torch.int8))
+        self.register_buffer("scales", scales.to(torch.bfloat16))
+
+    def forward(self, x):
+        return F.linear(x, self.weight.to(dtype=x.dtype)) * self.scales
+
+
+def replace_linear_int8(module):  # quantize.py replace_linear_weight_only_int8_per_channel
+    for name, child in module.named_children():
+        if isinstance(child, nn.Linear):
+            setattr(module, name, WeightOnlyInt8Linear(child))
+        else:
+            replace_linear_int8(child)
+
+
 class FastBlock(nn.Module):
     def __init__(self, c):
         super().__init__()
@@ -505,6 +526,8 @@ class FastTransformer(nn.Module):
         d = c["hidden_size"] // c["num_attention_heads"]
         M = (max_seq + 7) // 8 * 8  # find_multiple(max_seq_length, 8)
         dtype = self.output.weight.dtype
+        if hasattr(self.output, "scales"):  # model.py setup_caches: a quantized head's dtype is its scales'
+            dtype = self.output.scales.dtype
         for blk in self.layers:
             blk.attention.kv_cache = (Int8KVCache if int8_kv else KVCache)(b, M, c["num_key_value_heads"], d, dtype)
         # precompute_freqs_cis(block_size, head_dim): (block_size, d/2, 2) in the model dtype
@@ -591,17 +614,26 @@ CASES = [
     ("mha", LLAMA, "gpt-fast", "static", 4, 256, 16, "bf16"),
     ("mha", LLAMA, "gpt-fast", "int8-kv", 4, 256, 16, "bf16"),
 ]
+# gpt-fast with weight-only int8 layers (--gptfast-weights; weights "gptfast-int8").
+WEIGHT_CASES = [
+    ("mha", LLAMA, "gpt-fast", "static", 4, 256, 16, "bf16"),
+    ("gqa", GQA, "gpt-fast", "static", 4, 256, 16, "fp32"),
+]
 QUANT_RESIDUAL = 32  # QuantizedCacheConfig(residual_length=32): the cache re-quantises within the run
 
 GPT_FAST_COMMIT = "32971d3129541c5bfb4f715abc33d1c5f408d204"
 
 
-def trace(c, impl, cache, b, ctx, n, dt):
+def trace(c, impl, cache, b, ctx, n, dt, int8_weights=False):
     tracer.reset_seed()
     with tracer.Tracker() as tr:
         model = (FastTransformer(c) if impl == "gpt-fast" else Llama(c, impl)).eval()
+        if int8_weights:
+            replace_linear_int8(model)  # generate.py _load_model: converted before model.to(dtype=precision)
         if dt == "bf16":
             model = model.to(torch.bfloat16)
+        elif int8_weights:
+            model = model.to(torch.float32)  # the scales follow the model dtype
         tr.mark("built")
         ids = torch.randint(0, c["vocab_size"], (b, ctx))
         tr.mark("inputs")
@@ -626,15 +658,17 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--only", default=None)
+    ap.add_argument("--gptfast-weights", action="store_true", help="the WEIGHT_CASES (gpt-fast int8 weights) only")
     a = ap.parse_args()
     records = []
-    for name, c, impl, cache, b, ctx, n, dt in CASES:
+    w8 = a.gptfast_weights
+    for name, c, impl, cache, b, ctx, n, dt in (WEIGHT_CASES if w8 else CASES):
         tag = "gptfast" if impl == "gpt-fast" else "tf" + impl.replace(".", "")
-        rid = f"cpu-infer-{tag}-llama-{name}-{cache}-b{b}-c{ctx}-n{n}-{dt}"
+        rid = f"cpu-infer-{tag}-llama-{name}-{cache}-b{b}-c{ctx}-n{n}-{dt}" + ("-w8" if w8 else "")
         if a.only and not any(s in rid for s in a.only.split(",")):
             continue
         t0 = time.time()
-        params, peak, detail = trace(c, impl, cache, b, ctx, n, dt)
+        params, peak, detail = trace(c, impl, cache, b, ctx, n, dt, w8)
         hf = dict(c)
         sw = {"torch": torch.__version__}
         if impl == "gpt-fast":
@@ -646,7 +680,7 @@ def main():
         infer = {"batch": b, "context": ctx, "new_tokens": n, "dtype": dt,
                  "kv_dtype": "int8" if cache == "int8-kv" else ("int4" if cache == "quantized" else dt),
                  "kv_cache": {"tuple": "dynamic", "dynamic": "dynamic"}.get(cache, cache if cache == "quantized" else "static"),
-                 "attention": "eager" if impl != "gpt-fast" else "sdpa_math", "weights": dt}
+                 "attention": "eager" if impl != "gpt-fast" else "sdpa_math", "weights": "gptfast-int8" if w8 else dt}
         if cache == "quantized":
             infer.update(kv_residual_length=QUANT_RESIDUAL, kv_group_size=64)
         note = "peak live tensor bytes from model construction to the end of generate (greedy, no_grad, one thread)"
@@ -656,6 +690,8 @@ def main():
             note += f"; QuantizedCache, residual_length {QUANT_RESIDUAL}, emulated 4-bit storage (group 64)"
         if impl == "gpt-fast":
             note += "; gpt-fast generate.py without torch.compile, SDPA as its math path"
+        if w8:
+            note += "; quantize.py WeightOnlyInt8Linear for every nn.Linear (head included)"
         records.append({
             **tracer.record_head(rid, "tools/trace/hf_versions_generate.py (Tracker from shared/ground-truth/measure.py)"),
             "model": {"hf_config": hf, "params": params, "impl": "gpt-fast" if impl == "gpt-fast" else "hf-transformers"},

@@ -26,11 +26,12 @@
 //   the cache in place and attends over all of it through repeat_interleave copies (for every
 //   query head, also at a ratio of 1); the decoding steps on the math kernel, whose scaled copy of
 //   the keys lives while the scores are computed; the logits of every position until sample()
-//   returns; each step's probabilities cloned into new_probs and kept.
+//   returns; each step's probabilities cloned into new_probs and kept. Its weight-only int8 and
+//   int4 layers (inference/gpt_fast_weights.hpp) as stored, and each call's copies (gpt_fast_linear).
 // - Hugging Face's StaticCache (static_update below): each layer's keys and values allocated once, at
 //   the cache's whole length, when the layer first updates; every forward attends over all of it
 //   with a mask the base model makes, and under GQA from 5.0 through repeat_kv copies of it.
-// Not walked (an error says so): the sliding-window cache, quantised weights.
+// Not walked (an error says so): the sliding-window cache, transformers' quantised weights.
 #pragma once
 
 #include <array>
@@ -43,6 +44,7 @@
 #include "memscale/graph/graph.hpp"
 #include "memscale/graph/layers/embeddings.hpp"
 #include "memscale/inference/generate_peak.hpp"
+#include "memscale/inference/gpt_fast_weights.hpp"
 #include "memscale/inference/kv_cache.hpp"
 #include "memscale/inference/spec.hpp"
 #include "memscale/graph/model_graph.hpp"
@@ -58,12 +60,16 @@ class generate_walker {
     using memscale::detail::require;
     memscale::detail::require_generate_modelled(m);
     memscale::detail::require_padded_prompts_modelled(m, r);
+    memscale::detail::require_gpt_fast_weights_loop(r);
     require(r.cache != kv_cache_kind::sliding_window || gpt_fast_, error_code::unsupported, "infer.kv_cache",
             "the allocator's generate() stream covers the dynamic, the quantized and the static cache, not the "
             "sliding-window one",
             static_cast<std::uint64_t>(r.cache));
-    require(r.weights == weight_format::native && r.kv_lora_rank == 0, error_code::unsupported, "infer.weights",
-            "the allocator's generate() stream covers unquantised weights and ordinary attention",
+    require((r.weights == weight_format::native || memscale::detail::is_gpt_fast_weights(r.weights)) &&
+                r.kv_lora_rank == 0,
+            error_code::unsupported, "infer.weights",
+            "the allocator's generate() stream covers unquantised weights (and gpt-fast's int8 and int4 layers) and "
+            "ordinary attention",
             static_cast<std::uint64_t>(r.weights));
     require(m.layers <= kv_.size(), error_code::unsupported, "model.layers", "exceeds the generate() stream's capacity",
             m.layers);
@@ -117,6 +123,10 @@ class generate_walker {
       const std::uint64_t repeats = repeats_of(g, i);
       const stored_layout n = layout_of(g, roles, i);
       for (std::uint64_t l = 0; l < repeats; ++l) {
+        if (memscale::detail::gpt_fast_quantized_op(o, r_)) {
+          gpt_fast_stored(o);
+          continue;
+        }
         if (o.weight.rows != 0 && !o.borrows_weight)
           for (std::uint64_t c = 0; c < n.weight_tensors; ++c)
             alloc(storage(r_.compute, n.weight / n.weight_tensors).value);
@@ -182,7 +192,12 @@ class generate_walker {
     // position; before, the logits forward() returned (`outputs` stays bound).
     std::uint32_t returned = no_tensor;
     for (std::size_t i = memscale::detail::head_begin(g); i < g.size; ++i) {
-      std::uint32_t made = alloc(g.ops[i].out.value);
+      std::uint32_t made = no_tensor;
+      const auto make = [&] { made = alloc(g.ops[i].out.value); };
+      if (memscale::detail::gpt_fast_quantized_op(g.ops[i], r_))
+        gpt_fast_linear(g.ops[i], make);
+      else
+        make();
       free(returned);
       returned = made;
       if (gpt_fast_) free(stream);  // x = self.norm(x) drops the last block's output
@@ -351,6 +366,7 @@ class generate_walker {
   template <class Make>
   constexpr void with_temporaries(const op& o, Make make) {
     const std::uint64_t out = o.out.value;
+    if (memscale::detail::gpt_fast_quantized_op(o, r_)) return gpt_fast_linear(o, make);
     switch (o.temporaries) {
       case forward_temporaries::pieces:
         make();
@@ -550,6 +566,45 @@ class generate_walker {
       ids[1] = alloc(a.repeated.value);
     }
     if (a.float_mask.value != 0) ids[2] = alloc(a.float_mask.value);
+  }
+
+  // A gpt-fast int8 or int4 layer as _load_model's model.to(device) moves it: its buffers in
+  // registration order (quantize.py@32971d31: weight, then scales or scales_and_zeros).
+  constexpr void gpt_fast_stored(const op& o) {
+    const bool int8 = r_.weights == weight_format::gptfast_int8;
+    const std::uint64_t out = o.weight.rows;
+    const std::uint64_t k = int8 ? o.weight.cols : memscale::detail::gpt_fast_int4_in_features(o.weight.cols, r_.group_size);
+    const std::uint64_t scales = int8 ? storage(r_.compute, out).value
+                                      : storage(dtype::bf16, memscale::detail::checked_mul(k / r_.group_size, out, 2)).value;
+    const std::uint64_t whole = memscale::detail::gpt_fast_linear_bytes(out, o.weight.cols, r_).value;
+    for (std::uint64_t c = 0; c < o.weight.count; ++c) {
+      alloc(whole - scales);
+      alloc(scales);
+    }
+    if (o.bias.rows != 0) alloc(storage(r_.compute, o.bias.elements()).value);
+  }
+
+  // One call of a gpt-fast int8 or int4 layer (`make` allocates its output). int8
+  // (WeightOnlyInt8Linear.forward): self.weight.to(dtype), F.linear's product, the dequantized weight
+  // dropped when F.linear returns, `* self.scales` (the output), the product dropped. int4
+  // (WeightOnlyInt4Linear.forward): F.pad's padded input when in_features was padded, then
+  // _weight_int4pack_mm's output.
+  template <class Make>
+  constexpr void gpt_fast_linear(const op& o, Make make) {
+    const std::uint64_t out_features = o.weight.rows;
+    const std::uint64_t tokens = o.out.value / storage(r_.compute, out_features).value;
+    if (r_.weights == weight_format::gptfast_int8) {
+      std::uint32_t dequantized = alloc(storage(r_.compute, memscale::detail::checked_mul(out_features, o.weight.cols)).value);
+      std::uint32_t product = alloc(o.out.value);
+      free(dequantized);
+      make();
+      free(product);
+      return;
+    }
+    const bytes padded = memscale::detail::gpt_fast_linear_temporary(o, r_, tokens);
+    std::uint32_t input = padded.value != 0 ? alloc(padded.value) : no_tensor;
+    make();
+    free(input);
   }
 
   // gpt-fast (inference/gpt_fast.hpp). The forward a step runs: the decoding steps on the math

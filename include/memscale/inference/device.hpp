@@ -43,8 +43,9 @@ namespace detail {
 
 // The generate() calls an event stream describes (allocator/generate_events.hpp).
 constexpr bool generate_streamed(const model_spec& model, const inference_spec& run) {
-  if (!generate_walk_covers(model) || run.weights != weight_format::native || run.kv_lora_rank != 0) return false;
-  if (run.loop == generate_loop::gpt_fast) return true;
+  if (!generate_walk_covers(model) || run.kv_lora_rank != 0) return false;
+  if (run.loop == generate_loop::gpt_fast) return run.weights == weight_format::native || is_gpt_fast_weights(run.weights);
+  if (run.weights != weight_format::native) return false;
   return run.cache != kv_cache_kind::sliding_window;
 }
 

@@ -146,6 +146,8 @@ constexpr bytes quant_workspace(const graph& g, const model_spec& m, const infer
   const auto n = checked_mul(r.batch, rows);
   switch (r.weights) {
     case weight_format::native:
+    case weight_format::gptfast_int8:  // gpt-fast's per-call copies: gpt_fast_weights.hpp
+    case weight_format::gptfast_int4:
     case weight_format::mxfp4: return {};  // matmul_ogs reads MXFP4 as stored (quant_format.hpp)
     case weight_format::bnb_nf4:
     case weight_format::bnb_fp4:
@@ -305,9 +307,8 @@ constexpr std::size_t head_begin(const graph& g) {
   return i;
 }
 
-constexpr forward_moments forward_moments_of(const model_spec& m, const inference_spec& r, std::uint64_t rows,
-                                             std::uint64_t keys, bool model_validated = false) {
-  const graph g = forward_graph(m, r, rows, keys, model_validated);
+// The moments of `g`, a forward graph of `m`.
+constexpr forward_moments forward_moments_of_graph(const model_spec& m, const graph& g) {
   const no_grad_moment tail = no_grad_epilogue_peak(g);
   const bytes held = no_grad_held_through_blocks(g);
   // DeepSeek's leading dense layers run before the repeated block, in the prologue: their largest
@@ -320,6 +321,11 @@ constexpr forward_moments forward_moments_of(const model_spec& m, const inferenc
           .head_outputs = no_grad_live_at(g, head_begin(g), tail.at),
           .returned = g.ops[g.size - 1].out,
           .while_attending = attending_peak(g)};
+}
+
+constexpr forward_moments forward_moments_of(const model_spec& m, const inference_spec& r, std::uint64_t rows,
+                                             std::uint64_t keys, bool model_validated = false) {
+  return forward_moments_of_graph(m, forward_graph(m, r, rows, keys, model_validated));
 }
 
 struct forward_result {
@@ -628,10 +634,14 @@ constexpr void check_inference(const model_spec& model, const inference_spec& ru
                   error_code::unsupported, "infer.kv_cache",
                   "quantized needs transformers >= 4.42 and a model that takes a Cache object (not tuples)",
                   run.transformers_version);
+  require_gpt_fast_weights_loop(run);
   if (run.loop == generate_loop::gpt_fast) {
-    detail::require(run.weights == weight_format::native, error_code::unsupported, "infer.weights",
-                    "must be native with gpt-fast: its weight-only int8/int4 layers (quantize.py) are not modelled yet",
+    detail::require(run.weights == weight_format::native || is_gpt_fast_weights(run.weights), error_code::unsupported,
+                    "infer.weights",
+                    "must be native, gptfast-int8 or gptfast-int4 with gpt-fast (its own quantize.py layers; "
+                    "bitsandbytes, GPTQ, AWQ and MXFP4 are transformers')",
                     static_cast<std::uint64_t>(run.weights));
+    if (run.weights == weight_format::gptfast_int4) require_gpt_fast_int4_shapes(model);
     detail::require(model.positions == position_kind::rotary && model.norm == norm_kind::rmsnorm &&
                         gated_mlp(model) && !model.tied_embeddings && model.experts == 0,
                     error_code::unsupported, "model.arch",

@@ -17,12 +17,14 @@
 // - Transformer.forward returns every position's logits in the model dtype; sample() divides the
 //   last position's by the temperature and takes a softmax (logits_to_probs); decode_n_tokens keeps
 //   a clone of every step's probabilities (new_probs).
+// - quantize.py's weight-only int8 and int4 layers: inference/gpt_fast_weights.hpp.
 #pragma once
 
 #include <cstdint>
 
 #include "memscale/dtype.hpp"
 #include "memscale/inference/generate_peak.hpp"
+#include "memscale/inference/gpt_fast_weights.hpp"
 #include "memscale/inference/kv_cache.hpp"
 #include "memscale/inference/spec.hpp"
 #include "memscale/model.hpp"
@@ -55,7 +57,9 @@ constexpr inference_breakdown gpt_fast_forward(const model_spec& m, const infere
   const std::uint64_t length = gpt_fast_cache_length(m, r);
   inference_spec step = r;
   if (done > 0) step.attention = attention_impl::sdpa_math;
-  const forward_moments f = forward_moments_of(fast, step, rows, length);
+  // Weight-only int8/int4 layers: each call's dequantized weight or padded input (gpt_fast_weights.hpp).
+  const forward_moments f = forward_moments_of_graph(
+      fast, with_gpt_fast_linear_temporaries(forward_graph(fast, step, rows, length), r, checked_mul(r.batch, rows)));
   const bytes cache = kv_cache_bytes(m, r, length) + gpt_fast_tables(m, r);
   // seq (batch, prompt + new) and the prompt repeated over the batch in the prompt's int32
   // (encode_tokens), input_pos.

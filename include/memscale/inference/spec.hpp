@@ -21,7 +21,20 @@ namespace memscale {
 // mxfp4: gpt-oss's experts as the checkpoint stores them (blocks and scales, quant_format.hpp),
 // everything else in the compute dtype (its modules_to_not_convert: attention, router,
 // embeddings, head).
-enum class weight_format : std::uint8_t { native, bnb_int8, bnb_nf4, bnb_fp4, gptq_4bit, awq_4bit, mxfp4 };
+// gptfast_int8 / gptfast_int4: gpt-fast's weight-only layers (quantize.py@32971d31
+// WeightOnlyInt8Linear, WeightOnlyInt4Linear with group_size) in place of every nn.Linear, the
+// head included (inference/gpt_fast_weights.hpp); gpt-fast's generate() only.
+enum class weight_format : std::uint8_t {
+  native,
+  bnb_int8,
+  bnb_nf4,
+  bnb_fp4,
+  gptq_4bit,
+  awq_4bit,
+  mxfp4,
+  gptfast_int8,
+  gptfast_int4
+};
 
 // dynamic: DynamicCache, grows by torch.cat every step (transformers cache_utils.py);
 // static_preallocated: StaticCache, every layer allocated at max_cache_len up front and
@@ -54,7 +67,8 @@ struct inference_spec {
   std::uint64_t kv_lora_rank = 0;
   std::uint64_t qk_rope_head_dim = 0;
   attention_impl attention = attention_impl::flash;  // eager materialises B x H x S x T scores
-  std::uint64_t group_size = 128;  // GPTQ / AWQ quantisation group (AutoGPTQ, AutoAWQ default 128)
+  std::uint64_t group_size = 128;  // GPTQ / AWQ / gpt-fast int4 quantisation group (AutoGPTQ, AutoAWQ,
+                                   // WeightOnlyInt4QuantHandler default 128)
   std::uint64_t quant_block = 64;  // bitsandbytes 4-bit blocksize (Linear4bit default 64)
   bool double_quant = false;       // bnb_4bit_use_double_quant (compress_statistics)
   // major * 100 + minor of transformers: from 4.45 generate() asks for the last position's
@@ -127,6 +141,16 @@ constexpr const inference_spec& validate(const inference_spec& r) {
     require(r.kv == r.compute || r.kv == dtype::int8, bad, "infer.kv_dtype",
             "must be the model dtype or int8 (torchao's int8 KV cache) with gpt-fast", bits_of(r.kv));
   }
+  if (r.weights == weight_format::gptfast_int4) {
+    // quantize.py@32971d31 WeightOnlyInt4QuantHandler.__init__: assert groupsize in [32, 64, 128, 256].
+    require(r.group_size == 32 || r.group_size == 64 || r.group_size == 128 || r.group_size == 256, bad,
+            "infer.group_size", "must be 32, 64, 128 or 256 with gptfast-int4 (quantize.py's groupsize)", r.group_size);
+    // WeightOnlyInt4Linear.forward casts the input to bf16 and _weight_int4pack_mm takes bf16 scales
+    // and zeros (int4mm.cu@05f814fe: TORCH_CHECK(A.dtype() == at::kBFloat16)); model.to(precision)
+    // casts scales_and_zeros to the model dtype.
+    require(r.compute == dtype::bf16, bad, "infer.dtype", "must be bf16 with gptfast-int4 (_weight_int4pack_mm's)",
+            bits_of(r.compute));
+  }
   return r;
 }
 
@@ -139,6 +163,8 @@ constexpr std::string_view to_string(weight_format w) noexcept {
     case weight_format::gptq_4bit: return "gptq-4bit";
     case weight_format::awq_4bit: return "awq-4bit";
     case weight_format::mxfp4: return "mxfp4";
+    case weight_format::gptfast_int8: return "gptfast-int8";
+    case weight_format::gptfast_int4: return "gptfast-int4";
   }
   return "native";
 }

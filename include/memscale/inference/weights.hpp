@@ -5,6 +5,7 @@
 
 #include "memscale/dtype.hpp"
 #include "memscale/graph/graph.hpp"
+#include "memscale/inference/gpt_fast_weights.hpp"
 #include "memscale/inference/spec.hpp"
 #include "memscale/quant_format.hpp"
 
@@ -22,7 +23,9 @@ constexpr quant_format quant_format_of(const inference_spec& r) {
     case weight_format::gptq_4bit: return {.method = quant_method::gptq, .bits = 4, .group_size = r.group_size};
     case weight_format::awq_4bit: return {.method = quant_method::awq, .bits = 4, .group_size = r.group_size};
     case weight_format::mxfp4: return {.method = quant_method::mxfp4};
-    case weight_format::native: break;
+    case weight_format::native:
+    case weight_format::gptfast_int8:  // gpt-fast's own layers: gpt_fast_weights.hpp
+    case weight_format::gptfast_int4: break;
   }
   return {};
 }
@@ -30,6 +33,7 @@ constexpr quant_format quant_format_of(const inference_spec& r) {
 // One quantised weight matrix (out x in), one copy.
 constexpr bytes quantized_matrix_bytes(std::uint64_t out, std::uint64_t in, const inference_spec& r) {
   if (!is_quantized(r.weights)) return storage(r.compute, checked_mul(out, in));
+  if (is_gpt_fast_weights(r.weights)) return gpt_fast_linear_bytes(out, in, r);
   return quantized_linear_bytes(quant_format_of(r), out, in);
 }
 
@@ -38,12 +42,16 @@ constexpr bytes quantized_matrix_bytes(std::uint64_t out, std::uint64_t in, cons
 // Bytes op `index` of `g` stores on the device when served under `r`.
 constexpr bytes inference_op_weight_bytes(const graph& g, std::size_t index, const inference_spec& r) {
   const op& o = g.ops[index];
+  if (detail::gpt_fast_quantized_op(o, r))  // the head too (gpt_fast_weights.hpp)
+    return detail::gpt_fast_linear_bytes(o.weight.rows, o.weight.cols, r) * o.weight.count +
+           storage(r.compute, o.bias.elements());
   const bool in_block = index >= g.block_begin && index < g.block_end;
   const bool block_matmul = in_block && o.kind == op_kind::linear && o.role == param_role::matmul;
   // MXFP4 stores the 3-D experts alone (the matmuls over more than one copy of a weight); its
   // Mxfp4GptOssExperts biases are loaded as the checkpoint stores them (bf16, the compute dtype).
   const bool quantised = r.weights == weight_format::mxfp4 ? block_matmul && o.weight.count > 1
-                                                           : is_quantized(r.weights) && block_matmul;
+                                                           : is_quantized(r.weights) && !detail::is_gpt_fast_weights(r.weights) &&
+                                                                 block_matmul;
   bytes w{};
   if (!o.borrows_weight && o.weight.rows > 0)
     w = quantised ? detail::quantized_matrix_bytes(o.weight.rows, o.weight.cols, r) * o.weight.count

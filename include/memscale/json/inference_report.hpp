@@ -176,6 +176,7 @@ inline json inference_spec_json(const inference_spec& s) {
          {"kv_cache", std::string(to_string(s.cache))},
          {"attention", std::string(to_string(s.attention))}};
   if (s.loop == generate_loop::gpt_fast) j["loop"] = std::string(to_string(s.loop));
+  if (s.weights == weight_format::gptfast_int4) j["group_size"] = s.group_size;  // the layers' groupsize
   if (s.padded) j["padded"] = true;
   if (quantized) {
     j["kv_quant_backend"] = std::string(to_string(s.kv_backend));
