@@ -368,16 +368,19 @@ class step_walker {
       const std::uint64_t frame_bytes = std::uint64_t{o.frame_locals_blocks} * 512;
       follow_frame(frame_bytes);
       std::uint32_t out = no_tensor;
+      std::array<std::uint32_t, 2> after_output{no_tensor, no_tensor};
       if (i == s.begin && carry.id != no_tensor && o.kind == op_kind::stream && carry.size == o.out.value) {
         out = carry.id;
         carry.id = no_tensor;
       } else {
         if (i == s.begin) free(carry.id);
+        if (o.temporaries == forward_temporaries::rotary_half) rotary_half_products(o, after_output);
         out = alloc(o.out.value);
       }
       std::uint32_t extra = alloc(o.extra_saved.value);
       std::uint32_t temp = alloc(o.fwd_temp.value - frame_bytes);
       free(temp);
+      for (std::uint32_t& t : after_output) free(t);
       if (held_mode)
         free(transient);
       else
@@ -443,6 +446,19 @@ class step_walker {
                              frame_count_ + 1);
     frame_[frame_count_++] = alloc(locals - frame_held_);
     frame_held_ = locals;
+  }
+
+  // apply_rotary_pos_emb (modeling_llama.py@v5.17.0, copied into modeling_qwen2_moe.py): x * cos;
+  // rotate_half's -x2 (half the size) and its cat, the negation freed after the cat;
+  // rotate_half(x) * sin, the cat freed after it; then the sum (the output), after which both
+  // products die (`after_output`); autograd keeps none of them (cos and sin are saved).
+  constexpr void rotary_half_products(const op& o, std::array<std::uint32_t, 2>& after_output) {
+    after_output[0] = alloc(o.out.value);
+    std::uint32_t negated = alloc(o.out.value / 2);
+    std::uint32_t rotated = alloc(o.out.value);
+    free(negated);
+    after_output[1] = alloc(o.out.value);
+    free(rotated);
   }
 
   [[nodiscard]] constexpr std::uint64_t last_output_size(section s) const { return g_.ops[s.end - 1].out.value; }
