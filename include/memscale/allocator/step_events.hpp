@@ -12,6 +12,8 @@
 //   the epilogue keeps the outputs nobody saves until it ends (the loss code's locals), and a
 //   previous step's carried tensors die at the first loss op. The base model's held tensors
 //   live through the blocks; a KV cache built in training (use_cache) until the epilogue ends.
+//   A rotation as apply_rotary_pos_emb writes it makes its products one by one (graph.hpp
+//   forward_temporaries::rotary_half), as generate()'s walk does.
 // - backward, sections in reverse: the gradient of an op's output, the gradient of its input,
 //   its temporaries and the parameter gradients it creates (a Linear without bias: its weight's
 //   gradient first, as autograd computes mm's); then the saved tensors it was the last to need.
