@@ -180,6 +180,9 @@ struct model_spec {
   // RoPE as gpt-fast writes it (model.py apply_rotary_emb): an fp32 copy of q and k, the real and
   // imaginary parts' products and sums, stacked, then cast back.
   bool rotary_stacked_pairs = false;
+  // RoPE over the two halves of head_dim as GPT-OSS writes it (modeling_gpt_oss.py _apply_rotary_emb:
+  // chunk, four half-size products, their difference and sum, cat), not rotate_half.
+  bool rotary_chunked_halves = false;
   // Layers that differ by position (graph/layers/layer_pattern.hpp). Layer i (from 0) has the
   // model's experts when (i + 1) % moe_layer_step == 0, else a dense MLP of dense_ffn (0: every
   // layer has the model's MLP); it has no RoPE and no qk-norm when (i + 1) % nope_layer_interval

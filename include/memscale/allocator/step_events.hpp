@@ -12,6 +12,8 @@
 //   the epilogue keeps the outputs nobody saves until it ends (the loss code's locals), and a
 //   previous step's carried tensors die at the first loss op. The base model's held tensors
 //   live through the blocks; a KV cache built in training (use_cache) until the epilogue ends.
+//   A rotation as apply_rotary_pos_emb writes it makes its products one by one (graph.hpp
+//   forward_temporaries::rotary_half), as generate()'s walk does.
 // - backward, sections in reverse: the gradient of an op's output, the gradient of its input,
 //   its temporaries and the parameter gradients it creates (a Linear without bias: its weight's
 //   gradient first, as autograd computes mm's); then the saved tensors it was the last to need.
@@ -358,6 +360,7 @@ class step_walker {
   // `carry`: the previous section's output, which the first op (the section's input) continues.
   constexpr void forward_section(section s, std::uint64_t layer, bool held_mode, bool saving, held_tensor& carry) {
     std::uint32_t previous = no_tensor;   // the previous op's output while the next op runs
+    std::size_t previous_op = 0;
     std::uint32_t transient = no_tensor;  // held mode: a reassigned variable's old value
     std::size_t loose_count = 0;
     const bool ckpt_block = run_.ckpt == checkpointing::full && s.begin == g_.block_begin;
@@ -368,20 +371,24 @@ class step_walker {
       const std::uint64_t frame_bytes = std::uint64_t{o.frame_locals_blocks} * 512;
       follow_frame(frame_bytes);
       std::uint32_t out = no_tensor;
+      std::array<std::uint32_t, 2> after_output{no_tensor, no_tensor};
       if (i == s.begin && carry.id != no_tensor && o.kind == op_kind::stream && carry.size == o.out.value) {
         out = carry.id;
         carry.id = no_tensor;
       } else {
         if (i == s.begin) free(carry.id);
+        if (o.temporaries == forward_temporaries::rotary_half) rotary_half_products(o, after_output);
         out = alloc(o.out.value);
       }
       std::uint32_t extra = alloc(o.extra_saved.value);
       std::uint32_t temp = alloc(o.fwd_temp.value - frame_bytes);
       free(temp);
+      for (std::uint32_t& t : after_output) free(t);
       if (held_mode)
         free(transient);
       else
-        free(previous);
+        free_after_readers(previous, previous_op, i);
+      free_bound_until(i);
       const bool dropped = dropped_by_selective(o, run_);
       const bool kept = o.released_by != not_kept;
       const std::size_t k = slot(i, layer);
@@ -402,6 +409,7 @@ class step_walker {
           else loose_[loose_count++] = out;
         } else {
           previous = out;
+          previous_op = i;
         }
       } else {
         free(extra);
@@ -409,6 +417,7 @@ class step_walker {
           pending_input_ = out;
         } else if (!saving) {
           previous = out;
+          previous_op = i;
         } else if (kept) {
           free(out);
         } else if (held_mode) {
@@ -416,10 +425,12 @@ class step_walker {
           else loose_[loose_count++] = out;
         } else {
           previous = out;
+          previous_op = i;
         }
       }
     }
     follow_frame(0);
+    free_bound_until(s.end);
     free(transient);
     for (std::size_t j = 0; j < loose_count; ++j) free(loose_[j]);
     // The last output continues as the next section's input.
@@ -443,6 +454,45 @@ class step_walker {
                              frame_count_ + 1);
     frame_[frame_count_++] = alloc(locals - frame_held_);
     frame_held_ = locals;
+  }
+
+  // An output a later op still reads (op::last_reader, recorded in training only where Python
+  // binds it: graph/layers/ops.hpp bound_until) waits for that op; any other dies now.
+  constexpr void free_after_readers(std::uint32_t& id, std::size_t op_index, std::size_t now) {
+    const release_point reader = g_.ops[op_index].last_reader;
+    if (id == no_tensor || reader == not_kept || reader.index() <= now) {
+      free(id);
+      return;
+    }
+    if (bound_count_ >= bound_.size())
+      memscale::detail::fail(error_code::unsupported, "op.last_reader", "at most 4 outputs waiting at once; got",
+                             bound_count_ + 1);
+    bound_[bound_count_++] = {id, reader.index()};
+    id = no_tensor;
+  }
+  // Frees the waiting outputs whose last reader is op `now` or earlier, in the order they waited.
+  constexpr void free_bound_until(std::size_t now) {
+    std::size_t kept = 0;
+    for (std::size_t j = 0; j < bound_count_; ++j) {
+      if (bound_[j].reader <= now)
+        free(bound_[j].id);
+      else
+        bound_[kept++] = bound_[j];
+    }
+    bound_count_ = kept;
+  }
+
+  // apply_rotary_pos_emb (modeling_llama.py@v5.17.0, copied into modeling_qwen2_moe.py): x * cos;
+  // rotate_half's -x2 (half the size) and its cat, the negation freed after the cat;
+  // rotate_half(x) * sin, the cat freed after it; then the sum (the output), after which both
+  // products die (`after_output`); autograd keeps none of them (cos and sin are saved).
+  constexpr void rotary_half_products(const op& o, std::array<std::uint32_t, 2>& after_output) {
+    after_output[0] = alloc(o.out.value);
+    std::uint32_t negated = alloc(o.out.value / 2);
+    std::uint32_t rotated = alloc(o.out.value);
+    free(negated);
+    after_output[1] = alloc(o.out.value);
+    free(rotated);
   }
 
   [[nodiscard]] constexpr std::uint64_t last_output_size(section s) const { return g_.ops[s.end - 1].out.value; }
@@ -576,6 +626,12 @@ class step_walker {
   std::size_t grad_count_ = 0;
   std::array<std::uint32_t, IdCapacity> temps_;
   std::array<std::uint32_t, graph_capacity> loose_;
+  struct bound_output {
+    std::uint32_t id = no_tensor;
+    std::size_t reader = 0;
+  };
+  std::array<bound_output, 4> bound_{};  // outputs waiting for a later reader (free_after_readers)
+  std::size_t bound_count_ = 0;
   std::array<std::uint32_t, 8> frame_{};  // the frame locals' blocks, in the order made
   std::size_t frame_count_ = 0;
   std::uint64_t frame_held_ = 0;

@@ -73,7 +73,9 @@ inline constexpr release_point not_kept{};
 // How an op's forward temporaries come and go under no_grad, where the generate() allocator walk
 // (allocator/generate_events.hpp) needs more than their bytes: which tensors, of what size, in
 // what order. `pieces`: fwd_temp as separate tensors of out's size when it is a whole number of
-// them, else one block. The others name the code whose allocations the walk replays.
+// them, else one block. The others name the code whose allocations the walk replays; the training
+// walk (allocator/step_events.hpp) replays rotary_half too, whose products training graphs leave
+// out of fwd_temp.
 enum class forward_temporaries : std::uint8_t {
   pieces,
   rms_norm_upcast,  // RMSNorm upcast to fp32 (LlamaRMSNorm, gpt-fast's) on a 16-bit input: fp32 copy, x^2, product, cast

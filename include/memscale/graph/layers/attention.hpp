@@ -419,14 +419,25 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
   } else if (m.positions == position_kind::rotary) {
     // q*cos + rotate_half(q)*sin makes new q and k tensors (modeling_llama.py apply_rotary_pos_emb).
     const tensor q_unrotated = qkv.q;
+    const tensor k_unrotated = qkv.k;
     qkv.q = ops.elementwise(qkv.q, q_elements, p.matmul);
     qkv.k = ops.elementwise(qkv.k, k_elements, p.matmul);
+    const bool whole_head = m.rotary_fraction == 1.0 && !has_latent_attention(m) && !m.rotary_complex;
     if (ops.records_forward_liveness()) {
       if (m.rotary_stacked_pairs)
         stacked_rotary_temporaries(ops, q_unrotated, qkv.q, qkv.k);
       else
-        rotary_temporaries(ops, q_unrotated, qkv.q, qkv.k,
-                           m.rotary_fraction == 1.0 && !has_latent_attention(m) && !m.rotary_complex);
+        rotary_temporaries(ops, q_unrotated, qkv.q, qkv.k, whole_head);
+    } else if (!m.rotary_stacked_pairs && !m.rotary_chunked_halves && whole_head) {
+      // Training makes the same products one by one (autograd saves only cos and sin); they die
+      // inside the rotation, before any peak the estimators take, so fwd_temp leaves them out, but
+      // the training walk replays them (allocator/step_events.hpp): the qwen2moe H100 history
+      // (5.17 frames) has +8 +4 +8 -4 +8 -8 +8 -8 -8 MiB per q at 2 x 1024 x 2048.
+      ops.at(qkv.q).temporaries = forward_temporaries::rotary_half;
+      ops.at(qkv.k).temporaries = forward_temporaries::rotary_half;
+      // Both unrotated tensors are apply_rotary_pos_emb's arguments: alive until it returns.
+      ops.bound_until(q_unrotated, qkv.k);
+      ops.bound_until(k_unrotated, qkv.k);
     }
   }
   if (m.positions == position_kind::rotary) {

@@ -121,6 +121,9 @@ class op_writer {
     if (records_reads_) builder_.reads(producer.op_index, user.op_index);
   }
   constexpr void record_forward_liveness() { records_reads_ = true; }
+  // A read the training walk honours too (allocator/step_events.hpp): `producer` outlives the op
+  // after it, bound by Python until `user` ran.
+  constexpr void bound_until(tensor producer, tensor user) { builder_.reads(producer.op_index, user.op_index); }
   // Whether this graph describes a forward without grad (layers then write what only such a
   // forward holds: Python temporaries a training graph's ops already cover or never keep).
   [[nodiscard]] constexpr bool records_forward_liveness() const { return records_reads_; }

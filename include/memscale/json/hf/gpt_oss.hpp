@@ -31,6 +31,7 @@ inline model_spec gpt_oss(const config& c) {
   static_cast<void>(c.number("swiglu_limit", 7.0));  // any limit clamps the same tensors; read to refuse a non-number
   m.softmax_fp32 = false;         // softmax(combined_logits, dtype=combined_logits.dtype)
   m.attention_sinks = true;
+  m.rotary_chunked_halves = true;  // _apply_rotary_emb: chunk, first_half * cos - second_half * sin, ..., cat
   m.expert_weight_copies = true;
   m.router_bias = true;  // GptOssTopKRouter: F.linear(x, weight, bias)
   m.experts = c.count("num_local_experts", 128);
