@@ -383,10 +383,7 @@ inline constexpr error_band replayed_experts_band{
 // keep the policy band.
 constexpr run_class replayed_class_of(const model_spec& model, const training_spec& run) {
   if (model.experts == 0 || !graph_layers::stacked_expert_parameters(model, run)) return class_of(model, run);
-  model_spec dense = model;
-  dense.experts = 0;
-  dense.experts_per_token = 0;
-  return class_of(dense, run);
+  return class_of(with_dense_mlp(model, model.ffn), run);
 }
 
 constexpr const error_band& replayed_band_of(const model_spec& model, const training_spec& run) {

@@ -298,6 +298,21 @@ constexpr bool tensor_parallel_modelled(const model_spec& m) {
 constexpr std::uint64_t head_dim_of(const model_spec& m) {
   return m.head_dim != 0 ? m.head_dim : (m.heads == 0 ? 0 : m.hidden / m.heads);
 }
+// The model with a dense MLP of `ffn` in place of its experts: every expert and router field
+// cleared, for a layer that has no experts or a class that is read without them.
+constexpr model_spec with_dense_mlp(const model_spec& m, std::uint64_t ffn) {
+  model_spec dense = m;
+  dense.ffn = ffn;
+  dense.experts = 0;
+  dense.experts_per_token = 0;
+  dense.shared_expert_ffn = 0;
+  dense.shared_expert_gate = false;
+  dense.experts_on_every_token = false;
+  dense.router_fp32 = false;
+  dense.router_score_correction = false;
+  return dense;
+}
+
 constexpr bool gated_mlp(const model_spec& m) {
   return m.mlp == mlp_kind::swiglu || m.mlp == mlp_kind::geglu || m.mlp == mlp_kind::clamped_swiglu;
 }

@@ -252,6 +252,33 @@ class BF16Stage0:
         self.fp32_grads.zero_()  # clear_hp_grads
 
 
+def engine_step(gradients_of, zero_grad):
+    """One training step through the emulated engine: forward, engine backward, step; step 2's
+    gradient bytes are what gradients_of(engine) holds after the backward. Stage 0 keeps its bf16
+    gradients into the next backward (zero_grad False); ZeRO 1/2 sets them to None."""
+
+    def step(ctx, tr, n):
+        ids, labels = ctx["inputs"]
+        z = ctx["zero"]
+        tr.mark(f"s{n}_start")
+        loss = ctx["model"](ids, labels)
+        tr.mark(f"s{n}_fwd")
+        z.backward(loss)
+        tr.mark(f"s{n}_bwd")
+        if n == 2:
+            ctx["grads_step2"] = tracer.tensor_bytes(gradients_of(z))
+        z.step()
+        tr.mark(f"s{n}_opt")
+        if zero_grad:
+            z.zero_grad(set_to_none=True)
+        value = float(loss)
+        del loss
+        tr.mark(f"s{n}_end")
+        return value
+
+    return step
+
+
 def run_stage0_case(c):
     m = dict(LB.LLAMA, **c.get("geometry", {}))
     B, S = c["batch"], c["seq"]
@@ -266,24 +293,7 @@ def run_stage0_case(c):
                     param_count=sum(p.numel() for p in model.parameters()),
                     make_inputs=lambda: (torch.randint(0, m["vocab"], (B, S)), torch.randint(0, m["vocab"], (B, S))))
 
-    def step(ctx, tr, n):
-        ids, labels = ctx["inputs"]
-        z = ctx["zero"]
-        tr.mark(f"s{n}_start")
-        loss = ctx["model"](ids, labels)
-        tr.mark(f"s{n}_fwd")
-        z.backward(loss)
-        tr.mark(f"s{n}_bwd")
-        if n == 2:
-            ctx["grads_step2"] = tracer.tensor_bytes([p.grad for p in z.params] + [z.fp32_grads])
-        z.step()
-        tr.mark(f"s{n}_opt")
-        value = float(loss)
-        del loss
-        tr.mark(f"s{n}_end")
-        return value
-
-    r = T.run_two_steps(build, step)
+    r = T.run_two_steps(build, engine_step(lambda z: [p.grad for p in z.params] + [z.fp32_grads], zero_grad=False))
     train = dict(batch=B, seq=S, precision="pure_bf16", optimizer="adamw", optimizer_impl="for_loop",
                  checkpointing="full" if c.get("ckpt") else "none", attention="eager", grad_accum=1, lora_rank=0,
                  frozen="none", zero_stage=0, dp=c["ranks"], tp=1, ds_precision="bf16", loss_impl="standard")
@@ -323,25 +333,7 @@ def run_case(c):
                     make_inputs=lambda: (torch.randint(0, m["vocab"], (B, S)), torch.randint(0, m["vocab"], (B, S))),
                     cleanup=lambda: z.hooks.clear())
 
-    def step(ctx, tr, n):
-        ids, labels = ctx["inputs"]
-        z = ctx["zero"]
-        tr.mark(f"s{n}_start")
-        loss = ctx["model"](ids, labels)
-        tr.mark(f"s{n}_fwd")
-        z.backward(loss)
-        tr.mark(f"s{n}_bwd")
-        if n == 2:
-            ctx["grads_step2"] = tracer.tensor_bytes(z.averaged)
-        z.step()
-        tr.mark(f"s{n}_opt")
-        z.zero_grad(set_to_none=True)
-        value = float(loss)
-        del loss
-        tr.mark(f"s{n}_end")
-        return value
-
-    r = T.run_two_steps(build, step)
+    r = T.run_two_steps(build, engine_step(lambda z: z.averaged, zero_grad=True))
     train = dict(batch=B, seq=S, precision="pure_bf16", optimizer="adamw", optimizer_impl="for_loop",
                  checkpointing="none", attention="eager", grad_accum=1, lora_rank=0, frozen="none",
                  zero_stage=c["stage"], dp=c["ranks"], tp=1, ds_precision="bf16", reduce_bucket_size=c["bucket"],

@@ -111,13 +111,8 @@ constexpr model_spec layer_at(const model_spec& m, std::uint64_t i) {
   model_spec layer = m;
   if (m.attention_layer_period > 0 && i % m.attention_layer_period != m.attention_layer_offset)
     layer.mixer = m.hybrid_mixer;
-  if (m.moe_layer_step > 1 && (i + 1 + m.moe_layer_offset) % m.moe_layer_step != 0) {
-    layer.ffn = m.dense_ffn;
-    layer.experts = 0;
-    layer.experts_per_token = 0;
-    layer.shared_expert_ffn = 0;
-    layer.experts_on_every_token = false;
-  }
+  if (m.moe_layer_step > 1 && (i + 1 + m.moe_layer_offset) % m.moe_layer_step != 0)
+    layer = with_dense_mlp(layer, m.dense_ffn);
   const bool nope = m.nope_layer_interval > 0 && (i + 1) % m.nope_layer_interval == 0;
   if (nope) {
     layer.positions = position_kind::none;

@@ -115,17 +115,7 @@ constexpr graph_layers::tensor transformer_layer(const graph_layers::layer_conte
 
 // A single-mixer stack's dense MLP layer when the model also has MoE layers: the model without
 // its experts, its MLP of dense_ffn.
-constexpr model_spec without_experts(const model_spec& m) {
-  model_spec dense = m;
-  dense.ffn = m.dense_ffn;
-  dense.experts = 0;
-  dense.experts_per_token = 0;
-  dense.shared_expert_ffn = 0;
-  dense.shared_expert_gate = false;
-  dense.router_fp32 = false;
-  dense.router_score_correction = false;
-  return dense;
-}
+constexpr model_spec without_experts(const model_spec& m) { return with_dense_mlp(m, m.dense_ffn); }
 
 // NemotronHBlock.forward (modeling_nemotron_h.py@897753a0): residual + mixer(norm(x)), the mixer
 // the layer's block type names: NemotronHMamba2Mixer (Mamba2Mixer's code), NemotronHAttention (no
