@@ -78,9 +78,14 @@ function inferenceDocument() {
     kv_cache: cache,
     attention: $('gen-attention').value,
   };
-  if (cache === 'quantized') infer.kv_dtype = $('kv-bits').value;
+  const gptFast = $('gen-loop').value === 'gpt-fast';
+  // gpt-fast's cache is static (model.py KVCache): the reader sets it.
+  if (gptFast) delete infer.kv_cache;
+  if (infer.weights === 'gptfast-int4') infer.group_size = Number($('group-size').value);
+  if (cache === 'quantized' && !gptFast) infer.kv_dtype = $('kv-bits').value;
   else if ($('kv-dtype').value !== '') infer.kv_dtype = $('kv-dtype').value;
   const doc = {model: modelDescription(), infer: infer};
+  if (gptFast) doc.framework = 'gpt-fast';
   addGpu(doc);
   return doc;
 }
@@ -560,9 +565,25 @@ function taskChanged() {
 }
 
 function cacheChanged() {
-  const quantized = $('kv-cache').value === 'quantized';
+  const quantized = $('kv-cache').value === 'quantized' && $('gen-loop').value !== 'gpt-fast';
   $('kv-bits-box').hidden = !quantized;
   $('kv-dtype').disabled = quantized;
+}
+
+// Each loop takes its own weight formats (gpt-fast: its quantize.py layers; transformers:
+// bitsandbytes, GPTQ, AWQ); a format the other loop owns falls back to bf16.
+function loopChanged() {
+  const gptFast = $('gen-loop').value === 'gpt-fast';
+  for (const o of document.querySelectorAll('#weights .hf-weights')) o.disabled = gptFast;
+  for (const o of document.querySelectorAll('#weights .gptfast-weights')) o.disabled = !gptFast;
+  if ($('weights').selectedOptions[0].disabled) $('weights').value = 'bf16';
+  $('kv-cache-box').hidden = gptFast;
+  weightsChanged();
+  cacheChanged();
+}
+
+function weightsChanged() {
+  $('group-size-box').hidden = $('weights').value !== 'gptfast-int4';
 }
 
 function frameworkChanged() {
@@ -608,7 +629,9 @@ function start() {
   $('task').addEventListener('change', () => { taskChanged(); update(); });
   $('kv-cache').addEventListener('change', () => { cacheChanged(); update(); });
   for (const id of ['context', 'new-tokens']) $(id).addEventListener('input', update);
-  for (const id of ['weights', 'kv-dtype', 'kv-bits', 'gen-attention']) $(id).addEventListener('change', update);
+  $('gen-loop').addEventListener('change', () => { loopChanged(); update(); });
+  $('weights').addEventListener('change', weightsChanged);
+  for (const id of ['weights', 'group-size', 'kv-dtype', 'kv-bits', 'gen-attention']) $(id).addEventListener('change', update);
   for (const id of ['batch', 'seq', 'headroom']) $(id).addEventListener('input', update);
   for (const id of ['grad-accum', 'lora-rank', 'lora-targets', 'gpu-memory']) $(id).addEventListener('input', update);
   for (const id of ['precision', 'optimizer', 'optimizer-impl', 'checkpointing', 'attention', 'dropout', 'double-quant', 'liger', 'padded'])

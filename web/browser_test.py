@@ -44,7 +44,7 @@ def read_config(name):
 
 
 # generate() on a GPU: the verdict, the phases' peaks, the allocator's band (docs/web.md).
-GENERATE_RUN = {"task": "generate", "model": "mistral-7b", "batch": 2, "context": 4096, "new-tokens": 256,
+GENERATE_RUN = {"task": "generate", "gen-loop": "hf", "model": "mistral-7b", "batch": 2, "context": 4096, "new-tokens": 256,
                 "weights": "bnb-nf4", "kv-cache": "quantized", "kv-bits": "int2", "gen-attention": "flash",
                 "gpu": "a100-40gb", "headroom": 0.15}
 
@@ -99,6 +99,10 @@ RUNS = [
     # generate(): the page's run.json is an "infer" document, its plan.json memscale-plan --inference's report.
     ("generate(): mistral-7b, nf4 weights, an int2 quantized cache, on an A100 40GB",
      GENERATE_RUN),
+    ("generate(): llama-2-7b under gpt-fast's generate.py, int4 weights in groups of 64, on an RTX 4090",
+     {"task": "generate", "model": "llama-2-7b", "gen-loop": "gpt-fast", "weights": "gptfast-int4", "group-size": 64,
+      "kv-dtype": "", "gen-attention": "sdpa", "batch": 2, "context": 1024, "new-tokens": 128, "gpu": "rtx4090",
+      "headroom": 0.15}),
 ]
 
 # The run of the screenshot (docs/pictures/web-calculator.png): a mode is needed, and chosen.

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "memscale/detail/printable.hpp"
 
@@ -69,9 +70,29 @@ namespace detail {
   throw error(code, std::string(field) + " " + std::string(requirement) + " (got " + std::to_string(got) + ")");
 }
 
+// Same, with the offending value by its name (an enumerator's, as to_string spells it).
+[[noreturn]] inline void fail(error_code code, std::string_view field, std::string_view requirement,
+                              std::string_view got) {
+  throw error(code, std::string(field) + " " + std::string(requirement) + " (got " + std::string(got) + ")");
+}
+
+template <class Enum>
+  requires std::is_enum_v<Enum>
+[[noreturn]] void fail(error_code code, std::string_view field, std::string_view requirement, Enum got) {
+  fail(code, field, requirement, std::string_view(to_string(got)));
+}
+
 // Checks a condition; on failure reports field, requirement and value.
 constexpr void require(bool ok, error_code code, std::string_view field, std::string_view requirement,
                        std::uint64_t got) {
+  if (!ok) fail(code, field, requirement, got);
+}
+
+// Same for a value that is an enumerator: the message names it (to_string, found beside the
+// enumeration), never its number.
+template <class Enum>
+  requires std::is_enum_v<Enum>
+constexpr void require(bool ok, error_code code, std::string_view field, std::string_view requirement, Enum got) {
   if (!ok) fail(code, field, requirement, got);
 }
 

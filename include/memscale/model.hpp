@@ -332,23 +332,23 @@ constexpr const model_spec& validate_ssm(const model_spec& m) {
             "must be > 0 and divide model.ssm_heads for a Mamba-2 mixer", m.ssm_groups);
     require(m.ssm_chunk > 0, bad, "model.ssm_chunk", "must be > 0 for a Mamba-2 mixer", m.ssm_chunk);
     require(m.ssm_dt_norms == ssm_dt_norm_kind::none, error_code::unsupported, "model.ssm_dt_norms",
-            "must be none for a Mamba-2 mixer (its dt, B and C have no norms)", static_cast<std::uint64_t>(m.ssm_dt_norms));
+            "must be none for a Mamba-2 mixer (its dt, B and C have no norms)", m.ssm_dt_norms);
   } else {
     require(m.ssm_dt_rank > 0, bad, "model.ssm_dt_rank", "must be > 0 for a Mamba mixer", m.ssm_dt_rank);
   }
   require(m.vocab > 0, bad, "model.vocab", "must be > 0", m.vocab);
   require(m.arch == architecture::decoder, bad, "model.arch", "a Mamba stack is a decoder",
-          static_cast<std::uint64_t>(m.arch));
+          m.arch);
   require(m.heads == 0 && m.kv_heads == 0 && m.head_dim == 0 && m.ffn == 0, bad, "model.heads",
           "must be 0 with a Mamba mixer (its block has no attention and no MLP)", m.heads);
   require(m.experts == 0, bad, "model.experts", "must be 0 with a Mamba mixer (its block has no MLP)", m.experts);
   require(m.layout == block_layout::sequential && m.block_norms == branch_norms::pre && m.extra_norms_per_block == 0,
           bad, "model.layout", "a Mamba block is norm -> mixer -> residual add (sequential, pre-norm)",
-          static_cast<std::uint64_t>(m.layout));
+          m.layout);
   require(m.positions == position_kind::none, bad, "model.positions", "must be none with a Mamba mixer",
-          static_cast<std::uint64_t>(m.positions));
+          m.positions);
   require(m.norm == norm_kind::rmsnorm, bad, "model.norm", "a Mamba block's norm is an RMSNorm",
-          static_cast<std::uint64_t>(m.norm));
+          m.norm);
   require(m.ssm_dt_norms != ssm_dt_norm_kind::weighted, error_code::unsupported, "model.ssm_dt_norms",
           "weighted dt/B/C norms (Jamba) are not modelled yet", 2);
   require(!m.dropout, error_code::unsupported, "model.dropout", "a Mamba stack has no dropout modules", 1);
@@ -445,13 +445,13 @@ constexpr const model_spec& validate(const model_spec& m) {
   require(!m.attention_keeps_fused_kv || m.fused_qkv, bad, "model.attention_keeps_fused_kv",
           "needs a fused q, k, v projection (model.fused_qkv)", 1);
   require(!m.fused_gate_up || gated_mlp(m), bad, "model.fused_gate_up", "needs a gated mlp (swiglu, geglu)",
-          static_cast<std::uint64_t>(m.mlp));
+          m.mlp);
   require(!m.rms_norm_fp32_scale || m.norm == norm_kind::rmsnorm, bad, "model.rms_norm_fp32_scale",
-          "needs norm rmsnorm (it is an RMSNorm's code)", static_cast<std::uint64_t>(m.norm));
+          "needs norm rmsnorm (it is an RMSNorm's code)", m.norm);
   require(m.norm != norm_kind::layernorm_fp32_python || !m.norm_bias, bad, "model.norm_bias",
           "must be false with norm layernorm_fp32_python (CohereLayerNorm has no bias)", 1);
   require(m.block_norms == branch_norms::pre || m.layout == block_layout::sequential, bad, "model.block_norms",
-          "post and sandwich norms need the sequential layout", static_cast<std::uint64_t>(m.block_norms));
+          "post and sandwich norms need the sequential layout", m.block_norms);
   require(!has_latent_attention(m) || (m.qk_nope_head_dim > 0 && m.qk_rope_head_dim > 0 && m.v_head_dim > 0), bad,
           "model.kv_lora_rank", "needs qk_nope_head_dim, qk_rope_head_dim and v_head_dim > 0 (multi-head latent attention)",
           m.kv_lora_rank);
@@ -502,12 +502,12 @@ constexpr const model_spec& validate(const model_spec& m) {
             "model.attention_layer_offset", "must be below model.attention_layer_period", m.attention_layer_offset);
     require(m.layout == block_layout::sequential && m.block_norms == branch_norms::pre && m.arch == architecture::decoder,
             error_code::unsupported, "model.hybrid_mixer", "a hybrid stack is modelled as a pre-norm sequential decoder",
-            static_cast<std::uint64_t>(m.hybrid_mixer));
+            m.hybrid_mixer);
     require((m.ssm_beside_attention || m.single_mixer_blocks) == (m.hybrid_mixer == mixer_kind::mamba2),
             error_code::unsupported, "model.hybrid_mixer",
             "hybrid stacks are modelled as Jamba's (Mamba-1 in place of attention), Falcon-H1's (Mamba-2 beside "
             "attention) and Nemotron-H's (Mamba-2, attention and MLP layers)",
-            static_cast<std::uint64_t>(m.hybrid_mixer));
+            m.hybrid_mixer);
   } else {
     require(m.attention_layer_period == 0 && !m.ssm_beside_attention && !m.single_mixer_blocks, bad, "model.hybrid_mixer",
             "must name the SSM mixer (mamba1, mamba2) with attention_layer_period, ssm_beside_attention or "
@@ -551,11 +551,42 @@ constexpr void require_attention_mixer(const model_spec& m, std::string_view wha
     detail::fail(error_code::unsupported, "model.hybrid_mixer",
                  std::string("is ") + std::string(to_string(m.hybrid_mixer)) + " (a hybrid state-space stack): " +
                      std::string(what),
-                 static_cast<std::uint64_t>(m.hybrid_mixer));
+                 m.hybrid_mixer);
   if (has_attention(m)) return;
   detail::fail(error_code::unsupported, "model.mixer",
                std::string("is ") + std::string(to_string(m.mixer)) + " (a state-space stack): " + std::string(what),
-               static_cast<std::uint64_t>(m.mixer));
+               m.mixer);
+}
+
+// The enumerators' own names, for messages.
+constexpr std::string_view to_string(architecture a) noexcept {
+  constexpr std::array<std::string_view, 3> names{"decoder", "encoder", "encoder_decoder"};
+  return names.at(static_cast<std::size_t>(a));
+}
+constexpr std::string_view to_string(position_kind p) noexcept {
+  constexpr std::array<std::string_view, 3> names{"learned", "rotary", "none"};
+  return names.at(static_cast<std::size_t>(p));
+}
+constexpr std::string_view to_string(norm_kind n) noexcept {
+  constexpr std::array<std::string_view, 3> names{"layernorm", "rmsnorm", "layernorm_fp32_python"};
+  return names.at(static_cast<std::size_t>(n));
+}
+constexpr std::string_view to_string(mlp_kind m) noexcept {
+  constexpr std::array<std::string_view, 8> names{"gelu",    "gelu_tanh",      "relu",      "swiglu",
+                                                  "geglu",   "clamped_swiglu", "gelu_fast", "relu_squared"};
+  return names.at(static_cast<std::size_t>(m));
+}
+constexpr std::string_view to_string(block_layout b) noexcept {
+  constexpr std::array<std::string_view, 3> names{"sequential", "parallel", "post_norm"};
+  return names.at(static_cast<std::size_t>(b));
+}
+constexpr std::string_view to_string(branch_norms b) noexcept {
+  constexpr std::array<std::string_view, 3> names{"pre", "post", "sandwich"};
+  return names.at(static_cast<std::size_t>(b));
+}
+constexpr std::string_view to_string(ssm_dt_norm_kind k) noexcept {
+  constexpr std::array<std::string_view, 3> names{"none", "weightless", "weighted"};
+  return names.at(static_cast<std::size_t>(k));
 }
 
 constexpr std::string_view to_string(implementation i) noexcept {

@@ -2,6 +2,8 @@
 // Field order is part of the API: designated initialisers must follow it.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -456,7 +458,7 @@ constexpr const training_spec& validate(const training_spec& t) {
   if (t.padded && t.packing != batch_packing::none)
     detail::fail(error_code::invalid_run, "run.padded",
                  "applies to rows padded to the longest example (run.packing none): packed and padding-free rows "
-                 "carry no padding", static_cast<std::uint64_t>(t.packing));
+                 "carry no padding", t.packing);
   if (t.padded && t.attention == attention_impl::flash)
     detail::fail(error_code::unsupported, "run.padded",
                  "is modelled under sdpa and eager attention; flash_attention_2's unpadding copies (_upad_input) "
@@ -464,11 +466,11 @@ constexpr const training_spec& validate(const training_spec& t) {
   if (t.padded && t.framework != framework_kind::hf)
     detail::fail(error_code::unsupported, "run.padded",
                  "is modelled for Hugging Face models (run.framework hf): other frameworks build their masks "
-                 "their own way", static_cast<std::uint64_t>(t.framework));
+                 "their own way", t.framework);
   if (t.packing == batch_packing::padding_free && t.framework != framework_kind::hf)
     detail::fail(error_code::unsupported, "run.packing",
                  "padding_free is modelled for Hugging Face models under TRL's or transformers' flattening "
-                 "collator (run.framework hf)", static_cast<std::uint64_t>(t.framework));
+                 "collator (run.framework hf)", t.framework);
   if (t.example_tokens != 0 && t.packing != batch_packing::padding_free)
     detail::fail(error_code::invalid_run, "run.example_tokens",
                  "needs run.packing padding_free (other batches hold micro_batch x seq_len tokens)", t.example_tokens);
@@ -514,6 +516,23 @@ constexpr std::string_view to_string(optimizer_kind o) noexcept {
 
 constexpr std::string_view to_string(checkpointing c) noexcept {
   return c == checkpointing::full ? "full" : c == checkpointing::selective ? "selective" : "none";
+}
+
+constexpr std::string_view to_string(optimizer_implementation o) noexcept {
+  constexpr std::array<std::string_view, 3> names{"for_loop", "foreach", "fused"};
+  return names.at(static_cast<std::size_t>(o));
+}
+constexpr std::string_view to_string(training_target t) noexcept {
+  constexpr std::array<std::string_view, 3> names{"full", "lora", "qlora"};
+  return names.at(static_cast<std::size_t>(t));
+}
+constexpr std::string_view to_string(sharding s) noexcept {
+  constexpr std::array<std::string_view, 4> names{"none", "optimizer_state", "gradients", "full"};
+  return names.at(static_cast<std::size_t>(s));
+}
+constexpr std::string_view to_string(selective_ac a) noexcept {
+  constexpr std::array<std::string_view, 3> names{"none", "every_kth_block", "op_save_list"};
+  return names.at(static_cast<std::size_t>(a));
 }
 
 constexpr std::string_view to_string(attention_impl a) noexcept {

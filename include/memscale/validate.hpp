@@ -174,7 +174,7 @@ constexpr void check_deepseek_lora(const model_spec& m, const training_spec& t) 
   detail::require(t.target != training_target::qlora || !router_is_linear, error_code::unsupported, "run.target",
                   "qlora of DeepSeek-V2 is not modelled: bitsandbytes quantises the gate nn.Linear, whose weight "
                   "the router casts to fp32 and multiplies by itself",
-                  static_cast<std::uint64_t>(t.target));
+                  t.target);
   detail::require((t.lora_targets & lora_mlp) == 0 || t.transformers_version < 500, error_code::unsupported,
                   "run.lora_targets",
                   "adapts MLP projections of DeepSeek under transformers 5.0 or later: its routed experts are 3-D "
@@ -190,7 +190,7 @@ constexpr void check_deepseek_layers(const model_spec& m, const training_spec& t
   if (has_latent_attention(m))
     detail::require(t.framework == framework_kind::hf, error_code::unsupported, "run.framework",
                     "multi-head latent attention is modelled as Hugging Face transformers runs it",
-                    static_cast<std::uint64_t>(t.framework));
+                    t.framework);
   check_latent_attention_targets(m, t);
   check_deepseek_lora(m, t);
   if (m.leading_dense_layers == 0) return;
@@ -199,7 +199,7 @@ constexpr void check_deepseek_layers(const model_spec& m, const training_spec& t
                   "must be none or optimizer_state, without parameter offload, with leading dense layers (DeepSeek's "
                   "first_k_dense_replace): they are written before the repeated block, which gradient and parameter "
                   "sharding would treat as the root unit",
-                  static_cast<std::uint64_t>(t.shard));
+                  t.shard);
 }
 
 // A hybrid stack (Jamba, Falcon-H1) repeats a period of layers: gradient and parameter sharding
@@ -212,7 +212,7 @@ constexpr void check_hybrid_layers(const model_spec& m, const training_spec& t) 
                   error_code::unsupported, "run.shard",
                   "must be none or optimizer_state, without parameter offload, for a hybrid state-space stack (Jamba, "
                   "Falcon-H1): its repeated block is a period of layers, which sharding would wrap as one unit",
-                  static_cast<std::uint64_t>(t.shard));
+                  t.shard);
 }
 
 // A padding-free row reaches each example through the position_ids the attention passes to
@@ -280,7 +280,7 @@ constexpr void validate_run_of_valid_model(const model_spec& m, const training_s
   detail::require(m.idle_tower_parameters == 0 || t.target != training_target::qlora, error_code::unsupported, "run.target",
           "qlora of a model with a vision tower is not modelled yet (which of the tower's layers a 4-bit load "
           "quantises depends on the checkpoint)",
-          static_cast<std::uint64_t>(t.target));
+          t.target);
   check_deepseek_layers(m, t);
   check_hybrid_layers(m, t);
   check_packing(m, t);

@@ -114,8 +114,11 @@ TEST_CASE("gpt-fast: what it does not have, or is not modelled, is refused by na
   CHECK(contains(estimate_with(presets::llama_2_7b, r), "infer.kv_dtype"));
   r = gpt_fast_run(256, 16);
   r.weights = weight_format::bnb_int8;
+  // The value is echoed by its name, as the run's JSON and the CLI spell it.
   CHECK(contains(estimate_with(presets::llama_2_7b, r), "must be native, gptfast-int8 or gptfast-int4"));
+  CHECK(contains(estimate_with(presets::llama_2_7b, r), "(got bnb-int8)"));
   CHECK(contains(estimate_with(presets::gpt2, gpt_fast_run(256, 16)), "LLaMA-style decoder"));
+  CHECK(contains(estimate_with(presets::gpt2, gpt_fast_run(256, 16)), "(got learned)"));
   // The allocator's stream walks gpt-fast's loop (inference_device_test checks it against the
   // H100 runs): its live tensors never exceed the estimate's peak.
   CHECK(allocator::replay_generate(presets::llama_2_7b, gpt_fast_run(64, 4)).requested_peak <=

@@ -64,13 +64,13 @@ class generate_walker {
     require(r.cache != kv_cache_kind::sliding_window || gpt_fast_, error_code::unsupported, "infer.kv_cache",
             "the allocator's generate() stream covers the dynamic, the quantized and the static cache, not the "
             "sliding-window one",
-            static_cast<std::uint64_t>(r.cache));
+            r.cache);
     require((r.weights == weight_format::native || memscale::detail::is_gpt_fast_weights(r.weights)) &&
                 r.kv_lora_rank == 0,
             error_code::unsupported, "infer.weights",
             "the allocator's generate() stream covers unquantised weights (and gpt-fast's int8 and int4 layers) and "
             "ordinary attention",
-            static_cast<std::uint64_t>(r.weights));
+            r.weights);
     require(m.layers <= kv_.size(), error_code::unsupported, "model.layers", "exceeds the generate() stream's capacity",
             m.layers);
     for (auto& layer : kv_) layer = {no_tensor, no_tensor};

@@ -35,7 +35,7 @@ class vision_walker {
       : g_(g), run_(run), p_(precision_policy_of(run)), o_(o), events_(sink) {  // NOLINT: o_ is the options
     memscale::detail::require(run.ckpt == checkpointing::none || g.stages == 0, error_code::unsupported, "run.ckpt",
                               "the allocator's vision stream does not walk stage checkpointing",
-                              static_cast<std::uint64_t>(run.ckpt));
+                              run.ckpt);
     persist_ = run.grad_accum > 1 || !run.zero_grad_to_none;
     for (std::size_t i = 0; i < g.size; ++i) {
       saved_[i] = no_tensor;

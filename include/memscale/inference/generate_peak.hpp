@@ -449,7 +449,7 @@ namespace detail {
 constexpr void require_generate_estimated(const model_spec& model) {
   require(model.arch == architecture::decoder && model.head == head_kind::causal_lm, error_code::unsupported,
           "model.arch", "inference estimates cover decoder-only causal language models",
-          static_cast<std::uint64_t>(model.arch));
+          model.arch);
   // Mamba keeps per-layer conv and ssm states instead of a KV cache, and its decoding step is
   // the recurrent cuda_kernels path: neither is described here.
   require_attention_mixer(model, "generate() keeps conv and ssm states instead of a KV cache, which is not "
@@ -499,7 +499,7 @@ constexpr void require_sliding_generate(const model_spec& model, const inference
   require(run.cache == kv_cache_kind::dynamic, error_code::unsupported, "infer.kv_cache",
           "must be dynamic for a model with sliding-window layers (model.sliding_layers > 0): static, sliding and "
           "quantized caches of such layers are not modelled",
-          static_cast<std::uint64_t>(run.cache));
+          run.cache);
   require(model.sliding_layers < model.layers, error_code::unsupported, "model.sliding_layers",
           "must be below model.layers for generate(): a cache of sliding-window layers only is not modelled",
           model.sliding_layers);
@@ -515,13 +515,13 @@ constexpr void require_gpt_oss_generate(const model_spec& model, const inference
                        (model.sliding_layers > 0 && model.sliding_period == 0);
   require(run.weights != weight_format::mxfp4 || model.expert_weight_copies, error_code::unsupported, "infer.weights",
           "mxfp4 stores gpt-oss's 3-D experts: the model has none (model.expert_weight_copies is off)",
-          static_cast<std::uint64_t>(run.weights));
+          run.weights);
   if (!gpt_oss) return require_sliding_generate(model, run);
   require(run.weights == weight_format::native || run.weights == weight_format::mxfp4, error_code::unsupported,
           "infer.weights",
           "must be native or mxfp4 for gpt-oss: its experts are nn.Parameters that no bitsandbytes, GPTQ or AWQ "
           "layer replaces",
-          static_cast<std::uint64_t>(run.weights));
+          run.weights);
   // With triton >= 3.4 and the kernels package, Mxfp4GptOssExperts keeps the experts in MXFP4 and
   // mlp_forward routes through triton_kernels' routing and matmul_ogs (integrations/mxfp4.py@0189b1d0);
   // without them transformers dequantizes the experts to bf16 at load (quantizer_mxfp4.py@787b952b
@@ -530,11 +530,11 @@ constexpr void require_gpt_oss_generate(const model_spec& model, const inference
           "mxfp4 (the triton matmul_ogs experts) is modelled for the stored bytes only, not for generate()'s "
           "activations: state the experts dequantized to bf16 (native bf16 weights; --weights bf16 beside a "
           "config), what transformers loads without triton >= 3.4 and the kernels package",
-          static_cast<std::uint64_t>(run.weights));
+          run.weights);
   require(run.attention != attention_impl::flash, error_code::unsupported, "infer.attention",
           "must be eager or sdpa (which runs eager) for gpt-oss (--attention eager or sdpa): the hub flash "
           "kernel with sinks is not modelled",
-          static_cast<std::uint64_t>(run.attention));
+          run.attention);
   require(!keeps_tuple_cache(model, run), error_code::unsupported, "infer.legacy_tuple_cache",
           "must be off for gpt-oss at a release from 4.42: its model takes a DynamicCache, whose sliding-window "
           "layers a tuple cache does not have",
@@ -542,7 +542,7 @@ constexpr void require_gpt_oss_generate(const model_spec& model, const inference
   require(run.cache == kv_cache_kind::dynamic, error_code::unsupported, "infer.kv_cache",
           "must be dynamic for gpt-oss: static, sliding and quantized caches of sliding-window layers are not "
           "modelled",
-          static_cast<std::uint64_t>(run.cache));
+          run.cache);
   require(model.sliding_layers < model.layers, error_code::unsupported, "model.sliding_layers",
           "must be below model.layers for generate(): a cache of sliding-window layers only is not modelled",
           model.sliding_layers);
@@ -618,7 +618,7 @@ constexpr void check_inference(const model_spec& model, const inference_spec& ru
   // modules_to_not_convert, bitsandbytes quantises its Linear layers; not described yet.
   detail::require(model.idle_tower_parameters == 0 || run.weights == weight_format::native, error_code::unsupported,
                   "infer.weights", "must be native for a model with a vision tower (its quantised bytes are not modelled yet)",
-                  static_cast<std::uint64_t>(run.weights));
+                  run.weights);
   // transformers' MLA attention caches every head's decompressed keys and values
   // (modeling_deepseek_v3.py@00b676f8 DeepseekV3Attention.forward: past_key_value.update(key_states,
   // value_states)), so generate() never holds the latent cache absorbed-MLA serving engines keep.
@@ -640,13 +640,13 @@ constexpr void check_inference(const model_spec& model, const inference_spec& ru
                     "infer.weights",
                     "must be native, gptfast-int8 or gptfast-int4 with gpt-fast (its own quantize.py layers; "
                     "bitsandbytes, GPTQ, AWQ and MXFP4 are transformers')",
-                    static_cast<std::uint64_t>(run.weights));
+                    run.weights);
     if (run.weights == weight_format::gptfast_int4) require_gpt_fast_int4_shapes(model);
     detail::require(model.positions == position_kind::rotary && model.norm == norm_kind::rmsnorm &&
                         gated_mlp(model) && !model.tied_embeddings && model.experts == 0,
                     error_code::unsupported, "model.arch",
                     "gpt-fast's model.py is a LLaMA-style decoder (rotary, RMSNorm, SwiGLU, untied head, no experts)",
-                    static_cast<std::uint64_t>(model.positions));
+                    model.positions);
   }
 }
 

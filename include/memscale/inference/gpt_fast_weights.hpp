@@ -84,7 +84,7 @@ constexpr bytes gpt_fast_linear_temporary(const op& o, const inference_spec& r, 
 constexpr void require_gpt_fast_weights_loop(const inference_spec& r) {
   require(r.loop == generate_loop::gpt_fast || !is_gpt_fast_weights(r.weights), error_code::unsupported,
           "infer.weights", "gptfast-int8 and gptfast-int4 are gpt-fast's layers: they need the gpt-fast loop",
-          static_cast<std::uint64_t>(r.weights));
+          r.weights);
 }
 
 // quantize.py@32971d31 WeightOnlyInt4Linear.__init__: assert out_features % 8 == 0, for every

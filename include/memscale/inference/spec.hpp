@@ -125,7 +125,7 @@ constexpr const inference_spec& validate(const inference_spec& r) {
     // proximal optimiser's working copies are not described.
     require(r.kv_backend == kv_quant_backend::quanto, error_code::unsupported, "infer.kv_quant_backend",
             "must be quanto: HQQ's quantiser (optimize_weights_proximal and its working copies) is not modelled yet",
-            static_cast<std::uint64_t>(r.kv_backend));
+            r.kv_backend);
     // QuantoQuantizedCache.__init__: nbits must be 2 or 4 (qint2, qint4).
     require(r.kv_bits == 2 || r.kv_bits == 4, bad, "infer.kv_bits", "must be 2 or 4 with the quanto backend",
             r.kv_bits);
@@ -137,7 +137,7 @@ constexpr const inference_spec& validate(const inference_spec& r) {
   }
   if (r.loop == generate_loop::gpt_fast) {
     require(r.cache == kv_cache_kind::static_preallocated, bad, "infer.kv_cache",
-            "must be static with gpt-fast (model.py KVCache is its only cache)", static_cast<std::uint64_t>(r.cache));
+            "must be static with gpt-fast (model.py KVCache is its only cache)", r.cache);
     require(r.kv == r.compute || r.kv == dtype::int8, bad, "infer.kv_dtype",
             "must be the model dtype or int8 (torchao's int8 KV cache) with gpt-fast", bits_of(r.kv));
   }

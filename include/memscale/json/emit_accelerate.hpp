@@ -24,7 +24,7 @@ inline std::string emit_accelerate_fsdp_config(const training_spec& run, const p
   validate(p);
   memscale::detail::require(is_fsdp(p.engine), error_code::unsupported, "parallel.engine",
                   "has no Accelerate FSDP config (DeepSpeed strategies: emit deepspeed)",
-                  static_cast<std::uint64_t>(p.engine));
+                  p.engine);
   memscale::detail::require(p.tp == 1 && p.pp == 1, error_code::unsupported, "parallel.tp * parallel.pp",
                   "must be 1 for an Accelerate FSDP config", memscale::detail::checked_mul(p.tp, p.pp));
   // FSDP2 has no hybrid strategy in accelerate's config questions: HSDP is written as FSDP1.

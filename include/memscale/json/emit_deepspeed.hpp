@@ -40,7 +40,7 @@ inline nlohmann::json emit_deepspeed_config(const training_spec& run, const para
   validate(run);
   validate(p);
   memscale::detail::require(is_deepspeed(p.engine) || p.engine == strategy::zero0 || p.engine == strategy::ddp, error_code::unsupported, "parallel.engine",
-                  "has no DeepSpeed config (FSDP strategies: emit accelerate-fsdp)", static_cast<std::uint64_t>(p.engine));
+                  "has no DeepSpeed config (FSDP strategies: emit accelerate-fsdp)", p.engine);
   // ZeRO offload is a ZeRO feature: parameters only with stage 3 (zero/config.py offload_param docs).
   memscale::detail::require(!p.offload_optimizer || is_deepspeed(p.engine), error_code::invalid_run, "parallel.offload_optimizer",
                   "needs a ZeRO stage in DeepSpeed", 1);

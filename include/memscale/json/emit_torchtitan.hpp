@@ -92,7 +92,7 @@ inline std::string_view titan_flavor_of(const model_spec& m) {
 inline std::string emit_torchtitan_job(const model_spec& model, const training_spec& run, std::string_view label) {
   validate(run);
   memscale::detail::require(run.framework == framework_kind::torchtitan, error_code::unsupported, "run.framework",
-                            "must be torchtitan for a torchtitan job config", static_cast<std::uint64_t>(run.framework));
+                            "must be torchtitan for a torchtitan job config", run.framework);
   const std::string_view flavor = detail::titan_flavor_of(model);
   if (run.optimizer != optimizer_kind::adamw && run.optimizer != optimizer_kind::adam)
     memscale::detail::fail(error_code::unsupported, "run.optimizer",

@@ -103,7 +103,7 @@ constexpr void check_engine_precision(const training_spec& run, const parallel_s
           unsupported, "run.optimizer_impl",
           "must be fused with adam or adamw for strategy zero0 with fp16 (FP16_Optimizer wraps DeepSpeed's FusedAdam; "
           "FP16_UnfusedOptimizer is not modelled)",
-          static_cast<std::uint64_t>(run.optimizer_impl));
+          run.optimizer_impl);
   // BF16_Optimizer frees the 16-bit gradients at every micro-step's backward after adding them
   // to its fp32 buffer (bf16_optimizer.py backward): accumulation over micro-steps is not modelled.
   require(p.engine != strategy::zero0 || e != engine_precision::bf16 || run.grad_accum == 1, unsupported,
@@ -117,7 +117,7 @@ constexpr void check_engine_precision(const training_spec& run, const parallel_s
                                         "module to bfloat16; autocast amp does not combine with it)"
                                       : "must be pure_fp16 with parallel.deepspeed.precision fp16 (the engine casts the "
                                         "module to half; autocast amp does not combine with it)",
-          static_cast<std::uint64_t>(run.prec));
+          run.prec);
   require(!p.offload_optimizer && !p.offload_parameters, unsupported, "parallel.offload_optimizer",
           "is not modelled with parallel.deepspeed.precision (the fp32 master partition on the host)", 1);
   require(p.tp == 1 && p.pp == 1, unsupported, "parallel.tp * parallel.pp",
@@ -125,13 +125,13 @@ constexpr void check_engine_precision(const training_spec& run, const parallel_s
           checked_mul(p.tp, p.pp));
   require(run.target == training_target::full, unsupported, "run.target",
           "must be full with parallel.deepspeed.precision (16-bit adapters with an fp32 master are not modelled)",
-          static_cast<std::uint64_t>(run.target));
+          run.target);
   // bitsandbytes keeps 8-bit state of its own parameters; the engine hands it a flat fp32 partition.
   require(run.optimizer != optimizer_kind::adamw_8bit, unsupported, "run.optimizer",
-          "adamw_8bit is not modelled with parallel.deepspeed.precision", static_cast<std::uint64_t>(run.optimizer));
+          "adamw_8bit is not modelled with parallel.deepspeed.precision", run.optimizer);
   require(run.framework == framework_kind::hf, unsupported, "run.framework",
           "must be hf with parallel.deepspeed.precision (the engine wraps a Hugging Face model's module)",
-          static_cast<std::uint64_t>(run.framework));
+          run.framework);
   require(!run.optimizer_in_backward, unsupported, "run.optimizer_in_backward",
           "cannot be combined with parallel.deepspeed.precision (the engine steps its own optimizer wrapper)", 1);
 }
@@ -456,7 +456,7 @@ constexpr per_gpu_estimate estimate_per_gpu(const model_spec& model, const train
   detail::require(run.packing != batch_packing::padding_free || (p.tp == 1 && !p.sp && p.pp == 1),
                   error_code::unsupported, "run.packing",
                   "padding_free is modelled with data parallelism only (parallel.tp, parallel.sp and parallel.pp off)",
-                  static_cast<std::uint64_t>(run.packing));
+                  run.packing);
   // Liger's fused linear cross-entropy multiplies by the whole head weight (no vocab-parallel form).
   detail::require(p.tp == 1 || run.loss != loss_impl::fused_linear, error_code::unsupported, "parallel.tp",
                   "must be 1 with run.loss fused_linear_ce: Liger's fused head and loss has no tensor-parallel form",

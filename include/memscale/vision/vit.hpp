@@ -36,6 +36,9 @@ namespace memscale::vision {
 // Which code builds the model: torchvision's VisionTransformer, timm's VisionTransformer, or
 // timm's Eva with the EVA02 arguments (eva.hpp).
 enum class vit_code : std::uint8_t { torchvision, timm, eva02 };
+constexpr std::string_view to_string(vit_code c) noexcept {
+  return c == vit_code::torchvision ? "torchvision" : c == vit_code::timm ? "timm" : "eva02";
+}
 
 struct vit_spec {
   std::uint64_t patch = 16;
@@ -227,7 +230,7 @@ constexpr tensor timm_vit(network& net, const tensor& image, const vit_spec& s, 
 constexpr tensor vit(network& net, const tensor& image, const vit_spec& s, std::uint64_t classes) {
   validate(s);
   detail::require(s.code != vit_code::eva02, error_code::invalid_model, "vit.code",
-                  "eva02 is built by vision::eva02 (eva.hpp), not vision::vit", static_cast<std::uint64_t>(s.code));
+                  "eva02 is built by vision::eva02 (eva.hpp), not vision::vit", s.code);
   detail::require(image.height % s.patch == 0 && image.width % s.patch == 0, error_code::invalid_model, "image size",
                   "must be a multiple of the ViT patch size", image.height);
   if (s.code == vit_code::timm) return timm_vit(net, image, s, classes);

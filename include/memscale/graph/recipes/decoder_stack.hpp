@@ -338,7 +338,7 @@ constexpr void build_decoder_stack(const model_spec& model, const training_spec&
                   "model.nope_layer_interval)", model.layers);
   detail::require(period == 1 || run.sac == selective_ac::none, error_code::unsupported, "run.sac",
                   "must be none for a model whose layers differ by position (Llama 4): its blocks are periods "
-                  "of layers", static_cast<std::uint64_t>(run.sac));
+                  "of layers", run.sac);
   sections.begin_block();
   if (has_attention(model))
     transformer_period(ctx);

@@ -107,9 +107,9 @@ constexpr void build_encoder_decoder(const model_spec& model, const training_spe
   const precision_policy precision = precision_policy_of(run);
   const auto inner = detail::checked_mul(model.heads, head_dim_of(model));
   detail::require(model.arch == architecture::encoder_decoder, error_code::invalid_model, "model.arch",
-                  "must be encoder_decoder for the encoder-decoder recipe", static_cast<std::uint64_t>(model.arch));
+                  "must be encoder_decoder for the encoder-decoder recipe", model.arch);
   detail::require(!is_lora(run), error_code::unsupported, "run.target",
-                  "LoRA on encoder-decoder models is not modelled yet", static_cast<std::uint64_t>(run.target));
+                  "LoRA on encoder-decoder models is not modelled yet", run.target);
   const auto batch = run.micro_batch;
   const auto encoder_seq = run.seq_len;
   const auto decoder_seq = target_len_of(run);
