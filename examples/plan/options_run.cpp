@@ -138,6 +138,10 @@ void add_run_options(CLI::App& app, options& o) {
             [&o](const std::string& v) { o.run.loss_chunk = parse_positive("--loss-chunk", v); });
   add_value(app, g, "--loss-chunks", "N", "chunks of torchtune's chunked loss (its default 8)",
             [&o](const std::string& v) { o.run.loss_chunks = parse_positive("--loss-chunks", v); });
+  add_flag(app, g, "--paged-optimizer",
+           "bitsandbytes' paged optimizer of --optimizer (adam, adamw, adamw_8bit, lion: Trainer's optim=\"paged_adamw_32bit\" "
+           "and siblings): state of tensors of 1e5 elements or more in CUDA unified memory, outside PyTorch's allocator",
+           [&o] { o.run.paged_optimizer = true; });
   add_flag(app, g, "--optimizer-in-backward",
            "each parameter steps in its gradient hook and frees its gradient (torchtune's optimizer_in_bwd)",
            [&o] { o.run.optimizer_in_backward = true; });

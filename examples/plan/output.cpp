@@ -119,6 +119,10 @@ std::string text_report(const memscale::model_spec& model, const memscale::train
   const memscale::peak_estimate& peak = memscale::overall_peak(result);
   out += fmt::format("peak           {} device, at step {} (the larger of the two; a plan compares this)\n",
                      size_and_bytes(peak.device), &peak == &result.first_step ? "1" : "2+");
+  if (result.paged_optimizer_bytes.value > 0)
+    out += fmt::format("paged state    {} in CUDA unified memory (bitsandbytes' paged optimizer): in no peak above; "
+                       "nvidia-smi counts its resident pages, which the driver moves to the host when the GPU is full\n",
+                       size_and_bytes(result.paged_optimizer_bytes));
   return out;
 }
 

@@ -103,8 +103,9 @@ constexpr training_spec apply_mode(training_spec run, mode m, const gpu_spec& gp
   run.offload_activations = true;  // checkpointed block inputs wait on the host
   if (m == mode::balanced) {
     // ZeRO-Offload (Ren et al. 2021, arXiv 2101.06840). A step taken inside backward, one
-    // parameter at a time on the GPU, has no host step to move the state to: it stays.
-    run.offload_optimizer = !run.optimizer_in_backward;
+    // parameter at a time on the GPU, has no host step to move the state to: it stays. A paged
+    // optimizer's state already leaves the device when it is short (estimate/optimizer.hpp).
+    run.offload_optimizer = !run.optimizer_in_backward && !run.paged_optimizer;
     return run;
   }
   // AGGRESSIVE in the configuration MemScale's measured figures imply (benchmarking.mdx at

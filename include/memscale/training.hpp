@@ -169,6 +169,10 @@ struct training_spec {
   // (torchtune training/memory.py register_optim_in_bwd_hooks @ v0.6.1): no step after
   // backward, no gradients kept beyond the ones in flight.
   bool optimizer_in_backward = false;
+  // bitsandbytes' paged optimizer of `optimizer` (PagedAdam, PagedAdamW, PagedAdamW8bit,
+  // PagedLion; transformers' optim="paged_adamw_32bit" and siblings): its large state lives in
+  // CUDA unified memory (estimate/optimizer.hpp state_is_paged).
+  bool paged_optimizer = false;
   // The optimizer steps a flat fp32 copy of the 16-bit trainable parameters (DeepSpeed's
   // fp16/bf16 engine: parallel_spec::deepspeed.precision sets it for the rank's run).
   bool fp32_master = false;
@@ -474,6 +478,18 @@ constexpr const training_spec& validate(const training_spec& t) {
   if (t.example_tokens != 0 && t.packing != batch_packing::padding_free)
     detail::fail(error_code::invalid_run, "run.example_tokens",
                  "needs run.packing padding_free (other batches hold micro_batch x seq_len tokens)", t.example_tokens);
+  if (t.paged_optimizer) {
+    detail::require(t.optimizer == optimizer_kind::adam || t.optimizer == optimizer_kind::adamw ||
+                        t.optimizer == optimizer_kind::adamw_8bit || t.optimizer == optimizer_kind::lion,
+                    error_code::unsupported, "run.paged_optimizer",
+                    "needs optimizer adam, adamw, adamw_8bit or lion (bitsandbytes' paged optimizers)", t.optimizer);
+    detail::require(t.device == device_kind::cuda && t.shard == sharding::none && t.data_parallel == 1 &&
+                        !t.offload_optimizer && !t.optimizer_in_backward && !t.fp32_master,
+                    error_code::unsupported, "run.paged_optimizer",
+                    "is modelled on one CUDA device without data parallelism, sharding, offload, optimizer-in-backward "
+                    "or an engine's fp32 master",
+                    t.shard);
+  }
   if (t.optimizer_in_backward && (t.shard != sharding::none || t.offload_optimizer))
     detail::fail(error_code::unsupported, "run.optimizer_in_backward",
                  "is modelled on one device only (no sharding, no optimizer offload)");

@@ -24,6 +24,20 @@ template <class Ids>
 constexpr void create_state(std::uint64_t rows, std::uint64_t cols, std::uint64_t stack, const training_spec& run,
                             dtype t, Ids& ids) {
   const std::uint64_t n = memscale::detail::checked_mul(rows, cols, stack);
+  if (run.paged_optimizer) {
+    // bitsandbytes: state1 and state2 through the allocator unless paged (then cudaMallocManaged,
+    // outside it); then the 8-bit state's two absmax vectors.
+    const bool eight_bit = run.optimizer == optimizer_kind::adamw_8bit && n >= bnb_min_8bit_size;
+    if (!state_is_paged(run, n)) {
+      const std::uint64_t moment = storage(eight_bit ? dtype::int8 : dtype::fp32, n).value;
+      ids.alloc(moment);
+      if (run.optimizer != optimizer_kind::lion) ids.alloc(moment);
+    }
+    if (eight_bit)
+      for (int i = 0; i < 2; ++i)
+        ids.alloc(storage(dtype::fp32, memscale::detail::ceil_div(n, bnb_state_block_of(run))).value);
+    return;
+  }
   const bool step_on_device = run.device == device_kind::cpu || run.optimizer_impl == optimizer_implementation::fused;
   switch (run.optimizer) {
     case optimizer_kind::sgd: return;
@@ -43,8 +57,8 @@ constexpr void create_state(std::uint64_t rows, std::uint64_t cols, std::uint64_
       }
       ids.alloc(storage(dtype::int8, n).value);
       ids.alloc(storage(dtype::int8, n).value);
-      ids.alloc(storage(dtype::fp32, memscale::detail::ceil_div(n, bnb_state_block)).value);
-      ids.alloc(storage(dtype::fp32, memscale::detail::ceil_div(n, bnb_state_block)).value);
+      ids.alloc(storage(dtype::fp32, memscale::detail::ceil_div(n, bnb_state_block_of(run))).value);
+      ids.alloc(storage(dtype::fp32, memscale::detail::ceil_div(n, bnb_state_block_of(run))).value);
       return;
     case optimizer_kind::adafactor:
       // A 3-D tensor's factors keep the leading dimension: shape[:-1] and shape[:-2] + shape[-1:]
@@ -65,6 +79,13 @@ template <class Each, class Ids, std::size_t N>
 constexpr void optimizer_step_events(const training_spec& run, dtype trainable, bool first, Each&& each, Ids& ids,
                                      std::array<std::uint32_t, N>& temps) {
   if (run.offload_optimizer) return;
+  if (run.paged_optimizer) {  // bitsandbytes' kernels step in place: no temporaries
+    if (first)
+      each([&](std::uint64_t rows, std::uint64_t cols, std::uint64_t stack) {
+        create_state(rows, cols, stack, run, trainable, ids);
+      });
+    return;
+  }
   if (first)
     each([&](std::uint64_t rows, std::uint64_t cols, std::uint64_t stack) {
       create_state(rows, cols, stack, run, trainable, ids);

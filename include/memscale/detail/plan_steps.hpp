@@ -279,6 +279,7 @@ constexpr plan_result plan_with(const K& kind, const training_spec& run, const g
       training_spec streamed = kind.mode_run(single, mode::aggressive, gpu);
       streamed.offload_parameters = true;
       streamed.offload_optimizer = true;  // ZeRO-Infinity keeps optimizer state and gradients off the device too
+      streamed.paged_optimizer = false;   // its host optimizer replaces bitsandbytes' paged one
       r.parameter_offload = kind.plan_run(run, streamed, gpu, mode::aggressive, r.budget);
       if (r.parameter_offload.fits) {
         r.chosen = mode::aggressive;

@@ -210,6 +210,7 @@ constexpr estimate_result estimate(const encoder_decoder_graph& g, const trainin
   r.parameter_bytes = parameter_bytes(g.encoder, run) + parameter_bytes(g.decoder, run);
   r.gradient_bytes = gradient_bytes(g.encoder, run) + gradient_bytes(g.decoder, run);
   r.optimizer_bytes = optimizer_state_bytes(g.encoder, run) + optimizer_state_bytes(g.decoder, run);
+  r.paged_optimizer_bytes = paged_optimizer_bytes(g.encoder, run) + paged_optimizer_bytes(g.decoder, run);
   r.saved_activation_bytes = detail::figures_of(g.encoder, run).saved() + detail::figures_of(g.decoder, run).saved();
   r.steady = detail::encoder_decoder_peak(g, run, true);
   r.first_step = detail::encoder_decoder_peak(g, run, false);

@@ -12,9 +12,35 @@ namespace memscale {
 
 // bitsandbytes keeps 32-bit state for tensors smaller than this (optim/optimizer.py min_8bit_size).
 inline constexpr std::uint64_t bnb_min_8bit_size = 4096;
-// bitsandbytes blockwise 8-bit state: one fp32 absmax per block of 256 values
-// (optim/optimizer.py Optimizer8bit.init_state, blocksize 256 since 0.37 dynamic blockwise).
-inline constexpr std::uint64_t bnb_state_block = 256;
+// bitsandbytes blockwise 8-bit state: one fp32 absmax per block of values, 2048 before 0.44 and
+// 256 from it (optim/optimizer.py Optimizer2State.init_state `blocks = n // 2048` @06029dd6,
+// `n // 256` @51294d90; bitsandbytes PR #1365 "Change 8bit optimizer blocksize 2048->256").
+constexpr std::uint64_t bnb_state_block_of(const training_spec& run) {
+  return run.bitsandbytes_version < 4400 ? 2048 : 256;
+}
+// A paged optimizer's state1 and state2 of a tensor of at least this many elements come from
+// F.get_paged (cudaMallocManaged), smaller ones from torch.zeros_like (optim/optimizer.py
+// Optimizer8bit.get_state_buffer @51294d90). Unified memory is outside PyTorch's allocator and
+// max_memory_allocated; the driver moves its pages to the host when the device is short.
+inline constexpr std::uint64_t bnb_paged_min_elements = 100000;
+
+constexpr bool state_is_paged(const training_spec& run, std::uint64_t n) {
+  return run.paged_optimizer && n >= bnb_paged_min_elements;
+}
+
+// state1 and state2 of one tensor of n elements under a bitsandbytes optimizer: fp32 in a
+// 32-bit one (get_state_buffer(p, dtype=torch.float32)), uint8 in an 8-bit one from
+// min_8bit_size elements. Lion keeps state1 only.
+constexpr bytes bnb_moment_bytes(std::uint64_t n, const training_spec& run) {
+  const std::uint64_t moments = run.optimizer == optimizer_kind::lion ? 1 : 2;
+  const bool eight_bit = run.optimizer == optimizer_kind::adamw_8bit && n >= bnb_min_8bit_size;
+  return storage(eight_bit ? dtype::int8 : dtype::fp32, detail::checked_mul(n, moments));
+}
+
+// The part of one tensor's state that a paged optimizer keeps in unified memory.
+constexpr bytes paged_state_bytes(std::uint64_t n, const training_spec& run) {
+  return state_is_paged(run, n) ? bnb_moment_bytes(n, run) : bytes{};
+}
 
 // State bytes for one parameter tensor of rows x cols elements trained in `trainable`
 // (precision_policy::trainable).
@@ -26,6 +52,13 @@ constexpr bytes optimizer_own_state_bytes(std::uint64_t rows, std::uint64_t cols
   const bytes step_counter = (run.device == device_kind::cpu || run.optimizer_impl == optimizer_implementation::fused)
                                  ? storage(dtype::fp32, 1)
                                  : bytes{};
+  // A paged optimizer is bitsandbytes' (its step count a Python int): the moments on the device
+  // unless paged, and the 8-bit state's absmax blocks.
+  if (run.paged_optimizer) {
+    const bytes moments = state_is_paged(run, n) ? bytes{} : bnb_moment_bytes(n, run);
+    if (run.optimizer != optimizer_kind::adamw_8bit || n < bnb_min_8bit_size) return moments;
+    return moments + storage(dtype::fp32, detail::checked_mul(detail::ceil_div(n, bnb_state_block_of(run)), 2));
+  }
   switch (run.optimizer) {
     case optimizer_kind::sgd: return {};
     // momentum_buffer = clone of the gradient (torch/optim/sgd.py).
@@ -38,7 +71,7 @@ constexpr bytes optimizer_own_state_bytes(std::uint64_t rows, std::uint64_t cols
     case optimizer_kind::adamw_8bit:
       if (n < bnb_min_8bit_size) return storage(dtype::fp32, detail::checked_mul(n, 2));
       return storage(dtype::int8, detail::checked_mul(n, 2)) +
-             storage(dtype::fp32, detail::checked_mul(detail::ceil_div(n, bnb_state_block), 2));
+             storage(dtype::fp32, detail::checked_mul(detail::ceil_div(n, bnb_state_block_of(run)), 2));
     // Adafactor (Shazeer & Stern 2018, arXiv 1804.04235; transformers optimization.py):
     // factored second moment (row + column vectors) for matrices, full for vectors, no
     // first moment with the default beta1=None.
@@ -83,10 +116,21 @@ constexpr bytes optimizer_state_bytes(const Graph& g, const training_spec& run) 
   return total;
 }
 
+template <class Graph>
+constexpr bytes paged_optimizer_bytes(const Graph& g, const training_spec& run) {
+  bytes total{};
+  if (!run.paged_optimizer) return total;
+  for_each_trainable_tensor(g, [&](std::uint64_t rows, std::uint64_t cols, std::uint64_t copies) {
+    total += paged_state_bytes(detail::checked_mul(rows, cols), run) * copies;
+  });
+  return total;
+}
+
 // Temporaries alive inside optimizer.step() beyond parameters, gradients and state, given
 // the elements of the largest trainable tensor and of all of them.
 constexpr bytes step_temporaries_of(std::uint64_t largest, std::uint64_t all, const training_spec& run) {
-  if (run.offload_optimizer) return {};
+  // bitsandbytes steps each tensor in one kernel (F.optimizer_update_32bit / _8bit_blockwise).
+  if (run.offload_optimizer || run.paged_optimizer) return {};
   const auto p = precision_policy_of(run);
   // The fp32 master partition is what an engine with one (DeepSpeed fp16/bf16) steps.
   const dtype stepped = run.fp32_master ? dtype::fp32 : p.trainable;

@@ -49,6 +49,9 @@ struct estimate_result {
   bytes parameter_bytes{};
   bytes gradient_bytes{};
   bytes optimizer_bytes{};
+  // A paged optimizer's state in CUDA unified memory: in none of the peaks below (outside
+  // PyTorch's allocator; nvidia-smi counts the pages that are resident).
+  bytes paged_optimizer_bytes{};
   bytes saved_activation_bytes{};  // live at the end of forward
   peak_estimate steady{};          // every step after the first
   peak_estimate first_step{};      // step 1: optimizer state is created inside the step
@@ -103,6 +106,7 @@ struct graph_totals {
   bytes params_p{}, params_b{}, params_e{};  // parameter bytes by section (block: one layer)
   bytes grads_p{}, grads_b{}, grads_e{};     // gradient bytes by section
   bytes optimizer_state{};                 // optimizer_state_bytes
+  bytes paged_state{};                     // paged_optimizer_bytes
   bytes step_temporaries{};                // optimizer_step_temporaries
   std::uint64_t large_tensors = 0;         // large_tensor_count (CUDA runs)
   std::uint64_t largest_trainable = 0;     // elements of the largest trainable tensor
@@ -136,6 +140,7 @@ constexpr graph_totals totals_of(const graph& g, const training_spec& run) {
     // The trainable tensors of for_each_trainable_tensor: the weight (unless borrowed) and the bias.
     const auto tensor = [&](std::uint64_t rows, std::uint64_t cols, std::uint64_t one_copy, std::uint64_t copies) {
       t.optimizer_state += tensor_state_bytes(rows, cols, one_copy, run, p.trainable) * copies;
+      if (run.paged_optimizer) t.paged_state += paged_state_bytes(one_copy, run) * copies;
       largest_trainable = max(largest_trainable, one_copy);
       trainable_elements = checked_add(trainable_elements, checked_mul(one_copy, copies));
     };
@@ -483,6 +488,7 @@ constexpr estimate_result estimate_from_totals(const graph& g, const training_sp
   r.parameter_bytes = t.parameter_bytes(g.block_repeats);
   r.gradient_bytes = t.gradient_bytes(g.block_repeats);
   r.optimizer_bytes = t.optimizer_state;
+  r.paged_optimizer_bytes = t.paged_state;
   const step_peaks peaks = estimate_peaks(g, run, t);
   r.saved_activation_bytes = peaks.saved_activations;
   r.steady = peaks.steady;

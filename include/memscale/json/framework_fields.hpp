@@ -132,6 +132,7 @@ inline void read_loss_fields(const json& t, training_spec& run) {
 // fused_layernorm (Liger's kernels).
 inline void read_framework_knobs(const json& t, training_spec& run) {
   run.optimizer_in_backward = get_bool(t, "optimizer_in_backward", "train", false, error_code::invalid_run);
+  run.paged_optimizer = get_bool(t, "paged_optimizer", "train", false, error_code::invalid_run);
   run.liger_rms_norm = get_bool(t, "fused_rmsnorm", "train", false, error_code::invalid_run);
   run.liger_swiglu = get_bool(t, "fused_swiglu", "train", false, error_code::invalid_run);
   run.liger_geglu = get_bool(t, "fused_geglu", "train", false, error_code::invalid_run);

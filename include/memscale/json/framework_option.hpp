@@ -128,6 +128,7 @@ inline std::string framework_text(const training_spec& run) {
   else if (run.loss_chunks > 0) out += "chunked over " + std::to_string(run.loss_chunks) + " chunks";
   else out += "chunked every " + std::to_string(run.loss_chunk) + " tokens";
   if (run.optimizer_in_backward) out += ", optimizer in backward";
+  if (run.paged_optimizer) out += ", bitsandbytes paged optimizer";
   if (run.liger_rms_norm)
     out += run.liger_norm_patching == liger_patching::instance ? ", Liger RMSNorm (the modules use_liger_kernel patches)"
                                                                : ", Liger RMSNorm (every RMSNorm module)";

@@ -187,6 +187,7 @@ inline training_spec run_from_record(const json& record) {
                         "lora_variant", "lora_dropout", "trainable_dtype", "steps", "padding", "output_cast",
                         // the framework's loss and knobs (json/framework_fields.hpp)
                         "loss_impl", "loss_chunk", "loss_chunks", "logits_upcast", "optimizer_in_backward",
+                        "paged_optimizer",
                         "activation_offload", "sac_policy", "fused_rmsnorm", "fused_swiglu", "fused_geglu", "fused_rope",
                         "fused_layernorm", "liger_patching", "param_dtype",
                         "reduce_dtype", "reshard_after_forward",

@@ -30,7 +30,7 @@ inline json peak_to_json(const peak_estimate& p) {
 }
 
 inline json estimate_to_json(const estimate_result& r) {
-  return {{"parameters", r.parameter_count},
+  json j = {{"parameters", r.parameter_count},
           {"trainable_parameters", r.trainable_parameter_count},
           {"breakdown", breakdown_to_json(r.steady.breakdown)},
           {"peak", peak_to_json(r.steady)},
@@ -40,6 +40,9 @@ inline json estimate_to_json(const estimate_result& r) {
             {"gradients", r.gradient_bytes.value},
             {"optimizer", r.optimizer_bytes.value},
             {"saved_activations", r.saved_activation_bytes.value}}}};
+  // A paged optimizer's unified memory, outside every peak (estimate_result::paged_optimizer_bytes).
+  if (r.paged_optimizer_bytes.value > 0) j["static"]["paged_optimizer"] = r.paged_optimizer_bytes.value;
+  return j;
 }
 
 // Plans (memscale/planner.hpp): every mode with its verdict, error band and what it

@@ -64,14 +64,14 @@ inline constexpr std::array<std::string_view, 10> result_fields{"parameters", "t
                                                                 "peak",       "first_step",           "static",
                                                                 "plan",       "attention_kernel",     "allocator",
                                                                 "ssm_kernels"};
-inline constexpr std::array<std::string_view, 40> run_fields{
+inline constexpr std::array<std::string_view, 41> run_fields{
     "micro_batch", "seq_len",   "grad_accum",   "precision",  "optimizer",    "optimizer_impl",
     "checkpointing", "attention", "target",     "lora_rank",  "lora_targets", "lora_alpha",
     "lora_variant", "lora_dropout", "quant",    "dropout",    "device",       "offload",
     "no_sync",     "output_cast", "loss",       "loss_chunk", "loss_chunks",  "optimizer_in_backward",
     "ssm_kernels", "liger",     "fused_rmsnorm", "fused_swiglu", "data_parallel", "sac_policy",
     "compile",     "float8",   "use_cache",   "packing",    "example_tokens", "fused_rope",
-    "fused_geglu", "fused_layernorm", "liger_patching", "padded"};
+    "fused_geglu", "fused_layernorm", "liger_patching", "padded", "paged_optimizer"};
 inline constexpr std::array<std::string_view, 2> gpu_fields{"memory", "bf16"};
 
 // Every key of `obj` must be one of `known` (or `ignored`); an unknown one is an error
@@ -201,6 +201,7 @@ inline void read_run_object(const json& r, run_input& in) {
   if (r.contains("loss_chunks") && !r.at("loss_chunks").is_null())
     run.loss_chunks = positive(r, "loss_chunks", path, run.loss_chunks);
   run.optimizer_in_backward = get_bool(r, "optimizer_in_backward", path, run.optimizer_in_backward, bad_run);
+  run.paged_optimizer = get_bool(r, "paged_optimizer", path, run.paged_optimizer, bad_run);
   if (const auto v = text("ssm_kernels"); !v.empty()) run.ssm_kernels = parse_ssm_kernels(v, path + ".ssm_kernels");
   if (const auto v = text("device"); !v.empty()) {
     if (v == "cuda") run.device = device_kind::cuda;

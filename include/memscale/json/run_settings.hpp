@@ -296,6 +296,7 @@ inline nlohmann::json run_to_json(const training_spec& run) {
   if (run.loss == loss_impl::chunked && run.loss_chunks > 0) j["loss_chunks"] = run.loss_chunks;
   else if (run.loss == loss_impl::chunked) j["loss_chunk"] = run.loss_chunk;
   if (run.optimizer_in_backward) j["optimizer_in_backward"] = true;
+  if (run.paged_optimizer) j["paged_optimizer"] = true;
   if (run.ssm_kernels != ssm_kernel_choice::framework_default) j["ssm_kernels"] = std::string(to_string(run.ssm_kernels));
   if (runs_fsdp2(run)) {  // FSDP2's ranks and torchtitan's checkpointing policy
     j["data_parallel"] = run.data_parallel;

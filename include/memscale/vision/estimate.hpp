@@ -188,6 +188,7 @@ constexpr estimate_result estimate(const layer_graph& g, const training_spec& ru
   out.parameter_bytes = params - g.buffers;
   out.gradient_bytes = grads;
   out.optimizer_bytes = optimizer_state_bytes(g, run);
+  out.paged_optimizer_bytes = paged_optimizer_bytes(g, run);
   const bool workspace_in_allocator = run.torch_version >= 200;
   const bytes cublas = cuda ? run.blas_workspace : bytes{};
   const bytes workspace = (workspace_in_allocator ? cublas : bytes{}) + (cuda ? cudnn_mandatory_workspace : bytes{});
