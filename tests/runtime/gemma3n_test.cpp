@@ -60,6 +60,19 @@ TEST_CASE("gemma3n: the config is refused by altup_num_inputs, with its text sta
   CHECK_FALSE(contains(text_message, "vision tower"));
 }
 
+// The CPU-traced small model (tools/trace/gemma3n_cases.py, a torch re-implementation of
+// Gemma3nForCausalLM): its sum(p.numel()) is the reader's count, and its config is refused too.
+TEST_CASE("gemma3n: the traced small model's parameters are the reader's count", "[gemma3n]") {
+  std::ifstream in(std::string(MEMSCALE_SOURCE_DIR) + "/docs/research/gemma3n-cpu-traced.json");
+  const json records = json::parse(in);
+  REQUIRE(records.size() == 2);
+  for (const json& r : records) {
+    const json& c = r.at("model").at("hf_config");
+    CHECK(text_parameters(c) == r.at("model").at("params").get<std::uint64_t>());
+    CHECK(contains(error_message([&] { (void)json_io::model_from_hf_config(c); }), "config.altup_num_inputs"));
+  }
+}
+
 TEST_CASE("gemma3n: sizes that cannot be are named", "[gemma3n]") {
   json c = e2b();
   c["text_config"]["intermediate_size"] = json::array({8192, 8192});
