@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "memscale/detail/math.hpp"
 #include "memscale/json/hf/config.hpp"
