@@ -122,6 +122,13 @@ if [[ $rc -eq 2 ]] && grep -q -- "--weights" "$work/err" && grep -q "quantizatio
   pass "--weights beside a quantization_config: refused, naming both"
 else fail "--weights beside a quantization_config" "exit $rc" "$(head -c 300 "$work/err")"; fi
 
+# --- Gemma 3n: AltUp's parallel hidden states not modelled, refused by the field that sizes them ---
+run --config "$configs/refused/google--gemma-3n-E2B.json" --batch 1 --seq 128
+if [[ $rc -eq 2 && $(wc -l <"$work/err") -eq 1 ]] && grep -q "config.text_config.altup_num_inputs" "$work/err" &&
+  grep -q "4456156768 parameters" "$work/err"; then
+  pass "gemma3n config: refused by text_config.altup_num_inputs, with its text stack's exact count"
+else fail "gemma3n config" "exit $rc" "$(head -c 300 "$work/err")"; fi
+
 # --- gpt-oss's MXFP4 experts: training refused unless dequantized at load (Mxfp4Config(dequantize=True)) ---
 mkdir -p "$work/mxfp4"
 python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); c["quantization_config"]["dequantize"]=True; json.dump(c, open(sys.argv[2], "w"))' \

@@ -29,6 +29,7 @@
 #include "memscale/json/hf/falcon_h1.hpp"
 #include "memscale/json/hf/gemma.hpp"
 #include "memscale/json/hf/gemma3.hpp"
+#include "memscale/json/hf/gemma3n.hpp"
 #include "memscale/json/hf/glm4.hpp"
 #include "memscale/json/hf/gpt2.hpp"
 #include "memscale/json/hf/gpt_bigcode.hpp"
@@ -165,6 +166,7 @@ inline model_spec model_from_hf_config(const json& cfg) {
     m.use_cache = c.flag("use_cache", true);  // PretrainedConfig's key, the same for every family
     return validate(m);
   }
+  if (hf::is_gemma3n(type)) hf::refuse_gemma3n(c);  // known, not modelled yet: refused by the field
   const std::vector<std::string_view> supported = hf::readable_model_types();
   hf::refuse_unknown_model_type(type, cfg, supported);  // names the nearest family and the ways forward
 }

@@ -1,0 +1,173 @@
+// memscale/json/hf/gemma3n.hpp: Gemma 3n's config.json (model_type gemma3n, with text_config
+// gemma3n_text; or gemma3n_text alone): its text stack counted exactly, and the config refused
+// for estimation by the field that sizes what the training graph does not model yet (AltUp's
+// parallel copies of the hidden state). Source: transformers models/gemma3n/
+// modeling_gemma3n.py@b87ecf8c (Gemma3nTextModel, Gemma3nTextDecoderLayer, Gemma3nTextAltUp,
+// Gemma3nTextLaurelBlock, Gemma3nTextMLP) and configuration_gemma3n.py@01854809
+// (Gemma3nTextConfig's defaults).
+// IWYU pragma: private, include <memscale/json.hpp>
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "memscale/detail/math.hpp"
+#include "memscale/json/hf/config.hpp"
+
+namespace memscale::json_io::hf {
+
+// Gemma3nTextConfig's defaults (configuration_gemma3n.py@01854809, the E4B sizes).
+struct gemma3n_text_defaults {
+  static constexpr std::uint64_t vocab = 262400;
+  static constexpr std::uint64_t hidden = 2048;
+  static constexpr std::uint64_t ffn = 16384;
+  static constexpr std::uint64_t layers = 35;
+  static constexpr std::uint64_t heads = 8;
+  static constexpr std::uint64_t kv_heads = 2;
+  static constexpr std::uint64_t head_dim = 256;
+  static constexpr std::uint64_t vocab_per_layer = 262144;  // vocab_size_per_layer_input
+  static constexpr std::uint64_t hidden_per_layer = 256;    // hidden_size_per_layer_input
+  static constexpr std::uint64_t altup_inputs = 4;          // altup_num_inputs
+  static constexpr std::uint64_t kv_shared_layers = 15;     // num_kv_shared_layers
+  static constexpr std::uint64_t laurel_rank = 64;
+};
+
+namespace detail {
+
+// intermediate_size: one int for every layer, or one per layer (Gemma3nTextConfig.__post_init__).
+inline std::uint64_t gemma3n_ffn_of_layer(const config& c, std::uint64_t layers, std::uint64_t layer) {
+  if (!c.has("intermediate_size") || !c.raw().at("intermediate_size").is_array())
+    return c.count("intermediate_size", gemma3n_text_defaults::ffn);
+  const json& sizes = c.raw().at("intermediate_size");
+  if (sizes.size() != layers)
+    bad_field(error_code::invalid_model, c.field("intermediate_size"), sizes,
+              "must be one integer or list one per hidden layer (num_hidden_layers " + std::to_string(layers) + ")");
+  const json& size = sizes.at(static_cast<std::size_t>(layer));
+  if (!size.is_number_unsigned() || size.get<std::uint64_t>() == 0)
+    bad_field(error_code::invalid_model, c.field("intermediate_size"), sizes, "must hold positive integers");
+  return size.get<std::uint64_t>();
+}
+
+// activation_sparsity_pattern: one sparsity in [0, 1) per layer (Gemma3nTextConfig.__post_init__
+// requires the length; Gemma3nTextMLP reads entry layer_idx).
+inline void check_gemma3n_sparsity(const config& c, std::uint64_t layers) {
+  if (!c.has("activation_sparsity_pattern")) return;
+  const json& pattern = c.raw().at("activation_sparsity_pattern");
+  if (!pattern.is_array() || pattern.size() != layers)
+    bad_field(error_code::invalid_model, c.field("activation_sparsity_pattern"), pattern,
+              "must list one sparsity per hidden layer (num_hidden_layers " + std::to_string(layers) + ")");
+  for (const json& s : pattern)
+    if (!s.is_number() || s.get<double>() < 0.0 || s.get<double>() >= 1.0)
+      bad_field(error_code::invalid_model, c.field("activation_sparsity_pattern"), s,
+                "must hold numbers in [0, 1) (Normal(0, 1).icdf of the sparsity is the gate's cutoff)");
+}
+
+}  // namespace detail
+
+// The parameters of Gemma3nForCausalLM (the language_model of Gemma3nForConditionalGeneration,
+// whose lm_head is tied to embed_tokens unless tie_word_embeddings is false), from a
+// gemma3n_text config; checks the keys that size it.
+inline std::uint64_t gemma3n_text_parameters(const config& c) {
+  using d = gemma3n_text_defaults;
+  constexpr memscale::detail::quantity q{"gemma3n text parameters"};
+  const auto mul = [&](std::uint64_t a, std::uint64_t b) { return memscale::detail::checked_mul(a, b, q); };
+  const auto add = [&](std::uint64_t a, std::uint64_t b) { return memscale::detail::checked_add(a, b, q); };
+  const std::uint64_t layers = c.count("num_hidden_layers", d::layers);
+  const std::uint64_t h = c.count("hidden_size", d::hidden);
+  const std::uint64_t heads = c.count("num_attention_heads", d::heads);
+  const std::uint64_t kv_heads = c.count("num_key_value_heads", d::kv_heads);
+  const std::uint64_t head_dim = c.count("head_dim", d::head_dim);
+  const std::uint64_t vocab = c.count("vocab_size", d::vocab);
+  const std::uint64_t vocab_per_layer = c.count("vocab_size_per_layer_input", d::vocab_per_layer);
+  const std::uint64_t per_layer = c.count("hidden_size_per_layer_input", d::hidden_per_layer);
+  const std::uint64_t altup = c.count("altup_num_inputs", d::altup_inputs);
+  const std::uint64_t shared = c.count("num_kv_shared_layers", d::kv_shared_layers);
+  const std::uint64_t rank = c.count("laurel_rank", d::laurel_rank);
+  const bool bias = c.flag("attention_bias", false);
+  for (const auto& [key, value] : {std::pair{"num_hidden_layers", layers}, std::pair{"hidden_size", h},
+                                   std::pair{"num_attention_heads", heads}, std::pair{"num_key_value_heads", kv_heads},
+                                   std::pair{"head_dim", head_dim}, std::pair{"vocab_size", vocab},
+                                   std::pair{"altup_num_inputs", altup}})
+    if (value == 0) bad_field(error_code::invalid_model, c.field(key), value, "must be > 0");
+  if (heads % kv_heads != 0)
+    bad_field(error_code::invalid_model, c.field("num_key_value_heads"), kv_heads,
+              "must divide num_attention_heads (" + std::to_string(heads) + ")");
+  if (c.count("altup_active_idx", 0) >= altup)
+    bad_field(error_code::invalid_model, c.field("altup_active_idx"), c.count("altup_active_idx", 0),
+              "must be below altup_num_inputs (" + std::to_string(altup) + ")");
+  // Gemma3nTextAttention: the shared layers read the cache of the last layer of their type before them.
+  if (shared >= layers)
+    bad_field(error_code::invalid_model, c.field("num_kv_shared_layers"), shared,
+              "must be below num_hidden_layers (" + std::to_string(layers) + ")");
+  check_layer_types(c, layers);
+  detail::check_gemma3n_sparsity(c, layers);
+  const std::string act = c.text("hidden_activation", "gelu_pytorch_tanh");
+  if (act != "gelu_pytorch_tanh" && act != "gelu" && act != "silu")
+    bad_field(error_code::unsupported, c.field("hidden_activation"), act, "must be gelu_pytorch_tanh, gelu or silu");
+
+  const std::uint64_t q_width = mul(heads, head_dim);
+  const std::uint64_t kv_width = mul(kv_heads, head_dim);
+  // Gemma3nTextAttention: q, k, v, o projections; q_norm and k_norm scaled over head_dim, v_norm
+  // without a scale (with_scale=False registers a buffer, not a parameter).
+  std::uint64_t attention = add(add(mul(h, q_width), mul(2, mul(h, kv_width))), mul(q_width, h));
+  if (bias) attention = add(attention, add(add(q_width, mul(2, kv_width)), h));
+  attention = add(attention, mul(2, head_dim));
+  // Gemma3nTextAltUp: correct_output_scale (h), correction_coefs (n x n), prediction_coefs
+  // (n x n^2), modality_router (h x n), router_norm (h).
+  const std::uint64_t altup_block =
+      add(add(mul(2, h), mul(altup, altup)), add(mul(mul(altup, altup), altup), mul(h, altup)));
+  // Gemma3nTextLaurelBlock: linear_left (h x rank), linear_right (rank x h), post_laurel_norm (h).
+  const std::uint64_t laurel = add(mul(2, mul(h, rank)), h);
+  // per_layer_input_gate (h x p), per_layer_projection (p x h), post_per_layer_input_norm (h).
+  const std::uint64_t per_layer_gate = add(mul(2, mul(h, per_layer)), h);
+  const std::uint64_t block_norms = mul(4, h);  // input, post-attention, pre- and post-feedforward
+  const std::uint64_t fixed = add(add(attention, altup_block), add(add(laurel, per_layer_gate), block_norms));
+  std::uint64_t n = 0;
+  for (std::uint64_t i = 0; i < layers; ++i)
+    n = add(n, add(fixed, mul(3, mul(h, detail::gemma3n_ffn_of_layer(c, layers, i)))));  // gate, up, down
+
+  const std::uint64_t per_layer_width = mul(layers, per_layer);
+  n = add(n, mul(vocab, h));                                // embed_tokens
+  n = add(n, mul(vocab_per_layer, per_layer_width));        // embed_tokens_per_layer
+  n = add(n, add(mul(h, per_layer_width), per_layer));      // per_layer_model_projection, its norm
+  n = add(n, mul(2, mul(altup - 1, mul(h, h))));           // altup_projections, altup_unembed_projections
+  n = add(n, h);                                            // norm
+  if (!c.flag("tie_word_embeddings", true)) n = add(n, mul(vocab, h));  // an untied lm_head
+  return n;
+}
+
+// The text config of a gemma3n or gemma3n_text config.json (Gemma3nConfig builds
+// Gemma3nTextConfig() from its defaults when text_config is left out).
+inline config gemma3n_text_config(const config& c) {
+  return c.text("model_type", "") == "gemma3n" ? c.nested_or_defaults("text_config") : c;
+}
+
+inline bool is_gemma3n(std::string_view model_type) {
+  return model_type == "gemma3n" || model_type == "gemma3n_text";
+}
+
+// Gemma3nTextModel keeps altup_num_inputs copies of the hidden state through every layer
+// (predict and correct each make all of them anew), adds the per-layer embeddings' (b, s,
+// layers x hidden_size_per_layer_input) inputs, a Laurel branch and the gaussian top-k of
+// activation_sparsity_pattern on the first layers' gate: none of them is in the training graph,
+// and a LLaMA-recipe stand-in would leave the largest activations out, so the config is refused
+// by the field that sizes them, after its sizes are checked.
+[[noreturn]] inline void refuse_gemma3n(const config& c) {
+  const config text = gemma3n_text_config(c);
+  const std::uint64_t parameters = gemma3n_text_parameters(text);
+  const std::uint64_t altup = text.count("altup_num_inputs", gemma3n_text_defaults::altup_inputs);
+  const bool multimodal = c.text("model_type", "") == "gemma3n";
+  bad_field(error_code::unsupported, text.field("altup_num_inputs"), altup,
+            "is Gemma 3n's AltUp: " + std::to_string(altup) +
+                " parallel copies of the hidden state in every layer, with per-layer embeddings, Laurel and "
+                "activation sparsity, which memscale's training and generate() graphs do not model yet; memscale "
+                "refuses the config rather than estimate without them (its text stack has " +
+                std::to_string(parameters) + " parameters" +
+                (multimodal ? "; the MobileNetV5 vision tower and the audio encoder are not counted from config.json" : "") +
+                ")");
+}
+
+}  // namespace memscale::json_io::hf
