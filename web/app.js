@@ -112,6 +112,7 @@ function runDocument() {
     target: target,
     dropout: $('dropout').checked,
   };
+  if ($('paged-optimizer').checked) run.paged_optimizer = true;
   if (target !== 'full') {
     run.lora_rank = Number($('lora-rank').value);
     run.lora_targets = $('lora-targets').value;
@@ -634,7 +635,7 @@ function start() {
   for (const id of ['weights', 'group-size', 'kv-dtype', 'kv-bits', 'gen-attention']) $(id).addEventListener('change', update);
   for (const id of ['batch', 'seq', 'headroom']) $(id).addEventListener('input', update);
   for (const id of ['grad-accum', 'lora-rank', 'lora-targets', 'gpu-memory']) $(id).addEventListener('input', update);
-  for (const id of ['precision', 'optimizer', 'optimizer-impl', 'checkpointing', 'attention', 'dropout', 'double-quant', 'liger', 'padded'])
+  for (const id of ['precision', 'optimizer', 'optimizer-impl', 'paged-optimizer', 'checkpointing', 'attention', 'dropout', 'double-quant', 'liger', 'padded'])
     $(id).addEventListener('change', update);
   $('framework').addEventListener('change', () => { frameworkChanged(); update(); });
   $('sac-policy').addEventListener('change', () => { sacPolicyChanged(); update(); });

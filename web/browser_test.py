@@ -50,7 +50,7 @@ GENERATE_RUN = {"task": "generate", "gen-loop": "hf", "model": "mistral-7b", "ba
 
 # The "Kernels and batches" and torchtitan controls as the page opens: a run that sets some of
 # them starts from these, since the controls keep their values from one run to the next.
-KERNEL_DEFAULTS = {"framework": "hf", "sac-policy": "none", "data-parallel": 8, "tune-ranks": 1, "liger": False, "packing": "none",
+KERNEL_DEFAULTS = {"framework": "hf", "paged-optimizer": False, "sac-policy": "none", "data-parallel": 8, "tune-ranks": 1, "liger": False, "packing": "none",
                    "example-tokens": "", "padded": False, "sw-transformers": "", "sw-torch": ""}
 
 
@@ -93,6 +93,9 @@ RUNS = [
     ("llama-2-7b LoRA under transformers 4.46 and torch 2.3, SDPA, on an RTX 4090",
      kernels(model="llama-2-7b", target="lora", attention="sdpa", sw_transformers="4.46", sw_torch="2.3",
              batch=4, seq=1024, gpu="rtx4090")),
+    ("llama-2-7b full fine-tune with bitsandbytes' paged AdamW 8-bit on an H100",
+     kernels(model="llama-2-7b", target="full", optimizer="adamw_8bit", paged_optimizer=True, precision="pure_bf16",
+             checkpointing="full", attention="flash", batch=2, seq=2048, gpu="h100-80gb")),
     # Without a GPU: the plan's aggressive mode switches to flash attention, which a padded batch refuses.
     ("llama-2-7b LoRA, a padded batch under SDPA, without a GPU",
      kernels(model="llama-2-7b", target="lora", attention="sdpa", padded=True, batch=4, seq=1024, gpu="")),
