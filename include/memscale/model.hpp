@@ -146,6 +146,9 @@ struct model_spec {
   std::uint64_t shared_expert_ffn = 0;  // Qwen2-MoE: an always-on MLP beside the routed experts (0: none)
   bool shared_expert_gate = false;      // sigmoid(Linear(hidden, 1)) scaling the shared expert's output
   bool moe_input_jitter = false;        // training scales the experts' input by saved uniform noise (PhiMoE)
+  // PhiMoE's sparsemixer picks two experts in two rounds of masked_fill and softmax, each saved for
+  // its backward, in place of softmax and topk (modular_phimoe.py@0233e509 sparsemixer).
+  bool sparsemixer_router = false;
   bool experts_in_one_pass = false;     // every routed row through the experts at once, not one expert at a time (GraniteMoE)
   bool scale_embeddings = false;        // embeddings * sqrt(hidden) (Gemma)
   // RMSNorm scales the fp32 normalized x by (1 + weight.float()) and casts the product back
@@ -190,6 +193,9 @@ struct model_spec {
   std::uint64_t moe_layer_step = 0;
   std::uint64_t dense_ffn = 0;
   std::uint64_t nope_layer_interval = 0;
+  // The NoPE layers keep the model's qk-norm (EXAONE 4: q_norm and k_norm on every layer, only the
+  // rotation skipped, modeling_exaone4.py@0205eec1 Exaone4Attention.forward); false: Llama 4's drop it.
+  bool nope_keeps_qk_norm = false;
   // The MoE layers sit this many layers before the end of each moe_layer_step period: layer i is
   // sparse when (i + 1 + moe_layer_offset) % moe_layer_step == 0 (Jamba's expert_layer_offset o
   // of period p is p - 1 - o; Llama 4's last layer of the period is 0).
@@ -417,6 +423,8 @@ constexpr const model_spec& validate(const model_spec& m) {
   require(m.shared_expert_ffn == 0 || m.experts > 0, bad, "model.shared_expert_ffn",
           "needs routed experts (model.experts > 0)", m.shared_expert_ffn);
   require(!m.experts_in_one_pass || m.experts > 0, bad, "model.experts_in_one_pass", "needs experts > 0", m.experts);
+  require(!m.sparsemixer_router || m.experts_per_token == 2, bad, "model.experts_per_token",
+          "must be 2 with model.sparsemixer_router (sparsemixer picks exactly two experts)", m.experts_per_token);
   require(!m.moe_input_jitter || m.experts > 0, bad, "model.moe_input_jitter", "needs experts > 0 (it scales the experts' input)",
           m.experts);
   require(m.mlp != mlp_kind::clamped_swiglu || m.experts > 0, bad, "model.mlp",
@@ -439,6 +447,8 @@ constexpr const model_spec& validate(const model_spec& m) {
   require(m.moe_layer_step <= 1 || (m.experts > 0 && m.dense_ffn > 0), bad, "model.moe_layer_step",
           "needs experts > 0 and model.dense_ffn > 0 (the layers between MoE layers)", m.moe_layer_step);
   require(!m.nope_attention_temperature || m.nope_layer_interval > 0, bad, "model.nope_attention_temperature",
+          "needs NoPE layers (model.nope_layer_interval > 0)", 1);
+  require(!m.nope_keeps_qk_norm || m.nope_layer_interval > 0, bad, "model.nope_keeps_qk_norm",
           "needs NoPE layers (model.nope_layer_interval > 0)", 1);
   require(!m.shared_expert_gate || m.shared_expert_ffn > 0, bad, "model.shared_expert_gate",
           "needs a shared expert (model.shared_expert_ffn > 0)", 1);

@@ -1265,6 +1265,9 @@ CONFIGS = {
                    num_experts_per_tok=4, norm_topk_prob=False, clip_qkv=None, rms_norm_eps=1e-5),
     "exaone4": small("exaone4", "Exaone4ForCausalLM", head_dim=32, sliding_window=128, sliding_window_pattern=4,
                      rms_norm_eps=1e-5, rope_theta=1000000.0),
+    # every other layer full attention without RoPE: the NoPE layers' share doubled
+    "exaone4-nope2": small("exaone4", "Exaone4ForCausalLM", head_dim=32, sliding_window=128,
+                           sliding_window_pattern=2, rms_norm_eps=1e-5, rope_theta=1000000.0),
 }
 
 # Variants traced once (at the larger size) beside the main cases.

@@ -1,8 +1,8 @@
 // memscale/graph/layers/layer_pattern.hpp: decoder layers that differ by position (Llama 4: an
-// MoE layer every moe_layer_step-th, a NoPE layer every nope_layer_interval-th; Jamba: attention
-// every attention_layer_period-th, Mamba between). The repeated block holds one period of
-// layers, the least common multiple of the periods, and each layer of the
-// period is the model with that position's MLP and attention.
+// MoE layer every moe_layer_step-th, a NoPE layer every nope_layer_interval-th, as EXAONE 4's
+// full-attention layers; Jamba: attention every attention_layer_period-th, Mamba between). The
+// repeated block holds one period of layers, the least common multiple of the periods, and each
+// layer of the period is the model with that position's MLP and attention.
 #pragma once
 
 #include <array>
@@ -90,6 +90,27 @@ constexpr std::uint64_t moe_layers(const model_spec& m) {
   return m.layers - m.leading_dense_layers;
 }
 
+// Whether the layers differ only in that every nope_layer_interval-th one skips the rotation and
+// keeps everything else (EXAONE 4's full-attention layers). Writing the rotating layer for all of
+// them overstates the NoPE layers by the rotation's transients only, so a run that would otherwise
+// write a period of layers as one unit (checkpointed: one input per period, the whole period
+// recomputed at once) or refuse it (a forward with a KV cache) writes every layer rotating.
+constexpr bool rope_only_layer_pattern(const model_spec& m) {
+  return m.nope_layer_interval > 0 && m.nope_keeps_qk_norm && !m.nope_attention_temperature &&
+         m.moe_layer_step <= 1 && m.attention_layer_period <= 1 && !m.single_mixer_blocks;
+}
+
+// The model as a run writes its layers: a rope-only pattern (above) under checkpointing, selective
+// checkpointing or a no-grad forward becomes every layer rotating.
+constexpr model_spec layers_as_written(const model_spec& m, bool checkpointed_or_no_grad) {
+  model_spec written = m;
+  if (checkpointed_or_no_grad && rope_only_layer_pattern(m)) {
+    written.nope_layer_interval = 0;
+    written.nope_keeps_qk_norm = false;
+  }
+  return written;
+}
+
 // Decoder layers in one repeat of the block: 1 without a pattern.
 constexpr std::uint64_t layers_per_block(const model_spec& m) {
   if (m.single_mixer_blocks) return group_single_mixer_layers(m).unit_layers();
@@ -116,7 +137,7 @@ constexpr model_spec layer_at(const model_spec& m, std::uint64_t i) {
   const bool nope = m.nope_layer_interval > 0 && (i + 1) % m.nope_layer_interval == 0;
   if (nope) {
     layer.positions = position_kind::none;
-    layer.qk_norm = qk_norm_kind::none;
+    if (!m.nope_keeps_qk_norm) layer.qk_norm = qk_norm_kind::none;
   } else {
     layer.nope_attention_temperature = false;
   }

@@ -601,8 +601,11 @@ constexpr tensor mixture_of_experts(const layer_context& ctx, tensor in) {
     // PhimoeSparseMoeBlock.forward (modeling_phimoe.py@008f5c8c) in training with
     // input_jitter_noise > 0: hidden_states *= empty_like(hidden_states).uniform_(...); the
     // in-place mul saves the noise for its backward. Written as a new tensor, which counts
-    // the in-place result once more as a transient (the upper side).
-    in = ops.emit(op{.kind = op_kind::elementwise, .extra_saved = storage(in.type, in.elements)}, in.elements, in.type);
+    // the in-place result once more as a transient (the upper side). From 5.0 PhimoeTopKRouter.forward
+    // scales the same input again (modular_phimoe.py@0233e509), saving a second noise tensor.
+    const std::uint64_t scalings = grouped_mm_experts(ctx) ? 2 : 1;
+    for (std::uint64_t i = 0; i < scalings; ++i)
+      in = ops.emit(op{.kind = op_kind::elementwise, .extra_saved = storage(in.type, in.elements)}, in.elements, in.type);
   }
   // From 5.0 a gated shared expert runs before the router and the experts (as without grad,
   // experts_interface_without_grad; the family-qwen2moe H100 history: its four [tokens, F_shared]
@@ -621,10 +624,25 @@ constexpr tensor mixture_of_experts(const layer_context& ctx, tensor in) {
   // The routing weights the expert rows are multiplied by: fp32 from an fp32 router.
   const dtype weights_type = m.router_fp32 ? dtype::fp32 : ops.precision().matmul;
   const auto routed_rows = detail::checked_mul(ctx.tokens, m.experts_per_token);
-  const tensor routing = ops.emit(op{.kind = op_kind::activation,
-                                     .extra_saved = storage(dtype::int64, detail::checked_mul(routed_rows, 3)) +
-                                                    storage(weights_type, routed_rows)},
-                                  detail::checked_mul(ctx.tokens, experts), dtype::fp32);
+  const auto scores = detail::checked_mul(ctx.tokens, experts);
+  // PhiMoE's sparsemixer (modular_phimoe.py@0233e509) instead saves, for each of its two picks, the
+  // masked_fill's bool mask, softmax's output in the logits' dtype (kept by the gather and by
+  // PhimoeMultiplier), the gather's int64 index and PhimoeMultiplier's multiplier; the concatenated
+  // picks and weights go on to the experts as topk's would. Autocast runs softmax in fp32
+  // (torch.amp's float32 op list), and the gathered multipliers follow it.
+  const dtype mixer_type = ops.precision().autocast ? dtype::fp32 : weights_type;
+  const tensor routing =
+      m.sparsemixer_router
+          ? ops.emit(op{.kind = op_kind::activation,
+                        .extra_saved = storage(dtype::boolean, detail::checked_mul(scores, 2)) +
+                                       storage(mixer_type, scores) +
+                                       storage(dtype::int64, detail::checked_mul(routed_rows, 4)) +
+                                       storage(mixer_type, detail::checked_mul(routed_rows, 2))},
+                     scores, mixer_type)
+          : ops.emit(op{.kind = op_kind::activation,
+                        .extra_saved = storage(dtype::int64, detail::checked_mul(routed_rows, 3)) +
+                                       storage(weights_type, routed_rows)},
+                     scores, dtype::fp32);
   ops.keep_own_output(routing);
   const mlp_rows expert_rows{.rows = detail::checked_mul(ctx.tokens, m.experts_per_token), .copies = experts};
   const tensor gathered = ops.elementwise(detail::checked_mul(expert_rows.rows, hidden), in.type);

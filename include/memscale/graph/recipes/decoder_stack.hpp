@@ -293,10 +293,12 @@ constexpr void generation_forward(const graph_layers::layer_context& ctx) {
 // With `no_grad_forward`, each op also records its last forward reader (op::last_reader) and
 // the attention reads `cached_keys` positions per sequence a KV cache holds (a generate()
 // decoding step) besides the new rows. `model_validated`: the caller ran validate(model).
-constexpr void build_decoder_stack(const model_spec& model, const training_spec& requested, graph& out,
+constexpr void build_decoder_stack(const model_spec& declared, const training_spec& requested, graph& out,
                                    bool no_grad_forward = false, std::uint64_t cached_keys = 0,
                                    bool model_validated = false) {
   using namespace graph_layers;
+  const model_spec model = layers_as_written(
+      declared, no_grad_forward || requested.ckpt != checkpointing::none || requested.sac != selective_ac::none);
   if (model.arch == architecture::encoder_decoder)
     detail::fail(error_code::unsupported, "model.arch",
                  "is encoder_decoder: the decoder-stack recipe writes one stack (build() writes an "

@@ -3,8 +3,10 @@
 // branch instead of before it (post_attention_layernorm, post_feedforward_layernorm, as OLMo 2) and
 // on each head's queries and keys (q_norm, k_norm of head_dim, as Qwen3). With a sliding window, layer
 // i slides unless (i + 1) % sliding_window_pattern == 0, and only the sliding layers rotate q and k
-// (the full-attention layers are NoPE); every layer here rotates, which overstates a full layer by the
-// rotation's transients (the tensors attention saves are the same size either way).
+// (Exaone4Attention.forward: apply_rotary_pos_emb if sliding_window is None or is_sliding; q_norm and
+// k_norm on every layer): the full-attention layers are NoPE layers that keep their qk-norm, every
+// period-th (model_spec::nope_layer_interval, nope_keeps_qk_norm). A stack that is not a whole number
+// of periods rotates every layer, which overstates a full layer by the rotation's transients.
 // IWYU pragma: private, include <memscale/json.hpp>
 #pragma once
 
@@ -74,6 +76,10 @@ inline model_spec exaone4(const config& c) {
   const std::uint64_t period = exaone4_full_attention_period(c, m.layers);
   m.sliding_layers = period == 0 ? m.layers : m.layers - m.layers / period;
   m.sliding_period = period;
+  if (period > 0 && m.layers % period == 0) {
+    m.nope_layer_interval = period;
+    m.nope_keeps_qk_norm = true;
+  }
   return m;
 }
 

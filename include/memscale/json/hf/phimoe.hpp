@@ -4,8 +4,8 @@
 // nn.LayerNorm (weight and bias) in place of RMSNorm, and an lm_head with lm_head_bias.
 // With input_jitter_noise > 0 (0.01 in Phi-3.5-MoE) training multiplies the MoE input in place
 // by a uniform noise tensor that the mul saves, one (tokens, hidden) tensor of the model dtype
-// per layer (model flag moe_input_jitter). Not modelled: sparsemixer's routing temporaries,
-// O(tokens x experts).
+// per layer (model flag moe_input_jitter; from transformers 5.0 twice, graph/layers/mlp.hpp).
+// The router is sparsemixer (model flag sparsemixer_router), which picks exactly two experts.
 // IWYU pragma: private, include <memscale/json.hpp>
 #pragma once
 
@@ -29,6 +29,12 @@ inline model_spec phimoe(const config& c) {
   m.lm_head_bias = c.flag("lm_head_bias", false);
   m.experts = c.count("num_local_experts", 16);
   m.experts_per_token = c.count("num_experts_per_tok", 2);
+  // sparsemixer raises unless top_k == 2 (modeling_phimoe.py@008f5c8c) and from 5.0 picks two
+  // whatever top_k says (modular_phimoe.py@0233e509).
+  if (m.experts_per_token != 2)
+    bad_field(error_code::unsupported, c.field("num_experts_per_tok"), m.experts_per_token,
+              "must be 2: PhiMoE's sparsemixer router picks exactly two experts");
+  m.sparsemixer_router = true;
   m.moe_input_jitter = c.number("input_jitter_noise", 0.0) > 0.0;  // PhimoeConfig default 0.0
   return m;
 }
