@@ -11,6 +11,7 @@
 
 #include "memscale/device_peak.hpp"
 #include "memscale/fmt.hpp"
+#include "memscale/graph/layers/vision_tower.hpp"
 #include "memscale/json.hpp"
 #include "memscale/levers.hpp"
 #include "memscale/presets.hpp"
@@ -55,7 +56,12 @@ std::string text_report(const memscale::model_spec& model, const memscale::train
   out += fmt::format("model          {} ({} {})\n", model.name, memscale::to_string(model.impl), architecture_of(model));
   out += fmt::format("parameters     {} (trainable {})\n", memscale::format_count(result.parameter_count),
                      memscale::format_count(result.trainable_parameter_count));
-  if (model.idle_tower_parameters > 0)
+  if (model.idle_tower_parameters > 0 && run.images.per_sample > 0)
+    out += fmt::format("vision tower   {} parameters, frozen (no gradient or optimizer state), run on {} image(s) of "
+                       "{}x{} per sample: {} tokens each, counted in the sequence\n",
+                       memscale::format_count(model.idle_tower_parameters), run.images.per_sample, run.images.height,
+                       run.images.width, memscale::graph_layers::qwen2_5_vl_image_grid(model.vision, run.images).tokens);
+  else if (model.idle_tower_parameters > 0)
     out += fmt::format("vision tower   {} parameters loaded, idle in a text-only run: weights only, no gradient or "
                        "optimizer state\n",
                        memscale::format_count(model.idle_tower_parameters));

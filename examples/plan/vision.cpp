@@ -47,6 +47,9 @@ std::optional<memscale::vision::vision_spec> vision_model_of(const options& opt)
                         " needs a vision --model (resnet50, vit_b_16, ... see --list-models)");
     return std::nullopt;
   }
+  if (opt.run.images.per_sample != 0 || opt.run.images.height != 0)
+    throw usage_error("--images and --image-size feed a multimodal language model's vision tower (Qwen2.5-VL); "
+                      "a vision --model takes --image");
   memscale::vision::vision_spec m = *opt.vision.model;
   if (image) {
     m.image_height = opt.vision.image_height;

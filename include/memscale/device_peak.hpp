@@ -45,6 +45,7 @@ enum class replay_fallback : std::uint8_t {
   constant_evaluation, // too many ops x layers for the compiler's step limits
   too_large,           // more tensors or blocks than the replay's tables hold
   no_stream,           // generate() without an event stream yet (a sliding-window cache, quantised weights, gpt-oss)
+  image_tower,         // a vision tower's forward on images: not in the step's event stream yet
 };
 
 constexpr std::string_view to_string(replay_fallback f) noexcept {
@@ -57,6 +58,7 @@ constexpr std::string_view to_string(replay_fallback f) noexcept {
     case replay_fallback::constant_evaluation: return "constant_evaluation";
     case replay_fallback::too_large: return "too_large";
     case replay_fallback::no_stream: return "no_stream";
+    case replay_fallback::image_tower: return "image_tower";
   }
   return "none";
 }
@@ -68,6 +70,8 @@ constexpr std::string_view explain(replay_fallback f) noexcept {
     case replay_fallback::not_cuda: return "not a CUDA run: no caching allocator";
     case replay_fallback::encoder_decoder:
       return "no allocator replay for encoder-decoder models yet: reserved by the rounding rule";
+    case replay_fallback::image_tower:
+      return "no allocator replay of a vision tower's forward on images yet: reserved by the rounding rule";
     case replay_fallback::distributed:
       return "no allocator replay for sharded or data-parallel runs yet: reserved by the rounding rule";
     case replay_fallback::offloaded:
@@ -131,6 +135,7 @@ constexpr replay_fallback replay_precondition(const model_graph& g) {
   const training_spec& run = g.run;
   if (run.device != device_kind::cuda) return replay_fallback::not_cuda;
   if (g.is_encoder_decoder()) return replay_fallback::encoder_decoder;
+  if (run.images.per_sample > 0) return replay_fallback::image_tower;
   if (run.shard != sharding::none || run.data_parallel != 1) return replay_fallback::distributed;
   if (run.offload_optimizer || run.offload_parameters || run.offload_activations) return replay_fallback::offloaded;
   return replay_fallback::none;

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "memscale/error.hpp"
+#include "memscale/vision_tower.hpp"
 
 namespace memscale {
 
@@ -264,6 +265,9 @@ struct model_spec {
   // with the model and never run, so it holds its weights and nothing else: no activation, and no
   // gradient or optimizer state (torch.optim skips a parameter whose .grad is None).
   std::uint64_t idle_tower_parameters = 0;
+  // The tower whose forward image inputs run (graph/layers/vision_tower.hpp); its parameters are
+  // the idle_tower_parameters above.
+  vision_tower_spec vision{};
   // ---- multi-head latent attention (DeepSeek-V2/V3; graph/layers/latent_attention.hpp) ----
   // kv_lora_rank > 0: k and v come from a kv_lora_rank latent (plus one rotary key row of
   // qk_rope_head_dim per token); q from q_proj (q_lora_rank 0) or a q_lora_rank latent. q and k

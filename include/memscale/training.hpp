@@ -12,6 +12,7 @@
 #include "memscale/estimate/workspace.hpp"
 #include "memscale/error.hpp"
 #include "memscale/lora.hpp"
+#include "memscale/vision_tower.hpp"
 
 namespace memscale {
 
@@ -115,7 +116,7 @@ enum class stage0_optimizer : std::uint8_t { none, bf16_optimizer, fp16_optimize
 
 struct training_spec {
   std::uint64_t micro_batch = 1;
-  std::uint64_t seq_len = 512;
+  std::uint64_t seq_len = 512;  // every token of a sample, a multimodal sample's image tokens included
   precision prec = precision::fp32;
   optimizer_kind optimizer = optimizer_kind::adamw;
   optimizer_implementation optimizer_impl = optimizer_implementation::foreach;
@@ -147,6 +148,7 @@ struct training_spec {
   bytes blas_workspace = pytorch_cublas_workspace_default;  // the GPU's BLAS workspace (gpu_spec::cublas_workspace)
   bool cuda_lazy_loading = true;          // CUDA >= 11.7 loads kernels lazily: smaller context
   lora_variant lora_kind = lora_variant::lora;
+  image_inputs images{};  // a multimodal run's images (graph/layers/vision_tower.hpp)
   adapter_dtype adapters = adapter_dtype::framework_default;  // resolved by build() (graph/model_graph.hpp)
   // PEFT and lit-gpt use no dropout module at all when lora_dropout == 0 (nn.Identity /
   // `lambda x: x`), so nothing is kept: peft layer.py update_layer, lit-gpt lora.py LoRALayer.

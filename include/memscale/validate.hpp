@@ -246,6 +246,43 @@ constexpr void check_packing(const model_spec& m, const training_spec& t) {
                             "mask, which is not modelled (run.attention eager or sdpa_math is)");
 }
 
+// Images through a vision tower (training_spec::images): modelled for Qwen2.5-VL's tower, frozen,
+// on one GPU, with the sequence counting the image tokens (graph/layers/vision_tower.hpp).
+constexpr void check_images(const model_spec& m, const training_spec& t) {
+  const image_inputs& in = t.images;
+  if (in.per_sample == 0) return;
+  const char* field = "run.images.per_sample (train.images_per_sample, --images)";
+  detail::require(m.idle_tower_parameters > 0, error_code::unsupported, field,
+                  "needs a multimodal model: this one has no vision tower", in.per_sample);
+  detail::require(m.vision.kind == vision_tower_kind::qwen2_5_vl, error_code::unsupported, field,
+                  "images through this model's vision tower are not modelled (Qwen2.5-VL's are; the qwen2_vl, "
+                  "qwen3_vl, gemma3 and llama4 towers are held as weights only, for text-only runs)",
+                  in.per_sample);
+  detail::require(in.height > 0 && in.width > 0, error_code::invalid_run,
+                  "run.images.height x width (train.image, --image-size)",
+                  "must be given (pixels) with images", in.height * in.width);
+  detail::require(in.min_pixels > 0 && in.min_pixels <= in.max_pixels, error_code::invalid_run,
+                  "run.images.min_pixels (train.min_pixels)", "must be > 0 and at most max_pixels", in.min_pixels);
+  // A trained tower saves its blocks' activations for backward: not modelled.
+  detail::require(in.tower_frozen || is_lora(t), error_code::unsupported,
+                  "run.images.tower_frozen (train.frozen, --frozen-tower)",
+                  "is false: full fine-tuning trains the vision tower too, whose saved activations are not modelled; "
+                  "freeze it (requires_grad False, freeze_vision_tower; train.frozen \"vision_tower\")",
+                  0);
+  // PEFT matches target_modules by name, and the tower's MLP is gate_proj, up_proj and down_proj
+  // too (Qwen2_5_VLMLP, modeling_qwen2_5_vl.py @ 00b676f8): adapters there train the tower.
+  detail::require(!is_lora(t) || (t.lora_targets & lora_mlp) == 0, error_code::unsupported, "run.lora_targets",
+                  "name an MLP projection, which PEFT's name matching also adapts in the vision tower "
+                  "(Qwen2_5_VLMLP): a trained tower's activations are not modelled (target attention projections)",
+                  t.lora_targets);
+  detail::require(t.prec != precision::amp_bf16 && t.prec != precision::amp_fp16, error_code::unsupported,
+                  "run.prec", "autocast over fp32 weights in the vision tower is not modelled with images "
+                  "(fp32 or pure 16-bit weights are)",
+                  static_cast<std::uint64_t>(t.prec));
+  detail::require(t.data_parallel == 1 && t.shard == sharding::none, error_code::unsupported, "run.data_parallel",
+                  "images through a vision tower are modelled on one GPU", t.data_parallel);
+}
+
 // A padded batch's mask (training_spec::padded) as modelled: attention layers in transformers' code
 // that take the mask create_causal_mask makes; a model that builds its own (OPT, BLOOM, ALiBi)
 // holds one whatever the padding, and a state-space mixer reads no mask.
@@ -285,6 +322,7 @@ constexpr void validate_run_of_valid_model(const model_spec& m, const training_s
   check_hybrid_layers(m, t);
   check_packing(m, t);
   check_padding(m, t);
+  check_images(m, t);
   // LoRA targets name attention and MLP projections; a Mamba mixer's (in_proj, x_proj, dt_proj,
   // out_proj) are not among them, so an adapter run would train nothing: refused by name.
   if (is_lora(t))

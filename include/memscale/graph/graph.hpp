@@ -173,6 +173,8 @@ struct graph {
   bytes carried{};              // what the training loop still references from the previous step: live through the forward
   bytes held{};                 // the base model's masks and biases: live through the blocks' forward (and, when
                                 // checkpointed blocks keep them as inputs, until the bottom block's backward)
+  bytes tower_forward{};        // a frozen vision tower's forward on the step's images at its largest moment, with
+                                // the text embeddings beside it (graph/layers/vision_tower.hpp); before the blocks
   // The framework stores each expert matrix of a layer as one 3-D parameter over the experts
   // (and a gated MLP's gate and up projections as one), not one tensor per expert: its
   // gradient and optimizer state are one tensor each too (allocator/step_events.hpp).

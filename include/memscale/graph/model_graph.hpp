@@ -10,6 +10,7 @@
 #include "memscale/graph/encoder_decoder_graph.hpp"
 #include "memscale/graph/graph.hpp"
 #include "memscale/graph/layers/mlp.hpp"
+#include "memscale/graph/layers/vision_tower.hpp"
 #include "memscale/graph/model_layout.hpp"
 #include "memscale/graph/recipes/decoder_stack.hpp"
 #include "memscale/graph/recipes/encoder_decoder.hpp"
@@ -66,6 +67,8 @@ constexpr model_graph build(const model_spec& model, const training_spec& reques
     recipes::build_encoder_decoder(model, g.run, g.stacks);
   else
     recipes::build_decoder_stack(model, g.run, g.stacks.decoder);
+  // The images' frozen tower runs before the decoder's blocks, in the same forward.
+  graph_layers::add_image_tower(model, g.run, g.stacks.decoder);
   g.stacks.decoder.stacked_experts = graph_layers::stacked_expert_parameters(model, g.run);
   return g;
 }

@@ -89,7 +89,12 @@ inline void read_adapters(const json& t, training_spec& run) {
   constexpr auto bad = error_code::invalid_run;
   const auto rank = get_count(t, "lora_rank", path, 0, bad);
   const std::string frozen = get_string(t, "frozen", path, rank > 0 ? "base" : "none", bad);
-  if (frozen != "none" && frozen != "base") bad_field(bad, path + ".frozen", frozen, "must be none or base");
+  if (frozen != "none" && frozen != "base" && frozen != "vision_tower")
+    bad_field(bad, path + ".frozen", frozen, "must be none, base or vision_tower");
+  if (frozen == "vision_tower" && rank > 0)
+    bad_field(bad, path + ".frozen", frozen, "must be base with train.lora_rank > 0 (LoRA freezes the base, tower included)");
+  // A frozen tower has requires_grad False; PEFT freezes it with the rest of the base.
+  run.images.tower_frozen = frozen != "none";
   if (frozen == "base" && rank == 0)
     bad_field(error_code::unsupported, path + ".frozen", frozen,
               "freezes the base without LoRA adapters (train.lora_rank 0): not modelled yet");

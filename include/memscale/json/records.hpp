@@ -21,6 +21,7 @@
 #include "memscale/json/lora_fields.hpp"
 #include "memscale/json/hf/quantization.hpp"
 #include "memscale/json/hf_config.hpp"
+#include "memscale/json/image_fields.hpp"
 #include "memscale/json/vision_records.hpp"
 #include "memscale/model.hpp"
 #include "memscale/presets.hpp"
@@ -199,8 +200,8 @@ inline training_spec run_from_record(const json& record) {
                         "packing", "example_tokens", "padded",
                         // multi-GPU layout (SCHEMA.md), read by json/parallel_record.hpp
                         "nodes", "fsdp", "offload", "pp", "sp", "micro_batches_in_flight",
-                        // a multimodal run's images (only text-only runs are modelled)
-                        "images_per_sample"},
+                        // a multimodal run's images (json/image_fields.hpp)
+                        "images_per_sample", "min_pixels", "max_pixels"},
                        path, bad);
   // DeepSpeed's own precision engine lives on the layout (parallel_spec::deepspeed): only the
   // multi-GPU reader (json/parallel_record.hpp estimate_parallel_record) applies it.
@@ -209,11 +210,8 @@ inline training_spec run_from_record(const json& record) {
       bad_field(error_code::unsupported, path + "." + key, t.at(key),
                 "is read with the multi-GPU layout only (a record with train.dp > 1 and train.zero_stage, estimated "
                 "per GPU by --cases)");
-  if (get_count(t, "images_per_sample", path, 0, bad) > 0)
-    bad_field(error_code::unsupported, path + ".images_per_sample", t.at("images_per_sample"),
-              "must be 0: image inputs through a vision tower are not modelled yet (a text-only run holds the "
-              "tower as weights only)");
   training_spec run = with_framework(training_spec{}, detail::framework_of_record(record));
+  read_images(t, run);
   run.micro_batch = get_count(t, "batch", path, 1, bad);
   run.seq_len = get_count(t, "seq", path, 0, bad);
   if (run.seq_len == 0) bad_field(error_code::unsupported, path + ".seq", t.value("seq", json()),

@@ -17,6 +17,7 @@
 
 #include "memscale/device_peak.hpp"
 #include "memscale/estimate.hpp"
+#include "memscale/graph/layers/vision_tower.hpp"
 #include "memscale/json/device_report.hpp"
 #include "memscale/json/report.hpp"
 #include "memscale/json/run_document.hpp"
@@ -81,6 +82,13 @@ inline json estimate_report_json(const model_spec& model, const training_spec& r
   if (!has_attention(model)) j["ssm_kernels"] = std::string(to_string(ssm_kernels_of(run)));
   // A multimodal checkpoint in a text-only run: its vision tower's parameters, counted as weights only.
   if (model.idle_tower_parameters > 0) j["idle_tower_parameters"] = model.idle_tower_parameters;
+  // Images through the frozen tower (graph/layers/vision_tower.hpp): each one's tokens, counted in run.seq_len.
+  if (run.images.per_sample > 0)
+    j["images"] = {{"per_sample", run.images.per_sample},
+                   {"height", run.images.height},
+                   {"width", run.images.width},
+                   {"tokens_per_image", graph_layers::qwen2_5_vl_image_grid(model.vision, run.images).tokens},
+                   {"tower", "frozen"}};
   // DeepSeek's first dense layers: checkpointing keeps them whole (the upper side).
   if (model.leading_dense_layers > 0) j["leading_dense_layers_kept_whole"] = model.leading_dense_layers;
   return j;

@@ -37,9 +37,40 @@ inline std::uint64_t qwen2_5_vl_vision_parameters(const config& v) {
   return add(n, add(h, add(linear(merged, merged), linear(merged, out))));  // merger: ln_q + MLP
 }
 
+// The tower's shape as image inputs run it (vision_tower.hpp), with Qwen2_5_VLVisionConfig's
+// defaults (window_size 112, fullatt_block_indexes [7, 15, 23, 31], num_heads 16).
+inline vision_tower_spec qwen2_5_vl_vision(const config& v) {
+  std::uint64_t full_blocks = 4;
+  if (v.has("fullatt_block_indexes")) {
+    const json& list = v.raw().at("fullatt_block_indexes");
+    if (!list.is_array())
+      bad_field(error_code::invalid_model, "vision_config.fullatt_block_indexes", list, "must be a list of block indexes");
+    full_blocks = list.size();
+  }
+  vision_tower_spec t{.kind = vision_tower_kind::qwen2_5_vl,
+                      .depth = v.count("depth", 32),
+                      .hidden = v.count("hidden_size", 3584),
+                      .intermediate = v.count("intermediate_size", 3420),
+                      .heads = v.count("num_heads", 16),
+                      .in_channels = v.count("in_channels", 3),
+                      .patch = v.count("patch_size", 14),
+                      .temporal_patch = v.count("temporal_patch_size", 2),
+                      .merge = v.count("spatial_merge_size", 2),
+                      .out_hidden = v.count("out_hidden_size", 3584),
+                      .window_size = v.count("window_size", 112),
+                      .full_attention_blocks = full_blocks};
+  if (t.heads == 0 || t.hidden % t.heads != 0)
+    bad_field(error_code::invalid_model, "vision_config.num_heads", json(t.heads), "must divide vision_config.hidden_size");
+  if (t.patch == 0 || t.merge == 0)
+    bad_field(error_code::invalid_model, "vision_config.patch_size", json(t.patch),
+              "and spatial_merge_size must be > 0");
+  return t;
+}
+
 inline model_spec qwen2_5_vl(const config& c) {
   model_spec m = qwen_vl_text_decoder(c);
   m.idle_tower_parameters = qwen2_5_vl_vision_parameters(c.nested_or_defaults("vision_config"));
+  m.vision = qwen2_5_vl_vision(c.nested_or_defaults("vision_config"));
   return m;
 }
 

@@ -1,0 +1,46 @@
+// memscale/vision_tower.hpp: a multimodal model's vision tower as its image inputs see it, and the
+// images a training run feeds it.
+#pragma once
+
+#include <cstdint>
+
+namespace memscale {
+
+// The towers whose forward is modelled. none: the tower, if any, is held as weights only
+// (model_spec::idle_tower_parameters) and a run with images is refused.
+enum class vision_tower_kind : std::uint8_t {
+  none,
+  qwen2_5_vl,  // Qwen2_5_VisionTransformerPretrainedModel (modeling_qwen2_5_vl.py @ 00b676f8)
+};
+
+// Qwen2_5_VLVisionConfig's fields (configuration_qwen2_5_vl.py @ 00b676f8).
+struct vision_tower_spec {
+  vision_tower_kind kind = vision_tower_kind::none;
+  std::uint64_t depth = 0;
+  std::uint64_t hidden = 0;
+  std::uint64_t intermediate = 0;
+  std::uint64_t heads = 0;
+  std::uint64_t in_channels = 0;
+  std::uint64_t patch = 0;
+  std::uint64_t temporal_patch = 0;
+  std::uint64_t merge = 0;            // spatial_merge_size: merge x merge patches become one token
+  std::uint64_t out_hidden = 0;       // the merger's output: the text model's hidden size
+  std::uint64_t window_size = 0;      // pixels: window attention over (window_size / patch)^2 patches
+  std::uint64_t full_attention_blocks = 0;  // len(fullatt_block_indexes): blocks attending over a whole image
+};
+
+// The images of one training sample, all of one size. The image processor resizes each to a
+// multiple of patch x merge pixels within [min_pixels, max_pixels] (smart_resize); the defaults are
+// Qwen2VLImageProcessor's (image_processing_qwen2_vl.py @ 009f6376: 56 * 56 and 28 * 28 * 1280).
+struct image_inputs {
+  std::uint64_t per_sample = 0;  // 0: a text-only run
+  std::uint64_t height = 0;      // pixels, before the processor's resize
+  std::uint64_t width = 0;
+  std::uint64_t min_pixels = 56 * 56;
+  std::uint64_t max_pixels = 28 * 28 * 1280;
+  // The tower's parameters have requires_grad False (freeze_vision_tower in Qwen's finetune
+  // scripts; PEFT freezes it with the rest of the base): no autograd graph is recorded there.
+  bool tower_frozen = false;
+};
+
+}  // namespace memscale

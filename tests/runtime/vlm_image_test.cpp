@@ -1,0 +1,123 @@
+// Images through Qwen2.5-VL's frozen vision tower (graph/layers/vision_tower.hpp): image tokens per
+// image (smart_resize), the CPU traces of tools/trace/qwen_vl_image_cases.py, and the refusals of a
+// trainable tower and of towers whose forward is not modelled.
+#ifdef MEMSCALE_CATCH2_V2
+#include <catch2/catch.hpp>
+#else
+#include <catch2/catch_test_macros.hpp>
+#endif
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+#include "error_capture.hpp"
+#include "memscale/json.hpp"
+#include "memscale/memscale.hpp"
+
+namespace vlm_image_test {
+namespace {
+
+using namespace memscale;
+using memscale_test::contains;
+using memscale_test::error_message;
+
+std::string config_path(const std::string& name) {
+  return std::string(MEMSCALE_SOURCE_DIR) + "/tests/data/hf_configs/ssm-multimodal/" + name + ".json";
+}
+
+constexpr vision_tower_spec qwen2_5_vl_7b_tower{.kind = vision_tower_kind::qwen2_5_vl, .depth = 32, .hidden = 1280,
+                                                .intermediate = 3420, .heads = 16, .in_channels = 3, .patch = 14,
+                                                .temporal_patch = 2, .merge = 2, .out_hidden = 3584,
+                                                .window_size = 112, .full_attention_blocks = 4};
+
+constexpr graph_layers::image_grid grid_of(std::uint64_t h, std::uint64_t w) {
+  return graph_layers::qwen2_5_vl_image_grid(qwen2_5_vl_7b_tower, image_inputs{.per_sample = 1, .height = h, .width = w});
+}
+
+// smart_resize (image_processing_qwen2_vl.py): multiples of 28 kept, others rounded half to even,
+// then scaled into [56 * 56, 28 * 28 * 1280] pixels.
+static_assert(grid_of(224, 224).rows == 16 && grid_of(224, 224).tokens == 64);
+static_assert(grid_of(448, 336).rows == 32 && grid_of(448, 336).cols == 24 && grid_of(448, 336).tokens == 192);
+static_assert(grid_of(42, 42).rows == 4);    // 42 / 28 = 1.5 rounds to 2 (half to even)
+static_assert(grid_of(70, 70).rows == 4);    // 2.5 rounds to 2
+static_assert(grid_of(1024, 1024).rows == 70 && grid_of(1024, 1024).tokens == 1225);  // floor(1024 / 1.0222 / 28) = 35
+static_assert(grid_of(28, 28).rows == 4);    // 784 < 3136 pixels: ceil(28 * 2 / 28) = 2 x 28
+
+TEST_CASE("qwen2_5_vl with images: the frozen tower's CPU traces are met within 2%", "[hf_config][tower][images]") {
+  std::ifstream in(MEMSCALE_SOURCE_DIR "/docs/data/cpu_traced_vlm.json");
+  REQUIRE(in);
+  int cases = 0;
+  for (const auto& record : json_io::json::parse(in)) {
+    INFO(record.at("id").get<std::string>());
+    const auto answer = json_io::estimate_record(record);
+    INFO(answer.dump());
+    REQUIRE(answer.contains("estimated_bytes"));
+    const double measured = record.at("measured_bytes").get<double>();
+    const double error = (answer.at("estimated_bytes").get<double>() - measured) / measured * 100.0;
+    CHECK(error > -2.0);
+    CHECK(error < 2.0);
+    ++cases;
+  }
+  CHECK(cases == 3);
+}
+
+json_io::json image_record(const std::string& config, json_io::json train) {
+  return {{"id", "vlm-image-test"},
+          {"device", "cuda"},
+          {"model", {{"hf_config", json_io::json::parse(std::ifstream(config_path(config)))}}},
+          {"train", std::move(train)}};
+}
+
+TEST_CASE("qwen2_5_vl with images: a trainable tower and unmodelled towers are refused by name",
+          "[hf_config][tower][images]") {
+  const std::string qwen = "Qwen--Qwen2.5-VL-7B-Instruct";
+  const json_io::json frozen{{"batch", 1}, {"seq", 1024}, {"images_per_sample", 2}, {"image", "448x448"},
+                             {"precision", "bf16"}, {"frozen", "vision_tower"}, {"attention", "sdpa"}};
+  CHECK(json_io::estimate_record(image_record(qwen, frozen)).contains("estimated_bytes"));
+
+  json_io::json trained = frozen;
+  trained.erase("frozen");
+  const std::string why = json_io::estimate_record(image_record(qwen, trained)).value("error", std::string());
+  CHECK(contains(why, "tower_frozen"));
+  CHECK(contains(why, "saved activations are not modelled"));
+
+  json_io::json mlp_lora = frozen;
+  mlp_lora.erase("frozen");
+  mlp_lora.update({{"lora_rank", 16}, {"lora_targets", "q_proj,v_proj,gate_proj,up_proj,down_proj"}});
+  CHECK(contains(json_io::estimate_record(image_record(qwen, mlp_lora)).value("error", std::string()),
+                 "run.lora_targets"));
+
+  json_io::json short_seq = frozen;
+  short_seq["seq"] = 300;  // two 448 x 448 images are 2 x 256 tokens
+  CHECK(contains(json_io::estimate_record(image_record(qwen, short_seq)).value("error", std::string()),
+                 "run.seq_len"));
+
+  const std::string gemma = json_io::estimate_record(image_record("google--gemma-3-4b-it", frozen)).value("error", std::string());
+  INFO(gemma);
+  CHECK(contains(gemma, "images_per_sample"));
+  CHECK(contains(gemma, "gemma3"));
+}
+
+TEST_CASE("qwen2_5_vl with images: image tokens lengthen nothing but the tower's moment and what the model holds",
+          "[hf_config][tower][images]") {
+  const model_spec model = json_io::load_hf_model(config_path("Qwen--Qwen2.5-VL-7B-Instruct"));
+  training_spec text{.micro_batch = 1, .seq_len = 1024, .prec = precision::pure_bf16, .attention = attention_impl::sdpa};
+  text.device = device_kind::cuda;
+  training_spec images = text;
+  images.images = image_inputs{.per_sample = 2, .height = 448, .width = 448, .tower_frozen = true};
+  const model_graph g = build(model, images);
+  const model_graph t = build(model, text);
+  CHECK(g.stack().tower_forward.value > 0);
+  // image_embeds (512 tokens x 3584 bf16), image_mask (1024 bool) and (3, 1, 1024) int64 position ids.
+  CHECK(g.stack().held.value - t.stack().held.value == 512 * 3584 * 2 + 1024 + 3 * 1024 * 8);
+  // fp32 pixel_values: 2 images x 32 x 32 patches x 3 x 2 x 14 x 14, and the (2, 3) grid.
+  CHECK(g.stack().inputs.value - t.stack().inputs.value == 2 * 1024 * 1176 * 4 + 2 * 3 * 8);
+  CHECK(estimate(g).steady.tensor.value > estimate(t).steady.tensor.value);
+  // The allocator replay has no events for the tower yet: the rounding rule.
+  const gpu_spec h100 = *find_gpu("h100-80gb");
+  CHECK(estimate_on_device(model, images, &h100).fallback == replay_fallback::image_tower);
+}
+
+}  // namespace
+}  // namespace vlm_image_test
