@@ -278,7 +278,7 @@ constexpr void check_images(const model_spec& m, const training_spec& t) {
   detail::require(t.prec != precision::amp_bf16 && t.prec != precision::amp_fp16, error_code::unsupported,
                   "run.prec", "autocast over fp32 weights in the vision tower is not modelled with images "
                   "(fp32 or pure 16-bit weights are)",
-                  static_cast<std::uint64_t>(t.prec));
+                  t.prec);
   detail::require(t.data_parallel == 1 && t.shard == sharding::none, error_code::unsupported, "run.data_parallel",
                   "images through a vision tower are modelled on one GPU", t.data_parallel);
 }

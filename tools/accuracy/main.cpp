@@ -86,8 +86,12 @@ const std::vector<data_set> data_sets{
      "vision towers traced with the same Tracker (tools/trace/vision_tower_cases.py): timm ViTs (plain; LayerScale + "
      "DropPath) from their timm_args; small Gemma 3, Qwen2.5-VL and Qwen3-VL image-text models "
      "(tools/trace/qwen_vl_text_cases.py): text-only runs estimated (the tower as weights), runs with images "
-     "refused (image inputs are not modelled yet)",
+     "through a tower memscale does not run refused",
      "CPU traced (vision towers)", 15},
+    {"cpu_traced_vlm", false, true,
+     "Qwen2.5-VL training steps with images through the frozen vision tower (tools/trace/qwen_vl_image_cases.py: "
+     "a torch-only re-implementation of the modeling file's forward with images)",
+     "CPU traced (images through a VLM)", 19},
     {"cpu_traced_timm_eva", false, true,
      "timm EVA02 models (Eva with the EVA02 arguments: RoPE, SwiGLU with a LayerNorm on the hidden) traced with the "
      "same Tracker (tools/trace/timm_eva_cases.py)",
