@@ -74,14 +74,17 @@ struct digest {
     for (const bytes b : {out, extra, fwd, bwd, grad_in, grad_out}) add(b);
   }
   constexpr void add(const graph& g) {
-    const auto& [ops, size, begin, end, repeats, inputs, buffers, stream_grad, carried, held, stacked_experts] = g;
+    const auto& [ops, size, begin, end, repeats, inputs, buffers, stream_grad, carried, held, tower_forward,
+                 stacked_experts] = g;
     add(std::uint64_t{size});
     for (std::size_t i = 0; i < size; ++i) add(ops[i]);
     add(std::uint64_t{begin});
     add(std::uint64_t{end});
     add(repeats);
     for (const bytes b : {inputs, buffers, stream_grad, carried, held}) add(b);
-    // Added only when set, so the pinned digests of graphs without stacked experts stay.
+    // Added only when set, so the pinned digests of graphs without stacked experts or a vision
+    // tower's forward stay.
+    if (tower_forward.value > 0) add(tower_forward);
     if (stacked_experts) add(stacked_experts);
   }
   constexpr void add(const encoder_decoder_graph& g) {
