@@ -134,6 +134,9 @@ struct training_spec {
   bool offload_activations = false;       // checkpointed block inputs kept on the CPU
   device_kind device = device_kind::cuda;
   std::uint64_t data_parallel = 1;        // ranks that shard (or replicate) the model
+  // torchtitan's tensor_parallel_degree: the TP group beside FSDP2's data_parallel ranks, with
+  // sequence parallelism and loss_parallel as apply_tp composes them (graph/layers/sequence_parallel.hpp).
+  std::uint64_t tensor_parallel = 1;
   sharding shard = sharding::none;
   // FSDP use_orig_params=True (Lightning's default from torch 2.0): a flat parameter with
   // any trainable tensor gets a gradient for all of it, frozen tensors included.
@@ -384,6 +387,14 @@ constexpr const training_spec& validate(const training_spec& t) {
     detail::fail(error_code::invalid_run, "run.ckpt", "must be none with run.sac (the policy decides what each block keeps)");
   require(t.sac != selective_ac::every_kth_block || t.sac_every > 0, bad, "run.sac_every",
           "must be > 0 for every_kth_block", t.sac_every);
+  require(t.tensor_parallel > 0, bad, "run.tensor_parallel", "must be > 0", t.tensor_parallel);
+  require(t.tensor_parallel == 1 || t.framework == framework_kind::torchtitan, error_code::unsupported,
+          "run.tensor_parallel", "is torchtitan's tensor_parallel_degree: needs run.framework torchtitan",
+          t.tensor_parallel);
+  // Sequence parallelism splits the residual stream's sequence over the TP group (apply_tp's
+  // SequenceParallel norms and Shard(1) layouts, models/llama3/infra/parallelize.py @ f7084fc7).
+  require(t.seq_len % t.tensor_parallel == 0, error_code::invalid_run, "run.seq_len",
+          "must be a multiple of run.tensor_parallel (sequence parallelism shards the sequence)", t.seq_len);
   if (t.framework == framework_kind::torchtitan) {
     // torchtitan applies bf16 compute through FSDP2's MixedPrecisionPolicy only (apply_fsdp,
     // infra/parallelize.py @ f7084fc7): the modelled run is fully_shard over > 1 ranks.
