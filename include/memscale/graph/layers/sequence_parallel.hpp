@@ -62,13 +62,17 @@ constexpr model_spec tensor_parallel_local(const model_spec& m, const training_s
 // PrepareModuleInput / ColwiseParallel(input_layouts=Shard(1)): the rank's sequence shard
 // all-gathered into the whole sequence, which the branch's first matmuls keep.
 constexpr tensor all_gather_sequence(const layer_context& ctx, tensor shard) {
-  return ctx.ops.elementwise(shard, detail::checked_mul(shard.elements, ctx.run.tensor_parallel), shard.type);
+  const tensor whole = ctx.ops.elementwise(shard, detail::checked_mul(shard.elements, ctx.run.tensor_parallel), shard.type);
+  ctx.ops.at(whole).grad_in = storage(shard.type, shard.elements);  // its backward reduce-scatters onto the shard
+  return whole;
 }
 
 // RowwiseParallel(output_layouts=Shard(1)): the partial sums reduce-scattered into the rank's
 // sequence shard.
 constexpr tensor reduce_scatter_sequence(const layer_context& ctx, tensor partial) {
-  return ctx.ops.elementwise(partial, partial.elements / ctx.run.tensor_parallel, partial.type);
+  const tensor shard = ctx.ops.elementwise(partial, partial.elements / ctx.run.tensor_parallel, partial.type);
+  ctx.ops.at(shard).grad_in = storage(partial.type, partial.elements);  // its backward all-gathers the gradient
+  return shard;
 }
 
 }  // namespace memscale::graph_layers
