@@ -127,7 +127,8 @@ inline std::string framework_text(const training_spec& run) {
            std::to_string(run.data_parallel) + " GPUs, bf16 shards, every layer resharded after forward" +
            (is_lora(run) ? ", gradients and AdamW state for the adapters only" : "") + "; one GPU's step)";
   out += ": loss ";
-  if (run.loss == loss_impl::standard) out += "over the whole logits";
+  if (run.loss == loss_impl::standard && run.tensor_parallel > 1) out += "over the rank's vocabulary columns (loss_parallel)";
+  else if (run.loss == loss_impl::standard) out += "over the whole logits";
   else if (run.loss == loss_impl::fused_linear) out += "fused with the head (Liger's fused linear cross-entropy)";
   else if (run.loss_chunks > 0) out += "chunked over " + std::to_string(run.loss_chunks) + " chunks";
   else out += "chunked every " + std::to_string(run.loss_chunk) + " tokens";
