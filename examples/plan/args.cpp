@@ -183,15 +183,21 @@ void apply_torchtitan(const CLI::App& app, options& o) {
   if (o.cluster.emit != emit_format::none && o.cluster.emit != emit_format::torchtitan)
     throw usage_error("--emit deepspeed and accelerate-fsdp do not apply to --framework torchtitan: its config is "
                       "--emit torchtitan");
-  for (const char* name : {"--tp", "--pp", "--sp", "--host-memory", "--global-batch", "--no-sync"})
+  for (const char* name : {"--pp", "--sp", "--host-memory", "--global-batch", "--no-sync"})
     if (app.count(name) > 0)
-      throw usage_error(std::string(name) + " does not apply to --framework torchtitan: it is modelled as FSDP2 over all "
-                        "--gpus (data_parallel_shard_degree -1), without TP, PP, CP or offload");
+      throw usage_error(std::string(name) + " does not apply to --framework torchtitan: it is modelled as FSDP2 over "
+                        "--gpus / --tp ranks with --tp tensor parallelism (its sequence parallelism included), without "
+                        "PP, CP or offload");
+  const std::uint64_t tp = app.count("--tp") > 0 ? o.cluster.tp : 1;
+  if (o.cluster.gpus % tp != 0 || o.cluster.gpus / tp < 2)
+    throw usage_error("--tp " + std::to_string(tp) + " with --framework torchtitan needs --gpus a multiple of it with "
+                      "at least two FSDP2 ranks left (data_parallel_shard_degree = --gpus / --tp > 1)");
   if (o.cluster.engine && *o.cluster.engine != memscale::strategy::fsdp_full)
     throw usage_error("--strategy " + std::string(memscale::to_string(*o.cluster.engine)) +
                       " does not apply to --framework torchtitan: its FSDP2 is fully_shard (fsdp-full)");
   o.run.shard = memscale::sharding::full;
-  o.run.data_parallel = o.cluster.gpus;
+  o.run.data_parallel = o.cluster.gpus / tp;
+  o.run.tensor_parallel = tp;
   o.emit_torchtitan = o.cluster.emit == emit_format::torchtitan;
   o.cluster = cluster_options{};  // the report is one GPU's step of the whole run
 }

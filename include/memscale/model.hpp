@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "memscale/detail/enum_names.hpp"
 #include "memscale/error.hpp"
 #include "memscale/vision_tower.hpp"
 
@@ -574,33 +575,26 @@ constexpr void require_attention_mixer(const model_spec& m, std::string_view wha
 
 // The enumerators' own names, for messages.
 constexpr std::string_view to_string(architecture a) noexcept {
-  constexpr std::array<std::string_view, 3> names{"decoder", "encoder", "encoder_decoder"};
-  return names.at(static_cast<std::size_t>(a));
+  return detail::enum_name(a, {"decoder", "encoder", "encoder_decoder"});
 }
 constexpr std::string_view to_string(position_kind p) noexcept {
-  constexpr std::array<std::string_view, 3> names{"learned", "rotary", "none"};
-  return names.at(static_cast<std::size_t>(p));
+  return detail::enum_name(p, {"learned", "rotary", "none"});
 }
 constexpr std::string_view to_string(norm_kind n) noexcept {
-  constexpr std::array<std::string_view, 3> names{"layernorm", "rmsnorm", "layernorm_fp32_python"};
-  return names.at(static_cast<std::size_t>(n));
+  return detail::enum_name(n, {"layernorm", "rmsnorm", "layernorm_fp32_python"});
 }
 constexpr std::string_view to_string(mlp_kind m) noexcept {
-  constexpr std::array<std::string_view, 8> names{"gelu",    "gelu_tanh",      "relu",      "swiglu",
-                                                  "geglu",   "clamped_swiglu", "gelu_fast", "relu_squared"};
-  return names.at(static_cast<std::size_t>(m));
+  return detail::enum_name(
+      m, {"gelu", "gelu_tanh", "relu", "swiglu", "geglu", "clamped_swiglu", "gelu_fast", "relu_squared"});
 }
 constexpr std::string_view to_string(block_layout b) noexcept {
-  constexpr std::array<std::string_view, 3> names{"sequential", "parallel", "post_norm"};
-  return names.at(static_cast<std::size_t>(b));
+  return detail::enum_name(b, {"sequential", "parallel", "post_norm"});
 }
 constexpr std::string_view to_string(branch_norms b) noexcept {
-  constexpr std::array<std::string_view, 3> names{"pre", "post", "sandwich"};
-  return names.at(static_cast<std::size_t>(b));
+  return detail::enum_name(b, {"pre", "post", "sandwich"});
 }
 constexpr std::string_view to_string(ssm_dt_norm_kind k) noexcept {
-  constexpr std::array<std::string_view, 3> names{"none", "weightless", "weighted"};
-  return names.at(static_cast<std::size_t>(k));
+  return detail::enum_name(k, {"none", "weightless", "weighted"});
 }
 
 constexpr std::string_view to_string(implementation i) noexcept {

@@ -10,6 +10,7 @@
 #include "memscale/bytes.hpp"
 #include "memscale/detail/math.hpp"
 #include "memscale/estimate/workspace.hpp"
+#include "memscale/detail/enum_names.hpp"
 #include "memscale/error.hpp"
 #include "memscale/lora.hpp"
 #include "memscale/vision_tower.hpp"
@@ -137,6 +138,9 @@ struct training_spec {
   bool offload_activations = false;       // checkpointed block inputs kept on the CPU
   device_kind device = device_kind::cuda;
   std::uint64_t data_parallel = 1;        // ranks that shard (or replicate) the model
+  // torchtitan's tensor_parallel_degree: the TP group beside FSDP2's data_parallel ranks, with
+  // sequence parallelism and loss_parallel as apply_tp composes them (graph/layers/sequence_parallel.hpp).
+  std::uint64_t tensor_parallel = 1;
   sharding shard = sharding::none;
   // FSDP use_orig_params=True (Lightning's default from torch 2.0): a flat parameter with
   // any trainable tensor gets a gradient for all of it, frozen tensors included.
@@ -392,6 +396,14 @@ constexpr const training_spec& validate(const training_spec& t) {
     detail::fail(error_code::invalid_run, "run.ckpt", "must be none with run.sac (the policy decides what each block keeps)");
   require(t.sac != selective_ac::every_kth_block || t.sac_every > 0, bad, "run.sac_every",
           "must be > 0 for every_kth_block", t.sac_every);
+  require(t.tensor_parallel > 0, bad, "run.tensor_parallel", "must be > 0", t.tensor_parallel);
+  require(t.tensor_parallel == 1 || t.framework == framework_kind::torchtitan, error_code::unsupported,
+          "run.tensor_parallel", "is torchtitan's tensor_parallel_degree: needs run.framework torchtitan",
+          t.tensor_parallel);
+  // Sequence parallelism splits the residual stream's sequence over the TP group (apply_tp's
+  // SequenceParallel norms and Shard(1) layouts, models/llama3/infra/parallelize.py @ f7084fc7).
+  require(t.seq_len % t.tensor_parallel == 0, error_code::invalid_run, "run.seq_len",
+          "must be a multiple of run.tensor_parallel (sequence parallelism shards the sequence)", t.seq_len);
   if (t.framework == framework_kind::torchtitan) {
     // torchtitan applies bf16 compute through FSDP2's MixedPrecisionPolicy only (apply_fsdp,
     // infra/parallelize.py @ f7084fc7): the modelled run is fully_shard over > 1 ranks.
@@ -537,20 +549,16 @@ constexpr std::string_view to_string(checkpointing c) noexcept {
 }
 
 constexpr std::string_view to_string(optimizer_implementation o) noexcept {
-  constexpr std::array<std::string_view, 3> names{"for_loop", "foreach", "fused"};
-  return names.at(static_cast<std::size_t>(o));
+  return detail::enum_name(o, {"for_loop", "foreach", "fused"});
 }
 constexpr std::string_view to_string(training_target t) noexcept {
-  constexpr std::array<std::string_view, 3> names{"full", "lora", "qlora"};
-  return names.at(static_cast<std::size_t>(t));
+  return detail::enum_name(t, {"full", "lora", "qlora"});
 }
 constexpr std::string_view to_string(sharding s) noexcept {
-  constexpr std::array<std::string_view, 4> names{"none", "optimizer_state", "gradients", "full"};
-  return names.at(static_cast<std::size_t>(s));
+  return detail::enum_name(s, {"none", "optimizer_state", "gradients", "full"});
 }
 constexpr std::string_view to_string(selective_ac a) noexcept {
-  constexpr std::array<std::string_view, 3> names{"none", "every_kth_block", "op_save_list"};
-  return names.at(static_cast<std::size_t>(a));
+  return detail::enum_name(a, {"none", "every_kth_block", "op_save_list"});
 }
 
 constexpr std::string_view to_string(attention_impl a) noexcept {

@@ -233,7 +233,8 @@ bad_input_says '--framework must be one of hf, litgpt, torchtune, torchtitan; di
 bad_input_says 'torchtitan is modelled with FSDP2' --framework torchtitan
 bad_input_says 'torchtitan is read at 0.1.0' --framework torchtitan@0.2.0
 bad_input_says 'torchtitan is modelled with FSDP2' --gpus 1 --framework torchtitan
-bad_input_says '--tp does not apply to --framework torchtitan' --gpus 8 --tp 2 --framework torchtitan
+bad_input_says '--pp does not apply to --framework torchtitan' --gpus 8 --pp 2 --framework torchtitan
+bad_input_says '--tp 8 with --framework torchtitan needs --gpus a multiple of it with at least two FSDP2 ranks' --gpus 8 --tp 8 --framework torchtitan
 bad_input_says '--strategy zero3 does not apply to --framework torchtitan' --gpus 8 --strategy zero3 --framework torchtitan
 bad_input_says "--svg-batch draws a single-GPU plan's modes; torchtitan's run has no plan" --gpus 8 --framework torchtitan --gpu h100-80gb --svg-batch "$work/titan.svg"
 bad_input_says '--sac-policy needs --framework torchtitan' --checkpointing selective --sac-policy op
@@ -289,8 +290,24 @@ else
   fail "--framework torchtitan --gpus 8 --gpu --json: the verdict" "exit $rc" \
     "stderr: $(head -c 300 "$work/err")" "python: $(tail -n 1 "$work/py")"
 fi
+run --model llama-3-8b --batch 1 --seq 8192 --framework torchtitan --gpus 8 --tp 2 --emit torchtitan
+if [[ $rc -eq 0 ]] && grep -q '^tensor_parallel_degree = 2$' "$work/out" && grep -q '^data_parallel_shard_degree = 4$' "$work/out" &&
+  grep -q '^global_batch_size = 4$' "$work/out"; then
+  pass "--framework torchtitan --gpus 8 --tp 2 --emit torchtitan: TP 2 over 4 FSDP2 ranks in the job TOML"
+else
+  fail "--framework torchtitan --gpus 8 --tp 2 --emit torchtitan" "exit $rc" "stdout: $(head -c 600 "$work/out")" \
+    "stderr: $(head -c 300 "$work/err")"
+fi
 run --model llama-3-8b --batch 1 --seq 8192 --framework torchtitan --gpus 8
 first=$(grep '^peak ' "$work/out")
+run --model llama-3-8b --batch 1 --seq 8192 --framework torchtitan --gpus 8 --tp 2
+if [[ $rc -eq 0 ]] && grep -q "framework torchtitan 0.1.0 (FSDP2 over 4 ranks x TP 2" "$work/out" &&
+  [[ -n "$first" && "$first" != "$(grep '^peak ' "$work/out")" ]]; then
+  pass "--framework torchtitan --gpus 8 --tp 2: FSDP2 over 4 ranks x TP 2, a different per-GPU peak"
+else
+  fail "--framework torchtitan --gpus 8 --tp 2" "exit $rc" "stdout: $(grep -A2 framework "$work/out" | head -c 600)" \
+    "stderr: $(head -c 300 "$work/err")"
+fi
 run --model llama-3-8b --batch 1 --seq 8192 --framework torchtitan --gpus 16
 if [[ $rc -eq 0 ]] && grep -q "framework torchtitan 0.1.0 (FSDP2 over 16 GPUs" "$work/out" &&
   [[ -n "$first" && "$first" != "$(grep '^peak ' "$work/out")" ]]; then

@@ -86,7 +86,7 @@ TEST_CASE("EXAONE 4's full-attention layers are NoPE layers that keep their qk-n
   CHECK(graph_layers::layer_at(llama4_like, 3).qk_norm == qk_norm_kind::none);
 }
 
-TEST_CASE("EXAONE 4's NoPE layers skip the rotation; checkpointed and generate() runs rotate every layer") {
+TEST_CASE("EXAONE 4's NoPE layers skip the rotation, checkpointed and generate() runs rotate every layer") {
   const model_spec m = json_io::model_from_hf_config(small({{"sliding_window_pattern", 2}}));
   CHECK(rotations(m, cpu_step()) * 2 == rotations(every_layer_rotating(m), cpu_step()));
   CHECK(rotations(m, cpu_step()) > 0);

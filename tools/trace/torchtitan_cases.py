@@ -18,6 +18,15 @@ Written from:
   out into the unsharded parameters, and freed after forward (storage resized to 0) and gathered again
   before the unit's backward; after it, the bf16 unsharded grads are copied into one fp32
   reduce-scatter input of the unit's full size, freed, and the 1/N fp32 output becomes the sharded grads.
+- Tensor parallelism (apply_tp, models/llama3/infra/parallelize.py @ f7084fc7, over the 2-D mesh
+  dp_shard x tp): wq/wk/wv/w1/w3 ColwiseParallel, wo/w2 RowwiseParallel(output_layouts=Shard(1)), the norms
+  SequenceParallel, PrepareModuleInput Shard(1) -> Replicate before attention and feed_forward, tok_embeddings
+  RowwiseParallel(Replicate -> Shard(1)), output ColwiseParallel(Shard(1) -> Shard(-1)) under loss_parallel.
+  One TP rank holds its heads, MLP columns and vocabulary rows; FSDP2 shards that over dp_shard. The
+  collectives are torch.distributed._functional_collectives' (torch 2.6): all_gather_tensor on dim 1 gathers
+  into dim 0 and then cats the chunks along dim 1; reduce_scatter_tensor on dim 1 first cats the chunks along
+  dim 0. loss_parallel's cross-entropy is torch/distributed/tensor/parallel/loss.py's _log_softmax
+  decomposition and its fused _nll_loss_and_log_softmax_backward.
 Emulation on torch 1.13 / one process: N ranks are represented by shards of 1/N of each parameter (the data
 values do not matter for memory); the collectives become local copies with the same buffers. Selective
 per-op checkpointing (torch.utils.checkpoint.create_selective_checkpoint_contexts, torch >= 2.4) is written
@@ -180,6 +189,81 @@ def apply_rotary_emb(xq, xk, freqs_cis):
     return torch.view_as_real(xq_ * f).flatten(3).type_as(xq), torch.view_as_real(xk_ * f).flatten(3).type_as(xk)
 
 
+# ---- tensor-parallel collectives (one rank; the other ranks' pieces are copies of its own) ----------
+
+
+def _gather_dim1(x, tp):  # funcol.all_gather_tensor(gather_dim=1): gather on dim 0, then cat the chunks on dim 1
+    flat = torch.empty((tp * x.shape[0],) + tuple(x.shape[1:]), dtype=x.dtype)
+    for r in range(tp):
+        flat[r * x.shape[0]: (r + 1) * x.shape[0]].copy_(x)
+    out = torch.cat(torch.chunk(flat, tp, dim=0), dim=1)
+    del flat
+    return out
+
+
+def _scatter_dim1(x, tp):  # funcol.reduce_scatter_tensor(scatter_dim=1): cat the chunks on dim 0, then reduce
+    flat = torch.cat(torch.chunk(x, tp, dim=1))
+    out = flat[: flat.shape[0] // tp].clone()
+    del flat
+    return out
+
+
+class AllGatherSeq(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, tp):
+        ctx.tp = tp
+        return _gather_dim1(x, tp)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _scatter_dim1(g.contiguous(), ctx.tp), None
+
+
+class ReduceScatterSeq(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, tp):
+        ctx.tp = tp
+        return _scatter_dim1(x.contiguous(), tp)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _gather_dim1(g.contiguous(), ctx.tp), None
+
+
+def all_gather_seq(x, tp):
+    return AllGatherSeq.apply(x, tp)
+
+
+def reduce_scatter_seq(x, tp):
+    return ReduceScatterSeq.apply(x, tp)
+
+
+class ParallelCrossEntropy(torch.autograd.Function):
+    """F.cross_entropy under loss_parallel on the rank's vocabulary columns: _log_softmax's decomposition
+    (x - amax, exp, sum, log; the max and the sum all-reduced) and nll_loss's gather, backward fused as
+    (zeros_like(logp) with -1 at the targets + exp(logp)) * grad_output (parallel/loss.py, torch 2.6)."""
+
+    @staticmethod
+    def forward(ctx, x, target):
+        x_max = torch.amax(x, 1, keepdim=True)
+        shifted = x - x_max
+        shifted_sumexp = torch.sum(torch.exp(shifted), 1, keepdim=True)
+        result = shifted - torch.log(shifted_sumexp)
+        del shifted
+        local = target % x.shape[1]
+        loss = -torch.gather(result, 1, local.unsqueeze(1)).squeeze(1).sum() / target.numel()
+        ctx.save_for_backward(result, local)
+        return loss
+
+    @staticmethod
+    def backward(ctx, g):
+        logp, local = ctx.saved_tensors
+        grad_output = g / local.numel()
+        grad_input = torch.zeros_like(logp)
+        grad_input[torch.arange(local.shape[0]), local] = -1.0
+        return (grad_input + torch.exp(logp)) * grad_output, None
+
+
 def repeat_kv(x, n_rep):
     bs, slen, n_kv, hd = x.shape
     return x[:, :, :, None, :].expand(bs, slen, n_kv, n_rep, hd).reshape(bs, slen, n_kv * n_rep, hd)
@@ -189,8 +273,9 @@ class Block(nn.Module):
     def __init__(self, m):
         super().__init__()
         h, nh, kv, f = m["hidden"], m["heads"], m["kv_heads"], m["ffn"]
-        self.nh, self.kv, self.hd = nh, kv, h // nh
-        self.wq, self.wo = nn.Linear(h, h, bias=False), nn.Linear(h, h, bias=False)
+        self.nh, self.kv, self.hd = nh, kv, m.get("head_dim", h // nh)
+        self.tp = m.get("tp", 1)
+        self.wq, self.wo = nn.Linear(h, nh * self.hd, bias=False), nn.Linear(nh * self.hd, h, bias=False)
         self.wk, self.wv = nn.Linear(h, kv * self.hd, bias=False), nn.Linear(h, kv * self.hd, bias=False)
         self.w1, self.w3, self.w2 = nn.Linear(h, f, bias=False), nn.Linear(h, f, bias=False), nn.Linear(f, h, bias=False)
         self.attention_norm, self.ffn_norm = Norm(h), Norm(h)
@@ -210,6 +295,9 @@ class Block(nn.Module):
         return self.w2(F.silu(self.w1(x)) * self.w3(x))
 
     def forward(self, x):
+        if self.tp > 1:  # x is the rank's sequence shard (B, S/tp, h)
+            h = x + reduce_scatter_seq(self.attention(all_gather_seq(self.attention_norm(x), self.tp)), self.tp)
+            return h + reduce_scatter_seq(self.feed_forward(all_gather_seq(self.ffn_norm(h), self.tp)), self.tp)
         h = x + self.attention(self.attention_norm(x))
         return h + self.feed_forward(self.ffn_norm(h))
 
@@ -321,16 +409,20 @@ class Model(nn.Module):
         self.layers = nn.ModuleList([Block(m) for _ in range(m["layers"])])
         self.norm = Norm(m["hidden"])
         self.output = nn.Linear(m["hidden"], m["vocab"], bias=False)
-        hd = m["hidden"] // m["heads"]
+        hd = m.get("head_dim", m["hidden"] // m["heads"])
         freqs = 1.0 / (500000 ** (torch.arange(0, hd, 2)[: hd // 2].float() / hd))
         ang = torch.outer(torch.arange(c["seq"]).float(), freqs)
         self.register_buffer("freqs_cis", torch.polar(torch.ones_like(ang), ang), persistent=False)
         self.c = c
+        self.tp = m.get("tp", 1)
         n = c["ranks"]
         self.units = [Unit(b, n, i < len(self.layers) - 1) for i, b in enumerate(self.layers)]
         self.root = Unit(nn.ModuleList([self.tok_embeddings, self.norm, self.output]), n, True)
         for b in self.layers:
             b.freqs_cis = self.freqs_cis
+
+    def norm_and_gather(self, h):
+        return all_gather_seq(self.norm(h), self.tp) if self.tp > 1 else self.norm(h)
 
     def shards(self):
         return [s for u in self.units + [self.root] for s in u.shards]
@@ -351,10 +443,21 @@ class Model(nn.Module):
 
     def forward(self, tokens):
         self.root.gather()
-        h = self.tok_embeddings(tokens)
+        if self.tp > 1:
+            # The lookup of the rank's vocabulary rows (rank 0's: offset 0), the others masked out
+            # (_MaskPartial._partition_value / _reduce_value, tensor/_ops/_embedding_ops.py, torch 2.6),
+            # then reduce-scattered onto its sequence shard.
+            mask = tokens >= self.tok_embeddings.weight.shape[0]
+            ids = tokens.clone()
+            ids[mask] = 0
+            h = self.tok_embeddings(ids)
+            h.masked_fill_(mask.unsqueeze(-1), 0.0)  # output[mask] = 0, in place
+            h = reduce_scatter_seq(h, self.tp)
+        else:
+            h = self.tok_embeddings(tokens)
         for i in range(len(self.layers)):
             h = self.block(i, h)
-        out = self.output(self.norm(h))
+        out = self.output(self.norm_and_gather(h))
         # The root keeps its parameters gathered after forward: FSDPState._lazy_init sets the root
         # group's post_forward_mesh_info = None (torch/distributed/_composable/fsdp/_fsdp_state.py,
         # torch 2.4-2.6), whatever reshard_after_forward says; its post-backward reshards it.
@@ -364,13 +467,21 @@ class Model(nn.Module):
 def run_case(c):
     m = dict(LB.LLAMA, **c.get("geometry", {}))
     B, S = c["batch"], c["seq"]
+    tp = c.get("tp", 1)
+    hd = m["hidden"] // m["heads"]
+    # One TP rank's share: its heads, key/value heads, MLP columns and vocabulary rows.
+    local = dict(m, heads=m["heads"] // tp, kv_heads=m["kv_heads"] // tp, ffn=m["ffn"] // tp, vocab=m["vocab"] // tp,
+                 head_dim=hd, tp=tp)
+    h, L = m["hidden"], m["layers"]
+    whole_params = (2 * m["vocab"] * h + h + L * (2 * h * m["heads"] * hd + 2 * h * m["kv_heads"] * hd
+                                                  + 3 * h * m["ffn"] + 2 * h))
 
     def build():
-        model = Model(m, c)
+        model = Model(local, c)
         shards = model.shards()
         opt = torch.optim.AdamW(shards, lr=8e-4, betas=(0.9, 0.95), weight_decay=0.1)
         return dict(model=model, optimizers=[opt], trainable=shards, param_tensors=shards,
-                    param_count=sum(u.numel() for unit in model.units + [model.root] for u in unit.entries),
+                    param_count=whole_params,
                     make_inputs=lambda: (torch.randint(0, m["vocab"], (B, S)), torch.randint(0, m["vocab"], (B, S))))
 
     def step(ctx, tr, n):
@@ -379,6 +490,8 @@ def run_case(c):
 
         def forward():
             pred = model(tokens)
+            if tp > 1:  # loss_parallel: the logits stay sharded over the vocabulary
+                return ParallelCrossEntropy.apply(pred.flatten(0, 1).float(), labels.flatten(0, 1))
             return F.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))
 
         def backward(loss):
@@ -411,15 +524,16 @@ def run_case(c):
                  checkpointing={"none": "none", "full": "full"}.get(ac, "selective"),
                  sac_policy={"none": "none", "full": "full", "op": "op"}.get(ac, f"layer:{ac}"),
                  attention="flash", grad_accum=1, lora_rank=0, frozen="none", zero_stage=3, fsdp="full_shard",
-                 dp=c["ranks"], tp=1, loss_impl="standard", logits_upcast="full",
+                 dp=c["ranks"], tp=tp, loss_impl="standard", logits_upcast="full",
                  reshard_after_forward="all but the last block")
     framework = dict(name="torchtitan", version="0.1.0", source="pytorch/torchtitan@f7084fc7",
                      toml={"activation_checkpoint.mode": train["checkpointing"],
                            "activation_checkpoint.selective_ac_option": {"op": "op"}.get(ac, ac),
                            "training.mixed_precision_param": "bfloat16", "training.mixed_precision_reduce": "float32",
-                           "parallelism.data_parallel_shard_degree": c["ranks"]})
-    notes = (f"measured_bytes = max live CPU tensor bytes of one emulated rank (of {c['ranks']}) in training step 2; "
-             "FSDP2 collectives are local copies with the same buffers; attention is FlashEmulation (saved set of "
+                           "parallelism.data_parallel_shard_degree": c["ranks"],
+                           "parallelism.tensor_parallel_degree": tp})
+    notes = (f"measured_bytes = max live CPU tensor bytes of one emulated rank (of {c['ranks']} x tp {tp}) in training "
+             "step 2; FSDP2 and TP collectives are local copies with the same buffers; attention is FlashEmulation (saved set of "
              "the flash kernel); selective per-op checkpointing written out for torch 1.13.")
     model = LB.model_fields(m, "torchtitan", r["nparams"])
     return T.record(c["id"], SOURCE, model, train, framework, r, notes)
@@ -432,6 +546,12 @@ def cases():
         L.append(dict(id=f"cpu-torchtitan-llama-b2-s256-fsdp2r2-ac-{ac}", ac=ac, ranks=2, batch=2, seq=256,
                       geometry=geo))
     L.append(dict(id="cpu-torchtitan-llama-b2-s256-fsdp2r4-ac-op", ac="op", ranks=4, batch=2, seq=256, geometry=geo))
+    # TP x FSDP2 on the 2-D mesh: tp 2 over 2 FSDP2 ranks (4 GPUs), and over 4 (8 GPUs).
+    for ac in ("none", "full"):
+        L.append(dict(id=f"cpu-torchtitan-llama-b2-s256-fsdp2r2-tp2-ac-{ac}", ac=ac, ranks=2, tp=2, batch=2, seq=256,
+                      geometry=geo))
+    L.append(dict(id="cpu-torchtitan-llama-b2-s256-fsdp2r4-tp2-ac-op", ac="op", ranks=4, tp=2, batch=2, seq=256,
+                  geometry=geo))
     return L
 
 

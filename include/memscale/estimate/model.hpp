@@ -17,10 +17,6 @@ constexpr estimate_result estimate(const model_graph& g) {
   return g.is_encoder_decoder() ? estimate(g.stacks, g.run) : estimate(g.stacks.decoder, g.run);
 }
 
-constexpr estimate_result estimate(const model_spec& model, const training_spec& run) {
-  return estimate(build(model, run));
-}
-
 // The device peak of a step, the larger of step 1 and the steady state, without what only an
 // estimate_result shows (the breakdown, the saved-activation total).
 constexpr bytes device_peak_of(const model_graph& g) {
@@ -45,6 +41,14 @@ constexpr std::uint64_t parameter_count(const model_spec& model) {
   training_spec counting{.micro_batch = 1, .seq_len = 1};
   counting.ssm_kernels = ssm_kernel_choice::torch;
   return parameter_count(build(model, counting));
+}
+
+constexpr estimate_result estimate(const model_spec& model, const training_spec& run) {
+  estimate_result r = estimate(build(model, run));
+  // Under torchtitan's TP the graph is one rank's share of the model (graph/layers/sequence_parallel.hpp):
+  // its bytes are the rank's, the counts the model's (full training: every parameter trainable).
+  if (run.tensor_parallel > 1) r.parameter_count = r.trainable_parameter_count = parameter_count(model);
+  return r;
 }
 
 // One micro-batch's checkpointed block inputs over every stack: what offloading the

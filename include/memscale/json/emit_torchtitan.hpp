@@ -121,8 +121,8 @@ inline std::string emit_torchtitan_job(const model_spec& model, const training_s
        "\nseq_len = " + n(run.seq_len) +
        "\nmixed_precision_param = \"bfloat16\"\nmixed_precision_reduce = \"float32\"\ncompile = false\n\n";
   t += "[parallelism]\ndata_parallel_replicate_degree = 1\ndata_parallel_shard_degree = " + n(run.data_parallel) +
-       "\nfsdp_reshard_after_forward = \"default\"\ntensor_parallel_degree = 1\npipeline_parallel_degree = 1\n"
-       "context_parallel_degree = 1\n\n";
+       "\nfsdp_reshard_after_forward = \"default\"\ntensor_parallel_degree = " + n(run.tensor_parallel) +
+       "\npipeline_parallel_degree = 1\ncontext_parallel_degree = 1\n\n";
   t += "[activation_checkpoint]\nmode = " + q(mode) + "\n";
   if (run.sac == selective_ac::op_save_list) t += "selective_ac_option = \"op\"\n";
   if (run.sac == selective_ac::every_kth_block) t += "selective_ac_option = " + q(n(run.sac_every)) + "\n";

@@ -38,6 +38,20 @@ inline void refuse_torchtitan_toml(const json& toml) {
       bad_field(error_code::unsupported, std::string("framework.toml.") + key, true,
                 "torch.compile is not modelled: Inductor's partitioner decides what forward saves (eager bf16 would "
                 "be a different run)");
+  // Pipeline and context parallelism change what a rank holds (stages' microbatches, the sequence
+  // split inside attention): not modelled; TP is, with loss_parallel as apply_tp enables it by
+  // default (ParallelDims.loss_parallel_enabled, distributed/parallel_dims.py @ f7084fc7).
+  for (const char* key : {"parallelism.pipeline_parallel_degree", "parallelism.context_parallel_degree"})
+    if (toml.contains(key) && toml.at(key).is_number_integer() && toml.at(key).get<std::int64_t>() > 1)
+      bad_field(error_code::unsupported, std::string("framework.toml.") + key, toml.at(key),
+                std::string(key).find("pipeline") != std::string::npos
+                    ? "must be 1: torchtitan's pipeline parallelism is not modelled"
+                    : "must be 1: torchtitan's context parallelism is not modelled");
+  for (const char* key : {"parallelism.disable_loss_parallel", "parallelism.enable_async_tensor_parallel"})
+    if (toml.contains(key) && toml.at(key).is_boolean() && toml.at(key).get<bool>())
+      bad_field(error_code::unsupported, std::string("framework.toml.") + key, true,
+                "must be false: TP is modelled with loss_parallel and synchronous collectives (async TP needs "
+                "torch.compile)");
   if (toml.contains("model.converters")) {
     const std::string text = toml.at("model.converters").dump();
     if (text.find("float8") != std::string::npos)

@@ -116,14 +116,19 @@ inline std::string framework_text(const training_spec& run) {
   const std::uint32_t v = run.framework_version != 0 ? run.framework_version : framework_read_at(run.framework);
   if (v != 0) out += " " + detail::version_text(v);
   if (run.framework == framework_kind::litgpt) out += " (scripts @ b96a5708)";
-  if (run.framework == framework_kind::torchtitan)
+  if (run.framework == framework_kind::torchtitan && run.tensor_parallel > 1)
+    out += " 0.1.0 (FSDP2 over " + std::to_string(run.data_parallel) + " ranks x TP " +
+           std::to_string(run.tensor_parallel) + " with sequence and loss parallelism, fp32 shards, bf16 compute; one "
+           "GPU's step)";
+  else if (run.framework == framework_kind::torchtitan)
     out += " 0.1.0 (FSDP2 over " + std::to_string(run.data_parallel) + " GPUs, fp32 shards, bf16 compute; one GPU's step)";
   if (run.framework == framework_kind::torchtune && runs_fsdp2(run))
     out += std::string(is_lora(run) ? " (lora_finetune_distributed" : " (full_finetune_distributed") + ": FSDP2 over " +
            std::to_string(run.data_parallel) + " GPUs, bf16 shards, every layer resharded after forward" +
            (is_lora(run) ? ", gradients and AdamW state for the adapters only" : "") + "; one GPU's step)";
   out += ": loss ";
-  if (run.loss == loss_impl::standard) out += "over the whole logits";
+  if (run.loss == loss_impl::standard && run.tensor_parallel > 1) out += "over the rank's vocabulary columns (loss_parallel)";
+  else if (run.loss == loss_impl::standard) out += "over the whole logits";
   else if (run.loss == loss_impl::fused_linear) out += "fused with the head (Liger's fused linear cross-entropy)";
   else if (run.loss_chunks > 0) out += "chunked over " + std::to_string(run.loss_chunks) + " chunks";
   else out += "chunked every " + std::to_string(run.loss_chunk) + " tokens";

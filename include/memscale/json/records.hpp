@@ -228,8 +228,10 @@ inline training_spec run_from_record(const json& record) {
   const auto zero = get_count(t, "zero_stage", path, 0, bad);
   if (zero > 3) bad_field(bad, path + ".zero_stage", t.at("zero_stage"), "must be 0, 1, 2 or 3");
   if (zero > 0 && dp < 2) bad_field(bad, path + ".dp", t.value("dp", json()), "must be > 1 with train.zero_stage > 0");
-  if (get_count(t, "tp", path, 1, bad) > 1)
-    bad_field(error_code::unsupported, path + ".tp", t.at("tp"), "tensor parallelism is not modelled yet");
+  const auto tp = get_count(t, "tp", path, 1, bad);
+  // torchtitan's tensor_parallel_degree (apply_tp); elsewhere a record's TP is not modelled.
+  if (tp > 1 && detail::framework_of_record(record) != framework_kind::torchtitan)
+    bad_field(error_code::unsupported, path + ".tp", t.at("tp"), "tensor parallelism is modelled for torchtitan only");
   run.data_parallel = dp;
   run.shard = zero == 3 ? sharding::full : zero == 2 ? sharding::gradients : zero == 1 ? sharding::optimizer_state
                                                                                      : sharding::none;
@@ -264,6 +266,7 @@ inline training_spec run_from_record(const json& record) {
   detail::read_loss_fields(t, run);
   detail::read_framework_knobs(t, run);
   detail::read_torchtitan_fields(t, run);
+  run.tensor_parallel = tp;
   detail::refuse_unmodelled_fsdp2_fields(t, run);
   run.ssm_kernels = parse_ssm_kernels(get_string(t, "ssm_path", path, "default", bad), path + ".ssm_path");
   run.output_cast = parse_output_cast(get_string(t, "output_cast", path, "", bad), path + ".output_cast");

@@ -300,6 +300,7 @@ inline nlohmann::json run_to_json(const training_spec& run) {
   if (run.ssm_kernels != ssm_kernel_choice::framework_default) j["ssm_kernels"] = std::string(to_string(run.ssm_kernels));
   if (runs_fsdp2(run)) {  // FSDP2's ranks and torchtitan's checkpointing policy
     j["data_parallel"] = run.data_parallel;
+    if (run.tensor_parallel > 1) j["tensor_parallel"] = run.tensor_parallel;
     if (run.sac != selective_ac::none) {
       j["checkpointing"] = "selective";
       j["sac_policy"] = detail::sac_policy_text(run);

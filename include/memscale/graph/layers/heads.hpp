@@ -301,6 +301,14 @@ constexpr void lm_loss(const layer_context& ctx, tensor x, const lm_head_spec& s
   const tensor logp =
       ops.emit(op_kind::loss, detail::checked_mul(loss_rows, vocab), p.autocast ? dtype::fp32 : scores.type);
   ops.keep_own_output(logp);
+  if (ctx.run.tensor_parallel > 1) {
+    // loss_parallel on the rank's vocabulary columns (torch/distributed/tensor/parallel/loss.py,
+    // torch 2.6): _log_softmax is the decomposition, `shifted = x - x_max` alive beside exp(shifted)
+    // and the result; its backward builds zeros_like(x), exp(x) and their sum before the product.
+    const bytes one = storage(logp.type, logp.elements);
+    ops.at(logp).fwd_temp += one;
+    ops.at(logp).bwd_temp += one;
+  }
 }
 
 // BertLMPredictionHead: dense + GELU + LayerNorm, then the (tied) decoder.

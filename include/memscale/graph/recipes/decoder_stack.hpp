@@ -30,6 +30,7 @@
 #include "memscale/graph/layers/ops.hpp"
 #include "memscale/graph/layers/mask_buffers.hpp"
 #include "memscale/graph/layers/rotary_tables.hpp"
+#include "memscale/graph/layers/sequence_parallel.hpp"
 #include "memscale/graph/tensor.hpp"
 #include "memscale/model.hpp"
 #include "memscale/precision_policy.hpp"
@@ -64,9 +65,24 @@ constexpr graph_layers::tensor block_mlp(const graph_layers::layer_context& ctx,
   return graph_layers::scaled_copy(ctx, y);
 }
 
+// One TP rank's llama3 layer under torchtitan's apply_tp (graph/layers/sequence_parallel.hpp): the
+// norms on the rank's sequence shard, each branch on the all-gathered sequence with the rank's
+// heads or MLP width, its output reduce-scattered back onto the shard before the residual add.
+constexpr graph_layers::tensor sequence_parallel_layer(const graph_layers::layer_context& ctx, graph_layers::tensor x) {
+  using namespace graph_layers;
+  op_writer& ops = ctx.ops;
+  const norm_shape shard{.width = ctx.model.hidden, .rows = stream_rows(ctx)};
+  const tensor attended = reduce_scatter_sequence(ctx, block_attention(ctx, all_gather_sequence(ctx, norm(ctx, x, shard))));
+  const tensor mid = ops.add(x, attended);
+  ops.close_frame();
+  const tensor fed = reduce_scatter_sequence(ctx, block_mlp(ctx, all_gather_sequence(ctx, norm(ctx, mid, shard))));
+  return ops.add(mid, fed);
+}
+
 // One transformer layer on the residual stream `x`, in the model's layout; returns its output.
 constexpr graph_layers::tensor transformer_layer(const graph_layers::layer_context& ctx, graph_layers::tensor x) {
   using namespace graph_layers;
+  if (sequence_parallel(ctx.run)) return sequence_parallel_layer(ctx, x);
   op_writer& ops = ctx.ops;
   const bool residual_dropout = ctx.dropout.residual;
   tensor out{};
@@ -158,7 +174,7 @@ constexpr graph_layers::tensor single_mixer_layer(const graph_layers::layer_cont
 constexpr graph_layers::tensor transformer_block(const graph_layers::layer_context& ctx) {
   using namespace graph_layers;
   op_writer& ops = ctx.ops;
-  const tensor x = ops.emit(op_kind::stream, detail::checked_mul(ctx.tokens, ctx.model.hidden), ops.stream_dtype());
+  const tensor x = ops.emit(op_kind::stream, detail::checked_mul(stream_rows(ctx), ctx.model.hidden), ops.stream_dtype());
   const tensor out = transformer_layer(ctx, x);
   // Without grad the caller binds the block's input until the block returns (modeling_llama.py
   // LlamaModel.forward: hidden_states = decoder_layer(hidden_states, ...); the H100 generate()
@@ -297,19 +313,21 @@ constexpr void build_decoder_stack(const model_spec& declared, const training_sp
                                    bool no_grad_forward = false, std::uint64_t cached_keys = 0,
                                    bool model_validated = false) {
   using namespace graph_layers;
-  const model_spec model = layers_as_written(
+  const model_spec whole_model = layers_as_written(
       declared, no_grad_forward || requested.ckpt != checkpointing::none || requested.sac != selective_ac::none);
-  if (model.arch == architecture::encoder_decoder)
+  if (whole_model.arch == architecture::encoder_decoder)
     detail::fail(error_code::unsupported, "model.arch",
                  "is encoder_decoder: the decoder-stack recipe writes one stack (build() writes an "
                  "encoder-decoder's two)");
   if (model_validated)
-    detail::validate_run_of_valid_model(model, requested);
+    detail::validate_run_of_valid_model(whole_model, requested);
   else
-    validate(model, requested);
+    validate(whole_model, requested);
   // The layers see the rows the collator makes: a padding-free micro-batch is one row of all its
   // tokens (training.hpp as_rows); the attention reads the example boundaries (attention.hpp).
   const training_spec run = as_rows(requested);
+  // torchtitan's TP: the layers build the rank's share of the model (sequence_parallel.hpp).
+  const model_spec model = tensor_parallel_local(whole_model, run);
   const precision_policy precision = precision_policy_of(run);
   const auto tokens = detail::checked_mul(run.micro_batch, run.seq_len, detail::quantity{"tokens (micro_batch x seq_len)"});
   op_writer ops(out, precision, run.device);
@@ -326,7 +344,11 @@ constexpr void build_decoder_stack(const model_spec& declared, const training_sp
     return;
   }
   idle_tower(ctx);
-  single_mixer_leading_layers(ctx, leading_dense_layers(ctx, input_embeddings(ctx)));
+  const tensor embedded = input_embeddings(ctx);
+  // RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)) on tok_embeddings: the
+  // lookup of the rank's vocabulary rows, reduce-scattered onto its sequence shard.
+  single_mixer_leading_layers(
+      ctx, leading_dense_layers(ctx, sequence_parallel(run) ? reduce_scatter_sequence(ctx, embedded) : embedded));
   graph_builder& sections = ops.sections();
   // A block of several layers is one unit to the walkers: checkpointed, it keeps one input per
   // period instead of one per layer and recomputes the whole period at once, which overstates the
@@ -350,8 +372,11 @@ constexpr void build_decoder_stack(const model_spec& declared, const training_sp
     mamba1_block(ctx);
   sections.end_block(repeats);
   const dtype stream = has_attention(model) ? ops.stream_dtype() : mamba_stream_dtype(ctx);
-  tensor x = ops.emit(op_kind::stream, detail::checked_mul(tokens, model.hidden), stream);
-  if (model.final_norm) x = norm(ctx, x, {.width = model.hidden, .rows = ctx.tokens, .site = norm_site::final});
+  tensor x = ops.emit(op_kind::stream, detail::checked_mul(stream_rows(ctx), model.hidden), stream);
+  if (model.final_norm) x = norm(ctx, x, {.width = model.hidden, .rows = stream_rows(ctx), .site = norm_site::final});
+  // ColwiseParallel(input_layouts=Shard(1)) on output: the normed shard all-gathered; with
+  // loss_parallel (Shard(-1) outputs) the rank's logits are its vocabulary columns.
+  if (sequence_parallel(run)) x = all_gather_sequence(ctx, x);
   // An fp32 stream (residual_in_fp32) reaches a 16-bit head as a cast copy, which its matmul keeps
   // (modeling_mamba.py@1160c0f3 MambaForCausalLM: lm_head(hidden_states.to(lm_head.weight.dtype))).
   if (!has_attention(model) && x.type != precision.param && !precision.autocast) x = ops.elementwise(x.elements, precision.param);
@@ -380,7 +405,7 @@ constexpr void build_decoder_stack(const model_spec& declared, const training_sp
     sections.add_buffers(rotary_table_buffers(model, precision.param));
   if (mask_buffers_per_layer(model, ctx.run.transformers_version))
     sections.add_buffers(mask_buffer_bytes(model, precision.param));
-  sections.set_stream_grad(storage(stream, detail::checked_mul(tokens, model.hidden)));
+  sections.set_stream_grad(storage(stream, detail::checked_mul(stream_rows(ctx), model.hidden)));
   // lit-gpt's fine-tuning loop binds `logits = model(input_ids, lm_head_chunk_size=128)`
   // and keeps the list of chunks until the next step's forward returns and rebinds it
   // (finetune/lora.py fit(), Lightning-AI/lit-gpt @ 8641822 and @ 3cf6493c). The HF

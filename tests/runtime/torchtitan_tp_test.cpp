@@ -1,0 +1,134 @@
+// torchtitan's tensor parallelism composed with FSDP2 (apply_tp over the dp_shard x tp mesh,
+// models/llama3/infra/parallelize.py @ f7084fc7): one rank's heads, MLP columns and vocabulary
+// rows, sharded again by FSDP2; the residual stream sequence-sharded between the branches; the
+// loss on vocabulary-sharded logits (loss_parallel). Checked against the CPU traces of
+// tools/trace/torchtitan_cases.py (docs/data/cpu_traced_frameworks.json, the "-tp2-" records).
+#ifdef MEMSCALE_CATCH2_V2
+#include <catch2/catch.hpp>
+#else
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+#endif
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+#include "memscale/json.hpp"
+#include "memscale/json/emit_torchtitan.hpp"
+#include "memscale/json/run_document.hpp"
+#include "memscale/memscale.hpp"
+
+namespace torchtitan_tp_test {
+namespace {
+
+using namespace memscale;
+using nlohmann::json;
+
+json records() {
+  return json::parse(std::ifstream(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/cpu_traced_frameworks.json"));
+}
+
+json titan_record(const std::string& suffix) {
+  for (const json& r : records())
+    if (r.at("id").get<std::string>() == "cpu-torchtitan-llama-b2-s256-" + suffix) return r;
+  FAIL("no record " << suffix);
+  return {};
+}
+
+std::int64_t estimated(const json& record) {
+  const json answer = json_io::estimate_record(record);
+  INFO(answer.dump());
+  REQUIRE(answer.contains("estimated_bytes"));
+  return answer.at("estimated_bytes").get<std::int64_t>();
+}
+
+std::string refusal(const json& record) {
+  const json answer = json_io::estimate_record(record);
+  INFO(answer.dump());
+  REQUIRE(answer.contains("error"));
+  return answer.at("error").get<std::string>();
+}
+
+}  // namespace
+
+TEST_CASE("The torchtitan TP x FSDP2 CPU traces are estimated within 2%") {
+  int traced = 0;
+  for (const json& r : records()) {
+    const std::string id = r.at("id").get<std::string>();
+    if (id.rfind("cpu-torchtitan-", 0) != 0 || id.find("-tp2-") == std::string::npos) continue;
+    const double measured = r.at("measured_bytes").get<double>();
+    const double error = (static_cast<double>(estimated(r)) - measured) / measured;
+    INFO(id << ": error " << error);
+    CHECK(error > -0.02);
+    CHECK(error < 0.02);
+    ++traced;
+  }
+  CHECK(traced == 3);
+}
+
+TEST_CASE("Tensor parallelism shrinks a rank's share, and the run without it is the FSDP2-only one") {
+  const json tp = titan_record("fsdp2r2-tp2-ac-none");
+  json without = tp;
+  without["train"]["tp"] = 1;
+  without["framework"]["toml"].erase("parallelism.tensor_parallel_degree");
+  const json fsdp_only = titan_record("fsdp2r2-ac-none");
+  CHECK(estimated(without) == estimated(fsdp_only));
+  // Its parameters, gradients, AdamW state, block activations and logits are each halved or less.
+  CHECK(estimated(tp) < estimated(fsdp_only) * 6 / 10);
+}
+
+TEST_CASE("torchtitan's TP refuses what it does not model, naming the field") {
+  const json base = titan_record("fsdp2r2-tp2-ac-none");
+  json pp = base;
+  pp["framework"]["toml"]["parallelism.pipeline_parallel_degree"] = 2;
+  CHECK_THAT(refusal(pp), Catch::Matchers::Contains("framework.toml.parallelism.pipeline_parallel_degree") &&
+                              Catch::Matchers::Contains("pipeline parallelism is not modelled"));
+  json cp = base;
+  cp["framework"]["toml"]["parallelism.context_parallel_degree"] = 2;
+  CHECK_THAT(refusal(cp), Catch::Matchers::Contains("framework.toml.parallelism.context_parallel_degree") &&
+                              Catch::Matchers::Contains("context parallelism is not modelled"));
+  json no_loss_parallel = base;
+  no_loss_parallel["framework"]["toml"]["parallelism.disable_loss_parallel"] = true;
+  CHECK_THAT(refusal(no_loss_parallel), Catch::Matchers::Contains("disable_loss_parallel"));
+  json odd = base;
+  odd["train"]["tp"] = 3;
+  CHECK_THAT(refusal(odd), Catch::Matchers::Contains("run.seq_len") || Catch::Matchers::Contains("model.heads"));
+  json hf = base;
+  hf.erase("framework");
+  hf["model"]["impl"] = "hf-transformers";
+  hf["train"]["precision"] = "pure_bf16";
+  CHECK_THAT(refusal(hf), Catch::Matchers::Contains("tensor parallelism is modelled for torchtitan only"));
+}
+
+TEST_CASE("A torchtitan run document gives its TP degree, reads back the same, and the job config writes it") {
+  const json doc = {{"model", titan_record("fsdp2r2-ac-none").at("model")},
+                    {"framework", "torchtitan"},
+                    {"run", {{"micro_batch", 2}, {"seq_len", 256}, {"precision", "pure_bf16"}, {"data_parallel", 2},
+                             {"tensor_parallel", 2}}}};
+  json_io::run_input in{};
+  json_io::read_run_document(doc, in);
+  CHECK(in.run.tensor_parallel == 2);
+  CHECK(in.run.data_parallel == 2);
+  const json written = json_io::run_document_json(in);
+  CHECK(written.at("run").at("tensor_parallel") == 2);
+  json_io::run_input again{};
+  json_io::read_run_document(written, again);
+  CHECK(overall_peak(estimate(again.model, again.run)).tensor == overall_peak(estimate(in.model, in.run)).tensor);
+  training_spec without = in.run;
+  without.tensor_parallel = 1;
+  CHECK(overall_peak(estimate(in.model, in.run)).tensor < overall_peak(estimate(in.model, without)).tensor);
+  training_spec run = in.run;
+  run.micro_batch = 1;
+  run.seq_len = 8192;
+  const std::string job = json_io::emit_torchtitan_job(presets::llama_3_8b, run, "tp");
+  CHECK_THAT(job, Catch::Matchers::Contains("tensor_parallel_degree = 2"));
+  CHECK_THAT(job, Catch::Matchers::Contains("data_parallel_shard_degree = 2"));
+  json hf = doc;
+  hf["framework"] = "hf";
+  hf["run"].erase("data_parallel");
+  json_io::run_input refused{};
+  CHECK_THROWS_WITH(json_io::read_run_document(hf, refused), Catch::Matchers::Contains("run.tensor_parallel"));
+}
+
+}  // namespace torchtitan_tp_test
