@@ -138,6 +138,13 @@ void add_run_options(CLI::App& app, options& o) {
             [&o](const std::string& v) { o.run.loss_chunk = parse_positive("--loss-chunk", v); });
   add_value(app, g, "--loss-chunks", "N", "chunks of torchtune's chunked loss (its default 8)",
             [&o](const std::string& v) { o.run.loss_chunks = parse_positive("--loss-chunks", v); });
+  add_value(app, g, "--custom-sharded-layers", "LIST",
+            "torchtune's custom_sharded_layers with --gpus: tok_embeddings,output (the stock configs') as FSDP2 units "
+            "of their own; none (the recipe's default)",
+            [&o](const std::string& v) {
+              o.run.custom_sharded =
+                  memscale::json_io::parse_custom_sharded_layers(v, "--custom-sharded-layers");
+            });
   add_flag(app, g, "--optimizer-in-backward",
            "each parameter steps in its gradient hook and frees its gradient (torchtune's optimizer_in_bwd)",
            [&o] { o.run.optimizer_in_backward = true; });
