@@ -142,6 +142,13 @@ void add_run_options(CLI::App& app, options& o) {
            "bitsandbytes' paged optimizer of --optimizer (adam, adamw, adamw_8bit, lion: Trainer's optim=\"paged_adamw_32bit\" "
            "and siblings): state of tensors of 1e5 elements or more in CUDA unified memory, outside PyTorch's allocator",
            [&o] { o.run.paged_optimizer = true; });
+  add_value(app, g, "--custom-sharded-layers", "LIST",
+            "torchtune's custom_sharded_layers with --gpus: tok_embeddings,output (the stock configs') as FSDP2 units "
+            "of their own; none (the recipe's default)",
+            [&o](const std::string& v) {
+              o.run.custom_sharded =
+                  memscale::json_io::parse_custom_sharded_layers(v, "--custom-sharded-layers");
+            });
   add_flag(app, g, "--optimizer-in-backward",
            "each parameter steps in its gradient hook and frees its gradient (torchtune's optimizer_in_bwd)",
            [&o] { o.run.optimizer_in_backward = true; });

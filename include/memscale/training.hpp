@@ -80,6 +80,18 @@ enum class framework_kind : std::uint8_t { hf, litgpt, torchtune, torchtitan };
 // of the ops on _save_list are kept (every other aten.mm, the SDPA kernels), the rest recomputed.
 enum class selective_ac : std::uint8_t { none, every_kth_block, op_save_list };
 
+// torchtune's custom_sharded_layers: modules its distributed recipes make FSDP2 units of their own
+// besides the layers (get_shard_conditions matches the names, shard_model applies fully_shard to
+// them before the root: training/_distributed.py @ v0.6.1). Neither: the recipe's default (null),
+// the embedding and the output projection in the root; the stock configs name both
+// (recipes/configs/llama3/8B_full.yaml @ v0.6.1).
+struct custom_sharded_layers {
+  bool tok_embeddings = false;
+  bool output = false;
+
+  [[nodiscard]] constexpr bool any() const { return tok_embeddings || output; }
+};
+
 // Which code runs a state-space mixer (model_spec::mixer mamba1): `fused`, mamba-ssm's
 // MambaInnerFn (selective_scan_interface.py), which transformers picks silently whenever
 // mamba-ssm and causal-conv1d import and the weights are on CUDA; `torch`, the modeling file's
@@ -204,6 +216,7 @@ struct training_spec {
   // torchtitan's selective activation checkpointing; sac_every: k of every_kth_block.
   selective_ac sac = selective_ac::none;
   std::uint64_t sac_every = 0;
+  custom_sharded_layers custom_sharded{};  // torchtune's distributed recipes only
   cache_setting use_cache = cache_setting::config;
   batch_packing packing = batch_packing::none;
   // padding_free: the mean tokens of an example (0: seq_len, every example as long as the longest);
@@ -425,6 +438,10 @@ constexpr const training_spec& validate(const training_spec& t) {
       detail::fail(error_code::unsupported, "run.ckpt",
                    "selective for torchtitan is run.sac (every k-th block, or the per-op save list)");
   }
+  if (t.custom_sharded.any() && !(t.framework == framework_kind::torchtune && runs_fsdp2(t)))
+    detail::fail(error_code::invalid_run, "run.custom_sharded_layers",
+                 "is a key of torchtune's distributed recipes: needs run.framework torchtune, run.shard full and "
+                 "run.data_parallel > 1");
   if (t.framework == framework_kind::torchtune && (t.shard != sharding::none || t.data_parallel > 1)) {
     // full_finetune_distributed (torchtune v0.6.1, training/_distributed.py shard_model): fully_shard
     // on every layer and the root, no MixedPrecisionPolicy, the model built in bf16.
@@ -434,12 +451,16 @@ constexpr const training_spec& validate(const training_spec& t) {
       detail::fail(error_code::unsupported, "run.prec",
                    "torchtune's distributed recipes are modelled with dtype bf16 (pure_bf16: bf16 shards, gradients "
                    "and AdamW state)");
-    // lora_finetune_distributed shards the bf16 adapters with their layer (the same shard_model):
-    // NF4 bases (the qlora_ builders) would gather NF4 tensors, and DoRA's magnitude is not read.
+    // lora_finetune_distributed shards the bf16 adapters with their layer (the same shard_model);
+    // the qlora configs (llama2/7B_qlora.yaml @ v0.6.1) run it too, with FrozenNF4Linear bases whose
+    // NF4Tensor shards and all-gathers its packed data, block scalers and quantization factors
+    // (_INNER_TENSOR_NAMES_FOR_SHARDING, torchao/dtypes/nf4tensor.py @ 05980129) and dequantizes
+    // the gathered weight to bf16 in each linear_nf4 call. DoRA's magnitude is not read.
     if (t.target == training_target::qlora)
       detail::fail(error_code::unsupported, "run.target",
-                   "qlora under torchtune's distributed recipes is not modelled (FSDP2 gathering NF4 base weights is "
-                   "not read); lora and full are");
+                   "qlora under torchtune's distributed recipes is not modelled: the all-gather of NF4Tensor's "
+                   "packed data, block scalers and quantization factors per unit, with the bf16 weight each "
+                   "linear_nf4 call dequantizes, is not modelled yet; lora and full are");
     if (is_lora(t) && t.lora_kind == lora_variant::dora)
       detail::fail(error_code::unsupported, "run.lora_kind",
                    "dora under lora_finetune_distributed is not modelled (its magnitude vectors' sharding is not "

@@ -73,6 +73,12 @@ constexpr void check_framework(const model_spec& m, const training_spec& t) {
   if (t.framework == framework_kind::torchtune && m.impl != implementation::hf_transformers)
     detail::fail(error_code::invalid_run, "run.framework",
                  "torchtune builds its own models (separate q, k, v projections), not lit-gpt's: model.impl must not be litgpt");
+  // A tied head is TiedLinear, no module (modules/tied_linear.py @ v0.6.1): 'output' names nothing
+  // and its matmul reads the embedding unit's weight outside that unit's forward.
+  if (t.custom_sharded.any() && m.tied_embeddings)
+    detail::fail(error_code::unsupported, "run.custom_sharded_layers",
+                 "with tied embeddings is not modelled (the tied head reads tok_embeddings' weight outside its unit's "
+                 "forward); state none for this model");
 }
 
 // Liger's kernels replace particular modules: its RMSNorm an RMSNorm, its SwiGLU a SiLU-gated MLP,

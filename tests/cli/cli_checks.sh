@@ -355,6 +355,17 @@ else
   fail "--framework torchtune --lora 8 --gpus 2 --json: one rank's FSDP2 LoRA step" "exit $rc" \
     "stderr: $(head -c 300 "$work/err")" "python: $(tail -n 1 "$work/py")"
 fi
+run --model llama-3-8b --batch 2 --seq 4096 --framework torchtune --gpus 8 --checkpointing full \
+  --custom-sharded-layers tok_embeddings,output --emit torchtune
+if [[ $rc -eq 0 ]] && grep -q "^custom_sharded_layers: \['tok_embeddings', 'output'\]$" "$work/out"; then
+  pass "--custom-sharded-layers tok_embeddings,output --emit torchtune: the planned units in the recipe config"
+else
+  fail "--custom-sharded-layers --emit torchtune" "exit $rc" "stdout: $(head -c 600 "$work/out")" \
+    "stderr: $(head -c 300 "$work/err")"
+fi
+bad_input_says 'custom_sharded_layers is a key of torchtune' --framework torchtune --custom-sharded-layers output
+bad_input_says 'names modules memscale models as units of their own' --gpus 8 --framework torchtune \
+  --custom-sharded-layers norm
 bad_input_says 'modelled for decoder-only transformers' --model t5-small --framework litgpt
 bad_input_says "run.loss_chunks is torchtune's chunk count" --loss-chunks 4
 bad_input_says 'run.liger' --model gpt2 --liger

@@ -126,8 +126,16 @@ TEST_CASE("A torchtune full fine-tune over several GPUs writes full_finetune_dis
   CHECK(yaml.find("llama3/8B_full.yaml") != std::string::npos);
   CHECK(keys.at("model._component_") == "torchtune.models.llama3.llama3_8b");
   CHECK(keys.at("dtype") == "bf16");
-  // The estimate keeps the embeddings and the output in the root unit, as the recipe does without the key.
+  // Without the key planned, the embeddings and the output stay in the root unit (the recipe's default).
   CHECK(keys.at("custom_sharded_layers") == "null");
+  // Planned as the stock configs have it, the list is written as they spell it.
+  training_spec units = run;
+  units.custom_sharded = {.tok_embeddings = true, .output = true};
+  const auto unit_keys = keys_of(json_io::emit_torchtune_config(presets::llama_3_8b, units));
+  check_keys(unit_keys, units);
+  CHECK(unit_keys.at("custom_sharded_layers") == "['tok_embeddings', 'output']");
+  units.custom_sharded.tok_embeddings = false;
+  CHECK(keys_of(json_io::emit_torchtune_config(presets::llama_3_8b, units)).at("custom_sharded_layers") == "['output']");
   CHECK(keys.at("fsdp_reshard_after_forward") == "True");
   CHECK(keys.at("fsdp_cpu_offload") == "False");
   CHECK(std::stoull(keys.at("batch_size")) * std::stoull(keys.at("gradient_accumulation_steps")) == 2);

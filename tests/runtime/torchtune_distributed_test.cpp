@@ -80,6 +80,20 @@ std::string refusal_of(const training_spec& run) {
 
 }  // namespace
 
+// The stock configs' custom_sharded_layers ['tok_embeddings', 'output'] (records "-units").
+constexpr training_spec with_units(training_spec r) {
+  r.custom_sharded = {.tok_embeddings = true, .output = true};
+  return r;
+}
+
+// With the embedding and the output projection resharded after their own forward, the loss runs
+// without either gathered: one rank's peak drops by both unsharded weights (2 x V x h x 2 bytes).
+static_assert(estimate(llama3_8b, with_units(distributed(8))).steady.tensor.value <
+              estimate(llama3_8b, distributed(8)).steady.tensor.value -
+                  llama3_8b.vocab * llama3_8b.hidden * 2 * 2 * 9 / 10);
+
+bool has_units(const json& r) { return r.at("id").get<std::string>().find("-units") != std::string::npos; }
+
 TEST_CASE("torchtune's distributed CPU traces are estimated within 1%") {
   int n = 0;
   for (const json& r : records("cpu-torchtune-full-distributed-")) {
@@ -89,7 +103,7 @@ TEST_CASE("torchtune's distributed CPU traces are estimated within 1%") {
     CHECK(std::abs(answer.at("estimated_bytes").get<double>() / r.at("measured_bytes").get<double>() - 1.0) < 0.01);
     ++n;
   }
-  CHECK(n == 4);
+  CHECK(n == 8);
 }
 
 // The FSDP2 walk adds nothing to the LoRA graph's own error: these overshoot by the same ~1.5 MB
@@ -104,7 +118,61 @@ TEST_CASE("torchtune's lora_finetune_distributed CPU traces are estimated within
     CHECK(std::abs(answer.at("estimated_bytes").get<double>() / r.at("measured_bytes").get<double>() - 1.0) < 0.025);
     ++n;
   }
-  CHECK(n == 4);
+  CHECK(n == 8);
+}
+
+TEST_CASE("custom_sharded_layers is read from the records and moves the traced peak") {
+  int n = 0;
+  for (const json& r : records("cpu-torchtune-")) {
+    if (!has_units(r)) continue;
+    INFO(r.at("id").get<std::string>());
+    REQUIRE(r.at("train").contains("custom_sharded_layers"));
+    json without = r;
+    without.at("train").erase("custom_sharded_layers");
+    const double apart = json_io::estimate_record(r).at("estimated_bytes").get<double>();
+    const double in_root = json_io::estimate_record(without).at("estimated_bytes").get<double>();
+    // The matching trace without the key measured more, and so is estimated.
+    std::string id = r.at("id").get<std::string>();
+    id.erase(id.find("-units"), 6);
+    const json twin = records(id).at(0);
+    CHECK(r.at("measured_bytes").get<double>() < twin.at("measured_bytes").get<double>());
+    CHECK(apart < in_root);
+    ++n;
+  }
+  CHECK(n == 8);
+}
+
+TEST_CASE("custom_sharded_layers from a run document and its refusals") {
+  const json doc = {{"model", "llama-3-8b"},
+                    {"framework", "torchtune"},
+                    {"run",
+                     {{"micro_batch", 2},
+                      {"seq_len", 4096},
+                      {"precision", "pure_bf16"},
+                      {"checkpointing", "full"},
+                      {"data_parallel", 8},
+                      {"custom_sharded_layers", {"tok_embeddings", "output"}}}}};
+  json_io::run_input in;
+  json_io::read_run_document(doc, in);
+  CHECK(in.run.custom_sharded.tok_embeddings);
+  CHECK(in.run.custom_sharded.output);
+  CHECK(json_io::run_to_json(in.run).at("custom_sharded_layers") == json({"tok_embeddings", "output"}));
+  json bad = doc;
+  bad["run"]["custom_sharded_layers"] = {"norm"};
+  CHECK_THROWS_WITH(json_io::read_run_document(bad, in),
+                    Catch::Matchers::Contains("run.custom_sharded_layers") && Catch::Matchers::Contains("norm") &&
+                        Catch::Matchers::Contains("tok_embeddings, output"));
+  CHECK(json_io::parse_custom_sharded_layers("output", "--custom-sharded-layers").output);
+  CHECK_FALSE(json_io::parse_custom_sharded_layers("none", "--custom-sharded-layers").any());
+  // Only torchtune's distributed recipes have the key; a tied head is no module of its own.
+  training_spec single = with_units(distributed(8));
+  single.shard = sharding::none;
+  single.data_parallel = 1;
+  CHECK_THAT(refusal_of(single), Catch::Matchers::Contains("run.custom_sharded_layers"));
+  CHECK_THAT(refusal_of(with_units(titan(8))), Catch::Matchers::Contains("run.custom_sharded_layers"));
+  training_spec tied = with_units(distributed(8));
+  tied.seq_len = 1024;
+  CHECK_THROWS_WITH(validate(presets::gpt2, tied), Catch::Matchers::Contains("run.custom_sharded_layers"));
 }
 
 TEST_CASE("torchtune's LoRA over FSDP2: the frozen base is sharded, more ranks hold less") {

@@ -19,6 +19,15 @@ but only the adapters get gradients, reduce-scatters and AdamW state (AdamW over
 skips parameters without a gradient). With the embeddings frozen, layer 0's input needs no
 gradient, so FSDP2 registers no post-backward hook on it and its reduce-scatter runs in the root's
 final callback (_fsdp_state.py _root_post_backward_final_callback, torch v2.6.0).
+custom_sharded_layers ['tok_embeddings', 'output'] (the stock configs', recipes/configs/llama3/8B_full.yaml
+@ v0.6.1) makes those modules units of their own (training/_distributed.py get_shard_conditions matches the
+names; shard_model applies fully_shard to them before the root), resharded after each forward call: the
+embedding is gathered for its lookup and again before its backward, whose reduce-scatter waits for the
+final callback (its input, the tokens, needs no gradient, so FSDP2 registers no post-backward hook); the
+output projection is gathered and resharded around each of the recipe's chunk calls
+(TransformerDecoder.chunked_output) and, in backward, around each chunk's backward, which reduce-scatters
+its gradient into the sharded one. The root keeps the final norm only. The final callback walks the units
+in named_modules() order: root, tok_embeddings, layers, output.
 Harness: tracer.py (peak live CPU tensor bytes of step 2). Run from the repository root:
     /usr/bin/python3 tools/trace/torchtune_distributed_cases.py --out /tmp/torchtune_distributed.json
 """
@@ -37,16 +46,43 @@ BF16 = torch.bfloat16
 
 
 class ShardedDecoder(TT.Decoder):
-    def shard(self, n):
+    def shard(self, n, custom=False):
         self.units = [TN.Unit(layer, n, True, BF16, BF16) for layer in self.layers]
-        self.root = TN.Unit(nn.ModuleList([self.tok_embeddings, self.norm, self.output]), n, True, BF16, BF16)
+        self.custom = custom
+        if custom:
+            self.emb_unit = TN.Unit(self.tok_embeddings, n, True, BF16, BF16)
+            self.out_unit = TN.Unit(self.output, n, True, BF16, BF16)
+            self.root = TN.Unit(nn.ModuleList([self.norm]), n, True, BF16, BF16)
+        else:
+            self.root = TN.Unit(nn.ModuleList([self.tok_embeddings, self.norm, self.output]), n, True, BF16, BF16)
+
+    def all_units(self):
+        # FSDPStateContext.all_states: the root module's named_modules() order.
+        if self.custom:
+            return [self.root, self.emb_unit] + self.units + [self.out_unit]
+        return self.units + [self.root]
 
     def shards(self):
-        return [s for u in self.units + [self.root] for s in u.shards]
+        return [s for u in self.all_units() for s in u.shards]
+
+    def output_chunk(self, chunk):
+        if not self.custom:
+            return self.output(chunk)
+        self.out_unit.gather()
+        chunk = TN._PostBackward.apply(chunk, self.out_unit)
+        y = self.output(chunk)
+        self.out_unit.reshard()
+        return TN._PreBackward.apply(y, self.out_unit)
 
     def forward(self, tokens):
         self.root.gather()
-        h = self.tok_embeddings(tokens)
+        if self.custom:
+            self.emb_unit.gather()
+            h = self.tok_embeddings(tokens)
+            self.emb_unit.reshard()
+            h = TN._PreBackward.apply(h, self.emb_unit)
+        else:
+            h = self.tok_embeddings(tokens)
         for unit, layer in zip(self.units, self.layers):
             unit.gather()
             h = TN._PostBackward.apply(h, unit)
@@ -57,13 +93,14 @@ class ShardedDecoder(TT.Decoder):
             unit.reshard()
             h = TN._PreBackward.apply(h, unit)
         h = self.norm(h)
-        return [self.output(chunk) for chunk in h.chunk(self.num_output_chunks, dim=1)]
+        return [self.output_chunk(chunk) for chunk in h.chunk(self.num_output_chunks, dim=1)]
 
 
 def run_case(c):
     m = dict(LB.LLAMA, **c.get("geometry", {}))
     B, S, n = c["batch"], c["seq"], c["ranks"]
     lora = c.get("lora", False)
+    custom = c.get("custom", False)
     # The LoRA configs' adapters (llama3/8B_lora.yaml @ v0.6.1 style: q, v, output_proj and the MLP).
     cfg = dict(rank=8 if lora else 0, targets=("q_proj", "v_proj", "output_proj") if lora else (), alpha=16 if lora else 0,
                lora_mlp=lora, ac=c["ac"], seq=S)
@@ -77,13 +114,13 @@ def run_case(c):
         if lora:
             for name, p in model.named_parameters():
                 p.requires_grad_("lora_" in name)
-        model.shard(n)
+        model.shard(n, custom)
         shards = model.shards()
         trainable = [s for s in shards if s.requires_grad]
-        adapters["numel"] = sum(u.numel() for unit in model.units + [model.root] for u in unit.entries if u.requires_grad)
+        adapters["numel"] = sum(u.numel() for unit in model.all_units() for u in unit.entries if u.requires_grad)
         opt = torch.optim.AdamW(trainable, lr=2e-5)
         return dict(model=model, optimizers=[opt], trainable=trainable, param_tensors=shards,
-                    param_count=sum(u.numel() for unit in model.units + [model.root] for u in unit.entries),
+                    param_count=sum(u.numel() for unit in model.all_units() for u in unit.entries),
                     loss_fn=TT.CEWithChunkedOutputLoss(8),
                     make_inputs=lambda: (torch.randint(0, m["vocab"], (B, S)), torch.randint(0, m["vocab"], (B, S))))
 
@@ -105,7 +142,7 @@ def run_case(c):
             loss.backward()
             # FSDP2's final callback: the root's post-backward, and that of any unit still gathered
             # (layer 0 under LoRA: its input needs no gradient, so no hook fired).
-            for unit in model.units + [model.root]:
+            for unit in model.all_units():
                 if unit.gathered:
                     unit.reduce()
 
@@ -120,6 +157,8 @@ def run_case(c):
     train = dict(batch=B, seq=S, precision="pure_bf16", optimizer="adamw", optimizer_impl="for_loop",
                  checkpointing="full" if c["ac"] else "none", attention="eager", grad_accum=1, zero_stage=3, fsdp="full_shard", dp=n, tp=1, loss_impl="chunked", loss_chunks=8,
                  logits_upcast="per_chunk", param_dtype="bf16", reduce_dtype="bf16", reshard_after_forward="all")
+    if custom:
+        train.update(custom_sharded_layers=["tok_embeddings", "output"])
     if lora:
         targets = list(cfg["targets"]) + ["w1", "w2", "w3"]
         train.update(lora_rank=cfg["rank"], lora_alpha=cfg["alpha"], lora_dropout=0.0, lora_targets=",".join(targets),
@@ -145,6 +184,13 @@ def cases():
                 kind = "lora-distributed-llama-b2-s256-r8" if lora else "full-distributed-llama-b2-s256"
                 L.append(dict(id=f"cpu-torchtune-{kind}-fsdp2r{ranks}" + ("-ac" if ac else ""), lora=lora,
                               ac=ac, ranks=ranks, batch=2, seq=256, geometry=geo))
+    # The stock configs' custom_sharded_layers: ['tok_embeddings', 'output'].
+    for lora in (False, True):
+        for ac in (False, True):
+            for ranks in (2, 4):
+                kind = "lora-distributed-llama-b2-s256-r8" if lora else "full-distributed-llama-b2-s256"
+                L.append(dict(id=f"cpu-torchtune-{kind}-fsdp2r{ranks}-units" + ("-ac" if ac else ""), lora=lora,
+                              ac=ac, ranks=ranks, batch=2, seq=256, geometry=geo, custom=True))
     return L
 
 

@@ -27,6 +27,13 @@ struct fsdp2_units {
   // int(layer_id) < len(model.layers) - 1); torchtune reshards every layer (shard_model's
   // reshard_after_forward=True for all, training/_distributed.py v0.6.1).
   bool last_block_kept = true;
+  // torchtune's custom_sharded_layers: the embedding's and the output projection's unsharded
+  // parameters and gradients when they are units of their own (then out of `root`, `head_grads`
+  // holds the output's 1/N shard); reduced in their own dtype (torchtune: no MixedPrecisionPolicy).
+  bytes embedding_unit{};
+  bytes embedding_grads{};
+  bytes output_unit{};
+  bytes output_grads{};
 };
 
 // Where a moment is and what it holds besides the shards, the state and the inputs.
@@ -62,6 +69,15 @@ constexpr bytes op_save_list_bytes(const graph& g) {
     if (o.kind == op_kind::attention) kept += o.out + o.extra_saved;
   }
   return kept;
+}
+
+// One chunk's logits of the head's output projection (the recipe's num_output_chunks; the whole
+// logits without chunks): what the last chunk's call has not made yet.
+constexpr bytes last_output_chunk(const graph& g, section head, const training_spec& run) {
+  bytes logits{};
+  for (std::size_t i = head.begin; i < head.end; ++i)
+    if (g.ops[i].kind == op_kind::linear) logits = g.ops[i].out;
+  return run.loss == loss_impl::chunked && run.loss_chunks > 0 ? ceil_div(logits, run.loss_chunks) : logits;
 }
 
 // The largest moment of one step under FSDP2, FSDP2's rules read from torch's
@@ -107,16 +123,32 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
             g.held + saved_p + saved_below(top) +
                 (top_recomputed ? saved_of(top) : bytes{}) +
                 section_forward_peak(g, block_of(g), run, false, !top_recomputed)});
+  // The embedding as a unit of its own: its all-gather before the lookup.
+  if (u.embedding_unit.value != 0) consider({false, u.root + u.embedding_unit * 2U, {}, {}});
   // The head and the loss, the root still gathered (and torchtitan's last block).
   const bytes after_blocks = u.root + (u.last_block_kept ? u.block : bytes{});
-  consider({false, after_blocks, {}, saved_p + all_blocks + section_forward_peak(g, head, run, true)});
+  const bytes head_saved = saved_p + all_blocks + section_forward_peak(g, head, run, true);
+  consider({false, after_blocks + u.output_unit, {}, head_saved});
   consider({false, after_blocks, {}, saved_p + all_blocks + section_forward_peak(g, epi, run, true)});
+  // The output projection as a unit of its own is gathered around each chunk's call
+  // (TransformerDecoder.chunked_output, modules/transformer.py @ v0.6.1): the last chunk's
+  // all-gather sees every earlier chunk's logits.
+  if (u.output_unit.value != 0)
+    consider({false, after_blocks + u.output_unit * 2U, {}, head_saved - last_output_chunk(g, head, run)});
 
   // Backward of the loss (`del pred` first: only what the loss saved), then of the head.
   const auto lb = section_backward_peak(g, loss, run, false, bytes{});
   consider({true, after_blocks, {}, saved_p + all_blocks + section_saved_bytes(g, head, run, false) + lb.peak});
   const auto hb = section_backward_peak(g, head, run, false, bytes{});
-  consider({true, after_blocks, hb.grads_at_peak, saved_p + all_blocks + (hb.peak - hb.grads_at_peak)});
+  consider({true, after_blocks + u.output_unit, hb.grads_at_peak, saved_p + all_blocks + (hb.peak - hb.grads_at_peak)});
+  // An output unit of its own is gathered again before each chunk's backward and reduce-scatters
+  // that chunk's gradient into its shard right after it (post_backward, _fsdp_param_group.py @ v2.6.0).
+  const bytes output_shard = ceil_div(u.output_grads, n);
+  if (u.output_unit.value != 0) {
+    const bytes head_kept = saved_p + all_blocks + section_saved_bytes(g, head, run, false);
+    consider({true, after_blocks + u.output_unit * 2U, output_shard, head_kept});
+    consider({true, after_blocks + u.output_unit, u.output_grads * 2U + output_shard * 2U, head_kept});
+  }
 
   // A block's backward: the root and this block gathered, the head's bf16 gradients waiting
   // for the final callback, the sharded gradients of the blocks above; a checkpointed block
@@ -134,11 +166,25 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
     consider({true, u.root + u.block, u.head_grads + above + u.block_grads + u.block_grads_fp32 + block_shard_grads,
               below + g.stream_grad});
   }
-  // The embeddings' backward, then the root's reduce-scatter in the final callback.
+  // The embeddings' backward (an embedding unit of its own is all-gathered first), then the
+  // root's reduce-scatter in the final callback.
   const auto pp = section_backward_peak(g, prologue_of(g), run, false, bytes{});
-  consider({true, u.root, u.head_grads + block_shard_grads * L + pp.grads_at_peak, pp.peak - pp.grads_at_peak});
-  consider({true, u.root, u.root_grads + u.root_grads_fp32 + ceil_div(u.root_grads_fp32, n) + block_shard_grads * L,
+  if (u.embedding_unit.value != 0)
+    consider({true, u.root + u.embedding_unit * 2U, u.head_grads + block_shard_grads * L, saved_p + g.stream_grad});
+  consider({true, u.root + u.embedding_unit, u.head_grads + block_shard_grads * L + pp.grads_at_peak,
+            pp.peak - pp.grads_at_peak});
+  consider({true, u.root + u.embedding_unit,
+            u.embedding_grads + u.root_grads + u.root_grads_fp32 + ceil_div(u.root_grads_fp32, n) + output_shard +
+                block_shard_grads * L,
             {}});
+  // An embedding unit of its own has no post-backward hook (its input, the tokens, needs no
+  // gradient), so the final callback reduces it after the root, in named_modules() order
+  // (_root_post_backward_final_callback, _fsdp_state.py @ v2.6.0).
+  if (u.embedding_unit.value != 0)
+    consider({true, u.embedding_unit,
+              u.embedding_grads * 2U + ceil_div(u.embedding_grads, n) + ceil_div(u.root_grads_fp32, n) + output_shard +
+                  block_shard_grads * L,
+              {}});
   return best;
 }
 

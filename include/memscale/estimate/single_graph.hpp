@@ -265,6 +265,32 @@ struct step_peaks {
   bytes saved_activations{};  // live at the end of forward (estimate_result::saved_activation_bytes)
 };
 
+// torchtune's custom_sharded_layers (only its bf16 recipes take them, so the reduce dtype is the
+// gradients'): the embedding (the prologue's parameters) and the output projection (the
+// epilogue's weights other than the final norm's) leave the root for units of their own.
+constexpr void split_custom_units(const graph& g, const training_spec& run, const graph_totals& t, fsdp2_units& u) {
+  if (run.custom_sharded.tok_embeddings) {
+    u.embedding_unit = t.params_p;
+    u.embedding_grads = t.grads_p;
+    u.root -= t.params_p;
+    u.root_grads -= t.grads_p;
+    u.root_grads_fp32 -= t.grads_p;
+  }
+  if (!run.custom_sharded.output) return;
+  const auto p = precision_policy_of(run);
+  for (std::size_t i = g.block_end; i < g.size; ++i) {
+    const op& o = g.ops[i];
+    if ((o.weight.rows == 0 && o.bias.rows == 0) || o.role == param_role::vector) continue;
+    const op_elements e = elements_of(o);
+    u.output_unit += op_parameter_bytes(o, e, run, p);
+    u.output_grads += op_gradient_bytes(o, e, p.trainable);
+  }
+  u.root -= u.output_unit;
+  u.root_grads -= u.output_grads;
+  u.root_grads_fp32 -= u.output_grads;
+  u.head_grads = u.head_grads - u.output_grads + ceil_div(u.output_grads, u.ranks);
+}
+
 // One rank's FSDP2 step (estimate/fsdp2.hpp): shards of every parameter, gradient and AdamW
 // state at 1/N beside the largest forward or backward moment; the optimizer steps the shards.
 // torchtitan's are fp32 with bf16 compute (MixedPrecisionPolicy(param_dtype=bfloat16,
@@ -277,15 +303,16 @@ constexpr step_peaks fsdp2_step_peaks(const graph& g, const training_spec& run, 
   training_spec fp32_run = run;
   fp32_run.prec = precision::fp32;
   const graph_totals t32 = titan ? totals_of(g, fp32_run) : t;
-  const fsdp2_units units{.block = t.params_b,
-                          .root = t.params_p + t.params_e,
-                          .block_grads = t.grads_b,
-                          .block_grads_fp32 = t32.grads_b,
-                          .head_grads = t.grads_e,
-                          .root_grads = t.grads_p + t.grads_e,
-                          .root_grads_fp32 = t32.grads_p + t32.grads_e,
-                          .ranks = n,
-                          .last_block_kept = titan};
+  fsdp2_units units{.block = t.params_b,
+                    .root = t.params_p + t.params_e,
+                    .block_grads = t.grads_b,
+                    .block_grads_fp32 = t32.grads_b,
+                    .head_grads = t.grads_e,
+                    .root_grads = t.grads_p + t.grads_e,
+                    .root_grads_fp32 = t32.grads_p + t32.grads_e,
+                    .ranks = n,
+                    .last_block_kept = titan};
+  split_custom_units(g, run, t, units);
   const bytes shards = ceil_div(t32.parameter_bytes(L), n);
   const bytes state = ceil_div(t32.optimizer_state, n);
   const bool cuda = run.device == device_kind::cuda;

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "memscale/error.hpp"
+#include "memscale/json/custom_sharded_layers.hpp"
 #include "memscale/json/torchtune_config_keys.hpp"
 #include "memscale/lora.hpp"
 #include "memscale/model.hpp"
@@ -172,10 +173,9 @@ inline std::string emit_torchtune_config(const model_spec& model, const training
   y += "enable_activation_checkpointing: " + yes_no(run.ckpt == checkpointing::full) + "\n";
   y += "enable_activation_offloading: " + yes_no(run.offload_activations) + "\n";
   if (distributed) {
-    // training/_distributed.py shard_model @ a6290a5b: fully_shard per layer, then the root; the
-    // stock configs' custom_sharded_layers ['tok_embeddings', 'output'] would make two more units,
-    // which the estimate does not model: the key is set to null (the recipe's default).
-    y += "custom_sharded_layers: null\n";
+    // training/_distributed.py shard_model @ a6290a5b: fully_shard per layer, the planned
+    // custom_sharded_layers (units of their own), then the root; null is the recipe's default.
+    y += "custom_sharded_layers: " + detail::custom_sharded_layers_yaml(run.custom_sharded) + "\n";
     y += "fsdp_reshard_after_forward: True\n";
     y += "fsdp_cpu_offload: False\n";
     y += "tensor_parallel_dim: 1\n";

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "memscale/json/custom_sharded_layers.hpp"
 #include "memscale/json/fields.hpp"
 #include "memscale/model.hpp"
 #include "memscale/training.hpp"
@@ -325,5 +326,6 @@ inline void check_litgpt_model_fields(const json& m, const model_spec& spec) {
 namespace memscale::json_io {
 // Public: the command line applies torchtitan's policy and refuses compile / float8 as run documents do.
 using detail::apply_sac_policy;
+using detail::parse_custom_sharded_layers;
 using detail::refuse_compile_or_float8;
 }  // namespace memscale::json_io

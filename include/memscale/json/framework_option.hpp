@@ -13,6 +13,7 @@
 
 #include "memscale/detail/nearest_name.hpp"
 #include "memscale/error.hpp"
+#include "memscale/json/custom_sharded_layers.hpp"
 #include "memscale/json/fields.hpp"
 #include "memscale/json/software_stack.hpp"
 #include "memscale/model.hpp"
@@ -125,6 +126,8 @@ inline std::string framework_text(const training_spec& run) {
   if (run.framework == framework_kind::torchtune && runs_fsdp2(run))
     out += std::string(is_lora(run) ? " (lora_finetune_distributed" : " (full_finetune_distributed") + ": FSDP2 over " +
            std::to_string(run.data_parallel) + " GPUs, bf16 shards, every layer resharded after forward" +
+           (run.custom_sharded.any() ? ", custom_sharded_layers " + json_io::detail::custom_sharded_layers_yaml(run.custom_sharded)
+                                     : std::string()) +
            (is_lora(run) ? ", gradients and AdamW state for the adapters only" : "") + "; one GPU's step)";
   out += ": loss ";
   if (run.loss == loss_impl::standard && run.tensor_parallel > 1) out += "over the rank's vocabulary columns (loss_parallel)";

@@ -191,7 +191,7 @@ inline training_spec run_from_record(const json& record) {
                         "paged_optimizer",
                         "activation_offload", "sac_policy", "fused_rmsnorm", "fused_swiglu", "fused_geglu", "fused_rope",
                         "fused_layernorm", "liger_patching", "param_dtype",
-                        "reduce_dtype", "reshard_after_forward",
+                        "reduce_dtype", "reshard_after_forward", "custom_sharded_layers",
                         // the state-space kernels (training.hpp ssm_kernel_choice)
                         "ssm_path",
                         // the model's use_cache argument (training.hpp cache_setting)
@@ -268,6 +268,7 @@ inline training_spec run_from_record(const json& record) {
   detail::read_torchtitan_fields(t, run);
   run.tensor_parallel = tp;
   detail::refuse_unmodelled_fsdp2_fields(t, run);
+  run.custom_sharded = detail::read_custom_sharded_layers(t, "custom_sharded_layers", path);
   run.ssm_kernels = parse_ssm_kernels(get_string(t, "ssm_path", path, "default", bad), path + ".ssm_path");
   run.output_cast = parse_output_cast(get_string(t, "output_cast", path, "", bad), path + ".output_cast");
   // What the script passed as use_cache; without it, the model's config.json (model.hf_config).

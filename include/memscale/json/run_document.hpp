@@ -64,14 +64,15 @@ inline constexpr std::array<std::string_view, 10> result_fields{"parameters", "t
                                                                 "peak",       "first_step",           "static",
                                                                 "plan",       "attention_kernel",     "allocator",
                                                                 "ssm_kernels"};
-inline constexpr std::array<std::string_view, 42> run_fields{
+inline constexpr std::array<std::string_view, 43> run_fields{
     "micro_batch", "seq_len",   "grad_accum",   "precision",  "optimizer",    "optimizer_impl",
     "checkpointing", "attention", "target",     "lora_rank",  "lora_targets", "lora_alpha",
     "lora_variant", "lora_dropout", "quant",    "dropout",    "device",       "offload",
     "no_sync",     "output_cast", "loss",       "loss_chunk", "loss_chunks",  "optimizer_in_backward",
     "ssm_kernels", "liger",     "fused_rmsnorm", "fused_swiglu", "data_parallel", "sac_policy",
     "compile",     "float8",   "use_cache",   "packing",    "example_tokens", "fused_rope",
-    "fused_geglu", "fused_layernorm", "liger_patching", "padded", "paged_optimizer", "tensor_parallel"};
+    "fused_geglu", "fused_layernorm", "liger_patching", "padded", "paged_optimizer", "tensor_parallel",
+    "custom_sharded_layers"};
 inline constexpr std::array<std::string_view, 2> gpu_fields{"memory", "bf16"};
 
 // Every key of `obj` must be one of `known` (or `ignored`); an unknown one is an error
@@ -229,6 +230,7 @@ inline void read_run_object(const json& r, run_input& in) {
     run.sac = selective_ac::none;
     run.sac_every = 0;
   }
+  if (r.contains("custom_sharded_layers")) run.custom_sharded = read_custom_sharded_layers(r, "custom_sharded_layers", path);
   if (r.contains("data_parallel") && !r.at("data_parallel").is_null()) {
     const std::uint64_t ranks = positive(r, "data_parallel", path, 1);
     if (run.framework != framework_kind::torchtitan && run.framework != framework_kind::torchtune)

@@ -21,6 +21,7 @@
 #include "memscale/detail/printable.hpp"
 #include "memscale/error.hpp"
 #include "memscale/gpus.hpp"
+#include "memscale/json/custom_sharded_layers.hpp"
 #include "memscale/estimate/workspace.hpp"
 #include "memscale/lora.hpp"
 #include "memscale/training.hpp"
@@ -301,6 +302,7 @@ inline nlohmann::json run_to_json(const training_spec& run) {
   if (runs_fsdp2(run)) {  // FSDP2's ranks and torchtitan's checkpointing policy
     j["data_parallel"] = run.data_parallel;
     if (run.tensor_parallel > 1) j["tensor_parallel"] = run.tensor_parallel;
+    if (run.custom_sharded.any()) j["custom_sharded_layers"] = detail::custom_sharded_layers_json(run.custom_sharded);
     if (run.sac != selective_ac::none) {
       j["checkpointing"] = "selective";
       j["sac_policy"] = detail::sac_policy_text(run);
