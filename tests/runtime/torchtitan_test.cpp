@@ -17,15 +17,19 @@
 #include "memscale/json.hpp"
 #include "memscale/json/emit_torchtitan.hpp"
 #include "memscale/memscale.hpp"
+#include "titan_trace.hpp"
 
 namespace torchtitan_test {
 namespace {
 
 using namespace memscale;
 using nlohmann::json;
+using titan_trace::estimated;
+using titan_trace::refusal;
+using titan_trace::titan_record;
 
 json titan_records() {
-  const json all = json::parse(std::ifstream(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/cpu_traced_frameworks.json"));
+  const json all = titan_trace::framework_records();
   json out = json::array();
   // The TP x FSDP2 records ("-tp2-") are checked by torchtitan_tp_test.cpp.
   for (const json& r : all) {
@@ -33,27 +37,6 @@ json titan_records() {
     if (id.rfind("cpu-torchtitan-", 0) == 0 && id.find("-tp2-") == std::string::npos) out.push_back(r);
   }
   return out;
-}
-
-json titan_record(const std::string& suffix) {
-  for (const json& r : titan_records())
-    if (r.at("id").get<std::string>() == "cpu-torchtitan-llama-b2-s256-" + suffix) return r;
-  FAIL("no record " << suffix);
-  return {};
-}
-
-std::int64_t estimated(const json& record) {
-  const json answer = json_io::estimate_record(record);
-  INFO(answer.dump());
-  REQUIRE(answer.contains("estimated_bytes"));
-  return answer.at("estimated_bytes").get<std::int64_t>();
-}
-
-std::string refusal(const json& record) {
-  const json answer = json_io::estimate_record(record);
-  INFO(answer.dump());
-  REQUIRE(answer.contains("error"));
-  return answer.at("error").get<std::string>();
 }
 
 // The traced model: 4 blocks of hidden 256 (4 heads, 2 kv heads, ffn 688), 2 x 256 tokens in bf16.

@@ -18,43 +18,22 @@
 #include "memscale/json/emit_torchtitan.hpp"
 #include "memscale/json/run_document.hpp"
 #include "memscale/memscale.hpp"
+#include "titan_trace.hpp"
 
 namespace torchtitan_tp_test {
 namespace {
 
 using namespace memscale;
 using nlohmann::json;
-
-json records() {
-  return json::parse(std::ifstream(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/cpu_traced_frameworks.json"));
-}
-
-json titan_record(const std::string& suffix) {
-  for (const json& r : records())
-    if (r.at("id").get<std::string>() == "cpu-torchtitan-llama-b2-s256-" + suffix) return r;
-  FAIL("no record " << suffix);
-  return {};
-}
-
-std::int64_t estimated(const json& record) {
-  const json answer = json_io::estimate_record(record);
-  INFO(answer.dump());
-  REQUIRE(answer.contains("estimated_bytes"));
-  return answer.at("estimated_bytes").get<std::int64_t>();
-}
-
-std::string refusal(const json& record) {
-  const json answer = json_io::estimate_record(record);
-  INFO(answer.dump());
-  REQUIRE(answer.contains("error"));
-  return answer.at("error").get<std::string>();
-}
+using titan_trace::estimated;
+using titan_trace::refusal;
+using titan_trace::titan_record;
 
 }  // namespace
 
 TEST_CASE("The torchtitan TP x FSDP2 CPU traces are estimated within 2%") {
   int traced = 0;
-  for (const json& r : records()) {
+  for (const json& r : titan_trace::framework_records()) {
     const std::string id = r.at("id").get<std::string>();
     if (id.rfind("cpu-torchtitan-", 0) != 0 || id.find("-tp2-") == std::string::npos) continue;
     const double measured = r.at("measured_bytes").get<double>();
