@@ -132,6 +132,22 @@ static_assert(tensor_state_bytes(4096, 4096, adam8) == bytes{34'078'720});
 static_assert(tensor_state_bytes(1, 4097, adam8) == bytes{2 * 4097 + 2 * 17 * 4});
 // fp32 AdamW for comparison: 8 B per element, no step tensor on CUDA foreach.
 static_assert(tensor_state_bytes(4096, 4096, cuda_run(ok::adamw, oi::foreach)) == bytes{8ULL * 4096 * 4096});
+// Before bitsandbytes 0.44 a block was 2048 values: 4096 x 4096 keeps 8,192 absmax per state.
+constexpr training_spec adam8_043 = [] {
+  training_spec r = adam8;
+  r.bitsandbytes_version = 4302;
+  return r;
+}();
+static_assert(tensor_state_bytes(4096, 4096, adam8_043) == bytes{33'554'432 + 2 * 8192 * 4});
+// Paged: the uint8 moments of a tensor from 1e5 elements live in unified memory, the absmax stay.
+constexpr training_spec paged8 = [] {
+  training_spec r = adam8;
+  r.paged_optimizer = true;
+  return r;
+}();
+static_assert(tensor_state_bytes(4096, 4096, paged8) == bytes{524'288});
+static_assert(paged_state_bytes(4096 * 4096, paged8) == bytes{33'554'432});
+static_assert(tensor_state_bytes(1, 99'999, paged8) == bytes{2 * 99'999 + 2 * 391 * 4});
 
 // ============================================================================
 // 3. Precision: pure_bf16 halves parameters, gradients and state; amp keeps fp32 masters.
@@ -462,5 +478,11 @@ static_assert(!folds<kv_heads_not_dividing>);
 static_assert(!folds<heads_not_dividing_hidden>);
 static_assert(!folds<zero_batch>);
 static_assert(!folds<lora_without_rank>);
+struct paged_sgd {
+  static constexpr std::uint64_t run() {
+    return validate(training_spec{.optimizer = optimizer_kind::sgd, .paged_optimizer = true}).micro_batch;
+  }
+};
+static_assert(!folds<paged_sgd>);
 
 }  // namespace
