@@ -334,7 +334,10 @@ function renderPeaks(r) {
          '<th>device<br><small>nvidia-smi</small></th><th>at</th></tr>' +
          row('steady state', 'peak', r.peak) + row('step 1', 'first_step.peak', r.first_step.peak) +
          `<tr><th>parameters</th><td colspan="4">${countFig('parameters', r.parameters)} (trainable ` +
-         `${countFig('trainable_parameters', r.trainable_parameters)})</td></tr>`;
+         `${countFig('trainable_parameters', r.trainable_parameters)})</td></tr>` +
+         // bitsandbytes' paged state: CUDA unified memory, in none of the peaks above.
+         ((r.static || {}).paged_optimizer ? `<tr><th>paged state</th><td colspan="4">${bytesFig('static.paged_optimizer', r.static.paged_optimizer)} ` +
+                                     'in unified memory (outside the allocator: in no peak above)</td></tr>' : '');
 }
 
 // The software the estimate assumes, and the caching allocator's replay of the step: what
