@@ -16,24 +16,14 @@
 #include "memscale/graph/layers/layer_pattern.hpp"
 #include "memscale/json.hpp"
 #include "memscale/memscale.hpp"
+#include "exaone4_configs.hpp"
 
 namespace exaone4_nope_test {
 namespace {
 
 using namespace memscale;
 using nlohmann::json;
-
-// The traced geometry (4 layers, hidden 256, 8 heads of 32, 2 kv heads, SwiGLU 688, vocab 4096).
-json small(json extra = json::object()) {
-  json c{{"model_type", "exaone4"},      {"architectures", {"Exaone4ForCausalLM"}},
-         {"hidden_size", 256},           {"num_hidden_layers", 4},
-         {"num_attention_heads", 8},     {"num_key_value_heads", 2},
-         {"head_dim", 32},               {"intermediate_size", 688},
-         {"vocab_size", 4096},           {"max_position_embeddings", 2048},
-         {"sliding_window", 128},        {"sliding_window_pattern", 4}};
-  c.update(extra);
-  return c;
-}
+using exaone4_configs::small;
 
 training_spec cpu_step(checkpointing ckpt = checkpointing::none) {
   training_spec r{};
