@@ -235,7 +235,8 @@ class op_writer {
       detail::fail(error_code::unsupported, "op.frame_locals_blocks", "must fit 32 bits (2 TiB of frame locals); got",
                    frame_blocks);
     o.frame_locals_blocks = static_cast<std::uint32_t>(frame_blocks);
-    if (maps_gradient_one_to_one(o.kind)) o.grad_in = o.out;
+    // An op that set its input gradients itself (a broadcast product's two) keeps them.
+    if (maps_gradient_one_to_one(o.kind) && o.grad_in.value == 0) o.grad_in = o.out;
     return {.op_index = static_cast<std::uint32_t>(index), .type = type, .elements = elements};
   }
 
