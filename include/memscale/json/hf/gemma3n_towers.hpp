@@ -154,7 +154,8 @@ inline std::uint64_t gemma3n_audio_tower_parameters(const config& audio) {
 }
 
 // Gemma3nModel.vision_tower: AutoModel.from_config(vision_config), a TimmWrapperModel that calls
-// timm.create_model(architecture, num_classes=0, **model_args) and adds no parameters of its own.
+// timm.create_model(architecture, num_classes=0, **model_args) and adds no parameters of its own
+// (models/timm_wrapper/modeling_timm_wrapper.py@01273ede).
 inline std::uint64_t gemma3n_vision_tower_parameters(const config& vision) {
   const std::string name = vision.text("architecture", "mobilenetv5_300m_enc");
   const auto arch = find_mobilenetv5_encoder(name);
