@@ -27,8 +27,9 @@ void add_vision_options(CLI::App& app, options& o) {
   const auto g = group::vision;
   add_value(app, g, "--image", "SIZE", "input size of a vision model: N or HxW pixels; default 224",
             [&o](const std::string& v) { parse_size("--image", v, o.vision.image_height, o.vision.image_width); });
-  // A multimodal language model's images (Qwen2.5-VL): they run through its frozen vision tower.
-  add_value(app, g, "--images", "N", "images per sample through a multimodal model's vision tower (Qwen2.5-VL); "
+  // A multimodal language model's images (Qwen2-VL, Qwen2.5-VL, Qwen3-VL): they run through its frozen vision tower.
+  add_value(app, g, "--images", "N", "images per sample through a multimodal model's vision tower (Qwen2-VL, "
+            "Qwen2.5-VL, Qwen3-VL); "
             "--seq counts their tokens; default 0",
             [&o](const std::string& v) { o.run.images.per_sample = parse_positive("--images", v); });
   add_value(app, g, "--image-size", "HxW", "pixels of each --images image before the processor's resize: N or HxW",

@@ -48,7 +48,8 @@ std::optional<memscale::vision::vision_spec> vision_model_of(const options& opt)
     return std::nullopt;
   }
   if (opt.run.images.per_sample != 0 || opt.run.images.height != 0)
-    throw usage_error("--images and --image-size feed a multimodal language model's vision tower (Qwen2.5-VL); "
+    throw usage_error("--images and --image-size feed a multimodal language model's vision tower (Qwen2-VL, "
+                      "Qwen2.5-VL, Qwen3-VL); "
                       "a vision --model takes --image");
   memscale::vision::vision_spec m = *opt.vision.model;
   if (image) {

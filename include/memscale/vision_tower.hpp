@@ -11,9 +11,12 @@ namespace memscale {
 enum class vision_tower_kind : std::uint8_t {
   none,
   qwen2_5_vl,  // Qwen2_5_VisionTransformerPretrainedModel (modeling_qwen2_5_vl.py @ 00b676f8)
+  qwen2_vl,    // Qwen2VisionTransformerPretrainedModel (modeling_qwen2_vl.py @ 00b676f8)
+  qwen3_vl,    // Qwen3VLVisionModel (modeling_qwen3_vl.py @ 00709b86)
 };
 
-// Qwen2_5_VLVisionConfig's fields (configuration_qwen2_5_vl.py @ 00b676f8).
+// The vision configs' fields (configuration_qwen2_5_vl.py, configuration_qwen2_vl.py @ 00b676f8;
+// configuration_qwen3_vl.py @ 00709b86), and the image processor's pixel bounds.
 struct vision_tower_spec {
   vision_tower_kind kind = vision_tower_kind::none;
   std::uint64_t depth = 0;
@@ -27,17 +30,25 @@ struct vision_tower_spec {
   std::uint64_t out_hidden = 0;       // the merger's output: the text model's hidden size
   std::uint64_t window_size = 0;      // pixels: window attention over (window_size / patch)^2 patches
   std::uint64_t full_attention_blocks = 0;  // len(fullatt_block_indexes): blocks attending over a whole image
+  std::uint64_t position_embeddings = 0;    // Qwen3-VL's learned pos_embed rows (num_position_embeddings)
+  std::uint64_t deepstack_features = 0;     // Qwen3-VL: len(deepstack_visual_indexes), one merged feature each
+  std::uint64_t deepstack_before_last = 0;  // of those, taken before the last block (alive through its forward)
+  // smart_resize's bounds when the run names none: Qwen2VLImageProcessor's defaults
+  // (image_processing_qwen2_vl.py @ 009f6376: 56 * 56 and 28 * 28 * 1280); Qwen3-VL checkpoints
+  // set their own in preprocessor_config.json (json/hf/qwen3_vl.hpp).
+  std::uint64_t min_pixels = 56 * 56;
+  std::uint64_t max_pixels = 28 * 28 * 1280;
 };
 
 // The images of one training sample, all of one size. The image processor resizes each to a
-// multiple of patch x merge pixels within [min_pixels, max_pixels] (smart_resize); the defaults are
-// Qwen2VLImageProcessor's (image_processing_qwen2_vl.py @ 009f6376: 56 * 56 and 28 * 28 * 1280).
+// multiple of patch x merge pixels within [min_pixels, max_pixels] (smart_resize); 0 takes the
+// model's processor's bound (vision_tower_spec).
 struct image_inputs {
   std::uint64_t per_sample = 0;  // 0: a text-only run
   std::uint64_t height = 0;      // pixels, before the processor's resize
   std::uint64_t width = 0;
-  std::uint64_t min_pixels = 56 * 56;
-  std::uint64_t max_pixels = 28 * 28 * 1280;
+  std::uint64_t min_pixels = 0;
+  std::uint64_t max_pixels = 0;
   // The tower's parameters have requires_grad False (freeze_vision_tower in Qwen's finetune
   // scripts; PEFT freezes it with the rest of the base): no autograd graph is recorded there.
   bool tower_frozen = false;

@@ -89,7 +89,8 @@ const std::vector<data_set> data_sets{
      "through a tower memscale does not run refused",
      "CPU traced (vision towers)", 15},
     {"cpu_traced_vlm", false, true,
-     "Qwen2.5-VL training steps with images through the frozen vision tower (tools/trace/qwen_vl_image_cases.py: "
+     "Qwen2.5-VL, Qwen2-VL and Qwen3-VL training steps with images through the frozen vision tower "
+     "(tools/trace/qwen_vl_image_cases.py: "
      "a torch-only re-implementation of the modeling file's forward with images)",
      "CPU traced (images through a VLM)", 19},
     {"cpu_traced_timm_eva", false, true,

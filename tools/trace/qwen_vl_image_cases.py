@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""CPU traces of a small Qwen2.5-VL trained on images with its vision tower frozen.
+"""CPU traces of small Qwen2.5-VL, Qwen2-VL and Qwen3-VL models trained on images with the vision
+tower frozen.
 
 Plain-torch re-implementation of Qwen2_5_VLForConditionalGeneration's training forward with
 pixel_values (huggingface/transformers models/qwen2_5_vl/modeling_qwen2_5_vl.py @00b676f8):
@@ -11,6 +12,17 @@ position ids (get_rope_index) and runs the text model (tools/trace/qwen_vl_text_
 The tower's parameters have requires_grad False (freeze_vision_tower in Qwen's finetune scripts),
 so no autograd graph is recorded there. The sequence length counts every token, image tokens
 included.
+
+Qwen2-VL (models/qwen2_vl/modeling_qwen2_vl.py @00b676f8): Qwen2VisionTransformerPretrainedModel
+runs PatchEmbed's Conv3d, VisionRotaryEmbedding's table, blocks of LayerNorm, VisionAttention over
+each whole image (cu_seqlens per image, eager per chunk) and VisionMlp (fc1, QuickGELU, fc2), then
+the PatchMerger (LayerNorm, Linear, GELU, Linear); the text model is Qwen2.5-VL's. Qwen3-VL
+(models/qwen3_vl/modeling_qwen3_vl.py @00709b86): Qwen3VLVisionModel adds the learned pos_embed
+interpolated bilinearly to each grid (fast_pos_embed_interpolate) to the Conv3d's output, runs
+blocks of LayerNorm, attention per image and fc1/GELU-tanh/fc2, merges the features after each
+deepstack_visual_indexes block with its own merger and the last block's with the merger; the text
+model (the Qwen3 decoder, one interleaved-mrope cos/sin for all layers from (3, B, S) position ids)
+adds the i-th deepstack feature to the image positions after decoder layer i (_deepstack_process).
 
 Harness: tracer.py (peak live CPU tensor bytes of step 2, fp32, AdamW single-tensor), with marks
 around the tower's forward of step 2. Run from the project root (about a minute):
@@ -43,6 +55,15 @@ CONFIG["image_token_id"] = IMAGE_TOKEN
 CONFIG["vision_start_token_id"] = VISION_START
 CONFIG["vision_config"] = dict(CONFIG["vision_config"], window_size=32, fullatt_block_indexes=[1],
                                hidden_act="silu")
+
+
+QWEN2_VL = {k: v for k, v in text.QWEN2_5_VL.items() if k != "vision_config"}
+QWEN2_VL.update(architectures=["Qwen2VLForConditionalGeneration"], model_type="qwen2_vl",
+                image_token_id=IMAGE_TOKEN, vision_start_token_id=VISION_START,
+                vision_config={"depth": 2, "embed_dim": 64, "mlp_ratio": 2, "num_heads": 4, "in_channels": 3,
+                               "patch_size": 8, "temporal_patch_size": 2, "spatial_merge_size": 2,
+                               "hidden_size": 128, "hidden_act": "quick_gelu"})
+QWEN3_VL = dict(text.QWEN3_VL, image_token_id=IMAGE_TOKEN, vision_start_token_id=VISION_START)
 
 
 def rotate_half(x):
@@ -144,10 +165,151 @@ class Tower(text.Qwen25VisionTower):
         return x[torch.argsort(window_index), :]
 
 
+class Qwen2Tower(Tower):
+    """Qwen2VisionTransformerPretrainedModel.forward (eager attention): no window reordering, every
+    block attends over a whole image."""
+
+    def __init__(self, v):
+        nn.Module.__init__(self)
+        e, f, m = v["embed_dim"], v["embed_dim"] * v["mlp_ratio"], v["spatial_merge_size"]
+        k = (v["temporal_patch_size"], v["patch_size"], v["patch_size"])
+        self.v = dict(v, hidden_size=e)
+        self.nh = v["num_heads"]
+        self.patch_embed = nn.Conv3d(v["in_channels"], e, kernel_size=k, stride=k, bias=False)
+        self.blocks = nn.ModuleList()
+        for _ in range(v["depth"]):
+            b = nn.Module()
+            b.norm1, b.norm2 = nn.LayerNorm(e, eps=1e-6), nn.LayerNorm(e, eps=1e-6)
+            b.qkv, b.proj = nn.Linear(e, 3 * e), nn.Linear(e, e)
+            b.fc1, b.fc2 = nn.Linear(e, f), nn.Linear(f, e)
+            self.blocks.append(b)
+        merged = e * m * m
+        self.ln_q = nn.LayerNorm(e, eps=1e-6)
+        self.mlp = nn.Sequential(nn.Linear(merged, merged), nn.GELU(), nn.Linear(merged, v["hidden_size"]))
+        dim = e // self.nh // 2  # VisionRotaryEmbedding(head_dim // 2)
+        self.register_buffer("inv_freq", 1.0 / (10000.0 ** (torch.arange(0, dim, 2, dtype=torch.float) / dim)),
+                             persistent=False)
+
+    def block(self, b, x, cu, cos, sin):  # Qwen2VLVisionBlock; VisionMlp with QuickGELUActivation
+        x = x + self.attn(b, b.norm1(x), cu, cos, sin)
+        h = b.fc1(b.norm2(x))
+        return x + b.fc2(h * torch.sigmoid(1.702 * h))
+
+    def forward(self, x, grid_thw):
+        v = self.v
+        x = x.view(-1, v["in_channels"], v["temporal_patch_size"], v["patch_size"], v["patch_size"])
+        x = self.patch_embed(x.to(self.patch_embed.weight.dtype)).view(-1, v["hidden_size"])
+        rot = self.rot_pos_emb(grid_thw)  # a local of forward, as emb is
+        emb = torch.cat((rot, rot), dim=-1)
+        cos, sin = emb.cos(), emb.sin()
+        cu = torch.repeat_interleave(grid_thw[:, 1] * grid_thw[:, 2], grid_thw[:, 0]).cumsum(dim=0, dtype=torch.int32)
+        cu = F.pad(cu, (1, 0), value=0)
+        for b in self.blocks:
+            x = self.block(b, x, cu, cos, sin)
+        return self.mlp(self.ln_q(x).view(-1, self.mlp[0].in_features))  # PatchMerger
+
+
+class Qwen3Tower(text.Qwen3VisionTower):
+    """Qwen3VLVisionModel.forward (eager attention) with its deepstack features."""
+    attn = Tower.attn  # Qwen3VLVisionAttention is Qwen2.5-VL's, eager per cu_seqlens chunk
+    eager = Tower.eager
+
+    def __init__(self, v):
+        super().__init__(v)
+        self.v = v
+        self.nh = v["num_heads"]
+        self.side = int(v["num_position_embeddings"] ** 0.5)
+        dim = v["hidden_size"] // self.nh // 2
+        self.register_buffer("inv_freq", 1.0 / (10000.0 ** (torch.arange(0, dim, 2, dtype=torch.float) / dim)),
+                             persistent=False)
+
+    def rot_pos_emb(self, grid_thw):
+        m = self.v["spatial_merge_size"]
+        max_hw = int(grid_thw[:, 1:].max().item())
+        freq_table = torch.outer(torch.arange(max_hw, dtype=self.inv_freq.dtype), self.inv_freq)
+        total = int(torch.prod(grid_thw, dim=1).sum().item())
+        pos_ids = torch.empty((total, 2), dtype=torch.long)
+        offset = 0
+        for t, h, w in grid_thw.tolist():
+            mh, mw = h // m, w // m
+            row = torch.arange(mh)[:, None, None, None] * m + torch.arange(m)[None, None, :, None]
+            col = torch.arange(mw)[None, :, None, None] * m + torch.arange(m)[None, None, None, :]
+            row = row.expand(mh, mw, m, m).reshape(-1)
+            col = col.expand(mh, mw, m, m).reshape(-1)
+            coords = torch.stack((row, col), dim=-1)
+            if t > 1:
+                coords = coords.repeat(t, 1)
+            pos_ids[offset: offset + coords.shape[0]] = coords
+            offset += coords.shape[0]
+        return freq_table[pos_ids].flatten(1)
+
+    def fast_pos_embed_interpolate(self, grid_thw):
+        n = self.side
+        idx_list, weight_list = [[] for _ in range(4)], [[] for _ in range(4)]
+        for t, h, w in grid_thw.tolist():
+            hi, wi = torch.linspace(0, n - 1, h), torch.linspace(0, n - 1, w)
+            hf, wf = hi.int(), wi.int()
+            hc, wc = (hi.int() + 1).clip(max=n - 1), (wi.int() + 1).clip(max=n - 1)
+            dh, dw = hi - hf, wi - wf
+            bh, bhc = hf * n, hc * n
+            indices = [(bh[None].T + wf[None]).flatten(), (bh[None].T + wc[None]).flatten(),
+                       (bhc[None].T + wf[None]).flatten(), (bhc[None].T + wc[None]).flatten()]
+            weights = [((1 - dh)[None].T * (1 - dw)[None]).flatten(), ((1 - dh)[None].T * dw[None]).flatten(),
+                       (dh[None].T * (1 - dw)[None]).flatten(), (dh[None].T * dw[None]).flatten()]
+            for i in range(4):
+                idx_list[i].extend(indices[i].tolist())
+                weight_list[i].extend(weights[i].tolist())
+        idx_tensor = torch.tensor(idx_list, dtype=torch.long)
+        weight_tensor = torch.tensor(weight_list, dtype=self.pos_embed.weight.dtype)
+        pos_embeds = self.pos_embed(idx_tensor) * weight_tensor[:, :, None]
+        patch_pos_embeds = pos_embeds[0] + pos_embeds[1] + pos_embeds[2] + pos_embeds[3]
+        patch_pos_embeds = patch_pos_embeds.split([h * w for _, h, w in grid_thw.tolist()])
+        m = self.v["spatial_merge_size"]
+        permuted = []
+        for pe, (t, h, w) in zip(patch_pos_embeds, grid_thw.tolist()):
+            pe = pe.repeat(t, 1)
+            pe = pe.view(t, h // m, m, w // m, m, -1).permute(0, 1, 3, 2, 4, 5).flatten(0, 4)
+            permuted.append(pe)
+        return torch.cat(permuted)
+
+    def merge(self, mm, x, postshuffle):  # Qwen3VLVisionPatchMerger
+        hs = mm.linear_fc1.in_features
+        x = mm.norm(x.view(-1, hs) if postshuffle else x).view(-1, hs)
+        return mm.linear_fc2(F.gelu(mm.linear_fc1(x)))
+
+    def block(self, b, x, cu, cos, sin):  # Qwen3VLVisionBlock; Qwen3VLVisionMLP with gelu_pytorch_tanh
+        x = x + self.attn(b, b.norm1(x), cu, cos, sin)
+        return x + b.linear_fc2(F.gelu(b.linear_fc1(b.norm2(x)), approximate="tanh"))
+
+    def forward(self, x, grid_thw):
+        v = self.v
+        input_dtype = x.dtype
+        x = x.view(-1, v["in_channels"], v["temporal_patch_size"], v["patch_size"], v["patch_size"])
+        x = self.patch_embed(x.to(self.patch_embed.weight.dtype)).view(-1, v["hidden_size"])
+        pos_embeds = self.fast_pos_embed_interpolate(grid_thw)
+        x = (x + pos_embeds).to(input_dtype)
+        rot = self.rot_pos_emb(grid_thw)
+        emb = torch.cat((rot, rot), dim=-1)
+        cos, sin = emb.cos(), emb.sin()
+        cu = torch.repeat_interleave(grid_thw[:, 1] * grid_thw[:, 2], grid_thw[:, 0]).cumsum(dim=0, dtype=torch.int32)
+        cu = F.pad(cu, (1, 0), value=0)
+        deepstack = []
+        for i, b in enumerate(self.blocks):
+            x = self.block(b, x, cu, cos, sin)
+            if i in v["deepstack_visual_indexes"]:
+                j = v["deepstack_visual_indexes"].index(i)
+                deepstack.append(self.merge(self.deepstack_merger_list[j], x, True))
+        return self.merge(self.merger, x, False), deepstack
+
+
 class ImageVL(text.VLForConditionalGeneration):
     def __init__(self, c, tr):
-        super().__init__(c)
-        self.visual = Tower(c["vision_config"])
+        # Qwen2-VL's text model is Qwen2.5-VL's (Qwen2VLTextModel, mrope sections per layer).
+        super().__init__(dict(c, model_type="qwen2_5_vl", vision_config=text.QWEN2_5_VL["vision_config"])
+                         if c["model_type"] == "qwen2_vl" else c)
+        self.family = c["model_type"]
+        self.visual = {"qwen2_5_vl": Tower, "qwen2_vl": Qwen2Tower, "qwen3_vl": Qwen3Tower}[self.family](
+            c["vision_config"])
         self.tr = tr
         self.calls = 0
 
@@ -187,8 +349,21 @@ class ImageVL(text.VLForConditionalGeneration):
             B = position_ids.shape[1]
             inv = 1.0 / (self.theta ** (torch.arange(0, self.hd, 2, dtype=torch.int64).float() / self.hd))
             freqs = (inv[None, None, :, None].float().expand(3, B, -1, 1) @ position_ids[:, :, None, :].float()).transpose(2, 3)
+            if self.family == "qwen3_vl":  # Qwen3VLTextRotaryEmbedding.apply_interleaved_mrope
+                freqs_t = freqs[0]
+                for dim, offset in enumerate((1, 2), start=1):
+                    idx = slice(offset, self.section[dim] * 3, 3)
+                    freqs_t[..., idx] = freqs[dim, ..., idx]
+                freqs = freqs_t
             emb = torch.cat((freqs, freqs), dim=-1)
             return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+    def deepstack_process(self, x, visual_pos_masks, visual_embeds):  # Qwen3VLTextModel._deepstack_process
+        visual_embeds = visual_embeds.to(x.device, x.dtype)
+        x = x.clone()
+        local_this = x[visual_pos_masks, :] + visual_embeds
+        x[visual_pos_masks, :] = local_this
+        return x
 
     def forward(self, ids, labels, pixel_values, grid_thw):
         B, S = ids.shape
@@ -197,20 +372,26 @@ class ImageVL(text.VLForConditionalGeneration):
         self.tr.mark(f"tower_in_{self.calls}")
         pixel_values = pixel_values.type(self.visual.patch_embed.weight.dtype)  # get_image_features
         image_embeds = self.visual(pixel_values, grid_thw)
+        deepstack = None
+        if self.family == "qwen3_vl":
+            image_embeds, deepstack = image_embeds
         split = (grid_thw.prod(-1) // self.visual.v["spatial_merge_size"] ** 2).tolist()
         image_embeds = torch.cat(torch.split(image_embeds, split), dim=0)
         self.tr.mark(f"tower_out_{self.calls}")
         image_mask = (ids == IMAGE_TOKEN).unsqueeze(-1).expand_as(x)
         image_embeds = image_embeds.to(x.device, x.dtype)
         x = x.masked_scatter(image_mask, image_embeds)
+        visual_pos_masks = image_mask[..., 0]  # Qwen3VLModel.forward: a view
         position_ids = self.rope_index(ids, grid_thw)
         cos, sin = self.rotary_at(x, position_ids)
         mask = torch.full((S, S), torch.finfo(x.dtype).min, dtype=x.dtype).triu(1)[None, None]
-        for layer in self.layers:
+        for i, layer in enumerate(self.layers):
             x = layer(x, cos, sin, mask)
+            if deepstack is not None and i < len(deepstack):
+                x = self.deepstack_process(x, visual_pos_masks, deepstack[i])
         del cos, sin, mask
         h = self.norm(x)
-        del image_embeds, image_mask, position_ids, x  # Qwen2_5_VLModel.forward returns
+        del image_embeds, image_mask, visual_pos_masks, deepstack, position_ids, x  # the model's forward returns
         logits = self.lm_head(h)
         logits = logits.float()
         shifted = F.pad(labels, (0, 1), value=-100)[..., 1:].contiguous()
@@ -274,38 +455,52 @@ def run(c, B, S, images, H, W, lora):
     return d
 
 
-CASES = (  # batch, seq (all tokens), images per sample, H, W, lora
-    (2, 256, 1, 112, 112, False),
-    (2, 320, 1, 224, 224, False),
-    (1, 448, 2, 224, 224, True),
+CASES = (  # config, batch, seq (all tokens), images per sample, H, W, lora
+    (CONFIG, 2, 256, 1, 112, 112, False),
+    (CONFIG, 2, 320, 1, 224, 224, False),
+    (CONFIG, 1, 448, 2, 224, 224, True),
+    (QWEN2_VL, 2, 320, 1, 224, 224, False),
+    (QWEN2_VL, 1, 448, 2, 224, 224, True),
+    # 256 x 256 pixels: the Qwen3-VL processor's min_pixels (65536), so smart_resize keeps it
+    (QWEN3_VL, 2, 320, 1, 256, 256, False),
+    (QWEN3_VL, 1, 576, 2, 256, 256, True),
+    # a smaller image with the record's own min_pixels: the peak is the language model's backward
+    (QWEN3_VL, 2, 256, 1, 112, 112, False),
 )
+MIN_PIXELS = {"qwen3_vl": 65536}  # the processor's bound; a smaller image names its own in the record
+FAMILY_NOTES = {"qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration", "qwen2_vl": "Qwen2VLForConditionalGeneration",
+                "qwen3_vl": "Qwen3VLForConditionalGeneration"}
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="docs/data/cpu_traced_vlm.json")
     a = ap.parse_args()
-    kept = [r for r in tracer.read_records(a.out) if not r["id"].startswith("cpu-qwen2_5_vl-")] \
+    ours = tuple(f"cpu-{family}-small-" for family in FAMILY_NOTES)
+    kept = [r for r in tracer.read_records(a.out) if not r["id"].startswith(ours)] \
         if os.path.exists(a.out) else []
     out = []
-    for B, S, n, H, W, lora in CASES:
+    for c, B, S, n, H, W, lora in CASES:
         t0 = time.time()
-        d = run(CONFIG, B, S, n, H, W, lora)
+        family = c["model_type"]
+        d = run(c, B, S, n, H, W, lora)
         kind = "lora_qv" if lora else "full"
         train = dict(batch=B, seq=S, images_per_sample=n, image=f"{H}x{W}", precision="fp32", optimizer="adamw",
                      optimizer_impl="single_tensor (torch 1.13 CPU default)", checkpointing="none",
                      attention="eager", grad_accum=1)
+        if H * W < MIN_PIXELS.get(family, 0):
+            train["min_pixels"] = H * W
         if lora:
             train.update(lora_rank=8, lora_alpha=16, lora_targets="q,v", lora_dropout=0.0, frozen="base")
         else:
             train.update(frozen="vision_tower")
-        rec = {**tracer.record_head(f"cpu-qwen2_5_vl-small-b{B}-s{S}-{n}x{H}x{W}-{kind}-frozen_tower-adamw", SOURCE),
-               "model": {"hf_config": CONFIG, "params": d["nparams"], "vision_tower_params": d["tower_params"],
+        rec = {**tracer.record_head(f"cpu-{family}-small-b{B}-s{S}-{n}x{H}x{W}-{kind}-frozen_tower-adamw", SOURCE),
+               "model": {"hf_config": c, "params": d["nparams"], "vision_tower_params": d["tower_params"],
                          "impl": "hf-transformers"},
                "train": train,
                **tracer.peak_fields(d), "components": tracer.components(d), "detail": d, "torch": torch.__version__,
                "notes": "peak live CPU tensor bytes of training step 2 (absolute); traced from a torch-only "
-                        "re-implementation of transformers Qwen2_5_VLForConditionalGeneration (eager) with images, "
+                        "re-implementation of transformers " + FAMILY_NOTES[family] + " (eager) with images, "
                         "the vision tower frozen; seq counts every token, image tokens included"}
         out.append(rec)
         print(f"{rec['id']}: peak={d['s2_peak']} fwd={d['s2_peak_fwd']} bwd={d['s2_peak_bwd']} "

@@ -13,7 +13,7 @@
 namespace memscale::json_io {
 
 // train.image is read as the vision records read it (N or "HxW" pixels, before the processor's
-// resize); the pixel bounds default to the image processor's (vision_tower.hpp image_inputs).
+// resize); absent pixel bounds are the model's image processor's (vision_tower.hpp).
 inline void read_images(const json& t, training_spec& run) {
   const std::string path = "train";
   constexpr auto bad = error_code::invalid_run;
@@ -31,6 +31,8 @@ inline void read_images(const json& t, training_spec& run) {
   run.images.width = size.image_width;
   run.images.min_pixels = get_count(t, "min_pixels", path, run.images.min_pixels, bad);
   run.images.max_pixels = get_count(t, "max_pixels", path, run.images.max_pixels, bad);
+  for (const char* key : {"min_pixels", "max_pixels"})  // 0 stands for the processor's own bound
+    if (t.contains(key) && t.at(key) == 0) bad_field(bad, path + "." + key, t.at(key), "must be > 0 pixels");
 }
 
 }  // namespace memscale::json_io

@@ -59,9 +59,33 @@ inline std::uint64_t qwen2_vl_vision_parameters(const config& v) {
   return add(n, add(mul(2, e), add(linear(merged, merged), linear(merged, out))));  // merger: ln_q + MLP
 }
 
+// The tower's shape as image inputs run it (graph/layers/vision_tower.hpp), with
+// Qwen2VLVisionConfig's defaults (num_heads 16): every block attends over a whole image.
+inline vision_tower_spec qwen2_vl_vision(const config& v) {
+  const std::uint64_t e = v.count("embed_dim", 1280);
+  vision_tower_spec t{.kind = vision_tower_kind::qwen2_vl,
+                      .depth = v.count("depth", 32),
+                      .hidden = e,
+                      .intermediate = memscale::detail::checked_mul(e, v.count("mlp_ratio", 4),
+                                                                    memscale::detail::quantity{"vision MLP width"}),
+                      .heads = v.count("num_heads", 16),
+                      .in_channels = v.count("in_channels", 3),
+                      .patch = v.count("patch_size", 14),
+                      .temporal_patch = v.count("temporal_patch_size", 2),
+                      .merge = v.count("spatial_merge_size", 2),
+                      .out_hidden = v.count("hidden_size", 3584)};
+  if (t.heads == 0 || t.hidden % t.heads != 0)
+    bad_field(error_code::invalid_model, "vision_config.num_heads", json(t.heads), "must divide vision_config.embed_dim");
+  if (t.patch == 0 || t.merge == 0)
+    bad_field(error_code::invalid_model, "vision_config.patch_size", json(t.patch),
+              "and spatial_merge_size must be > 0");
+  return t;
+}
+
 inline model_spec qwen2_vl(const config& c) {
   model_spec m = qwen_vl_text_decoder(c);
   m.idle_tower_parameters = qwen2_vl_vision_parameters(c.nested_or_defaults("vision_config"));
+  m.vision = qwen2_vl_vision(c.nested_or_defaults("vision_config"));
   return m;
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "memscale/detail/math.hpp"
 #include "memscale/json/hf/llama.hpp"
@@ -49,6 +50,49 @@ inline std::uint64_t qwen3_vl_vision_parameters(const config& v) {
   return n;
 }
 
+// The tower's shape as image inputs run it (graph/layers/vision_tower_qwen3.hpp), with
+// Qwen3VLVisionConfig's defaults (num_heads 16); the pixel bounds are the Qwen3-VL checkpoints'
+// preprocessor_config.json (Qwen2VLImageProcessorFast with size shortest_edge 65536, longest_edge
+// 16777216: 64 and 16384 tokens of 32 x 32 pixels).
+inline vision_tower_spec qwen3_vl_vision(const config& v) {
+  std::vector<std::uint64_t> indexes{8, 16, 24};
+  if (v.has("deepstack_visual_indexes")) {
+    const json& list = v.raw().at("deepstack_visual_indexes");
+    if (!list.is_array())
+      bad_field(error_code::invalid_model, v.field("deepstack_visual_indexes"), list, "must be an array");
+    indexes.clear();
+    for (const json& i : list) {
+      if (!i.is_number_unsigned())
+        bad_field(error_code::invalid_model, v.field("deepstack_visual_indexes"), list, "must hold block indexes");
+      indexes.push_back(i.get<std::uint64_t>());
+    }
+  }
+  vision_tower_spec t{.kind = vision_tower_kind::qwen3_vl,
+                      .depth = v.count("depth", 27),
+                      .hidden = v.count("hidden_size", 1152),
+                      .intermediate = v.count("intermediate_size", 4304),
+                      .heads = v.count("num_heads", 16),
+                      .in_channels = v.count("in_channels", 3),
+                      .patch = v.count("patch_size", 16),
+                      .temporal_patch = v.count("temporal_patch_size", 2),
+                      .merge = v.count("spatial_merge_size", 2),
+                      .out_hidden = v.count("out_hidden_size", 3584),
+                      .position_embeddings = v.count("num_position_embeddings", 2304),
+                      .deepstack_features = indexes.size(),
+                      .min_pixels = 65536,
+                      .max_pixels = 16777216};
+  for (const std::uint64_t i : indexes) {
+    if (i >= t.depth)
+      bad_field(error_code::invalid_model, v.field("deepstack_visual_indexes"), json(i), "must name blocks below depth");
+    if (i + 1 < t.depth) ++t.deepstack_before_last;
+  }
+  if (t.heads == 0 || t.hidden % t.heads != 0)
+    bad_field(error_code::invalid_model, v.field("num_heads"), json(t.heads), "must divide vision_config.hidden_size");
+  if (t.patch == 0 || t.merge == 0)
+    bad_field(error_code::invalid_model, v.field("patch_size"), json(t.patch), "and spatial_merge_size must be > 0");
+  return t;
+}
+
 inline model_spec qwen3_vl(const config& c) {
   const config text = c.nested("text_config");
   // Qwen3VLTextConfig defaults: vocab 151936, hidden 4096, intermediate 22016, 32 layers, 32 heads
@@ -61,6 +105,7 @@ inline model_spec qwen3_vl(const config& c) {
   if (!text.has("tie_word_embeddings")) m.tied_embeddings = c.flag("tie_word_embeddings", false);
   const config vision = c.nested_or_defaults("vision_config");
   m.idle_tower_parameters = qwen3_vl_vision_parameters(vision);
+  m.vision = qwen3_vl_vision(vision);
   return m;
 }
 
