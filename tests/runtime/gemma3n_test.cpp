@@ -87,7 +87,7 @@ std::vector<json> traced_records() {
 // Gemma3nForCausalLM): its sum(p.numel()) is the reader's count and the graph's.
 TEST_CASE("gemma3n: the traced small model's parameters are the reader's count", "[gemma3n]") {
   const std::vector<json> records = traced_records();
-  REQUIRE(records.size() == 2);
+  REQUIRE(records.size() == 3);
   for (const json& r : records) {
     const json& c = r.at("model").at("hf_config");
     const std::uint64_t params = r.at("model").at("params").get<std::uint64_t>();
@@ -96,16 +96,19 @@ TEST_CASE("gemma3n: the traced small model's parameters are the reader's count",
   }
 }
 
-// Peaks of the second step, fp32, AdamW, eager (the backward peak): within 1% each.
-TEST_CASE("gemma3n: the traced steps are estimated within 1%", "[gemma3n]") {
+// Peaks of the second step, fp32, AdamW, eager (the backward peak): within 1% without
+// checkpointing; the checkpointed step within 2% (its layers' masks and rotary tables, held as
+// checkpoint inputs until the first layer's backward, are not in the graph).
+TEST_CASE("gemma3n: the traced steps are estimated within 1% (2% checkpointed)", "[gemma3n]") {
   const std::vector<json> records = traced_records();
-  REQUIRE(records.size() == 2);
+  REQUIRE(records.size() == 3);
   for (const json& r : records) {
     const json answer = json_io::estimate_record(r);
     INFO(r.at("id").get<std::string>() << ": " << answer.dump());
     const double error = answer.at("estimated_bytes").get<double>() / r.at("measured_bytes").get<double>() - 1.0;
-    CHECK(error > -0.01);
-    CHECK(error < 0.01);
+    const double band = r.at("train").at("checkpointing") == "full" ? 0.02 : 0.01;
+    CHECK(error > -band);
+    CHECK(error < band);
   }
 }
 
