@@ -290,6 +290,19 @@ struct model_spec {
   // config.json's use_cache: forward returns each layer's keys and values (PretrainedConfig
   // use_cache=True, configuration_utils.py); training_spec::use_cache follows it by default.
   bool use_cache = true;
+  // ---- Gemma 3n (graph/layers/altup.hpp, laurel.hpp, per_layer_inputs.hpp, activation_sparsity.hpp) ----
+  // altup_inputs > 0: the stream is that many copies of the hidden state (Gemma3nTextAltUp), each
+  // layer predicting and correcting all of them around one active copy; the base model makes them
+  // from the embeddings and folds them back before the final norm.
+  std::uint64_t altup_inputs = 0;
+  bool altup_correct_scale = false;       // the corrected active copy is scaled by correct_output_scale
+  std::uint64_t per_layer_input_width = 0;  // hidden_size_per_layer_input: each layer's gated input (0: none)
+  std::uint64_t per_layer_vocab = 0;        // vocab_size_per_layer_input: rows of embed_tokens_per_layer
+  std::uint64_t laurel_rank = 0;            // Gemma3nTextLaurelBlock's rank (0: no Laurel branch)
+  // The first sparse_leading_layers layers cut their MLP gate at a gaussian top-k (activation
+  // sparsity > 0): what they save beyond a dense layer is one op before the repeated block.
+  std::uint64_t sparse_leading_layers = 0;
+  bool value_norm = false;                  // v_norm: an RMSNorm without a scale on the values
 };
 
 constexpr bool has_latent_attention(const model_spec& m) { return m.kv_lora_rank > 0; }
@@ -300,11 +313,15 @@ constexpr bool has_attention(const model_spec& m) { return m.mixer == mixer_kind
 constexpr bool is_hybrid(const model_spec& m) { return has_attention(m) && m.hybrid_mixer != mixer_kind::attention; }
 // Whether gradient and parameter sharding, parameter streaming and pipeline stages can take the
 // model's layers as their unit: DeepSeek's leading dense layers stand before the repeated block
-// and a hybrid's repeated block is a period of layers (validate.hpp, parallel/per_gpu.hpp).
-constexpr bool layers_are_units(const model_spec& m) { return m.leading_dense_layers == 0 && !is_hybrid(m); }
+// and a hybrid's repeated block is a period of layers (validate.hpp, parallel/per_gpu.hpp); Gemma 3n's
+// sparse-gate layers and AltUp projections stand before and after its repeated layer.
+constexpr bool layers_are_units(const model_spec& m) {
+  return m.leading_dense_layers == 0 && !is_hybrid(m) && m.altup_inputs == 0;
+}
 // Whether the tensor-parallel layout (Megatron's split of attention heads) is modelled for it.
 constexpr bool tensor_parallel_modelled(const model_spec& m) {
-  return has_attention(m) && !is_hybrid(m) && !has_latent_attention(m) && m.leading_dense_layers == 0;
+  return has_attention(m) && !is_hybrid(m) && !has_latent_attention(m) && m.leading_dense_layers == 0 &&
+         m.altup_inputs == 0;
 }
 constexpr std::uint64_t head_dim_of(const model_spec& m) {
   return m.head_dim != 0 ? m.head_dim : (m.heads == 0 ? 0 : m.hidden / m.heads);
@@ -416,6 +433,22 @@ constexpr const model_spec& validate(const model_spec& m) {
           "must be > 0 exactly when model.experts > 0", m.experts_per_token);
   require(m.experts_per_token <= m.experts, bad, "model.experts_per_token", "must be <= model.experts",
           m.experts_per_token);
+  if (m.altup_inputs > 0) {
+    // Gemma 3n's pieces (graph/recipes/altup_stack.hpp): one decoder stack of dense attention layers.
+    require(m.arch == architecture::decoder && m.experts == 0 && !has_latent_attention(m) && !is_hybrid(m),
+            error_code::unsupported, "model.altup_inputs",
+            "is Gemma 3n's AltUp, written for a decoder of dense attention layers", m.altup_inputs);
+    require(m.per_layer_input_width > 0 && m.per_layer_vocab > 0, bad, "model.per_layer_input_width",
+            "must be > 0 with model.per_layer_vocab > 0 under AltUp (Gemma 3n's per-layer inputs)",
+            m.per_layer_input_width);
+    require(m.laurel_rank > 0, bad, "model.laurel_rank", "must be > 0 under AltUp (Gemma 3n's Laurel branch)",
+            m.laurel_rank);
+    require(m.sparse_leading_layers < m.layers, bad, "model.sparse_leading_layers",
+            "must be below model.layers (Gemma 3n's sparse-gate layers come first, dense ones after)", m.sparse_leading_layers);
+  } else {
+    require(m.per_layer_input_width == 0 && m.laurel_rank == 0 && m.sparse_leading_layers == 0, bad,
+            "model.altup_inputs", "must be > 0 for Gemma 3n's per-layer inputs, Laurel and sparse gates", 0);
+  }
   require(m.head != head_kind::sequence_classification || m.num_labels > 0, bad, "model.num_labels",
           "must be > 0 for a classification head", m.num_labels);
   require(m.arch != architecture::encoder_decoder ||

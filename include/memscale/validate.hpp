@@ -221,6 +221,23 @@ constexpr void check_hybrid_layers(const model_spec& m, const training_spec& t) 
                   t.shard);
 }
 
+// Gemma 3n's AltUp stack (graph/recipes/altup_stack.hpp) is written as transformers runs it on one
+// device: the sparse-gate layers' saved tensors are one op before the repeated block, which gradient
+// and parameter sharding and parameter streaming would treat as the root unit; a padding-free row
+// is not modelled for it.
+constexpr void check_altup(const model_spec& m, const training_spec& t) {
+  if (m.altup_inputs == 0) return;
+  detail::require(t.framework == framework_kind::hf, error_code::unsupported, "run.framework",
+                  "must be hf for Gemma 3n's AltUp (modelled as transformers runs it)", t.framework);
+  detail::require((t.shard == sharding::none || t.shard == sharding::optimizer_state) && !t.offload_parameters,
+                  error_code::unsupported, "run.shard",
+                  "must be none or optimizer_state, without parameter offload, for Gemma 3n: its sparse-gate layers' "
+                  "saved tensors are one op before the repeated block, which sharding would treat as the root unit",
+                  t.shard);
+  detail::require(t.packing != batch_packing::padding_free, error_code::unsupported, "run.packing",
+                  "must not be padding_free for Gemma 3n (its flattened row is not modelled)", t.packing);
+}
+
 // A padding-free row reaches each example through the position_ids the attention passes to
 // _flash_attention_forward (modeling_flash_attention_utils.py@7713be1e): modelled for decoders whose
 // every layer is rotary self-attention in transformers' code. A state-space mixer's scan (and
@@ -330,6 +347,7 @@ constexpr void validate_run_of_valid_model(const model_spec& m, const training_s
           t.target);
   check_deepseek_layers(m, t);
   check_hybrid_layers(m, t);
+  check_altup(m, t);
   check_packing(m, t);
   check_padding(m, t);
   check_images(m, t);

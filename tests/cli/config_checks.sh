@@ -122,12 +122,22 @@ if [[ $rc -eq 2 ]] && grep -q -- "--weights" "$work/err" && grep -q "quantizatio
   pass "--weights beside a quantization_config: refused, naming both"
 else fail "--weights beside a quantization_config" "exit $rc" "$(head -c 300 "$work/err")"; fi
 
-# --- Gemma 3n: AltUp's parallel hidden states not modelled, refused by the field that sizes them ---
+# --- Gemma 3n: the multimodal config refused by its uncounted vision tower; its text_config estimates ---
 run --config "$configs/refused/google--gemma-3n-E2B.json" --batch 1 --seq 128
-if [[ $rc -eq 2 && $(wc -l <"$work/err") -eq 1 ]] && grep -q "config.text_config.altup_num_inputs" "$work/err" &&
+if [[ $rc -eq 2 && $(wc -l <"$work/err") -eq 1 ]] && grep -q "config.vision_config" "$work/err" &&
   grep -q "4456156768 parameters" "$work/err"; then
-  pass "gemma3n config: refused by text_config.altup_num_inputs, with its text stack's exact count"
+  pass "gemma3n config: refused by vision_config, with its text stack's exact count"
 else fail "gemma3n config" "exit $rc" "$(head -c 300 "$work/err")"; fi
+mkdir -p "$work/gemma3n_text"
+python3 -c 'import json,sys; json.dump(json.load(open(sys.argv[1]))["text_config"], open(sys.argv[2], "w"))' \
+  "$configs/refused/google--gemma-3n-E2B.json" "$work/gemma3n_text/config.json"
+run --config "$work/gemma3n_text/config.json" --batch 1 --seq 128
+if [[ $rc -eq 0 ]]; then pass "gemma3n_text config (E2B's text_config): estimated"
+else fail "gemma3n_text config" "exit $rc" "$(head -c 300 "$work/err")"; fi
+run --config "$work/gemma3n_text/config.json" --inference
+if [[ $rc -eq 2 ]] && grep -q "model.altup_inputs" "$work/err"; then
+  pass "gemma3n_text generate(): refused, naming model.altup_inputs"
+else fail "gemma3n_text generate()" "exit $rc" "$(head -c 300 "$work/err")"; fi
 
 # --- gpt-oss's MXFP4 experts: training refused unless dequantized at load (Mxfp4Config(dequantize=True)) ---
 mkdir -p "$work/mxfp4"

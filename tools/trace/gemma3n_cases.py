@@ -10,20 +10,23 @@ KV-shared layers compute their own k and v (Gemma3nTextAttention reads the share
 past_key_value is given). Harness: tracer.py (peak live CPU tensor bytes of the 2nd training step,
 fp32, AdamW single-tensor), as tools/trace/families_2025.py.
 
-memscale refuses gemma3n configs (json/hf/gemma3n.hpp: AltUp is not in the training graph), so
-the records go to docs/research/, not docs/data/: the measured peaks for the graph to be checked
-against, and the parameter count that tests/runtime/gemma3n_test.cpp checks the reader's against.
+The records join the other 2025 families' in docs/data/cpu_traced_families_2025.json (records
+with the same id are replaced, the others kept), which memscale-accuracy and
+tests/runtime/gemma3n_test.cpp read: the AltUp graph (graph/recipes/altup_stack.hpp) is checked
+against their peaks, the reader's parameter count against their sum(p.numel()).
 
 Run from the project root:
-    /usr/bin/python3 tools/trace/gemma3n_cases.py --out docs/research/gemma3n-cpu-traced.json
+    /usr/bin/python3 tools/trace/gemma3n_cases.py
 """
 import argparse
+import json
 import math
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.utils.checkpoint
 
 import tracer
 from families_2025 import causal_lm_loss, causal_mask, repeat_kv, rope_cos_sin, rotate_half
@@ -216,9 +219,10 @@ class DecoderLayer(nn.Module):  # Gemma3nTextDecoderLayer
 
 
 class Gemma3nForCausalLM(nn.Module):
-    def __init__(self, c):
+    def __init__(self, c, ckpt=False):
         super().__init__()
         self.c = c
+        self.ckpt = ckpt
         h, L, p, V = c["hidden_size"], c["num_hidden_layers"], c["hidden_size_per_layer_input"], c["vocab_size"]
         self.embed_tokens = ScaledEmbedding(V, h, c["pad_token_id"], h ** 0.5)
         self.layers = nn.ModuleList([DecoderLayer(c, i) for i in range(L)])
@@ -257,7 +261,10 @@ class Gemma3nForCausalLM(nn.Module):
             temp.append(cur * (target / torch.maximum(mag, eps)))
         hs = torch.stack(temp, dim=0)
         for i, layer in enumerate(self.layers):
-            hs = layer(hs, rope_global, rope_local, per_layer_inputs[:, :, i, :], masks[c["layer_types"][i]])
+            args = (hs, rope_global, rope_local, per_layer_inputs[:, :, i, :], masks[c["layer_types"][i]])
+            # gradient_checkpointing_enable(): each decoder layer under torch.utils.checkpoint
+            # (GradientCheckpointingLayer; non-reentrant, as deepspeed_cases.py and ssm_cases.py).
+            hs = torch.utils.checkpoint.checkpoint(layer, *args, use_reentrant=False) if self.ckpt else layer(*args)
         target = torch.mean(hs[0] ** 2, dim=-1, keepdim=True) ** 0.5
         temp = [hs[0]]
         for i in range(1, c["altup_num_inputs"]):
@@ -290,10 +297,10 @@ def small():
             "max_position_embeddings": 2048}
 
 
-def run_case(c, B, S):
+def run_case(c, B, S, ckpt=False):
     tracer.reset_seed()
     with tracer.Tracker() as tr:
-        model = Gemma3nForCausalLM(c)
+        model = Gemma3nForCausalLM(c, ckpt)
         model.train()
         tr.mark("built")
         opt = tracer.make_opt("adamw", model.parameters(), None)
@@ -312,36 +319,41 @@ def run_case(c, B, S):
     return r
 
 
-def record(c, B, S, r):
+def record(c, B, S, r, ckpt=False):
     return {
-        **tracer.record_head(f"cpu-gemma3n_text-small-b{B}-s{S}-adamw",
+        **tracer.record_head(f"cpu-gemma3n_text-small-b{B}-s{S}{'-ckpt' if ckpt else ''}-adamw",
                              "tools/trace/gemma3n_cases.py (harness: shared/ground-truth/measure.py)"),
         "model": {"hf_config": c, "params": r["nparams"]},
         "train": dict(batch=B, seq=S, precision="fp32", optimizer="adamw",
-                      optimizer_impl="single_tensor (torch 1.13 CPU default)", checkpointing="none",
+                      optimizer_impl="single_tensor (torch 1.13 CPU default)", checkpointing="full" if ckpt else "none",
                       attention="eager", grad_accum=1),
         **tracer.peak_fields(r),
         "components": tracer.components(r),
         "detail": {k: r[k] for k in ("buffers", "built", "s2_start", "s2_peak_fwd", "s2_peak_bwd", "s2_peak_opt",
                                      "end_live")},
-        "software": {"torch": torch.__version__, "transformers": "modeling_gemma3n.py@b87ecf8c"},
-        "notes": "memscale refuses gemma3n (AltUp not in the training graph): a measurement to model against",
+        # gemma3n arrived in transformers 4.53.0, whose ForCausalLMLoss shifts the labels (as causal_lm_loss).
+        "software": {"torch": torch.__version__, "transformers": "4.53.0"},
+        "notes": "a torch re-implementation of modeling_gemma3n.py@b87ecf8c (Gemma3nForCausalLM); gemma3n "
+                 "arrived in transformers 4.53.0, whose ForCausalLMLoss shifts the labels",
     }
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="docs/research/gemma3n-cpu-traced.json")
+    ap.add_argument("--out", default="docs/data/cpu_traced_families_2025.json")
     a = ap.parse_args()
     c = small()
     out = []
-    for B, S in ((2, 256), (4, 512)):
+    for B, S, ckpt in ((2, 256, False), (4, 512, False), (4, 512, True)):
         t0 = time.time()
-        r = run_case(c, B, S)
-        out.append(record(c, B, S, r))
+        r = run_case(c, B, S, ckpt)
+        out.append(record(c, B, S, r, ckpt))
         print(f"{out[-1]['id']}: params={r['nparams']} peak={r['s2_peak']} act={r['s2_fwd'] - r['s2_start']} "
               f"bwd_peak={r['s2_peak_bwd']} end={r['end_live']} ({time.time() - t0:.1f}s)", flush=True)
-    tracer.write_records(a.out, out, final_newline=True)
+    ids = {r["id"] for r in out}
+    with open(a.out) as f:
+        kept = [r for r in json.load(f) if r["id"] not in ids]
+    tracer.write_records(a.out, kept + out, final_newline=True)
 
 
 if __name__ == "__main__":

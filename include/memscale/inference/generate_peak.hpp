@@ -454,6 +454,12 @@ constexpr void require_generate_estimated(const model_spec& model) {
   // the recurrent cuda_kernels path: neither is described here.
   require_attention_mixer(model, "generate() keeps conv and ssm states instead of a KV cache, which is not "
                                  "modelled yet");
+  // Gemma 3n's last num_kv_shared_layers layers read the cache of an earlier layer, and AltUp runs
+  // on every new token: graph/recipes/altup_stack.hpp writes the training step only.
+  require(model.altup_inputs == 0, error_code::unsupported, "model.altup_inputs",
+          "is Gemma 3n's AltUp: generate() (a KV cache shared by the last num_kv_shared_layers layers) is not "
+          "modelled for it; training is",
+          model.altup_inputs);
 }
 
 // What the allocator's event walk (allocator/generate_events.hpp) describes besides: not gpt-oss's

@@ -436,11 +436,13 @@ constexpr per_gpu_estimate estimate_per_gpu(const model_spec& model, const train
                                           detail::rank_model_of(g.stacks, g.run, p), g.run, p);
   }
   // Korthikanti's per-layer formula (tp > 1) describes standard attention, and the stage split
-  // (pp > 1) the repeated block: DeepSeek's latent attention and leading dense layers are neither.
-  detail::require((!has_latent_attention(model) && model.leading_dense_layers == 0) || (p.tp == 1 && p.pp == 1),
+  // (pp > 1) the repeated block: DeepSeek's latent attention and leading dense layers are neither,
+  // nor Gemma 3n's AltUp stack.
+  detail::require((!has_latent_attention(model) && model.leading_dense_layers == 0 && model.altup_inputs == 0) ||
+                      (p.tp == 1 && p.pp == 1),
                   error_code::unsupported, "parallel.tp * parallel.pp",
-                  "must be 1 for multi-head latent attention or leading dense layers (DeepSeek): their tensor and "
-                  "pipeline splits are not modelled yet",
+                  "must be 1 for multi-head latent attention, leading dense layers (DeepSeek) or AltUp (Gemma 3n): "
+                  "their tensor and pipeline splits are not modelled yet",
                   detail::checked_mul(p.tp, p.pp));
   // Tensor parallelism of a state-space stack (in_proj / out_proj split by channels) is not
   // described here (the tp > 1 path uses attention heads); data, ZeRO and pipeline splits walk the graph.

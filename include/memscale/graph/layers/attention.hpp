@@ -410,6 +410,12 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
     qkv.q = norm(ctx, qkv.q, {.width = w.q, .rows = ctx.tokens, .site = norm_site::qk});
     qkv.k = norm(ctx, qkv.k, {.width = w.kv, .rows = ctx.tokens, .site = norm_site::qk});
   }
+  if (m.value_norm) {
+    // Gemma3nTextAttention.v_norm (modeling_gemma3n.py@b87ecf8c): Gemma3nRMSNorm(with_scale=False)
+    // over head_dim; its scale is a 0-dim buffer, so nothing is kept for a weight gradient.
+    qkv.v = unscaled_rms_norm(ctx, qkv.v, {.width = w.head_dim, .rows = detail::checked_mul(ctx.tokens, w.kv_heads),
+                                          .site = norm_site::qk});
+  }
   bytes rope_backward_copies{};
   if (m.positions == position_kind::rotary && run.liger_rope) {
     const liger_rotated rotated = liger_rope(ops, qkv.q, qkv.k, q_elements, k_elements, p.matmul, m.fused_qkv);

@@ -244,6 +244,19 @@ constexpr tensor l2_norm(const layer_context& ctx, tensor in, const norm_shape& 
   return y;
 }
 
+// An RMSNorm whose scale is a constant buffer (Gemma3nRMSNorm with_scale=False,
+// modeling_gemma3n.py@b87ecf8c): the model's RMSNorm code, nothing kept for a weight gradient,
+// no parameter.
+constexpr tensor unscaled_rms_norm(const layer_context& ctx, tensor in, const norm_shape& shape) {
+  const rms_norm_code code = ctx.model.rms_norm_fp32_scale ? rms_norm_code::hf_gemma : rms_norm_code::hf_llama;
+  const tensor y = rms_norm(ctx.ops, in, shape, code, false, ctx.run.torch_version);
+  op& o = ctx.ops.at(y);
+  o.weight = {};
+  o.role = param_role::none;
+  o.frozen = false;
+  return y;
+}
+
 // The model's norm over the hidden width of every token.
 constexpr tensor norm(const layer_context& ctx, tensor in) {
   return norm(ctx, in, {.width = ctx.model.hidden, .rows = ctx.tokens});

@@ -12,6 +12,7 @@
 #include "memscale/detail/math.hpp"
 #include "memscale/dtype.hpp"
 #include "memscale/graph/graph.hpp"
+#include "memscale/graph/recipes/altup_stack.hpp"
 #include "memscale/graph/layers/adapters.hpp"
 #include "memscale/graph/layers/attention.hpp"
 #include "memscale/graph/layers/attention_inputs.hpp"
@@ -285,6 +286,12 @@ constexpr void generation_forward(const graph_layers::layer_context& ctx) {
   op_writer& ops = ctx.ops;
   const model_spec& model = ctx.model;
   require_attention_mixer(model, "a forward with a KV cache is built for attention layers");
+  // Gemma 3n's generate() shares the last layers' keys and values (num_kv_shared_layers) and runs
+  // AltUp on every new token: not written for a forward with a cache.
+  detail::require(model.altup_inputs == 0, error_code::unsupported, "model.altup_inputs",
+                  "is Gemma 3n's AltUp: generate() (a forward with a KV cache, shared by the last "
+                  "num_kv_shared_layers layers) is not modelled for it; training is",
+                  model.altup_inputs);
   if (has_layer_pattern(model) || model.experts_on_every_token)
     detail::fail(error_code::unsupported, "model.moe_layer_step",
                  "is a layer pattern (Llama 4): a forward with a KV cache of layers that differ by position, "
@@ -341,6 +348,10 @@ constexpr void build_decoder_stack(const model_spec& declared, const training_sp
                           .cached_keys = cached_keys};
   if (no_grad_forward) {
     generation_forward(ctx);
+    return;
+  }
+  if (model.altup_inputs > 0) {
+    build_altup_stack(ctx, requested);
     return;
   }
   idle_tower(ctx);

@@ -1,7 +1,6 @@
 // memscale/json/hf/gemma3n.hpp: Gemma 3n's config.json (model_type gemma3n, with text_config
-// gemma3n_text; or gemma3n_text alone): its text stack counted exactly, and the config refused
-// for estimation by the field that sizes what the training graph does not model yet (AltUp's
-// parallel copies of the hidden state). Source: transformers models/gemma3n/
+// gemma3n_text; or gemma3n_text alone): its text stack counted exactly and read into the model
+// the AltUp training graph builds (graph/recipes/altup_stack.hpp). Source: transformers models/gemma3n/
 // modeling_gemma3n.py@b87ecf8c (Gemma3nTextModel, Gemma3nTextDecoderLayer, Gemma3nTextAltUp,
 // Gemma3nTextLaurelBlock, Gemma3nTextMLP) and configuration_gemma3n.py@01854809
 // (Gemma3nTextConfig's defaults).
@@ -16,6 +15,7 @@
 
 #include "memscale/detail/math.hpp"
 #include "memscale/json/hf/config.hpp"
+#include "memscale/model.hpp"
 
 namespace memscale::json_io::hf {
 
@@ -145,29 +145,108 @@ inline config gemma3n_text_config(const config& c) {
   return c.text("model_type", "") == "gemma3n" ? c.nested_or_defaults("text_config") : c;
 }
 
-inline bool is_gemma3n(std::string_view model_type) {
-  return model_type == "gemma3n" || model_type == "gemma3n_text";
+
+// activation_sparsity_pattern as the layers that cut their gate (Gemma3nTextMLP: sparsity > 0
+// runs _gaussian_topk): the first k layers, the rest 0 (the E2B and E4B patterns); the graph
+// adds what those k save beyond a dense layer (graph/layers/activation_sparsity.hpp). The default (0.95,) * 10 + (0.0,) * 25
+// (configuration_gemma3n.py@01854809) fits only 35 layers.
+inline std::uint64_t gemma3n_sparse_leading_layers(const config& c, std::uint64_t layers) {
+  if (!c.has("activation_sparsity_pattern")) {
+    if (layers != gemma3n_text_defaults::layers)
+      bad_field(error_code::invalid_model, c.field("activation_sparsity_pattern"), json(),
+                "must be given for num_hidden_layers " + std::to_string(layers) +
+                    " (Gemma3nTextConfig's default lists 35 layers)");
+    return 10;
+  }
+  const json& pattern = c.raw().at("activation_sparsity_pattern");
+  std::uint64_t leading = 0;
+  while (leading < layers && pattern.at(static_cast<std::size_t>(leading)).get<double>() > 0.0) ++leading;
+  for (std::uint64_t i = leading; i < layers; ++i)
+    if (pattern.at(static_cast<std::size_t>(i)).get<double>() > 0.0)
+      bad_field(error_code::unsupported, c.field("activation_sparsity_pattern"), pattern,
+                "must give the sparse layers (> 0) first and 0 to the others (the E2B and E4B patterns, "
+                "which the graph models)");
+  if (leading == layers)
+    bad_field(error_code::unsupported, c.field("activation_sparsity_pattern"), pattern,
+              "must leave at least one layer at 0 (the E2B and E4B patterns, which the graph models)");
+  return leading;
 }
 
-// Gemma3nTextModel keeps altup_num_inputs copies of the hidden state through every layer
-// (predict and correct each make all of them anew), adds the per-layer embeddings' (b, s,
-// layers x hidden_size_per_layer_input) inputs, a Laurel branch and the gaussian top-k of
-// activation_sparsity_pattern on the first layers' gate: none of them is in the training graph,
-// and a LLaMA-recipe stand-in would leave the largest activations out, so the config is refused
-// by the field that sizes them, after its sizes are checked.
+// Gemma3nForCausalLM from a gemma3n_text config (modeling_gemma3n.py@b87ecf8c), its keys checked
+// and counted by gemma3n_text_parameters. In training no cache is passed, so the KV-shared layers
+// compute their own k and v (Gemma3nTextAttention reads the shared cache only with past_key_values):
+// num_kv_shared_layers changes nothing here.
+inline model_spec gemma3n_text(const config& c) {
+  using d = gemma3n_text_defaults;
+  gemma3n_text_parameters(c);  // checks the keys that size the stack
+  model_spec m{};
+  m.layers = c.count("num_hidden_layers", d::layers);
+  m.hidden = c.count("hidden_size", d::hidden);
+  m.heads = c.count("num_attention_heads", d::heads);
+  m.kv_heads = c.count("num_key_value_heads", d::kv_heads);
+  m.head_dim = c.count("head_dim", d::head_dim);
+  m.vocab = c.count("vocab_size", d::vocab);
+  m.context_length = c.count("max_position_embeddings", 32768);
+  m.ffn = detail::gemma3n_ffn_of_layer(c, m.layers, 0);
+  for (std::uint64_t i = 1; i < m.layers; ++i)
+    if (detail::gemma3n_ffn_of_layer(c, m.layers, i) != m.ffn)
+      bad_field(error_code::unsupported, c.field("intermediate_size"), c.raw().at("intermediate_size"),
+                "must be one width for every layer: the graph repeats one layer");
+  m.positions = position_kind::rotary;
+  m.norm = norm_kind::rmsnorm;
+  m.norm_bias = false;
+  // Gemma3nRMSNorm: x.float() normalized, times weight.float(), .type_as(x): the fp32 scale path.
+  m.rms_norm_fp32_scale = true;
+  m.mlp = gated_activation(c, "hidden_activation", "gelu_pytorch_tanh");
+  m.qkv_bias = c.flag("attention_bias", false);
+  m.attn_out_bias = m.qkv_bias;
+  m.tied_embeddings = c.flag("tie_word_embeddings", true);
+  m.scale_embeddings = true;  // Gemma3nTextScaledWordEmbedding: * sqrt(hidden)
+  m.qk_norm = qk_norm_kind::per_head;
+  m.value_norm = true;
+  m.block_norms = branch_norms::sandwich;
+  // loss_function (ForCausalLMLoss, every release with gemma3n): fp32 logits, the labels shifted.
+  m.upcast_logits = true;
+  m.shift_labels = true;
+  m.softmax_fp32 = true;
+  // final_logit_softcapping: 30.0 by default, off when null.
+  m.logit_softcap = !c.raw().contains("final_logit_softcapping") || !c.raw().at("final_logit_softcapping").is_null();
+  apply_dropout(c, m, {.attention = {"attention_dropout", 0.0}});
+  // layer_types: every fifth layer full attention by default (Gemma3nTextConfig.__init__).
+  std::uint64_t sliding = 0;
+  for (std::uint64_t i = 0; i < m.layers; ++i)
+    if (c.has("layer_types") ? c.raw().at("layer_types").at(static_cast<std::size_t>(i)) == "sliding_attention"
+                             : (i + 1) % 5 != 0)
+      ++sliding;
+  m.sliding_window = c.count("sliding_window", 512);
+  m.sliding_layers = sliding;
+  m.rotary_per_layer_type = sliding < m.layers;
+  m.altup_inputs = c.count("altup_num_inputs", d::altup_inputs);
+  m.altup_correct_scale = c.flag("altup_correct_scale", true);
+  m.per_layer_input_width = c.count("hidden_size_per_layer_input", d::hidden_per_layer);
+  m.per_layer_vocab = c.count("vocab_size_per_layer_input", d::vocab_per_layer);
+  m.laurel_rank = c.count("laurel_rank", d::laurel_rank);
+  for (const auto& [key, value] : {std::pair{"hidden_size_per_layer_input", m.per_layer_input_width},
+                                   std::pair{"vocab_size_per_layer_input", m.per_layer_vocab},
+                                   std::pair{"laurel_rank", m.laurel_rank}})
+    if (value == 0) bad_field(error_code::invalid_model, c.field(key), value, "must be > 0");
+  m.sparse_leading_layers = gemma3n_sparse_leading_layers(c, m.layers);
+  return m;
+}
+
+// Gemma3nForConditionalGeneration (model_type gemma3n): its language model reads as above, but the
+// MobileNetV5 vision tower (timm's mobilenetv5_300m_enc, built by name) and the audio encoder,
+// idle weights in a text-only step, are not counted from config.json here, so the config is
+// refused by the vision tower's field rather than estimated without them; its text_config
+// estimates as model_type gemma3n_text.
 [[noreturn]] inline void refuse_gemma3n(const config& c) {
   const config text = gemma3n_text_config(c);
-  const std::uint64_t parameters = gemma3n_text_parameters(text);
-  const std::uint64_t altup = text.count("altup_num_inputs", gemma3n_text_defaults::altup_inputs);
-  const bool multimodal = c.text("model_type", "") == "gemma3n";
-  bad_field(error_code::unsupported, text.field("altup_num_inputs"), altup,
-            "is Gemma 3n's AltUp: " + std::to_string(altup) +
-                " parallel copies of the hidden state in every layer, with per-layer embeddings, Laurel and "
-                "activation sparsity, which memscale's training and generate() graphs do not model yet; memscale "
-                "refuses the config rather than estimate without them (its text stack has " +
-                std::to_string(parameters) + " parameters" +
-                (multimodal ? "; the MobileNetV5 vision tower and the audio encoder are not counted from config.json" : "") +
-                ")");
+  const model_spec m = gemma3n_text(text);
+  bad_field(error_code::unsupported, c.field("vision_config"), c.text("model_type", ""),
+            "is Gemma 3n's MobileNetV5 vision tower and audio encoder, which memscale does not count from "
+            "config.json yet: the multimodal model is refused (its text stack, " +
+                std::to_string(gemma3n_text_parameters(text)) + " parameters over " + std::to_string(m.layers) +
+                " layers, estimates as model_type gemma3n_text)");
 }
 
 }  // namespace memscale::json_io::hf
