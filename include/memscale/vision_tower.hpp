@@ -11,6 +11,7 @@ namespace memscale {
 enum class vision_tower_kind : std::uint8_t {
   none,
   qwen2_5_vl,  // Qwen2_5_VisionTransformerPretrainedModel (modeling_qwen2_5_vl.py @ 00b676f8)
+  siglip_gemma3,  // Gemma 3's SiglipVisionModel and Gemma3MultiModalProjector (modeling_gemma3.py @ 0018aa64)
 };
 
 // Qwen2_5_VLVisionConfig's fields (configuration_qwen2_5_vl.py @ 00b676f8).
@@ -27,6 +28,10 @@ struct vision_tower_spec {
   std::uint64_t out_hidden = 0;       // the merger's output: the text model's hidden size
   std::uint64_t window_size = 0;      // pixels: window attention over (window_size / patch)^2 patches
   std::uint64_t full_attention_blocks = 0;  // len(fullatt_block_indexes): blocks attending over a whole image
+  // A fixed-size tower (SigLIP): every image is resized to image_size^2 pixels and pooled to
+  // tokens_per_image tokens (mm_tokens_per_image).
+  std::uint64_t image_size = 0;
+  std::uint64_t tokens_per_image = 0;
 };
 
 // The images of one training sample, all of one size. The image processor resizes each to a

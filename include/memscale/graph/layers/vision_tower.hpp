@@ -13,6 +13,8 @@
 #include "memscale/dtype.hpp"
 #include "memscale/error.hpp"
 #include "memscale/graph/graph.hpp"
+#include "memscale/graph/layers/tower_bytes.hpp"
+#include "memscale/graph/layers/vision_tower_siglip.hpp"
 #include "memscale/model.hpp"
 #include "memscale/precision_policy.hpp"
 #include "memscale/training.hpp"
@@ -87,13 +89,6 @@ constexpr image_grid qwen2_5_vl_image_grid(const vision_tower_spec& v, const ima
   const image_grid g{.rows = hb / v.patch, .cols = wb / v.patch, .tokens = (hb / v.patch) * (wb / v.patch) / (v.merge * v.merge)};
   return g;
 }
-
-// What a step's images add to the graph of its language model.
-struct tower_bytes {
-  bytes forward{};   // the tower's forward at its largest moment, with the text embeddings beside it
-  bytes held{};      // kept through the language model's forward
-  bytes inputs{};    // pixel_values and image_grid_thw, alive through the step
-};
 
 // The frozen tower's forward (no autograd graph: nothing is saved, every temporary goes when its
 // statement ends). N patches of all images in the micro-batch, hidden h, head dim d, activations
@@ -181,12 +176,18 @@ constexpr tower_bytes qwen2_5_vl_tower_bytes(const model_spec& model, const trai
   return out;
 }
 
+// One image's tokens in the text sequence, by tower.
+constexpr std::uint64_t image_tokens(const vision_tower_spec& v, const image_inputs& in) {
+  return v.kind == vision_tower_kind::siglip_gemma3 ? v.tokens_per_image : qwen2_5_vl_image_grid(v, in).tokens;
+}
+
 // Writes a step's images into the language model's graph: the tower's forward moment, what the
 // model keeps through its blocks and the pixel inputs. Nothing of the frozen tower is saved for
 // backward; its weights are the idle tower op's (idle_tower.hpp).
 constexpr void add_image_tower(const model_spec& model, const training_spec& run, graph& g) {
   if (run.images.per_sample == 0) return;
-  const tower_bytes t = qwen2_5_vl_tower_bytes(model, run);
+  const tower_bytes t = model.vision.kind == vision_tower_kind::siglip_gemma3 ? siglip_gemma3_tower_bytes(model, run)
+                                                                             : qwen2_5_vl_tower_bytes(model, run);
   g.tower_forward = t.forward;
   g.held += t.held;
   g.inputs += t.inputs;
