@@ -97,6 +97,10 @@ TEST_CASE("gemma3 with images: a trainable tower, tower adapters and pixel bound
   short_seq["seq"] = 500;  // two images are 2 x (256 + 2) tokens
   CHECK(contains(error_of(short_seq), "run.seq_len"));
 
+  json_io::json odd_tokens = image_record(frozen);
+  odd_tokens["model"]["hf_config"]["mm_tokens_per_image"] = 200;  // not a square: the pool cannot make it
+  CHECK(contains(json_io::estimate_record(odd_tokens).value("error", std::string()), "mm_tokens_per_image"));
+
   json_io::json bounds = frozen;
   bounds["max_pixels"] = 1000000;
   CHECK(contains(error_of(bounds), "min_pixels"));

@@ -31,6 +31,21 @@ constexpr tower_bytes siglip_gemma3_tower_bytes(const model_spec& model, const t
   const auto mul = [&](std::uint64_t x, std::uint64_t y) { return memscale::detail::checked_mul(x, y, q); };
   const dtype a = precision_policy_of(run).param;
   const std::uint64_t tokens = v.tokens_per_image;
+  memscale::detail::require(v.heads > 0 && v.hidden % v.heads == 0, error_code::invalid_model,
+                            "model.vision.heads (vision_config.num_attention_heads)", "must divide the tower's hidden size",
+                            v.heads);
+  // Gemma3MultiModalProjector pools the patches_per_image side with AvgPool2d(kernel =
+  // patches_per_image // tokens_per_side): the pooled side must be tokens_per_side, or
+  // get_placeholder_mask refuses the features.
+  std::uint64_t per_side = 0;
+  while ((per_side + 1) * (per_side + 1) <= tokens) ++per_side;
+  const std::uint64_t patches = v.patch == 0 ? 0 : v.image_size / v.patch;
+  memscale::detail::require(per_side > 0 && per_side * per_side == tokens && patches >= per_side &&
+                                patches / (patches / per_side) == per_side,
+                            error_code::invalid_model, "model.vision.tokens_per_image (mm_tokens_per_image)",
+                            "must be a square whose side the projector's average pool reaches from "
+                            "vision_config.image_size / patch_size",
+                            tokens);
   // Gemma3Processor writes each image as boi, mm_tokens_per_image image tokens and eoi.
   memscale::detail::require(run.seq_len >= mul(run.images.per_sample, tokens + 2), error_code::invalid_run,
                             "run.seq_len", "must count every token of a sample, its images' included "

@@ -46,9 +46,7 @@ inline std::uint64_t siglip_vision_parameters(const config& v) {
 }
 
 // The tower's shape as image inputs run it (vision_tower.hpp): SiglipVisionConfig's defaults and
-// Gemma3Config's mm_tokens_per_image (256). Gemma3MultiModalProjector pools the patches_per_image
-// side with AvgPool2d(kernel = patches_per_image // tokens_per_side): the pooled side must be
-// tokens_per_side, or get_placeholder_mask refuses the features (modeling_gemma3.py @ 0018aa64).
+// Gemma3Config's mm_tokens_per_image (256).
 inline vision_tower_spec gemma3_vision(const config& c, const config& v, std::uint64_t text_hidden) {
   vision_tower_spec t{.kind = vision_tower_kind::siglip_gemma3,
                       .depth = v.count("num_hidden_layers", 12),
@@ -60,15 +58,7 @@ inline vision_tower_spec gemma3_vision(const config& c, const config& v, std::ui
                       .out_hidden = text_hidden,
                       .image_size = v.count("image_size", 224),
                       .tokens_per_image = c.count("mm_tokens_per_image", 256)};
-  if (t.heads == 0 || t.hidden % t.heads != 0)
-    bad_field(error_code::invalid_model, v.field("num_attention_heads"), t.heads, "must divide vision_config.hidden_size");
-  std::uint64_t per_side = 0;
-  while ((per_side + 1) * (per_side + 1) <= t.tokens_per_image) ++per_side;
-  const std::uint64_t patches = t.patch == 0 ? 0 : t.image_size / t.patch;
-  if (per_side == 0 || per_side * per_side != t.tokens_per_image || patches < per_side ||
-      patches / (patches / per_side) != per_side)
-    bad_field(error_code::invalid_model, c.field("mm_tokens_per_image"), t.tokens_per_image,
-              "must be a square whose side the projector's average pool reaches from image_size / patch_size");
+  // Checked where images run it (vision_tower_siglip.hpp): a text-only run never reads the shape.
   return t;
 }
 
