@@ -58,9 +58,13 @@ std::string text_report(const memscale::model_spec& model, const memscale::train
                      memscale::format_count(result.trainable_parameter_count));
   if (model.idle_tower_parameters > 0 && run.images.per_sample > 0)
     out += fmt::format("vision tower   {} parameters, frozen (no gradient or optimizer state), run on {} image(s) of "
-                       "{}x{} per sample: {} tokens each, counted in the sequence\n",
+                       "{}x{} per sample{}: {} tokens each, counted in the sequence\n",
                        memscale::format_count(model.idle_tower_parameters), run.images.per_sample, run.images.height,
-                       run.images.width, memscale::graph_layers::qwen2_5_vl_image_grid(model.vision, run.images).tokens);
+                       run.images.width,
+                       // Gemma3ImageProcessor resizes every image to the tower's image_size.
+                       model.vision.image_size > 0 ? fmt::format(" (resized to {0}x{0})", model.vision.image_size)
+                                                   : std::string(),
+                       memscale::graph_layers::image_tokens(model.vision, run.images));
   else if (model.idle_tower_parameters > 0)
     out += fmt::format("vision tower   {} parameters loaded, idle in a text-only run: weights only, no gradient or "
                        "optimizer state\n",

@@ -269,26 +269,33 @@ constexpr void check_packing(const model_spec& m, const training_spec& t) {
                             "mask, which is not modelled (run.attention eager or sdpa_math is)");
 }
 
-// Images through a vision tower (training_spec::images): modelled for the Qwen2-VL, Qwen2.5-VL and
-// Qwen3-VL towers, frozen, on one GPU, with the sequence counting the image tokens
-// (graph/layers/vision_tower.hpp, vision_tower_qwen3.hpp).
+// Images through a vision tower (training_spec::images): modelled for the Qwen2-VL, Qwen2.5-VL,
+// Qwen3-VL and Gemma 3 towers, frozen, on one GPU, with the sequence counting the image tokens
+// (graph/layers/vision_tower.hpp, vision_tower_qwen3.hpp, vision_tower_siglip.hpp).
 constexpr void check_images(const model_spec& m, const training_spec& t) {
   const image_inputs& in = t.images;
   if (in.per_sample == 0) return;
   const char* field = "run.images.per_sample (train.images_per_sample, --images)";
   detail::require(m.idle_tower_parameters > 0, error_code::unsupported, field,
                   "needs a multimodal model: this one has no vision tower", in.per_sample);
+  const bool gemma3 = m.vision.kind == vision_tower_kind::siglip_gemma3;
   detail::require(m.vision.kind != vision_tower_kind::none, error_code::unsupported, field,
-                  "images through this model's vision tower are not modelled (the qwen2_vl, qwen2_5_vl and qwen3_vl "
-                  "towers are; the gemma3 and llama4 towers are held as weights only, for text-only runs)",
+                  "images through this model's vision tower are not modelled (the qwen2_vl, qwen2_5_vl, qwen3_vl "
+                  "and gemma3 towers are; the llama4 tower is held as weights only, for text-only runs)",
                   in.per_sample);
   detail::require(in.height > 0 && in.width > 0, error_code::invalid_run,
                   "run.images.height x width (train.image, --image-size)",
                   "must be given (pixels) with images", in.height * in.width);
+  // Gemma3ImageProcessor resizes every image to image_size^2: smart_resize's bounds do not apply.
+  detail::require(!gemma3 || (in.min_pixels == 0 && in.max_pixels == 0), error_code::invalid_run,
+                  "run.images.min_pixels (train.min_pixels, train.max_pixels)",
+                  "applies to Qwen-VL image processors only: Gemma 3 resizes every image to vision_config.image_size",
+                  in.min_pixels);
   const std::uint64_t min_pixels = in.min_pixels != 0 ? in.min_pixels : m.vision.min_pixels;
   const std::uint64_t max_pixels = in.max_pixels != 0 ? in.max_pixels : m.vision.max_pixels;
-  detail::require(min_pixels > 0 && min_pixels <= max_pixels, error_code::invalid_run,
+  detail::require(gemma3 || (min_pixels > 0 && min_pixels <= max_pixels), error_code::invalid_run,
                   "run.images.min_pixels (train.min_pixels)", "must be > 0 and at most max_pixels", min_pixels);
+  // A trained tower saves its blocks' activations for backward: not modelled.
   detail::require(in.tower_frozen || is_lora(t), error_code::unsupported,
                   "run.images.tower_frozen (train.frozen, --frozen-tower)",
                   "is false: full fine-tuning trains the vision tower too, whose saved activations are not modelled; "
@@ -297,6 +304,14 @@ constexpr void check_images(const model_spec& m, const training_spec& t) {
   // PEFT matches target_modules by name, and the tower's MLP is gate_proj, up_proj and down_proj
   // too (Qwen2_5_VLMLP, modeling_qwen2_5_vl.py @ 00b676f8): adapters there train the tower.
   // Qwen2-VL's and Qwen3-VL's tower MLPs are fc1/fc2 and linear_fc1/linear_fc2: no such match.
+  // SiglipAttention's projections are q_proj, k_proj and v_proj too (modeling_siglip.py @ 1c51a62f);
+  // its MLP is fc1 and fc2 and its output out_proj, which no target names.
+  constexpr lora_modules siglip_names = lora_target::q | lora_target::k | lora_target::v;
+  detail::require(!gemma3 || !is_lora(t) || (t.lora_targets & siglip_names) == 0, error_code::unsupported,
+                  "run.lora_targets",
+                  "name q, k or v, which PEFT's name matching also adapts in Gemma 3's SigLIP tower (SiglipAttention): "
+                  "a trained tower's activations are not modelled (target o and the MLP projections)",
+                  t.lora_targets);
   detail::require(m.vision.kind != vision_tower_kind::qwen2_5_vl || !is_lora(t) || (t.lora_targets & lora_mlp) == 0,
                   error_code::unsupported, "run.lora_targets",
                   "name an MLP projection, which PEFT's name matching also adapts in the vision tower "

@@ -13,10 +13,11 @@ enum class vision_tower_kind : std::uint8_t {
   qwen2_5_vl,  // Qwen2_5_VisionTransformerPretrainedModel (modeling_qwen2_5_vl.py @ 00b676f8)
   qwen2_vl,    // Qwen2VisionTransformerPretrainedModel (modeling_qwen2_vl.py @ 00b676f8)
   qwen3_vl,    // Qwen3VLVisionModel (modeling_qwen3_vl.py @ 00709b86)
+  siglip_gemma3,  // Gemma 3's SiglipVisionModel and Gemma3MultiModalProjector (modeling_gemma3.py @ 0018aa64)
 };
 
 // The vision configs' fields (configuration_qwen2_5_vl.py, configuration_qwen2_vl.py @ 00b676f8;
-// configuration_qwen3_vl.py @ 00709b86), and the image processor's pixel bounds.
+// configuration_qwen3_vl.py @ 00709b86; Gemma 3's SiglipVisionConfig), and the image processor's pixel bounds.
 struct vision_tower_spec {
   vision_tower_kind kind = vision_tower_kind::none;
   std::uint64_t depth = 0;
@@ -38,6 +39,10 @@ struct vision_tower_spec {
   // set their own in preprocessor_config.json (json/hf/qwen3_vl.hpp).
   std::uint64_t min_pixels = 56 * 56;
   std::uint64_t max_pixels = 28 * 28 * 1280;
+  // A fixed-size tower (SigLIP): every image is resized to image_size^2 pixels and pooled to
+  // tokens_per_image tokens (mm_tokens_per_image).
+  std::uint64_t image_size = 0;
+  std::uint64_t tokens_per_image = 0;
 };
 
 // The images of one training sample, all of one size. The image processor resizes each to a

@@ -561,6 +561,15 @@ else
   fail "--images 2 --image-size 448x448 --frozen-tower: the tower runs, 256 tokens per image" "exit $rc" \
     "$(head -c 300 "$work/err")"
 fi
+# Gemma 3 resizes every image to vision_config.image_size: the count is mm_tokens_per_image.
+gemma3_vl="$(dirname "$0")/../data/hf_configs/ssm-multimodal/google--gemma-3-4b-it.json"
+run --config "$gemma3_vl" --batch 1 --seq 1024 --precision bf16 --images 2 --image-size 640x480 --frozen-tower
+if [[ $rc -eq 0 ]] && grep -qF "run on 2 image(s) of 640x480 per sample (resized to 896x896): 256 tokens each" "$work/out"; then
+  pass "gemma3 --images 2 --image-size 640x480 --frozen-tower: resized to 896x896, 256 tokens per image"
+else
+  fail "gemma3 --images 2 --image-size 640x480 --frozen-tower: resized to 896x896, 256 tokens per image" "exit $rc" \
+    "$(head -c 300 "$work/err")"
+fi
 
 # --- vision models -----------------------------------------------------------------
 run --model resnet50 --image 384x384 --batch 64 --gpu rtx3060-12gb

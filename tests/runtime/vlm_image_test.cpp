@@ -1,7 +1,7 @@
 // Images through the frozen vision towers of Qwen2.5-VL, Qwen2-VL (graph/layers/vision_tower.hpp)
 // and Qwen3-VL (vision_tower_qwen3.hpp): image tokens per image (smart_resize), the CPU traces of
-// tools/trace/qwen_vl_image_cases.py, and the refusals of a trainable tower and of towers whose
-// forward is not modelled.
+// tools/trace/qwen_vl_image_cases.py, and the refusals of a trainable tower (Gemma 3's tower:
+// gemma3_image_test.cpp).
 #ifdef MEMSCALE_CATCH2_V2
 #include <catch2/catch.hpp>
 #else
@@ -65,6 +65,7 @@ TEST_CASE("qwen2_5_vl, qwen2_vl and qwen3_vl with images: the frozen towers' CPU
   REQUIRE(in);
   int cases = 0;
   for (const auto& record : json_io::json::parse(in)) {
+    if (record.at("id").get<std::string>().rfind("cpu-qwen2_5_vl-", 0) != 0) continue;  // other towers: their own tests
     INFO(record.at("id").get<std::string>());
     const auto answer = json_io::estimate_record(record);
     INFO(answer.dump());
@@ -85,7 +86,7 @@ json_io::json image_record(const std::string& config, json_io::json train) {
           {"train", std::move(train)}};
 }
 
-TEST_CASE("qwen2_5_vl with images: a trainable tower and unmodelled towers are refused by name",
+TEST_CASE("qwen2_5_vl with images: a trainable tower is refused by name",
           "[hf_config][tower][images]") {
   const std::string qwen = "Qwen--Qwen2.5-VL-7B-Instruct";
   const json_io::json frozen{{"batch", 1}, {"seq", 1024}, {"images_per_sample", 2}, {"image", "448x448"},
@@ -108,11 +109,6 @@ TEST_CASE("qwen2_5_vl with images: a trainable tower and unmodelled towers are r
   short_seq["seq"] = 300;  // two 448 x 448 images are 2 x 256 tokens
   CHECK(contains(json_io::estimate_record(image_record(qwen, short_seq)).value("error", std::string()),
                  "run.seq_len"));
-
-  const std::string gemma = json_io::estimate_record(image_record("google--gemma-3-4b-it", frozen)).value("error", std::string());
-  INFO(gemma);
-  CHECK(contains(gemma, "images_per_sample"));
-  CHECK(contains(gemma, "gemma3"));
 
   // Qwen2-VL's and Qwen3-VL's towers: frozen they are modelled, trained they are refused by name;
   // their MLPs (fc1/fc2, linear_fc1/linear_fc2) are no LoRA target's match.

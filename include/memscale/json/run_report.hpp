@@ -87,7 +87,7 @@ inline json estimate_report_json(const model_spec& model, const training_spec& r
     j["images"] = {{"per_sample", run.images.per_sample},
                    {"height", run.images.height},
                    {"width", run.images.width},
-                   {"tokens_per_image", graph_layers::qwen2_5_vl_image_grid(model.vision, run.images).tokens},
+                   {"tokens_per_image", graph_layers::image_tokens(model.vision, run.images)},
                    {"tower", "frozen"}};
   // DeepSeek's first dense layers: checkpointing keeps them whole (the upper side).
   if (model.leading_dense_layers > 0) j["leading_dense_layers_kept_whole"] = model.leading_dense_layers;

@@ -14,6 +14,7 @@
 #include "memscale/dtype.hpp"
 #include "memscale/error.hpp"
 #include "memscale/graph/graph.hpp"
+#include "memscale/graph/layers/tower_bytes.hpp"
 #include "memscale/model.hpp"
 #include "memscale/precision_policy.hpp"
 #include "memscale/training.hpp"
@@ -99,13 +100,6 @@ constexpr image_grid qwen2_5_vl_image_grid(const vision_tower_spec& v, const ima
   const image_grid g{.rows = hb / v.patch, .cols = wb / v.patch, .tokens = (hb / v.patch) * (wb / v.patch) / (v.merge * v.merge)};
   return g;
 }
-
-// What a step's images add to the graph of its language model.
-struct tower_bytes {
-  bytes forward{};   // the tower's forward at its largest moment, with the text embeddings beside it
-  bytes held{};      // kept through the language model's forward
-  bytes inputs{};    // pixel_values and image_grid_thw, alive through the step
-};
 
 // A micro-batch's images as the tower sees them: N patches in all, the text tokens they become.
 struct image_batch {

@@ -10,6 +10,7 @@
 
 #include "memscale/detail/math.hpp"
 #include "memscale/json/hf/gemma.hpp"
+#include "memscale/vision_tower.hpp"
 
 namespace memscale::json_io::hf {
 
@@ -44,6 +45,23 @@ inline std::uint64_t siglip_vision_parameters(const config& v) {
   return n;
 }
 
+// The tower's shape as image inputs run it (vision_tower.hpp): SiglipVisionConfig's defaults and
+// Gemma3Config's mm_tokens_per_image (256).
+inline vision_tower_spec gemma3_vision(const config& c, const config& v, std::uint64_t text_hidden) {
+  vision_tower_spec t{.kind = vision_tower_kind::siglip_gemma3,
+                      .depth = v.count("num_hidden_layers", 12),
+                      .hidden = v.count("hidden_size", 768),
+                      .intermediate = v.count("intermediate_size", 3072),
+                      .heads = v.count("num_attention_heads", 12),
+                      .in_channels = v.count("num_channels", 3),
+                      .patch = v.count("patch_size", 16),
+                      .out_hidden = text_hidden,
+                      .image_size = v.count("image_size", 224),
+                      .tokens_per_image = c.count("mm_tokens_per_image", 256)};
+  // Checked where images run it (vision_tower_siglip.hpp): a text-only run never reads the shape.
+  return t;
+}
+
 inline model_spec gemma3(const config& c) {
   model_spec m = gemma3_text(c.nested("text_config"));
   // Gemma3Config: a vision_config left out is SiglipVisionConfig()'s defaults.
@@ -55,6 +73,7 @@ inline model_spec gemma3(const config& c) {
   const std::uint64_t projector =
       memscale::detail::checked_add(memscale::detail::checked_mul(vision_hidden, m.hidden, q), vision_hidden, q);
   m.idle_tower_parameters = memscale::detail::checked_add(siglip_vision_parameters(vision), projector, q);
+  m.vision = gemma3_vision(c, vision, m.hidden);
   // Gemma3ForConditionalGeneration computes its own loss at every version read: logits.float(),
   // then a contiguous copy of the shifted logits for nn.CrossEntropyLoss (not loss_utils' label shift).
   m.upcast_logits = true;
