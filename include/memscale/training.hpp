@@ -469,9 +469,6 @@ constexpr const training_spec& validate(const training_spec& t) {
       detail::fail(error_code::unsupported, "run.framework",
                    "torchtune's distributed recipes are modelled without fsdp_cpu_offload, activation offloading and "
                    "optimizer_in_bwd");
-    require(t.grad_accum == 1, error_code::unsupported, "run.grad_accum",
-            "must be 1 for torchtune's distributed recipes (gradient accumulation under FSDP2 is not modelled yet)",
-            t.grad_accum);
     if (t.ckpt == checkpointing::selective)
       detail::fail(error_code::unsupported, "run.ckpt",
                    "must be none or full for torchtune's distributed recipes (enable_activation_checkpointing)");

@@ -310,8 +310,9 @@ class Unit:
     dtype without one), bf16 unsharded parameters gathered on demand, reduced in `reduce_dtype`."""
 
     def __init__(self, module, n_ranks, reshard_after_forward, shard_dtype=torch.float32,
-                 reduce_dtype=torch.float32):
+                 reduce_dtype=torch.float32, accumulate_in_place=False):
         self.n, self.reshard_after_forward = n_ranks, reshard_after_forward
+        self.accumulate_in_place = accumulate_in_place
         self.reduce_dtype = reduce_dtype
         self.entries, self.shards = [], []
         for mod in module.modules():
@@ -373,7 +374,12 @@ class Unit:
             off = 0
             for _, sh in pairs:
                 g = rs_out[off: off + sh.numel()]
-                sh.grad = g if sh.grad is None else sh.grad + g
+                if sh.grad is None:
+                    sh.grad = g
+                elif self.accumulate_in_place:  # foreach_reduce: `grad._local_tensor += new_sharded_grad`
+                    sh.grad.add_(g)
+                else:
+                    sh.grad = sh.grad + g
                 off += sh.numel()
         self.reshard()
 

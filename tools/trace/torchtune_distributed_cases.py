@@ -28,6 +28,9 @@ output projection is gathered and resharded around each of the recipe's chunk ca
 (TransformerDecoder.chunked_output) and, in backward, around each chunk's backward, which reduce-scatters
 its gradient into the sharded one. The root keeps the final norm only. The final callback walks the units
 in named_modules() order: root, tok_embeddings, layers, output.
+gradient_accumulation_steps (records "-ga2"): the recipe runs forward and backward per micro-batch with no
+no_sync, so every backward reduce-scatters; from the second on FSDP2 adds the output into the stored shard in
+place (foreach_reduce, _fsdp_collectives.py @ v2.6.0), as these units then do.
 Harness: tracer.py (peak live CPU tensor bytes of step 2). Run from the repository root:
     /usr/bin/python3 tools/trace/torchtune_distributed_cases.py --out /tmp/torchtune_distributed.json
 """
@@ -46,15 +49,20 @@ BF16 = torch.bfloat16
 
 
 class ShardedDecoder(TT.Decoder):
-    def shard(self, n, custom=False):
-        self.units = [TN.Unit(layer, n, True, BF16, BF16) for layer in self.layers]
+    def shard(self, n, custom=False, in_place=False):
+        # in_place: a later micro-batch adds its reduce-scatter output into the stored shard in place
+        # (FSDP2's foreach_reduce `sharded_param.grad._local_tensor += new_sharded_grad`, torch v2.6.0).
+        def unit(module):
+            return TN.Unit(module, n, True, BF16, BF16, accumulate_in_place=in_place)
+
+        self.units = [unit(layer) for layer in self.layers]
         self.custom = custom
         if custom:
-            self.emb_unit = TN.Unit(self.tok_embeddings, n, True, BF16, BF16)
-            self.out_unit = TN.Unit(self.output, n, True, BF16, BF16)
-            self.root = TN.Unit(nn.ModuleList([self.norm]), n, True, BF16, BF16)
+            self.emb_unit = unit(self.tok_embeddings)
+            self.out_unit = unit(self.output)
+            self.root = unit(nn.ModuleList([self.norm]))
         else:
-            self.root = TN.Unit(nn.ModuleList([self.tok_embeddings, self.norm, self.output]), n, True, BF16, BF16)
+            self.root = unit(nn.ModuleList([self.tok_embeddings, self.norm, self.output]))
 
     def all_units(self):
         # FSDPStateContext.all_states: the root module's named_modules() order.
@@ -101,6 +109,7 @@ def run_case(c):
     B, S, n = c["batch"], c["seq"], c["ranks"]
     lora = c.get("lora", False)
     custom = c.get("custom", False)
+    accum = c.get("accum", 1)
     # The LoRA configs' adapters (llama3/8B_lora.yaml @ v0.6.1 style: q, v, output_proj and the MLP).
     cfg = dict(rank=8 if lora else 0, targets=("q_proj", "v_proj", "output_proj") if lora else (), alpha=16 if lora else 0,
                lora_mlp=lora, ac=c["ac"], seq=S)
@@ -114,7 +123,7 @@ def run_case(c):
         if lora:
             for name, p in model.named_parameters():
                 p.requires_grad_("lora_" in name)
-        model.shard(n, custom)
+        model.shard(n, custom, in_place=accum > 1)
         shards = model.shards()
         trainable = [s for s in shards if s.requires_grad]
         adapters["numel"] = sum(u.numel() for unit in model.all_units() for u in unit.entries if u.requires_grad)
@@ -138,13 +147,21 @@ def run_case(c):
             del logits
             return loss * num_tokens
 
-        def backward(loss):
+        def backward_one(loss):
             loss.backward()
             # FSDP2's final callback: the root's post-backward, and that of any unit still gathered
             # (layer 0 under LoRA: its input needs no gradient, so no hook fired).
             for unit in model.all_units():
                 if unit.gathered:
                     unit.reduce()
+
+        def backward(loss):
+            # gradient_accumulation_steps: the recipe runs forward and backward per micro-batch and
+            # steps after the last (no no_sync: every backward reduce-scatters), full_finetune_distributed.py @ v0.6.1.
+            backward_one(loss)
+            del loss
+            for _ in range(accum - 1):
+                backward_one(forward())
 
         def grads_of_step2(k):
             if k == 2:
@@ -155,7 +172,7 @@ def run_case(c):
 
     r = T.run_two_steps(build, step)
     train = dict(batch=B, seq=S, precision="pure_bf16", optimizer="adamw", optimizer_impl="for_loop",
-                 checkpointing="full" if c["ac"] else "none", attention="eager", grad_accum=1, zero_stage=3, fsdp="full_shard", dp=n, tp=1, loss_impl="chunked", loss_chunks=8,
+                 checkpointing="full" if c["ac"] else "none", attention="eager", grad_accum=accum, zero_stage=3, fsdp="full_shard", dp=n, tp=1, loss_impl="chunked", loss_chunks=8,
                  logits_upcast="per_chunk", param_dtype="bf16", reduce_dtype="bf16", reshard_after_forward="all")
     if custom:
         train.update(custom_sharded_layers=["tok_embeddings", "output"])
@@ -191,6 +208,14 @@ def cases():
                 kind = "lora-distributed-llama-b2-s256-r8" if lora else "full-distributed-llama-b2-s256"
                 L.append(dict(id=f"cpu-torchtune-{kind}-fsdp2r{ranks}-units" + ("-ac" if ac else ""), lora=lora,
                               ac=ac, ranks=ranks, batch=2, seq=256, geometry=geo, custom=True))
+    # gradient_accumulation_steps 2: the second micro-batch runs beside every stored shard.
+    for lora in (False, True):
+        for custom in (False, True):
+            for ac in (False, True):
+                kind = "lora-distributed-llama-b2-s256-r8" if lora else "full-distributed-llama-b2-s256"
+                L.append(dict(id=f"cpu-torchtune-{kind}-fsdp2r2" + ("-units" if custom else "") + "-ga2" +
+                              ("-ac" if ac else ""), lora=lora, ac=ac, ranks=2, batch=2, seq=256, geometry=geo,
+                              custom=custom, accum=2))
     return L
 
 

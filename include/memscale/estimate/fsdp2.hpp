@@ -111,9 +111,22 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   const section loss{head.end, epi.end};
 
   fsdp2_moment best{};
-  const auto consider = [&](const fsdp2_moment& m) {
+  // Gradient accumulation: torchtune's recipes call neither no_sync nor set_requires_gradient_sync,
+  // so every micro-batch reduce-scatters and the later ones add into the stored shards
+  // (foreach_reduce: `sharded_param.grad._local_tensor += new_sharded_grad`, _fsdp_collectives.py
+  // @ v2.6.0): each moment of a later micro-batch also holds every unit's sharded gradient, less
+  // those it already counts (`stored`); a reduce-scatter's own 1/N output is then a temporary.
+  const bytes output_shard = ceil_div(u.output_grads, n);
+  const bytes all_shards =
+      block_shard_grads * L + ceil_div(u.root_grads_fp32, n) + output_shard + ceil_div(u.embedding_grads, n);
+  const bool accumulating = run.grad_accum > 1;
+  const auto consider_holding = [&](fsdp2_moment m, bytes stored) {
+    if (m.ranked() > best.ranked()) best = m;
+    if (!accumulating) return;
+    m.grads += all_shards - stored;
     if (m.ranked() > best.ranked()) best = m;
   };
+  const auto consider = [&](const fsdp2_moment& m) { consider_holding(m, bytes{}); };
   const std::uint64_t top = L - 1;
   // Forward: the root stays gathered from its pre-forward through the output projection.
   // The top block's all-gather: its unsharded parameters beside the flat output.
@@ -143,11 +156,11 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   consider({true, after_blocks + u.output_unit, hb.grads_at_peak, saved_p + all_blocks + (hb.peak - hb.grads_at_peak)});
   // An output unit of its own is gathered again before each chunk's backward and reduce-scatters
   // that chunk's gradient into its shard right after it (post_backward, _fsdp_param_group.py @ v2.6.0).
-  const bytes output_shard = ceil_div(u.output_grads, n);
   if (u.output_unit.value != 0) {
     const bytes head_kept = saved_p + all_blocks + section_saved_bytes(g, head, run, false);
-    consider({true, after_blocks + u.output_unit * 2U, output_shard, head_kept});
-    consider({true, after_blocks + u.output_unit, u.output_grads * 2U + output_shard * 2U, head_kept});
+    consider_holding({true, after_blocks + u.output_unit * 2U, output_shard, head_kept}, output_shard);
+    consider_holding({true, after_blocks + u.output_unit, u.output_grads * 2U + output_shard * 2U, head_kept},
+                     output_shard);
   }
 
   // A block's backward: the root and this block gathered, the head's bf16 gradients waiting
@@ -160,31 +173,40 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
     const bytes above = block_shard_grads * (L - 1 - i);
     const bytes below = saved_p + saved_below(i);
     const bool recomputed = fsdp2_block_checkpointed(run, i) || run.sac == selective_ac::op_save_list;
-    consider({true, u.root + u.block, u.head_grads + above + bp.grads_at_peak, below + local});
-    if (recomputed) consider({true, u.root + u.block, u.head_grads + above, below + rerun});
+    const bytes stored = above + output_shard;  // head_grads holds an output unit's shard
+    consider_holding({true, u.root + u.block, u.head_grads + above + bp.grads_at_peak, below + local}, stored);
+    if (recomputed) consider_holding({true, u.root + u.block, u.head_grads + above, below + rerun}, stored);
     // Its reduce-scatter: the bf16 gradients, the fp32 input and the 1/N output.
-    consider({true, u.root + u.block, u.head_grads + above + u.block_grads + u.block_grads_fp32 + block_shard_grads,
-              below + g.stream_grad});
+    consider_holding({true, u.root + u.block,
+                      u.head_grads + above + u.block_grads + u.block_grads_fp32 + block_shard_grads,
+                      below + g.stream_grad},
+                     stored);
   }
   // The embeddings' backward (an embedding unit of its own is all-gathered first), then the
   // root's reduce-scatter in the final callback.
   const auto pp = section_backward_peak(g, prologue_of(g), run, false, bytes{});
+  const bytes blocks_stored = block_shard_grads * L + output_shard;
   if (u.embedding_unit.value != 0)
-    consider({true, u.root + u.embedding_unit * 2U, u.head_grads + block_shard_grads * L, saved_p + g.stream_grad});
-  consider({true, u.root + u.embedding_unit, u.head_grads + block_shard_grads * L + pp.grads_at_peak,
-            pp.peak - pp.grads_at_peak});
-  consider({true, u.root + u.embedding_unit,
-            u.embedding_grads + u.root_grads + u.root_grads_fp32 + ceil_div(u.root_grads_fp32, n) + output_shard +
-                block_shard_grads * L,
-            {}});
+    consider_holding(
+        {true, u.root + u.embedding_unit * 2U, u.head_grads + block_shard_grads * L, saved_p + g.stream_grad},
+        blocks_stored);
+  consider_holding({true, u.root + u.embedding_unit, u.head_grads + block_shard_grads * L + pp.grads_at_peak,
+                    pp.peak - pp.grads_at_peak},
+                   blocks_stored);
+  consider_holding({true, u.root + u.embedding_unit,
+                    u.embedding_grads + u.root_grads + u.root_grads_fp32 + ceil_div(u.root_grads_fp32, n) +
+                        output_shard + block_shard_grads * L,
+                    {}},
+                   blocks_stored);
   // An embedding unit of its own has no post-backward hook (its input, the tokens, needs no
   // gradient), so the final callback reduces it after the root, in named_modules() order
   // (_root_post_backward_final_callback, _fsdp_state.py @ v2.6.0).
   if (u.embedding_unit.value != 0)
-    consider({true, u.embedding_unit,
-              u.embedding_grads * 2U + ceil_div(u.embedding_grads, n) + ceil_div(u.root_grads_fp32, n) + output_shard +
-                  block_shard_grads * L,
-              {}});
+    consider_holding({true, u.embedding_unit,
+                      u.embedding_grads * 2U + ceil_div(u.embedding_grads, n) + ceil_div(u.root_grads_fp32, n) +
+                          output_shard + block_shard_grads * L,
+                      {}},
+                     blocks_stored + ceil_div(u.root_grads_fp32, n));
   return best;
 }
 
