@@ -11,7 +11,7 @@
 
 #include "memscale/device_peak.hpp"
 #include "memscale/fmt.hpp"
-#include "memscale/graph/layers/vision_tower.hpp"
+#include "memscale/graph/layers/image_tower.hpp"
 #include "memscale/json.hpp"
 #include "memscale/levers.hpp"
 #include "memscale/presets.hpp"

@@ -236,6 +236,15 @@ constexpr void check_altup(const model_spec& m, const training_spec& t) {
                   t.shard);
   detail::require(t.packing != batch_packing::padding_free, error_code::unsupported, "run.packing",
                   "must not be padding_free for Gemma 3n (its flattened row is not modelled)", t.packing);
+  // The multimodal Gemma3nModel.forward runs embed_vision and embed_audio over every token, text-only
+  // or not (a lookup, two RMSNorms and a projection each, then torch.where; modeling_gemma3n.py@00aa0f5d):
+  // with a frozen base that is a forward transient below the step's peak; a trained base would save
+  // them for backward, which is not modelled.
+  detail::require(m.idle_tower_parameters == 0 || is_lora(t), error_code::unsupported, "run.target",
+                  "must be lora for the multimodal Gemma 3n (model_type gemma3n): full training also trains its vision "
+                  "and audio embedders, which run over every token and whose saved tensors are not modelled; "
+                  "gemma3n_text (its text_config alone) is modelled for full training",
+                  t.target);
 }
 
 // A padding-free row reaches each example through the position_ids the attention passes to

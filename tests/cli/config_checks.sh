@@ -122,12 +122,15 @@ if [[ $rc -eq 2 ]] && grep -q -- "--weights" "$work/err" && grep -q "quantizatio
   pass "--weights beside a quantization_config: refused, naming both"
 else fail "--weights beside a quantization_config" "exit $rc" "$(head -c 300 "$work/err")"; fi
 
-# --- Gemma 3n: the multimodal config refused by its uncounted vision tower; its text_config estimates ---
+# --- Gemma 3n: the multimodal config with its towers as weights (full training refused); its text_config ---
 run --config "$configs/refused/google--gemma-3n-E2B.json" --batch 1 --seq 128
-if [[ $rc -eq 2 && $(wc -l <"$work/err") -eq 1 ]] && grep -q "config.vision_config" "$work/err" &&
-  grep -q "4456156768 parameters" "$work/err"; then
-  pass "gemma3n config: refused by vision_config, with its text stack's exact count"
-else fail "gemma3n config" "exit $rc" "$(head -c 300 "$work/err")"; fi
+if [[ $rc -eq 2 && $(wc -l <"$work/err") -eq 1 ]] && grep -q "run.target" "$work/err" && grep -q "embedders" "$work/err"; then
+  pass "gemma3n config, full training: refused by run.target, naming the embedders"
+else fail "gemma3n config, full training" "exit $rc" "$(head -c 300 "$work/err")"; fi
+run --config "$configs/refused/google--gemma-3n-E2B.json" --batch 1 --seq 128 --lora 16 --json
+if [[ $rc -eq 0 ]] && is_json && grep -q '5439438272' "$work/out"; then
+  pass "gemma3n config, LoRA: estimated with the towers' 983,281,504 parameters (5,439,438,272 in all)"
+else fail "gemma3n config, LoRA" "exit $rc" "$(head -c 300 "$work/err")"; fi
 mkdir -p "$work/gemma3n_text"
 python3 -c 'import json,sys; json.dump(json.load(open(sys.argv[1]))["text_config"], open(sys.argv[2], "w"))' \
   "$configs/refused/google--gemma-3n-E2B.json" "$work/gemma3n_text/config.json"

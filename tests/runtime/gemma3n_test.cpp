@@ -52,11 +52,25 @@ TEST_CASE("gemma3n: a gemma3n_text config without keys reads as Gemma3nTextConfi
   CHECK(text_parameters(explicit_e4b) == 6'866'696'688ULL);
 }
 
-TEST_CASE("gemma3n: the multimodal config is refused by its vision tower, with its text stack's count", "[gemma3n]") {
-  const std::string message = error_message([] { (void)json_io::model_from_hf_config(e2b()); });
-  CHECK(contains(message, "config.vision_config"));
-  CHECK(contains(message, "4456156768"));
-  CHECK(contains(message, "gemma3n_text"));
+// The multimodal config: its text stack with the vision tower, audio encoder and both embedders as
+// idle weights (gemma3n_towers.hpp: 983,281,504); full training is refused by name, LoRA estimates.
+TEST_CASE("gemma3n: the multimodal config reads with its towers as weights; full training is refused", "[gemma3n]") {
+  const model_spec m = json_io::model_from_hf_config(e2b());
+  CHECK(m.idle_tower_parameters == 983'281'504ULL);
+  CHECK(parameter_count(m) == 5'439'438'272ULL);
+  CHECK(m.upcast_logits);  // Gemma3nForConditionalGeneration's own loss: logits.float(), shifted copy
+  const training_spec full{.micro_batch = 1, .seq_len = 128};
+  const std::string message = error_message([&] { (void)estimate(m, full); });
+  CHECK(contains(message, "run.target"));
+  CHECK(contains(message, "embedders"));
+  training_spec lora = full;
+  lora.target = training_target::lora;
+  lora.lora_rank = 16;
+  const estimate_result with_towers = estimate(m, lora);
+  const model_spec text = json_io::model_from_hf_config(e2b()["text_config"]);
+  CHECK(text.idle_tower_parameters == 0);
+  // The towers hold their weights (fp32 by default) and nothing else; the losses differ by the upcast.
+  CHECK(with_towers.parameter_bytes.value - estimate(text, lora).parameter_bytes.value == 983'281'504ULL * 4);
 }
 
 // Its text_config alone reads as Gemma3nForCausalLM: the graph owns every parameter the reader

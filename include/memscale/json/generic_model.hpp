@@ -178,7 +178,6 @@ inline config_model load_model_or_checkpoint(std::string_view path_or_hub_id) {
   std::optional<checkpoint_summary> checkpoint;
   if (folder) checkpoint = read_checkpoint(*folder);
   if (!checkpoint) {
-    if (type == "gemma3n") hf::refuse_gemma3n(hf::config(cfg));  // its towers are not counted yet
     hf::refuse_unknown_model_type(type, cfg, hf::readable_model_types());  // the nearest family, a --run model object
   }
   generic_checkpoint g = generic_model_of(cfg, std::move(*checkpoint));

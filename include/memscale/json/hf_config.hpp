@@ -103,6 +103,7 @@ inline constexpr std::array families{
     family_entry{"gemma3_text", gemma3_text},
     family_entry{"gemma3", gemma3},
     family_entry{"gemma3n_text", gemma3n_text},
+    family_entry{"gemma3n", gemma3n},
     family_entry{"phi", phi, false, phi_records},
     family_entry{"phi3", phi3, false, phi3_records},
     family_entry{"starcoder2", starcoder2},
@@ -167,7 +168,6 @@ inline model_spec model_from_hf_config(const json& cfg) {
     m.use_cache = c.flag("use_cache", true);  // PretrainedConfig's key, the same for every family
     return validate(m);
   }
-  if (type == "gemma3n") hf::refuse_gemma3n(c);  // its towers are not counted yet: refused by the field
   const std::vector<std::string_view> supported = hf::readable_model_types();
   hf::refuse_unknown_model_type(type, cfg, supported);  // names the nearest family and the ways forward
 }

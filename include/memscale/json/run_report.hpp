@@ -17,7 +17,7 @@
 
 #include "memscale/device_peak.hpp"
 #include "memscale/estimate.hpp"
-#include "memscale/graph/layers/vision_tower.hpp"
+#include "memscale/graph/layers/image_tower.hpp"
 #include "memscale/json/device_report.hpp"
 #include "memscale/json/report.hpp"
 #include "memscale/json/run_document.hpp"
@@ -82,7 +82,7 @@ inline json estimate_report_json(const model_spec& model, const training_spec& r
   if (!has_attention(model)) j["ssm_kernels"] = std::string(to_string(ssm_kernels_of(run)));
   // A multimodal checkpoint in a text-only run: its vision tower's parameters, counted as weights only.
   if (model.idle_tower_parameters > 0) j["idle_tower_parameters"] = model.idle_tower_parameters;
-  // Images through the frozen tower (graph/layers/vision_tower.hpp): each one's tokens, counted in run.seq_len.
+  // Images through the frozen tower (graph/layers/image_tower.hpp): each one's tokens, counted in run.seq_len.
   if (run.images.per_sample > 0)
     j["images"] = {{"per_sample", run.images.per_sample},
                    {"height", run.images.height},

@@ -15,6 +15,7 @@
 
 #include "memscale/detail/math.hpp"
 #include "memscale/json/hf/config.hpp"
+#include "memscale/json/hf/gemma3n_towers.hpp"
 #include "memscale/model.hpp"
 
 namespace memscale::json_io::hf {
@@ -234,19 +235,18 @@ inline model_spec gemma3n_text(const config& c) {
   return m;
 }
 
-// Gemma3nForConditionalGeneration (model_type gemma3n): its language model reads as above, but the
-// MobileNetV5 vision tower (timm's mobilenetv5_300m_enc, built by name) and the audio encoder,
-// idle weights in a text-only step, are not counted from config.json here, so the config is
-// refused by the vision tower's field rather than estimated without them; its text_config
-// estimates as model_type gemma3n_text.
-[[noreturn]] inline void refuse_gemma3n(const config& c) {
-  const config text = gemma3n_text_config(c);
-  const model_spec m = gemma3n_text(text);
-  bad_field(error_code::unsupported, c.field("vision_config"), c.text("model_type", ""),
-            "is Gemma 3n's MobileNetV5 vision tower and audio encoder, which memscale does not count from "
-            "config.json yet: the multimodal model is refused (its text stack, " +
-                std::to_string(gemma3n_text_parameters(text)) + " parameters over " + std::to_string(m.layers) +
-                " layers, estimates as model_type gemma3n_text)");
+// Gemma3nForConditionalGeneration (model_type gemma3n) in a text-only run: the language model of
+// text_config as above, with the MobileNetV5 vision tower, the audio encoder and both multimodal
+// embedders held as weights only (gemma3n_towers.hpp; images and audio are not modelled). Its
+// loss upcasts the soft-capped logits and copies the shifted ones, as Gemma 3's does
+// (modeling_gemma3n.py@00aa0f5d Gemma3nForConditionalGeneration.forward: logits.float(),
+// shift_logits.contiguous(), nn.CrossEntropyLoss).
+inline model_spec gemma3n(const config& c) {
+  model_spec m = gemma3n_text(gemma3n_text_config(c));
+  m.idle_tower_parameters = gemma3n_tower_parameters(c, m.hidden);
+  m.upcast_logits = true;
+  m.shift_labels = false;
+  return m;
 }
 
 }  // namespace memscale::json_io::hf
