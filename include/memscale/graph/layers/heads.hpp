@@ -127,7 +127,7 @@ constexpr op head_op(const layer_context& ctx, const lm_head_spec& spec, const b
           .role = spec.tied ? param_role::embedding : param_role::matmul,
           .frozen = weight.frozen,
           .borrows_weight = spec.tied,
-          .unquantized_base = !weight.four_bit};
+          .unquantized_base = ctx.adapters.base.four_bit && !weight.four_bit && !spec.tied};
 }
 
 // Rows of one chunk of Liger's fused linear cross-entropy: next_power_of_2(ceil(BT / ceil(V / h))),
