@@ -13,7 +13,10 @@ namespace {
 void set_adapter(options& o, memscale::training_target target, const char* option, const std::string& value) {
   o.run.target = target;
   o.run.lora_rank = parse_positive(option, value);
-  if (target == memscale::training_target::qlora) o.run.quant = memscale::base_quant::nf4;
+  // The framework's 4-bit base: bitsandbytes' nf4 unless told (--qlora-double-quant), torchtune's
+  // torchao NF4 (double quantized) whichever option came first.
+  if (target == memscale::training_target::qlora)
+    o.run.quant = memscale::with_framework(memscale::training_spec{}, o.run.framework).quant;
 }
 
 }  // namespace

@@ -308,6 +308,7 @@ constexpr training_spec with_framework(training_spec run, framework_kind f) {
   run.loss_chunks = plain.loss_chunks;
   if (f == framework_kind::torchtune) {
     run.adapters = adapter_dtype::as_base;
+    run.quant = base_quant::nf4_double_quant;  // torchao's to_nf4, the only 4-bit base it builds
     run.loss = loss_impl::chunked;
     run.loss_chunks = 8;
   }
@@ -391,6 +392,13 @@ constexpr const training_spec& validate(const training_spec& t) {
                  "over Hugging Face models (run.framework hf)");
   if (t.framework == framework_kind::torchtune && t.loss == loss_impl::chunked && t.loss_chunks == 0)
     detail::fail(error_code::invalid_run, "run.loss_chunks", "must be > 0 for torchtune's chunked loss (its default: 8)", 0);
+  // torchtune's 4-bit bases are torchao NF4Tensors, whose to_nf4 always quantizes the block
+  // scalers again (double_quantize_scalers, torchao/dtypes/nf4tensor.py @ 05980129).
+  if (t.framework == framework_kind::torchtune && t.target == training_target::qlora &&
+      t.quant != base_quant::nf4_double_quant)
+    detail::fail(error_code::unsupported, "run.quant",
+                 "torchtune's qlora_ builders hold torchao NF4Tensors, whose scalers are always quantized again "
+                 "(double_quantize_scalers): nf4_double_quant is the only layout");
   if (t.framework == framework_kind::torchtune && t.output_cast == output_cast_kind::fp32)
     detail::fail(error_code::unsupported, "run.output_cast",
                  "fp32 is Lightning Fabric's cast; torchtune's loop has none (its loss upcasts the logits itself)");
@@ -452,15 +460,10 @@ constexpr const training_spec& validate(const training_spec& t) {
                    "torchtune's distributed recipes are modelled with dtype bf16 (pure_bf16: bf16 shards, gradients "
                    "and AdamW state)");
     // lora_finetune_distributed shards the bf16 adapters with their layer (the same shard_model);
-    // the qlora configs (llama2/7B_qlora.yaml @ v0.6.1) run it too, with FrozenNF4Linear bases whose
-    // NF4Tensor shards and all-gathers its packed data, block scalers and quantization factors
-    // (_INNER_TENSOR_NAMES_FOR_SHARDING, torchao/dtypes/nf4tensor.py @ 05980129) and dequantizes
-    // the gathered weight to bf16 in each linear_nf4 call. DoRA's magnitude is not read.
-    if (t.target == training_target::qlora)
-      detail::fail(error_code::unsupported, "run.target",
-                   "qlora under torchtune's distributed recipes is not modelled: the all-gather of NF4Tensor's "
-                   "packed data, block scalers and quantization factors per unit, with the bf16 weight each "
-                   "linear_nf4 call dequantizes, is not modelled yet; lora and full are");
+    // the qlora configs (llama2/7B_qlora.yaml @ v0.6.1) run it too, with NF4Tensor bases whose
+    // packed data, block scalers and quantization factors are sharded and all-gathered with the
+    // unit (_INNER_TENSOR_NAMES_FOR_SHARDING, torchao/dtypes/nf4tensor.py @ 05980129): the unit's
+    // bytes (graph/layers/torchao_nf4.hpp). DoRA's magnitude is not read.
     if (is_lora(t) && t.lora_kind == lora_variant::dora)
       detail::fail(error_code::unsupported, "run.lora_kind",
                    "dora under lora_finetune_distributed is not modelled (its magnitude vectors' sharding is not "

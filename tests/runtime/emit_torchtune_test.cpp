@@ -51,7 +51,7 @@ void check_keys(const std::map<std::string, std::string>& keys, const training_s
     INFO(path << ": " << value);
     const std::size_t dot = path.find('.');
     if (dot == std::string::npos) {
-      if (runs_fsdp2(run)) CHECK(k::contains(k::full_distributed, path));
+      if (runs_fsdp2(run)) CHECK((full ? k::contains(k::full_distributed, path) : k::contains(k::lora_distributed, path)));
       else CHECK((full ? k::contains(k::full_single_device, path) : k::contains(k::lora_single_device, path)));
       continue;
     }
@@ -139,6 +139,22 @@ TEST_CASE("A torchtune full fine-tune over several GPUs writes full_finetune_dis
   CHECK(keys.at("fsdp_reshard_after_forward") == "True");
   CHECK(keys.at("fsdp_cpu_offload") == "False");
   CHECK(std::stoull(keys.at("batch_size")) * std::stoull(keys.at("gradient_accumulation_steps")) == 2);
+  // QLoRA over several GPUs: lora_finetune_distributed with a qlora_ builder, merged into the stock
+  // qlora config (llama2/7B_qlora.yaml names that recipe at v0.6.1); no tensor parallelism key.
+  training_spec qlora = run;
+  qlora.target = training_target::qlora;
+  qlora.lora_rank = 8;
+  qlora.custom_sharded = {.tok_embeddings = true, .output = true};
+  const std::string q_yaml = json_io::emit_torchtune_config(presets::llama_2_7b, qlora);
+  INFO(q_yaml);
+  const auto q_keys = keys_of(q_yaml);
+  check_keys(q_keys, qlora);
+  CHECK(q_yaml.find("tune run --nproc_per_node 4 lora_finetune_distributed") != std::string::npos);
+  CHECK(q_yaml.find("llama2/7B_qlora.yaml") != std::string::npos);
+  CHECK(q_keys.at("model._component_") == "torchtune.models.llama2.qlora_llama2_7b");
+  CHECK(q_keys.at("custom_sharded_layers") == "['tok_embeddings', 'output']");
+  CHECK(q_keys.count("tensor_parallel_dim") == 0);
+  CHECK_THROWS_WITH(json_io::emit_torchtune_config(presets::llama_3_8b, qlora), Catch::Matchers::Contains("qlora config"));
   // LoRA over several GPUs and a model without a stock distributed config are refused by name.
   training_spec lora = run;
   lora.target = training_target::lora;

@@ -58,9 +58,10 @@ struct digest {
     // the replay splits bwd_temp) and frame_locals_blocks (the part of fwd_temp the replay walks as
     // frame locals) came after these digests were pinned and are left out, so they still prove the
     // training fields unchanged; forward_liveness_test, the generate() stream's tests and the
-    // allocator replay tests check them.
+    // allocator replay tests check them. unquantized_base (only torchtune's QLoRA head sets it) too:
+    // torchtune_mechanisms_test and torchtune_distributed_test check it against traces.
     const auto& [kind, selective, transient, kv_cached, last_reader, weight, bias, role, frozen, borrows, grad_exists, released, out,
-                 extra, fwd, bwd, grad_in, grad_out, temporaries, bwd_pieces, frame_blocks] = o;
+                 extra, fwd, bwd, grad_in, grad_out, temporaries, bwd_pieces, unquantized_base, frame_blocks] = o;
     add(static_cast<std::uint64_t>(kind));
     add(selective);
     add(transient);

@@ -2,6 +2,8 @@
 // bf16 shards, gradients, reduce-scatter input and AdamW state (shard_model applies no
 // MixedPrecisionPolicy) and every layer resharded after forward; one rank's step. Under LoRA the
 // frozen base is sharded and gathered with its layer, the adapters alone have gradients and state.
+// Under QLoRA the base is torchao's NF4Tensor: its packed codes, int8 scalers and bf16 factors are
+// sharded and gathered with the unit, and each linear_nf4 call dequantizes it (forward and backward).
 // Checked against the CPU traces of tools/trace/torchtune_distributed_cases.py
 // (docs/data/cpu_traced_frameworks.json).
 #ifdef MEMSCALE_CATCH2_V2
@@ -61,6 +63,26 @@ constexpr training_spec lora_distributed(std::uint64_t ranks) {
 static_assert(estimate(llama3_8b, lora_distributed(8)).steady.breakdown.optimizer.value <
               estimate(llama3_8b, distributed(8)).steady.breakdown.optimizer.value / 100);
 
+constexpr training_spec qlora_distributed(std::uint64_t ranks) {
+  training_spec r = lora_distributed(ranks);
+  r.target = training_target::qlora;
+  return r;
+}
+
+// torchao's to_nf4 (nf4tensor.py @ 05980129): half a byte a weight, an int8 scaler per 64 weights
+// and a bf16 quantization factor per 256 scalers.
+static_assert(torchao_nf4_weight_bytes(4096 * 4096, dtype::bf16).value ==
+              4096 * 4096 / 2 + 4096 * 4096 / 64 + 2 * 4096 * 4096 / 64 / 256);
+// get_original_weight at its stack: two int64 halves of the codes (8 bytes x n/2 each), two bf16
+// look-ups, the bf16 scalers, two scaled halves and the stacked bf16 weight: 14 bytes a weight
+// and the scalers.
+static_assert(torchao_dequantize_peak(4096 * 4096, dtype::bf16).value == 14ULL * 4096 * 4096 + 2 * 4096 * 4096 / 64);
+// The 4-bit base shrinks each rank's shard and each gathered unit below LoRA's bf16 base.
+static_assert(estimate(llama3_8b, qlora_distributed(8)).steady.tensor.value <
+              estimate(llama3_8b, lora_distributed(8)).steady.tensor.value);
+// Its storage is torchao's, not bitsandbytes': torchtune's runs are double quantized.
+static_assert(with_framework({}, framework_kind::torchtune).quant == base_quant::nf4_double_quant);
+
 json records(const std::string& prefix) {
   const json all = json::parse(std::ifstream(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/cpu_traced_frameworks.json"));
   json out = json::array();
@@ -119,6 +141,35 @@ TEST_CASE("torchtune's lora_finetune_distributed CPU traces are estimated within
     ++n;
   }
   CHECK(n == 12);
+}
+
+// The QLoRA traces (tools/trace/nf4_weight.py: NF4Tensor's inner tensors as plain tensors, gathered
+// in one uint8 all-gather output with the unit's bf16 parameters; llama2-style MHA so every
+// weight's inner tensors split evenly) overshoot by the bytes their LoRA twins do (the graph's
+// block 0 saves what a block whose input needs a gradient saves): the NF4 shards, the gathered
+// NF4 unit and each dequantization add no error of their own.
+TEST_CASE("torchtune's QLoRA over FSDP2: CPU traces within 2.5%, the same bytes over as LoRA's") {
+  int n = 0;
+  for (const json& r : records("cpu-torchtune-qlora-distributed-")) {
+    const std::string id = r.at("id").get<std::string>();
+    const json answer = json_io::estimate_record(r);
+    INFO(id << ": " << answer.dump());
+    REQUIRE(answer.contains("estimated_bytes"));
+    const double estimated = answer.at("estimated_bytes").get<double>();
+    const double measured = r.at("measured_bytes").get<double>();
+    CHECK(std::abs(estimated / measured - 1.0) < 0.025);
+    const std::string twin_id = "cpu-torchtune-lora-distributed-llama-b2-s256-r8-" + id.substr(id.find("fsdp2r"));
+    json twin;
+    for (const json& t : records(twin_id))
+      if (t.at("id") == twin_id) twin = t;
+    REQUIRE(twin.is_object());
+    const double twin_over =
+        json_io::estimate_record(twin).at("estimated_bytes").get<double>() - twin.at("measured_bytes").get<double>();
+    // 28 NF4 weights each keep a bf16 scaler_mean and 16-entry table whole on every rank: 952 bytes.
+    CHECK(std::abs((estimated - measured) - twin_over) < 2048.0);
+    ++n;
+  }
+  CHECK(n == 8);
 }
 
 TEST_CASE("custom_sharded_layers is read from the records and moves the traced peak") {
@@ -203,9 +254,10 @@ TEST_CASE("torchtune's distributed recipes refuse what is not modelled, by name"
   fp32.prec = precision::fp32;
   CHECK_THAT(refusal_of(fp32), Catch::Matchers::Contains("run.prec"));
   CHECK(refusal_of(lora_distributed(8)) == "accepted");
-  training_spec qlora = lora_distributed(8);
-  qlora.target = training_target::qlora;
-  CHECK_THAT(refusal_of(qlora), Catch::Matchers::Contains("run.target"));
+  CHECK(refusal_of(qlora_distributed(8)) == "accepted");
+  training_spec bnb_layout = qlora_distributed(8);
+  bnb_layout.quant = base_quant::nf4;
+  CHECK_THAT(refusal_of(bnb_layout), Catch::Matchers::Contains("run.quant"));
   training_spec dora = lora_distributed(8);
   dora.lora_kind = lora_variant::dora;
   CHECK_THAT(refusal_of(dora), Catch::Matchers::Contains("run.lora_kind"));

@@ -29,6 +29,10 @@ Plain-torch re-implementation of what the recipes run, from:
   Host memory is emulated with numpy buffers, which the harness does not count (they are not c10
   allocations), so the trace shows device memory only. The CUDA-stream stash (up to 5 tensors kept on the
   device until their copy finishes) is not emulated: the copy here is synchronous.
+- QLoRA (the qlora_ builders under lora_finetune_single_device, e.g. llama2/7B_qlora_single_device.yaml):
+  every layer projection's base becomes torchao's NF4Tensor (nf4_weight.py), the output projection stays an
+  nn.Linear (lora_llama2, models/llama2/_component_builders.py: "quantize_base is not applied to final
+  output_proj currently").
 Attention is the eager math path (torch 1.13 has no F.scaled_dot_product_attention).
 Run from the repository root:  /usr/bin/python3 tools/trace/torchtune_cases.py --out docs/data/cpu_traced_frameworks.json
 """
@@ -39,6 +43,7 @@ import torch.nn.functional as F
 import torch.utils.checkpoint
 
 import llama_blocks as LB
+import nf4_weight as NF4
 import step_trace as T
 import tracer
 
@@ -215,13 +220,16 @@ class RecipeOptimizer:
 def run_case(c):
     m = dict(LB.LLAMA, **c.get("geometry", {}))
     B, S = c["batch"], c["seq"]
+    nf4_numel = {"n": 0}
 
     def build():
         model = Decoder(m, c).to(torch.bfloat16)  # training.set_default_dtype(bf16)
         model.cache.data = model.cache.data.float()  # the rope cache is built in fp32 at init
-        if c["recipe"] == "lora":
+        if c["recipe"] in ("lora", "qlora"):
             for n, p in model.named_parameters():
                 p.requires_grad_("lora_" in n)
+        if c["recipe"] == "qlora":
+            nf4_numel["n"] = NF4.quantize_lora_bases(model, LoRALinear)
         trainable = [p for p in model.parameters() if p.requires_grad]
         if c["optimizer_in_bwd"]:
             opts = {p: torch.optim.AdamW([p], lr=2e-5) for p in trainable}
@@ -280,7 +288,8 @@ def run_case(c):
                                  grads_of_step2)
 
     r = T.run_two_steps(build, step)
-    lora = c["recipe"] == "lora"
+    r["nparams"] += nf4_numel["n"]  # the NF4 weights are no parameters
+    lora = c["recipe"] in ("lora", "qlora")
     train = dict(batch=B, seq=S, precision="pure_bf16", optimizer="adamw", optimizer_impl="for_loop",
                  checkpointing="full" if c["ac"] else "none", attention="eager", grad_accum=1, zero_stage=0, dp=1,
                  tp=1, loss_impl="chunked" if c["chunked_loss"] else "standard",
@@ -290,6 +299,8 @@ def run_case(c):
         targets = list(c["targets"]) + (["w1", "w2", "w3"] if c["lora_mlp"] else [])
         train.update(lora_rank=c["rank"], lora_alpha=c["alpha"], lora_dropout=0.0, lora_targets=",".join(targets),
                      frozen="base", trainable_params=r["trainable"], trainable_dtype="bf16")
+        if c["recipe"] == "qlora":
+            train.update(quant="torchao.nf4")
     else:
         train.update(lora_rank=0, frozen="none")
     recipe = ("lora_finetune_single_device" if lora else "full_finetune_single_device")
@@ -306,11 +317,11 @@ def cases():
 
     def add(recipe, chunked_loss=True, ac=False, offload=False, optimizer_in_bwd=False, batch=2, seq=256,
             targets=("q_proj", "v_proj", "output_proj"), lora_mlp=True, rank=8, geometry=None, name="llama"):
-        cid = f"cpu-torchtune-{recipe}-{name}-b{batch}-s{seq}" + (f"-r{rank}" if recipe == "lora" else "") + \
+        cid = f"cpu-torchtune-{recipe}-{name}-b{batch}-s{seq}" + (f"-r{rank}" if recipe != "full" else "") + \
               ("-chunked-ce" if chunked_loss else "-ce") + ("-ac" if ac else "") + ("-offload" if offload else "") + \
               ("-optim-in-bwd" if optimizer_in_bwd else "")
         # The full recipe builds the model without adapters (rank 0: plain linear layers).
-        rank = rank if recipe == "lora" else 0
+        rank = rank if recipe != "full" else 0
         L.append(dict(id=cid, recipe=recipe, chunked_loss=chunked_loss, ac=ac, offload=offload,
                       optimizer_in_bwd=optimizer_in_bwd, batch=batch, seq=seq, targets=targets, lora_mlp=lora_mlp,
                       rank=rank, alpha=2 * rank, geometry=geometry or {}))
@@ -325,6 +336,10 @@ def cases():
     wide = dict(layers=4, hidden=512, heads=8, kv_heads=4, ffn=1376, vocab=4000)
     add("full", batch=1, seq=128, geometry=wide, name="llama-wide")
     add("full", batch=1, seq=128, geometry=wide, name="llama-wide", optimizer_in_bwd=True)
+    # QLoRA: torchao needs each weight's numel a multiple of 64 x 256 (MHA as llama2's qlora configs, ffn 768).
+    mha = dict(kv_heads=4, ffn=768)
+    add("qlora", geometry=mha, name="llama-mha")
+    add("qlora", ac=True, geometry=mha, name="llama-mha")
     return L
 
 

@@ -31,6 +31,14 @@ in named_modules() order: root, tok_embeddings, layers, output.
 gradient_accumulation_steps (records "-ga2"): the recipe runs forward and backward per micro-batch with no
 no_sync, so every backward reduce-scatters; from the second on FSDP2 adds the output into the stored shard in
 place (foreach_reduce, _fsdp_collectives.py @ v2.6.0), as these units then do.
+QLoRA (the qlora_ builders under lora_finetune_distributed, e.g. recipes/configs/llama2/7B_qlora.yaml @ v0.6.1)
+replaces every layer projection's base by an NF4 weight (nf4_weight.py: torchao's NF4Tensor as plain tensors;
+the output projection stays an nn.Linear, lora_llama2 "quantize_base is not applied to final output_proj").
+load_from_full_model_state_dict (training/_distributed.py @ v0.6.1) gives each rank torch.chunk(dim 0) of the
+NF4 weight, which nf4_new_zeros splits into 1/N of each inner tensor; FSDP2 all-gathers fsdp_pre_all_gather's
+(quantized_scalers, quantization_factor, quantized_data) in one flat uint8 buffer with the unit's bf16
+parameters (mixed dtypes: foreach_all_gather views every input as uint8, _fsdp_collectives.py @ v2.6.0),
+copies each out into an output of its own dtype and fsdp_post_all_gather wraps them without a copy.
 Harness: tracer.py (peak live CPU tensor bytes of step 2). Run from the repository root:
     /usr/bin/python3 tools/trace/torchtune_distributed_cases.py --out /tmp/torchtune_distributed.json
 """
@@ -39,6 +47,7 @@ import torch.nn as nn
 import torch.utils.checkpoint
 
 import llama_blocks as LB
+import nf4_weight as NF4
 import step_trace as T
 import tracer
 import torchtitan_cases as TN
@@ -48,14 +57,57 @@ SOURCE = "tools/trace/torchtune_distributed_cases.py (Tracker of shared/ground-t
 BF16 = torch.bfloat16
 
 
+class NF4Unit(TN.Unit):
+    """A unit whose projections hold NF4 weights: their inner tensors are sharded and gathered beside the
+    bf16 parameters, in one uint8 all-gather output."""
+
+    def __init__(self, module, n_ranks):
+        super().__init__(module, n_ranks, True, BF16, BF16)
+        self.nf4, self.nf4_shards = [], []
+        for mod in module.modules():
+            w = getattr(mod, "nf4_weight", None)
+            if w is None:
+                continue
+            for name in NF4.INNER:
+                t = getattr(w, name)
+                self.nf4_shards.append(t[: t.numel() // n_ranks].clone())
+                full = torch.empty_like(t)
+                full.storage().resize_(0)
+                setattr(w, name, full)
+                self.nf4.append(full)
+
+    def gather(self):
+        if self.gathered:
+            return
+        with torch.no_grad():
+            inputs = [t.reshape(-1).view(torch.uint8) for t in self.shards + self.nf4_shards]
+            size = sum(t.numel() for t in inputs)
+            out = torch.empty(size * self.n, dtype=torch.uint8)  # all_gather_copy_in: the flat output
+            off = 0
+            for t in inputs:
+                out[off: off + t.numel()].copy_(t)
+                off += t.numel()
+            for u in self.entries + self.nf4:  # foreach_all_gather_copy_out into each output
+                u.storage().resize_(u.numel())
+                u.data.view(-1).view(torch.uint8)[: u.numel() * u.element_size() // self.n].copy_(
+                    out[: u.numel() * u.element_size() // self.n])
+            del out
+        self.gathered = True
+
+    def reshard(self):
+        for u in self.nf4:
+            u.storage().resize_(0)
+        super().reshard()
+
+
 class ShardedDecoder(TT.Decoder):
-    def shard(self, n, custom=False, in_place=False):
+    def shard(self, n, custom=False, in_place=False, qlora=False):
         # in_place: a later micro-batch adds its reduce-scatter output into the stored shard in place
         # (FSDP2's foreach_reduce `sharded_param.grad._local_tensor += new_sharded_grad`, torch v2.6.0).
         def unit(module):
             return TN.Unit(module, n, True, BF16, BF16, accumulate_in_place=in_place)
 
-        self.units = [unit(layer) for layer in self.layers]
+        self.units = [(NF4Unit(layer, n) if qlora else unit(layer)) for layer in self.layers]
         self.custom = custom
         if custom:
             self.emb_unit = unit(self.tok_embeddings)
@@ -107,7 +159,8 @@ class ShardedDecoder(TT.Decoder):
 def run_case(c):
     m = dict(LB.LLAMA, **c.get("geometry", {}))
     B, S, n = c["batch"], c["seq"], c["ranks"]
-    lora = c.get("lora", False)
+    qlora = c.get("qlora", False)
+    lora = c.get("lora", False) or qlora
     custom = c.get("custom", False)
     accum = c.get("accum", 1)
     # The LoRA configs' adapters (llama3/8B_lora.yaml @ v0.6.1 style: q, v, output_proj and the MLP).
@@ -123,13 +176,14 @@ def run_case(c):
         if lora:
             for name, p in model.named_parameters():
                 p.requires_grad_("lora_" in name)
-        model.shard(n, custom, in_place=accum > 1)
+        nf4_numel = NF4.quantize_lora_bases(model, TT.LoRALinear) if qlora else 0
+        model.shard(n, custom, in_place=accum > 1, qlora=qlora)
         shards = model.shards()
         trainable = [s for s in shards if s.requires_grad]
         adapters["numel"] = sum(u.numel() for unit in model.all_units() for u in unit.entries if u.requires_grad)
         opt = torch.optim.AdamW(trainable, lr=2e-5)
         return dict(model=model, optimizers=[opt], trainable=trainable, param_tensors=shards,
-                    param_count=sum(u.numel() for unit in model.all_units() for u in unit.entries),
+                    param_count=sum(u.numel() for unit in model.all_units() for u in unit.entries) + nf4_numel,
                     loss_fn=TT.CEWithChunkedOutputLoss(8),
                     make_inputs=lambda: (torch.randint(0, m["vocab"], (B, S)), torch.randint(0, m["vocab"], (B, S))))
 
@@ -180,10 +234,13 @@ def run_case(c):
         targets = list(cfg["targets"]) + ["w1", "w2", "w3"]
         train.update(lora_rank=cfg["rank"], lora_alpha=cfg["alpha"], lora_dropout=0.0, lora_targets=",".join(targets),
                      frozen="base", trainable_params=adapters["numel"], trainable_dtype="bf16")
+        if qlora:
+            train.update(quant="torchao.nf4")
     else:
         train.update(lora_rank=0, frozen="none")
     framework = dict(name="torchtune", version="0.6.1",
                      recipe="lora_finetune_distributed" if lora else "full_finetune_distributed",
+                     **({"torchao": "pytorch/ao@05980129"} if qlora else {}),
                      source="pytorch/torchtune@a6290a5b")
     notes = (f"measured_bytes = max live CPU tensor bytes of one emulated rank (of {n}) in training step 2; "
              "FSDP2 collectives are local copies with the same buffers (torchtitan_cases.py Unit, bf16 shards and "
@@ -216,6 +273,15 @@ def cases():
                 L.append(dict(id=f"cpu-torchtune-{kind}-fsdp2r2" + ("-units" if custom else "") + "-ga2" +
                               ("-ac" if ac else ""), lora=lora, ac=ac, ranks=2, batch=2, seq=256, geometry=geo,
                               custom=custom, accum=2))
+    # QLoRA: torchao needs each weight's numel a multiple of 64 x 256 and its 1/N share of every inner
+    # tensor whole (nf4_new_zeros), so MHA (llama2's qlora configs), ffn 768 and 4 layers.
+    qgeo = dict(layers=4, vocab=8000, kv_heads=4, ffn=768)
+    for custom in (False, True):
+        for ac in (False, True):
+            for ranks in (2, 4):
+                L.append(dict(id=f"cpu-torchtune-qlora-distributed-llama-mha-b2-s256-r8-fsdp2r{ranks}" +
+                              ("-units" if custom else "") + ("-ac" if ac else ""), qlora=True, ac=ac, ranks=ranks,
+                              batch=2, seq=256, geometry=qgeo, custom=custom))
     return L
 
 

@@ -223,10 +223,9 @@ class step_walker {
     const std::uint64_t copies = n.weight_tensors;
     if (o.weight.rows != 0 && o.borrows_weight && o_.tie_weights_copy) tied_copy_ = storage(d, n.weight).value;
     if (o.weight.rows != 0 && !o.borrows_weight && n.weight != 0) {
-      const bool quantised = run_.target == training_target::qlora && o.frozen && o.role == param_role::matmul;
-      if (quantised) {
-        // bitsandbytes Params4bit: packed codes, then the quantisation constants (QuantState).
-        const std::uint64_t total = nf4_weight_bytes(n.weight, run_.quant).value;
+      if (quantized_base(o, run_)) {
+        // Packed codes, then the quantisation constants (bitsandbytes' QuantState, torchao's scalers).
+        const std::uint64_t total = quantized_base_bytes(n.weight, run_, d).value;
         const std::uint64_t codes = storage(dtype::nf4, n.weight).value;
         split_evenly(codes, copies);
         split_evenly(total - codes, copies);

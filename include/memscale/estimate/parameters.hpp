@@ -5,6 +5,7 @@
 
 #include "memscale/dtype.hpp"
 #include "memscale/graph/graph.hpp"
+#include "memscale/graph/layers/torchao_nf4.hpp"
 #include "memscale/precision_policy.hpp"
 #include "memscale/training.hpp"
 
@@ -41,13 +42,23 @@ constexpr bytes nf4_weight_bytes(std::uint64_t elements, base_quant quant) {
   return codes + storage(dtype::int8, blocks) + storage(dtype::fp32, detail::ceil_div(blocks, nf4_second_level_block));
 }
 
+// A frozen matmul weight a QLoRA run stores in 4 bits: torchtune's NF4Tensor (torchao, in the
+// weight's dtype `d`) or bitsandbytes' Params4bit.
+constexpr bool quantized_base(const op& o, const training_spec& run) {
+  return run.target == training_target::qlora && o.frozen && o.role == param_role::matmul && !o.unquantized_base;
+}
+
+constexpr bytes quantized_base_bytes(std::uint64_t elements, const training_spec& run, dtype d) {
+  return run.framework == framework_kind::torchtune ? torchao_nf4_weight_bytes(elements, d)
+                                                    : nf4_weight_bytes(elements, run.quant);
+}
+
 // Bytes one op's parameters (`n` elements) occupy on the device, under the run's precision policy `p`.
 constexpr bytes op_parameter_bytes(const op& o, const op_elements& n, const training_spec& run,
                                    const precision_policy& p) {
-  const bool quantised = run.target == training_target::qlora && o.frozen && o.role == param_role::matmul;
   const std::uint64_t weight = o.borrows_weight ? 0 : n.weight;
   const dtype d = o.frozen ? p.param : p.trainable;
-  const bytes w = quantised ? nf4_weight_bytes(weight, run.quant) : storage(d, weight);
+  const bytes w = quantized_base(o, run) ? quantized_base_bytes(weight, run, d) : storage(d, weight);
   return w + storage(d, n.bias);
 }
 

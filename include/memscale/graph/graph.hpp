@@ -110,6 +110,7 @@ struct op {
   forward_temporaries temporaries = forward_temporaries::pieces;
   std::uint8_t bwd_temp_pieces = 0;  // > 1: bwd_temp is that many equal tensors made one after the other
                                      // and alive together (a broadcast product's two input gradients)
+  bool unquantized_base = false;     // a frozen matmul a QLoRA load leaves in 16 bits (torchtune's output projection)
   // The part of fwd_temp that is the running Python frame's locals (ops.hpp hold_in_frame), in
   // 512-byte units rounded down: the allocator's granule (CUDACachingAllocator.cpp @ 001074d2: kMinBlockSize).
   std::uint32_t frame_locals_blocks = 0;

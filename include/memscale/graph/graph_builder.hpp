@@ -25,10 +25,10 @@ class graph_builder {
     // reads it back in 16-byte words, which stalls store forwarding (half of a graph build's time,
     // docs/performance.md). The bindings stop compiling when op gains or loses a member.
     const auto& [kind, selective, transient, kv_cached, last_reader, weight, bias, role, frozen, borrows, grad_exists,
-                 released, out, extra, fwd, bwd, grad_in, grad_out, temporaries, bwd_pieces, frame_blocks] = o;
+                 released, out, extra, fwd, bwd, grad_in, grad_out, temporaries, bwd_pieces, unquantized, frame_blocks] = o;
     auto& [to_kind, to_selective, to_transient, to_kv_cached, to_last_reader, to_weight, to_bias, to_role, to_frozen,
            to_borrows, to_grad_exists, to_released, to_out, to_extra, to_fwd, to_bwd, to_grad_in, to_grad_out,
-           to_temporaries, to_bwd_pieces, to_frame_blocks] =
+           to_temporaries, to_bwd_pieces, to_unquantized, to_frame_blocks] =
         g_->ops.start(g_->size, kind);
     to_kind = kind;
     to_selective = selective;
@@ -50,6 +50,7 @@ class graph_builder {
     to_grad_out = grad_out;
     to_temporaries = temporaries;
     to_bwd_pieces = bwd_pieces;
+    to_unquantized = unquantized;
     to_frame_blocks = frame_blocks;
     return g_->size++;
   }

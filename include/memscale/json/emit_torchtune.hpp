@@ -30,12 +30,14 @@ struct torchtune_builder {
   std::string_view stock;     // the stock LoRA config the keys go into (recipes/configs/)
   bool has_qlora = true;
   std::string_view stock_distributed{};  // the stock full_finetune_distributed config, if any
+  std::string_view stock_qlora_distributed{};  // the stock qlora config of lora_finetune_distributed, if any
 };
 
 inline constexpr std::array<torchtune_builder, 6> torchtune_builders{{
-    {"llama-2-7b", "llama2", "llama2_7b", "llama2/7B_lora_single_device.yaml", true, "llama2/7B_full.yaml"},
+    {"llama-2-7b", "llama2", "llama2_7b", "llama2/7B_lora_single_device.yaml", true, "llama2/7B_full.yaml",
+     "llama2/7B_qlora.yaml"},
     {"llama-2-13b", "llama2", "llama2_13b", "llama2/13B_lora.yaml", true, "llama2/13B_full.yaml"},
-    {"llama-2-70b", "llama2", "llama2_70b", "llama2/70B_lora.yaml"},
+    {"llama-2-70b", "llama2", "llama2_70b", "llama2/70B_lora.yaml", true, {}, "llama2/70B_qlora.yaml"},
     {"llama-3-8b", "llama3", "llama3_8b", "llama3/8B_lora_single_device.yaml", true, "llama3/8B_full.yaml"},
     {"mistral-7b", "mistral", "mistral_7b", "mistral/7B_lora_single_device.yaml", true, "mistral/7B_full.yaml"},
     // qwen2_5 has no qlora_ builders at v0.6.1.
@@ -83,21 +85,24 @@ inline std::string emit_torchtune_config(const model_spec& model, const training
     torchtune_refuse("run.offload_activations", "needs full checkpointing: the recipes refuse "
                                                 "enable_activation_offloading without enable_activation_checkpointing");
   const bool distributed = runs_fsdp2(run);
-  if (distributed && run.target != training_target::full)
-    torchtune_refuse("run.target", "lora_finetune_distributed's config is not written: --emit torchtune over several "
-                                   "GPUs writes full_finetune_distributed's");
-  if (distributed && b->stock_distributed.empty())
-    torchtune_refuse("model", "\"" + std::string(model.name) + "\" has no stock full_finetune_distributed config at v0.6.1");
+  if (distributed && run.target == training_target::lora)
+    torchtune_refuse("run.target", "lora over several GPUs is not written: --emit torchtune over several GPUs writes "
+                                   "full_finetune_distributed's config, and lora_finetune_distributed's for qlora");
+  const std::string_view stock_distributed =
+      run.target == training_target::qlora ? b->stock_qlora_distributed : b->stock_distributed;
+  if (distributed && stock_distributed.empty())
+    torchtune_refuse("model", "\"" + std::string(model.name) + "\" has no stock " + std::string(torchtune_recipe(run)) +
+                                  (run.target == training_target::qlora ? " qlora" : "") + " config at v0.6.1");
   if (run.offload_optimizer || run.offload_parameters)
     torchtune_refuse("run.offload", distributed ? "(fsdp_cpu_offload) is not modelled with the distributed recipe"
                                                 : "has no single-device recipe key (fsdp_cpu_offload is the distributed recipes')");
   if (run.target != training_target::full && run.optimizer_in_backward)
     torchtune_refuse("run.optimizer_in_backward", "is read by the full recipes only (lora_finetune_single_device has "
                                                   "no optimizer_in_bwd)");
-  if (run.target == training_target::qlora && (!b->has_qlora || run.quant != base_quant::nf4))
-    torchtune_refuse("run.target", "qlora needs a qlora_ builder (single-quantised NF4, torchao): " +
-                                       std::string(b->has_qlora ? "double quantisation has none"
-                                                                : std::string(b->module) + " has none"));
+  if (run.target == training_target::qlora && !b->has_qlora)
+    torchtune_refuse("run.target", "qlora needs a qlora_ builder (torchao NF4): " + std::string(b->module) + " has none");
+  if (run.target == training_target::qlora && run.quant != base_quant::nf4_double_quant)
+    torchtune_refuse("run.quant", "torchtune's NF4 (torchao to_nf4) always quantizes its scalers again: nf4_double_quant");
   if (run.target != training_target::full && run.lora_kind == lora_variant::rslora)
     torchtune_refuse("run.lora_variant", "rslora has no torchtune builder argument");
   if (run.loss == loss_impl::fused_linear)
@@ -110,7 +115,7 @@ inline std::string emit_torchtune_config(const model_spec& model, const training
       distributed ? "tune run --nproc_per_node " + std::to_string(run.data_parallel) + " " : std::string("tune run ");
   y += "# torchtune 0.6.1, recipe " + std::string(torchtune_recipe(run)) + " (" + launch +
        std::string(torchtune_recipe(run)) + " --config THIS_FILE)\n";
-  y += "# Merge into the stock config (e.g. " + std::string(distributed ? b->stock_distributed : b->stock) +
+  y += "# Merge into the stock config (e.g. " + std::string(distributed ? stock_distributed : b->stock) +
        ") for the tokenizer, checkpointer and dataset paths; set tokenizer.max_seq_len: " + std::to_string(run.seq_len) +
        " (the planned sequence length).\n";
   y += "model:\n";
@@ -178,7 +183,8 @@ inline std::string emit_torchtune_config(const model_spec& model, const training
     y += "custom_sharded_layers: " + detail::custom_sharded_layers_yaml(run.custom_sharded) + "\n";
     y += "fsdp_reshard_after_forward: True\n";
     y += "fsdp_cpu_offload: False\n";
-    y += "tensor_parallel_dim: 1\n";
+    // lora_finetune_distributed has no tensor parallelism (no tensor_parallel_dim read).
+    if (run.target == training_target::full) y += "tensor_parallel_dim: 1\n";
   }
   return y;
 }

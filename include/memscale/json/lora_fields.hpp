@@ -113,9 +113,11 @@ inline void read_adapters(const json& t, training_spec& run) {
   // weights, bitsandbytes functional.py quantize_4bit); only the code table differs.
   if (quant == "bnb.nf4" || quant == "bnb.fp4") run.quant = base_quant::nf4;
   else if (quant == "bnb.nf4-dq" || quant == "bnb.fp4-dq") run.quant = base_quant::nf4_double_quant;
+  // torchao's NF4Tensor (torchtune's qlora_ builders) quantizes its scalers again: double_quantize_scalers.
+  else if (quant == "torchao.nf4") run.quant = base_quant::nf4_double_quant;
   else if (!quant.empty())
     bad_field(error_code::unsupported, path + ".quant", quant,
-              "is not modelled (bnb.nf4, bnb.nf4-dq, bnb.fp4, bnb.fp4-dq are; 8-bit bases are not yet)");
+              "is not modelled (bnb.nf4, bnb.nf4-dq, bnb.fp4, bnb.fp4-dq, torchao.nf4 are; 8-bit bases are not yet)");
   run.lora_targets = read_lora_targets(t, path);
   const std::string variant = get_string(t, "lora_variant", path, "lora", bad);
   if (variant == "lora") run.lora_kind = lora_variant::lora;

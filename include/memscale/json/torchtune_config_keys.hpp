@@ -39,6 +39,17 @@ inline constexpr std::array<std::string_view, 34> full_distributed{
     "enable_activation_checkpointing", "enable_activation_offloading", "custom_sharded_layers",
     "fsdp_cpu_offload",  "fsdp_reshard_after_forward", "tensor_parallel_dim", "tensor_parallel_plan",
     "profiler",          "collate_fn",     "cudnn_deterministic_mode"};
+// recipes/lora_finetune_distributed.py @ a6290a5b: the top-level keys it reads (no optimizer_in_bwd,
+// no tensor parallelism).
+inline constexpr std::array<std::string_view, 31> lora_distributed{
+    "output_dir",        "model",          "tokenizer",       "checkpointer",
+    "resume_from_checkpoint", "save_adapter_weights_only", "dataset", "seed",
+    "shuffle",           "batch_size",     "optimizer",       "lr_scheduler",
+    "loss",              "epochs",         "max_steps_per_epoch", "gradient_accumulation_steps",
+    "clip_grad_norm",    "compile",        "metric_logger",   "log_every_n_steps",
+    "log_peak_memory_stats", "device",     "dtype",           "enable_activation_checkpointing",
+    "enable_activation_offloading", "custom_sharded_layers", "fsdp_cpu_offload", "fsdp_reshard_after_forward",
+    "profiler",          "collate_fn",     "cudnn_deterministic_mode"};
 // torchtune/models/llama3_1/_model_builders.py lora_llama3_1_8b's arguments (the LoRA builders of
 // every family take the same), with config.instantiate's _component_.
 inline constexpr std::array<std::string_view, 9> lora_model{

@@ -22,6 +22,10 @@ constexpr base_weight base_weight_of(const training_spec& run) {
   // MatMul4Bit kept its input until bitsandbytes 0.43.2 (ctx.tensors = (A, B) in 0.42.0 @ 4870580f;
   // (None, B) from 0.43.2 @ ce53caf3, PR #1270 "delete useless buffered activation").
   const bool bnb_keeps_input = four_bit && run.bitsandbytes_version < bnb_drops_matmul_input;
+  // torchtune's qlora_ builders hold torchao NF4Tensors, whose LinearNF4 saves only the weight
+  // (FrozenNF4Linear, modules/low_precision/nf4_linear.py @ v0.6.1; nf4tensor.py @ 05980129).
+  if (four_bit && run.framework == framework_kind::torchtune)
+    return {.frozen = frozen, .four_bit = true, .keeps_input = false, .torchao = true};
   return {.frozen = frozen, .four_bit = four_bit, .keeps_input = !frozen || bnb_keeps_input};
 }
 
@@ -31,10 +35,20 @@ constexpr base_weight tied_head_weight(const base_weight& base) {
   return {.frozen = base.frozen, .four_bit = false, .keeps_input = !base.frozen};
 }
 
+// An untied output projection under `run`: torchtune's qlora_ builders leave it an nn.Linear in
+// 16 bits (lora_llama2: "quantize_base is not applied to final output_proj currently",
+// models/llama2/_component_builders.py @ v0.6.1); bitsandbytes' loads quantize it with the rest.
+constexpr base_weight untied_head_weight(const training_spec& run) {
+  const base_weight base = base_weight_of(run);
+  if (base.torchao) return tied_head_weight(base);
+  return base;
+}
+
 // The run's adapters, read once.
 struct adapter_plan {
   bool enabled = false;       // LoRA or QLoRA: adapters train, the base is frozen
   base_weight base{};         // every projection's base weight
+  base_weight head{};         // an untied output projection's
   lora_modules targets = 0;
   std::uint64_t rank = 0;
   lora_variant variant = lora_variant::lora;
@@ -47,6 +61,7 @@ struct adapter_plan {
 constexpr adapter_plan adapter_plan_of(const model_spec& model, const training_spec& run) {
   return {.enabled = is_lora(run),
           .base = base_weight_of(run),
+          .head = untied_head_weight(run),
           .targets = run.lora_targets,
           .rank = run.lora_rank,
           .variant = run.lora_kind,

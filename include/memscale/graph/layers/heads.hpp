@@ -126,7 +126,8 @@ constexpr op head_op(const layer_context& ctx, const lm_head_spec& spec, const b
           .bias = spec.bias ? param_tensor{vocab, 1, 1} : param_tensor{},
           .role = spec.tied ? param_role::embedding : param_role::matmul,
           .frozen = weight.frozen,
-          .borrows_weight = spec.tied};
+          .borrows_weight = spec.tied,
+          .unquantized_base = ctx.adapters.base.four_bit && !weight.four_bit && !spec.tied};
 }
 
 // Rows of one chunk of Liger's fused linear cross-entropy: next_power_of_2(ceil(BT / ceil(V / h))),
@@ -205,7 +206,7 @@ constexpr void lm_loss(const layer_context& ctx, tensor x, const lm_head_spec& s
   const auto hidden = ctx.model.hidden;
   const auto vocab = ctx.model.vocab;
   if (spec.scales_tied_input && spec.tied) x = ops.elementwise(x.elements, x.type);  // a scalar mul saves nothing
-  const base_weight weight = spec.tied ? tied_head_weight(ctx.adapters.base) : ctx.adapters.base;
+  const base_weight weight = spec.tied ? tied_head_weight(ctx.adapters.base) : ctx.adapters.head;
   if (spec.fused_linear) return fused_linear_loss(ctx, x, spec, weight);
   const tensor input = ops.matmul_input(x);
   op head = head_op(ctx, spec, weight, op_kind::linear);

@@ -17,6 +17,7 @@
 
 #include "memscale/dtype.hpp"
 #include "memscale/graph/graph.hpp"
+#include "memscale/graph/layers/torchao_nf4.hpp"
 #include "memscale/graph/tensor.hpp"
 #include "memscale/graph/graph_builder.hpp"
 #include "memscale/model.hpp"
@@ -59,8 +60,9 @@ struct linear_shape {
 // How a projection's base weight is held, and whether its matmul saves its input.
 struct base_weight {
   bool frozen = false;       // no gradient, no optimizer state (a LoRA base)
-  bool four_bit = false;     // bitsandbytes 4-bit storage (a frozen QLoRA base)
+  bool four_bit = false;     // 4-bit storage (a frozen QLoRA base)
   bool keeps_input = true;   // autograd saves the input for the weight's gradient
+  bool torchao = false;      // the 4 bits are torchao's NF4Tensor (torchtune), not bitsandbytes'
 };
 
 // Ops other than matmuls and norms map their input gradient one to one onto the output's;
@@ -184,7 +186,7 @@ class op_writer {
     // copy is saved (bitsandbytes 0.42.0 @ 4870580f, autograd/_functions.py MatMul4Bit).
     if (precision_.autocast && !four_bit)
       o.extra_saved = storage(precision_.matmul, detail::checked_mul(shape.in_features, shape.out_features, shape.copies));
-    if (four_bit) {
+    if (four_bit && !weight.torchao) {
       // bitsandbytes dequantizes the 4-bit weight to the compute dtype for each matmul
       // and transposes it (bitsandbytes/autograd/_functions.py MatMul4Bit): two copies,
       // freed afterwards.
@@ -193,6 +195,12 @@ class op_writer {
     }
     o.grad_in = storage(x.type, x.elements);
     const tensor y = complete(index, detail::checked_mul(shape.rows, shape.out_features), precision_.matmul);
+    if (four_bit && weight.torchao) {
+      op& q = builder_.at(index);
+      const std::uint64_t elements = detail::checked_mul(shape.in_features, shape.out_features, shape.copies);
+      q.fwd_temp = torchao_linear_temporaries(elements, precision_.matmul, q.out);
+      q.bwd_temp = torchao_linear_temporaries(elements, precision_.matmul, q.grad_in);
+    }
     reads(x, y);
     // Autograd saves only what a needed gradient uses: a frozen nn.Linear keeps nothing
     // (derivatives.yaml: mm's self is needed only for mat2's gradient); bitsandbytes'
