@@ -16,6 +16,7 @@
 #include "error_capture.hpp"
 #include "memscale/json.hpp"
 #include "memscale/json/hf/gemma3n_towers.hpp"
+#include "gemma3n_configs.hpp"
 
 namespace gemma3n_towers_test {
 namespace {
@@ -25,10 +26,7 @@ using nlohmann::json;
 using memscale_test::contains;
 using memscale_test::error_message;
 
-json e2b() {
-  std::ifstream in(std::string(MEMSCALE_SOURCE_DIR) + "/tests/data/hf_configs/refused/google--gemma-3n-E2B.json");
-  return json::parse(in);
-}
+using gemma3n_configs::e2b;
 
 std::uint64_t vision(const json& c) {
   const json_io::hf::config cfg(c);
