@@ -112,6 +112,8 @@ std::string_view unread_by_vision(const CLI::Option& opt) {
   if (name == "--attention" || name == "--offload" || name == "--no-dropout" || name == "--use-cache" ||
       name == "--packing" || name == "--example-tokens" || name == "--padded")
     return "the vision estimate has no such setting";
+  // torchvision's stages run under the non-reentrant checkpoint (vision/estimate.hpp).
+  if (name == "--use-reentrant") return "the vision estimate checkpoints stages with the non-reentrant checkpoint";
   if (name == "--framework" || name == "--loss" || name == "--loss-chunk" || name == "--loss-chunks" ||
       name == "--optimizer-in-backward")
     return "the vision estimate models torchvision's training step, not a language-model framework's";
@@ -130,7 +132,7 @@ std::string_view unread_by_inference(const CLI::Option& opt) {
   if (name == "--optimizer" || name == "--optimizer-impl" || name == "--grad-accum" || name == "--checkpointing" ||
       name == "--offload" || name == "--no-dropout" || name == "--loss" || name == "--loss-chunk" ||
       name == "--loss-chunks" || name == "--optimizer-in-backward" || name == "--use-cache" || name == "--packing" ||
-      name == "--example-tokens")
+      name == "--example-tokens" || name == "--use-reentrant")
     return "generate() runs no training step";
   return {};
 }

@@ -68,6 +68,15 @@ void add_run_options(CLI::App& app, options& o) {
     o.run.sac = memscale::selective_ac::none;  // a --run document's policy; --sac-policy sets it again
     o.run.sac_every = 0;
   });
+  add_value(app, g, "--use-reentrant", "true|false",
+            "with --checkpointing full: which torch.utils.checkpoint wraps each block (reentrant holds each block's "
+            "rerun output through its backward); default: the framework's (Hugging Face: true before transformers "
+            "5.1, false from it and when no release is stated; lit-gpt, torchtune, torchtitan: false)",
+            [&o](const std::string& v) {
+              if (v == "true") o.run.ckpt_variant = memscale::checkpoint_variant::reentrant;
+              else if (v == "false") o.run.ckpt_variant = memscale::checkpoint_variant::non_reentrant;
+              else throw usage_error("--use-reentrant must be true or false (got " + in_quotes(v) + ")");
+            });
   add_value(app, g, "--sac-policy", "P",
             "torchtitan's activation checkpointing: full (with --checkpointing full) | op (the per-op save list) | "
             "layer:K (every K-th block) (both with --checkpointing selective) | none",

@@ -96,8 +96,13 @@ std::string text_report(const memscale::model_spec& model, const memscale::train
           : memscale::ssm_kernels_of(run) == memscale::ssm_kernel_choice::fused
                 ? std::string("ssm kernels fused (mamba-ssm MambaInnerFn)")
                 : std::string("ssm kernels torch (the modeling file's slow_forward loop)");
+  // Under full checkpointing, which torch.utils.checkpoint was assumed (training.hpp reentrant_checkpoint).
+  const std::string checkpoint =
+      run.ckpt != memscale::checkpointing::full
+          ? fmt::format("{}", run.ckpt)
+          : memscale::reentrant_checkpoint(run) ? "full (reentrant)" : "full (non-reentrant)";
   out += fmt::format("               precision {}, optimizer {} ({}), checkpointing {}, {}\n", run.prec, run.optimizer,
-                     name_of(run.optimizer_impl), run.ckpt, mixer);
+                     name_of(run.optimizer_impl), checkpoint, mixer);
   std::string training = std::string(name_of(run.target));
   if (memscale::is_lora(run)) {
     training += fmt::format(" rank {} on {}", run.lora_rank, lora_targets_of(run.lora_targets));

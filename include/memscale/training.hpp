@@ -25,6 +25,11 @@ enum class optimizer_kind : std::uint8_t { sgd, sgd_momentum, adam, adamw, adamw
 // kernels over a whole group (PyTorch 2.x default on CUDA); fused: one kernel, no temporaries.
 enum class optimizer_implementation : std::uint8_t { for_loop, foreach, fused };
 enum class checkpointing : std::uint8_t { none, full, selective };
+// Which torch.utils.checkpoint wraps each block (torch/utils/checkpoint.py @ 0008d771): the
+// reentrant CheckpointFunction reruns the whole block in its backward and holds the rerun's output
+// while autograd.backward runs through it; the non-reentrant one recomputes saved tensors only.
+// framework_default: what the framework passes (reentrant_checkpoint_by_default).
+enum class checkpoint_variant : std::uint8_t { framework_default, reentrant, non_reentrant };
 // eager: softmax(QK^T)V written out; sdpa_math: F.scaled_dot_product_attention's math
 // backend (same tensors); flash: a fused kernel as asked for (flash or memory-efficient: no
 // s x s matrix kept); sdpa: F.scaled_dot_product_attention with the kernel PyTorch picks
@@ -135,6 +140,7 @@ struct training_spec {
   optimizer_implementation optimizer_impl = optimizer_implementation::foreach;
   std::uint64_t grad_accum = 1;
   checkpointing ckpt = checkpointing::none;
+  checkpoint_variant ckpt_variant = checkpoint_variant::framework_default;  // with ckpt full
   attention_impl attention = attention_impl::flash;
   training_target target = training_target::full;
   std::uint64_t lora_rank = 0;
@@ -348,6 +354,23 @@ constexpr bool uses_liger(const training_spec& t) {
 constexpr bool uses_autocast(precision p) { return p == precision::amp_fp16 || p == precision::amp_bf16; }
 constexpr bool is_lora(const training_spec& t) { return t.target != training_target::full; }
 
+// Transformers' first release whose gradient_checkpointing_enable() without kwargs passes
+// use_reentrant=False (huggingface/transformers PR #43203, merged 2026-01-09; 5.0 is taken as
+// reentrant, the upper side); from 4.37 to it the default was use_reentrant=True (PR #28538), and
+// before, torch's own default, also reentrant.
+inline constexpr std::uint32_t transformers_non_reentrant_default = 501;
+
+// Whether each checkpointed block runs under the reentrant checkpoint. Hugging Face's default
+// follows the release (unstated: the current one, as for use_cache); lit-gpt, torchtune and
+// torchtitan wrap blocks with checkpoint_wrapper, whose default is NO_REENTRANT
+// (torch/distributed/algorithms/_checkpoint/checkpoint_wrapper.py).
+constexpr bool reentrant_checkpoint(const training_spec& t) {
+  if (t.ckpt != checkpointing::full) return false;
+  if (t.ckpt_variant != checkpoint_variant::framework_default) return t.ckpt_variant == checkpoint_variant::reentrant;
+  return t.framework == framework_kind::hf && t.transformers_version != 0 &&
+         t.transformers_version < transformers_non_reentrant_default;
+}
+
 // The runs memscale models as one rank's FSDP2 step (estimate/fsdp2.hpp): torchtitan's, and
 // torchtune's distributed recipes (full_ and lora_finetune_distributed: fully_shard over > 1 ranks).
 constexpr bool runs_fsdp2(const training_spec& t) {
@@ -418,6 +441,13 @@ constexpr const training_spec& validate(const training_spec& t) {
   require(t.sac != selective_ac::every_kth_block || t.sac_every > 0, bad, "run.sac_every",
           "must be > 0 for every_kth_block", t.sac_every);
   require(t.tensor_parallel > 0, bad, "run.tensor_parallel", "must be > 0", t.tensor_parallel);
+  require(t.ckpt_variant == checkpoint_variant::framework_default || t.ckpt == checkpointing::full, bad,
+          "run.use_reentrant", "needs run.ckpt full (it says which checkpoint wraps each block)", t.ckpt_variant);
+  require(t.ckpt_variant != checkpoint_variant::reentrant || t.framework == framework_kind::hf,
+          error_code::unsupported, "run.use_reentrant",
+          "must be false for lit-gpt, torchtune and torchtitan: they wrap blocks with checkpoint_wrapper, which is "
+          "non-reentrant",
+          t.ckpt_variant);
   require(t.tensor_parallel == 1 || t.framework == framework_kind::torchtitan, error_code::unsupported,
           "run.tensor_parallel", "is torchtitan's tensor_parallel_degree: needs run.framework torchtitan",
           t.tensor_parallel);
@@ -567,6 +597,11 @@ constexpr std::string_view to_string(optimizer_kind o) noexcept {
 
 constexpr std::string_view to_string(checkpointing c) noexcept {
   return c == checkpointing::full ? "full" : c == checkpointing::selective ? "selective" : "none";
+}
+constexpr std::string_view to_string(checkpoint_variant v) noexcept {
+  return v == checkpoint_variant::reentrant       ? "true (reentrant)"
+         : v == checkpoint_variant::non_reentrant ? "false (non-reentrant)"
+                                                  : "the framework's default";
 }
 
 constexpr std::string_view to_string(optimizer_implementation o) noexcept {

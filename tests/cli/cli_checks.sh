@@ -634,6 +634,27 @@ round_trip --model llama-3-8b --lora 16 --precision pure_bf16 --liger --gpu rtx4
 round_trip --model llama-3-8b --precision pure_bf16 --loss fused_linear_ce --batch 2 --seq 2048
 round_trip --model llama-3-8b --batch 1 --seq 8192 --framework torchtitan --gpus 8 --checkpointing selective --sac-policy layer:2
 round_trip --model llama-2-7b --framework hf@4.40 --attention eager --use-cache off --batch 1 --seq 512
+round_trip --model llama-2-7b --framework hf@4.46 --checkpointing full --batch 2 --seq 1024
+round_trip --model llama-2-7b --lora 8 --checkpointing full --use-reentrant true
+# which torch.utils.checkpoint a run assumes: transformers' default by release, or as stated
+run --model llama-2-7b --framework hf@4.46 --checkpointing full
+if [[ $rc -eq 0 ]] && grep -qF "checkpointing full (reentrant)" "$work/out"; then
+  pass "hf@4.46 --checkpointing full: the report says reentrant (transformers' default before 5.1)"
+else
+  fail "hf@4.46 --checkpointing full: the report says reentrant (transformers' default before 5.1)" "exit $rc" \
+    "stdout: $(grep -m1 checkpointing "$work/out")"
+fi
+run --model llama-2-7b --checkpointing full
+if [[ $rc -eq 0 ]] && grep -qF "checkpointing full (non-reentrant)" "$work/out"; then
+  pass "--checkpointing full with no release stated: the report says non-reentrant"
+else
+  fail "--checkpointing full with no release stated: the report says non-reentrant" "exit $rc" \
+    "stdout: $(grep -m1 checkpointing "$work/out")"
+fi
+bad_input_says 'must be true or false' --use-reentrant yes
+bad_input_says 'run.use_reentrant' --use-reentrant true
+bad_input_says 'checkpoint_wrapper' --model llama-3-8b --framework torchtitan --gpus 8 --checkpointing full --use-reentrant true
+bad_input_says '--use-reentrant does not apply' --model resnet50 --use-reentrant false
 # a ground-truth record is a --run input too, and the output of that reads back the same
 python3 -c 'import json,sys; json.dump(json.load(open(sys.argv[1]))[0], open(sys.argv[2], "w"))' \
   "$truth/cpu_traced_dev.json" "$work/record.json"

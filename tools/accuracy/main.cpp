@@ -101,6 +101,10 @@ const std::vector<data_set> data_sets{
      "DeepSpeed's own bf16/fp16 engine under ZeRO 1-3 on two ranks (tools/trace/deepspeed_cases.py: torch-only "
      "re-implementations of deepspeed 0.16.5's engine, rank 0's tensors)",
      "CPU traced DeepSpeed", 22},
+    {"cpu_traced_checkpoint_variants", false, true,
+     "HF-LLaMA steps with every layer under the reentrant and the non-reentrant torch.utils.checkpoint "
+     "(tools/trace/checkpoint_variant_cases.py)",
+     "CPU traced (checkpoint variants)", 25},
     {"cpu_traced_inference", false, true,
      "greedy generate() with a KV cache (docs/research/scripts/trace_inference.py)", "CPU traced generate()", 13},
     {"gpu_measured_h100", false, false,

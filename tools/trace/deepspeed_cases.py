@@ -297,6 +297,8 @@ def run_stage0_case(c):
     train = dict(batch=B, seq=S, precision="pure_bf16", optimizer="adamw", optimizer_impl="for_loop",
                  checkpointing="full" if c.get("ckpt") else "none", attention="eager", grad_accum=1, lora_rank=0,
                  frozen="none", zero_stage=0, dp=c["ranks"], tp=1, ds_precision="bf16", loss_impl="standard")
+    if c.get("ckpt"):
+        train["use_reentrant"] = False  # HFLlama.forward's torch.utils.checkpoint call
     framework = dict(name="hf", version="4.51 (re-implemented)",
                      engine={"deepspeed": "0.16.5", "source": "microsoft/DeepSpeed@38327e07",
                              "ds_config": {"bf16": {"enabled": True}, "zero_optimization": {"stage": 0}}})

@@ -326,7 +326,7 @@ def record(c, B, S, r, ckpt=False):
         "model": {"hf_config": c, "params": r["nparams"]},
         "train": dict(batch=B, seq=S, precision="fp32", optimizer="adamw",
                       optimizer_impl="single_tensor (torch 1.13 CPU default)", checkpointing="full" if ckpt else "none",
-                      attention="eager", grad_accum=1),
+                      attention="eager", grad_accum=1, **({"use_reentrant": False} if ckpt else {})),
         **tracer.peak_fields(r),
         "components": tracer.components(r),
         "detail": {k: r[k] for k in ("buffers", "built", "s2_start", "s2_peak_fwd", "s2_peak_bwd", "s2_peak_opt",

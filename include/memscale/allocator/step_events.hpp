@@ -313,8 +313,12 @@ class step_walker {
         recompute_ = true;
         forward_section(block_of(g_), l, false, true, input);
         recompute_ = false;
-        free(input.id);  // the rerun's last output, not kept
+        // The rerun's output: the non-reentrant checkpoint keeps none of it; the reentrant one holds
+        // it through the block's backward (torch/utils/checkpoint.py CheckpointFunction.backward).
+        const bool reentrant = reentrant_checkpoint(run_);
+        if (!reentrant) free(input.id);
         backward_section(block_of(g_), l, 0);
+        if (reentrant) free(input.id);
         free(pending_input_);  // the checkpoint's input, when no op of the block kept it
         free(stream_grad);
       } else {

@@ -117,7 +117,8 @@ constexpr phase_candidate stack_moments(const graph& g, const stack_figures& f, 
                              own(c.grads_before) + e.grads_at_peak));
   // Backward of the top and the bottom block.
   const auto bp = section_backward_peak(g, block_of(g), run, persist, g.stream_grad + c.bias_grad + c.carried);
-  const bytes local = bp.peak - bp.grads_at_peak;
+  // The reentrant checkpoint holds its rerun's output through the block's backward (estimate/single_graph.hpp).
+  const bytes local = bp.peak - bp.grads_at_peak + (reentrant_checkpoint(run) ? g.ops[block_of(g).end - 1].out : bytes{});
   best = larger(best, moment(phase::backward, c.below_backward + held_bwd + below_blocks + local,
                              own(c.grads_before + f.grads_e) + bp.grads_at_peak));
   best = larger(best,

@@ -453,7 +453,10 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   // Backward of a block: the top block (all lower blocks saved, no block gradients yet)
   // or the bottom block (nothing below, all other block gradients created).
   const auto bp = section_backward_peak(g, block_of(g), run, persist, g.stream_grad);
-  const bytes local_act = bp.peak - bp.grads_at_peak;
+  // The reentrant checkpoint keeps its rerun's output referenced while autograd.backward runs
+  // through the block (torch/utils/checkpoint.py @ 0008d771, CheckpointFunction.backward: `outputs`).
+  const bytes rerun_output = reentrant_checkpoint(run) ? g.ops[block_of(g).end - 1].out : bytes{};
+  const bytes local_act = bp.peak - bp.grads_at_peak + rerun_output;
   const bytes grads_before_top = reduced_elsewhere ? bytes{} : ceil_div(grads_e, grad_share);
   const bytes grads_before_bottom =
       reduced_elsewhere ? bytes{} : ceil_div(grads_e + device_share_of_blocks(grads_b, L - 1, streamed), grad_share);

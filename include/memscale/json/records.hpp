@@ -196,6 +196,8 @@ inline training_spec run_from_record(const json& record) {
                         "ssm_path",
                         // the model's use_cache argument (training.hpp cache_setting)
                         "use_cache",
+                        // which torch.utils.checkpoint wraps each block (training.hpp checkpoint_variant)
+                        "use_reentrant",
                         // how examples become rows (training.hpp batch_packing)
                         "packing", "example_tokens", "padded",
                         // multi-GPU layout (SCHEMA.md), read by json/parallel_record.hpp
@@ -274,6 +276,9 @@ inline training_spec run_from_record(const json& record) {
   // What the script passed as use_cache; without it, the model's config.json (model.hf_config).
   if (t.contains("use_cache") && !t.at("use_cache").is_null())
     run.use_cache = get_bool(t, "use_cache", path, true, bad) ? cache_setting::on : cache_setting::off;
+  if (t.contains("use_reentrant") && !t.at("use_reentrant").is_null())
+    run.ckpt_variant = get_bool(t, "use_reentrant", path, false, bad) ? checkpoint_variant::reentrant
+                                                                      : checkpoint_variant::non_reentrant;
   read_packing_fields(t, path, run);
   return validate(run);
 }

@@ -64,7 +64,7 @@ inline constexpr std::array<std::string_view, 10> result_fields{"parameters", "t
                                                                 "peak",       "first_step",           "static",
                                                                 "plan",       "attention_kernel",     "allocator",
                                                                 "ssm_kernels"};
-inline constexpr std::array<std::string_view, 43> run_fields{
+inline constexpr std::array<std::string_view, 44> run_fields{
     "micro_batch", "seq_len",   "grad_accum",   "precision",  "optimizer",    "optimizer_impl",
     "checkpointing", "attention", "target",     "lora_rank",  "lora_targets", "lora_alpha",
     "lora_variant", "lora_dropout", "quant",    "dropout",    "device",       "offload",
@@ -72,7 +72,7 @@ inline constexpr std::array<std::string_view, 43> run_fields{
     "ssm_kernels", "liger",     "fused_rmsnorm", "fused_swiglu", "data_parallel", "sac_policy",
     "compile",     "float8",   "use_cache",   "packing",    "example_tokens", "fused_rope",
     "fused_geglu", "fused_layernorm", "liger_patching", "padded", "paged_optimizer", "tensor_parallel",
-    "custom_sharded_layers"};
+    "custom_sharded_layers", "use_reentrant"};
 inline constexpr std::array<std::string_view, 2> gpu_fields{"memory", "bf16"};
 
 // Every key of `obj` must be one of `known` (or `ignored`); an unknown one is an error
@@ -170,6 +170,9 @@ inline void read_run_object(const json& r, run_input& in) {
   // use_cache as the script passes it; absent, the model's config.json decides (cache_setting::config).
   if (r.contains("use_cache") && !r.at("use_cache").is_null())
     run.use_cache = get_bool(r, "use_cache", path, true, bad_run) ? cache_setting::on : cache_setting::off;
+  if (r.contains("use_reentrant") && !r.at("use_reentrant").is_null())
+    run.ckpt_variant = get_bool(r, "use_reentrant", path, false, bad_run) ? checkpoint_variant::reentrant
+                                                                          : checkpoint_variant::non_reentrant;
   read_packing_fields(r, path, run);
   if (const auto v = text("output_cast"); !v.empty()) run.output_cast = parse_output_cast(v, path + ".output_cast");
   if (const auto v = text("loss"); !v.empty()) {

@@ -277,6 +277,8 @@ inline nlohmann::json run_to_json(const training_spec& run) {
   if (run.target == training_target::qlora) j["quant"] = std::string(detail::name_of(run.quant));
   if (run.no_sync) j["no_sync"] = true;
   if (run.use_cache != cache_setting::config) j["use_cache"] = run.use_cache == cache_setting::on;
+  // Which checkpoint wraps each block, as resolved: the release's default shows what was assumed.
+  if (run.ckpt == checkpointing::full) j["use_reentrant"] = reentrant_checkpoint(run);
   if (run.packing != batch_packing::none) j["packing"] = std::string(to_string(run.packing));
   if (run.example_tokens != 0) j["example_tokens"] = run.example_tokens;
   if (run.padded) j["padded"] = true;

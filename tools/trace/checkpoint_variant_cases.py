@@ -1,0 +1,86 @@
+#!/usr/bin/python3
+"""CPU traces of the two torch.utils.checkpoint variants around each decoder layer of an HF-LLaMA step.
+
+The model is liger_cases.py's plain-torch HF-LLaMA (transformers ~4.51 eager path). Every layer runs under
+torch.utils.checkpoint.checkpoint(layer, x, cos, sin, use_reentrant=R), as LlamaModel.forward does through
+_gradient_checkpointing_func after gradient_checkpointing_enable(); transformers passes use_reentrant=True when
+given no kwargs before PR #43203, False from it. torch/utils/checkpoint.py: the reentrant CheckpointFunction
+reruns the layer in its backward and calls torch.autograd.backward on the rerun's outputs, which stay referenced
+until it returns; the non-reentrant variant recomputes saved tensors through saved-tensor hooks and keeps no output.
+Run from the repository root:
+  /usr/bin/python3 tools/trace/checkpoint_variant_cases.py --out docs/data/cpu_traced_checkpoint_variants.json
+"""
+import torch
+import torch.nn.functional as F
+import torch.utils.checkpoint
+
+import liger_cases as HF
+import llama_blocks as LB
+import step_trace as T
+import tracer
+
+SOURCE = "tools/trace/checkpoint_variant_cases.py (Tracker of shared/ground-truth/measure.py)"
+
+
+class CheckpointedLM(HF.CausalLM):
+    def __init__(self, m, reentrant):
+        super().__init__(m, {})
+        self.reentrant = reentrant
+
+    def forward(self, ids, labels):  # liger_cases.CausalLM.forward with each layer checkpointed
+        x = self.embed_tokens(ids)
+        s = ids.size(1)
+        freqs = torch.outer(torch.arange(s).float(), self.inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+        for layer in self.layers:
+            x = torch.utils.checkpoint.checkpoint(layer, x, cos, sin, use_reentrant=self.reentrant)
+        x = self.norm(x)
+        padded = F.pad(labels, (0, 1), value=HF.IGNORE)[..., 1:].contiguous()
+        logits = self.lm_head(x)
+        return F.cross_entropy(logits.float().view(-1, self.vocab), padded.view(-1), ignore_index=HF.IGNORE)
+
+
+def run_case(c):
+    m = dict(LB.LLAMA, **c["geometry"])
+    B, S = c["batch"], c["seq"]
+
+    def build():
+        model = CheckpointedLM(m, c["reentrant"])
+        trainable = list(model.parameters())
+        opt = torch.optim.AdamW(trainable, lr=1e-4, foreach=False)
+        return dict(model=model, optimizers=[opt], trainable=trainable,
+                    make_inputs=lambda: (torch.randint(0, m["vocab"], (B, S)), torch.randint(0, m["vocab"], (B, S))))
+
+    def step(ctx, tr, n):
+        ids, labels = ctx["inputs"]
+
+        def grads_of_step2(n):
+            if n == 2:
+                ctx["grads_step2"] = tracer.tensor_bytes([p.grad for p in ctx["trainable"]])
+
+        return tracer.train_step(tr, n, lambda: ctx["model"](ids, labels), ctx["optimizers"][0], grads_of_step2)
+
+    r = T.run_two_steps(build, step)
+    train = dict(batch=B, seq=S, precision="fp32", optimizer="adamw", optimizer_impl="for_loop",
+                 checkpointing="full", use_reentrant=c["reentrant"], attention="eager", grad_accum=1, lora_rank=0,
+                 frozen="none", zero_stage=0, dp=1, tp=1, loss_impl="standard")
+    framework = dict(name="hf", version="4.51 (re-implemented)")
+    notes = ("measured_bytes = max live CPU tensor bytes in training step 2; HF-LLaMA step re-implemented in plain "
+             "torch, every decoder layer under torch.utils.checkpoint with use_reentrant=" + str(c["reentrant"]) + ".")
+    model = LB.model_fields(m, "hf-transformers", r["nparams"])
+    return T.record(c["id"], SOURCE, model, train, framework, r, notes, software={"transformers": "4.51 (emulated)"})
+
+
+def cases():
+    L = []
+    for B, S in ((2, 256), (4, 512)):
+        for reentrant in (False, True):
+            name = "reentrant" if reentrant else "non-reentrant"
+            L.append(dict(id=f"cpu-llama-ckpt-{name}-b{B}-s{S}", batch=B, seq=S, reentrant=reentrant,
+                          geometry=dict(layers=4, vocab=1000)))
+    return L
+
+
+if __name__ == "__main__":
+    T.main_loop(cases, run_case, "/tmp/checkpoint_variant_cases.json")
