@@ -49,8 +49,10 @@ void apply_config_quantization(options& o) {
       if (o.inference.weights_given) {
         if (o.inference.spec.weights == memscale::weight_format::native && o.inference.spec.compute == memscale::dtype::bf16)
           return;
-        throw usage_error("--weights and " + stored + " disagree: the MXFP4 experts load as MXFP4 or, dequantized, as "
-                          "bf16 (--weights bf16)");
+        // --weights mxfp4 states what the config stores, unless the config dequantizes at load.
+        if (o.inference.spec.weights != memscale::weight_format::mxfp4 || q.dequantize_at_load)
+          throw usage_error("--weights and " + stored + " disagree: the MXFP4 experts load as MXFP4 (--weights mxfp4, "
+                            "without dequantize) or, dequantized, as bf16 (--weights bf16)");
       }
       memscale::json_io::hf::apply_quantization(q, o.inference.spec);
       return;

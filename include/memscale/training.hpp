@@ -234,6 +234,9 @@ struct training_spec {
   // (batch, 1, rows, keys) bool tensor (masking_utils.py@00c4411c _ignore_causal_mask_sdpa: the
   // causal skip needs padding_mask.all()), which turns flash and enable_gqa off.
   bool padded = false;
+  // A generate() forward of gpt-oss whose experts stay MXFP4 and run through triton_kernels'
+  // matmul_ogs (graph/layers/gpt_oss_mxfp4.hpp); only inference/generate_peak.hpp forward_run sets it.
+  bool mxfp4_experts = false;
 };
 
 // Tokens of one micro-batch: micro_batch x seq_len, or the flattened row of a padding-free batch

@@ -150,9 +150,9 @@ run --config "$configs/openai--gpt-oss-20b.json" --batch 1 --seq 128
 if [[ $rc -eq 2 ]] && grep -q "config.quantization_config.dequantize" "$work/err"; then
   pass "gpt-oss MXFP4 config (training): refused, naming quantization_config.dequantize"
 else fail "gpt-oss MXFP4 config (training)" "exit $rc" "$(head -c 300 "$work/err")"; fi
-run --config "$configs/openai--gpt-oss-20b.json" --inference
-if [[ $rc -eq 2 ]] && grep -q "infer.weights" "$work/err" && grep -q -- "--weights bf16" "$work/err"; then
-  pass "gpt-oss MXFP4 config (--inference): the matmul_ogs path refused, naming --weights bf16"
+run --config "$configs/openai--gpt-oss-20b.json" --inference --attention eager --json
+if [[ $rc -eq 0 ]] && is_json && grep -q '"weights": "mxfp4"' "$work/out"; then
+  pass "gpt-oss MXFP4 config (--inference): generate() over the matmul_ogs experts"
 else fail "gpt-oss MXFP4 config (--inference)" "exit $rc" "$(head -c 300 "$work/err")"; fi
 run --config "$configs/openai--gpt-oss-20b.json" --inference --weights bf16 --attention sdpa --stack transformers=4.56
 if [[ $rc -eq 0 ]] && grep -q "peak" "$work/out"; then

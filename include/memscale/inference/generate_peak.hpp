@@ -102,6 +102,7 @@ constexpr training_spec forward_run(const inference_spec& r, std::uint64_t rows)
   t.torch_version = r.torch_version;
   // A StaticCache's forwards are handed their mask whatever the padding (static_cache_mask).
   t.padded = r.padded && r.cache != kv_cache_kind::static_preallocated;
+  t.mxfp4_experts = r.weights == weight_format::mxfp4;
   return t;
 }
 
@@ -148,7 +149,7 @@ constexpr bytes quant_workspace(const graph& g, const model_spec& m, const infer
     case weight_format::native:
     case weight_format::gptfast_int8:  // gpt-fast's per-call copies: gpt_fast_weights.hpp
     case weight_format::gptfast_int4:
-    case weight_format::mxfp4: return {};  // matmul_ogs reads MXFP4 as stored (quant_format.hpp)
+    case weight_format::mxfp4: return {};  // matmul_ogs reads MXFP4 as stored; its tensors: gpt_oss_mxfp4.hpp
     case weight_format::bnb_nf4:
     case weight_format::bnb_fp4:
     case weight_format::gptq_4bit:
@@ -529,13 +530,13 @@ constexpr void require_gpt_oss_generate(const model_spec& model, const inference
           "layer replaces",
           run.weights);
   // With triton >= 3.4 and the kernels package, Mxfp4GptOssExperts keeps the experts in MXFP4 and
-  // mlp_forward routes through triton_kernels' routing and matmul_ogs (integrations/mxfp4.py@0189b1d0);
-  // without them transformers dequantizes the experts to bf16 at load (quantizer_mxfp4.py@787b952b
-  // validate_environment: dequantize = True), which is a native bf16 run.
-  require(run.weights != weight_format::mxfp4, error_code::unsupported, "infer.weights",
-          "mxfp4 (the triton matmul_ogs experts) is modelled for the stored bytes only, not for generate()'s "
-          "activations: state the experts dequantized to bf16 (native bf16 weights; --weights bf16 beside a "
-          "config), what transformers loads without triton >= 3.4 and the kernels package",
+  // mlp_forward routes through triton_kernels' routing and matmul_ogs (integrations/mxfp4.py@0189b1d0;
+  // graph/layers/gpt_oss_mxfp4.hpp); without them, and on a CPU, transformers dequantizes the experts to
+  // bf16 at load (quantizer_mxfp4.py@787b952b validate_environment: dequantize = True), a native bf16 run.
+  require(run.weights != weight_format::mxfp4 || run.device == device_kind::cuda, error_code::unsupported,
+          "infer.weights",
+          "mxfp4 (the triton matmul_ogs experts) runs on CUDA only: on a CPU transformers dequantizes the "
+          "experts to bf16 at load, so state native bf16 weights (--weights bf16 beside a config)",
           run.weights);
   require(run.attention != attention_impl::flash, error_code::unsupported, "infer.attention",
           "must be eager or sdpa (which runs eager) for gpt-oss (--attention eager or sdpa): the hub flash "

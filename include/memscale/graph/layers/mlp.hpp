@@ -11,6 +11,7 @@
 #include "memscale/graph/layers/activations.hpp"
 #include "memscale/graph/layers/adapters.hpp"
 #include "memscale/graph/layers/context.hpp"
+#include "memscale/graph/layers/gpt_oss_mxfp4.hpp"
 #include "memscale/graph/layers/ops.hpp"
 #include "memscale/graph/tensor.hpp"
 #include "memscale/lora.hpp"
@@ -589,6 +590,8 @@ constexpr tensor experts_interface_without_grad(const layer_context& ctx, tensor
 constexpr tensor mixture_of_experts(const layer_context& ctx, tensor in) {
   op_writer& ops = ctx.ops;
   const model_spec& m = ctx.model;
+  if (ops.records_forward_liveness() && m.expert_weight_copies && ctx.run.mxfp4_experts)
+    return gpt_oss_mxfp4_experts_without_grad(ctx, in, router(ctx, in));
   if (ops.records_forward_liveness() && m.expert_weight_copies)
     return grouped_mm_experts(ctx) ? gpt_oss_experts_interface_without_grad(ctx, in) : every_expert_without_grad(ctx, in);
   // Without grad: transformers 5's experts interface, or the 4.x loop over the experts.
