@@ -501,10 +501,19 @@ constexpr const training_spec& validate(const training_spec& t) {
       detail::fail(error_code::unsupported, "run.lora_kind",
                    "dora under lora_finetune_distributed is not modelled (its magnitude vectors' sharding is not "
                    "read); lora is");
-    if (t.offload_optimizer || t.offload_parameters || t.offload_activations || t.optimizer_in_backward)
-      detail::fail(error_code::unsupported, "run.framework",
-                   "torchtune's distributed recipes are modelled without fsdp_cpu_offload, activation offloading and "
-                   "optimizer_in_bwd");
+    // lora_finetune_distributed never reads optimizer_in_bwd (recipes/lora_finetune_distributed.py @ v0.6.1).
+    if (is_lora(t) && t.optimizer_in_backward)
+      detail::fail(error_code::unsupported, "run.optimizer_in_backward",
+                   "lora_finetune_distributed has no optimizer_in_bwd key; only full_finetune_distributed reads it");
+    if (t.optimizer_in_backward)
+      detail::fail(error_code::unsupported, "run.optimizer_in_backward",
+                   "optimizer_in_bwd under full_finetune_distributed (hooks on the sharded gradients) is not modelled");
+    if (t.offload_activations)
+      detail::fail(error_code::unsupported, "run.offload_activations",
+                   "activation offloading under torchtune's distributed recipes is not modelled");
+    if (t.offload_optimizer || t.offload_parameters)
+      detail::fail(error_code::unsupported, "run.offload",
+                   "fsdp_cpu_offload (CPUOffloadPolicy: host shards, CPU optimizer step) is not modelled");
     if (t.ckpt == checkpointing::selective)
       detail::fail(error_code::unsupported, "run.ckpt",
                    "must be none or full for torchtune's distributed recipes (enable_activation_checkpointing)");

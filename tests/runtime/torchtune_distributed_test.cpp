@@ -266,7 +266,16 @@ TEST_CASE("torchtune's distributed recipes refuse what is not modelled, by name"
   CHECK(refusal_of(lora_accum) == "accepted");
   training_spec offload = distributed(8);
   offload.offload_activations = true;
-  CHECK_THAT(refusal_of(offload), Catch::Matchers::Contains("activation offloading"));
+  CHECK_THAT(refusal_of(offload), Catch::Matchers::Contains("run.offload_activations"));
+  training_spec in_backward = distributed(8);
+  in_backward.optimizer_in_backward = true;
+  CHECK_THAT(refusal_of(in_backward), Catch::Matchers::Contains("run.optimizer_in_backward"));
+  training_spec lora_in_backward = lora_distributed(8);
+  lora_in_backward.optimizer_in_backward = true;
+  CHECK_THAT(refusal_of(lora_in_backward), Catch::Matchers::Contains("has no optimizer_in_bwd key"));
+  training_spec cpu_offload = distributed(8);
+  cpu_offload.offload_optimizer = true;
+  CHECK_THAT(refusal_of(cpu_offload), Catch::Matchers::Contains("run.offload"));
   training_spec accum = distributed(8);
   accum.grad_accum = 4;
   CHECK(refusal_of(accum) == "accepted");
