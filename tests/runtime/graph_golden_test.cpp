@@ -76,7 +76,7 @@ struct digest {
   }
   constexpr void add(const graph& g) {
     const auto& [ops, size, begin, end, repeats, inputs, buffers, stream_grad, carried, held, tower_forward,
-                 stacked_experts] = g;
+                 stacked_experts, first_layer_apart] = g;
     add(std::uint64_t{size});
     for (std::size_t i = 0; i < size; ++i) add(ops[i]);
     add(std::uint64_t{begin});
@@ -87,6 +87,7 @@ struct digest {
     // tower's forward stay.
     if (tower_forward.value > 0) add(tower_forward);
     if (stacked_experts) add(stacked_experts);
+    if (first_layer_apart) add(first_layer_apart);
   }
   constexpr void add(const encoder_decoder_graph& g) {
     const auto& [encoder, decoder, output, saved, output_grad, encoder_held, decoder_held, encoder_bias_grad,
