@@ -13,6 +13,7 @@
 
 #include "memscale/allocator/replay.hpp"
 #include "memscale/memscale.hpp"
+#include "memscale/parallel/per_gpu.hpp"
 
 namespace lora_first_layer_test {
 namespace {
@@ -87,6 +88,16 @@ TEST_CASE("the training stream of a first layer written apart peaks at estimate(
         CHECK(sink->peak(1) == est.first_step.tensor.value);
         CHECK(sink->peak(2) == est.steady.tensor.value);
       }
+}
+
+TEST_CASE("pipeline stages count a first layer written apart among their layers", "[lora][parallel]") {
+  const training_spec run = lora_run(attention_impl::sdpa, checkpointing::none);
+  REQUIRE(build(presets::llama_2_7b, run).stack().first_layer_apart);
+  // 32 layers over 4 stages: accepted (the first layer is stage 0's, not a 33rd), and stage 0
+  // holds no more than without the split would (one repeated block fewer, the lighter first layer).
+  const per_gpu_estimate four = estimate_per_gpu(presets::llama_2_7b, run, {.gpus_per_node = 4, .pp = 4});
+  const per_gpu_estimate one = estimate_per_gpu(presets::llama_2_7b, run, {.gpus_per_node = 1});
+  CHECK(four.peak.tensor < one.peak.tensor);
 }
 
 }  // namespace lora_first_layer_test
