@@ -128,16 +128,21 @@ TEST_CASE("torchtune's distributed CPU traces are estimated within 1%") {
   CHECK(n == 12);
 }
 
-// The FSDP2 walk adds nothing to the LoRA graph's own error: these overshoot by the same ~1.5 MB
-// (0.4 MB checkpointed) as the single-device LoRA traces do (cpu-torchtune-lora-llama-b2-s256-r8-*),
-// whose block 0 reads an input that needs no gradient (frozen embeddings) and so saves less.
-TEST_CASE("torchtune's lora_finetune_distributed CPU traces are estimated within 2.5%") {
+// The FSDP2 walk adds nothing to the LoRA graph's own error. The first layer reads the frozen
+// embeddings' output, which needs no gradient, and keeps less than the others
+// (recipes/decoder_stack.hpp first_layer_apart): without checkpointing within 0.5% (+2.1..2.5% while
+// every layer was written alike); checkpointed, the first layer stays in the block (its rerun keeps
+// as much as the others' there), 0.4 MB over as in the single-device LoRA traces.
+bool checkpointed(const json& r) { return r.at("id").get<std::string>().find("-ac") != std::string::npos; }
+
+TEST_CASE("torchtune's lora_finetune_distributed CPU traces are estimated within 0.5%, 1.5% checkpointed") {
   int n = 0;
   for (const json& r : records("cpu-torchtune-lora-distributed-")) {
     const json answer = json_io::estimate_record(r);
     INFO(r.at("id").get<std::string>() << ": " << answer.dump());
     REQUIRE(answer.contains("estimated_bytes"));
-    CHECK(std::abs(answer.at("estimated_bytes").get<double>() / r.at("measured_bytes").get<double>() - 1.0) < 0.025);
+    const double tolerance = checkpointed(r) ? 0.015 : 0.005;
+    CHECK(std::abs(answer.at("estimated_bytes").get<double>() / r.at("measured_bytes").get<double>() - 1.0) < tolerance);
     ++n;
   }
   CHECK(n == 12);
@@ -145,10 +150,9 @@ TEST_CASE("torchtune's lora_finetune_distributed CPU traces are estimated within
 
 // The QLoRA traces (tools/trace/nf4_weight.py: NF4Tensor's inner tensors as plain tensors, gathered
 // in one uint8 all-gather output with the unit's bf16 parameters; llama2-style MHA so every
-// weight's inner tensors split evenly) overshoot by the bytes their LoRA twins do (the graph's
-// block 0 saves what a block whose input needs a gradient saves): the NF4 shards, the gathered
-// NF4 unit and each dequantization add no error of their own.
-TEST_CASE("torchtune's QLoRA over FSDP2: CPU traces within 2.5%, the same bytes over as LoRA's") {
+// weight's inner tensors split evenly) overshoot by the bytes their LoRA twins do: the NF4 shards,
+// the gathered NF4 unit and each dequantization add no error of their own.
+TEST_CASE("torchtune's QLoRA over FSDP2: CPU traces within 0.5% (1.5% checkpointed), the same bytes over as LoRA's") {
   int n = 0;
   for (const json& r : records("cpu-torchtune-qlora-distributed-")) {
     const std::string id = r.at("id").get<std::string>();
@@ -157,7 +161,7 @@ TEST_CASE("torchtune's QLoRA over FSDP2: CPU traces within 2.5%, the same bytes 
     REQUIRE(answer.contains("estimated_bytes"));
     const double estimated = answer.at("estimated_bytes").get<double>();
     const double measured = r.at("measured_bytes").get<double>();
-    CHECK(std::abs(estimated / measured - 1.0) < 0.025);
+    CHECK(std::abs(estimated / measured - 1.0) < (checkpointed(r) ? 0.015 : 0.005));
     const std::string twin_id = "cpu-torchtune-lora-distributed-llama-b2-s256-r8-" + id.substr(id.find("fsdp2r"));
     json twin;
     for (const json& t : records(twin_id))

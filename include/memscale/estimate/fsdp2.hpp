@@ -92,6 +92,9 @@ constexpr bytes last_output_chunk(const graph& g, section head, const training_s
 // unit's full size whose 1/N output becomes the sharded fp32 gradient.
 constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec& run, const fsdp2_units& u) {
   const std::uint64_t L = g.block_repeats;
+  // Block units with a gradient shard: the repeated blocks and a first layer written apart (its
+  // saved tensors are the prologue's).
+  const std::uint64_t block_units = L + (g.first_layer_apart ? 1 : 0);
   const std::uint64_t n = u.ranks;
   const bytes block_shard_grads = ceil_div(u.block_grads_fp32, n);
   const bytes full_saved = section_saved_bytes(g, block_of(g), run, false);
@@ -118,7 +121,7 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   // those it already counts (`stored`); a reduce-scatter's own 1/N output is then a temporary.
   const bytes output_shard = ceil_div(u.output_grads, n);
   const bytes all_shards =
-      block_shard_grads * L + ceil_div(u.root_grads_fp32, n) + output_shard + ceil_div(u.embedding_grads, n);
+      block_shard_grads * block_units + ceil_div(u.root_grads_fp32, n) + output_shard + ceil_div(u.embedding_grads, n);
   const bool accumulating = run.grad_accum > 1;
   const auto consider_holding = [&](fsdp2_moment m, bytes stored) {
     if (m.ranked() > best.ranked()) best = m;
@@ -185,17 +188,19 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   // The embeddings' backward (an embedding unit of its own is all-gathered first), then the
   // root's reduce-scatter in the final callback.
   const auto pp = section_backward_peak(g, prologue_of(g), run, false, bytes{});
-  const bytes blocks_stored = block_shard_grads * L + output_shard;
+  const bytes blocks_stored = block_shard_grads * block_units + output_shard;
   if (u.embedding_unit.value != 0)
     consider_holding(
-        {true, u.root + u.embedding_unit * 2U, u.head_grads + block_shard_grads * L, saved_p + g.stream_grad},
+        {true, u.root + u.embedding_unit * 2U, u.head_grads + block_shard_grads * block_units, saved_p + g.stream_grad},
         blocks_stored);
-  consider_holding({true, u.root + u.embedding_unit, u.head_grads + block_shard_grads * L + pp.grads_at_peak,
+  // A first layer written in the prologue runs its backward there, its unit gathered.
+  const bytes prologue_units = u.root + u.embedding_unit + (g.first_layer_apart ? u.block : bytes{});
+  consider_holding({true, prologue_units, u.head_grads + block_shard_grads * block_units + pp.grads_at_peak,
                     pp.peak - pp.grads_at_peak},
                    blocks_stored);
   consider_holding({true, u.root + u.embedding_unit,
                     u.embedding_grads + u.root_grads + u.root_grads_fp32 + ceil_div(u.root_grads_fp32, n) +
-                        output_shard + block_shard_grads * L,
+                        output_shard + block_shard_grads * block_units,
                     {}},
                    blocks_stored);
   // An embedding unit of its own has no post-backward hook (its input, the tokens, needs no
@@ -204,7 +209,7 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   if (u.embedding_unit.value != 0)
     consider_holding({true, u.embedding_unit,
                       u.embedding_grads * 2U + ceil_div(u.embedding_grads, n) + ceil_div(u.root_grads_fp32, n) +
-                          output_shard + block_shard_grads * L,
+                          output_shard + block_shard_grads * block_units,
                       {}},
                      blocks_stored + ceil_div(u.root_grads_fp32, n));
   return best;

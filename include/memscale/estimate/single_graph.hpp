@@ -270,11 +270,14 @@ struct step_peaks {
 // epilogue's weights other than the final norm's) leave the root for units of their own.
 constexpr void split_custom_units(const graph& g, const training_spec& run, const graph_totals& t, fsdp2_units& u) {
   if (run.custom_sharded.tok_embeddings) {
-    u.embedding_unit = t.params_p;
-    u.embedding_grads = t.grads_p;
-    u.root -= t.params_p;
-    u.root_grads -= t.grads_p;
-    u.root_grads_fp32 -= t.grads_p;
+    // The prologue's parameters less a first layer written in it (a unit of its own).
+    const bytes params = g.first_layer_apart ? t.params_p - t.params_b : t.params_p;
+    const bytes grads = g.first_layer_apart ? t.grads_p - t.grads_b : t.grads_p;
+    u.embedding_unit = params;
+    u.embedding_grads = grads;
+    u.root -= params;
+    u.root_grads -= grads;
+    u.root_grads_fp32 -= grads;
   }
   if (!run.custom_sharded.output) return;
   const auto p = precision_policy_of(run);
@@ -312,6 +315,12 @@ constexpr step_peaks fsdp2_step_peaks(const graph& g, const training_spec& run, 
                     .root_grads_fp32 = t32.grads_p + t32.grads_e,
                     .ranks = n,
                     .last_block_kept = titan};
+  if (g.first_layer_apart) {
+    // The first layer, written in the prologue, is a block unit (fully_shard per layer), not the root's.
+    units.root -= t.params_b;
+    units.root_grads -= t.grads_b;
+    units.root_grads_fp32 -= t32.grads_b;
+  }
   split_custom_units(g, run, t, units);
   const bytes shards = ceil_div(t32.parameter_bytes(L), n);
   const bytes state = ceil_div(t32.optimizer_state, n);

@@ -283,7 +283,9 @@ constexpr per_gpu_estimate estimate_per_gpu(const graph& g, const training_spec&
   detail::check_engine_precision(run, par);
   using detail::ceil_div;
   const parallel_spec& p = par;
-  const std::uint64_t L = g.block_repeats;
+  // A first layer written in the prologue (graph::first_layer_apart) is one of the layers, on stage 0.
+  const std::uint64_t apart = g.first_layer_apart ? 1 : 0;
+  const std::uint64_t L = g.block_repeats + apart;
   detail::require(L % detail::checked_mul(p.pp, p.virtual_stages) == 0, error_code::invalid_run,
                   "parallel.pp * parallel.virtual_stages", "must divide the number of layers",
                   detail::checked_mul(p.pp, p.virtual_stages));
@@ -318,13 +320,15 @@ constexpr per_gpu_estimate estimate_per_gpu(const graph& g, const training_spec&
   const bytes working_block = block_bwd.peak - block_bwd.grads_at_peak;
   const bytes working_head = max(section_forward_peak(g, epilogue_of(g), rr, true), head_bwd.peak - head_bwd.grads_at_peak);
   const bytes cublas = rr.device == device_kind::cuda && rr.torch_version >= 200 ? rr.blas_workspace : bytes{};
-  const auto whole_model = detail::plus(detail::plus(sp_, detail::scaled(sb_, L)), se_);
+  const auto whole_model = detail::plus(detail::plus(sp_, detail::scaled(sb_, g.block_repeats)), se_);
   const bytes all_temporaries = optimizer_step_temporaries(g, rr);
 
   auto stage_estimate = [&](std::uint64_t stage, bytes layer_act) {
     const bool first = stage == 0;
     const bool last = stage + 1 == p.pp;
-    detail::section_states part = detail::scaled(sb_, layers_on_stage);
+    // Stage 0's first layer, if written apart, is in the prologue's states and saved bytes.
+    const std::uint64_t blocks_on_stage = layers_on_stage - (first ? apart : 0);
+    detail::section_states part = detail::scaled(sb_, blocks_on_stage);
     if (first) part = detail::plus(part, sp_);
     if (last) part = detail::plus(part, se_);
     part = detail::split(part, t);  // Megatron splits every matrix; norms (2h per layer) are replicated, ignored here
@@ -347,7 +351,7 @@ constexpr per_gpu_estimate estimate_per_gpu(const graph& g, const training_spec&
     b.gradients = grads_stream ? ceil_div(sb_.grads, t) : (partitioned_grads ? ceil_div(part.grads, n) : part.grads);
     if (p.engine == strategy::ddp) b.gradients += engines::ddp_bucket_bytes(part.grads, p.ddp);
     b.optimizer = p.offload_optimizer ? bytes{} : (sh != sharding::none ? ceil_div(part.state, n) : part.state);
-    bytes act = engines::stage_saved_activations(layer_act, layers_on_stage, stage, p, m);
+    bytes act = engines::stage_saved_activations(layer_act, blocks_on_stage, stage, p, m);
     if (first) act += saved_p * engines::micro_batches_in_flight(stage, p.pp, m);
     const bytes working = last ? max(working_block, working_head) : working_block;
     b.activations = act + ceil_div(working, t) + g.inputs;

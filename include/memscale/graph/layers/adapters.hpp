@@ -3,6 +3,7 @@
 // changes in the base weights (frozen, 4-bit, bitsandbytes' version rules).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "memscale/dtype.hpp"
@@ -143,9 +144,14 @@ constexpr tensor lora(op_writer& ops, const adapter_plan& plan, tensor in, tenso
 }
 
 // A projection: the linear core over its base weight, plus the run's adapter when `adapted`.
+// On an input that needs no gradient a frozen base is recorded by nothing (ops.hpp untracked_from);
+// the adapter still is, its weights being trainable.
 constexpr tensor projection(op_writer& ops, const adapter_plan& plan, tensor in, const linear_shape& shape,
-                            bool adapted) {
+                            bool adapted, bool input_needs_grad = true) {
+  const bool untracked = !input_needs_grad && plan.base.frozen;
+  const std::size_t first = untracked ? ops.untracked_from() : 0;
   const tensor y = ops.linear(in, shape, plan.base);
+  if (untracked) ops.track_from(first);
   if (adapted) return lora(ops, plan, in, y, shape);
   return y;
 }

@@ -82,6 +82,27 @@ struct qkv_tensors {
   tensor projection;  // the fused projection's output when fused_qkv (q, k and v are its views)
 };
 
+// Which of q, k and v need a gradient. All do inside the stack; in a first layer whose input
+// needs none (layer_context::stream_needs_grad) only an adapted projection's output does, and a
+// fused one's three views share it.
+struct qkv_grads {
+  bool q = true;
+  bool k = true;
+  bool v = true;
+  [[nodiscard]] constexpr bool any() const { return q || k || v; }
+  [[nodiscard]] constexpr bool scores() const { return q || k; }
+};
+
+constexpr qkv_grads qkv_grads_of(const layer_context& ctx) {
+  if (ctx.stream_needs_grad) return {.q = true, .k = true, .v = true};
+  const adapter_plan& a = ctx.adapters;
+  const bool q = a.adapts(lora_target::q);
+  const bool k = a.adapts(lora_target::k);
+  const bool v = a.adapts(lora_target::v);
+  if (ctx.model.fused_qkv) return {.q = q || k || v, .k = q || k || v, .v = q || k || v};
+  return {.q = q, .k = k, .v = v};
+}
+
 struct attention_widths {
   std::uint64_t head_dim = 0;
   std::uint64_t kv_heads = 0;
@@ -104,21 +125,21 @@ constexpr qkv_tensors project_qkv(const layer_context& ctx, tensor in, const att
     const fused_qkv_widths widths{.parts = (adapt_q ? 1U : 0U) + (adapt_k ? 1U : 0U) + (adapt_v ? 1U : 0U),
                                   .enabled_width = (adapt_q ? w.q : 0) + (adapt_k ? w.kv : 0) + (adapt_v ? w.kv : 0),
                                   .full_width = full_width};
-    const tensor base = ops.linear(in, fused, adapters.base);
+    const tensor base = ops.tracked_if(ctx.stream_needs_grad, [&] { return ops.linear(in, fused, adapters.base); });
     const tensor qkv = litgpt_qkv_lora(ops, adapters, in, base, ctx.tokens, m.hidden, widths);
     return {qkv, qkv, qkv, qkv};
   }
   if (m.fused_qkv) {
     // PEFT adapts a fused module (GPT-2 c_attn, GPT-NeoX query_key_value) as one Linear.
-    const tensor qkv = projection(ops, adapters, in, fused, adapt_q || adapt_k || adapt_v);
+    const tensor qkv = projection(ops, adapters, in, fused, adapt_q || adapt_k || adapt_v, ctx.stream_needs_grad);
     return {qkv, qkv, qkv, qkv};  // q, k and v are views of the fused output
   }
   const auto shape = [&](std::uint64_t width) {
     return linear_shape{.rows = ctx.tokens, .in_features = m.hidden, .out_features = width, .bias = m.qkv_bias};
   };
-  const tensor q = projection(ops, adapters, in, shape(w.q), adapt_q);
-  const tensor k = projection(ops, adapters, in, shape(w.kv), adapt_k);
-  const tensor v = projection(ops, adapters, in, shape(w.kv), adapt_v);
+  const tensor q = projection(ops, adapters, in, shape(w.q), adapt_q, ctx.stream_needs_grad);
+  const tensor k = projection(ops, adapters, in, shape(w.kv), adapt_k, ctx.stream_needs_grad);
+  const tensor v = projection(ops, adapters, in, shape(w.kv), adapt_v, ctx.stream_needs_grad);
   return {q, k, v, q};
 }
 
@@ -190,22 +211,28 @@ constexpr tensor sink_softmax_and_context(const layer_context& ctx, const qkv_te
 
 // softmax(QK^T)V with the scores materialised; returns the context (heads unmerged).
 // `q`, `k`, `v` are the tensors the kernel reads; `k_elements` is k's size after repeat_kv.
+// `grads`: bmm saves each factor only for the other's gradient (derivatives.yaml bmm: self for
+// mat2, mat2 for self), and nothing up to the probabilities is recorded when neither q nor k needs one.
 constexpr tensor eager_attention(const layer_context& ctx, const qkv_tensors& qkv, const attention_path& path,
                                  std::uint64_t q_elements, std::uint64_t k_elements, std::uint64_t kv_width,
-                                 std::uint64_t scores, std::uint64_t score_rows) {
+                                 std::uint64_t scores, std::uint64_t score_rows, const qkv_grads& grads) {
   op_writer& ops = ctx.ops;
   const model_spec& m = ctx.model;
   const precision_policy& p = ops.precision();
+  const bool scores_grad = grads.scores() || m.attention_sinks;
+  const std::size_t untracked = scores_grad ? 0 : ops.untracked_from();
   // matmul on permuted 4-D views reshapes them into contiguous copies that bmm saves.
-  const tensor q_copy = ops.elementwise(qkv.q, q_elements, p.matmul);
+  const tensor q_copy = ops.tracked_if(grads.q, [&] { return ops.elementwise(qkv.q, q_elements, p.matmul); });
   if (m.attention_keeps_locals && m.fused_qkv) ops.hold_in_frame(ops.at(qkv.projection).out);  // fused_qkv
   // modeling_gpt_bigcode.py@00574544 GPTBigCodeAttention._attn: baddbmm(query.reshape(...),
   // key) takes k as a view of c_attn's output, so the whole output is kept, not a k copy.
   const bool fused_views = m.attention_keeps_fused_kv;
-  const tensor k_copy = fused_views ? qkv.projection : ops.elementwise(qkv.k, k_elements, p.matmul);
+  const tensor k_copy = fused_views ? qkv.projection : ops.tracked_if(grads.k, [&] {
+    return ops.elementwise(qkv.k, k_elements, p.matmul);
+  });
   const tensor qk = ops.emit(op{.kind = op_kind::attention, .recomputed_by_selective = true}, scores, p.matmul);
-  ops.keep(q_copy, qk);
-  ops.keep(k_copy, qk);
+  if (grads.k) ops.keep(q_copy, qk);
+  if (grads.q) ops.keep(k_copy, qk);
   tensor softmax_input = qk;
   if (m.attention_keeps_locals) {
     // modeling_bloom.py BloomAttention.forward (v4.48): attn_weights = matmul_result + causal_mask
@@ -252,10 +279,11 @@ constexpr tensor eager_attention(const layer_context& ctx, const qkv_tensors& qk
   tensor dropped = ops.dropout(probs, ctx.dropout.attention_probs);
   ops.at(dropped).recomputed_by_selective = true;
   dropped = ops.matmul_input(dropped);
+  if (!scores_grad) ops.track_from(untracked);
   const tensor v_saved = saved_value(ctx, qkv, path, kv_width);
   const tensor context = ops.emit(op_kind::attention, q_elements, p.matmul);
-  ops.keep(dropped, context);
-  ops.keep(v_saved, context);
+  if (grads.v) ops.keep(dropped, context);
+  if (scores_grad) ops.keep(v_saved, context);
   return context;
 }
 
@@ -393,6 +421,9 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
   w.q = detail::checked_mul(m.heads, w.head_dim);
   w.kv = detail::checked_mul(w.kv_heads, w.head_dim);
 
+  // With none of q, k and v needing a gradient, nothing up to the output projection is recorded.
+  const qkv_grads grads = qkv_grads_of(ctx);
+  const std::size_t untracked = grads.any() ? 0 : ops.untracked_from();
   qkv_tensors qkv = project_qkv(ctx, in, w);
   const auto q_elements = detail::checked_mul(ctx.tokens, w.q);
   auto k_elements = detail::checked_mul(ctx.tokens, w.kv);
@@ -401,14 +432,18 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
     // Cohere's CohereLayerNorm((heads, head_dim)) holds a weight row per head
     // (models/cohere/modular_cohere.py@03ea97ae CohereAttention).
     const bool weight_per_head = m.norm == norm_kind::layernorm_fp32_python;
-    qkv.q = norm(ctx, qkv.q, {.width = w.head_dim, .rows = detail::checked_mul(ctx.tokens, m.heads),
-                              .weight_rows = weight_per_head ? m.heads : 1, .site = norm_site::qk});
-    qkv.k = norm(ctx, qkv.k, {.width = w.head_dim, .rows = detail::checked_mul(ctx.tokens, w.kv_heads),
-                              .weight_rows = weight_per_head ? w.kv_heads : 1, .site = norm_site::qk});
+    qkv.q = ops.tracked_if(grads.q, [&] {
+      return norm(ctx, qkv.q, {.width = w.head_dim, .rows = detail::checked_mul(ctx.tokens, m.heads),
+                               .weight_rows = weight_per_head ? m.heads : 1, .site = norm_site::qk});
+    });
+    qkv.k = ops.tracked_if(grads.k, [&] {
+      return norm(ctx, qkv.k, {.width = w.head_dim, .rows = detail::checked_mul(ctx.tokens, w.kv_heads),
+                               .weight_rows = weight_per_head ? w.kv_heads : 1, .site = norm_site::qk});
+    });
   } else if (m.qk_norm == qk_norm_kind::full_width) {
     // modeling_olmo2.py (v4.51): q_norm over heads*head_dim, k_norm over kv_heads*head_dim.
-    qkv.q = norm(ctx, qkv.q, {.width = w.q, .rows = ctx.tokens, .site = norm_site::qk});
-    qkv.k = norm(ctx, qkv.k, {.width = w.kv, .rows = ctx.tokens, .site = norm_site::qk});
+    qkv.q = ops.tracked_if(grads.q, [&] { return norm(ctx, qkv.q, {.width = w.q, .rows = ctx.tokens, .site = norm_site::qk}); });
+    qkv.k = ops.tracked_if(grads.k, [&] { return norm(ctx, qkv.k, {.width = w.kv, .rows = ctx.tokens, .site = norm_site::qk}); });
   }
   if (m.value_norm) {
     // Gemma3nTextAttention.v_norm (modeling_gemma3n.py@b87ecf8c): Gemma3nRMSNorm(with_scale=False)
@@ -426,8 +461,8 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
     // q*cos + rotate_half(q)*sin makes new q and k tensors (modeling_llama.py apply_rotary_pos_emb).
     const tensor q_unrotated = qkv.q;
     const tensor k_unrotated = qkv.k;
-    qkv.q = ops.elementwise(qkv.q, q_elements, p.matmul);
-    qkv.k = ops.elementwise(qkv.k, k_elements, p.matmul);
+    qkv.q = ops.tracked_if(grads.q, [&] { return ops.elementwise(qkv.q, q_elements, p.matmul); });
+    qkv.k = ops.tracked_if(grads.k, [&] { return ops.elementwise(qkv.k, k_elements, p.matmul); });
     const bool whole_head = m.rotary_fraction == 1.0 && !has_latent_attention(m) && !m.rotary_complex;
     if (ops.records_forward_liveness()) {
       if (m.rotary_stacked_pairs)
@@ -514,8 +549,8 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
   if (path.repeats_kv) {
     // repeat_kv: expand + reshape materialises heads/kv_heads copies of k and v.
     k_elements = detail::checked_mul(run.micro_batch, keys, w.q);
-    qkv.k = ops.elementwise(qkv.k, k_elements, p.matmul);
-    qkv.v = ops.elementwise(qkv.v, k_elements, p.matmul);
+    qkv.k = ops.tracked_if(grads.k, [&] { return ops.elementwise(qkv.k, k_elements, p.matmul); });
+    qkv.v = ops.tracked_if(grads.v, [&] { return ops.elementwise(qkv.v, k_elements, p.matmul); });
   }
   const auto batch_heads =
       detail::checked_mul(run.micro_batch, m.heads, detail::quantity{"attention scores (micro_batch x heads x seq_len^2)"});
@@ -556,7 +591,7 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
     context = eager_attention_without_grad(ctx, qkv, q_elements, scores);
   } else {
     context = eager_attention(ctx, qkv, path, q_elements, k_elements, w.kv, scores,
-                              detail::checked_mul(batch_heads, run.seq_len));
+                              detail::checked_mul(batch_heads, run.seq_len), grads);
     // SDPA's math path adds the mask made additive per call (convert_boolean_attn_mask, above)
     // in place to the scores: it lives through the call. Eager attention adds the float mask
     // the model made once (decoder_stack.hpp base_model_held).
@@ -583,9 +618,10 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
       (run.framework == framework_kind::torchtitan ||
        (run.framework == framework_kind::hf && m.impl == implementation::hf_transformers && !m.fused_qkv));
   const tensor merged = merged_in_place ? context : ops.elementwise(context, q_elements, p.matmul);
+  if (!grads.any()) ops.track_from(untracked);
   return projection(ops, ctx.adapters, merged,
                     {.rows = ctx.tokens, .in_features = w.q, .out_features = m.hidden, .bias = m.attn_out_bias},
-                    ctx.adapters.adapts(lora_target::o));
+                    ctx.adapters.adapts(lora_target::o), grads.any());
 }
 
 // ---- T5 ---------------------------------------------------------------------------

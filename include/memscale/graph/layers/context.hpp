@@ -23,6 +23,10 @@ struct layer_context {
   // Key positions per sequence a KV cache holds before this forward (a generate() decoding
   // step); 0 in training and in a prefill.
   std::uint64_t cached_keys = 0;
+  // Whether the residual stream entering the layer needs a gradient: not in the first layer of a
+  // LoRA or QLoRA model, whose input is the frozen embeddings' output (decoder_stack.hpp
+  // first_layer_untracked_input).
+  bool stream_needs_grad = true;
 
   // Key positions per sequence the attention reads: the cached ones and the new rows.
   [[nodiscard]] constexpr std::uint64_t keys() const { return detail::checked_add(run.seq_len, cached_keys); }

@@ -113,7 +113,7 @@ class op_writer {
   constexpr op& at(tensor t) { return builder_.at(t.op_index); }
   // Records that the backward of `user` needs the output of `producer`.
   constexpr void keep(tensor producer, tensor user) {
-    builder_.keep(producer.op_index, user.op_index);
+    if (untracked_depth_ == 0) builder_.keep(producer.op_index, user.op_index);
     reads(producer, user);
   }
   // Records that `user` reads `producer` in the forward (keep and the inputs above record it),
@@ -130,7 +130,40 @@ class op_writer {
   // forward holds: Python temporaries a training graph's ops already cover or never keep).
   [[nodiscard]] constexpr bool records_forward_liveness() const { return records_reads_; }
   // `t`'s own backward uses its output (softmax, ReLU, tanh, sigmoid).
-  constexpr void keep_own_output(tensor t) { builder_.keep_own_output(t.op_index); }
+  constexpr void keep_own_output(tensor t) {
+    if (untracked_depth_ == 0) builder_.keep_own_output(t.op_index);
+  }
+
+  // Ops written between untracked_from() and track_from(first) read only tensors that need no
+  // gradient, through frozen weights: autograd records none of them (an op gets a grad_fn only
+  // when an input requires grad: torch/csrc/autograd/VariableTypeUtils.h@v2.6.0
+  // compute_requires_grad), so none keeps a tensor, makes an input gradient or runs a backward.
+  // What they would have saved is made all the same and dies in their forward. Nests.
+  [[nodiscard]] constexpr std::size_t untracked_from() {
+    ++untracked_depth_;
+    return builder_.result().size;
+  }
+  constexpr void track_from(std::size_t first) {
+    for (std::size_t i = first; i < builder_.result().size; ++i) {
+      op& o = builder_.at(i);
+      o.fwd_temp += o.extra_saved;
+      o.extra_saved = {};
+      o.grad_in = {};
+      o.grad_out = {};
+      o.bwd_temp = {};
+      o.bwd_temp_pieces = 0;
+    }
+    --untracked_depth_;
+  }
+  // The ops `write()` appends, untracked (above) unless `tracked`; returns what it returns.
+  template <class Write>
+  constexpr auto tracked_if(bool tracked, Write&& write) {
+    if (tracked) return write();
+    const std::size_t first = untracked_from();
+    const auto result = write();
+    track_from(first);
+    return result;
+  }
 
   // Tensors the running Python frame still references: every op written until the frame
   // closes carries them among its forward temporaries (model_spec::attention_keeps_locals).
@@ -253,6 +286,7 @@ class op_writer {
   device_kind device_;
   bytes frame_locals_{};
   bool records_reads_ = false;
+  std::uint32_t untracked_depth_ = 0;  // > 0: between untracked_from() and track_from()
 };
 
 }  // namespace memscale::graph_layers

@@ -91,7 +91,7 @@ constexpr graph_layers::tensor transformer_layer(const graph_layers::layer_conte
     case block_layout::sequential: {
       // The layer's frame binds each branch's normed input until the branch's output rebinds
       // the name (modeling_llama.py LlamaDecoderLayer.forward: hidden_states = self.self_attn(...)).
-      const tensor attention_in = branch_in(ctx, x);
+      const tensor attention_in = ops.tracked_if(ctx.stream_needs_grad, [&] { return branch_in(ctx, x); });
       const tensor attended = ops.dropout(branch_out(ctx, block_attention(ctx, attention_in)), residual_dropout);
       ops.reads(attention_in, attended);
       const tensor mid = ops.add(x, attended);
@@ -234,6 +234,43 @@ constexpr graph_layers::tensor leading_dense_layers(const graph_layers::layer_co
   return x;
 }
 
+// Whether the stack's first layer is written apart from the repeated block, on an input that
+// needs no gradient: a LoRA or QLoRA run freezes the embeddings, so their output requires none
+// and autograd records nothing that reads only it through frozen weights (ops.hpp
+// untracked_from): the first layer's input norm keeps nothing and its frozen q, k and v
+// projections take no input gradient; the layers after it read a stream the adapters made.
+// Written for a pre-norm sequential attention layer whose attention is adapted (then the residual
+// after it needs a gradient and the rest of the layer is the others'). Under checkpointing the
+// first layer stays in the block: Hugging Face's reentrant checkpoint makes the embeddings' output
+// require grad (PreTrainedModel.enable_input_require_grads, called by peft's
+// prepare_model_for_kbit_training and by gradient_checkpointing_enable for a PEFT model). Sharded
+// parameters only under FSDP2, whose units know the layer (graph::first_layer_apart).
+constexpr bool first_layer_apart(const model_spec& model, const training_spec& run) {
+  const graph_layers::adapter_plan adapters = graph_layers::adapter_plan_of(model, run);
+  const bool attention_adapted = adapters.adapts(lora_target::q) || adapters.adapts(lora_target::k) ||
+                                 adapters.adapts(lora_target::v) || adapters.adapts(lora_target::o);
+  return adapters.enabled && attention_adapted && run.ckpt == checkpointing::none &&
+         run.sac == selective_ac::none && model.layers >= 2 && model.leading_dense_layers == 0 &&
+         !graph_layers::has_layer_pattern(model) && model.layout == block_layout::sequential &&
+         model.block_norms == branch_norms::pre && has_attention(model) && !has_latent_attention(model) &&
+         !model.ssm_beside_attention && !graph_layers::sequence_parallel(run) &&
+         (run.shard != sharding::full || runs_fsdp2(run));
+}
+
+// The first layer on the embeddings' output when first_layer_apart. Returns its output.
+constexpr graph_layers::tensor first_layer(const graph_layers::layer_context& ctx, graph_layers::tensor x) {
+  if (!first_layer_apart(ctx.model, ctx.run)) return x;
+  const graph_layers::layer_context first{.ops = ctx.ops,
+                                          .model = ctx.model,
+                                          .run = ctx.run,
+                                          .adapters = ctx.adapters,
+                                          .dropout = ctx.dropout,
+                                          .tokens = ctx.tokens,
+                                          .cached_keys = ctx.cached_keys,
+                                          .stream_needs_grad = false};
+  return transformer_layer(first, x);
+}
+
 // A single-mixer stack's layers left over from its repeated unit (layer_pattern.hpp
 // group_single_mixer_layers), written once each after the embeddings. Returns the stream after them.
 constexpr graph_layers::tensor single_mixer_leading_layers(const graph_layers::layer_context& ctx,
@@ -358,8 +395,9 @@ constexpr void build_decoder_stack(const model_spec& declared, const training_sp
   const tensor embedded = input_embeddings(ctx);
   // RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)) on tok_embeddings: the
   // lookup of the rank's vocabulary rows, reduce-scattered onto its sequence shard.
-  single_mixer_leading_layers(
-      ctx, leading_dense_layers(ctx, sequence_parallel(run) ? reduce_scatter_sequence(ctx, embedded) : embedded));
+  first_layer(ctx, single_mixer_leading_layers(
+                       ctx, leading_dense_layers(ctx, sequence_parallel(run) ? reduce_scatter_sequence(ctx, embedded)
+                                                                             : embedded)));
   graph_builder& sections = ops.sections();
   // A block of several layers is one unit to the walkers: checkpointed, it keeps one input per
   // period instead of one per layer and recomputes the whole period at once, which overstates the
@@ -367,13 +405,15 @@ constexpr void build_decoder_stack(const model_spec& declared, const training_sp
   // block would count periods, not layers: refused.
   const std::uint64_t period = layers_per_block(model);
   const std::uint64_t repeats = model.single_mixer_blocks ? group_single_mixer_layers(model).repeats
-                                                          : (model.layers - model.leading_dense_layers) / period;
+                                : (model.layers - model.leading_dense_layers - (first_layer_apart(model, run) ? 1 : 0)) /
+                                      period;
   detail::require(model.single_mixer_blocks || model.layers % period == 0, error_code::unsupported, "model.layers",
                   "must be a multiple of the layer pattern's period (lcm of model.moe_layer_step and "
                   "model.nope_layer_interval)", model.layers);
   detail::require(period == 1 || run.sac == selective_ac::none, error_code::unsupported, "run.sac",
                   "must be none for a model whose layers differ by position (Llama 4): its blocks are periods "
                   "of layers", run.sac);
+  sections.set_first_layer_apart(first_layer_apart(model, run));
   sections.begin_block();
   if (has_attention(model))
     transformer_period(ctx);
