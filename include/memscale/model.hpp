@@ -69,6 +69,13 @@ enum class liger_patch : std::uint8_t { none, llama, olmo2, gemma, gemma2, glm4,
 // b_c_rms / dt_rms buffers), weighted RMSNorms (Jamba).
 enum class ssm_dt_norm_kind : std::uint8_t { none, weightless, weighted };
 
+// A Gemma3nMultimodalEmbedder's sizes: a vocab x width table, RMSNorms over width and a width ->
+// hidden projection (vocab 0: the model has none).
+struct token_embedder {
+  std::uint64_t vocab = 0;  // vocab_size of the tower's config (its token ids follow vocab_offset)
+  std::uint64_t width = 0;  // the tower config's hidden_size
+};
+
 struct model_spec {
   std::string_view name = "custom";
   architecture arch = architecture::decoder;
@@ -303,6 +310,10 @@ struct model_spec {
   // sparsity > 0): what they save beyond a dense layer is one op before the repeated block.
   std::uint64_t sparse_leading_layers = 0;
   bool value_norm = false;                  // v_norm: an RMSNorm without a scale on the values
+  // Gemma3nModel's embed_vision and embed_audio (Gemma3nMultimodalEmbedder, modeling_gemma3n.py@00aa0f5d):
+  // run over every token of a multimodal Gemma 3n, text-only or not (graph/layers/multimodal_embedders.hpp).
+  token_embedder vision_embedder{};
+  token_embedder audio_embedder{};
 };
 
 constexpr bool has_latent_attention(const model_spec& m) { return m.kv_lora_rank > 0; }

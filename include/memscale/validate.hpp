@@ -236,15 +236,6 @@ constexpr void check_altup(const model_spec& m, const training_spec& t) {
                   t.shard);
   detail::require(t.packing != batch_packing::padding_free, error_code::unsupported, "run.packing",
                   "must not be padding_free for Gemma 3n (its flattened row is not modelled)", t.packing);
-  // The multimodal Gemma3nModel.forward runs embed_vision and embed_audio over every token, text-only
-  // or not (a lookup, two RMSNorms and a projection each, then torch.where; modeling_gemma3n.py@00aa0f5d):
-  // with a frozen base that is a forward transient below the step's peak; a trained base would save
-  // them for backward, which is not modelled.
-  detail::require(m.idle_tower_parameters == 0 || is_lora(t), error_code::unsupported, "run.target",
-                  "must be lora for the multimodal Gemma 3n (model_type gemma3n): full training also trains its vision "
-                  "and audio embedders, which run over every token and whose saved tensors are not modelled; "
-                  "gemma3n_text (its text_config alone) is modelled for full training",
-                  t.target);
 }
 
 // A padding-free row reaches each example through the position_ids the attention passes to
@@ -287,6 +278,13 @@ constexpr void check_images(const model_spec& m, const training_spec& t) {
   const char* field = "run.images.per_sample (train.images_per_sample, --images)";
   detail::require(m.idle_tower_parameters > 0, error_code::unsupported, field,
                   "needs a multimodal model: this one has no vision tower", in.per_sample);
+  // Gemma3nModel.get_image_features runs timm's MobileNetV5 on 768 x 768 pixels and embed_vision's
+  // soft-token path on its 256 features per image (modeling_gemma3n.py@00aa0f5d): neither forward is
+  // written, nor the conformer's for audio (training_spec has no audio inputs).
+  detail::require(m.altup_inputs == 0, error_code::unsupported, field,
+                  "images through Gemma 3n's MobileNetV5 tower are not modelled (its forward at 768 x 768 and "
+                  "embed_vision's soft tokens are not written); Gemma 3n is modelled text-only, its towers as weights",
+                  in.per_sample);
   const bool gemma3 = m.vision.kind == vision_tower_kind::siglip_gemma3;
   detail::require(m.vision.kind != vision_tower_kind::none, error_code::unsupported, field,
                   "images through this model's vision tower are not modelled (the qwen2_vl, qwen2_5_vl, qwen3_vl "

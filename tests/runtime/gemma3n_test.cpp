@@ -1,13 +1,15 @@
 // Gemma 3n's config.json (json/hf/gemma3n.hpp; transformers models/gemma3n @ b87ecf8c): the text
 // stack counted exactly, gemma3n_text estimated through the AltUp graph
-// (graph/recipes/altup_stack.hpp) against the CPU-traced steps, and the multimodal config refused
-// by its vision tower, which is not counted from config.json.
+// (graph/recipes/altup_stack.hpp) against the CPU-traced steps, and the multimodal gemma3n with its
+// towers as weights and its multimodal embedders run over every token
+// (graph/layers/multimodal_embedders.hpp), trained in full training.
 #ifdef MEMSCALE_CATCH2_V2
 #include <catch2/catch.hpp>
 #else
 #include <catch2/catch_test_macros.hpp>
 #endif
 
+#include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <string>
@@ -50,26 +52,45 @@ TEST_CASE("gemma3n: a gemma3n_text config without keys reads as Gemma3nTextConfi
   CHECK(text_parameters(explicit_e4b) == 6'866'696'688ULL);
 }
 
-// The multimodal config: its text stack with the vision tower, audio encoder and both embedders as
-// idle weights (gemma3n_towers.hpp: 983,281,504); full training is refused by name, LoRA estimates.
-TEST_CASE("gemma3n: the multimodal config reads with its towers as weights, full training refused", "[gemma3n]") {
+// The multimodal config: its text stack with the vision tower and audio encoder as idle weights
+// (gemma3n_towers.hpp: 294,126,912 + 681,348,640) and both embedders as the ops Gemma3nModel.forward
+// runs over every token (vision 4,460,544 + audio 3,345,408).
+TEST_CASE("gemma3n: the multimodal config reads with its towers as weights and trains its embedders",
+          "[gemma3n]") {
   const model_spec m = json_io::model_from_hf_config(e2b());
-  CHECK(m.idle_tower_parameters == 983'281'504ULL);
+  CHECK(m.idle_tower_parameters == 294'126'912ULL + 681'348'640ULL);
+  CHECK(m.vision_embedder.vocab == 128);
+  CHECK(m.vision_embedder.width == 2048);
+  CHECK(m.audio_embedder.width == 1536);
   CHECK(m.upcast_logits);  // Gemma3nForConditionalGeneration's own loss: logits.float(), shifted copy
   const training_spec full{.micro_batch = 1, .seq_len = 128};
-  const std::string message = error_message([&] { (void)estimate(m, full); });
-  CHECK(contains(message, "run.target"));
-  CHECK(contains(message, "embedders"));
+  const estimate_result trained = estimate(m, full);
+  CHECK(trained.parameter_count == 4'456'156'768ULL + 983'281'504ULL);
+  // The towers take no gradient (they do not run); neither do the soft embedding norms (hard ids
+  // only): torch.optim makes no state for a parameter whose .grad is None.
+  CHECK(trained.trainable_parameter_count == 4'456'156'768ULL + 4'460'544ULL + 3'345'408ULL - 2048 - 1536);
+  const model_spec text = json_io::model_from_hf_config(e2b()["text_config"]);
+  CHECK(text.idle_tower_parameters == 0);
+  CHECK(trained.saved_activation_bytes.value > estimate(text, full).saved_activation_bytes.value);
   training_spec lora = full;
   lora.target = training_target::lora;
   lora.lora_rank = 16;
   const estimate_result with_towers = estimate(m, lora);
   // The frozen base: text stack 4,456,156,768 + towers and embedders 983,281,504.
   CHECK(with_towers.parameter_count - with_towers.trainable_parameter_count == 5'439'438'272ULL);
-  const model_spec text = json_io::model_from_hf_config(e2b()["text_config"]);
-  CHECK(text.idle_tower_parameters == 0);
-  // The towers hold their weights (fp32 by default) and nothing else; the losses differ by the upcast.
+  // The towers and embedders hold their weights (fp32 by default) and nothing else under LoRA.
   CHECK(with_towers.parameter_bytes.value - estimate(text, lora).parameter_bytes.value == 983'281'504ULL * 4);
+  // Under LoRA no gradient reaches the embedders: their weights only, nothing saved.
+  model_spec without_embedders = m;
+  without_embedders.vision_embedder = {};
+  without_embedders.audio_embedder = {};
+  const estimate_result bare = estimate(without_embedders, lora);
+  CHECK(with_towers.saved_activation_bytes.value == bare.saved_activation_bytes.value);
+  CHECK(with_towers.parameter_bytes.value - bare.parameter_bytes.value == (4'460'544ULL + 3'345'408ULL) * 4);
+  // Images would run the MobileNetV5 forward, which is not written: refused by name.
+  training_spec with_images = lora;
+  with_images.images = {.per_sample = 1, .height = 768, .width = 768, .tower_frozen = true};
+  CHECK(contains(error_message([&] { (void)estimate(m, with_images); }), "MobileNetV5"));
 }
 
 // Its text_config alone reads as Gemma3nForCausalLM: the graph owns every parameter the reader
@@ -89,10 +110,11 @@ TEST_CASE("gemma3n: a gemma3n_text config estimates, its graph holding the reade
   CHECK(r.saved_activation_bytes.value > 0);
 }
 
-std::vector<json> traced_records() {
+// "gemma3n_text": Gemma3nForCausalLM's records; "gemma3n-": Gemma3nForConditionalGeneration's.
+std::vector<json> traced_records(const std::string& model_type = "gemma3n_text") {
   std::vector<json> found;
   for (const json& r : json::parse(std::ifstream(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/cpu_traced_families_2025.json")))
-    if (r.at("id").get<std::string>().find("gemma3n") != std::string::npos) found.push_back(r);
+    if (r.at("id").get<std::string>().find("cpu-" + model_type) == 0) found.push_back(r);
   return found;
 }
 
@@ -122,6 +144,27 @@ TEST_CASE("gemma3n: the traced steps are estimated within 1% (2% checkpointed)",
     const double band = r.at("train").at("checkpointing") == "full" ? 0.02 : 0.01;
     CHECK(error > -band);
     CHECK(error < band);
+  }
+}
+
+// tools/trace/gemma3n_cases.py's Gemma3nForConditionalGeneration, fp32, AdamW, eager, text-only
+// full training: embed_vision (a 2048-wide table) and embed_audio run over every token and their
+// saved tensors count; the towers (one parameter of their counts each, 1.2 GB) take no gradient and
+// no AdamW state. Within 1%, and within 1% of what the step adds to the built model too (the
+// towers' weights would otherwise hide an error in the activations).
+TEST_CASE("gemma3n: the traced multimodal full-training steps are estimated within 1%", "[gemma3n]") {
+  const std::vector<json> records = traced_records("gemma3n-");
+  REQUIRE(records.size() == 2);
+  for (const json& r : records) {
+    const model_spec m = json_io::model_from_hf_config(r.at("model").at("hf_config"));
+    CHECK(parameter_count(m) == r.at("model").at("params").get<std::uint64_t>());
+    const json answer = json_io::estimate_record(r);
+    INFO(r.at("id").get<std::string>() << ": " << answer.dump());
+    const double estimated = answer.at("estimated_bytes").get<double>();
+    const double measured = r.at("measured_bytes").get<double>();
+    const double built = r.at("detail").at("built").get<double>();
+    CHECK(std::abs(estimated / measured - 1.0) < 0.01);
+    CHECK(std::abs((estimated - built) / (measured - built) - 1.0) < 0.01);
   }
 }
 

@@ -41,7 +41,11 @@ std::uint64_t audio(const json& c) {
 std::uint64_t towers(const json& c) {
   const json_io::hf::config cfg(c);
   const json_io::hf::config text = json_io::hf::gemma3n_text_config(cfg);
-  return json_io::hf::gemma3n_tower_parameters(cfg, text.count("hidden_size", json_io::hf::gemma3n_text_defaults::hidden));
+  const std::uint64_t h = text.count("hidden_size", json_io::hf::gemma3n_text_defaults::hidden);
+  const token_embedder v = json_io::hf::gemma3n_vision_embedder(cfg);
+  const token_embedder a = json_io::hf::gemma3n_audio_embedder(cfg);
+  return json_io::hf::gemma3n_tower_parameters(cfg) + json_io::hf::gemma3n_embedder_parameters(v.vocab, v.width, h) +
+         json_io::hf::gemma3n_embedder_parameters(a.vocab, a.width, h);
 }
 
 std::uint64_t total(const json& c) {

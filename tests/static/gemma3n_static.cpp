@@ -57,4 +57,26 @@ constexpr training_spec checkpointed{
 static_assert(estimate(small_gemma3n(2), checkpointed).saved_activation_bytes ==
               estimate(small_gemma3n(0), checkpointed).saved_activation_bytes);
 
+// The multimodal Gemma3nModel trains its embedders (graph/layers/multimodal_embedders.hpp): over T
+// tokens, the per-layer lookup's int64 ids, and per embedder of width w into hidden h: its int64
+// ids, the looked-up and normalized rows and the projection's input (3 x 4Tw: fp32, the scale
+// trained), the projection's output (4Th, kept by the post-projection norm), two rsqrt rows (8T),
+// the scale terms of the two norms (4w + 4h) and torch.where's bool mask (T).
+constexpr model_spec small_multimodal() {
+  model_spec m = small_gemma3n(2);
+  m.vision_embedder = {.vocab = 128, .width = 2048};
+  m.audio_embedder = {.vocab = 128, .width = 64};
+  return m;
+}
+constexpr std::uint64_t embedder_saved(std::uint64_t t, std::uint64_t w, std::uint64_t h) {
+  return 8 * t + 3 * 4 * t * w + 4 * t * h + 8 * t + 4 * w + 4 * h + t;
+}
+static_assert(estimate(small_multimodal(), traced_run).saved_activation_bytes -
+                  estimate(small_gemma3n(2), traced_run).saved_activation_bytes ==
+              bytes{8 * 512 + embedder_saved(512, 2048, 256) + embedder_saved(512, 64, 256)});
+// The embedders' parameters: 128 x w tables, two norms of w (the soft one frozen: hard ids only),
+// the w x h projections.
+static_assert(parameter_count(small_multimodal()) - parameter_count(small_gemma3n(2)) ==
+              130 * 2048 + 2048 * 256 + 130 * 64 + 64 * 256);
+
 }  // namespace

@@ -241,8 +241,12 @@ class Gemma3nForCausalLM(nn.Module):
         c = self.c
         B, S = ids.shape
         L, p = c["num_hidden_layers"], c["hidden_size_per_layer_input"]
-        x0 = self.embed_tokens(ids)
-        per_layer_inputs = self.embed_tokens_per_layer(ids).reshape(B, S, L, p)
+        return self.stack(self.embed_tokens(ids), self.embed_tokens_per_layer(ids).reshape(B, S, L, p))
+
+    def stack(self, x0, per_layer_inputs):  # Gemma3nTextModel.forward from inputs_embeds
+        c = self.c
+        B, S, _ = x0.shape
+        L, p = c["num_hidden_layers"], c["hidden_size_per_layer_input"]
         proj = self.per_layer_model_projection(x0)
         proj *= self.per_layer_projection_scale.type(x0.dtype)
         proj = self.per_layer_projection_norm(proj.reshape(B, S, L, p))
@@ -282,6 +286,108 @@ class Gemma3nForCausalLM(nn.Module):
         return causal_lm_loss(logits, labels)
 
 
+class MultimodalEmbedder(nn.Module):  # Gemma3nMultimodalEmbedder (modeling_gemma3n.py@00aa0f5d), hard ids
+    def __init__(self, tower, text_hidden):
+        super().__init__()
+        width, eps = tower["hidden_size"], tower["rms_norm_eps"]
+        self.vocab_offset = tower["vocab_offset"]
+        self.vocab_size = tower["vocab_size"]
+        self.embedding = nn.Embedding(tower["vocab_size"], width)
+        self.hard_embedding_norm = Gemma3nRMSNorm(width, eps)
+        self.soft_embedding_norm = Gemma3nRMSNorm(width, eps)
+        self.embedding_projection = nn.Linear(width, text_hidden, bias=False)
+        self.embedding_post_projection_norm = Gemma3nRMSNorm(text_hidden, eps, with_scale=False)
+
+    def forward(self, input_ids):
+        hard = self.embedding((input_ids - self.vocab_offset).clamp_(0))
+        return self.embedding_post_projection_norm(self.embedding_projection(self.hard_embedding_norm(hard)))
+
+
+class Gemma3nForConditionalGeneration(nn.Module):
+    """Gemma3nModel.forward (modeling_gemma3n.py@00aa0f5d) on input_ids alone: embed_vision and
+    embed_audio over every token, merged by torch.where; the language model from inputs_embeds and
+    per_layer_inputs; the loss of Gemma3nForConditionalGeneration.forward (logits.float(), a
+    shifted contiguous copy, nn.CrossEntropyLoss). The vision tower (timm's mobilenetv5_300m_enc)
+    and the audio encoder do not run in a text-only step: they stand here as one parameter each of
+    their counts (timm's sum(p.numel()) for the vision tower, tests/runtime/gemma3n_towers_test.cpp;
+    the audio encoder's as json/hf/gemma3n_towers.hpp counts it), which take no gradient, so AdamW
+    (single-tensor: `if p.grad is None: continue`) makes them no state."""
+
+    def __init__(self, c, tower_params):
+        super().__init__()
+        t = c["text_config"]
+        self.c = c
+        self.language_model = Gemma3nForCausalLM(t)
+        self.vision_tower = nn.Parameter(torch.zeros(tower_params["vision"]))
+        self.audio_tower = nn.Parameter(torch.zeros(tower_params["audio"]))
+        self.embed_vision = MultimodalEmbedder(c["vision_config"], t["hidden_size"])
+        self.embed_audio = MultimodalEmbedder(c["audio_config"], t["hidden_size"])
+
+    def forward(self, input_ids, labels):
+        t, lm = self.c["text_config"], self.language_model
+        B, S = input_ids.shape
+        L, p = t["num_hidden_layers"], t["hidden_size_per_layer_input"]
+        inputs_embeds = lm.embed_tokens(input_ids)
+        mask = torch.logical_and(input_ids >= 0, input_ids < t["vocab_size_per_layer_input"])
+        tokens = torch.where(mask, input_ids, torch.zeros_like(input_ids))
+        per_layer_inputs = lm.embed_tokens_per_layer(tokens).reshape(B, S, L, p)
+        vision_mask = torch.logical_and(input_ids >= self.embed_vision.vocab_offset,
+                                        input_ids < self.embed_audio.vocab_offset)
+        dummy = self.embed_vision.vocab_offset + self.embed_vision.vocab_size - 1
+        vision_embeds = self.embed_vision(torch.where(vision_mask, input_ids, dummy))
+        inputs_embeds = torch.where(vision_mask.unsqueeze(-1).expand_as(inputs_embeds), vision_embeds, inputs_embeds)
+        audio_mask = input_ids >= self.embed_audio.vocab_offset
+        dummy = self.embed_audio.vocab_offset + self.embed_audio.vocab_size - 1
+        audio_embeds = self.embed_audio(torch.where(audio_mask, input_ids, dummy))
+        inputs_embeds = torch.where(audio_mask.unsqueeze(-1).expand_as(inputs_embeds), audio_embeds, inputs_embeds)
+        del vision_embeds, audio_embeds
+        logits = F.linear(lm.stack(inputs_embeds, per_layer_inputs), lm.embed_tokens.weight)
+        cap = t["final_logit_softcapping"]
+        if cap is not None:
+            logits = torch.tanh(logits / cap) * cap
+        logits = logits.float()
+        shift_logits = logits[..., :-1, :].contiguous()
+        shift_labels = labels[..., 1:].contiguous()
+        return nn.CrossEntropyLoss()(shift_logits.view(-1, t["vocab_size"]), shift_labels.view(-1))
+
+
+def audio_encoder_parameters(a):
+    """Gemma3nAudioEncoder's count as json/hf/gemma3n_towers.hpp writes it (square 3x3 kernels,
+    stride 2)."""
+    h, heads, c0, c1, k = (a["hidden_size"], a["conf_num_attention_heads"], *a["sscp_conv_channel_size"],
+                           a["conf_conv_kernel_size"])
+    f = a["input_feat_size"]
+    for _ in range(2):
+        f = (f + 2 - 3) // 2 + 1
+    sscp = c0 * 9 + c0 + c0 * c1 * 9 + c1 + c1 * f * h
+    d = h // heads
+    block = 2 * (8 * h * h + 2 * h) + (4 * h * heads * d + d + h * h + 2 * h) + (3 * h * h + h * k + 2 * h) + h
+    return sscp + a["conf_num_hidden_layers"] * block
+
+
+def small_multimodal():
+    """A gemma3n config over small(): the text vocabulary leaves 128 + 128 ids to the vision and
+    audio embedders (Gemma3nVisionConfig / Gemma3nAudioConfig vocab_offset, vocab_size); the
+    vision tower is mobilenetv5_300m_enc (its output width, hidden_size 2048, is the only one the
+    reader counts), the audio encoder a one-block one."""
+    t = small()
+    t["vocab_size"] = 4096 + 256
+    t["vocab_size_per_layer_input"] = 4096
+    t["architectures"] = ["Gemma3nForConditionalGeneration"]
+    return {"architectures": ["Gemma3nForConditionalGeneration"], "model_type": "gemma3n", "text_config": t,
+            "vision_config": {"model_type": "gemma3n_vision", "architecture": "mobilenetv5_300m_enc",
+                              "hidden_size": 2048, "vocab_size": 128, "vocab_offset": 4096, "rms_norm_eps": 1e-6},
+            "audio_config": {"model_type": "gemma3n_audio", "hidden_size": 64, "conf_num_attention_heads": 4,
+                             "conf_num_hidden_layers": 1, "conf_conv_kernel_size": 5, "input_feat_size": 32,
+                             "sscp_conv_channel_size": [16, 8], "vocab_size": 128, "vocab_offset": 4224,
+                             "rms_norm_eps": 1e-6},
+            "tie_word_embeddings": True}
+
+
+# timm.create_model("mobilenetv5_300m_enc") at timm@aa4b5850: sum(p.numel()).
+MOBILENETV5_300M_ENC = 294_126_912
+
+
 def small():
     L = 5
     return {"architectures": ["Gemma3nForCausalLM"], "model_type": "gemma3n_text", "hidden_size": 256,
@@ -299,12 +405,19 @@ def small():
 
 def run_case(c, B, S, ckpt=False):
     tracer.reset_seed()
+    multimodal = c["model_type"] == "gemma3n"
+    text = c["text_config"] if multimodal else c
     with tracer.Tracker() as tr:
-        model = Gemma3nForCausalLM(c, ckpt)
+        if multimodal:
+            towers = {"vision": MOBILENETV5_300M_ENC, "audio": audio_encoder_parameters(c["audio_config"])}
+            model = Gemma3nForConditionalGeneration(c, towers)
+        else:
+            model = Gemma3nForCausalLM(c, ckpt)
         model.train()
         tr.mark("built")
         opt = tracer.make_opt("adamw", model.parameters(), None)
-        x = torch.randint(0, c["vocab_size"], (B, S))
+        # A text-only step: every id below the embedders' ranges.
+        x = torch.randint(0, text["vocab_size_per_layer_input"] if multimodal else c["vocab_size"], (B, S))
         y = x.clone()
         tr.mark("inputs")
         tracer.train_two_steps(tr, lambda: model(x, y), opt)
@@ -321,7 +434,7 @@ def run_case(c, B, S, ckpt=False):
 
 def record(c, B, S, r, ckpt=False):
     return {
-        **tracer.record_head(f"cpu-gemma3n_text-small-b{B}-s{S}{'-ckpt' if ckpt else ''}-adamw",
+        **tracer.record_head(f"cpu-{c['model_type']}-small-b{B}-s{S}{'-ckpt' if ckpt else ''}-adamw",
                              "tools/trace/gemma3n_cases.py (harness: shared/ground-truth/measure.py)"),
         "model": {"hf_config": c, "params": r["nparams"]},
         "train": dict(batch=B, seq=S, precision="fp32", optimizer="adamw",
@@ -333,18 +446,27 @@ def record(c, B, S, r, ckpt=False):
                                      "end_live")},
         # gemma3n arrived in transformers 4.53.0, whose ForCausalLMLoss shifts the labels (as causal_lm_loss).
         "software": {"torch": torch.__version__, "transformers": "4.53.0"},
-        "notes": "a torch re-implementation of modeling_gemma3n.py@b87ecf8c (Gemma3nForCausalLM); gemma3n "
-                 "arrived in transformers 4.53.0, whose ForCausalLMLoss shifts the labels",
+        "notes": ("a torch re-implementation of modeling_gemma3n.py@00aa0f5d (Gemma3nForConditionalGeneration) on "
+                  "input_ids alone, full training: the multimodal embedders run over every token; the towers do "
+                  "not run and stand as one parameter of their counts each, which takes no gradient and no AdamW "
+                  "state" if c["model_type"] == "gemma3n" else
+                  "a torch re-implementation of modeling_gemma3n.py@b87ecf8c (Gemma3nForCausalLM); gemma3n "
+                  "arrived in transformers 4.53.0, whose ForCausalLMLoss shifts the labels"),
     }
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="docs/data/cpu_traced_families_2025.json")
+    ap.add_argument("--only", choices=("text", "multimodal"), default=None)
     a = ap.parse_args()
-    c = small()
+    cases = []
+    if a.only != "multimodal":
+        cases += [(small(), B, S, ckpt) for B, S, ckpt in ((2, 256, False), (4, 512, False), (4, 512, True))]
+    if a.only != "text":
+        cases += [(small_multimodal(), B, S, False) for B, S in ((2, 256), (4, 512))]
     out = []
-    for B, S, ckpt in ((2, 256, False), (4, 512, False), (4, 512, True)):
+    for c, B, S, ckpt in cases:
         t0 = time.time()
         r = run_case(c, B, S, ckpt)
         out.append(record(c, B, S, r, ckpt))

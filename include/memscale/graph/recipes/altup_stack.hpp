@@ -1,7 +1,8 @@
 // memscale/graph/recipes/altup_stack.hpp: one training step of Gemma 3n's text stack
 // (modeling_gemma3n.py@b87ecf8c Gemma3nTextModel, Gemma3nTextDecoderLayer, Gemma3nForCausalLM):
-// the embeddings, the per-layer inputs and the AltUp stack of copies, what the sparse-gate layers
-// save beyond a dense one, the repeated layer, the copies folded back, the final norm and the head.
+// the embeddings (merged with the multimodal embedders' in Gemma3nModel), the per-layer inputs
+// and the AltUp stack of copies, what the sparse-gate layers save beyond a dense one, the repeated
+// layer, the copies folded back, the final norm and the head.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include "memscale/graph/layers/idle_tower.hpp"
 #include "memscale/graph/layers/laurel.hpp"
 #include "memscale/graph/layers/mlp.hpp"
+#include "memscale/graph/layers/multimodal_embedders.hpp"
 #include "memscale/graph/layers/norms.hpp"
 #include "memscale/graph/layers/ops.hpp"
 #include "memscale/graph/layers/per_layer_inputs.hpp"
@@ -63,7 +65,7 @@ constexpr void build_altup_stack(const graph_layers::layer_context& ctx, const t
   const precision_policy& precision = ops.precision();
   const std::uint64_t copies = detail::checked_mul(model.altup_inputs, ctx.tokens, model.hidden);
   idle_tower(ctx);
-  const tensor embedded = input_embeddings(ctx);
+  const tensor embedded = multimodal_embedders(ctx, input_embeddings(ctx));
   const tensor per_layer = per_layer_inputs(ctx, embedded);
   altup_expand(ctx, embedded);
   sparse_gate_layers(ctx);

@@ -15,6 +15,7 @@
 #include "memscale/detail/math.hpp"
 #include "memscale/json/hf/config.hpp"
 #include "memscale/json/hf/mobilenetv5.hpp"
+#include "memscale/model.hpp"
 
 namespace memscale::json_io::hf {
 
@@ -174,23 +175,30 @@ inline std::uint64_t gemma3n_vision_tower_parameters(const config& vision) {
   return mobilenetv5_encoder_parameters(*arch);
 }
 
-// Both towers and both Gemma3nMultimodalEmbedders of a gemma3n config (model_type gemma3n), the
-// parameters Gemma3nModel holds beside its language_model: absent sub-configs are their classes'
-// defaults (Gemma3nConfig.__post_init__). text_hidden is the text_config's hidden_size.
-inline std::uint64_t gemma3n_tower_parameters(const config& c, std::uint64_t text_hidden) {
-  using detail::g3n_add;
-  const config vision = c.nested_or_defaults("vision_config");
-  const config audio = c.nested_or_defaults("audio_config");
-  const std::uint64_t vision_tower = gemma3n_vision_tower_parameters(vision);
-  const std::uint64_t audio_tower = gemma3n_audio_tower_parameters(audio);
-  const std::uint64_t vision_vocab = vision.count("vocab_size", 128);
-  const std::uint64_t audio_vocab = audio.count("vocab_size", 128);
-  if (vision_vocab == 0) bad_field(error_code::invalid_model, vision.field("vocab_size"), vision_vocab, "must be > 0");
-  if (audio_vocab == 0) bad_field(error_code::invalid_model, audio.field("vocab_size"), audio_vocab, "must be > 0");
-  const std::uint64_t embedders =
-      g3n_add(gemma3n_embedder_parameters(vision_vocab, vision.count("hidden_size", 2048), text_hidden),
-              gemma3n_embedder_parameters(audio_vocab, audio.count("hidden_size", 1536), text_hidden));
-  return g3n_add(g3n_add(vision_tower, audio_tower), embedders);
+// The vision and audio towers of a gemma3n config (model_type gemma3n), the parameters Gemma3nModel
+// holds beside its language_model and its embedders: absent sub-configs are their classes' defaults
+// (Gemma3nConfig.__post_init__).
+inline std::uint64_t gemma3n_tower_parameters(const config& c) {
+  return detail::g3n_add(gemma3n_vision_tower_parameters(c.nested_or_defaults("vision_config")),
+                         gemma3n_audio_tower_parameters(c.nested_or_defaults("audio_config")));
+}
+
+// Gemma3nModel.embed_vision and embed_audio: Gemma3nMultimodalEmbedder(vision_config or
+// audio_config, text_config), a vocab_size x hidden_size table (vocab_size 128 in both
+// Gemma3nVisionConfig and Gemma3nAudioConfig, hidden_size 2048 and 1536 by default).
+inline token_embedder gemma3n_embedder(const config& tower, std::uint64_t default_width) {
+  const token_embedder e{.vocab = tower.count("vocab_size", 128), .width = tower.count("hidden_size", default_width)};
+  if (e.vocab == 0) bad_field(error_code::invalid_model, tower.field("vocab_size"), e.vocab, "must be > 0");
+  if (e.width == 0) bad_field(error_code::invalid_model, tower.field("hidden_size"), e.width, "must be > 0");
+  return e;
+}
+
+inline token_embedder gemma3n_vision_embedder(const config& c) {
+  return gemma3n_embedder(c.nested_or_defaults("vision_config"), 2048);
+}
+
+inline token_embedder gemma3n_audio_embedder(const config& c) {
+  return gemma3n_embedder(c.nested_or_defaults("audio_config"), 1536);
 }
 
 }  // namespace memscale::json_io::hf
