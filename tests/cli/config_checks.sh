@@ -122,15 +122,19 @@ if [[ $rc -eq 2 ]] && grep -q -- "--weights" "$work/err" && grep -q "quantizatio
   pass "--weights beside a quantization_config: refused, naming both"
 else fail "--weights beside a quantization_config" "exit $rc" "$(head -c 300 "$work/err")"; fi
 
-# --- Gemma 3n: the multimodal config with its towers as weights (full training refused); its text_config ---
-run --config "$configs/refused/google--gemma-3n-E2B.json" --batch 1 --seq 128
-if [[ $rc -eq 2 && $(wc -l <"$work/err") -eq 1 ]] && grep -q "run.target" "$work/err" && grep -q "embedders" "$work/err"; then
-  pass "gemma3n config, full training: refused by run.target, naming the embedders"
+# --- Gemma 3n: the multimodal config with its towers as weights and its embedders run; its text_config ---
+run --config "$configs/refused/google--gemma-3n-E2B.json" --batch 1 --seq 128 --json
+if [[ $rc -eq 0 ]] && is_json && grep -q '"idle_tower_parameters": 975475552' "$work/out"; then
+  pass "gemma3n config, full training: estimated, the towers' 975,475,552 parameters as idle weights"
 else fail "gemma3n config, full training" "exit $rc" "$(head -c 300 "$work/err")"; fi
 run --config "$configs/refused/google--gemma-3n-E2B.json" --batch 1 --seq 128 --lora 16 --json
-if [[ $rc -eq 0 ]] && is_json && grep -q '"idle_tower_parameters": 983281504' "$work/out"; then
-  pass "gemma3n config, LoRA: estimated with the towers' and embedders' 983,281,504 parameters as idle weights"
+if [[ $rc -eq 0 ]] && is_json && grep -q '"idle_tower_parameters": 975475552' "$work/out"; then
+  pass "gemma3n config, LoRA: estimated with the towers' 975,475,552 parameters as idle weights"
 else fail "gemma3n config, LoRA" "exit $rc" "$(head -c 300 "$work/err")"; fi
+run --config "$configs/refused/google--gemma-3n-E2B.json" --batch 1 --seq 1024 --lora 16 --images 1 --image-size 768 --frozen-tower
+if [[ $rc -eq 2 && $(wc -l <"$work/err") -eq 1 ]] && grep -q "run.images" "$work/err" && grep -q "MobileNetV5" "$work/err"; then
+  pass "gemma3n config with images: refused by run.images, naming MobileNetV5"
+else fail "gemma3n config with images" "exit $rc" "$(head -c 300 "$work/err")"; fi
 mkdir -p "$work/gemma3n_text"
 python3 -c 'import json,sys; json.dump(json.load(open(sys.argv[1]))["text_config"], open(sys.argv[2], "w"))' \
   "$configs/refused/google--gemma-3n-E2B.json" "$work/gemma3n_text/config.json"
