@@ -138,6 +138,8 @@ function addKernelsAndBatches(run, framework) {
   }
   // torchtune: one GPU runs the single-device recipe; more run full_finetune_distributed (FSDP2).
   if (framework === 'torchtune' && Number($('tune-ranks').value) > 1) run.data_parallel = Number($('tune-ranks').value);
+  // torch.utils.checkpoint's variant: Hugging Face passes one by release; the others are always non-reentrant.
+  if (!$('reentrant-box').hidden && $('use-reentrant').value !== '') run.use_reentrant = $('use-reentrant').value === 'true';
   if ($('liger').checked) run.liger = true;
   const packing = $('packing').value;
   if (packing !== 'none') run.packing = packing;
@@ -349,7 +351,12 @@ function renderAllocator(r) {
              (fw.version ? ` ${textFig('framework.version', fw.version)}` : '') +
              ' <small>(<code>--framework</code> or the run\'s <code>framework</code>)</small>; ';
   html += `software assumed: ${stack.length ? stack.join(', ') : 'the current releases'}`;
-  html += ' <small>(<code>--stack</code> or the run\'s <code>software</code> changes it)</small></p>';
+  html += ' <small>(<code>--stack</code> or the run\'s <code>software</code> changes it)</small>';
+  const run = r.run || {};
+  if (typeof run.use_reentrant === 'boolean')
+    html += `; checkpointing: ${fig('run.use_reentrant', run.use_reentrant, run.use_reentrant ? 'reentrant' : 'non-reentrant')}` +
+            ' <small>(<code>--use-reentrant</code> or the run\'s <code>use_reentrant</code>)</small>';
+  html += '</p>';
   return html + allocatorText(r.allocator);
 }
 
@@ -594,6 +601,7 @@ function frameworkChanged() {
   $('torchtitan-box').hidden = $('framework').value !== 'torchtitan';
   $('torchtune-box').hidden = $('framework').value !== 'torchtune';
   $('sac-every-box').hidden = $('sac-policy').value !== 'layer';
+  $('reentrant-box').hidden = $('framework').value !== 'hf' || $('checkpointing').value !== 'full';
 }
 
 // torchtitan's policies go with a checkpointing setting (run-json.md: full with full, op and
@@ -638,8 +646,9 @@ function start() {
   for (const id of ['weights', 'group-size', 'kv-dtype', 'kv-bits', 'gen-attention']) $(id).addEventListener('change', update);
   for (const id of ['batch', 'seq', 'headroom']) $(id).addEventListener('input', update);
   for (const id of ['grad-accum', 'lora-rank', 'lora-targets', 'gpu-memory']) $(id).addEventListener('input', update);
-  for (const id of ['precision', 'optimizer', 'optimizer-impl', 'paged-optimizer', 'checkpointing', 'attention', 'dropout', 'double-quant', 'liger', 'padded'])
+  for (const id of ['precision', 'optimizer', 'optimizer-impl', 'paged-optimizer', 'attention', 'dropout', 'double-quant', 'liger', 'padded', 'use-reentrant'])
     $(id).addEventListener('change', update);
+  $('checkpointing').addEventListener('change', () => { frameworkChanged(); update(); });
   $('framework').addEventListener('change', () => { frameworkChanged(); update(); });
   $('sac-policy').addEventListener('change', () => { sacPolicyChanged(); update(); });
   $('packing').addEventListener('change', () => { packingChanged(); update(); });

@@ -51,7 +51,7 @@ GENERATE_RUN = {"task": "generate", "gen-loop": "hf", "model": "mistral-7b", "ba
 # The "Kernels and batches" and torchtitan controls as the page opens: a run that sets some of
 # them starts from these, since the controls keep their values from one run to the next.
 KERNEL_DEFAULTS = {"framework": "hf", "paged-optimizer": False, "sac-policy": "none", "data-parallel": 8, "tune-ranks": 1, "liger": False, "packing": "none",
-                   "example-tokens": "", "padded": False, "sw-transformers": "", "sw-torch": ""}
+                   "example-tokens": "", "padded": False, "sw-transformers": "", "sw-torch": "", "use-reentrant": ""}
 
 
 def kernels(**controls):
@@ -92,6 +92,9 @@ RUNS = [
              example_tokens=700, batch=8, seq=2048, gpu="a100-40gb")),
     ("llama-2-7b LoRA under transformers 4.46 and torch 2.3, SDPA, on an RTX 4090",
      kernels(model="llama-2-7b", target="lora", attention="sdpa", sw_transformers="4.46", sw_torch="2.3",
+             batch=4, seq=1024, gpu="rtx4090")),
+    ("llama-2-7b LoRA under transformers 4.46 with reentrant checkpointing chosen, on an RTX 4090",
+     kernels(model="llama-2-7b", target="lora", checkpointing="full", use_reentrant="true", sw_transformers="4.46",
              batch=4, seq=1024, gpu="rtx4090")),
     ("llama-2-7b full fine-tune with bitsandbytes' paged AdamW 8-bit on an H100",
      kernels(model="llama-2-7b", target="full", optimizer="adamw_8bit", paged_optimizer=True, precision="pure_bf16",
@@ -192,6 +195,8 @@ def half_up(value, places):
 def shown_as(path, value):
     """How the page writes a report value (app.js: gib, count, percent), or None (shown as is)."""
     last = path.split(".")[-1]
+    if path == "run.use_reentrant":
+        return "reentrant" if value else "non-reentrant"
     if isinstance(value, bool) or value is None:
         return None
     if last in ("parameters", "trainable_parameters", "max_micro_batch", "parameter_count", "kv_bytes_per_token",

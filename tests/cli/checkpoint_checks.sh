@@ -11,21 +11,7 @@ if [[ $# -ne 1 ]]; then
   exit 64
 fi
 plan=$1
-passed=0
-failed=0
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-pass() { passed=$((passed + 1)); echo "ok    $1"; }
-fail() {
-  failed=$((failed + 1))
-  echo "FAIL  $1"
-  shift
-  for detail in "$@"; do echo "      $detail"; done
-}
-run() {
-  "$plan" "$@" >"$work/out" 2>"$work/err"
-  rc=$?
-}
+source "$(dirname "${BASH_SOURCE[0]}")/check_helpers.sh"
 
 # A two-layer model of an unknown type: bf16 weights (the data a sparse hole), an inv_freq buffer.
 python3 - "$work/model" <<'PY'
@@ -92,5 +78,4 @@ if [[ $rc -eq 2 && $(wc -l <"$work/err") -eq 1 ]] && grep -q "nearest supported:
   fail "no weights" "exit $rc" "$(head -c 400 "$work/err")"
 fi
 
-echo "$passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+finish

@@ -15,24 +15,7 @@ fi
 plan=$1
 truth=$2
 
-passed=0
-failed=0
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-
-pass() { passed=$((passed + 1)); echo "ok    $1"; }
-fail() {
-  failed=$((failed + 1))
-  echo "FAIL  $1"
-  shift
-  for detail in "$@"; do echo "      $detail"; done
-}
-
-# run NAME ARGS...: runs memscale-plan, leaving stdout/stderr in $work/out, $work/err and the status in $rc.
-run() {
-  "$plan" "$@" >"$work/out" 2>"$work/err"
-  rc=$?
-}
+source "$(dirname "${BASH_SOURCE[0]}")/check_helpers.sh"
 
 stderr_lines() { wc -l <"$work/err" | tr -d ' '; }
 
@@ -740,5 +723,4 @@ else
   fail "--help wins over an invalid option before it" "exit $rc"
 fi
 
-echo "$passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+finish

@@ -5,14 +5,10 @@
 # multiply out) and the usage errors (exit 2, one stderr line). Needs bash and python3.
 set -u
 plan=$1
-passed=0
-failed=0
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/check_helpers.sh"
 check() {  # check NAME CONDITION-STATUS
-  if [[ $2 -eq 0 ]]; then passed=$((passed + 1)); echo "ok    $1"; else failed=$((failed + 1)); echo "FAIL  $1"; cat "$work/err"; fi
+  if [[ $2 -eq 0 ]]; then pass "$1"; else fail "$1" "$(cat "$work/err")"; fi
 }
-run() { "$plan" "$@" >"$work/out" 2>"$work/err"; rc=$?; }
 
 run --model llama-2-13b --batch 1 --seq 2048 --precision pure_bf16 --gpus 8 --strategy zero3 --offload optimizer --host-memory 512GiB
 [[ $rc -eq 0 ]] && grep -q "Peak rank 0" "$work/out" && grep -q "fits 512.00 GiB" "$work/out"; check "--strategy zero3: per-GPU report, host RAM checked" $?
@@ -141,5 +137,4 @@ for bad in "--strategy zero3" "--gpus 4 --strategy zero9" "--gpus 4 --host-memor
   [[ $rc -eq 2 ]] && [[ $(wc -l <"$work/err") -eq 1 ]]; check "usage error, exit 2, one line: $bad" $?
 done
 
-echo "$passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+finish

@@ -16,22 +16,7 @@ fi
 plan=$1
 configs=$2
 
-passed=0
-failed=0
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-
-pass() { passed=$((passed + 1)); echo "ok    $1"; }
-fail() {
-  failed=$((failed + 1))
-  echo "FAIL  $1"
-  shift
-  for detail in "$@"; do echo "      $detail"; done
-}
-run() {
-  "$plan" "$@" >"$work/out" 2>"$work/err"
-  rc=$?
-}
+source "$(dirname "${BASH_SOURCE[0]}")/check_helpers.sh"
 is_json() { python3 -c 'import json,sys; json.load(sys.stdin)' <"$work/out" 2>/dev/null; }
 
 # --- every config file -----------------------------------------------------------
@@ -207,5 +192,4 @@ if [[ $rc -eq 0 ]] && grep -q "^vision tower .*675,759,104 parameters loaded, id
   pass "qwen2_vl (Qwen2VLForConditionalGeneration): a LoRA plan with the tower's line"
 else fail "qwen2_vl --config" "exit $rc" "$(head -c 300 "$work/out")" "$(head -c 300 "$work/err")"; fi
 
-echo "$passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+finish

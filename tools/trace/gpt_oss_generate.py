@@ -193,27 +193,15 @@ def generate(model, ids, new_tokens, tr):  # GenerationMixin._sample, greedy, 4.
 
 
 def generate_case(c, B, context, new_tokens):
-    tracer.reset_seed()
-    with tracer.Tracker() as tr:
-        model = fam.build(c).eval()
-        tr.mark("built")
-        ids = torch.randint(0, c["vocab_size"], (B, context))
-        tr.mark("inputs")
-        out = generate(model, ids, new_tokens, tr)
-        tr.mark("done")
-        params = tracer.parameter_count(model)
-        del out, ids, model
-    detail = {"built": tr.live("built"), "prefill_peak": tr.peak("inputs", "step0")}
-    if new_tokens > 1:
-        detail["decode_peak"] = tr.peak("step0", f"step{new_tokens - 1}")
-        detail["first_decode_peak"] = tr.peak("step0", "step1")
+    params, measured, detail = tracer.traced_generate(lambda: fam.build(c), c["vocab_size"], B, context, new_tokens,
+                                                      generate)
     return {
         **tracer.record_head(f"cpu-infer-gpt_oss-small-b{B}-c{context}-n{new_tokens}-fp32", SOURCE),
         "model": {"hf_config": c, "params": params},
         "infer": {"batch": B, "context": context, "new_tokens": new_tokens, "dtype": "fp32", "kv_dtype": "fp32",
                   "kv_cache": "dynamic", "attention": "eager", "weights": "fp32"},
         "software": {"torch": torch.__version__, "transformers": "4.56.0"},
-        "measured_bytes": tr.peak("inputs", "done"),
+        "measured_bytes": measured,
         "detail": detail,
         "notes": "peak live tensor bytes from model construction to the end of generate (greedy, no_grad); the "
                  "families_2025.py gpt-oss (sinks, alternating sliding window of 128, 8 experts run on every token "

@@ -140,27 +140,17 @@ def to_mxfp4(model, c):
 
 
 def generate_case(c, B, context, new_tokens):
-    tracer.reset_seed()
     gen.mlp = mlp_forward  # decoder_layer and generate call the module's mlp and forward
     gen.forward = forward
-    with tracer.Tracker() as tr:
-        model = to_mxfp4(fam.build(c).eval(), c)
-        tr.mark("built")
-        ids = torch.randint(0, c["vocab_size"], (B, context))
-        tr.mark("inputs")
-        out = gen.generate(model, ids, new_tokens, tr)
-        tr.mark("done")
-        del out, ids, model
-    detail = {"built": tr.live("built"), "prefill_peak": tr.peak("inputs", "step0")}
-    if new_tokens > 1:
-        detail["decode_peak"] = tr.peak("step0", f"step{new_tokens - 1}")
+    _, measured, detail = tracer.traced_generate(lambda: to_mxfp4(fam.build(c).eval(), c), c["vocab_size"], B, context,
+                                                 new_tokens, gen.generate)
     return {
         **tracer.record_head(f"cpu-infer-gpt_oss-small-mxfp4-f{c['intermediate_size']}-k{c['num_experts_per_tok']}-b{B}-c{context}-n{new_tokens}-bf16", SOURCE),
         "model": {"hf_config": c},
         "infer": {"batch": B, "context": context, "new_tokens": new_tokens, "dtype": "bf16", "kv_dtype": "bf16",
                   "kv_cache": "dynamic", "attention": "eager", "weights": "mxfp4"},
         "software": {"torch": torch.__version__, "transformers": "4.56.0"},
-        "measured_bytes": tr.peak("inputs", "done"),
+        "measured_bytes": measured,
         "detail": detail,
         "notes": "peak live tensor bytes from the inputs to the end of generate (greedy, no_grad): the CPU "
                  "re-implementation of mlp_forward's allocations over triton_kernels (routing, two matmul_ogs), "

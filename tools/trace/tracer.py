@@ -209,6 +209,28 @@ def train_two_steps(tracker, forward, optimizer, after_backward=None):
     return seconds, value
 
 
+def traced_generate(build, vocab_size, batch, context, new_tokens, generate):
+    """A greedy generate() traced from the model's construction to its end: build() makes the model
+    (put in eval mode here), generate(model, ids, new_tokens, tracker) runs the loop on random ids of
+    (batch, context) and marks f"step{k}" after each new token. Returns the parameter count, the peak
+    from the inputs to the end (the measured bytes) and the phase peaks (a record's `detail`)."""
+    reset_seed()
+    with Tracker() as tr:
+        model = build().eval()
+        tr.mark("built")
+        ids = torch.randint(0, vocab_size, (batch, context))
+        tr.mark("inputs")
+        out = generate(model, ids, new_tokens, tr)
+        tr.mark("done")
+        params = parameter_count(model)
+        del out, ids, model
+    detail = {"built": tr.live("built"), "prefill_peak": tr.peak("inputs", "step0")}
+    if new_tokens > 1:
+        detail["decode_peak"] = tr.peak("step0", f"step{new_tokens - 1}")
+        detail["first_decode_peak"] = tr.peak("step0", "step1")
+    return params, tr.peak("inputs", "done"), detail
+
+
 def step_readings(tracker, steps=(1, 2), phase_peaks=True):
     """Live bytes at each phase mark of the given steps, the step's peak and, with phase_peaks,
     the peak of its forward, backward and optimizer phases."""

@@ -181,7 +181,10 @@ class network {
     use(b, next_index());
     tensor out = a;
     out.type = a.type;
-    return produce(op{.kind = op_kind::elementwise, .grad_in = bytes_of(a) + bytes_of(b)}, out, a);
+    // A broadcast factor's gradient is made at the product's shape and reduced to its own only
+    // after the backward returned both (torch/csrc/autograd/engine.cpp @ v2.6.0 validate_outputs).
+    const bytes unreduced = b.per_sample() < a.per_sample() ? bytes_of(a) : bytes{};
+    return produce(op{.kind = op_kind::elementwise, .bwd_temp = unreduced, .grad_in = bytes_of(a) + bytes_of(b)}, out, a);
   }
 
   // A product of two activations (bmm of attention): both saved, a new result of `shape`.
@@ -234,11 +237,12 @@ class network {
     return produce(op{.kind = op_kind::elementwise, .grad_in = bytes_of(in)}, out, in);
   }
 
-  // A learned per-channel scale (ConvNeXt's layer_scale * x): the parameter and x are saved.
+  // A learned per-channel scale (ConvNeXt's layer_scale * x): the parameter and x are saved. The
+  // parameter's gradient is grad * x at x's shape until validate_outputs reduces it (mul above).
   constexpr tensor scale(const tensor& in) {
     keep(in, next_index());
     op o{.kind = op_kind::elementwise, .weight = param_tensor::vector(in.channels), .role = param_role::vector,
-         .grad_in = bytes_of(in)};
+         .bwd_temp = bytes_of(in), .grad_in = bytes_of(in)};
     return produce(o, in, in);
   }
 

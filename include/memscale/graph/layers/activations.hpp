@@ -48,10 +48,7 @@ constexpr tensor gelu_tanh_as_python_ops(op_writer& ops, tensor in, bool pow_in_
   ops.keep_own_output(th);
   const tensor one_plus = ops.elementwise(in.elements, chain);
   const tensor half_x = ops.elementwise(in.elements, in.type);
-  const tensor y = ops.elementwise(in.elements, chain);
-  ops.keep(one_plus, y);
-  ops.keep(half_x, y);
-  return y;
+  return ops.product(one_plus, half_x, in.elements, in.elements, chain);
 }
 
 // Hugging Face FastGELUActivation, written as Python: 0.5*x*(1+tanh(x*c*(1+0.044715*x*x)))
@@ -64,20 +61,13 @@ constexpr tensor gelu_fast_as_python_ops(op_writer& ops, tensor in) {
   const tensor half_x = ops.elementwise(in, n, in.type);  // 0.5 * x
   const tensor scaled_x = ops.elementwise(in, n, in.type);  // x * 0.7978845608
   const tensor coef_x = ops.elementwise(in, n, in.type);  // 0.044715 * x
-  const tensor square = ops.elementwise(n, in.type);  // (0.044715 * x) * x
-  ops.keep(coef_x, square);
-  ops.keep(in, square);
+  ops.product(coef_x, in, n, n, in.type);  // (0.044715 * x) * x
   const tensor one_plus_square = ops.elementwise(n, in.type);
-  const tensor inner = ops.elementwise(n, in.type);
-  ops.keep(scaled_x, inner);
-  ops.keep(one_plus_square, inner);
+  ops.product(scaled_x, one_plus_square, n, n, in.type);  // x * c * (1 + 0.044715 * x * x)
   const tensor th = ops.emit(op_kind::activation, n, in.type);
   ops.keep_own_output(th);
   const tensor one_plus = ops.elementwise(n, in.type);
-  const tensor y = ops.elementwise(n, in.type);
-  ops.keep(half_x, y);
-  ops.keep(one_plus, y);
-  return y;
+  return ops.product(half_x, one_plus, n, n, in.type);
 }
 
 // ReLUSquaredActivation, config "relu2" (what NemotronHMLP's ACT2FN[mlp_hidden_act] runs,

@@ -203,9 +203,7 @@ constexpr tensor mamba1_mixer_torch(const layer_context& ctx, tensor in) {
   // * silu(gate): silu keeps the gate (a view of in_proj's output); the mul keeps both factors.
   const tensor gate = ops.emit(op_kind::activation, td, xz.type);
   ops.keep(xz, gate);
-  const tensor gated = ops.elementwise(td, summed.type);
-  ops.keep(summed, gated);
-  ops.keep(gate, gated);
+  const tensor gated = ops.product(summed, gate, td, td, summed.type);
   const tensor out = ops.linear(gated, {.rows = s.tokens, .in_features = s.inner, .out_features = s.hidden,
                                         .bias = m.ssm_proj_bias}, base);
   ops.close_frame();  // slow_forward returns

@@ -265,9 +265,7 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
     // projection), the mul keeps y and silu's output (modular_falcon_h1.py@3c0a5c70).
     const tensor gate = ops.emit(op_kind::activation, td, dt_type);
     ops.keep(zxbcdt, gate);
-    tensor gated_y = ops.elementwise(td, f);
-    ops.keep(y, gated_y);
-    ops.keep(gate, gated_y);
+    tensor gated_y = ops.product(y, gate, td, td, f);
     if (e != f) gated_y = ops.elementwise(td, e);  // scan_output.to(dtype)
     const tensor out = ops.linear(gated_y, {.rows = s.tokens, .in_features = s.inner, .out_features = s.hidden,
                                             .bias = m.ssm_proj_bias}, base);

@@ -118,9 +118,7 @@ constexpr tensor fused_gate_up_mlp(const layer_context& ctx, tensor in, std::uin
   const auto half = detail::checked_mul(shape.rows, ffn);
   const tensor act = ops.emit(op_kind::activation, half, gate_up.type);  // act(gate)
   ops.keep(gate_up, act);  // it saves its input, a view of gate_up
-  const tensor product = ops.elementwise(half, gate_up.type);
-  ops.keep(act, product);      // mul saves both factors
-  ops.keep(gate_up, product);  // up, the other view
+  const tensor product = ops.product(act, gate_up, half, half, gate_up.type);  // up, the other view
   const linear_shape narrow{
       .rows = shape.rows, .in_features = ffn, .out_features = hidden, .copies = shape.copies, .bias = bias};
   const tensor down = expert_projection(ctx, product, narrow, adapt_down);
@@ -172,9 +170,7 @@ constexpr tensor dense_mlp(const layer_context& ctx, tensor in, std::uint64_t ff
     const tensor up = expert_projection(ctx, in, widen, adapt_up);
     if (ctx.run.liger_swiglu || ctx.run.liger_geglu) return expert_projection(ctx, liger_silu_mul(ops, gate, up), narrow, adapt_down);
     const tensor act = activation(ctx, gate);
-    const tensor product = ops.elementwise(up.elements, up.type);
-    ops.keep(act, product);  // mul saves both factors
-    ops.keep(up, product);
+    const tensor product = ops.product(act, up, up.elements, up.elements, up.type);
     return expert_projection(ctx, product, narrow, adapt_down);
   }
   const tensor up = expert_projection(ctx, in, widen, adapt_up);

@@ -101,6 +101,16 @@ class op_writer {
     reads(in, y);
     return y;
   }
+  // `a * b` where both factors need a gradient: the mul saves both, and its backward returns
+  // both input gradients at once (tools/autograd/derivatives.yaml @ v2.6.0, mul.Tensor: self and
+  // other), so the second one (`b`'s, at `b_elements`) is alive beside the first while it runs.
+  constexpr tensor product(tensor a, tensor b, std::uint64_t b_elements, std::uint64_t elements, dtype type) {
+    const tensor y = elementwise(elements, type);
+    keep(a, y);
+    keep(b, y);
+    if (untracked_depth_ == 0) at(y).bwd_temp = storage(b.type, b_elements);
+    return y;
+  }
   // A tensor produced elsewhere (the encoder output inside the decoder): shape only.
   constexpr tensor alias(std::uint64_t elements, dtype type) {
     const tensor t = elementwise(elements, type);
