@@ -151,6 +151,11 @@ std::string run(const memscale_plan::options& opt) {
       const memscale::estimate_result result = estimate_or_explain(on_device);
       // The JSON report is the library's (memscale/json/run_report.hpp), as the web calculator's.
       const memscale::json_io::run_input input = memscale_plan::run_input_of(opt);
+      // The text report's peaks carry the allocator section's reserved and device figures, as the JSON's do.
+      const memscale::estimate_result shown =
+          opt.run.device == memscale::device_kind::cuda
+              ? memscale::json_io::with_device_figures(result, memscale::json_io::device_estimate_of(input))
+              : result;
       // torchtitan's run (and torchtune's distributed one) is its FSDP2 layout and policy: the
       // planner's levers (checkpointing, offload, one GPU's strategies) are not its options, so
       // the report has no plan, only the device estimate against the GPU's budget.
@@ -162,7 +167,7 @@ std::string run(const memscale_plan::options& opt) {
         const memscale::device_options o = memscale::json_io::device_options_of(opt.alloc_conf, opt.context_memory);
         const memscale::device_estimate d = memscale::estimate_on_device(opt.model, on_device.run, &*gpu, o);
         const memscale::device_verdict v = memscale::verdict_on_device(opt.model, on_device.run, d, budget, o);
-        return memscale_plan::text_report(opt.model, opt.run, result) +
+        return memscale_plan::text_report(opt.model, opt.run, shown) +
                memscale_plan::allocator_text(opt.model, on_device.run, &*gpu, opt.alloc_conf, opt.context_memory,
                                              budget) +
                "Verdict on " + std::string(gpu->label) + " (budget " + memscale_plan::size_text(budget) +
@@ -171,13 +176,13 @@ std::string run(const memscale_plan::options& opt) {
       }
       if (!gpu)
         return opt.json ? dump(memscale::json_io::run_report_json(input, result, nullptr))
-                        : memscale_plan::text_report(opt.model, opt.run, result) +
+                        : memscale_plan::text_report(opt.model, opt.run, shown) +
                               memscale_plan::allocator_text(opt.model, opt.run, nullptr, opt.alloc_conf,
                                                             opt.context_memory, std::nullopt);
       const memscale::plan_result plan = memscale::json_io::plan_run(input, *gpu);
       memscale_plan::write_plan_pictures(opt, *gpu, plan);  // --svg, --svg-batch (pictures.cpp)
       if (opt.json) return dump(memscale::json_io::run_report_json(input, result, &plan));
-      return memscale_plan::text_report(opt.model, opt.run, result) +
+      return memscale_plan::text_report(opt.model, opt.run, shown) +
              memscale_plan::allocator_text(opt.model, on_device.run, &*gpu, opt.alloc_conf, opt.context_memory, plan.budget) +
              memscale_plan::plan_text(*gpu, plan) + memscale_plan::levers_text(opt.model, *gpu, opt.alloc_conf, opt.context_memory, plan) +
              memscale_plan::cliff_text(opt.model, opt.run, *gpu, plan);

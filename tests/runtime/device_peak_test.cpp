@@ -184,6 +184,11 @@ TEST_CASE("run document: alloc_conf, context_memory and software are read, check
   CHECK(a.at("context").at("source") == "measured");
   CHECK(a.at("device").get<std::uint64_t>() == a.at("reserved").get<std::uint64_t>() + 805306368ULL);
   CHECK(a.at("fit").at("budget").get<std::uint64_t>() == plan.budget.value);
+  // One reserved and one device figure in a report: the peaks' are the allocator section's.
+  for (const nlohmann::json* peak : {&report.at("peak"), &report.at("first_step").at("peak")}) {
+    CHECK(peak->at("reserved") == a.at("reserved"));
+    CHECK(peak->at("device") == a.at("device"));
+  }
   // A report reads back as its run document.
   io::run_input from_report{};
   io::read_run_document(report, from_report);

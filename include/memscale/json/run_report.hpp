@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "memscale/device_peak.hpp"
@@ -96,13 +97,20 @@ inline json estimate_report_json(const model_spec& model, const training_spec& r
   return j;
 }
 
-// The allocator replay of `in` (on its GPU when it has one) and, with a GPU, the verdict at the
-// plan's budget (without a plan, at the GPU's budget with the run's headroom).
-inline json allocator_report_json(const run_input& in, const plan_result* plan) {
+// The allocator replay of `in` on its GPU when it has one: the tensors' estimate with the replay's
+// reserved peak and the GPU's context in its reserved and device figures.
+inline device_estimate device_estimate_of(const run_input& in) {
+  const std::optional<gpu_spec> gpu = gpu_of(in);
+  const training_spec run = gpu ? on_gpu(in.run, *gpu) : in.run;
+  return estimate_on_device(in.model, run, gpu ? &*gpu : nullptr, device_options_of(in.alloc_conf, in.context_memory));
+}
+
+// The allocator section of `in`'s report from its device estimate `d` and, with a GPU, the
+// verdict at the plan's budget (without a plan, at the GPU's budget with the run's headroom).
+inline json allocator_report_json(const run_input& in, const device_estimate& d, const plan_result* plan) {
   const std::optional<gpu_spec> gpu = gpu_of(in);
   const training_spec run = gpu ? on_gpu(in.run, *gpu) : in.run;
   const device_options o = device_options_of(in.alloc_conf, in.context_memory);
-  const device_estimate d = estimate_on_device(in.model, run, gpu ? &*gpu : nullptr, o);
   if (!gpu) return allocator_json(d, in.alloc_conf, nullptr);
   // A run without a plan (torchtitan's own layout) is judged as given, at the GPU's budget.
   const bytes budget =
@@ -113,10 +121,23 @@ inline json allocator_report_json(const run_input& in, const plan_result* plan) 
 
 // The report of `in` from its estimate (on the GPU when there is one) and its plan (null
 // without a GPU): the results, then the run document (so the report is a run document).
+// `r` with the reserved and device figures of its peaks taken from the device estimate `d`.
+inline estimate_result with_device_figures(estimate_result r, const device_estimate& d) {
+  for (auto [mine, its] : {std::pair{&r.steady, &d.tensors.steady}, std::pair{&r.first_step, &d.tensors.first_step}}) {
+    mine->reserved = its->reserved;
+    mine->device = its->device;
+  }
+  return r;
+}
+
+// On CUDA the peaks' reserved and device figures are the device estimate's, as in its allocator
+// section (one figure per quantity in a report).
 inline json run_report_json(const run_input& in, const estimate_result& result, const plan_result* plan) {
-  json j = estimate_report_json(in.model, in.run, result);
+  const bool cuda = in.run.device == device_kind::cuda;
+  const std::optional<device_estimate> d = cuda ? std::optional<device_estimate>(device_estimate_of(in)) : std::nullopt;
+  json j = estimate_report_json(in.model, in.run, d ? with_device_figures(result, *d) : result);
   j.update(run_document_json(in));
-  if (in.run.device == device_kind::cuda) j["allocator"] = allocator_report_json(in, plan);
+  if (d) j["allocator"] = allocator_report_json(in, *d, plan);
   if (plan != nullptr) {
     j["plan"] = plan_report_json(*plan);
   }
