@@ -508,11 +508,9 @@ constexpr const training_spec& validate(const training_spec& t) {
     if (t.optimizer_in_backward)
       detail::fail(error_code::unsupported, "run.optimizer_in_backward",
                    "optimizer_in_bwd under full_finetune_distributed (hooks on the sharded gradients) is not modelled");
-    // enable_activation_offloading: OffloadActivations around the model, as on one device
-    // (recipes/full_finetune_distributed.py and lora_finetune_distributed.py @ v0.6.1, CUDA only).
-    if (t.offload_activations && t.device != device_kind::cuda)
-      detail::fail(error_code::invalid_run, "run.offload_activations",
-                   "the distributed recipes refuse enable_activation_offloading off CUDA");
+    // enable_activation_offloading is read by both distributed recipes (OffloadActivations around
+    // the model, as on one device: recipes/*_finetune_distributed.py @ v0.6.1); its stash on the
+    // offload stream is a CUDA one (offload_stashed_blocks).
     // fsdp_cpu_offload passes CPUOffloadPolicy() to every fully_shard (shard_model,
     // training/_distributed.py @ v0.6.1): shards, gradients and optimizer state all on the host.
     if (t.offload_optimizer != t.offload_parameters)

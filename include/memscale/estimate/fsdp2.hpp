@@ -35,10 +35,11 @@ struct fsdp2_units {
   bytes output_unit{};
   bytes output_grads{};
   // fsdp_cpu_offload (CPUOffloadPolicy, training/_distributed.py shard_model @ v0.6.1): the shards
-  // live on the host. An all-gather first copies the unit's 1/N shard to the device
-  // (FSDPParam.all_gather_inputs, _fsdp_param.py @ v2.6.0) and each reduce-scatter output is
-  // copied back to the host and freed (foreach_reduce, _fsdp_collectives.py @ v2.6.0), so the
-  // device keeps no sharded gradient between units.
+  // live on the host. An all-gather copies the unit's 1/N shard to the device and frees that
+  // copy once it is in the flat output, before the copy-out (foreach_all_gather's
+  // `del param_all_gather_inputs`, _fsdp_collectives.py @ v2.6.0), so it never adds to the
+  // output-plus-unsharded pair; each reduce-scatter output is copied to the host and freed
+  // (foreach_reduce, same file), so the device keeps no sharded gradient between units.
   bool host_shards = false;
 };
 
@@ -105,9 +106,6 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   const bytes block_shard_grads = ceil_div(u.block_grads_fp32, n);
   // The sharded gradients a moment keeps from earlier units (none on the device under CPUOffloadPolicy).
   const bytes kept_block_shard = u.host_shards ? bytes{} : block_shard_grads;
-  // A unit's all-gather: its unsharded parameters beside the flat output, and under
-  // CPUOffloadPolicy the shard's device copy.
-  const auto all_gather = [&](bytes unit) { return unit * 2U + (u.host_shards ? ceil_div(unit, n) : bytes{}); };
   const bytes full_saved = section_saved_bytes(g, block_of(g), run, false);
   const bytes ckpt_saved = section_saved_bytes(g, block_of(g), run, true);
   const bytes policy_saved = run.sac == selective_ac::op_save_list ? op_save_list_bytes(g) : full_saved;
@@ -149,14 +147,14 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   // Forward: the root stays gathered from its pre-forward through the output projection.
   // The top block's all-gather: its unsharded parameters beside the flat output.
   const bytes stashed = ckpt_saved * offload_stashed_blocks(run, top);
-  consider({false, u.root + all_gather(u.block), {}, g.held + saved_p + saved_below(top) + stashed});
+  consider({false, u.root + u.block * 2U, {}, g.held + saved_p + saved_below(top) + stashed});
   const bool top_recomputed = fsdp2_block_checkpointed(run, top) || run.sac == selective_ac::op_save_list;
   consider({false, u.root + u.block, {},
             g.held + saved_p + saved_below(top) + stashed +
                 (top_recomputed ? saved_of(top) : bytes{}) +
                 section_forward_peak(g, block_of(g), run, false, !top_recomputed)});
   // The embedding as a unit of its own: its all-gather before the lookup.
-  if (u.embedding_unit.value != 0) consider({false, u.root + all_gather(u.embedding_unit), {}, {}});
+  if (u.embedding_unit.value != 0) consider({false, u.root + u.embedding_unit * 2U, {}, {}});
   // The head and the loss, the root still gathered (and torchtitan's last block).
   const bytes after_blocks = u.root + (u.last_block_kept ? u.block : bytes{});
   const bytes head_saved = saved_p + all_blocks + section_forward_peak(g, head, run, true);
@@ -166,7 +164,7 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   // (TransformerDecoder.chunked_output, modules/transformer.py @ v0.6.1): the last chunk's
   // all-gather sees every earlier chunk's logits.
   if (u.output_unit.value != 0)
-    consider({false, after_blocks + all_gather(u.output_unit), {}, head_saved - last_output_chunk(g, head, run)});
+    consider({false, after_blocks + u.output_unit * 2U, {}, head_saved - last_output_chunk(g, head, run)});
 
   // Backward of the loss (`del pred` first: only what the loss saved), then of the head.
   const auto lb = section_backward_peak(g, loss, run, false, bytes{});
@@ -178,7 +176,7 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   if (u.output_unit.value != 0) {
     const bytes head_kept = saved_p + all_blocks + section_saved_bytes(g, head, run, false);
     const bytes output_rs_out = ceil_div(u.output_grads, n);
-    consider_holding({true, after_blocks + all_gather(u.output_unit), output_shard, head_kept}, output_shard);
+    consider_holding({true, after_blocks + u.output_unit * 2U, output_shard, head_kept}, output_shard);
     consider_holding({true, after_blocks + u.output_unit, u.output_grads * 2U + output_shard + output_rs_out, head_kept},
                      output_shard);
   }
@@ -208,7 +206,7 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   const bytes blocks_stored = kept_block_shard * block_units + output_shard;
   if (u.embedding_unit.value != 0)
     consider_holding(
-        {true, u.root + all_gather(u.embedding_unit), u.head_grads + kept_block_shard * block_units, saved_p + g.stream_grad},
+        {true, u.root + u.embedding_unit * 2U, u.head_grads + kept_block_shard * block_units, saved_p + g.stream_grad},
         blocks_stored);
   // A first layer written in the prologue runs its backward there, its unit gathered.
   const bytes prologue_units = u.root + u.embedding_unit + (g.first_layer_apart ? u.block : bytes{});
