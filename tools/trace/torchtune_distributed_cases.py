@@ -85,35 +85,11 @@ class HostShardUnit(TN.Unit):
         for sh in self.shards:
             sh.data = host_copy(sh.data)
 
-    def reduce(self):
-        pairs = [(u, sh) for u, sh in zip(self.entries, self.shards) if u.grad is not None]
-        if not pairs:
-            self.reshard()
-            return
-        with torch.no_grad():
-            rs_in = torch.empty(sum(u.numel() for u, _ in pairs), dtype=BF16)
-            off = 0
-            for u, _ in pairs:
-                rs_in[off: off + u.numel()].copy_(u.grad.view(-1))
-                off += u.numel()
-                u.grad = None
-            rs_out = rs_in.new_empty(sum(sh.numel() for _, sh in pairs))
-            off = out_off = 0
-            for u, sh in pairs:
-                rs_out[out_off: out_off + sh.numel()].copy_(rs_in[off: off + sh.numel()])
-                off += u.numel()
-                out_off += sh.numel()
-            del rs_in
-            off = 0
-            for _, sh in pairs:  # D2H into the host gradient, or added into it when accumulating
-                g = rs_out[off: off + sh.numel()]
-                if sh.grad is None:
-                    sh.grad = host_copy(g)
-                else:
-                    sh.grad.add_(g)
-                off += sh.numel()
-            del g, rs_out
-        self.reshard()
+    def store_grad(self, sh, g):  # D2H into the host gradient, added into it from the second micro-batch
+        if sh.grad is None:
+            sh.grad = host_copy(g)
+        else:
+            sh.grad.add_(g)
 
 
 def host_adamw_state(opt):
