@@ -508,12 +508,15 @@ constexpr const training_spec& validate(const training_spec& t) {
     if (t.optimizer_in_backward)
       detail::fail(error_code::unsupported, "run.optimizer_in_backward",
                    "optimizer_in_bwd under full_finetune_distributed (hooks on the sharded gradients) is not modelled");
-    if (t.offload_activations)
-      detail::fail(error_code::unsupported, "run.offload_activations",
-                   "activation offloading under torchtune's distributed recipes is not modelled");
-    if (t.offload_optimizer || t.offload_parameters)
+    // enable_activation_offloading is read by both distributed recipes (OffloadActivations around
+    // the model, as on one device: recipes/*_finetune_distributed.py @ v0.6.1); its stash on the
+    // offload stream is a CUDA one (offload_stashed_blocks).
+    // fsdp_cpu_offload passes CPUOffloadPolicy() to every fully_shard (shard_model,
+    // training/_distributed.py @ v0.6.1): shards, gradients and optimizer state all on the host.
+    if (t.offload_optimizer != t.offload_parameters)
       detail::fail(error_code::unsupported, "run.offload",
-                   "fsdp_cpu_offload (CPUOffloadPolicy: host shards, CPU optimizer step) is not modelled");
+                   "under torchtune's distributed recipes must be optimizer+parameters (fsdp_cpu_offload: "
+                   "CPUOffloadPolicy keeps the shards, their gradients and the optimizer state on the host) or none");
     if (t.ckpt == checkpointing::selective)
       detail::fail(error_code::unsupported, "run.ckpt",
                    "must be none or full for torchtune's distributed recipes (enable_activation_checkpointing)");

@@ -138,6 +138,16 @@ TEST_CASE("A torchtune full fine-tune over several GPUs writes full_finetune_dis
   CHECK(keys_of(json_io::emit_torchtune_config(presets::llama_3_8b, units)).at("custom_sharded_layers") == "['output']");
   CHECK(keys.at("fsdp_reshard_after_forward") == "True");
   CHECK(keys.at("fsdp_cpu_offload") == "False");
+  // fsdp_cpu_offload (CPUOffloadPolicy) moves parameters, gradients and optimizer state together.
+  training_spec host = run;
+  host.offload_optimizer = host.offload_parameters = true;
+  host.offload_activations = true;
+  const auto host_keys = keys_of(json_io::emit_torchtune_config(presets::llama_3_8b, host));
+  check_keys(host_keys, host);
+  CHECK(host_keys.at("fsdp_cpu_offload") == "True");
+  CHECK(host_keys.at("enable_activation_offloading") == "True");
+  host.offload_parameters = false;
+  CHECK_THROWS_WITH(json_io::emit_torchtune_config(presets::llama_3_8b, host), Catch::Matchers::Contains("run.offload"));
   CHECK(std::stoull(keys.at("batch_size")) * std::stoull(keys.at("gradient_accumulation_steps")) == 2);
   // QLoRA over several GPUs: lora_finetune_distributed with a qlora_ builder, merged into the stock
   // qlora config (llama2/7B_qlora.yaml names that recipe at v0.6.1); no tensor parallelism key.

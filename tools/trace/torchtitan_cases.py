@@ -373,15 +373,17 @@ class Unit:
             del rs_in
             off = 0
             for _, sh in pairs:
-                g = rs_out[off: off + sh.numel()]
-                if sh.grad is None:
-                    sh.grad = g
-                elif self.accumulate_in_place:  # foreach_reduce: `grad._local_tensor += new_sharded_grad`
-                    sh.grad.add_(g)
-                else:
-                    sh.grad = sh.grad + g
+                self.store_grad(sh, rs_out[off: off + sh.numel()])
                 off += sh.numel()
         self.reshard()
+
+    def store_grad(self, sh, g):  # g: the shard's piece of the reduce-scatter output
+        if sh.grad is None:
+            sh.grad = g
+        elif self.accumulate_in_place:  # foreach_reduce: `grad._local_tensor += new_sharded_grad`
+            sh.grad.add_(g)
+        else:
+            sh.grad = sh.grad + g
 
 
 class _PreBackward(torch.autograd.Function):

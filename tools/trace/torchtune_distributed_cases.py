@@ -39,9 +39,21 @@ NF4 weight, which nf4_new_zeros splits into 1/N of each inner tensor; FSDP2 all-
 (quantized_scalers, quantization_factor, quantized_data) in one flat uint8 buffer with the unit's bf16
 parameters (mixed dtypes: foreach_all_gather views every input as uint8, _fsdp_collectives.py @ v2.6.0),
 copies each out into an output of its own dtype and fsdp_post_all_gather wraps them without a copy.
+enable_activation_offloading (records "-offload"): both recipes wrap the model in OffloadActivations
+(training.get_act_offloading_ctx_manager, recipes/*_finetune_distributed.py @ v0.6.1), emulated as in
+torchtune_cases.py (TT.HostOffload: uncounted numpy host buffers, a synchronous copy, so no CUDA-stream stash;
+the output projection's chunks under NoOpManager).
+fsdp_cpu_offload (records "-cpuoffload"): shard_model passes CPUOffloadPolicy() to every fully_shard
+(training/_distributed.py @ v0.6.1), so the shards, their gradients and AdamW's state (built on the sharded
+parameters) are host tensors, emulated as uncounted numpy buffers. Each all-gather copies the unit's shards to
+the device first (FSDPParam.all_gather_inputs, _fsdp_param.py @ v2.6.0: the concatenated input here); each
+reduce-scatter output is copied to its host gradient and freed (foreach_reduce, _fsdp_collectives.py @ v2.6.0),
+added into it from the second micro-batch on. The optimizer step runs on the host; its per-parameter
+temporaries are still counted here (small beside the backward's peak).
 Harness: tracer.py (peak live CPU tensor bytes of step 2). Run from the repository root:
     /usr/bin/python3 tools/trace/torchtune_distributed_cases.py --out /tmp/torchtune_distributed.json
 """
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.utils.checkpoint
@@ -55,6 +67,54 @@ import torchtune_cases as TT
 
 SOURCE = "tools/trace/torchtune_distributed_cases.py (Tracker of shared/ground-truth/measure.py)"
 BF16 = torch.bfloat16
+
+
+def host_copy(t):
+    """A host tensor: numpy-owned memory, which the harness does not count (not a c10 allocation)."""
+    t = t.detach().contiguous()
+    if t.dtype == BF16:
+        return torch.from_numpy(np.array(t.view(torch.int16).numpy(), copy=True)).view(BF16)
+    return torch.from_numpy(np.array(t.numpy(), copy=True))
+
+
+class HostShardUnit(TN.Unit):
+    """A unit under CPUOffloadPolicy: shards and sharded gradients on the host."""
+
+    def __init__(self, module, n_ranks, accumulate_in_place=False):
+        super().__init__(module, n_ranks, True, BF16, BF16, accumulate_in_place=accumulate_in_place)
+        for sh in self.shards:
+            sh.data = host_copy(sh.data)
+
+    def store_grad(self, sh, g):  # D2H into the host gradient, added into it from the second micro-batch
+        if sh.grad is None:
+            sh.grad = host_copy(g)
+        else:
+            sh.grad.add_(g)
+
+
+def host_adamw_state(opt):
+    """AdamW's state created on the host (its lazy init skips a non-empty state)."""
+    for group in opt.param_groups:
+        for p in group["params"]:
+            opt.state[p] = dict(step=torch.tensor(0.0), exp_avg=host_copy(torch.zeros_like(p)),
+                                exp_avg_sq=host_copy(torch.zeros_like(p)))
+
+
+class ShardedHostOffload(TT.HostOffload):
+    """OffloadActivations skips parameters; FSDP2's unsharded parameters are nn.Parameters, this
+    emulation's are plain tensors (the units' entries), so they are skipped by storage."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def hooks(self):
+        outer = super().hooks()
+        pack, unpack = outer.pack_hook, outer.unpack_hook
+        def pack_unless_parameter(t):
+            entries = {u.data_ptr() for unit in self.model.all_units() for u in unit.entries if u.numel() > 0}
+            return (False, t) if t.data_ptr() in entries else pack(t)
+        return torch.autograd.graph.saved_tensors_hooks(pack_unless_parameter, unpack)
 
 
 class NF4Unit(TN.Unit):
@@ -101,10 +161,12 @@ class NF4Unit(TN.Unit):
 
 
 class ShardedDecoder(TT.Decoder):
-    def shard(self, n, custom=False, in_place=False, qlora=False):
+    def shard(self, n, custom=False, in_place=False, qlora=False, host=False):
         # in_place: a later micro-batch adds its reduce-scatter output into the stored shard in place
         # (FSDP2's foreach_reduce `sharded_param.grad._local_tensor += new_sharded_grad`, torch v2.6.0).
         def unit(module):
+            if host:
+                return HostShardUnit(module, n, accumulate_in_place=in_place)
             return TN.Unit(module, n, True, BF16, BF16, accumulate_in_place=in_place)
 
         self.units = [(NF4Unit(layer, n) if qlora else unit(layer)) for layer in self.layers]
@@ -126,6 +188,15 @@ class ShardedDecoder(TT.Decoder):
         return [s for u in self.all_units() for s in u.shards]
 
     def output_chunk(self, chunk):
+        if self.offload is not None:  # NoOpManager around the output layer
+            self.offload.paused = True
+        try:
+            return self._output_chunk(chunk)
+        finally:
+            if self.offload is not None:
+                self.offload.paused = False
+
+    def _output_chunk(self, chunk):
         if not self.custom:
             return self.output(chunk)
         self.out_unit.gather()
@@ -163,6 +234,8 @@ def run_case(c):
     lora = c.get("lora", False) or qlora
     custom = c.get("custom", False)
     accum = c.get("accum", 1)
+    act_offload = c.get("offload", False)
+    host = c.get("cpu_offload", False)
     # The LoRA configs' adapters (llama3/8B_lora.yaml @ v0.6.1 style: q, v, output_proj and the MLP).
     cfg = dict(rank=8 if lora else 0, targets=("q_proj", "v_proj", "output_proj") if lora else (), alpha=16 if lora else 0,
                lora_mlp=lora, ac=c["ac"], seq=S)
@@ -177,11 +250,15 @@ def run_case(c):
             for name, p in model.named_parameters():
                 p.requires_grad_("lora_" in name)
         nf4_numel = NF4.quantize_lora_bases(model, TT.LoRALinear) if qlora else 0
-        model.shard(n, custom, in_place=accum > 1, qlora=qlora)
+        model.shard(n, custom, in_place=accum > 1, qlora=qlora, host=host)
+        if act_offload:
+            model.offload = ShardedHostOffload(model)
         shards = model.shards()
         trainable = [s for s in shards if s.requires_grad]
         adapters["numel"] = sum(u.numel() for unit in model.all_units() for u in unit.entries if u.requires_grad)
         opt = torch.optim.AdamW(trainable, lr=2e-5)
+        if host:
+            host_adamw_state(opt)
         return dict(model=model, optimizers=[opt], trainable=trainable, param_tensors=shards,
                     param_count=sum(u.numel() for unit in model.all_units() for u in unit.entries) + nf4_numel,
                     loss_fn=TT.CEWithChunkedOutputLoss(8),
@@ -195,7 +272,11 @@ def run_case(c):
         def forward():
             nonlocal num_tokens
             num_tokens = (labels != TT.IGNORE).sum()
-            logits = model(tokens)
+            if model.offload is not None:
+                with model.offload.hooks():
+                    logits = model(tokens)
+            else:
+                logits = model(tokens)
             shifted = torch.hstack((labels[..., 1:], torch.full((labels.shape[0], 1), TT.IGNORE, dtype=labels.dtype)))
             loss = ctx["loss_fn"](logits, shifted)
             del logits
@@ -230,6 +311,10 @@ def run_case(c):
                  logits_upcast="per_chunk", param_dtype="bf16", reduce_dtype="bf16", reshard_after_forward="all")
     if custom:
         train.update(custom_sharded_layers=["tok_embeddings", "output"])
+    if act_offload:
+        train.update(activation_offload=True)
+    if host:
+        train.update(offload="optimizer+params")
     if lora:
         targets = list(cfg["targets"]) + ["w1", "w2", "w3"]
         train.update(lora_rank=cfg["rank"], lora_alpha=cfg["alpha"], lora_dropout=0.0, lora_targets=",".join(targets),
@@ -244,7 +329,9 @@ def run_case(c):
                      source="pytorch/torchtune@a6290a5b")
     notes = (f"measured_bytes = max live CPU tensor bytes of one emulated rank (of {n}) in training step 2; "
              "FSDP2 collectives are local copies with the same buffers (torchtitan_cases.py Unit, bf16 shards and "
-             "reduction); the recipe's model, chunked loss and loop from torchtune_cases.py; eager attention")
+             "reduction); the recipe's model, chunked loss and loop from torchtune_cases.py; eager attention" +
+             ("; activation offloading emulated with uncounted host buffers" if act_offload else "") +
+             ("; fsdp_cpu_offload: shards, gradients and AdamW state in uncounted host buffers" if host else ""))
     model = LB.model_fields(m, "torchtune", r["nparams"] - (train["trainable_params"] if lora else 0))
     return T.record(c["id"], SOURCE, model, train, framework, r, notes)
 
@@ -282,6 +369,16 @@ def cases():
                 L.append(dict(id=f"cpu-torchtune-qlora-distributed-llama-mha-b2-s256-r8-fsdp2r{ranks}" +
                               ("-units" if custom else "") + ("-ac" if ac else ""), qlora=True, ac=ac, ranks=ranks,
                               batch=2, seq=256, geometry=qgeo, custom=custom))
+    # enable_activation_offloading (needs activation checkpointing) and fsdp_cpu_offload, alone and together.
+    for lora in (False, True):
+        kind = "lora-distributed-llama-b2-s256-r8" if lora else "full-distributed-llama-b2-s256"
+        for offload, cpu_offload in ((True, False), (False, True), (True, True)):
+            for ranks in (2, 4):
+                L.append(dict(id=f"cpu-torchtune-{kind}-fsdp2r{ranks}-ac" + ("-offload" if offload else "") +
+                              ("-cpuoffload" if cpu_offload else ""), lora=lora, ac=True, ranks=ranks, batch=2,
+                              seq=256, geometry=geo, offload=offload, cpu_offload=cpu_offload))
+        L.append(dict(id=f"cpu-torchtune-{kind}-fsdp2r2-ga2-cpuoffload", lora=lora, ac=False, ranks=2, batch=2,
+                      seq=256, geometry=geo, cpu_offload=True, accum=2))
     return L
 
 

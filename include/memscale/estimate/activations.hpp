@@ -152,4 +152,15 @@ constexpr backward_profile section_backward_peak(const graph& g, section s, cons
   return result;
 }
 
+// torchtune's OffloadActivations (training/_activation_offloading.py @ a6290a5b, use_streams,
+// max_fwd_stash_size 5) keeps an offloaded tensor on the device until four later ones are
+// packed; a checkpointed block packs only its input, so while a block runs forward the inputs of
+// the last four blocks below it (of `blocks_below`) still wait there.
+constexpr std::uint64_t offload_stashed_blocks(const training_spec& run, std::uint64_t blocks_below) {
+  const bool stashes = run.offload_activations && run.ckpt == checkpointing::full &&
+                       run.framework == framework_kind::torchtune && run.device == device_kind::cuda;
+  if (!stashes) return 0;
+  return blocks_below < 4 ? blocks_below : 4;
+}
+
 }  // namespace memscale

@@ -34,6 +34,13 @@ struct fsdp2_units {
   bytes embedding_grads{};
   bytes output_unit{};
   bytes output_grads{};
+  // fsdp_cpu_offload (CPUOffloadPolicy, training/_distributed.py shard_model @ v0.6.1): the shards
+  // live on the host. An all-gather copies the unit's 1/N shard to the device and frees that
+  // copy once it is in the flat output, before the copy-out (foreach_all_gather's
+  // `del param_all_gather_inputs`, _fsdp_collectives.py @ v2.6.0), so it never adds to the
+  // output-plus-unsharded pair; each reduce-scatter output is copied to the host and freed
+  // (foreach_reduce, same file), so the device keeps no sharded gradient between units.
+  bool host_shards = false;
 };
 
 // Where a moment is and what it holds besides the shards, the state and the inputs.
@@ -97,10 +104,15 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   const std::uint64_t block_units = L + (g.first_layer_apart ? 1 : 0);
   const std::uint64_t n = u.ranks;
   const bytes block_shard_grads = ceil_div(u.block_grads_fp32, n);
+  // The sharded gradients a moment keeps from earlier units (none on the device under CPUOffloadPolicy).
+  const bytes kept_block_shard = u.host_shards ? bytes{} : block_shard_grads;
   const bytes full_saved = section_saved_bytes(g, block_of(g), run, false);
   const bytes ckpt_saved = section_saved_bytes(g, block_of(g), run, true);
   const bytes policy_saved = run.sac == selective_ac::op_save_list ? op_save_list_bytes(g) : full_saved;
-  const auto saved_of = [&](std::uint64_t i) { return fsdp2_block_checkpointed(run, i) ? ckpt_saved : policy_saved; };
+  // Offloaded activations (OffloadActivations: the recipes require activation checkpointing)
+  // leave only what offload_stashed_blocks keeps during a block's forward.
+  const bytes ckpt_kept = run.offload_activations ? bytes{} : ckpt_saved;
+  const auto saved_of = [&](std::uint64_t i) { return fsdp2_block_checkpointed(run, i) ? ckpt_kept : policy_saved; };
   // What blocks below i keep (blocks 0..i-1).
   const auto saved_below = [&](std::uint64_t i) {
     bytes total{};
@@ -119,9 +131,10 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   // (foreach_reduce: `sharded_param.grad._local_tensor += new_sharded_grad`, _fsdp_collectives.py
   // @ v2.6.0): each moment of a later micro-batch also holds every unit's sharded gradient, less
   // those it already counts (`stored`); a reduce-scatter's own 1/N output is then a temporary.
-  const bytes output_shard = ceil_div(u.output_grads, n);
+  const bytes output_shard = u.host_shards ? bytes{} : ceil_div(u.output_grads, n);
+  const bytes root_shard = u.host_shards ? bytes{} : ceil_div(u.root_grads_fp32, n);
   const bytes all_shards =
-      block_shard_grads * block_units + ceil_div(u.root_grads_fp32, n) + output_shard + ceil_div(u.embedding_grads, n);
+      kept_block_shard * block_units + root_shard + output_shard + (u.host_shards ? bytes{} : ceil_div(u.embedding_grads, n));
   const bool accumulating = run.grad_accum > 1;
   const auto consider_holding = [&](fsdp2_moment m, bytes stored) {
     if (m.ranked() > best.ranked()) best = m;
@@ -133,10 +146,11 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   const std::uint64_t top = L - 1;
   // Forward: the root stays gathered from its pre-forward through the output projection.
   // The top block's all-gather: its unsharded parameters beside the flat output.
-  consider({false, u.root + u.block + u.block, {}, g.held + saved_p + saved_below(top)});
+  const bytes stashed = ckpt_saved * offload_stashed_blocks(run, top);
+  consider({false, u.root + u.block * 2U, {}, g.held + saved_p + saved_below(top) + stashed});
   const bool top_recomputed = fsdp2_block_checkpointed(run, top) || run.sac == selective_ac::op_save_list;
   consider({false, u.root + u.block, {},
-            g.held + saved_p + saved_below(top) +
+            g.held + saved_p + saved_below(top) + stashed +
                 (top_recomputed ? saved_of(top) : bytes{}) +
                 section_forward_peak(g, block_of(g), run, false, !top_recomputed)});
   // The embedding as a unit of its own: its all-gather before the lookup.
@@ -161,8 +175,9 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   // that chunk's gradient into its shard right after it (post_backward, _fsdp_param_group.py @ v2.6.0).
   if (u.output_unit.value != 0) {
     const bytes head_kept = saved_p + all_blocks + section_saved_bytes(g, head, run, false);
+    const bytes output_rs_out = ceil_div(u.output_grads, n);
     consider_holding({true, after_blocks + u.output_unit * 2U, output_shard, head_kept}, output_shard);
-    consider_holding({true, after_blocks + u.output_unit, u.output_grads * 2U + output_shard * 2U, head_kept},
+    consider_holding({true, after_blocks + u.output_unit, u.output_grads * 2U + output_shard + output_rs_out, head_kept},
                      output_shard);
   }
 
@@ -173,7 +188,7 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   const bytes local = bp.peak - bp.grads_at_peak;
   const bytes rerun = g.stream_grad + section_forward_peak(g, block_of(g), run, false, true);
   for (const std::uint64_t i : {top, std::uint64_t{0}}) {
-    const bytes above = block_shard_grads * (L - 1 - i);
+    const bytes above = kept_block_shard * (L - 1 - i);
     const bytes below = saved_p + saved_below(i);
     const bool recomputed = fsdp2_block_checkpointed(run, i) || run.sac == selective_ac::op_save_list;
     const bytes stored = above + output_shard;  // head_grads holds an output unit's shard
@@ -188,19 +203,19 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   // The embeddings' backward (an embedding unit of its own is all-gathered first), then the
   // root's reduce-scatter in the final callback.
   const auto pp = section_backward_peak(g, prologue_of(g), run, false, bytes{});
-  const bytes blocks_stored = block_shard_grads * block_units + output_shard;
+  const bytes blocks_stored = kept_block_shard * block_units + output_shard;
   if (u.embedding_unit.value != 0)
     consider_holding(
-        {true, u.root + u.embedding_unit * 2U, u.head_grads + block_shard_grads * block_units, saved_p + g.stream_grad},
+        {true, u.root + u.embedding_unit * 2U, u.head_grads + kept_block_shard * block_units, saved_p + g.stream_grad},
         blocks_stored);
   // A first layer written in the prologue runs its backward there, its unit gathered.
   const bytes prologue_units = u.root + u.embedding_unit + (g.first_layer_apart ? u.block : bytes{});
-  consider_holding({true, prologue_units, u.head_grads + block_shard_grads * block_units + pp.grads_at_peak,
+  consider_holding({true, prologue_units, u.head_grads + kept_block_shard * block_units + pp.grads_at_peak,
                     pp.peak - pp.grads_at_peak},
                    blocks_stored);
   consider_holding({true, u.root + u.embedding_unit,
                     u.embedding_grads + u.root_grads + u.root_grads_fp32 + ceil_div(u.root_grads_fp32, n) +
-                        output_shard + block_shard_grads * block_units,
+                        output_shard + kept_block_shard * block_units,
                     {}},
                    blocks_stored);
   // An embedding unit of its own has no post-backward hook (its input, the tokens, needs no
@@ -208,10 +223,10 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   // (_root_post_backward_final_callback, _fsdp_state.py @ v2.6.0).
   if (u.embedding_unit.value != 0)
     consider_holding({true, u.embedding_unit,
-                      u.embedding_grads * 2U + ceil_div(u.embedding_grads, n) + ceil_div(u.root_grads_fp32, n) +
-                          output_shard + block_shard_grads * block_units,
+                      u.embedding_grads * 2U + ceil_div(u.embedding_grads, n) + root_shard + output_shard +
+                          kept_block_shard * block_units,
                       {}},
-                     blocks_stored + ceil_div(u.root_grads_fp32, n));
+                     blocks_stored + root_shard);
   return best;
 }
 

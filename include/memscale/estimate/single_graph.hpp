@@ -291,7 +291,7 @@ constexpr void split_custom_units(const graph& g, const training_spec& run, cons
   u.root -= u.output_unit;
   u.root_grads -= u.output_grads;
   u.root_grads_fp32 -= u.output_grads;
-  u.head_grads = u.head_grads - u.output_grads + ceil_div(u.output_grads, u.ranks);
+  u.head_grads = u.head_grads - u.output_grads + (u.host_shards ? bytes{} : ceil_div(u.output_grads, u.ranks));
 }
 
 // One rank's FSDP2 step (estimate/fsdp2.hpp): shards of every parameter, gradient and AdamW
@@ -314,7 +314,8 @@ constexpr step_peaks fsdp2_step_peaks(const graph& g, const training_spec& run, 
                     .root_grads = t.grads_p + t.grads_e,
                     .root_grads_fp32 = t32.grads_p + t32.grads_e,
                     .ranks = n,
-                    .last_block_kept = titan};
+                    .last_block_kept = titan,
+                    .host_shards = run.offload_parameters};
   if (g.first_layer_apart) {
     // The first layer, written in the prologue, is a block unit (fully_shard per layer), not the root's.
     units.root -= t.params_b;
@@ -322,8 +323,14 @@ constexpr step_peaks fsdp2_step_peaks(const graph& g, const training_spec& run, 
     units.root_grads_fp32 -= t32.grads_b;
   }
   split_custom_units(g, run, t, units);
-  const bytes shards = ceil_div(t32.parameter_bytes(L), n);
-  const bytes state = ceil_div(t32.optimizer_state, n);
+  // Under fsdp_cpu_offload the shards, their gradients and the AdamW state are host tensors and
+  // the optimizer steps there (the optimizer is built on the sharded parameters, recipes'
+  // _setup_optimizer @ v0.6.1): the device keeps none of them.
+  const bool host = run.offload_parameters;
+  const bytes shards = host ? bytes{} : ceil_div(t32.parameter_bytes(L), n);
+  const bytes state = host ? bytes{} : ceil_div(t32.optimizer_state, n);
+  const bytes step_grads = host ? bytes{} : ceil_div(t32.gradient_bytes(L), n);
+  const bytes step_temporaries = host ? bytes{} : ceil_div(t32.step_temporaries, n);
   const bool cuda = run.device == device_kind::cuda;
   const bytes workspace = cuda && run.torch_version >= 200 ? run.blas_workspace : bytes{};
   const fsdp2_moment m = fsdp2_largest_moment(g, run, units);
@@ -332,8 +339,7 @@ constexpr step_peaks fsdp2_step_peaks(const graph& g, const training_spec& run, 
   phase_candidate steady = best;
   steady.breakdown.optimizer = state;
   const phase_candidate step{phase::optimizer_step,
-                             {shards + g.buffers, ceil_div(t32.gradient_bytes(L), n), state, g.inputs,
-                              workspace + ceil_div(t32.step_temporaries, n)}};
+                             {shards + g.buffers, step_grads, state, g.inputs, workspace + step_temporaries}};
   const std::uint64_t large = cuda ? t.large_tensors : 0;
   bytes saved_blocks{};
   for (std::uint64_t i = 0; i < L; ++i)
@@ -396,14 +402,7 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   // Checkpointed inputs offloaded wait on the host.
   const bytes saved_b = ckpt && run.offload_activations ? bytes{} : saved_b_on_device;
   const bytes below_blocks = saved_p + saved_b * (L - 1);
-  // torchtune's OffloadActivations (training/_activation_offloading.py @ a6290a5b, use_streams,
-  // max_fwd_stash_size 5) keeps an offloaded tensor on the device until four later ones are
-  // packed; a checkpointed block packs only its input, so the last four blocks' inputs wait there
-  // while a block runs forward.
-  const std::uint64_t stashed_blocks =
-      ckpt && run.offload_activations && run.framework == framework_kind::torchtune && run.device == device_kind::cuda
-          ? (L - 1 < 4 ? L - 1 : 4)
-          : 0;
+  const std::uint64_t stashed_blocks = offload_stashed_blocks(run, L - 1);
   const bytes below_block_forward = below_blocks + saved_b_on_device * stashed_blocks;
   // The base model's masks live through its blocks; checkpointed blocks saved them as inputs.
   const bytes held_after_blocks = ckpt ? g.held : bytes{};

@@ -93,9 +93,11 @@ inline std::string emit_torchtune_config(const model_spec& model, const training
   if (distributed && stock_distributed.empty())
     torchtune_refuse("model", "\"" + std::string(model.name) + "\" has no stock " + std::string(torchtune_recipe(run)) +
                                   (run.target == training_target::qlora ? " qlora" : "") + " config at v0.6.1");
-  if (run.offload_optimizer || run.offload_parameters)
-    torchtune_refuse("run.offload", distributed ? "(fsdp_cpu_offload) is not modelled with the distributed recipe"
-                                                : "has no single-device recipe key (fsdp_cpu_offload is the distributed recipes')");
+  if (!distributed && (run.offload_optimizer || run.offload_parameters))
+    torchtune_refuse("run.offload", "has no single-device recipe key (fsdp_cpu_offload is the distributed recipes')");
+  // fsdp_cpu_offload is one switch (CPUOffloadPolicy): parameters, gradients and optimizer state together.
+  if (distributed && run.offload_optimizer != run.offload_parameters)
+    torchtune_refuse("run.offload", "must be optimizer+parameters or none: fsdp_cpu_offload moves both");
   if (run.target != training_target::full && run.optimizer_in_backward)
     torchtune_refuse("run.optimizer_in_backward", "is read by the full recipes only (lora_finetune_single_device has "
                                                   "no optimizer_in_bwd)");
@@ -182,7 +184,7 @@ inline std::string emit_torchtune_config(const model_spec& model, const training
     // custom_sharded_layers (units of their own), then the root; null is the recipe's default.
     y += "custom_sharded_layers: " + detail::custom_sharded_layers_yaml(run.custom_sharded) + "\n";
     y += "fsdp_reshard_after_forward: True\n";
-    y += "fsdp_cpu_offload: False\n";
+    y += "fsdp_cpu_offload: " + yes_no(run.offload_parameters) + "\n";
     // lora_finetune_distributed has no tensor parallelism (no tensor_parallel_dim read).
     if (run.target == training_target::full) y += "tensor_parallel_dim: 1\n";
   }

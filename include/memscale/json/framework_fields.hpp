@@ -284,6 +284,18 @@ inline void refuse_unmodelled_fsdp2_fields(const json& t, const training_spec& r
                 "recipes only");
 }
 
+// train.offload of a torchtitan or torchtune record (one rank's FSDP2 step, not a multi-GPU layout):
+// torchtune's fsdp_cpu_offload is CPUOffloadPolicy, which moves parameters, gradients and optimizer
+// state together (training/_distributed.py shard_model @ v0.6.1): "optimizer+params" or "none".
+inline void read_fsdp2_offload(const json& t, training_spec& run) {
+  if (run.framework != framework_kind::torchtune && run.framework != framework_kind::torchtitan) return;
+  const std::string offload = get_string(t, "offload", "train", "none", error_code::invalid_run);
+  if (offload == "optimizer+params") run.offload_optimizer = run.offload_parameters = true;
+  else if (offload != "none")
+    bad_field(error_code::unsupported, "train.offload", t.at("offload"),
+              "must be none or optimizer+params (fsdp_cpu_offload: CPUOffloadPolicy) for an FSDP2 framework record");
+}
+
 // train.logits_upcast states what the loss upcast; it must be what memscale builds for the
 // framework and loss: per chunk (torchtune's chunked loss), the whole logits (output(h).float(),
 // HF >= 4.48, heads with logits.float()), or none.

@@ -270,6 +270,7 @@ inline training_spec run_from_record(const json& record) {
   detail::read_torchtitan_fields(t, run);
   run.tensor_parallel = tp;
   detail::refuse_unmodelled_fsdp2_fields(t, run);
+  detail::read_fsdp2_offload(t, run);
   run.custom_sharded = detail::read_custom_sharded_layers(t, "custom_sharded_layers", path);
   run.ssm_kernels = parse_ssm_kernels(get_string(t, "ssm_path", path, "default", bad), path + ".ssm_path");
   run.output_cast = parse_output_cast(get_string(t, "output_cast", path, "", bad), path + ".output_cast");
