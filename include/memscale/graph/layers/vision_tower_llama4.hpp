@@ -145,9 +145,9 @@ constexpr tower_bytes llama4_tower_bytes(const model_spec& model, const training
   // Alive before the tower runs: the text embeddings.
   const bytes before = storage(a, mul(text_tokens, model.hidden));
 
-  // Llama4UnfoldConvolution: the unfold, the contiguous copy F.linear makes of its permuted view,
-  // the patch embeddings; then the class token's cat beside them, and the positional sum.
-  const bytes embed = storage(a, mul(2, unfolded)) + storage(a, mul(mul(n, patches), v.hidden));
+  // Llama4UnfoldConvolution: the unfold and the patch embeddings (matmul takes the permuted view
+  // as a strided batch, no copy); then the class token's cat beside them, and the positional sum.
+  const bytes embed = storage(a, unfolded) + storage(a, mul(mul(n, patches), v.hidden));
   const bytes embed_sum = ne + ne;
   // A CUDA run copies the rotary table (a plain attribute, not a buffer) to the device once per
   // forward: P1 x head_dim / 2 complex64.
