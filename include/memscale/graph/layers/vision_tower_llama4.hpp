@@ -46,11 +46,13 @@ constexpr std::uint64_t llama4_tokens_per_tile(const vision_tower_spec& v) {
 constexpr llama4_image_tiles llama4_tiles(const vision_tower_spec& v, const image_inputs& in) {
   llama4_image_tiles best{};
   if (in.height == 0 || in.width == 0 || v.image_size == 0) return best;
+  constexpr memscale::detail::quantity q{"image tile canvas"};
+  const auto mul = [&](std::uint64_t x, std::uint64_t y) { return memscale::detail::checked_mul(x, y, q); };
   // A canvas's scale as num / den (the limiting side).
   const auto scale = [&](std::uint64_t rows, std::uint64_t columns, std::uint64_t& num, std::uint64_t& den) {
-    const std::uint64_t h = rows * v.image_size;
-    const std::uint64_t w = columns * v.image_size;
-    if (h * in.width < w * in.height) {
+    const std::uint64_t h = mul(rows, v.image_size);
+    const std::uint64_t w = mul(columns, v.image_size);
+    if (mul(h, in.width) < mul(w, in.height)) {
       num = h;
       den = in.height;
     } else {
@@ -74,9 +76,9 @@ constexpr llama4_image_tiles llama4_tiles(const vision_tower_spec& v, const imag
         better = true;
       } else if (up != best_up) {
         better = up;  // any upscale beats every downscale
-      } else if (num * best_den != best_num * den) {
+      } else if (mul(num, best_den) != mul(best_num, den)) {
         // upscales: the smallest; downscales: the largest
-        better = up ? num * best_den < best_num * den : num * best_den > best_num * den;
+        better = up ? mul(num, best_den) < mul(best_num, den) : mul(num, best_den) > mul(best_num, den);
       } else {
         better = n < best.rows * best.columns;
       }
