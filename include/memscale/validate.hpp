@@ -270,8 +270,9 @@ constexpr void check_packing(const model_spec& m, const training_spec& t) {
 }
 
 // Images through a vision tower (training_spec::images): modelled for the Qwen2-VL, Qwen2.5-VL,
-// Qwen3-VL and Gemma 3 towers, frozen, on one GPU, with the sequence counting the image tokens
-// (graph/layers/vision_tower.hpp, vision_tower_qwen3.hpp, vision_tower_siglip.hpp).
+// Qwen3-VL, Gemma 3 and Llama 4 towers, frozen, on one GPU, with the sequence counting the image
+// tokens (graph/layers/vision_tower.hpp, vision_tower_qwen3.hpp, vision_tower_siglip.hpp,
+// vision_tower_llama4.hpp).
 constexpr void check_images(const model_spec& m, const training_spec& t) {
   const image_inputs& in = t.images;
   if (in.per_sample == 0) return;
@@ -286,21 +287,24 @@ constexpr void check_images(const model_spec& m, const training_spec& t) {
                   "embed_vision's soft tokens are not written); Gemma 3n is modelled text-only, its towers as weights",
                   in.per_sample);
   const bool gemma3 = m.vision.kind == vision_tower_kind::siglip_gemma3;
+  const bool llama4 = m.vision.kind == vision_tower_kind::llama4;
   detail::require(m.vision.kind != vision_tower_kind::none, error_code::unsupported, field,
-                  "images through this model's vision tower are not modelled (the qwen2_vl, qwen2_5_vl, qwen3_vl "
-                  "and gemma3 towers are; the llama4 tower is held as weights only, for text-only runs)",
+                  "images through this model's vision tower are not modelled (the qwen2_vl, qwen2_5_vl, qwen3_vl, "
+                  "gemma3 and llama4 towers are)",
                   in.per_sample);
   detail::require(in.height > 0 && in.width > 0, error_code::invalid_run,
                   "run.images.height x width (train.image, --image-size)",
                   "must be given (pixels) with images", in.height * in.width);
-  // Gemma3ImageProcessor resizes every image to image_size^2: smart_resize's bounds do not apply.
-  detail::require(!gemma3 || (in.min_pixels == 0 && in.max_pixels == 0), error_code::invalid_run,
+  // Gemma3ImageProcessor resizes every image to image_size^2 and Llama4ImageProcessorFast tiles it:
+  // smart_resize's bounds do not apply.
+  detail::require(!(gemma3 || llama4) || (in.min_pixels == 0 && in.max_pixels == 0), error_code::invalid_run,
                   "run.images.min_pixels (train.min_pixels, train.max_pixels)",
-                  "applies to Qwen-VL image processors only: Gemma 3 resizes every image to vision_config.image_size",
+                  "applies to Qwen-VL image processors only: Gemma 3 resizes every image to vision_config.image_size "
+                  "and Llama 4 cuts it into image_size tiles",
                   in.min_pixels);
   const std::uint64_t min_pixels = in.min_pixels != 0 ? in.min_pixels : m.vision.min_pixels;
   const std::uint64_t max_pixels = in.max_pixels != 0 ? in.max_pixels : m.vision.max_pixels;
-  detail::require(gemma3 || (min_pixels > 0 && min_pixels <= max_pixels), error_code::invalid_run,
+  detail::require(gemma3 || llama4 || (min_pixels > 0 && min_pixels <= max_pixels), error_code::invalid_run,
                   "run.images.min_pixels (train.min_pixels)", "must be > 0 and at most max_pixels", min_pixels);
   // A trained tower saves its blocks' activations for backward: not modelled.
   detail::require(in.tower_frozen || is_lora(t), error_code::unsupported,
@@ -318,6 +322,13 @@ constexpr void check_images(const model_spec& m, const training_spec& t) {
                   "run.lora_targets",
                   "name q, k or v, which PEFT's name matching also adapts in Gemma 3's SigLIP tower (SiglipAttention): "
                   "a trained tower's activations are not modelled (target o and the MLP projections)",
+                  t.lora_targets);
+  // Llama4VisionAttention's projections are q_proj, k_proj, v_proj and o_proj too; its MLPs are fc1
+  // and fc2, the patch embedding's linear and the projector's linear_1 (modeling_llama4.py@000c33fd).
+  detail::require(!llama4 || !is_lora(t) || (t.lora_targets & lora_attention) == 0, error_code::unsupported,
+                  "run.lora_targets",
+                  "name an attention projection, which PEFT's name matching also adapts in Llama 4's vision model "
+                  "(Llama4VisionAttention): a trained tower's activations are not modelled (target the MLP projections)",
                   t.lora_targets);
   detail::require(m.vision.kind != vision_tower_kind::qwen2_5_vl || !is_lora(t) || (t.lora_targets & lora_mlp) == 0,
                   error_code::unsupported, "run.lora_targets",

@@ -14,6 +14,7 @@ enum class vision_tower_kind : std::uint8_t {
   qwen2_vl,    // Qwen2VisionTransformerPretrainedModel (modeling_qwen2_vl.py @ 00b676f8)
   qwen3_vl,    // Qwen3VLVisionModel (modeling_qwen3_vl.py @ 00709b86)
   siglip_gemma3,  // Gemma 3's SiglipVisionModel and Gemma3MultiModalProjector (modeling_gemma3.py @ 0018aa64)
+  llama4,         // Llama4VisionModel and Llama4MultiModalProjector (modeling_llama4.py @ 000c33fd)
 };
 
 // The vision configs' fields (configuration_qwen2_5_vl.py, configuration_qwen2_vl.py @ 00b676f8;
@@ -43,6 +44,12 @@ struct vision_tower_spec {
   // tokens_per_image tokens (mm_tokens_per_image).
   std::uint64_t image_size = 0;
   std::uint64_t tokens_per_image = 0;
+  // Llama 4: images cut into tiles of image_size^2 pixels on a canvas of at most max_tiles
+  // (Llama4ImageProcessorFast.max_patches); merge is 1 / pixel_shuffle_ratio; the pixel-shuffle
+  // adapter's fc1 output (projector_input_dim) and fc2 output (projector_output_dim).
+  std::uint64_t max_tiles = 0;
+  std::uint64_t adapter_hidden = 0;
+  std::uint64_t adapter_out = 0;
 };
 
 // The images of one training sample, all of one size. The image processor resizes each to a

@@ -1,7 +1,8 @@
 // memscale/json/hf/llama4.hpp: Llama 4 (transformers models/llama4/modeling_llama4.py@000c33fd,
 // configuration_llama4.py@008e5743): llama4_text (Llama4ForCausalLM) and the multimodal llama4
-// (Llama4ForConditionalGeneration) in a text-only run, its text_config the decoder and its vision
-// tower and projector loaded beside it and never run (counted as weights, as gemma3 and qwen2_5_vl).
+// (Llama4ForConditionalGeneration), its text_config the decoder and its vision tower and projector
+// loaded beside it: weights in a text-only run, run frozen on a step's images
+// (graph/layers/vision_tower_llama4.hpp).
 // Layers differ by position: MoE layers every interleave_moe_layer_step-th (dense ones of
 // intermediate_size_mlp), NoPE layers every no_rope_layer_interval-th (full attention, no
 // qk-norm, query temperature); the graph's block holds one period of them
@@ -138,10 +139,39 @@ inline std::uint64_t llama4_vision_parameters(const config& v, std::uint64_t tex
   return add(n, mul(v.count("vision_output_dim", 7680), text_hidden));  // multi_modal_projector.linear_1
 }
 
+// The tower's shape as image inputs run it (vision_tower.hpp), checked where images run it
+// (vision_tower_llama4.hpp): a text-only run never reads it. merge is 1 / pixel_shuffle_ratio, 0
+// when that is not a whole number; adapter_out is 0 when vision_output_dim, which the projector
+// reads, is not the adapter's projector_output_dim.
+inline vision_tower_spec llama4_vision(const config& v) {
+  const double ratio = v.number("pixel_shuffle_ratio", 0.5);
+  const std::uint64_t merge = ratio > 0 && ratio <= 1 ? static_cast<std::uint64_t>(1.0 / ratio + 0.5) : 0;
+  const std::uint64_t adapter_out = v.count("projector_output_dim", 4096);
+  return {.kind = vision_tower_kind::llama4,
+          .depth = v.count("num_hidden_layers", 34),
+          .hidden = v.count("hidden_size", 768),
+          .intermediate = v.count("intermediate_size", 5632),
+          .heads = v.count("num_attention_heads", 16),
+          .in_channels = v.count("num_channels", 3),
+          .patch = v.count("patch_size", 14),
+          .merge = static_cast<double>(merge) * ratio == 1.0 ? merge : 0,
+          .image_size = v.count("image_size", 448),
+          .max_tiles = 16,  // Llama4ImageProcessorFast.max_patches (image_processing_llama4_fast.py@0331fb36)
+          .adapter_hidden = v.count("projector_input_dim", 4096),
+          .adapter_out = v.count("vision_output_dim", 7680) == adapter_out ? adapter_out : 0};
+}
+
 inline model_spec llama4(const config& c) {
   model_spec m = llama4_text(c.nested_or_defaults("text_config"));  // Llama4Config: None is Llama4TextConfig()
-  m.idle_tower_parameters = llama4_vision_parameters(c.nested_or_defaults("vision_config"), m.hidden);
+  const config vision = c.nested_or_defaults("vision_config");
+  m.idle_tower_parameters = llama4_vision_parameters(vision, m.hidden);
+  m.vision = llama4_vision(vision);
+  m.vision.out_hidden = m.hidden;
   m.tied_embeddings = c.flag("tie_word_embeddings", false);  // Llama4Config(tie_word_embeddings=False)
+  // Llama4ForConditionalGeneration.forward computes its own loss: a contiguous copy of the
+  // shifted logits for nn.CrossEntropyLoss, not upcast (Llama4ForCausalLM's logits are not).
+  m.upcast_logits = false;
+  m.shift_labels = false;
   return m;
 }
 
