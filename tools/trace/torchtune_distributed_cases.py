@@ -39,6 +39,11 @@ NF4 weight, which nf4_new_zeros splits into 1/N of each inner tensor; FSDP2 all-
 (quantized_scalers, quantization_factor, quantized_data) in one flat uint8 buffer with the unit's bf16
 parameters (mixed dtypes: foreach_all_gather views every input as uint8, _fsdp_collectives.py @ v2.6.0),
 copies each out into an output of its own dtype and fsdp_post_all_gather wraps them without a copy.
+optimizer_in_bwd (records "-optim-in-bwd", full_finetune_distributed only: it refuses gradient accumulation and
+clip_grad_norm): one AdamW per sharded parameter whose post-accumulate-grad hook steps and zeroes it
+(training/memory.py register_optim_in_bwd_hooks @ v0.6.1); FSDP2 calls that hook itself once foreach_reduce has
+set the shard's gradient (_fsdp_collectives.py @ v2.6.0), so the emulated reduce does too, and the loss is
+normalised by world_size / num_tokens before backward instead of scaling the gradients after it.
 Harness: tracer.py (peak live CPU tensor bytes of step 2). Run from the repository root:
     /usr/bin/python3 tools/trace/torchtune_distributed_cases.py --out /tmp/torchtune_distributed.json
 """
