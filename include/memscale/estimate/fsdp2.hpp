@@ -174,8 +174,11 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   if (u.output_unit.value != 0) {
     const bytes head_kept = saved_p + all_blocks + section_saved_bytes(g, head, run, false);
     consider_holding({true, after_blocks + u.output_unit * 2U, kept_output_shard, head_kept}, output_shard);
+    // Its reduce-scatter's two moments, as a block's (below).
+    consider_holding({true, after_blocks + u.output_unit, u.output_grads * 2U + kept_output_shard, head_kept},
+                     output_shard);
     consider_holding(
-        {true, after_blocks + u.output_unit, u.output_grads * 2U + output_shard + kept_output_shard, head_kept},
+        {true, after_blocks + u.output_unit, u.output_grads + output_shard + kept_output_shard, head_kept},
         output_shard);
     // optimizer_in_bwd: the hook steps beside the reduce-scatter input and output (post_backward
     // resharded the unit before foreach_reduce, _fsdp_param_group.py @ v2.6.0).
@@ -225,18 +228,24 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
                     pp.peak - pp.grads_at_peak},
                    blocks_stored);
   consider_holding({true, u.root + u.embedding_unit,
-                    u.embedding_grads + u.root_grads + u.root_grads_fp32 + root_shard + blocks_stored, {}},
+                    u.embedding_grads + u.root_grads + u.root_grads_fp32 + blocks_stored, {}},
                    blocks_stored);
+  consider_holding(
+      {true, u.root + u.embedding_unit, u.embedding_grads + u.root_grads_fp32 + root_shard + blocks_stored, {}},
+      blocks_stored);
   if (u.stepped_in_backward)
     consider({true, u.embedding_unit, u.embedding_grads + u.root_grads_fp32 + root_shard, {}, u.hook_step});
   // An embedding unit of its own has no post-backward hook (its input, the tokens, needs no
   // gradient), so the final callback reduces it after the root, in named_modules() order
   // (_root_post_backward_final_callback, _fsdp_state.py @ v2.6.0).
   if (u.embedding_unit.value != 0) {
-    consider_holding({true, u.embedding_unit,
-                      u.embedding_grads * 2U + ceil_div(u.embedding_grads, n) + kept(root_shard) + blocks_stored, {}},
+    consider_holding({true, u.embedding_unit, u.embedding_grads * 2U + kept(root_shard) + blocks_stored, {}},
                      blocks_stored + root_shard);
-    if (u.stepped_in_backward) consider({true, {}, u.embedding_grads + ceil_div(u.embedding_grads, n), {}, u.hook_step});
+    const bytes embedding_shard = ceil_div(u.embedding_grads, n);
+    consider_holding(
+        {true, u.embedding_unit, u.embedding_grads + embedding_shard + kept(root_shard) + blocks_stored, {}},
+        blocks_stored + root_shard);
+    if (u.stepped_in_backward) consider({true, {}, u.embedding_grads + embedding_shard, {}, u.hook_step});
   }
   return best;
 }
