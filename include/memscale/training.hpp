@@ -429,7 +429,8 @@ constexpr const training_spec& validate(const training_spec& t) {
     detail::fail(error_code::unsupported, "run.output_cast",
                  "fp32 is Lightning Fabric's cast; torchtune's loop has none (its loss upcasts the logits itself)");
   // The recipes refuse accumulation and clipping with it (recipes/full_finetune_single_device.py
-  // __init__, lines 146-157 @ v0.6.1): a gradient is gone once its parameter stepped.
+  // __init__, lines 146-157, full_finetune_distributed.py lines 185-196 @ v0.6.1): a gradient is gone
+  // once its parameter stepped.
   require(!t.optimizer_in_backward || t.grad_accum == 1, error_code::unsupported, "run.grad_accum",
           "must be 1 with run.optimizer_in_backward (each gradient is freed once its parameter stepped)", t.grad_accum);
   if (!framework_version_modelled(t.framework, t.framework_version))
@@ -505,9 +506,6 @@ constexpr const training_spec& validate(const training_spec& t) {
     if (is_lora(t) && t.optimizer_in_backward)
       detail::fail(error_code::unsupported, "run.optimizer_in_backward",
                    "lora_finetune_distributed has no optimizer_in_bwd key; only full_finetune_distributed reads it");
-    if (t.optimizer_in_backward)
-      detail::fail(error_code::unsupported, "run.optimizer_in_backward",
-                   "optimizer_in_bwd under full_finetune_distributed (hooks on the sharded gradients) is not modelled");
     // enable_activation_offloading is read by both distributed recipes (OffloadActivations around
     // the model, as on one device: recipes/*_finetune_distributed.py @ v0.6.1); its stash on the
     // offload stream is a CUDA one (offload_stashed_blocks).
@@ -570,9 +568,12 @@ constexpr const training_spec& validate(const training_spec& t) {
                     "or an engine's fp32 master",
                     t.shard);
   }
-  if (t.optimizer_in_backward && (t.shard != sharding::none || t.offload_optimizer))
+  // full_finetune_distributed's optimizer_in_bwd steps each shard in FSDP2's reduce (estimate/fsdp2.hpp).
+  const bool torchtune_fsdp2 = t.framework == framework_kind::torchtune && runs_fsdp2(t);
+  if (t.optimizer_in_backward && ((t.shard != sharding::none && !torchtune_fsdp2) || t.offload_optimizer))
     detail::fail(error_code::unsupported, "run.optimizer_in_backward",
-                 "is modelled on one device only (no sharding, no optimizer offload)");
+                 "is modelled on one device and under torchtune's full_finetune_distributed (no other sharding, no "
+                 "optimizer offload)");
   return t;
 }
 

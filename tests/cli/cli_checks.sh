@@ -353,6 +353,27 @@ else
   fail "--framework torchtune --qlora 8 --gpus 2 --json: one rank's FSDP2 QLoRA step" "exit $rc" \
     "stderr: $(head -c 300 "$work/err")" "python: $(tail -n 1 "$work/py")"
 fi
+# full_finetune_distributed's optimizer_in_bwd: each shard steps in its unit's reduce-scatter, so short
+# rows on 2 ranks no longer peak in a step beside every gradient shard.
+run --model llama-3-8b --batch 1 --seq 256 --framework torchtune --gpus 2 --checkpointing full --gpu h200 --json
+cp "$work/out" "$work/plain.json"
+run --model llama-3-8b --batch 1 --seq 256 --framework torchtune --gpus 2 --checkpointing full --gpu h200 --json \
+  --optimizer-in-backward
+if [[ $rc -eq 0 ]] && python3 - "$work/plain.json" "$work/out" 2>"$work/py" <<'EOF2'
+import json, sys
+plain, in_bwd = (json.load(open(p)) for p in sys.argv[1:])
+assert in_bwd["run"]["optimizer_in_backward"] is True, in_bwd["run"]
+assert plain["peak"]["phase"] == "optimizer_step", plain["peak"]
+assert in_bwd["peak"]["phase"] == "backward", in_bwd["peak"]
+assert in_bwd["breakdown"]["optimizer"] == plain["breakdown"]["optimizer"], in_bwd["breakdown"]
+assert in_bwd["peak"]["tensor"] < plain["peak"]["tensor"] - plain["breakdown"]["gradients"], in_bwd["peak"]
+EOF2
+then
+  pass "--framework torchtune --gpus 2 --optimizer-in-backward --json: the shards step in backward, no step peak"
+else
+  fail "--framework torchtune --gpus 2 --optimizer-in-backward --json" "exit $rc" \
+    "stderr: $(head -c 300 "$work/err")" "python: $(tail -n 1 "$work/py")"
+fi
 run --model llama-3-8b --batch 2 --seq 4096 --framework torchtune --gpus 8 --checkpointing full \
   --custom-sharded-layers tok_embeddings,output --emit torchtune
 if [[ $rc -eq 0 ]] && grep -q "^custom_sharded_layers: \['tok_embeddings', 'output'\]$" "$work/out"; then

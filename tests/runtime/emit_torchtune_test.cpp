@@ -128,6 +128,11 @@ TEST_CASE("A torchtune full fine-tune over several GPUs writes full_finetune_dis
   CHECK(keys.at("dtype") == "bf16");
   // Without the key planned, the embeddings and the output stay in the root unit (the recipe's default).
   CHECK(keys.at("custom_sharded_layers") == "null");
+  CHECK(keys.at("optimizer_in_bwd") == "False");
+  // full_finetune_distributed reads optimizer_in_bwd too (one optimizer per sharded parameter).
+  training_spec in_bwd = run;
+  in_bwd.optimizer_in_backward = true;
+  CHECK(keys_of(json_io::emit_torchtune_config(presets::llama_3_8b, in_bwd)).at("optimizer_in_bwd") == "True");
   // Planned as the stock configs have it, the list is written as they spell it.
   training_spec units = run;
   units.custom_sharded = {.tok_embeddings = true, .output = true};

@@ -314,6 +314,9 @@ class Unit:
         self.n, self.reshard_after_forward = n_ranks, reshard_after_forward
         self.accumulate_in_place = accumulate_in_place
         self.reduce_dtype = reduce_dtype
+        # Called with each shard once its gradient is set (foreach_reduce runs the sharded parameter's
+        # post-accumulate-grad hooks there, _fsdp_collectives.py @ v2.6.0): torchtune's optimizer_in_bwd.
+        self.post_accumulate_grad_hook = None
         self.entries, self.shards = [], []
         for mod in module.modules():
             for name, p in list(mod._parameters.items()):
@@ -374,6 +377,8 @@ class Unit:
             off = 0
             for _, sh in pairs:
                 self.store_grad(sh, rs_out[off: off + sh.numel()])
+                if self.post_accumulate_grad_hook is not None:
+                    self.post_accumulate_grad_hook(sh)
                 off += sh.numel()
         self.reshard()
 

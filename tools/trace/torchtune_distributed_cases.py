@@ -50,6 +50,11 @@ the device first (FSDPParam.all_gather_inputs, _fsdp_param.py @ v2.6.0: the conc
 reduce-scatter output is copied to its host gradient and freed (foreach_reduce, _fsdp_collectives.py @ v2.6.0),
 added into it from the second micro-batch on. The optimizer step runs on the host; its per-parameter
 temporaries are still counted here (small beside the backward's peak).
+optimizer_in_bwd (records "-optim-in-bwd", full_finetune_distributed only: it refuses gradient accumulation and
+clip_grad_norm): one AdamW per sharded parameter whose post-accumulate-grad hook steps and zeroes it
+(training/memory.py register_optim_in_bwd_hooks @ v0.6.1); FSDP2 calls that hook itself once foreach_reduce has
+set the shard's gradient (_fsdp_collectives.py @ v2.6.0), so the emulated reduce does too, and the loss is
+normalised by world_size / num_tokens before backward instead of scaling the gradients after it.
 Harness: tracer.py (peak live CPU tensor bytes of step 2). Run from the repository root:
     /usr/bin/python3 tools/trace/torchtune_distributed_cases.py --out /tmp/torchtune_distributed.json
 """
@@ -236,6 +241,7 @@ def run_case(c):
     accum = c.get("accum", 1)
     act_offload = c.get("offload", False)
     host = c.get("cpu_offload", False)
+    optim_in_bwd = c.get("optim_in_bwd", False)
     # The LoRA configs' adapters (llama3/8B_lora.yaml @ v0.6.1 style: q, v, output_proj and the MLP).
     cfg = dict(rank=8 if lora else 0, targets=("q_proj", "v_proj", "output_proj") if lora else (), alpha=16 if lora else 0,
                lora_mlp=lora, ac=c["ac"], seq=S)
@@ -256,10 +262,24 @@ def run_case(c):
         shards = model.shards()
         trainable = [s for s in shards if s.requires_grad]
         adapters["numel"] = sum(u.numel() for unit in model.all_units() for u in unit.entries if u.requires_grad)
-        opt = torch.optim.AdamW(trainable, lr=2e-5)
-        if host:
-            host_adamw_state(opt)
-        return dict(model=model, optimizers=[opt], trainable=trainable, param_tensors=shards,
+        if optim_in_bwd:
+            # _setup_optimizer(optimizer_in_bwd=True): one AdamW per parameter, stepped and zeroed by
+            # register_optim_in_bwd_hooks' post-accumulate-grad hook on the sharded parameter
+            # (training/memory.py @ v0.6.1), which FSDP2 calls once that shard's gradient is set.
+            opts = {s: torch.optim.AdamW([s], lr=2e-5) for s in trainable}
+
+            def optim_step(s):
+                opts[s].step()
+                opts[s].zero_grad(set_to_none=True)  # torch 2.x's default; torch 1.13's is False
+
+            for unit in model.all_units():
+                unit.post_accumulate_grad_hook = optim_step
+            optimizers = list(opts.values())
+        else:
+            optimizers = [torch.optim.AdamW(trainable, lr=2e-5)]
+            if host:
+                host_adamw_state(optimizers[0])
+        return dict(model=model, optimizers=optimizers, trainable=trainable, param_tensors=shards,
                     param_count=sum(u.numel() for unit in model.all_units() for u in unit.entries) + nf4_numel,
                     loss_fn=TT.CEWithChunkedOutputLoss(8),
                     make_inputs=lambda: (torch.randint(0, m["vocab"], (B, S)), torch.randint(0, m["vocab"], (B, S))))
@@ -280,6 +300,9 @@ def run_case(c):
             shifted = torch.hstack((labels[..., 1:], torch.full((labels.shape[0], 1), TT.IGNORE, dtype=labels.dtype)))
             loss = ctx["loss_fn"](logits, shifted)
             del logits
+            if optim_in_bwd:
+                # The recipe normalises before backward instead of scaling the gradients after it.
+                return loss * (n / num_tokens)
             return loss * num_tokens
 
         def backward_one(loss):
@@ -302,13 +325,15 @@ def run_case(c):
             if k == 2:
                 ctx["grads_step2"] = tracer.tensor_bytes([p.grad for p in ctx["trainable"]])
 
-        return tracer.train_step(tr, k, forward, TT.RecipeOptimizer(ctx, False, lambda: num_tokens), grads_of_step2,
+        return tracer.train_step(tr, k, forward, TT.RecipeOptimizer(ctx, optim_in_bwd, lambda: num_tokens), grads_of_step2,
                                  backward)
 
     r = T.run_two_steps(build, step)
     train = dict(batch=B, seq=S, precision="pure_bf16", optimizer="adamw", optimizer_impl="for_loop",
                  checkpointing="full" if c["ac"] else "none", attention="eager", grad_accum=accum, zero_stage=3, fsdp="full_shard", dp=n, tp=1, loss_impl="chunked", loss_chunks=8,
                  logits_upcast="per_chunk", param_dtype="bf16", reduce_dtype="bf16", reshard_after_forward="all")
+    if optim_in_bwd:
+        train.update(optimizer_in_backward=True)
     if custom:
         train.update(custom_sharded_layers=["tok_embeddings", "output"])
     if act_offload:
@@ -379,6 +404,22 @@ def cases():
                               seq=256, geometry=geo, offload=offload, cpu_offload=cpu_offload))
         L.append(dict(id=f"cpu-torchtune-{kind}-fsdp2r2-ga2-cpuoffload", lora=lora, ac=False, ranks=2, batch=2,
                       seq=256, geometry=geo, cpu_offload=True, accum=2))
+    # optimizer_in_bwd (full_finetune_distributed only; it refuses gradient accumulation and clipping):
+    # each shard steps as its unit's reduce-scatter sets its gradient, which is then freed.
+    for custom in (False, True):
+        for ac in (False, True):
+            for ranks in (2, 4):
+                L.append(dict(id=f"cpu-torchtune-full-distributed-llama-b2-s256-fsdp2r{ranks}" +
+                              ("-units" if custom else "") + ("-ac" if ac else "") + "-optim-in-bwd", ac=ac,
+                              ranks=ranks, batch=2, seq=256, geometry=geo, custom=custom, optim_in_bwd=True))
+    # More parameters than activations, in the blocks rather than the root: the stored gradient shards
+    # of the blocks above held the peak, which optimizer_in_bwd frees.
+    wide = dict(layers=8, hidden=512, heads=8, kv_heads=4, ffn=1376, vocab=512)
+    for ranks in (2, 4):
+        for oib in (False, True):
+            L.append(dict(id=f"cpu-torchtune-full-distributed-llama-deep-b1-s16-fsdp2r{ranks}" +
+                          ("-optim-in-bwd" if oib else ""), ac=False, ranks=ranks, batch=1, seq=16, geometry=wide,
+                          optim_in_bwd=oib))
     return L
 
 

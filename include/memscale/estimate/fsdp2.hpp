@@ -41,6 +41,12 @@ struct fsdp2_units {
   // output-plus-unsharded pair; each reduce-scatter output is copied to the host and freed
   // (foreach_reduce, same file), so the device keeps no sharded gradient between units.
   bool host_shards = false;
+  // torchtune's optimizer_in_bwd: each shard steps in its unit's reduce, as foreach_reduce sets its
+  // gradient and runs its post-accumulate-grad hooks (_fsdp_collectives.py @ v2.6.0); the hook's
+  // zero_grad then drops it (training/memory.py register_optim_in_bwd_hooks @ v0.6.1), so no unit
+  // keeps a sharded gradient. `hook_step`: one shard's step temporaries (one optimizer per parameter).
+  bool stepped_in_backward = false;
+  bytes hook_step{};
 };
 
 // Where a moment is and what it holds besides the shards, the state and the inputs.
@@ -49,8 +55,9 @@ struct fsdp2_moment {
   bytes gathered{};     // unsharded parameters and all-gather outputs
   bytes grads{};        // unsharded bf16 gradients, reduce-scatter buffers, sharded fp32 gradients
   bytes activations{};  // saved tensors and the running op's tensors
+  bytes step{};         // an optimizer step's temporaries inside backward (optimizer_in_bwd)
 
-  [[nodiscard]] constexpr bytes ranked() const { return gathered + grads + activations; }
+  [[nodiscard]] constexpr bytes ranked() const { return gathered + grads + activations + step; }
 };
 
 // Whether block `i` (0-based) runs under checkpoint_wrapper: every block with mode full, every
@@ -104,8 +111,9 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   const std::uint64_t block_units = L + (g.first_layer_apart ? 1 : 0);
   const std::uint64_t n = u.ranks;
   const bytes block_shard_grads = ceil_div(u.block_grads_fp32, n);
-  // The sharded gradients a moment keeps from earlier units (none on the device under CPUOffloadPolicy).
-  const bytes kept_block_shard = u.host_shards ? bytes{} : block_shard_grads;
+  // What a unit keeps on the device of its reduce-scatter output once its reduce returned.
+  const auto kept = [&](bytes shard) { return u.stepped_in_backward || u.host_shards ? bytes{} : shard; };
+  const bytes kept_block_shard = kept(block_shard_grads);
   const bytes full_saved = section_saved_bytes(g, block_of(g), run, false);
   const bytes ckpt_saved = section_saved_bytes(g, block_of(g), run, true);
   const bytes policy_saved = run.sac == selective_ac::op_save_list ? op_save_list_bytes(g) : full_saved;
@@ -131,10 +139,11 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   // (foreach_reduce: `sharded_param.grad._local_tensor += new_sharded_grad`, _fsdp_collectives.py
   // @ v2.6.0): each moment of a later micro-batch also holds every unit's sharded gradient, less
   // those it already counts (`stored`); a reduce-scatter's own 1/N output is then a temporary.
-  const bytes output_shard = u.host_shards ? bytes{} : ceil_div(u.output_grads, n);
-  const bytes root_shard = u.host_shards ? bytes{} : ceil_div(u.root_grads_fp32, n);
+  const bytes output_shard = ceil_div(u.output_grads, n);
+  const bytes kept_output_shard = kept(output_shard);
+  const bytes root_shard = ceil_div(u.root_grads_fp32, n);
   const bytes all_shards =
-      kept_block_shard * block_units + root_shard + output_shard + (u.host_shards ? bytes{} : ceil_div(u.embedding_grads, n));
+      kept_block_shard * block_units + kept(root_shard) + kept_output_shard + kept(ceil_div(u.embedding_grads, n));
   const bool accumulating = run.grad_accum > 1;
   const auto consider_holding = [&](fsdp2_moment m, bytes stored) {
     if (m.ranked() > best.ranked()) best = m;
@@ -175,10 +184,17 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   // that chunk's gradient into its shard right after it (post_backward, _fsdp_param_group.py @ v2.6.0).
   if (u.output_unit.value != 0) {
     const bytes head_kept = saved_p + all_blocks + section_saved_bytes(g, head, run, false);
-    const bytes output_rs_out = ceil_div(u.output_grads, n);
-    consider_holding({true, after_blocks + u.output_unit * 2U, output_shard, head_kept}, output_shard);
-    consider_holding({true, after_blocks + u.output_unit, u.output_grads * 2U + output_shard + output_rs_out, head_kept},
+    consider_holding({true, after_blocks + u.output_unit * 2U, kept_output_shard, head_kept}, output_shard);
+    // Its reduce-scatter's two moments, as a block's (below).
+    consider_holding({true, after_blocks + u.output_unit, u.output_grads * 2U + kept_output_shard, head_kept},
                      output_shard);
+    consider_holding(
+        {true, after_blocks + u.output_unit, u.output_grads + output_shard + kept_output_shard, head_kept},
+        output_shard);
+    // optimizer_in_bwd: the hook steps beside the reduce-scatter input and output (post_backward
+    // resharded the unit before foreach_reduce, _fsdp_param_group.py @ v2.6.0).
+    if (u.stepped_in_backward)
+      consider({true, after_blocks, u.output_grads + output_shard, head_kept, u.hook_step});
   }
 
   // A block's backward: the root and this block gathered, the head's bf16 gradients waiting
@@ -191,19 +207,28 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
     const bytes above = kept_block_shard * (L - 1 - i);
     const bytes below = saved_p + saved_below(i);
     const bool recomputed = fsdp2_block_checkpointed(run, i) || run.sac == selective_ac::op_save_list;
-    const bytes stored = above + output_shard;  // head_grads holds an output unit's shard
+    const bytes stored = above + kept_output_shard;  // head_grads holds an output unit's shard
     consider_holding({true, u.root + u.block, u.head_grads + above + bp.grads_at_peak, below + local}, stored);
     if (recomputed) consider_holding({true, u.root + u.block, u.head_grads + above, below + rerun}, stored);
-    // Its reduce-scatter: the bf16 gradients, the fp32 input and the 1/N output.
-    consider_holding({true, u.root + u.block,
-                      u.head_grads + above + u.block_grads + u.block_grads_fp32 + block_shard_grads,
+    // Its reduce-scatter: the bf16 gradients copied into the input (foreach_reduce_scatter_copy_in),
+    // then, the gradients dropped (`unsharded_grads.clear()`), the input and the 1/N output
+    // (foreach_reduce, _fsdp_collectives.py @ v2.6.0).
+    consider_holding({true, u.root + u.block, u.head_grads + above + u.block_grads + u.block_grads_fp32,
                       below + g.stream_grad},
                      stored);
+    consider_holding({true, u.root + u.block, u.head_grads + above + u.block_grads_fp32 + block_shard_grads,
+                      below + g.stream_grad},
+                     stored);
+    // optimizer_in_bwd: each shard's hook steps beside the output (post_backward resharded the unit
+    // before foreach_reduce, _fsdp_param_group.py @ v2.6.0).
+    if (u.stepped_in_backward)
+      consider({true, u.root, u.head_grads + above + u.block_grads_fp32 + block_shard_grads, below + g.stream_grad,
+                u.hook_step});
   }
   // The embeddings' backward (an embedding unit of its own is all-gathered first), then the
   // root's reduce-scatter in the final callback.
   const auto pp = section_backward_peak(g, prologue_of(g), run, false, bytes{});
-  const bytes blocks_stored = kept_block_shard * block_units + output_shard;
+  const bytes blocks_stored = kept_block_shard * block_units + kept_output_shard;
   if (u.embedding_unit.value != 0)
     consider_holding(
         {true, u.root + u.embedding_unit * 2U, u.head_grads + kept_block_shard * block_units, saved_p + g.stream_grad},
@@ -214,19 +239,25 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
                     pp.peak - pp.grads_at_peak},
                    blocks_stored);
   consider_holding({true, u.root + u.embedding_unit,
-                    u.embedding_grads + u.root_grads + u.root_grads_fp32 + ceil_div(u.root_grads_fp32, n) +
-                        output_shard + kept_block_shard * block_units,
-                    {}},
+                    u.embedding_grads + u.root_grads + u.root_grads_fp32 + blocks_stored, {}},
                    blocks_stored);
+  consider_holding(
+      {true, u.root + u.embedding_unit, u.embedding_grads + u.root_grads_fp32 + root_shard + blocks_stored, {}},
+      blocks_stored);
+  if (u.stepped_in_backward)
+    consider({true, u.embedding_unit, u.embedding_grads + u.root_grads_fp32 + root_shard, {}, u.hook_step});
   // An embedding unit of its own has no post-backward hook (its input, the tokens, needs no
   // gradient), so the final callback reduces it after the root, in named_modules() order
   // (_root_post_backward_final_callback, _fsdp_state.py @ v2.6.0).
-  if (u.embedding_unit.value != 0)
-    consider_holding({true, u.embedding_unit,
-                      u.embedding_grads * 2U + ceil_div(u.embedding_grads, n) + root_shard + output_shard +
-                          kept_block_shard * block_units,
-                      {}},
+  if (u.embedding_unit.value != 0) {
+    consider_holding({true, u.embedding_unit, u.embedding_grads * 2U + kept(root_shard) + blocks_stored, {}},
                      blocks_stored + root_shard);
+    const bytes embedding_shard = ceil_div(u.embedding_grads, n);
+    consider_holding(
+        {true, u.embedding_unit, u.embedding_grads + embedding_shard + kept(root_shard) + blocks_stored, {}},
+        blocks_stored + root_shard);
+    if (u.stepped_in_backward) consider({true, {}, u.embedding_grads + embedding_shard, {}, u.hook_step});
+  }
   return best;
 }
 

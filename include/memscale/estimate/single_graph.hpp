@@ -315,7 +315,12 @@ constexpr step_peaks fsdp2_step_peaks(const graph& g, const training_spec& run, 
                     .root_grads_fp32 = t32.grads_p + t32.grads_e,
                     .ranks = n,
                     .last_block_kept = titan,
-                    .host_shards = run.offload_parameters};
+                    .host_shards = run.offload_parameters,
+                    .stepped_in_backward = run.optimizer_in_backward,
+                    // One AdamW per parameter: one shard's temporaries, foreach's included.
+                    .hook_step = run.optimizer_in_backward ? step_temporaries_of(ceil_div(t.largest_trainable, n),
+                                                                                 ceil_div(t.largest_trainable, n), run)
+                                                           : bytes{}};
   if (g.first_layer_apart) {
     // The first layer, written in the prologue, is a block unit (fully_shard per layer), not the root's.
     units.root -= t.params_b;
@@ -335,11 +340,16 @@ constexpr step_peaks fsdp2_step_peaks(const graph& g, const training_spec& run, 
   const bytes workspace = cuda && run.torch_version >= 200 ? run.blas_workspace : bytes{};
   const fsdp2_moment m = fsdp2_largest_moment(g, run, units);
   const phase at = m.backward ? phase::backward : phase::forward;
-  const phase_candidate best{at, {shards + m.gathered + g.buffers, m.grads, bytes{}, m.activations + g.inputs, workspace}};
+  const phase_candidate best{
+      at, {shards + m.gathered + g.buffers, m.grads, bytes{}, m.activations + g.inputs, workspace + m.step}};
   phase_candidate steady = best;
   steady.breakdown.optimizer = state;
+  // optimizer_in_bwd has no step after backward: its candidate is the end of the first backward,
+  // every shard's state made and every gradient dropped (as the single-device walk's).
+  const bool in_backward = run.optimizer_in_backward;
   const phase_candidate step{phase::optimizer_step,
-                             {shards + g.buffers, step_grads, state, g.inputs, workspace + step_temporaries}};
+                             {shards + g.buffers, in_backward ? bytes{} : step_grads, state, g.inputs,
+                              workspace + (in_backward ? units.hook_step : step_temporaries)}};
   const std::uint64_t large = cuda ? t.large_tensors : 0;
   bytes saved_blocks{};
   for (std::uint64_t i = 0; i < L; ++i)
