@@ -397,7 +397,9 @@ constexpr const training_spec& validate(const training_spec& t) {
           t.lora_rank);
   require(!is_lora(t) || t.lora_targets != 0, bad, "run.lora_targets", "must name at least one projection", 0);
   require(t.data_parallel > 0, bad, "run.data_parallel", "must be > 0", t.data_parallel);
-  require(t.shard == sharding::none || t.data_parallel > 1, bad, "run.shard", "needs run.data_parallel > 1", 1);
+  // torchtitan's CP ranks shard too (apply_fsdp's dp_shard_cp mesh, parallelize.py @ f7084fc7).
+  require(t.shard == sharding::none || t.data_parallel * t.context_parallel > 1, bad, "run.shard",
+          "needs run.data_parallel > 1 (or run.context_parallel > 1)", 1);
   require(t.loss != loss_impl::chunked || t.loss_chunk > 0, bad, "run.loss_chunk", "must be > 0", t.loss_chunk);
   // The cast output is modelled where lit-gpt's loop computes the loss from it: the LoRA scripts'
   // chunked loss, or full.py's whole-logits loss. A loss computed inside forward() never sees the

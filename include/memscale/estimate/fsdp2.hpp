@@ -89,7 +89,8 @@ constexpr bytes last_output_chunk(const graph& g, section head, const training_s
 // pre-forward and stays gathered through the loss and backward (FSDPState._lazy_init sets the
 // root group's post_forward_mesh_info = None, _fsdp_state.py, torch 2.4-2.6), reduce-scattering
 // its gradients only in the final callback. A block's bf16 gradients are copied into an fp32 reduce-scatter input of the
-// unit's full size whose 1/N output becomes the sharded fp32 gradient.
+// unit's full size whose 1/N output becomes the sharded fp32 gradient; the bf16 gradients are freed
+// before that output is allocated (foreach_reduce: unsharded_grads.clear() after the copy-in).
 constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec& run, const fsdp2_units& u) {
   const std::uint64_t L = g.block_repeats;
   // Block units with a gradient shard: the repeated blocks and a first layer written apart (its
@@ -179,11 +180,9 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
     const bytes stored = above + output_shard;  // head_grads holds an output unit's shard
     consider_holding({true, u.root + u.block, u.head_grads + above + bp.grads_at_peak, below + local}, stored);
     if (recomputed) consider_holding({true, u.root + u.block, u.head_grads + above, below + rerun}, stored);
-    // Its reduce-scatter: the bf16 gradients, the fp32 input and the 1/N output.
-    consider_holding({true, u.root + u.block,
-                      u.head_grads + above + u.block_grads + u.block_grads_fp32 + block_shard_grads,
-                      below + g.stream_grad},
-                     stored);
+    // Its reduce-scatter: the bf16 gradients copied into the fp32 input, then the 1/N output.
+    for (const bytes held : {u.block_grads + u.block_grads_fp32, u.block_grads_fp32 + block_shard_grads})
+      consider_holding({true, u.root + u.block, u.head_grads + above + held, below + g.stream_grad}, stored);
   }
   // The embeddings' backward (an embedding unit of its own is all-gathered first), then the
   // root's reduce-scatter in the final callback.
@@ -198,11 +197,10 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   consider_holding({true, prologue_units, u.head_grads + block_shard_grads * block_units + pp.grads_at_peak,
                     pp.peak - pp.grads_at_peak},
                    blocks_stored);
-  consider_holding({true, u.root + u.embedding_unit,
-                    u.embedding_grads + u.root_grads + u.root_grads_fp32 + ceil_div(u.root_grads_fp32, n) +
-                        output_shard + block_shard_grads * block_units,
-                    {}},
-                   blocks_stored);
+  for (const bytes held : {u.root_grads + u.root_grads_fp32, u.root_grads_fp32 + ceil_div(u.root_grads_fp32, n)})
+    consider_holding({true, u.root + u.embedding_unit,
+                      u.embedding_grads + held + output_shard + block_shard_grads * block_units, {}},
+                     blocks_stored);
   // An embedding unit of its own has no post-backward hook (its input, the tokens, needs no
   // gradient), so the final callback reduces it after the root, in named_modules() order
   // (_root_post_backward_final_callback, _fsdp_state.py @ v2.6.0).

@@ -184,7 +184,7 @@ inline training_spec run_from_record(const json& record) {
   reject_misspelt_keys(t,
                        {"batch", "seq", "image", "precision", "optimizer", "optimizer_impl", "checkpointing",
                         "attention", "grad_accum", "lora_rank", "lora_alpha", "lora_targets", "frozen", "quant",
-                        "zero_stage", "dp", "tp", "dropout", "trainable_params", "zero_grad", "target_seq",
+                        "zero_stage", "dp", "tp", "cp", "dropout", "trainable_params", "zero_grad", "target_seq",
                         "lora_variant", "lora_dropout", "trainable_dtype", "steps", "padding", "output_cast",
                         // the framework's loss and knobs (json/framework_fields.hpp)
                         "loss_impl", "loss_chunk", "loss_chunks", "logits_upcast", "optimizer_in_backward",
