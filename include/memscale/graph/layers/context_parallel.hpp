@@ -31,9 +31,12 @@ constexpr training_spec context_parallel_local(const training_spec& run) {
 // output, the step's kernel output and its fp32 copy, the sigmoid-weighted difference and the
 // new output: 4 fp32 output-sized tensors beside the step's kernel-dtype output, which stands
 // for the merged output the op counts);
-// backward: the keys and values all-gathered again with the local cat, the fp32 grad_query
-// accumulator, and the fp32 key/value gradients travelling the ring (_AllToAllRotater for dkv:
-// the last step's received pair, the cat sent and the permute's receive buffer).
+// backward: the keys and values all-gathered again with the local cat (bound until the next
+// step), the fp32 grad_query accumulator, and at each step's send the fp32 key/value gradients
+// travelling the ring: the _AllToAllRotater's previous receive buffer (held until exchange_buffers
+// replaces it), the pair _partial_update made, their cat, and the permute's new receive buffer;
+// and the previous step's kernel gradients (grad_query_, and the half-length grad_key_ and
+// grad_value_ of a step i >= 1), bound until the next kernel call returns.
 constexpr void add_ring_attention_buffers(op& core, const training_spec& run, std::uint64_t q_elements,
                                           std::uint64_t k_elements, dtype t) {
   const std::uint64_t cp = run.context_parallel;
@@ -42,7 +45,8 @@ constexpr void add_ring_attention_buffers(op& core, const training_spec& run, st
   const bytes gathered = storage(t, detail::checked_mul(cp, kv_local));
   const bytes output_fp32 = storage(dtype::fp32, q_elements);
   core.fwd_temp += gathered + output_fp32 * 4U;
-  core.bwd_temp += gathered + storage(t, kv_local) + output_fp32 + storage(dtype::fp32, kv_local) * 3U;
+  const bytes step_grads = storage(t, detail::checked_add(q_elements, k_elements));
+  core.bwd_temp += gathered + storage(t, kv_local) + output_fp32 + storage(dtype::fp32, kv_local) * 4U + step_grads;
 }
 
 }  // namespace memscale::graph_layers
