@@ -471,9 +471,10 @@ constexpr const training_spec& validate(const training_spec& t) {
     require(t.tensor_parallel == 1, error_code::unsupported, "run.context_parallel",
             "is modelled without tensor parallelism (run.tensor_parallel 1): CP x TP meshes are not modelled",
             t.context_parallel);
-    // context_parallel's load balancer splits the sequence into 2 x cp chunks, each rank taking
-    // chunks r and 2cp-1-r (_RoundRobinLoadBalancer / _context_parallel_buffers,
-    // torch/distributed/tensor/experimental/_attention.py @ v2.6.0).
+    // context_parallel's load balancing (enable_load_balance, on by default) splits the sequence
+    // into 2 x cp round-robin chunks, two per rank (_generate_round_robin_indices,
+    // _templated_ring_attention's ROUND_ROBIN_CYCLE = 2: torch/distributed/tensor/experimental/
+    // _attention.py read at pytorch @ 0123248a).
     require(t.seq_len % detail::checked_mul(2, t.context_parallel) == 0, error_code::invalid_run, "run.seq_len",
             "must be a multiple of 2 x run.context_parallel (the round-robin load balancer's chunks)", t.seq_len);
     // Ring attention replaces only the fused SDPA kernels (_sdpa_handler's call_maps: flash,
