@@ -170,6 +170,8 @@ void apply_torchtitan(const CLI::App& app, options& o) {
   }
   if (o.cluster.emit == emit_format::torchtitan && !titan)
     throw usage_error("--emit torchtitan needs --framework torchtitan (the job config of its FSDP2 run)");
+  if (!titan && app.count("--cp") > 0)
+    throw usage_error("--cp is torchtitan's context_parallel_degree: it needs --framework torchtitan");
   if (!titan) return;
   if (!o.inference.svg.empty() || !o.inference.svg_batch.empty())
     throw usage_error(std::string(o.inference.svg.empty() ? "--svg-batch" : "--svg") +
@@ -188,18 +190,24 @@ void apply_torchtitan(const CLI::App& app, options& o) {
   for (const char* name : {"--pp", "--sp", "--host-memory", "--global-batch", "--no-sync"})
     if (app.count(name) > 0)
       throw usage_error(std::string(name) + " does not apply to --framework torchtitan: it is modelled as FSDP2 over "
-                        "--gpus / --tp ranks with --tp tensor parallelism (its sequence parallelism included), without "
-                        "PP, CP or offload");
+                        "--gpus / --tp ranks with --tp tensor parallelism (its sequence parallelism included) or --cp "
+                        "context parallelism, without PP or offload");
   const std::uint64_t tp = app.count("--tp") > 0 ? o.cluster.tp : 1;
-  if (o.cluster.gpus % tp != 0 || o.cluster.gpus / tp < 2)
+  const std::uint64_t cp = o.cluster.cp;
+  if (cp > 1 && tp > 1) throw usage_error("--cp with --tp > 1 is not modelled for --framework torchtitan (CP x TP meshes)");
+  if (cp > 1 && o.cluster.gpus % cp != 0)
+    throw usage_error("--cp " + std::to_string(cp) + " with --framework torchtitan needs --gpus a multiple of it "
+                      "(data_parallel_shard_degree = --gpus / --cp)");
+  if (cp == 1 && (o.cluster.gpus % tp != 0 || o.cluster.gpus / tp < 2))
     throw usage_error("--tp " + std::to_string(tp) + " with --framework torchtitan needs --gpus a multiple of it with "
                       "at least two FSDP2 ranks left (data_parallel_shard_degree = --gpus / --tp > 1)");
   if (o.cluster.engine && *o.cluster.engine != memscale::strategy::fsdp_full)
     throw usage_error("--strategy " + std::string(memscale::to_string(*o.cluster.engine)) +
                       " does not apply to --framework torchtitan: its FSDP2 is fully_shard (fsdp-full)");
   o.run.shard = memscale::sharding::full;
-  o.run.data_parallel = o.cluster.gpus / tp;
+  o.run.data_parallel = o.cluster.gpus / tp / cp;
   o.run.tensor_parallel = tp;
+  o.run.context_parallel = cp;
   o.emit_torchtitan = o.cluster.emit == emit_format::torchtitan;
   o.cluster = cluster_options{};  // the report is one GPU's step of the whole run
 }

@@ -73,6 +73,7 @@ struct cluster_options {
   std::optional<memscale::strategy> engine;   // --strategy; absent: the cluster planner chooses
   std::uint64_t tp = 1;                       // --tp N
   std::uint64_t pp = 1;                       // --pp N
+  std::uint64_t cp = 1;                       // --cp N (torchtitan's context_parallel_degree)
   bool tp_given = false;                      // --tp / --pp given: the planner keeps them, not searches
   bool pp_given = false;
   bool sp = false;                            // --sp

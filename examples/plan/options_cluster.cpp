@@ -37,6 +37,8 @@ void add_cluster_options(CLI::App& app, options& o) {
               c.pp = parse_positive("--pp", v);
               c.pp_given = true;
             });
+  add_value(app, g, "--cp", "N", "context-parallel degree (--framework torchtitan: ring attention, allgather); default 1",
+            [&c](const std::string& v) { c.cp = parse_positive("--cp", v); });
   add_flag(app, g, "--sp", "sequence parallelism (with --tp > 1)", [&c] { c.sp = true; });
   add_flag(app, g, "--no-sync",
            "the loop accumulates under no_sync() (DDP, FSDP): FSDP keeps unsharded gradients between micro-steps",

@@ -159,6 +159,10 @@ struct training_spec {
   // torchtitan's tensor_parallel_degree: the TP group beside FSDP2's data_parallel ranks, with
   // sequence parallelism and loss_parallel as apply_tp composes them (graph/layers/sequence_parallel.hpp).
   std::uint64_t tensor_parallel = 1;
+  // torchtitan's context_parallel_degree: the CP group whose ranks each hold 2 of the sequence's
+  // 2 x cp round-robin chunks and run ring attention over the others' keys and values; FSDP2
+  // shards over data_parallel x context_parallel ranks (graph/layers/context_parallel.hpp).
+  std::uint64_t context_parallel = 1;
   sharding shard = sharding::none;
   // FSDP use_orig_params=True (Lightning's default from torch 2.0): a flat parameter with
   // any trainable tensor gets a gradient for all of it, frozen tensors included.
@@ -393,7 +397,9 @@ constexpr const training_spec& validate(const training_spec& t) {
           t.lora_rank);
   require(!is_lora(t) || t.lora_targets != 0, bad, "run.lora_targets", "must name at least one projection", 0);
   require(t.data_parallel > 0, bad, "run.data_parallel", "must be > 0", t.data_parallel);
-  require(t.shard == sharding::none || t.data_parallel > 1, bad, "run.shard", "needs run.data_parallel > 1", 1);
+  // torchtitan's CP ranks shard too (apply_fsdp's dp_shard_cp mesh, parallelize.py @ f7084fc7).
+  require(t.shard == sharding::none || t.data_parallel * t.context_parallel > 1, bad, "run.shard",
+          "needs run.data_parallel > 1 (or run.context_parallel > 1)", 1);
   require(t.loss != loss_impl::chunked || t.loss_chunk > 0, bad, "run.loss_chunk", "must be > 0", t.loss_chunk);
   // The cast output is modelled where lit-gpt's loop computes the loss from it: the LoRA scripts'
   // chunked loss, or full.py's whole-logits loss. A loss computed inside forward() never sees the
@@ -459,12 +465,34 @@ constexpr const training_spec& validate(const training_spec& t) {
   // SequenceParallel norms and Shard(1) layouts, models/llama3/infra/parallelize.py @ f7084fc7).
   require(t.seq_len % t.tensor_parallel == 0, error_code::invalid_run, "run.seq_len",
           "must be a multiple of run.tensor_parallel (sequence parallelism shards the sequence)", t.seq_len);
+  require(t.context_parallel > 0, bad, "run.context_parallel", "must be > 0", t.context_parallel);
+  if (t.context_parallel > 1) {
+    require(t.framework == framework_kind::torchtitan, error_code::unsupported, "run.context_parallel",
+            "is torchtitan's context_parallel_degree: needs run.framework torchtitan", t.context_parallel);
+    require(t.tensor_parallel == 1, error_code::unsupported, "run.context_parallel",
+            "is modelled without tensor parallelism (run.tensor_parallel 1): CP x TP meshes are not modelled",
+            t.context_parallel);
+    // context_parallel's load balancing (enable_load_balance, on by default) splits the sequence
+    // into 2 x cp round-robin chunks, two per rank (_generate_round_robin_indices,
+    // _templated_ring_attention's ROUND_ROBIN_CYCLE = 2: torch/distributed/tensor/experimental/
+    // _attention.py read at pytorch @ 0123248a).
+    require(t.seq_len % detail::checked_mul(2, t.context_parallel) == 0, error_code::invalid_run, "run.seq_len",
+            "must be a multiple of 2 x run.context_parallel (the round-robin load balancer's chunks)", t.seq_len);
+    // Ring attention replaces only the fused SDPA kernels (_sdpa_handler's call_maps: flash,
+    // memory-efficient, cuDNN); the math path has no ring version.
+    require(t.attention == attention_impl::flash || t.attention == attention_impl::sdpa, error_code::unsupported,
+            "run.attention", "must be flash or sdpa with run.context_parallel (ring attention takes the fused kernels)",
+            t.attention);
+  }
   if (t.framework == framework_kind::torchtitan) {
     // torchtitan applies bf16 compute through FSDP2's MixedPrecisionPolicy only (apply_fsdp,
-    // infra/parallelize.py @ f7084fc7): the modelled run is fully_shard over > 1 ranks.
-    require(t.shard == sharding::full && t.data_parallel > 1, error_code::unsupported, "run.data_parallel",
-            "torchtitan is modelled with FSDP2 (run.shard full) over data_parallel_shard_degree > 1 ranks: its bf16 "
-            "compute comes from FSDP2's MixedPrecisionPolicy", t.data_parallel);
+    // infra/parallelize.py @ f7084fc7): the modelled run is fully_shard over > 1 ranks of the
+    // dp_shard_cp mesh (data_parallel_shard_degree x context_parallel_degree, parallel_dims.py).
+    require(t.shard == sharding::full && t.data_parallel * t.context_parallel > 1, error_code::unsupported,
+            "run.data_parallel",
+            "torchtitan is modelled with FSDP2 (run.shard full) over data_parallel_shard_degree x "
+            "context_parallel_degree > 1 ranks: its bf16 compute comes from FSDP2's MixedPrecisionPolicy",
+            t.data_parallel);
     if (t.prec != precision::pure_bf16)
       detail::fail(error_code::unsupported, "run.prec",
                    "torchtitan is modelled with mixed_precision_param bfloat16 (pure_bf16: the unsharded compute "

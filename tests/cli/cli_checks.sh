@@ -291,6 +291,23 @@ else
   fail "--framework torchtitan --gpus 8 --tp 2" "exit $rc" "stdout: $(grep -A2 framework "$work/out" | head -c 600)" \
     "stderr: $(head -c 300 "$work/err")"
 fi
+run --model llama-3-8b --batch 1 --seq 8192 --framework torchtitan --gpus 8 --cp 2
+if [[ $rc -eq 0 ]] && grep -q "framework torchtitan 0.1.0 (FSDP2 over 4 x CP 2 ranks" "$work/out" &&
+  [[ -n "$first" && "$first" != "$(grep '^peak ' "$work/out")" ]]; then
+  pass "--framework torchtitan --gpus 8 --cp 2: FSDP2 over 4 x CP 2 ranks, a different per-GPU peak"
+else
+  fail "--framework torchtitan --gpus 8 --cp 2" "exit $rc" "stdout: $(grep -A2 framework "$work/out" | head -c 600)" \
+    "stderr: $(head -c 300 "$work/err")"
+fi
+run --model llama-3-8b --batch 1 --seq 8192 --framework torchtitan --gpus 8 --cp 2 --emit torchtitan
+if [[ $rc -eq 0 ]] && grep -q '^context_parallel_degree = 2$' "$work/out" && grep -q '^data_parallel_shard_degree = 4$' "$work/out"; then
+  pass "--framework torchtitan --gpus 8 --cp 2 --emit torchtitan: CP 2 over 4 FSDP2 ranks in the job TOML"
+else
+  fail "--framework torchtitan --gpus 8 --cp 2 --emit torchtitan" "exit $rc" "stdout: $(head -c 600 "$work/out")" \
+    "stderr: $(head -c 300 "$work/err")"
+fi
+bad_input_says '--cp with --tp > 1 is not modelled' --model llama-3-8b --framework torchtitan --gpus 8 --cp 2 --tp 2
+bad_input_says "--cp is torchtitan's context_parallel_degree" --gpus 4 --cp 2 --framework torchtune
 run --model llama-3-8b --batch 1 --seq 8192 --framework torchtitan --gpus 16
 if [[ $rc -eq 0 ]] && grep -q "framework torchtitan 0.1.0 (FSDP2 over 16 GPUs" "$work/out" &&
   [[ -n "$first" && "$first" != "$(grep '^peak ' "$work/out")" ]]; then

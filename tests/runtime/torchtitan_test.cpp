@@ -31,10 +31,13 @@ using titan_trace::titan_record;
 json titan_records() {
   const json all = titan_trace::framework_records();
   json out = json::array();
-  // The TP x FSDP2 records ("-tp2-") are checked by torchtitan_tp_test.cpp.
+  // The TP x FSDP2 records ("-tp2-") are checked by torchtitan_tp_test.cpp, the CP ones ("-cp")
+  // by torchtitan_cp_test.cpp.
   for (const json& r : all) {
     const std::string id = r.at("id").get<std::string>();
-    if (id.rfind("cpu-torchtitan-", 0) == 0 && id.find("-tp2-") == std::string::npos) out.push_back(r);
+    if (id.rfind("cpu-torchtitan-", 0) == 0 && id.find("-tp2-") == std::string::npos &&
+        id.find("-cp") == std::string::npos)
+      out.push_back(r);
   }
   return out;
 }

@@ -65,8 +65,8 @@ TEST_CASE("torchtitan's TP refuses what it does not model, naming the field") {
                               Catch::Matchers::Contains("pipeline parallelism is not modelled"));
   json cp = base;
   cp["framework"]["toml"]["parallelism.context_parallel_degree"] = 2;
-  CHECK_THAT(refusal(cp), Catch::Matchers::Contains("framework.toml.parallelism.context_parallel_degree") &&
-                              Catch::Matchers::Contains("context parallelism is not modelled"));
+  CHECK_THAT(refusal(cp), Catch::Matchers::Contains("run.context_parallel") &&
+                              Catch::Matchers::Contains("without tensor parallelism"));
   json no_loss_parallel = base;
   no_loss_parallel["framework"]["toml"]["parallelism.disable_loss_parallel"] = true;
   CHECK_THAT(refusal(no_loss_parallel), Catch::Matchers::Contains("disable_loss_parallel"));

@@ -27,6 +27,16 @@ Written from:
   into dim 0 and then cats the chunks along dim 1; reduce_scatter_tensor on dim 1 first cats the chunks along
   dim 0. loss_parallel's cross-entropy is torch/distributed/tensor/parallel/loss.py's _log_softmax
   decomposition and its fused _nll_loss_and_log_softmax_backward.
+- Context parallelism (train.py @ f7084fc7: the step inside context_parallel(cp_mesh, buffers=[inputs, labels,
+  freqs_cis], buffer_seq_dims=[1, 1, 0], no_restore_buffers={inputs, labels}), rotate method allgather; FSDP2 over
+  the flattened dp_shard x cp mesh). torch's context_parallel and ring attention
+  (torch/distributed/tensor/experimental/_attention.py, read at pytorch @ 0123248a): freqs_cis cloned for the
+  restore, every buffer sharded with resize_ (its storage kept) into the rank's 2 of 2 x cp round-robin chunks;
+  _templated_ring_attention with _AllGatherRotater (the flat cat of the local k and v all-gathered once, held
+  through the loop) and _SDPAMerger (fp32 merge of each step's output and logsumexp); its backward with fp32
+  grad_query / grad_key / grad_value accumulators, k and v gathered again, the key/value gradients passed on by
+  an _AllToAllRotater (permute_tensor: one receive buffer). The emulated rank is the last (cp - 1): with load
+  balancing each of its steps i >= 1 uses the full local q and the first half of the peer's k and v.
 Emulation on torch 1.13 / one process: N ranks are represented by shards of 1/N of each parameter (the data
 values do not matter for memory); the collectives become local copies with the same buffers. Selective
 per-op checkpointing (torch.utils.checkpoint.create_selective_checkpoint_contexts, torch >= 2.4) is written
@@ -165,6 +175,177 @@ class Flash(LB.FlashEmulation):
         return out
 
 
+# ---- ring attention (context parallelism, the last CP rank) -----------------------------------------
+
+
+def _slice_attention(q, k, v, causal):  # FlashEmulation.compute for a (q rows) x (k rows) block
+    b, h, s, d = q.shape
+    out = torch.empty_like(q)
+    lse = torch.empty(b, h, s, dtype=torch.float32)
+    mask = torch.ones(s, k.shape[2], dtype=torch.bool).triu(1) if causal else None
+    with torch.no_grad():
+        for i in range(b):
+            for j in range(h):
+                sc = (q[i, j].float() @ k[i, j].float().t()) / math.sqrt(d)
+                if mask is not None:
+                    sc.masked_fill_(mask, float("-inf"))
+                lse[i, j] = torch.logsumexp(sc, dim=-1)
+                out[i, j] = (torch.exp(sc - lse[i, j, :, None]) @ v[i, j].float()).to(q.dtype)
+                del sc
+    return out, lse
+
+
+def _slice_attention_backward(q, k, v, out, lse, g, causal):  # FlashEmulation.backward for the same block
+    b, h, s, d = q.shape
+    gq, gk, gv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    mask = torch.ones(s, k.shape[2], dtype=torch.bool).triu(1) if causal else None
+    with torch.no_grad():
+        for i in range(b):
+            for j in range(h):
+                qf, kf, vf, gf = q[i, j].float(), k[i, j].float(), v[i, j].float(), g[i, j].float()
+                sc = (qf @ kf.t()) / math.sqrt(d)
+                if mask is not None:
+                    sc.masked_fill_(mask, float("-inf"))
+                p = torch.exp(sc - lse[i, j, :, None])
+                gv[i, j] = (p.t() @ gf).to(v.dtype)
+                ds = p * (gf @ vf.t() - (gf * out[i, j].float()).sum(-1, keepdim=True)) / math.sqrt(d)
+                gq[i, j] = (ds @ kf).to(q.dtype)
+                gk[i, j] = (ds.t() @ qf).to(k.dtype)
+                del sc, p, ds
+    return gq, gk, gv
+
+
+def _all_gather_flat(flat, cp):  # ft_c.all_gather_tensor(gather_dim=0): the peers' pieces stand in as copies
+    out = torch.empty(cp * flat.numel(), dtype=flat.dtype)
+    for r in range(cp):
+        out[r * flat.numel(): (r + 1) * flat.numel()].copy_(flat)
+    return out
+
+
+def _partial_update(original, new, idx):  # _attention.py _partial_update(dim=2, n_chunks=2, add=True)
+    chunks = list(original.chunk(2, dim=2))
+    chunks[idx] += new
+    return torch.cat(chunks, dim=2)
+
+
+def _ring_forward(query, key, value, cp):  # _templated_ring_attention, rank cp - 1, load balanced
+    rank = cp - 1
+    key, value = key.contiguous(), value.contiguous()
+    gathered, out_acc, lse_acc = None, None, None
+    for i in range(cp):
+        if i > 0:
+            buf = gathered.chunk(cp)[rank - i]
+            key = buf[: key.numel()].reshape(key.shape)
+            value = buf[key.numel():].reshape(value.shape)
+        if i < cp - 1:
+            next_kv = torch.cat([key.flatten(), value.flatten()])
+            if gathered is None:
+                gathered = _all_gather_flat(next_kv, cp)
+            next_kv = None  # exchange_buffers returns None
+        if i == 0:
+            q, k, v, causal = query, key, value, True
+        else:  # i <= rank: the first local chunk of the peer's k and v
+            q, k, v, causal = query, key.chunk(2, dim=2)[0], value.chunk(2, dim=2)[0], False
+        out, lse = _slice_attention(q, k, v, causal)
+        # _SDPAMerger.step with convert_to_f32
+        block_out, block_lse = out.to(torch.float32), lse.to(torch.float32).unsqueeze(-1)
+        if lse_acc is None:
+            out_acc, lse_acc = block_out, block_lse
+        else:
+            out_acc = out_acc - torch.sigmoid(block_lse - lse_acc) * (out_acc - block_out)
+            lse_acc = lse_acc - F.logsigmoid(lse_acc - block_lse)
+        del block_out, block_lse
+    return out_acc.to(query.dtype), lse_acc.squeeze(-1)
+
+
+def _ring_backward(query, key, value, out, lse, grad_out, cp):  # _templated_ring_attention_backward, rank cp - 1
+    rank = cp - 1
+    grad_query = torch.zeros_like(query, dtype=torch.float32)
+    grad_key = torch.zeros_like(key, dtype=torch.float32)
+    grad_value = torch.zeros_like(value, dtype=torch.float32)
+    key, value = key.contiguous(), value.contiguous()
+    gathered, received = None, None
+    for i in range(cp):
+        if i > 0:
+            buf = gathered.chunk(cp)[rank - i]
+            key = buf[: key.numel()].reshape(key.shape)
+            value = buf[key.numel():].reshape(value.shape)
+        if i != cp - 1:
+            next_kv = torch.cat([key.flatten(), value.flatten()])  # stays bound until the next step
+            if gathered is None:
+                gathered = _all_gather_flat(next_kv, cp)
+        if i == 0:
+            k, v, causal = key, value, True
+        else:
+            k, v, causal = key.chunk(2, dim=2)[0], value.chunk(2, dim=2)[0], False
+        grad_query_, grad_key_, grad_value_ = _slice_attention_backward(query, k, v, out, lse, grad_out, causal)
+        if i == 0:
+            grad_key += grad_key_
+            grad_value += grad_value_
+        else:
+            next_grad_kv = received  # dkv_rotater.next_buffer()
+            grad_key = next_grad_kv[: grad_key.numel()].reshape(grad_key.shape)
+            grad_value = next_grad_kv[grad_key.numel():].reshape(grad_value.shape)
+            grad_key = _partial_update(grad_key, grad_key_, 0)
+            grad_value = _partial_update(grad_value, grad_value_, 0)
+        next_grad_kv = torch.cat([grad_key.flatten(), grad_value.flatten()])
+        received = next_grad_kv.clone()  # permute_tensor's output: the previous rank's buffer
+        grad_query += grad_query_
+    grad_query = grad_query.to(query.dtype)
+    next_grad_kv = received.to(key.dtype)
+    del received
+    n = grad_key.numel()
+    return grad_query, next_grad_kv[:n].reshape(grad_key.shape), next_grad_kv[n:].reshape(grad_value.shape)
+
+
+class RingFlash(torch.autograd.Function):
+    """The flash SDPA call under context_parallel: the ring forward, the ring backward; saves what the
+    flash kernel saves (q, k, v, the merged output and logsumexp)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, cp):
+        ctx.cp = cp
+        out, lse = _ring_forward(q, k, v, cp)
+        ctx.save_for_backward(q, k, v, out, lse)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        q, k, v, out, lse = ctx.saved_tensors
+        gq, gk, gv = _ring_backward(q, k, v, out, lse, g.contiguous(), ctx.cp)
+        return gq, gk, gv, None
+
+
+class ContextParallel:
+    """context_parallel's buffer handling for one step: freqs_cis cloned for the restore, the buffers
+    resized in place to the rank's round-robin chunks (chunks rank and 2cp-1-rank of 2 x cp)."""
+
+    def __init__(self, cp, freqs_cis, inputs):
+        self.cp, self.freqs_cis, self.inputs, self.original = cp, freqs_cis, inputs, None
+
+    def _shard(self, t, dim):
+        chunks = t.chunk(2 * self.cp, dim=dim)
+        rank = self.cp - 1
+        with torch.no_grad():
+            shard = torch.cat([chunks[rank], chunks[2 * self.cp - 1 - rank]], dim=dim).clone()
+            t.resize_(shard.shape)
+            t.copy_(shard)
+
+    def enter(self):
+        self.original = self.freqs_cis.clone()
+        self._shard(self.freqs_cis, 0)
+        for t in self.inputs:  # no_restore_buffers: sharded once, their storage kept
+            if t.shape[1] % (2 * self.cp) == 0 and not getattr(t, "_cp_sharded", False):
+                self._shard(t, 1)
+                t._cp_sharded = True
+
+    def exit(self):
+        with torch.no_grad():
+            self.freqs_cis.resize_(self.original.shape)
+            self.freqs_cis.copy_(self.original)
+        self.original = None
+
+
 # ---- model ------------------------------------------------------------------------------------------
 
 
@@ -274,7 +455,7 @@ class Block(nn.Module):
         super().__init__()
         h, nh, kv, f = m["hidden"], m["heads"], m["kv_heads"], m["ffn"]
         self.nh, self.kv, self.hd = nh, kv, m.get("head_dim", h // nh)
-        self.tp = m.get("tp", 1)
+        self.tp, self.cp = m.get("tp", 1), m.get("cp", 1)
         self.wq, self.wo = nn.Linear(h, nh * self.hd, bias=False), nn.Linear(nh * self.hd, h, bias=False)
         self.wk, self.wv = nn.Linear(h, kv * self.hd, bias=False), nn.Linear(h, kv * self.hd, bias=False)
         self.w1, self.w3, self.w2 = nn.Linear(h, f, bias=False), nn.Linear(h, f, bias=False), nn.Linear(f, h, bias=False)
@@ -288,7 +469,8 @@ class Block(nn.Module):
         xv = self.wv(x).view(bs, s, -1, self.hd)
         xq, xk = apply_rotary_emb(xq, xk, self.freqs_cis[:s])
         keys, values = repeat_kv(xk, self.nh // self.kv), repeat_kv(xv, self.nh // self.kv)
-        out = Flash.apply(xq.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2))
+        q, k, v = xq.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2)
+        out = RingFlash.apply(q, k, v, self.cp) if self.cp > 1 else Flash.apply(q, k, v)
         return self.wo(out.transpose(1, 2).contiguous().view(bs, s, -1))
 
     def feed_forward(self, x):
@@ -428,7 +610,7 @@ class Model(nn.Module):
         self.register_buffer("freqs_cis", torch.polar(torch.ones_like(ang), ang), persistent=False)
         self.c = c
         self.tp = m.get("tp", 1)
-        n = c["ranks"]
+        n = c["ranks"] * c.get("cp", 1)  # apply_fsdp over the dp_shard_cp mesh
         self.units = [Unit(b, n, i < len(self.layers) - 1) for i, b in enumerate(self.layers)]
         self.root = Unit(nn.ModuleList([self.tok_embeddings, self.norm, self.output]), n, True)
         for b in self.layers:
@@ -480,11 +662,11 @@ class Model(nn.Module):
 def run_case(c):
     m = dict(LB.LLAMA, **c.get("geometry", {}))
     B, S = c["batch"], c["seq"]
-    tp = c.get("tp", 1)
+    tp, cp = c.get("tp", 1), c.get("cp", 1)
     hd = m["hidden"] // m["heads"]
     # One TP rank's share: its heads, key/value heads, MLP columns and vocabulary rows.
     local = dict(m, heads=m["heads"] // tp, kv_heads=m["kv_heads"] // tp, ffn=m["ffn"] // tp, vocab=m["vocab"] // tp,
-                 head_dim=hd, tp=tp)
+                 head_dim=hd, tp=tp, cp=cp)
     h, L = m["hidden"], m["layers"]
     whole_params = (2 * m["vocab"] * h + h + L * (2 * h * m["heads"] * hd + 2 * h * m["kv_heads"] * hd
                                                   + 3 * h * m["ffn"] + 2 * h))
@@ -501,7 +683,11 @@ def run_case(c):
         model = ctx["model"]
         tokens, labels = ctx["inputs"]
 
+        cp_ctx = ContextParallel(cp, model.freqs_cis, [tokens, labels]) if cp > 1 else None
+
         def forward():
+            if cp_ctx:
+                cp_ctx.enter()
             pred = model(tokens)
             if tp > 1:  # loss_parallel: the logits stay sharded over the vocabulary
                 return ParallelCrossEntropy.apply(pred.flatten(0, 1).float(), labels.flatten(0, 1))
@@ -510,6 +696,8 @@ def run_case(c):
         def backward(loss):
             loss.backward()
             model.root.reduce()  # the root's post-backward runs in FSDP2's final callback
+            if cp_ctx:  # train_context ends after backward: freqs_cis restored
+                cp_ctx.exit()
 
         # The records were traced with the clipping loop's last gradient still referenced at s{n}_end
         # (zero_grad does not free it): held here to the step's end so that they reproduce.
@@ -537,16 +725,16 @@ def run_case(c):
                  checkpointing={"none": "none", "full": "full"}.get(ac, "selective"),
                  sac_policy={"none": "none", "full": "full", "op": "op"}.get(ac, f"layer:{ac}"),
                  attention="flash", grad_accum=1, lora_rank=0, frozen="none", zero_stage=3, fsdp="full_shard",
-                 dp=c["ranks"], tp=tp, loss_impl="standard", logits_upcast="full",
+                 dp=c["ranks"], tp=tp, cp=cp, loss_impl="standard", logits_upcast="full",
                  reshard_after_forward="all but the last block")
     framework = dict(name="torchtitan", version="0.1.0", source="pytorch/torchtitan@f7084fc7",
                      toml={"activation_checkpoint.mode": train["checkpointing"],
                            "activation_checkpoint.selective_ac_option": {"op": "op"}.get(ac, ac),
                            "training.mixed_precision_param": "bfloat16", "training.mixed_precision_reduce": "float32",
                            "parallelism.data_parallel_shard_degree": c["ranks"],
-                           "parallelism.tensor_parallel_degree": tp})
-    notes = (f"measured_bytes = max live CPU tensor bytes of one emulated rank (of {c['ranks']} x tp {tp}) in training "
-             "step 2; FSDP2 and TP collectives are local copies with the same buffers; attention is FlashEmulation (saved set of "
+                           "parallelism.tensor_parallel_degree": tp, "parallelism.context_parallel_degree": cp})
+    notes = (f"measured_bytes = max live CPU tensor bytes of one emulated rank (of {c['ranks']} x tp {tp} x cp {cp}) in "
+             "training step 2; FSDP2, TP and CP collectives are local copies with the same buffers; attention is FlashEmulation (saved set of "
              "the flash kernel); selective per-op checkpointing written out for torch 1.13.")
     model = LB.model_fields(m, "torchtitan", r["nparams"])
     return T.record(c["id"], SOURCE, model, train, framework, r, notes)
@@ -565,6 +753,17 @@ def cases():
                       geometry=geo))
     L.append(dict(id="cpu-torchtitan-llama-b2-s256-fsdp2r4-tp2-ac-op", ac="op", ranks=4, tp=2, batch=2, seq=256,
                   geometry=geo))
+    # CP x FSDP2 (dp_shard_cp): cp 2 over 2 dp_shard ranks, cp 4 over 1, the ring's last rank.
+    for ac in ("none", "full"):
+        L.append(dict(id=f"cpu-torchtitan-llama-b2-s256-fsdp2r2-cp2-ac-{ac}", ac=ac, ranks=2, cp=2, batch=2, seq=256,
+                      geometry=geo))
+    L.append(dict(id="cpu-torchtitan-llama-b2-s256-fsdp2r1-cp4-ac-none", ac="none", ranks=1, cp=4, batch=2, seq=256,
+                  geometry=geo))
+    # A long sequence over a small vocabulary: the ring attention's buffers make the backward peak.
+    long_geo = dict(layers=4, vocab=512)
+    for ac, cp, ranks in (("none", 2, 2), ("full", 4, 1)):
+        L.append(dict(id=f"cpu-torchtitan-llama-v512-b2-s1024-fsdp2r{ranks}-cp{cp}-ac-{ac}", ac=ac, ranks=ranks, cp=cp,
+                      batch=2, seq=1024, geometry=long_geo))
     return L
 
 

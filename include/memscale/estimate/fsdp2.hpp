@@ -103,7 +103,8 @@ constexpr bytes last_output_chunk(const graph& g, section head, const training_s
 // pre-forward and stays gathered through the loss and backward (FSDPState._lazy_init sets the
 // root group's post_forward_mesh_info = None, _fsdp_state.py, torch 2.4-2.6), reduce-scattering
 // its gradients only in the final callback. A block's bf16 gradients are copied into an fp32 reduce-scatter input of the
-// unit's full size whose 1/N output becomes the sharded fp32 gradient.
+// unit's full size whose 1/N output becomes the sharded fp32 gradient; the bf16 gradients are freed
+// before that output is allocated (foreach_reduce: unsharded_grads.clear() after the copy-in).
 constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec& run, const fsdp2_units& u) {
   const std::uint64_t L = g.block_repeats;
   // Block units with a gradient shard: the repeated blocks and a first layer written apart (its

@@ -301,7 +301,9 @@ constexpr void split_custom_units(const graph& g, const training_spec& run, cons
 // own bf16, reduced in bf16 (no MixedPrecisionPolicy: training/_distributed.py shard_model, v0.6.1).
 constexpr step_peaks fsdp2_step_peaks(const graph& g, const training_spec& run, const graph_totals& t) {
   const auto L = g.block_repeats;
-  const auto n = run.data_parallel;
+  // torchtitan's CP ranks join FSDP2's mesh: apply_fsdp shards over dp_shard_cp, the flattened
+  // (dp_shard, cp) mesh (models/llama3/infra/parallelize.py, distributed/parallel_dims.py @ f7084fc7).
+  const auto n = detail::checked_mul(run.data_parallel, run.context_parallel);
   const bool titan = run.framework == framework_kind::torchtitan;
   training_spec fp32_run = run;
   fp32_run.prec = precision::fp32;

@@ -32,9 +32,10 @@ struct toml_key {
 // int, mixed_precision_param Literal["bfloat16", "float32"], mixed_precision_reduce
 // Literal["float32"], compile bool; Parallelism.data_parallel_replicate_degree,
 // data_parallel_shard_degree, tensor_parallel_degree, pipeline_parallel_degree,
-// context_parallel_degree int, fsdp_reshard_after_forward Literal["default", "always", "never"];
+// context_parallel_degree int, context_parallel_rotate_method Literal["allgather", "alltoall"],
+// fsdp_reshard_after_forward Literal["default", "always", "never"];
 // ActivationCheckpoint.mode Literal["selective", "full", "none"], selective_ac_option str.
-inline constexpr std::array<toml_key, 19> torchtitan_job{{
+inline constexpr std::array<toml_key, 20> torchtitan_job{{
     {"job", "description", toml_type::string},
     {"model", "name", toml_type::string},
     {"model", "flavor", toml_type::string},
@@ -52,6 +53,7 @@ inline constexpr std::array<toml_key, 19> torchtitan_job{{
     {"parallelism", "tensor_parallel_degree", toml_type::integer},
     {"parallelism", "pipeline_parallel_degree", toml_type::integer},
     {"parallelism", "context_parallel_degree", toml_type::integer},
+    {"parallelism", "context_parallel_rotate_method", toml_type::string},
     {"activation_checkpoint", "mode", toml_type::string},
     {"activation_checkpoint", "selective_ac_option", toml_type::string},
 }};
@@ -122,7 +124,8 @@ inline std::string emit_torchtitan_job(const model_spec& model, const training_s
        "\nmixed_precision_param = \"bfloat16\"\nmixed_precision_reduce = \"float32\"\ncompile = false\n\n";
   t += "[parallelism]\ndata_parallel_replicate_degree = 1\ndata_parallel_shard_degree = " + n(run.data_parallel) +
        "\nfsdp_reshard_after_forward = \"default\"\ntensor_parallel_degree = " + n(run.tensor_parallel) +
-       "\npipeline_parallel_degree = 1\ncontext_parallel_degree = 1\n\n";
+       "\npipeline_parallel_degree = 1\ncontext_parallel_degree = " + n(run.context_parallel) +
+       "\ncontext_parallel_rotate_method = \"allgather\"\n\n";
   t += "[activation_checkpoint]\nmode = " + q(mode) + "\n";
   if (run.sac == selective_ac::op_save_list) t += "selective_ac_option = \"op\"\n";
   if (run.sac == selective_ac::every_kth_block) t += "selective_ac_option = " + q(n(run.sac_every)) + "\n";

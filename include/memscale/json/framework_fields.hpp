@@ -39,15 +39,22 @@ inline void refuse_torchtitan_toml(const json& toml) {
       bad_field(error_code::unsupported, std::string("framework.toml.") + key, true,
                 "torch.compile is not modelled: Inductor's partitioner decides what forward saves (eager bf16 would "
                 "be a different run)");
-  // Pipeline and context parallelism change what a rank holds (stages' microbatches, the sequence
-  // split inside attention): not modelled; TP is, with loss_parallel as apply_tp enables it by
-  // default (ParallelDims.loss_parallel_enabled, distributed/parallel_dims.py @ f7084fc7).
-  for (const char* key : {"parallelism.pipeline_parallel_degree", "parallelism.context_parallel_degree"})
+  // Pipeline parallelism changes what a rank holds (stages' microbatches): not modelled; TP is,
+  // with loss_parallel as apply_tp enables it by default (ParallelDims.loss_parallel_enabled,
+  // distributed/parallel_dims.py @ f7084fc7); CP is with the allgather rotation (train.cp).
+  {
+    const char* key = "parallelism.pipeline_parallel_degree";
     if (toml.contains(key) && toml.at(key).is_number_integer() && toml.at(key).get<std::int64_t>() > 1)
       bad_field(error_code::unsupported, std::string("framework.toml.") + key, toml.at(key),
-                std::string(key).find("pipeline") != std::string::npos
-                    ? "must be 1: torchtitan's pipeline parallelism is not modelled"
-                    : "must be 1: torchtitan's context parallelism is not modelled");
+                "must be 1: torchtitan's pipeline parallelism is not modelled");
+  }
+  // alltoall passes one peer's keys and values at a time (_AllToAllRotater) instead of holding
+  // the gathered set: a different set of ring buffers, not modelled.
+  if (toml.contains("parallelism.context_parallel_rotate_method") &&
+      toml.at("parallelism.context_parallel_rotate_method") != "allgather")
+    bad_field(error_code::unsupported, "framework.toml.parallelism.context_parallel_rotate_method",
+              toml.at("parallelism.context_parallel_rotate_method"),
+              "must be \"allgather\" (torchtitan's default): the alltoall rotation's buffers are not modelled");
   for (const char* key : {"parallelism.disable_loss_parallel", "parallelism.enable_async_tensor_parallel"})
     if (toml.contains(key) && toml.at(key).is_boolean() && toml.at(key).get<bool>())
       bad_field(error_code::unsupported, std::string("framework.toml.") + key, true,
@@ -253,6 +260,26 @@ inline void read_torchtitan_fields(const json& t, training_spec& run) {
       get_string(t, "reshard_after_forward", path, "", bad) != "all but the last block")
     bad_field(error_code::unsupported, path + ".reshard_after_forward", t.at("reshard_after_forward"),
               "is modelled as torchtitan's default: \"all but the last block\" (apply_fsdp)");
+}
+
+// torchtitan's context_parallel_degree: the record's train.cp, or its job TOML's
+// parallelism.context_parallel_degree; both given, they must agree.
+inline std::uint64_t read_context_parallel(const json& record, const json& t, const std::string& path) {
+  constexpr auto bad = error_code::invalid_run;
+  const char* toml_key = "parallelism.context_parallel_degree";
+  const json* toml = nullptr;
+  if (record.contains("framework") && record.at("framework").is_object() && record.at("framework").contains("toml") &&
+      record.at("framework").at("toml").is_object() && record.at("framework").at("toml").contains(toml_key))
+    toml = &record.at("framework").at("toml").at(toml_key);
+  if (toml != nullptr && (!toml->is_number_integer() || toml->get<std::int64_t>() < 1))
+    bad_field(bad, std::string("framework.toml.") + toml_key, *toml, "must be an integer >= 1");
+  const std::uint64_t from_toml = toml != nullptr ? toml->get<std::uint64_t>() : 1;
+  const std::uint64_t cp = get_count(t, "cp", path, from_toml, bad);
+  if (toml != nullptr && cp != from_toml)
+    bad_field(bad, path + ".cp", t.at("cp"), "must equal framework.toml." + std::string(toml_key));
+  if (cp > 1 && framework_of_record(record) != framework_kind::torchtitan)
+    bad_field(error_code::unsupported, path + ".cp", cp, "context parallelism is modelled for torchtitan only");
+  return cp;
 }
 
 // FSDP2's fields outside torchtitan: torchtune's distributed recipes state what shard_model does

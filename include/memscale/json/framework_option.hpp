@@ -121,6 +121,9 @@ inline std::string framework_text(const training_spec& run) {
     out += " 0.1.0 (FSDP2 over " + std::to_string(run.data_parallel) + " ranks x TP " +
            std::to_string(run.tensor_parallel) + " with sequence and loss parallelism, fp32 shards, bf16 compute; one "
            "GPU's step)";
+  else if (run.framework == framework_kind::torchtitan && run.context_parallel > 1)
+    out += " 0.1.0 (FSDP2 over " + std::to_string(run.data_parallel) + " x CP " + std::to_string(run.context_parallel) +
+           " ranks, ring attention over all-gathered keys and values, fp32 shards, bf16 compute; one GPU's step)";
   else if (run.framework == framework_kind::torchtitan)
     out += " 0.1.0 (FSDP2 over " + std::to_string(run.data_parallel) + " GPUs, fp32 shards, bf16 compute; one GPU's step)";
   if (run.framework == framework_kind::torchtune && runs_fsdp2(run))

@@ -184,7 +184,7 @@ inline training_spec run_from_record(const json& record) {
   reject_misspelt_keys(t,
                        {"batch", "seq", "image", "precision", "optimizer", "optimizer_impl", "checkpointing",
                         "attention", "grad_accum", "lora_rank", "lora_alpha", "lora_targets", "frozen", "quant",
-                        "zero_stage", "dp", "tp", "dropout", "trainable_params", "zero_grad", "target_seq",
+                        "zero_stage", "dp", "tp", "cp", "dropout", "trainable_params", "zero_grad", "target_seq",
                         "lora_variant", "lora_dropout", "trainable_dtype", "steps", "padding", "output_cast",
                         // the framework's loss and knobs (json/framework_fields.hpp)
                         "loss_impl", "loss_chunk", "loss_chunks", "logits_upcast", "optimizer_in_backward",
@@ -229,7 +229,10 @@ inline training_spec run_from_record(const json& record) {
   const auto dp = get_count(t, "dp", path, 1, bad);
   const auto zero = get_count(t, "zero_stage", path, 0, bad);
   if (zero > 3) bad_field(bad, path + ".zero_stage", t.at("zero_stage"), "must be 0, 1, 2 or 3");
-  if (zero > 0 && dp < 2) bad_field(bad, path + ".dp", t.value("dp", json()), "must be > 1 with train.zero_stage > 0");
+  // torchtitan's CP ranks join the FSDP2 mesh (dp_shard_cp): dp 1 with cp > 1 still shards.
+  const std::uint64_t cp = detail::read_context_parallel(record, t, path);
+  if (zero > 0 && dp * cp < 2)
+    bad_field(bad, path + ".dp", t.value("dp", json()), "must be > 1 with train.zero_stage > 0 (or train.cp > 1)");
   const auto tp = get_count(t, "tp", path, 1, bad);
   // torchtitan's tensor_parallel_degree (apply_tp); elsewhere a record's TP is not modelled.
   if (tp > 1 && detail::framework_of_record(record) != framework_kind::torchtitan)
@@ -269,6 +272,7 @@ inline training_spec run_from_record(const json& record) {
   detail::read_framework_knobs(t, run);
   detail::read_torchtitan_fields(t, run);
   run.tensor_parallel = tp;
+  run.context_parallel = cp;
   detail::refuse_unmodelled_fsdp2_fields(t, run);
   detail::read_fsdp2_offload(t, run);
   run.custom_sharded = detail::read_custom_sharded_layers(t, "custom_sharded_layers", path);

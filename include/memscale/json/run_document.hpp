@@ -64,14 +64,14 @@ inline constexpr std::array<std::string_view, 10> result_fields{"parameters", "t
                                                                 "peak",       "first_step",           "static",
                                                                 "plan",       "attention_kernel",     "allocator",
                                                                 "ssm_kernels"};
-inline constexpr std::array<std::string_view, 44> run_fields{
+inline constexpr std::array<std::string_view, 45> run_fields{
     "micro_batch", "seq_len",   "grad_accum",   "precision",  "optimizer",    "optimizer_impl",
     "checkpointing", "attention", "target",     "lora_rank",  "lora_targets", "lora_alpha",
     "lora_variant", "lora_dropout", "quant",    "dropout",    "device",       "offload",
     "no_sync",     "output_cast", "loss",       "loss_chunk", "loss_chunks",  "optimizer_in_backward",
     "ssm_kernels", "liger",     "fused_rmsnorm", "fused_swiglu", "data_parallel", "sac_policy",
     "compile",     "float8",   "use_cache",   "packing",    "example_tokens", "fused_rope",
-    "fused_geglu", "fused_layernorm", "liger_patching", "padded", "paged_optimizer", "tensor_parallel",
+    "fused_geglu", "fused_layernorm", "liger_patching", "padded", "paged_optimizer", "tensor_parallel", "context_parallel",
     "custom_sharded_layers", "use_reentrant"};
 inline constexpr std::array<std::string_view, 2> gpu_fields{"memory", "bf16"};
 
@@ -249,6 +249,14 @@ inline void read_run_object(const json& r, run_input& in) {
                 "is torchtitan's tensor_parallel_degree: needs framework torchtitan (other multi-GPU runs are laid "
                 "out with --gpus and --tp)");
     run.tensor_parallel = positive(r, "tensor_parallel", path, 1);
+  }
+  if (r.contains("context_parallel") && !r.at("context_parallel").is_null()) {
+    if (run.framework != framework_kind::torchtitan)
+      bad_field(error_code::unsupported, path + ".context_parallel", r.at("context_parallel"),
+                "is torchtitan's context_parallel_degree: needs framework torchtitan");
+    run.context_parallel = positive(r, "context_parallel", path, 1);
+    // FSDP2 shards over dp_shard x cp (apply_fsdp's dp_shard_cp mesh, parallelize.py @ f7084fc7).
+    if (run.context_parallel > 1) run.shard = sharding::full;
   }
 }
 

@@ -304,6 +304,7 @@ inline nlohmann::json run_to_json(const training_spec& run) {
   if (runs_fsdp2(run)) {  // FSDP2's ranks and torchtitan's checkpointing policy
     j["data_parallel"] = run.data_parallel;
     if (run.tensor_parallel > 1) j["tensor_parallel"] = run.tensor_parallel;
+    if (run.context_parallel > 1) j["context_parallel"] = run.context_parallel;
     if (run.custom_sharded.any()) j["custom_sharded_layers"] = detail::custom_sharded_layers_json(run.custom_sharded);
     if (run.sac != selective_ac::none) {
       j["checkpointing"] = "selective";

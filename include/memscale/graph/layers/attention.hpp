@@ -12,6 +12,7 @@
 #include "memscale/graph/graph.hpp"
 #include "memscale/graph/layers/adapters.hpp"
 #include "memscale/graph/layers/context.hpp"
+#include "memscale/graph/layers/context_parallel.hpp"
 #include "memscale/graph/layers/liger_rope.hpp"
 #include "memscale/graph/layers/norms.hpp"
 #include "memscale/graph/layers/ops.hpp"
@@ -584,6 +585,7 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
         core.extra_saved += bias;
       }
     }
+    add_ring_attention_buffers(core, run, q_elements, k_elements, p.matmul);
     context = ops.emit(core, q_elements, p.matmul);
     ops.keep(qkv.q, context);
     ops.keep(qkv.k, context);

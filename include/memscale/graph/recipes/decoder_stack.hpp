@@ -17,6 +17,7 @@
 #include "memscale/graph/layers/attention.hpp"
 #include "memscale/graph/layers/attention_inputs.hpp"
 #include "memscale/graph/layers/context.hpp"
+#include "memscale/graph/layers/context_parallel.hpp"
 #include "memscale/graph/layers/embeddings.hpp"
 #include "memscale/graph/layers/generation_head.hpp"
 #include "memscale/graph/layers/heads.hpp"
@@ -369,7 +370,8 @@ constexpr void build_decoder_stack(const model_spec& declared, const training_sp
     validate(whole_model, requested);
   // The layers see the rows the collator makes: a padding-free micro-batch is one row of all its
   // tokens (training.hpp as_rows); the attention reads the example boundaries (attention.hpp).
-  const training_spec run = as_rows(requested);
+  // torchtitan's CP: the layers see the rank's seq_len / cp positions (context_parallel.hpp).
+  const training_spec run = context_parallel_local(as_rows(requested));
   // torchtitan's TP: the layers build the rank's share of the model (sequence_parallel.hpp).
   const model_spec model = tensor_parallel_local(whole_model, run);
   const precision_policy precision = precision_policy_of(run);
@@ -435,7 +437,8 @@ constexpr void build_decoder_stack(const model_spec& declared, const training_sp
   // input_ids and labels: int64 each (PyTorch's default index dtype); a flattened batch also
   // brings its position_ids (DataCollatorWithFlattening returns them in place of the mask).
   const std::uint64_t index_tensors = requested.packing == batch_packing::padding_free ? 3 : 2;
-  sections.set_inputs(storage(dtype::int64, detail::checked_mul(tokens, index_tensors)));
+  // CP's inputs and labels are sharded in place by resize_: they keep the whole sequence's storage.
+  sections.set_inputs(storage(dtype::int64, detail::checked_mul(tokens, run.context_parallel, index_tensors)));
   sections.add_buffers(bytes{detail::checked_mul(model.buffer_bytes_per_layer, model.layers)});
   sections.add_buffers(bytes{model.model_buffer_bytes});
   // DeepseekV3TopkRouter's register_buffer("e_score_correction_bias", torch.zeros(n_routed_experts))
@@ -450,7 +453,11 @@ constexpr void build_decoder_stack(const model_spec& declared, const training_sp
     // torchtitan's freqs_cis buffer: complex64 (max_seq_len x head_dim / 2), max_seq_len being
     // training.seq_len (models/llama3/model/model.py _precompute_freqs_cis, args.py
     // update_from_config @ f7084fc7); FSDP2 does not shard buffers.
-    sections.add_buffers(storage(dtype::fp32, detail::checked_mul(run.seq_len, head_dim_of(model))));
+    // Under CP, context_parallel keeps a clone to restore it after the step (freqs_cis is not in
+    // cp_no_restore_buffers, train.py @ f7084fc7) and shards the buffer with resize_, which keeps
+    // its storage (torch/distributed/tensor/experimental/_attention.py context_parallel @ 0123248a).
+    const std::uint64_t copies = run.context_parallel > 1 ? 2 : 1;
+    sections.add_buffers(storage(dtype::fp32, detail::checked_mul(copies, requested.seq_len, head_dim_of(model))));
   }
   if (rotary_tables_per_layer(model, ctx.run.transformers_version))
     sections.add_buffers(rotary_table_buffers(model, precision.param));
