@@ -122,5 +122,25 @@ TEST_CASE("gemma3n towers: a vision or audio config that cannot be counted is na
   CHECK(contains(error_message([&] { (void)towers(c); }), "config.audio_config.vocab_size"));
 }
 
+// tools/trace/mobilenetv5_cases.py's torch-only MobileNetV5 forward is built from the same block
+// strings: its sum(p.numel()) is the reader's count, and its output is (images, neck_out, 16, 16),
+// the 256 soft tokens per image get_image_features reshapes whatever the input side.
+TEST_CASE("gemma3n towers: the traced MobileNetV5 forward is the reader's network", "[gemma3n]") {
+  const auto arch = json_io::hf::find_mobilenetv5_encoder("mobilenetv5_300m_enc");
+  REQUIRE(arch.has_value());
+  std::ifstream in(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/cpu_traced_mobilenetv5.json");
+  REQUIRE(in.good());
+  const json records = json::parse(in);
+  REQUIRE(records.size() == 4);
+  for (const json& r : records) {
+    INFO(r.at("id").get<std::string>());
+    CHECK(r.at("model").at("params").get<std::uint64_t>() == json_io::hf::mobilenetv5_encoder_parameters(*arch));
+    const json& shape = r.at("output_shape");
+    CHECK(shape.at(0) == r.at("input").at("images"));
+    CHECK(shape.at(1).get<std::uint64_t>() == arch->neck_out);
+    CHECK(shape.at(2).get<std::uint64_t>() * shape.at(3).get<std::uint64_t>() == 256);
+  }
+}
+
 }  // namespace
 }  // namespace gemma3n_towers_test

@@ -79,9 +79,11 @@ def rope_polar(dim, S, theta):  # DeepseekV2RotaryEmbedding / Llama4TextRotaryEm
     return torch.polar(torch.ones_like(freqs), freqs)
 
 
-def causal_mask(S, dtype, window=None, chunk=None):
+def causal_mask(S, dtype, window=None, chunk=None, batch=None):
     """The eager (1, 1, S, S) additive mask of create_causal_mask / create_sliding_window_causal_mask
-    / create_chunked_causal_mask: 0 where the key is visible, finfo.min elsewhere."""
+    / create_chunked_causal_mask: 0 where the key is visible, finfo.min elsewhere. With `batch`, the
+    (batch, 1, S, S) tensor masking_utils.py@2ccc6cae eager_mask materialises (torch.where over
+    sdpa_mask's batch-expanded bool mask)."""
     i = torch.arange(S)[:, None]
     j = torch.arange(S)[None, :]
     ok = j <= i
@@ -89,6 +91,9 @@ def causal_mask(S, dtype, window=None, chunk=None):
         ok = ok & (i - j < window)
     if chunk is not None:
         ok = ok & (i // chunk == j // chunk)
+    if batch is not None:
+        return torch.where(ok[None, None].expand(batch, -1, -1, -1), torch.tensor(0.0, dtype=dtype),
+                           torch.finfo(dtype).min)
     m = torch.zeros((S, S), dtype=dtype).masked_fill(~ok, torch.finfo(dtype).min)
     return m[None, None]
 

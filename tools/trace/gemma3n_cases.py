@@ -251,8 +251,10 @@ class Gemma3nForCausalLM(nn.Module):
         proj *= self.per_layer_projection_scale.type(x0.dtype)
         proj = self.per_layer_projection_norm(proj.reshape(B, S, L, p))
         per_layer_inputs = (proj + per_layer_inputs) * self.per_layer_input_scale.type(x0.dtype)
-        masks = {"full_attention": causal_mask(S, x0.dtype),
-                 "sliding_attention": causal_mask(S, x0.dtype, window=c["sliding_window"])}
+        # create_causal_mask and create_sliding_window_causal_mask with eager attention: (B, 1, S, S)
+        # masks of the model's dtype, bound in Gemma3nTextModel.forward's frame through the layers.
+        masks = {"full_attention": causal_mask(S, x0.dtype, batch=B),
+                 "sliding_attention": causal_mask(S, x0.dtype, window=c["sliding_window"], batch=B)}
         hd = c["head_dim"]
         rope_global = rope_cos_sin(hd, S, c["rope_theta"], x0.dtype)
         rope_local = rope_cos_sin(hd, S, c["rope_local_base_freq"], x0.dtype)

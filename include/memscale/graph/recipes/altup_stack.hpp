@@ -56,6 +56,31 @@ constexpr graph_layers::tensor altup_decoder_layer(const graph_layers::layer_con
   return corrected;
 }
 
+// What Gemma3nTextModel.forward makes once and hands every layer (modeling_gemma3n.py@b87ecf8c):
+// the rotary pairs of rope_theta and rope_local_base_freq, each (1, seq, head_dim) in the stream's
+// dtype (position_ids is cache_position.unsqueeze(0)), and the causal_mask_mapping of
+// create_causal_mask and create_sliding_window_causal_mask, made whatever the layer types. Eager
+// attention gets two (batch, 1, seq, seq) additive masks in that dtype (masking_utils.py@2ccc6cae
+// eager_mask: torch.where over sdpa_mask's batch-expanded bool mask); SDPA skips the causal one
+// and the sliding one while the keys stay below the window (_ignore_causal_mask_sdpa), else a
+// bool (batch, 1, seq, seq); flash attention takes none.
+constexpr bytes altup_attention_inputs(const graph_layers::layer_context& ctx) {
+  const model_spec& m = ctx.model;
+  const dtype stream = ctx.ops.stream_dtype();
+  const bytes rotary = storage(stream, detail::checked_mul(4, ctx.run.seq_len, head_dim_of(m)));
+  const std::uint64_t mask = detail::checked_mul(ctx.run.micro_batch, ctx.run.seq_len, ctx.run.seq_len);
+  switch (ctx.run.attention) {
+    case attention_impl::eager:
+    case attention_impl::sdpa_math:
+      return rotary + storage(stream, detail::checked_mul(2, mask));
+    case attention_impl::sdpa:
+      return ctx.run.seq_len >= m.sliding_window ? rotary + storage(dtype::boolean, mask) : rotary;
+    case attention_impl::flash:
+      break;
+  }
+  return rotary;
+}
+
 // The step of a model with AltUp (model_spec::altup_inputs > 0), written into the context's
 // graph from its first op. `tokens`: micro_batch x seq_len.
 constexpr void build_altup_stack(const graph_layers::layer_context& ctx, const training_spec& requested) {
@@ -80,7 +105,8 @@ constexpr void build_altup_stack(const graph_layers::layer_context& ctx, const t
   sections.set_inputs(storage(dtype::int64, detail::checked_mul(ctx.tokens, index_tensors)));
   sections.set_stream_grad(storage(ops.stream_dtype(), copies));
   // temp_hidden_states, the list the copies were stacked from, stays bound through the layers.
-  sections.set_held(storage(precision.param, detail::checked_mul(model.altup_inputs - 1, ctx.tokens, model.hidden)));
+  sections.set_held(storage(precision.param, detail::checked_mul(model.altup_inputs - 1, ctx.tokens, model.hidden)) +
+                    altup_attention_inputs(ctx));
 }
 
 }  // namespace memscale::recipes
