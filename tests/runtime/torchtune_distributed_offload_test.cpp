@@ -19,6 +19,7 @@
 
 #include "memscale/json.hpp"
 #include "memscale/memscale.hpp"
+#include "torchtune_distributed_runs.hpp"
 
 namespace torchtune_distributed_offload_test {
 namespace {
@@ -28,14 +29,7 @@ using nlohmann::json;
 
 constexpr model_spec llama3_8b = presets::llama_3_8b;
 
-constexpr training_spec distributed(std::uint64_t ranks) {
-  training_spec r = with_framework({.micro_batch = 2, .seq_len = 4096, .prec = precision::pure_bf16,
-                                    .ckpt = checkpointing::full},
-                                   framework_kind::torchtune);
-  r.shard = sharding::full;
-  r.data_parallel = ranks;
-  return r;
-}
+constexpr training_spec distributed(std::uint64_t ranks) { return memscale_test::torchtune_distributed(ranks); }
 
 constexpr training_spec activations_offloaded(training_spec r) {
   r.offload_activations = true;
@@ -56,13 +50,9 @@ static_assert(estimate(llama3_8b, cpu_offloaded(distributed(8))).steady.tensor.v
               estimate(llama3_8b, distributed(8)).steady.tensor.value -
                   estimate(llama3_8b, distributed(8)).steady.breakdown.optimizer.value);
 
-json all_records() {
-  return json::parse(std::ifstream(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/cpu_traced_frameworks.json"));
-}
-
 std::vector<json> offload_records() {
   std::vector<json> out;
-  for (const json& r : all_records()) {
+  for (const json& r : memscale_test::framework_trace_records()) {
     const std::string id = r.at("id").get<std::string>();
     if (id.rfind("cpu-torchtune-", 0) == 0 && id.find("-distributed-") != std::string::npos &&
         id.find("offload") != std::string::npos)
@@ -92,7 +82,7 @@ TEST_CASE("torchtune distributed offload traces: over by their twins' bytes") {
     for (const std::string part : {"-offload", "-cpuoffload"})
       if (const auto at = twin_id.find(part); at != std::string::npos) twin_id.erase(at, part.size());
     json twin;
-    for (const json& t : all_records())
+    for (const json& t : memscale_test::framework_trace_records())
       if (t.at("id") == twin_id) twin = t;
     REQUIRE(twin.is_object());
     const double twin_over =

@@ -20,6 +20,7 @@
 
 #include "memscale/json.hpp"
 #include "memscale/memscale.hpp"
+#include "torchtune_distributed_runs.hpp"
 
 namespace torchtune_distributed_test {
 namespace {
@@ -29,14 +30,7 @@ using nlohmann::json;
 
 constexpr model_spec llama3_8b = presets::llama_3_8b;
 
-constexpr training_spec distributed(std::uint64_t ranks) {
-  training_spec r = with_framework({.micro_batch = 2, .seq_len = 4096, .prec = precision::pure_bf16,
-                                    .ckpt = checkpointing::full},
-                                   framework_kind::torchtune);
-  r.shard = sharding::full;
-  r.data_parallel = ranks;
-  return r;
-}
+constexpr training_spec distributed(std::uint64_t ranks) { return memscale_test::torchtune_distributed(ranks); }
 
 constexpr training_spec titan(std::uint64_t ranks) {
   training_spec r = distributed(ranks);
@@ -84,7 +78,7 @@ static_assert(estimate(llama3_8b, qlora_distributed(8)).steady.tensor.value <
 static_assert(with_framework({}, framework_kind::torchtune).quant == base_quant::nf4_double_quant);
 
 json records(const std::string& prefix) {
-  const json all = json::parse(std::ifstream(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/cpu_traced_frameworks.json"));
+  const json all = memscale_test::framework_trace_records();
   json out = json::array();
   for (const json& r : all)
     // The offload records are torchtune_distributed_offload_test's.

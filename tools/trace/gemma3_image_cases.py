@@ -163,12 +163,7 @@ def run(c, B, S, images, lora):
                  opt_enum=tracer.optimizer_state_bytes([opt]), grads_enum=grad_bytes.bytes,
                  image_tokens_per_image=n_tokens, pixel_values_bytes=pixel_values.numel() * 4)
         del model, opt, ids, labels, pixel_values, token_type_ids
-    d["end_live"] = tr.live("__end__")
-    d.update(tracer.step_readings(tr, phase_peaks=True))
-    d["s2_tower_in"] = tr.live("tower_in_2")
-    d["s2_tower_peak"] = tr.peak("tower_in_2", "tower_out_2")
-    d["s2_tower_out"] = tr.live("tower_out_2")
-    return d
+    return tracer.tower_step_readings(tr, d)
 
 
 CASES = (  # batch, seq (all tokens), images per sample, lora
@@ -182,8 +177,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="docs/data/cpu_traced_vlm.json")
     a = ap.parse_args()
-    kept = [r for r in tracer.read_records(a.out) if not r["id"].startswith("cpu-gemma3-")] \
-        if os.path.exists(a.out) else []
+    kept = tracer.records_without(a.out, "cpu-gemma3-")
     out = []
     size = CONFIG["vision_config"]["image_size"]
     for B, S, n, lora in CASES:

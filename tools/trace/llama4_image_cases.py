@@ -28,7 +28,6 @@ around the tower's forward of step 2. Run from the project root (about a minute)
     /usr/bin/python3 tools/trace/llama4_image_cases.py --out docs/data/cpu_traced_vlm.json
 """
 import argparse
-import os
 import time
 
 import torch
@@ -268,12 +267,7 @@ def run(c, B, S, images, height, width):
                  tiles_per_image=tiles, image_tokens_per_image=len(one),
                  pixel_values_bytes=pixel_values.numel() * 4)
         del model, opt, ids, labels, pixel_values
-    d["end_live"] = tr.live("__end__")
-    d.update(tracer.step_readings(tr, phase_peaks=True))
-    d["s2_tower_in"] = tr.live("tower_in_2")
-    d["s2_tower_peak"] = tr.peak("tower_in_2", "tower_out_2")
-    d["s2_tower_out"] = tr.live("tower_out_2")
-    return d
+    return tracer.tower_step_readings(tr, d)
 
 
 CASES = (  # batch, seq (all tokens), images per sample, image height x width
@@ -287,8 +281,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="docs/data/cpu_traced_vlm.json")
     a = ap.parse_args()
-    kept = [r for r in tracer.read_records(a.out) if not r["id"].startswith("cpu-llama4-")] \
-        if os.path.exists(a.out) else []
+    kept = tracer.records_without(a.out, "cpu-llama4-")
     out = []
     for B, S, n, height, width in CASES:
         t0 = time.time()

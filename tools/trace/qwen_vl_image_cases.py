@@ -447,12 +447,7 @@ def run(c, B, S, images, H, W, lora):
                  opt_enum=tracer.optimizer_state_bytes([opt]), grads_enum=grad_bytes.bytes,
                  image_tokens_per_image=n_tokens, pixel_values_bytes=pixel_values.numel() * 4)
         del model, opt, ids, labels, pixel_values
-    d["end_live"] = tr.live("__end__")
-    d.update(tracer.step_readings(tr, phase_peaks=True))
-    d["s2_tower_in"] = tr.live("tower_in_2")
-    d["s2_tower_peak"] = tr.peak("tower_in_2", "tower_out_2")
-    d["s2_tower_out"] = tr.live("tower_out_2")
-    return d
+    return tracer.tower_step_readings(tr, d)
 
 
 CASES = (  # config, batch, seq (all tokens), images per sample, H, W, lora
@@ -477,8 +472,7 @@ def main():
     ap.add_argument("--out", default="docs/data/cpu_traced_vlm.json")
     a = ap.parse_args()
     ours = tuple(f"cpu-{family}-small-" for family in FAMILY_NOTES)
-    kept = [r for r in tracer.read_records(a.out) if not r["id"].startswith(ours)] \
-        if os.path.exists(a.out) else []
+    kept = tracer.records_without(a.out, ours)
     out = []
     for c, B, S, n, H, W, lora in CASES:
         t0 = time.time()

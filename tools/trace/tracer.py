@@ -209,6 +209,26 @@ def train_two_steps(tracker, forward, optimizer, after_backward=None):
     return seconds, value
 
 
+def tower_step_readings(tracker, detail):
+    """`detail` with the end of the trace, the step readings and the marks an image step places
+    around the vision tower in step 2 ("tower_in_2", "tower_out_2"): the live bytes at both and
+    the peak between them."""
+    detail["end_live"] = tracker.live("__end__")
+    detail.update(step_readings(tracker, phase_peaks=True))
+    detail["s2_tower_in"] = tracker.live("tower_in_2")
+    detail["s2_tower_peak"] = tracker.peak("tower_in_2", "tower_out_2")
+    detail["s2_tower_out"] = tracker.live("tower_out_2")
+    return detail
+
+
+def records_without(path, prefixes):
+    """The records of `path` (none when it does not exist) whose ids start with none of `prefixes`
+    (a string or a tuple): what a script keeps before appending its own."""
+    if not os.path.exists(path):
+        return []
+    return [r for r in read_records(path) if not r["id"].startswith(prefixes)]
+
+
 def traced_generate(build, vocab_size, batch, context, new_tokens, generate):
     """A greedy generate() traced from the model's construction to its end: build() makes the model
     (put in eval mode here), generate(model, ids, new_tokens, tracker) runs the loop on random ids of
