@@ -119,8 +119,6 @@ inline json allocator_report_json(const run_input& in, const device_estimate& d,
   return allocator_json(d, in.alloc_conf, &v);
 }
 
-// The report of `in` from its estimate (on the GPU when there is one) and its plan (null
-// without a GPU): the results, then the run document (so the report is a run document).
 // `r` with the reserved and device figures of its peaks taken from the device estimate `d`.
 inline estimate_result with_device_figures(estimate_result r, const device_estimate& d) {
   for (auto [mine, its] : {std::pair{&r.steady, &d.tensors.steady}, std::pair{&r.first_step, &d.tensors.first_step}}) {
@@ -130,6 +128,8 @@ inline estimate_result with_device_figures(estimate_result r, const device_estim
   return r;
 }
 
+// The report of `in` from its estimate (on the GPU when there is one) and its plan (null
+// without a GPU): the results, then the run document (so the report is a run document).
 // On CUDA the peaks' reserved and device figures are the device estimate's, as in its allocator
 // section (one figure per quantity in a report).
 inline json run_report_json(const run_input& in, const estimate_result& result, const plan_result* plan) {
