@@ -6,6 +6,7 @@
 #include <string>
 
 #include "memscale/json.hpp"
+#include "memscale/vision/device.hpp"
 #include "memscale/vision/planner.hpp"
 #include "memscale/vision/presets.hpp"
 #include "output.hpp"
@@ -37,6 +38,20 @@ nlohmann::json vision_json(const memscale::vision::vision_spec& m) {
           {"parameters", memscale::vision::parameter_count(m)}};
 }
 
+// The stack a vision step reads: torch (the allocator, cuBLAS in it from 2.0), bitsandbytes (the
+// 8-bit AdamW of AGGRESSIVE) and how CUDA loads its modules; no transformers.
+nlohmann::json vision_software_json(const memscale::training_spec& run) {
+  nlohmann::json j = memscale::json_io::software_json(run);
+  j.erase("transformers");
+  return j;
+}
+
+std::string vision_software_text(const memscale::training_spec& run) {
+  const nlohmann::json j = vision_software_json(run);
+  return fmt::format("torch {}, bitsandbytes {}, CUDA modules loaded {}", j.at("torch").get<std::string>(),
+                     j.at("bitsandbytes").get<std::string>(), run.cuda_lazy_loading ? "lazily" : "eagerly");
+}
+
 }  // namespace
 
 std::optional<memscale::vision::vision_spec> vision_model_of(const options& opt) {
@@ -61,19 +76,29 @@ std::optional<memscale::vision::vision_spec> vision_model_of(const options& opt)
 }
 
 std::string vision_report(const options& opt, const memscale::vision::vision_spec& model) {
-  const memscale::estimate_result r = memscale::vision::estimate(model, opt.run);
   std::optional<memscale::gpu_spec> gpu = opt.custom_gpu;
   if (!gpu && !opt.gpu.empty()) gpu = memscale::find_gpu(opt.gpu);  // checked by parse_args
-  const bool plan_wanted = gpu.has_value();
+  // With a GPU the step is estimated on it (its BLAS workspace), as the plan does.
+  const memscale::training_spec run = gpu ? memscale::on_gpu(opt.run, *gpu) : opt.run;
+  const memscale::device_options o = memscale::json_io::device_options_of(opt.alloc_conf, opt.context_memory);
+  // The peaks' reserved and device figures are the allocator section's (one figure per quantity).
+  const memscale::device_estimate d = memscale::vision::estimate_on_device(model, run, gpu ? &*gpu : nullptr, o);
+  const memscale::estimate_result& r = d.tensors;
+  const memscale::plan_options plan_opts{.headroom = opt.headroom.value_or(memscale::default_headroom)};
+  std::optional<memscale::plan_result> plan;
+  if (gpu) plan = memscale::vision::make_plan(model, opt.run, *gpu, plan_opts, o);
+  std::optional<memscale::device_verdict> v;
+  if (gpu && run.device == memscale::device_kind::cuda)
+    v = memscale::vision::verdict_on_device(model, run, d, plan->budget, o);
   if (opt.json) {
     nlohmann::json j = memscale::json_io::estimate_to_json(r);
     j["model"] = vision_json(model);
     j["run"] = run_to_json(opt.run);
     j["run"].erase("seq_len");
-    if (plan_wanted) {
-      j["plan"] = plan_json(memscale::vision::make_plan(
-          model, opt.run, *gpu, memscale::plan_options{.headroom = opt.headroom.value_or(memscale::default_headroom)}));
-    }
+    j["software"] = vision_software_json(run);
+    if (run.device == memscale::device_kind::cuda)
+      j["allocator"] = memscale::json_io::allocator_json(d, opt.alloc_conf, v ? &*v : nullptr);
+    if (plan) j["plan"] = plan_json(*plan);
     return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   }
   std::string out = fmt::format("{}{} ({} parameters), image {}x{}{}, batch {}, {}, {}\n",
@@ -89,10 +114,14 @@ std::string vision_report(const options& opt, const memscale::vision::vision_spe
                      memscale::to_string(r.steady.at), size_text(r.steady.tensor, 3), in_size_unit(b.activations),
                      in_size_unit(b.workspace), size_text(r.steady.reserved, 3), size_text(r.steady.device, 3));
   out += "  cuDNN workspace (cudnn.benchmark): bounded by the free memory at each convolution; never required to fit\n";
-  if (!plan_wanted) return out;
-  const memscale::plan_result plan = memscale::vision::make_plan(
-      model, opt.run, *gpu, memscale::plan_options{.headroom = opt.headroom.value_or(memscale::default_headroom)});
-  out += plan_text(*gpu, plan);
+  out += fmt::format("\nsoftware       {}\n", vision_software_text(run));
+  if (run.device == memscale::device_kind::cuda)
+    out += device_figures_text({.fallback = d.fallback, .tensor = d.tensor, .reserved = d.reserved, .device = d.device,
+                                .context = d.context, .context_from = d.context_from},
+                               gpu ? &*gpu : nullptr, opt.alloc_conf, "setup and two steps", v ? &*v : nullptr,
+                               "a smaller batch");
+  if (!plan) return out;
+  out += plan_text(*gpu, *plan);
   out += "  (vision modes: conservative = checkpointed stages; balanced = + mixed precision; aggressive = + 8-bit AdamW)\n";
   return out;
 }

@@ -46,6 +46,7 @@ enum class replay_fallback : std::uint8_t {
   too_large,           // more tensors or blocks than the replay's tables hold
   no_stream,           // generate() without an event stream yet (a sliding-window cache, quantised weights, gpt-oss)
   image_tower,         // a vision tower's forward on images: not in the step's event stream yet
+  checkpointed_stages, // a vision network's checkpointed stages: not in its event stream yet
 };
 
 constexpr std::string_view to_string(replay_fallback f) noexcept {
@@ -59,6 +60,7 @@ constexpr std::string_view to_string(replay_fallback f) noexcept {
     case replay_fallback::too_large: return "too_large";
     case replay_fallback::no_stream: return "no_stream";
     case replay_fallback::image_tower: return "image_tower";
+    case replay_fallback::checkpointed_stages: return "checkpointed_stages";
   }
   return "none";
 }
@@ -72,6 +74,8 @@ constexpr std::string_view explain(replay_fallback f) noexcept {
       return "no allocator replay for encoder-decoder models yet: reserved by the rounding rule";
     case replay_fallback::image_tower:
       return "no allocator replay of a vision tower's forward on images yet: reserved by the rounding rule";
+    case replay_fallback::checkpointed_stages:
+      return "no allocator replay of a vision network's checkpointed stages yet: reserved by the rounding rule";
     case replay_fallback::distributed:
       return "no allocator replay for sharded or data-parallel runs yet: reserved by the rounding rule";
     case replay_fallback::offloaded:
@@ -182,8 +186,10 @@ constexpr replay_outcome replay_of(const graph& g, const training_spec& run, con
   }
 }
 
+// `convolutions`: cuDNN runs (a vision network), which loads its kernels.
 constexpr allocator::context_estimate context_of(const training_spec& run, const gpu_spec* gpu,
-                                                 const device_options& o, context_source& from) {
+                                                 const device_options& o, context_source& from,
+                                                 bool convolutions = false) {
   const bytes blas_outside = run.torch_version >= 200 ? bytes{} : run.blas_workspace;
   if (o.context_override.value != 0) {
     from = context_source::measured;
@@ -205,6 +211,7 @@ constexpr allocator::context_estimate context_of(const training_spec& run, const
                                     .flash_attention = run.prec != precision::fp32 &&
                                                        (run.attention == attention_impl::flash ||
                                                         run.attention == attention_impl::sdpa),
+                                    .convolutions = convolutions,
                                     .lazy_loading = run.cuda_lazy_loading,
                                     .gpus = static_cast<std::uint32_t>(run.data_parallel > 1 ? 2 : 1),
                                     .blas_outside = blas_outside});

@@ -153,18 +153,19 @@ const std::vector<data_set> data_sets{
      "GPU held out (MoE generate(), H100)", 24},
 };
 
-band band_of(const std::string& set) {
+// A regression guard per data set at its measured worst, rounded outwards; not a claim (the
+// verdict's bands are error_band.hpp's). Reserved and nvidia-smi figures are the report's: the
+// allocator replay and the context model where the replay runs (memscale/device_peak.hpp).
+band band_of(const std::string& set, const std::string& quantity) {
   for (const data_set& d : data_sets)
     if (set == d.name && d.cpu) return {-5.0, 10.0};
-  // A regression guard at the measured worst, not a claim: the caching allocator's
-  // fragmentation (reserved) is not modelled, docs/gpu-measurements.md.
-  if (set == "gpu_measured_h100" || set == "gpu_heldout_h100" || set == "gpu_families_h100" ||
-      set == "gpu_caches_h100" || set == "gpu_padded_h100" || set == "gpu_padded_heldout_h100" ||
-      set == "gpu_moe_generate_h100")
-    return {-25.0, 15.0};
-  // DeepSeek's generate() by the rounding rule (no replay): device -26.34%, the class's policy band
-  // (+-35%) covers it in the verdict.
-  if (set == "gpu_layer_kinds_h100") return {-27.0, 15.0};
+  // The H100 sets: gpt-oss generate() reserved -7.70% (no allocator stream for its sinks and 3-D
+  // experts: the rounding rule), DeepSeek-V2-Lite generate() allocated +7.54%.
+  if (set.size() > 5 && set.compare(set.size() - 5, 5, "_h100") == 0) return {-10.0, 10.0};
+  // The V100 BERT-large runs of 2022 (torch 1.10, CUDA 11.2, eager loading): nvidia-smi -12.40%
+  // at fp16 batch 4; the context model is measured from torch 2.0, and for older stacks the
+  // verdict takes the class band (error_band.hpp gpu_published, -20.5%).
+  if (set == "gpu_published_dev" && quantity == "device") return {-15.0, 15.0};
   return {-10.0, 15.0};
 }
 
@@ -356,7 +357,8 @@ void write_report(const std::vector<row>& rows, const std::string& out_dir) {
   md << "# Accuracy report\n\n"
      << "Regenerate from a clean checkout (gnuplot draws the plot; `apt-get install gnuplot-nox`):\n\n"
      << "```sh\ncmake -S . -B build -G Ninja && cmake --build build --target accuracy-report\n```\n\n"
-     << "`ctest -R accuracy.bands` fails when a case leaves its band (CPU [-5%, +10%], GPU [-10%, +15%]) or a\n"
+     << "`ctest -R accuracy.bands` fails when a case leaves its band (CPU [-5%, +10%], the H100 sets [-10%, +10%],\n"
+     << "the other GPU sets [-10%, +15%], the V100 nvidia-smi figures of 2022 [-15%, +15%]) or a\n"
      << "median passes its bar (CPU 3%, GPU allocated 8%, nvidia-smi 10%). The report is made by\n"
      << "tools/accuracy/main.cpp from these data sets (`tests/data/ground-truth/` holds the dev sets copied from\n"
      << "../shared/ground-truth, `docs/data/` the others):\n\n";
@@ -365,7 +367,9 @@ void write_report(const std::vector<row>& rows, const std::string& out_dir) {
      << "  planner's AGGRESSIVE mode applied to the model and run of the same suite's baseline record (GPT-2 XL,\n"
      << "  OOM as a baseline: the preset)\n\n"
      << "The software versions the GPU records' sources state are merged in from\n"
-     << "`docs/data/gpu_published_stack.json`. Error = (estimated - measured) / measured. Do not edit by hand.\n\n"
+     << "`docs/data/gpu_published_stack.json`. Error = (estimated - measured) / measured. Reserved and nvidia-smi\n"
+     << "estimates are the figures `memscale-plan` reports on the record's GPU: the allocator replay and the CUDA\n"
+     << "context model (docs/allocator.md), the rounding rule where the replay does not run. Do not edit by hand.\n\n"
      << "![estimated vs measured](accuracy.svg)\n\n## Summary\n\n"
      << "| data set | quantity | cases modelled | not modelled yet | median abs error | p90 abs error | worst under | worst over |\n"
      << "|---|---|---|---|---|---|---|---|\n";
@@ -479,7 +483,7 @@ int check(const std::vector<row>& rows) {
   int passes = 0;
   for (const row& r : rows) {
     if (!r.error.empty() || r.set == "memscale_aggressive") continue;
-    const band b = band_of(r.set);
+    const band b = band_of(r.set, r.quantity);
     if (r.err_pct() < b.low || r.err_pct() > b.high) {
       std::printf("OUT OF BAND %s %s: %+.2f%% not in [%+.0f%%, %+.0f%%]\n", r.set.c_str(), r.id.c_str(), r.err_pct(),
                   b.low, b.high);

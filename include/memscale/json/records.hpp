@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -14,6 +15,7 @@
 #include "memscale/liger.hpp"
 #include "memscale/estimate.hpp"
 #include "memscale/gpus.hpp"
+#include "memscale/inference/device.hpp"
 #include "memscale/plan_result.hpp"
 #include "memscale/json/fields.hpp"
 #include "memscale/json/framework_fields.hpp"
@@ -26,6 +28,7 @@
 #include "memscale/model.hpp"
 #include "memscale/presets.hpp"
 #include "memscale/training.hpp"
+#include "memscale/vision/device.hpp"
 
 namespace memscale::json_io {
 
@@ -323,6 +326,31 @@ inline bytes pick(const peak_estimate& p, quantity q) {
 
 namespace detail {
 
+// A run measured with PYTORCH_CUDA_ALLOC_CONF options (the record's "alloc_conf") replays with them.
+inline device_options record_device_options(const json& record) {
+  device_options o{};
+  if (record.contains("alloc_conf")) {
+    const json& c = record.at("alloc_conf");
+    if (!c.is_string())
+      bad_field(error_code::invalid_run, "alloc_conf", c, "must be a PYTORCH_CUDA_ALLOC_CONF string like \"expandable_segments:True\"");
+    o.allocator = allocator::parse_alloc_conf(c.get<std::string>()).settings;  // its errors name the option
+  }
+  return o;
+}
+
+// The GPU a record ran on, when the catalog has it.
+inline std::optional<gpu_spec> record_gpu(const json& record) {
+  return find_gpu(record.value("device", std::string("cuda")));
+}
+
+// A record's reserved or device figure as a report on its GPU states it (memscale/device_peak.hpp:
+// the allocator replay and the context model, or the rounding rule where the replay does not
+// reach); `Estimate` is the path's device estimate of the run on that GPU.
+template <class DeviceEstimate>
+bytes device_quantity(const DeviceEstimate& d, quantity q) {
+  return q == quantity::reserved ? d.reserved : d.device;
+}
+
 // A training record's class of run and error band (memscale/error_band.hpp), and, when its
 // device is a GPU of the catalog, the verdict the planner's rule gives at that GPU's budget
 // (default headroom) and the allocator replay's figures with the capped replay's point verdict.
@@ -342,14 +370,7 @@ inline void add_class_and_verdict(json& out, const json& record, const model_spe
                     {"budget", budget.value},
                     {"peak", overall_peak(e).device.value},
                     {"verdict", std::string(to_string(verdict_of(range_of(overall_peak(e).device, band), budget)))}};
-  // A run measured with PYTORCH_CUDA_ALLOC_CONF options replays with them.
-  device_options o{};
-  if (record.contains("alloc_conf")) {
-    const json& c = record.at("alloc_conf");
-    if (!c.is_string())
-      bad_field(error_code::invalid_run, "alloc_conf", c, "must be a PYTORCH_CUDA_ALLOC_CONF string like \"expandable_segments:True\"");
-    o.allocator = allocator::parse_alloc_conf(c.get<std::string>()).settings;  // its errors name the option
-  }
+  const device_options o = record_device_options(record);
   try {  // the replay's own limits must not turn a modelled record into an error
     const device_estimate d = estimate_on_device(model, on_device, &*gpu, o);
     const device_verdict v = verdict_on_device(model, on_device, d, budget, o);
@@ -399,17 +420,30 @@ inline json estimate_record(const json& record) {
                              ? record.at("id").get<std::string>()
                              : std::string();
   try {
+    const quantity q = quantity_of(record.value("measure", std::string("max_memory_allocated")));
+    const bool device_figure = q == quantity::reserved || q == quantity::device;
+    const std::optional<gpu_spec> gpu = detail::record_gpu(record);
     if (is_vision_record(record)) {
       const vision::vision_spec model = vision_model_from_record(record);
-      const quantity q = quantity_of(record.value("measure", std::string("max_memory_allocated")));
-      const estimate_result r = vision::estimate(model, run_from_record(vision_run_record(record)));
-      return {{"id", id}, {"estimated_bytes", pick(r.steady, q).value}, {"quantity", std::string(to_string(q))}};
+      const training_spec run = run_from_record(vision_run_record(record));
+      const estimate_result r = vision::estimate(model, run);
+      bytes b = pick(r.steady, q);
+      if (device_figure && run.device == device_kind::cuda)
+        b = detail::device_quantity(vision::estimate_on_device(model, gpu ? on_gpu(run, *gpu) : run,
+                                                               gpu ? &*gpu : nullptr, detail::record_device_options(record)),
+                                    q);
+      return {{"id", id}, {"estimated_bytes", b.value}, {"quantity", std::string(to_string(q))}};
     }
     const model_spec model = record.contains("infer") ? inference_model_for_record(record) : model_for_record(record);
-    const quantity q = quantity_of(record.value("measure", std::string("max_memory_allocated")));
     if (record.contains("infer")) {  // an inference record: json/inference.hpp
-      const inference_peak p = estimate_inference(model, inference_from_record(record)).peak;
-      const bytes b = q == quantity::reserved ? p.reserved : q == quantity::device ? p.device : p.tensor;
+      inference_spec spec = inference_from_record(record);
+      const inference_peak p = estimate_inference(model, spec).peak;
+      bytes b = q == quantity::reserved ? p.reserved : q == quantity::device ? p.device : p.tensor;
+      if (device_figure && spec.device == device_kind::cuda) {
+        if (gpu) spec.blas_workspace = gpu->cublas_workspace;  // as plan_inference runs it on the GPU
+        b = detail::device_quantity(
+            estimate_inference_on_device(model, spec, gpu ? &*gpu : nullptr, detail::record_device_options(record)), q);
+      }
       return {{"id", id}, {"estimated_bytes", b.value}, {"quantity", std::string(to_string(q))}};
     }
     const training_spec run = run_from_record(record);
@@ -419,6 +453,10 @@ inline json estimate_record(const json& record) {
     detail::check_parameter_counts(record, model, r.trainable_parameter_count);
     json out{{"id", id}, {"estimated_bytes", pick(r.steady, q).value}, {"quantity", std::string(to_string(q))}};
     detail::add_class_and_verdict(out, record, model, run);
+    if (device_figure && run.device == device_kind::cuda)
+      out["estimated_bytes"] = detail::device_quantity(
+          estimate_on_device(model, gpu ? on_gpu(run, *gpu) : run, gpu ? &*gpu : nullptr, detail::record_device_options(record)),
+          q).value;
     return out;
   } catch (const error& e) {
     return {{"id", id}, {"error", e.what()}};

@@ -11,6 +11,8 @@
 // can outweigh the activations it halves (ViT at small batches).
 // cuDNN's workspace is bounded by the free memory at each convolution (vision/estimate.hpp:
 // cudnn_mandatory_workspace), so "fits" needs no extra term for it.
+// Each mode is estimated on the GPU as a transformer's is: the allocator replay and the context
+// (memscale/vision/device.hpp), with the replayed band where it is measured.
 // The plan itself is the transformer planner's (memscale/detail/plan_steps.hpp): the same
 // verdicts from the same kind of error band, the same choice of mode, the same micro-batch
 // search and fallback to a smaller micro-batch dividing the effective batch.
@@ -22,7 +24,9 @@
 #include "memscale/error_band.hpp"
 #include "memscale/gpus.hpp"
 #include "memscale/plan_result.hpp"
+#include "memscale/vision/device.hpp"
 #include "memscale/vision/estimate.hpp"
+#include "memscale/vision/run_class.hpp"
 
 namespace memscale::vision {
 
@@ -38,14 +42,6 @@ constexpr training_spec apply_vision_mode(training_spec run, mode m, const gpu_s
   return run;
 }
 
-// The measured class of a vision run: the torchvision cases (CPU traces and H100 steps) cover
-// full training without offloading or sharding, which the vision estimator does not model.
-constexpr run_class class_of(const vision_spec&, const training_spec& run) {
-  const bool modelled = run.target == training_target::full && run.shard == sharding::none &&
-                        !run.offload_optimizer && !run.offload_parameters && !run.offload_activations;
-  return modelled ? run_class::torchvision : run_class::unmeasured;
-}
-
 namespace detail {
 
 constexpr std::string_view reason_for(mode m) {
@@ -58,9 +54,12 @@ constexpr std::string_view reason_for(mode m) {
   return "";
 }
 
-// A torchvision network as memscale::detail::plan_with plans it.
+// A torchvision network as memscale::detail::plan_with plans it: each mode's step on the GPU by
+// estimate_on_device (the allocator replay and the context), judged with its band.
 struct vision_planning {
   const vision_spec& model;
+  const gpu_spec& gpu;
+  device_options device{};
 
   static constexpr bool streams_parameters = false;  // the vision estimator models no offloading
   static constexpr bool has_sequence = false;
@@ -71,16 +70,18 @@ struct vision_planning {
   static constexpr std::string_view reason_for(mode m) { return detail::reason_for(m); }
 
   constexpr void validate() const { vision::validate(model); }
-  static constexpr training_spec mode_run(const training_spec& request, mode m, const gpu_spec& gpu) {
-    return apply_vision_mode(request, m, gpu);
+  static constexpr training_spec mode_run(const training_spec& request, mode m, const gpu_spec& on) {
+    return apply_vision_mode(request, m, on);
   }
-  constexpr const error_band& band_for(const training_spec& run) const { return band_of(class_of(model, run)); }
-  constexpr mode_plan plan_run(const training_spec& request, const training_spec& run, const gpu_spec&, mode m,
+  constexpr mode_plan plan_run(const training_spec& request, const training_spec& run, const gpu_spec& on, mode m,
                                bytes budget) const {
-    return memscale::detail::mode_plan_of(m, request, run, estimate(model, run), band_for(run), budget);
+    const device_estimate d = estimate_on_device(model, run, &on, device);
+    return memscale::detail::mode_plan_of(m, request, run, d.tensors, device_band_of(model, run, d), budget);
   }
+  // plan_run(...).range.high from the same estimate.
   constexpr bytes peak_upper_end(const training_spec& run) const {
-    return range_of(overall_peak(estimate(model, run)).device, band_for(run)).high;
+    const device_estimate d = estimate_on_device(model, run, &gpu, device);
+    return range_of(d.device, device_band_of(model, run, d)).high;
   }
 };
 
@@ -89,22 +90,23 @@ static_assert(memscale::detail::planning_kind<vision_planning>);
 }  // namespace detail
 
 constexpr mode_plan plan_mode(const vision_spec& model, const training_spec& request, const gpu_spec& gpu, mode m,
-                              bytes budget) {
-  return detail::vision_planning{model}.plan_run(request, apply_vision_mode(request, m, gpu), gpu, m, budget);
+                              bytes budget, const device_options& device = {}) {
+  return detail::vision_planning{model, gpu, device}.plan_run(request, apply_vision_mode(request, m, gpu), gpu, m,
+                                                              budget);
 }
 
 // The plan of a vision run: the same plan_result, filled by the same steps, as
 // memscale::make_plan gives a transformer (a shorter sequence and parameter streaming are
 // not fallbacks here).
 constexpr plan_result make_plan(const vision_spec& model, const training_spec& run, const gpu_spec& gpu,
-                                const plan_options& options = {}) {
-  return memscale::detail::plan_with(detail::vision_planning{model}, run, gpu, options);
+                                const plan_options& options = {}, const device_options& device = {}) {
+  return memscale::detail::plan_with(detail::vision_planning{model, gpu, device}, run, gpu, options);
 }
 
 // make_plan(...).fits from the modes' peaks at the request alone (as memscale::fits).
 constexpr bool fits(const vision_spec& model, const training_spec& run, const gpu_spec& gpu,
-                    const plan_options& options = {}) {
-  return memscale::detail::fit_with(detail::vision_planning{model}, run, gpu, options).fits;
+                    const plan_options& options = {}, const device_options& device = {}) {
+  return memscale::detail::fit_with(detail::vision_planning{model, gpu, device}, run, gpu, options).fits;
 }
 
 }  // namespace memscale::vision
