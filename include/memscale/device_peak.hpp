@@ -46,7 +46,6 @@ enum class replay_fallback : std::uint8_t {
   too_large,           // more tensors or blocks than the replay's tables hold
   no_stream,           // generate() without an event stream yet (a sliding-window cache, quantised weights, gpt-oss)
   image_tower,         // a vision tower's forward on images: not in the step's event stream yet
-  checkpointed_stages, // a vision network's checkpointed stages: not in its event stream yet
 };
 
 constexpr std::string_view to_string(replay_fallback f) noexcept {
@@ -60,7 +59,6 @@ constexpr std::string_view to_string(replay_fallback f) noexcept {
     case replay_fallback::too_large: return "too_large";
     case replay_fallback::no_stream: return "no_stream";
     case replay_fallback::image_tower: return "image_tower";
-    case replay_fallback::checkpointed_stages: return "checkpointed_stages";
   }
   return "none";
 }
@@ -74,8 +72,6 @@ constexpr std::string_view explain(replay_fallback f) noexcept {
       return "no allocator replay for encoder-decoder models yet: reserved by the rounding rule";
     case replay_fallback::image_tower:
       return "no allocator replay of a vision tower's forward on images yet: reserved by the rounding rule";
-    case replay_fallback::checkpointed_stages:
-      return "no allocator replay of a vision network's checkpointed stages yet: reserved by the rounding rule";
     case replay_fallback::distributed:
       return "no allocator replay for sharded or data-parallel runs yet: reserved by the rounding rule";
     case replay_fallback::offloaded:

@@ -614,6 +614,23 @@ if [[ $rc -eq 0 ]] && grep -q "image 384x384" "$work/out" && grep -q "largest mi
 else
   fail "--model resnet50 --image 384x384 --gpu: a plan with the largest batch" "exit $rc" "$(head -c 300 "$work/err")"
 fi
+# A vision step on a GPU is replayed through the caching allocator, with the run's allocator options.
+run --model resnet50 --batch 64 --gpu h100-80gb --alloc-conf expandable_segments:True
+if [[ $rc -eq 0 ]] && grep -qF "caching allocator (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)" "$work/out" &&
+  grep -q "reserved .*setup and two steps replayed through the allocator" "$work/out" &&
+  grep -q "verdict with the band -5.0% .. +4.0% (torchvision): fits" "$work/out"; then
+  pass "--model resnet50 --gpu --alloc-conf: the allocator section, replayed with the option"
+else
+  fail "--model resnet50 --gpu --alloc-conf: the allocator section, replayed with the option" "exit $rc" \
+    "$(head -c 300 "$work/err")"
+fi
+run --model resnet50 --batch 64 --gpu h100-80gb --checkpointing full --json
+if [[ $rc -eq 0 ]] && python3 -c 'import json,sys; d=json.load(sys.stdin); a=d["allocator"]; assert a["replayed"] and a["reserved"] >= a["tensor"] and a["device"] == a["reserved"] + a["context"]["total"], a' <"$work/out" 2>"$work/py"; then
+  pass "--model resnet50 --checkpointing full --json: checkpointed stages replayed, device = reserved + context"
+else
+  fail "--model resnet50 --checkpointing full --json: checkpointed stages replayed, device = reserved + context" "exit $rc" \
+    "python: $(tail -n 1 "$work/py")"
+fi
 run --model mobilenet_v3_large --batch 8 --json
 if [[ $rc -eq 0 ]] && python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["model"]["parameters"] == 5483032' <"$work/out"; then
   pass "--model mobilenet_v3_large --json: 5483032 parameters"

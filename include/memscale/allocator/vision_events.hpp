@@ -9,7 +9,10 @@
 // statistics, the image batch and labels) and the optimizer step are those of the transformer
 // walk. A convolution's cuDNN workspace (vision::layer_graph::call_workspace) is taken and
 // given back around its forward call and each of its two backward calls (data, then filter).
-// Stage checkpointing is not walked (an error).
+// Stage checkpointing (vision/estimate.hpp's walk, torch.utils.checkpoint non-reentrant): a
+// checkpointed stage's layers save nothing in forward and the stage holds its input; when its
+// backward starts its forward is replayed (the gradient coming in waiting meanwhile), keeping
+// what its backward functions save, then it runs backward and gives its input back.
 #pragma once
 
 #include <array>
@@ -33,9 +36,7 @@ class vision_walker {
   constexpr vision_walker(const vision::layer_graph& g, const training_spec& run, const step_stream_options& o,
                           Sink& sink)
       : g_(g), run_(run), p_(precision_policy_of(run)), o_(o), events_(sink) {  // NOLINT: o_ is the options
-    memscale::detail::require(run.ckpt == checkpointing::none || g.stages == 0, error_code::unsupported, "run.ckpt",
-                              "the allocator's vision stream does not walk stage checkpointing",
-                              run.ckpt);
+    ckpt_ = run.ckpt != checkpointing::none && g.stages > 0;
     persist_ = run.grad_accum > 1 || !run.zero_grad_to_none;
     for (std::size_t i = 0; i < g.size; ++i) {
       saved_[i] = no_tensor;
@@ -43,14 +44,16 @@ class vision_walker {
       dies_head_[i + 1] = no_layer;
     }
     dies_head_[0] = no_layer;
-    // Who frees what: outputs kept for a backward are released by the earliest saver's
-    // backward; the others die after their last forward consumer.
+    // Who frees what: a saved output is released by the earliest saver's backward; an output
+    // not kept through forward (none saves it, or the checkpoint drops it) dies after its last
+    // forward consumer.
     for (std::size_t j = g.size; j-- > 0;) {
       const release_point by = g.ops[j].released_by;
       if (by != not_kept) {
         release_next_[j] = release_head_[by.index()];
         release_head_[by.index()] = static_cast<std::uint16_t>(j);
-      } else {
+      }
+      if (!vision::output_kept(g, j, ckpt_)) {
         const auto at = static_cast<std::size_t>(g.last_use[j]) + 1;
         dies_next_[j] = dies_head_[at];
         dies_head_[at] = static_cast<std::uint16_t>(j);
@@ -97,14 +100,15 @@ class vision_walker {
     for (std::size_t i = 0; i < g_.size; ++i) {
       for (std::uint16_t j = dies_head_[i]; j != no_layer; j = dies_next_[j]) free(out_[j]);
       const op& o = g_.ops[i];
+      if (ckpt_ && vision::starts_stage(g_, i)) stage_input_[g_.stage[i]] = alloc(g_.stage_input[g_.stage[i]].value);
       if (s == 1 && o.kind == op_kind::linear && workspace_ == no_tensor && run_.torch_version >= 200)
         workspace_ = alloc(run_.blas_workspace.value);
       out_[i] = alloc(o.out.value);
       call(i);
-      extra_[i] = alloc(o.extra_saved.value);
+      if (!vision::in_checkpointed_stage(g_, i, ckpt_)) extra_[i] = alloc(o.extra_saved.value);
       std::uint32_t temp = alloc(o.fwd_temp.value);
       free(temp);
-      if (o.released_by != not_kept) {
+      if (vision::output_kept(g_, i, ckpt_)) {
         saved_[i] = out_[i];
         out_[i] = no_tensor;
       }
@@ -112,21 +116,15 @@ class vision_walker {
     // Outputs whose last use is the last layer die with the forward (the logits).
     for (std::uint16_t j = dies_head_[g_.size]; j != no_layer; j = dies_next_[j]) free(out_[j]);
     events_.enter(s, moment::first_block_backward);
-    for (std::size_t k = g_.size; k-- > 0;) {
-      const op& o = g_.ops[k];
-      std::uint32_t grad_out = alloc(g_.grad_out[k].value);
-      std::uint32_t carried = alloc(g_.carried[k].value);
-      std::uint32_t grad_in = alloc(o.grad_in.value);
-      call(k);
-      std::uint32_t temp = alloc(o.bwd_temp.value);
-      if (!persist_) gradients_of(o);
-      call(k);
-      free(temp);
-      free(grad_out);
-      free(carried);
-      free(grad_in);
-      for (std::uint16_t j = release_head_[k]; j != no_layer; j = release_next_[j]) free(saved_[j]);
-      free(extra_[k]);
+    // Segments of equal stage from the end (one segment when nothing is checkpointed).
+    for (std::size_t end = g_.size; end > 0;) {
+      std::size_t begin = ckpt_ ? end - 1 : 0;
+      while (begin > 0 && g_.stage[begin - 1] == g_.stage[begin]) --begin;
+      const std::uint16_t stage = ckpt_ ? g_.stage[begin] : std::uint16_t{0};
+      if (stage != 0) replay_forward(begin, end);
+      backward(begin, end);
+      if (stage != 0) free(stage_input_[stage]);
+      end = begin;
     }
     events_.enter(s, moment::optimizer_step);
     optimizer_step_events(
@@ -146,6 +144,56 @@ class vision_walker {
     }
   }
 
+  // A checkpointed stage's forward again, before its backward: what a backward inside the stage
+  // saves is kept; the rest dies after its last use or, used past the stage, with the replay.
+  constexpr void replay_forward(std::size_t begin, std::size_t end) {
+    std::uint32_t grad_out = alloc(g_.grad_out[end - 1].value);
+    std::uint32_t carried = alloc(g_.carried[end - 1].value);
+    for (std::size_t i = begin; i < end; ++i) {
+      for (std::uint16_t j = dies_head_[i]; j != no_layer; j = dies_next_[j])
+        if (!saved_by_replay(j, end)) free(out_[j]);
+      const op& o = g_.ops[i];
+      out_[i] = alloc(o.out.value);
+      call(i);
+      extra_[i] = alloc(o.extra_saved.value);
+      std::uint32_t temp = alloc(o.fwd_temp.value);
+      free(temp);
+      if (saved_by_replay(i, end)) {
+        saved_[i] = out_[i];
+        out_[i] = no_tensor;
+      }
+    }
+    for (std::size_t i = begin; i < end; ++i) free(out_[i]);
+    free(carried);
+    free(grad_out);
+  }
+
+  // Whether a backward in the segment ending at `end` saves layer i's replayed output.
+  constexpr bool saved_by_replay(std::size_t i, std::size_t end) const {
+    const release_point by = g_.ops[i].released_by;
+    return by != not_kept && by.index() < end;
+  }
+
+  // Layers [begin, end) in reverse, everything they save present.
+  constexpr void backward(std::size_t begin, std::size_t end) {
+    for (std::size_t k = end; k-- > begin;) {
+      const op& o = g_.ops[k];
+      std::uint32_t grad_out = alloc(g_.grad_out[k].value);
+      std::uint32_t carried = alloc(g_.carried[k].value);
+      std::uint32_t grad_in = alloc(o.grad_in.value);
+      call(k);
+      std::uint32_t temp = alloc(o.bwd_temp.value);
+      if (!persist_) gradients_of(o);
+      call(k);
+      free(temp);
+      free(grad_out);
+      free(carried);
+      free(grad_in);
+      for (std::uint16_t j = release_head_[k]; j != no_layer; j = release_next_[j]) free(saved_[j]);
+      free(extra_[k]);
+    }
+  }
+
   static constexpr std::uint16_t no_layer = 0xffff;
   const vision::layer_graph& g_;
   const training_spec& run_;
@@ -153,9 +201,11 @@ class vision_walker {
   step_stream_options o_;
   tensor_events<Sink, IdCapacity> events_;
   bool persist_ = false;
+  bool ckpt_ = false;  // stage checkpointing on a graph with stages
   std::array<std::uint32_t, vision::layer_capacity> out_{};
   std::array<std::uint32_t, vision::layer_capacity> extra_{};
   std::array<std::uint32_t, vision::layer_capacity> saved_{};
+  std::array<std::uint32_t, vision::stage_capacity> stage_input_{};
   std::array<std::uint16_t, vision::layer_capacity> release_head_{};
   std::array<std::uint16_t, vision::layer_capacity> release_next_{};
   std::array<std::uint16_t, vision::layer_capacity + 1> dies_head_{};

@@ -4,7 +4,7 @@
 // CUDA context with cuDNN's kernels; and the verdict at a budget with the replayed band.
 //
 // The rounding rule of vision::estimate is kept where the stream does not describe the run (not
-// CUDA, sharded, offloaded or with checkpointed stages) and in constant evaluation for graphs over constant_replay_ops
+// CUDA, sharded or offloaded) and in constant evaluation for graphs over constant_replay_ops
 // (every torchvision and timm network is: resnet18 is about 70 layers, BatchNorm and ReLU apart).
 #pragma once
 
@@ -29,7 +29,6 @@ constexpr replay_fallback replay_precondition(const training_spec& run) {
   if (run.device != device_kind::cuda) return replay_fallback::not_cuda;
   if (run.shard != sharding::none || run.data_parallel != 1) return replay_fallback::distributed;
   if (run.offload_optimizer || run.offload_parameters || run.offload_activations) return replay_fallback::offloaded;
-  if (run.ckpt != checkpointing::none) return replay_fallback::checkpointed_stages;  // allocator/vision_events.hpp
   return replay_fallback::none;
 }
 

@@ -32,20 +32,6 @@ struct walk_result {
   bytes saved{};          // live at the end of forward
 };
 
-// Whether op i's saved tensors are dropped in forward (checkpointed stage).
-constexpr bool checkpointed(const layer_graph& g, std::size_t i, bool ckpt) { return ckpt && g.stage[i] != 0; }
-
-// Whether op i's output stays for backward: a backward saves it, and that backward's
-// layer is not in a checkpointed stage (then the checkpoint keeps its input instead).
-constexpr bool output_kept(const layer_graph& g, std::size_t i, bool ckpt) {
-  const auto by = g.ops[i].released_by;
-  return by != not_kept && !checkpointed(g, i, ckpt) && !checkpointed(g, by.index(), ckpt);
-}
-
-constexpr bool starts_stage(const layer_graph& g, std::size_t i) {
-  return g.stage[i] != 0 && (i == 0 || g.stage[i - 1] != g.stage[i]);
-}
-
 constexpr walk_result walk(const layer_graph& g, const training_spec& run, bool grads_persist) {
   const bool ckpt = run.ckpt != checkpointing::none && g.stages > 0;
   const std::size_t n = g.size;
@@ -59,7 +45,7 @@ constexpr walk_result walk(const layer_graph& g, const training_spec& run, bool 
   bytes saved_total{};
   for (std::size_t i = 0; i < n; ++i) {
     const op& o = g.ops[i];
-    const bool dropped = checkpointed(g, i, ckpt);
+    const bool dropped = in_checkpointed_stage(g, i, ckpt);
     if (dropped && starts_stage(g, i)) {
       born[i] += g.stage_input[g.stage[i]];
       saved_total += g.stage_input[g.stage[i]];
@@ -127,7 +113,7 @@ constexpr walk_result walk(const layer_graph& g, const training_spec& run, bool 
     bytes outside{};
     for (std::size_t i = 0; i < end; ++i) {
       if (starts_stage(g, i)) outside += g.stage_input[g.stage[i]];  // stages not yet through backward
-      if (i >= begin || checkpointed(g, i, true)) continue;
+      if (i >= begin || in_checkpointed_stage(g, i, true)) continue;
       if (output_kept(g, i, true)) outside += g.ops[i].out;
       outside += g.ops[i].extra_saved;
     }

@@ -42,6 +42,20 @@ struct layer_graph {
 // Every layer runs once per step (the estimators' repeats_of for a flat graph).
 constexpr std::uint64_t repeats_of(const layer_graph&, std::size_t) { return 1; }
 
+// Whether layer i's saved tensors are dropped in forward: it is in a checkpointed stage.
+constexpr bool in_checkpointed_stage(const layer_graph& g, std::size_t i, bool ckpt) { return ckpt && g.stage[i] != 0; }
+
+// Whether layer i's output stays for backward: a backward saves it, and that backward's
+// layer is not in a checkpointed stage (then the checkpoint keeps its input instead).
+constexpr bool output_kept(const layer_graph& g, std::size_t i, bool ckpt) {
+  const auto by = g.ops[i].released_by;
+  return by != not_kept && !in_checkpointed_stage(g, i, ckpt) && !in_checkpointed_stage(g, by.index(), ckpt);
+}
+
+constexpr bool starts_stage(const layer_graph& g, std::size_t i) {
+  return g.stage[i] != 0 && (i == 0 || g.stage[i - 1] != g.stage[i]);
+}
+
 // A tensor in the forward pass: its per-sample shape and the layer that allocated its
 // storage (-1: the input batch, which the data loader owns).
 struct tensor {
