@@ -47,6 +47,10 @@ std::uint64_t block_elements(const graph& g) {
 }
 }  // namespace
 
+static_assert(detail::rank_run(training_spec{}, {.engine = strategy::fsdp_full, .gpus_per_node = 2}).fsdp_flat_views);
+static_assert(!detail::rank_run(training_spec{}, {.engine = strategy::zero3, .gpus_per_node = 2}).fsdp_flat_views);
+static_assert(!training_spec{}.fsdp_flat_views);  // one GPU: no FSDP unit
+
 TEST_CASE("FSDP1 flat views: set for FSDP1's sharding strategies only", "[fsdp1][parallel]") {
   const training_spec run = read(stablelm_fsdp_record()).run;
   parallel_spec p{.engine = strategy::fsdp_full, .gpus_per_node = 2};
