@@ -34,7 +34,7 @@ struct record_run {
   parallel_spec layout;
 };
 
-record_run read(const json& r) {
+record_run layout_of_record(const json& r) {
   return {json_io::model_for_record(r), json_io::run_from_record(json_io::single_gpu_view(r)),
           json_io::parallel_from_record(r)};
 }
@@ -52,7 +52,7 @@ static_assert(!detail::rank_run(training_spec{}, {.engine = strategy::zero3, .gp
 static_assert(!training_spec{}.fsdp_flat_views);  // one GPU: no FSDP unit
 
 TEST_CASE("FSDP1 flat views: set for FSDP1's sharding strategies only", "[fsdp1][parallel]") {
-  const training_spec run = read(stablelm_fsdp_record()).run;
+  const training_spec run = layout_of_record(stablelm_fsdp_record()).run;
   parallel_spec p{.engine = strategy::fsdp_full, .gpus_per_node = 2};
   CHECK(detail::rank_run(run, p).fsdp_flat_views);
   p.engine = strategy::fsdp_grad_op;
@@ -67,7 +67,7 @@ TEST_CASE("FSDP1 flat views: set for FSDP1's sharding strategies only", "[fsdp1]
 
 TEST_CASE("FSDP1 flat views: the split's backward holds every weight gradient and their concatenation",
           "[fsdp1][activations]") {
-  const record_run r = read(stablelm_fsdp_record());
+  const record_run r = layout_of_record(stablelm_fsdp_record());
   const training_spec rank = detail::rank_run(r.run, r.layout);
   const model_graph built = build(r.model, rank);
   const graph& g = built.stack();
@@ -88,7 +88,7 @@ TEST_CASE("FSDP1 flat views: the split's backward holds every weight gradient an
 
 TEST_CASE("FSDP1 flat views: a lit-gpt LoRA rank holds two blocks of gradients beyond the accumulated ones",
           "[fsdp1][parallel][records]") {
-  const record_run r = read(stablelm_fsdp_record());
+  const record_run r = layout_of_record(stablelm_fsdp_record());
   const per_gpu_estimate fsdp1 = estimate_per_gpu(r.model, r.run, r.layout);
   parallel_spec fsdp2_layout = r.layout;
   fsdp2_layout.fsdp = fsdp_api::fsdp2;

@@ -112,8 +112,7 @@ struct backward_profile {
 // The gradient autograd computes for an op's weight and bias when they are views of an FSDP1
 // flat parameter that requires grad (training_spec::fsdp_flat_views), in the parameter dtype: a
 // frozen tensor gets one too when use_orig_params lets it share the flat parameter with trainable
-// ones (FSDP's docstring warns of it, pytorch PR #104967, in 2.1: gradient memory "equivalent to
-// not freezing those parameters").
+// ones (FSDP's docstring warns of it from torch 2.1, pytorch PR #104967).
 constexpr bytes flat_view_gradient_bytes(const op& o, const training_spec& run) {
   if ((o.weight.rows == 0 && o.bias.rows == 0) || (o.frozen && !run.fsdp_use_orig_params)) return {};
   return storage(precision_policy_of(run).param, stored_elements(o));
