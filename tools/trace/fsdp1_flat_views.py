@@ -19,6 +19,7 @@ Run from the repository root:
 """
 import argparse
 import json
+import math
 
 import tracer
 import torch
@@ -47,26 +48,30 @@ def block(w, x):
     return x + F.linear(F.gelu(F.linear(x, w["fc"])), w["proj"])
 
 
+def split_views(flat):
+    """FlatParamHandle._get_unflat_views_aligned without padding: torch.split, then .view per tensor."""
+    pieces = torch.split(flat, [math.prod(shape) for shape, _ in SHAPES.values()])
+    return {n: p.view(SHAPES[n][0]) for n, p in zip(SHAPES, pieces)}
+
+
 def weights(flat_views):
+    """The unit's weights (ordinary parameters) or its flat parameter (requires grad: LoRA trains)."""
     tracer.reset_seed()
-    tensors = {n: torch.randn(s) * 0.02 for n, (s, _) in SHAPES.items()}
-    if not flat_views:
-        return {n: t.requires_grad_(SHAPES[n][1]) for n, t in tensors.items()}, None
-    flat = torch.nn.Parameter(torch.cat([t.reshape(-1) for t in tensors.values()]))
-    pieces = torch.split(flat, [t.numel() for t in tensors.values()])
-    return {n: p.view(SHAPES[n][0]) for n, p in zip(tensors, pieces)}, flat
+    tensors = {n: torch.randn(shape) * 0.02 for n, (shape, _) in SHAPES.items()}
+    if flat_views:
+        return None, torch.nn.Parameter(torch.cat([t.reshape(-1) for t in tensors.values()]))
+    return {n: t.requires_grad_(SHAPES[n][1]) for n, t in tensors.items()}, None
 
 
 def run_case(flat_views):
     with tracer.Tracker() as tr:
         x = torch.randn(1, TOKENS, H)
+        w, flat = weights(flat_views)
         for step in (1, 2):
-            w, flat = weights(flat_views) if step == 1 else (w, flat)
-            if flat_views and step == 2:  # FSDP re-splits the (same) flat parameter every forward
-                pieces = torch.split(flat, [t.numel() for t in w.values()])
-                w = {n: p.view(SHAPES[n][0]) for n, p in zip(w, pieces)}
+            if flat_views:  # FSDP makes the views again in every forward (_use_unsharded_views)
+                w = split_views(flat)
             tr.mark(f"s{step}_fwd_start")
-            out = block(w, x.requires_grad_(False))
+            out = block(w, x)
             out.sum().backward()
             tr.mark(f"s{step}_bwd_end")
             del out
