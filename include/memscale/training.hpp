@@ -167,6 +167,10 @@ struct training_spec {
   // FSDP use_orig_params=True (Lightning's default from torch 2.0): a flat parameter with
   // any trainable tensor gets a gradient for all of it, frozen tensors included.
   bool fsdp_use_orig_params = true;
+  // FSDP1 (FullyShardedDataParallel): the forward uses each wrapped unit's parameters as autograd
+  // views of its flat parameter (_flat_param.py _use_unsharded_views(as_params=False), torch 2.1),
+  // so their gradients meet in the flat parameter's split backward. rank_run sets it for FSDP1.
+  bool fsdp_flat_views = false;
   std::uint32_t torch_version = 205;      // major * 100 + minor: optimizer internals changed across releases
   // major * 100 + minor of Hugging Face transformers; 0: not stated (the 4.x attention path).
   // From 5.0 SDPA gets grouped-query k/v as they are (enable_gqa) instead of repeat_kv copies.

@@ -109,11 +109,26 @@ struct backward_profile {
   bytes grads_at_peak{};     // the part of `peak` that is parameter gradients
 };
 
+// The gradient autograd computes for an op's weight and bias when they are views of an FSDP1
+// flat parameter that requires grad (training_spec::fsdp_flat_views), in the parameter dtype: a
+// frozen tensor gets one too when use_orig_params lets it share the flat parameter with trainable
+// ones (FSDP's docstring warns of it from torch 2.1, pytorch PR #104967).
+constexpr bytes flat_view_gradient_bytes(const op& o, const training_spec& run) {
+  if ((o.weight.rows == 0 && o.bias.rows == 0) || (o.frozen && !run.fsdp_use_orig_params)) return {};
+  return storage(precision_policy_of(run).param, stored_elements(o));
+}
+
 // Highest live bytes during one backward pass through a section, counted over: the
 // section's saved tensors still needed, gradients created so far in the section (when
 // gradients do not persist), the gradients of the op's output and input, its temporaries.
+// flat_views: the section is an FSDP1 unit whose flat parameter requires grad. Its weights are
+// split views of it (torch 2.1 _flat_param.py _get_unflat_views_aligned: torch.split, then
+// .view), so every weight gradient waits in the split's backward until the unit's last op is
+// done, which then concatenates them into the flat gradient (FunctionsManual.cpp
+// split_with_sizes_backward: at::cat) before AccumulateGrad adds it to the one kept (or keeps
+// it). Traced: docs/data/cpu_traced_fsdp1_flat_views.json, 2.02 flat parameters at that moment.
 constexpr backward_profile section_backward_peak(const graph& g, section s, const training_spec& run,
-                                                 bool grads_persist, bytes carried_grad) {
+                                                 bool grads_persist, bytes carried_grad, bool flat_views = false) {
   const std::size_t n = s.end - s.begin;
   const dtype trainable = precision_policy_of(run).trainable;
   // Outputs and extra saved tensors still alive at the backward of op k are those released at
@@ -137,17 +152,24 @@ constexpr backward_profile section_backward_peak(const graph& g, section s, cons
   }
   backward_profile result{};
   bytes grads_after{};  // gradients created by ops later in the section (already processed)
+  bytes view_grads{};   // flat_views: the weight gradients waiting for the split's backward
   for (std::size_t k = n; k-- > 0;) {
     const op& o = g.ops[s.begin + k];
     const bytes own_grad = op_gradient_bytes(o, trainable);
     const bytes grad_out = o.grad_out.value != 0 ? o.grad_out : o.out;  // usually the output's size
-    const bytes created = grads_persist ? own_grad : grads_after + own_grad;
+    if (flat_views) view_grads += flat_view_gradient_bytes(o, run);
+    const bytes created = flat_views ? view_grads : grads_persist ? own_grad : grads_after + own_grad;
     const bytes live = alive_outputs + alive_extra + grad_out + o.grad_in + o.bwd_temp + carried_grad + created;
     if (live > result.peak) result = {live, created};
     grads_after += own_grad;
     // Moving to op k - 1: what op k released and its own extra tensors are gone.
     alive_outputs -= bytes{out_released_at[k]};
     alive_extra -= o.extra_saved;
+  }
+  if (flat_views) {
+    // The split's backward: the waiting gradients beside their concatenation.
+    const bytes live = alive_outputs + alive_extra + carried_grad + view_grads * std::uint64_t{2};
+    if (live > result.peak) result = {live, view_grads * std::uint64_t{2}};
   }
   return result;
 }

@@ -472,7 +472,10 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
 
   // Backward of a block: the top block (all lower blocks saved, no block gradients yet)
   // or the bottom block (nothing below, all other block gradients created).
-  const auto bp = section_backward_peak(g, block_of(g), run, persist, g.stream_grad);
+  // Under FSDP1 a block is a unit of its own (auto_wrap_policy): its weights' gradients meet in
+  // its flat parameter when any of them trains (estimate/activations.hpp section_backward_peak).
+  const bool block_flat_views = run.fsdp_flat_views && grads_b.value != 0;
+  const auto bp = section_backward_peak(g, block_of(g), run, persist, g.stream_grad, block_flat_views);
   // The reentrant checkpoint keeps its rerun's output referenced while autograd.backward runs
   // through the block (torch/utils/checkpoint.py @ 0008d771, CheckpointFunction.backward: `outputs`).
   const bytes rerun_output = reentrant_checkpoint(run) ? g.ops[block_of(g).end - 1].out : bytes{};

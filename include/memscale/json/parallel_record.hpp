@@ -46,8 +46,7 @@ inline parallel_spec parallel_from_record(const json& record) {
   p.gpus_per_node = world / p.nodes;
   const auto zero = get_count(t, "zero_stage", path, 0, bad);
   const std::string fsdp = get_string(t, "fsdp", path, "", bad);
-  const bool deepspeed = record.contains("software") && record.at("software").is_object() &&
-                         record.at("software").contains("deepspeed");
+  const bool deepspeed = detail::record_runs_deepspeed(record);
   if (fsdp == "full_shard") p.engine = strategy::fsdp_full;
   else if (fsdp == "shard_grad_op") p.engine = strategy::fsdp_grad_op;
   else if (fsdp == "hybrid_shard") p.engine = strategy::hsdp;

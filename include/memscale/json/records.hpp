@@ -34,6 +34,13 @@ namespace memscale::json_io {
 
 namespace detail {
 
+// Whether a record's software names DeepSpeed: its ZeRO stage is then DeepSpeed's, otherwise
+// PyTorch FSDP's (as Lightning and lit-gpt records describe their FSDP runs).
+inline bool record_runs_deepspeed(const json& record) {
+  return record.contains("software") && record.at("software").is_object() &&
+         record.at("software").contains("deepspeed");
+}
+
 inline mlp_kind parse_activation(const std::string& s, const std::string& field) {
   if (s == "gelu" || s == "gelu_pytorch_tanh") return mlp_kind::gelu;
   if (s == "gelu_new" || s == "gelu_python") return mlp_kind::gelu_tanh;
@@ -243,6 +250,9 @@ inline training_spec run_from_record(const json& record) {
   run.data_parallel = dp;
   run.shard = zero == 3 ? sharding::full : zero == 2 ? sharding::gradients : zero == 1 ? sharding::optimizer_state
                                                                                      : sharding::none;
+  // A stage 2 or 3 outside DeepSpeed is FSDP1's, as json/parallel_record.hpp parallel_from_record
+  // reads the layout (torchtitan and torchtune shard with FSDP2).
+  run.fsdp_flat_views = zero >= 2 && !detail::record_runs_deepspeed(record) && !runs_fsdp2(run);
   const std::string device = record.value("device", std::string("cuda"));
   run.device = device == "cpu" ? device_kind::cpu : device_kind::cuda;
   // The software stack, when the record names it ("torch": "1.13.0", "cuda": "11.2"):

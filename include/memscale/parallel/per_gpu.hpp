@@ -62,6 +62,9 @@ constexpr training_spec rank_run(training_spec run, const parallel_spec& p) {
   run.offload_optimizer = p.offload_optimizer;
   run.offload_parameters = p.offload_parameters;
   run.offload_activations = p.offload_activations;
+  // FSDP2 shards each parameter as a DTensor of its own; DeepSpeed hooks each parameter: neither
+  // hands autograd views of one flat parameter.
+  run.fsdp_flat_views = run.shard != sharding::none && is_fsdp(p.engine) && p.fsdp == fsdp_api::fsdp1;
   // ZeRO-3 allocates its partitioned gradient buffer once, beside the optimizer, and zeroes it
   // in place: 1/N of every gradient stays allocated through forward and backward
   // (deepspeed/runtime/zero/stage3.py v0.16.5: grad_partitions_flat_buffer = torch.zeros(...)
