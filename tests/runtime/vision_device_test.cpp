@@ -1,7 +1,8 @@
 // A vision step on a CUDA device (memscale/vision/device.hpp): the H100 runs' reserved and
 // nvidia-smi figures from the replay and the context model, the replayed band, stage
 // checkpointing walked by the allocator stream, the planner reading the same figures, and
-// --cases answering reserved and nvidia-smi with them.
+// --cases answering reserved and nvidia-smi with them; the replay's properties (reserved over allocated,
+// the cap deciding at its ends, expandable segments reserving no more).
 #ifdef MEMSCALE_CATCH2_V2
 #include <catch2/catch.hpp>
 #else
@@ -10,8 +11,10 @@
 
 #include <cstdint>
 #include <fstream>
+#include <memory>
 #include <string>
 
+#include "memscale/allocator/replay_vision.hpp"
 #include "memscale/json.hpp"
 #include "memscale/memscale.hpp"
 #include "memscale/vision/device.hpp"
@@ -98,6 +101,32 @@ TEST_CASE("vision on the device: checkpointed stages are replayed, the stream's 
       CHECK(walk_error < 0.03);
       CHECK(ckpt.reserved >= ckpt.replay_allocated);
       CHECK(ckpt.reserved < plain.reserved);  // at batch 32 checkpointing saves memory on every one of them
+    }
+  }
+}
+
+TEST_CASE("vision replays: reserved >= allocated, the cap decides at its ends, expandable segments reserve no more",
+          "[vision][allocator][replay]") {
+  for (const vision::vision_spec& model : {vision::presets::resnet18, vision::presets::vit_b_32}) {
+    for (const precision p : {precision::fp32, precision::amp_bf16}) {
+      for (const checkpointing c : {checkpointing::none, checkpointing::full}) {
+        const training_spec run = cuda_run(16, p, c);
+        const auto g = std::make_unique<vision::layer_graph>(vision::build_graph(model, run));
+        const allocator::replay_result free_run = allocator::replay_vision_training<16384, 16384>(*g, run);
+        INFO(model.name << " " << to_string(p) << " " << to_string(c));
+        CHECK(free_run.reserved_peak >= free_run.allocated_peak);
+        CHECK(free_run.allocated_peak >= free_run.requested_peak);
+        const allocator::replay_result roomy =
+            allocator::replay_vision_training<16384, 16384>(*g, run, {}, free_run.reserved_peak);
+        CHECK_FALSE(roomy.out_of_memory);
+        CHECK(roomy.reserved_peak == free_run.reserved_peak);
+        const allocator::replay_result tight =
+            allocator::replay_vision_training<16384, 16384>(*g, run, {}, free_run.allocated_peak - bytes{1 << 20});
+        CHECK(tight.out_of_memory);
+        allocator::options expandable{};
+        expandable.expandable_segments = true;
+        CHECK(allocator::replay_vision_training<16384, 16384>(*g, run, expandable).reserved_peak <= free_run.reserved_peak);
+      }
     }
   }
 }
