@@ -8,6 +8,7 @@
 #include "memscale/estimate/activations.hpp"
 #include "memscale/estimate/fsdp2.hpp"
 #include "memscale/estimate/gradients.hpp"
+#include "memscale/estimate/host_bytes.hpp"
 #include "memscale/estimate/optimizer.hpp"
 #include "memscale/estimate/parameters.hpp"
 #include "memscale/estimate/stage0_optimizers.hpp"
@@ -53,6 +54,8 @@ struct estimate_result {
   // PyTorch's allocator; nvidia-smi counts the pages that are resident).
   bytes paged_optimizer_bytes{};
   bytes saved_activation_bytes{};  // live at the end of forward
+  // Host memory the run's offloads hold on one rank (estimate/host_bytes.hpp): in none of the peaks below.
+  bytes host_bytes{};
   peak_estimate steady{};          // every step after the first
   peak_estimate first_step{};      // step 1: optimizer state is created inside the step
 };
@@ -319,10 +322,13 @@ constexpr step_peaks fsdp2_step_peaks(const graph& g, const training_spec& run, 
                     .last_block_kept = titan,
                     .host_shards = run.offload_parameters,
                     .stepped_in_backward = run.optimizer_in_backward,
-                    // One AdamW per parameter: one shard's temporaries, foreach's included.
-                    .hook_step = run.optimizer_in_backward ? step_temporaries_of(ceil_div(t.largest_trainable, n),
-                                                                                 ceil_div(t.largest_trainable, n), run)
-                                                           : bytes{}};
+                    // One AdamW per parameter: one shard's temporaries, foreach's included; under
+                    // fsdp_cpu_offload the hook steps a host shard with its host gradient (foreach_reduce
+                    // copies it before the hook, _fsdp_collectives.py @ v2.6.0): nothing on the device.
+                    .hook_step = run.optimizer_in_backward && !run.offload_parameters
+                                     ? step_temporaries_of(ceil_div(t.largest_trainable, n),
+                                                           ceil_div(t.largest_trainable, n), run)
+                                     : bytes{}};
   if (g.first_layer_apart) {
     // The first layer, written in the prologue, is a block unit (fully_shard per layer), not the root's.
     units.root -= t.params_b;
@@ -545,6 +551,12 @@ constexpr estimate_result estimate_from_totals(const graph& g, const training_sp
   r.saved_activation_bytes = peaks.saved_activations;
   r.steady = peaks.steady;
   r.first_step = peaks.first_step;
+  r.host_bytes = host_resident_bytes({.parameters = r.parameter_bytes,
+                                      .gradients = r.gradient_bytes,
+                                      .optimizer_state = r.optimizer_bytes,
+                                      .trainable = r.trainable_parameter_count,
+                                      .checkpointed_inputs = checkpointed_block_inputs(g, run)},
+                                     run);
   return r;
 }
 
