@@ -40,7 +40,8 @@ constexpr void add_offload_cost(mode_cost& c, const estimate_result& e, bytes ch
   if (run.offload_optimizer && !request.offload_optimizer)
     moved += static_cast<double>(e.gradient_bytes.value) + static_cast<double>(e.parameter_bytes.value);
   // Parameters stream in for the forward and again for the backward, block by block.
-  if (run.offload_parameters && !request.offload_parameters) moved += 2.0 * static_cast<double>(e.parameter_bytes.value);
+  if (run.offload_parameters && !request.offload_parameters)
+    moved += 2.0 * static_cast<double>(e.parameter_bytes.value);
   // Checkpointed inputs go out, then come back.
   if (run.offload_activations && run.ckpt == checkpointing::full && !request.offload_activations)
     moved += 2.0 * static_cast<double>(checkpointed_inputs.value);

@@ -120,8 +120,8 @@ TEST_CASE("optimizer_in_bwd with activation offloading on one device: the two co
     const json kept = with_train(r, "activation_offload", false);
     const double drop = estimated(kept) - estimated(r);
     CHECK(drop > 0);
-    const double plain_drop =
-        estimated(with_train(kept, "optimizer_in_backward", false)) - estimated(with_train(r, "optimizer_in_backward", false));
+    const double plain_drop = estimated(with_train(kept, "optimizer_in_backward", false)) -
+                              estimated(with_train(r, "optimizer_in_backward", false));
     if (plain_drop > 0) {
       CHECK(drop == plain_drop);
       ++composed;
@@ -136,7 +136,8 @@ TEST_CASE("host bytes: torchtune's fsdp_cpu_offload holds the rank's shards, gra
   const estimate_result plain = estimate(llama3_8b, distributed(8));
   CHECK(plain.host_bytes == bytes{});
   const estimate_result host = estimate(llama3_8b, cpu_offloaded(distributed(8)));
-  CHECK(host.host_bytes == ceil_div(plain.parameter_bytes + plain.gradient_bytes + plain.optimizer_bytes, std::uint64_t{8}));
+  const bytes shards = plain.parameter_bytes + plain.gradient_bytes + plain.optimizer_bytes;
+  CHECK(host.host_bytes == ceil_div(shards, std::uint64_t{8}));
   // Offloaded activations add every block's checkpointed input.
   const estimate_result both = estimate(llama3_8b, activations_offloaded(cpu_offloaded(distributed(8))));
   const bytes inputs = section_saved_bytes(build(llama3_8b, distributed(8)).stacks.decoder,
