@@ -127,7 +127,7 @@ TEST_CASE("optimizer_in_bwd with activation offloading on one device: the two co
       ++composed;
     }
     // Within 1.5%: the llama record over by what a CPU trace moves that the CUDA stash keeps, the
-    // wide one under by a part of its head's step (docs/estimators.md).
+    // wide one under by a part of its head's backward (docs/estimators.md).
     CHECK(std::abs(estimated(r) / r.at("measured_bytes").get<double>() - 1.0) < 0.015);
   }
   CHECK(composed == 1);
