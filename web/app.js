@@ -339,7 +339,10 @@ function renderPeaks(r) {
          `${countFig('trainable_parameters', r.trainable_parameters)})</td></tr>` +
          // bitsandbytes' paged state: CUDA unified memory, in none of the peaks above.
          ((r.static || {}).paged_optimizer ? `<tr><th>paged state</th><td colspan="4">${bytesFig('static.paged_optimizer', r.static.paged_optimizer)} ` +
-                                     'in unified memory (outside the allocator: in no peak above)</td></tr>' : '');
+                                     'in unified memory (outside the allocator: in no peak above)</td></tr>' : '') +
+         // What the offloads hold on the host (estimate/host_bytes.hpp), in none of the peaks above.
+         ((r.static || {}).host_memory ? `<tr><th>host memory</th><td colspan="4">${bytesFig('static.host_memory', r.static.host_memory)} ` +
+                                  'held by the offloads (in no peak above)</td></tr>' : '');
 }
 
 // The software the estimate assumes, and the caching allocator's replay of the step: what

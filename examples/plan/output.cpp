@@ -138,6 +138,10 @@ std::string text_report(const memscale::model_spec& model, const memscale::train
     out += fmt::format("paged state    {} in CUDA unified memory (bitsandbytes' paged optimizer): in no peak above; "
                        "nvidia-smi counts its resident pages, which the driver moves to the host when the GPU is full\n",
                        size_and_bytes(result.paged_optimizer_bytes));
+  if (result.host_bytes.value > 0)
+    out += fmt::format("host memory    {} held by the offloads (shards, gradients, optimizer state, activations): "
+                       "in no peak above\n",
+                       size_and_bytes(result.host_bytes));
   return out;
 }
 

@@ -78,8 +78,13 @@ constexpr const error_band& band_of(run_class c) {
 // Which measured class a run belongs to. A mode's run is classed by the techniques it uses.
 constexpr run_class class_of(const model_spec& model, const training_spec& run) {
   const bool t5 = layout_of(model) == model_layout::encoder_decoder;
-  // Mixture-of-experts steps are traced on CPU only (docs/data/cpu_traced_families.json).
-  if ((model.experts != 0 && run.device != device_kind::cpu) || run.offload_parameters || run.offload_optimizer)
+  // Mixture-of-experts steps are traced on CPU only (docs/data/cpu_traced_families.json); of the
+  // host offloads only torchtune's fsdp_cpu_offload is, with its ranks emulated
+  // (tools/trace/torchtune_distributed_cases.py).
+  const bool traced_host_shards = run.framework == framework_kind::torchtune && runs_fsdp2(run) &&
+                                  run.device == device_kind::cpu;
+  if ((model.experts != 0 && run.device != device_kind::cpu) ||
+      ((run.offload_parameters || run.offload_optimizer) && !traced_host_shards))
     return run_class::unmeasured;
   if (t5) {
     // T5 is traced on CPU (docs/data/cpu_traced_t5.json), full training only; no GPU measurement.

@@ -29,30 +29,23 @@ namespace memscale {
 
 namespace detail {
 
-// Host traffic and host memory of a mode's offloads, beyond what the request already pays
-// (the recomputation is mode_plan_of's, the same for every kind of model).
+// Host traffic and host memory of a mode's offloads (the memory is the estimate's host_bytes,
+// estimate/host_bytes.hpp), the traffic beyond what the request already pays (the recomputation
+// is mode_plan_of's, the same for every kind of model).
 constexpr void add_offload_cost(mode_cost& c, const estimate_result& e, bytes checkpointed_inputs,
                                 const training_spec& request, const training_spec& run, const gpu_spec& gpu) {
   const double link = gpu.host_link_gb_per_s * 1e9;
   double moved = 0.0;
-  if (run.offload_optimizer) {
-    // Gradients go to the host and updated parameters come back every step; the host
-    // holds the optimizer state and, for 16-bit device weights, fp32 master weights.
-    if (!request.offload_optimizer)
-      moved += static_cast<double>(e.gradient_bytes.value) + static_cast<double>(e.parameter_bytes.value);
-    c.host_memory += e.optimizer_bytes + e.gradient_bytes;
-    if (is_half_precision(run.prec)) c.host_memory += storage(dtype::fp32, e.trainable_parameter_count);
-  }
-  if (run.offload_parameters) {
-    // Parameters stream in for the forward and again for the backward, block by block.
-    if (!request.offload_parameters) moved += 2.0 * static_cast<double>(e.parameter_bytes.value);
-    c.host_memory += e.parameter_bytes;
-  }
-  if (run.offload_activations && run.ckpt == checkpointing::full) {
-    const bytes inputs = checkpointed_inputs;
-    if (!request.offload_activations) moved += 2.0 * static_cast<double>(inputs.value);  // out, then back
-    c.host_memory += inputs;
-  }
+  // Gradients go to the host and updated parameters come back every step.
+  if (run.offload_optimizer && !request.offload_optimizer)
+    moved += static_cast<double>(e.gradient_bytes.value) + static_cast<double>(e.parameter_bytes.value);
+  // Parameters stream in for the forward and again for the backward, block by block.
+  if (run.offload_parameters && !request.offload_parameters)
+    moved += 2.0 * static_cast<double>(e.parameter_bytes.value);
+  // Checkpointed inputs go out, then come back.
+  if (run.offload_activations && run.ckpt == checkpointing::full && !request.offload_activations)
+    moved += 2.0 * static_cast<double>(checkpointed_inputs.value);
+  c.host_memory = e.host_bytes;
   c.transfer_seconds = moved / link;
 }
 

@@ -600,12 +600,14 @@ constexpr const training_spec& validate(const training_spec& t) {
                     "or an engine's fp32 master",
                     t.shard);
   }
-  // full_finetune_distributed's optimizer_in_bwd steps each shard in FSDP2's reduce (estimate/fsdp2.hpp).
+  // full_finetune_distributed's optimizer_in_bwd steps each shard in FSDP2's reduce (estimate/fsdp2.hpp), on
+  // the host under fsdp_cpu_offload: foreach_reduce copies the gradient there before it runs the hook
+  // (_fsdp_collectives.py @ v2.6.0), and the recipe refuses neither pairing (full_finetune_distributed.py @ v0.6.1).
   const bool torchtune_fsdp2 = t.framework == framework_kind::torchtune && runs_fsdp2(t);
-  if (t.optimizer_in_backward && ((t.shard != sharding::none && !torchtune_fsdp2) || t.offload_optimizer))
+  if (t.optimizer_in_backward && !torchtune_fsdp2 && (t.shard != sharding::none || t.offload_optimizer))
     detail::fail(error_code::unsupported, "run.optimizer_in_backward",
-                 "is modelled on one device and under torchtune's full_finetune_distributed (no other sharding, no "
-                 "optimizer offload)");
+                 "is modelled on one device without optimizer offload and under torchtune's "
+                 "full_finetune_distributed (with or without fsdp_cpu_offload); no other sharding or offload");
   return t;
 }
 

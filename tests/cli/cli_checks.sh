@@ -419,6 +419,23 @@ else
   fail "--framework torchtune: printed with its loss; BALANCED keeps the in-backward optimizer on the GPU" "exit $rc" \
     "stdout: $(grep -A2 framework "$work/out" | head -c 600)" "stderr: $(head -c 300 "$work/err")"
 fi
+run --model gpt2 --batch 1 --seq 128 --offload optimizer
+if [[ $rc -eq 0 ]] && grep -qE "^host memory +[0-9.]+ [KMG]iB .*held by the offloads" "$work/out"; then
+  pass "--offload optimizer: the text report has its host memory line"
+else
+  fail "--offload optimizer: the text report has its host memory line" "exit $rc" "stdout: $(tail -c 600 "$work/out")"
+fi
+run --model gpt2 --batch 1 --seq 128 --offload optimizer --json
+if [[ $rc -eq 0 ]] && python3 - "$work/out" 2>"$work/py" <<'EOF2'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["static"]["host_memory"] > r["static"]["optimizer"], r["static"]
+EOF2
+then
+  pass "--offload optimizer --json: static.host_memory beyond the optimizer state"
+else
+  fail "--offload optimizer --json: static.host_memory beyond the optimizer state" "exit $rc" "python: $(tail -n 1 "$work/py")"
+fi
 run --model llama-2-7b --lora 8 --precision pure_bf16 --framework litgpt --json
 if [[ $rc -eq 0 ]] && python3 - "$work/out" 2>"$work/py" <<'EOF2'
 import json, sys

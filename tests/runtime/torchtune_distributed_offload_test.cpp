@@ -67,7 +67,8 @@ std::vector<json> offload_records() {
 // offload (the FSDP2 walk's), except that a CPU trace has no CUDA stash, so under activation
 // offloading the final norm's saved fp32 input and rsqrt go to the host too, while
 // memscale keeps them on the device as the stash does (offload_stashed_blocks). LoRA's peak is
-// elsewhere (backward), so its records match their twins.
+// elsewhere (backward), so its records match their twins. The "-cpuoffload-optim-in-bwd" records'
+// twins are the "-optim-in-bwd" ones: the host step adds nothing either.
 TEST_CASE("torchtune distributed offload traces: over by their twins' bytes") {
   int n = 0;
   for (const json& r : offload_records()) {
@@ -77,7 +78,7 @@ TEST_CASE("torchtune distributed offload traces: over by their twins' bytes") {
     REQUIRE(answer.contains("estimated_bytes"));
     const double estimated = answer.at("estimated_bytes").get<double>();
     const double measured = r.at("measured_bytes").get<double>();
-    CHECK(std::abs(estimated / measured - 1.0) < 0.02);
+    CHECK(std::abs(estimated / measured - 1.0) < 0.03);  // 2.5%: the stash difference on the units' 28 MB
     std::string twin_id = id;
     for (const std::string part : {"-offload", "-cpuoffload"})
       if (const auto at = twin_id.find(part); at != std::string::npos) twin_id.erase(at, part.size());
@@ -94,7 +95,7 @@ TEST_CASE("torchtune distributed offload traces: over by their twins' bytes") {
     CHECK(std::abs((estimated - measured) - twin_over - norm_saved) < 4096.0);
     ++n;
   }
-  CHECK(n == 14);
+  CHECK(n == 24);
 }
 
 TEST_CASE("fsdp_cpu_offload leaves no shard, sharded gradient or optimizer state on the device") {

@@ -323,7 +323,7 @@ TEST_CASE("torchtune's distributed recipes refuse what is not modelled, by name"
   CHECK_THAT(refusal_of(in_backward(titan(8))), Catch::Matchers::Contains("run.framework"));
   training_spec in_backward_host = stepped_in_backward;
   in_backward_host.offload_optimizer = in_backward_host.offload_parameters = true;
-  CHECK_THAT(refusal_of(in_backward_host), Catch::Matchers::Contains("run.optimizer_in_backward"));
+  CHECK(refusal_of(in_backward_host) == "accepted");  // offload_host_bytes_test
   training_spec lora_in_backward = lora_distributed(8);
   lora_in_backward.optimizer_in_backward = true;
   CHECK_THAT(refusal_of(lora_in_backward), Catch::Matchers::Contains("has no optimizer_in_bwd key"));

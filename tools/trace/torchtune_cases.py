@@ -28,7 +28,8 @@ Plain-torch re-implementation of what the recipes run, from:
   to pinned host memory in forward and copied back in backward; the output layer is excluded (NoOpManager).
   Host memory is emulated with numpy buffers, which the harness does not count (they are not c10
   allocations), so the trace shows device memory only. The CUDA-stream stash (up to 5 tensors kept on the
-  device until their copy finishes) is not emulated: the copy here is synchronous.
+  device until their copy finishes) is not emulated: the copy here is synchronous. The full recipe takes it
+  beside optimizer_in_bwd (full_finetune_single_device.py refuses neither pairing): "-ac-offload-optim-in-bwd".
 - QLoRA (the qlora_ builders under lora_finetune_single_device, e.g. llama2/7B_qlora_single_device.yaml):
   every layer projection's base becomes torchao's NF4Tensor (nf4_weight.py), the output projection stays an
   nn.Linear (lora_llama2, models/llama2/_component_builders.py: "quantize_base is not applied to final
@@ -332,10 +333,13 @@ def cases():
     add("full")
     add("full", optimizer_in_bwd=True)
     add("full", ac=True, optimizer_in_bwd=True)
+    # enable_activation_offloading beside optimizer_in_bwd (full_finetune_single_device refuses neither pairing).
+    add("full", ac=True, offload=True, optimizer_in_bwd=True)
     # More parameters than activations: the optimizer step holds the peak, which optimizer_in_bwd removes.
     wide = dict(layers=4, hidden=512, heads=8, kv_heads=4, ffn=1376, vocab=4000)
     add("full", batch=1, seq=128, geometry=wide, name="llama-wide")
     add("full", batch=1, seq=128, geometry=wide, name="llama-wide", optimizer_in_bwd=True)
+    add("full", ac=True, offload=True, batch=1, seq=128, geometry=wide, name="llama-wide", optimizer_in_bwd=True)
     # QLoRA: torchao needs each weight's numel a multiple of 64 x 256 (MHA as llama2's qlora configs, ffn 768).
     mha = dict(kv_heads=4, ffn=768)
     add("qlora", geometry=mha, name="llama-mha")

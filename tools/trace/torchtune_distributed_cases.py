@@ -55,9 +55,15 @@ clip_grad_norm): one AdamW per sharded parameter whose post-accumulate-grad hook
 (training/memory.py register_optim_in_bwd_hooks @ v0.6.1); FSDP2 calls that hook itself once foreach_reduce has
 set the shard's gradient (_fsdp_collectives.py @ v2.6.0), so the emulated reduce does too, and the loss is
 normalised by world_size / num_tokens before backward instead of scaling the gradients after it.
+Both at once (records "-cpuoffload-optim-in-bwd"; the recipe refuses neither pairing): foreach_reduce copies
+the shard's gradient to the host before it runs the hook (_fsdp_collectives.py @ v2.6.0), so each AdamW steps a
+host shard with a host gradient and host state; host_adamw_step does torch's single-tensor AdamW update in place
+with a host scratch, so that step inside backward adds nothing the harness counts.
 Harness: tracer.py (peak live CPU tensor bytes of step 2). Run from the repository root:
     /usr/bin/python3 tools/trace/torchtune_distributed_cases.py --out /tmp/torchtune_distributed.json
 """
+import math
+
 import numpy as np
 import torch
 import torch.nn as nn
@@ -103,6 +109,23 @@ def host_adamw_state(opt):
         for p in group["params"]:
             opt.state[p] = dict(step=torch.tensor(0.0), exp_avg=host_copy(torch.zeros_like(p)),
                                 exp_avg_sq=host_copy(torch.zeros_like(p)))
+
+
+def host_adamw_step(opt, scratch):
+    """AdamW's update (torch/optim/adamw.py _single_tensor_adamw @ v1.13.0) in place on a host shard, its
+    gradient and its state; `scratch`, a host tensor of the shard's shape, takes the denominator."""
+    for group in opt.param_groups:
+        beta1, beta2 = group["betas"]
+        for p in group["params"]:
+            st = opt.state[p]
+            st["step"] += 1
+            step = float(st["step"])
+            p.mul_(1 - group["lr"] * group["weight_decay"])
+            st["exp_avg"].mul_(beta1).add_(p.grad, alpha=1 - beta1)
+            st["exp_avg_sq"].mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+            torch.sqrt(st["exp_avg_sq"], out=scratch)
+            scratch.div_(math.sqrt(1 - beta2 ** step)).add_(group["eps"])
+            p.addcdiv_(st["exp_avg"], scratch, value=-group["lr"] / (1 - beta1 ** step))
 
 
 class ShardedHostOffload(TT.HostOffload):
@@ -267,9 +290,17 @@ def run_case(c):
             # register_optim_in_bwd_hooks' post-accumulate-grad hook on the sharded parameter
             # (training/memory.py @ v0.6.1), which FSDP2 calls once that shard's gradient is set.
             opts = {s: torch.optim.AdamW([s], lr=2e-5) for s in trainable}
+            scratch = {}
+            if host:  # fsdp_cpu_offload: the shard, its gradient and its state are host tensors
+                for s in trainable:
+                    host_adamw_state(opts[s])
+                    scratch[s] = host_copy(torch.empty_like(s))
 
             def optim_step(s):
-                opts[s].step()
+                if host:
+                    host_adamw_step(opts[s], scratch[s])
+                else:
+                    opts[s].step()
                 opts[s].zero_grad(set_to_none=True)  # torch 2.x's default; torch 1.13's is False
 
             for unit in model.all_units():
@@ -412,6 +443,14 @@ def cases():
                 L.append(dict(id=f"cpu-torchtune-full-distributed-llama-b2-s256-fsdp2r{ranks}" +
                               ("-units" if custom else "") + ("-ac" if ac else "") + "-optim-in-bwd", ac=ac,
                               ranks=ranks, batch=2, seq=256, geometry=geo, custom=custom, optim_in_bwd=True))
+    # optimizer_in_bwd with fsdp_cpu_offload (and enable_activation_offloading): each shard steps on the host.
+    for custom in (False, True):
+        for offload in (False, True):
+            for ranks in (2, 4):
+                L.append(dict(id=f"cpu-torchtune-full-distributed-llama-b2-s256-fsdp2r{ranks}" +
+                              ("-units" if custom else "") + "-ac" + ("-offload" if offload else "") +
+                              "-cpuoffload-optim-in-bwd", ac=True, ranks=ranks, batch=2, seq=256, geometry=geo,
+                              custom=custom, offload=offload, cpu_offload=True, optim_in_bwd=True))
     # More parameters than activations, in the blocks rather than the root: the stored gradient shards
     # of the blocks above held the peak, which optimizer_in_bwd frees.
     wide = dict(layers=8, hidden=512, heads=8, kv_heads=4, ffn=1376, vocab=512)
@@ -420,6 +459,8 @@ def cases():
             L.append(dict(id=f"cpu-torchtune-full-distributed-llama-deep-b1-s16-fsdp2r{ranks}" +
                           ("-optim-in-bwd" if oib else ""), ac=False, ranks=ranks, batch=1, seq=16, geometry=wide,
                           optim_in_bwd=oib))
+        L.append(dict(id=f"cpu-torchtune-full-distributed-llama-deep-b1-s16-fsdp2r{ranks}-cpuoffload-optim-in-bwd",
+                      ac=False, ranks=ranks, batch=1, seq=16, geometry=wide, cpu_offload=True, optim_in_bwd=True))
     return L
 
 

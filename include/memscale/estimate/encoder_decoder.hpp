@@ -204,6 +204,11 @@ constexpr peak_estimate encoder_decoder_peak(const encoder_decoder_graph& g, con
 
 }  // namespace detail
 
+// One micro-batch's checkpointed block inputs, every layer of every stack.
+constexpr bytes checkpointed_block_inputs(const encoder_decoder_graph& g, const training_spec& run) {
+  return checkpointed_block_inputs(g.encoder, run) + checkpointed_block_inputs(g.decoder, run);
+}
+
 constexpr estimate_result estimate(const encoder_decoder_graph& g, const training_spec& run) {
   estimate_result r{};
   r.parameter_count = parameter_count(g);
@@ -215,16 +220,13 @@ constexpr estimate_result estimate(const encoder_decoder_graph& g, const trainin
   r.saved_activation_bytes = detail::figures_of(g.encoder, run).saved() + detail::figures_of(g.decoder, run).saved();
   r.steady = detail::encoder_decoder_peak(g, run, true);
   r.first_step = detail::encoder_decoder_peak(g, run, false);
+  r.host_bytes = host_resident_bytes({.parameters = r.parameter_bytes,
+                                      .gradients = r.gradient_bytes,
+                                      .optimizer_state = r.optimizer_bytes,
+                                      .trainable = r.trainable_parameter_count,
+                                      .checkpointed_inputs = checkpointed_block_inputs(g, run)},
+                                     run);
   return r;
-}
-
-// One micro-batch's checkpointed block inputs, every layer of every stack: what offloading the
-// checkpointed activations moves to the host.
-constexpr bytes checkpointed_block_inputs(const graph& g, const training_spec& run) {
-  return section_saved_bytes(g, block_of(g), run, true) * g.block_repeats;
-}
-constexpr bytes checkpointed_block_inputs(const encoder_decoder_graph& g, const training_spec& run) {
-  return checkpointed_block_inputs(g.encoder, run) + checkpointed_block_inputs(g.decoder, run);
 }
 
 }  // namespace memscale

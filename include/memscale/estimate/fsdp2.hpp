@@ -44,7 +44,8 @@ struct fsdp2_units {
   // torchtune's optimizer_in_bwd: each shard steps in its unit's reduce, as foreach_reduce sets its
   // gradient and runs its post-accumulate-grad hooks (_fsdp_collectives.py @ v2.6.0); the hook's
   // zero_grad then drops it (training/memory.py register_optim_in_bwd_hooks @ v0.6.1), so no unit
-  // keeps a sharded gradient. `hook_step`: one shard's step temporaries (one optimizer per parameter).
+  // keeps a sharded gradient. `hook_step`: one shard's step temporaries (one optimizer per parameter);
+  // none with host_shards, where the hook steps a host shard with the host copy of its gradient.
   bool stepped_in_backward = false;
   bytes hook_step{};
 };

@@ -8,6 +8,7 @@
 #include "memscale/estimate/activations.hpp"
 #include "memscale/estimate/fsdp2.hpp"
 #include "memscale/estimate/gradients.hpp"
+#include "memscale/estimate/host_bytes.hpp"
 #include "memscale/estimate/optimizer.hpp"
 #include "memscale/estimate/parameters.hpp"
 #include "memscale/estimate/stage0_optimizers.hpp"
@@ -53,6 +54,8 @@ struct estimate_result {
   // PyTorch's allocator; nvidia-smi counts the pages that are resident).
   bytes paged_optimizer_bytes{};
   bytes saved_activation_bytes{};  // live at the end of forward
+  // Host memory the run's offloads hold on one rank (estimate/host_bytes.hpp): in none of the peaks below.
+  bytes host_bytes{};
   peak_estimate steady{};          // every step after the first
   peak_estimate first_step{};      // step 1: optimizer state is created inside the step
 };
@@ -234,6 +237,19 @@ constexpr sharded_residency sharded_residency_of(const graph& g, const training_
   return r;
 }
 
+// One optimizer per parameter (optimizer_in_bwd): the step temporaries of the largest trainable
+// tensor of section `s`, the group being that one tensor.
+constexpr bytes section_step_temporaries(const graph& g, section s, const training_spec& run) {
+  std::uint64_t largest = 0;
+  for (std::size_t i = s.begin; i < s.end; ++i) {
+    const op& o = g.ops[i];
+    if (o.frozen) continue;
+    if (!o.borrows_weight && o.weight.rows != 0) largest = max(largest, o.weight.largest());
+    if (o.bias.rows != 0) largest = max(largest, o.bias.rows);
+  }
+  return step_temporaries_of(largest, largest, run);
+}
+
 // The peak's tensor, reserved and device totals. Reserved: large blocks waste on average
 // half of the allocator's 2 MiB rounding granule (`large_tensors` of them); device: the CUDA
 // context and, before PyTorch 2.0, the cuBLAS workspace cuBLAS allocated itself (pytorch PR
@@ -319,10 +335,13 @@ constexpr step_peaks fsdp2_step_peaks(const graph& g, const training_spec& run, 
                     .last_block_kept = titan,
                     .host_shards = run.offload_parameters,
                     .stepped_in_backward = run.optimizer_in_backward,
-                    // One AdamW per parameter: one shard's temporaries, foreach's included.
-                    .hook_step = run.optimizer_in_backward ? step_temporaries_of(ceil_div(t.largest_trainable, n),
-                                                                                 ceil_div(t.largest_trainable, n), run)
-                                                           : bytes{}};
+                    // One AdamW per parameter: one shard's temporaries, foreach's included; under
+                    // fsdp_cpu_offload the hook steps a host shard with its host gradient (foreach_reduce
+                    // copies it before the hook, _fsdp_collectives.py @ v2.6.0): nothing on the device.
+                    .hook_step = run.optimizer_in_backward && !run.offload_parameters
+                                     ? step_temporaries_of(ceil_div(t.largest_trainable, n),
+                                                           ceil_div(t.largest_trainable, n), run)
+                                     : bytes{}};
   if (g.first_layer_apart) {
     // The first layer, written in the prologue, is a block unit (fully_shard per layer), not the root's.
     units.root -= t.params_b;
@@ -461,14 +480,23 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
                section_forward_peak(g, epilogue_of(g), run, true),
            {});
 
-  // An optimizer stepped inside backward runs each parameter's step there, with its temporaries
-  // (per tensor: for_loop), beside whatever backward holds at that point.
-  const bytes step_in_backward = run.optimizer_in_backward ? t.step_temporaries : bytes{};
+  // An optimizer stepped inside backward runs each parameter's step in its post-accumulate-grad
+  // hook (one optimizer per parameter: the temporaries of one tensor), once the gradient is whole
+  // (training/memory.py register_optim_in_bwd_hooks @ v0.6.1). Inside a block that is while the
+  // block's backward runs (its largest tensor's step counted at the block's moments); the head's
+  // and the embeddings' gradients are whole only after their section's backward is done (the
+  // chunked output projection's after the last chunk), beside the gradient flowing on.
+  const bool in_backward = run.optimizer_in_backward;
+  const bytes step_in_block = in_backward ? section_step_temporaries(g, block_of(g), run) : bytes{};
 
   // Backward of the epilogue (loss, head): every block's tensors are still saved.
   const auto e = section_backward_peak(g, epilogue_of(g), run, persist, bytes{});
-  consider(phase::backward, held_after_blocks + saved_p + saved_b * L + (e.peak - e.grads_at_peak) + step_in_backward,
-           e.grads_at_peak);
+  consider(phase::backward, held_after_blocks + saved_p + saved_b * L + (e.peak - e.grads_at_peak), e.grads_at_peak);
+  if (in_backward)
+    consider(phase::backward,
+             held_after_blocks + saved_p + saved_b * L + g.stream_grad +
+                 section_step_temporaries(g, epilogue_of(g), run),
+             grads_e);
 
   // Backward of a block: the top block (all lower blocks saved, no block gradients yet)
   // or the bottom block (nothing below, all other block gradients created).
@@ -483,9 +511,9 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   const bytes grads_before_top = reduced_elsewhere ? bytes{} : ceil_div(grads_e, grad_share);
   const bytes grads_before_bottom =
       reduced_elsewhere ? bytes{} : ceil_div(grads_e + device_share_of_blocks(grads_b, L - 1, streamed), grad_share);
-  consider(phase::backward, held_after_blocks + below_blocks + local_act + step_in_backward,
+  consider(phase::backward, held_after_blocks + below_blocks + local_act + step_in_block,
            grads_before_top + bp.grads_at_peak);
-  consider(phase::backward, held_after_blocks + saved_p + local_act + step_in_backward,
+  consider(phase::backward, held_after_blocks + saved_p + local_act + step_in_block,
            grads_before_bottom + bp.grads_at_peak);
 
   // A checkpointed block's backward first runs its forward again, saving as it goes, with the
@@ -500,7 +528,8 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   const auto pp = section_backward_peak(g, prologue_of(g), run, persist, bytes{});
   const bytes grads_before_prologue =
       reduced_elsewhere ? bytes{} : ceil_div(grads_e + device_share_of_blocks(grads_b, L, streamed), grad_share);
-  consider(phase::backward, pp.peak - pp.grads_at_peak + step_in_backward, grads_before_prologue + pp.grads_at_peak);
+  consider(phase::backward, pp.peak - pp.grads_at_peak, grads_before_prologue + pp.grads_at_peak);
+  if (in_backward) consider(phase::backward, section_step_temporaries(g, prologue_of(g), run), grads_p);
 
   // Optimizer step: all gradients, the state (created now in step 1) and temporaries.
   {
@@ -548,6 +577,12 @@ constexpr estimate_result estimate_from_totals(const graph& g, const training_sp
   r.saved_activation_bytes = peaks.saved_activations;
   r.steady = peaks.steady;
   r.first_step = peaks.first_step;
+  r.host_bytes = host_resident_bytes({.parameters = r.parameter_bytes,
+                                      .gradients = r.gradient_bytes,
+                                      .optimizer_state = r.optimizer_bytes,
+                                      .trainable = r.trainable_parameter_count,
+                                      .checkpointed_inputs = checkpointed_block_inputs(g, run)},
+                                     run);
   return r;
 }
 

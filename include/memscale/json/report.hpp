@@ -42,6 +42,8 @@ inline json estimate_to_json(const estimate_result& r) {
             {"saved_activations", r.saved_activation_bytes.value}}}};
   // A paged optimizer's unified memory, outside every peak (estimate_result::paged_optimizer_bytes).
   if (r.paged_optimizer_bytes.value > 0) j["static"]["paged_optimizer"] = r.paged_optimizer_bytes.value;
+  // What the run's offloads hold in host memory, outside every peak (estimate_result::host_bytes).
+  if (r.host_bytes.value > 0) j["static"]["host_memory"] = r.host_bytes.value;
   return j;
 }
 

@@ -153,13 +153,6 @@ constexpr bytes ring_share(bytes b, std::uint64_t n) {
   return n <= 1 ? bytes{} : bytes{checked_mul(b.value / n, n - 1) + (b.value % n) * (n - 1) / n};
 }
 
-// Offloaded optimizer partition per rank: fp32 master weights, the optimizer state and an
-// fp32 gradient copy (16 bytes per parameter with Adam, the figure DeepSpeed's ZeRO-3
-// estimator uses, stage3.py estimate_zero3_model_states_mem_needs).
-constexpr bytes host_optimizer_partition(const section_states& s, std::uint64_t n) {
-  return ceil_div(s.state + storage(dtype::fp32, checked_mul(s.trainable, 2)), n);
-}
-
 // DeepSpeed sizes host memory with additional_buffer_factor 1.5 for pinned staging buffers
 // and fragmentation (stage3.py v0.16.5 estimate_zero3_model_states_mem_needs).
 constexpr bytes with_host_buffers(bytes b) { return b + bytes{b.value / 2}; }
@@ -176,7 +169,8 @@ constexpr std::pair<host_memory, step_traffic> host_and_traffic(const parallel_s
   const bool ckpt = rr.ckpt == checkpointing::full;
   host_memory h{};
   const std::uint64_t ranks = p.gpus_per_node;
-  if (p.offload_optimizer) h.optimizer = with_host_buffers(host_optimizer_partition(part, n)) * ranks;
+  if (p.offload_optimizer)
+    h.optimizer = with_host_buffers(host_optimizer_partition(part.state, part.trainable, n)) * ranks;
   if (p.offload_parameters) h.parameters = with_host_buffers(ceil_div(part.params, n)) * ranks;
   if (p.offload_activations && ckpt) h.activations = stage_inputs * in_flight * ranks;
   // Without partitioned construction every process first builds the whole model part on the
