@@ -75,16 +75,17 @@ struct digest {
     for (const bytes b : {out, extra, fwd, bwd, grad_in, grad_out}) add(b);
   }
   constexpr void add(const graph& g) {
-    const auto& [ops, size, begin, end, repeats, inputs, buffers, stream_grad, carried, held, tower_forward,
-                 stacked_experts, first_layer_apart] = g;
+    const auto& [ops, size, begin, end, repeats, inputs, buffers, stream_grad, carried, held, input_embeddings_grad,
+                 tower_forward, stacked_experts, first_layer_apart] = g;
     add(std::uint64_t{size});
     for (std::size_t i = 0; i < size; ++i) add(ops[i]);
     add(std::uint64_t{begin});
     add(std::uint64_t{end});
     add(repeats);
     for (const bytes b : {inputs, buffers, stream_grad, carried, held}) add(b);
-    // Added only when set, so the pinned digests of graphs without stacked experts or a vision
-    // tower's forward stay.
+    // Added only when set, so the pinned digests of graphs without stacked experts, a vision
+    // tower's forward or the embeddings' kept output gradient stay.
+    if (input_embeddings_grad.value > 0) add(input_embeddings_grad);
     if (tower_forward.value > 0) add(tower_forward);
     if (stacked_experts) add(stacked_experts);
     if (first_layer_apart) add(first_layer_apart);

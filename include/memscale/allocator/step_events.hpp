@@ -327,7 +327,11 @@ class step_walker {
     }
     if (ckpt) free(held);
     enter(s, moment::prologue_backward);
+    // The bottom block's input gradient, stored as the embeddings' output .grad by
+    // enable_input_require_grads' hook, until the graph is dropped after backward.
+    std::uint32_t input_grad = alloc(g_.input_embeddings_grad.value);
     backward_section(prologue_of(g_), 0, 0);
+    free(input_grad);
 
     enter(s, moment::optimizer_step);
     optimizer_step(s == 1);

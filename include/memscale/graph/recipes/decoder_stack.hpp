@@ -23,6 +23,7 @@
 #include "memscale/graph/layers/heads.hpp"
 #include "memscale/graph/layers/hybrid.hpp"
 #include "memscale/graph/layers/idle_tower.hpp"
+#include "memscale/graph/layers/input_require_grads.hpp"
 #include "memscale/graph/layers/latent_attention.hpp"
 #include "memscale/graph/layers/layer_pattern.hpp"
 #include "memscale/graph/layers/mamba.hpp"
@@ -242,9 +243,9 @@ constexpr graph_layers::tensor leading_dense_layers(const graph_layers::layer_co
 // projections take no input gradient; the layers after it read a stream the adapters made.
 // Written for a pre-norm sequential attention layer whose attention is adapted (then the residual
 // after it needs a gradient and the rest of the layer is the others'). Under checkpointing the
-// first layer stays in the block: Hugging Face's reentrant checkpoint makes the embeddings' output
-// require grad (PreTrainedModel.enable_input_require_grads, called by peft's
-// prepare_model_for_kbit_training and by gradient_checkpointing_enable for a PEFT model). Sharded
+// first layer stays in the block: the reentrant checkpoint runs with the embeddings' output
+// requiring grad (layers/input_require_grads.hpp); under the non-reentrant one the first block's
+// backward is below the top block's, so its input gradient is kept there (the upper side). Sharded
 // parameters only under FSDP2, whose units know the layer (graph::first_layer_apart).
 constexpr bool first_layer_apart(const model_spec& model, const training_spec& run) {
   const graph_layers::adapter_plan adapters = graph_layers::adapter_plan_of(model, run);
@@ -389,6 +390,7 @@ constexpr void build_decoder_stack(const model_spec& declared, const training_sp
     generation_forward(ctx);
     return;
   }
+  ops.sections().set_input_embeddings_grad(input_embeddings_grad(model, run, precision.param, tokens));
   if (model.altup_inputs > 0) {
     build_altup_stack(ctx, requested);
     return;

@@ -1,0 +1,41 @@
+// memscale/graph/layers/input_require_grads.hpp: Hugging Face's enable_input_require_grads() under
+// frozen embeddings. Its forward hook on the input embeddings calls output.requires_grad_(True)
+// (modeling_utils.py PreTrainedModel.enable_input_require_grads): the lookup's output becomes a
+// leaf that requires grad, so the first block's backward computes its input gradient and
+// AccumulateGrad stores it as that leaf's .grad. The leaf lives as long as the graph (the
+// AccumulateGrad node holds it), until the loss is dropped after backward
+// (Trainer.training_step returns loss.detach(), before clipping and the optimizer step).
+#pragma once
+
+#include <cstdint>
+
+#include "memscale/bytes.hpp"
+#include "memscale/detail/math.hpp"
+#include "memscale/dtype.hpp"
+#include "memscale/model.hpp"
+#include "memscale/training.hpp"
+
+namespace memscale::graph_layers {
+
+// Whether the hook runs. A LoRA or QLoRA run freezes the embeddings; under the reentrant
+// checkpoint nothing would then require grad (CheckpointFunction's output requires grad only
+// through an input), so every caller adds the hook there: TRL's SFTTrainer when use_reentrant is
+// unset or true (sft_trainer.py _enable_gradient_checkpointing @ 23a635ed, lines 358-375; the
+// same test @ e90e8d91, lines 214-226) and peft's prepare_model_for_kbit_training
+// (utils/other.py @ b34d8a2c, lines 151-155). Under the non-reentrant checkpoint TRL and peft's
+// kbit preparation leave it out; PeftModel.__init__ adds it to an unquantized model whose
+// checkpointing was enabled before wrapping (peft_model.py @ b34d8a2c, lines 141-142 and
+// 640-656), which changes only the bottom block's backward, below the top block's: taken as absent.
+constexpr bool embedding_output_requires_grad(const training_spec& run) {
+  return is_lora(run) && reentrant_checkpoint(run);
+}
+
+// The hook's leaf's .grad: the gradient of the token lookup's output (tokens x hidden in the
+// embeddings' dtype), alive from the bottom block's backward to the end of backward.
+constexpr bytes input_embeddings_grad(const model_spec& model, const training_spec& run, dtype embeddings,
+                                      std::uint64_t tokens) {
+  if (!embedding_output_requires_grad(run)) return {};
+  return storage(embeddings, detail::checked_mul(tokens, model.hidden, detail::quantity{"embeddings' output (tokens x hidden)"}));
+}
+
+}  // namespace memscale::graph_layers
