@@ -7,12 +7,9 @@
 // (Trainer.training_step returns loss.detach(), before clipping and the optimizer step).
 #pragma once
 
-#include <cstdint>
-
 #include "memscale/bytes.hpp"
-#include "memscale/detail/math.hpp"
 #include "memscale/dtype.hpp"
-#include "memscale/model.hpp"
+#include "memscale/graph/tensor.hpp"
 #include "memscale/training.hpp"
 
 namespace memscale::graph_layers {
@@ -30,12 +27,10 @@ constexpr bool embedding_output_requires_grad(const training_spec& run) {
   return is_lora(run) && reentrant_checkpoint(run);
 }
 
-// The hook's leaf's .grad: the gradient of the token lookup's output (tokens x hidden in the
-// embeddings' dtype), alive from the bottom block's backward to the end of backward.
-constexpr bytes input_embeddings_grad(const model_spec& model, const training_spec& run, dtype embeddings,
-                                      std::uint64_t tokens) {
-  if (!embedding_output_requires_grad(run)) return {};
-  return storage(embeddings, detail::checked_mul(tokens, model.hidden, detail::quantity{"embeddings' output (tokens x hidden)"}));
+// The hook's leaf's .grad: the gradient of the token lookup's output, its size and dtype, alive
+// from the bottom block's backward to the end of backward.
+constexpr bytes input_embeddings_grad(const training_spec& run, const tensor& token_lookup) {
+  return embedding_output_requires_grad(run) ? storage(token_lookup.type, token_lookup.elements) : bytes{};
 }
 
 }  // namespace memscale::graph_layers

@@ -390,13 +390,14 @@ constexpr void build_decoder_stack(const model_spec& declared, const training_sp
     generation_forward(ctx);
     return;
   }
-  ops.sections().set_input_embeddings_grad(input_embeddings_grad(model, run, precision.param, tokens));
   if (model.altup_inputs > 0) {
     build_altup_stack(ctx, requested);
     return;
   }
   idle_tower(ctx);
-  const tensor embedded = input_embeddings(ctx);
+  const embedded lookups = embed(ctx);
+  ops.sections().set_input_embeddings_grad(input_embeddings_grad(run, lookups.token_lookup));
+  const tensor embedded = lookups.stream;
   // RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)) on tok_embeddings: the
   // lookup of the rank's vocabulary rows, reduce-scattered onto its sequence shard.
   first_layer(ctx, single_mixer_leading_layers(
