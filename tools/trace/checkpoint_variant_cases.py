@@ -90,7 +90,9 @@ def run_case(c):
         model = CheckpointedLM(m, c["reentrant"], rank, c.get("input_require_grads", False))
         trainable = [p for p in model.parameters() if p.requires_grad]
         opt = torch.optim.AdamW(trainable, lr=1e-4, foreach=False)
-        return dict(model=model, optimizers=[opt], trainable=trainable,
+        # model.params counts the base model (the frozen weights under LoRA), as the LoRA records do.
+        base = sum(p.numel() for p in model.parameters() if not p.requires_grad) if rank else None
+        return dict(model=model, optimizers=[opt], trainable=trainable, param_count=base,
                     make_inputs=lambda: (torch.randint(0, m["vocab"], (B, S)), torch.randint(0, m["vocab"], (B, S))))
 
     def step(ctx, tr, n):

@@ -327,11 +327,10 @@ class step_walker {
     }
     if (ckpt) free(held);
     enter(s, moment::prologue_backward);
-    // The bottom block's input gradient, stored as the embeddings' output .grad by
-    // enable_input_require_grads' hook, until the graph is dropped after backward.
-    std::uint32_t input_grad = alloc(g_.input_embeddings_grad.value);
+    // enable_input_require_grads' leaf and its .grad, until the graph is dropped after backward.
+    std::uint32_t hooked = alloc(g_.kept_input_embeddings.value);
     backward_section(prologue_of(g_), 0, 0);
-    free(input_grad);
+    free(hooked);
 
     enter(s, moment::optimizer_step);
     optimizer_step(s == 1);

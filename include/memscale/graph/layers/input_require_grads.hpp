@@ -1,15 +1,17 @@
 // memscale/graph/layers/input_require_grads.hpp: Hugging Face's enable_input_require_grads() under
 // frozen embeddings. Its forward hook on the input embeddings calls output.requires_grad_(True)
-// (modeling_utils.py PreTrainedModel.enable_input_require_grads): the lookup's output becomes a
-// leaf that requires grad, so the first block's backward computes its input gradient and
-// AccumulateGrad stores it as that leaf's .grad. The leaf lives as long as the graph (the
-// AccumulateGrad node holds it), until the loss is dropped after backward
-// (Trainer.training_step returns loss.detach(), before clipping and the optimizer step).
+// (modeling_utils.py PreTrainedModel.enable_input_require_grads): the token lookup's output becomes
+// a leaf that requires grad, so the bottom block's backward computes its input gradient and
+// AccumulateGrad stores it as the leaf's .grad. The AccumulateGrad node holds the leaf, so both
+// live as long as the graph: until the loss is dropped after backward (Trainer.training_step
+// returns loss.detach(), before clipping and the optimizer step).
 #pragma once
+
+#include <cstdint>
 
 #include "memscale/bytes.hpp"
 #include "memscale/dtype.hpp"
-#include "memscale/graph/tensor.hpp"
+#include "memscale/graph/layers/embeddings.hpp"
 #include "memscale/training.hpp"
 
 namespace memscale::graph_layers {
@@ -27,10 +29,21 @@ constexpr bool embedding_output_requires_grad(const training_spec& run) {
   return is_lora(run) && reentrant_checkpoint(run);
 }
 
-// The hook's leaf's .grad: the gradient of the token lookup's output, its size and dtype, alive
-// from the bottom block's backward to the end of backward.
-constexpr bytes input_embeddings_grad(const training_spec& run, const tensor& token_lookup) {
-  return embedding_output_requires_grad(run) ? storage(token_lookup.type, token_lookup.elements) : bytes{};
+// The leaf and its .grad, each the token lookup's size and dtype, after the bottom block's
+// backward (graph::kept_input_embeddings).
+constexpr bytes kept_input_embeddings(const training_spec& run, const embedded& lookups) {
+  return embedding_output_requires_grad(run) ? storage(lookups.token_lookup.type, lookups.token_lookup.elements) * std::uint64_t{2}
+                                             : bytes{};
+}
+
+// The leaf before it: where the first block reads the lookup itself, the checkpoint keeps it as
+// its input until then anyway; a stream made from it (scaled, summed with positions, normed,
+// dropped out) leaves it to the graph, through the forward and the blocks' backward (graph::held).
+constexpr bytes hooked_lookup_held(const training_spec& run, const embedded& lookups) {
+  const bool stream_is_lookup = lookups.stream.op_index == lookups.token_lookup.op_index;
+  return embedding_output_requires_grad(run) && !stream_is_lookup
+             ? storage(lookups.token_lookup.type, lookups.token_lookup.elements)
+             : bytes{};
 }
 
 }  // namespace memscale::graph_layers

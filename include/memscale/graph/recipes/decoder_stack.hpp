@@ -396,7 +396,7 @@ constexpr void build_decoder_stack(const model_spec& declared, const training_sp
   }
   idle_tower(ctx);
   const embedded lookups = embed(ctx);
-  ops.sections().set_input_embeddings_grad(input_embeddings_grad(run, lookups.token_lookup));
+  ops.sections().set_kept_input_embeddings(kept_input_embeddings(run, lookups));
   const tensor embedded = lookups.stream;
   // RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)) on tok_embeddings: the
   // lookup of the rank's vocabulary rows, reduce-scattered onto its sequence shard.
@@ -478,7 +478,7 @@ constexpr void build_decoder_stack(const model_spec& declared, const training_sp
                               : precision.matmul;
     sections.set_carried(storage(carried, detail::checked_mul(tokens, model.vocab)));
   }
-  sections.set_held(base_model_held(model, run, precision, tokens));
+  sections.set_held(base_model_held(model, run, precision, tokens) + hooked_lookup_held(run, lookups));
 }
 
 constexpr graph build_decoder_stack(const model_spec& model, const training_spec& run) {
