@@ -24,7 +24,9 @@ namespace memscale::graph_layers {
 // (utils/other.py @ b34d8a2c, lines 151-155). Under the non-reentrant checkpoint TRL and peft's
 // kbit preparation leave it out; PeftModel.__init__ adds it to an unquantized model whose
 // checkpointing was enabled before wrapping (peft_model.py @ b34d8a2c, lines 141-142 and
-// 640-656), which changes only the bottom block's backward, below the top block's: taken as absent.
+// 640-656), and gradient_checkpointing_enable to a model with adapters loaded through transformers'
+// own PEFT integration (modeling_utils.py: _hf_peft_config_loaded). There it changes the bottom
+// block's backward, below the top block's, and the end of backward: taken as absent.
 constexpr bool embedding_output_requires_grad(const training_spec& run) {
   return is_lora(run) && reentrant_checkpoint(run);
 }
