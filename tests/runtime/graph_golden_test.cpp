@@ -84,7 +84,7 @@ struct digest {
     add(repeats);
     for (const bytes b : {inputs, buffers, stream_grad, carried, held}) add(b);
     // Added only when set, so the pinned digests of graphs without stacked experts, a vision
-    // tower's forward or the embeddings' kept output gradient stay.
+    // tower's forward or enable_input_require_grads' kept leaf stay.
     if (kept_input_embeddings.value > 0) add(kept_input_embeddings);
     if (tower_forward.value > 0) add(tower_forward);
     if (stacked_experts) add(stacked_experts);

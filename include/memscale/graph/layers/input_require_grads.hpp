@@ -34,8 +34,8 @@ constexpr bool embedding_output_requires_grad(const training_spec& run) {
 // The leaf and its .grad, each the token lookup's size and dtype, after the bottom block's
 // backward (graph::kept_input_embeddings).
 constexpr bytes kept_input_embeddings(const training_spec& run, const embedded& lookups) {
-  return embedding_output_requires_grad(run) ? storage(lookups.token_lookup.type, lookups.token_lookup.elements) * std::uint64_t{2}
-                                             : bytes{};
+  if (!embedding_output_requires_grad(run)) return {};
+  return storage(lookups.token_lookup.type, lookups.token_lookup.elements) * std::uint64_t{2};
 }
 
 // The leaf before it: where the first block reads the lookup itself, the checkpoint keeps it as

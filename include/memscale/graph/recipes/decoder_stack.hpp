@@ -244,8 +244,9 @@ constexpr graph_layers::tensor leading_dense_layers(const graph_layers::layer_co
 // Written for a pre-norm sequential attention layer whose attention is adapted (then the residual
 // after it needs a gradient and the rest of the layer is the others'). Under checkpointing the
 // first layer stays in the block: the reentrant checkpoint runs with the embeddings' output
-// requiring grad (layers/input_require_grads.hpp); under the non-reentrant one the first block's
-// backward is below the top block's, so its input gradient is kept there (the upper side). Sharded
+// requiring grad (layers/input_require_grads.hpp); under the non-reentrant one, without that hook,
+// the block still writes the first layer's input gradients (the upper side, in a backward below the
+// top block's). Sharded
 // parameters only under FSDP2, whose units know the layer (graph::first_layer_apart).
 constexpr bool first_layer_apart(const model_spec& model, const training_spec& run) {
   const graph_layers::adapter_plan adapters = graph_layers::adapter_plan_of(model, run);
