@@ -87,6 +87,23 @@ TEST_CASE("input require grads: the embeddings' output and its gradient live to 
   CHECK(prologue_backward_peak(*hooked) - prologue_backward_peak(*plain) == 2 * lookup);
 }
 
+TEST_CASE("input require grads: a lookup summed into the stream stays with the graph", "[checkpoint][lora]") {
+  // GPT-2 adds learned positions to the lookup: the hook's leaf is no checkpoint's input, and the
+  // AccumulateGrad node keeps it through the step's forward and the blocks' backward.
+  const auto hooked = std::make_unique<model_graph>(build(presets::gpt2, lora_checkpointed(checkpoint_variant::reentrant)));
+  const auto plain =
+      std::make_unique<model_graph>(build(presets::gpt2, lora_checkpointed(checkpoint_variant::non_reentrant)));
+  const std::uint64_t lookup = 4ull * 512 * 768 * 2;  // the token lookup's output, bf16
+  CHECK(hooked->stack().held.value - plain->stack().held.value == lookup);
+  CHECK(hooked->stack().kept_input_embeddings.value == 2 * lookup);
+  // LLaMA's first block reads the lookup itself: nothing more is held.
+  const auto llama_hooked =
+      std::make_unique<model_graph>(build(presets::llama_2_7b, lora_checkpointed(checkpoint_variant::reentrant)));
+  const auto llama_plain =
+      std::make_unique<model_graph>(build(presets::llama_2_7b, lora_checkpointed(checkpoint_variant::non_reentrant)));
+  CHECK(llama_hooked->stack().held == llama_plain->stack().held);
+}
+
 TEST_CASE("input require grads: the LoRA checkpoint traces", "[checkpoint][lora][records]") {
   std::ifstream in(MEMSCALE_SOURCE_DIR "/docs/data/cpu_traced_checkpoint_variants.json");
   REQUIRE(in);
