@@ -75,16 +75,17 @@ struct digest {
     for (const bytes b : {out, extra, fwd, bwd, grad_in, grad_out}) add(b);
   }
   constexpr void add(const graph& g) {
-    const auto& [ops, size, begin, end, repeats, inputs, buffers, stream_grad, carried, held, tower_forward,
-                 stacked_experts, first_layer_apart] = g;
+    const auto& [ops, size, begin, end, repeats, inputs, buffers, stream_grad, carried, held, kept_input_embeddings,
+                 tower_forward, stacked_experts, first_layer_apart] = g;
     add(std::uint64_t{size});
     for (std::size_t i = 0; i < size; ++i) add(ops[i]);
     add(std::uint64_t{begin});
     add(std::uint64_t{end});
     add(repeats);
     for (const bytes b : {inputs, buffers, stream_grad, carried, held}) add(b);
-    // Added only when set, so the pinned digests of graphs without stacked experts or a vision
-    // tower's forward stay.
+    // Added only when set, so the pinned digests of graphs without stacked experts, a vision
+    // tower's forward or enable_input_require_grads' kept leaf stay.
+    if (kept_input_embeddings.value > 0) add(kept_input_embeddings);
     if (tower_forward.value > 0) add(tower_forward);
     if (stacked_experts) add(stacked_experts);
     if (first_layer_apart) add(first_layer_apart);
@@ -447,7 +448,11 @@ TEST_CASE("graph recipes: the graphs and errors of 40,000 random runs are the pi
   // the refusals of run.shard and of torchtitan's run.data_parallel name run.context_parallel
   // (17459529354366862793 and 15236024023830017037 before); the graphs of runs without CP are
   // built as before (the overflow test's digest of built graphs below did not move).
-  CHECK(stacks.value == 10174477512328699861ULL);
+  // And by enable_input_require_grads' leaf in LoRA and QLoRA runs under the reentrant checkpoint:
+  // with its .grad after the blocks' backward (graph::kept_input_embeddings), and through the step
+  // where the stream is not the lookup itself (graph::held; graph/layers/input_require_grads.hpp);
+  // without both the digest is the previous one, 10174477512328699861.
+  CHECK(stacks.value == 10321480422222632436ULL);
   CHECK(pairs_digest.value == 11764074077828971066ULL);
   // Each feature was reached often enough to mean something.
   CHECK(c.built > 20'000);

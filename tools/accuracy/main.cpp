@@ -102,8 +102,8 @@ const std::vector<data_set> data_sets{
      "re-implementations of deepspeed 0.16.5's engine, rank 0's tensors)",
      "CPU traced DeepSpeed", 22},
     {"cpu_traced_checkpoint_variants", false, true,
-     "HF-LLaMA steps with every layer under the reentrant and the non-reentrant torch.utils.checkpoint "
-     "(tools/trace/checkpoint_variant_cases.py)",
+     "HF-LLaMA steps with every layer under the reentrant and the non-reentrant torch.utils.checkpoint, every "
+     "weight trained or LoRA (reentrant with enable_input_require_grads' hook) (tools/trace/checkpoint_variant_cases.py)",
      "CPU traced (checkpoint variants)", 25},
     {"cpu_traced_inference", false, true,
      "greedy generate() with a KV cache (docs/research/scripts/trace_inference.py)", "CPU traced generate()", 13},

@@ -327,7 +327,10 @@ class step_walker {
     }
     if (ckpt) free(held);
     enter(s, moment::prologue_backward);
+    // enable_input_require_grads' leaf and its .grad, until the graph is dropped after backward.
+    std::uint32_t hooked = alloc(g_.kept_input_embeddings.value);
     backward_section(prologue_of(g_), 0, 0);
+    free(hooked);
 
     enter(s, moment::optimizer_step);
     optimizer_step(s == 1);

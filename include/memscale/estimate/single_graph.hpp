@@ -524,11 +524,13 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
     consider(phase::backward, held_after_blocks + saved_p + rerun, grads_before_bottom);
   }
 
-  // Backward of the prologue (embeddings).
+  // Backward of the prologue (embeddings), with enable_input_require_grads' leaf and its .grad
+  // (graph/layers/input_require_grads.hpp).
   const auto pp = section_backward_peak(g, prologue_of(g), run, persist, bytes{});
   const bytes grads_before_prologue =
       reduced_elsewhere ? bytes{} : ceil_div(grads_e + device_share_of_blocks(grads_b, L, streamed), grad_share);
-  consider(phase::backward, pp.peak - pp.grads_at_peak, grads_before_prologue + pp.grads_at_peak);
+  consider(phase::backward, g.kept_input_embeddings + pp.peak - pp.grads_at_peak,
+           grads_before_prologue + pp.grads_at_peak);
   if (in_backward) consider(phase::backward, section_step_temporaries(g, prologue_of(g), run), grads_p);
 
   // Optimizer step: all gradients, the state (created now in step 1) and temporaries.

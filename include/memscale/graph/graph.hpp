@@ -174,6 +174,8 @@ struct graph {
   bytes carried{};              // what the training loop still references from the previous step: live through the forward
   bytes held{};                 // the base model's masks and biases: live through the blocks' forward (and, when
                                 // checkpointed blocks keep them as inputs, until the bottom block's backward)
+  bytes kept_input_embeddings{};  // enable_input_require_grads' leaf and its .grad: from the bottom block's
+                                  // backward to the end of backward (graph/layers/input_require_grads.hpp)
   bytes tower_forward{};        // a frozen vision tower's forward on the step's images at its largest moment, with
                                 // the text embeddings beside it (graph/layers/vision_tower.hpp); before the blocks
   // The framework stores each expert matrix of a layer as one 3-D parameter over the experts

@@ -97,6 +97,7 @@ class graph_builder {
   constexpr void set_stream_grad(bytes b) { g_->stream_grad = b; }
   constexpr void set_carried(bytes b) { g_->carried = b; }
   constexpr void set_held(bytes b) { g_->held = b; }
+  constexpr void set_kept_input_embeddings(bytes b) { g_->kept_input_embeddings = b; }
   constexpr void set_first_layer_apart(bool apart) { g_->first_layer_apart = apart; }
 
   [[nodiscard]] constexpr const graph& result() const { return *g_; }

@@ -65,8 +65,6 @@ constexpr embedded embed(const layer_context& ctx) {
   return result;
 }
 
-constexpr tensor input_embeddings(const layer_context& ctx) { return embed(ctx).stream; }
-
 // The first block reads the token lookup itself when nothing is added to it, scaled or normed (and
 // no dropout runs, as in eval mode): LlamaModel.forward's hidden_states = inputs_embeds
 // (modeling_llama.py@v5.17.0), bound through the blocks as inputs_embeds.

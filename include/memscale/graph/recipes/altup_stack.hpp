@@ -17,6 +17,7 @@
 #include "memscale/graph/layers/embeddings.hpp"
 #include "memscale/graph/layers/heads.hpp"
 #include "memscale/graph/layers/idle_tower.hpp"
+#include "memscale/graph/layers/input_require_grads.hpp"
 #include "memscale/graph/layers/laurel.hpp"
 #include "memscale/graph/layers/mlp.hpp"
 #include "memscale/graph/layers/multimodal_embedders.hpp"
@@ -90,7 +91,9 @@ constexpr void build_altup_stack(const graph_layers::layer_context& ctx, const t
   const precision_policy& precision = ops.precision();
   const std::uint64_t copies = detail::checked_mul(model.altup_inputs, ctx.tokens, model.hidden);
   idle_tower(ctx);
-  const tensor embedded = multimodal_embedders(ctx, input_embeddings(ctx));
+  const embedded lookups = embed(ctx);
+  ops.sections().set_kept_input_embeddings(kept_input_embeddings(ctx.run, lookups));
+  const tensor embedded = multimodal_embedders(ctx, lookups.stream);
   const tensor per_layer = per_layer_inputs(ctx, embedded);
   altup_expand(ctx, embedded);
   sparse_gate_layers(ctx);
@@ -106,7 +109,7 @@ constexpr void build_altup_stack(const graph_layers::layer_context& ctx, const t
   sections.set_stream_grad(storage(ops.stream_dtype(), copies));
   // temp_hidden_states, the list the copies were stacked from, stays bound through the layers.
   sections.set_held(storage(precision.param, detail::checked_mul(model.altup_inputs - 1, ctx.tokens, model.hidden)) +
-                    altup_attention_inputs(ctx));
+                    altup_attention_inputs(ctx) + hooked_lookup_held(ctx.run, lookups));
 }
 
 }  // namespace memscale::recipes

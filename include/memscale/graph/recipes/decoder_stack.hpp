@@ -23,6 +23,7 @@
 #include "memscale/graph/layers/heads.hpp"
 #include "memscale/graph/layers/hybrid.hpp"
 #include "memscale/graph/layers/idle_tower.hpp"
+#include "memscale/graph/layers/input_require_grads.hpp"
 #include "memscale/graph/layers/latent_attention.hpp"
 #include "memscale/graph/layers/layer_pattern.hpp"
 #include "memscale/graph/layers/mamba.hpp"
@@ -242,9 +243,10 @@ constexpr graph_layers::tensor leading_dense_layers(const graph_layers::layer_co
 // projections take no input gradient; the layers after it read a stream the adapters made.
 // Written for a pre-norm sequential attention layer whose attention is adapted (then the residual
 // after it needs a gradient and the rest of the layer is the others'). Under checkpointing the
-// first layer stays in the block: Hugging Face's reentrant checkpoint makes the embeddings' output
-// require grad (PreTrainedModel.enable_input_require_grads, called by peft's
-// prepare_model_for_kbit_training and by gradient_checkpointing_enable for a PEFT model). Sharded
+// first layer stays in the block: the reentrant checkpoint runs with the embeddings' output
+// requiring grad (layers/input_require_grads.hpp); under the non-reentrant one, without that hook,
+// the block still writes the first layer's input gradients (the upper side, in a backward below the
+// top block's). Sharded
 // parameters only under FSDP2, whose units know the layer (graph::first_layer_apart).
 constexpr bool first_layer_apart(const model_spec& model, const training_spec& run) {
   const graph_layers::adapter_plan adapters = graph_layers::adapter_plan_of(model, run);
@@ -394,7 +396,9 @@ constexpr void build_decoder_stack(const model_spec& declared, const training_sp
     return;
   }
   idle_tower(ctx);
-  const tensor embedded = input_embeddings(ctx);
+  const embedded lookups = embed(ctx);
+  ops.sections().set_kept_input_embeddings(kept_input_embeddings(run, lookups));
+  const tensor embedded = lookups.stream;
   // RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)) on tok_embeddings: the
   // lookup of the rank's vocabulary rows, reduce-scattered onto its sequence shard.
   first_layer(ctx, single_mixer_leading_layers(
@@ -475,7 +479,7 @@ constexpr void build_decoder_stack(const model_spec& declared, const training_sp
                               : precision.matmul;
     sections.set_carried(storage(carried, detail::checked_mul(tokens, model.vocab)));
   }
-  sections.set_held(base_model_held(model, run, precision, tokens));
+  sections.set_held(base_model_held(model, run, precision, tokens) + hooked_lookup_held(run, lookups));
 }
 
 constexpr graph build_decoder_stack(const model_spec& model, const training_spec& run) {
