@@ -1,6 +1,7 @@
 // Static checks for memscale/vision: every torchvision preset's parameter count equals
 // sum(p.numel() for p in torchvision.models.<name>().parameters()) (torchvision 0.14),
 // and the vision estimator runs in constant evaluation. Building this TU is the test.
+#include "memscale/vision/device.hpp"
 #include "memscale/vision/estimate.hpp"
 #include "memscale/vision/planner.hpp"
 #include "memscale/vision/presets.hpp"
@@ -74,5 +75,11 @@ static_assert(memscale::vision::fits(presets::resnet50, gpu_run, rtx3060));
 static_assert(memscale::vision::fits(resnet50_384, gpu_run, rtx3060));
 static_assert(memscale::vision::plan_mode(presets::resnet50, gpu_run, rtx3060, memscale::mode::none, budget).band.of ==
               memscale::run_class::torchvision);
+
+// In constant evaluation a vision step keeps the rounding rule (vision/device.hpp), with the GPU's context.
+constexpr auto resnet18_on_3060 = memscale::vision::estimate_on_device(presets::resnet18, gpu_run, &rtx3060);
+static_assert(resnet18_on_3060.fallback == memscale::replay_fallback::constant_evaluation);
+static_assert(resnet18_on_3060.context_from == memscale::context_source::model);
+static_assert(resnet18_on_3060.device == resnet18_on_3060.reserved + resnet18_on_3060.context.total());
 
 }  // namespace

@@ -355,7 +355,7 @@ inline std::optional<gpu_spec> record_gpu(const json& record) {
 
 // A record's reserved or device figure as a report on its GPU states it (memscale/device_peak.hpp:
 // the allocator replay and the context model, or the rounding rule where the replay does not
-// reach); `Estimate` is the path's device estimate of the run on that GPU.
+// reach); `d` is the path's device estimate of the run on that GPU.
 template <class DeviceEstimate>
 bytes device_quantity(const DeviceEstimate& d, quantity q) {
   return q == quantity::reserved ? d.reserved : d.device;
@@ -400,7 +400,9 @@ inline void add_class_and_verdict(json& out, const json& record, const model_spe
 }  // namespace detail
 
 // One --cases answer: {"id", "estimated_bytes", "quantity"} or {"id", "error"}; training
-// records add "class", "band", "verdict" and "replay" (detail::add_class_and_verdict).
+// records add "class", "band", "verdict" and "replay" (detail::add_class_and_verdict). A CUDA
+// record measured as reserved or nvidia-smi is answered with the figure a report shows: the
+// device estimate on the record's GPU (training, generate() and vision alike).
 // The model a record ran, with what its stated transformers release changes to the causal-LM
 // loss. From 4.46 every causal LM computes it in loss_function, loss/loss_utils.py ForCausalLMLoss,
 // which upcasts the logits (logits.float()) first (huggingface/transformers PR #34147, 4.46); before,
