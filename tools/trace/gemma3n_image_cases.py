@@ -151,7 +151,9 @@ def main():
                "model": {"hf_config": c, "params": d["nparams"], "vision_tower_params": d["tower_params"],
                          "impl": "hf-transformers"},
                "train": train,
-               **tracer.peak_fields(d), "components": tracer.components(d), "detail": d, "torch": torch.__version__,
+               **tracer.peak_fields(d), "components": tracer.components(d), "detail": d,
+               # gemma3n arrived in transformers 4.53.0 (as gemma3n_cases.py's records).
+               "software": {"torch": torch.__version__, "transformers": "4.53.0"},
                "notes": "peak live CPU tensor bytes of training step 2 (absolute); traced from a torch-only "
                         "re-implementation of transformers Gemma3nForConditionalGeneration (eager) with images, the "
                         "MobileNetV5 tower frozen (unfused MultiQueryAttention2d: torch 1.13 has no SDPA), the text "

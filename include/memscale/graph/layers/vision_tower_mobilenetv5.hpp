@@ -23,6 +23,26 @@
 
 namespace memscale::graph_layers {
 
+// What the images' soft tokens save for backward in full training (under LoRA embed_vision is frozen
+// and inputs_embeds takes no gradient: nothing). get_image_features views the tower's (N, hidden,
+// 16, 16) output as (N, 256, hidden), scales it in place and runs embed_vision's soft path:
+// soft_embedding_norm, embedding_projection and embedding_post_projection_norm (Gemma3nRMSNorm:
+// x.float(), x / sqrt(mean(x^2) + eps), times the weight, type_as(x)). The tower's output takes no
+// gradient, so the first norm records nothing until its weight's mul, which saves the fp32
+// normalised x; the projection saves the product cast back; the post-projection norm (with_scale=
+// False: its weight is a buffer) saves its fp32 input and root per row; masked_scatter its mask
+// (B x S bool).
+constexpr bytes soft_tokens_saved(const model_spec& model, const training_spec& run) {
+  if (run.images.per_sample == 0 || is_lora(run)) return {};
+  const vision_tower_spec& v = model.vision;
+  constexpr memscale::detail::quantity q{"vision tower activations"};
+  const auto mul = [&](std::uint64_t x, std::uint64_t y) { return memscale::detail::checked_mul(x, y, q); };
+  const std::uint64_t rows = mul(mul(run.micro_batch, run.images.per_sample), v.tokens_per_image);
+  return storage(dtype::fp32, mul(rows, v.hidden + v.out_hidden + 1)) +
+         storage(precision_policy_of(run).param, mul(rows, v.hidden)) +
+         storage(dtype::boolean, mul(run.micro_batch, run.seq_len));
+}
+
 // The frozen tower's forward (no parameter requires grad, the pixels neither: no autograd graph,
 // every temporary goes when its statement ends) on N images of H x W pixels in the parameters'
 // dtype (a); every level of the encoder scales with H x W.
@@ -79,26 +99,17 @@ constexpr tower_bytes mobilenetv5_tower_bytes(const model_spec& model, const tra
   }
   const bytes tower = cast + (expansion > attention ? expansion : attention);
 
-  // get_image_features: the (N, hidden, 16, 16) output viewed as (N, 256, hidden) and scaled in
-  // place, then embed_vision's soft path: soft_embedding_norm, embedding_projection and
-  // embedding_post_projection_norm (Gemma3nRMSNorm: x.float(), x / sqrt(mean(x^2) + eps), times the
-  // weight, type_as(x)). Trainable (full training), they save the fp32 input (the tower's output
-  // itself when fp32, else its upcast), the normalised x (the weight's mul) and the product cast
-  // back (the projection's input); the post-projection norm (with_scale=False: its weight is a
-  // buffer) saves the fp32 projection output; each norm its fp32 root per row.
   const std::uint64_t rows = mul(n, v.tokens_per_image);
   const bytes features = storage(a, mul(rows, v.out_hidden));
-  const bytes embedder_saved = is_lora(run) ? bytes{}
-                                            : storage(dtype::fp32, mul(rows, 2 * v.hidden + v.out_hidden + 2)) +
-                                                  storage(a, mul(rows, v.hidden));
   // After the tower: the features beside get_placeholder_mask's inputs_embeds[mask] copy (a
   // check), then masked_scatter's new inputs_embeds.
   const bytes scatter = storage(a, mul(text_tokens, model.hidden));
-  const bytes after = embedder_saved + features + (features > scatter ? features : scatter);
+  const bytes after = soft_tokens_saved(model, run) + features + (features > scatter ? features : scatter);
   out.forward = before + (tower > after ? tower : after);
-  // Through the language model: the features (image_hidden_states of the output), the
-  // special_image_mask (B x S bool; unsqueeze and expand_as are views) and embed_vision's saved tensors.
-  out.held = features + storage(dtype::boolean, text_tokens) + embedder_saved;
+  // Through the language model: the features (image_hidden_states of the output) and, when
+  // masked_scatter does not save it (LoRA), the special_image_mask (B x S bool; unsqueeze and
+  // expand_as are views).
+  out.held = features + (is_lora(run) ? storage(dtype::boolean, text_tokens) : bytes{});
   return out;
 }
 

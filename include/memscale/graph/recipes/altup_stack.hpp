@@ -91,6 +91,10 @@ constexpr void build_altup_stack(const graph_layers::layer_context& ctx, const t
   const std::uint64_t copies = detail::checked_mul(model.altup_inputs, ctx.tokens, model.hidden);
   idle_tower(ctx);
   const tensor embedded = multimodal_embedders(ctx, input_embeddings(ctx));
+  // Gemma3nModel.forward runs get_image_features after the embedders, before the language model
+  // (modeling_gemma3n.py@00aa0f5d): what they save is alive beside the tower; its soft tokens follow.
+  ops.sections().mark_tower();
+  image_soft_tokens(ctx);
   const tensor per_layer = per_layer_inputs(ctx, embedded);
   altup_expand(ctx, embedded);
   sparse_gate_layers(ctx);
