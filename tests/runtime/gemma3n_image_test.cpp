@@ -135,6 +135,13 @@ TEST_CASE("gemma3n with images: bf16 on a GPU, LoRA and full training of the tex
   training_spec eager = full;
   eager.attention = attention_impl::eager;
   CHECK(build(m, eager).stack().tower_forward.value == g.stack().tower_forward.value);
+  // At 2048 x 2048 they pass it: 12 heads x 128^2 queries x 64^2 keys, twice, per image.
+  training_spec large = full;
+  large.images.height = large.images.width = 2048;
+  training_spec large_eager = large;
+  large_eager.attention = attention_impl::eager;
+  CHECK(build(m, large_eager).stack().tower_forward.value - build(m, large).stack().tower_forward.value >
+        2ULL * 2 * 12 * 16384 * 4096 * 2 - 2ULL * 512 * 512 * 2561 * 2);
 }
 
 json_io::json image_record(json_io::json train) {

@@ -63,7 +63,8 @@ constexpr tower_bytes mobilenetv5_tower_bytes(const model_spec& model, const tra
                             run.seq_len);
   const std::uint64_t text_tokens = mul(run.micro_batch, run.seq_len);
   const std::uint64_t pixels = mul(mul(n, v.in_channels), mul(height, width));
-  const auto at = [&](std::uint64_t reduction) { return mul(n, mul(height / reduction, width / reduction)); };
+  // Positions of all N images at a level whose side is the image's / reduction.
+  const auto positions = [&](std::uint64_t reduction) { return mul(n, mul(height / reduction, width / reduction)); };
 
   tower_bytes out{};
   // The processor's fp32 pixel_values (N, 3, H, W).
@@ -79,9 +80,9 @@ constexpr tower_bytes mobilenetv5_tower_bytes(const model_spec& model, const tra
   // make_divisible(128 x 6) = 768 channels at H/4 x W/4) inside pw_exp's RmsNormAct2d at
   // `x * weight`: the block input (bound as shortcut), dw_start's output, the 1x1 conv's output,
   // x * rsqrt(v), its product by the weight, and v (one channel).
-  const std::uint64_t expansion_channels =
-      (mm.expansion_dw_start ? 2 : 1) * mm.expansion_in + 3 * mm.expansion_mid + 1;
-  const bytes expansion = storage(a, mul(at(mm.expansion_reduction), expansion_channels));
+  const std::uint64_t expansion_channels = memscale::detail::checked_add(
+      mul(mm.expansion_dw_start ? 2 : 1, mm.expansion_in), mul(3, mm.expansion_mid) + 1, q);
+  const bytes expansion = storage(a, mul(positions(mm.expansion_reduction), expansion_channels));
   // MultiQueryAttention2d unfused (timm's fused_attn off: torch without scaled_dot_product_attention,
   // as the CPU traces' torch 1.13; memscale reads run.attention eager as that case): at the softmax
   // the block input and its norm (in channels), q (heads x key_dim), k and v (key_dim over the
@@ -89,13 +90,14 @@ constexpr tower_bytes mobilenetv5_tower_bytes(const model_spec& model, const tra
   // timm's default from torch 2.0, so on CUDA): no scores, below the expansion moment.
   bytes attention{};
   if (run.attention == attention_impl::eager && mm.attention_heads > 0) {
-    const std::uint64_t queries = at(mm.attention_reduction);
+    const std::uint64_t queries = positions(mm.attention_reduction);
     const std::uint64_t keys_per_image = (height / mm.attention_reduction / mm.attention_kv_stride) *
                                          (width / mm.attention_reduction / mm.attention_kv_stride);
     const std::uint64_t keys = mul(n, keys_per_image);
     const std::uint64_t scores = mul(mul(queries, mm.attention_heads), keys_per_image);
-    attention = storage(a, mul(2, mul(queries, mm.attention_in)) + mul(queries, mul(mm.attention_heads, mm.attention_key_dim)) +
-                               mul(2, mul(keys, mm.attention_key_dim)) + mul(2, scores));
+    attention = storage(a, mul(2, mul(queries, mm.attention_in))) +
+                storage(a, mul(queries, mul(mm.attention_heads, mm.attention_key_dim))) +
+                storage(a, mul(2, mul(keys, mm.attention_key_dim))) + storage(a, mul(2, scores));
   }
   const bytes tower = cast + (expansion > attention ? expansion : attention);
 
