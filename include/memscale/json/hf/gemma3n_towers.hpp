@@ -184,7 +184,7 @@ inline vision_tower_spec gemma3n_vision_tower(const config& c, std::uint64_t tex
   const config vision = c.nested_or_defaults("vision_config");
   gemma3n_vision_tower_parameters(vision);  // checks architecture, model_args and hidden_size
   const auto arch = find_mobilenetv5_encoder(vision.text("architecture", "mobilenetv5_300m_enc"));
-  const std::uint64_t tokens = c.count("vision_soft_tokens_per_image", 256);
+  const std::uint64_t tokens = c.count("vision_soft_tokens_per_image", 256);  // Gemma3nConfig's default
   if (tokens != arch->neck_resolution * arch->neck_resolution)
     bad_field(error_code::invalid_model, c.field("vision_soft_tokens_per_image"), tokens,
               "must be the MobileNetV5 neck's output side squared (" +

@@ -103,7 +103,7 @@ struct mobilenetv5_architecture {
   std::span<const std::string_view> stages[4];
   std::uint64_t neck_out = 2048;
   std::uint64_t neck_expansion = 2;  // MobileNetV5MultiScaleFusionAdapter expansion_ratio
-  std::uint64_t neck_resolution = 16;  // msfa_output_resolution: the neck's output side (16^2 features)
+  std::uint64_t neck_resolution = 16;  // MobileNetV5Encoder's msfa_output_resolution: the neck's output side
 };
 
 // timm/models/mobilenetv5.py@aa4b5850 _gen_mobilenet_v5, the arch_def of every name but
@@ -284,6 +284,7 @@ constexpr mobilenet_moments mobilenetv5_moments(const mobilenetv5_architecture& 
             best_expansion = live;
           }
         } else if (b.kind == mobilenet_block_kind::multi_query_attention) {
+          if (stride > 1) throw std::invalid_argument("mobilenetv5: a strided mqa is not transcribed");
           // Scores per squared image pixel: heads / (reduction^2 x (reduction x kv_stride)^2).
           const auto spread = [&](std::uint64_t red, std::uint64_t kv) {
             return mnv5_mul(mnv5_mul(red, red), mnv5_mul(mnv5_mul(red, kv), mnv5_mul(red, kv)));
