@@ -17,7 +17,8 @@ the trace short on two cores) and 256 image tokens between boi and eoi tokens; t
 length counts them all.
 
 Harness: tracer.py (peak live CPU tensor bytes of step 2, fp32, AdamW single-tensor), with marks
-around the tower's forward of step 2. Run from the project root (a few minutes):
+around the tower's forward of step 2. Run from the project root (about half an hour on two busy
+cores, most of it the 768 x 768 case; --case N runs CASES[N] alone):
     /usr/bin/python3 tools/trace/gemma3n_image_cases.py --out docs/data/cpu_traced_vlm.json
 """
 import argparse
