@@ -270,41 +270,46 @@ constexpr void check_packing(const model_spec& m, const training_spec& t) {
 }
 
 // Images through a vision tower (training_spec::images): modelled for the Qwen2-VL, Qwen2.5-VL,
-// Qwen3-VL, Gemma 3 and Llama 4 towers, frozen, on one GPU, with the sequence counting the image
-// tokens (graph/layers/vision_tower.hpp, vision_tower_qwen3.hpp, vision_tower_siglip.hpp,
-// vision_tower_llama4.hpp).
+// Qwen3-VL, Gemma 3, Llama 4 and Gemma 3n towers, frozen, on one GPU, with the sequence counting the
+// image tokens (graph/layers/vision_tower.hpp, vision_tower_qwen3.hpp, vision_tower_siglip.hpp,
+// vision_tower_llama4.hpp, vision_tower_mobilenetv5.hpp).
 constexpr void check_images(const model_spec& m, const training_spec& t) {
   const image_inputs& in = t.images;
   if (in.per_sample == 0) return;
   const char* field = "run.images.per_sample (train.images_per_sample, --images)";
   detail::require(m.idle_tower_parameters > 0, error_code::unsupported, field,
                   "needs a multimodal model: this one has no vision tower", in.per_sample);
-  // Gemma3nModel.get_image_features runs timm's MobileNetV5 on 768 x 768 pixels and embed_vision's
-  // soft-token path on its 256 features per image (modeling_gemma3n.py@00aa0f5d): neither forward is
-  // written, nor the conformer's for audio (training_spec has no audio inputs).
-  detail::require(m.altup_inputs == 0, error_code::unsupported, field,
-                  "images through Gemma 3n's MobileNetV5 tower are not modelled (its forward at 768 x 768 and "
-                  "embed_vision's soft tokens are not written); Gemma 3n is modelled text-only, its towers as weights",
-                  in.per_sample);
   const bool gemma3 = m.vision.kind == vision_tower_kind::siglip_gemma3;
   const bool llama4 = m.vision.kind == vision_tower_kind::llama4;
+  const bool gemma3n = m.vision.kind == vision_tower_kind::mobilenetv5;
   detail::require(m.vision.kind != vision_tower_kind::none, error_code::unsupported, field,
                   "images through this model's vision tower are not modelled (the qwen2_vl, qwen2_5_vl, qwen3_vl, "
-                  "gemma3 and llama4 towers are)",
+                  "gemma3, llama4 and gemma3n towers are)",
                   in.per_sample);
   detail::require(in.height > 0 && in.width > 0, error_code::invalid_run,
                   "run.images.height x width (train.image, --image-size)",
                   "must be given (pixels) with images", in.height * in.width);
-  // Gemma3ImageProcessor resizes every image to image_size^2 and Llama4ImageProcessorFast tiles it:
-  // smart_resize's bounds do not apply.
-  detail::require(!(gemma3 || llama4) || (in.min_pixels == 0 && in.max_pixels == 0), error_code::invalid_run,
+  // Gemma3ImageProcessor resizes every image to image_size^2, Llama4ImageProcessorFast tiles it and
+  // Gemma 3n's tower takes pixel_values as given: smart_resize's bounds do not apply.
+  detail::require(!(gemma3 || llama4 || gemma3n) || (in.min_pixels == 0 && in.max_pixels == 0), error_code::invalid_run,
                   "run.images.min_pixels (train.min_pixels, train.max_pixels)",
-                  "applies to Qwen-VL image processors only: Gemma 3 resizes every image to vision_config.image_size "
-                  "and Llama 4 cuts it into image_size tiles",
+                  "applies to Qwen-VL image processors only: Gemma 3 resizes every image to vision_config.image_size, "
+                  "Llama 4 cuts it into image_size tiles and Gemma 3n's pixel_values are run.images.height x width",
                   in.min_pixels);
+  // MobileNetV5's neck average-pools its higher-resolution level (the image's / neck_reduction) to
+  // msfa_output_resolution^2 when that side divides it, else resizes it bilinearly, which is not
+  // modelled (mobilenetv5.py@aa4b5850 MobileNetV5MultiScaleFusionAdapter.forward). Gemma3nProcessor
+  // makes 768 x 768 pixel_values.
+  const std::uint64_t neck_side = m.vision.mobilenet.neck_reduction * m.vision.mobilenet.neck_resolution;
+  detail::require(!gemma3n || (in.height % neck_side == 0 && in.width % neck_side == 0), error_code::unsupported,
+                  "run.images.height x width (train.image, --image-size)",
+                  "must be multiples of 16 x msfa_output_resolution (256 pixels for mobilenetv5_300m_enc) for Gemma 3n's "
+                  "MobileNetV5 tower: its neck pools the 1/16 level to 16 x 16, other sizes take a bilinear resize, "
+                  "which is not modelled (Gemma3nProcessor makes 768x768)",
+                  in.height * in.width);
   const std::uint64_t min_pixels = in.min_pixels != 0 ? in.min_pixels : m.vision.min_pixels;
   const std::uint64_t max_pixels = in.max_pixels != 0 ? in.max_pixels : m.vision.max_pixels;
-  detail::require(gemma3 || llama4 || (min_pixels > 0 && min_pixels <= max_pixels), error_code::invalid_run,
+  detail::require(gemma3 || llama4 || gemma3n || (min_pixels > 0 && min_pixels <= max_pixels), error_code::invalid_run,
                   "run.images.min_pixels (train.min_pixels)", "must be > 0 and at most max_pixels", min_pixels);
   // A trained tower saves its blocks' activations for backward: not modelled.
   detail::require(in.tower_frozen || is_lora(t), error_code::unsupported,

@@ -15,6 +15,29 @@ enum class vision_tower_kind : std::uint8_t {
   qwen3_vl,    // Qwen3VLVisionModel (modeling_qwen3_vl.py @ 00709b86)
   siglip_gemma3,  // Gemma 3's SiglipVisionModel and Gemma3MultiModalProjector (modeling_gemma3.py @ 0018aa64)
   llama4,         // Llama4VisionModel and Llama4MultiModalProjector (modeling_llama4.py @ 000c33fd)
+  mobilenetv5,    // Gemma 3n's timm MobileNetV5Encoder and embed_vision's soft tokens (modeling_gemma3n.py@00aa0f5d)
+};
+
+// The two moments of a MobileNetV5 encoder's forward that grow fastest with the image
+// (graph/layers/vision_tower_mobilenetv5.hpp), picked from its block strings by the reader
+// (json/hf/mobilenetv5.hpp). reduction: the block's input side is the image's / reduction.
+struct mobilenet_moments {
+  // The UniversalInvertedResidual whose pw_exp norm holds the most per image pixel: its input
+  // channels, make_divisible(in x e) expanded channels, whether a dw_start conv runs first.
+  std::uint64_t expansion_reduction = 0;
+  std::uint64_t expansion_in = 0;
+  std::uint64_t expansion_mid = 0;
+  bool expansion_dw_start = false;
+  // The MultiQueryAttention2d with the most (unfused) scores per squared image pixel.
+  std::uint64_t attention_reduction = 0;
+  std::uint64_t attention_in = 0;
+  std::uint64_t attention_heads = 0;
+  std::uint64_t attention_key_dim = 0;
+  std::uint64_t attention_kv_stride = 1;
+  // The MSFA neck: the reduction of its higher-resolution level (msfa_indices -2) and its output
+  // side (msfa_output_resolution), which it average-pools that level down to.
+  std::uint64_t neck_reduction = 0;
+  std::uint64_t neck_resolution = 0;
 };
 
 // The vision configs' fields (configuration_qwen2_5_vl.py, configuration_qwen2_vl.py @ 00b676f8;
@@ -50,6 +73,8 @@ struct vision_tower_spec {
   std::uint64_t max_tiles = 0;
   std::uint64_t adapter_hidden = 0;
   std::uint64_t adapter_out = 0;
+  // Gemma 3n (hidden: the encoder's output width; tokens_per_image: vision_soft_tokens_per_image).
+  mobilenet_moments mobilenet{};
 };
 
 // The images of one training sample, all of one size. The image processor resizes each to a

@@ -87,10 +87,14 @@ TEST_CASE("gemma3n: the multimodal config reads with its towers as weights and t
   const estimate_result bare = estimate(without_embedders, lora);
   CHECK(with_towers.saved_activation_bytes.value == bare.saved_activation_bytes.value);
   CHECK(with_towers.parameter_bytes.value - bare.parameter_bytes.value == (4'460'544ULL + 3'345'408ULL) * 4);
-  // Images would run the MobileNetV5 forward, which is not written: refused by name.
+  // Images run the frozen MobileNetV5 forward (gemma3n_image_test.cpp); a size its neck would
+  // resize bilinearly is refused by name.
   training_spec with_images = lora;
+  with_images.seq_len = 512;  // 256 image tokens, boi and eoi among them
   with_images.images = {.per_sample = 1, .height = 768, .width = 768, .tower_frozen = true};
-  CHECK(contains(error_message([&] { (void)estimate(m, with_images); }), "MobileNetV5"));
+  CHECK(build(m, with_images).stack().tower_forward.value > 0);
+  with_images.images.width = 640;
+  CHECK(contains(error_message([&] { (void)estimate(m, with_images); }), "run.images.height x width"));
 }
 
 // Its text_config alone reads as Gemma3nForCausalLM: the graph owns every parameter the reader

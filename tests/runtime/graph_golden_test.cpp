@@ -76,7 +76,7 @@ struct digest {
   }
   constexpr void add(const graph& g) {
     const auto& [ops, size, begin, end, repeats, inputs, buffers, stream_grad, carried, held, kept_input_embeddings,
-                 tower_forward, stacked_experts, first_layer_apart] = g;
+                 tower_forward, tower_after, stacked_experts, first_layer_apart] = g;
     add(std::uint64_t{size});
     for (std::size_t i = 0; i < size; ++i) add(ops[i]);
     add(std::uint64_t{begin});
@@ -87,6 +87,7 @@ struct digest {
     // tower's forward or enable_input_require_grads' kept leaf stay.
     if (kept_input_embeddings.value > 0) add(kept_input_embeddings);
     if (tower_forward.value > 0) add(tower_forward);
+    if (tower_forward.value > 0 && tower_after > 0) add(std::uint64_t{tower_after});
     if (stacked_experts) add(stacked_experts);
     if (first_layer_apart) add(first_layer_apart);
   }

@@ -89,9 +89,10 @@ const std::vector<data_set> data_sets{
      "through a tower memscale does not run refused",
      "CPU traced (vision towers)", 15},
     {"cpu_traced_vlm", false, true,
-     "Qwen2.5-VL, Qwen2-VL, Qwen3-VL, Gemma 3 and Llama 4 training steps with images through the frozen vision "
-     "tower (tools/trace/qwen_vl_image_cases.py, tools/trace/gemma3_image_cases.py, tools/trace/llama4_image_cases.py: "
-     "torch-only re-implementations of the modeling files' forward with images)",
+     "Qwen2.5-VL, Qwen2-VL, Qwen3-VL, Gemma 3, Llama 4 and Gemma 3n training steps with images through the frozen "
+     "vision tower (tools/trace/qwen_vl_image_cases.py, tools/trace/gemma3_image_cases.py, "
+     "tools/trace/llama4_image_cases.py, tools/trace/gemma3n_image_cases.py: torch-only re-implementations of the "
+     "modeling files' forward with images)",
      "CPU traced (images through a VLM)", 19},
     {"cpu_traced_timm_eva", false, true,
      "timm EVA02 models (Eva with the EVA02 arguments: RoPE, SwiGLU with a LayerNorm on the hidden) traced with the "

@@ -462,8 +462,10 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   // Forward: the last block and the epilogue see the most saved tensors; the loop may
   // still hold tensors of the previous step (graph::carried).
   consider(phase::forward, carried + section_forward_peak(g, prologue_of(g), run), {});
-  // A frozen vision tower's forward on the images, between the embeddings and the blocks.
-  if (g.tower_forward.value != 0) consider(phase::forward, carried + g.tower_forward, {});
+  // A frozen vision tower's forward on the images, between the embeddings and the blocks, beside
+  // what the ops before it saved.
+  if (g.tower_forward.value != 0)
+    consider(phase::forward, carried + section_saved_bytes(g, {0, g.tower_after}, run, false) + g.tower_forward, {});
   consider(phase::forward,
            carried + g.held + below_block_forward + cache_below_block +
                section_forward_peak(g, block_of(g), run, false, !ckpt),

@@ -178,6 +178,7 @@ struct graph {
                                   // backward to the end of backward (graph/layers/input_require_grads.hpp)
   bytes tower_forward{};        // a frozen vision tower's forward on the step's images at its largest moment, with
                                 // the text embeddings beside it (graph/layers/vision_tower.hpp); before the blocks
+  std::size_t tower_after = 0;  // the ops that run before the tower: what they save is alive beside its forward
   // The framework stores each expert matrix of a layer as one 3-D parameter over the experts
   // (and a gated MLP's gate and up projections as one), not one tensor per expert: its
   // gradient and optimizer state are one tensor each too (allocator/step_events.hpp).

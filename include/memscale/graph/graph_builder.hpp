@@ -98,6 +98,8 @@ class graph_builder {
   constexpr void set_carried(bytes b) { g_->carried = b; }
   constexpr void set_held(bytes b) { g_->held = b; }
   constexpr void set_kept_input_embeddings(bytes b) { g_->kept_input_embeddings = b; }
+  // The frozen vision tower runs here, after the ops written so far (tower_bytes adds its own moment).
+  constexpr void mark_tower() { g_->tower_after = g_->size; }
   constexpr void set_first_layer_apart(bool apart) { g_->first_layer_apart = apart; }
 
   [[nodiscard]] constexpr const graph& result() const { return *g_; }

@@ -13,6 +13,7 @@
 #include "memscale/graph/layers/context.hpp"
 #include "memscale/graph/layers/norms.hpp"
 #include "memscale/graph/layers/ops.hpp"
+#include "memscale/graph/layers/vision_tower_mobilenetv5.hpp"
 #include "memscale/graph/tensor.hpp"
 #include "memscale/model.hpp"
 
@@ -82,6 +83,15 @@ constexpr tensor multimodal_embedders(const layer_context& ctx, tensor embeds) {
   for (const token_embedder* e : {&m.vision_embedder, &m.audio_embedder})
     if (e->vocab > 0) merged = multimodal_embedder(ctx, *e, merged);
   return merged;
+}
+
+// The step's images after the frozen tower (vision_tower_mobilenetv5.hpp): embed_vision's soft
+// path and masked_scatter, run before the language model, save what soft_tokens_saved counts.
+constexpr void image_soft_tokens(const layer_context& ctx) {
+  const bytes saved = soft_tokens_saved(ctx.model, ctx.run);
+  if (saved.value == 0) return;
+  const op soft{.kind = op_kind::elementwise, .extra_saved = saved};
+  ctx.ops.emit(soft, 0, ctx.ops.precision().param);
 }
 
 }  // namespace memscale::graph_layers

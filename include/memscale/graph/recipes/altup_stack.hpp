@@ -94,6 +94,10 @@ constexpr void build_altup_stack(const graph_layers::layer_context& ctx, const t
   const embedded lookups = embed(ctx);
   ops.sections().set_kept_input_embeddings(kept_input_embeddings(ctx.run, lookups));
   const tensor embedded = multimodal_embedders(ctx, lookups.stream);
+  // Gemma3nModel.forward runs get_image_features after the embedders, before the language model
+  // (modeling_gemma3n.py@00aa0f5d): what they save is alive beside the tower; its soft tokens follow.
+  ops.sections().mark_tower();
+  image_soft_tokens(ctx);
   const tensor per_layer = per_layer_inputs(ctx, embedded);
   altup_expand(ctx, embedded);
   sparse_gate_layers(ctx);

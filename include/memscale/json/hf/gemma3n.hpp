@@ -237,7 +237,8 @@ inline model_spec gemma3n_text(const config& c) {
 
 // Gemma3nForConditionalGeneration (model_type gemma3n) in a text-only run: the language model of
 // text_config as above, with the MobileNetV5 vision tower and the audio encoder held as weights
-// only (gemma3n_towers.hpp; images and audio are not modelled) and both multimodal embedders, which
+// (gemma3n_towers.hpp; images run through the frozen vision tower, graph/layers/
+// vision_tower_mobilenetv5.hpp; audio is not modelled) and both multimodal embedders, which
 // Gemma3nModel.forward runs over every token (graph/layers/multimodal_embedders.hpp). Its loss
 // upcasts the soft-capped logits and copies the shifted ones, as Gemma 3's does
 // (modeling_gemma3n.py@00aa0f5d Gemma3nForConditionalGeneration.forward: logits.float(),
@@ -245,6 +246,7 @@ inline model_spec gemma3n_text(const config& c) {
 inline model_spec gemma3n(const config& c) {
   model_spec m = gemma3n_text(gemma3n_text_config(c));
   m.idle_tower_parameters = gemma3n_tower_parameters(c);
+  m.vision = gemma3n_vision_tower(c, m.hidden);
   m.vision_embedder = gemma3n_vision_embedder(c);
   m.audio_embedder = gemma3n_audio_embedder(c);
   m.upcast_logits = true;

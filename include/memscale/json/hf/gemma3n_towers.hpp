@@ -16,6 +16,7 @@
 #include "memscale/json/hf/config.hpp"
 #include "memscale/json/hf/mobilenetv5.hpp"
 #include "memscale/model.hpp"
+#include "memscale/vision_tower.hpp"
 
 namespace memscale::json_io::hf {
 
@@ -173,6 +174,27 @@ inline std::uint64_t gemma3n_vision_tower_parameters(const config& vision) {
     bad_field(error_code::invalid_model, vision.field("hidden_size"), hidden,
               "must be " + name + "'s output width (" + std::to_string(arch->neck_out) + ")");
   return mobilenetv5_encoder_parameters(*arch);
+}
+
+// The vision tower as its image inputs see it (vision_tower.hpp): the encoder's output width and
+// forward moments, and embed_vision's soft tokens. get_image_features reshapes the encoder's
+// (images, hidden_size, side, side) output to vision_soft_tokens_per_image tokens
+// (modeling_gemma3n.py@00aa0f5d), so that count must be the neck's side squared.
+inline vision_tower_spec gemma3n_vision_tower(const config& c, std::uint64_t text_hidden) {
+  const config vision = c.nested_or_defaults("vision_config");
+  gemma3n_vision_tower_parameters(vision);  // checks architecture, model_args and hidden_size
+  const auto arch = find_mobilenetv5_encoder(vision.text("architecture", "mobilenetv5_300m_enc"));
+  const std::uint64_t tokens = c.count("vision_soft_tokens_per_image", 256);  // Gemma3nConfig's default
+  if (tokens != arch->neck_resolution * arch->neck_resolution)
+    bad_field(error_code::invalid_model, c.field("vision_soft_tokens_per_image"), tokens,
+              "must be the MobileNetV5 neck's output side squared (" +
+                  std::to_string(arch->neck_resolution * arch->neck_resolution) + ")");
+  return {.kind = vision_tower_kind::mobilenetv5,
+          .hidden = arch->neck_out,
+          .in_channels = arch->in_channels,
+          .out_hidden = text_hidden,
+          .tokens_per_image = tokens,
+          .mobilenet = mobilenetv5_moments(*arch)};
 }
 
 // The vision and audio towers of a gemma3n config (model_type gemma3n), the parameters Gemma3nModel

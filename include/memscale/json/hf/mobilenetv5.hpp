@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "memscale/detail/math.hpp"
+#include "memscale/vision_tower.hpp"
 
 namespace memscale::json_io::hf {
 
@@ -102,6 +103,7 @@ struct mobilenetv5_architecture {
   std::span<const std::string_view> stages[4];
   std::uint64_t neck_out = 2048;
   std::uint64_t neck_expansion = 2;  // MobileNetV5MultiScaleFusionAdapter expansion_ratio
+  std::uint64_t neck_resolution = 16;  // MobileNetV5Encoder's msfa_output_resolution: the neck's output side
 };
 
 // timm/models/mobilenetv5.py@aa4b5850 _gen_mobilenet_v5, the arch_def of every name but
@@ -245,6 +247,70 @@ constexpr std::uint64_t mobilenetv5_encoder_parameters(const mobilenetv5_archite
   const std::uint64_t neck_in = mnv5_add(features[feature_count - 2], features[feature_count - 1]);
   n = mnv5_add(n, detail::uir_parameters(neck_in, a.neck_out, 0, 0, a.neck_expansion, false));
   return mnv5_add(n, a.neck_out);
+}
+
+// The encoder's two fastest-growing forward moments (vision_tower.hpp mobilenet_moments), walked
+// over its blocks with each block's input side as the image's / reduction (conv_stem strides 2).
+// UniversalInvertedResidual puts the stride on dw_mid when there is one (`dw_start_stride = stride
+// if not dw_kernel_size_mid else 1`, _efficientnet_blocks.py@aa4b5850), so pw_exp runs at the
+// block's input side; MultiQueryAttention2d's keys and values are strided by kv_stride.
+constexpr mobilenet_moments mobilenetv5_moments(const mobilenetv5_architecture& a) {
+  using detail::mnv5_add;
+  using detail::mnv5_mul;
+  mobilenet_moments m{};
+  std::uint64_t in = a.stem;
+  std::uint64_t reduction = 2;
+  std::uint64_t best_expansion = 0;  // elements per input pixel x the best block's reduction^2
+  std::array<std::uint64_t, 4> stage_end{};
+  for (std::size_t s = 0; s < stage_end.size(); ++s) {
+    for (const std::string_view text : a.stages[s]) {
+      const mobilenet_block b = decode_mobilenet_block(text);
+      for (std::uint64_t r = 0; r < b.repeats; ++r) {
+        const std::uint64_t stride = r == 0 ? b.stride : 1;
+        if (b.kind == mobilenet_block_kind::universal_inverted_residual) {
+          if (stride > 1 && b.kernel == 0)
+            throw std::invalid_argument("mobilenetv5: a strided uir without dw_mid is not transcribed");
+          // The block input, dw_start's output, pw_exp's conv output, x * rsqrt(v), its product
+          // by the weight and v (one channel): fast_norm.py@aa4b5850 rms_norm2d.
+          const std::uint64_t mid = detail::timm_make_divisible(mnv5_mul(in, b.expansion));
+          const std::uint64_t live = mnv5_add(mnv5_mul(b.start_kernel != 0 ? 2 : 1, in), mnv5_add(mnv5_mul(3, mid), 1));
+          const std::uint64_t r2 = mnv5_mul(reduction, reduction);
+          const std::uint64_t best_r2 = mnv5_mul(m.expansion_reduction, m.expansion_reduction);
+          if (m.expansion_reduction == 0 || mnv5_mul(live, best_r2) > mnv5_mul(best_expansion, r2)) {
+            m.expansion_reduction = reduction;
+            m.expansion_in = in;
+            m.expansion_mid = mid;
+            m.expansion_dw_start = b.start_kernel != 0;
+            best_expansion = live;
+          }
+        } else if (b.kind == mobilenet_block_kind::multi_query_attention) {
+          if (stride > 1) throw std::invalid_argument("mobilenetv5: a strided mqa is not transcribed");
+          // Scores per squared image pixel: heads / (reduction^2 x (reduction x kv_stride)^2).
+          const auto spread = [&](std::uint64_t red, std::uint64_t kv) {
+            return mnv5_mul(mnv5_mul(red, red), mnv5_mul(mnv5_mul(red, kv), mnv5_mul(red, kv)));
+          };
+          if (m.attention_reduction == 0 ||
+              mnv5_mul(b.heads, spread(m.attention_reduction, m.attention_kv_stride)) >
+                  mnv5_mul(m.attention_heads, spread(reduction, b.kv_stride))) {
+            m.attention_reduction = reduction;
+            m.attention_in = in;
+            m.attention_heads = b.heads;
+            m.attention_key_dim = b.key_dim;
+            m.attention_kv_stride = b.kv_stride;
+          }
+        }
+        reduction = mnv5_mul(reduction, stride);
+        in = b.out;
+      }
+    }
+    stage_end[s] = reduction;
+  }
+  // msfa_indices (-2, -1) are the last two stages' outputs when the last stage starts strided.
+  if (decode_mobilenet_block(a.stages[3].front()).stride == 1)
+    throw std::invalid_argument("mobilenetv5: a last stage without a stride is not transcribed");
+  m.neck_reduction = stage_end[2];
+  m.neck_resolution = a.neck_resolution;
+  return m;
 }
 
 }  // namespace memscale::json_io::hf
