@@ -764,6 +764,12 @@ def cases():
     for ac, cp, ranks in (("none", 2, 2), ("full", 4, 1)):
         L.append(dict(id=f"cpu-torchtitan-llama-v512-b2-s1024-fsdp2r{ranks}-cp{cp}-ac-{ac}", ac=ac, ranks=ranks, cp=cp,
                       batch=2, seq=1024, geometry=long_geo))
+    # CP x TP: the 3-D mesh dp_shard x cp x tp, each CP rank's sequence shard sequence-parallel over its TP group.
+    for ac in ("none", "full"):
+        L.append(dict(id=f"cpu-torchtitan-llama-b2-s256-fsdp2r2-tp2-cp2-ac-{ac}", ac=ac, ranks=2, tp=2, cp=2, batch=2,
+                      seq=256, geometry=geo))
+    L.append(dict(id="cpu-torchtitan-llama-v512-b2-s1024-fsdp2r1-tp2-cp2-ac-none", ac="none", ranks=1, tp=2, cp=2,
+                  batch=2, seq=1024, geometry=long_geo))
     return L
 
 
