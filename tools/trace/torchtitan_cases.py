@@ -312,7 +312,9 @@ class RingFlash(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         q, k, v, out, lse = ctx.saved_tensors
-        gq, gk, gv = _ring_backward(q, k, v, out, lse, g.contiguous(), ctx.cp)
+        # grad_out goes to the kernels as it comes (a transposed view): _templated_ring_attention_backward
+        # makes no copy of it.
+        gq, gk, gv = _ring_backward(q, k, v, out, lse, g, ctx.cp)
         return gq, gk, gv, None
 
 
