@@ -37,6 +37,8 @@ Written from:
   grad_query / grad_key / grad_value accumulators, k and v gathered again, the key/value gradients passed on by
   an _AllToAllRotater (permute_tensor: one receive buffer). The emulated rank is the last (cp - 1): with load
   balancing each of its steps i >= 1 uses the full local q and the first half of the peer's k and v.
+- CP x TP (the mesh dp_shard x cp x tp, tp innermost: ParallelDims.build_mesh): both of the above at once, the
+  CP-sharded inputs and freqs_cis feeding the TP rank's sequence-parallel blocks and its ring over the local heads.
 Emulation on torch 1.13 / one process: N ranks are represented by shards of 1/N of each parameter (the data
 values do not matter for memory); the collectives become local copies with the same buffers. Selective
 per-op checkpointing (torch.utils.checkpoint.create_selective_checkpoint_contexts, torch >= 2.4) is written
