@@ -66,35 +66,22 @@ TEST_CASE("Context parallelism shards the sequence and the parameters, and adds 
   run.shard = sharding::full;
   run.context_parallel = 4;
   const auto built = std::make_unique<model_graph>(build(presets::llama_3_8b, run));
-  const graph& g = built->stack();
-  bool found = false;
-  for (std::size_t i = g.block_begin; i < g.block_end; ++i) {
-    const op& o = g.ops[i];
-    if (o.kind != op_kind::attention) continue;
-    found = true;
-    // q: 1024 local positions x 4096; k and v after repeat_kv the same; gathered: 4 x (k + v) bf16.
-    const bytes gathered = storage(dtype::bf16, 4ULL * 2 * 1024 * 4096);
-    CHECK(o.out == storage(dtype::bf16, 1024ULL * 4096));
-    CHECK(o.fwd_temp == gathered + storage(dtype::fp32, 1024ULL * 4096) * 4U);
-    CHECK(o.bwd_temp > gathered + storage(dtype::fp32, 1024ULL * 4096) * 9U);
-  }
-  CHECK(found);
+  const op o = titan_trace::first_attention(built->stack());
+  // q: 1024 local positions x 4096; k and v after repeat_kv the same; gathered: 4 x (k + v) bf16.
+  const bytes gathered = storage(dtype::bf16, 4ULL * 2 * 1024 * 4096);
+  CHECK(o.out == storage(dtype::bf16, 1024ULL * 4096));
+  CHECK(o.fwd_temp == gathered + storage(dtype::fp32, 1024ULL * 4096) * 4U);
+  CHECK(o.bwd_temp > gathered + storage(dtype::fp32, 1024ULL * 4096) * 9U);
 
   // On CPU the first step's `grad_query += grad_query_` promotes the bf16 kernel gradient into an
   // fp32 temporary while that step's full-length key/value gradients and contiguous copies are
   // live: 4 q - 2 k bytes above a later step's send (q = k elements here, after repeat_kv).
   training_spec on_cpu = run;
   on_cpu.device = device_kind::cpu;
-  const auto attention_of = [](const graph& stack) {
-    for (std::size_t i = stack.block_begin; i < stack.block_end; ++i)
-      if (stack.ops[i].kind == op_kind::attention) return stack.ops[i];
-    return op{};
-  };
   const auto cpu_built = std::make_unique<model_graph>(build(presets::llama_3_8b, on_cpu));
-  const op cuda_core = attention_of(g);
-  const op cpu_core = attention_of(cpu_built->stack());
-  CHECK(cpu_core.fwd_temp == cuda_core.fwd_temp);
-  CHECK(cpu_core.bwd_temp == cuda_core.bwd_temp + storage(dtype::bf16, 1024ULL * 4096));
+  const op on_cpu_core = titan_trace::first_attention(cpu_built->stack());
+  CHECK(on_cpu_core.fwd_temp == o.fwd_temp);
+  CHECK(on_cpu_core.bwd_temp == o.bwd_temp + storage(dtype::bf16, 1024ULL * 4096));
 }
 
 TEST_CASE("torchtitan's CP refuses what it does not model, naming the field") {

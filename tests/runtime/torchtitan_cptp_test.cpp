@@ -45,11 +45,7 @@ TEST_CASE("The torchtitan CP x TP CPU traces are estimated within 0.5%") {
 // The attention op of the first block of a llama-3-8b rank.
 op attention_op(const training_spec& run) {
   const auto built = std::make_unique<model_graph>(build(presets::llama_3_8b, run));
-  const graph& g = built->stack();
-  for (std::size_t i = g.block_begin; i < g.block_end; ++i)
-    if (g.ops[i].kind == op_kind::attention) return g.ops[i];
-  FAIL("no attention op");
-  return {};
+  return titan_trace::first_attention(built->stack());
 }
 
 TEST_CASE("CP x TP is the two paths composed: the CP rank's sequence, the TP rank's heads") {
