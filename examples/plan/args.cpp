@@ -190,14 +190,15 @@ void apply_torchtitan(const CLI::App& app, options& o) {
   for (const char* name : {"--pp", "--sp", "--host-memory", "--global-batch", "--no-sync"})
     if (app.count(name) > 0)
       throw usage_error(std::string(name) + " does not apply to --framework torchtitan: it is modelled as FSDP2 over "
-                        "--gpus / --tp ranks with --tp tensor parallelism (its sequence parallelism included) or --cp "
+                        "--gpus / (--tp x --cp) ranks with --tp tensor parallelism (its sequence parallelism included) and --cp "
                         "context parallelism, without PP or offload");
   const std::uint64_t tp = app.count("--tp") > 0 ? o.cluster.tp : 1;
   const std::uint64_t cp = o.cluster.cp;
-  if (cp > 1 && tp > 1) throw usage_error("--cp with --tp > 1 is not modelled for --framework torchtitan (CP x TP meshes)");
-  if (cp > 1 && o.cluster.gpus % cp != 0)
-    throw usage_error("--cp " + std::to_string(cp) + " with --framework torchtitan needs --gpus a multiple of it "
-                      "(data_parallel_shard_degree = --gpus / --cp)");
+  // ParallelDims._validate: dp_shard x cp x tp must be the world size (distributed/parallel_dims.py @ f7084fc7).
+  if (cp > 1 && o.cluster.gpus % (tp * cp) != 0)
+    throw usage_error("--cp " + std::to_string(cp) + (tp > 1 ? " --tp " + std::to_string(tp) : std::string()) +
+                      " with --framework torchtitan needs --gpus a multiple of " + std::to_string(tp * cp) +
+                      " (data_parallel_shard_degree = --gpus / (--tp x --cp))");
   if (cp == 1 && (o.cluster.gpus % tp != 0 || o.cluster.gpus / tp < 2))
     throw usage_error("--tp " + std::to_string(tp) + " with --framework torchtitan needs --gpus a multiple of it with "
                       "at least two FSDP2 ranks left (data_parallel_shard_degree = --gpus / --tp > 1)");

@@ -465,17 +465,19 @@ constexpr const training_spec& validate(const training_spec& t) {
   require(t.tensor_parallel == 1 || t.framework == framework_kind::torchtitan, error_code::unsupported,
           "run.tensor_parallel", "is torchtitan's tensor_parallel_degree: needs run.framework torchtitan",
           t.tensor_parallel);
-  // Sequence parallelism splits the residual stream's sequence over the TP group (apply_tp's
-  // SequenceParallel norms and Shard(1) layouts, models/llama3/infra/parallelize.py @ f7084fc7).
-  require(t.seq_len % t.tensor_parallel == 0, error_code::invalid_run, "run.seq_len",
-          "must be a multiple of run.tensor_parallel (sequence parallelism shards the sequence)", t.seq_len);
   require(t.context_parallel > 0, bad, "run.context_parallel", "must be > 0", t.context_parallel);
+  // Sequence parallelism splits the residual stream's sequence over the TP group (apply_tp's
+  // SequenceParallel norms and Shard(1) layouts, models/llama3/infra/parallelize.py @ f7084fc7);
+  // under CP the sequence it splits is the CP rank's seq_len / cp (tp is the mesh's innermost
+  // dimension, below cp: ParallelDims.build_mesh, distributed/parallel_dims.py @ f7084fc7).
+  require(t.seq_len % detail::checked_mul(t.tensor_parallel, t.context_parallel) == 0, error_code::invalid_run,
+          "run.seq_len",
+          "must be a multiple of run.tensor_parallel x run.context_parallel (sequence parallelism shards each CP "
+          "rank's sequence)",
+          t.seq_len);
   if (t.context_parallel > 1) {
     require(t.framework == framework_kind::torchtitan, error_code::unsupported, "run.context_parallel",
             "is torchtitan's context_parallel_degree: needs run.framework torchtitan", t.context_parallel);
-    require(t.tensor_parallel == 1, error_code::unsupported, "run.context_parallel",
-            "is modelled without tensor parallelism (run.tensor_parallel 1): CP x TP meshes are not modelled",
-            t.context_parallel);
     // context_parallel's load balancing (enable_load_balance, on by default) splits the sequence
     // into 2 x cp round-robin chunks, two per rank (_generate_round_robin_indices,
     // _templated_ring_attention's ROUND_ROBIN_CYCLE = 2: torch/distributed/tensor/experimental/

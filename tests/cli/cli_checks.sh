@@ -292,6 +292,7 @@ else
     "stderr: $(head -c 300 "$work/err")"
 fi
 run --model llama-3-8b --batch 1 --seq 8192 --framework torchtitan --gpus 8 --cp 2
+cp_peak=$(grep '^peak ' "$work/out")
 if [[ $rc -eq 0 ]] && grep -q "framework torchtitan 0.1.0 (FSDP2 over 4 x CP 2 ranks" "$work/out" &&
   [[ -n "$first" && "$first" != "$(grep '^peak ' "$work/out")" ]]; then
   pass "--framework torchtitan --gpus 8 --cp 2: FSDP2 over 4 x CP 2 ranks, a different per-GPU peak"
@@ -306,7 +307,23 @@ else
   fail "--framework torchtitan --gpus 8 --cp 2 --emit torchtitan" "exit $rc" "stdout: $(head -c 600 "$work/out")" \
     "stderr: $(head -c 300 "$work/err")"
 fi
-bad_input_says '--cp with --tp > 1 is not modelled' --model llama-3-8b --framework torchtitan --gpus 8 --cp 2 --tp 2
+run --model llama-3-8b --batch 1 --seq 8192 --framework torchtitan --gpus 8 --cp 2 --tp 2
+if [[ $rc -eq 0 ]] && grep -q "framework torchtitan 0.1.0 (FSDP2 over 2 x CP 2 ranks x TP 2" "$work/out" &&
+  [[ -n "$cp_peak" && "$cp_peak" != "$(grep '^peak ' "$work/out")" ]]; then
+  pass "--framework torchtitan --gpus 8 --cp 2 --tp 2: FSDP2 over 2 x CP 2 ranks x TP 2, a different per-GPU peak"
+else
+  fail "--framework torchtitan --gpus 8 --cp 2 --tp 2" "exit $rc" "stdout: $(grep -A2 framework "$work/out" | head -c 600)" \
+    "stderr: $(head -c 300 "$work/err")"
+fi
+run --model llama-3-8b --batch 1 --seq 8192 --framework torchtitan --gpus 8 --cp 2 --tp 2 --emit torchtitan
+if [[ $rc -eq 0 ]] && grep -q '^context_parallel_degree = 2$' "$work/out" && grep -q '^tensor_parallel_degree = 2$' "$work/out" &&
+  grep -q '^data_parallel_shard_degree = 2$' "$work/out"; then
+  pass "--framework torchtitan --gpus 8 --cp 2 --tp 2 --emit torchtitan: both degrees over 2 FSDP2 ranks in the job TOML"
+else
+  fail "--framework torchtitan --gpus 8 --cp 2 --tp 2 --emit torchtitan" "exit $rc" "stdout: $(head -c 600 "$work/out")" \
+    "stderr: $(head -c 300 "$work/err")"
+fi
+bad_input_says 'needs --gpus a multiple of 4' --model llama-3-8b --framework torchtitan --gpus 6 --cp 2 --tp 2
 bad_input_says "--cp is torchtitan's context_parallel_degree" --gpus 4 --cp 2 --framework torchtune
 run --model llama-3-8b --batch 1 --seq 8192 --framework torchtitan --gpus 16
 if [[ $rc -eq 0 ]] && grep -q "framework torchtitan 0.1.0 (FSDP2 over 16 GPUs" "$work/out" &&

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "memscale/json.hpp"
+#include "memscale/memscale.hpp"
 
 namespace titan_trace {
 
@@ -35,6 +36,14 @@ inline std::int64_t estimated(const json& record) {
   INFO(answer.dump());
   REQUIRE(answer.contains("estimated_bytes"));
   return answer.at("estimated_bytes").get<std::int64_t>();
+}
+
+// The fused attention op of the first repeated block of a built graph.
+inline memscale::op first_attention(const memscale::graph& g) {
+  for (std::size_t i = g.block_begin; i < g.block_end; ++i)
+    if (g.ops[i].kind == memscale::op_kind::attention) return g.ops[i];
+  FAIL("no attention op");
+  return {};
 }
 
 inline std::string refusal(const json& record) {

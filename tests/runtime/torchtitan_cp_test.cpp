@@ -30,17 +30,19 @@ using titan_trace::titan_record;
 
 // The s256 records peak outside the attention (the logits, the root's reduce-scatter); the
 // long-sequence small-vocabulary ones ("-v512-b2-s1024-") at the ring attention's backward, where
-// the emulation's per-slice fp32 scores stand in for the kernel's own workspace.
-TEST_CASE("The torchtitan CP x FSDP2 CPU traces are estimated within 3%") {
+// under full checkpointing the emulation's per-slice fp32 scores (no kernel of the GPU holds them)
+// are what the estimate lacks.
+TEST_CASE("The torchtitan CP x FSDP2 CPU traces are estimated within 1%") {
   int traced = 0;
   for (const json& r : titan_trace::framework_records()) {
     const std::string id = r.at("id").get<std::string>();
-    if (id.rfind("cpu-torchtitan-", 0) != 0 || id.find("-cp") == std::string::npos) continue;
+    if (id.rfind("cpu-torchtitan-", 0) != 0 || id.find("-cp") == std::string::npos || id.find("-tp") != std::string::npos)
+      continue;
     const double measured = r.at("measured_bytes").get<double>();
     const double error = (static_cast<double>(estimated(r)) - measured) / measured;
     INFO(id << ": error " << error);
-    CHECK(error > -0.03);
-    CHECK(error < 0.03);
+    CHECK(error > -0.01);
+    CHECK(error < 0.01);
     ++traced;
   }
   CHECK(traced == 5);
@@ -64,19 +66,22 @@ TEST_CASE("Context parallelism shards the sequence and the parameters, and adds 
   run.shard = sharding::full;
   run.context_parallel = 4;
   const auto built = std::make_unique<model_graph>(build(presets::llama_3_8b, run));
-  const graph& g = built->stack();
-  bool found = false;
-  for (std::size_t i = g.block_begin; i < g.block_end; ++i) {
-    const op& o = g.ops[i];
-    if (o.kind != op_kind::attention) continue;
-    found = true;
-    // q: 1024 local positions x 4096; k and v after repeat_kv the same; gathered: 4 x (k + v) bf16.
-    const bytes gathered = storage(dtype::bf16, 4ULL * 2 * 1024 * 4096);
-    CHECK(o.out == storage(dtype::bf16, 1024ULL * 4096));
-    CHECK(o.fwd_temp == gathered + storage(dtype::fp32, 1024ULL * 4096) * 4U);
-    CHECK(o.bwd_temp > gathered + storage(dtype::fp32, 1024ULL * 4096) * 9U);
-  }
-  CHECK(found);
+  const op o = titan_trace::first_attention(built->stack());
+  // q: 1024 local positions x 4096; k and v after repeat_kv the same; gathered: 4 x (k + v) bf16.
+  const bytes gathered = storage(dtype::bf16, 4ULL * 2 * 1024 * 4096);
+  CHECK(o.out == storage(dtype::bf16, 1024ULL * 4096));
+  CHECK(o.fwd_temp == gathered + storage(dtype::fp32, 1024ULL * 4096) * 4U);
+  CHECK(o.bwd_temp > gathered + storage(dtype::fp32, 1024ULL * 4096) * 9U);
+
+  // On CPU the first step's `grad_query += grad_query_` promotes the bf16 kernel gradient into an
+  // fp32 temporary while that step's full-length key/value gradients and contiguous copies are
+  // live: 4 q - 2 k bytes above a later step's send (q = k elements here, after repeat_kv).
+  training_spec on_cpu = run;
+  on_cpu.device = device_kind::cpu;
+  const auto cpu_built = std::make_unique<model_graph>(build(presets::llama_3_8b, on_cpu));
+  const op on_cpu_core = titan_trace::first_attention(cpu_built->stack());
+  CHECK(on_cpu_core.fwd_temp == o.fwd_temp);
+  CHECK(on_cpu_core.bwd_temp == o.bwd_temp + storage(dtype::bf16, 1024ULL * 4096));
 }
 
 TEST_CASE("torchtitan's CP refuses what it does not model, naming the field") {
@@ -84,10 +89,6 @@ TEST_CASE("torchtitan's CP refuses what it does not model, naming the field") {
   json alltoall = base;
   alltoall["framework"]["toml"]["parallelism.context_parallel_rotate_method"] = "alltoall";
   CHECK_THAT(refusal(alltoall), Catch::Matchers::Contains("context_parallel_rotate_method"));
-  json with_tp = base;
-  with_tp["train"]["tp"] = 2;
-  CHECK_THAT(refusal(with_tp), Catch::Matchers::Contains("run.context_parallel") &&
-                                   Catch::Matchers::Contains("without tensor parallelism"));
   json disagree = base;
   disagree["train"]["cp"] = 4;
   CHECK_THAT(refusal(disagree), Catch::Matchers::Contains("train.cp"));

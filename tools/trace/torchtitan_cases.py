@@ -37,6 +37,8 @@ Written from:
   grad_query / grad_key / grad_value accumulators, k and v gathered again, the key/value gradients passed on by
   an _AllToAllRotater (permute_tensor: one receive buffer). The emulated rank is the last (cp - 1): with load
   balancing each of its steps i >= 1 uses the full local q and the first half of the peer's k and v.
+- CP x TP (the mesh dp_shard x cp x tp, tp innermost: ParallelDims.build_mesh): both of the above at once, the
+  CP-sharded inputs and freqs_cis feeding the TP rank's sequence-parallel blocks and its ring over the local heads.
 Emulation on torch 1.13 / one process: N ranks are represented by shards of 1/N of each parameter (the data
 values do not matter for memory); the collectives become local copies with the same buffers. Selective
 per-op checkpointing (torch.utils.checkpoint.create_selective_checkpoint_contexts, torch >= 2.4) is written
@@ -312,7 +314,9 @@ class RingFlash(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         q, k, v, out, lse = ctx.saved_tensors
-        gq, gk, gv = _ring_backward(q, k, v, out, lse, g.contiguous(), ctx.cp)
+        # grad_out goes to the kernels as it comes (a transposed view): _templated_ring_attention_backward
+        # makes no copy of it.
+        gq, gk, gv = _ring_backward(q, k, v, out, lse, g, ctx.cp)
         return gq, gk, gv, None
 
 
@@ -764,6 +768,12 @@ def cases():
     for ac, cp, ranks in (("none", 2, 2), ("full", 4, 1)):
         L.append(dict(id=f"cpu-torchtitan-llama-v512-b2-s1024-fsdp2r{ranks}-cp{cp}-ac-{ac}", ac=ac, ranks=ranks, cp=cp,
                       batch=2, seq=1024, geometry=long_geo))
+    # CP x TP: the 3-D mesh dp_shard x cp x tp, each CP rank's sequence shard sequence-parallel over its TP group.
+    for ac in ("none", "full"):
+        L.append(dict(id=f"cpu-torchtitan-llama-b2-s256-fsdp2r2-tp2-cp2-ac-{ac}", ac=ac, ranks=2, tp=2, cp=2, batch=2,
+                      seq=256, geometry=geo))
+    L.append(dict(id="cpu-torchtitan-llama-v512-b2-s1024-fsdp2r1-tp2-cp2-ac-none", ac="none", ranks=1, tp=2, cp=2,
+                  batch=2, seq=1024, geometry=long_geo))
     return L
 
 

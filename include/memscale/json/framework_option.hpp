@@ -117,14 +117,15 @@ inline std::string framework_text(const training_spec& run) {
   const std::uint32_t v = run.framework_version != 0 ? run.framework_version : framework_read_at(run.framework);
   if (v != 0) out += " " + detail::version_text(v);
   if (run.framework == framework_kind::litgpt) out += " (scripts @ b96a5708)";
-  if (run.framework == framework_kind::torchtitan && run.tensor_parallel > 1)
-    out += " 0.1.0 (FSDP2 over " + std::to_string(run.data_parallel) + " ranks x TP " +
-           std::to_string(run.tensor_parallel) + " with sequence and loss parallelism, fp32 shards, bf16 compute; one "
-           "GPU's step)";
-  else if (run.framework == framework_kind::torchtitan && run.context_parallel > 1)
-    out += " 0.1.0 (FSDP2 over " + std::to_string(run.data_parallel) + " x CP " + std::to_string(run.context_parallel) +
-           " ranks, ring attention over all-gathered keys and values, fp32 shards, bf16 compute; one GPU's step)";
-  else if (run.framework == framework_kind::torchtitan)
+  if (run.framework == framework_kind::torchtitan && (run.tensor_parallel > 1 || run.context_parallel > 1)) {
+    const bool cp = run.context_parallel > 1;
+    out += " 0.1.0 (FSDP2 over " + std::to_string(run.data_parallel) +
+           (cp ? " x CP " + std::to_string(run.context_parallel) : std::string()) + " ranks";
+    if (run.tensor_parallel > 1)
+      out += " x TP " + std::to_string(run.tensor_parallel) + " with sequence and loss parallelism";
+    if (cp) out += ", ring attention over all-gathered keys and values";
+    out += ", fp32 shards, bf16 compute; one GPU's step)";
+  } else if (run.framework == framework_kind::torchtitan)
     out += " 0.1.0 (FSDP2 over " + std::to_string(run.data_parallel) + " GPUs, fp32 shards, bf16 compute; one GPU's step)";
   if (run.framework == framework_kind::torchtune && runs_fsdp2(run))
     out += std::string(is_lora(run) ? " (lora_finetune_distributed" : " (full_finetune_distributed") + ": FSDP2 over " +

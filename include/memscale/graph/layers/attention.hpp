@@ -551,11 +551,29 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
     ops.at(qkv.k).kv_cached = !legacy_opt && !legacy_neox;
     ops.at(qkv.v).kv_cached = !legacy_opt;
   }
+  // repeat_kv's inputs, which a fused kernel saves in place of its outputs when those are views.
+  const tensor k_heads = qkv.k;
+  const tensor v_heads = qkv.v;
+  const bool repeat_is_view = path.repeats_kv && run.framework == framework_kind::torchtitan &&
+                              kv_heads_of(m) == 1 && is_fused(path.kernel);
   if (path.repeats_kv) {
     // repeat_kv: expand + reshape materialises heads/kv_heads copies of k and v.
+    const std::uint64_t kv_elements = k_elements;
     k_elements = detail::checked_mul(run.micro_batch, keys, w.q);
     qkv.k = ops.tracked_if(grads.k, [&] { return ops.elementwise(qkv.k, k_elements, p.matmul); });
     qkv.v = ops.tracked_if(grads.v, [&] { return ops.elementwise(qkv.v, k_elements, p.matmul); });
+    // torchtitan's repeat_kv reshapes (bs, slen, kv_heads, n_rep, head_dim) into (bs, slen, heads,
+    // head_dim) (models/llama3/model/model.py @ f7084fc7): with one key/value head (a TP rank's
+    // share of few) it merges a size-1 dim with the expand's stride-0 one, which reshape does as a
+    // view. Nothing is copied; the kernel saves the one-head k and v, and the backward still sums
+    // a full-size gradient back onto them.
+    if (repeat_is_view)
+      for (const tensor repeated : {qkv.k, qkv.v}) {
+        op& view = ops.at(repeated);
+        view.grad_out = view.out;
+        view.grad_in = storage(p.matmul, kv_elements);
+        view.out = {};
+      }
   }
   const auto batch_heads =
       detail::checked_mul(run.micro_batch, m.heads, detail::quantity{"attention scores (micro_batch x heads x seq_len^2)"});
@@ -588,8 +606,8 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
     add_ring_attention_buffers(core, run, q_elements, k_elements, p.matmul);
     context = ops.emit(core, q_elements, p.matmul);
     ops.keep(qkv.q, context);
-    ops.keep(qkv.k, context);
-    ops.keep(qkv.v, context);
+    ops.keep(repeat_is_view ? k_heads : qkv.k, context);
+    ops.keep(repeat_is_view ? v_heads : qkv.v, context);
     ops.keep_own_output(context);
   } else if (ops.records_forward_liveness() && m.attention_sinks) {
     context = sink_attention_without_grad(ctx, qkv, q_elements, scores, detail::checked_mul(batch_heads, run.seq_len));

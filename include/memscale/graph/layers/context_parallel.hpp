@@ -37,6 +37,13 @@ constexpr training_spec context_parallel_local(const training_spec& run) {
 // replaces it), the pair _partial_update made, their cat, and the permute's new receive buffer;
 // and the previous step's kernel gradients (grad_query_, and the half-length grad_key_ and
 // grad_value_ of a step i >= 1), bound until the next kernel call returns.
+// On CPU the first step can be higher: `grad_query += grad_query_` adds a 16-bit tensor into an
+// fp32 one, and CPU TensorIterators promote such an input into an fp32 temporary first
+// (compute_types, "Creates temporaries for CPU operations": aten/src/ATen/TensorIterator.cpp;
+// CUDA kernels cast as they load). At that moment step 0 holds the fp32 accumulators, key and
+// value's contiguous copies (`key.contiguous()`, their transposed layout) and the local cat, the
+// gathered set, its full-length kernel gradients, the cat of the key/value gradients and its
+// receive buffer.
 constexpr void add_ring_attention_buffers(op& core, const training_spec& run, std::uint64_t q_elements,
                                           std::uint64_t k_elements, dtype t) {
   const std::uint64_t cp = run.context_parallel;
@@ -45,8 +52,12 @@ constexpr void add_ring_attention_buffers(op& core, const training_spec& run, st
   const bytes gathered = storage(t, detail::checked_mul(cp, kv_local));
   const bytes output_fp32 = storage(dtype::fp32, q_elements);
   core.fwd_temp += gathered + output_fp32 * 4U;
+  const bytes kv_fp32 = storage(dtype::fp32, kv_local);
   const bytes step_grads = storage(t, detail::checked_add(q_elements, k_elements));
-  core.bwd_temp += gathered + storage(t, kv_local) + output_fp32 + storage(dtype::fp32, kv_local) * 4U + step_grads;
+  const bytes later_step = gathered + storage(t, kv_local) + output_fp32 + kv_fp32 * 4U + step_grads;
+  const bytes first_step_on_cpu = output_fp32 * 2U + kv_fp32 * 3U + storage(t, kv_local) * 2U + gathered +
+                                  storage(t, detail::checked_add(q_elements, kv_local));
+  core.bwd_temp += run.device == device_kind::cpu ? max(later_step, first_step_on_cpu) : later_step;
 }
 
 }  // namespace memscale::graph_layers
