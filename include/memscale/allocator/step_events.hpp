@@ -527,6 +527,8 @@ class step_walker {
     }
     std::uint32_t stream_grad = alloc(carried_grad);
     held_tensor incoming{};
+    std::array<std::uint32_t, waiting_gradient_capacity> waiting{};
+    for (std::uint32_t& id : waiting) id = no_tensor;
     for (std::size_t k = n; k-- > 0;) {
       const std::size_t i = s.begin + k;
       const op& o = g_.ops[i];
@@ -554,6 +556,11 @@ class step_walker {
       }
       const std::uint32_t grad_in = alloc(o.grad_in.value);
       if (step_ == 1) blas_workspace_for(o, 1);
+      // A gradient this backward makes for a node that waits for later ones (graph.hpp
+      // waiting_gradient): made beside the input gradient, freed after the backward of the op
+      // before that node.
+      for (std::size_t w = 0; w < g_.waiting_count; ++w)
+        if (g_.waiting[w].made_by == i) waiting[w] = alloc(g_.waiting[w].size.value);
       // Temporaries made one by one (graph.hpp bwd_temp_pieces: a broadcast product's two input
       // gradients at its shape, the selective scan's accumulators), freed last made first.
       std::array<std::uint32_t, max_bwd_pieces> temps{};
@@ -569,6 +576,8 @@ class step_walker {
       for (std::uint16_t j = release_head_[i]; j != no_op; j = release_next_[j])
         if (j >= s.begin) free(saved_out_[slot(j, layer)]);
       free(saved_extra_[slot(i, layer)]);
+      for (std::size_t w = 0; w < g_.waiting_count; ++w)
+        if (g_.waiting[w].used_by == i) free(waiting[w]);
       incoming = {grad_in, o.grad_in.value};
     }
     free(incoming.id);

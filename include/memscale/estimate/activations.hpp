@@ -111,7 +111,8 @@ struct backward_profile {
 
 // Highest live bytes during one backward pass through a section, counted over: the
 // section's saved tensors still needed, gradients created so far in the section (when
-// gradients do not persist), the gradients of the op's output and input, its temporaries.
+// gradients do not persist), the gradients of the op's output and input, its temporaries and
+// the gradients waiting in autograd's input buffers (graph.hpp waiting_gradient).
 constexpr backward_profile section_backward_peak(const graph& g, section s, const training_spec& run,
                                                  bool grads_persist, bytes carried_grad) {
   const std::size_t n = s.end - s.begin;
@@ -142,7 +143,8 @@ constexpr backward_profile section_backward_peak(const graph& g, section s, cons
     const bytes own_grad = op_gradient_bytes(o, trainable);
     const bytes grad_out = o.grad_out.value != 0 ? o.grad_out : o.out;  // usually the output's size
     const bytes created = grads_persist ? own_grad : grads_after + own_grad;
-    const bytes live = alive_outputs + alive_extra + grad_out + o.grad_in + o.bwd_temp + carried_grad + created;
+    const bytes live = alive_outputs + alive_extra + grad_out + o.grad_in + o.bwd_temp + waiting_at(g, s.begin + k) +
+                       carried_grad + created;
     if (live > result.peak) result = {live, created};
     grads_after += own_grad;
     // Moving to op k - 1: what op k released and its own extra tensors are gone.

@@ -117,6 +117,24 @@ struct op {
 };
 static_assert(sizeof(op) <= 120, "op grew: a graph is graph_capacity ops");
 
+// A gradient that waits in an autograd node's input buffer while the backward of other ops runs:
+// the engine runs the ready node made last first (torch/csrc/autograd/engine.cpp @ v2.6.0,
+// ReadyQueue's CompareNodeTaskTime: sequence_nr), so a gradient handed to a node made earlier
+// waits until the later ones ran and the node's other inputs arrived. It is a tensor of its own,
+// not a temporary of any op: made in the backward of op `made_by` (after that op's input
+// gradient), freed after the backward of op `used_by` (used_by <= made_by, in one section).
+struct waiting_gradient {
+  std::uint32_t made_by = 0;
+  std::uint32_t used_by = 0;
+  bytes size{};
+
+  // Whether it is alive while the backward of op `index` runs.
+  [[nodiscard]] constexpr bool alive_at(std::size_t index) const { return index >= used_by && index <= made_by; }
+};
+
+// Waiting gradients a graph may hold (a block's count once, whatever its repeats).
+inline constexpr std::size_t waiting_gradient_capacity = 8;
+
 // A block may hold a period of layers that differ by position (graph/layers/layer_pattern.hpp):
 // Llama 4 Scout's four layers under LoRA on every Linear are 391 ops.
 inline constexpr std::size_t graph_capacity = 512;
@@ -174,6 +192,8 @@ struct graph {
   bytes carried{};              // what the training loop still references from the previous step: live through the forward
   bytes held{};                 // the base model's masks and biases: live through the blocks' forward (and, when
                                 // checkpointed blocks keep them as inputs, until the bottom block's backward)
+  std::array<waiting_gradient, waiting_gradient_capacity> waiting{};  // the first waiting_count are written
+  std::size_t waiting_count = 0;
   bytes tower_forward{};        // a frozen vision tower's forward on the step's images at its largest moment, with
                                 // the text embeddings beside it (graph/layers/vision_tower.hpp); before the blocks
   // The framework stores each expert matrix of a layer as one 3-D parameter over the experts
@@ -189,6 +209,14 @@ struct graph {
 }  // namespace memscale
 
 namespace memscale {
+
+// Bytes of the waiting gradients alive while the backward of op `index` runs.
+constexpr bytes waiting_at(const graph& g, std::size_t index) {
+  bytes total{};
+  for (std::size_t w = 0; w < g.waiting_count; ++w)
+    if (g.waiting[w].alive_at(index)) total += g.waiting[w].size;
+  return total;
+}
 
 // How many times op `index` runs per step: block ops repeat, the others run once.
 constexpr std::uint64_t repeats_of(const graph& g, std::size_t index) {

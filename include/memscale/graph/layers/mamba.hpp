@@ -204,6 +204,10 @@ constexpr tensor mamba1_mixer_torch(const layer_context& ctx, tensor in) {
   const tensor gate = ops.emit(op_kind::activation, td, xz.type);
   ops.keep(xz, gate);
   const tensor gated = ops.product(summed, gate, td, td, summed.type);
+  // The gate is a chunk of in_proj's output: silu's backward, made last so run first, hands its
+  // gradient to chunk's SplitBackward, which waits for the other half's through the scan's and
+  // conv1d's backward (slow_forward: `hidden_states, gate = projected_states.chunk(2, dim=1)`).
+  ops.gradient_waits(gate, conv_out, ops.at(gate).grad_in);
   const tensor out = ops.linear(gated, {.rows = s.tokens, .in_features = s.inner, .out_features = s.hidden,
                                         .bias = m.ssm_proj_bias}, base);
   ops.close_frame();  // slow_forward returns

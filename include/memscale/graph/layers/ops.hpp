@@ -111,13 +111,11 @@ class op_writer {
     if (untracked_depth_ == 0) at(y).bwd_temp = storage(b.type, b_elements);
     return y;
   }
-  // A gradient waiting in autograd's input buffer while the backward of ops [first, last] runs:
-  // the engine runs the ready node made last first (torch/csrc/autograd/engine.cpp @ v2.6.0,
-  // ReadyQueue's CompareNodeTaskTime: sequence_nr), so a gradient handed to a node made earlier
-  // waits for the later ones. `waiting` is counted on each of those ops' backward.
-  constexpr void hold_through_backward(tensor first, tensor last, bytes waiting) {
-    if (untracked_depth_ != 0) return;
-    for (std::size_t i = first.op_index; i <= last.op_index; ++i) builder_.at(i).bwd_temp += waiting;
+  // A gradient the backward of `made_by` makes for a node made earlier, which waits in that node's
+  // input buffer until the backward of `last_before` (the last op before the node runs) ran
+  // (graph.hpp waiting_gradient): its own tensor in the backward, not a temporary of any op.
+  constexpr void gradient_waits(tensor made_by, tensor last_before, bytes size) {
+    if (untracked_depth_ == 0) builder_.wait(made_by.op_index, last_before.op_index, size);
   }
   // A tensor produced elsewhere (the encoder output inside the decoder): shape only.
   constexpr tensor alias(std::uint64_t elements, dtype type) {
