@@ -556,11 +556,6 @@ class step_walker {
       }
       const std::uint32_t grad_in = alloc(o.grad_in.value);
       if (step_ == 1) blas_workspace_for(o, 1);
-      // A gradient this backward makes for a node that waits for later ones (graph.hpp
-      // waiting_gradient): made beside the input gradient, freed after the backward of the op
-      // before that node.
-      for (std::size_t w = 0; w < g_.waiting_count; ++w)
-        if (g_.waiting[w].made_by == i) waiting[w] = alloc(g_.waiting[w].size.value);
       // Temporaries made one by one (graph.hpp bwd_temp_pieces: a broadcast product's two input
       // gradients at its shape, the selective scan's accumulators), freed last made first.
       std::array<std::uint32_t, max_bwd_pieces> temps{};
@@ -572,6 +567,10 @@ class step_walker {
         temps[p] = alloc(p + 1 < pieces ? piece : o.bwd_temp.value - piece * (pieces - 1));
       if (!persist_ && !weight_grad_first) gradients_of(i);
       for (std::size_t p = pieces; p-- > 0;) free(temps[p]);
+      // A gradient this backward hands to a node that waits for later ones (graph.hpp
+      // waiting_gradient): made as it ends, freed after the backward of the node that takes it.
+      for (std::size_t w = 0; w < g_.waiting_count; ++w)
+        if (g_.waiting[w].made_by == i) waiting[w] = alloc(g_.waiting[w].size.value);
       free(grad_out);
       for (std::uint16_t j = release_head_[i]; j != no_op; j = release_next_[j])
         if (j >= s.begin) free(saved_out_[slot(j, layer)]);

@@ -136,6 +136,19 @@ constexpr backward_profile section_backward_peak(const graph& g, section s, cons
     out_released_at[k] = detail::checked_add(out_released_at[k], o.out.value);
     alive_outputs += o.out;
   }
+  // Waiting gradients (graph.hpp waiting_gradient) made after the backward of index k (so alive
+  // from k on) and freed after the backward of index k.
+  std::array<std::uint64_t, graph_capacity> waiting_from;
+  std::array<std::uint64_t, graph_capacity> waiting_until;
+  for (std::size_t k = 0; k < n; ++k) waiting_from[k] = waiting_until[k] = 0;
+  for (std::size_t w = 0; w < g.waiting_count; ++w) {
+    const waiting_gradient& wg = g.waiting[w];
+    if (wg.used_by < s.begin || wg.made_by >= s.end) continue;
+    const std::size_t from = wg.made_by - 1 - s.begin;
+    waiting_from[from] = detail::checked_add(waiting_from[from], wg.size.value);
+    waiting_until[wg.used_by - s.begin] = detail::checked_add(waiting_until[wg.used_by - s.begin], wg.size.value);
+  }
+  bytes waiting{};
   backward_profile result{};
   bytes grads_after{};  // gradients created by ops later in the section (already processed)
   for (std::size_t k = n; k-- > 0;) {
@@ -143,13 +156,14 @@ constexpr backward_profile section_backward_peak(const graph& g, section s, cons
     const bytes own_grad = op_gradient_bytes(o, trainable);
     const bytes grad_out = o.grad_out.value != 0 ? o.grad_out : o.out;  // usually the output's size
     const bytes created = grads_persist ? own_grad : grads_after + own_grad;
-    const bytes live = alive_outputs + alive_extra + grad_out + o.grad_in + o.bwd_temp + waiting_at(g, s.begin + k) +
-                       carried_grad + created;
+    waiting += bytes{waiting_from[k]};
+    const bytes live = alive_outputs + alive_extra + grad_out + o.grad_in + o.bwd_temp + waiting + carried_grad + created;
     if (live > result.peak) result = {live, created};
     grads_after += own_grad;
     // Moving to op k - 1: what op k released and its own extra tensors are gone.
     alive_outputs -= bytes{out_released_at[k]};
     alive_extra -= o.extra_saved;
+    waiting -= bytes{waiting_until[k]};
   }
   return result;
 }

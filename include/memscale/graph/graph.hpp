@@ -121,19 +121,19 @@ static_assert(sizeof(op) <= 120, "op grew: a graph is graph_capacity ops");
 // the engine runs the ready node made last first (torch/csrc/autograd/engine.cpp @ v2.6.0,
 // ReadyQueue's CompareNodeTaskTime: sequence_nr), so a gradient handed to a node made earlier
 // waits until the later ones ran and the node's other inputs arrived. It is a tensor of its own,
-// not a temporary of any op: made in the backward of op `made_by` (after that op's input
-// gradient), freed after the backward of op `used_by` (used_by <= made_by, in one section).
+// not a temporary of any op: made as the backward of op `made_by` ends (a second input gradient,
+// which a broadcast product reduces after its first full-size one is gone: engine.cpp
+// validate_outputs), freed after the backward of op `used_by`, the node that takes it
+// (used_by < made_by, in one section).
 struct waiting_gradient {
   std::uint32_t made_by = 0;
   std::uint32_t used_by = 0;
   bytes size{};
-
-  // Whether it is alive while the backward of op `index` runs.
-  [[nodiscard]] constexpr bool alive_at(std::size_t index) const { return index >= used_by && index <= made_by; }
 };
 
-// Waiting gradients a graph may hold (a block's count once, whatever its repeats).
-inline constexpr std::size_t waiting_gradient_capacity = 8;
+// Waiting gradients a graph may hold (a block's count once, whatever its repeats): a Jamba period
+// of seven Mamba layers and one attention layer has 15.
+inline constexpr std::size_t waiting_gradient_capacity = 64;
 
 // A block may hold a period of layers that differ by position (graph/layers/layer_pattern.hpp):
 // Llama 4 Scout's four layers under LoRA on every Linear are 391 ops.
@@ -209,14 +209,6 @@ struct graph {
 }  // namespace memscale
 
 namespace memscale {
-
-// Bytes of the waiting gradients alive while the backward of op `index` runs.
-constexpr bytes waiting_at(const graph& g, std::size_t index) {
-  bytes total{};
-  for (std::size_t w = 0; w < g.waiting_count; ++w)
-    if (g.waiting[w].alive_at(index)) total += g.waiting[w].size;
-  return total;
-}
 
 // How many times op `index` runs per step: block ops repeat, the others run once.
 constexpr std::uint64_t repeats_of(const graph& g, std::size_t index) {

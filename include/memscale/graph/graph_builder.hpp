@@ -86,7 +86,7 @@ class graph_builder {
   // Records a gradient made in the backward of op `made_by` that waits until the backward of
   // op `used_by` ran (graph.hpp waiting_gradient). Both ops are in the section being written.
   constexpr void wait(std::size_t made_by, std::size_t used_by, bytes size) {
-    if (used_by > made_by)
+    if (used_by >= made_by)
       detail::fail(error_code::unsupported, "waiting gradient", "must be used by an op made before the one that makes it;"
                    " used_by", used_by);
     if (g_->waiting_count >= waiting_gradient_capacity)

@@ -199,6 +199,11 @@ constexpr tensor mamba1_mixer_torch(const layer_context& ctx, tensor in) {
           .frozen = ctx.adapters.enabled};
   const tensor hs_d = ops.emit(skip, td, hs.type);
   ops.keep(u, hs_d);
+  // Made after x_proj's and the scan's reads of hs, so its backward runs first: hs's gradient
+  // waits in silu's input buffer through theirs (deltaB_u's part joins it there); the scan's
+  // output gradient is the add's, not this one.
+  ops.at(hs_d).grad_in = {};
+  ops.gradient_waits(hs_d, hs, storage(hs.type, td));
   const tensor summed = ops.add(stacked, hs_d);
   // * silu(gate): silu keeps the gate (a view of in_proj's output); the mul keeps both factors.
   const tensor gate = ops.emit(op_kind::activation, td, xz.type);

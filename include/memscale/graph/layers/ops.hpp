@@ -111,11 +111,11 @@ class op_writer {
     if (untracked_depth_ == 0) at(y).bwd_temp = storage(b.type, b_elements);
     return y;
   }
-  // A gradient the backward of `made_by` makes for a node made earlier, which waits in that node's
-  // input buffer until the backward of `last_before` (the last op before the node runs) ran
-  // (graph.hpp waiting_gradient): its own tensor in the backward, not a temporary of any op.
-  constexpr void gradient_waits(tensor made_by, tensor last_before, bytes size) {
-    if (untracked_depth_ == 0) builder_.wait(made_by.op_index, last_before.op_index, size);
+  // A gradient the backward of `made_by` hands to a node made earlier, where it waits until the
+  // backward of `used_by` (that node's op) took it (graph.hpp waiting_gradient): its own tensor
+  // in the backward, not a temporary of any op.
+  constexpr void gradient_waits(tensor made_by, tensor used_by, bytes size) {
+    if (untracked_depth_ == 0) builder_.wait(made_by.op_index, used_by.op_index, size);
   }
   // A tensor produced elsewhere (the encoder output inside the decoder): shape only.
   constexpr tensor alias(std::uint64_t elements, dtype type) {
