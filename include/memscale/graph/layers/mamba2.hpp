@@ -82,8 +82,8 @@ constexpr mamba2_shape mamba2_shape_of(const layer_context& ctx) {
 // which the first op on xBC (conv1d, or Falcon-H1's autocast copy) hands over
 // (modeling_mamba2.py@4711664e torch_forward: `_, _, gate, hidden_states_B_C, dt =
 // projected_states.split(...)`; Falcon-H1's torch_forward the same).
-constexpr void gate_waits(const layer_context& ctx, tensor made_by, tensor xbc_first, dtype gate) {
-  ctx.ops.gradient_waits(made_by, xbc_first, storage(gate, mamba2_shape_of(ctx).token_elements(ctx.model.ssm_inner)));
+constexpr void gate_waits(const layer_context& ctx, tensor made_by, tensor projection, dtype gate) {
+  ctx.ops.gradient_waits_for(made_by, projection, storage(gate, mamba2_shape_of(ctx).token_elements(ctx.model.ssm_inner)));
 }
 
 // A broadcast product's backward (MulBackward0, derivatives.yaml mul: grad * other, grad * self)
@@ -136,7 +136,6 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
   const tensor conv_out =
       ops.emit(conv, detail::checked_mul(s.batch, s.conv_dim(), detail::checked_add(s.seq, s.conv - 1)), e);
   ops.keep(conv_in, conv_out);
-  const tensor xbc_first = conv_in.op_index > zxbcdt.op_index ? conv_in : conv_out;  // gate_waits
   // silu on the view [..., :L]: keeps the whole conv output.
   const tensor xbc = ops.emit(op_kind::activation, s.token_elements(s.conv_dim()), e);
   ops.keep(conv_out, xbc);
@@ -168,10 +167,10 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
   ops.keep(hs, hs_dt);
   ops.keep(dt, hs_dt);
   ops.at(hs_dt).transient = true;
-  // Its backward hands hs's gradient to a node D_residual's product reads too, made before it:
-  // the gradient waits through D_residual's backward; what goes on down the chain is dt's.
+  // Its backward hands hs's gradient to hs's node, which D_residual's product read first: the
+  // gradient waits there through D_residual's backward; what goes on down the chain is dt's.
   ops.at(hs_dt).grad_in = storage(f, s.token_elements(s.heads));
-  ops.gradient_waits(hs_dt, d_residual, storage(f, td));
+  ops.gradient_waits_for(hs_dt, hs, storage(f, td));
   const tensor hs_chunked = ops.elementwise(pd, f);
   // B and C: .float() copies of (b, L, G, N), repeated to every head (B.repeat(1, 1, h // G, 1)),
   // then padded into chunks: two (b, L_pad, h, N) fp32 tensors; while the second is padded the
@@ -235,8 +234,8 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
   const tensor states = ops.emit(states_op, s.chunk_states(s.chunks + 1), f);
   ops.keep(b_decay, states);
   ops.keep(hs_chunked, states);
-  ops.gradient_waits(b_decay, b_c, storage(f, phn));
-  ops.gradient_waits(states, hs_chunked, storage(f, pd));  // Y_diag's part joins it in the buffer
+  ops.gradient_waits_for(b_decay, b_c, storage(f, phn));
+  ops.gradient_waits_for(states, hs_chunked, storage(f, pd));  // Y_diag's part joins it in the buffer
   // new_states = (decay_chunk[..., None, None] * states[:, :, None]).sum(dim=1): a
   // (b, c + 1, c + 1, h, P, N) product; decay_chunk (b, c + 1, c + 1, h) is exp's kept result.
   const std::uint64_t boundary_product = detail::checked_mul(s.chunk_states(s.chunks + 1), s.chunks + 1);
@@ -259,7 +258,7 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
   const tensor c_states = ops.emit(cts, pd, f);
   ops.keep(b_c, c_states);
   ops.keep(new_states, c_states);
-  ops.gradient_waits(c_states, b_c, storage(f, phn));  // G's part joins it in the buffer
+  ops.gradient_waits_for(c_states, b_c, storage(f, phn));  // G's part joins it in the buffer
   ops.hold_in_frame(storage(f, state_product));
   // Y_off = C_times_states.sum(-1) * exp(A_cumsum): a local.
   const tensor y_off = ops.elementwise(pd, f);
@@ -286,7 +285,7 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
     // projection), the mul keeps y and silu's output (modular_falcon_h1.py@3c0a5c70).
     const tensor gate = ops.emit(op_kind::activation, td, dt_type);
     ops.keep(zxbcdt, gate);
-    gate_waits(ctx, gate, xbc_first, dt_type);
+    gate_waits(ctx, gate, zxbcdt, dt_type);
     tensor gated_y = ops.product(y, gate, td, td, f);
     if (e != f) gated_y = ops.elementwise(td, e);  // scan_output.to(dtype)
     const tensor out = ops.linear(gated_y, {.rows = s.tokens, .in_features = s.inner, .out_features = s.hidden,
@@ -303,7 +302,7 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
   gated.grad_in = storage(f, td);
   tensor normed = ops.emit(gated, td, f);
   ops.keep(y, normed);
-  gate_waits(ctx, normed, xbc_first, dt_type);
+  gate_waits(ctx, normed, zxbcdt, dt_type);
   // out_proj(scan_output.to(dtype)): a 16-bit model's copy is what the matmul keeps.
   if (e != f) normed = ops.elementwise(td, e);
   const tensor out = ops.linear(normed, {.rows = s.tokens, .in_features = s.inner, .out_features = s.hidden,

@@ -117,6 +117,12 @@ class op_writer {
   constexpr void gradient_waits(tensor made_by, tensor used_by, bytes size) {
     if (untracked_depth_ == 0) builder_.wait(made_by.op_index, used_by.op_index, size);
   }
+  // The same for a gradient of `node`'s output, which its input buffer holds until the backward of
+  // every op written after node's has run (all made later): it is taken, summed with the others,
+  // once the op right after node's ends.
+  constexpr void gradient_waits_for(tensor made_by, tensor node, bytes size) {
+    if (untracked_depth_ == 0) builder_.wait(made_by.op_index, node.op_index + 1, size);
+  }
   // A tensor produced elsewhere (the encoder output inside the decoder): shape only.
   constexpr tensor alias(std::uint64_t elements, dtype type) {
     const tensor t = elementwise(elements, type);
