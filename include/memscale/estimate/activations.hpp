@@ -136,8 +136,8 @@ constexpr backward_profile section_backward_peak(const graph& g, section s, cons
     out_released_at[k] = detail::checked_add(out_released_at[k], o.out.value);
     alive_outputs += o.out;
   }
-  // Waiting gradients (graph.hpp waiting_gradient) made after the backward of index k (so alive
-  // from k on) and freed after the backward of index k.
+  // Waiting gradients (graph.hpp waiting_gradient) alive from the backward of index k on (made as
+  // k + 1's ends), and those freed after the backward of index k.
   std::array<std::uint64_t, graph_capacity> waiting_from;
   std::array<std::uint64_t, graph_capacity> waiting_until;
   for (std::size_t k = 0; k < n; ++k) waiting_from[k] = waiting_until[k] = 0;

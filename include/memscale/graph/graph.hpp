@@ -123,8 +123,8 @@ static_assert(sizeof(op) <= 120, "op grew: a graph is graph_capacity ops");
 // waits until the later ones ran and the node's other inputs arrived. It is a tensor of its own,
 // not a temporary of any op: made as the backward of op `made_by` ends (a second input gradient,
 // which a broadcast product reduces after its first full-size one is gone: engine.cpp
-// validate_outputs), freed after the backward of op `used_by`, the node that takes it
-// (used_by < made_by, in one section).
+// validate_outputs), freed after the backward of op `used_by`, the last to run before the node
+// takes it (used_by < made_by, in one section).
 struct waiting_gradient {
   std::uint32_t made_by = 0;
   std::uint32_t used_by = 0;

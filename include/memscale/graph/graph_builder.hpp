@@ -83,7 +83,7 @@ class graph_builder {
   // Op `index` saves its own output (softmax, ReLU, tanh).
   constexpr void keep_own_output(std::size_t index) { keep(index, index); }
 
-  // Records a gradient made in the backward of op `made_by` that waits until the backward of
+  // Records a gradient made as the backward of op `made_by` ends that waits until the backward of
   // op `used_by` ran (graph.hpp waiting_gradient). Both ops are in the section being written.
   constexpr void wait(std::size_t made_by, std::size_t used_by, bytes size) {
     if (used_by >= made_by)

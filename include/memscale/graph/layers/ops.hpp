@@ -112,8 +112,8 @@ class op_writer {
     return y;
   }
   // A gradient the backward of `made_by` hands to a node made earlier, where it waits until the
-  // backward of `used_by` (that node's op) took it (graph.hpp waiting_gradient): its own tensor
-  // in the backward, not a temporary of any op.
+  // backward of `used_by` ran (graph.hpp waiting_gradient): its own tensor in the backward, not a
+  // temporary of any op.
   constexpr void gradient_waits(tensor made_by, tensor used_by, bytes size) {
     if (untracked_depth_ == 0) builder_.wait(made_by.op_index, used_by.op_index, size);
   }
