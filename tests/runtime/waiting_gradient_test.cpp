@@ -31,9 +31,8 @@ constexpr std::uint64_t out = 4096;
 constexpr std::uint64_t waiting = 777 * 512;
 constexpr std::uint64_t temp[4] = {3 * 1024 * 1024, 7 * 1024 * 1024, 64 * 512, 5 * 1024 * 1024};
 
-std::unique_ptr<graph> four_op_block(bool waits) {
-  auto g = std::make_unique<graph>();
-  graph_builder b(*g);
+constexpr void write_four_op_block(graph& g, bool waits) {
+  graph_builder b(g);
   b.at(b.append(op_kind::stream)).out = bytes{out};
   b.begin_block();
   for (std::uint64_t t : temp) {
@@ -42,12 +41,24 @@ std::unique_ptr<graph> four_op_block(bool waits) {
     o.grad_in = bytes{out};
     o.bwd_temp = bytes{t};
   }
-  const std::size_t first = g->block_begin;
+  const std::size_t first = g.block_begin;
   if (waits) b.wait(first + 3, first + 1, bytes{waiting});
   b.end_block(2);
   b.at(b.append(op_kind::elementwise)).out = bytes{out};
+}
+
+std::unique_ptr<graph> four_op_block(bool waits) {
+  auto g = std::make_unique<graph>();
+  write_four_op_block(*g, waits);
   return g;
 }
+
+constexpr std::uint64_t block_backward_peak(bool waits) {
+  graph g;
+  write_four_op_block(g, waits);
+  return section_backward_peak(g, block_of(g), training_spec{.micro_batch = 1, .seq_len = 1}, true, bytes{}).peak.value;
+}
+static_assert(block_backward_peak(true) == block_backward_peak(false) + waiting);
 
 struct event {
   bool alloc = false;
