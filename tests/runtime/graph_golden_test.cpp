@@ -447,7 +447,7 @@ TEST_CASE("graph recipes: the graphs and errors of 40,000 random runs are the pi
   // And by a product of two activations holding its second factor's gradient in its backward
   // (op_writer::product: gated MLPs, Python GELUs, Mamba's gates); with that temporary off the
   // digests are the previous ones, 6084390000446407112 and 3316677933223102212. And by v's gradient
-  // waiting through the scores' backward in eager attention (op_writer::hold_through_backward):
+  // waiting through the scores' backward in eager attention (then as those ops' bwd_temp):
   // 17503240477005949834 without it; the pairs unchanged. And by torchtitan's context parallelism:
   // the refusals of run.shard and of torchtitan's run.data_parallel name run.context_parallel
   // (17459529354366862793 and 15236024023830017037 before); the graphs of runs without CP are
