@@ -130,8 +130,10 @@ TEST_CASE("mamba2: the torch path's allocator stream makes each chunked product 
 TEST_CASE("mamba2: a broadcast product's backward hands back both input gradients") {
   using namespace memscale;
   // The small traced model, fp32, B 2, L 256 (4 chunks of 64; 8 heads of 64; state 32). Y_diag's
-  // MulBackward0 returns M's gradient (b, c, Q, Q, h) and hs's (b, c, Q, h, P): both are the
-  // op's input gradients, not one tensor of its output's size.
+  // MulBackward0 returns M's gradient (b, c, Q, Q, h) and hs's (b, c, Q, h, P), not one tensor of
+  // its output's size. M's is reduced while both full-size products are alive (the op's input
+  // gradient); hs's after the first is gone, into the buffer where the states' part of hs's
+  // gradient already waits (graph.hpp waiting_gradient): not counted again here.
   const json record = ssm_record("cpu-mamba2-small-b2-s256-adamw");
   const auto built = std::make_unique<model_graph>(build(json_io::model_for_record(record), json_io::run_from_record(record)));
   const graph& g = built->stack();
@@ -141,7 +143,7 @@ TEST_CASE("mamba2: a broadcast product's backward hands back both input gradient
   int found = 0;
   for (std::size_t i = g.block_begin; i < g.block_end; ++i) {
     if (g.ops[i].bwd_temp.value != 2 * y_diag_product) continue;
-    CHECK(g.ops[i].grad_in.value == m_grad + hs_grad);
+    CHECK(g.ops[i].grad_in.value == m_grad);
     CHECK(g.ops[i].out.value == hs_grad);
     ++found;
   }

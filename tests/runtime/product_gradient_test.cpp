@@ -1,7 +1,7 @@
 // Gradients a backward hands back together: a product of two activations (op_writer::product)
 // returns both factors' gradients at once, so a gated MLP's block backward holds the output
 // gradient and both; eager attention's context matmul returns the probabilities' and v's, and v's
-// waits through the scores' backward (graph/layers/attention.hpp, op_writer::hold_through_backward).
+// waits through the scores' backward (graph/layers/attention.hpp, op_writer::gradient_waits).
 #ifdef MEMSCALE_CATCH2_V2
 #include <catch2/catch.hpp>
 #else

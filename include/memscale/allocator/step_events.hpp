@@ -530,6 +530,8 @@ class step_walker {
     }
     std::uint32_t stream_grad = alloc(carried_grad);
     held_tensor incoming{};
+    std::array<std::uint32_t, waiting_gradient_capacity> waiting{};
+    for (std::uint32_t& id : waiting) id = no_tensor;
     for (std::size_t k = n; k-- > 0;) {
       const std::size_t i = s.begin + k;
       const op& o = g_.ops[i];
@@ -568,10 +570,16 @@ class step_walker {
         temps[p] = alloc(p + 1 < pieces ? piece : o.bwd_temp.value - piece * (pieces - 1));
       if (!persist_ && !weight_grad_first) gradients_of(i);
       for (std::size_t p = pieces; p-- > 0;) free(temps[p]);
+      // A gradient this backward hands to a node that waits for later ones (graph.hpp
+      // waiting_gradient): made as it ends, freed after the backward of the node that takes it.
+      for (std::size_t w = 0; w < g_.waiting_count; ++w)
+        if (g_.waiting[w].made_by == i) waiting[w] = alloc(g_.waiting[w].size.value);
       free(grad_out);
       for (std::uint16_t j = release_head_[i]; j != no_op; j = release_next_[j])
         if (j >= s.begin) free(saved_out_[slot(j, layer)]);
       free(saved_extra_[slot(i, layer)]);
+      for (std::size_t w = 0; w < g_.waiting_count; ++w)
+        if (g_.waiting[w].used_by == i) free(waiting[w]);
       incoming = {grad_in, o.grad_in.value};
     }
     free(incoming.id);

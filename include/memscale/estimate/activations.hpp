@@ -120,7 +120,8 @@ constexpr bytes flat_view_gradient_bytes(const op& o, const training_spec& run) 
 
 // Highest live bytes during one backward pass through a section, counted over: the
 // section's saved tensors still needed, gradients created so far in the section (when
-// gradients do not persist), the gradients of the op's output and input, its temporaries.
+// gradients do not persist), the gradients of the op's output and input, its temporaries and
+// the gradients waiting in autograd's input buffers (graph.hpp waiting_gradient).
 // flat_views: the section is an FSDP1 unit whose flat parameter requires grad. Its weights are
 // split views of it (torch 2.1 _flat_param.py _get_unflat_views_aligned: torch.split, then
 // .view), so every weight gradient waits in the split's backward until the unit's last op is
@@ -150,6 +151,19 @@ constexpr backward_profile section_backward_peak(const graph& g, section s, cons
     out_released_at[k] = detail::checked_add(out_released_at[k], o.out.value);
     alive_outputs += o.out;
   }
+  // Waiting gradients (graph.hpp waiting_gradient) alive from the backward of index k on (made as
+  // k + 1's ends), and those freed after the backward of index k.
+  std::array<std::uint64_t, graph_capacity> waiting_from;
+  std::array<std::uint64_t, graph_capacity> waiting_until;
+  for (std::size_t k = 0; k < n; ++k) waiting_from[k] = waiting_until[k] = 0;
+  for (std::size_t w = 0; w < g.waiting_count; ++w) {
+    const waiting_gradient& wg = g.waiting[w];
+    if (wg.used_by < s.begin || wg.made_by >= s.end) continue;
+    const std::size_t from = wg.made_by - 1 - s.begin;
+    waiting_from[from] = detail::checked_add(waiting_from[from], wg.size.value);
+    waiting_until[wg.used_by - s.begin] = detail::checked_add(waiting_until[wg.used_by - s.begin], wg.size.value);
+  }
+  bytes waiting{};
   backward_profile result{};
   bytes grads_after{};  // gradients created by ops later in the section (already processed)
   bytes view_grads{};   // flat_views: the weight gradients waiting for the split's backward
@@ -159,12 +173,14 @@ constexpr backward_profile section_backward_peak(const graph& g, section s, cons
     const bytes grad_out = o.grad_out.value != 0 ? o.grad_out : o.out;  // usually the output's size
     if (flat_views) view_grads += flat_view_gradient_bytes(o, run);
     const bytes created = flat_views ? view_grads : grads_persist ? own_grad : grads_after + own_grad;
-    const bytes live = alive_outputs + alive_extra + grad_out + o.grad_in + o.bwd_temp + carried_grad + created;
+    waiting += bytes{waiting_from[k]};
+    const bytes live = alive_outputs + alive_extra + grad_out + o.grad_in + o.bwd_temp + waiting + carried_grad + created;
     if (live > result.peak) result = {live, created};
     grads_after += own_grad;
     // Moving to op k - 1: what op k released and its own extra tensors are gone.
     alive_outputs -= bytes{out_released_at[k]};
     alive_extra -= o.extra_saved;
+    waiting -= bytes{waiting_until[k]};
   }
   if (flat_views) {
     // The split's backward: the waiting gradients beside their concatenation.

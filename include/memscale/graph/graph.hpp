@@ -117,6 +117,24 @@ struct op {
 };
 static_assert(sizeof(op) <= 120, "op grew: a graph is graph_capacity ops");
 
+// A gradient that waits in an autograd node's input buffer while the backward of other ops runs:
+// the engine runs the ready node made last first (torch/csrc/autograd/engine.cpp @ v2.6.0,
+// ReadyQueue's CompareNodeTaskTime: sequence_nr), so a gradient handed to a node made earlier
+// waits until the later ones ran and the node's other inputs arrived. It is a tensor of its own,
+// not a temporary of any op: made as the backward of op `made_by` ends (a second input gradient,
+// which a broadcast product reduces after its first full-size one is gone: engine.cpp
+// validate_outputs), freed after the backward of op `used_by`, the last to run before the node
+// takes it (used_by < made_by, in one section).
+struct waiting_gradient {
+  std::uint32_t made_by = 0;
+  std::uint32_t used_by = 0;
+  bytes size{};
+};
+
+// Waiting gradients a graph may hold (a block's count once, whatever its repeats): a Jamba period
+// of seven Mamba layers and one attention layer has 15.
+inline constexpr std::size_t waiting_gradient_capacity = 64;
+
 // A block may hold a period of layers that differ by position (graph/layers/layer_pattern.hpp):
 // Llama 4 Scout's four layers under LoRA on every Linear are 391 ops.
 inline constexpr std::size_t graph_capacity = 512;
@@ -176,6 +194,8 @@ struct graph {
                                 // checkpointed blocks keep them as inputs, until the bottom block's backward)
   bytes kept_input_embeddings{};  // enable_input_require_grads' leaf and its .grad: from the bottom block's
                                   // backward to the end of backward (graph/layers/input_require_grads.hpp)
+  std::array<waiting_gradient, waiting_gradient_capacity> waiting{};  // the first waiting_count are written
+  std::size_t waiting_count = 0;
   bytes tower_forward{};        // a frozen vision tower's forward on the step's images at its largest moment, with
                                 // the text embeddings beside it (graph/layers/vision_tower.hpp); before the blocks
   std::size_t tower_after = 0;  // the ops that run before the tower: what they save is alive beside its forward

@@ -83,6 +83,24 @@ class graph_builder {
   // Op `index` saves its own output (softmax, ReLU, tanh).
   constexpr void keep_own_output(std::size_t index) { keep(index, index); }
 
+  // Records a gradient made as the backward of op `made_by` ends that waits until the backward of
+  // op `used_by` ran (graph.hpp waiting_gradient). Both ops are in the section being written.
+  constexpr void wait(std::size_t made_by, std::size_t used_by, bytes size) {
+    if (used_by >= made_by)
+      detail::fail(error_code::unsupported, "waiting gradient", "must be used by an op made before the one that makes it;"
+                   " used_by", used_by);
+    if (g_->waiting_count >= waiting_gradient_capacity)
+      detail::fail(error_code::unsupported, "graph", "has more waiting gradients than waiting_gradient_capacity",
+                   g_->waiting_count);
+    // The section being written begins at the block's end once it closed, else at its start.
+    const std::size_t section_begin = g_->block_end != 0 ? g_->block_end : g_->block_begin;
+    if (used_by < section_begin && made_by >= section_begin)
+      detail::fail(error_code::unsupported, "waiting gradient", "must be made and used in one section; used_by", used_by);
+    g_->waiting[g_->waiting_count++] = {.made_by = static_cast<std::uint32_t>(made_by),
+                                        .used_by = static_cast<std::uint32_t>(used_by),
+                                        .size = size};
+  }
+
   [[nodiscard]] constexpr std::size_t last() const { return g_->size - 1; }
   [[nodiscard]] constexpr op& at(std::size_t index) { return g_->ops[index]; }
 

@@ -287,8 +287,8 @@ constexpr tensor eager_attention(const layer_context& ctx, const qkv_tensors& qk
   if (scores_grad) ops.keep(v_saved, context);
   // The context matmul's backward hands back the probabilities' gradient and v's together; v's ops
   // were made before the scores', so v's gradient waits through the backward of every op from the
-  // scores product to the probabilities the context read.
-  if (grads.v && scores_grad) ops.hold_through_backward(qk, dropped, ops.at(v_saved).out);
+  // probabilities the context read down to the scores product.
+  if (grads.v && scores_grad) ops.gradient_waits(context, qk, ops.at(v_saved).out);
   return context;
 }
 

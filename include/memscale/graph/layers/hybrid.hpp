@@ -64,7 +64,13 @@ constexpr tensor falcon_h1_mixers(const layer_context& ctx, tensor normed) {
   tensor mixed = hybrid_mamba2_mixer(ctx, scaled_copy(ctx, normed));
   ops.at(mixed).transient = true;
   mixed = scaled_copy(ctx, mixed);
-  tensor attended = self_attention(ctx, scaled_copy(ctx, normed));
+  const tensor attention_in = scaled_copy(ctx, normed);
+  // Made after the Mamba branch read `normed`, so its backward runs first: normed's gradient waits
+  // in the norm's input buffer through the whole Mamba branch's backward; the Mamba branch's output
+  // gradient is the sum's, not this one.
+  ops.at(attention_in).grad_in = {};
+  ops.gradient_waits_for(attention_in, normed, ops.at(normed).out);
+  tensor attended = self_attention(ctx, attention_in);
   ops.at(attended).transient = true;
   attended = scaled_copy(ctx, attended);
   ops.reads(mixed, attended);

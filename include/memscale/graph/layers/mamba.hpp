@@ -199,11 +199,20 @@ constexpr tensor mamba1_mixer_torch(const layer_context& ctx, tensor in) {
           .frozen = ctx.adapters.enabled};
   const tensor hs_d = ops.emit(skip, td, hs.type);
   ops.keep(u, hs_d);
+  // Made after x_proj's and the scan's reads of hs, so its backward runs first: hs's gradient
+  // waits in silu's input buffer through theirs (deltaB_u's part joins it there); the scan's
+  // output gradient is the add's, not this one.
+  ops.at(hs_d).grad_in = {};
+  ops.gradient_waits_for(hs_d, hs, storage(hs.type, td));
   const tensor summed = ops.add(stacked, hs_d);
   // * silu(gate): silu keeps the gate (a view of in_proj's output); the mul keeps both factors.
   const tensor gate = ops.emit(op_kind::activation, td, xz.type);
   ops.keep(xz, gate);
   const tensor gated = ops.product(summed, gate, td, td, summed.type);
+  // The gate is a chunk of in_proj's output: silu's backward, made last so run first, hands its
+  // gradient to chunk's SplitBackward, which waits for the other half's through the scan's and
+  // conv1d's backward (slow_forward: `hidden_states, gate = projected_states.chunk(2, dim=1)`).
+  ops.gradient_waits_for(gate, xz, ops.at(gate).grad_in);
   const tensor out = ops.linear(gated, {.rows = s.tokens, .in_features = s.inner, .out_features = s.hidden,
                                         .bias = m.ssm_proj_bias}, base);
   ops.close_frame();  // slow_forward returns

@@ -77,6 +77,15 @@ constexpr mamba2_shape mamba2_shape_of(const layer_context& ctx) {
           .chunks = chunks};
 }
 
+// The gate is a slice of in_proj's output, and the gated norm (or silu) using it was made last, so
+// its backward runs first: the gate's gradient waits in split's SplitWithSizesBackward for xBC's,
+// which the first op on xBC (conv1d, or Falcon-H1's autocast copy) hands over
+// (modeling_mamba2.py@4711664e torch_forward: `_, _, gate, hidden_states_B_C, dt =
+// projected_states.split(...)`; Falcon-H1's torch_forward the same).
+constexpr void gate_waits(const layer_context& ctx, tensor made_by, tensor projection, dtype gate) {
+  ctx.ops.gradient_waits_for(made_by, projection, storage(gate, mamba2_shape_of(ctx).token_elements(ctx.model.ssm_inner)));
+}
+
 // A broadcast product's backward (MulBackward0, derivatives.yaml mul: grad * other, grad * self)
 // returns both input gradients at the product's full shape; the engine reduces each to its
 // input's shape only after the node returns (torch/csrc/autograd/engine.cpp validate_outputs:
@@ -158,6 +167,10 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
   ops.keep(hs, hs_dt);
   ops.keep(dt, hs_dt);
   ops.at(hs_dt).transient = true;
+  // Its backward hands hs's gradient to hs's node, which D_residual's product read first: the
+  // gradient waits there through D_residual's backward; what goes on down the chain is dt's.
+  ops.at(hs_dt).grad_in = storage(f, s.token_elements(s.heads));
+  ops.gradient_waits_for(hs_dt, hs, storage(f, td));
   const tensor hs_chunked = ops.elementwise(pd, f);
   // B and C: .float() copies of (b, L, G, N), repeated to every head (B.repeat(1, 1, h // G, 1)),
   // then padded into chunks: two (b, L_pad, h, N) fp32 tensors; while the second is padded the
@@ -183,7 +196,7 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
   g_op.fwd_temp = storage(f, g_intermediate);
   g_op.bwd_temp = storage(f, detail::checked_mul(g_intermediate, 2));  // broadcast_backward
   g_op.bwd_temp_pieces = 2;
-  g_op.grad_in = storage(f, detail::checked_mul(phn, 2));
+  g_op.grad_in = storage(f, phn);  // C's; B's is reduced once C's full-size gradient is gone
   const tensor g = ops.emit(g_op, pq, f);
   ops.keep(b_c, g);
   // M_intermediate = G[..., None] * L ((b, c, Q, Q, h, 1)); M = its sum over the last dim.
@@ -197,7 +210,7 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
   y_diag_op.fwd_temp = storage(f, product);
   y_diag_op.bwd_temp = storage(f, detail::checked_mul(product, 2));  // broadcast_backward
   y_diag_op.bwd_temp_pieces = 2;
-  y_diag_op.grad_in = storage(f, detail::checked_add(pq, pd));
+  y_diag_op.grad_in = storage(f, pq);  // M's; hs's is reduced once M's full-size gradient is gone
   const tensor y_diag = ops.emit(y_diag_op, pd, f);
   ops.keep(m_op, y_diag);
   ops.keep(hs_chunked, y_diag);
@@ -206,6 +219,10 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
   // B_decay = B * decay_states: (b, c, Q, h, N), kept by the states' product.
   const tensor b_decay = ops.elementwise(phn, f);
   ops.keep(b_c, b_decay);
+  // B's gradient waits for G_intermediate's (the chunked B feeds both, G's made first) and for
+  // the backward of everything made after the chunked B; what goes on down the chain is
+  // decay_states' (b, h, c, Q).
+  ops.at(b_decay).grad_in = storage(f, s.padded_elements(s.heads));
   // states = (B_decay[..., None, :] * hs[..., None]).sum(dim=2): a (b, c, Q, h, P, N) product,
   // summed to (b, c, h, P, N), then cat with the zero initial state: (b, c + 1, h, P, N).
   const std::uint64_t state_product = s.padded_elements(detail::checked_mul(s.inner, s.state));
@@ -213,10 +230,12 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
   states_op.fwd_temp = storage(f, detail::checked_add(state_product, s.chunk_states(s.chunks)));
   states_op.bwd_temp = storage(f, detail::checked_mul(state_product, 2));  // broadcast_backward
   states_op.bwd_temp_pieces = 2;
-  states_op.grad_in = storage(f, detail::checked_add(phn, pd));
+  states_op.grad_in = storage(f, phn);  // B_decay's; hs's waits for Y_diag's (below)
   const tensor states = ops.emit(states_op, s.chunk_states(s.chunks + 1), f);
   ops.keep(b_decay, states);
   ops.keep(hs_chunked, states);
+  ops.gradient_waits_for(b_decay, b_c, storage(f, phn));
+  ops.gradient_waits_for(states, hs_chunked, storage(f, pd));  // Y_diag's part joins it in the buffer
   // new_states = (decay_chunk[..., None, None] * states[:, :, None]).sum(dim=1): a
   // (b, c + 1, c + 1, h, P, N) product; decay_chunk (b, c + 1, c + 1, h) is exp's kept result.
   const std::uint64_t boundary_product = detail::checked_mul(s.chunk_states(s.chunks + 1), s.chunks + 1);
@@ -235,10 +254,11 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
   cts.fwd_temp = storage(f, state_product);
   cts.bwd_temp = storage(f, detail::checked_mul(state_product, 2));  // broadcast_backward
   cts.bwd_temp_pieces = 2;
-  cts.grad_in = storage(f, detail::checked_add(phn, s.chunk_states(s.chunks + 1)));
+  cts.grad_in = storage(f, s.chunk_states(s.chunks + 1));  // the states'; C's waits for G's (below)
   const tensor c_states = ops.emit(cts, pd, f);
   ops.keep(b_c, c_states);
   ops.keep(new_states, c_states);
+  ops.gradient_waits_for(c_states, b_c, storage(f, phn));  // G's part joins it in the buffer
   ops.hold_in_frame(storage(f, state_product));
   // Y_off = C_times_states.sum(-1) * exp(A_cumsum): a local.
   const tensor y_off = ops.elementwise(pd, f);
@@ -265,6 +285,7 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
     // projection), the mul keeps y and silu's output (modular_falcon_h1.py@3c0a5c70).
     const tensor gate = ops.emit(op_kind::activation, td, dt_type);
     ops.keep(zxbcdt, gate);
+    gate_waits(ctx, gate, zxbcdt, dt_type);
     tensor gated_y = ops.product(y, gate, td, td, f);
     if (e != f) gated_y = ops.elementwise(td, e);  // scan_output.to(dtype)
     const tensor out = ops.linear(gated_y, {.rows = s.tokens, .in_features = s.inner, .out_features = s.hidden,
@@ -281,6 +302,7 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
   gated.grad_in = storage(f, td);
   tensor normed = ops.emit(gated, td, f);
   ops.keep(y, normed);
+  gate_waits(ctx, normed, zxbcdt, dt_type);
   // out_proj(scan_output.to(dtype)): a 16-bit model's copy is what the matmul keeps.
   if (e != f) normed = ops.elementwise(td, e);
   const tensor out = ops.linear(normed, {.rows = s.tokens, .in_features = s.inner, .out_features = s.hidden,

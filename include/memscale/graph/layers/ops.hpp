@@ -111,13 +111,17 @@ class op_writer {
     if (untracked_depth_ == 0) at(y).bwd_temp = storage(b.type, b_elements);
     return y;
   }
-  // A gradient waiting in autograd's input buffer while the backward of ops [first, last] runs:
-  // the engine runs the ready node made last first (torch/csrc/autograd/engine.cpp @ v2.6.0,
-  // ReadyQueue's CompareNodeTaskTime: sequence_nr), so a gradient handed to a node made earlier
-  // waits for the later ones. `waiting` is counted on each of those ops' backward.
-  constexpr void hold_through_backward(tensor first, tensor last, bytes waiting) {
-    if (untracked_depth_ != 0) return;
-    for (std::size_t i = first.op_index; i <= last.op_index; ++i) builder_.at(i).bwd_temp += waiting;
+  // A gradient the backward of `made_by` hands to a node made earlier, where it waits until the
+  // backward of `used_by` ran (graph.hpp waiting_gradient): its own tensor in the backward, not a
+  // temporary of any op.
+  constexpr void gradient_waits(tensor made_by, tensor used_by, bytes size) {
+    if (untracked_depth_ == 0) builder_.wait(made_by.op_index, used_by.op_index, size);
+  }
+  // The same for a gradient of `node`'s output, which its input buffer holds until the backward of
+  // every op written after node's has run (all made later): it is taken, summed with the others,
+  // once the op right after node's ends.
+  constexpr void gradient_waits_for(tensor made_by, tensor node, bytes size) {
+    if (untracked_depth_ == 0) builder_.wait(made_by.op_index, node.op_index + 1, size);
   }
   // A tensor produced elsewhere (the encoder output inside the decoder): shape only.
   constexpr tensor alias(std::uint64_t elements, dtype type) {
