@@ -117,8 +117,7 @@ std::string_view unread_by_vision(const CLI::Option& opt) {
   if (name == "--framework" || name == "--loss" || name == "--loss-chunk" || name == "--loss-chunks" ||
       name == "--optimizer-in-backward")
     return "the vision estimate models torchvision's training step, not a language-model framework's";
-  if (name == "--alloc-conf" || name == "--context-memory" || name == "--stack")
-    return "the allocator replay and the software stack reach transformer training reports only";
+  if (name == "--stack") return "the vision report assumes the current releases (its software line says which)";
   return {};
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "error_capture.hpp"
+#include "memscale/allocator/options.hpp"
 #include "memscale/gpus.hpp"
 #include "memscale/json.hpp"
 #include "memscale/vision/estimate.hpp"
@@ -87,15 +88,22 @@ TEST_CASE("vision: checkpointing stages never raises the peak and keeps fewer te
   }
 }
 
+// The caching allocator's segment for allocations of 1 to 10 MiB (allocator/options.hpp large_buffer).
+constexpr bytes large_segment{allocator::large_buffer};
+
 TEST_CASE("vision planner: modes are ordered, and the plan is monotone in batch and image size",
           "[vision][planner][property]") {
   const gpu_spec gpu = *find_gpu("rtx3060-12gb");
   for (const auto& preset : vision::presets::all) {
     INFO(preset.name);
     const auto plan = vision::make_plan(preset, run_of(32, device_kind::cuda, precision::fp32, checkpointing::none), gpu);
-    // Checkpointing and the 8-bit optimizer never cost memory; mixed precision may (ViT).
-    CHECK(plan.modes[0].peak >= plan.modes[1].peak);
-    CHECK(plan.modes[2].peak >= plan.modes[3].peak);
+    // Checkpointing and the 8-bit optimizer never cost tensor memory; mixed precision may (ViT).
+    // The device figure is the allocator replay's: best fit packs other sizes into other
+    // segments, so it may move against the tensors by up to a segment of the large pool.
+    CHECK(plan.modes[0].tensor_peak >= plan.modes[1].tensor_peak);
+    CHECK(plan.modes[2].tensor_peak >= plan.modes[3].tensor_peak);
+    CHECK(plan.modes[0].peak + large_segment >= plan.modes[1].peak);
+    CHECK(plan.modes[2].peak + large_segment >= plan.modes[3].peak);
     // The largest batch never grows with the image; each mode's peak never shrinks with the batch.
     std::uint64_t previous_max = ~std::uint64_t{0};
     for (const std::uint64_t side : std::array<std::uint64_t, 4>{128, 224, 320, 448}) {
@@ -106,11 +114,15 @@ TEST_CASE("vision planner: modes are ordered, and the plan is monotone in batch 
       previous_max = p.max_micro_batch;
     }
     bytes previous{};
+    bytes previous_tensor{};
     for (const std::uint64_t batch : std::array<std::uint64_t, 4>{1, 4, 16, 64}) {
       const auto p = vision::make_plan(preset, run_of(batch, device_kind::cuda, precision::fp32, checkpointing::none), gpu);
+      INFO("batch " << batch);
       CHECK(p.chosen_plan().peak >= bytes{});
-      CHECK(p.modes[3].peak >= previous);
+      CHECK(p.modes[3].tensor_peak >= previous_tensor);
+      CHECK(p.modes[3].peak + large_segment >= previous);
       previous = p.modes[3].peak;
+      previous_tensor = p.modes[3].tensor_peak;
     }
   }
 }
