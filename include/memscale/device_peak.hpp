@@ -213,6 +213,40 @@ constexpr allocator::context_estimate context_of(const training_spec& run, const
                                     .blas_outside = blas_outside});
 }
 
+// Completes `d` from its tensor estimate and context: with `precondition` none, the figures of
+// `replay()` (a replay_outcome) when it runs; otherwise, or when it falls back, the rounding rule
+// with this context in place of estimate()'s flat one (in the peaks too, so that a plan reading
+// them compares the same figure). Not CUDA: the estimate's own figures and no context.
+template <class Replay>
+constexpr void complete(device_estimate& d, replay_fallback precondition, Replay replay) {
+  const peak_estimate& overall = d.tensors.first_step.device > d.tensors.steady.device ? d.tensors.first_step
+                                                                                         : d.tensors.steady;
+  d.tensor = overall.tensor;
+  d.fallback = precondition;
+  if (d.fallback == replay_fallback::not_cuda) {
+    d.reserved = overall.reserved;
+    d.device = overall.device;
+    d.context = {};
+    return;
+  }
+  if (d.fallback == replay_fallback::none) {
+    const replay_outcome r = replay();
+    d.fallback = r.fallback;
+    if (d.replayed()) {
+      d.replay_allocated = max(r.result.allocated_peak, r.result.first_step_allocated_peak);
+      d.reserved = r.result.reserved_peak;
+      d.device = d.reserved + d.context.total();
+      d.tensors.steady.reserved = d.tensors.first_step.reserved = d.reserved;
+      d.tensors.steady.device = d.tensors.first_step.device = d.device;
+      return;
+    }
+  }
+  d.reserved = overall.reserved;
+  d.device = d.reserved + d.context.total();
+  d.tensors.steady.device = d.tensors.steady.reserved + d.context.total();
+  d.tensors.first_step.device = d.tensors.first_step.reserved + d.context.total();
+}
+
 }  // namespace detail
 
 // The run's tensor, reserved and device peaks. `gpu` (may be null) sizes the context; the
@@ -223,37 +257,8 @@ constexpr device_estimate estimate_on_device(const model_spec& model, const trai
   const model_graph g = build(model, requested);
   const training_spec& run = g.run;
   d.tensors = estimate(g);
-  const peak_estimate& overall = d.tensors.first_step.device > d.tensors.steady.device ? d.tensors.first_step
-                                                                                         : d.tensors.steady;
-  d.tensor = overall.tensor;
   d.context = detail::context_of(run, gpu, o, d.context_from);
-  d.fallback = detail::replay_precondition(g);
-  if (d.fallback == replay_fallback::not_cuda) {
-    d.reserved = overall.reserved;
-    d.device = overall.device;
-    d.context = {};
-    return d;
-  }
-  if (d.fallback == replay_fallback::none) {
-    const detail::replay_outcome r = detail::replay_of(g.stack(), run, o, {}, false);
-    d.fallback = r.fallback;
-    if (d.fallback == replay_fallback::none) {
-      d.replay_allocated = r.result.allocated_peak > r.result.first_step_allocated_peak
-                               ? r.result.allocated_peak
-                               : r.result.first_step_allocated_peak;
-      d.reserved = r.result.reserved_peak;
-      d.device = d.reserved + d.context.total();
-      d.tensors.steady.reserved = d.tensors.first_step.reserved = d.reserved;
-      d.tensors.steady.device = d.tensors.first_step.device = d.device;
-      return d;
-    }
-  }
-  // The rounding rule of estimate(), with this context in place of its flat one (in the
-  // peaks too, so that a plan reading them compares the same figure).
-  d.reserved = overall.reserved;
-  d.device = d.reserved + d.context.total();
-  d.tensors.steady.device = d.tensors.steady.reserved + d.context.total();
-  d.tensors.first_step.device = d.tensors.first_step.reserved + d.context.total();
+  detail::complete(d, detail::replay_precondition(g), [&] { return detail::replay_of(g.stack(), run, o, {}, false); });
   return d;
 }
 

@@ -10,7 +10,6 @@
 #endif
 
 #include <cstdint>
-#include <fstream>
 #include <memory>
 #include <string>
 
@@ -20,6 +19,7 @@
 #include "memscale/vision/device.hpp"
 #include "memscale/vision/planner.hpp"
 #include "memscale/vision/presets.hpp"
+#include "test_inputs.hpp"
 
 namespace vision_device_test {
 namespace {
@@ -27,12 +27,7 @@ namespace {
 using namespace memscale;
 
 nlohmann::json h100_record(const std::string& id) {
-  std::ifstream in(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/gpu_measured_h100.json");
-  REQUIRE(in);
-  for (const nlohmann::json& r : nlohmann::json::parse(in))
-    if (r.at("id") == "h100-" + id) return r;
-  FAIL("no record " << id);
-  return {};
+  return memscale_test::data_record("gpu_measured_h100.json", "h100-" + id);
 }
 
 double error_of(std::uint64_t predicted, const nlohmann::json& r) {

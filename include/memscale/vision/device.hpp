@@ -61,33 +61,8 @@ constexpr device_estimate estimate_on_device(const vision_spec& model, const tra
   device_estimate d{};
   const layer_graph g = build_graph(model, run);
   d.tensors = estimate(g, run);
-  const peak_estimate& overall = d.tensors.first_step.device > d.tensors.steady.device ? d.tensors.first_step
-                                                                                         : d.tensors.steady;
-  d.tensor = overall.tensor;
-  d.fallback = detail::replay_precondition(run);
-  if (d.fallback == replay_fallback::not_cuda) {
-    d.reserved = overall.reserved;
-    d.device = overall.device;
-    return d;
-  }
   d.context = memscale::detail::context_of(run, gpu, o, d.context_from, true);
-  if (d.fallback == replay_fallback::none) {
-    const memscale::detail::replay_outcome r = detail::replay_of(g, run, o, {});
-    d.fallback = r.fallback;
-    if (d.replayed()) {
-      d.replay_allocated = max(r.result.allocated_peak, r.result.first_step_allocated_peak);
-      d.reserved = r.result.reserved_peak;
-      d.device = d.reserved + d.context.total();
-      d.tensors.steady.reserved = d.tensors.first_step.reserved = d.reserved;
-      d.tensors.steady.device = d.tensors.first_step.device = d.device;
-      return d;
-    }
-  }
-  // The rounding rule, with this context in place of estimate()'s flat one.
-  d.reserved = overall.reserved;
-  d.device = d.reserved + d.context.total();
-  d.tensors.steady.device = d.tensors.steady.reserved + d.context.total();
-  d.tensors.first_step.device = d.tensors.first_step.reserved + d.context.total();
+  memscale::detail::complete(d, detail::replay_precondition(run), [&] { return detail::replay_of(g, run, o, {}); });
   return d;
 }
 
