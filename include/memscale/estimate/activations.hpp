@@ -152,10 +152,13 @@ constexpr backward_profile section_backward_peak(const graph& g, section s, cons
     alive_outputs += o.out;
   }
   // Waiting gradients (graph.hpp waiting_gradient) alive from the backward of index k on (made as
-  // k + 1's ends), and those freed after the backward of index k.
+  // k + 1's ends), and those freed after the backward of index k. Skipped for a graph without any:
+  // the walk's steps count against the constant-evaluation limit of a static_assert'ed plan.
+  const bool any_waiting = g.waiting_count > 0;
   std::array<std::uint64_t, graph_capacity> waiting_from;
   std::array<std::uint64_t, graph_capacity> waiting_until;
-  for (std::size_t k = 0; k < n; ++k) waiting_from[k] = waiting_until[k] = 0;
+  if (any_waiting)
+    for (std::size_t k = 0; k < n; ++k) waiting_from[k] = waiting_until[k] = 0;
   for (std::size_t w = 0; w < g.waiting_count; ++w) {
     const waiting_gradient& wg = g.waiting[w];
     if (wg.used_by < s.begin || wg.made_by >= s.end) continue;
@@ -173,14 +176,14 @@ constexpr backward_profile section_backward_peak(const graph& g, section s, cons
     const bytes grad_out = o.grad_out.value != 0 ? o.grad_out : o.out;  // usually the output's size
     if (flat_views) view_grads += flat_view_gradient_bytes(o, run);
     const bytes created = flat_views ? view_grads : grads_persist ? own_grad : grads_after + own_grad;
-    waiting += bytes{waiting_from[k]};
+    if (any_waiting) waiting += bytes{waiting_from[k]};
     const bytes live = alive_outputs + alive_extra + grad_out + o.grad_in + o.bwd_temp + waiting + carried_grad + created;
     if (live > result.peak) result = {live, created};
     grads_after += own_grad;
     // Moving to op k - 1: what op k released and its own extra tensors are gone.
     alive_outputs -= bytes{out_released_at[k]};
     alive_extra -= o.extra_saved;
-    waiting -= bytes{waiting_until[k]};
+    if (any_waiting) waiting -= bytes{waiting_until[k]};
   }
   if (flat_views) {
     // The split's backward: the waiting gradients beside their concatenation.

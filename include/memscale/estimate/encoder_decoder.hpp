@@ -224,7 +224,7 @@ constexpr estimate_result estimate(const encoder_decoder_graph& g, const trainin
                                       .gradients = r.gradient_bytes,
                                       .optimizer_state = r.optimizer_bytes,
                                       .trainable = r.trainable_parameter_count,
-                                      .checkpointed_inputs = checkpointed_block_inputs(g, run)},
+                                      .checkpointed_inputs = offloads_block_inputs(run) ? checkpointed_block_inputs(g, run) : bytes{}},
                                      run);
   return r;
 }

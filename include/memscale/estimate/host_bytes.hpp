@@ -12,6 +12,11 @@ namespace memscale {
 
 // One micro-batch's checkpointed block inputs, every layer: what offloading the checkpointed
 // activations moves to the host.
+// Whether the run offloads its checkpointed block inputs to the host (then they are host bytes).
+constexpr bool offloads_block_inputs(const training_spec& run) {
+  return run.offload_activations && run.ckpt == checkpointing::full;
+}
+
 constexpr bytes checkpointed_block_inputs(const graph& g, const training_spec& run) {
   return section_saved_bytes(g, block_of(g), run, true) * g.block_repeats;
 }
@@ -57,7 +62,7 @@ constexpr bytes host_resident_bytes(const offloadable_bytes& b, const training_s
                                        run.fp32_master);
     if (run.offload_parameters) host += run.shard == sharding::full ? ceil_div(b.parameters, dp) : b.parameters;
   }
-  if (run.offload_activations && run.ckpt == checkpointing::full) host += b.checkpointed_inputs;
+  if (offloads_block_inputs(run)) host += b.checkpointed_inputs;
   return host;
 }
 

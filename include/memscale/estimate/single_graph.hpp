@@ -585,7 +585,7 @@ constexpr estimate_result estimate_from_totals(const graph& g, const training_sp
                                       .gradients = r.gradient_bytes,
                                       .optimizer_state = r.optimizer_bytes,
                                       .trainable = r.trainable_parameter_count,
-                                      .checkpointed_inputs = checkpointed_block_inputs(g, run)},
+                                      .checkpointed_inputs = offloads_block_inputs(run) ? checkpointed_block_inputs(g, run) : bytes{}},
                                      run);
   return r;
 }
