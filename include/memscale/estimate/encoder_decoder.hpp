@@ -220,12 +220,7 @@ constexpr estimate_result estimate(const encoder_decoder_graph& g, const trainin
   r.saved_activation_bytes = detail::figures_of(g.encoder, run).saved() + detail::figures_of(g.decoder, run).saved();
   r.steady = detail::encoder_decoder_peak(g, run, true);
   r.first_step = detail::encoder_decoder_peak(g, run, false);
-  r.host_bytes = host_resident_bytes({.parameters = r.parameter_bytes,
-                                      .gradients = r.gradient_bytes,
-                                      .optimizer_state = r.optimizer_bytes,
-                                      .trainable = r.trainable_parameter_count,
-                                      .checkpointed_inputs = offloads_block_inputs(run) ? checkpointed_block_inputs(g, run) : bytes{}},
-                                     run);
+  r.host_bytes = detail::host_bytes_of(r, g, run);
   return r;
 }
 

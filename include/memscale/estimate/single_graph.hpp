@@ -569,6 +569,18 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
 
 // The estimate of `g` from its totals `t` (which a caller may have replaced, as the generic
 // checkpoint's exact parameter bytes do).
+// The host bytes of the estimate `r` of graph `g` (a graph or an encoder-decoder's two): its
+// checkpointed block inputs are walked only when the run offloads them.
+template <class Graph>
+constexpr bytes host_bytes_of(const estimate_result& r, const Graph& g, const training_spec& run) {
+  return host_resident_bytes({.parameters = r.parameter_bytes,
+                              .gradients = r.gradient_bytes,
+                              .optimizer_state = r.optimizer_bytes,
+                              .trainable = r.trainable_parameter_count,
+                              .checkpointed_inputs = offloads_block_inputs(run) ? checkpointed_block_inputs(g, run) : bytes{}},
+                             run);
+}
+
 constexpr estimate_result estimate_from_totals(const graph& g, const training_spec& run, const graph_totals& t) {
   estimate_result r{};
   r.parameter_count = t.parameters;
@@ -581,12 +593,7 @@ constexpr estimate_result estimate_from_totals(const graph& g, const training_sp
   r.saved_activation_bytes = peaks.saved_activations;
   r.steady = peaks.steady;
   r.first_step = peaks.first_step;
-  r.host_bytes = host_resident_bytes({.parameters = r.parameter_bytes,
-                                      .gradients = r.gradient_bytes,
-                                      .optimizer_state = r.optimizer_bytes,
-                                      .trainable = r.trainable_parameter_count,
-                                      .checkpointed_inputs = offloads_block_inputs(run) ? checkpointed_block_inputs(g, run) : bytes{}},
-                                     run);
+  r.host_bytes = host_bytes_of(r, g, run);
   return r;
 }
 
