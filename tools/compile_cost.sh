@@ -5,6 +5,7 @@
 #
 #   tools/compile_cost.sh          # the README's example (BERT-base 16x128 fits an RTX 3090 as it is)
 #   CASES="readme mode" tools/compile_cost.sh 7   # also GPT-2 XL 1x512, which needs a mode
+#   CASES=replay tools/compile_cost.sh             # a two-layer model, whose allocator replay runs in the assertion
 #
 # Environment: CXXS (compilers, default "g++ clang++"), COMPILE_COST_FLAGS (default "-std=c++20 -O0 -c"),
 # MEMSCALE_INCLUDE (default: this checkout's include/, e.g. another commit's tree to compare).
@@ -40,6 +41,19 @@ static_assert(memscale::fits(memscale::presets::gpt2_xl, run, rtx3090));  // fit
 int main() {}
 EOF
 
+cat >"$tmp/replay.cpp" <<'EOF'
+#include <memscale/memscale.hpp>
+// Two layers: few enough ops that the caching-allocator replay runs in constant evaluation
+// (memscale/device_peak.hpp constant_replay_ops); a deeper model takes the rounding rule there.
+inline constexpr memscale::model_spec tiny = memscale::presets::llama_base("tiny", 2, 256, 4, 2, 688, 1000);
+inline constexpr memscale::training_spec run{.micro_batch = 2, .seq_len = 64, .prec = memscale::precision::amp_bf16};
+inline constexpr memscale::gpu_spec h100 = *memscale::find_gpu("h100-80gb");
+#ifdef WITH_ASSERT
+static_assert(memscale::fits(tiny, run, h100));
+#endif
+int main() {}
+EOF
+
 # Seconds one compile takes (wall clock).
 seconds() {
   local start end
@@ -55,7 +69,7 @@ printf '%-9s %-7s %10s %10s %10s   (median of %d runs, s)\n' compiler case witho
 for cxx in "${compilers[@]}"; do
   command -v "$cxx" >/dev/null || { echo "$cxx: not found, skipped" >&2; continue; }
   for c in "${cases[@]}"; do
-    [[ -f "$tmp/$c.cpp" ]] || { echo "unknown case $c (readme, mode)" >&2; exit 2; }
+    [[ -f "$tmp/$c.cpp" ]] || { echo "unknown case $c (readme, mode, replay)" >&2; exit 2; }
     # Both variants must compile before anything is timed.
     "$cxx" "${flags[@]}" -I"$include" "$tmp/$c.cpp" -o "$tmp/check.o"
     "$cxx" "${flags[@]}" -I"$include" -DWITH_ASSERT "$tmp/$c.cpp" -o "$tmp/check.o"

@@ -12,8 +12,8 @@
 namespace memscale {
 
 struct encoder_decoder_graph {
-  graph encoder{};
-  graph decoder{};
+  graph encoder;  // default-initialised: value-initialising would zero every op slot (graph.hpp op_slots)
+  graph decoder;
   // The encoder's output (its last op's output): alive through the decoder's forward,
   // and saved for the decoder's backward by every cross-attention k and v projection
   // unless autocast gives each of them its own 16-bit copy.
