@@ -35,7 +35,7 @@ static_assert(pinned_block(bytes{1024}).value == 1024);
 struct pinned_shards {
   bytes parameters{};
   bytes gradients{};
-  bytes largest_unit_gradients{};  // the largest FSDP unit's (a block, or the root's other layers)
+  bytes largest_unit_gradients{};  // the largest FSDP unit's: a layer's or the root's
 };
 
 namespace detail {
@@ -110,11 +110,10 @@ constexpr bytes host_optimizer_partition(bytes state, std::uint64_t trainable, s
 // What a run's estimate holds, whole (before any sharding), that an offload may move.
 struct offloadable_bytes {
   bytes parameters{};
-  bytes gradients{};
   bytes optimizer_state{};
   std::uint64_t trainable = 0;   // trainable elements
   bytes checkpointed_inputs{};  // offloaded_block_inputs_on_host (when the run offloads them)
-  pinned_shards fsdp2_shards{};  // pinned_fsdp2_shards (when FSDP2 offloads to the host)
+  pinned_shards fsdp2_shards{};  // one rank's pinned_fsdp2_shards (when FSDP2 offloads to the host)
 };
 
 // Host bytes one rank holds at the end of backward (gradients there, before the step):

@@ -574,7 +574,6 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
 template <class Graph>
 constexpr bytes host_bytes_of(const estimate_result& r, const Graph& g, const training_spec& run) {
   return host_resident_bytes({.parameters = r.parameter_bytes,
-                              .gradients = r.gradient_bytes,
                               .optimizer_state = r.optimizer_bytes,
                               .trainable = r.trainable_parameter_count,
                               .checkpointed_inputs = offloads_block_inputs(run) ? offloaded_block_inputs_on_host(g, run) : bytes{},
