@@ -209,6 +209,19 @@ constexpr bytes checkpointed_block_inputs(const encoder_decoder_graph& g, const 
   return checkpointed_block_inputs(g.encoder, run) + checkpointed_block_inputs(g.decoder, run);
 }
 
+constexpr bytes offloaded_block_inputs_on_host(const encoder_decoder_graph& g, const training_spec& run) {
+  return offloaded_block_inputs_on_host(g.encoder, run) + offloaded_block_inputs_on_host(g.decoder, run);
+}
+
+constexpr pinned_shards pinned_fsdp2_shards(const encoder_decoder_graph& g, const training_spec& run) {
+  const pinned_shards e = pinned_fsdp2_shards(g.encoder, run);
+  const pinned_shards d = pinned_fsdp2_shards(g.decoder, run);
+  return {.parameters = e.parameters + d.parameters,
+          .gradients = e.gradients + d.gradients,
+          .largest_unit_gradients = e.largest_unit_gradients > d.largest_unit_gradients ? e.largest_unit_gradients
+                                                                                        : d.largest_unit_gradients};
+}
+
 constexpr estimate_result estimate(const encoder_decoder_graph& g, const training_spec& run) {
   estimate_result r{};
   r.parameter_count = parameter_count(g);

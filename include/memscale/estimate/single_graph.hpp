@@ -570,14 +570,15 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
 // The estimate of `g` from its totals `t` (which a caller may have replaced, as the generic
 // checkpoint's exact parameter bytes do).
 // The host bytes of the estimate `r` of graph `g` (a graph or an encoder-decoder's two): its
-// checkpointed block inputs are walked only when the run offloads them.
+// checkpointed block inputs and pinned FSDP2 shards are walked only when the run offloads them.
 template <class Graph>
 constexpr bytes host_bytes_of(const estimate_result& r, const Graph& g, const training_spec& run) {
   return host_resident_bytes({.parameters = r.parameter_bytes,
-                              .gradients = r.gradient_bytes,
                               .optimizer_state = r.optimizer_bytes,
                               .trainable = r.trainable_parameter_count,
-                              .checkpointed_inputs = offloads_block_inputs(run) ? checkpointed_block_inputs(g, run) : bytes{}},
+                              .checkpointed_inputs = offloads_block_inputs(run) ? offloaded_block_inputs_on_host(g, run) : bytes{},
+                              .fsdp2_shards = runs_fsdp2(run) && run.offload_parameters ? pinned_fsdp2_shards(g, run)
+                                                                                        : pinned_shards{}},
                              run);
 }
 

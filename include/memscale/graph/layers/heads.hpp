@@ -130,6 +130,35 @@ constexpr op head_op(const layer_context& ctx, const lm_head_spec& spec, const b
           .unquantized_base = ctx.adapters.base.four_bit && !weight.four_bit && !spec.tied};
 }
 
+// The backward of torchtune's output projection, run once per chunk (TransformerDecoder.
+// chunked_output, modules/transformer.py lines 482-500 @ v0.6.1), beyond one chunk's logits
+// gradient (the op's grad_out) and the weight's gradient:
+// - every chunk's loss and cast were made after every chunk's projection, so the engine (which runs
+//   the newest node first) has made all chunks' 16-bit logits gradients before the first
+//   projection's backward; each is freed as its chunk's backward ends;
+// - each chunk's input gradient waits for chunk()'s backward, which concatenates them at the end;
+// - a trained weight gets one V x h gradient per chunk, which the engine sums into the one
+//   already waiting out of place (InputBuffer::add, torch/csrc/autograd/input_buffer.cpp
+//   accumulate: `old_var + var` for dense tensors): from the second chunk on, the new gradient
+//   and the sum beside the waiting one.
+// The k-th chunk's moment grows or shrinks with k from the second on, so the largest is the
+// first's, the second's or the last's. Traced on torch 1.13 (tools/trace/torchtune_cases.py, wide
+// geometry): the backward peak sits in the second chunk's sum.
+constexpr bytes chunked_head_backward_extra(const layer_context& ctx, const lm_head_spec& spec, bool trained) {
+  const dtype matmul = ctx.ops.precision().matmul;
+  const std::uint64_t chunks = detail::ceil_div(spec.rows, spec.chunk_rows);
+  const bytes logits_grad = storage(matmul, detail::checked_mul(spec.chunk_rows, ctx.model.vocab));
+  const bytes input_grad = storage(matmul, detail::checked_mul(spec.chunk_rows, ctx.model.hidden));
+  const bytes sums = trained ? storage(matmul, detail::checked_mul(ctx.model.vocab, ctx.model.hidden, 2)) : bytes{};
+  const auto at_chunk = [&](std::uint64_t k) {
+    return logits_grad * (chunks - k) + input_grad * k + (k > 1 ? sums : bytes{});
+  };
+  bytes most = at_chunk(1);
+  for (const std::uint64_t k : {std::uint64_t{2}, chunks})
+    if (at_chunk(k) > most) most = at_chunk(k);
+  return most - logits_grad;
+}
+
 // Rows of one chunk of Liger's fused linear cross-entropy: next_power_of_2(ceil(BT / ceil(V / h))),
 // so a chunk's logits hold about as many elements as the hidden states (ops/fused_linear_cross_entropy.py
 // lines 43-45, v0.5.10 @ 44a8f2fb); the last slice stops at BT.
@@ -235,6 +264,7 @@ constexpr void lm_loss(const layer_context& ctx, tensor x, const lm_head_spec& s
     ops.at(logp).grad_out = loss_chunk;
     ops.at(logp).grad_in = loss_chunk;
     ops.at(logits).grad_out = storage(p.matmul, detail::checked_mul(spec.chunk_rows, vocab));
+    if (spec.chunk_rows < rows) ops.at(logits).bwd_temp += chunked_head_backward_extra(ctx, spec, !weight.frozen);
     return;
   }
   // The loss reads the logits in the loop's dtype: a cast copy (fp32 under Fabric's bf16-true)
