@@ -218,10 +218,11 @@ std::string device_figures_text(const device_figures& d, const memscale::gpu_spe
   out += fmt::format("  verdict with the band {:+.1f}% .. {:+.1f}% ({}{}): {}", v->band.low * 100.0, v->band.high * 100.0,
                      memscale::to_string(v->band.of), v->band.measured ? "" : ", no measurement: policy",
                      memscale::to_string(v->v));
-  if (v->v == memscale::verdict::borderline && d.device <= f.budget)
-    out += fmt::format(" (likely fits: estimate {}, could reach {:.2f}; watch max_memory_reserved in the first steps, "
+  if (v->v == memscale::verdict::borderline && v->at_budget <= f.budget && f.fits)
+    out += fmt::format(" (likely fits: estimate {}{}, could reach {:.2f}; watch max_memory_reserved in the first steps, "
                        "expandable_segments:True, {})",
-                       size_text(d.device), in_size_unit(v->range.high), smaller_run);
+                       size_text(v->at_budget), f.basis == memscale::fit_basis::capped_replay ? " with the cache released" : "",
+                       in_size_unit(v->range.high), smaller_run);
   out += "\n";
   return out;
 }

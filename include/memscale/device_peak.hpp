@@ -421,16 +421,30 @@ struct device_verdict {
   error_band band{};
   peak_range range{};
   device_fit point{};
+  bytes at_budget{};  // the device figure the band is applied to (the capped replay's when the cache is released)
 };
 
 namespace detail {
 
-// "fits" needs the band's upper end within the budget and the point verdict; "does not fit" the
-// band's lower end over it or the context alone; borderline otherwise.
+// The device figure the band is applied to at `budget`. When the unconstrained reserved peak
+// outgrows what the budget leaves the allocator, a card of that size never holds it: cudaMalloc
+// fails, the cache is released and the request retried (CUDACachingAllocator.cpp
+// release_cached_blocks), so the run holds what the capped replay reserved, plus the context.
+constexpr bytes device_at_budget(bytes device, const device_fit& point) {
+  if (point.basis != fit_basis::capped_replay) return device;
+  const bytes capped = point.capped.reserved_peak + (point.budget - point.capacity);
+  return capped < device ? capped : device;
+}
+
+// "fits" needs the band's upper end within the budget and the point verdict, without the cache
+// released on the way (a run that lives by releasing it is at the edge of the card); "does not
+// fit" the band's lower end over it or the context alone; borderline otherwise.
 constexpr device_verdict verdict_with(const error_band& band, bytes device, const device_fit& point, bytes budget) {
-  device_verdict out{.band = band, .range = range_of(device, band), .point = point};
+  const bytes at_budget = device_at_budget(device, point);
+  device_verdict out{.band = band, .range = range_of(at_budget, band), .point = point, .at_budget = at_budget};
   const bool certain_no = out.range.low > budget || out.point.basis == fit_basis::context_over;
-  if (out.range.high <= budget && out.point.fits)
+  const bool releases_cache = out.point.basis == fit_basis::capped_replay;
+  if (out.range.high <= budget && out.point.fits && !releases_cache)
     out.v = verdict::fits;
   else
     out.v = certain_no ? verdict::does_not_fit : verdict::borderline;

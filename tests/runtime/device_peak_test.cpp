@@ -116,6 +116,13 @@ TEST_CASE("device fit: the verdict by tensors, reserved and the capped replay", 
   if (!between.fits) CHECK(between.fragmentation);
   // The same through the GPU overload.
   CHECK(fit_on_device(presets::gpt2_medium, run, h100(), middle).fits == between.fits);
+  // With the band: a run that reaches the budget only by releasing the cache is never "fits", and
+  // the band is applied to what it reserves there, not to the unconstrained peak.
+  const device_verdict v = verdict_on_device(presets::gpt2_medium, run, d, middle);
+  CHECK(v.v != verdict::fits);
+  CHECK(v.at_budget <= d.device);
+  if (between.fits) CHECK(v.at_budget == between.capped.reserved_peak + ctx);
+  CHECK(verdict_on_device(presets::gpt2_medium, run, d, d.device).at_budget == d.device);
 }
 
 TEST_CASE("software stack: run documents and --stack read it, name bad fields, write it back", "[json][software]") {

@@ -173,4 +173,32 @@ TEST_CASE("inference device: the plan's verdict needs the band's upper end withi
   CHECK(p.verdict.v == verdict::fits);
 }
 
+TEST_CASE("inference device: a run that lives by releasing the cache is borderline at that budget, not refused",
+          "[inference][device]") {
+  // transformers 4.32's tuple cache grows by torch.cat while the previous tuple is referenced: an
+  // unconstrained allocator reserves far more than the tensors, but a card releases its cache when
+  // cudaMalloc fails and retries, so the run holds what the capped replay reserves there.
+  const gpu_spec gpu = *find_gpu("a100-80gb");
+  inference_spec run{.batch = opaque(16), .context = 512, .new_tokens = 256, .compute = dtype::fp16, .kv = dtype::fp16};
+  run.transformers_version = 432;
+  run.blas_workspace = gpu.cublas_workspace;
+  const inference_device_estimate d = estimate_inference_on_device(presets::llama_2_13b, run, &gpu);
+  const bytes budget = budget_of(gpu, plan_options{});
+  REQUIRE(d.replayed());
+  REQUIRE(d.device > budget);
+  REQUIRE(d.replay_allocated + d.context.total() < budget);
+  const device_verdict v = inference_verdict_on_device(presets::llama_2_13b, run, d, budget);
+  CHECK(v.point.basis == fit_basis::capped_replay);
+  CHECK(v.v != verdict::fits);
+  if (v.point.fits) {
+    CHECK(v.point.capped.alloc_retries > 0);
+    CHECK(v.at_budget <= budget);
+    CHECK(v.at_budget < d.device);
+    CHECK(v.v == verdict::borderline);
+  }
+  // Where the unconstrained peak fits, the figure is the unconstrained one.
+  const device_verdict roomy = inference_verdict_on_device(presets::llama_2_13b, run, d, d.device * std::uint64_t{2});
+  CHECK(roomy.at_budget == d.device);
+}
+
 }  // namespace inference_device_test

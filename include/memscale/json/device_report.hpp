@@ -41,7 +41,9 @@ inline nlohmann::json device_fit_json(const device_fit& f) {
 }
 
 // {"replayed", "fallback", "reason", "alloc_conf", "tensor", "reserved", "device",
-//  "replay_allocated", "context": {...}, "fit": {...}, "verdict", "band", "range" (with a budget)}.
+//  "replay_allocated", "context": {...}, "fit": {...}, "verdict", "band", "range", "at_budget"
+//  (with a budget; at_budget: the device figure the band is applied to, the capped replay's when
+//  the allocator releases its cache)}.
 template <class DeviceEstimate>
 nlohmann::json allocator_json(const DeviceEstimate& d, const std::string& alloc_conf, const device_verdict* verdict) {
   nlohmann::json j{{"replayed", d.replayed()},
@@ -62,6 +64,7 @@ nlohmann::json allocator_json(const DeviceEstimate& d, const std::string& alloc_
                {"measured", verdict->band.measured},
                {"source", std::string(verdict->band.source)}};
   j["range"] = {{"low", verdict->range.low.value}, {"high", verdict->range.high.value}};
+  j["at_budget"] = verdict->at_budget.value;
   return j;
 }
 
