@@ -285,7 +285,14 @@ def main():
         with tempfile.TemporaryDirectory(prefix="memscale-web-test-") as workdir:
             for label, controls in RUNS:
                 browser.evaluate(f"({SET_CONTROLS})({json.dumps(list(controls.items()))})")
-                n = check_run(failures, label, browser.evaluate(READ_PAGE), args.memscale_plan, workdir)
+                page = browser.evaluate(READ_PAGE)
+                # A version typed into the software stack is the run document's, training or generate().
+                for name in ("transformers", "torch"):
+                    typed = controls.get("sw-" + name, "")
+                    if typed:
+                        written = json.loads(page["run"]).get("software", {}).get(name)
+                        failures.check(written == typed, f"{label}: software.{name} is {written!r} in run.json, typed {typed!r}")
+                n = check_run(failures, label, page, args.memscale_plan, workdir)
                 print(f"ok    {label}: {n} figures equal memscale-plan's" if n else f"FAIL  {label}")
 
             # An invalid run: the page shows memscale-plan's error line (without its prefix).
