@@ -86,6 +86,8 @@ function inferenceDocument() {
   else if ($('kv-dtype').value !== '') infer.kv_dtype = $('kv-dtype').value;
   const doc = {model: modelDescription(), infer: infer};
   if (gptFast) doc.framework = 'gpt-fast';
+  const software = softwareStack();
+  if (software) doc.software = software;
   addGpu(doc);
   return doc;
 }
@@ -429,7 +431,7 @@ function renderInferenceSoftware(r) {
              `${textFig('inference.software.transformers', sw.transformers)}, CUDA modules loaded ` +
              `${sw.cuda_lazy_loading ? 'lazily' : 'eagerly'}` +
              (sw.tuple_cache ? '; the model returns tuple caches: generate() holds the previous step\'s while the next is built' : '') +
-             ' <small>(<code>--stack</code> or the run\'s <code>software</code> changes it)</small></p>';
+             ' <small>(the software stack above, <code>--stack</code> or the run\'s <code>software</code> changes it)</small></p>';
   return html + allocatorText(r.allocator);
 }
 

@@ -105,8 +105,13 @@ RUNS = [
     # generate(): the page's run.json is an "infer" document, its plan.json memscale-plan --inference's report.
     ("generate(): mistral-7b, nf4 weights, an int2 quantized cache, on an A100 40GB",
      GENERATE_RUN),
+    # The software stack applies to generate() too: transformers 4.32's tuple cache.
+    ("generate(): llama-2-13b in fp16 under transformers 4.32 (tuple caches), batch 16, on an A100 80GB",
+     {"task": "generate", "gen-loop": "hf", "model": "llama-2-13b", "weights": "fp16", "kv-cache": "dynamic", "kv-dtype": "",
+      "gen-attention": "sdpa", "sw-transformers": "4.32", "batch": 16, "context": 512, "new-tokens": 256,
+      "gpu": "a100-80gb", "headroom": 0.15}),
     ("generate(): llama-2-7b under gpt-fast's generate.py, int4 weights in groups of 64, on an RTX 4090",
-     {"task": "generate", "model": "llama-2-7b", "gen-loop": "gpt-fast", "weights": "gptfast-int4", "group-size": 64,
+     {"task": "generate", "model": "llama-2-7b", "gen-loop": "gpt-fast", "sw-transformers": "", "weights": "gptfast-int4", "group-size": 64,
       "kv-dtype": "", "gen-attention": "sdpa", "batch": 2, "context": 1024, "new-tokens": 128, "gpu": "rtx4090",
       "headroom": 0.15}),
 ]
@@ -280,7 +285,14 @@ def main():
         with tempfile.TemporaryDirectory(prefix="memscale-web-test-") as workdir:
             for label, controls in RUNS:
                 browser.evaluate(f"({SET_CONTROLS})({json.dumps(list(controls.items()))})")
-                n = check_run(failures, label, browser.evaluate(READ_PAGE), args.memscale_plan, workdir)
+                page = browser.evaluate(READ_PAGE)
+                # A version typed into the software stack is the run document's, training or generate().
+                for name in ("transformers", "torch"):
+                    typed = controls.get("sw-" + name, "")
+                    if typed:
+                        written = json.loads(page["run"]).get("software", {}).get(name)
+                        failures.check(written == typed, f"{label}: software.{name} is {written!r} in run.json, typed {typed!r}")
+                n = check_run(failures, label, page, args.memscale_plan, workdir)
                 print(f"ok    {label}: {n} figures equal memscale-plan's" if n else f"FAIL  {label}")
 
             # An invalid run: the page shows memscale-plan's error line (without its prefix).

@@ -65,10 +65,15 @@ TEST_CASE("framework errors name the input, the value and what is modelled", "[f
   };
   CHECK(contains(option("torchtitan@0.2.0"), "torchtitan is read at 0.1.0"));
   CHECK(contains(option("gpt-fast"), "training is not modelled"));
+  // DeepSpeed's own 16-bit engine is modelled, through the options that describe it.
+  CHECK(contains(option("deepspeed"), "--strategy zero0|zero1|zero2|zero3"));
+  CHECK(contains(option("deepspeed"), "--ds-precision fp16|bf16"));
+  CHECK(contains(option("trl"), "give --framework hf"));
   CHECK(contains(option("torchtun"), "did you mean torchtune?"));
   CHECK(contains(option("torchtune@0.5.0"), "read at 0.6.1 (its 0.6 releases) (got \"0.5.0\")"));
   CHECK(contains(option("torchtune@x"), "must be a version"));
   CHECK(contains(option("litgpt@1.0"), "one commit of its scripts"));
+  CHECK(contains(option("litgpt@0.4.9"), "RMSNorm in fp32"));
   CHECK(contains(option("hf@"), "must be NAME or NAME@VERSION"));
   const auto document = [&](const json& f) { return error_message([&] { json_io::read_framework(f, run); }); };
   CHECK(contains(document(json{{"name", "torchtune"}, {"release", "0.6"}}), "framework.release is not a field"));

@@ -151,6 +151,12 @@ TEST_CASE("an unknown module, or a field that is not modelled, is an error namin
   CHECK(refused("dropout", false).empty());
   CHECK(refused("steps", 20).empty());  // no memory effect
   CHECK(refused("trainable_dtype", "bf16").empty());  // the precision's own dtype: modelled
+  json autocast = peft_llama_record("q_proj,v_proj", 8);
+  autocast["train"]["precision"] = "amp_bf16";
+  autocast["train"]["trainable_dtype"] = "bf16";
+  const std::string under_autocast = json_io::estimate_record(autocast).value("error", std::string());
+  CHECK(contains(under_autocast, "train.trainable_dtype"));
+  CHECK(contains(under_autocast, "autocast_adapter_dtype=False"));
   CHECK(refused("quant", "bnb.nf4").empty());
 }
 

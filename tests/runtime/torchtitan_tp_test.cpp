@@ -98,6 +98,10 @@ TEST_CASE("torchtitan's TP refuses what it does not model, naming the field") {
   json no_loss_parallel = base;
   no_loss_parallel["framework"]["toml"]["parallelism.disable_loss_parallel"] = true;
   CHECK_THAT(refusal(no_loss_parallel), Catch::Matchers::Contains("disable_loss_parallel"));
+  json async_tp = base;
+  async_tp["framework"]["toml"]["parallelism.enable_async_tensor_parallel"] = true;
+  CHECK_THAT(refusal(async_tp), Catch::Matchers::Contains("framework.toml.parallelism.enable_async_tensor_parallel") &&
+                                    Catch::Matchers::Contains("async TP needs torch.compile"));
   json odd = base;
   odd["train"]["tp"] = 3;
   CHECK_THAT(refusal(odd), Catch::Matchers::Contains("run.seq_len") || Catch::Matchers::Contains("model.heads"));

@@ -126,8 +126,9 @@ inline std::string_view unmodelled_framework(std::string_view name) {
     return "gpt-fast's training is not modelled (its generate() is: --inference --framework gpt-fast, its static KV "
            "cache and torchao's int8 KV)";
   if (name == "deepspeed")
-    return "DeepSpeed's own fp16/bf16 engine is not modelled as a framework (a 16-bit model with fp32 master "
-           "weights in the optimizer); for ZeRO sharding give --gpus and --engine";
+    return "DeepSpeed is an engine over Hugging Face's model, not a framework here: give --framework hf with --gpus N "
+           "--strategy zero0|zero1|zero2|zero3, and --ds-precision fp16|bf16 for its own 16-bit engine (a 16-bit "
+           "model with the fp32 master in its optimizer wrapper)";
   if (name == "trl" || name == "peft")
     return "TRL and PEFT run on Hugging Face transformers: give --framework hf (PEFT's adapters are --lora/--qlora)";
   return {};

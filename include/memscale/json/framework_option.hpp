@@ -57,8 +57,11 @@ inline void set_framework(training_spec& run, const std::string& name, const std
         set_software_version(next, "transformers", version, version_field);
         break;
       case framework_kind::litgpt:
+        // litgpt 0.4.x's RMSNorm upcasts to fp32 (litgpt/model.py line 485 @ v0.4.9); main shards with
+        // FSDP2 under ModelParallelStrategy (litgpt/finetune/lora.py lines 522-545 @ main).
         bad_field(error_code::unsupported, version_field, version,
-                  "is not read: lit-gpt is modelled from one commit of its scripts (Lightning-AI/lit-gpt @ b96a5708)");
+                  "is not read: lit-gpt is modelled from one commit of its scripts (Lightning-AI/lit-gpt @ b96a5708); "
+                  "litgpt 0.4's RMSNorm in fp32 and today's FSDP2 (ModelParallelStrategy) are not modelled");
       case framework_kind::torchtune: {
         const detail::version_parts v = detail::parse_version(version, version_field);
         next.framework_version = v.major * 10000 + v.minor * 100 + v.patch;

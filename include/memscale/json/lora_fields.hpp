@@ -141,6 +141,13 @@ inline void read_adapters(const json& t, training_spec& run) {
     run.adapters = adapter_dtype::as_base;
   } else if (trainable_dtype == "fp32" && is_lora(run)) {
     run.adapters = adapter_dtype::fp32;
+  } else if (is_lora(run) && (run.prec == precision::amp_bf16 || run.prec == precision::amp_fp16) &&
+             (trainable_dtype == "bf16" || trainable_dtype == "fp16")) {
+    // PEFT's autocast_adapter_dtype=False or TRL's bf16 cast (docs/research/frameworks.md, TRL / PEFT knobs).
+    bad_field(error_code::unsupported, path + ".trainable_dtype", trainable_dtype,
+              "is not modelled under autocast: 16-bit adapters under autocast (PEFT's autocast_adapter_dtype=False, "
+              "TRL's cast to bf16) over a 16-bit base are not a precision memscale has (amp_* keeps fp32 weights); "
+              "state fp32 adapters, or pure_bf16 / pure_fp16 without autocast");
   } else {
     bad_field(error_code::unsupported, path + ".trainable_dtype", trainable_dtype,
               "must be the precision's parameter dtype (" + parameter_dtype_name(run.prec) +
