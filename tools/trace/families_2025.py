@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """CPU traces of small models of the 2025 Hugging Face families (MLA + DeepSeek MoE, gpt-oss,
-Llama 4 text, Granite, Cohere / Cohere 2, GPTBigCode, InternLM2, OLMoE, EXAONE 4).
+Llama 4 text, Granite, GraniteMoE, Cohere / Cohere 2, GPTBigCode, InternLM2, OLMoE, EXAONE 4).
 
 Each model is a plain-torch re-implementation of the family's forward in training mode, eager
 attention, written from the modeling file cited in its class comment (file@commit as read with
@@ -735,6 +735,60 @@ class GraniteForCausalLM(nn.Module):
 
 
 # ---------------------------------------------------------------------------------------
+# GraniteMoE: Granite's multipliers around JetMoE's parallel experts (3-D weights, one F.linear per
+# expert on its split of the sorted rows, each weight a select view of the parameter)
+# transformers models/granitemoe/modeling_granitemoe.py@023633dd
+# ---------------------------------------------------------------------------------------
+class GraniteMoeParallelExperts(nn.Module):
+    def __init__(self, E, n_in, n_out):
+        super().__init__()
+        self.E = E
+        self.weight = nn.Parameter(torch.randn(E, n_out, n_in) * 0.02)
+
+    def forward(self, x, expert_size):
+        parts = x.split(expert_size, dim=0)
+        return torch.cat([F.linear(parts[i], self.weight[i]) for i in range(self.E)], dim=0)
+
+
+class GraniteMoeMoE(nn.Module):  # GraniteMoeMoE + GraniteMoeTopKGating
+    def __init__(self, c):
+        super().__init__()
+        h, f = c["hidden_size"], c["intermediate_size"]
+        self.E, self.k = c["num_local_experts"], c["num_experts_per_tok"]
+        self.input_linear = GraniteMoeParallelExperts(self.E, h, 2 * f)
+        self.output_linear = GraniteMoeParallelExperts(self.E, f, h)
+        self.layer = nn.Linear(h, self.E, bias=False)  # router.layer
+
+    def forward(self, x):
+        B, S, H = x.shape
+        x = x.reshape(-1, H)
+        logits = self.layer(x).float()
+        top_logits, top_idx = logits.topk(self.k, dim=1)
+        top_gates = torch.softmax(top_logits, dim=1).type_as(x)
+        gates = torch.zeros([top_gates.size(0), self.E], dtype=top_gates.dtype).scatter(1, top_idx, 1)
+        expert_size = gates.long().sum(0).tolist()
+        _, sorted_idx = top_idx.flatten().sort(0)
+        batch_index = sorted_idx.div(self.k, rounding_mode="trunc")
+        batch_gates = top_gates.flatten()[sorted_idx]
+        h = self.input_linear(x[batch_index], expert_size)
+        a, b = h.chunk(2, dim=-1)
+        out = self.output_linear(F.silu(a) * b, expert_size) * batch_gates[:, None]
+        return torch.zeros((B * S, H), dtype=out.dtype).index_add(0, batch_index, out).view(B, S, H)
+
+
+class GraniteMoeLayer(GraniteLayer):
+    def __init__(self, c):
+        super().__init__(c)
+        self.mlp = GraniteMoeMoE(c)
+
+
+class GraniteMoeForCausalLM(GraniteForCausalLM):
+    def __init__(self, c):
+        super().__init__(c)
+        self.layers = nn.ModuleList([GraniteMoeLayer(c) for _ in range(c["num_hidden_layers"])])
+
+
+# ---------------------------------------------------------------------------------------
 # Cohere / Cohere 2: parallel block on one LayerNorm without bias (written out in Python, fp32),
 # interleaved rotary on fp32 copies, logit_scale; Cohere 2: sliding layers with RoPE, every
 # sliding_window_pattern-th layer full attention without positions
@@ -1255,6 +1309,9 @@ CONFIGS = {
     "granite": small("granite", "GraniteForCausalLM", embedding_multiplier=12.0, residual_multiplier=0.22,
                      attention_multiplier=0.0078125, logits_scaling=8.0, attention_dropout=0.1,
                      tie_word_embeddings=True),
+    "granitemoe": small("granitemoe", "GraniteMoeForCausalLM", embedding_multiplier=12.0, residual_multiplier=0.22,
+                        attention_multiplier=0.0078125, logits_scaling=8.0, attention_dropout=0.1,
+                        tie_word_embeddings=True, intermediate_size=128, num_local_experts=8, num_experts_per_tok=2),
     "cohere": small("cohere", "CohereForCausalLM", num_key_value_heads=8, use_qk_norm=True, logit_scale=0.0625,
                     layer_norm_eps=1e-5, tie_word_embeddings=True),
     "cohere2": small("cohere2", "Cohere2ForCausalLM", head_dim=32, logit_scale=0.25, layer_norm_eps=1e-5,
@@ -1291,7 +1348,7 @@ def build(c, **kw):
     if t == "deepseek_v3":
         return DeepseekForCausalLM(c, 3, **kw)
     return {"gpt_oss": GptOssForCausalLM, "llama4_text": Llama4ForCausalLM, "granite": GraniteForCausalLM,
-            "cohere": lambda c: CohereForCausalLM(c, 1), "cohere2": lambda c: CohereForCausalLM(c, 2),
+            "granitemoe": GraniteMoeForCausalLM, "cohere": lambda c: CohereForCausalLM(c, 1), "cohere2": lambda c: CohereForCausalLM(c, 2),
             "gpt_bigcode": GPTBigCodeForCausalLM, "internlm2": InternLM2ForCausalLM,
             "olmoe": OlmoeForCausalLM, "exaone4": Exaone4ForCausalLM}[t](c)
 
