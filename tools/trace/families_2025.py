@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """CPU traces of small models of the 2025 Hugging Face families (MLA + DeepSeek MoE, gpt-oss,
-Llama 4 text, Granite, GraniteMoE, Cohere / Cohere 2, GPTBigCode, InternLM2, OLMoE, EXAONE 4).
+Llama 4 text, Granite, GraniteMoE, PhiMoE, Cohere / Cohere 2, GPTBigCode, InternLM2, OLMoE, EXAONE 4).
 
 Each model is a plain-torch re-implementation of the family's forward in training mode, eager
 attention, written from the modeling file cited in its class comment (file@commit as read with
@@ -789,6 +789,118 @@ class GraniteMoeForCausalLM(GraniteForCausalLM):
 
 
 # ---------------------------------------------------------------------------------------
+# PhiMoE: Mixtral blocks with nn.LayerNorm, q/k/v/o and lm_head biases, the input jitter (an in-place
+# mul by a uniform noise tensor) and the sparsemixer router (two Gumbel-sampled picks, each through
+# MultiplierProcessor); rotary cos/sin gathered by position_ids in every layer; the eager mask is
+# (S, S + 1) (target_length past_seen + S + 1 without an attention mask)
+# transformers models/phimoe/modeling_phimoe.py@008f5c8c
+# ---------------------------------------------------------------------------------------
+class MultiplierProcessor(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, scores, multiplier, selected_experts, masked_gates, mask_for_one):
+        ctx.save_for_backward(multiplier, selected_experts, masked_gates)
+        return multiplier * mask_for_one
+
+    @staticmethod
+    def backward(ctx, grad_at_output):
+        multiplier, selected_experts, masked_gates = ctx.saved_tensors
+        grad_at_output = grad_at_output * multiplier
+        grad_at_scores_expanded = masked_gates * grad_at_output.mul(-1)
+        grad_at_scores_expanded.scatter_add_(dim=-1, index=selected_experts, src=grad_at_output)
+        return grad_at_scores_expanded, None, None, None, None
+
+
+def sparsemixer_pick(scores, masked_scores, jitter_eps):  # one of sparsemixer's two picks (training)
+    with torch.no_grad():
+        threshold, _ = masked_scores.max(dim=-1, keepdim=True)
+        factor = scores.abs().clamp(min=threshold)
+        mask = ((threshold - scores) / factor) > (2 * jitter_eps)
+    gates = masked_scores.masked_fill(mask, float("-inf"))
+    selected = (gates - torch.empty_like(gates).exponential_().log()).max(dim=-1)[1].unsqueeze(-1)
+    gates = torch.softmax(gates, dim=-1)
+    multiplier_o = gates.gather(dim=-1, index=selected)
+    _, max_ind = gates.max(dim=-1, keepdim=True)
+    mask_for_one = torch.logical_or(selected == max_ind, torch.rand_like(multiplier_o) > 0.75)
+    mask_for_one = torch.add(0.3333, mask_for_one, alpha=0.6667).type_as(gates)
+    return MultiplierProcessor.apply(scores, multiplier_o, selected, gates, mask_for_one), selected
+
+
+def sparsemixer(scores, jitter_eps):
+    multiplier, selected = sparsemixer_pick(scores, scores, jitter_eps)
+    masked_scores = torch.scatter(scores, -1, selected, float("-inf"))
+    multiplier2, selected2 = sparsemixer_pick(scores, masked_scores, jitter_eps)
+    return torch.concat((multiplier, multiplier2), dim=-1), torch.concat((selected, selected2), dim=-1)
+
+
+class PhimoeMoe(nn.Module):  # PhimoeSparseMoeBlock
+    def __init__(self, c):
+        super().__init__()
+        h = c["hidden_size"]
+        self.E = c["num_local_experts"]
+        self.input_jitter, self.router_jitter = c["input_jitter_noise"], c["router_jitter_noise"]
+        self.gate = nn.Linear(h, self.E, bias=False)
+        self.experts = nn.ModuleList([GatedMLP(h, c["intermediate_size"]) for _ in range(self.E)])
+
+    def forward(self, x):
+        B, S, H = x.shape
+        if self.training and self.input_jitter > 0:
+            x *= torch.empty_like(x).uniform_(1.0 - self.input_jitter, 1.0 + self.input_jitter)
+        x = x.view(-1, H)
+        weights, selected = sparsemixer(self.gate(x), self.router_jitter)
+        final = torch.zeros((B * S, H), dtype=x.dtype)
+        mask = F.one_hot(selected, num_classes=self.E).permute(2, 1, 0)
+        for e in range(self.E):
+            idx, top_x = torch.where(mask[e])
+            if top_x.shape[0] == 0:
+                continue
+            cur = self.experts[e](x[None, top_x].reshape(-1, H)) * weights[top_x, idx, None]
+            final.index_add_(0, top_x, cur.to(x.dtype))
+        return final.reshape(B, S, H)
+
+
+class PhimoeLayer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h, eps = c["hidden_size"], c["rms_norm_eps"]
+        self.self_attn = LlamaAttention(c, qkv_bias=c["attention_bias"])
+        self.block_sparse_moe = PhimoeMoe(c)
+        self.input_layernorm = nn.LayerNorm(h, eps=eps)
+        self.post_attention_layernorm = nn.LayerNorm(h, eps=eps)
+
+    def forward(self, x, cos, sin, mask):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
+        return x + self.block_sparse_moe(self.post_attention_layernorm(x))
+
+
+class PhimoeForCausalLM(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        h, V = c["hidden_size"], c["vocab_size"]
+        self.embed_tokens = nn.Embedding(V, h)
+        self.layers = nn.ModuleList([PhimoeLayer(c) for _ in range(c["num_hidden_layers"])])
+        self.norm = nn.LayerNorm(h, eps=c["rms_norm_eps"])
+        self.lm_head = nn.Linear(h, V, bias=c["lm_head_bias"])
+
+    def model(self, ids):
+        c = self.c
+        B, S = ids.shape
+        x = self.embed_tokens(ids)
+        mask = torch.full((S, S + 1), fill_value=torch.finfo(x.dtype).min, dtype=x.dtype)
+        mask *= torch.arange(S + 1) > torch.arange(S).reshape(-1, 1)
+        mask = mask[None, None, :, :].expand(B, 1, -1, -1)
+        cos, sin = rope_cos_sin(c["hidden_size"] // c["num_attention_heads"], S, c["rope_theta"], x.dtype)
+        position_ids = torch.arange(S).unsqueeze(0)
+        for layer in self.layers:
+            # apply_rotary_pos_emb: cos[position_ids] and sin[position_ids], gathered in each layer
+            x = layer(x, cos[0][position_ids], sin[0][position_ids], mask)
+        return self.norm(x)
+
+    def forward(self, ids, labels):
+        return causal_lm_loss(self.lm_head(self.model(ids)), labels)
+
+
+# ---------------------------------------------------------------------------------------
 # Cohere / Cohere 2: parallel block on one LayerNorm without bias (written out in Python, fp32),
 # interleaved rotary on fp32 copies, logit_scale; Cohere 2: sliding layers with RoPE, every
 # sliding_window_pattern-th layer full attention without positions
@@ -1312,6 +1424,9 @@ CONFIGS = {
     "granitemoe": small("granitemoe", "GraniteMoeForCausalLM", embedding_multiplier=12.0, residual_multiplier=0.22,
                         attention_multiplier=0.0078125, logits_scaling=8.0, attention_dropout=0.1,
                         tie_word_embeddings=True, intermediate_size=128, num_local_experts=8, num_experts_per_tok=2),
+    "phimoe": small("phimoe", "PhimoeForCausalLM", intermediate_size=128, num_local_experts=8, num_experts_per_tok=2,
+                    attention_bias=True, lm_head_bias=True, input_jitter_noise=0.01, router_jitter_noise=0.01,
+                    sliding_window=None, rms_norm_eps=1e-5),
     "cohere": small("cohere", "CohereForCausalLM", num_key_value_heads=8, use_qk_norm=True, logit_scale=0.0625,
                     layer_norm_eps=1e-5, tie_word_embeddings=True),
     "cohere2": small("cohere2", "Cohere2ForCausalLM", head_dim=32, logit_scale=0.25, layer_norm_eps=1e-5,
@@ -1348,7 +1463,7 @@ def build(c, **kw):
     if t == "deepseek_v3":
         return DeepseekForCausalLM(c, 3, **kw)
     return {"gpt_oss": GptOssForCausalLM, "llama4_text": Llama4ForCausalLM, "granite": GraniteForCausalLM,
-            "granitemoe": GraniteMoeForCausalLM, "cohere": lambda c: CohereForCausalLM(c, 1), "cohere2": lambda c: CohereForCausalLM(c, 2),
+            "granitemoe": GraniteMoeForCausalLM, "phimoe": PhimoeForCausalLM, "cohere": lambda c: CohereForCausalLM(c, 1), "cohere2": lambda c: CohereForCausalLM(c, 2),
             "gpt_bigcode": GPTBigCodeForCausalLM, "internlm2": InternLM2ForCausalLM,
             "olmoe": OlmoeForCausalLM, "exaone4": Exaone4ForCausalLM}[t](c)
 
