@@ -76,6 +76,10 @@ std::string text_report(const memscale::model_spec& model, const memscale::train
     out += fmt::format("dense layers   {} leading (first_k_dense_replace), counted without checkpointing: with checkpointing each "
                        "keeps all it saves, not one input (the upper side)\n",
                        model.leading_dense_layers);
+  if (model.unbuilt_mtp_layers > 0)
+    out += fmt::format("mtp layers     {} in the checkpoint (num_nextn_predict_layers), not built by transformers: not "
+                       "counted\n",
+                       model.unbuilt_mtp_layers);
   if (memscale::has_attention(model))
     out += fmt::format("shape          {} layers, hidden {}, {} heads ({} kv), ffn {}, vocab {}\n", model.layers,
                        model.hidden, model.heads, memscale::kv_heads_of(model), model.ffn,
