@@ -795,34 +795,33 @@ class GraniteMoeForCausalLM(GraniteForCausalLM):
 # (S, S + 1) (target_length past_seen + S + 1 without an attention mask)
 # transformers models/phimoe/modeling_phimoe.py@008f5c8c
 # ---------------------------------------------------------------------------------------
-class MultiplierProcessor(torch.autograd.Function):
+class MultiplierProcessor(torch.autograd.Function):  # saves the pick's weight, index and softmax
     @staticmethod
-    def forward(ctx, scores, multiplier, selected_experts, masked_gates, mask_for_one):
-        ctx.save_for_backward(multiplier, selected_experts, masked_gates)
-        return multiplier * mask_for_one
+    def forward(ctx, scores, weight, picked, probs, midpoint):
+        ctx.save_for_backward(weight, picked, probs)
+        return weight * midpoint
 
     @staticmethod
-    def backward(ctx, grad_at_output):
-        multiplier, selected_experts, masked_gates = ctx.saved_tensors
-        grad_at_output = grad_at_output * multiplier
-        grad_at_scores_expanded = masked_gates * grad_at_output.mul(-1)
-        grad_at_scores_expanded.scatter_add_(dim=-1, index=selected_experts, src=grad_at_output)
-        return grad_at_scores_expanded, None, None, None, None
+    def backward(ctx, grad):
+        weight, picked, probs = ctx.saved_tensors
+        grad = grad * weight
+        grad_scores = probs * grad.mul(-1)
+        grad_scores.scatter_add_(dim=-1, index=picked, src=grad)
+        return grad_scores, None, None, None, None
 
 
-def sparsemixer_pick(scores, masked_scores, jitter_eps):  # one of sparsemixer's two picks (training)
-    with torch.no_grad():
-        threshold, _ = masked_scores.max(dim=-1, keepdim=True)
-        factor = scores.abs().clamp(min=threshold)
-        mask = ((threshold - scores) / factor) > (2 * jitter_eps)
-    gates = masked_scores.masked_fill(mask, float("-inf"))
-    selected = (gates - torch.empty_like(gates).exponential_().log()).max(dim=-1)[1].unsqueeze(-1)
-    gates = torch.softmax(gates, dim=-1)
-    multiplier_o = gates.gather(dim=-1, index=selected)
-    _, max_ind = gates.max(dim=-1, keepdim=True)
-    mask_for_one = torch.logical_or(selected == max_ind, torch.rand_like(multiplier_o) > 0.75)
-    mask_for_one = torch.add(0.3333, mask_for_one, alpha=0.6667).type_as(gates)
-    return MultiplierProcessor.apply(scores, multiplier_o, selected, gates, mask_for_one), selected
+def sparsemixer_pick(scores, candidates, jitter_eps):  # one of sparsemixer's two picks (training)
+    with torch.no_grad():  # the sparsity mask: scores too far below the best candidate
+        best, _ = candidates.max(dim=-1, keepdim=True)
+        far = ((best - scores) / scores.abs().clamp(min=best)) > (2 * jitter_eps)
+    logits = candidates.masked_fill(far, float("-inf"))
+    picked = (logits - torch.empty_like(logits).exponential_().log()).max(dim=-1)[1].unsqueeze(-1)  # Gumbel
+    probs = torch.softmax(logits, dim=-1)
+    weight = probs.gather(dim=-1, index=picked)
+    _, argmax = probs.max(dim=-1, keepdim=True)
+    midpoint = torch.logical_or(picked == argmax, torch.rand_like(weight) > 0.75)  # Heun's third-order step
+    midpoint = torch.add(0.3333, midpoint, alpha=0.6667).type_as(probs)
+    return MultiplierProcessor.apply(scores, weight, picked, probs, midpoint), picked
 
 
 def sparsemixer(scores, jitter_eps):
