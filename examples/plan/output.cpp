@@ -56,23 +56,30 @@ std::string text_report(const memscale::model_spec& model, const memscale::train
   out += fmt::format("model          {} ({} {})\n", model.name, memscale::to_string(model.impl), architecture_of(model));
   out += fmt::format("parameters     {} (trainable {})\n", memscale::format_count(result.parameter_count),
                      memscale::format_count(result.trainable_parameter_count));
+  // Gemma 3n's idle parameters are its vision tower and its audio encoder together.
+  const std::string towers =
+      model.audio_embedder.width > 0
+          ? fmt::format("towers         {} parameters (vision and audio)", memscale::format_count(model.idle_tower_parameters))
+          : fmt::format("vision tower   {} parameters", memscale::format_count(model.idle_tower_parameters));
   if (model.idle_tower_parameters > 0 && run.images.per_sample > 0)
-    out += fmt::format("vision tower   {} parameters, frozen (no gradient or optimizer state), run on {} image(s) of "
+    out += fmt::format("{}, frozen (no gradient or optimizer state), run on {} image(s) of "
                        "{}x{} per sample{}: {} tokens each, counted in the sequence\n",
-                       memscale::format_count(model.idle_tower_parameters), run.images.per_sample, run.images.height,
+                       towers, run.images.per_sample, run.images.height,
                        run.images.width,
                        // Gemma3ImageProcessor resizes every image to the tower's image_size.
                        model.vision.image_size > 0 ? fmt::format(" (resized to {0}x{0})", model.vision.image_size)
                                                    : std::string(),
                        memscale::graph_layers::image_tokens(model.vision, run.images));
   else if (model.idle_tower_parameters > 0)
-    out += fmt::format("vision tower   {} parameters loaded, idle in a text-only run: weights only, no gradient or "
-                       "optimizer state\n",
-                       memscale::format_count(model.idle_tower_parameters));
+    out += fmt::format("{} loaded, idle in a text-only run: weights only, no gradient or optimizer state\n", towers);
   if (model.leading_dense_layers > 0)
     out += fmt::format("dense layers   {} leading (first_k_dense_replace), counted without checkpointing: with checkpointing each "
                        "keeps all it saves, not one input (the upper side)\n",
                        model.leading_dense_layers);
+  if (model.unbuilt_mtp_layers > 0)
+    out += fmt::format("mtp layers     {} in the checkpoint (num_nextn_predict_layers), not built by transformers: not "
+                       "counted\n",
+                       model.unbuilt_mtp_layers);
   if (memscale::has_attention(model))
     out += fmt::format("shape          {} layers, hidden {}, {} heads ({} kv), ffn {}, vocab {}\n", model.layers,
                        model.hidden, model.heads, memscale::kv_heads_of(model), model.ffn,

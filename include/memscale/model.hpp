@@ -289,6 +289,9 @@ struct model_spec {
   // have the experts (DeepSeek's first_k_dense_replace): written once each before the repeated block.
   std::uint64_t leading_dense_layers = 0;
   std::uint64_t leading_dense_ffn = 0;
+  // Multi-token-prediction layers the checkpoint stores beside the model (num_nextn_predict_layers):
+  // transformers neither builds nor loads them, so nothing counts them; the report says so.
+  std::uint64_t unbuilt_mtp_layers = 0;
   // The router computes its logits in fp32 from fp32 copies of its input and weight, and its
   // routing weights stay fp32, so the weighted expert rows and their sum are fp32 (DeepSeek).
   bool router_fp32 = false;

@@ -97,6 +97,31 @@ TEST_CASE("deepseek: parameter counts are the model cards' totals") {
   CHECK(memscale::parameter_count(memscale::json_io::model_from_hf_config(json{{"model_type", "deepseek_v3"}})) == v3);
 }
 
+TEST_CASE("deepseek: the checkpoint's multi-token-prediction layers are stated, not counted") {
+  using memscale::json_io::load_hf_model;
+  const memscale::model_spec v3 = load_hf_model(config_path("deepseek-ai--DeepSeek-V3"));
+  CHECK(v3.unbuilt_mtp_layers == 1);  // num_nextn_predict_layers 1
+  CHECK(load_hf_model(config_path("deepseek-ai--DeepSeek-V2-Lite")).unbuilt_mtp_layers == 0);
+  // Not a DeepseekV3Config key: absent, the config has none.
+  CHECK(memscale::json_io::model_from_hf_config(json{{"model_type", "deepseek_v3"}}).unbuilt_mtp_layers == 0);
+  const memscale::training_spec run{.micro_batch = 1, .seq_len = 64};
+  memscale::model_spec small = memscale::json_io::model_from_hf_config(
+      json{{"model_type", "deepseek_v3"}, {"num_hidden_layers", 2}, {"first_k_dense_replace", 1}, {"hidden_size", 64},
+           {"intermediate_size", 128}, {"moe_intermediate_size", 32}, {"num_attention_heads", 4}, {"num_key_value_heads", 4},
+           {"n_routed_experts", 8}, {"n_group", 1}, {"topk_group", 1}, {"num_experts_per_tok", 2}, {"q_lora_rank", 32},
+           {"kv_lora_rank", 16}, {"qk_nope_head_dim", 16}, {"qk_rope_head_dim", 8}, {"v_head_dim", 16}, {"vocab_size", 100},
+           {"num_nextn_predict_layers", 2}});
+  CHECK(small.unbuilt_mtp_layers == 2);
+  const memscale::estimate_result with_mtp = memscale::estimate(small, run);
+  CHECK(memscale::json_io::estimate_report_json(small, run, with_mtp).at("unbuilt_mtp_layers") == 2);
+  // Nothing of them is counted: the same estimate as a config without the key.
+  small.unbuilt_mtp_layers = 0;
+  const memscale::estimate_result without = memscale::estimate(small, run);
+  CHECK(with_mtp.parameter_count == without.parameter_count);
+  CHECK(with_mtp.steady.tensor == without.steady.tensor);
+  CHECK_FALSE(memscale::json_io::estimate_report_json(small, run, without).contains("unbuilt_mtp_layers"));
+}
+
 TEST_CASE("deepseek: one sparse layer saves what MLA and the DeepSeek MoE keep, tensor by tensor") {
   const std::uint64_t T = tokens, h = hidden, H = heads;
   const std::uint64_t scores = batch * H * seq * seq;

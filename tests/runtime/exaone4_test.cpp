@@ -46,6 +46,27 @@ TEST_CASE("EXAONE 4 reads as post-branch norms with per-head q/k norms, without 
   CHECK(defaults.sliding_layers == 24);
 }
 
+TEST_CASE("EXAONE 4.0 32B and 1.2B: the parameters without embeddings are the model cards' 30.95B and 1.07B") {
+  // The 32B's sizes as a public TensorRT-LLM test quotes its config.json (64 layers, hidden 5120, 40
+  // heads of 128, 8 kv heads, SwiGLU 27392, vocab 102400, untied); the 1.2B's as a public config
+  // parser test quotes them (30 layers, hidden 2048, 32 heads, 8 kv heads, 4096, "LLLG").
+  const auto without_embeddings = [](const json& c) {
+    const model_spec m = json_io::model_from_hf_config(c);
+    return parameter_count(m) - m.vocab * m.hidden * (m.tied_embeddings ? 1 : 2);
+  };
+  const json big{{"model_type", "exaone4"},      {"hidden_size", 5120},        {"intermediate_size", 27392},
+                 {"num_hidden_layers", 64},      {"num_attention_heads", 40},  {"num_key_value_heads", 8},
+                 {"head_dim", 128},              {"vocab_size", 102400},       {"sliding_window", 4096},
+                 {"sliding_window_pattern", 4},  {"tie_word_embeddings", false}};
+  // Per layer q, o 5120 x 5120, k, v 5120 x 1024, the MLP 3 x 5120 x 27392, two norms of 5120 and the
+  // q/k norms of 128; the final norm.
+  CHECK(without_embeddings(big) == 30'954'640'384ULL);
+  const json small_card{{"model_type", "exaone4"},     {"hidden_size", 2048},        {"intermediate_size", 4096},
+                        {"num_hidden_layers", 30},     {"num_attention_heads", 32},  {"num_key_value_heads", 8},
+                        {"vocab_size", 102400},        {"sliding_window_pattern", "LLLG"}};
+  CHECK(without_embeddings(small_card) == 1'069'676'288ULL);
+}
+
 TEST_CASE("EXAONE 4's sliding layers: an int period, an L...G string or layer_types, and none without a window") {
   const model_spec by_int = json_io::model_from_hf_config(small());
   CHECK(by_int.sliding_layers == 3);

@@ -1,7 +1,8 @@
 // Quantised checkpoints: each format's bytes for one (out x in) linear (memscale/quant_format.hpp)
 // equal what a safetensors header of such a layer holds (written here with the tensors,
 // dtypes and shapes the format's code creates), and a config.json's quantization_config reads
-// into that format (json/hf/quantization.hpp) and changes the weight bytes as it says.
+// into that format (json/hf/quantization.hpp) and changes the weight bytes as it says, for
+// generate() and for a QLoRA run over a bitsandbytes 4-bit checkpoint.
 #ifdef MEMSCALE_CATCH2_V2
 #include <catch2/catch.hpp>
 #else
@@ -9,7 +10,9 @@
 #endif
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "error_capture.hpp"
@@ -56,6 +59,17 @@ std::vector<fake_tensor> gptq_layer(std::uint64_t bits, std::uint64_t groups) {
           {p + "qzeros", "I32", {groups, out / 32 * bits}},
           {p + "scales", "F16", {groups, out}},
           {p + "g_idx", "I32", {in}}};
+}
+
+// LLaMA-2-7B's linear layers per block: q, k, v, o (4096 x 4096), gate and up (11008 x 4096),
+// down (4096 x 11008); no biases. The served weights are the fp16 model's with each of these
+// replaced by the format's stored bytes, 32 times over.
+bytes llama_2_7b_block_linears(const std::function<bytes(std::uint64_t, std::uint64_t)>& per_linear) {
+  bytes sum{};
+  for (const auto& [o, i] : std::vector<std::pair<std::uint64_t, std::uint64_t>>{
+           {4096, 4096}, {4096, 4096}, {4096, 4096}, {4096, 4096}, {11008, 4096}, {11008, 4096}, {4096, 11008}})
+    sum += per_linear(o, i);
+  return sum;
 }
 
 }  // namespace
@@ -253,32 +267,80 @@ TEST_CASE("quantization_config: each format reads into its stored format", "[qua
   }
 }
 
-TEST_CASE("quantization_config: an AWQ config changes the served weight bytes as the format says", "[quant][inference]") {
-  const auto q = memscale::json_io::hf::quantization_of(
-      json{{"quantization_config", {{"quant_method", "awq"}, {"bits", 4}, {"group_size", 128}, {"version", "gemm"}}}});
-  REQUIRE(q.has_value());
+TEST_CASE("quantization_config: each format changes the served weight bytes as the format says", "[quant][inference]") {
   const memscale::model_spec m = memscale::presets::llama_2_7b;
-  memscale::inference_spec spec{.batch = 1, .context = 128, .new_tokens = 1};
-  const bytes native = memscale::estimate_inference(m, spec).weight_bytes;
-  memscale::json_io::hf::apply_quantization(*q, spec);
-  CHECK(spec.weights == memscale::weight_format::awq_4bit);
-  const bytes awq = memscale::estimate_inference(m, spec).weight_bytes;
-  // Per layer: q, k, v, o (4096 x 4096), gate and up (11008 x 4096), down (4096 x 11008), each
-  // fp16 in the native model, AWQ's stored bytes once quantised; biases none.
-  bytes per_layer_native{};
-  bytes per_layer_awq{};
-  for (const auto& [o, i] : std::vector<std::pair<std::uint64_t, std::uint64_t>>{
-           {4096, 4096}, {4096, 4096}, {4096, 4096}, {4096, 4096}, {11008, 4096}, {11008, 4096}, {4096, 11008}}) {
-    per_layer_native += memscale::storage(memscale::dtype::fp16, o * i);
-    per_layer_awq += memscale::quantized_linear_bytes(q->format, o, i);
+  const memscale::inference_spec fp16{.batch = 1, .context = 128, .new_tokens = 1};
+  const bytes native = memscale::estimate_inference(m, fp16).weight_bytes;
+  const bytes native_linears = llama_2_7b_block_linears([](std::uint64_t o, std::uint64_t i) { return memscale::storage(memscale::dtype::fp16, o * i); });
+  struct format_case {
+    const char* name;
+    json config;
+    memscale::weight_format served;
+  };
+  const std::vector<format_case> cases{
+      {"AWQ GEMM 4-bit, group 128", {{"quant_method", "awq"}, {"bits", 4}, {"group_size", 128}, {"version", "gemm"}}, memscale::weight_format::awq_4bit},
+      {"GPTQ 4-bit, group 64, desc_act", {{"quant_method", "gptq"}, {"bits", 4}, {"group_size", 64}, {"desc_act", true}}, memscale::weight_format::gptq_4bit},
+      {"bitsandbytes NF4, double quantisation",
+       {{"quant_method", "bitsandbytes"}, {"load_in_4bit", true}, {"bnb_4bit_quant_type", "nf4"}, {"bnb_4bit_use_double_quant", true}},
+       memscale::weight_format::bnb_nf4},
+      {"bitsandbytes FP4", {{"quant_method", "bitsandbytes"}, {"load_in_4bit", true}, {"bnb_4bit_quant_type", "fp4"}}, memscale::weight_format::bnb_nf4},
+      {"bitsandbytes LLM.int8", {{"quant_method", "bitsandbytes"}, {"load_in_8bit", true}}, memscale::weight_format::bnb_int8},
+  };
+  for (const format_case& c : cases) {
+    INFO(c.name);
+    const auto q = memscale::json_io::hf::quantization_of(json{{"quantization_config", c.config}});
+    REQUIRE(q.has_value());
+    memscale::inference_spec spec = fp16;
+    memscale::json_io::hf::apply_quantization(*q, spec);
+    CHECK(spec.weights == c.served);
+    const bytes stored = llama_2_7b_block_linears([&q](std::uint64_t o, std::uint64_t i) { return memscale::quantized_linear_bytes(q->format, o, i); });
+    CHECK(stored < native_linears);
+    CHECK(memscale::estimate_inference(m, spec).weight_bytes == native - native_linears * 32U + stored * 32U);
   }
-  CHECK(awq == native - per_layer_native * 32U + per_layer_awq * 32U);
   CHECK(contains(error_message([&] {
                    memscale::inference_spec s{};
                    memscale::json_io::hf::apply_quantization(
                        *memscale::json_io::hf::quantization_of(json{{"quantization_config", {{"quant_method", "fp8"}}}}), s);
                  }),
                  "has no inference weight format"));
+}
+
+TEST_CASE("quantization_config: a bitsandbytes 4-bit checkpoint gives a QLoRA run its base's bytes", "[quant][qlora]") {
+  const memscale::model_spec m = memscale::presets::llama_2_7b;
+  const auto base_of = [](bool double_quant) {
+    const auto q = memscale::json_io::hf::quantization_of(
+        json{{"quantization_config", {{"quant_method", "bitsandbytes"}, {"load_in_4bit", true}, {"bnb_4bit_use_double_quant", double_quant}}}});
+    REQUIRE(q.has_value());
+    const auto base = memscale::json_io::hf::qlora_base_of(*q);
+    REQUIRE(base.has_value());
+    return *base;
+  };
+  CHECK(base_of(false) == memscale::base_quant::nf4);
+  CHECK(base_of(true) == memscale::base_quant::nf4_double_quant);
+  CHECK_FALSE(memscale::json_io::hf::qlora_base_of(
+                  *memscale::json_io::hf::quantization_of(json{{"quantization_config", {{"quant_method", "bitsandbytes"}, {"load_in_8bit", true}}}}))
+                   .has_value());
+  const auto parameter_bytes = [&m](memscale::training_target target, memscale::base_quant quant) {
+    memscale::training_spec run{.micro_batch = 1, .seq_len = 128, .prec = memscale::precision::pure_bf16};
+    run.target = target;
+    run.lora_rank = 16;
+    run.lora_targets = memscale::lora_all_linear;
+    run.quant = quant;
+    return memscale::estimate(m, run).parameter_bytes;
+  };
+  // Every block linear leaves bf16 for 4-bit codes and one absmax per 64 weights: fp32 (NF4), or
+  // an int8 absmax with one fp32 constant per 256 blocks (double quantisation; QLoRA paper sec. 3).
+  // The untied lm_head stays bf16: transformers' get_keys_to_not_convert keeps the output embedding.
+  const bytes bf16_linears = llama_2_7b_block_linears([](std::uint64_t o, std::uint64_t i) { return memscale::storage(memscale::dtype::bf16, o * i); });
+  const auto nf4_linears = [](bool double_quant) {
+    return llama_2_7b_block_linears([double_quant](std::uint64_t o, std::uint64_t i) {
+      const std::uint64_t blocks = o * i / 64;
+      return bytes{o * i / 2} + (double_quant ? bytes{blocks + 4 * ((blocks + 255) / 256)} : bytes{4 * blocks});
+    });
+  };
+  const bytes lora = parameter_bytes(memscale::training_target::lora, memscale::base_quant::nf4);
+  CHECK(parameter_bytes(memscale::training_target::qlora, base_of(false)) == lora - bf16_linears * 32U + nf4_linears(false) * 32U);
+  CHECK(parameter_bytes(memscale::training_target::qlora, base_of(true)) == lora - bf16_linears * 32U + nf4_linears(true) * 32U);
 }
 
 }  // namespace quantization_test

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """CPU traces of small models of the 2025 Hugging Face families (MLA + DeepSeek MoE, gpt-oss,
-Llama 4 text, Granite, Cohere / Cohere 2, GPTBigCode, InternLM2, OLMoE, EXAONE 4).
+Llama 4 text, Granite, GraniteMoE, PhiMoE, Cohere / Cohere 2, GPTBigCode, InternLM2, OLMoE, EXAONE 4).
 
 Each model is a plain-torch re-implementation of the family's forward in training mode, eager
 attention, written from the modeling file cited in its class comment (file@commit as read with
@@ -735,6 +735,171 @@ class GraniteForCausalLM(nn.Module):
 
 
 # ---------------------------------------------------------------------------------------
+# GraniteMoE: Granite's multipliers around JetMoE's parallel experts (3-D weights, one F.linear per
+# expert on its split of the sorted rows, each weight a select view of the parameter)
+# transformers models/granitemoe/modeling_granitemoe.py@023633dd
+# ---------------------------------------------------------------------------------------
+class GraniteMoeParallelExperts(nn.Module):
+    def __init__(self, E, n_in, n_out):
+        super().__init__()
+        self.E = E
+        self.weight = nn.Parameter(torch.randn(E, n_out, n_in) * 0.02)
+
+    def forward(self, x, expert_size):
+        parts = x.split(expert_size, dim=0)
+        return torch.cat([F.linear(parts[i], self.weight[i]) for i in range(self.E)], dim=0)
+
+
+class GraniteMoeMoE(nn.Module):  # GraniteMoeMoE + GraniteMoeTopKGating
+    def __init__(self, c):
+        super().__init__()
+        h, f = c["hidden_size"], c["intermediate_size"]
+        self.E, self.k = c["num_local_experts"], c["num_experts_per_tok"]
+        self.input_linear = GraniteMoeParallelExperts(self.E, h, 2 * f)
+        self.output_linear = GraniteMoeParallelExperts(self.E, f, h)
+        self.layer = nn.Linear(h, self.E, bias=False)  # router.layer
+
+    def forward(self, x):
+        B, S, H = x.shape
+        x = x.reshape(-1, H)
+        logits = self.layer(x).float()
+        top_logits, top_idx = logits.topk(self.k, dim=1)
+        top_gates = torch.softmax(top_logits, dim=1).type_as(x)
+        gates = torch.zeros([top_gates.size(0), self.E], dtype=top_gates.dtype).scatter(1, top_idx, 1)
+        expert_size = gates.long().sum(0).tolist()
+        _, sorted_idx = top_idx.flatten().sort(0)
+        batch_index = sorted_idx.div(self.k, rounding_mode="trunc")
+        batch_gates = top_gates.flatten()[sorted_idx]
+        h = self.input_linear(x[batch_index], expert_size)
+        a, b = h.chunk(2, dim=-1)
+        out = self.output_linear(F.silu(a) * b, expert_size) * batch_gates[:, None]
+        return torch.zeros((B * S, H), dtype=out.dtype).index_add(0, batch_index, out).view(B, S, H)
+
+
+class GraniteMoeLayer(GraniteLayer):
+    def __init__(self, c):
+        super().__init__(c)
+        self.mlp = GraniteMoeMoE(c)
+
+
+class GraniteMoeForCausalLM(GraniteForCausalLM):
+    def __init__(self, c):
+        super().__init__(c)
+        self.layers = nn.ModuleList([GraniteMoeLayer(c) for _ in range(c["num_hidden_layers"])])
+
+
+# ---------------------------------------------------------------------------------------
+# PhiMoE: Mixtral blocks with nn.LayerNorm, q/k/v/o and lm_head biases, the input jitter (an in-place
+# mul by a uniform noise tensor) and the sparsemixer router (two Gumbel-sampled picks, each through
+# MultiplierProcessor); rotary cos/sin gathered by position_ids in every layer; the eager mask is
+# (S, S + 1) (target_length past_seen + S + 1 without an attention mask)
+# transformers models/phimoe/modeling_phimoe.py@008f5c8c
+# ---------------------------------------------------------------------------------------
+class MultiplierProcessor(torch.autograd.Function):  # saves the pick's weight, index and softmax
+    @staticmethod
+    def forward(ctx, scores, weight, picked, probs, midpoint):
+        ctx.save_for_backward(weight, picked, probs)
+        return weight * midpoint
+
+    @staticmethod
+    def backward(ctx, grad):
+        weight, picked, probs = ctx.saved_tensors
+        grad = grad * weight
+        grad_scores = probs * grad.mul(-1)
+        grad_scores.scatter_add_(dim=-1, index=picked, src=grad)
+        return grad_scores, None, None, None, None
+
+
+def sparsemixer_pick(scores, candidates, jitter_eps):  # one of sparsemixer's two picks (training)
+    with torch.no_grad():  # the sparsity mask: scores too far below the best candidate
+        best, _ = candidates.max(dim=-1, keepdim=True)
+        far = ((best - scores) / scores.abs().clamp(min=best)) > (2 * jitter_eps)
+    logits = candidates.masked_fill(far, float("-inf"))
+    picked = (logits - torch.empty_like(logits).exponential_().log()).max(dim=-1)[1].unsqueeze(-1)  # Gumbel
+    probs = torch.softmax(logits, dim=-1)
+    weight = probs.gather(dim=-1, index=picked)
+    _, argmax = probs.max(dim=-1, keepdim=True)
+    midpoint = torch.logical_or(picked == argmax, torch.rand_like(weight) > 0.75)  # Heun's third-order step
+    midpoint = torch.add(0.3333, midpoint, alpha=0.6667).type_as(probs)
+    return MultiplierProcessor.apply(scores, weight, picked, probs, midpoint), picked
+
+
+def sparsemixer(scores, jitter_eps):
+    multiplier, selected = sparsemixer_pick(scores, scores, jitter_eps)
+    masked_scores = torch.scatter(scores, -1, selected, float("-inf"))
+    multiplier2, selected2 = sparsemixer_pick(scores, masked_scores, jitter_eps)
+    return torch.concat((multiplier, multiplier2), dim=-1), torch.concat((selected, selected2), dim=-1)
+
+
+class PhimoeMoe(nn.Module):  # PhimoeSparseMoeBlock
+    def __init__(self, c):
+        super().__init__()
+        h = c["hidden_size"]
+        self.E = c["num_local_experts"]
+        self.input_jitter, self.router_jitter = c["input_jitter_noise"], c["router_jitter_noise"]
+        self.gate = nn.Linear(h, self.E, bias=False)
+        self.experts = nn.ModuleList([GatedMLP(h, c["intermediate_size"]) for _ in range(self.E)])
+
+    def forward(self, x):
+        B, S, H = x.shape
+        if self.training and self.input_jitter > 0:
+            x *= torch.empty_like(x).uniform_(1.0 - self.input_jitter, 1.0 + self.input_jitter)
+        x = x.view(-1, H)
+        weights, selected = sparsemixer(self.gate(x), self.router_jitter)
+        final = torch.zeros((B * S, H), dtype=x.dtype)
+        mask = F.one_hot(selected, num_classes=self.E).permute(2, 1, 0)
+        for e in range(self.E):
+            idx, top_x = torch.where(mask[e])
+            if top_x.shape[0] == 0:
+                continue
+            cur = self.experts[e](x[None, top_x].reshape(-1, H)) * weights[top_x, idx, None]
+            final.index_add_(0, top_x, cur.to(x.dtype))
+        return final.reshape(B, S, H)
+
+
+class PhimoeLayer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h, eps = c["hidden_size"], c["rms_norm_eps"]
+        self.self_attn = LlamaAttention(c, qkv_bias=c["attention_bias"])
+        self.block_sparse_moe = PhimoeMoe(c)
+        self.input_layernorm = nn.LayerNorm(h, eps=eps)
+        self.post_attention_layernorm = nn.LayerNorm(h, eps=eps)
+
+    def forward(self, x, cos, sin, mask):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
+        return x + self.block_sparse_moe(self.post_attention_layernorm(x))
+
+
+class PhimoeForCausalLM(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        h, V = c["hidden_size"], c["vocab_size"]
+        self.embed_tokens = nn.Embedding(V, h)
+        self.layers = nn.ModuleList([PhimoeLayer(c) for _ in range(c["num_hidden_layers"])])
+        self.norm = nn.LayerNorm(h, eps=c["rms_norm_eps"])
+        self.lm_head = nn.Linear(h, V, bias=c["lm_head_bias"])
+
+    def model(self, ids):
+        c = self.c
+        B, S = ids.shape
+        x = self.embed_tokens(ids)
+        mask = torch.full((S, S + 1), fill_value=torch.finfo(x.dtype).min, dtype=x.dtype)
+        mask *= torch.arange(S + 1) > torch.arange(S).reshape(-1, 1)
+        mask = mask[None, None, :, :].expand(B, 1, -1, -1)
+        cos, sin = rope_cos_sin(c["hidden_size"] // c["num_attention_heads"], S, c["rope_theta"], x.dtype)
+        position_ids = torch.arange(S).unsqueeze(0)
+        for layer in self.layers:
+            # apply_rotary_pos_emb: cos[position_ids] and sin[position_ids], gathered in each layer
+            x = layer(x, cos[0][position_ids], sin[0][position_ids], mask)
+        return self.norm(x)
+
+    def forward(self, ids, labels):
+        return causal_lm_loss(self.lm_head(self.model(ids)), labels)
+
+
+# ---------------------------------------------------------------------------------------
 # Cohere / Cohere 2: parallel block on one LayerNorm without bias (written out in Python, fp32),
 # interleaved rotary on fp32 copies, logit_scale; Cohere 2: sliding layers with RoPE, every
 # sliding_window_pattern-th layer full attention without positions
@@ -1255,6 +1420,12 @@ CONFIGS = {
     "granite": small("granite", "GraniteForCausalLM", embedding_multiplier=12.0, residual_multiplier=0.22,
                      attention_multiplier=0.0078125, logits_scaling=8.0, attention_dropout=0.1,
                      tie_word_embeddings=True),
+    "granitemoe": small("granitemoe", "GraniteMoeForCausalLM", embedding_multiplier=12.0, residual_multiplier=0.22,
+                        attention_multiplier=0.0078125, logits_scaling=8.0, attention_dropout=0.1,
+                        tie_word_embeddings=True, intermediate_size=128, num_local_experts=8, num_experts_per_tok=2),
+    "phimoe": small("phimoe", "PhimoeForCausalLM", intermediate_size=128, num_local_experts=8, num_experts_per_tok=2,
+                    attention_bias=True, lm_head_bias=True, input_jitter_noise=0.01, router_jitter_noise=0.01,
+                    sliding_window=None, rms_norm_eps=1e-5),
     "cohere": small("cohere", "CohereForCausalLM", num_key_value_heads=8, use_qk_norm=True, logit_scale=0.0625,
                     layer_norm_eps=1e-5, tie_word_embeddings=True),
     "cohere2": small("cohere2", "Cohere2ForCausalLM", head_dim=32, logit_scale=0.25, layer_norm_eps=1e-5,
@@ -1291,7 +1462,7 @@ def build(c, **kw):
     if t == "deepseek_v3":
         return DeepseekForCausalLM(c, 3, **kw)
     return {"gpt_oss": GptOssForCausalLM, "llama4_text": Llama4ForCausalLM, "granite": GraniteForCausalLM,
-            "cohere": lambda c: CohereForCausalLM(c, 1), "cohere2": lambda c: CohereForCausalLM(c, 2),
+            "granitemoe": GraniteMoeForCausalLM, "phimoe": PhimoeForCausalLM, "cohere": lambda c: CohereForCausalLM(c, 1), "cohere2": lambda c: CohereForCausalLM(c, 2),
             "gpt_bigcode": GPTBigCodeForCausalLM, "internlm2": InternLM2ForCausalLM,
             "olmoe": OlmoeForCausalLM, "exaone4": Exaone4ForCausalLM}[t](c)
 

@@ -92,6 +92,8 @@ inline json estimate_report_json(const model_spec& model, const training_spec& r
                    {"tower", "frozen"}};
   // DeepSeek's first dense layers: checkpointing keeps them whole (the upper side).
   if (model.leading_dense_layers > 0) j["leading_dense_layers_kept_whole"] = model.leading_dense_layers;
+  // Multi-token-prediction layers in the checkpoint that transformers does not build: not counted.
+  if (model.unbuilt_mtp_layers > 0) j["unbuilt_mtp_layers"] = model.unbuilt_mtp_layers;
   // Gemma 3n's sparse-gate layers likewise.
   if (model.sparse_leading_layers > 0) j["sparse_leading_layers_kept_whole"] = model.sparse_leading_layers;
   return j;

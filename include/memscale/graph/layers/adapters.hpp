@@ -38,10 +38,12 @@ constexpr base_weight tied_head_weight(const base_weight& base) {
 
 // An untied output projection under `run`: torchtune's qlora_ builders leave it an nn.Linear in
 // 16 bits (lora_llama2: "quantize_base is not applied to final output_proj currently",
-// models/llama2/_component_builders.py @ v0.6.1); bitsandbytes' loads quantize it with the rest.
-constexpr base_weight untied_head_weight(const training_spec& run) {
+// models/llama2/_component_builders.py @ v0.6.1), and so does a transformers load with
+// BitsAndBytesConfig (get_keys_to_not_convert keeps the output embedding, integrations/bitsandbytes.py);
+// lit-gpt's bitsandbytes precision quantizes it with the rest.
+constexpr base_weight untied_head_weight(const model_spec& model, const training_spec& run) {
   const base_weight base = base_weight_of(run);
-  if (base.torchao) return tied_head_weight(base);
+  if (base.torchao || (base.four_bit && model.impl == implementation::hf_transformers)) return tied_head_weight(base);
   return base;
 }
 
@@ -62,7 +64,7 @@ struct adapter_plan {
 constexpr adapter_plan adapter_plan_of(const model_spec& model, const training_spec& run) {
   return {.enabled = is_lora(run),
           .base = base_weight_of(run),
-          .head = untied_head_weight(run),
+          .head = untied_head_weight(model, run),
           .targets = run.lora_targets,
           .rank = run.lora_rank,
           .variant = run.lora_kind,

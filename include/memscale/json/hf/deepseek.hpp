@@ -10,7 +10,8 @@
 // MLP of intermediate_size. routed_scaling_factor and norm_topk_prob only rescale the top-k
 // weights (no tensor of their own beyond those the routing already keeps). DeepSeek-V3's
 // num_nextn_predict_layers (multi-token prediction) are not built by transformers
-// (DeepseekV3Model skips `model.layers.61.*` on load): they are not counted.
+// (DeepseekV3Model skips `model.layers.61.*` on load): they are not counted, and the report
+// states how many the checkpoint holds (model_spec::unbuilt_mtp_layers).
 // IWYU pragma: private, include <memscale/json.hpp>
 #pragma once
 
@@ -68,6 +69,8 @@ inline model_spec deepseek(const config& c, const deepseek_defaults& d) {
               "must be below num_hidden_layers: a model without sparse layers is not modelled");
   m.router_fp32 = true;
   m.router_score_correction = d.score_correction;
+  // Not a DeepseekV{2,3}Config key (it stays in kwargs): absent means none.
+  m.unbuilt_mtp_layers = c.count("num_nextn_predict_layers", 0);
   return m;
 }
 

@@ -91,7 +91,7 @@ inline void nemotron_h_experts(const config& c, model_spec& m) {
   static_cast<void>(c.flag("norm_topk_prob", true));
   static_cast<void>(c.count("n_shared_experts", 1));
   static_cast<void>(c.flag("moe_shared_expert_overlap", true));
-  static_cast<void>(c.count("num_nextn_predict_layers", 0));
+  m.unbuilt_mtp_layers = c.count("num_nextn_predict_layers", 0);
 }
 
 // NemotronHConfig's keys and defaults (configuration_nemotron_h.py@13923c63); the legacy
