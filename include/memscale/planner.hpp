@@ -97,6 +97,7 @@ struct transformer_planning {
     const model_graph g = build(model, run);
     const device_estimate d = estimate_on_device(model, run, &on, device);
     mode_plan p = mode_plan_of(m, request, run, d.tensors, device_band_of(model, run, d), budget);
+    take_device_verdict(p, verdict_on_device(model, run, d, budget, device));
     // What offloading the checkpointed activations moves.
     add_offload_cost(p.cost, d.tensors, checkpointed_block_inputs(g), request, run, on);
     return p;

@@ -81,6 +81,18 @@ constexpr mode_plan mode_plan_of(mode m, const training_spec& request, const tra
   return p;
 }
 
+// A mode's peak, range and verdict as the device estimate's verdict gives them at the budget
+// (device_peak.hpp verdict_with: where the unconstrained reserved peak outgrows the budget, what
+// the capped replay reserves there, and never "fits" for a run that releases the cache), so a plan
+// and its caching-allocator section agree.
+template <class DeviceVerdict>
+constexpr void take_device_verdict(mode_plan& p, const DeviceVerdict& v) {
+  p.peak = v.at_budget;
+  p.range = v.range;
+  p.v = v.v;
+  p.fits = p.v == verdict::fits;
+}
+
 // The checks of a planner's input that come before any estimate (make_plan and fits()).
 template <planning_kind K>
 constexpr void validate_plan_input(const K& kind, const training_spec& run, const gpu_spec& gpu,

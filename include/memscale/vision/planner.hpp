@@ -76,7 +76,9 @@ struct vision_planning {
   constexpr mode_plan plan_run(const training_spec& request, const training_spec& run, const gpu_spec& on, mode m,
                                bytes budget) const {
     const device_estimate d = estimate_on_device(model, run, &on, device);
-    return memscale::detail::mode_plan_of(m, request, run, d.tensors, device_band_of(model, run, d), budget);
+    mode_plan p = memscale::detail::mode_plan_of(m, request, run, d.tensors, device_band_of(model, run, d), budget);
+    memscale::detail::take_device_verdict(p, verdict_on_device(model, run, d, budget, device));
+    return p;
   }
   // plan_run(...).range.high from the same estimate.
   constexpr bytes peak_upper_end(const training_spec& run) const {
