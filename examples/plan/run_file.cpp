@@ -22,7 +22,8 @@ memscale::json_io::run_input run_input_of(const options& o) {
           .headroom = o.headroom,
           .lora_alpha = o.lora_alpha,
           .alloc_conf = o.alloc_conf,
-          .context_memory = o.context_memory};
+          .context_memory = o.context_memory,
+          .vision = o.vision.model};
 }
 
 std::string read_text_file(const std::string& option, const std::string& path) {
@@ -96,14 +97,21 @@ void read_run_document(const json& doc, const std::string& source, options& out)
   }
   out.model = in.model;
   out.run = in.run;
-  out.model_description = std::move(in.model_description);
   out.gpu = std::move(in.gpu);
   out.custom_gpu = in.custom_gpu;
   out.headroom = in.headroom;
   out.lora_alpha = in.lora_alpha;
   out.alloc_conf = in.alloc_conf;
   out.context_memory = in.context_memory;
-  out.vision.model.reset();  // the document's model replaces a vision --model given before it
+  // The document's model replaces a --model given before it; a vision document's image and
+  // memory format replace --image and --channels-last given before it (options after it override).
+  out.vision = {};
+  if (in.vision) {
+    out.vision.model = in.vision;
+    out.vision.name = in.model_description.get<std::string>();
+  } else {
+    out.model_description = std::move(in.model_description);
+  }
   out.run_source = source;
 }
 

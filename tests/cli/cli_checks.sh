@@ -666,7 +666,7 @@ else
     "python: $(tail -n 1 "$work/py")"
 fi
 run --model mobilenet_v3_large --batch 8 --json
-if [[ $rc -eq 0 ]] && python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["model"]["parameters"] == 5483032' <"$work/out"; then
+if [[ $rc -eq 0 ]] && python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["architecture"]["parameters"] == 5483032' <"$work/out"; then
   pass "--model mobilenet_v3_large --json: 5483032 parameters"
 else
   fail "--model mobilenet_v3_large --json: 5483032 parameters" "exit $rc"
