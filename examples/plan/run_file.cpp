@@ -17,13 +17,13 @@ memscale::json_io::run_input run_input_of(const options& o) {
   return {.model = o.model,
           .run = o.run,
           .model_description = o.model_description,
+          .vision = o.vision.model,
           .gpu = o.gpu,
           .custom_gpu = o.custom_gpu,
           .headroom = o.headroom,
           .lora_alpha = o.lora_alpha,
           .alloc_conf = o.alloc_conf,
-          .context_memory = o.context_memory,
-          .vision = o.vision.model};
+          .context_memory = o.context_memory};
 }
 
 std::string read_text_file(const std::string& option, const std::string& path) {

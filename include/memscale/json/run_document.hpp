@@ -321,9 +321,9 @@ inline void read_device_fields(const json& doc, run_input& in) {
 // A vision document's own fields, and the result fields its report adds (read back and ignored).
 inline constexpr std::array<std::string_view, 7> vision_document_fields{"model",      "run",            "gpu",     "headroom",
                                                                         "alloc_conf", "context_memory", "software"};
-inline constexpr std::array<std::string_view, 8> vision_report_fields{"parameters", "trainable_parameters", "breakdown",
-                                                                      "peak",       "first_step",           "static",
-                                                                      "plan",       "allocator"};
+// (json/vision_report.hpp: "architecture" is the model's description).
+inline constexpr std::array<std::string_view, 9> vision_report_fields{
+    "parameters", "trainable_parameters", "breakdown", "peak", "first_step", "static", "plan", "allocator", "architecture"};
 
 template <std::size_t N>
 bool listed(const std::array<std::string_view, N>& names, std::string_view key) {

@@ -27,9 +27,6 @@ inline constexpr std::array<std::string_view, 10> vision_run_fields{
     "micro_batch", "grad_accum",      "precision", "optimizer", "optimizer_impl",
     "paged_optimizer", "checkpointing", "device",  "image",     "channels_last"};
 
-// The fields a vision report adds to its run document: the model's description.
-inline constexpr std::array<std::string_view, 1> vision_result_fields{"architecture"};
-
 // The vision model a run document's "model" names (torchvision first, then timm, as
 // memscale-plan --model), or nullopt when the name is no vision model's.
 inline std::optional<vision::vision_spec> find_vision_model(std::string_view name) {

@@ -121,7 +121,7 @@ inline void read_image_size(const json& t, vision::vision_spec& spec, const std:
   const std::string field = path + ".image";
   if (!t.contains("image") || t.at("image").is_null()) return;
   const json& v = t.at("image");
-  if (v.is_number_unsigned()) {
+  if (v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0)) {  // json(224) is signed
     spec.image_height = spec.image_width = v.get<std::uint64_t>();
     return;
   }
