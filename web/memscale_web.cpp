@@ -86,7 +86,7 @@ EMSCRIPTEN_KEEPALIVE const char* memscale_model(const char* model) {
   try {
     const json description = memscale::json_io::parse_document(model, "the model");
     if (description.is_string())
-      if (const auto vision = memscale::json_io::find_vision_model(description.get<std::string>()))
+      if (const auto vision = memscale::vision::presets::find(description.get<std::string>()))
         return reply({{"ok", true}, {"vision", vision_entry(*vision)}});
     const json doc = {{"model", description}, {"run", {{"seq_len", 1}}}};
     memscale::json_io::run_input in;

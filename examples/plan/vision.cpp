@@ -16,7 +16,7 @@
 namespace memscale_plan {
 namespace {
 
-using memscale::json_io::family_name;
+using memscale::json_io::vision_family_name;
 using memscale::json_io::from_timm;
 using memscale::json_io::vision_model_json;
 
@@ -40,6 +40,11 @@ std::optional<memscale::vision::vision_spec> vision_model_of(const options& opt)
     throw usage_error("--images and --image-size feed a multimodal language model's vision tower (Qwen2-VL, "
                       "Qwen2.5-VL, Qwen3-VL); "
                       "a vision --model takes --image");
+  // vision/estimate.hpp and the replay checkpoint whole stages whatever the setting (as a vision run document says).
+  if (opt.run.ckpt == memscale::checkpointing::selective)
+    throw usage_error("--checkpointing selective does not apply to the vision model " +
+                      std::string(opt.vision.model->name) +
+                      ": its stages are checkpointed whole (torch.utils.checkpoint per stage): none or full");
   memscale::vision::vision_spec m = *opt.vision.model;
   if (image) {
     m.image_height = opt.vision.image_height;
@@ -93,12 +98,12 @@ std::string vision_model_list_text() {
   std::string out;
   for (const auto& m : memscale::vision::presets::all)
     out += fmt::format("{:<22} {:>14} parameters  {} (torchvision, 224x224)\n", m.name,
-                       memscale::vision::parameter_count(m), family_name(m.arch));
+                       memscale::vision::parameter_count(m), vision_family_name(m.arch));
   // A timm name may carry a pretrained tag (vit_large_patch16_224.augreg_in21k_ft_in1k): the
   // tag sets only the head's width. A name torchvision also has needs a tag or timm/ to mean timm.
   for (const auto& m : memscale::vision::timm_presets::all)
     out += fmt::format("timm/{:<27} {:>14} parameters  {} (timm, {}x{}, {} classes; .TAG sets the head)\n", m.name,
-                       memscale::vision::parameter_count(m), family_name(m.arch), m.image_height, m.image_width,
+                       memscale::vision::parameter_count(m), vision_family_name(m.arch), m.image_height, m.image_width,
                        m.classes);
   return out;
 }

@@ -741,6 +741,7 @@ echo '{"model": "resnet50", "run": {"seq_len": 512}}' >"$work/vision_seq.json"
 bad_input_says "run.seq_len is a transformer run's field: the vision model resnet50 takes micro_batch" --run "$work/vision_seq.json"
 echo '{"model": "vit_b_16", "framework": "torchtune"}' >"$work/vision_framework.json"
 bad_input_says 'framework does not apply to the vision model vit_b_16' --run "$work/vision_framework.json"
+bad_input_says '--checkpointing selective does not apply to the vision model resnet50' --model resnet50 --checkpointing selective
 echo '{"model": "resnet50", "run": {"imag": 224}}' >"$work/vision_unknown.json"
 bad_input_says 'run.imag is not a field of a run document; did you mean image?' --run "$work/vision_unknown.json"
 # which torch.utils.checkpoint a run assumes: transformers' default by release, or as stated

@@ -23,12 +23,14 @@
 #include "memscale/json/run_settings.hpp"
 #include "memscale/json/software_stack.hpp"
 #include "memscale/json/vision_document.hpp"
+#include "memscale/json/vision_records.hpp"
 #include "memscale/model.hpp"
 #include "memscale/planner.hpp"
 #include "memscale/presets.hpp"
 #include "memscale/liger.hpp"
 #include "memscale/training.hpp"
 #include "memscale/validate.hpp"
+#include "memscale/vision/presets.hpp"
 
 namespace memscale::json_io {
 
@@ -412,8 +414,9 @@ inline void read_run_document(const json& doc, run_input& out) {
     out = std::move(in);
     return;
   }
+  // A vision model's name, looked up as memscale-plan --model looks it up (torchvision first, then timm).
   if (doc.contains("model") && doc.at("model").is_string())
-    if (const auto vision = find_vision_model(doc.at("model").get<std::string>())) {
+    if (const auto vision = vision::presets::find(doc.at("model").get<std::string>())) {
       detail::read_vision_document(doc, *vision, in);
       out = std::move(in);
       return;

@@ -7,33 +7,24 @@
 
 #include <array>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
 #include <string_view>
 
 #include "memscale/json/fields.hpp"
 #include "memscale/json/run_settings.hpp"
 #include "memscale/json/software_stack.hpp"
-#include "memscale/json/vision_records.hpp"
 #include "memscale/training.hpp"
 #include "memscale/vision/estimate.hpp"
-#include "memscale/vision/presets.hpp"
 
 namespace memscale::json_io {
 
 // The run fields of a vision document: the training settings the vision estimate reads
 // (vision/estimate.hpp, vision/planner.hpp) and the input's size and memory format.
 inline constexpr std::array<std::string_view, 10> vision_run_fields{
-    "micro_batch", "grad_accum",      "precision", "optimizer", "optimizer_impl",
-    "paged_optimizer", "checkpointing", "device",  "image",     "channels_last"};
+    "micro_batch",     "grad_accum",    "precision", "optimizer", "optimizer_impl",
+    "paged_optimizer", "checkpointing", "device",    "image",     "channels_last"};
 
-// The vision model a run document's "model" names (torchvision first, then timm, as
-// memscale-plan --model), or nullopt when the name is no vision model's.
-inline std::optional<vision::vision_spec> find_vision_model(std::string_view name) {
-  return vision::presets::find(name);
-}
-
-inline std::string_view family_name(vision::family f) {
+inline std::string_view vision_family_name(vision::family f) {
   switch (f) {
     case vision::family::resnet: return "resnet";
     case vision::family::mobilenet_v3: return "mobilenet_v3";
@@ -55,7 +46,7 @@ inline std::string vision_lookup_name(const vision::vision_spec& m) {
 inline json vision_model_json(const vision::vision_spec& m) {
   return {{"name", std::string(m.name)},
           {"source", from_timm(m) ? "timm" : "torchvision"},
-          {"family", std::string(family_name(m.arch))},
+          {"family", std::string(vision_family_name(m.arch))},
           {"classes", m.classes},
           {"image", std::to_string(m.image_height) + "x" + std::to_string(m.image_width)},
           {"channels_last", m.channels_last},
