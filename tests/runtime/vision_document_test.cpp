@@ -95,6 +95,7 @@ TEST_CASE("vision document: errors name the field", "[json][vision]") {
   CHECK(says(error_of({{"model", "resnet50"}, {"run", {{"image", "384x"}}}}), "run.image"));
   CHECK(says(error_of({{"model", "resnet50"}, {"run", {{"image", 16}}}}), "image size must be at least 32x32 pixels"));
   CHECK(says(error_of({{"model", "resnet50"}, {"run", {{"channels_last", "yes"}}}}), "run.channels_last"));
+  CHECK(says(error_of({{"model", "vit_b_16"}, {"run", {{"image", 100}}}}), "multiple of the ViT patch size"));
   // A transformer document refuses the vision fields by name.
   CHECK(says(error_of({{"model", "gpt2"}, {"run", {{"image", 224}}}}), "run.image is not a field of a run document"));
   // A misspelt vision name is offered the nearest preset.
