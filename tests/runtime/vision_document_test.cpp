@@ -90,7 +90,9 @@ TEST_CASE("vision document: errors name the field", "[json][vision]") {
   CHECK(says(error_of({{"model", "resnet50"}, {"attention_kernel", "flash"}}), "attention_kernel"));
   CHECK(says(error_of({{"model", "resnet50"}, {"framework", "torchtune"}}), "framework"));
   CHECK(says(error_of({{"model", "resnet50"}, {"software", {{"transformers", "4.46"}}}}), "software.transformers"));
-  CHECK(says(error_of({{"model", "resnet50"}, {"software", {{"torch", "2.3"}}}}), "software.torch"));
+  CHECK(says(error_of({{"model", "resnet50"}, {"software", {{"torch", "2.3"}}}}), "software.torch must be 2.5"));
+  CHECK(says(error_of({{"model", "resnet50"}, {"software", {{"cuda", "11.6"}}}}), "software.cuda does not apply"));
+  CHECK(read({{"model", "resnet50"}, {"software", {{"torch", "2.5"}}}}).vision);
   CHECK(says(error_of({{"model", "resnet50"}, {"run", {{"checkpointing", "selective"}}}}), "run.checkpointing"));
   CHECK(says(error_of({{"model", "resnet50"}, {"run", {{"image", "384x"}}}}), "run.image"));
   CHECK(says(error_of({{"model", "resnet50"}, {"run", {{"image", 16}}}}), "image size must be at least 32x32 pixels"));

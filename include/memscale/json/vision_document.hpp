@@ -42,13 +42,18 @@ inline std::string vision_lookup_name(const vision::vision_spec& m) {
   return (from_timm(m) ? "timm/" : "") + std::string(m.name);
 }
 
+// "HxW", as run.image is read back (read_image_size).
+inline std::string vision_image_text(const vision::vision_spec& m) {
+  return std::to_string(m.image_height) + "x" + std::to_string(m.image_width);
+}
+
 // {"name", "source", "family", "classes", "image": "HxW", "channels_last", "parameters"}.
 inline json vision_model_json(const vision::vision_spec& m) {
   return {{"name", std::string(m.name)},
           {"source", from_timm(m) ? "timm" : "torchvision"},
           {"family", std::string(vision_family_name(m.arch))},
           {"classes", m.classes},
-          {"image", std::to_string(m.image_height) + "x" + std::to_string(m.image_width)},
+          {"image", vision_image_text(m)},
           {"channels_last", m.channels_last},
           {"parameters", vision::parameter_count(m)}};
 }
@@ -61,14 +66,13 @@ inline json vision_software_json(const training_spec& run) {
   return j;
 }
 
-// The run object of a vision document: the settings of vision_run_fields, the image as
-// "HxW" (read back by read_image_size).
+// The run object of a vision document: the settings of vision_run_fields.
 inline json vision_run_json(const training_spec& run, const vision::vision_spec& m) {
   const json all = run_to_json(run);
   json j = json::object();
   for (const auto key : vision_run_fields)
     if (all.contains(key)) j[std::string(key)] = all.at(std::string(key));
-  j["image"] = std::to_string(m.image_height) + "x" + std::to_string(m.image_width);
+  j["image"] = vision_image_text(m);
   j["channels_last"] = m.channels_last;
   return j;
 }
@@ -83,10 +87,16 @@ inline void check_vision_software(const json& sw, const training_spec& run) {
   read_software(sw, given);
   const json assumed = vision_software_json(run);
   const json asked = vision_software_json(given);
-  for (const auto& item : asked.items())
-    if (!assumed.contains(item.key()) || assumed.at(item.key()) != item.value())
-      bad_field(error_code::unsupported, "software." + item.key(), sw.contains(item.key()) ? sw.at(item.key()) : item.value(),
-                "the vision estimate assumes the current releases (" + vision_software_json(run).dump() + ")");
+  for (const auto& item : asked.items()) {
+    const std::string field = "software." + item.key();
+    const json& value = sw.contains(item.key()) ? sw.at(item.key()) : item.value();
+    if (!assumed.contains(item.key()))
+      bad_field(error_code::unsupported, field, value,
+                "does not apply: the vision estimate assumes the current releases " + assumed.dump());
+    if (assumed.at(item.key()) != item.value())
+      bad_field(error_code::unsupported, field, value,
+                "must be " + assumed.at(item.key()).get<std::string>() + ": the vision estimate assumes the current releases");
+  }
 }
 
 }  // namespace memscale::json_io
