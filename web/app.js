@@ -26,7 +26,7 @@ const CONFIG = '__config';
 const CUSTOM_GPU = '__custom';
 
 const $ = (id) => document.getElementById(id);
-const state = {config: null, report: '', runText: '', urls: [], gpus: [], vision: new Map(), downloadTimer: 0};
+const state = {config: null, report: '', runText: '', urls: [], gpus: [], vision: new Set(), downloadTimer: 0};
 // Milliseconds from a control's event to the redrawn page (layout included), one entry per
 // answer; the browser test reads them.
 window.memscaleTimings = [];
@@ -564,7 +564,7 @@ function update() {
 }
 
 // ---------------------------------------------------------------------------------------
-// The model: a preset, or a config.json.
+// The model: a preset, a config.json, or a vision model.
 // A vision model: its controls instead of the sequence, adapters and framework (style.css body.vision);
 // it trains only, and checkpoints whole stages (no selective checkpointing).
 function visionChanged() {
@@ -692,7 +692,7 @@ function start() {
     const group = document.createElement('optgroup');
     group.label = title;
     for (const m of catalog.vision_models.filter((v) => v.source === source)) {
-      state.vision.set(m.name, m);
+      state.vision.add(m.name);
       group.appendChild(new Option(`${m.name} (${(m.parameters / 1e6).toFixed(1)} M)`, m.name));
     }
     model.appendChild(group);
