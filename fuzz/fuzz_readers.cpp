@@ -28,6 +28,7 @@
 #include "memscale/json.hpp"
 #include "memscale/json/inference_report.hpp"
 #include "memscale/quant_format.hpp"
+#include "memscale/vision/estimate.hpp"
 
 namespace {
 
@@ -50,7 +51,11 @@ void read_as_run(const nlohmann::json& doc) {
     (void)memscale::json_io::inference_report_json(in.model, memscale::json_io::report_inference(in), in.alloc_conf);
     return;
   }
-  (void)memscale::estimate(o.model, o.run);
+  if (o.vision.model) {  // a vision model: its estimate (json/vision_document.hpp)
+    (void)memscale::vision::estimate(*o.vision.model, o.run);
+  } else {
+    (void)memscale::estimate(o.model, o.run);
+  }
   (void)memscale_plan::run_document(o);
 }
 

@@ -26,7 +26,7 @@ const CONFIG = '__config';
 const CUSTOM_GPU = '__custom';
 
 const $ = (id) => document.getElementById(id);
-const state = {config: null, report: '', runText: '', urls: [], gpus: [], downloadTimer: 0};
+const state = {config: null, report: '', runText: '', urls: [], gpus: [], vision: new Set(), downloadTimer: 0};
 // Milliseconds from a control's event to the redrawn page (layout included), one entry per
 // answer; the browser test reads them.
 window.memscaleTimings = [];
@@ -57,6 +57,8 @@ function fig(path, value, text) {
 const bytesFig = (path, v) => fig(path, v, gib(v));
 const countFig = (path, v) => fig(path, v, count(v));
 const generating = () => $('task').value === 'generate';
+// A torchvision or timm model (the catalog's vision_models): a vision run document.
+const visionModel = () => state.vision.has($('model').value);
 const textFig = (path, v) => fig(path, v, v);
 
 // ---------------------------------------------------------------------------------------
@@ -99,8 +101,28 @@ function addGpu(doc) {
   if (gpu !== '') doc.headroom = Number($('headroom').value);
 }
 
+// A vision model's run document: the shared training settings, the image and its memory format (docs/run-json.md).
+function visionDocument() {
+  const image = $('image').value.trim();
+  const run = {
+    micro_batch: Number($('batch').value),
+    grad_accum: Number($('grad-accum').value),
+    precision: $('precision').value,
+    optimizer: $('optimizer').value,
+    optimizer_impl: $('optimizer-impl').value,
+    checkpointing: $('checkpointing').value,
+    image: /^[0-9]+$/.test(image) ? Number(image) : image,  // N, or "HxW" as typed (the library checks it)
+  };
+  if ($('paged-optimizer').checked) run.paged_optimizer = true;
+  if ($('channels-last').checked) run.channels_last = true;
+  const doc = {model: $('model').value, run: run};
+  addGpu(doc);
+  return doc;
+}
+
 function runDocument() {
   if (generating()) return inferenceDocument();
+  if (visionModel()) return visionDocument();
   const target = $('target').value;
   const run = {
     micro_batch: Number($('batch').value),
@@ -351,6 +373,7 @@ function renderPeaks(r) {
 // memscale-plan prints under "caching allocator" (docs/allocator.md).
 function renderAllocator(r) {
   const stack = Object.keys(r.software || {}).map((k) => `${esc(k)} ${textFig('software.' + k, r.software[k])}`);
+  if (r.architecture) return renderVisionModel(r, stack) + allocatorText(r.allocator);
   const fw = r.framework || {name: 'hf'};
   let html = `<p>Framework: ${textFig('framework.name', fw.name)}` +
              (fw.version ? ` ${textFig('framework.version', fw.version)}` : '') +
@@ -363,6 +386,15 @@ function renderAllocator(r) {
             ' <small>(<code>--use-reentrant</code> or the run\'s <code>use_reentrant</code>)</small>';
   html += '</p>';
   return html + allocatorText(r.allocator);
+}
+
+// A vision report's model (its "architecture") and the software its estimate assumes (it has no --stack).
+function renderVisionModel(r, stack) {
+  const a = r.architecture;
+  return `<p>Model: ${textFig('architecture.source', a.source)} ${textFig('architecture.family', a.family)}, ` +
+         `${countFig('architecture.parameters', a.parameters)} parameters, ${countFig('architecture.classes', a.classes)} classes; ` +
+         `image ${textFig('run.image', r.run.image)}${r.run.channels_last ? ' channels_last' : ''}; ` +
+         `software assumed: ${stack.join(', ')} <small>(the vision estimate assumes the current releases)</small></p>`;
 }
 
 // The caching allocator's replay: reserved, CUDA context, device and, with a GPU, the band and the verdict.
@@ -476,7 +508,9 @@ function render(r, cliff) {
               'allocator cache + CUDA context');
   $('peaks').innerHTML = renderPeaks(r);
   $('allocator').innerHTML = renderAllocator(r);
-  for (const id of ['modes', 'cliff']) $(id).hidden = !plan;
+  $('modes').hidden = !plan;
+  // A vision report has no cliff (memscale_web.cpp).
+  for (const id of ['cliff', 'cliff-title']) $(id).hidden = !plan || !cliff;
   $('no-gpu').hidden = !!plan;
   $('no-gpu').textContent = r.gpu ? 'No modes for this run: its layout and checkpointing policy are its framework\'s own.'
                                   : 'Pick a GPU to compare the modes and see where the run stops fitting.';
@@ -484,7 +518,7 @@ function render(r, cliff) {
     stackedBars('modes', plan.modes.map((m) => ({label: m.mode, breakdown: m.breakdown, peak: m.peak})), plan,
                 'allocator cache + CUDA context');
     $('mode-table').innerHTML = renderModeTable(plan);
-    cliffChart('cliff', cliff, plan, r.run.micro_batch);
+    if (cliff) cliffChart('cliff', cliff, plan, r.run.micro_batch);
   } else {
     $('mode-table').innerHTML = '';
   }
@@ -532,8 +566,23 @@ function update() {
 }
 
 // ---------------------------------------------------------------------------------------
-// The model: a preset, or a config.json.
+// The model: a preset, a config.json, or a vision model.
+// A vision model: its controls instead of the sequence, adapters and framework (style.css body.vision);
+// it trains only, and checkpoints whole stages (no selective checkpointing).
+function visionChanged() {
+  const vision = visionModel();
+  document.body.classList.toggle('vision', vision);
+  $('generate-task').disabled = vision;
+  $('selective').disabled = vision;
+  if (vision && $('checkpointing').value === 'selective') $('checkpointing').value = 'full';
+  if (vision && generating()) {
+    $('task').value = 'train';
+    taskChanged();
+  }
+}
+
 function modelChanged() {
+  visionChanged();
   const usesConfig = $('model').value === CONFIG;
   $('config-box').hidden = !usesConfig;
   if (usesConfig && state.config === null) {
@@ -546,6 +595,14 @@ function modelChanged() {
     $('error').hidden = false;
     $('error').textContent = info.error;
     return false;
+  }
+  if (info.vision) {  // the preset's own input size becomes the image control's value
+    const v = info.vision;
+    const [h, w] = v.image.split('x');
+    $('image').value = h === w ? h : v.image;
+    $('model-info').textContent = `${v.name}: ${count(v.parameters)} parameters, ${v.family} (${v.source}), ${v.classes} classes, ` +
+                                  `${v.image} input by default`;
+    return true;
   }
   $('model-info').textContent = `${info.name}: ${count(info.parameters)} parameters, ${info.layers} layers, hidden ${info.hidden}` +
                                 (info.max_seq_len ? `, up to ${info.max_seq_len} tokens` : '');
@@ -632,6 +689,16 @@ function start() {
   const model = $('model');
   for (const m of catalog.models) model.add(new Option(`${m.name} (${(m.parameters / 1e9).toFixed(2)} B)`, m.name));
   model.add(new Option('config.json ...', CONFIG));
+  // The vision models, one group per model code (torchvision, timm).
+  for (const [source, title] of [['torchvision', 'vision: torchvision'], ['timm', 'vision: timm']]) {
+    const group = document.createElement('optgroup');
+    group.label = title;
+    for (const m of catalog.vision_models.filter((v) => v.source === source)) {
+      state.vision.add(m.name);
+      group.appendChild(new Option(`${m.name} (${(m.parameters / 1e6).toFixed(1)} M)`, m.name));
+    }
+    model.appendChild(group);
+  }
   model.value = 'gpt2';
   const gpu = $('gpu');
   gpu.add(new Option('none (estimate only)', ''));
@@ -650,8 +717,8 @@ function start() {
   $('weights').addEventListener('change', weightsChanged);
   for (const id of ['weights', 'group-size', 'kv-dtype', 'kv-bits', 'gen-attention']) $(id).addEventListener('change', update);
   for (const id of ['batch', 'seq', 'headroom']) $(id).addEventListener('input', update);
-  for (const id of ['grad-accum', 'lora-rank', 'lora-targets', 'gpu-memory']) $(id).addEventListener('input', update);
-  for (const id of ['precision', 'optimizer', 'optimizer-impl', 'paged-optimizer', 'attention', 'dropout', 'double-quant', 'liger', 'padded', 'use-reentrant'])
+  for (const id of ['grad-accum', 'lora-rank', 'lora-targets', 'gpu-memory', 'image']) $(id).addEventListener('input', update);
+  for (const id of ['precision', 'optimizer', 'optimizer-impl', 'paged-optimizer', 'attention', 'dropout', 'double-quant', 'liger', 'padded', 'use-reentrant', 'channels-last'])
     $(id).addEventListener('change', update);
   $('checkpointing').addEventListener('change', () => { frameworkChanged(); update(); });
   $('framework').addEventListener('change', () => { frameworkChanged(); update(); });

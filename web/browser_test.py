@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The web calculator in a real browser, against memscale-plan (docs/web.md).
 
-    web/browser_test.py SITE_DIR MEMSCALE_PLAN [--screenshot FILE.png] [--screenshot-generate FILE.png] [--chromium PATH]
+    web/browser_test.py SITE_DIR MEMSCALE_PLAN [--screenshot FILE.png] [--screenshot-generate FILE.png]
+                        [--screenshot-vision FILE.png] [--chromium PATH]
 
 Serves SITE_DIR (web/build.sh's output) on 127.0.0.1 for the length of the test, drives
 headless Chromium through the DevTools protocol (web/cdp.py), and for each run below sets
@@ -47,6 +48,11 @@ def read_config(name):
 GENERATE_RUN = {"task": "generate", "gen-loop": "hf", "model": "mistral-7b", "batch": 2, "context": 4096, "new-tokens": 256,
                 "weights": "bnb-nf4", "kv-cache": "quantized", "kv-bits": "int2", "gen-attention": "flash",
                 "gpu": "a100-40gb", "headroom": 0.15}
+
+# A vision training step on a GPU: the plan, the peaks, the allocator section, the software (docs/web.md).
+VISION_RUN = {"task": "train", "model": "resnet50", "image": "384", "channels-last": False, "batch": 64, "grad-accum": 1,
+              "precision": "fp32", "optimizer": "adamw", "optimizer-impl": "foreach", "checkpointing": "none",
+              "paged-optimizer": False, "gpu": "rtx3060-12gb", "headroom": 0.15}
 
 # The "Kernels and batches" and torchtitan controls as the page opens: a run that sets some of
 # them starts from these, since the controls keep their values from one run to the next.
@@ -114,6 +120,15 @@ RUNS = [
      {"task": "generate", "model": "llama-2-7b", "gen-loop": "gpt-fast", "sw-transformers": "", "weights": "gptfast-int4", "group-size": 64,
       "kv-dtype": "", "gen-attention": "sdpa", "batch": 2, "context": 1024, "new-tokens": 128, "gpu": "rtx4090",
       "headroom": 0.15}),
+    # A vision model: the page's run.json is a vision document (model, run.image), its plan.json the vision report.
+    ("vision: resnet50 at 384x384, batch 64, on an RTX 3060 12GB",
+     VISION_RUN),
+    ("vision: timm eva02_base_patch14_448 (its own 448 input), amp_bf16, checkpointed stages, on an A100 40GB",
+     {"task": "train", "model": "timm/eva02_base_patch14_448", "batch": 16, "grad-accum": 1, "precision": "amp_bf16",
+      "optimizer": "adamw", "checkpointing": "full", "gpu": "a100-40gb", "headroom": 0.12}),
+    ("vision: convnext_tiny channels_last at 256x320 without a GPU, 8-bit AdamW",
+     {"task": "train", "model": "convnext_tiny", "image": "256x320", "channels-last": True, "batch": 32,
+      "precision": "amp_fp16", "optimizer": "adamw_8bit", "checkpointing": "none", "gpu": ""}),
 ]
 
 # The run of the screenshot (docs/pictures/web-calculator.png): a mode is needed, and chosen.
@@ -131,6 +146,8 @@ INVALID = [
     ("torchtitan on one rank (its FSDP2 needs more than one)",
      kernels(task="train", model="llama-3-8b", target="full", grad_accum=1, framework="torchtitan", data_parallel=1,
              precision="pure_bf16", gpu="h100-80gb")),
+    ("a vision image under 32 pixels",
+     {"task": "train", "model": "resnet50", "image": "16", "gpu": "rtx4090"}),
 ]
 
 # Sets controls in order, each followed by the event a user's change fires.
@@ -205,7 +222,7 @@ def shown_as(path, value):
     if isinstance(value, bool) or value is None:
         return None
     if last in ("parameters", "trainable_parameters", "max_micro_batch", "parameter_count", "kv_bytes_per_token",
-                "max_batch", "max_context"):
+                "max_batch", "max_context", "classes"):
         return f"{value:,}"
     if last in ("low", "high") and ".band." in path:
         return ("+" if value >= 0 else "") + half_up(value * 100, 1) + "%"
@@ -269,6 +286,7 @@ def main():
     parser.add_argument("memscale_plan")
     parser.add_argument("--screenshot")
     parser.add_argument("--screenshot-generate", help="also a screenshot of the page in generate() mode")
+    parser.add_argument("--screenshot-vision", help="also a screenshot of the page with a vision model")
     parser.add_argument("--chromium", default="chromium")
     parser.add_argument("--moves", type=int, default=40, help="slider moves timed per slider")
     args = parser.parse_args()
@@ -335,6 +353,12 @@ def main():
                 browser.evaluate(f"({SET_CONTROLS})({json.dumps(list(GENERATE_RUN.items()))})")
                 browser.screenshot(args.screenshot_generate, 1400)
                 print(f"screenshot: {args.screenshot_generate}")
+            if args.screenshot_vision:
+                browser.call("Page.navigate", url=url)
+                browser.wait_for("window.memscaleReady === true", "the page to load again")
+                browser.evaluate(f"({SET_CONTROLS})({json.dumps(list(VISION_RUN.items()))})")
+                browser.screenshot(args.screenshot_vision, 1400)
+                print(f"screenshot: {args.screenshot_vision}")
     finally:
         if browser is not None:
             browser.close()

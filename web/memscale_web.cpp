@@ -17,8 +17,12 @@
 #include "memscale/json/inference_report.hpp"
 #include "memscale/json/run_document.hpp"
 #include "memscale/json/run_report.hpp"
+#include "memscale/json/vision_document.hpp"
+#include "memscale/json/vision_report.hpp"
 #include "memscale/presets.hpp"
 #include "memscale/validate.hpp"
+#include "memscale/vision/presets.hpp"
+#include "memscale/vision/timm_presets.hpp"
 
 namespace {
 
@@ -37,11 +41,20 @@ const char* reply(const json& j) {
 
 const char* failure(const std::string& message) { return reply({{"ok", false}, {"error", message}}); }
 
+// A vision model's entry: its description (json_io::vision_model_json) under the name a run
+// document looks it up by.
+json vision_entry(const memscale::vision::vision_spec& m) {
+  json j = memscale::json_io::vision_model_json(m);
+  j["name"] = memscale::json_io::vision_lookup_name(m);
+  return j;
+}
+
 }  // namespace
 
 extern "C" {
 
 // {"models": [{"name", "parameters", "layers", "hidden", "heads", "max_seq_len" (0: no limit)}],
+//  "vision_models": [{"name", "source", "family", "classes", "image", "channels_last", "parameters"}],
 //  "gpus": [{"name", "label", "memory", "bf16"}], "headroom": {"min", "max", "default"}}.
 EMSCRIPTEN_KEEPALIVE const char* memscale_catalog() {
   json models = json::array();
@@ -52,21 +65,30 @@ EMSCRIPTEN_KEEPALIVE const char* memscale_catalog() {
                       {"hidden", m.hidden},
                       {"heads", m.heads},
                       {"max_seq_len", memscale::sequence_limit_of(m).tokens}});
+  json vision_models = json::array();
+  for (const auto& m : memscale::vision::presets::all) vision_models.push_back(vision_entry(m));
+  for (const auto& m : memscale::vision::timm_presets::all) vision_models.push_back(vision_entry(m));
   json gpus = json::array();
   for (const auto& g : memscale::gpu_catalog)
     gpus.push_back({{"name", std::string(g.name)}, {"label", std::string(g.label)}, {"memory", g.memory.value},
                     {"bf16", g.bf16}});
   return reply({{"models", models},
+                {"vision_models", vision_models},
                 {"gpus", gpus},
                 {"headroom",
                  {{"min", memscale::min_headroom}, {"max", memscale::max_headroom}, {"default", memscale::default_headroom}}}});
 }
 
 // `model`: a run document's "model" (a preset name, a model object, {"hf_config": {...}}).
-// Answers {"ok": true, "name", "parameters", "layers", "hidden", "max_seq_len"} or an error.
+// Answers {"ok": true, "name", "parameters", "layers", "hidden", "max_seq_len"}, for a vision
+// model {"ok": true, "vision": {...}} (its catalog entry), or an error.
 EMSCRIPTEN_KEEPALIVE const char* memscale_model(const char* model) {
   try {
-    const json doc = {{"model", memscale::json_io::parse_document(model, "the model")}, {"run", {{"seq_len", 1}}}};
+    const json description = memscale::json_io::parse_document(model, "the model");
+    if (description.is_string())
+      if (const auto vision = memscale::vision::presets::find(description.get<std::string>()))
+        return reply({{"ok", true}, {"vision", vision_entry(*vision)}});
+    const json doc = {{"model", description}, {"run", {{"seq_len", 1}}}};
     memscale::json_io::run_input in;
     memscale::json_io::read_run_document(doc, in);
     return reply({{"ok", true},
@@ -84,7 +106,8 @@ EMSCRIPTEN_KEEPALIVE const char* memscale_model(const char* model) {
 
 // `document`: a run document. Answers {"ok": true, "report": TEXT, "cliff": {...}} where
 // TEXT is exactly memscale-plan's --json output for the document (for an "infer" document, one
-// describing generate(), the inference report and no cliff), or {"ok": false,
+// describing generate(), the inference report and no cliff; for a vision model, its report and
+// no cliff), or {"ok": false,
 // "error": "one line naming the field"}.
 EMSCRIPTEN_KEEPALIVE const char* memscale_report(const char* document) {
   try {
@@ -97,6 +120,8 @@ EMSCRIPTEN_KEEPALIVE const char* memscale_report(const char* document) {
     }
     memscale::json_io::run_input in;
     memscale::json_io::read_run_document(doc, in);
+    // A torchvision or timm model: its report (json/vision_report.hpp), with the plan on a GPU; no cliff.
+    if (in.vision) return reply({{"ok", true}, {"report", dump(memscale::json_io::vision_report_json(in))}});
     const memscale::estimate_result result = memscale::json_io::estimate_run(in);
     const std::optional<memscale::gpu_spec> gpu = memscale::json_io::gpu_of(in);
     // An FSDP2 run (torchtitan, torchtune over several GPUs) is its own layout and policy: no plan

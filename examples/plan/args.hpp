@@ -86,6 +86,7 @@ struct cluster_options {
 // `model` (options_run.cpp); --image and --channels-last size and lay out its input.
 struct vision_options {
   std::optional<memscale::vision::vision_spec> model;
+  std::string name;                // as --model or a --run document gave it (a timm tag kept)
   std::uint64_t image_height = 0;  // 0: the preset's 224
   std::uint64_t image_width = 0;
   bool channels_last = false;

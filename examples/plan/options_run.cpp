@@ -33,6 +33,7 @@ void add_run_options(CLI::App& app, options& o) {
   add_value(app, g, "--model", "NAME", "a preset (see --list-models); default gpt2", [&o](const std::string& v) {
     if (const auto vision = memscale::vision::presets::find(v)) {  // torchvision or timm (options_vision.cpp)
       o.vision.model = *vision;
+      o.vision.name = v;
       return;
     }
     o.vision.model.reset();

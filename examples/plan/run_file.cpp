@@ -17,6 +17,7 @@ memscale::json_io::run_input run_input_of(const options& o) {
   return {.model = o.model,
           .run = o.run,
           .model_description = o.model_description,
+          .vision = o.vision.model,
           .gpu = o.gpu,
           .custom_gpu = o.custom_gpu,
           .headroom = o.headroom,
@@ -96,14 +97,21 @@ void read_run_document(const json& doc, const std::string& source, options& out)
   }
   out.model = in.model;
   out.run = in.run;
-  out.model_description = std::move(in.model_description);
   out.gpu = std::move(in.gpu);
   out.custom_gpu = in.custom_gpu;
   out.headroom = in.headroom;
   out.lora_alpha = in.lora_alpha;
   out.alloc_conf = in.alloc_conf;
   out.context_memory = in.context_memory;
-  out.vision.model.reset();  // the document's model replaces a vision --model given before it
+  // The document's model replaces a --model given before it; a vision document's image and
+  // memory format replace --image and --channels-last given before it (options after it override).
+  out.vision = {};
+  if (in.vision) {
+    out.vision.model = in.vision;
+    out.vision.name = in.model_description.get<std::string>();
+  } else {
+    out.model_description = std::move(in.model_description);
+  }
   out.run_source = source;
 }
 

@@ -10,44 +10,18 @@
 #include "memscale/vision/planner.hpp"
 #include "memscale/vision/presets.hpp"
 #include "output.hpp"
+#include "run_file.hpp"
 #include "units.hpp"
 
 namespace memscale_plan {
 namespace {
 
-std::string_view family_name(memscale::vision::family f) {
-  switch (f) {
-    case memscale::vision::family::resnet: return "resnet";
-    case memscale::vision::family::mobilenet_v3: return "mobilenet_v3";
-    case memscale::vision::family::efficientnet: return "efficientnet";
-    case memscale::vision::family::vit: return "vit";
-    case memscale::vision::family::convnext: return "convnext";
-  }
-  return "resnet";
-}
-
-bool from_timm(const memscale::vision::vision_spec& m) { return m.source == memscale::vision::model_source::timm; }
-
-nlohmann::json vision_json(const memscale::vision::vision_spec& m) {
-  return {{"name", std::string(m.name)},
-          {"source", from_timm(m) ? "timm" : "torchvision"},
-          {"family", std::string(family_name(m.arch))},
-          {"classes", m.classes},
-          {"image", std::to_string(m.image_height) + "x" + std::to_string(m.image_width)},
-          {"channels_last", m.channels_last},
-          {"parameters", memscale::vision::parameter_count(m)}};
-}
-
-// The stack a vision step reads: torch (the allocator, cuBLAS in it from 2.0), bitsandbytes (the
-// 8-bit AdamW of AGGRESSIVE) and how CUDA loads its modules; no transformers.
-nlohmann::json vision_software_json(const memscale::training_spec& run) {
-  nlohmann::json j = memscale::json_io::software_json(run);
-  j.erase("transformers");
-  return j;
-}
+using memscale::json_io::vision_family_name;
+using memscale::json_io::from_timm;
+using memscale::json_io::vision_model_json;
 
 std::string vision_software_text(const memscale::training_spec& run) {
-  const nlohmann::json j = vision_software_json(run);
+  const nlohmann::json j = memscale::json_io::vision_software_json(run);
   return fmt::format("torch {}, bitsandbytes {}, CUDA modules loaded {}", j.at("torch").get<std::string>(),
                      j.at("bitsandbytes").get<std::string>(), run.cuda_lazy_loading ? "lazily" : "eagerly");
 }
@@ -66,41 +40,35 @@ std::optional<memscale::vision::vision_spec> vision_model_of(const options& opt)
     throw usage_error("--images and --image-size feed a multimodal language model's vision tower (Qwen2-VL, "
                       "Qwen2.5-VL, Qwen3-VL); "
                       "a vision --model takes --image");
+  // vision/estimate.hpp and the replay checkpoint whole stages whatever the setting (as a vision run document says).
+  if (opt.run.ckpt == memscale::checkpointing::selective)
+    throw usage_error("--checkpointing selective does not apply to the vision model " +
+                      std::string(opt.vision.model->name) +
+                      ": its stages are checkpointed whole (torch.utils.checkpoint per stage): none or full");
   memscale::vision::vision_spec m = *opt.vision.model;
   if (image) {
     m.image_height = opt.vision.image_height;
     m.image_width = opt.vision.image_width;
   }
-  m.channels_last = opt.vision.channels_last;
+  if (opt.vision.channels_last) m.channels_last = true;  // a --run document may have set it
   return memscale::vision::validate(m);
 }
 
 std::string vision_report(const options& opt, const memscale::vision::vision_spec& model) {
-  std::optional<memscale::gpu_spec> gpu = opt.custom_gpu;
-  if (!gpu && !opt.gpu.empty()) gpu = memscale::find_gpu(opt.gpu);  // checked by parse_args
-  // With a GPU the step is estimated on it (its BLAS workspace), as the plan does.
-  const memscale::training_spec run = gpu ? memscale::on_gpu(opt.run, *gpu) : opt.run;
-  const memscale::device_options o = memscale::json_io::device_options_of(opt.alloc_conf, opt.context_memory);
-  // The peaks' reserved and device figures are the allocator section's (one figure per quantity).
-  const memscale::device_estimate d = memscale::vision::estimate_on_device(model, run, gpu ? &*gpu : nullptr, o);
+  memscale::json_io::run_input in = run_input_of(opt);
+  in.vision = model;
+  in.model_description = opt.vision.name.empty() ? memscale::json_io::vision_lookup_name(model) : opt.vision.name;
+  // The report (memscale/json/vision_report.hpp) is the web calculator's as well.
+  const memscale::json_io::vision_outcome outcome = memscale::json_io::vision_outcome_of(in);
+  if (opt.json)
+    return memscale::json_io::vision_report_json(in, outcome).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
+           "\n";
+  const std::optional<memscale::gpu_spec> gpu = memscale::json_io::gpu_of(in);
+  const memscale::training_spec& run = outcome.run;
+  const memscale::device_estimate& d = outcome.device;
   const memscale::estimate_result& r = d.tensors;
-  const memscale::plan_options plan_opts{.headroom = opt.headroom.value_or(memscale::default_headroom)};
-  std::optional<memscale::plan_result> plan;
-  if (gpu) plan = memscale::vision::make_plan(model, opt.run, *gpu, plan_opts, o);
-  std::optional<memscale::device_verdict> v;
-  if (gpu && run.device == memscale::device_kind::cuda)
-    v = memscale::vision::verdict_on_device(model, run, d, plan->budget, o);
-  if (opt.json) {
-    nlohmann::json j = memscale::json_io::estimate_to_json(r);
-    j["model"] = vision_json(model);
-    j["run"] = run_to_json(opt.run);
-    j["run"].erase("seq_len");
-    j["software"] = vision_software_json(run);
-    if (run.device == memscale::device_kind::cuda)
-      j["allocator"] = memscale::json_io::allocator_json(d, opt.alloc_conf, v ? &*v : nullptr);
-    if (plan) j["plan"] = plan_json(*plan);
-    return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  }
+  const std::optional<memscale::plan_result>& plan = outcome.plan;
+  const std::optional<memscale::device_verdict>& v = outcome.verdict;
   std::string out = fmt::format("{}{} ({} parameters), image {}x{}{}, batch {}, {}, {}\n",
                                 from_timm(model) ? "timm/" : "", model.name,
                                 memscale::vision::parameter_count(model), model.image_height, model.image_width,
@@ -130,20 +98,20 @@ std::string vision_model_list_text() {
   std::string out;
   for (const auto& m : memscale::vision::presets::all)
     out += fmt::format("{:<22} {:>14} parameters  {} (torchvision, 224x224)\n", m.name,
-                       memscale::vision::parameter_count(m), family_name(m.arch));
+                       memscale::vision::parameter_count(m), vision_family_name(m.arch));
   // A timm name may carry a pretrained tag (vit_large_patch16_224.augreg_in21k_ft_in1k): the
   // tag sets only the head's width. A name torchvision also has needs a tag or timm/ to mean timm.
   for (const auto& m : memscale::vision::timm_presets::all)
     out += fmt::format("timm/{:<27} {:>14} parameters  {} (timm, {}x{}, {} classes; .TAG sets the head)\n", m.name,
-                       memscale::vision::parameter_count(m), family_name(m.arch), m.image_height, m.image_width,
+                       memscale::vision::parameter_count(m), vision_family_name(m.arch), m.image_height, m.image_width,
                        m.classes);
   return out;
 }
 
 nlohmann::json vision_model_list_json() {
   nlohmann::json list = nlohmann::json::array();
-  for (const auto& m : memscale::vision::presets::all) list.push_back(vision_json(m));
-  for (const auto& m : memscale::vision::timm_presets::all) list.push_back(vision_json(m));
+  for (const auto& m : memscale::vision::presets::all) list.push_back(vision_model_json(m));
+  for (const auto& m : memscale::vision::timm_presets::all) list.push_back(vision_model_json(m));
   return list;
 }
 

@@ -21,3 +21,5 @@
 #include "memscale/json/run_report.hpp"  // IWYU pragma: export
 #include "memscale/json/run_settings.hpp"  // IWYU pragma: export
 #include "memscale/json/software_stack.hpp"  // IWYU pragma: export
+#include "memscale/json/vision_document.hpp"  // IWYU pragma: export
+#include "memscale/json/vision_report.hpp"  // IWYU pragma: export

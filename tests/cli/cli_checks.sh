@@ -666,7 +666,7 @@ else
     "python: $(tail -n 1 "$work/py")"
 fi
 run --model mobilenet_v3_large --batch 8 --json
-if [[ $rc -eq 0 ]] && python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["model"]["parameters"] == 5483032' <"$work/out"; then
+if [[ $rc -eq 0 ]] && python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["architecture"]["parameters"] == 5483032' <"$work/out"; then
   pass "--model mobilenet_v3_large --json: 5483032 parameters"
 else
   fail "--model mobilenet_v3_large --json: 5483032 parameters" "exit $rc"
@@ -708,6 +708,42 @@ round_trip --model llama-3-8b --batch 1 --seq 8192 --framework torchtitan --gpus
 round_trip --model llama-2-7b --framework hf@4.40 --attention eager --use-cache off --batch 1 --seq 512
 round_trip --model llama-2-7b --framework hf@4.46 --checkpointing full --batch 2 --seq 1024
 round_trip --model llama-2-7b --lora 8 --checkpointing full --use-reentrant true
+# A vision model's report is a vision run document (docs/run-json.md): it reads back the same,
+# and a document written by hand prints what the flags print, as JSON and as text.
+round_trip --model resnet50 --image 384x320 --batch 64 --gpu rtx3060-12gb --alloc-conf expandable_segments:True
+round_trip --model vit_large_patch16_224.augreg_in21k --channels-last --precision amp_bf16 --checkpointing full --gpu a100-40gb
+round_trip --model convnext_tiny --optimizer adamw_8bit --grad-accum 4
+cat >"$work/vision.json" <<'EOF2'
+{"model": "resnet50", "gpu": "rtx3060-12gb", "headroom": 0.12,
+ "run": {"micro_batch": 64, "image": 384, "precision": "amp_fp16", "checkpointing": "full", "channels_last": true}}
+EOF2
+vision_flags=(--model resnet50 --batch 64 --image 384 --precision amp_fp16 --checkpointing full --channels-last
+  --gpu rtx3060-12gb --headroom 0.12)
+vision_same=1
+for format in --json ""; do
+  run "${vision_flags[@]}" $format
+  cp "$work/out" "$work/vision_flags.out"
+  run --run "$work/vision.json" $format
+  [[ $rc -eq 0 && -s "$work/out" ]] && cmp -s "$work/out" "$work/vision_flags.out" || vision_same=0
+done
+if [[ $vision_same -eq 1 ]]; then
+  pass "--run with a vision model: the report of the equivalent flags, JSON and text, byte for byte"
+else
+  fail "--run with a vision model: the report of the equivalent flags" "exit $rc" "$(diff "$work/out" "$work/vision_flags.out" | head -c 600)"
+fi
+run --run "$work/vision.json" --image 224 --json
+if [[ $rc -eq 0 ]] && python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["run"]["image"] == "224x224" and d["run"]["channels_last"], d["run"]' <"$work/out" 2>"$work/py"; then
+  pass "--run vision.json --image 224: an option after --run overrides the document's image, keeps its channels_last"
+else
+  fail "--run vision.json --image 224: an option after --run overrides the document's image" "exit $rc" "python: $(tail -n 1 "$work/py")"
+fi
+echo '{"model": "resnet50", "run": {"seq_len": 512}}' >"$work/vision_seq.json"
+bad_input_says "run.seq_len is a transformer run's field: the vision model resnet50 takes micro_batch" --run "$work/vision_seq.json"
+echo '{"model": "vit_b_16", "framework": "torchtune"}' >"$work/vision_framework.json"
+bad_input_says 'framework does not apply to the vision model vit_b_16' --run "$work/vision_framework.json"
+bad_input_says '--checkpointing selective does not apply to the vision model resnet50' --model resnet50 --checkpointing selective
+echo '{"model": "resnet50", "run": {"imag": 224}}' >"$work/vision_unknown.json"
+bad_input_says 'run.imag is not a field of a run document; did you mean image?' --run "$work/vision_unknown.json"
 # which torch.utils.checkpoint a run assumes: transformers' default by release, or as stated
 run --model llama-2-7b --framework hf@4.46 --checkpointing full
 if [[ $rc -eq 0 ]] && grep -qF "checkpointing full (reentrant)" "$work/out"; then

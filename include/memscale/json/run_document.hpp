@@ -22,12 +22,16 @@
 #include "memscale/json/records.hpp"
 #include "memscale/json/run_settings.hpp"
 #include "memscale/json/software_stack.hpp"
+#include "memscale/json/vision_document.hpp"
+#include "memscale/json/vision_records.hpp"
 #include "memscale/model.hpp"
 #include "memscale/planner.hpp"
 #include "memscale/presets.hpp"
 #include "memscale/liger.hpp"
 #include "memscale/training.hpp"
 #include "memscale/validate.hpp"
+#include "memscale/vision/model.hpp"
+#include "memscale/vision/presets.hpp"
 
 namespace memscale::json_io {
 
@@ -36,8 +40,11 @@ struct run_input {
   model_spec model = presets::gpt2;
   training_spec run = default_run();
   // How the model was given, written back by run_document_json: null for a preset (written
-  // as its name), otherwise the document's model object.
+  // as its name), otherwise the document's model object; for a vision model, its name as given.
   json model_description;
+  // A torchvision or timm model (json/vision_document.hpp), with the run's image size and
+  // memory format; `model` is then unused.
+  std::optional<vision::vision_spec> vision;
   std::string gpu;                     // a gpu_catalog name; empty: none (or custom_gpu)
   std::optional<gpu_spec> custom_gpu;  // a GPU described by its memory
   std::optional<double> headroom;
@@ -103,8 +110,11 @@ inline model_spec model_of(const json& m, run_input& in) {
     const std::string name = m.get<std::string>();
     const auto found = presets::find(name);
     if (!found) {
+      if (const auto why = vision::presets::refusal(name); !why.empty())  // a timm name memscale does not model
+        bad_field(error_code::unsupported, "model", m, std::string(why));
       memscale::detail::nearest_name nearest(name);
       for (const auto& p : presets::all) nearest.offer(p.name);
+      for (const auto& p : vision::presets::all) nearest.offer(p.name);
       bad_field(error_code::invalid_model, "model", m, "must be a preset name (see --list-models)" + nearest.hint());
     }
     in.model_description = nullptr;
@@ -311,6 +321,70 @@ inline void read_device_fields(const json& doc, run_input& in) {
   }
 }
 
+// A vision document's own fields, and the result fields its report adds (read back and ignored).
+inline constexpr std::array<std::string_view, 7> vision_document_fields{"model",      "run",            "gpu",     "headroom",
+                                                                        "alloc_conf", "context_memory", "software"};
+// (json/vision_report.hpp: "architecture" is the model's description).
+inline constexpr std::array<std::string_view, 9> vision_report_fields{
+    "parameters", "trainable_parameters", "breakdown", "peak", "first_step", "static", "plan", "allocator", "architecture"};
+
+template <std::size_t N>
+bool listed(const std::array<std::string_view, N>& names, std::string_view key) {
+  for (auto k : names)
+    if (k == key) return true;
+  return false;
+}
+
+// The run object of a vision document: the shared training settings by read_run_object, then
+// the image and its memory format. A transformer run's field is an error naming it.
+inline void read_vision_run(const json& r, const std::string& name, vision::vision_spec& spec, run_input& in) {
+  if (!r.is_object()) bad_field(bad_run, "run", r, "must be a JSON object");
+  for (const auto& item : r.items()) {
+    if (listed(vision_run_fields, item.key()) || !listed(run_fields, item.key())) continue;
+    std::string known;
+    for (auto k : vision_run_fields) known += (known.empty() ? "" : ", ") + std::string(k);
+    bad_field(error_code::unsupported, "run." + item.key(), item.value(),
+              "is a transformer run's field: the vision model " + name + " takes " + known);
+  }
+  require_known_keys(r, vision_run_fields, "run");
+  json shared = r;
+  shared.erase("image");
+  shared.erase("channels_last");
+  read_run_object(shared, in);
+  read_image_size(r, spec, "run");
+  spec.channels_last = get_bool(r, "channels_last", "run", spec.channels_last, bad_run);
+  // vision/estimate.hpp checkpoints whole stages whatever the setting: selective would read as full.
+  if (in.run.ckpt == checkpointing::selective)
+    bad_field(error_code::unsupported, "run.checkpointing", r.at("checkpointing"),
+              "must be none or full for a vision model (torch.utils.checkpoint over whole stages)");
+}
+
+// A document whose "model" names a torchvision or timm model (`spec`, the preset).
+inline void read_vision_document(const json& doc, vision::vision_spec spec, run_input& in) {
+  const std::string name = doc.at("model").get<std::string>();
+  if (doc.contains("framework") && !doc.at("framework").is_null())
+    bad_field(error_code::unsupported, "framework", doc.at("framework"),
+              "does not apply to the vision model " + name + ": the vision estimate models torchvision's training step");
+  require_known_keys(doc, vision_document_fields, "", vision_report_fields);
+  if (doc.contains("run")) read_vision_run(doc.at("run"), name, spec, in);
+  read_device_fields(doc, in);
+  if (doc.contains("software")) check_vision_software(doc.at("software"), in.run);
+  validate(in.run);
+  // The graph's own checks (a ViT's image a multiple of its patch) are errors of the document.
+  (void)vision::build_graph(spec, in.run);
+  in.vision = spec;
+  in.model_description = name;
+}
+
+// The GPU and allocator fields of `in` into the document `j`.
+inline void write_device_fields(const run_input& in, json& j) {
+  if (!in.gpu.empty()) j["gpu"] = in.gpu;
+  if (in.custom_gpu) j["gpu"] = {{"memory", in.custom_gpu->memory.value}, {"bf16", in.custom_gpu->bf16}};
+  if (!in.gpu.empty() || in.custom_gpu) j["headroom"] = in.headroom.value_or(default_headroom);
+  if (!in.alloc_conf.empty()) j["alloc_conf"] = in.alloc_conf;
+  if (in.context_memory.value != 0) j["context_memory"] = in.context_memory.value;
+}
+
 }  // namespace detail
 
 // Whether `doc` describes generate() (an "infer" object, json/inference_report.hpp) rather than a
@@ -335,6 +409,7 @@ inline void read_run_document(const json& doc, run_input& out) {
     throw error(detail::bad_run, "\"infer\" describes a generate() call: read it with read_inference_document "
                                  "(memscale/json/inference_report.hpp)");
   if (doc.contains("train")) {  // a ground-truth record
+    in.vision.reset();
     in.model = model_from_record(doc.at("model"));
     in.model_description = doc.at("model");
     in.run = run_from_record(doc);
@@ -342,8 +417,16 @@ inline void read_run_document(const json& doc, run_input& out) {
     out = std::move(in);
     return;
   }
+  // A vision model's name, looked up as memscale-plan --model looks it up (torchvision first, then timm).
+  if (doc.contains("model") && doc.at("model").is_string())
+    if (const auto vision = vision::presets::find(doc.at("model").get<std::string>())) {
+      detail::read_vision_document(doc, *vision, in);
+      out = std::move(in);
+      return;
+    }
   detail::require_known_keys(doc, detail::document_fields, "", detail::result_fields);
   if (!doc.contains("model")) bad_field(error_code::invalid_model, "model", json(), "is missing");
+  in.vision.reset();
   in.model = detail::model_of(doc.at("model"), in);
   // The framework's defaults come before the run's own settings, which override them; a
   // lit-gpt model object without one runs under lit-gpt's scripts.
@@ -365,6 +448,13 @@ inline void read_run_document(const json& doc, run_input& out) {
 // back by read_run_document to the same run.
 inline json run_document_json(const run_input& in) {
   json j;
+  if (in.vision) {
+    j["model"] = in.model_description.is_string() ? in.model_description : json(vision_lookup_name(*in.vision));
+    j["run"] = vision_run_json(in.run, *in.vision);
+    j["software"] = vision_software_json(in.run);
+    detail::write_device_fields(in, j);
+    return j;
+  }
   j["model"] = in.model_description.is_null() ? json(std::string(in.model.name)) : in.model_description;
   json run = run_to_json(in.run);
   if (!is_lora(in.run)) run.erase("lora_targets");
@@ -376,13 +466,9 @@ inline json run_document_json(const run_input& in) {
   if (in.run.offload_activations) offload.push_back("activations");
   if (!offload.empty()) run["offload"] = offload;
   j["run"] = run;
-  if (!in.gpu.empty()) j["gpu"] = in.gpu;
-  if (in.custom_gpu) j["gpu"] = {{"memory", in.custom_gpu->memory.value}, {"bf16", in.custom_gpu->bf16}};
-  if (!in.gpu.empty() || in.custom_gpu) j["headroom"] = in.headroom.value_or(default_headroom);
   j["software"] = software_json(in.run);
   j["framework"] = framework_json(in.run);
-  if (!in.alloc_conf.empty()) j["alloc_conf"] = in.alloc_conf;
-  if (in.context_memory.value != 0) j["context_memory"] = in.context_memory.value;
+  detail::write_device_fields(in, j);
   return j;
 }
 

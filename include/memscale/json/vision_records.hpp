@@ -115,12 +115,13 @@ inline vision::vision_spec timm_vit_from_args(const json& a, bool eva = false) {
   return v;
 }
 
-// "train.image": 224 (square) or "384x320" (height x width).
-inline void read_image_size(const json& t, vision::vision_spec& spec) {
-  const std::string field = "train.image";
+// "<path>.image" (a record's train.image, a run document's run.image): 224 (square) or
+// "384x320" (height x width).
+inline void read_image_size(const json& t, vision::vision_spec& spec, const std::string& path = "train") {
+  const std::string field = path + ".image";
   if (!t.contains("image") || t.at("image").is_null()) return;
   const json& v = t.at("image");
-  if (v.is_number_unsigned()) {
+  if (v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0)) {  // json(224) is signed
     spec.image_height = spec.image_width = v.get<std::uint64_t>();
     return;
   }
