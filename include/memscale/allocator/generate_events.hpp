@@ -65,11 +65,12 @@ class generate_walker {
             "the allocator's generate() stream covers the dynamic, the quantized and the static cache, not the "
             "sliding-window one",
             r.cache);
-    require((r.weights == weight_format::native || memscale::detail::is_gpt_fast_weights(r.weights)) &&
+    require((r.weights == weight_format::native || r.weights == weight_format::mxfp4 ||
+             memscale::detail::is_gpt_fast_weights(r.weights)) &&
                 r.kv_lora_rank == 0,
             error_code::unsupported, "infer.weights",
-            "the allocator's generate() stream covers unquantised weights (and gpt-fast's int8 and int4 layers) and "
-            "ordinary attention",
+            "the allocator's generate() stream covers unquantised weights (and gpt-fast's int8 and int4 layers, "
+            "gpt-oss's MXFP4 experts) and ordinary attention",
             r.weights);
     require(m.layers <= kv_.size(), error_code::unsupported, "model.layers", "exceeds the generate() stream's capacity",
             m.layers);
@@ -125,6 +126,10 @@ class generate_walker {
       for (std::uint64_t l = 0; l < repeats; ++l) {
         if (memscale::detail::gpt_fast_quantized_op(o, r_)) {
           gpt_fast_stored(o);
+          continue;
+        }
+        if (memscale::detail::mxfp4_experts_op(g, i, r_)) {
+          mxfp4_stored(o, n);
           continue;
         }
         if (o.weight.rows != 0 && !o.borrows_weight)
@@ -582,6 +587,20 @@ class generate_walker {
       alloc(scales);
     }
     if (o.bias.rows != 0) alloc(storage(r_.compute, o.bias.elements()).value);
+  }
+
+  // gpt-oss's 3-D experts under MXFP4 as Mxfp4GptOssExperts holds them (inference/weights.hpp
+  // mxfp4_experts_op): each projection's uint8 blocks, then its uint8 scales (quant_format.hpp
+  // mxfp4_bytes), then its bias in the compute dtype as the estimate counts it.
+  constexpr void mxfp4_stored(const op& o, const stored_layout& n) {
+    const std::uint64_t rows = n.weight / n.weight_tensors / o.weight.cols;
+    const bytes scales = memscale::detail::mxfp4_scale_bytes(rows, o.weight.cols);
+    for (std::uint64_t c = 0; c < n.weight_tensors; ++c) {
+      alloc((memscale::detail::mxfp4_bytes(rows, o.weight.cols) - scales).value);
+      alloc(scales.value);
+    }
+    if (o.bias.rows != 0)
+      for (std::uint64_t c = 0; c < n.bias_tensors; ++c) alloc(storage(r_.compute, n.bias / n.bias_tensors).value);
   }
 
   // One call of a gpt-fast int8 or int4 layer (`make` allocates its output). int8
