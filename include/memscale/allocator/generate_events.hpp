@@ -309,10 +309,19 @@ class generate_walker {
           gpt_fast_scaled_keys(done);
         }
       };
+      frame_.follow(frame_locals_bytes(o), events_);
       with_temporaries(o, make);
       for (auto& id : attending) free(id);
-      for (std::size_t j = 0; j <= k; ++j)
-        if (freed_after(g, begin + j) == begin + k && ids[j] != no_tensor) free(ids[j]);
+      // An output the next op's frame binds as a local (gpt-oss's attention weights, bound until the
+      // MLP returns: graph/layers/attention.hpp sink_attention_without_grad) stays the same tensor.
+      const std::uint64_t next_locals = k + 1 < count ? frame_locals_bytes(g.ops[begin + k + 1]) : 0;
+      for (std::size_t j = 0; j <= k; ++j) {
+        if (freed_after(g, begin + j) != begin + k || ids[j] == no_tensor) continue;
+        if (next_locals > frame_.held() && next_locals - frame_.held() == g.ops[begin + j].out.value)
+          frame_.adopt(ids[j], g.ops[begin + j].out.value);
+        else
+          free(ids[j]);
+      }
       // The cache's update runs once the rotation has returned and its inputs are dropped
       // (the 5.17 frames: q_proj's and k_proj's outputs freed before the copies).
       if (copy_now) copy_prompt(l, ids, cached_ops);
@@ -320,6 +329,7 @@ class generate_walker {
       if (begin + k == attended)
         for (auto& id : returned_) free(id);  // a quantized cache's keys and values, once attended
     }
+    frame_.follow(0, events_);
     stream = ids[count - 1];
   }
 
@@ -407,7 +417,7 @@ class generate_walker {
       case forward_temporaries::mask_before_output: {
         // scaled_dot_product_attention converts the bool mask (convert_boolean_attn_mask) before
         // the kernel runs; the kernel's output and log-sum-exp follow; the copy dies with the call.
-        std::uint32_t additive = alloc(o.fwd_temp.value);
+        std::uint32_t additive = alloc(o.fwd_temp.value - frame_locals_bytes(o));
         make();
         std::uint32_t statistics = alloc(o.extra_saved.value);
         free(additive);
@@ -478,11 +488,11 @@ class generate_walker {
   // An op's temporaries live while it runs. Temporaries that are a whole number of the op's output
   // are an elementwise chain's products, separate tensors of that size (apply_rotary_pos_emb's
   // q*cos, the cat of rotate_half and its *sin: graph/layers/attention.hpp rotary_temporaries),
-  // which best fit places apart; others are one block.
+  // which best fit places apart; others are one block. The frame's locals are held apart (frame_).
   constexpr void temporaries(const op& o) {
-    std::uint64_t left = o.fwd_temp.value;
+    std::uint64_t left = o.fwd_temp.value - frame_locals_bytes(o);
     if (o.out.value == 0 || left == 0 || left % o.out.value != 0) {
-      std::uint32_t block = alloc((o.fwd_temp + o.extra_saved).value);
+      std::uint32_t block = alloc(left + o.extra_saved.value);
       free(block);
       return;
     }
@@ -704,6 +714,7 @@ class generate_walker {
   const model_spec& m_;
   const inference_spec& r_;
   tensor_events<Sink, IdCapacity> events_;
+  frame_locals frame_{};  // a decoder layer's locals bound across its ops (gpt-oss's attention weights)
   std::array<std::array<std::uint32_t, 2>, 256> kv_{};             // filled with no_tensor
   std::array<std::array<std::uint32_t, 2>, 256> previous_{};       // a tuple cache's old tensors (no_tensor: none)
   std::array<std::array<std::uint32_t, 2>, 256> packed_{};         // a quantized cache's packed keys and values
