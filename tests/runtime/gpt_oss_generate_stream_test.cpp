@@ -99,6 +99,27 @@ TEST_CASE("gpt-oss generate()'s stream peaks at the estimate's tensor peak") {
       }
 }
 
+TEST_CASE("gpt-oss's attention weights stay one tensor until the MLP returns") {
+  const auto record = memscale_test::data_record("gpu_caches_h100.json", h100_record);
+  const model_spec m = memscale::json_io::inference_model_for_record(record);
+  const inference_spec r = memscale::json_io::inference_from_record(record);
+  // Counts the prefill's allocations of one size.
+  struct size_count {
+    std::uint64_t size = 0;
+    std::uint64_t count = 0;
+    bool prefill = false;
+    void alloc(std::uint32_t, std::uint64_t b) { count += prefill && b == size ? 1 : 0; }
+    void free(std::uint32_t) {}
+    void enter(std::uint32_t, memscale::allocator::moment at) { prefill = at == memscale::allocator::moment::prefill; }
+  };
+  // (4, 64, 1024, 1025) bf16: the scores with the sink column, less their row max, and the softmax,
+  // per layer; the softmax's tensor is what the layer binds (the H100 history: three 512.5 MiB
+  // allocations per layer of the prefill).
+  size_count widened{.size = 4ull * 64 * 1024 * 1025 * 2};
+  memscale::allocator::emit_generate<16384>(m, r, widened);
+  CHECK(widened.count == 3u * 4u);
+}
+
 TEST_CASE("gpt-oss generate()'s stream holds the CPU traces' decoding peaks") {
   // tools/trace/gpt_oss_generate.py's records: the prompts of 256 and 200 tokens are longer than the
   // window of 128, the 96-token one crosses it while decoding. Within 0.01% (the walk rounds nothing).
