@@ -31,7 +31,12 @@
 // - Hugging Face's StaticCache (static_update below): each layer's keys and values allocated once, at
 //   the cache's whole length, when the layer first updates; every forward attends over all of it
 //   with a mask the base model makes, and under GQA from 5.0 through repeat_kv copies of it.
-// Not walked (an error says so): the sliding-window cache, transformers' quantised weights.
+// - gpt-oss (inference/generate_peak.hpp require_gpt_oss_generate): the forward graph's sink attention and
+//   experts as the estimate counts them, each sliding layer placed by the model's period, the attention
+//   weights its decoder layer binds until the MLP returns held as the softmax's own tensor (frame_),
+//   MXFP4 experts as blocks and scales (mxfp4_stored below).
+// Not walked (an error says so): the sliding-window cache, transformers' quantised weights but
+// gpt-oss's MXFP4, sliding layers placed by no period.
 #pragma once
 
 #include <array>

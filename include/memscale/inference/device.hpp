@@ -165,8 +165,8 @@ inline constexpr error_band replayed_gpt_fast_band{
 // The band of d.device. Replayed transformers generate() of a dense Hugging Face decoder from torch
 // 2.0 under transformers 5 has the band its nine H100 runs measured (replayed_generate_band); before
 // 5.0 (no run measured) the replayed class's (replayed_device_band); gpt-fast has its own; every
-// other call (experts, a quantized or sliding cache, older stacks, the rounding rule) has no
-// measurement of its reserved figure and takes the policy band.
+// other call (experts before 5.0, MXFP4 experts, a quantized or sliding cache, older stacks, the
+// rounding rule) has no measurement of its reserved figure and takes the policy band.
 constexpr const error_band& inference_band_of(const model_spec& model, const inference_spec& run,
                                               const inference_device_estimate& d) {
   // Experts are measured in generate() under transformers 5 only (the experts interface: OLMoE,
