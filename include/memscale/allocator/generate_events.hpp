@@ -52,6 +52,8 @@
 #include "memscale/inference/gpt_fast_weights.hpp"
 #include "memscale/inference/kv_cache.hpp"
 #include "memscale/inference/spec.hpp"
+#include "memscale/inference/weights.hpp"
+#include "memscale/quant_format.hpp"
 #include "memscale/graph/model_graph.hpp"
 
 namespace memscale::allocator {
