@@ -50,6 +50,17 @@ struct phase_peaks {
   void enter(std::uint32_t, memscale::allocator::moment m) { at = m; }
 };
 
+// Counts the allocations of one size in one moment (setup, the prefill, the decoding steps).
+struct size_count {
+  std::uint64_t size = 0;
+  memscale::allocator::moment counted = memscale::allocator::moment::setup;
+  std::uint64_t count = 0;
+  memscale::allocator::moment at = memscale::allocator::moment::setup;
+  void alloc(std::uint32_t, std::uint64_t b) { count += at == counted && b == size ? 1 : 0; }
+  void free(std::uint32_t) {}
+  void enter(std::uint32_t, memscale::allocator::moment m) { at = m; }
+};
+
 phase_peaks walk(const model_spec& m, const inference_spec& r) {
   phase_peaks p;
   memscale::allocator::emit_generate<16384>(m, r, p);
@@ -103,19 +114,10 @@ TEST_CASE("gpt-oss's attention weights stay one tensor until the MLP returns") {
   const auto record = memscale_test::data_record("gpu_caches_h100.json", h100_record);
   const model_spec m = memscale::json_io::inference_model_for_record(record);
   const inference_spec r = memscale::json_io::inference_from_record(record);
-  // Counts the prefill's allocations of one size.
-  struct size_count {
-    std::uint64_t size = 0;
-    std::uint64_t count = 0;
-    bool prefill = false;
-    void alloc(std::uint32_t, std::uint64_t b) { count += prefill && b == size ? 1 : 0; }
-    void free(std::uint32_t) {}
-    void enter(std::uint32_t, memscale::allocator::moment at) { prefill = at == memscale::allocator::moment::prefill; }
-  };
   // (4, 64, 1024, 1025) bf16: the scores with the sink column, less their row max, and the softmax,
   // per layer; the softmax's tensor is what the layer binds (the H100 history: three 512.5 MiB
   // allocations per layer of the prefill).
-  size_count widened{.size = 4ull * 64 * 1024 * 1025 * 2};
+  size_count widened{.size = 4ull * 64 * 1024 * 1025 * 2, .counted = memscale::allocator::moment::prefill};
   memscale::allocator::emit_generate<16384>(m, r, widened);
   CHECK(widened.count == 3u * 4u);
 }
@@ -168,21 +170,12 @@ TEST_CASE("MXFP4's stream stores each expert projection as uint8 blocks and scal
   const model_spec m = memscale::json_io::inference_model_for_record(record);
   inference_spec r = memscale::json_io::inference_from_record(record);
   r.weights = weight_format::mxfp4;
-  // Counts the setup's allocations of one size.
-  struct size_count {
-    std::uint64_t size = 0;
-    std::uint64_t count = 0;
-    bool setup = true;
-    void alloc(std::uint32_t, std::uint64_t b) { count += setup && b == size ? 1 : 0; }
-    void free(std::uint32_t) {}
-    void enter(std::uint32_t, memscale::allocator::moment at) { setup = at == memscale::allocator::moment::setup; }
-  };
   // down_proj's scales: 8 experts x 2880 rows x 2880 / 32 bytes, one per layer (4 layers).
-  size_count scales{.size = 8ull * 2880 * 90};
+  size_count scales{.size = 8ull * 2880 * 90, .counted = memscale::allocator::moment::setup};
   memscale::allocator::emit_generate<16384>(m, r, scales);
   CHECK(scales.count == 4);
   // gate_up_proj's blocks: 8 experts x 5760 rows x 2880 / 32 x 16 bytes.
-  size_count blocks{.size = 8ull * 5760 * 90 * 16};
+  size_count blocks{.size = 8ull * 5760 * 90 * 16, .counted = memscale::allocator::moment::setup};
   memscale::allocator::emit_generate<16384>(m, r, blocks);
   CHECK(blocks.count == 4);
 }
