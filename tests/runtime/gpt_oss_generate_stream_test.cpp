@@ -10,8 +10,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <memory>
-#include <string>
 #include <vector>
 
 #include "error_capture.hpp"
@@ -23,7 +21,6 @@
 namespace gpt_oss_generate_stream_test {
 namespace {
 
-using memscale::bytes;
 using memscale::inference_spec;
 using memscale::model_spec;
 using memscale::weight_format;
