@@ -177,5 +177,26 @@ TEST_CASE("MXFP4's stream stores each expert projection as uint8 blocks and scal
   CHECK(blocks.count == 4);
 }
 
+TEST_CASE("An H100 plan of gpt-oss-20b's generate() searches its batch and prompt") {
+  // The searches probe batches and prompts whose attention weights exceed 2 TiB, the frame locals an
+  // op places as one block (graph.hpp op::frame_locals_blocks): the rest are its temporaries.
+  const model_spec m = memscale::json_io::load_hf_model(memscale_test::config_path("openai--gpt-oss-20b"));
+  const memscale::gpu_spec gpu = *memscale::find_gpu("h100-80gb");
+  for (const weight_format weights : {weight_format::native, weight_format::mxfp4}) {
+    inference_spec r{};
+    r.batch = 4;
+    r.compute = memscale::dtype::bf16;
+    r.kv = memscale::dtype::bf16;
+    r.attention = memscale::attention_impl::eager;
+    r.transformers_version = 456;
+    r.weights = weights;
+    CAPTURE(static_cast<int>(weights));
+    const memscale::inference_plan p = memscale::plan_inference(m, r, gpu);
+    CHECK(p.device.replayed());
+    CHECK(p.max_batch > 0);
+    CHECK(p.max_context > 0);
+  }
+}
+
 }  // namespace
 }  // namespace gpt_oss_generate_stream_test
