@@ -44,7 +44,7 @@ enum class replay_fallback : std::uint8_t {
   offloaded,           // offloaded optimizer, parameters or activations: not in the stream
   constant_evaluation, // too many ops x layers for the compiler's step limits
   too_large,           // more tensors or blocks than the replay's tables hold
-  no_stream,           // generate() without an event stream yet (a sliding-window cache, quantised weights, gpt-oss)
+  no_stream,           // generate() without an event stream yet (a sliding-window cache, quantised weights)
   image_tower,         // a vision tower's forward on images: not in the step's event stream yet
 };
 
@@ -82,7 +82,7 @@ constexpr std::string_view explain(replay_fallback f) noexcept {
       return "more tensors or blocks than the replay's tables hold: reserved by the rounding rule";
     case replay_fallback::no_stream:
       return "no allocator stream for this generate() yet (a sliding-window or latent cache, quantised weights, "
-             "gpt-oss's sinks and 3-D experts): reserved by the rounding rule";
+             "sliding-window layers placed by no period): reserved by the rounding rule";
   }
   return "";
 }

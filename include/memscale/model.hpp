@@ -179,7 +179,8 @@ struct model_spec {
   std::uint64_t sliding_window = 0;
   std::uint64_t sliding_layers = 0;
   // Which layers slide, when it is a period (Gemma 3's sliding_window_pattern): layer i is full
-  // attention when (i + 1) % sliding_period == 0, sliding otherwise. 0: not stated (gpt-oss).
+  // attention when (i + 1) % sliding_period == 0, sliding otherwise (gpt-oss's alternation: 2). 0: not
+  // stated (gpt-oss layer_types that do not alternate).
   std::uint64_t sliding_period = 0;
   // The base model makes a cos/sin pair per layer type, the sliding layers' from their own base
   // (Gemma 3's rope_local_base_freq: Gemma3TextModel.forward's position_embeddings per layer_type).

@@ -166,9 +166,13 @@ constexpr bytes ct_int_bytes(std::uint64_t out, std::uint64_t in, const quant_fo
 // transformers integrations/mxfp4.py @ 93a1c400, Mxfp4GptOssExperts: blocks uint8
 // (out, in / 32, 16), two FP4 codes a byte, and scales uint8 (out, in / 32), one E8M0
 // exponent per 32 weights (OCP MX v1.0): 4.25 bits a weight.
+constexpr bytes mxfp4_scale_bytes(std::uint64_t out, std::uint64_t in) {
+  return bytes{checked_mul(out, ceil_div(in, 32), quant_quantity)};
+}
+
 constexpr bytes mxfp4_bytes(std::uint64_t out, std::uint64_t in) {
-  const auto blocks = checked_mul(out, ceil_div(in, 32), quant_quantity);
-  return bytes{checked_mul(blocks, 16, quant_quantity)} + bytes{blocks};
+  const bytes scales = mxfp4_scale_bytes(out, in);
+  return bytes{checked_mul(scales.value, 16, quant_quantity)} + scales;
 }
 
 constexpr void check_format(const quant_format& f) {

@@ -193,8 +193,8 @@ TEST_CASE("gpt-oss generate() refuses what it does not model") {
   r.compute = dtype::bf16;
   r.kv = dtype::bf16;
   CHECK(contains(refusal(r), "runs on CUDA only"));
-  // The allocator's event walk still refuses gpt-oss.
-  CHECK(contains(error_message([&m] { memscale::detail::require_generate_modelled(m); }), "allocator walk"));
+  // The allocator's event walk covers gpt-oss with its alternating layers (gpt_oss_generate_stream_test.cpp).
+  CHECK(error_message([&m] { memscale::detail::require_generate_modelled(m); }) == "<no error>");
   // MXFP4 stores gpt-oss's experts only.
   const model_spec llama = memscale::json_io::load_hf_model(memscale_test::config_path("meta-llama--Llama-2-7b-hf"));
   inference_spec mx{};

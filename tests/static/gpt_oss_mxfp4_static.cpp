@@ -30,4 +30,13 @@ static_assert(native.weight_bytes - mx.weight_bytes == bytes{expert_weights * 2 
 static_assert(mx.prefill.breakdown.activations < native.prefill.breakdown.activations);
 static_assert(mx.kv_cache_bytes == native.kv_cache_bytes);
 
+// The allocator's generate() walk places sliding layers by a stated period (the reader's 2 for gpt-oss's
+// alternation); without one it refuses them.
+constexpr model_spec with_period(model_spec m) {
+  m.sliding_period = 2;
+  return m;
+}
+static_assert(!detail::generate_walk_covers(gpt_oss_small));
+static_assert(detail::generate_walk_covers(with_period(gpt_oss_small)));
+
 }  // namespace

@@ -168,4 +168,45 @@ class tensor_events {
   id_pool<IdCapacity> ids_{};
 };
 
+// The running Python frame's locals (graph.hpp op::frame_locals_blocks) as tensors of their own: a
+// local is a block from the op after the one that made it until the frame closes (the mamba2 and
+// falcon_h1 H100 histories keep C_times_states' 1,536 MiB product as one block through Y_off and y,
+// next to the 3,072 MiB segments of G_intermediate; gpt-oss's decoder layer binds the sink
+// attention's probabilities until its MLP returns). A frame only grows until it closes, so an op
+// carrying fewer locals than are held closes it.
+class frame_locals {
+ public:
+  template <class Events>
+  constexpr void follow(std::uint64_t locals, Events& events) {
+    if (locals < held_) {
+      for (std::size_t j = count_; j-- > 0;) events.free(ids_[j]);
+      count_ = 0;
+      held_ = 0;
+    }
+    if (locals == held_) return;
+    take(events.alloc(locals - held_), locals - held_);
+  }
+
+  // An output that becomes a local as it is: the frame binds the tensor itself, which stays.
+  constexpr void adopt(std::uint32_t& id, std::uint64_t size) {
+    take(id, size);
+    id = no_tensor;
+  }
+
+  [[nodiscard]] constexpr std::uint64_t held() const { return held_; }
+
+ private:
+  constexpr void take(std::uint32_t id, std::uint64_t size) {
+    if (count_ >= ids_.size())
+      memscale::detail::fail(error_code::unsupported, "op.frame_locals", "at most 8 frame locals at once; got",
+                             count_ + 1);
+    ids_[count_++] = id;
+    held_ += size;
+  }
+
+  std::array<std::uint32_t, 8> ids_{};  // the locals' blocks, in the order made
+  std::size_t count_ = 0;
+  std::uint64_t held_ = 0;
+};
+
 }  // namespace memscale::allocator

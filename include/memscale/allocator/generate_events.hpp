@@ -31,7 +31,12 @@
 // - Hugging Face's StaticCache (static_update below): each layer's keys and values allocated once, at
 //   the cache's whole length, when the layer first updates; every forward attends over all of it
 //   with a mask the base model makes, and under GQA from 5.0 through repeat_kv copies of it.
-// Not walked (an error says so): the sliding-window cache, transformers' quantised weights.
+// - gpt-oss (inference/generate_peak.hpp require_gpt_oss_generate): the forward graph's sink attention and
+//   experts as the estimate counts them, each sliding layer placed by the model's period, the attention
+//   weights its decoder layer binds until the MLP returns held as the softmax's own tensor (frame_),
+//   MXFP4 experts as blocks and scales (mxfp4_stored below).
+// Not walked (an error says so): the sliding-window cache, transformers' quantised weights but
+// gpt-oss's MXFP4, sliding layers placed by no period.
 #pragma once
 
 #include <array>
@@ -47,6 +52,8 @@
 #include "memscale/inference/gpt_fast_weights.hpp"
 #include "memscale/inference/kv_cache.hpp"
 #include "memscale/inference/spec.hpp"
+#include "memscale/inference/weights.hpp"
+#include "memscale/quant_format.hpp"
 #include "memscale/graph/model_graph.hpp"
 
 namespace memscale::allocator {
@@ -65,11 +72,12 @@ class generate_walker {
             "the allocator's generate() stream covers the dynamic, the quantized and the static cache, not the "
             "sliding-window one",
             r.cache);
-    require((r.weights == weight_format::native || memscale::detail::is_gpt_fast_weights(r.weights)) &&
+    require((r.weights == weight_format::native || r.weights == weight_format::mxfp4 ||
+             memscale::detail::is_gpt_fast_weights(r.weights)) &&
                 r.kv_lora_rank == 0,
             error_code::unsupported, "infer.weights",
-            "the allocator's generate() stream covers unquantised weights (and gpt-fast's int8 and int4 layers) and "
-            "ordinary attention",
+            "the allocator's generate() stream covers unquantised weights (and gpt-fast's int8 and int4 layers, "
+            "gpt-oss's MXFP4 experts) and ordinary attention",
             r.weights);
     require(m.layers <= kv_.size(), error_code::unsupported, "model.layers", "exceeds the generate() stream's capacity",
             m.layers);
@@ -125,6 +133,10 @@ class generate_walker {
       for (std::uint64_t l = 0; l < repeats; ++l) {
         if (memscale::detail::gpt_fast_quantized_op(o, r_)) {
           gpt_fast_stored(o);
+          continue;
+        }
+        if (memscale::detail::mxfp4_experts_op(g, i, r_)) {
+          mxfp4_stored(o, n);
           continue;
         }
         if (o.weight.rows != 0 && !o.borrows_weight)
@@ -304,10 +316,19 @@ class generate_walker {
           gpt_fast_scaled_keys(done);
         }
       };
+      frame_.follow(frame_locals_bytes(o), events_);
       with_temporaries(o, make);
       for (auto& id : attending) free(id);
-      for (std::size_t j = 0; j <= k; ++j)
-        if (freed_after(g, begin + j) == begin + k && ids[j] != no_tensor) free(ids[j]);
+      // An output the next op's frame binds as a local (gpt-oss's attention weights, bound until the
+      // MLP returns: graph/layers/attention.hpp sink_attention_without_grad) stays the same tensor.
+      const std::uint64_t next_locals = k + 1 < count ? frame_locals_bytes(g.ops[begin + k + 1]) : 0;
+      for (std::size_t j = 0; j <= k; ++j) {
+        if (freed_after(g, begin + j) != begin + k || ids[j] == no_tensor) continue;
+        if (next_locals > frame_.held() && next_locals - frame_.held() == g.ops[begin + j].out.value)
+          frame_.adopt(ids[j], g.ops[begin + j].out.value);
+        else
+          free(ids[j]);
+      }
       // The cache's update runs once the rotation has returned and its inputs are dropped
       // (the 5.17 frames: q_proj's and k_proj's outputs freed before the copies).
       if (copy_now) copy_prompt(l, ids, cached_ops);
@@ -315,6 +336,7 @@ class generate_walker {
       if (begin + k == attended)
         for (auto& id : returned_) free(id);  // a quantized cache's keys and values, once attended
     }
+    frame_.follow(0, events_);
     stream = ids[count - 1];
   }
 
@@ -402,7 +424,7 @@ class generate_walker {
       case forward_temporaries::mask_before_output: {
         // scaled_dot_product_attention converts the bool mask (convert_boolean_attn_mask) before
         // the kernel runs; the kernel's output and log-sum-exp follow; the copy dies with the call.
-        std::uint32_t additive = alloc(o.fwd_temp.value);
+        std::uint32_t additive = alloc(o.fwd_temp.value - frame_locals_bytes(o));
         make();
         std::uint32_t statistics = alloc(o.extra_saved.value);
         free(additive);
@@ -473,11 +495,11 @@ class generate_walker {
   // An op's temporaries live while it runs. Temporaries that are a whole number of the op's output
   // are an elementwise chain's products, separate tensors of that size (apply_rotary_pos_emb's
   // q*cos, the cat of rotate_half and its *sin: graph/layers/attention.hpp rotary_temporaries),
-  // which best fit places apart; others are one block.
+  // which best fit places apart; others are one block. The frame's locals are held apart (frame_).
   constexpr void temporaries(const op& o) {
-    std::uint64_t left = o.fwd_temp.value;
+    std::uint64_t left = o.fwd_temp.value - frame_locals_bytes(o);
     if (o.out.value == 0 || left == 0 || left % o.out.value != 0) {
-      std::uint32_t block = alloc((o.fwd_temp + o.extra_saved).value);
+      std::uint32_t block = alloc(left + o.extra_saved.value);
       free(block);
       return;
     }
@@ -584,6 +606,20 @@ class generate_walker {
     if (o.bias.rows != 0) alloc(storage(r_.compute, o.bias.elements()).value);
   }
 
+  // gpt-oss's 3-D experts under MXFP4 as Mxfp4GptOssExperts holds them (inference/weights.hpp
+  // mxfp4_experts_op): each projection's uint8 blocks, then its uint8 scales (quant_format.hpp
+  // mxfp4_bytes), then its bias in the compute dtype as the estimate counts it.
+  constexpr void mxfp4_stored(const op& o, const stored_layout& n) {
+    const std::uint64_t rows = n.weight / n.weight_tensors / o.weight.cols;
+    const bytes scales = memscale::detail::mxfp4_scale_bytes(rows, o.weight.cols);
+    for (std::uint64_t c = 0; c < n.weight_tensors; ++c) {
+      alloc((memscale::detail::mxfp4_bytes(rows, o.weight.cols) - scales).value);
+      alloc(scales.value);
+    }
+    if (o.bias.rows != 0)
+      for (std::uint64_t c = 0; c < n.bias_tensors; ++c) alloc(storage(r_.compute, n.bias / n.bias_tensors).value);
+  }
+
   // One call of a gpt-fast int8 or int4 layer (`make` allocates its output). int8
   // (WeightOnlyInt8Linear.forward): self.weight.to(dtype), F.linear's product, the dequantized weight
   // dropped when F.linear returns, `* self.scales` (the output), the product dropped. int4
@@ -685,6 +721,7 @@ class generate_walker {
   const model_spec& m_;
   const inference_spec& r_;
   tensor_events<Sink, IdCapacity> events_;
+  frame_locals frame_{};  // a decoder layer's locals bound across its ops (gpt-oss's attention weights)
   std::array<std::array<std::uint32_t, 2>, 256> kv_{};             // filled with no_tensor
   std::array<std::array<std::uint32_t, 2>, 256> previous_{};       // a tuple cache's old tensors (no_tensor: none)
   std::array<std::array<std::uint32_t, 2>, 256> packed_{};         // a quantized cache's packed keys and values

@@ -374,8 +374,8 @@ class step_walker {
       const op& o = g_.ops[i];
       blas_workspace_for(o, 0);
       if (carried_ != no_tensor && o.kind == op_kind::loss) free(carried_);
-      const std::uint64_t frame_bytes = std::uint64_t{o.frame_locals_blocks} * 512;
-      follow_frame(frame_bytes);
+      const std::uint64_t frame_bytes = frame_locals_bytes(o);
+      frame_.follow(frame_bytes, events_);
       std::uint32_t out = no_tensor;
       std::array<std::uint32_t, 2> after_output{no_tensor, no_tensor};
       if (i == s.begin && carry.id != no_tensor && o.kind == op_kind::stream && carry.size == o.out.value) {
@@ -435,31 +435,12 @@ class step_walker {
         }
       }
     }
-    follow_frame(0);
+    frame_.follow(0, events_);
     free_bound_until(s.end);
     free(transient);
     for (std::size_t j = 0; j < loose_count; ++j) free(loose_[j]);
     // The last output continues as the next section's input.
     carry = {previous, previous == no_tensor ? 0 : last_output_size(s)};
-  }
-
-  // The running Python frame's locals (graph.hpp op::frame_locals_blocks) are tensors of their own: a
-  // local is a block from the op after the one that made it until the frame closes (the
-  // mamba2 and falcon_h1 H100 histories keep C_times_states' 1,536 MiB product as one block
-  // through Y_off and y, next to the 3,072 MiB segments of G_intermediate). A frame only grows
-  // until it closes, so an op carrying fewer locals than are held closes it.
-  constexpr void follow_frame(std::uint64_t locals) {
-    if (locals < frame_held_) {
-      for (std::size_t j = frame_count_; j-- > 0;) free(frame_[j]);
-      frame_count_ = 0;
-      frame_held_ = 0;
-    }
-    if (locals == frame_held_) return;
-    if (frame_count_ >= frame_.size())
-      memscale::detail::fail(error_code::unsupported, "op.frame_locals", "at most 8 frame locals at once; got",
-                             frame_count_ + 1);
-    frame_[frame_count_++] = alloc(locals - frame_held_);
-    frame_held_ = locals;
   }
 
   // An output a later op still reads (op::last_reader, recorded in training only where Python
@@ -646,9 +627,7 @@ class step_walker {
   };
   std::array<bound_output, 4> bound_{};  // outputs waiting for a later reader (free_after_readers)
   std::size_t bound_count_ = 0;
-  std::array<std::uint32_t, 8> frame_{};  // the frame locals' blocks, in the order made
-  std::size_t frame_count_ = 0;
-  std::uint64_t frame_held_ = 0;
+  frame_locals frame_{};
   std::array<std::uint32_t, SavedCapacity> checkpoint_input_;
   std::uint32_t pending_input_ = no_tensor;
   std::array<std::uint32_t, 4> workspace_{no_tensor, no_tensor, no_tensor, no_tensor};

@@ -117,6 +117,9 @@ struct op {
 };
 static_assert(sizeof(op) <= 120, "op grew: a graph is graph_capacity ops");
 
+// The part of an op's fwd_temp that is the running frame's locals (op::frame_locals_blocks), in bytes.
+constexpr std::uint64_t frame_locals_bytes(const op& o) { return std::uint64_t{o.frame_locals_blocks} * 512; }
+
 // A gradient that waits in an autograd node's input buffer while the backward of other ops runs:
 // the engine runs the ready node made last first (torch/csrc/autograd/engine.cpp @ v2.6.0,
 // ReadyQueue's CompareNodeTaskTime: sequence_nr), so a gradient handed to a node made earlier

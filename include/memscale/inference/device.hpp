@@ -45,7 +45,7 @@ namespace detail {
 constexpr bool generate_streamed(const model_spec& model, const inference_spec& run) {
   if (!generate_walk_covers(model) || run.kv_lora_rank != 0) return false;
   if (run.loop == generate_loop::gpt_fast) return run.weights == weight_format::native || is_gpt_fast_weights(run.weights);
-  if (run.weights != weight_format::native) return false;
+  if (run.weights != weight_format::native && run.weights != weight_format::mxfp4) return false;
   return run.cache != kv_cache_kind::sliding_window;
 }
 
@@ -165,14 +165,16 @@ inline constexpr error_band replayed_gpt_fast_band{
 // The band of d.device. Replayed transformers generate() of a dense Hugging Face decoder from torch
 // 2.0 under transformers 5 has the band its nine H100 runs measured (replayed_generate_band); before
 // 5.0 (no run measured) the replayed class's (replayed_device_band); gpt-fast has its own; every
-// other call (experts, a quantized or sliding cache, older stacks, the rounding rule) has no
-// measurement of its reserved figure and takes the policy band.
+// other call (experts before 5.0, MXFP4 experts, a quantized or sliding cache, older stacks, the
+// rounding rule) has no measurement of its reserved figure and takes the policy band.
 constexpr const error_band& inference_band_of(const model_spec& model, const inference_spec& run,
                                               const inference_device_estimate& d) {
   // Experts are measured in generate() under transformers 5 only (the experts interface: OLMoE,
   // Qwen1.5-MoE, Mixtral within -1.30% .. +1.44%); DeepSeek's latent attention is not (-15.3%).
   const bool experts_measured = model.experts == 0 || (run.transformers_version >= 500 && !has_latent_attention(model));
-  const bool measured_path = d.replayed() && experts_measured && run.torch_version >= 200 &&
+  // MXFP4's matmul_ogs experts are replayed but not measured on a GPU.
+  const bool measured_path = d.replayed() && experts_measured && run.weights != weight_format::mxfp4 &&
+                             run.torch_version >= 200 &&
                              model.impl == implementation::hf_transformers && run.kv == run.compute &&
                              (run.cache == kv_cache_kind::dynamic || run.cache == kv_cache_kind::static_preallocated ||
                               run.loop == generate_loop::gpt_fast);

@@ -463,12 +463,11 @@ constexpr void require_generate_estimated(const model_spec& model) {
           model.altup_inputs);
 }
 
-// What the allocator's event walk (allocator/generate_events.hpp) describes besides: not gpt-oss's
-// sink attention, every-expert bmm and sliding-window cache layers placed by no stated period,
-// which the estimate alone models.
+// What the allocator's event walk (allocator/generate_events.hpp) describes besides: not sliding-window
+// cache layers placed by no stated period (gpt-oss's layer_types other than the alternation), whose
+// torch.cat moments the walk cannot place, which the estimate alone models.
 constexpr bool generate_walk_covers(const model_spec& model) {
-  return !model.attention_sinks && !model.expert_weight_copies &&
-         (model.sliding_layers == 0 || model.sliding_period > 0);
+  return model.sliding_layers == 0 || model.sliding_period > 0;
 }
 
 // Padded prompts as modelled (training_spec::padded): Hugging Face's generate() under SDPA or eager
@@ -489,11 +488,11 @@ constexpr void require_padded_prompts_modelled(const model_spec& model, const in
 
 constexpr void require_generate_modelled(const model_spec& model) {
   require_generate_estimated(model);
-  require(generate_walk_covers(model), error_code::unsupported,
-          "model.attention_sinks",
-          "the allocator walk of generate() of a model with attention sinks, 3-D experts or sliding-window cache "
-          "layers (gpt-oss) is not modelled yet (estimate_inference is)",
-          1);
+  require(generate_walk_covers(model), error_code::unsupported, "model.sliding_period",
+          "must be stated for the allocator walk of generate() of a model with sliding-window cache layers "
+          "(gpt-oss's layer_types other than sliding and full alternating): estimate_inference models it, the "
+          "walk does not",
+          model.sliding_period);
 }
 
 // A DynamicCache of sliding-window layers (cache_utils.py@004999d9 DynamicSlidingWindowLayer) is what

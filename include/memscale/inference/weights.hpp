@@ -1,6 +1,7 @@
 // memscale/inference/weights.hpp: weight storage in the format a checkpoint is served in.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "memscale/dtype.hpp"
@@ -37,6 +38,14 @@ constexpr bytes quantized_matrix_bytes(std::uint64_t out, std::uint64_t in, cons
   return quantized_linear_bytes(quant_format_of(r), out, in);
 }
 
+// Whether op `index` of `g` is one of the 3-D experts MXFP4 stores (the block matmuls over more than
+// one copy of a weight): attention, router, embeddings and head stay in the compute dtype.
+constexpr bool mxfp4_experts_op(const graph& g, std::size_t index, const inference_spec& r) {
+  const op& o = g.ops[index];
+  return r.weights == weight_format::mxfp4 && index >= g.block_begin && index < g.block_end &&
+         o.kind == op_kind::linear && o.role == param_role::matmul && o.weight.count > 1;
+}
+
 }  // namespace detail
 
 // Bytes op `index` of `g` stores on the device when served under `r`.
@@ -47,9 +56,9 @@ constexpr bytes inference_op_weight_bytes(const graph& g, std::size_t index, con
            storage(r.compute, o.bias.elements());
   const bool in_block = index >= g.block_begin && index < g.block_end;
   const bool block_matmul = in_block && o.kind == op_kind::linear && o.role == param_role::matmul;
-  // MXFP4 stores the 3-D experts alone (the matmuls over more than one copy of a weight); its
-  // Mxfp4GptOssExperts biases are loaded as the checkpoint stores them (bf16, the compute dtype).
-  const bool quantised = r.weights == weight_format::mxfp4 ? block_matmul && o.weight.count > 1
+  // MXFP4 stores the 3-D experts alone; its Mxfp4GptOssExperts biases are loaded as the checkpoint
+  // stores them (bf16, the compute dtype).
+  const bool quantised = r.weights == weight_format::mxfp4 ? detail::mxfp4_experts_op(g, index, r)
                                                            : is_quantized(r.weights) && !detail::is_gpt_fast_weights(r.weights) &&
                                                                  block_matmul;
   bytes w{};

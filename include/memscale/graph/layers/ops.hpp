@@ -293,11 +293,11 @@ class op_writer {
     op& o = builder_.at(index);
     o.out = storage(type, elements);
     o.fwd_temp += frame_locals_;
+    // Locals beyond 2 TiB (a run no device holds, which a plan's batch and context searches probe)
+    // keep their bytes in fwd_temp: the allocator walks place the rest as the op's temporaries.
+    constexpr std::uint64_t most_blocks = 0xffffffffULL;
     const std::uint64_t frame_blocks = frame_locals_.value / 512;
-    if (frame_blocks > 0xffffffffULL)
-      detail::fail(error_code::unsupported, "op.frame_locals_blocks", "must fit 32 bits (2 TiB of frame locals); got",
-                   frame_blocks);
-    o.frame_locals_blocks = static_cast<std::uint32_t>(frame_blocks);
+    o.frame_locals_blocks = static_cast<std::uint32_t>(frame_blocks < most_blocks ? frame_blocks : most_blocks);
     // An op that set its input gradients itself (a broadcast product's two) keeps them.
     if (maps_gradient_one_to_one(o.kind) && o.grad_in.value == 0) o.grad_in = o.out;
     return {.op_index = static_cast<std::uint32_t>(index), .type = type, .elements = elements};

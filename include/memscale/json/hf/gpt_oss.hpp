@@ -45,9 +45,11 @@ inline model_spec gpt_oss(const config& c) {
   m.sliding_window = c.count("sliding_window", 128);
   std::uint64_t sliding = 0;
   bool last_sliding = false;
+  bool alternates = true;  // even layers sliding, odd full: a period of 2
   for (std::uint64_t i = 0; i < m.layers; ++i) {
     last_sliding = c.has("layer_types") ? c.raw().at("layer_types").at(static_cast<std::size_t>(i)) == "sliding_attention" : i % 2 == 0;
     if (last_sliding) ++sliding;
+    alternates = alternates && last_sliding == (i % 2 == 0);
   }
   // generate() is described with a full-attention last layer (its cache's torch.cat moment).
   if (last_sliding && sliding < m.layers)
@@ -56,6 +58,9 @@ inline model_spec gpt_oss(const config& c) {
               "ones is not modelled");
   m.sliding_layers = m.sliding_window == 0 ? 0 : sliding;
   if (m.sliding_layers == 0) m.sliding_window = 0;
+  // The alternation places each sliding layer for the allocator's generate() walk (model_spec::
+  // sliding_period); other layer_types state no period, and that walk refuses them.
+  if (m.sliding_layers > 0 && alternates) m.sliding_period = 2;
   return m;
 }
 
