@@ -355,7 +355,7 @@ constexpr tensor mamba1_mixer_separate_kernels(const layer_context& ctx, tensor 
   scan.extra_saved = storage(e, detail::checked_mul(td, 3)) + storage(b_in.type, tn) + storage(c_in.type, tn) +
                      storage(dtype::fp32, detail::checked_mul(detail::checked_mul(s.batch, s.inner), chunks, 2 * s.state));
   // Backward: dout's contiguous copy, ddelta and dz besides du, and fp32 dB and dC
-  // (csrc/selective_scan/selective_scan.cpp selective_scan_bwd: variable B and C in float32).
+  // (csrc/selective_scan/selective_scan.cpp@23f42a16 selective_scan_bwd: variable B and C in float32).
   scan.bwd_temp = storage(e, detail::checked_mul(td, 3)) + storage(dtype::fp32, detail::checked_mul(tn, 2));
   const tensor y = ops.emit(scan, td, e);
   ops.keep(u, y);
