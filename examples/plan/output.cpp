@@ -96,13 +96,15 @@ std::string text_report(const memscale::model_spec& model, const memscale::train
       run.attention == memscale::attention_impl::sdpa
           ? fmt::format("sdpa ({} kernel)", memscale::to_string(memscale::attention_kernel_of(model, run)))
           : std::string(memscale::to_string(run.attention));
-  // A state-space stack has no attention: the line names the mixer code the estimate assumed.
+  // A state-space or hybrid stack: the line names the mixer code the estimate assumed.
+  const std::string ssm_kernels =
+      memscale::ssm_kernels_of(run) == memscale::ssm_kernel_choice::fused
+          ? std::string("ssm kernels fused (mamba-ssm)")
+          : std::string("ssm kernels torch (the modeling file's torch code)");
   const std::string mixer =
-      memscale::has_attention(model)
-          ? "attention " + attention
-          : memscale::ssm_kernels_of(run) == memscale::ssm_kernel_choice::fused
-                ? std::string("ssm kernels fused (mamba-ssm MambaInnerFn)")
-                : std::string("ssm kernels torch (the modeling file's slow_forward loop)");
+      !memscale::has_attention(model) ? ssm_kernels
+      : memscale::is_hybrid(model)    ? "attention " + attention + ", " + ssm_kernels
+                                      : "attention " + attention;
   // Under full checkpointing, which torch.utils.checkpoint was assumed (training.hpp reentrant_checkpoint).
   const std::string checkpoint =
       run.ckpt != memscale::checkpointing::full

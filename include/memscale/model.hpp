@@ -326,6 +326,8 @@ constexpr std::uint64_t kv_heads_of(const model_spec& m) { return m.kv_heads == 
 constexpr bool has_attention(const model_spec& m) { return m.mixer == mixer_kind::attention; }
 // A hybrid state-space stack (Jamba, Falcon-H1): attention layers beside or between Mamba mixers.
 constexpr bool is_hybrid(const model_spec& m) { return has_attention(m) && m.hybrid_mixer != mixer_kind::attention; }
+// Whether any layer runs a state-space mixer, whose code path run.ssm_kernels chooses.
+constexpr bool has_state_space_mixer(const model_spec& m) { return !has_attention(m) || is_hybrid(m); }
 // Whether gradient and parameter sharding, parameter streaming and pipeline stages can take the
 // model's layers as their unit: DeepSeek's leading dense layers stand before the repeated block
 // and a hybrid's repeated block is a period of layers (validate.hpp, parallel/per_gpu.hpp); Gemma 3n's

@@ -97,10 +97,11 @@ struct custom_sharded_layers {
   [[nodiscard]] constexpr bool any() const { return tok_embeddings || output; }
 };
 
-// Which code runs a state-space mixer (model_spec::mixer mamba1): `fused`, mamba-ssm's
-// MambaInnerFn (selective_scan_interface.py), which transformers picks silently whenever
-// mamba-ssm and causal-conv1d import and the weights are on CUDA; `torch`, the modeling file's
-// slow_forward, which saves a state per step. framework_default: fused on CUDA, torch on CPU.
+// Which code runs a state-space mixer (a Mamba stack's or a hybrid stack's): `fused`, the
+// mamba-ssm and causal-conv1d kernels the modeling file's cuda_kernels_forward calls, which
+// transformers picks silently whenever they import and the weights are on CUDA; `torch`, the
+// modeling file's torch code (slow_forward, torch_forward). framework_default: fused on CUDA,
+// torch on CPU.
 enum class ssm_kernel_choice : std::uint8_t { framework_default, fused, torch };
 
 // Whether the training forward builds a KV cache (the model's `use_cache` argument): `config`

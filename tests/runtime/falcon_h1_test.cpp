@@ -106,13 +106,40 @@ TEST_CASE("falcon_h1: the CPU-traced records are modelled within the band") {
   REQUIRE(memscale_test::check_ssm_records_within_band({"falcon_h1"}) == 2);
 }
 
-TEST_CASE("falcon_h1: the fused kernels and generate() are refused by name") {
+TEST_CASE("falcon_h1: the kernel path keeps the mup product and the ungated scan output, far less than torch_forward") {
   using namespace memscale;
   const json r = ssm_record("cpu-falcon_h1-small-b2-s256-adamw");
   const model_spec m = json_io::model_for_record(r);
   training_spec run = json_io::run_from_record(r);
   run.ssm_kernels = ssm_kernel_choice::fused;
-  CHECK_THROWS_WITH(estimate(m, run), Catch::Contains("run.ssm_kernels"));
+  REQUIRE(run.prec == precision::fp32);
+  REQUIRE_FALSE(m.ssm_gated_norm);
+  const std::uint64_t t = run.micro_batch * run.seq_len;
+  // fp32: MambaSplitConv1dScanCombinedFn saves in_proj's output times mup_vector (2D + 2GN + h
+  // wide; in_proj's own output is freed) and out_x (D), no rstd without mamba_rms_norm.
+  const std::uint64_t projection = 2 * m.ssm_inner + 2 * m.ssm_groups * m.ssm_state + m.ssm_heads;
+  const std::uint64_t fused = memscale_test::mixer_saved_bytes(m, run, graph_layers::hybrid_mamba2_mixer);
+  CHECK(fused == 4 * t * (projection + m.ssm_inner));
+  training_spec loop = run;
+  loop.ssm_kernels = ssm_kernel_choice::torch;
+  CHECK(fused < memscale_test::mixer_saved_bytes(m, loop, graph_layers::hybrid_mamba2_mixer));
+  CHECK(estimate(m, run).parameter_count == estimate(m, loop).parameter_count);
+  CHECK(estimate(m, run).steady.tensor < estimate(m, loop).steady.tensor);
+  CHECK(json_io::estimate_report_json(m, run, estimate(m, run)).at("ssm_kernels") == "fused");
+  // Under autocast the product is promoted to the fp32 buffer's dtype: the kernels keep it in fp32.
+  training_spec amp = run;
+  amp.prec = precision::amp_bf16;
+  amp.device = device_kind::cuda;
+  const std::uint64_t hidden_cast = 2 * m.hidden * m.ssm_inner;  // out_proj's bf16 weight
+  CHECK(memscale_test::mixer_saved_bytes(m, amp, graph_layers::hybrid_mamba2_mixer) ==
+        4 * t * (projection + m.ssm_inner) + 2 * t * m.hidden + 2 * m.hidden * projection + hidden_cast);
+}
+
+TEST_CASE("falcon_h1: generate() is refused by name") {
+  using namespace memscale;
+  const json r = ssm_record("cpu-falcon_h1-small-b2-s256-adamw");
+  const model_spec m = json_io::model_for_record(r);
+  training_spec run = json_io::run_from_record(r);
   run.ssm_kernels = ssm_kernel_choice::torch;
   CHECK_THROWS_WITH(build_forward(m, run, 0), Catch::Contains("model.hybrid_mixer"));
 }

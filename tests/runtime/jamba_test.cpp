@@ -108,13 +108,45 @@ TEST_CASE("jamba: the CPU-traced records are modelled within the band") {
   REQUIRE(memscale_test::check_ssm_records_within_band({"jamba"}) == 2);
 }
 
-TEST_CASE("jamba: the fused kernels, generate(), selective checkpointing, sharding and LoRA are refused by name") {
+TEST_CASE("jamba: the kernel path keeps what its separate kernels save, far less than the torch loop") {
   using namespace memscale;
   const json r = ssm_record("cpu-jamba-small-b2-s128-adamw");
   const model_spec m = json_io::model_for_record(r);
   training_spec run = json_io::run_from_record(r);
   run.ssm_kernels = ssm_kernel_choice::fused;
-  CHECK_THROWS_WITH(estimate(m, run), Catch::Contains("run.ssm_kernels"));
+  REQUIRE(run.prec == precision::fp32);
+  const std::uint64_t t = run.micro_batch * run.seq_len;
+  const std::uint64_t d = m.ssm_inner;
+  const std::uint64_t n = m.ssm_state;
+  const std::uint64_t dbl = m.ssm_dt_rank + 2 * n;  // x_proj's width
+  // fp32, T tokens: in_proj's output (CausalConv1dFn's x view) 2D; the conv output (u) D and
+  // x_proj's contiguous copy of it D; x_proj's output R + 2N (the norms read views of it); per
+  // norm rsqrt 1 and the normalised slice, x^2 before torch 2.2 (R + 2N over the three); dt_proj's
+  // input R; the scan's delta, z and out copies 3D and B and C 2N; out_proj's contiguous input D;
+  // A and exp's result 2DN; the chunk-boundary states B x D x 1 chunk x 2N.
+  std::uint64_t per_token = 2 * d + d + d + dbl + 3 + dbl + m.ssm_dt_rank + 3 * d + 2 * n + d;
+  if (graph_layers::mean_keeps_input(run.torch_version)) per_token += dbl;
+  const std::uint64_t by_hand = 4 * (t * per_token + 2 * d * n + run.micro_batch * d * 2 * n);
+  const std::uint64_t fused = memscale_test::mixer_saved_bytes(m, run, graph_layers::mamba1_mixer);
+  CHECK(fused == by_hand);
+  training_spec loop = run;
+  loop.ssm_kernels = ssm_kernel_choice::torch;
+  CHECK(fused < memscale_test::mixer_saved_bytes(m, loop, graph_layers::mamba1_mixer));
+  // Both paths own the same weights; the whole step keeps less on the kernel path, and the
+  // report names the path assumed.
+  CHECK(estimate(m, run).parameter_count == estimate(m, loop).parameter_count);
+  CHECK(estimate(m, run).steady.tensor < estimate(m, loop).steady.tensor);
+  CHECK(json_io::estimate_report_json(m, run, estimate(m, run)).at("ssm_kernels") == "fused");
+  run.ssm_kernels = ssm_kernel_choice::framework_default;
+  run.device = device_kind::cuda;
+  CHECK(json_io::estimate_report_json(m, run, estimate(m, run)).at("ssm_kernels") == "fused");
+}
+
+TEST_CASE("jamba: generate(), selective checkpointing, sharding and LoRA are refused by name") {
+  using namespace memscale;
+  const json r = ssm_record("cpu-jamba-small-b2-s128-adamw");
+  const model_spec m = json_io::model_for_record(r);
+  training_spec run = json_io::run_from_record(r);
   run.ssm_kernels = ssm_kernel_choice::torch;
   CHECK_THROWS_WITH(build_forward(m, run, 0), Catch::Contains("model.hybrid_mixer"));
   run.sac = selective_ac::op_save_list;

@@ -193,6 +193,28 @@ TEST_CASE("nemotron_h: the CPU-traced records are modelled within the band") {
   REQUIRE(memscale_test::check_ssm_records_within_band({"nemotron_h"}) == 3);
 }
 
+TEST_CASE("nemotron_h: the kernel path keeps zxbcdt, out_x and the grouped norm's rstd, far less than torch_forward") {
+  using namespace memscale;
+  const json r = ssm_record("cpu-nemotron_h-small-b2-s256-adamw");
+  const model_spec m = json_io::model_for_record(r);
+  training_spec run = json_io::run_from_record(r);
+  run.ssm_kernels = ssm_kernel_choice::fused;
+  REQUIRE(run.prec == precision::fp32);
+  REQUIRE(m.ssm_gated_norm);
+  const std::uint64_t t = run.micro_batch * run.seq_len;
+  // fp32: in_proj's output (2D + 2GN + h), out_x (D) and rstd, one per token and group (G).
+  const std::uint64_t projection = 2 * m.ssm_inner + 2 * m.ssm_groups * m.ssm_state + m.ssm_heads;
+  const std::uint64_t fused = memscale_test::mixer_saved_bytes(m, run, graph_layers::hybrid_mamba2_mixer);
+  CHECK(fused == 4 * t * (projection + m.ssm_inner + m.ssm_groups));
+  training_spec loop = run;
+  loop.ssm_kernels = ssm_kernel_choice::torch;
+  CHECK(fused < memscale_test::mixer_saved_bytes(m, loop, graph_layers::hybrid_mamba2_mixer));
+  CHECK(estimate(m, run).parameter_count == estimate(m, loop).parameter_count);
+  CHECK(estimate(m, run).steady.tensor < estimate(m, loop).steady.tensor);
+  CHECK(json_io::estimate_report_json(m, run, estimate(m, run)).at("ssm_kernels") == "fused");
+  CHECK(json_io::estimate_report_json(m, loop, estimate(m, loop)).at("ssm_kernels") == "torch");
+}
+
 TEST_CASE("nemotron_h: generate() is refused by name") {
   using namespace memscale;
   const json r = ssm_record("cpu-nemotron_h-small-b2-s256-adamw");

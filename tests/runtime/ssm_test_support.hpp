@@ -70,4 +70,19 @@ inline std::uint64_t block_saved_bytes(const memscale::model_spec& m, const mems
   return total;
 }
 
+// The saved bytes of one state-space mixer on its own, besides its input: `mixer` (a
+// graph_layers mixer, or a lambda calling one) run on a (tokens, hidden) stream tensor.
+template <class Mixer>
+std::uint64_t mixer_saved_bytes(const memscale::model_spec& m, const memscale::training_spec& run, Mixer mixer) {
+  using namespace memscale;
+  const auto g = std::make_unique<graph>();
+  graph_layers::op_writer ops(*g, precision_policy_of(run), run.device);
+  const std::uint64_t tokens = run.micro_batch * run.seq_len;
+  const graph_layers::tensor in = ops.emit(op_kind::stream, tokens * m.hidden, ops.stream_dtype());
+  mixer(graph_layers::layer_context{.ops = ops, .model = m, .run = run, .adapters = {}, .dropout = {}, .tokens = tokens}, in);
+  std::uint64_t total = 0;
+  for (std::size_t i = in.op_index + 1; i < g->size; ++i) total += op_saved_bytes(g->ops[i]).value;
+  return total;
+}
+
 }  // namespace memscale_test

@@ -35,8 +35,7 @@ constexpr std::uint64_t parameter_count(const model_graph& g) {
 }
 
 // Total parameters of a model (independent of how it is trained). Built on the torch path of
-// state-space mixers, which every mixer has (the fused one is not described for every family);
-// both paths own the same weights.
+// state-space mixers; both paths own the same weights.
 constexpr std::uint64_t parameter_count(const model_spec& model) {
   training_spec counting{.micro_batch = 1, .seq_len = 1};
   counting.ssm_kernels = ssm_kernel_choice::torch;

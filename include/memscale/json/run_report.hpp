@@ -79,8 +79,8 @@ inline json estimate_report_json(const model_spec& model, const training_spec& r
   j["model"] = std::string(model.name);
   j["run"] = run_to_json(run);
   j["attention_kernel"] = std::string(to_string(attention_kernel_of(model, run)));  // sdpa resolved
-  // A state-space stack: which mixer code the estimate assumed (default resolved by the device).
-  if (!has_attention(model)) j["ssm_kernels"] = std::string(to_string(ssm_kernels_of(run)));
+  // A state-space or hybrid stack: which mixer code the estimate assumed (default resolved by the device).
+  if (has_state_space_mixer(model)) j["ssm_kernels"] = std::string(to_string(ssm_kernels_of(run)));
   // A multimodal checkpoint in a text-only run: its vision tower's parameters, counted as weights only.
   if (model.idle_tower_parameters > 0) j["idle_tower_parameters"] = model.idle_tower_parameters;
   // Images through the frozen tower (graph/layers/image_tower.hpp): each one's tokens, counted in run.seq_len.

@@ -1,5 +1,6 @@
-// memscale/graph/layers/hybrid.hpp: the token mixers of hybrid state-space stacks, on the torch
-// path their modeling files take in training:
+// memscale/graph/layers/hybrid.hpp: the token mixers of hybrid state-space stacks, their Mamba
+// mixers on the path run.ssm_kernels chooses (the torch paths below; the kernel paths in
+// mamba.hpp mamba1_mixer_separate_kernels and mamba2.hpp mamba2_mixer_fused):
 //   Jamba (transformers models/jamba/modeling_jamba.py@97bb61d0): a layer runs attention or a
 //         Mamba-1 mixer (JambaMambaMixer.slow_forward, with weighted RMSNorms on dt, B and C) on
 //         its normed input, chosen by position (graph/layers/layer_pattern.hpp);

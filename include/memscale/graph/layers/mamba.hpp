@@ -5,7 +5,9 @@
 //          Python loop over the sequence that saves one state per step;
 //   fused: mamba-ssm's MambaInnerFn (state-spaces/mamba mamba_ssm/ops/selective_scan_interface.py
 //          @0e8d22c5, checkpoint_lvl=1), one autograd Function for conv1d, x_proj, dt_proj, the
-//          scan, the gate and out_proj, which MambaMixer.cuda_kernels_forward calls in training.
+//          scan, the gate and out_proj, which MambaMixer.cuda_kernels_forward calls in training;
+//          Jamba's mixer, whose dt/B/C norms do not fit MambaInnerFn, calls causal_conv1d_fn and
+//          selective_scan_fn as separate Functions around them (mamba1_mixer_separate_kernels).
 // What each op saves is listed per block in docs/research/ssm-saved-tensors.txt (torch 1.13).
 #pragma once
 
@@ -295,16 +297,81 @@ constexpr tensor mamba1_mixer_fused(const layer_context& ctx, tensor in) {
   return ops.emit(out_proj, s.token_elements(s.hidden), a);
 }
 
-// The mixer on the path the run uses (training.hpp ssm_kernels_of).
+// A matmul over a transposed (B, D, L) tensor folds it into a contiguous (B*L, D) copy, which mm
+// saves in its place (aten/src/ATen/native/LinearAlgebra.cpp _matmul_impl: t1->reshape).
+constexpr tensor contiguous_rows(const layer_context& ctx, tensor transposed) {
+  return ctx.ops.elementwise(transposed, transposed.elements, transposed.type);
+}
+
+// Jamba's kernel path (JambaMambaMixer.cuda_kernels_forward in training, modeling_jamba.py@008f5c8c),
+// op by op: in_proj; causal_conv1d_fn on the (B, D, L) half of its output, a transposed view,
+// which CausalConv1dFn saves, so the whole output stays (causal_conv1d_interface.py@dedc05ff);
+// x_proj on the conv output's contiguous copy; the three JambaRMSNorms as on the torch path;
+// dt_proj with its bias zeroed (the scan adds it); A = -exp(A_log.float()); selective_scan_fn;
+// out_proj on the scan output's contiguous copy.
+constexpr tensor mamba1_mixer_separate_kernels(const layer_context& ctx, tensor in) {
+  op_writer& ops = ctx.ops;
+  const model_spec& m = ctx.model;
+  const base_weight base = ctx.adapters.base;
+  const bool frozen = ctx.adapters.enabled;
+  const mamba_shape s = mamba_shape_of(ctx);
+  const std::uint64_t td = s.token_elements(s.inner);
+  const std::uint64_t tn = s.token_elements(s.state);
+  const tensor xz = ops.linear(in, {.rows = s.tokens, .in_features = s.hidden, .out_features = 2 * s.inner,
+                                    .bias = m.ssm_proj_bias}, base);
+  const dtype e = xz.type;
+  op conv{.kind = op_kind::elementwise,
+          .weight = {s.inner, s.conv, 1},
+          .bias = m.ssm_conv_bias ? param_tensor::vector(s.inner) : param_tensor{},
+          .role = param_role::vector,
+          .frozen = frozen};
+  const tensor u = ops.emit(conv, td, e);  // u: the scan saves it
+  ops.keep(xz, u);
+  const tensor x_dbl = ops.linear(contiguous_rows(ctx, u), {.rows = s.tokens, .in_features = s.inner,
+                                                            .out_features = detail::checked_add(s.rank, 2 * s.state)}, base);
+  const tensor dt_in = dt_bc_norm(ctx, x_dbl, s.rank, s);
+  const tensor b_in = dt_bc_norm(ctx, x_dbl, s.state, s);
+  const tensor c_in = dt_bc_norm(ctx, x_dbl, s.state, s);
+  const tensor dt = ops.linear(dt_in, {.rows = s.tokens, .in_features = s.rank, .out_features = s.inner, .bias = true},
+                               base);
+  ops.at(dt).transient = true;  // the scan saves its contiguous copy
+  // A = -exp(A_log.float()): exp keeps its (D, N) fp32 result, the scan saves A.
+  op a_op{.kind = op_kind::elementwise,
+          .weight = {s.inner, s.state, 1},
+          .role = param_role::vector,
+          .frozen = frozen};
+  a_op.extra_saved = storage(dtype::fp32, detail::checked_mul(s.inner, s.state, 2));
+  const tensor a = ops.emit(a_op, detail::checked_mul(s.inner, s.state), dtype::fp32);
+  ops.at(a).transient = true;
+  // SelectiveScanFn (selective_scan_interface.py@01887ed7): delta (dt_proj's output transposed),
+  // B and C (the norms' outputs transposed) and the gate z (a view of in_proj's output) are
+  // strided along L, so it saves contiguous copies of them; with u, the chunk-boundary states x
+  // (fp32) and out, the scan output before the gate. It returns out_z = out * silu(z).
+  op scan{.kind = op_kind::elementwise,
+          .weight = param_tensor::vector(s.inner),  // D
+          .role = param_role::vector,
+          .frozen = frozen};
+  const std::uint64_t chunks = detail::ceil_div(s.seq, selective_scan_chunk);
+  scan.extra_saved = storage(e, detail::checked_mul(td, 3)) + storage(b_in.type, tn) + storage(c_in.type, tn) +
+                     storage(dtype::fp32, detail::checked_mul(detail::checked_mul(s.batch, s.inner), chunks, 2 * s.state));
+  // Backward: dout's contiguous copy, ddelta and dz besides du, and fp32 dB and dC
+  // (csrc/selective_scan/selective_scan.cpp@23f42a16 selective_scan_bwd: variable B and C in float32).
+  scan.bwd_temp = storage(e, detail::checked_mul(td, 3)) + storage(dtype::fp32, detail::checked_mul(tn, 2));
+  const tensor y = ops.emit(scan, td, e);
+  ops.keep(u, y);
+  ops.at(y).transient = true;  // out_proj saves its contiguous copy
+  // dz reaches chunk's SplitBackward first and waits there for conv1d's dx.
+  ops.gradient_waits_for(y, xz, storage(e, td));
+  return ops.linear(contiguous_rows(ctx, y), {.rows = s.tokens, .in_features = s.inner, .out_features = s.hidden,
+                                              .bias = m.ssm_proj_bias}, base);
+}
+
+// The mixer on the path the run uses (training.hpp ssm_kernels_of); on the kernel path a mixer
+// with weighted dt/B/C norms (Jamba) runs its separate kernels.
 constexpr tensor mamba1_mixer(const layer_context& ctx, tensor in) {
-  // JambaMambaMixer.cuda_kernels_forward runs its layernorms between separate kernels
-  // (modeling_jamba.py@97bb61d0), not MambaInnerFn: not described.
-  detail::require(ctx.model.ssm_dt_norms != ssm_dt_norm_kind::weighted || ssm_kernels_of(ctx.run) == ssm_kernel_choice::torch,
-                  error_code::unsupported, "run.ssm_kernels",
-                  "must be torch for Jamba's Mamba layers: the mamba-ssm kernel path with its dt/B/C norms is not modelled",
-                  static_cast<std::uint64_t>(ssm_kernels_of(ctx.run)));
-  return ssm_kernels_of(ctx.run) == ssm_kernel_choice::fused ? mamba1_mixer_fused(ctx, in)
-                                                             : mamba1_mixer_torch(ctx, in);
+  if (ssm_kernels_of(ctx.run) == ssm_kernel_choice::torch) return mamba1_mixer_torch(ctx, in);
+  return ctx.model.ssm_dt_norms == ssm_dt_norm_kind::weighted ? mamba1_mixer_separate_kernels(ctx, in)
+                                                               : mamba1_mixer_fused(ctx, in);
 }
 
 // The residual stream's dtype: fp32 under residual_in_fp32, else the parameters'.

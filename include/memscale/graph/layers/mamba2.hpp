@@ -315,6 +315,11 @@ constexpr tensor mamba2_mixer_torch(const layer_context& ctx, tensor in) {
 // itself), out_x (the scan output before the gated norm), the norm's rstd (b, L, G) and the
 // parameters; conv1d's output, x, B, C, the chunk states, the norm output and out_proj's input
 // are recomputed in backward (ssd_combined.py@d757aef1 MambaSplitConv1dScanCombinedFn).
+// Falcon-H1 (modular_falcon_h1.py@3c0a5c70 FalconH1Mixer.cuda_kernels_forward) passes in_proj's
+// output times its mup_vector, the product the torch path makes, and no norm weight unless
+// mamba_rms_norm: the Function then gates in the scan (y * silu(z)) and saves no rstd.
+// Nemotron-H's NemotronHMamba2Mixer (modeling_nemotron_h.py@897753a0) is Mamba2Mixer's call with
+// its n_groups-group norm.
 constexpr tensor mamba2_mixer_fused(const layer_context& ctx, tensor in) {
   op_writer& ops = ctx.ops;
   const model_spec& m = ctx.model;
@@ -323,9 +328,16 @@ constexpr tensor mamba2_mixer_fused(const layer_context& ctx, tensor in) {
   const bool frozen = ctx.adapters.enabled;
   const mamba2_shape s = mamba2_shape_of(ctx);
   const std::uint64_t td = s.token_elements(s.inner);
-  const tensor zxbcdt = ops.linear(in, {.rows = s.tokens, .in_features = s.hidden, .out_features = s.projection(),
-                                        .bias = m.ssm_proj_bias}, base);
+  tensor zxbcdt = ops.linear(in, {.rows = s.tokens, .in_features = s.hidden, .out_features = s.projection(),
+                                  .bias = m.ssm_proj_bias}, base);
+  if (m.mup_multipliers) {
+    // The product replaces in_proj's output; under autocast it is promoted to the fp32 buffer's
+    // dtype, and the kernels run in fp32 until out_proj's autocast cast.
+    ops.at(zxbcdt).transient = true;
+    zxbcdt = ops.elementwise(zxbcdt.elements, p.autocast ? p.param : zxbcdt.type);
+  }
   const dtype a = zxbcdt.type;
+  const dtype out_type = p.autocast ? p.matmul : a;
   // causal_conv1d_fwd over xBC: its output lives through the forward only.
   op conv{.kind = op_kind::elementwise,
           .transient = true,
@@ -347,17 +359,20 @@ constexpr tensor mamba2_mixer_fused(const layer_context& ctx, tensor in) {
           .role = param_role::vector,
           .frozen = frozen};
   scan.fwd_temp = storage(dtype::fp32, s.chunk_states(s.chunks));
+  if (!m.ssm_gated_norm) scan.fwd_temp += storage(a, td);  // out = out_x * silu(z), out_proj's input
   const tensor out_x = ops.emit(scan, td, a);
-  // The gated RMSNorm (weight D): keeps rstd; its output is out_proj's input, recomputed.
-  op gated{.kind = op_kind::norm,
-           .transient = true,
-           .weight = param_tensor::vector(s.inner),
-           .role = param_role::vector,
-           .frozen = frozen};
-  gated.extra_saved = storage(dtype::fp32, s.token_elements(s.groups));
-  gated.grad_in = storage(a, td);
-  const tensor normed = ops.emit(gated, td, a);
-  ops.keep(out_x, normed);
+  if (m.ssm_gated_norm) {
+    // The gated RMSNorm (weight D): keeps rstd; its output is out_proj's input, recomputed.
+    op gated{.kind = op_kind::norm,
+             .transient = true,
+             .weight = param_tensor::vector(s.inner),
+             .role = param_role::vector,
+             .frozen = frozen};
+    gated.extra_saved = storage(dtype::fp32, s.token_elements(s.groups));
+    gated.grad_in = storage(a, td);
+    const tensor normed = ops.emit(gated, td, a);
+    ops.keep(out_x, normed);
+  }
   op out_proj{.kind = op_kind::linear,
               .weight = {s.hidden, s.inner, 1},
               .bias = m.ssm_proj_bias ? param_tensor::vector(s.hidden) : param_tensor{},
@@ -365,17 +380,13 @@ constexpr tensor mamba2_mixer_fused(const layer_context& ctx, tensor in) {
               .frozen = frozen};
   out_proj.extra_saved = p.autocast ? storage(p.matmul, detail::checked_mul(s.hidden, s.inner)) : bytes{};
   out_proj.grad_in = storage(a, td);
-  return ops.emit(out_proj, s.token_elements(s.hidden), a);
+  const tensor out = ops.emit(out_proj, s.token_elements(s.hidden), out_type);
+  if (!m.ssm_gated_norm) ops.keep(out_x, out);  // saved by the Function, which out_proj closes
+  return out;
 }
 
 // The mixer on the path the run uses (training.hpp ssm_kernels_of).
 constexpr tensor mamba2_mixer(const layer_context& ctx, tensor in) {
-  // FalconH1Mixer.cuda_kernels_forward passes its mup vector and multipliers into the kernels
-  // (modular_falcon_h1.py@3c0a5c70): not described.
-  detail::require(!ctx.model.mup_multipliers || ssm_kernels_of(ctx.run) == ssm_kernel_choice::torch,
-                  error_code::unsupported, "run.ssm_kernels",
-                  "must be torch for Falcon-H1's Mamba-2 mixers: the mamba-ssm kernel path is not modelled",
-                  static_cast<std::uint64_t>(ssm_kernels_of(ctx.run)));
   return ssm_kernels_of(ctx.run) == ssm_kernel_choice::fused ? mamba2_mixer_fused(ctx, in)
                                                              : mamba2_mixer_torch(ctx, in);
 }
