@@ -71,12 +71,14 @@ inline void refuse_torchtitan_toml(const json& toml) {
 }
 
 // litgpt's version: a 0.4 release (the config hub, read at v0.4.9). Today's main (0.5) is refused:
-// its multi-GPU scripts shard with FSDP2 under ModelParallelStrategy (litgpt/finetune/lora.py
-// lines 158-162, 522-545 @ 26857050) and its single-device path is not re-read yet.
+// its CausalSelfAttention.forward is restructured (litgpt/model.py @ 26857050: views of a
+// non-interleaved qkv, repeat_interleave after RoPE) and its multi-GPU scripts shard with FSDP2
+// under ModelParallelStrategy (litgpt/finetune/lora.py lines 158-162, 522-545 @ 26857050).
 inline std::uint32_t litgpt_version(const std::string& version, const std::string& field) {
   const std::string why =
       "is not modelled: litgpt is read at 0.4.9 (Lightning-AI/litgpt @ b0ea1772; its 0.4 releases) and, as plain "
-      "litgpt, at the 2023 scripts; main (0.5) is not: its FSDP2 under ModelParallelStrategy is not mapped";
+      "litgpt, at the 2023 scripts; main (0.5) is not: its restructured attention is not modelled and its FSDP2 "
+      "under ModelParallelStrategy is not mapped";
   if (version == "main") bad_field(error_code::unsupported, field, version, why);
   const version_parts v = parse_version(version, field);
   const std::uint32_t n = v.major * 10000 + v.minor * 100 + v.patch;
