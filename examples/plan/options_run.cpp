@@ -113,8 +113,8 @@ void add_run_options(CLI::App& app, options& o) {
             "example); default --seq",
             [&o](const std::string& v) { o.run.example_tokens = parse_positive("--example-tokens", v); });
   add_value(app, g, "--framework", "NAME[@VERSION]",
-            "the training code: hf (transformers; @VERSION sets its release) | gpt-fast (with --inference: its generate()) | litgpt (its LoRA scripts, the model as "
-            "lit-gpt builds it) | torchtune[@0.6.1] (with --gpus N: full_finetune_distributed, FSDP2) | torchtitan[@0.1.0] (FSDP2 over --gpus N, bf16 compute); its defaults "
+            "the training code: hf (transformers; @VERSION sets its release) | gpt-fast (with --inference: its generate()) | litgpt[@0.4.9] (its LoRA scripts, the model as "
+            "lit-gpt builds it; plain: the 2023 scripts, @0.4.x: the 2024 release, RMSNorm in fp32) | torchtune[@0.6.1] (with --gpus N: full_finetune_distributed, FSDP2) | torchtitan[@0.1.0] (FSDP2 over --gpus N, bf16 compute); its defaults "
             "(loss, adapter dtype) apply; default hf",
             [&o](const std::string& v) {
               // gpt-fast is modelled for generate() only: check_inference_options refuses it without --inference.

@@ -212,8 +212,8 @@ struct training_spec {
   // Which of DeepSpeed's stage-0 wrappers holds that master (no ZeRO): parallel_spec sets it.
   stage0_optimizer stage0 = stage0_optimizer::none;
   // The framework's release as major * 10000 + minor * 100 + patch; 0: the release memscale
-  // reads it at (framework_read_at). Only torchtune's is a separate input: Hugging Face's is
-  // transformers_version, and lit-gpt is read at one commit of its scripts.
+  // reads it at (framework_read_at). torchtune's and litgpt's are inputs (litgpt 0: the 2023
+  // scripts of the dev rows; 0.4.x: the config-hub release); Hugging Face's is transformers_version.
   std::uint32_t framework_version = 0;
   ssm_kernel_choice ssm_kernels = ssm_kernel_choice::framework_default;  // state-space mixers only
   // Liger's Triton RMSNorm and SwiGLU in place of the modeling file's (Liger-Kernel v0.5.10
@@ -271,11 +271,21 @@ constexpr training_spec as_rows(training_spec t) {
 // (lit-gpt: Lightning-AI/lit-gpt @ b96a5708, finetune/lora.py).
 constexpr std::uint32_t framework_read_at(framework_kind f) { return f == framework_kind::torchtune ? 601 : 0; }
 
+// litgpt 0.4 (Lightning-AI/litgpt @ b0ea1772, v0.4.9) as framework_version: its 0.4 releases.
+inline constexpr std::uint32_t litgpt_v0_4 = 400;
+
 // Whether `version` (major * 10000 + minor * 100 + patch) is a release whose memory rules are
-// the ones read: torchtune's 0.6 patch releases.
+// the ones read: torchtune's 0.6 patch releases, litgpt's 0.4 releases.
 constexpr bool framework_version_modelled(framework_kind f, std::uint32_t version) {
   if (version == 0) return true;
+  if (f == framework_kind::litgpt) return version >= litgpt_v0_4 && version < 500;
   return f == framework_kind::torchtune && version >= 600 && version < 700;
+}
+
+// litgpt 0.4's RMSNorm computes in fp32 (litgpt/model.py lines 483-490 @ b0ea1772); the 2023
+// scripts' in the input dtype (lit_gpt/rmsnorm.py @ 8641822; the upcast came in 6178c7cc).
+constexpr bool litgpt_rms_norm_in_fp32(const training_spec& t) {
+  return t.framework == framework_kind::litgpt && t.framework_version >= litgpt_v0_4;
 }
 
 // The state-space kernels a run uses: framework_default resolved by the device.
@@ -446,9 +456,17 @@ constexpr const training_spec& validate(const training_spec& t) {
           "must be 1 with run.optimizer_in_backward (each gradient is freed once its parameter stepped)", t.grad_accum);
   if (!framework_version_modelled(t.framework, t.framework_version))
     detail::fail(error_code::unsupported, "run.framework_version",
-                 t.framework == framework_kind::torchtune
-                     ? "is not modelled: torchtune's rules are read at 0.6.1 (its 0.6 releases)"
-                     : "is read for torchtune only (hf: the transformers version; lit-gpt: one commit of its scripts)");
+                 t.framework == framework_kind::torchtune ? "is not modelled: torchtune's rules are read at 0.6.1 (its 0.6 releases)"
+                 : t.framework == framework_kind::litgpt
+                     ? "is not modelled: litgpt is read at 0.4.9 (0.4.x is 400 + x) and as the 2023 scripts (0)"
+                     : "is read for torchtune and litgpt only (hf: the transformers version)");
+  // litgpt 0.4's finetune/full.py chunks the loss over the whole logits (chunked_cross_entropy's
+  // default chunk_size=128, litgpt/finetune/full.py line 256 @ b0ea1772): the split's backward
+  // concatenating the chunks' gradients is not modelled.
+  if (litgpt_rms_norm_in_fp32(t) && t.target == training_target::full)
+    detail::fail(error_code::unsupported, "run.target",
+                 "full is not modelled for litgpt 0.4: finetune/full.py chunks the cross-entropy over the whole "
+                 "logits (chunk_size 128), whose split backward is not modelled; LoRA and QLoRA are");
   if (t.sac != selective_ac::none && t.framework != framework_kind::torchtitan)
     detail::fail(error_code::unsupported, "run.sac", "is torchtitan's selective checkpointing: needs run.framework torchtitan");
   if (t.sac != selective_ac::none && t.ckpt != checkpointing::none)

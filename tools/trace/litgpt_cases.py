@@ -21,6 +21,11 @@ finetune/full.py fit loops) and the Lightning Fabric wrapper it runs under
   loss = chunked_cross_entropy(logits, y[..., 1:]); backward; AdamW step; zero_grad. `logits` stays
   bound until the next step's forward returns. full.py: logits = model(x) (one tensor) and
   chunked_cross_entropy(logits[..., :-1, :], y[..., 1:], chunk_size=0).
+litgpt v0.4.9 (`version="0.4.9"` cases, Lightning-AI/litgpt @ b0ea1772, lightning 2.4.0 whose
+HalfPrecision.convert_output still casts to the default dtype): the same LoRA loop
+(litgpt/finetune/lora.py lines 304-307), RMSNorm in fp32 (litgpt/model.py lines 483-490: x.float(),
+mean(x * x), x * rsqrt, (x_normed * weight.float()).to(dtype)) and LoRAQKVLinear.zero_pad writing the
+conv1d output into new zeros with index_copy_ (litgpt/lora.py lines 288-342), no reshape copy.
 Differences from the GPU runs: attention is eager math (torch 1.13 has no scaled_dot_product_attention),
 CPU dropout keeps a noise tensor of the input dtype instead of a bool mask, AdamW is the single-tensor loop.
 Run from the repository root:  /usr/bin/python3 tools/trace/litgpt_cases.py --out docs/data/cpu_traced_frameworks.json
@@ -39,6 +44,10 @@ MODELS = {
     "llama": dict(family="llama", layers=2, hidden=256, heads=4, kv_heads=4, ffn=688, vocab=16000, norm="rmsnorm",
                   activation="swiglu", parallel=False, shared_norm=False, bias=False, lm_head_bias=False,
                   rotary_pct=1.0),
+    # The same with a 32,000-token vocabulary (Llama 2's): the logits dominate.
+    "llama-v32k": dict(family="llama", layers=2, hidden=256, heads=4, kv_heads=4, ffn=688, vocab=32000,
+                       norm="rmsnorm", activation="swiglu", parallel=False, shared_norm=False, bias=False,
+                       lm_head_bias=False, rotary_pct=1.0),
     # phi-1.5-style: LayerNorm shared by attention and MLP, parallel residual, half rotary, biases, tanh GELU.
     "phi": dict(family="phi", layers=2, hidden=256, heads=4, kv_heads=4, ffn=1024, vocab=16000, norm="layernorm",
                 activation="gelu_tanh", parallel=True, shared_norm=True, bias=True, lm_head_bias=True, rotary_pct=0.5),
@@ -55,6 +64,15 @@ class RMSNorm(nn.Module):  # lit_gpt/rmsnorm.py @ 8641822
         norm_x = torch.mean(x * x, dim=-1, keepdim=True)
         x_normed = x * torch.rsqrt(norm_x + self.eps)
         return self.weight * x_normed
+
+
+class RMSNormFP32(RMSNorm):  # litgpt/model.py RMSNorm.forward @ b0ea1772 (v0.4.9)
+    def forward(self, x):
+        dtype = x.dtype
+        x = x.float()
+        norm_x = torch.mean(x * x, dim=-1, keepdim=True)
+        x_normed = x * torch.rsqrt(norm_x + self.eps)
+        return (x_normed * self.weight.float()).to(dtype=dtype)
 
 
 class LoRALinear(nn.Module):  # lit_gpt/lora.py LoRALinear.forward @ 8641822
@@ -79,8 +97,9 @@ class LoRALinear(nn.Module):  # lit_gpt/lora.py LoRALinear.forward @ 8641822
 
 
 class LoRAQKVLinear(nn.Module):  # lit_gpt/lora.py LoRAQKVLinear @ 8641822 (n_head == n_query_groups here)
-    def __init__(self, inf, out, bias, r, alpha, p, enable):
+    def __init__(self, inf, out, bias, r, alpha, p, enable, version):
         super().__init__()
+        self.version = version
         self.linear = nn.Linear(inf, out, bias=bias)
         self.out, self.enable = out, enable
         self.qkv_shapes = [inf for e in enable if e]
@@ -95,6 +114,9 @@ class LoRAQKVLinear(nn.Module):  # lit_gpt/lora.py LoRAQKVLinear @ 8641822 (n_he
     def zero_pad(self, x):
         if all(self.enable):
             return x
+        if self.version == "0.4.9":  # litgpt/lora.py zero_pad @ b0ea1772
+            result = x.new_zeros(*x.shape[:-1], self.out)
+            return result.index_copy_(-1, torch.tensor(self.lora_ind), x)
         x = x.transpose(0, 1)
         result = x.new_zeros((*x.shape[:-1], self.out)).view(-1, self.out)
         result = result.index_copy(1, torch.tensor(self.lora_ind), x.reshape(-1, sum(self.qkv_shapes)))
@@ -124,7 +146,7 @@ class Attention(nn.Module):
         out = 3 * H
         en = tuple(t in c["targets"] for t in ("q", "k", "v"))
         if c["lora"] and any(en):
-            self.attn = LoRAQKVLinear(H, out, m["bias"], c["r"], c["alpha"], c["dropout"], en)
+            self.attn = LoRAQKVLinear(H, out, m["bias"], c["r"], c["alpha"], c["dropout"], en, c["version"])
         else:
             self.attn = nn.Linear(H, out, bias=m["bias"])
         r = c["r"] if c["lora"] and "proj" in c["targets"] else 0
@@ -148,11 +170,15 @@ class Attention(nn.Module):
         return self.proj(y)
 
 
+def rms_norm(c, n):
+    return RMSNormFP32(n) if c["version"] == "0.4.9" else RMSNorm(n)
+
+
 class Block(nn.Module):
     def __init__(self, c, m):
         super().__init__()
         H, f = m["hidden"], m["ffn"]
-        norm = (lambda: RMSNorm(H)) if m["norm"] == "rmsnorm" else (lambda: nn.LayerNorm(H))
+        norm = (lambda: rms_norm(c, H)) if m["norm"] == "rmsnorm" else (lambda: nn.LayerNorm(H))
         self.norm_1 = norm()
         self.norm_2 = None if m["shared_norm"] else norm()
         self.attn = Attention(c, m)
@@ -188,7 +214,7 @@ class GPT(nn.Module):
         self.lm_head = LoRALinear(H, m["vocab"], m["lm_head_bias"], r, c["alpha"], c["dropout"])
         self.wte = nn.Embedding(m["vocab"], H)
         self.h = nn.ModuleList([Block(c, m) for _ in range(m["layers"])])
-        self.ln_f = RMSNorm(H) if m["norm"] == "rmsnorm" else nn.LayerNorm(H)
+        self.ln_f = rms_norm(c, H) if m["norm"] == "rmsnorm" else nn.LayerNorm(H)
         hs = H // m["heads"]
         n = int(m["rotary_pct"] * hs)
         # model.max_seq_length = longest (finetune/lora.py fit) rebuilds the cache in the default dtype: fp32.
@@ -302,22 +328,29 @@ def run_case(c):
                      lora_targets=",".join(c["targets"]), frozen="base", trainable_params=r["trainable"])
     else:
         train.update(lora_rank=0, frozen="none")
-    framework = dict(name="litgpt", version="8641822", script=f"finetune/{c['script']}.py",
-                     source="Lightning-AI/lit-gpt@8641822 + Lightning-AI/pytorch-lightning@71aed751")
+    if c["version"] == "0.4.9":
+        framework = dict(name="litgpt", version="0.4.9", script=f"litgpt/finetune/{c['script']}.py",
+                         source="Lightning-AI/litgpt@b0ea1772 + Lightning-AI/pytorch-lightning 2.4.0")
+    else:
+        framework = dict(name="litgpt", version="8641822", script=f"finetune/{c['script']}.py",
+                         source="Lightning-AI/lit-gpt@8641822 + Lightning-AI/pytorch-lightning@71aed751")
     notes = ("measured_bytes = max live CPU tensor bytes in training step 2 (the step-1 logits list is still bound "
              "until step 2's forward returns, as in lit-gpt's loop); plain-torch re-implementation, eager attention.")
-    return T.record(c["id"], SOURCE, model, train, framework, r, notes, software={"lightning": "71aed751 (emulated)"})
+    lightning = "2.4.0 (emulated)" if c["version"] == "0.4.9" else "71aed751 (emulated)"
+    return T.record(c["id"], SOURCE, model, train, framework, r, notes, software={"lightning": lightning})
 
 
 def cases():
     L = []
 
-    def add(model, script, output_cast="fp32", targets=("q", "v"), r=8, batch=2, seq=256, dropout=0.05):
+    def add(model, script, output_cast="fp32", targets=("q", "v"), r=8, batch=2, seq=256, dropout=0.05,
+            version="8641822"):
         lora = script == "lora"
-        cid = f"cpu-litgpt-{script}-{model}-b{batch}-s{seq}" + (f"-r{r}-{'-'.join(targets)}" if lora else "") + \
+        prefix = "cpu-litgpt-0.4.9" if version == "0.4.9" else "cpu-litgpt"
+        cid = f"{prefix}-{script}-{model}-b{batch}-s{seq}" + (f"-r{r}-{'-'.join(targets)}" if lora else "") + \
               ("" if output_cast == "fp32" else "-no-output-cast")
         L.append(dict(id=cid, model=model, script=script, output_cast=output_cast, lora=lora, targets=targets, r=r,
-                      alpha=2 * r, batch=batch, seq=seq, dropout=dropout))
+                      alpha=2 * r, batch=batch, seq=seq, dropout=dropout, version=version))
     for model in ("llama", "phi"):
         add(model, "lora")
         add(model, "lora", output_cast="none")
@@ -325,6 +358,10 @@ def cases():
         add(model, "full")
     add("llama", "lora", targets=("q", "k", "v", "proj", "mlp", "head"), r=16)
     add("llama", "full", output_cast="none")
+    # litgpt v0.4.9's LoRA step: the default q,v adapters, all targets, and a larger vocabulary.
+    add("llama", "lora", version="0.4.9")
+    add("llama", "lora", targets=("q", "k", "v", "proj", "mlp", "head"), r=16, version="0.4.9")
+    add("llama-v32k", "lora", batch=4, version="0.4.9")
     return L
 
 

@@ -10,6 +10,7 @@
 
 #include "memscale/json/custom_sharded_layers.hpp"
 #include "memscale/json/fields.hpp"
+#include "memscale/json/software_stack.hpp"
 #include "memscale/model.hpp"
 #include "memscale/training.hpp"
 
@@ -67,6 +68,32 @@ inline void refuse_torchtitan_toml(const json& toml) {
                 "float8 is not modelled: torchao's Float8Linear saves fp8 casts of inputs and weights (eager bf16 "
                 "would be a different run)");
   }
+}
+
+// litgpt's version: a 0.4 release (the config hub, read at v0.4.9). Today's main (0.5) is refused:
+// its CausalSelfAttention.forward is restructured (litgpt/model.py @ 26857050: views of a
+// non-interleaved qkv, repeat_interleave after RoPE) and its multi-GPU scripts shard with FSDP2
+// under ModelParallelStrategy (litgpt/finetune/lora.py lines 158-162, 522-545 @ 26857050).
+inline std::uint32_t litgpt_version(const std::string& version, const std::string& field) {
+  const std::string why =
+      "is not modelled: litgpt is read at 0.4.9 (Lightning-AI/litgpt @ b0ea1772; its 0.4 releases) and, as plain "
+      "litgpt, at the 2023 scripts; main (0.5) is not: its restructured attention is not modelled and its FSDP2 "
+      "under ModelParallelStrategy is not mapped";
+  if (version == "main") bad_field(error_code::unsupported, field, version, why);
+  const version_parts v = parse_version(version, field);
+  const std::uint32_t n = v.major * 10000 + v.minor * 100 + v.patch;
+  if (!framework_version_modelled(framework_kind::litgpt, n)) bad_field(error_code::unsupported, field, version, why);
+  return n;
+}
+
+// A lit-gpt record's framework.version as training_spec::framework_version: a 0.4 release, or
+// 0 for the 2023 scripts (the commits the dev rows and their CPU traces name, or none).
+inline std::uint32_t litgpt_version_of_record(const json& record) {
+  if (!record.contains("framework") || !record.at("framework").is_object() || !record.at("framework").contains("version"))
+    return 0;
+  const std::string version = get_string(record.at("framework"), "version", "framework", "", error_code::invalid_run);
+  if (version == "8641822" || version == "b96a5708") return 0;
+  return litgpt_version(version, "framework.version");
 }
 
 // The framework a record ran under: its "framework".name, which must agree with model.impl

@@ -15,6 +15,7 @@
 #include "memscale/error.hpp"
 #include "memscale/json/custom_sharded_layers.hpp"
 #include "memscale/json/fields.hpp"
+#include "memscale/json/framework_fields.hpp"
 #include "memscale/json/software_stack.hpp"
 #include "memscale/model.hpp"
 #include "memscale/training.hpp"
@@ -57,11 +58,10 @@ inline void set_framework(training_spec& run, const std::string& name, const std
         set_software_version(next, "transformers", version, version_field);
         break;
       case framework_kind::litgpt:
-        // litgpt 0.4.x's RMSNorm upcasts to fp32 (litgpt/model.py line 485 @ v0.4.9); main shards with
-        // FSDP2 under ModelParallelStrategy (litgpt/finetune/lora.py lines 522-545 @ main).
-        bad_field(error_code::unsupported, version_field, version,
-                  "is not read: lit-gpt is modelled from one commit of its scripts (Lightning-AI/lit-gpt @ b96a5708); "
-                  "litgpt 0.4's RMSNorm in fp32 and today's FSDP2 (ModelParallelStrategy) are not modelled");
+        next.framework_version = detail::litgpt_version(version, version_field);
+        // litgpt 0.4.9 pins bitsandbytes==0.42.0 (pyproject.toml @ b0ea1772), whose MatMul4Bit keeps its input.
+        next.bitsandbytes_version = 4200;
+        break;
       case framework_kind::torchtune: {
         const detail::version_parts v = detail::parse_version(version, version_field);
         next.framework_version = v.major * 10000 + v.minor * 100 + v.patch;
@@ -119,7 +119,8 @@ inline std::string framework_text(const training_spec& run) {
   std::string out = std::string(to_string(run.framework));
   const std::uint32_t v = run.framework_version != 0 ? run.framework_version : framework_read_at(run.framework);
   if (v != 0) out += " " + detail::version_text(v);
-  if (run.framework == framework_kind::litgpt) out += " (scripts @ b96a5708)";
+  if (run.framework == framework_kind::litgpt)
+    out += run.framework_version == 0 ? " (scripts @ b96a5708)" : " (read at v0.4.9, Lightning-AI/litgpt @ b0ea1772: RMSNorm in fp32)";
   if (run.framework == framework_kind::torchtitan && (run.tensor_parallel > 1 || run.context_parallel > 1)) {
     const bool cp = run.context_parallel > 1;
     out += " 0.1.0 (FSDP2 over " + std::to_string(run.data_parallel) +

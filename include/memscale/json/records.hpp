@@ -223,6 +223,7 @@ inline training_spec run_from_record(const json& record) {
                 "is read with the multi-GPU layout only (a record with train.dp > 1 and train.zero_stage, estimated "
                 "per GPU by --cases)");
   training_spec run = with_framework(training_spec{}, detail::framework_of_record(record));
+  if (run.framework == framework_kind::litgpt) run.framework_version = detail::litgpt_version_of_record(record);
   read_images(t, run);
   run.micro_batch = get_count(t, "batch", path, 1, bad);
   run.seq_len = get_count(t, "seq", path, 0, bad);

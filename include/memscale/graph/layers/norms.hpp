@@ -29,6 +29,7 @@ struct norm_shape {
 enum class rms_norm_code : std::uint8_t {
   hf_llama,  // modeling_llama.py LlamaRMSNorm and the families that copy it
   litgpt,    // lit_gpt/rmsnorm.py (the 2023 runs)
+  litgpt_fp32,  // litgpt/model.py RMSNorm @ b0ea1772 (v0.4.9): x.float(), the product cast back
   hf_t5,     // modeling_t5.py T5LayerNorm
   torchtune, // torchtune/modules/rms_norm.py: F.rms_norm(x.float(), ..., weight=scale).to(x.dtype)
   liger,     // Liger-Kernel's Triton RMSNorm (ops/rms_norm.py, v0.5.10 @ 44a8f2fb), in_place=True
@@ -110,7 +111,11 @@ constexpr tensor rms_norm(op_writer& ops, tensor in, const norm_shape& shape, rm
   }
   op o{.kind = op_kind::norm, .weight = {shape.width, 1, 1}, .role = param_role::vector, .frozen = !trainable};
   o.extra_saved = storage(dtype::fp32, shape.rows);  // rsqrt(variance + eps)
-  if (code == rms_norm_code::hf_gemma) {
+  if (code == rms_norm_code::hf_gemma || code == rms_norm_code::litgpt_fp32) {
+    // litgpt 0.4's RMSNorm (litgpt/model.py lines 483-490 @ b0ea1772, the same at main 26857050)
+    // saves what Gemma's does: x * x keeps the fp32 x, x * rsqrt keeps it and rsqrt,
+    // x_normed * weight.float() keeps the weight's fp32 copy and (when the weight trains) x_normed;
+    // (...).to(dtype) copies the fp32 product back.
     // Gemma3RMSNorm.forward (modeling_gemma3.py@f14d0cbc, the same code in v5.17.0; PR #29402):
     // x.float(); x * rsqrt(x.pow(2).mean(-1) + eps); * (1.0 + weight.float()); .type_as(x). pow and
     // the first mul keep the fp32 x (the input itself when fp32; x^2 too while mean_keeps_input);
@@ -120,7 +125,7 @@ constexpr tensor rms_norm(op_writer& ops, tensor in, const norm_shape& shape, rm
     const bool fp32_in = in.type == dtype::fp32;
     if (!fp32_in) o.extra_saved += storage(dtype::fp32, in.elements);
     if (mean_keeps_input(torch_version)) o.extra_saved += storage(dtype::fp32, in.elements);
-    o.extra_saved += storage(dtype::fp32, o.weight.elements());  // 1.0 + weight.float()
+    o.extra_saved += storage(dtype::fp32, o.weight.elements());  // 1.0 + weight.float() (litgpt: weight.float())
     if (trainable) o.extra_saved += storage(dtype::fp32, in.elements);
     // The product (copied back when the input is 16-bit), beside the normalized x when that is not kept.
     const std::uint64_t temporaries = (fp32_in ? 0 : 1) + (trainable ? 0 : 1);
@@ -227,6 +232,7 @@ constexpr tensor norm(const layer_context& ctx, tensor in, const norm_shape& sha
   const rms_norm_code code = liger == liger_norm_use::in_place                ? rms_norm_code::liger
                             : liger == liger_norm_use::out_of_place          ? rms_norm_code::liger_out_of_place
                             : ctx.run.framework == framework_kind::torchtune ? rms_norm_code::torchtune
+                            : litgpt_rms_norm_in_fp32(ctx.run)             ? rms_norm_code::litgpt_fp32
                             : ctx.model.impl == implementation::litgpt     ? rms_norm_code::litgpt
                             : ctx.model.rms_norm_fp32_scale                ? rms_norm_code::hf_gemma
                                                                            : rms_norm_code::hf_llama;
