@@ -142,8 +142,14 @@ constexpr bytes token_tensors(const inference_spec& r, std::uint64_t length, std
 
 // Dequantised weight in flight: the format's dequantization_temporary (quant_format.hpp:
 // bitsandbytes 4-bit for more than one row, AWQ/GPTQ GEMMs for >= 1024 rows); LLM.int8
-// quantises the input rows and accumulates in int32.
-constexpr bytes quant_workspace(const graph& g, const model_spec& m, const inference_spec& r, std::uint64_t rows) {
+// quantises the input rows and accumulates in int32. FP8Linear quantises its input
+// (input_quantization_temporary) and writes its output directly. A compressed-tensors layer
+// decompresses its weight in the first forward (`first_forward`: decompression_temporary) and
+// fake-quantises it in every later one (dequantization_temporary), with its fake-quantised input
+// bound meanwhile; quantising that input is a moment of its own. The largest weight and the widest
+// input are taken together: the upper side where they are different layers.
+constexpr bytes quant_workspace(const graph& g, const model_spec& m, const inference_spec& r, std::uint64_t rows,
+                                bool first_forward) {
   const auto n = checked_mul(r.batch, rows);
   switch (r.weights) {
     case weight_format::native:
@@ -160,10 +166,24 @@ constexpr bytes quant_workspace(const graph& g, const model_spec& m, const infer
       // int8 input rows, int32 accumulator (4 bytes an element).
       return storage(dtype::int8, checked_mul(n, widest)) + storage(dtype::fp32, checked_mul(n, widest));
     }
+    case weight_format::fp8_block: {
+      const auto columns = widest_block_matmul_input(g);
+      return input_quantization_temporary(detail::quant_format_of(r), checked_mul(n, columns), columns, r.compute);
+    }
+    case weight_format::ct_float:
+    case weight_format::ct_int: {
+      const quant_format f = detail::quant_format_of(r);
+      const auto columns = widest_block_matmul_input(g);
+      const auto weight = largest_block_matmul(g);
+      const bytes quantising_input = input_quantization_temporary(f, checked_mul(n, columns), columns, r.compute);
+      const bytes quantised_input = f.quantized_inputs ? act(r, checked_mul(n, columns)) : bytes{};
+      const bytes weight_copies = first_forward ? decompression_temporary(f, weight, r.compute)
+                                                : dequantization_temporary(f, weight, n, r.compute);
+      return max(quantising_input, quantised_input + weight_copies);
+    }
   }
   return {};
 }
-
 
 // The tensors a layer's attention makes for its prompt's keys and values, which a cache before
 // transformers 5 keeps as they are: with a fused qkv projection the keys and values are views of its
@@ -346,7 +366,7 @@ constexpr forward_result forward_peak(const graph& g, const model_spec& m, const
   if (r.cache == kv_cache_kind::sliding_window && done > 0) keys = cached_positions(r, total);
   const bytes cache_after = kv_cache_bytes(m, r, total);
   const bytes ids = token_tensors(r, total, rows);
-  const bytes workspace = (r.device == device_kind::cuda ? r.blas_workspace : bytes{}) + quant_workspace(g, m, r, rows);
+  const bytes workspace = (r.device == device_kind::cuda ? r.blas_workspace : bytes{}) + quant_workspace(g, m, r, rows, done == 0);
 
   // The last layer: every other layer's cache is complete. DynamicCache.update appends
   // the prefill's keys as they are and afterwards replaces each layer's tensors by
