@@ -585,8 +585,26 @@ constexpr model_graph weights_graph(const model_spec& model) {
 constexpr model_spec gpt_fast_model(const model_spec& m);
 constexpr inference_result estimate_gpt_fast(const model_spec& model, const inference_spec& run, const graph& g);
 
+// FP8Linear quantises its input in blocks of weight_block_size[1] columns and asserts they divide
+// it (transformers integrations/finegrained_fp8.py @ 3c48befb act_quant: x.shape[-1] % block_size
+// == 0): a model with a narrower or odd-sized linear input does not run.
+constexpr void require_fp8_block_inputs(const graph& g, const inference_spec& run) {
+  if (run.weights != weight_format::fp8_block) return;
+  require(run.quant_scheme.block_in > 0, error_code::invalid_run, "infer.quant_scheme.block_in", "must be > 0",
+          run.quant_scheme.block_in);
+  for (std::size_t i = g.block_begin; i < g.block_end; ++i) {
+    const op& o = g.ops[i];
+    if (o.kind != op_kind::linear || o.role != param_role::matmul) continue;
+    require(o.weight.cols % run.quant_scheme.block_in == 0, error_code::unsupported, "infer.weights",
+            "fp8-block needs every block linear's input width to be a multiple of weight_block_size[1] "
+            "(FP8Linear's act_quant asserts it); this input width is not",
+            o.weight.cols);
+  }
+}
+
 // estimate_inference over a validated model and run and the model's weights_graph.
 constexpr inference_result estimate_generate(const model_spec& model, const inference_spec& run, const graph& g) {
+  require_fp8_block_inputs(g, run);
   inference_result res{};
   res.parameter_count = parameter_count(g);
   // The weights graph is built at no stated release in fp32: the rotary tables a layer holds are
