@@ -246,8 +246,9 @@ constexpr bytes dequantization_temporary(const quant_format& f, std::uint64_t el
 // beyond the dense weight it keeps (`elements` of it, in `compute`):
 //   ct_float: dequantize's x_q.to(scale.dtype) while the product with the scale is made, and the
 //     float8 weight it replaces (forward.py @ 01dd1a58 _dequantize);
-//   ct_int: unpack_from_int32's int32 codes (4 bytes each), their int32 difference with the offset and its int8
-//     cast (pack_quantized.py @ 0199c6e7 unpack_from_int32), more than dequantize's two copies.
+//   ct_int: unpack_from_int32's int32 codes (4 bytes each), their int32 difference with the
+//     offset and its int8 cast (pack_quantized.py @ 0199c6e7 unpack_from_int32); dequantize's
+//     int8 codes and their cast, which the scale product follows, are fewer.
 // Other formats decompress nothing: none.
 constexpr bytes decompression_temporary(const quant_format& f, std::uint64_t elements, dtype compute) {
   if (f.method == quant_method::ct_float) return storage(compute, elements) + storage(dtype::fp8_e4m3, elements);
