@@ -399,6 +399,10 @@ TEST_CASE("generate() over compressed-tensors: the kept dense weight and its per
                                                  {{"num_bits", 8}, {"type", "float"}, {"strategy", "block"}, {"block_structure", {128, 128}}},
                                                  nullptr);
     CHECK(contains(error_message([&] { (void)served(block, fp16); }), "config.quantization_config.config_groups.*.weights.strategy"));
+    memscale::inference_spec direct = fp16;
+    direct.weights = memscale::weight_format::ct_float;
+    direct.quant_scheme.scales = memscale::scale_granularity::block;
+    CHECK(contains(error_message([&] { (void)memscale::estimate_inference(m, direct); }), "infer.quant_scheme.scales"));
     const json nvfp4 = compressed_tensors_config("nvfp4-pack-quantized", {{"num_bits", 4}, {"type", "float"}, {"strategy", "tensor_group"}}, nullptr);
     CHECK(contains(error_message([&] { (void)served(nvfp4, fp16); }), "config.quantization_config.config_groups.*.weights.strategy"));
   }

@@ -154,6 +154,12 @@ constexpr const inference_spec& validate(const inference_spec& r) {
     require(r.kv == r.compute || r.kv == dtype::int8, bad, "infer.kv_dtype",
             "must be the model dtype or int8 (torchao's int8 KV cache) with gpt-fast", bits_of(r.kv));
   }
+  // Block-scaled compressed-tensors weights: their decompression and fake-quantisation copies are
+  // not described (json/hf/quantization.hpp refuses them from a config the same way).
+  require((r.weights != weight_format::ct_float && r.weights != weight_format::ct_int) ||
+              r.quant_scheme.scales != scale_granularity::block,
+          error_code::unsupported, "infer.quant_scheme.scales",
+          "must be tensor, channel or group for compressed-tensors weights", r.weights);
   if (r.weights == weight_format::gptfast_int4) {
     // quantize.py@32971d31 WeightOnlyInt4QuantHandler.__init__: assert groupsize in [32, 64, 128, 256].
     require(r.group_size == 32 || r.group_size == 64 || r.group_size == 128 || r.group_size == 256, bad,
