@@ -33,7 +33,7 @@ void add_inference_options(CLI::App& app, options& o) {
               o.inference.spec.new_tokens = parse_positive("--new-tokens", v);
               note_setting(o, "--new-tokens");
             });
-  add_value(app, g, "--weights", "W", "fp32 | fp16 | bf16 | bnb-int8 | bnb-nf4 | bnb-fp4 | gptq-4bit | awq-4bit | mxfp4 (gpt-oss's experts) | gptfast-int8 | gptfast-int4 (with --framework gpt-fast); default fp16",
+  add_value(app, g, "--weights", "W", "fp32 | fp16 | bf16 | bnb-int8 | bnb-nf4 | bnb-fp4 | gptq-4bit | awq-4bit | mxfp4 (gpt-oss's experts) | fp8-block (transformers FP8Linear, 128 x 128 blocks) | gptfast-int8 | gptfast-int4 (with --framework gpt-fast); default fp16",
             [&o](const std::string& v) {
               memscale::dtype native = memscale::dtype::fp16;
               o.inference.spec.weights = memscale::json_io::parse_weight_format(v, "--weights", native);

@@ -42,6 +42,7 @@ struct quant_format {
   std::uint64_t block_in = 128;    // weight_block_size[1]
   dtype scale_type = dtype::fp16;  // ct scales: the model's dtype (initialize.py observed_dtype)
   bool input_scale = false;        // ct static activation quantisation: one stored input_scale per layer
+  bool quantized_inputs = false;   // ct input_activations (static or dynamic): inputs fake-quantised every call
 };
 
 constexpr bool is_quantized(quant_method m) { return m != quant_method::none; }
@@ -221,29 +222,88 @@ constexpr bytes quantized_linear_bytes(const quant_format& f, std::uint64_t out,
 //     (FP16_MATMUL_HEURISTIC_CONDITION, gemm.py @ d9dc8e56); assumed for GPTQ's exllama
 //     kernels too, which reconstruct an fp16 weight for large inputs. Marlin and the
 //     GEMV kernels dequantise in registers: they are an assumption's lower side.
-//   bnb_int8, fp8_block, ct_*, mxfp4: no weight copy (int8 / fp8 matmuls on quantised
-//     inputs, triton matmul_ogs reads MXFP4 directly); their input-sized temporaries are the
-//     caller's. compressed-tensors under transformers keeps a decompressed weight for good
-//     instead (see dense_copy_kept).
+//   ct_float, ct_int: once decompressed (dense_copy_kept) the layer is FROZEN, and every later call
+//     fake-quantises its weight (compressed-tensors quantization/lifecycle/forward.py @ 01dd1a58
+//     wrapped_forward: self.weight.data.clone(), then forward_quantize -> fake_quantize): the clone,
+//     x / scale, its clamp and the rounded codes coexist, in the compute dtype, and the fp8 cast of
+//     float codes besides (quant_args.py round_to_quantized_type_args: clamp, .to(float8) or
+//     torch.round, .to(original dtype)).
+//   bnb_int8, fp8_block, mxfp4: no weight copy (int8 / fp8 matmuls on quantised inputs, triton
+//     matmul_ogs reads MXFP4 directly); their input-sized temporaries: input_quantization_temporary.
 constexpr bytes dequantization_temporary(const quant_format& f, std::uint64_t elements, std::uint64_t rows,
                                          dtype compute) {
   switch (f.method) {
     case quant_method::bnb_4bit: return rows > 1 ? storage(compute, elements) : bytes{};
     case quant_method::gptq:
     case quant_method::awq: return rows >= 1024 ? storage(dtype::fp16, elements) : bytes{};
+    case quant_method::ct_float: return storage(compute, elements) * 4u + storage(dtype::fp8_e4m3, elements);
+    case quant_method::ct_int: return storage(compute, elements) * 4u;
     case quant_method::none:
     case quant_method::bnb_int8:
     case quant_method::fp8_block:
-    case quant_method::ct_float:
-    case quant_method::ct_int:
     case quant_method::mxfp4: break;
   }
   return {};
 }
 
-// compressed-tensors' CompressedLinear (linear/compressed_linear.py @ b9299b77) decompresses
-// its weight at the first forward and keeps it (self.weight.data = decompressed), beside the
-// compressed tensors: from then on the layer holds a dense weight in the model dtype too.
+// What a compressed-tensors layer makes while its first forward decompresses it (decompress_module),
+// beyond the dense weight it keeps (`elements` of it, in `compute`):
+//   ct_float: dequantize's x_q.to(scale.dtype) while the product with the scale is made, and the
+//     float8 weight it replaces (forward.py @ 01dd1a58 _dequantize);
+//   ct_int: unpack_from_int32's int32 codes (4 bytes each), their int32 difference with the
+//     offset and its int8 cast (pack_quantized.py @ 0199c6e7 unpack_from_int32); dequantize's
+//     int8 codes and their cast, which the scale product follows, are fewer.
+// Other formats decompress nothing: none.
+constexpr bytes decompression_temporary(const quant_format& f, std::uint64_t elements, dtype compute) {
+  if (f.method == quant_method::ct_float) return storage(compute, elements) + storage(dtype::fp8_e4m3, elements);
+  if (f.method == quant_method::ct_int)
+    return max(bytes{detail::checked_mul(elements, 8, detail::quant_quantity)} + storage(dtype::int8, elements),
+               storage(dtype::int8, elements) + storage(compute, elements));
+  return {};
+}
+
+// What quantising a matmul's input (`elements` of it, `columns` wide) makes, in `compute`:
+//   fp8_block: act_quant's float8 copy and one fp32 scale per block_in columns
+//     (transformers integrations/finegrained_fp8.py @ 3c48befb FP8Linear.forward, act_quant); the
+//     triton matmul writes the layer's own output;
+//   ct_float, ct_int with input_activations: fake_quantize of the input (forward.py @ 01dd1a58
+//     wrapped_forward -> forward_quantize): x / scale, its clamp and the rounded values (float: the
+//     float8 cast and its copy back); the dynamic per-token scales are a column each, left out.
+// The others quantise no input here (LLM.int8's rows: the caller's).
+constexpr bytes input_quantization_temporary(const quant_format& f, std::uint64_t elements, std::uint64_t columns,
+                                             dtype compute) {
+  const std::uint64_t rows = columns == 0 ? 0 : elements / columns;
+  switch (f.method) {
+    case quant_method::fp8_block:
+      return storage(dtype::fp8_e4m3, elements) +
+             storage(dtype::fp32, detail::checked_mul(rows, detail::ceil_div(columns, f.block_in), detail::quant_quantity));
+    case quant_method::ct_float:
+      return f.quantized_inputs ? storage(compute, elements) * 3u + storage(dtype::fp8_e4m3, elements) : bytes{};
+    case quant_method::ct_int: return f.quantized_inputs ? storage(compute, elements) * 3u : bytes{};
+    case quant_method::none:
+    case quant_method::gptq:
+    case quant_method::awq:
+    case quant_method::bnb_int8:
+    case quant_method::bnb_4bit:
+    case quant_method::mxfp4: break;
+  }
+  return {};
+}
+
+// compressed-tensors' CompressedLinear decompresses its weight at the first forward and keeps it
+// as the layer's `weight` from then on (linear/compressed_linear.py @ 6221b4f2, forward:
+// register_offload_parameter(self, "weight", decompressed); @ b9299b77 the same through
+// self.weight.data): a dense weight in the model dtype. float-quantized stores its float8 codes as
+// `weight`, which the dense one replaces; pack-quantized keeps weight_packed beside it. The scales
+// (and zero points, g_idx, weight_shape) stay registered.
 constexpr bool dense_copy_kept(quant_method m) { return m == quant_method::ct_float || m == quant_method::ct_int; }
+
+// Bytes a compressed-tensors layer (out x in) holds once decompressed: the dense weight in
+// `compute` and its stored tensors, less the float8 codes float-quantized replaces.
+constexpr bytes decompressed_linear_bytes(const quant_format& f, std::uint64_t out, std::uint64_t in, dtype compute) {
+  const auto n = detail::checked_mul(out, in, detail::quant_quantity);
+  const bytes replaced = f.method == quant_method::ct_float ? storage(dtype::fp8_e4m3, n) : bytes{};
+  return storage(compute, n) + quantized_linear_bytes(f, out, in) - replaced;
+}
 
 }  // namespace memscale

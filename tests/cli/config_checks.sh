@@ -102,6 +102,16 @@ cp "$work/out" "$work/gptq.json"
 run --config "$configs/Qwen--Qwen3-0.6B.json" --inference --weights gptq-4bit --json
 if [[ $rc -eq 0 ]] && cmp -s "$work/out" "$work/gptq.json"; then pass "--inference on a GPTQ config: its stored format, as --weights gptq-4bit"; else
   fail "--inference on a GPTQ config" "exit $rc" "$(diff "$work/out" "$work/gptq.json" | head -5)"; fi
+quantized fp8 '{"quant_method":"fp8","activation_scheme":"dynamic","weight_block_size":[128,128]}'
+run --config "$work/fp8" --inference --json
+cp "$work/out" "$work/fp8.json"
+run --config "$configs/Qwen--Qwen3-0.6B.json" --inference --weights fp8-block --json
+if [[ $rc -eq 0 ]] && cmp -s "$work/out" "$work/fp8.json"; then pass "--inference on a fine-grained FP8 config: as --weights fp8-block"; else
+  fail "--inference on an FP8 config" "exit $rc" "$(diff "$work/out" "$work/fp8.json" | head -5)"; fi
+quantized ct '{"quant_method":"compressed-tensors","format":"pack-quantized","ignore":["lm_head"],"config_groups":{"group_0":{"targets":["Linear"],"weights":{"num_bits":4,"type":"int","strategy":"group","group_size":128,"symmetric":true}}}}'
+run --config "$work/ct" --inference --json
+if [[ $rc -eq 0 ]] && is_json && grep -q "compressed-tensors-int" "$work/out"; then pass "--inference on a compressed-tensors W4A16 config: its format"; else
+  fail "--inference on a compressed-tensors config" "exit $rc" "$(head -c 300 "$work/err")"; fi
 run --config "$work/gptq" --inference --weights fp16
 if [[ $rc -eq 2 ]] && grep -q -- "--weights" "$work/err" && grep -q "quantization_config" "$work/err"; then
   pass "--weights beside a quantization_config: refused, naming both"

@@ -285,6 +285,9 @@ TEST_CASE("quantization_config: each format changes the served weight bytes as t
        memscale::weight_format::bnb_nf4},
       {"bitsandbytes FP4", {{"quant_method", "bitsandbytes"}, {"load_in_4bit", true}, {"bnb_4bit_quant_type", "fp4"}}, memscale::weight_format::bnb_nf4},
       {"bitsandbytes LLM.int8", {{"quant_method", "bitsandbytes"}, {"load_in_8bit", true}}, memscale::weight_format::bnb_int8},
+      {"fine-grained FP8, 128 x 128 blocks",
+       {{"quant_method", "fp8"}, {"activation_scheme", "dynamic"}, {"weight_block_size", {128, 128}}},
+       memscale::weight_format::fp8_block},
   };
   for (const format_case& c : cases) {
     INFO(c.name);
@@ -297,12 +300,112 @@ TEST_CASE("quantization_config: each format changes the served weight bytes as t
     CHECK(stored < native_linears);
     CHECK(memscale::estimate_inference(m, spec).weight_bytes == native - native_linears * 32U + stored * 32U);
   }
-  CHECK(contains(error_message([&] {
-                   memscale::inference_spec s{};
-                   memscale::json_io::hf::apply_quantization(
-                       *memscale::json_io::hf::quantization_of(json{{"quantization_config", {{"quant_method", "fp8"}}}}), s);
+}
+
+namespace {
+
+// A compressed-tensors config of one group over every Linear: `weights` and, when not null, `inputs`.
+json compressed_tensors_config(const char* format, const json& weights, const json& inputs) {
+  json group{{"targets", {"Linear"}}, {"weights", weights}};
+  if (!inputs.is_null()) group["input_activations"] = inputs;
+  return json{{"torch_dtype", "float16"},
+              {"quantization_config",
+               {{"quant_method", "compressed-tensors"}, {"format", format}, {"ignore", {"lm_head"}}, {"config_groups", {{"group_0", group}}}}}};
+}
+
+// The run `base` with the weight format `config`'s quantization_config gives it.
+memscale::inference_spec served(const json& config, memscale::inference_spec base) {
+  const auto q = memscale::json_io::hf::quantization_of(config);
+  REQUIRE(q.has_value());
+  memscale::json_io::hf::apply_quantization(*q, base);
+  return base;
+}
+
+// Workspace of `r`'s prefill and decoding peaks beyond the same run's over fp16 weights (the cuBLAS workspace).
+std::pair<bytes, bytes> quantisation_workspace(const memscale::model_spec& m, const memscale::inference_spec& r) {
+  memscale::inference_spec native = r;
+  native.weights = memscale::weight_format::native;
+  const auto q = memscale::estimate_inference(m, r);
+  const auto n = memscale::estimate_inference(m, native);
+  return {q.prefill.breakdown.workspace - n.prefill.breakdown.workspace, q.decode.breakdown.workspace - n.decode.breakdown.workspace};
+}
+
+}  // namespace
+
+// Llama-2-7B, fp16, one sequence of 128 prompt tokens and 8 new ones: the widest linear input is
+// down_proj's 11008 columns, the largest weight gate_proj's 11008 x 4096.
+TEST_CASE("generate() over fine-grained FP8: act_quant's fp8 input copy and its block scales", "[quant][inference]") {
+  const memscale::model_spec m = memscale::presets::llama_2_7b;
+  const memscale::inference_spec fp16{.batch = 1, .context = 128, .new_tokens = 8};
+  const auto r = served(json{{"quantization_config", {{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}}}}, fp16);
+  REQUIRE(r.weights == memscale::weight_format::fp8_block);
+  // act_quant: float8 (rows, 11008) and fp32 (rows, 11008 / 128); the triton matmul writes the output.
+  const auto [prefill, decode] = quantisation_workspace(m, r);
+  CHECK(prefill == bytes{128ULL * 11008 + 4ULL * 128 * 86});
+  CHECK(decode == bytes{11008ULL + 4ULL * 86});
+  CHECK(memscale::to_string(r.weights) == "fp8-block");
+  // An input width the blocks do not divide stops act_quant's assertion.
+  memscale::inference_spec odd = r;
+  odd.quant_scheme.block_in = 96;
+  CHECK(contains(error_message([&] { (void)memscale::estimate_inference(m, odd); }), "weight_block_size[1]"));
+  CHECK(contains(error_message([] {
+                   (void)memscale::json_io::hf::quantization_of(json{{"quantization_config", {{"quant_method", "fp8"}, {"activation_scheme", "static"}}}});
                  }),
-                 "has no inference weight format"));
+                 "config.quantization_config.activation_scheme"));
+  CHECK(contains(error_message([] {
+                   (void)memscale::json_io::hf::quantization_of(json{{"quantization_config", {{"quant_method", "fp8"}, {"weight_block_size", nullptr}}}});
+                 }),
+                 "per-tensor FP8"));
+}
+
+TEST_CASE("generate() over compressed-tensors: the kept dense weight and its per-call copies", "[quant][inference]") {
+  const memscale::model_spec m = memscale::presets::llama_2_7b;
+  const memscale::inference_spec fp16{.batch = 1, .context = 128, .new_tokens = 8};
+  const bytes native = memscale::estimate_inference(m, fp16).weight_bytes;
+  const bytes native_linears = llama_2_7b_block_linears([](std::uint64_t o, std::uint64_t i) { return memscale::storage(memscale::dtype::fp16, o * i); });
+  constexpr std::uint64_t largest = 11008ULL * 4096;
+  SECTION("FP8-dynamic (float-quantized, channel scales, dynamic fp8 inputs)") {
+    const auto r = served(compressed_tensors_config("float-quantized",
+                                                    {{"num_bits", 8}, {"type", "float"}, {"strategy", "channel"}, {"symmetric", true}},
+                                                    {{"num_bits", 8}, {"type", "float"}, {"strategy", "token"}, {"dynamic", true}}),
+                          fp16);
+    REQUIRE(r.weights == memscale::weight_format::ct_float);
+    // The dense weight replaces the float8 one; the fp16 channel scales stay.
+    const bytes scales = llama_2_7b_block_linears([](std::uint64_t o, std::uint64_t) { return bytes{2 * o}; });
+    CHECK(memscale::estimate_inference(m, r).weight_bytes == native + scales * 32U);
+    const auto [prefill, decode] = quantisation_workspace(m, r);
+    // First forward: the largest weight's fp16 cast and its float8 codes, beside the fake-quantised fp16 input.
+    CHECK(prefill == bytes{3 * largest + 2ULL * 128 * 11008});
+    // Later: the clone, x / scale, its clamp, the float8 codes and their fp16 copy.
+    CHECK(decode == bytes{9 * largest + 2ULL * 11008});
+  }
+  SECTION("W4A16 (pack-quantized, group 128)") {
+    const auto r = served(compressed_tensors_config("pack-quantized",
+                                                    {{"num_bits", 4}, {"type", "int"}, {"strategy", "group"}, {"group_size", 128}, {"symmetric", true}},
+                                                    nullptr),
+                          fp16);
+    REQUIRE(r.weights == memscale::weight_format::ct_int);
+    // weight_packed and weight_shape beside the dense weight, fp16 group scales.
+    const bytes stored = llama_2_7b_block_linears([](std::uint64_t o, std::uint64_t i) { return bytes{o * i / 2 + 8 + 2 * o * (i / 128)}; });
+    CHECK(memscale::estimate_inference(m, r).weight_bytes == native + stored * 32U);
+    CHECK(stored < native_linears);  // yet the layer holds more than an fp16 one
+    const auto [prefill, decode] = quantisation_workspace(m, r);
+    // First forward: unpack_from_int32's two int32 copies and the int8 codes; later: four fp16 copies.
+    CHECK(prefill == bytes{9 * largest});
+    CHECK(decode == bytes{8 * largest});
+  }
+  SECTION("schemes not modelled are refused naming the field") {
+    const json block = compressed_tensors_config("float-quantized",
+                                                 {{"num_bits", 8}, {"type", "float"}, {"strategy", "block"}, {"block_structure", {128, 128}}},
+                                                 nullptr);
+    CHECK(contains(error_message([&] { (void)served(block, fp16); }), "config.quantization_config.config_groups.*.weights.strategy"));
+    memscale::inference_spec direct = fp16;
+    direct.weights = memscale::weight_format::ct_float;
+    direct.quant_scheme.scales = memscale::scale_granularity::block;
+    CHECK(contains(error_message([&] { (void)memscale::estimate_inference(m, direct); }), "infer.quant_scheme.scales"));
+    const json nvfp4 = compressed_tensors_config("nvfp4-pack-quantized", {{"num_bits", 4}, {"type", "float"}, {"strategy", "tensor_group"}}, nullptr);
+    CHECK(contains(error_message([&] { (void)served(nvfp4, fp16); }), "config.quantization_config.config_groups.*.weights.strategy"));
+  }
 }
 
 TEST_CASE("quantization_config: a bitsandbytes 4-bit checkpoint gives a QLoRA run its base's bytes", "[quant][qlora]") {

@@ -46,6 +46,15 @@ static_assert(dequantization_temporary({.method = quant_method::bnb_4bit}, n * n
 static_assert(dequantization_temporary({.method = quant_method::bnb_4bit}, n * n, 2, dtype::bf16) == bytes{33'554'432});
 static_assert(dequantization_temporary({.method = quant_method::awq}, n * n, 1023, dtype::bf16) == bytes{});
 static_assert(dequantization_temporary({.method = quant_method::awq}, n * n, 1024, dtype::bf16) == bytes{33'554'432});
+// compressed-tensors: four bf16 copies per call once FROZEN (and the float8 codes for float);
+// FP8Linear's act_quant: a byte an input element and an fp32 scale per 128 columns.
+static_assert(dequantization_temporary({.method = quant_method::ct_int}, n * n, 1, dtype::bf16) == bytes{4 * 33'554'432});
+static_assert(dequantization_temporary({.method = quant_method::ct_float}, n * n, 1, dtype::bf16) == bytes{4 * 33'554'432 + n * n});
+static_assert(input_quantization_temporary({.method = quant_method::fp8_block}, 2 * n, n, dtype::bf16) == bytes{2 * n + 2 * 32 * 4});
+// A decompressed float-quantized layer: the dense weight in place of the float8 one, its scale.
+constexpr inference_spec ct_fp8{.weights = weight_format::ct_float,
+                                .quant_scheme = {.zero_points = false, .scales = scale_granularity::tensor}};
+static_assert(detail::quantized_matrix_bytes(n, n, ct_fp8) == storage(dtype::fp16, n * n) + storage(dtype::fp16, 1));
 
 // ---- a checkpoint inventory in constant evaluation -------------------------------------
 // Two 4096 x 4096 bf16 weights, a 4096 norm, one expert stack (8, 1024, 4096), a GPTQ qweight

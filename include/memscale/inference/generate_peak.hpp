@@ -142,8 +142,14 @@ constexpr bytes token_tensors(const inference_spec& r, std::uint64_t length, std
 
 // Dequantised weight in flight: the format's dequantization_temporary (quant_format.hpp:
 // bitsandbytes 4-bit for more than one row, AWQ/GPTQ GEMMs for >= 1024 rows); LLM.int8
-// quantises the input rows and accumulates in int32.
-constexpr bytes quant_workspace(const graph& g, const model_spec& m, const inference_spec& r, std::uint64_t rows) {
+// quantises the input rows and accumulates in int32. FP8Linear quantises its input
+// (input_quantization_temporary) and writes its output directly. A compressed-tensors layer
+// decompresses its weight in the first forward (`first_forward`: decompression_temporary) and
+// fake-quantises it in every later one (dequantization_temporary), with its fake-quantised input
+// bound meanwhile; quantising that input is a moment of its own. The largest weight and the widest
+// input are taken together: the upper side where they are different layers.
+constexpr bytes quant_workspace(const graph& g, const model_spec& m, const inference_spec& r, std::uint64_t rows,
+                                bool first_forward) {
   const auto n = checked_mul(r.batch, rows);
   switch (r.weights) {
     case weight_format::native:
@@ -160,10 +166,24 @@ constexpr bytes quant_workspace(const graph& g, const model_spec& m, const infer
       // int8 input rows, int32 accumulator (4 bytes an element).
       return storage(dtype::int8, checked_mul(n, widest)) + storage(dtype::fp32, checked_mul(n, widest));
     }
+    case weight_format::fp8_block: {
+      const auto columns = widest_block_matmul_input(g);
+      return input_quantization_temporary(detail::quant_format_of(r), checked_mul(n, columns), columns, r.compute);
+    }
+    case weight_format::ct_float:
+    case weight_format::ct_int: {
+      const quant_format f = detail::quant_format_of(r);
+      const auto columns = widest_block_matmul_input(g);
+      const auto weight = largest_block_matmul(g);
+      const bytes quantising_input = input_quantization_temporary(f, checked_mul(n, columns), columns, r.compute);
+      const bytes quantised_input = f.quantized_inputs ? act(r, checked_mul(n, columns)) : bytes{};
+      const bytes weight_copies = first_forward ? decompression_temporary(f, weight, r.compute)
+                                                : dequantization_temporary(f, weight, n, r.compute);
+      return max(quantising_input, quantised_input + weight_copies);
+    }
   }
   return {};
 }
-
 
 // The tensors a layer's attention makes for its prompt's keys and values, which a cache before
 // transformers 5 keeps as they are: with a fused qkv projection the keys and values are views of its
@@ -346,7 +366,7 @@ constexpr forward_result forward_peak(const graph& g, const model_spec& m, const
   if (r.cache == kv_cache_kind::sliding_window && done > 0) keys = cached_positions(r, total);
   const bytes cache_after = kv_cache_bytes(m, r, total);
   const bytes ids = token_tensors(r, total, rows);
-  const bytes workspace = (r.device == device_kind::cuda ? r.blas_workspace : bytes{}) + quant_workspace(g, m, r, rows);
+  const bytes workspace = (r.device == device_kind::cuda ? r.blas_workspace : bytes{}) + quant_workspace(g, m, r, rows, done == 0);
 
   // The last layer: every other layer's cache is complete. DynamicCache.update appends
   // the prefill's keys as they are and afterwards replaces each layer's tensors by
@@ -564,8 +584,26 @@ constexpr model_graph weights_graph(const model_spec& model) {
 constexpr model_spec gpt_fast_model(const model_spec& m);
 constexpr inference_result estimate_gpt_fast(const model_spec& model, const inference_spec& run, const graph& g);
 
+// FP8Linear quantises its input in blocks of weight_block_size[1] columns and asserts they divide
+// it (transformers integrations/finegrained_fp8.py @ 3c48befb act_quant: x.shape[-1] % block_size
+// == 0): a model with a narrower or odd-sized linear input does not run.
+constexpr void require_fp8_block_inputs(const graph& g, const inference_spec& run) {
+  if (run.weights != weight_format::fp8_block) return;
+  require(run.quant_scheme.block_in > 0, error_code::invalid_run, "infer.quant_scheme.block_in", "must be > 0",
+          run.quant_scheme.block_in);
+  for (std::size_t i = g.block_begin; i < g.block_end; ++i) {
+    const op& o = g.ops[i];
+    if (o.kind != op_kind::linear || o.role != param_role::matmul) continue;
+    require(o.weight.cols % run.quant_scheme.block_in == 0, error_code::unsupported, "infer.weights",
+            "fp8-block needs every block linear's input width to be a multiple of weight_block_size[1] "
+            "(FP8Linear's act_quant asserts it); this input width is not",
+            o.weight.cols);
+  }
+}
+
 // estimate_inference over a validated model and run and the model's weights_graph.
 constexpr inference_result estimate_generate(const model_spec& model, const inference_spec& run, const graph& g) {
+  require_fp8_block_inputs(g, run);
   inference_result res{};
   res.parameter_count = parameter_count(g);
   // The weights graph is built at no stated release in fp32: the rotary tables a layer holds are

@@ -9,6 +9,7 @@
 #include "memscale/dtype.hpp"
 #include "memscale/error.hpp"
 #include "memscale/estimate/workspace.hpp"
+#include "memscale/quant_format.hpp"
 #include "memscale/training.hpp"
 
 namespace memscale {
@@ -24,6 +25,10 @@ namespace memscale {
 // gptfast_int8 / gptfast_int4: gpt-fast's weight-only layers (quantize.py@32971d31
 // WeightOnlyInt8Linear, WeightOnlyInt4Linear with group_size) in place of every nn.Linear, the
 // head included (inference/gpt_fast_weights.hpp); gpt-fast's generate() only.
+// fp8_block: transformers' FP8Linear (FineGrainedFP8Config), e4m3 weights with fp32 block scales
+// (inference_spec::quant_scheme's block_out x block_in). ct_float / ct_int: compressed-tensors
+// float-quantized (fp8) and pack-quantized (int) CompressedLinear layers (the scheme:
+// inference_spec::quant_scheme), which keep a dense weight once decompressed (dense_copy_kept).
 enum class weight_format : std::uint8_t {
   native,
   bnb_int8,
@@ -33,7 +38,10 @@ enum class weight_format : std::uint8_t {
   awq_4bit,
   mxfp4,
   gptfast_int8,
-  gptfast_int4
+  gptfast_int4,
+  fp8_block,
+  ct_float,
+  ct_int
 };
 
 // dynamic: DynamicCache, grows by torch.cat every step (transformers cache_utils.py);
@@ -97,6 +105,11 @@ struct inference_spec {
   // equal to pad_token_id): every forward then builds a (batch, 1, rows, keys) mask and SDPA runs
   // without flash and without enable_gqa (training_spec::padded).
   bool padded = false;
+  // The stored scheme of fp8_block (block_out, block_in) and compressed-tensors (bits, scales,
+  // group_size, zero points, g_idx, input quantisation) weights, as their quantization_config says
+  // (json/hf/quantization.hpp apply_quantization); its method and scale dtype follow `weights` and
+  // `compute`. The other formats read group_size, quant_block and double_quant above.
+  quant_format quant_scheme{};
 };
 
 constexpr bool is_quantized(weight_format w) { return w != weight_format::native; }
@@ -141,6 +154,12 @@ constexpr const inference_spec& validate(const inference_spec& r) {
     require(r.kv == r.compute || r.kv == dtype::int8, bad, "infer.kv_dtype",
             "must be the model dtype or int8 (torchao's int8 KV cache) with gpt-fast", bits_of(r.kv));
   }
+  // Block-scaled compressed-tensors weights: their decompression and fake-quantisation copies are
+  // not described (json/hf/quantization.hpp refuses them from a config the same way).
+  require((r.weights != weight_format::ct_float && r.weights != weight_format::ct_int) ||
+              r.quant_scheme.scales != scale_granularity::block,
+          error_code::unsupported, "infer.quant_scheme.scales",
+          "must be tensor, channel or group for compressed-tensors weights", r.weights);
   if (r.weights == weight_format::gptfast_int4) {
     // quantize.py@32971d31 WeightOnlyInt4QuantHandler.__init__: assert groupsize in [32, 64, 128, 256].
     require(r.group_size == 32 || r.group_size == 64 || r.group_size == 128 || r.group_size == 256, bad,
@@ -165,6 +184,9 @@ constexpr std::string_view to_string(weight_format w) noexcept {
     case weight_format::mxfp4: return "mxfp4";
     case weight_format::gptfast_int8: return "gptfast-int8";
     case weight_format::gptfast_int4: return "gptfast-int4";
+    case weight_format::fp8_block: return "fp8-block";
+    case weight_format::ct_float: return "compressed-tensors-fp8";
+    case weight_format::ct_int: return "compressed-tensors-int";
   }
   return "native";
 }

@@ -24,6 +24,15 @@ constexpr quant_format quant_format_of(const inference_spec& r) {
     case weight_format::gptq_4bit: return {.method = quant_method::gptq, .bits = 4, .group_size = r.group_size};
     case weight_format::awq_4bit: return {.method = quant_method::awq, .bits = 4, .group_size = r.group_size};
     case weight_format::mxfp4: return {.method = quant_method::mxfp4};
+    case weight_format::fp8_block:
+      return {.method = quant_method::fp8_block, .block_out = r.quant_scheme.block_out, .block_in = r.quant_scheme.block_in};
+    case weight_format::ct_float:
+    case weight_format::ct_int: {
+      quant_format f = r.quant_scheme;
+      f.method = r.weights == weight_format::ct_float ? quant_method::ct_float : quant_method::ct_int;
+      f.scale_type = r.compute;  // initialize.py: the scales take the loaded weight's dtype
+      return f;
+    }
     case weight_format::native:
     case weight_format::gptfast_int8:  // gpt-fast's own layers: gpt_fast_weights.hpp
     case weight_format::gptfast_int4: break;
@@ -31,11 +40,15 @@ constexpr quant_format quant_format_of(const inference_spec& r) {
   return {};
 }
 
-// One quantised weight matrix (out x in), one copy.
+// One quantised weight matrix (out x in), one copy; a compressed-tensors layer as it is from its
+// first forward on (decompressed_linear_bytes): what generate() holds in all but the prefill's
+// first layers.
 constexpr bytes quantized_matrix_bytes(std::uint64_t out, std::uint64_t in, const inference_spec& r) {
   if (!is_quantized(r.weights)) return storage(r.compute, checked_mul(out, in));
   if (is_gpt_fast_weights(r.weights)) return gpt_fast_linear_bytes(out, in, r);
-  return quantized_linear_bytes(quant_format_of(r), out, in);
+  const quant_format f = quant_format_of(r);
+  if (dense_copy_kept(f.method)) return decompressed_linear_bytes(f, out, in, r.compute);
+  return quantized_linear_bytes(f, out, in);
 }
 
 // Whether op `index` of `g` is one of the 3-D experts MXFP4 stores (the block matmuls over more than
@@ -85,6 +98,14 @@ constexpr std::uint64_t largest_block_matmul(const graph& g) {
   std::uint64_t n = 0;
   for (std::size_t i = g.block_begin; i < g.block_end; ++i)
     if (g.ops[i].kind == op_kind::linear && g.ops[i].role == param_role::matmul) n = detail::max(n, g.ops[i].weight.largest());
+  return n;
+}
+
+// Input columns of the widest block matmul: the largest input a layer quantises per row.
+constexpr std::uint64_t widest_block_matmul_input(const graph& g) {
+  std::uint64_t n = 0;
+  for (std::size_t i = g.block_begin; i < g.block_end; ++i)
+    if (g.ops[i].kind == op_kind::linear && g.ops[i].role == param_role::matmul) n = detail::max(n, g.ops[i].weight.cols);
   return n;
 }
 

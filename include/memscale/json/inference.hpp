@@ -38,14 +38,15 @@ inline weight_format parse_weight_format(const std::string& s, const std::string
   if (s == "gptq-4bit" || s == "gptq") return weight_format::gptq_4bit;
   if (s == "awq-4bit" || s == "awq") return weight_format::awq_4bit;
   if (s == "mxfp4") return weight_format::mxfp4;
+  if (s == "fp8-block") return weight_format::fp8_block;  // FineGrainedFP8Config's 128 x 128 blocks
   // gpt-fast's model dtype: generate.py@32971d31 main, precision = torch.bfloat16.
   if (s == "gptfast-int8" || s == "gptfast-int4") {
     native = dtype::bf16;
     return s == "gptfast-int8" ? weight_format::gptfast_int8 : weight_format::gptfast_int4;
   }
   bad_field(error_code::invalid_run, field, s,
-            "must be one of fp32, fp16, bf16, bnb-int8, bnb-nf4, bnb-fp4, gptq-4bit, awq-4bit, mxfp4, gptfast-int8, "
-            "gptfast-int4");
+            "must be one of fp32, fp16, bf16, bnb-int8, bnb-nf4, bnb-fp4, gptq-4bit, awq-4bit, mxfp4, fp8-block, "
+            "gptfast-int8, gptfast-int4 (compressed-tensors weights come from a config's quantization_config)");
 }
 
 inline kv_cache_kind parse_kv_cache(const std::string& s, const std::string& field) {

@@ -147,10 +147,19 @@ inline quantization fp8(const json& q) {
   quantization r{.method = "fp8"};
   std::uint64_t rows = 128;
   std::uint64_t cols = 128;
-  if (q.contains("weight_block_size") && !q.at("weight_block_size").is_null())
+  if (q.contains("weight_block_size") && q.at("weight_block_size").is_null())
+    bad_field(error_code::unsupported, qc + ".weight_block_size", q.at("weight_block_size"),
+              "must be [rows, columns]: per-tensor FP8 (no weight blocks) is not modelled");
+  if (q.contains("weight_block_size"))
     std::tie(rows, cols) = positive_pair(q.at("weight_block_size"), qc + ".weight_block_size");
   const std::string fmt = qc_text(q, "fmt", "e4m3");
   if (fmt != "e4m3") bad_field(error_code::unsupported, qc + ".fmt", fmt, "must be e4m3 (the format transformers loads)");
+  // FineGrainedFP8Config.post_init (quantization_config.py @ 000e2231) takes "dynamic" only:
+  // FP8Linear quantises every input with act_quant.
+  std::string scheme = qc_text(q, "activation_scheme", "dynamic");
+  for (char& c : scheme) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  if (scheme != "dynamic")
+    bad_field(error_code::unsupported, qc + ".activation_scheme", scheme, "must be dynamic (static input scales are not modelled)");
   r.format = {.method = quant_method::fp8_block, .block_out = rows, .block_in = cols};
   r.not_converted = qc_names(q, "modules_to_not_convert");
   return r;
@@ -201,6 +210,7 @@ inline quantization compressed_tensors(const json& q, dtype model_dtype) {
     std::tie(f.block_out, f.block_in) = positive_pair(weights->value("block_structure", json()), wpath + ".block_structure");
   f.scale_type = model_dtype;
   f.input_scale = inputs != nullptr && !qc_flag(*inputs, "dynamic", false, qc + ".config_groups.*.input_activations");
+  f.quantized_inputs = inputs != nullptr;
   if (format == "float-quantized" && type == "float" && f.bits == 8) {
     f.method = quant_method::ct_float;
   } else if (format == "pack-quantized" && type == "int") {
@@ -255,10 +265,9 @@ inline std::optional<quantization> quantization_of(const json& config) {
   return r;
 }
 
-// The inference estimate's weight format for `q` (inference/spec.hpp), when it has one:
-// 4-bit GPTQ and AWQ, bitsandbytes NF4/FP4, LLM.int8 and MXFP4 experts. The fp8 and
-// compressed-tensors formats have none yet (their stored bytes come from quantized_linear_bytes or,
-// exactly, from the checkpoint's headers): unsupported, naming the method.
+// The inference estimate's weight format for `q` (inference/spec.hpp): 4-bit GPTQ and AWQ,
+// bitsandbytes NF4/FP4, LLM.int8, MXFP4 experts, fine-grained FP8 and compressed-tensors
+// (float-quantized fp8, pack-quantized int), whose scheme travels in spec.quant_scheme.
 inline void apply_quantization(const quantization& q, inference_spec& spec) {
   switch (q.format.method) {
     case quant_method::gptq:
@@ -281,12 +290,22 @@ inline void apply_quantization(const quantization& q, inference_spec& spec) {
       spec.weights = q.dequantize_at_load ? weight_format::native : weight_format::mxfp4;
       spec.compute = q.compute;
       return;
-    case quant_method::none:
     case quant_method::fp8_block:
+      spec.weights = weight_format::fp8_block;
+      spec.quant_scheme = q.format;
+      return;
     case quant_method::ct_float:
-    case quant_method::ct_int: break;
+    case quant_method::ct_int:
+      // Block-scaled weights: their decompression and fake-quantisation copies are not read here.
+      if (q.format.scales == scale_granularity::block)
+        bad_field(error_code::unsupported, detail::qc + ".config_groups.*.weights.strategy", "block",
+                  "is not modelled for generate() (tensor, channel and group scales are)");
+      spec.weights = q.format.method == quant_method::ct_float ? weight_format::ct_float : weight_format::ct_int;
+      spec.quant_scheme = q.format;
+      return;
+    case quant_method::none: break;
   }
-  bad_field(error_code::unsupported, detail::qc + ".quant_method", q.method, "has no inference weight format in memscale yet");
+  bad_field(error_code::unsupported, detail::qc + ".quant_method", q.method, "has no inference weight format in memscale");
 }
 
 // The QLoRA base a pre-quantised bitsandbytes 4-bit checkpoint gives a LoRA run
