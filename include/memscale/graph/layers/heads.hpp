@@ -233,20 +233,23 @@ constexpr void fused_linear_loss(const layer_context& ctx, tensor x, const lm_he
 // rows (see loop_loss_chunk_rows) into views, one cross_entropy each, and torch.cat's the per-row
 // losses: backward runs chunk by chunk, each chunk's log-probabilities freed as its gradient is
 // made, and the split's backward concatenates the waiting chunk gradients (FunctionsManual.cpp
-// split_with_sizes_backward: at::cat), both shifted-rows wide, then freed, before the slice's
-// zeros are made beside the concatenation: the same moment with the zeros, which are larger.
+// split_with_sizes_backward: at::cat). Those two shifted-rows-wide tensors are fewer bytes than
+// the concatenation beside the slice's zeros that follow, so one op stands for both moments.
 constexpr void loop_loss(const layer_context& ctx, tensor logits, const lm_head_spec& spec) {
   op_writer& ops = ctx.ops;
   ops.keep_own_output(logits);
   const auto loss_rows = spec.rows - spec.sequences;
   const auto loss_elements = detail::checked_mul(loss_rows, ctx.model.vocab);
-  const bytes shifted = storage(logits.type, loss_elements);
   if (spec.loop_chunk_rows == 0) {
     if (spec.sequences > 1) ops.elementwise(loss_elements, logits.type);
     ops.keep_own_output(ops.emit(op_kind::loss, loss_elements, logits.type));
     return;
   }
-  const op shift{.kind = op_kind::elementwise, .grad_in = storage(logits.type, logits.elements), .grad_out = shifted};
+  // The shifted rows (reshape's copy, or a view of one sequence): backward takes the chunks'
+  // concatenated gradient and gives the slice's zeros.
+  const op shift{.kind = op_kind::elementwise,
+                 .grad_in = storage(logits.type, logits.elements),
+                 .grad_out = storage(logits.type, loss_elements)};
   ops.emit(shift, spec.sequences > 1 ? loss_elements : 0, logits.type);
   const bytes chunk =
       storage(logits.type, detail::checked_mul(std::min(spec.loop_chunk_rows, loss_rows), ctx.model.vocab));
