@@ -460,13 +460,13 @@ constexpr const training_spec& validate(const training_spec& t) {
                  : t.framework == framework_kind::litgpt
                      ? "is not modelled: litgpt is read at 0.4.9 (0.4.x is 400 + x) and as the 2023 scripts (0)"
                      : "is read for torchtune and litgpt only (hf: the transformers version)");
-  // litgpt 0.4's finetune/full.py chunks the loss over the whole logits (chunked_cross_entropy's
-  // default chunk_size=128, litgpt/finetune/full.py line 256 @ b0ea1772): the split's backward
-  // concatenating the chunks' gradients is not modelled.
-  if (litgpt_rms_norm_in_fp32(t) && t.target == training_target::full)
-    detail::fail(error_code::unsupported, "run.target",
-                 "full is not modelled for litgpt 0.4: finetune/full.py chunks the cross-entropy over the whole "
-                 "logits (chunk_size 128), whose split backward is not modelled; LoRA and QLoRA are");
+  // litgpt 0.4's finetune/full.py calls the model without lm_head_chunk_size and chunks the loss
+  // over the whole logits itself (litgpt/finetune/full.py lines 254-256 @ b0ea1772): run.loss
+  // chunked is the LoRA scripts' chunked head, which full.py does not run.
+  if (litgpt_rms_norm_in_fp32(t) && t.target == training_target::full && t.loss != loss_impl::standard)
+    detail::fail(error_code::unsupported, "run.loss",
+                 "must be standard for litgpt 0.4's full fine-tune: finetune/full.py calls the model without "
+                 "lm_head_chunk_size and splits the whole logits' cross-entropy into 128-row chunks itself");
   if (t.sac != selective_ac::none && t.framework != framework_kind::torchtitan)
     detail::fail(error_code::unsupported, "run.sac", "is torchtitan's selective checkpointing: needs run.framework torchtitan");
   if (t.sac != selective_ac::none && t.ckpt != checkpointing::none)

@@ -1,6 +1,7 @@
 // litgpt 0.4 (the 2024 config hub, read at v0.4.9, Lightning-AI/litgpt @ b0ea1772) as an input:
 // `--framework litgpt@0.4.9`, a run document's or a record's framework.version. What differs from
-// the 2023 scripts is the RMSNorm in fp32 (docs/research/frameworks.md sec. 2).
+// the 2023 scripts is the RMSNorm in fp32 and full.py's loss chunked over the whole logits
+// (docs/research/frameworks.md sec. 2).
 #ifdef MEMSCALE_CATCH2_V2
 #include <catch2/catch.hpp>
 #else
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "memscale/json.hpp"
@@ -45,6 +47,19 @@ constexpr training_spec lora_run(std::uint32_t litgpt_version, std::uint32_t tor
   return run;
 }
 
+// finetune/full.py: every weight trains, the loop's loss over the whole logits (run.loss standard).
+training_spec full_run(std::uint32_t litgpt_version, std::uint64_t batch, std::uint64_t seq) {
+  training_spec run = lora_run(litgpt_version, 207);
+  run.target = training_target::full;
+  run.lora_rank = 0;
+  run.loss = loss_impl::standard;
+  run.micro_batch = batch;
+  run.seq_len = seq;
+  return run;
+}
+
+static_assert(graph_layers::loop_loss_chunk_rows(lora_run(409, 207)) == 128 &&
+              graph_layers::loop_loss_chunk_rows(lora_run(0, 207)) == 0);
 static_assert(litgpt_rms_norm_in_fp32(lora_run(409, 207)) && !litgpt_rms_norm_in_fp32(lora_run(0, 207)));
 static_assert(framework_version_modelled(framework_kind::litgpt, 409) &&
               !framework_version_modelled(framework_kind::litgpt, 513));
@@ -66,6 +81,13 @@ std::string error_message(const auto& f) {
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
+double trace_error(const json& record) {
+  const json answer = json_io::estimate_record(record);
+  INFO(record.at("id").get<std::string>() << ": " << answer.dump());
+  REQUIRE(answer.contains("estimated_bytes"));
+  return answer.at("estimated_bytes").get<double>() / record.at("measured_bytes").get<double>() - 1.0;
+}
+
 }  // namespace
 
 TEST_CASE("litgpt 0.4's RMSNorm keeps the fp32 x where 2023's kept the bf16 one") {
@@ -81,7 +103,7 @@ TEST_CASE("litgpt 0.4's RMSNorm keeps the fp32 x where 2023's kept the bf16 one"
   CHECK(saved(lora_run(400, 207)) == saved(lora_run(409, 207)));
 }
 
-TEST_CASE("--framework litgpt@0.4.9 sets the version and bitsandbytes 0.42; main and full fine-tunes are refused") {
+TEST_CASE("--framework litgpt@0.4.9 sets the version and bitsandbytes 0.42; main is refused, full needs the standard loss") {
   training_spec run{};
   json_io::read_framework_option("litgpt@0.4.9", run, "--framework");
   CHECK(run.framework == framework_kind::litgpt);
@@ -106,12 +128,51 @@ TEST_CASE("--framework litgpt@0.4.9 sets the version and bitsandbytes 0.42; main
   CHECK(contains(option("litgpt@x"), "must be a version"));
   CHECK(untouched.framework == framework_kind::hf);
 
-  training_spec full = lora_run(409, 207);
-  full.target = training_target::full;
-  full.lora_rank = 0;
-  CHECK(contains(error_message([&] { validate(full); }), "run.target"));
+  // full.py calls the model without lm_head_chunk_size: the framework's chunked head is not its loss.
+  training_spec full = full_run(409, 2, 256);
+  CHECK(error_message([&] { validate(full); }).empty());
+  full.loss = loss_impl::chunked;
+  full.loss_chunk = 128;
+  const std::string chunked_head = error_message([&] { validate(full); });
+  CHECK(contains(chunked_head, "run.loss"));
+  CHECK(contains(chunked_head, "finetune/full.py"));
   training_spec v05 = lora_run(513, 207);
   CHECK(contains(error_message([&] { validate(v05); }), "litgpt is read at 0.4.9"));
+}
+
+TEST_CASE("litgpt 0.4's full.py loss: chunk-wide loss gradients over 128 flattened rows, then the slice's zeros") {
+  const model_spec m = litgpt_llama();
+  const std::uint64_t vocab = m.vocab;
+  // Fabric's bf16-true cast: the loop's logits and the loss are fp32 (4 bytes).
+  const auto loss_ops = [&](const training_spec& run) {
+    const auto built = build(m, run);
+    const graph& g = built.stack();
+    return std::pair{g.ops[g.size - 2], g.ops[g.size - 1]};
+  };
+  {
+    const auto [shift, loss] = loss_ops(full_run(409, 2, 256));
+    // Two sequences: reshape copies logits[..., :-1, :]; its backward (the slice's) writes the
+    // gradient into zeros over every position.
+    CHECK(shift.out.value == 4 * (tokens - 2) * vocab);
+    CHECK(shift.grad_out.value == 4 * (tokens - 2) * vocab);
+    CHECK(shift.grad_in.value == 4 * tokens * vocab);
+    // log_softmax keeps every row's log-probabilities; backward is one 128-row chunk wide.
+    CHECK(loss.out.value == 4 * (tokens - 2) * vocab);
+    CHECK(loss.grad_out.value == 4 * 128 * vocab);
+    CHECK(loss.grad_in.value == 4 * 128 * vocab);
+  }
+  {
+    // One sequence of 64: the slice is a contiguous prefix (a view), and 63 rows make one chunk.
+    const auto [shift, loss] = loss_ops(full_run(409, 1, 64));
+    CHECK(shift.out.value == 0);
+    CHECK(shift.grad_in.value == 4 * 64 * vocab);
+    CHECK(loss.grad_out.value == 4 * 63 * vocab);
+  }
+  // The 2023 script's chunk_size=0: one cross_entropy, whose gradients span every shifted row.
+  const auto [copy, loss_2023] = loss_ops(full_run(0, 2, 256));
+  CHECK(loss_2023.grad_out.value == 0);
+  CHECK(loss_2023.grad_in.value == 4 * (tokens - 2) * vocab);
+  CHECK(copy.grad_in.value == 4 * (tokens - 2) * vocab);
 }
 
 TEST_CASE("A record's framework.version: 0.4 releases read, the 2023 commits as the 2023 scripts, others refused") {
@@ -133,11 +194,8 @@ TEST_CASE("litgpt 0.4.9's LoRA CPU traces are estimated within 1.5%, median with
   std::vector<double> errors;
   for (const json& r : cpu_records()) {
     const std::string id = r.at("id").get<std::string>();
-    if (id.rfind("cpu-litgpt-0.4.9-", 0) != 0) continue;
-    const json answer = json_io::estimate_record(r);
-    INFO(id << ": " << answer.dump());
-    REQUIRE(answer.contains("estimated_bytes"));
-    const double error = answer.at("estimated_bytes").get<double>() / r.at("measured_bytes").get<double>() - 1.0;
+    if (id.rfind("cpu-litgpt-0.4.9-lora-", 0) != 0) continue;
+    const double error = trace_error(r);
     UNSCOPED_INFO(id << " " << error * 100 << "%");
     CHECK(std::abs(error) < 0.015);
     errors.push_back(std::abs(error));
@@ -145,6 +203,19 @@ TEST_CASE("litgpt 0.4.9's LoRA CPU traces are estimated within 1.5%, median with
   REQUIRE(errors.size() == 3);
   std::sort(errors.begin(), errors.end());
   CHECK(errors[1] < 0.01);
+}
+
+TEST_CASE("litgpt 0.4.9's full fine-tune CPU traces are estimated within 1%") {
+  int full = 0;
+  for (const json& r : cpu_records()) {
+    const std::string id = r.at("id").get<std::string>();
+    if (id.rfind("cpu-litgpt-0.4.9-full-", 0) != 0) continue;
+    const double error = trace_error(r);
+    INFO(id << " " << error * 100 << "%");
+    CHECK(std::abs(error) < 0.01);
+    ++full;
+  }
+  CHECK(full == 2);
 }
 
 }  // namespace litgpt_v0_4_test

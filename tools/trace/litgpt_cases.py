@@ -21,6 +21,10 @@ finetune/full.py fit loops) and the Lightning Fabric wrapper it runs under
   loss = chunked_cross_entropy(logits, y[..., 1:]); backward; AdamW step; zero_grad. `logits` stays
   bound until the next step's forward returns. full.py: logits = model(x) (one tensor) and
   chunked_cross_entropy(logits[..., :-1, :], y[..., 1:], chunk_size=0).
+  v0.4.9's full.py (litgpt/finetune/full.py line 256 @ b0ea1772) leaves chunk_size at its default 128:
+  chunked_cross_entropy (litgpt/utils.py lines 310-322) splits the flattened (B*(T-1), V) logits into
+  128-row views, one cross_entropy(reduction="none") each, and torch.cat's the losses (its
+  sum / non-masked count is taken here as .mean(): scalars).
 litgpt v0.4.9 (`version="0.4.9"` cases, Lightning-AI/litgpt @ b0ea1772, lightning 2.4.0 whose
 HalfPrecision.convert_output still casts to the default dtype): the same LoRA loop
 (litgpt/finetune/lora.py lines 304-307), RMSNorm in fp32 (litgpt/model.py lines 483-490: x.float(),
@@ -301,9 +305,11 @@ def run_case(c):
                 ctx["logits"] = ctx["fabric"](x, lm_head_chunk_size=128)
                 ctx["logits"][-1] = ctx["logits"][-1][..., :-1, :]
                 return chunked_cross_entropy(ctx["logits"], y[..., 1:])
-            # finetune/full.py fit()
+            # finetune/full.py fit(): the 2023 script's whole-logits loss; v0.4.9's default
+            # chunk_size=128 over the flattened rows (litgpt/finetune/full.py line 256 @ b0ea1772)
             ctx["logits"] = ctx["fabric"](x)
-            return chunked_cross_entropy(ctx["logits"][..., :-1, :], y[..., 1:], chunk_size=0)
+            chunk_size = 128 if c["version"] == "0.4.9" else 0
+            return chunked_cross_entropy(ctx["logits"][..., :-1, :], y[..., 1:], chunk_size=chunk_size)
 
         def grads_of_step2(n):
             if n == 2:
@@ -321,7 +327,7 @@ def run_case(c):
     train = dict(batch=B, seq=S, precision="pure_bf16", optimizer="adamw", optimizer_impl="for_loop",
                  checkpointing="none", attention="eager", grad_accum=1, zero_stage=0, dp=1, tp=1,
                  loss_impl="chunked" if c["script"] == "lora" else "standard",
-                 loss_chunk=128 if c["script"] == "lora" else 0,
+                 loss_chunk=128 if c["script"] == "lora" else 0,  # full.py's chunk_size: framework.version's
                  output_cast="fp32" if c["output_cast"] == "fp32" else "none")
     if c["lora"]:
         train.update(lora_rank=c["r"], lora_alpha=c["alpha"], lora_dropout=c["dropout"],
@@ -362,6 +368,9 @@ def cases():
     add("llama", "lora", version="0.4.9")
     add("llama", "lora", targets=("q", "k", "v", "proj", "mlp", "head"), r=16, version="0.4.9")
     add("llama-v32k", "lora", batch=4, version="0.4.9")
+    # litgpt v0.4.9's full fine-tune: the loss chunked by 128 rows over the whole fp32 logits.
+    add("llama", "full", version="0.4.9")
+    add("llama-v32k", "full", batch=4, version="0.4.9")
     return L
 
 

@@ -37,6 +37,7 @@ struct lm_head_spec {
   // until the next step's forward returns (lit-gpt finetune/full.py): the head's output is kept
   // through backward, in the loop's dtype (output_type).
   bool loss_in_loop = false;
+  std::uint64_t loop_chunk_rows = 0;  // loss_in_loop: rows of one chunk of the flattened logits (0: not chunked)
   bool fused_linear = false;     // Liger's fused linear cross-entropy: the head and loss in one op
   // torchtune's: the head runs per chunk into a list of 16-bit logits, each chunk's loss reads
   // an fp32 copy, and the list is freed before backward (chunked only).
@@ -54,6 +55,17 @@ struct lm_head_spec {
 // loss computed in the loop from what Fabric's wrapper returned.
 constexpr bool litgpt_full_logits_loop(const model_spec& m, const training_spec& run) {
   return m.impl == implementation::litgpt && run.loss == loss_impl::standard;
+}
+
+// litgpt 0.4's full.py leaves chunked_cross_entropy's chunk_size at its default, 128 rows of the
+// flattened logits (litgpt/finetune/full.py line 256, litgpt/utils.py line 282 @ b0ea1772); the
+// 2023 script passed chunk_size=0 (finetune/full.py line 171 @ 8641822).
+inline constexpr std::uint64_t litgpt_v0_4_full_loss_chunk_rows = 128;
+
+constexpr std::uint64_t loop_loss_chunk_rows(const training_spec& run) {
+  return run.framework == framework_kind::litgpt && run.framework_version >= litgpt_v0_4
+             ? litgpt_v0_4_full_loss_chunk_rows
+             : 0;
 }
 
 // The dtype of the logits the loop's loss reads. lit-gpt's loop runs under Lightning Fabric,
@@ -108,6 +120,7 @@ constexpr lm_head_spec lm_head_spec_of(const layer_context& ctx) {
           .labels_shifted = m.shift_labels || torchtune || torchtitan,
           .chunked = run.loss == loss_impl::chunked,
           .loss_in_loop = litgpt_full_logits_loop(m, run) && m.head == head_kind::causal_lm,
+          .loop_chunk_rows = loop_loss_chunk_rows(run),
           .fused_linear = run.loss == loss_impl::fused_linear,
           .chunk_upcast = torchtune,
           // lit-gpt and torchtune split along the sequence (lit-gpt model.py GPT.forward:
@@ -210,19 +223,37 @@ constexpr void fused_linear_loss(const layer_context& ctx, tensor x, const lm_he
 }
 
 // The loss lit-gpt's full fine-tuning loop computes from the (cast) logits it keeps bound
-// through backward: chunked_cross_entropy with chunk_size=0 (lit_gpt/utils.py lines 265-268 @ 8641822)
-// reshapes `logits[..., :-1, :]` to (-1, V), which copies the slice when it is not contiguous
-// (more than one sequence), and cross_entropy keeps its log-probabilities in the logits' dtype.
-// The copy is the only reference the loss has, so it is freed when the loss returns; backward
-// then holds nll_loss's and log_softmax's gradients over the shifted positions at once.
+// through backward: chunked_cross_entropy (lit_gpt/utils.py lines 265-268 @ 8641822, litgpt/utils.py
+// lines 310-322 @ b0ea1772) reshapes `logits[..., :-1, :]` to (-1, V), which copies the slice when it
+// is not contiguous (more than one sequence); the copy is the only reference the loss has, so it
+// is freed when the loss returns. cross_entropy keeps its log-probabilities in the logits' dtype.
+// Backward ends in the slice's, which writes the gradient into zeros over every position.
+// The 2023 script's chunk_size=0 is one cross_entropy: its backward holds nll_loss's and
+// log_softmax's gradients over the shifted positions at once. litgpt 0.4's splits the flattened
+// rows (see loop_loss_chunk_rows) into views, one cross_entropy each, and torch.cat's the per-row
+// losses: backward runs chunk by chunk, each chunk's log-probabilities freed as its gradient is
+// made, and the split's backward concatenates the waiting chunk gradients (FunctionsManual.cpp
+// split_with_sizes_backward: at::cat). Those two shifted-rows-wide tensors are fewer bytes than
+// the concatenation beside the slice's zeros that follow, so one op stands for both moments.
 constexpr void loop_loss(const layer_context& ctx, tensor logits, const lm_head_spec& spec) {
   op_writer& ops = ctx.ops;
   ops.keep_own_output(logits);
   const auto loss_rows = spec.rows - spec.sequences;
-  tensor scores = logits;
-  if (spec.sequences > 1) scores = ops.elementwise(detail::checked_mul(loss_rows, ctx.model.vocab), logits.type);
-  const tensor logp = ops.emit(op_kind::loss, detail::checked_mul(loss_rows, ctx.model.vocab), logits.type);
-  ops.keep_own_output(logp);
+  const auto loss_elements = detail::checked_mul(loss_rows, ctx.model.vocab);
+  if (spec.loop_chunk_rows == 0) {
+    if (spec.sequences > 1) ops.elementwise(loss_elements, logits.type);
+    ops.keep_own_output(ops.emit(op_kind::loss, loss_elements, logits.type));
+    return;
+  }
+  // The shifted rows (reshape's copy, or a view of one sequence): backward takes the chunks'
+  // concatenated gradient and gives the slice's zeros.
+  const op shift{.kind = op_kind::elementwise,
+                 .grad_in = storage(logits.type, logits.elements),
+                 .grad_out = storage(logits.type, loss_elements)};
+  ops.emit(shift, spec.sequences > 1 ? loss_elements : 0, logits.type);
+  const bytes chunk =
+      storage(logits.type, detail::checked_mul(std::min(spec.loop_chunk_rows, loss_rows), ctx.model.vocab));
+  ops.keep_own_output(ops.emit(op{.kind = op_kind::loss, .grad_in = chunk, .grad_out = chunk}, loss_elements, logits.type));
 }
 
 // The output layer and cross-entropy: logits b*s*V, the shifted contiguous copy, and
