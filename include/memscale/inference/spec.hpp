@@ -97,6 +97,12 @@ struct inference_spec {
   // equal to pad_token_id): every forward then builds a (batch, 1, rows, keys) mask and SDPA runs
   // without flash and without enable_gqa (training_spec::padded).
   bool padded = false;
+  // The block linear layers a quantised checkpoint keeps in the compute dtype (its
+  // modules_to_not_convert, by role: memscale/unquantized_modules.hpp).
+  lora_modules unquantized = 0;
+  // The checkpoint keeps the vision tower and its projector in the compute dtype (they are
+  // counted so: graph/layers/idle_tower.hpp), as AWQ and GPTQ checkpoints of VLMs list them.
+  bool unquantized_tower = false;
 };
 
 constexpr bool is_quantized(weight_format w) { return w != weight_format::native; }
