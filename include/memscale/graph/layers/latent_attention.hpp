@@ -62,15 +62,20 @@ constexpr tensor latent_attention(const layer_context& ctx, tensor in) {
   // q_proj (bias=False), or q_a_proj (bias=attention_bias) -> q_a_layernorm -> q_b_proj (bias=False).
   tensor q{};
   if (m.q_lora_rank == 0) {
-    q = projection(ops, adapters, in, {.rows = tokens, .in_features = m.hidden, .out_features = q_width, .role = static_cast<lora_modules>(lora_target::q)},
+    q = projection(ops, adapters, in,
+                   {.rows = tokens, .in_features = m.hidden, .out_features = q_width,
+                    .role = static_cast<lora_modules>(lora_target::q)},
                    adapters.adapts(lora_target::q));
   } else {
     const tensor q_latent = projection(
-        ops, adapters, in, {.rows = tokens, .in_features = m.hidden, .out_features = m.q_lora_rank, .bias = m.qkv_bias,
-                              .role = static_cast<lora_modules>(lora_target::q_a)},
+        ops, adapters, in,
+        {.rows = tokens, .in_features = m.hidden, .out_features = m.q_lora_rank, .bias = m.qkv_bias,
+         .role = static_cast<lora_modules>(lora_target::q_a)},
         adapters.adapts(lora_target::q_a));
     const tensor q_normed = norm(ctx, q_latent, {.width = m.q_lora_rank, .rows = tokens});
-    q = projection(ops, adapters, q_normed, {.rows = tokens, .in_features = m.q_lora_rank, .out_features = q_width, .role = static_cast<lora_modules>(lora_target::q_b)},
+    q = projection(ops, adapters, q_normed,
+                   {.rows = tokens, .in_features = m.q_lora_rank, .out_features = q_width,
+                    .role = static_cast<lora_modules>(lora_target::q_b)},
                    adapters.adapts(lora_target::q_b));
   }
   // kv_a_proj_with_mqa (bias=attention_bias) to kv_lora_rank + qk_rope_head_dim per token.

@@ -137,13 +137,16 @@ constexpr tensor liger_fused_gate_up_mlp(const layer_context& ctx, tensor in, st
   const auto hidden = ctx.model.hidden;
   const auto width = detail::checked_mul(ffn, 2);
   const tensor gate_up = expert_projection(
-      ctx, in, {.rows = shape.rows, .in_features = hidden, .out_features = width, .bias = bias, .role = lora_target::gate | lora_target::up}, false);
+      ctx, in,
+      {.rows = shape.rows, .in_features = hidden, .out_features = width, .bias = bias, .role = lora_target::gate | lora_target::up},
+      false);
   const auto half = detail::checked_mul(shape.rows, ffn);
   const tensor gate = ops.elementwise(gate_up, half, gate_up.type);  // gate.contiguous()
   const tensor up = ops.elementwise(gate_up, half, gate_up.type);    // up.contiguous()
   ops.at(gate).grad_in = storage(gate_up.type, detail::checked_mul(shape.rows, width));  // the joined gradient
   ops.at(up).grad_in = {};  // .contiguous()'s backward passes the gradient on
-  const linear_shape narrow{.rows = shape.rows, .in_features = ffn, .out_features = hidden, .bias = bias, .role = static_cast<lora_modules>(lora_target::down)};
+  const linear_shape narrow{.rows = shape.rows, .in_features = ffn, .out_features = hidden, .bias = bias,
+                            .role = static_cast<lora_modules>(lora_target::down)};
   return expert_projection(ctx, liger_silu_mul(ops, gate, up), narrow, adapt_down);
 }
 
