@@ -79,6 +79,12 @@ TEST_CASE("modules_to_not_convert: entries map onto the graph's linear roles as 
                  "config.quantization_config.modules_to_not_convert names \"wrong_name\""));
   CHECK(contains(error_message([&] { (void)kept_by(with_quantization(mixtral, awq({"model.layers.0.self_attn"}))); }),
                  "one layer's modules"));
+  CHECK(contains(error_message([&] {
+                   (void)kept_by(with_quantization(mixtral, {{"quant_method", "gptq"}, {"modules_to_not_convert", {"gate"}}}));
+                 }),
+                 "is not read by a GPTQ load"));
+  CHECK(kept_by(with_quantization(mixtral, {{"quant_method", "gptq"}, {"modules_to_not_convert", {"lm_head"}}})).roles ==
+        only(lora_target::head));
   CHECK(contains(error_message([&] { (void)kept_by(with_quantization(qwen_moe, nf4({"mlp.experts"}))); }),
                  "config.quantization_config.llm_int8_skip_modules names \"mlp.experts\""));
 }

@@ -273,6 +273,11 @@ inline unquantized_modules unquantized_of(const quantization& q, const model_spe
   for (const std::string& entry : q.not_converted) {
     if (entry.starts_with("re:"))
       bad_field(error_code::unsupported, field, entry, "is a regular expression, which memscale does not match against modules");
+    // GPTQConfig has no such list: optimum's GPTQQuantizer picks the blocks' layers by
+    // modules_in_block_to_quantize (utils/quantization_config.py@000e2231 GPTQConfig).
+    if (q.format.method == quant_method::gptq && entry != "lm_head")
+      bad_field(error_code::unsupported, field, entry,
+                "is not read by a GPTQ load (optimum selects the quantised layers by modules_in_block_to_quantize): not modelled");
     add_unquantized_module(kept, entry, model, q.names, q.match, field);
   }
   return kept;
