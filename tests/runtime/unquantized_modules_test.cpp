@@ -50,6 +50,20 @@ unquantized_modules kept_by(const json& config) {
 
 constexpr lora_modules only(lora_target t) { return static_cast<lora_modules>(t); }
 
+// A kept o_proj is stored in fp16 by generate()'s weights, in constant evaluation as at run time.
+// AWQ GEMM of 4096 x 4096, group 128: qweight 4096 x 512 int32 (8,388,608 B), qzeros 32 x 512
+// int32 (65,536 B), scales 32 x 4096 fp16 (262,144 B): 8,716,288 B against fp16's 33,554,432 B.
+constexpr bool kept_o_proj_is_16_bit() {
+  model_spec m = presets::llama_2_7b;
+  m.layers = 2;
+  inference_spec r{.weights = weight_format::awq_4bit};
+  const bytes quantised = inference_weight_bytes(detail::weights_graph(m).stack(), r);
+  r.unquantized = only(lora_target::o);
+  const bytes kept = inference_weight_bytes(detail::weights_graph(m, r.unquantized).stack(), r);
+  return kept - quantised == bytes{(33'554'432 - 8'716'288) * 2};
+}
+static_assert(kept_o_proj_is_16_bit());
+
 }  // namespace
 
 TEST_CASE("modules_to_not_convert: entries map onto the graph's linear roles as transformers matches them",
