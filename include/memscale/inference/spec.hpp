@@ -17,7 +17,8 @@ namespace memscale {
 // (inference_spec::compute: fp32, fp16 or bf16); the others quantise the linear layers
 // of the transformer blocks and keep embeddings, norms and the output layer in the
 // compute dtype (transformers integrations/bitsandbytes.py get_keys_to_not_convert keeps
-// the output embedding; GPTQ and AWQ quantise the blocks' nn.Linear modules only).
+// the output embedding; GPTQ and AWQ quantise the blocks' nn.Linear modules only), and the
+// block linears the checkpoint keeps unquantised (inference_spec::unquantized).
 // mxfp4: gpt-oss's experts as the checkpoint stores them (blocks and scales, quant_format.hpp),
 // everything else in the compute dtype (its modules_to_not_convert: attention, router,
 // embeddings, head).
