@@ -140,7 +140,10 @@ constexpr void add_unquantized_module(unquantized_modules& kept, std::string_vie
   if (leaf == "embed_tokens" || leaf == "wte" || leaf == "wpe" || leaf == "embed_positions" || leaf == "norm" ||
       leaf == "input_layernorm" || leaf == "post_attention_layernorm" || leaf == "ln_f" || leaf == "rotary_emb")
     return;
-  const lora_modules r = detail::roles_named(leaf, model, names, match);
+  // A dotted AWQ entry is met as a substring of whole paths, which depends on how the family nests
+  // its modules; memscale reads it by its last name, as the other methods do.
+  const bool bare = entry.find('.') == std::string_view::npos;
+  const lora_modules r = detail::roles_named(leaf, model, names, bare ? match : module_match::name_or_path);
   if (r == 0)
     detail::fail_unquantized(
         field, entry,

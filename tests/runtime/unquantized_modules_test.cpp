@@ -120,6 +120,23 @@ TEST_CASE("modules_to_not_convert: a Mixtral AWQ checkpoint's router stays 16-bi
   CHECK(estimate_inference(m, head_kept).weight_bytes == estimate_inference(m, quantised).weight_bytes);
 }
 
+TEST_CASE("modules_to_not_convert: Qwen-MoE's AWQ \"gate\" keeps its router, gate_proj matrices and shared-expert gate",
+          "[quant][unquantized]") {
+  const std::string qwen_moe = "Qwen--Qwen1.5-MoE-A2.7B";
+  const model_spec m = json_io::load_hf_model(config_path(qwen_moe));
+  inference_spec quantised{.batch = 1, .context = 128, .new_tokens = 1, .compute = dtype::bf16};
+  json_io::hf::apply_quantization(*json_io::hf::quantization_of(with_quantization(qwen_moe, awq({}))), quantised);
+  // WQLinear_GEMM packs eight outputs an int32: any AWQ checkpoint keeps the 1-wide shared_expert_gate and
+  // the 60-wide router.
+  json_io::hf::apply_unquantized(kept_by(with_quantization(qwen_moe, awq({"shared_expert_gate", "mlp.gate"}))), quantised);
+  CHECK(quantised.unquantized == (lora_target::shared_expert_gate | lora_target::router));
+  inference_spec kept = quantised;
+  json_io::hf::apply_unquantized(kept_by(with_quantization(qwen_moe, awq({"gate"}))), kept);
+  // tools/trace/unquantized_modules.py walks the module tree with replace_with_awq_linear's rule:
+  // 6,557,270,016 B more (docs/data/cpu_traced_unquantized_modules.json).
+  CHECK((estimate_inference(m, kept).weight_bytes - estimate_inference(m, quantised).weight_bytes).value == 6'557'270'016ULL);
+}
+
 TEST_CASE("modules_to_not_convert: a QLoRA base over a bitsandbytes checkpoint keeps the skipped router in bf16",
           "[quant][unquantized][qlora]") {
   const model_spec m = json_io::load_hf_model(config_path("mistralai--Mixtral-8x7B-v0.1"));
