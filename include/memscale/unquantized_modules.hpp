@@ -7,9 +7,11 @@
 // ancestor's path followed by "." (integrations/bitsandbytes.py@f6cf875a _replace_with_bnb_linear;
 // the fp8, eetq and fbgemm replacements use the same test); AWQ's matches an entry anywhere in the
 // path (integrations/awq.py@027f76a8 replace_with_awq_linear: key in ".".join(current_key_name)),
-// so an AWQ "gate" also keeps every gate_proj and shared_expert_gate. memscale's blocks repeat one
-// layer, so an entry is read by the module it ends in: "model.layers.*.self_attn" is every layer's
-// attention, "mlp.gate" every layer's router. An entry it cannot place is an error naming it.
+// so an AWQ "gate" also keeps every gate_proj and shared_expert_gate. transformers 5's
+// should_convert_module matches a regular expression at the path's start or a path's end, so an
+// entry is read by the module it ends in: "model.layers.*.self_attn" is every layer's attention,
+// "mlp.gate" every layer's router (memscale's blocks repeat one layer). An entry it cannot place
+// is an error naming it.
 #pragma once
 
 #include <array>
