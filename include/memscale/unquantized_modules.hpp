@@ -39,7 +39,7 @@ struct linear_names {
 
 // How a list's entries meet module paths.
 enum class module_match : std::uint8_t {
-  name_or_path,  // the module's name, its path or an ancestor's path (bitsandbytes, fp8, GPTQ, ...)
+  name_or_path,  // the module's name, its path or an ancestor's path (bitsandbytes, fp8, compressed-tensors)
   substring,     // anywhere in the path (AWQ)
 };
 
@@ -126,7 +126,8 @@ constexpr void add_unquantized_module(unquantized_modules& kept, std::string_vie
     kept.vision_projector = true;
     return;
   }
-  if (leaf == "self_attn" || leaf == "attn" || leaf == "attention") return add(static_cast<lora_modules>(lora_attention | lora_latent_attention));
+  if (leaf == "self_attn" || leaf == "attn" || leaf == "attention")
+    return add(static_cast<lora_modules>(lora_attention | lora_latent_attention));
   // Every linear of the MLP: the router, the experts and the shared expert with its gate.
   const lora_modules whole_mlp = lora_mlp | router | shared_expert_gate;
   if (leaf == "mlp" || leaf == "block_sparse_moe" || leaf == "feed_forward") return add(whole_mlp);
