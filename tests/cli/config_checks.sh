@@ -118,7 +118,7 @@ run --config "$work/awq_head" --inference --json
 if [[ $rc -eq 0 ]] && cmp -s "$work/out" "$work/awq.json"; then pass "modules_to_not_convert [lm_head]: the estimate of the plain AWQ config"; else
   fail "modules_to_not_convert [lm_head]" "exit $rc" "$(head -c 300 "$work/err")"; fi
 run --config "$work/awq_attn" --inference --json
-if [[ $rc -eq 0 ]] && python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["results"]["weight_bytes"]; b=json.load(open(sys.argv[2]))["results"]["weight_bytes"]; sys.exit(0 if a > b else 1)' "$work/out" "$work/awq.json"; then
+if [[ $rc -eq 0 ]] && python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["weight_bytes"]; b=json.load(open(sys.argv[2]))["weight_bytes"]; sys.exit(0 if a > b else 1)' "$work/out" "$work/awq.json"; then
   pass "modules_to_not_convert [model.layers.*.self_attn]: more weight bytes than all-AWQ"
 else fail "modules_to_not_convert [model.layers.*.self_attn]" "exit $rc" "$(head -c 300 "$work/err")"; fi
 run --config "$work/awq_bad" --inference
