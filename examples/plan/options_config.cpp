@@ -82,14 +82,14 @@ void apply_config_quantization(options& o) {
     }
     return;
   }
-  if (kept.vision_tower || kept.vision_projector)
-    throw usage_error(stored + " keeps the vision tower unquantised; a QLoRA run of a model with a vision tower is not "
-                      "modelled yet");
-  o.run.unquantized = kept.roles;
   const std::optional<memscale::base_quant> base = memscale::json_io::hf::qlora_base_of(q);
   if (!base)
     throw usage_error(stored + " stores the linear layers quantised; training over that format is not modelled yet "
                       "(a bitsandbytes 4-bit checkpoint trains with --qlora)");
+  if (kept.vision_tower || kept.vision_projector)
+    throw usage_error(stored + " keeps the vision tower unquantised; a QLoRA run of a model with a vision tower is not "
+                      "modelled yet");
+  o.run.unquantized = kept.roles;
   if (o.run.target != memscale::training_target::qlora)
     throw usage_error(stored + " stores the linear layers in bitsandbytes 4-bit, which do not train: add --qlora RANK "
                       "(adapters over the 4-bit base)");
