@@ -151,6 +151,23 @@ TEST_CASE("modules_to_not_convert: a QLoRA base over a bitsandbytes checkpoint k
   CHECK(estimate(m, run).parameter_bytes == all_four_bit + per_layer * 32U);
 }
 
+TEST_CASE("modules_to_not_convert: a QLoRA base that keeps every linear in bf16 is a LoRA base", "[quant][unquantized][qlora]") {
+  const model_spec m = presets::llama_2_7b;
+  training_spec lora{.micro_batch = 1, .seq_len = 256, .prec = precision::pure_bf16};
+  lora.target = training_target::lora;
+  lora.lora_rank = 16;
+  training_spec qlora = lora;
+  qlora.target = training_target::qlora;
+  qlora.unquantized = lora_all_linear;
+  const estimate_result a = estimate(m, lora);
+  const estimate_result b = estimate(m, qlora);
+  CHECK(b.parameter_bytes == a.parameter_bytes);
+  // No 4-bit weight is dequantised: the same activations.
+  CHECK(b.steady.tensor == a.steady.tensor);
+  qlora.unquantized = 0;
+  CHECK(estimate(m, qlora).parameter_bytes < a.parameter_bytes);
+}
+
 TEST_CASE("modules_to_not_convert: a VLM's tower and projector kept unquantised are counted in the compute dtype",
           "[quant][unquantized][tower]") {
   const std::string gemma3 = "ssm-multimodal/google--gemma-3-4b-it";
