@@ -28,8 +28,9 @@
 namespace memscale {
 
 // What a family calls the linears whose names differ between families: Mixtral and PhiMoE name
-// their experts' matrices w1 (gate), w3 (up) and w2 (down) (modeling_mixtral.py, modeling_phimoe.py
-// MixtralBlockSparseTop2MLP); gpt-oss calls its router `router` (modeling_gpt_oss.py GptOssMLP).
+// their experts' matrices w1 (gate), w3 (up) and w2 (down) (modeling_mixtral.py@v4.36.2
+// MixtralBlockSparseTop2MLP, modeling_phimoe.py@008f5c8c); gpt-oss calls its router `router`
+// (modeling_gpt_oss.py@00d4b3d2 GptOssMLP).
 struct linear_names {
   std::string_view gate = "gate_proj";
   std::string_view up = "up_proj";
