@@ -65,15 +65,18 @@ void apply_config_quantization(options& o) {
                       "training dequantizes them to bf16 at load, so state it with "
                       "config.quantization_config.dequantize true (Mxfp4Config(dequantize=True))");
   }
-  for (const std::string& name : q.not_converted)
-    if (name != "lm_head")
-      throw usage_error(stored + " keeps " + in_quotes(name) +
-                        " unquantised (modules_to_not_convert); memscale models the output layer alone unquantised");
+  memscale::unquantized_modules kept{};
+  try {
+    kept = memscale::json_io::hf::unquantized_of(q, o.model);
+  } catch (const memscale::error& e) {
+    throw usage_error(config + ": " + e.what());
+  }
   if (o.inference.enabled) {
     if (o.inference.weights_given)
       throw usage_error("--weights and " + stored + " both say how the weights are stored: leave out --weights");
     try {
       memscale::json_io::hf::apply_quantization(q, o.inference.spec);
+      memscale::json_io::hf::apply_unquantized(kept, o.inference.spec);
     } catch (const memscale::error& e) {
       throw usage_error(config + ": " + e.what());
     }
@@ -83,6 +86,10 @@ void apply_config_quantization(options& o) {
   if (!base)
     throw usage_error(stored + " stores the linear layers quantised; training over that format is not modelled yet "
                       "(a bitsandbytes 4-bit checkpoint trains with --qlora)");
+  if (kept.vision_tower || kept.vision_projector)
+    throw usage_error(stored + " keeps the vision tower unquantised; a QLoRA run of a model with a vision tower is not "
+                      "modelled yet");
+  o.run.unquantized = kept.roles;
   if (o.run.target != memscale::training_target::qlora)
     throw usage_error(stored + " stores the linear layers in bitsandbytes 4-bit, which do not train: add --qlora RANK "
                       "(adapters over the 4-bit base)");

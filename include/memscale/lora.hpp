@@ -33,6 +33,9 @@ enum class lora_target : std::uint16_t {
   q_b = 1024,    // q_b_proj: q_lora_rank -> heads x qk_head_dim
   kv_a = 2048,   // kv_a_proj_with_mqa: hidden -> kv_lora_rank + qk_rope_head_dim
   kv_b = 4096,   // kv_b_proj: kv_lora_rank -> heads x (qk_nope_head_dim + v_head_dim)
+  // Qwen2-MoE's shared_expert_gate (Linear(hidden, 1)): a role a checkpoint's
+  // modules_to_not_convert may name (unquantized_modules.hpp); no LoRA target name reads it.
+  shared_expert_gate = 8192,
 };
 
 // A set of lora_target flags.

@@ -246,6 +246,10 @@ struct training_spec {
   // A generate() forward of gpt-oss whose experts stay MXFP4 and run through triton_kernels'
   // matmul_ogs (graph/layers/gpt_oss_mxfp4.hpp); only inference/generate_peak.hpp forward_run sets it.
   bool mxfp4_experts = false;
+  // The linear layers a pre-quantised checkpoint keeps in 16 bits (its quantization_config's
+  // modules_to_not_convert, by role: memscale/unquantized_modules.hpp); a QLoRA base holds them
+  // as frozen 16-bit weights.
+  lora_modules unquantized = 0;
 };
 
 // Tokens of one micro-batch: micro_batch x seq_len, or the flattened row of a padding-free batch

@@ -117,6 +117,25 @@ if [[ $rc -eq 2 ]] && grep -q -- "--weights" "$work/err" && grep -q "quantizatio
   pass "--weights beside a quantization_config: refused, naming both"
 else fail "--weights beside a quantization_config" "exit $rc" "$(head -c 300 "$work/err")"; fi
 
+# --- modules_to_not_convert: the linears it keeps stay 16-bit; a name memscale cannot place is refused ---
+quantized awq '{"quant_method":"awq","bits":4,"group_size":128,"version":"gemm"}'
+quantized awq_head '{"quant_method":"awq","bits":4,"group_size":128,"version":"gemm","modules_to_not_convert":["lm_head"]}'
+quantized awq_attn '{"quant_method":"awq","bits":4,"group_size":128,"version":"gemm","modules_to_not_convert":["model.layers.*.self_attn"]}'
+quantized awq_bad '{"quant_method":"awq","bits":4,"group_size":128,"version":"gemm","modules_to_not_convert":["no_such_module"]}'
+run --config "$work/awq" --inference --json
+cp "$work/out" "$work/awq.json"
+run --config "$work/awq_head" --inference --json
+if [[ $rc -eq 0 ]] && cmp -s "$work/out" "$work/awq.json"; then pass "modules_to_not_convert [lm_head]: the estimate of the plain AWQ config"; else
+  fail "modules_to_not_convert [lm_head]" "exit $rc" "$(head -c 300 "$work/err")"; fi
+run --config "$work/awq_attn" --inference --json
+if [[ $rc -eq 0 ]] && python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["weight_bytes"]; b=json.load(open(sys.argv[2]))["weight_bytes"]; sys.exit(0 if a > b else 1)' "$work/out" "$work/awq.json"; then
+  pass "modules_to_not_convert [model.layers.*.self_attn]: more weight bytes than all-AWQ"
+else fail "modules_to_not_convert [model.layers.*.self_attn]" "exit $rc" "$(head -c 300 "$work/err")"; fi
+run --config "$work/awq_bad" --inference
+if [[ $rc -eq 2 ]] && grep -q 'modules_to_not_convert names "no_such_module"' "$work/err"; then
+  pass "modules_to_not_convert naming an unknown module: refused, naming it"
+else fail "modules_to_not_convert naming an unknown module" "exit $rc" "$(head -c 300 "$work/err")"; fi
+
 # --- Gemma 3n: the multimodal config with its towers as weights and its embedders run; its text_config ---
 run --config "$configs/refused/google--gemma-3n-E2B.json" --batch 1 --seq 128 --json
 if [[ $rc -eq 0 ]] && is_json && grep -q '"idle_tower_parameters": 975475552' "$work/out"; then

@@ -103,6 +103,7 @@ constexpr training_spec forward_run(const inference_spec& r, std::uint64_t rows)
   // A StaticCache's forwards are handed their mask whatever the padding (static_cache_mask).
   t.padded = r.padded && r.cache != kv_cache_kind::static_preallocated;
   t.mxfp4_experts = r.weights == weight_format::mxfp4;
+  t.unquantized = r.unquantized;
   return t;
 }
 
@@ -574,10 +575,13 @@ constexpr void require_gpt_oss_generate(const model_spec& model, const inference
           model.sliding_layers);
 }
 
-// The op graph that gives every weight matrix of `model` (one row, one sequence): the same for
-// every run of one model, so a plan builds it once for all its estimates.
-constexpr model_graph weights_graph(const model_spec& model) {
-  return build(model, training_spec{.micro_batch = 1, .seq_len = 1, .dropout = false});
+// The op graph that gives every weight matrix of `model` (one row, one sequence), the linears
+// the checkpoint keeps in 16 bits marked: the same for every run of one model and checkpoint,
+// so a plan builds it once for all its estimates.
+constexpr model_graph weights_graph(const model_spec& model, lora_modules unquantized = 0) {
+  training_spec t{.micro_batch = 1, .seq_len = 1, .dropout = false};
+  t.unquantized = unquantized;
+  return build(model, t);
 }
 
 // gpt-fast's generate() and its model (inference/gpt_fast.hpp, included at the end of this file).
@@ -658,10 +662,13 @@ constexpr void check_inference(const model_spec& model, const inference_spec& ru
   detail::require_generate_estimated(model);
   detail::require_gpt_oss_generate(model, run);
   detail::require_padded_prompts_modelled(model, run);
-  // A quantised checkpoint's vision tower: AWQ and GPTQ checkpoints list it in
-  // modules_to_not_convert, bitsandbytes quantises its Linear layers; not described yet.
-  detail::require(model.idle_tower_parameters == 0 || run.weights == weight_format::native, error_code::unsupported,
-                  "infer.weights", "must be native for a model with a vision tower (its quantised bytes are not modelled yet)",
+  // A quantised checkpoint's vision tower: counted in the compute dtype, which it is when the
+  // checkpoint's modules_to_not_convert lists it (AWQ and GPTQ VLMs); bitsandbytes quantises its
+  // Linear layers otherwise, whose bytes are not described yet.
+  detail::require(model.idle_tower_parameters == 0 || run.weights == weight_format::native || run.unquantized_tower,
+                  error_code::unsupported, "infer.weights",
+                  "must be native for a model with a vision tower, unless the checkpoint keeps the tower and its projector "
+                  "unquantised (its quantised bytes are not modelled yet)",
                   run.weights);
   // transformers' MLA attention caches every head's decompressed keys and values
   // (modeling_deepseek_v3.py@00b676f8 DeepseekV3Attention.forward: past_key_value.update(key_states,
@@ -697,7 +704,7 @@ constexpr void check_inference(const model_spec& model, const inference_spec& ru
 // The weights graph an estimate of `run` reads: gpt-fast's model or the model itself. Only the
 // loop decides it, so a plan's searches over batch and prompt share one.
 constexpr model_graph inference_weights_graph(const model_spec& model, const inference_spec& run) {
-  return weights_graph(run.loop == generate_loop::gpt_fast ? gpt_fast_model(model) : model);
+  return weights_graph(run.loop == generate_loop::gpt_fast ? gpt_fast_model(model) : model, run.unquantized);
 }
 
 // estimate_inference of a checked model and run (check_inference) over `weights`, the run's

@@ -18,7 +18,8 @@ namespace memscale {
 // (inference_spec::compute: fp32, fp16 or bf16); the others quantise the linear layers
 // of the transformer blocks and keep embeddings, norms and the output layer in the
 // compute dtype (transformers integrations/bitsandbytes.py get_keys_to_not_convert keeps
-// the output embedding; GPTQ and AWQ quantise the blocks' nn.Linear modules only).
+// the output embedding; GPTQ and AWQ quantise the blocks' nn.Linear modules only), and the
+// block linears the checkpoint keeps unquantised (inference_spec::unquantized).
 // mxfp4: gpt-oss's experts as the checkpoint stores them (blocks and scales, quant_format.hpp),
 // everything else in the compute dtype (its modules_to_not_convert: attention, router,
 // embeddings, head).
@@ -110,6 +111,12 @@ struct inference_spec {
   // (json/hf/quantization.hpp apply_quantization); its method and scale dtype follow `weights` and
   // `compute`. The other formats read group_size, quant_block and double_quant above.
   quant_format quant_scheme{};
+  // The block linear layers a quantised checkpoint keeps in the compute dtype (its
+  // modules_to_not_convert, by role: memscale/unquantized_modules.hpp).
+  lora_modules unquantized = 0;
+  // The checkpoint keeps the vision tower and its projector in the compute dtype (they are
+  // counted so: graph/layers/idle_tower.hpp), as AWQ and GPTQ checkpoints of VLMs list them.
+  bool unquantized_tower = false;
 };
 
 constexpr bool is_quantized(weight_format w) { return w != weight_format::native; }

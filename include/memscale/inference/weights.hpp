@@ -68,10 +68,11 @@ constexpr bytes inference_op_weight_bytes(const graph& g, std::size_t index, con
     return detail::gpt_fast_linear_bytes(o.weight.rows, o.weight.cols, r) * o.weight.count +
            storage(r.compute, o.bias.elements());
   const bool in_block = index >= g.block_begin && index < g.block_end;
-  const bool block_matmul = in_block && o.kind == op_kind::linear && o.role == param_role::matmul;
+  // A linear the checkpoint keeps in 16 bits (modules_to_not_convert) is stored as any other weight.
+  const bool block_matmul = in_block && o.kind == op_kind::linear && o.role == param_role::matmul && !o.unquantized_base;
   // MXFP4 stores the 3-D experts alone; its Mxfp4GptOssExperts biases are loaded as the checkpoint
   // stores them (bf16, the compute dtype).
-  const bool quantised = r.weights == weight_format::mxfp4 ? detail::mxfp4_experts_op(g, index, r)
+  const bool quantised = r.weights == weight_format::mxfp4 ? detail::mxfp4_experts_op(g, index, r) && !o.unquantized_base
                                                            : is_quantized(r.weights) && !detail::is_gpt_fast_weights(r.weights) &&
                                                                  block_matmul;
   bytes w{};

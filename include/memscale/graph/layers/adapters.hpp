@@ -57,8 +57,18 @@ struct adapter_plan {
   lora_variant variant = lora_variant::lora;
   bool dropout = false;       // lora_dropout > 0
   bool casts_input = false;   // PEFT casts the adapter's input to the adapters' dtype
+  lora_modules unquantized = 0;  // roles the checkpoint keeps in 16 bits (training_spec::unquantized)
 
   [[nodiscard]] constexpr bool adapts(lora_target t) const { return enabled && has(targets, t); }
+
+  // The base weight of a projection that is `roles`: one the checkpoint keeps in 16 bits stays
+  // an nn.Linear under a 4-bit load (frozen, no dequantised copies), as the untied head does.
+  [[nodiscard]] constexpr base_weight base_for(lora_modules roles) const {
+    if (roles == 0 || (roles & ~unquantized) != 0) return base;
+    base_weight kept = tied_head_weight(base);
+    kept.unquantized = true;
+    return kept;
+  }
 };
 
 constexpr adapter_plan adapter_plan_of(const model_spec& model, const training_spec& run) {
@@ -69,7 +79,8 @@ constexpr adapter_plan adapter_plan_of(const model_spec& model, const training_s
           .rank = run.lora_rank,
           .variant = run.lora_kind,
           .dropout = run.lora_dropout,
-          .casts_input = model.impl == implementation::hf_transformers};
+          .casts_input = model.impl == implementation::hf_transformers,
+          .unquantized = run.unquantized};
 }
 
 // The adapter's input: LoRA dropout when p > 0 (PEFT nn.Dropout, else nn.Identity:
@@ -152,7 +163,7 @@ constexpr tensor projection(op_writer& ops, const adapter_plan& plan, tensor in,
                             bool adapted, bool input_needs_grad = true) {
   const bool untracked = !input_needs_grad && plan.base.frozen;
   const std::size_t first = untracked ? ops.untracked_from() : 0;
-  const tensor y = ops.linear(in, shape, plan.base);
+  const tensor y = ops.linear(in, shape, plan.base_for(shape.role));
   if (untracked) ops.track_from(first);
   if (adapted) return lora(ops, plan, in, y, shape);
   return y;

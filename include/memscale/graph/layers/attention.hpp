@@ -120,7 +120,8 @@ constexpr qkv_tensors project_qkv(const layer_context& ctx, tensor in, const att
   const bool adapt_k = adapters.adapts(lora_target::k);
   const bool adapt_v = adapters.adapts(lora_target::v);
   const auto full_width = w.q + 2 * w.kv;
-  const linear_shape fused{.rows = ctx.tokens, .in_features = m.hidden, .out_features = full_width, .bias = m.qkv_bias};
+  const linear_shape fused{.rows = ctx.tokens, .in_features = m.hidden, .out_features = full_width, .bias = m.qkv_bias,
+                           .role = lora_target::q | lora_target::k | lora_target::v};
   if (m.fused_qkv && m.impl == implementation::litgpt && (adapt_q || adapt_k || adapt_v)) {
     // lit-gpt adapts only the enabled parts of its fused projection.
     const fused_qkv_widths widths{.parts = (adapt_q ? 1U : 0U) + (adapt_k ? 1U : 0U) + (adapt_v ? 1U : 0U),
@@ -135,12 +136,13 @@ constexpr qkv_tensors project_qkv(const layer_context& ctx, tensor in, const att
     const tensor qkv = projection(ops, adapters, in, fused, adapt_q || adapt_k || adapt_v, ctx.stream_needs_grad);
     return {qkv, qkv, qkv, qkv};  // q, k and v are views of the fused output
   }
-  const auto shape = [&](std::uint64_t width) {
-    return linear_shape{.rows = ctx.tokens, .in_features = m.hidden, .out_features = width, .bias = m.qkv_bias};
+  const auto shape = [&](std::uint64_t width, lora_target role) {
+    return linear_shape{.rows = ctx.tokens, .in_features = m.hidden, .out_features = width, .bias = m.qkv_bias,
+                        .role = static_cast<lora_modules>(role)};
   };
-  const tensor q = projection(ops, adapters, in, shape(w.q), adapt_q, ctx.stream_needs_grad);
-  const tensor k = projection(ops, adapters, in, shape(w.kv), adapt_k, ctx.stream_needs_grad);
-  const tensor v = projection(ops, adapters, in, shape(w.kv), adapt_v, ctx.stream_needs_grad);
+  const tensor q = projection(ops, adapters, in, shape(w.q, lora_target::q), adapt_q, ctx.stream_needs_grad);
+  const tensor k = projection(ops, adapters, in, shape(w.kv, lora_target::k), adapt_k, ctx.stream_needs_grad);
+  const tensor v = projection(ops, adapters, in, shape(w.kv, lora_target::v), adapt_v, ctx.stream_needs_grad);
   return {q, k, v, q};
 }
 
@@ -644,7 +646,8 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
   const tensor merged = merged_in_place ? context : ops.elementwise(context, q_elements, p.matmul);
   if (!grads.any()) ops.track_from(untracked);
   return projection(ops, ctx.adapters, merged,
-                    {.rows = ctx.tokens, .in_features = w.q, .out_features = m.hidden, .bias = m.attn_out_bias},
+                    {.rows = ctx.tokens, .in_features = w.q, .out_features = m.hidden, .bias = m.attn_out_bias,
+                     .role = static_cast<lora_modules>(lora_target::o)},
                     ctx.adapters.adapts(lora_target::o), grads.any());
 }
 

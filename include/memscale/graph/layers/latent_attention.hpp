@@ -62,28 +62,35 @@ constexpr tensor latent_attention(const layer_context& ctx, tensor in) {
   // q_proj (bias=False), or q_a_proj (bias=attention_bias) -> q_a_layernorm -> q_b_proj (bias=False).
   tensor q{};
   if (m.q_lora_rank == 0) {
-    q = projection(ops, adapters, in, {.rows = tokens, .in_features = m.hidden, .out_features = q_width},
+    q = projection(ops, adapters, in,
+                   {.rows = tokens, .in_features = m.hidden, .out_features = q_width,
+                    .role = static_cast<lora_modules>(lora_target::q)},
                    adapters.adapts(lora_target::q));
   } else {
     const tensor q_latent = projection(
-        ops, adapters, in, {.rows = tokens, .in_features = m.hidden, .out_features = m.q_lora_rank, .bias = m.qkv_bias},
+        ops, adapters, in,
+        {.rows = tokens, .in_features = m.hidden, .out_features = m.q_lora_rank, .bias = m.qkv_bias,
+         .role = static_cast<lora_modules>(lora_target::q_a)},
         adapters.adapts(lora_target::q_a));
     const tensor q_normed = norm(ctx, q_latent, {.width = m.q_lora_rank, .rows = tokens});
-    q = projection(ops, adapters, q_normed, {.rows = tokens, .in_features = m.q_lora_rank, .out_features = q_width},
+    q = projection(ops, adapters, q_normed,
+                   {.rows = tokens, .in_features = m.q_lora_rank, .out_features = q_width,
+                    .role = static_cast<lora_modules>(lora_target::q_b)},
                    adapters.adapts(lora_target::q_b));
   }
   // kv_a_proj_with_mqa (bias=attention_bias) to kv_lora_rank + qk_rope_head_dim per token.
   const tensor compressed = projection(
       ops, adapters, in,
       {.rows = tokens, .in_features = m.hidden, .out_features = detail::checked_add(m.kv_lora_rank, m.qk_rope_head_dim),
-       .bias = m.qkv_bias},
+       .bias = m.qkv_bias, .role = static_cast<lora_modules>(lora_target::kv_a)},
       adapters.adapts(lora_target::kv_a));
   tensor latent = compressed;  // the k_pass view: kv_lora_rank of each row, the projection's storage
   latent.elements = checked_mul(tokens, m.kv_lora_rank);
   const tensor latent_normed = norm(ctx, latent, {.width = m.kv_lora_rank, .rows = tokens});
   const tensor kv = projection(
       ops, adapters, latent_normed,
-      {.rows = tokens, .in_features = m.kv_lora_rank, .out_features = checked_mul(m.heads, detail::checked_add(m.qk_nope_head_dim, m.v_head_dim))},
+      {.rows = tokens, .in_features = m.kv_lora_rank, .out_features = checked_mul(m.heads, detail::checked_add(m.qk_nope_head_dim, m.v_head_dim)),
+       .role = static_cast<lora_modules>(lora_target::kv_b)},
       adapters.adapts(lora_target::kv_b));
   // The rotated query and the one rotated key row per token (k_rot: (b, 1, s, rope)), then the
   // two concatenations (the key's rotary part expanded to every head without a copy).
@@ -111,7 +118,8 @@ constexpr tensor latent_attention(const layer_context& ctx, tensor in) {
 
   const auto batch_heads = checked_mul(ctx.run.micro_batch, m.heads,
                                        detail::quantity{"attention scores (micro_batch x heads x seq_len^2)"});
-  const linear_shape out_projection{.rows = tokens, .in_features = v_width, .out_features = m.hidden, .bias = m.attn_out_bias};
+  const linear_shape out_projection{.rows = tokens, .in_features = v_width, .out_features = m.hidden, .bias = m.attn_out_bias,
+                                    .role = static_cast<lora_modules>(lora_target::o)};
   if (is_fused(attention_kernel_of(m, ctx.run))) {
     const bool padded = ctx.run.attention == attention_impl::flash && m.v_head_dim != qk_head_dim;
     const tensor value =

@@ -73,7 +73,7 @@ constexpr tensor expert_projection(const layer_context& ctx, tensor in, const li
   const auto hit = shape.copies < shape.rows ? shape.copies : shape.rows;
   const tensor copy =
       ops.elementwise(detail::checked_mul(hit, shape.in_features, shape.out_features), ops.precision().param);
-  const tensor y = ops.linear(in, shape, ctx.adapters.base);
+  const tensor y = ops.linear(in, shape, ctx.adapters.base_for(shape.role));
   if (!ops.precision().autocast) ops.keep(copy, y);
   return adapted ? lora(ops, ctx.adapters, in, y, shape) : y;
 }
@@ -112,15 +112,15 @@ constexpr tensor fused_gate_up_mlp(const layer_context& ctx, tensor in, std::uin
   const tensor projected = expert_projection(ctx, in,
                                              {.rows = shape.rows, .in_features = hidden,
                                               .out_features = detail::checked_mul(ffn, 2), .copies = shape.copies,
-                                              .bias = bias},
+                                              .bias = bias, .role = lora_target::gate | lora_target::up},
                                              false);
   const tensor gate_up = copies_outputs ? ops.elementwise(projected, projected.elements, projected.type) : projected;
   const auto half = detail::checked_mul(shape.rows, ffn);
   const tensor act = ops.emit(op_kind::activation, half, gate_up.type);  // act(gate)
   ops.keep(gate_up, act);  // it saves its input, a view of gate_up
   const tensor product = ops.product(act, gate_up, half, half, gate_up.type);  // up, the other view
-  const linear_shape narrow{
-      .rows = shape.rows, .in_features = ffn, .out_features = hidden, .copies = shape.copies, .bias = bias};
+  const linear_shape narrow{.rows = shape.rows, .in_features = ffn, .out_features = hidden, .copies = shape.copies,
+                            .bias = bias, .role = static_cast<lora_modules>(lora_target::down)};
   const tensor down = expert_projection(ctx, product, narrow, adapt_down);
   return copies_outputs ? ops.elementwise(down, down.elements, down.type) : down;
 }
@@ -137,13 +137,16 @@ constexpr tensor liger_fused_gate_up_mlp(const layer_context& ctx, tensor in, st
   const auto hidden = ctx.model.hidden;
   const auto width = detail::checked_mul(ffn, 2);
   const tensor gate_up = expert_projection(
-      ctx, in, {.rows = shape.rows, .in_features = hidden, .out_features = width, .bias = bias}, false);
+      ctx, in,
+      {.rows = shape.rows, .in_features = hidden, .out_features = width, .bias = bias, .role = lora_target::gate | lora_target::up},
+      false);
   const auto half = detail::checked_mul(shape.rows, ffn);
   const tensor gate = ops.elementwise(gate_up, half, gate_up.type);  // gate.contiguous()
   const tensor up = ops.elementwise(gate_up, half, gate_up.type);    // up.contiguous()
   ops.at(gate).grad_in = storage(gate_up.type, detail::checked_mul(shape.rows, width));  // the joined gradient
   ops.at(up).grad_in = {};  // .contiguous()'s backward passes the gradient on
-  const linear_shape narrow{.rows = shape.rows, .in_features = ffn, .out_features = hidden, .bias = bias};
+  const linear_shape narrow{.rows = shape.rows, .in_features = ffn, .out_features = hidden, .bias = bias,
+                            .role = static_cast<lora_modules>(lora_target::down)};
   return expert_projection(ctx, liger_silu_mul(ops, gate, up), narrow, adapt_down);
 }
 
@@ -153,8 +156,10 @@ constexpr tensor dense_mlp(const layer_context& ctx, tensor in, std::uint64_t ff
   op_writer& ops = ctx.ops;
   const auto hidden = ctx.model.hidden;
   const bool bias = ctx.model.mlp_bias;
-  const linear_shape widen{.rows = shape.rows, .in_features = hidden, .out_features = ffn, .copies = shape.copies, .bias = bias};
-  const linear_shape narrow{.rows = shape.rows, .in_features = ffn, .out_features = hidden, .copies = shape.copies, .bias = bias};
+  const linear_shape widen{.rows = shape.rows, .in_features = hidden, .out_features = ffn, .copies = shape.copies, .bias = bias,
+                           .role = static_cast<lora_modules>(lora_target::up)};
+  const linear_shape narrow{.rows = shape.rows, .in_features = ffn, .out_features = hidden, .copies = shape.copies, .bias = bias,
+                            .role = static_cast<lora_modules>(lora_target::down)};
   const bool adapt_up = ctx.adapters.adapts(lora_target::up);
   const bool adapt_down = ctx.adapters.adapts(lora_target::down);
   if (gated_mlp(ctx.model)) {
@@ -166,7 +171,9 @@ constexpr tensor dense_mlp(const layer_context& ctx, tensor in, std::uint64_t ff
                              shape.copies == 1 && !adapt_gate && !adapt_up;
     if (one_gate_up && !liger) return fused_gate_up_mlp(ctx, in, ffn, shape, adapt_down);
     if (one_gate_up && ctx.run.liger_swiglu) return liger_fused_gate_up_mlp(ctx, in, ffn, shape, adapt_down);
-    const tensor gate = expert_projection(ctx, in, widen, adapt_gate);
+    linear_shape gate_shape = widen;
+    gate_shape.role = static_cast<lora_modules>(lora_target::gate);
+    const tensor gate = expert_projection(ctx, in, gate_shape, adapt_gate);
     const tensor up = expert_projection(ctx, in, widen, adapt_up);
     if (ctx.run.liger_swiglu || ctx.run.liger_geglu) return expert_projection(ctx, liger_silu_mul(ops, gate, up), narrow, adapt_down);
     const tensor act = activation(ctx, gate);
@@ -193,7 +200,7 @@ constexpr tensor clamped_swiglu_experts(const layer_context& ctx, tensor in, con
   const tensor gate_up = expert_projection(
       ctx, in,
       {.rows = shape.rows, .in_features = hidden, .out_features = detail::checked_mul(ffn, 2), .copies = shape.copies,
-       .bias = true},
+       .bias = true, .role = lora_target::gate | lora_target::up},
       false);
   const tensor gate = ops.elementwise(half, gate_up.type);  // gate.clamp(max=limit)
   ops.keep(gate_up, gate);
@@ -210,7 +217,9 @@ constexpr tensor clamped_swiglu_experts(const layer_context& ctx, tensor in, con
   ops.keep(glu, gated);
   return expert_projection(
       ctx, gated,
-      {.rows = shape.rows, .in_features = ffn, .out_features = hidden, .copies = shape.copies, .bias = true}, false);
+      {.rows = shape.rows, .in_features = ffn, .out_features = hidden, .copies = shape.copies, .bias = true,
+       .role = static_cast<lora_modules>(lora_target::down)},
+      false);
 }
 
 // The shared expert beside the routed ones (modeling_qwen2_moe.py Qwen2MoeSparseMoeBlock, v4.51):
@@ -221,7 +230,7 @@ constexpr tensor add_shared_expert(const layer_context& ctx, tensor in, tensor r
   if (shared.elements == 0) shared = dense_mlp(ctx, in, ctx.model.shared_expert_ffn, {.rows = ctx.tokens});
   if (ctx.model.shared_expert_gate) {
     const tensor logit = ops.linear(in, {.rows = ctx.tokens, .in_features = ctx.model.hidden, .out_features = 1},
-                                    ctx.adapters.base);
+                                    ctx.adapters.base_for(static_cast<lora_modules>(lora_target::shared_expert_gate)));
     output_keeping_activation(ops, logit);  // sigmoid gate
     const tensor scaled = ops.elementwise(shared.elements, shared.type);
     ops.keep(shared, scaled);  // mul saves both factors
@@ -234,7 +243,8 @@ constexpr tensor add_shared_expert(const layer_context& ctx, tensor in, tensor r
 constexpr tensor router(const layer_context& ctx, tensor in) {
   const model_spec& m = ctx.model;
   return projection(ctx.ops, ctx.adapters, in,
-                    {.rows = ctx.tokens, .in_features = m.hidden, .out_features = m.experts, .bias = m.router_bias},
+                    {.rows = ctx.tokens, .in_features = m.hidden, .out_features = m.experts, .bias = m.router_bias,
+                     .role = static_cast<lora_modules>(lora_target::router)},
                     ctx.adapters.adapts(lora_target::router));
 }
 
@@ -397,14 +407,15 @@ constexpr tensor every_expert_without_grad(const layer_context& ctx, tensor in) 
   const auto wide = detail::checked_mul(rows, m.hidden);
   const auto [routing, indices] = gpt_oss_routing(ctx, in, picks);
   const tensor repeated = ops.elementwise(in, wide, type);
-  const base_weight base = ctx.adapters.base;
+  const base_weight gate_up_base = ctx.adapters.base_for(lora_target::gate | lora_target::up);
+  const base_weight down_base = ctx.adapters.base_for(static_cast<lora_modules>(lora_target::down));
   const tensor gate_up_product = ops.linear(
       repeated, {.rows = rows, .in_features = m.hidden, .out_features = detail::checked_mul(m.ffn, 2), .copies = m.experts, .bias = true},
-      base);
+      gate_up_base);
   const tensor gate_up = ops.elementwise(gate_up_product, detail::checked_mul(half, 2), type);
   const auto [gate, up, glu, gated] = gpt_oss_gated_activation(ops, gate_up, half, type);
   const tensor down = ops.linear(
-      gated, {.rows = rows, .in_features = m.ffn, .out_features = m.hidden, .copies = m.experts, .bias = true}, base);
+      gated, {.rows = rows, .in_features = m.ffn, .out_features = m.hidden, .copies = m.experts, .bias = true}, down_base);
   const tensor biased = ops.elementwise(down, wide, type);
   const tensor weighted = ops.elementwise(biased, wide, type);
   ops.reads(routing, weighted);
@@ -450,10 +461,11 @@ constexpr tensor gpt_oss_experts_interface_without_grad(const layer_context& ctx
   const auto [routing, indices] = gpt_oss_routing(ctx, in, rows);
   const tensor gathered = ops.elementwise(in, wide, type);
   const tensor gate_up_copy = batched ? routed_expert_weights(ops, rows, m.hidden, detail::checked_mul(m.ffn, 2), type) : tensor{};
-  const base_weight base = ctx.adapters.base;
+  const base_weight gate_up_base = ctx.adapters.base_for(lora_target::gate | lora_target::up);
+  const base_weight down_base = ctx.adapters.base_for(static_cast<lora_modules>(lora_target::down));
   const tensor product = ops.linear(
       gathered, {.rows = rows, .in_features = m.hidden, .out_features = detail::checked_mul(m.ffn, 2), .copies = m.experts, .bias = true},
-      base);
+      gate_up_base);
   if (batched) ops.reads(gate_up_copy, product);
   const tensor gate_up_bias = ops.elementwise(indices, detail::checked_mul(half, 2), type);
   const tensor gate_up = ops.elementwise(product, detail::checked_mul(half, 2), type);
@@ -463,7 +475,7 @@ constexpr tensor gpt_oss_experts_interface_without_grad(const layer_context& ctx
   const tensor down_copy = batched ? routed_expert_weights(ops, rows, m.ffn, m.hidden, type) : tensor{};
   if (batched) ops.reads(gate_up_copy, down_copy);
   const tensor down = ops.linear(
-      gated, {.rows = rows, .in_features = m.ffn, .out_features = m.hidden, .copies = m.experts, .bias = true}, base);
+      gated, {.rows = rows, .in_features = m.ffn, .out_features = m.hidden, .copies = m.experts, .bias = true}, down_base);
   ops.reads(product, down);
   if (batched) ops.reads(down_copy, down);
   const tensor down_bias = ops.elementwise(indices, wide, type);
@@ -535,9 +547,11 @@ constexpr tensor experts_interface_without_grad(const layer_context& ctx, tensor
   const auto [weights, indices] = experts_interface_routing(ctx, in, rows);
   const tensor gathered = ops.elementwise(in, wide, type);
   const tensor gate_up_copy = batched ? routed_expert_weights(ops, rows, m.hidden, widened, type) : tensor{};
-  const base_weight base = ctx.adapters.base;
+  const base_weight gate_up_base = ctx.adapters.base_for(gated ? lora_target::gate | lora_target::up
+                                                                : static_cast<lora_modules>(lora_target::up));
+  const base_weight down_base = ctx.adapters.base_for(static_cast<lora_modules>(lora_target::down));
   const tensor product = ops.linear(
-      gathered, {.rows = rows, .in_features = m.hidden, .out_features = widened, .copies = m.experts}, base);
+      gathered, {.rows = rows, .in_features = m.hidden, .out_features = widened, .copies = m.experts}, gate_up_base);
   if (batched) ops.reads(gate_up_copy, product);
   const tensor gate_up = batched ? product : ops.elementwise(product, detail::checked_mul(rows, widened), type);
   const tensor act = ops.elementwise(gate_up, half, type);
@@ -549,7 +563,7 @@ constexpr tensor experts_interface_without_grad(const layer_context& ctx, tensor
   const tensor down_copy = batched ? routed_expert_weights(ops, rows, m.ffn, m.hidden, type) : tensor{};
   if (batched) ops.reads(gate_up_copy, down_copy);
   const tensor down = ops.linear(
-      hidden_rows, {.rows = rows, .in_features = m.ffn, .out_features = m.hidden, .copies = m.experts}, base);
+      hidden_rows, {.rows = rows, .in_features = m.ffn, .out_features = m.hidden, .copies = m.experts}, down_base);
   if (batched) ops.reads(down_copy, down);
   // The routing weights' product promotes to their dtype (fp32 for DeepSeek's fp32 router): the
   // DeepSeek-V2 history of 5.17 (infer-deepseek_v2-lite-l4-e16-bf16-b4-c1024-n64) shows, after the
@@ -571,7 +585,8 @@ constexpr tensor experts_interface_without_grad(const layer_context& ctx, tensor
   }
   if (m.shared_expert_ffn == 0) return summed;
   if (!shared_first) return add_shared_expert(ctx, in, summed);
-  const tensor logit = ops.linear(in, {.rows = ctx.tokens, .in_features = m.hidden, .out_features = 1}, base);
+  const tensor logit = ops.linear(in, {.rows = ctx.tokens, .in_features = m.hidden, .out_features = 1},
+                                  ctx.adapters.base_for(static_cast<lora_modules>(lora_target::shared_expert_gate)));
   const tensor scale = ops.elementwise(logit, ctx.tokens, logit.type);
   const tensor scaled = ops.elementwise(shared, shared.elements, shared.type);
   ops.reads(scale, scaled);

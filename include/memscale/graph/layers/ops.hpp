@@ -20,6 +20,7 @@
 #include "memscale/graph/layers/torchao_nf4.hpp"
 #include "memscale/graph/tensor.hpp"
 #include "memscale/graph/graph_builder.hpp"
+#include "memscale/lora.hpp"
 #include "memscale/model.hpp"
 #include "memscale/precision_policy.hpp"
 #include "memscale/training.hpp"
@@ -55,6 +56,7 @@ struct linear_shape {
   std::uint64_t out_features = 0;
   std::uint64_t copies = 1;
   bool bias = false;
+  lora_modules role = 0;  // the module it is (q, k, ..., router); 0: none a checkpoint names
 };
 
 // How a projection's base weight is held, and whether its matmul saves its input.
@@ -63,6 +65,7 @@ struct base_weight {
   bool four_bit = false;     // 4-bit storage (a frozen QLoRA base)
   bool keeps_input = true;   // autograd saves the input for the weight's gradient
   bool torchao = false;      // the 4 bits are torchao's NF4Tensor (torchtune), not bitsandbytes'
+  bool unquantized = false;  // the checkpoint keeps it in 16 bits (modules_to_not_convert)
 };
 
 // Ops other than matmuls and norms map their input gradient one to one onto the output's;
@@ -235,6 +238,7 @@ class op_writer {
     o.bias = shape.bias ? param_tensor{shape.out_features, 1, shape.copies} : param_tensor{};
     o.role = param_role::matmul;
     o.frozen = weight.frozen;
+    o.unquantized_base = weight.unquantized;
     const bool four_bit = weight.four_bit;
     // A 4-bit weight is uint8 storage behind a custom autograd Function: autocast never
     // casts it (autocast_mode.cpp is_eligible: floating-point tensors only), so no 16-bit

@@ -26,6 +26,7 @@
 #include "memscale/json/fields.hpp"
 #include "memscale/quant_format.hpp"
 #include "memscale/training.hpp"
+#include "memscale/unquantized_modules.hpp"
 
 namespace memscale::json_io::hf {
 
@@ -33,6 +34,9 @@ struct quantization {
   std::string method{};                     // quant_method as the config names it
   quant_format format{};                    // how a quantised linear stores its weight
   std::vector<std::string> not_converted{}; // modules_to_not_convert / llm_int8_skip_modules / ignore
+  std::string not_converted_key = "modules_to_not_convert";  // the key that list came from
+  module_match match = module_match::name_or_path;            // how transformers meets its entries with paths
+  linear_names names{};                     // the family's names of its MLP matrices and router
   dtype compute = dtype::fp16;              // the dtype kernels dequantise to (bnb_4bit_compute_dtype)
   bool desc_act = false;                    // GPTQ act-order (g_idx permutes columns; same bytes)
   bool dequantize_at_load = false;          // mxfp4 dequantize=True: experts become bf16 at load
@@ -119,6 +123,7 @@ inline quantization awq(const json& q) {
   if (version != "gemm" && version != "exllama" && version != "ipex")
     bad_field(error_code::unsupported, qc + ".version", q.at("version"), "is an AWQ layout memscale does not model (gemm, exllama, ipex)");
   r.not_converted = qc_names(q, "modules_to_not_convert");
+  r.match = module_match::substring;  // integrations/awq.py@027f76a8 replace_with_awq_linear
   return r;
 }
 
@@ -139,6 +144,7 @@ inline quantization bitsandbytes(const json& q) {
     r.format = {.method = quant_method::bnb_int8};
   }
   r.not_converted = qc_names(q, "llm_int8_skip_modules");
+  r.not_converted_key = "llm_int8_skip_modules";
   return r;
 }
 
@@ -222,6 +228,7 @@ inline quantization compressed_tensors(const json& q, dtype model_dtype) {
   r.format = f;
   r.compute = model_dtype;
   r.not_converted = qc_names(q, "ignore");
+  r.not_converted_key = "ignore";
   return r;
 }
 
@@ -262,7 +269,28 @@ inline std::optional<quantization> quantization_of(const json& config) {
     bad_field(error_code::unsupported, detail::qc + ".quant_method", q.value("quant_method", json()),
               "is not a format memscale models (gptq, awq, bitsandbytes, fp8, compressed-tensors, mxfp4)");
   memscale::detail::check_format(r->format);
+  const std::string type = get_string(config, "model_type", "config", "", error_code::invalid_model);
+  if (type == "mixtral" || type == "phimoe") r->names = {.gate = "w1", .up = "w3", .down = "w2", .router = "gate"};
+  if (type == "gpt_oss") r->names.router = "router";
   return r;
+}
+
+// The linears `q` keeps in 16 bits in `model` (unquantized_modules.hpp); an entry memscale
+// cannot place is an error naming it.
+inline unquantized_modules unquantized_of(const quantization& q, const model_spec& model) {
+  unquantized_modules kept{};
+  const std::string field = detail::qc + "." + q.not_converted_key;
+  for (const std::string& entry : q.not_converted) {
+    if (entry.starts_with("re:"))
+      bad_field(error_code::unsupported, field, entry, "is a regular expression, which memscale does not match against modules");
+    // GPTQConfig has no such list: optimum's GPTQQuantizer picks the blocks' layers by
+    // modules_in_block_to_quantize (utils/quantization_config.py@000e2231 GPTQConfig).
+    if (q.format.method == quant_method::gptq && entry != "lm_head")
+      bad_field(error_code::unsupported, field, entry,
+                "is not read by a GPTQ load (optimum selects the quantised layers by modules_in_block_to_quantize): not modelled");
+    add_unquantized_module(kept, entry, model, q.names, q.match, field);
+  }
+  return kept;
 }
 
 // The inference estimate's weight format for `q` (inference/spec.hpp): 4-bit GPTQ and AWQ,
@@ -306,6 +334,17 @@ inline void apply_quantization(const quantization& q, inference_spec& spec) {
     case quant_method::none: break;
   }
   bad_field(error_code::unsupported, detail::qc + ".quant_method", q.method, "has no inference weight format in memscale");
+}
+
+// What the checkpoint keeps in 16 bits, on the inference estimate: the tower only with its
+// projector (memscale counts them together, graph/layers/idle_tower.hpp).
+inline void apply_unquantized(const unquantized_modules& kept, inference_spec& spec) {
+  if (kept.vision_tower != kept.vision_projector)
+    bad_field(error_code::unsupported, detail::qc + ".modules_to_not_convert",
+              kept.vision_tower ? "the vision tower without multi_modal_projector" : "multi_modal_projector without the vision tower",
+              "must keep the vision tower and its projector both, which memscale counts together");
+  spec.unquantized = kept.roles;
+  spec.unquantized_tower = kept.vision_tower;
 }
 
 // The QLoRA base a pre-quantised bitsandbytes 4-bit checkpoint gives a LoRA run
