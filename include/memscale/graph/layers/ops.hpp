@@ -78,6 +78,7 @@ class op_writer {
       : builder_(target), precision_(precision), device_(device) {}
 
   [[nodiscard]] constexpr const precision_policy& precision() const { return precision_; }
+  [[nodiscard]] constexpr device_kind device() const { return device_; }
   // The residual stream: the parameters' dtype.
   [[nodiscard]] constexpr dtype stream_dtype() const { return precision_.param; }
   // Section marks and the graph's totals (begin_block, set_inputs, ...).
