@@ -408,8 +408,8 @@ constexpr const training_spec& validate(const training_spec& t) {
   // base leaves its other weights' dtype open (embeddings, norms, the head), which is not modelled.
   require(t.adapters != adapter_dtype::autocast_dtype || (t.target == training_target::lora && uses_autocast(t.prec)),
           error_code::unsupported, "run.adapter_dtype",
-          "autocast is modelled for LoRA (not QLoRA) under amp_bf16 or amp_fp16 (a model loaded in the autocast "
-          "dtype with its adapters there)",
+          "is modelled as autocast only for LoRA (not QLoRA) under amp_bf16 or amp_fp16 (a model loaded in the "
+          "autocast dtype with its adapters there)",
           t.adapters);
   require(t.data_parallel > 0, bad, "run.data_parallel", "must be > 0", t.data_parallel);
   // torchtitan's CP ranks shard too (apply_fsdp's dp_shard_cp mesh, parallelize.py @ f7084fc7).
