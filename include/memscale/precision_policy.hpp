@@ -9,7 +9,7 @@ namespace memscale {
 struct precision_policy {
   dtype param = dtype::fp32;   // parameters, gradients and (for Adam) optimizer state
   dtype matmul = dtype::fp32;  // outputs of matmuls and of ops that follow their input
-  bool autocast = false;       // torch.autocast: fp32 weights cast per matmul, fp32-list ops stay fp32
+  bool autocast = false;       // torch.autocast: 16-bit matmuls (casting fp32 weights), fp32-list ops in fp32
   dtype trainable = dtype::fp32;  // trained tensors: `param`, or fp32 adapters over a 16-bit base
 
   // Autocast casts a weight only when its dtype differs from `matmul` (aten/src/ATen/autocast_mode.cpp

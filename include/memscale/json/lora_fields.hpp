@@ -73,16 +73,14 @@ inline std::uint32_t read_bitsandbytes_version(const json& record) {
   return parts[0] * 10000 + parts[1] * 100 + parts[2];
 }
 
-inline std::string float_dtype_name(dtype d) {
-  switch (d) {
+// The dtype a precision stores trainable tensors in (training.hpp: amp keeps fp32 state).
+inline std::string parameter_dtype_name(precision p) {
+  switch (precision_policy_of(training_spec{.prec = p}).param) {
     case dtype::bf16: return "bf16";
     case dtype::fp16: return "fp16";
     default: return "fp32";
   }
 }
-
-// The dtype a precision stores trainable tensors in (training.hpp: amp keeps fp32 state).
-inline std::string parameter_dtype_name(precision p) { return float_dtype_name(precision_policy_of(training_spec{.prec = p}).param); }
 
 // The adapter fields of a record's "train" object. A field that changes memory is either
 // modelled or refused by name.
@@ -141,7 +139,7 @@ inline void read_adapters(const json& t, training_spec& run) {
   // (resolved by build()).
   const std::string trainable_dtype = get_string(t, "trainable_dtype", path, "", bad);
   if (trainable_dtype.empty()) return;
-  const std::string autocast_dtype = float_dtype_name(precision_policy_of(run).matmul);
+  const std::string autocast_dtype(to_string(precision_policy_of(run).matmul));
   if (trainable_dtype == parameter_dtype_name(run.prec)) {
     run.adapters = adapter_dtype::as_base;
   } else if (trainable_dtype == "fp32" && is_lora(run)) {
