@@ -105,6 +105,33 @@ TEST_CASE("bf16 adapters under autocast: the record field, and what stays refuse
   CHECK(contains(error_message([&] { (void)validate(no_autocast); }), "autocast"));
 }
 
+TEST_CASE("bf16 adapters under autocast: run.adapter_dtype is read, checked and written back", "[lora][autocast][json]") {
+  const auto doc = json::parse(R"({"model": "llama-2-7b",
+      "run": {"precision": "amp_bf16", "target": "lora", "lora_rank": 8, "adapter_dtype": "autocast"}})");
+  json_io::run_input in{};
+  json_io::read_run_document(doc, in);
+  CHECK(in.run.adapters == adapter_dtype::autocast_dtype);
+  const json written = json_io::run_document_json(in);
+  CHECK(written.at("run").at("adapter_dtype") == "autocast");
+  json_io::run_input again{};
+  json_io::read_run_document(written, again);
+  CHECK(again.run.adapters == adapter_dtype::autocast_dtype);
+  // torchtune's own default (adapters in the base dtype) is not written back.
+  CHECK_FALSE(json_io::run_to_json(with_framework(bf16_adapters_under_autocast, framework_kind::torchtune))
+                  .contains("adapter_dtype"));
+  const auto refused = [](const char* run_object) {
+    json d = json::parse(R"({"model": "llama-2-7b"})");
+    d["run"] = json::parse(run_object);
+    return error_message([&] {
+      json_io::run_input r{};
+      json_io::read_run_document(d, r);
+    });
+  };
+  CHECK(contains(refused(R"({"adapter_dtype": "autocast"})"), "needs run.target lora or qlora"));
+  CHECK(contains(refused(R"({"target": "lora", "lora_rank": 8, "adapter_dtype": "bf16"})"),
+                 "must be base, fp32 or autocast"));
+}
+
 TEST_CASE("bf16 adapters under autocast: the CPU traces", "[lora][autocast][records]") {
   std::ifstream in(MEMSCALE_SOURCE_DIR "/docs/data/cpu_traced_lora.json");
   REQUIRE(in);
