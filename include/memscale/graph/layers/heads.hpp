@@ -199,7 +199,7 @@ constexpr void fused_linear_loss(const layer_context& ctx, tensor x, const lm_he
   // grad_weight takes the 16-bit chunk gradient through a weight-sized 16-bit product and its fp32
   // copy wherever addmm's out_dtype path is not taken (the "legacy fallback" of
   // fused_linear_cross_entropy.py @ 00eba634; before torch 2.8 always): counted, never fewer.
-  if (p.autocast && p.param != p.matmul) {
+  if (p.casts_weights()) {
     loss.fwd_temp += storage(p.matmul, detail::checked_mul(vocab, hidden));
     if (!weight.frozen)
       loss.fwd_temp += storage(p.matmul, detail::checked_mul(vocab, hidden)) +

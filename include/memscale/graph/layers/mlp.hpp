@@ -648,9 +648,10 @@ constexpr tensor mixture_of_experts(const layer_context& ctx, tensor in) {
   // The experts interface keeps gate and up as one [rows, 2F] output (fused_gate_up_mlp); adapted
   // gate or up projections and Liger's kernels keep the two-projection path, and so does autocast:
   // grouped_mm is not autocast-enabled and runs in the weights' dtype (moe.py@8b584a67
-  // _grouped_mm: input.to(weight.dtype)), fp32 under amp, which the walk does not model yet.
+  // _grouped_mm: input.to(weight.dtype)), fp32 under amp over fp32 weights, which the walk does not
+  // model yet; over 16-bit weights it runs as without autocast.
   const bool one_gate_up = experts_interface && gated_mlp(m) && m.mlp != mlp_kind::clamped_swiglu &&
-                           !ops.precision().autocast &&
+                           !ops.precision().casts_weights() &&
                            !ctx.run.liger_swiglu && !ctx.run.liger_geglu &&
                            !ctx.adapters.adapts(lora_target::gate) && !ctx.adapters.adapts(lora_target::up);
   const tensor expert_out =
