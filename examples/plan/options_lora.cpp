@@ -66,7 +66,7 @@ void add_lora_options(CLI::App& app, options& o) {
   });
   add_value(app, g, "--adapter-dtype", "KIND",
             "the adapters' dtype: base (the base model's), fp32, or autocast (amp_bf16 / amp_fp16 over a model "
-            "loaded in that dtype with its adapters there: PEFT autocast_adapter_dtype=False, TRL --bf16); "
+            "loaded in that dtype with its adapters there: PEFT autocast_adapter_dtype=False under TRL's --bf16); "
             "default: the framework's (PEFT: fp32 over a 16-bit base)",
             [&o](const std::string& v) {
               if (v == "base") o.adapter_dtype = memscale::adapter_dtype::as_base;

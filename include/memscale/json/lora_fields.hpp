@@ -135,7 +135,7 @@ inline void read_adapters(const json& t, training_spec& run) {
     bad_field(bad, path + ".lora_alpha", t.at("lora_alpha"), "must be a number");
   // The adapters' dtype as the record states it: the base's, fp32 over a 16-bit base (PEFT's
   // autocast_adapter_dtype), or under autocast the autocast dtype (a model loaded in it whose adapters
-  // stay there: PEFT's autocast_adapter_dtype=False, TRL's --bf16); absent: the framework's default
+  // stay there: PEFT's autocast_adapter_dtype=False under TRL's --bf16); absent: the framework's default
   // (resolved by build()).
   const std::string trainable_dtype = get_string(t, "trainable_dtype", path, "", bad);
   if (trainable_dtype.empty()) return;
