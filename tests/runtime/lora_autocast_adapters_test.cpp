@@ -79,6 +79,14 @@ TEST_CASE("bf16 adapters under autocast: a bf16 base, bf16 adapter state, no wei
   CHECK(estimate(m, fp32_model).steady.tensor > ours.steady.tensor + bytes{13'000'000'000});
 }
 
+TEST_CASE("bf16 adapters under autocast: AGGRESSIVE's pure bf16 keeps them as the base's", "[lora][autocast][modes]") {
+  const training_spec aggressive =
+      apply_mode(bf16_adapters_under_autocast, mode::aggressive, custom_gpu(bytes{24'000'000'000}));
+  CHECK(aggressive.prec == precision::pure_bf16);
+  CHECK(aggressive.adapters == adapter_dtype::as_base);
+  CHECK_NOTHROW(validate(aggressive));
+}
+
 TEST_CASE("bf16 adapters under autocast: the record field, and what stays refused", "[lora][autocast][json]") {
   const training_spec run = json_io::run_from_record(peft_record());
   CHECK(run.adapters == adapter_dtype::autocast_dtype);
