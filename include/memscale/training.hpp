@@ -59,8 +59,9 @@ enum class lora_variant : std::uint8_t { lora, rslora, dora };
 // measured with peft 0.21.0, docs/gpu-measurements.md); lit-gpt keeps them in the base dtype.
 // autocast_dtype (amp_* LoRA only): the model is loaded in the autocast dtype and its adapters stay
 // there (get_peft_model(..., autocast_adapter_dtype=False) skips tuners_utils.py _cast_adapter_dtype
-// @ v0.15.0), then the loop runs under autocast (TRL SFTTrainer with bf16=True): base, adapters, gradients and AdamW
-// state are 16-bit, no weight is cast per matmul, and autocast's fp32-list ops still run in fp32.
+// @ v0.15.0), then the loop runs under autocast (TRL SFTTrainer with bf16=True): base, adapters,
+// gradients and AdamW state are 16-bit, no weight is cast per matmul, and autocast's fp32-list ops
+// still run in fp32.
 enum class adapter_dtype : std::uint8_t { framework_default, as_base, fp32, autocast_dtype };
 
 // What the loop's wrapper does to the model's floating outputs (the logits) before the loss.
