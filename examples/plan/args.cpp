@@ -251,6 +251,7 @@ void check_run(const CLI::App& app, options& o) {
   if (o.lora_alpha && !memscale::is_lora(o.run)) throw usage_error("--lora-alpha needs --lora or --qlora");
   if (!o.lora_setting_given.empty() && !memscale::is_lora(o.run))
     throw usage_error(o.lora_setting_given + " needs --lora or --qlora");
+  if (o.adapter_dtype) o.run.adapters = *o.adapter_dtype;
   if (o.double_quant) {
     if (o.run.target != memscale::training_target::qlora) throw usage_error("--qlora-double-quant needs --qlora");
     o.run.quant = memscale::base_quant::nf4_double_quant;

@@ -120,7 +120,9 @@ struct options {
   std::optional<double> headroom;  // --headroom FRACTION
   std::optional<double> lora_alpha;  // --lora-alpha: scales the adapter output; no memory of its own
   bool lora_targets_given = false;   // --lora-targets: needs --lora or --qlora
-  std::string lora_setting_given;    // --lora-dropout or --lora-variant, as given: needs --lora or --qlora
+  std::string lora_setting_given;    // --lora-dropout, --lora-variant or --adapter-dtype, as given: needs --lora or --qlora
+  // --adapter-dtype: applied after every option, so that a later --framework does not reset it.
+  std::optional<memscale::adapter_dtype> adapter_dtype;
   bool double_quant = false;         // --qlora-double-quant: needs --qlora
   std::string units = "gib";         // --units gib | gb | mib: sizes in the text report
   std::string alloc_conf;            // --alloc-conf: PYTORCH_CUDA_ALLOC_CONF for the allocator replay

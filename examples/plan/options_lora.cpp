@@ -64,6 +64,17 @@ void add_lora_options(CLI::App& app, options& o) {
     else throw usage_error("--lora-variant must be lora, rslora or dora (got " + in_quotes(v) + ")");
     o.lora_setting_given = "--lora-variant";
   });
+  add_value(app, g, "--adapter-dtype", "KIND",
+            "the adapters' dtype: base (the base model's), fp32, or autocast (amp_bf16 / amp_fp16 over a model "
+            "loaded in that dtype with its adapters there: PEFT autocast_adapter_dtype=False under TRL's --bf16); "
+            "default: the framework's (PEFT: fp32 over a 16-bit base)",
+            [&o](const std::string& v) {
+              if (v == "base") o.adapter_dtype = memscale::adapter_dtype::as_base;
+              else if (v == "fp32") o.adapter_dtype = memscale::adapter_dtype::fp32;
+              else if (v == "autocast") o.adapter_dtype = memscale::adapter_dtype::autocast_dtype;
+              else throw usage_error("--adapter-dtype must be base, fp32 or autocast (got " + in_quotes(v) + ")");
+              o.lora_setting_given = "--adapter-dtype";
+            });
 }
 
 }  // namespace memscale_plan

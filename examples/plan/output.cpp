@@ -118,6 +118,9 @@ std::string text_report(const memscale::model_spec& model, const memscale::train
     if (run.target == memscale::training_target::qlora) training += fmt::format(", base {}", name_of(run.quant));
     if (run.lora_kind != memscale::lora_variant::lora) training += fmt::format(", {}", name_of(run.lora_kind));
     if (!run.lora_dropout) training += ", no LoRA dropout";
+    // The one adapter dtype that also changes the base's: say it, the precision line alone reads as fp32 weights.
+    if (run.adapters == memscale::adapter_dtype::autocast_dtype)
+      training += ", model and adapters in the autocast dtype (no fp32 weights)";
   }
   out += fmt::format("               training {}, dropout {}, device {}\n", training, run.dropout ? "on" : "off",
                      name_of(run.device));

@@ -118,6 +118,8 @@ constexpr training_spec apply_mode(training_spec run, mode m, const gpu_spec& gp
   run.attention = run.padded ? attention_impl::sdpa : attention_impl::flash;
   // model.to(bf16): no fp32 master copy on the device; BF16 where the GPU has it, FP16 otherwise.
   if (!is_half_precision(run.prec)) run.prec = gpu.bf16 ? precision::pure_bf16 : precision::pure_fp16;
+  // 16-bit adapters under autocast were already in the model's dtype: without autocast they are the base's.
+  if (run.adapters == adapter_dtype::autocast_dtype) run.adapters = adapter_dtype::as_base;
   // bitsandbytes AdamW8bit replaces Adam/AdamW (Dettmers et al. 2022, arXiv 2110.02861);
   // SGD, Adafactor and Lion already keep less than two 32-bit moments and stay.
   if (run.optimizer == optimizer_kind::adam || run.optimizer == optimizer_kind::adamw)

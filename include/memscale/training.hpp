@@ -57,7 +57,12 @@ enum class lora_variant : std::uint8_t { lora, rslora, dora };
 // The dtype LoRA adapters are kept in: weights, gradients and optimizer state. The framework's
 // default: PEFT upcasts adapters over a 16-bit base to fp32 (get_peft_model(..., autocast_adapter_dtype=True);
 // measured with peft 0.21.0, docs/gpu-measurements.md); lit-gpt keeps them in the base dtype.
-enum class adapter_dtype : std::uint8_t { framework_default, as_base, fp32 };
+// autocast_dtype (amp_* LoRA only): the model is loaded in the autocast dtype and its adapters stay
+// there (get_peft_model(..., autocast_adapter_dtype=False) skips tuners_utils.py _cast_adapter_dtype
+// @ v0.15.0), then the loop runs under autocast (TRL SFTTrainer with bf16=True): base, adapters,
+// gradients and AdamW state are 16-bit, no weight is cast per matmul, and autocast's fp32-list ops
+// still run in fp32.
+enum class adapter_dtype : std::uint8_t { framework_default, as_base, fp32, autocast_dtype };
 
 // What the loop's wrapper does to the model's floating outputs (the logits) before the loss.
 // Lightning Fabric's 16-bit "-true" precisions convert them to torch.get_default_dtype(), fp32
@@ -415,6 +420,13 @@ constexpr const training_spec& validate(const training_spec& t) {
   require(is_lora(t) || t.lora_rank == 0, bad, "run.lora_rank", "must be 0 when training every weight",
           t.lora_rank);
   require(!is_lora(t) || t.lora_targets != 0, bad, "run.lora_targets", "must name at least one projection", 0);
+  // 16-bit adapters under autocast are modelled over a model loaded in the autocast dtype; a 4-bit
+  // base leaves its other weights' dtype open (embeddings, norms, the head), which is not modelled.
+  require(t.adapters != adapter_dtype::autocast_dtype || (t.target == training_target::lora && uses_autocast(t.prec)),
+          error_code::unsupported, "run.adapter_dtype",
+          "is modelled as autocast only for LoRA (not QLoRA) under amp_bf16 or amp_fp16 (a model loaded in the "
+          "autocast dtype with its adapters there)",
+          t.adapters);
   require(t.data_parallel > 0, bad, "run.data_parallel", "must be > 0", t.data_parallel);
   // torchtitan's CP ranks shard too (apply_fsdp's dp_shard_cp mesh, parallelize.py @ f7084fc7).
   require(t.shard == sharding::none || t.data_parallel * t.context_parallel > 1, bad, "run.shard",
@@ -655,6 +667,16 @@ constexpr std::string_view to_string(precision p) noexcept {
     case precision::pure_fp16: return "pure_fp16";
   }
   return "fp32";
+}
+
+constexpr std::string_view to_string(adapter_dtype a) noexcept {
+  switch (a) {
+    case adapter_dtype::framework_default: return "default";
+    case adapter_dtype::as_base: return "base";
+    case adapter_dtype::fp32: return "fp32";
+    case adapter_dtype::autocast_dtype: return "autocast";
+  }
+  return "default";
 }
 
 constexpr std::string_view to_string(optimizer_kind o) noexcept {

@@ -427,6 +427,8 @@ bad_input_says "are modelled over Hugging Face models (run.framework hf)" \
 bad_input_says '--loss must be standard, chunked or fused_linear_ce' --loss fused
 bad_input_says '--lora-dropout must be a probability in [0, 1) (got "1")' --lora 8 --lora-dropout 1
 bad_input_says '--lora-variant needs --lora or --qlora' --lora-variant dora
+bad_input_says '--adapter-dtype needs --lora or --qlora' --precision amp_bf16 --adapter-dtype autocast
+bad_input_says '--adapter-dtype must be base, fp32 or autocast (got "bf16")' --lora 8 --adapter-dtype bf16
 bad_input_says 'run.loss_chunks needs run.loss chunked' --framework torchtune --loss standard --loss-chunks 4
 run --model llama-2-7b --lora 8 --precision pure_bf16 --framework torchtune@0.6.1 --optimizer-in-backward --gpu rtx4090
 if [[ $rc -eq 0 ]] && grep -q "framework torchtune 0.6.1: loss chunked over 8 chunks, optimizer in backward" "$work/out" &&
@@ -702,6 +704,7 @@ round_trip --model llama-2-7b --lora 8 --precision pure_bf16 --framework torchtu
 round_trip --model llama-3-8b --qlora 16 --precision pure_bf16 --framework litgpt --loss-chunk 256 --gpu rtx4090
 round_trip --model llama-2-7b --lora 8 --framework torchtune --loss standard
 round_trip --model llama-2-7b --lora 8 --lora-variant dora --lora-dropout 0 --gpu rtx4090
+round_trip --model llama-2-7b --lora 8 --precision amp_bf16 --adapter-dtype autocast --gpu rtx4090
 round_trip --model llama-3-8b --lora 16 --precision pure_bf16 --liger --gpu rtx4090
 round_trip --model llama-3-8b --precision pure_bf16 --loss fused_linear_ce --batch 2 --seq 2048
 round_trip --model llama-3-8b --batch 1 --seq 8192 --framework torchtitan --gpus 8 --checkpointing selective --sac-policy layer:2

@@ -151,12 +151,16 @@ TEST_CASE("an unknown module, or a field that is not modelled, is an error namin
   CHECK(refused("dropout", false).empty());
   CHECK(refused("steps", 20).empty());  // no memory effect
   CHECK(refused("trainable_dtype", "bf16").empty());  // the precision's own dtype: modelled
+  // 16-bit adapters under autocast: modelled for LoRA, refused by name for QLoRA
+  // (lora_autocast_adapters_test.cpp).
   json autocast = peft_llama_record("q_proj,v_proj", 8);
   autocast["train"]["precision"] = "amp_bf16";
   autocast["train"]["trainable_dtype"] = "bf16";
+  CHECK(json_io::estimate_record(autocast).contains("estimated_bytes"));
+  autocast["train"]["quant"] = "bnb.nf4";
   const std::string under_autocast = json_io::estimate_record(autocast).value("error", std::string());
   CHECK(contains(under_autocast, "train.trainable_dtype"));
-  CHECK(contains(under_autocast, "autocast_adapter_dtype=False"));
+  CHECK(contains(under_autocast, "QLoRA under autocast"));
   CHECK(refused("quant", "bnb.nf4").empty());
 }
 

@@ -104,7 +104,9 @@ def run_case(c):
         model = MODELS[c["model"]]["ctor"]()
         model.ckpt = c["ckpt"] == "full"
         n_adapted = wrap(model, c["targets"], c["r"], c["alpha"], c["dropout"], c["variant"] == "dora")
-        if prec == "pure_bf16":
+        # A model loaded in bf16 whose adapters stay bf16 (PEFT autocast_adapter_dtype=False), then
+        # trained under autocast (TRL SFTTrainer with bf16=True): the same cast as pure_bf16.
+        if prec == "pure_bf16" or c["bf16_adapters"]:
             model = model.to(torch.bfloat16)
         model.train()
         tr.mark("built")
@@ -137,7 +139,8 @@ def to_record(c, r):
     m["impl"] = "hf-transformers+peft"
     tname = "all-linear" if c["targets"] == "all-linear" else "-".join(c["targets"])
     cid = (f"cpu-lora-{c['model']}-b{c['batch']}-s{c['seq']}-r{c['r']}-{tname}" + ("" if c["variant"] == "lora" else "-" + c["variant"]) +
-           ("" if c["dropout"] > 0 else "-nodrop") + ("" if c["prec"] == "fp32" else "-" + c["prec"]) + ("-ckpt" if c["ckpt"] == "full" else ""))
+           ("" if c["dropout"] > 0 else "-nodrop") + ("" if c["prec"] == "fp32" else "-" + c["prec"]) +
+           ("-bf16-base-adapters" if c["bf16_adapters"] else "") + ("-ckpt" if c["ckpt"] == "full" else ""))
     train = dict(batch=c["batch"], seq=c["seq"], precision=c["prec"], optimizer="adamw", optimizer_impl="for_loop",
                  checkpointing=c["ckpt"], attention="eager", grad_accum=1, lora_rank=c["r"], lora_alpha=c["alpha"],
                  lora_dropout=c["dropout"], lora_variant=c["variant"],
@@ -145,7 +148,7 @@ def to_record(c, r):
                  trainable_params=r["trainable"], frozen="base", zero_stage=0, dp=1, tp=1,
                  # model.to(bfloat16) after wrapping casts the adapters too: they are not upcast
                  # as get_peft_model(autocast_adapter_dtype=True) would leave them.
-                 trainable_dtype="bf16" if c["prec"] == "pure_bf16" else "fp32")
+                 trainable_dtype="bf16" if c["prec"] == "pure_bf16" or c["bf16_adapters"] else "fp32")
     return {
         **tracer.record_head(cid, HARNESS), "model": m, "train": train,
         **tracer.peak_fields(r),
@@ -158,8 +161,10 @@ def to_record(c, r):
 
 def cases():
     L = []
-    def add(model, targets, r=8, prec="fp32", ckpt="none", batch=1, seq=512, variant="lora", dropout=0.05):
-        L.append(dict(model=model, targets=targets, r=r, alpha=2 * r, prec=prec, ckpt=ckpt, batch=batch, seq=seq, variant=variant, dropout=dropout))
+    def add(model, targets, r=8, prec="fp32", ckpt="none", batch=1, seq=512, variant="lora", dropout=0.05,
+            bf16_adapters=False):
+        L.append(dict(model=model, targets=targets, r=r, alpha=2 * r, prec=prec, ckpt=ckpt, batch=batch, seq=seq, variant=variant, dropout=dropout,
+                      bf16_adapters=bf16_adapters))
     for prec in ("fp32", "amp_bf16", "pure_bf16"):
         add("llama-small", ("q_proj", "v_proj"), prec=prec)
         add("llama-small", "all-linear", r=16, prec=prec)
@@ -177,6 +182,10 @@ def cases():
     add("gpt2", ("c_attn",), batch=2, ckpt="full")
     add("gpt2", "all-linear", r=16, batch=2, ckpt="full")
     add("gpt2", ("c_attn",), variant="dora")
+    # autocast over a bf16 base with bf16 adapters
+    add("llama-small", ("q_proj", "v_proj"), prec="amp_bf16", bf16_adapters=True)
+    add("llama-small", "all-linear", r=16, prec="amp_bf16", bf16_adapters=True)
+    add("gpt2", "all-linear", r=16, batch=2, prec="amp_bf16", bf16_adapters=True)
     return L
 
 

@@ -133,25 +133,27 @@ inline void read_adapters(const json& t, training_spec& run) {
   // lora_alpha only scales the adapter output: no tensor changes size.
   if (t.contains("lora_alpha") && !t.at("lora_alpha").is_null() && !t.at("lora_alpha").is_number())
     bad_field(bad, path + ".lora_alpha", t.at("lora_alpha"), "must be a number");
-  // The adapters' dtype as the record states it: the base's, or fp32 over a 16-bit base (PEFT's
-  // autocast_adapter_dtype); absent: the framework's default (resolved by build()).
+  // The adapters' dtype as the record states it: the base's, fp32 over a 16-bit base (PEFT's
+  // autocast_adapter_dtype), or under autocast the autocast dtype (a model loaded in it whose adapters
+  // stay there: PEFT's autocast_adapter_dtype=False under TRL's --bf16); absent: the framework's default
+  // (resolved by build()).
   const std::string trainable_dtype = get_string(t, "trainable_dtype", path, "", bad);
   if (trainable_dtype.empty()) return;
+  const std::string autocast_dtype(to_string(precision_policy_of(run).matmul));
   if (trainable_dtype == parameter_dtype_name(run.prec)) {
     run.adapters = adapter_dtype::as_base;
   } else if (trainable_dtype == "fp32" && is_lora(run)) {
     run.adapters = adapter_dtype::fp32;
-  } else if (is_lora(run) && (run.prec == precision::amp_bf16 || run.prec == precision::amp_fp16) &&
-             (trainable_dtype == "bf16" || trainable_dtype == "fp16")) {
-    // PEFT's autocast_adapter_dtype=False or TRL's bf16 cast (docs/research/frameworks.md, TRL / PEFT knobs).
+  } else if (uses_autocast(run.prec) && run.target == training_target::qlora && trainable_dtype == autocast_dtype) {
     bad_field(error_code::unsupported, path + ".trainable_dtype", trainable_dtype,
-              "is not modelled under autocast: 16-bit adapters under autocast (PEFT's autocast_adapter_dtype=False, "
-              "TRL's cast to bf16) over a 16-bit base are not a precision memscale has (amp_* keeps fp32 weights); "
-              "state fp32 adapters, or pure_bf16 / pure_fp16 without autocast");
+              "is not modelled for QLoRA under autocast: 16-bit adapters under autocast are modelled over a model "
+              "loaded in that dtype, and a 4-bit load leaves its other weights' dtype unstated");
+  } else if (uses_autocast(run.prec) && is_lora(run) && trainable_dtype == autocast_dtype) {
+    run.adapters = adapter_dtype::autocast_dtype;
   } else {
     bad_field(error_code::unsupported, path + ".trainable_dtype", trainable_dtype,
               "must be the precision's parameter dtype (" + parameter_dtype_name(run.prec) +
-                  ") or fp32 for LoRA adapters over a 16-bit base");
+                  "), fp32 for LoRA adapters over a 16-bit base, or the autocast dtype for LoRA under autocast");
   }
 }
 

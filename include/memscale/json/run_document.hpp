@@ -71,7 +71,7 @@ inline constexpr std::array<std::string_view, 10> result_fields{"parameters", "t
                                                                 "peak",       "first_step",           "static",
                                                                 "plan",       "attention_kernel",     "allocator",
                                                                 "ssm_kernels"};
-inline constexpr std::array<std::string_view, 45> run_fields{
+inline constexpr std::array<std::string_view, 46> run_fields{
     "micro_batch", "seq_len",   "grad_accum",   "precision",  "optimizer",    "optimizer_impl",
     "checkpointing", "attention", "target",     "lora_rank",  "lora_targets", "lora_alpha",
     "lora_variant", "lora_dropout", "quant",    "dropout",    "device",       "offload",
@@ -79,7 +79,7 @@ inline constexpr std::array<std::string_view, 45> run_fields{
     "ssm_kernels", "liger",     "fused_rmsnorm", "fused_swiglu", "data_parallel", "sac_policy",
     "compile",     "float8",   "use_cache",   "packing",    "example_tokens", "fused_rope",
     "fused_geglu", "fused_layernorm", "liger_patching", "padded", "paged_optimizer", "tensor_parallel", "context_parallel",
-    "custom_sharded_layers", "use_reentrant"};
+    "custom_sharded_layers", "use_reentrant", "adapter_dtype"};
 inline constexpr std::array<std::string_view, 2> gpu_fields{"memory", "bf16"};
 
 // Every key of `obj` must be one of `known` (or `ignored`); an unknown one is an error
@@ -155,7 +155,7 @@ inline void read_run_object(const json& r, run_input& in) {
       bad_field(bad_run, path + ".lora_alpha", a, "must be a positive number");
     in.lora_alpha = a.get<double>();
   }
-  for (const char* key : {"lora_variant", "lora_dropout"})
+  for (const char* key : {"lora_variant", "lora_dropout", "adapter_dtype"})
     if (!is_lora(run) && r.contains(key) && !r.at(key).is_null())
       bad_field(bad_run, path + "." + key, r.at(key), "needs run.target lora or qlora");
   if (const auto v = text("lora_variant"); !v.empty()) {
@@ -163,6 +163,13 @@ inline void read_run_object(const json& r, run_input& in) {
     else if (v == "rslora") run.lora_kind = lora_variant::rslora;
     else if (v == "dora") run.lora_kind = lora_variant::dora;
     else bad_field(bad_run, path + ".lora_variant", r.at("lora_variant"), "must be lora, rslora or dora");
+  }
+  // The adapters' dtype (training.hpp adapter_dtype); absent: the framework's default.
+  if (const auto v = text("adapter_dtype"); !v.empty()) {
+    if (v == "base") run.adapters = adapter_dtype::as_base;
+    else if (v == "fp32") run.adapters = adapter_dtype::fp32;
+    else if (v == "autocast") run.adapters = adapter_dtype::autocast_dtype;
+    else bad_field(bad_run, path + ".adapter_dtype", r.at("adapter_dtype"), "must be base, fp32 or autocast");
   }
   if (r.contains("lora_dropout") && !r.at("lora_dropout").is_null()) {
     const json& p = r.at("lora_dropout");

@@ -273,6 +273,9 @@ inline nlohmann::json run_to_json(const training_spec& run) {
     j["lora_targets"] = detail::lora_target_letters(run.lora_targets);
     if (run.lora_kind != lora_variant::lora) j["lora_variant"] = std::string(detail::name_of(run.lora_kind));
     if (!run.lora_dropout) j["lora_dropout"] = 0;  // on is the default; its probability holds no memory
+    // Written where it is not what the framework sets (torchtune's base dtype is its default).
+    if (run.adapters != with_framework(training_spec{}, run.framework).adapters)
+      j["adapter_dtype"] = std::string(to_string(run.adapters));
   }
   if (run.target == training_target::qlora) j["quant"] = std::string(detail::name_of(run.quant));
   if (run.no_sync) j["no_sync"] = true;

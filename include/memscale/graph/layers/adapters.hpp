@@ -116,12 +116,12 @@ constexpr tensor dora(op_writer& ops, const adapter_plan& plan, tensor x, tensor
                    .role = param_role::adapter,
                    .fwd_temp = held + storage(t, detail::checked_add(detail::checked_mul(in_features, plan.rank),
                                                                      detail::checked_mul(in_features, out_features, 2)))};
-  const dtype scale_type = p.autocast ? dtype::fp32 : p.matmul;  // magnitude / norm: the parameter dtype
+  const dtype scale_type = p.autocast ? p.trainable : p.matmul;  // magnitude / norm: the adapters' dtype
   ops.emit(norm_op, detail::checked_mul(out_features, shape.copies), scale_type);
   op again{.kind = op_kind::linear, .fwd_temp = held, .grad_in = storage(t, x.elements)};
   // Under autocast the frozen weight is cast again (not cached: it needs no grad) and
   // mm keeps the copy for the input's gradient.
-  if (p.autocast) again.extra_saved = storage(p.matmul, detail::checked_mul(in_features, out_features, shape.copies));
+  if (p.casts_weights()) again.extra_saved = storage(p.matmul, detail::checked_mul(in_features, out_features, shape.copies));
   const tensor base_again = ops.emit(again, out_elements(), p.matmul);
   const tensor scaled_base = ops.elementwise(out_elements(), scale_type);  // (m/n - 1) * (x W^T)
   ops.keep(base_again, scaled_base);

@@ -212,7 +212,7 @@ constexpr void fused_linear_loss(const layer_context& ctx, tensor x, const lm_he
   // grad_weight takes the 16-bit chunk gradient through a weight-sized 16-bit product and its fp32
   // copy wherever addmm's out_dtype path is not taken (the "legacy fallback" of
   // fused_linear_cross_entropy.py @ 00eba634; before torch 2.8 always): counted, never fewer.
-  if (p.autocast && p.param != p.matmul) {
+  if (p.casts_weights()) {
     loss.fwd_temp += storage(p.matmul, detail::checked_mul(vocab, hidden));
     if (!weight.frozen)
       loss.fwd_temp += storage(p.matmul, detail::checked_mul(vocab, hidden)) +
@@ -270,7 +270,7 @@ constexpr void lm_loss(const layer_context& ctx, tensor x, const lm_head_spec& s
   if (spec.fused_linear) return fused_linear_loss(ctx, x, spec, weight);
   const tensor input = ops.matmul_input(x);
   op head = head_op(ctx, spec, weight, op_kind::linear);
-  if (p.autocast && !weight.four_bit) head.extra_saved = storage(p.matmul, detail::checked_mul(vocab, hidden));
+  if (p.casts_weights() && !weight.four_bit) head.extra_saved = storage(p.matmul, detail::checked_mul(vocab, hidden));
   // An untied head is an nn.Linear, quantized under QLoRA like the others: its matmul
   // dequantizes the whole V x h weight (two 16-bit copies) in forward and backward.
   const bytes dequantized = weight.four_bit ? storage(p.matmul, detail::checked_mul(vocab, hidden, 2)) : bytes{};

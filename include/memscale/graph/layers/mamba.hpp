@@ -240,7 +240,7 @@ constexpr tensor mamba1_mixer_fused(const layer_context& ctx, tensor in) {
   ops.linear(in, {.rows = s.tokens, .in_features = s.hidden, .out_features = 2 * s.inner,
                                     .bias = m.ssm_proj_bias}, base);
   const auto weight_cast = [&](std::uint64_t elements) {
-    return p.autocast ? storage(p.matmul, elements) : bytes{};
+    return p.casts_weights() ? storage(p.matmul, elements) : bytes{};
   };
   // causal_conv1d_fwd on the contiguous xz copy: the conv output lives through the forward only.
   op conv{.kind = op_kind::elementwise,

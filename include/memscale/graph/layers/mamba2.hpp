@@ -378,7 +378,7 @@ constexpr tensor mamba2_mixer_fused(const layer_context& ctx, tensor in) {
               .bias = m.ssm_proj_bias ? param_tensor::vector(s.hidden) : param_tensor{},
               .role = param_role::matmul,
               .frozen = frozen};
-  out_proj.extra_saved = p.autocast ? storage(p.matmul, detail::checked_mul(s.hidden, s.inner)) : bytes{};
+  out_proj.extra_saved = p.casts_weights() ? storage(p.matmul, detail::checked_mul(s.hidden, s.inner)) : bytes{};
   out_proj.grad_in = storage(a, td);
   const tensor out = ops.emit(out_proj, s.token_elements(s.hidden), out_type);
   if (!m.ssm_gated_norm) ops.keep(out_x, out);  // saved by the Function, which out_proj closes

@@ -31,8 +31,8 @@ struct mlp_rows {
 // indexed by a 1-element index tensor (modeling_gpt_oss.py@00d4b3d2 GptOssExperts.forward,
 // training branch: `self.gate_up_proj[expert_idx]`): advanced indexing copies each hit
 // expert's weight, and the matmul saves the copy. Hit experts: at most min(experts, rows).
-// Under autocast the copy is fp32 and the matmul saves its 16-bit cast, which the linear's
-// autocast weight copy already counts (for every expert: the upper side when fewer are hit).
+// Under autocast over fp32 weights the copy is fp32 and the matmul saves its 16-bit cast, which the
+// linear's autocast weight copy already counts (for every expert: the upper side when fewer are hit).
 // From transformers 5.0 a Hugging Face MoE block runs its experts through the experts interface
 // (PR #42697), whose grouped_mm backend (the one the H100 records of 5.17 report in detail.info
 // for every MoE family) orders the routed rows by expert and multiplies them by the 3-D
@@ -74,7 +74,7 @@ constexpr tensor expert_projection(const layer_context& ctx, tensor in, const li
   const tensor copy =
       ops.elementwise(detail::checked_mul(hit, shape.in_features, shape.out_features), ops.precision().param);
   const tensor y = ops.linear(in, shape, ctx.adapters.base_for(shape.role));
-  if (!ops.precision().autocast) ops.keep(copy, y);
+  if (!ops.precision().casts_weights()) ops.keep(copy, y);
   return adapted ? lora(ops, ctx.adapters, in, y, shape) : y;
 }
 
@@ -663,9 +663,10 @@ constexpr tensor mixture_of_experts(const layer_context& ctx, tensor in) {
   // The experts interface keeps gate and up as one [rows, 2F] output (fused_gate_up_mlp); adapted
   // gate or up projections and Liger's kernels keep the two-projection path, and so does autocast:
   // grouped_mm is not autocast-enabled and runs in the weights' dtype (moe.py@8b584a67
-  // _grouped_mm: input.to(weight.dtype)), fp32 under amp, which the walk does not model yet.
+  // _grouped_mm: input.to(weight.dtype)), fp32 under amp over fp32 weights, which the walk does not
+  // model yet; over 16-bit weights it runs as without autocast.
   const bool one_gate_up = experts_interface && gated_mlp(m) && m.mlp != mlp_kind::clamped_swiglu &&
-                           !ops.precision().autocast &&
+                           !ops.precision().casts_weights() &&
                            !ctx.run.liger_swiglu && !ctx.run.liger_geglu &&
                            !ctx.adapters.adapts(lora_target::gate) && !ctx.adapters.adapts(lora_target::up);
   const tensor expert_out =

@@ -51,7 +51,9 @@ constexpr tensor layer_norm(op_writer& ops, tensor in, const norm_shape& shape, 
        .bias = bias ? param_tensor{shape.width, 1, 1} : param_tensor{},
        .role = param_role::vector,
        .frozen = !trainable};
-  const dtype out_type = p.autocast ? dtype::fp32 : p.param;  // autocast fp32 list: layer_norm
+  // CUDA autocast runs layer_norm in fp32 (autocast_mode.cpp fp32 list); CPU autocast (torch 1.13)
+  // has no layer_norm entry, so it runs in the weights' dtype (torch 1.13 CPU: bf16 input and weight, bf16 output).
+  const dtype out_type = (p.autocast && ops.device() == device_kind::cuda) ? dtype::fp32 : p.param;
   o.extra_saved = storage(dtype::fp32, detail::checked_mul(shape.rows, 2));
   o.grad_in = storage(in.type, in.elements);
   const tensor y = ops.emit(o, in.elements, out_type);

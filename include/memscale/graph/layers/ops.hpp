@@ -81,6 +81,7 @@ class op_writer {
       : builder_(target), precision_(precision), device_(device) {}
 
   [[nodiscard]] constexpr const precision_policy& precision() const { return precision_; }
+  [[nodiscard]] constexpr device_kind device() const { return device_; }
   // The residual stream: the parameters' dtype.
   [[nodiscard]] constexpr dtype stream_dtype() const { return precision_.param; }
   // Section marks and the graph's totals (begin_block, set_inputs, ...).
@@ -243,7 +244,7 @@ class op_writer {
     // A 4-bit weight is uint8 storage behind a custom autograd Function: autocast never
     // casts it (autocast_mode.cpp is_eligible: floating-point tensors only), so no 16-bit
     // copy is saved (bitsandbytes 0.42.0 @ 4870580f, autograd/_functions.py MatMul4Bit).
-    if (precision_.autocast && !four_bit)
+    if (precision_.casts_weights() && !four_bit)
       o.extra_saved = storage(precision_.matmul, detail::checked_mul(shape.in_features, shape.out_features, shape.copies));
     if (four_bit && !weight.torchao) {
       // bitsandbytes dequantizes the 4-bit weight to the compute dtype for each matmul

@@ -124,7 +124,7 @@ constexpr void build_encoder_decoder(const model_spec& model, const training_spe
                             .tokens = detail::checked_mul(batch, encoder_seq)};
     const tensor encoder_output = t5_stack(ctx, {.seq = encoder_seq, .encoder_seq = encoder_seq, .inner = inner});
     r.encoder_output = storage(encoder_output.type, encoder_output.elements);
-    r.encoder_output_saved = !precision.autocast;
+    r.encoder_output_saved = !precision.casts_weights();
     r.encoder_output_grad = storage(precision.param, encoder_output.elements);
   }
   // position_bias (b, h, s, s) fp32: compute_bias + the extended mask (T5Stack.forward).
