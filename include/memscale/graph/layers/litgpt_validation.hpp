@@ -1,0 +1,51 @@
+// memscale/graph/layers/litgpt_validation.hpp: litgpt 0.4's validate() as a moment of the run.
+// fit() validates before the first step (the sanity check, validate(..., max_iters=2)) and every
+// eval.interval steps after an optimizer step (litgpt/finetune/lora.py lines 282, 349 @ b0ea1772),
+// and the printed "Memory used" is torch.cuda.max_memory_allocated() over all of fit() (line 234).
+#pragma once
+
+#include <cstdint>
+
+#include "memscale/bytes.hpp"
+#include "memscale/detail/math.hpp"
+#include "memscale/dtype.hpp"
+#include "memscale/graph/layers/heads.hpp"
+#include "memscale/model.hpp"
+#include "memscale/training.hpp"
+
+namespace memscale::graph_layers {
+
+// Which runs validate with the whole logits: litgpt 0.4's LoRA loop. The 2023 scripts validate
+// too, but their rows' training step stays the larger (docs/research/frameworks.md sec. 1.4).
+constexpr bool litgpt_validates_whole_logits(const model_spec& m, const training_spec& run) {
+  return m.impl == implementation::litgpt && m.head == head_kind::causal_lm &&
+         run.framework == framework_kind::litgpt && run.framework_version >= litgpt_v0_4;
+}
+
+// The loss code's peak in validate() (lines 368-383 @ b0ea1772), under no_grad: `logits =
+// model(input_ids)` is the whole head output in the compute dtype (no lm_head chunking); Fabric's
+// convert_output copies it to the output dtype (lightning 2.4.0 plugins/precision/half.py line 61)
+// before the 16-bit one is dropped; chunked_cross_entropy(logits[..., :-1, :], ..., chunk_size=0)
+// (litgpt/utils.py lines 311-314) reshapes the shifted view to (-1, V), a copy unless one sequence
+// makes it contiguous, and cross_entropy's log_softmax writes the log-probabilities beside it.
+// The blocks' moments are not counted: without grad they hold less than the training forward's.
+constexpr bytes litgpt_validation_loss_peak(const model_spec& m, const training_spec& run, dtype computed,
+                                            std::uint64_t tokens) {
+  const dtype out = logits_output_dtype(m, run, computed);
+  const std::uint64_t logits = detail::checked_mul(tokens, m.vocab, detail::quantity{"tokens x vocab"});
+  const std::uint64_t shifted = detail::checked_mul(tokens - run.micro_batch, m.vocab);
+  const bytes cast = out == computed ? bytes{} : storage(computed, logits) + storage(out, logits);
+  const bytes reshaped = run.micro_batch > 1 ? storage(out, shifted) : bytes{};
+  const bytes loss = storage(out, logits) + reshaped + storage(out, shifted);
+  return cast > loss ? cast : loss;
+}
+
+// What the loop still binds from the last training step while validate() runs after it: the
+// `logits` list of the chunked head, in the output dtype (lora.py line 304 rebinds it only at the
+// next step's forward).
+constexpr bytes litgpt_step_logits_bound(const model_spec& m, const training_spec& run, dtype computed,
+                                         std::uint64_t tokens) {
+  return storage(logits_output_dtype(m, run, computed), detail::checked_mul(tokens, m.vocab));
+}
+
+}  // namespace memscale::graph_layers
