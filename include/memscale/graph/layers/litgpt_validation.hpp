@@ -25,16 +25,18 @@ constexpr bool litgpt_validates_whole_logits(const model_spec& m, const training
 // The loss code's peak in validate() (lines 368-383 @ b0ea1772), under no_grad: `logits =
 // model(input_ids)` is the whole head output in the compute dtype (no lm_head chunking); Fabric's
 // convert_output copies it to the output dtype (lightning 2.4.0 plugins/precision/half.py line 61)
-// before the 16-bit one is dropped; chunked_cross_entropy(logits[..., :-1, :], ..., chunk_size=0)
-// (litgpt/utils.py lines 311-314) reshapes the shifted view to (-1, V), a copy unless one sequence
-// makes it contiguous, and cross_entropy's log_softmax writes the log-probabilities beside it.
-// The blocks' moments are not counted: without grad they hold less than the training forward's.
+// before the 16-bit one is dropped, while the previous batch's logits stay bound until model()
+// returns (every validation runs at least two batches: max_iters=2 for the sanity check);
+// chunked_cross_entropy(logits[..., :-1, :], ..., chunk_size=0) (litgpt/utils.py lines 311-314)
+// reshapes the shifted view to (-1, V), a copy unless one sequence makes it contiguous, and
+// cross_entropy's log_softmax writes the log-probabilities beside it. The blocks' moments are
+// not counted: they hold the previous logits and one block's temporaries, less than the cast.
 constexpr bytes litgpt_validation_loss_peak(const model_spec& m, const training_spec& run, dtype computed,
                                             std::uint64_t tokens) {
   const dtype out = logits_output_dtype(m, run, computed);
   const std::uint64_t logits = detail::checked_mul(tokens, m.vocab, detail::quantity{"tokens x vocab"});
   const std::uint64_t shifted = detail::checked_mul(tokens - run.micro_batch, m.vocab);
-  const bytes cast = out == computed ? bytes{} : storage(computed, logits) + storage(out, logits);
+  const bytes cast = storage(out, logits) + storage(computed, logits) + (out == computed ? bytes{} : storage(out, logits));
   const bytes reshaped = run.micro_batch > 1 ? storage(out, shifted) : bytes{};
   const bytes loss = storage(out, logits) + reshaped + storage(out, shifted);
   return cast > loss ? cast : loss;
