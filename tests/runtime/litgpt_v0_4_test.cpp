@@ -205,10 +205,21 @@ TEST_CASE("litgpt 0.4's validation of one sequence peaks at the second batch's o
   // No reshape copy: the previous batch's fp32 logits, the bf16 head output and its fp32 copy
   // (10 bytes an element) outweigh the loss's 4 + 4.
   CHECK(g.validation.value == (4 + 2 + 4) * one);
+  // Without the cast the loss reads bf16 logits: the head's matmul (the previous batch's logits,
+  // its input and its output) outweighs the logits and their log-probabilities (2 + 2, one short).
+  const std::uint64_t head_input = 2 * 256 * hidden;
   run.output_cast = output_cast_kind::none;
-  // Without the cast the loss reads bf16 logits: the previous and the current batch's (2 + 2)
-  // outweigh the logits and their log-probabilities, one position short (2 + 2).
-  CHECK(build(litgpt_llama(), run).stacks.decoder.validation.value == (2 + 2) * one);
+  CHECK(build(litgpt_llama(), run).stacks.decoder.validation.value == (2 + 2) * one + head_input);
+}
+
+TEST_CASE("litgpt 0.4's QLoRA validation: the 4-bit head's dequantized weight beside the previous logits") {
+  training_spec run = lora_run(409, 207);
+  run.micro_batch = 1;
+  run.target = training_target::qlora;
+  const std::uint64_t one = 256 * vocab;
+  const std::uint64_t dequantized = 2 * 2 * vocab * hidden;  // two bf16 copies of the V x h weight
+  // The previous fp32 logits, the head's input, its dequantized weight and its bf16 output.
+  CHECK(build(litgpt_llama(), run).stacks.decoder.validation.value == (4 + 2) * one + 2 * 256 * hidden + dequantized);
 }
 
 }  // namespace litgpt_v0_4_test

@@ -9,6 +9,8 @@
 #include "memscale/bytes.hpp"
 #include "memscale/detail/math.hpp"
 #include "memscale/dtype.hpp"
+#include "memscale/graph/layers/adapters.hpp"
+#include "memscale/graph/layers/context.hpp"
 #include "memscale/graph/layers/heads.hpp"
 #include "memscale/model.hpp"
 #include "memscale/training.hpp"
@@ -22,32 +24,39 @@ constexpr bool litgpt_validates_whole_logits(const model_spec& m, const training
          run.framework == framework_kind::litgpt && run.framework_version >= litgpt_v0_4;
 }
 
-// The loss code's peak in validate() (lines 368-383 @ b0ea1772), under no_grad: `logits =
-// model(input_ids)` is the whole head output in the compute dtype (no lm_head chunking); Fabric's
-// convert_output copies it to the output dtype (lightning 2.4.0 plugins/precision/half.py line 61)
-// before the 16-bit one is dropped, while the previous batch's logits stay bound until model()
-// returns (every validation runs at least two batches: max_iters=2 for the sanity check);
-// chunked_cross_entropy(logits[..., :-1, :], ..., chunk_size=0) (litgpt/utils.py lines 311-314)
-// reshapes the shifted view to (-1, V), a copy unless one sequence makes it contiguous, and
-// cross_entropy's log_softmax writes the log-probabilities beside it. The blocks' moments are
-// not counted: they hold the previous logits and one block's temporaries, less than the cast.
-constexpr bytes litgpt_validation_loss_peak(const model_spec& m, const training_spec& run, dtype computed,
-                                            std::uint64_t tokens) {
+// validate()'s peak beside the model (lines 368-383 @ b0ea1772), under no_grad: `logits =
+// model(input_ids)` is the whole head output in the compute dtype (no lm_head chunking), and the
+// previous batch's logits stay bound until model() returns (every validation runs at least two
+// batches: max_iters=2 for the sanity check). Its moments:
+// - the head's matmul: its input, a 4-bit weight's dequantized copies and the output;
+// - Fabric's convert_output, copying the output to the output dtype (lightning 2.4.0
+//   plugins/precision/half.py line 61) before the 16-bit one is dropped;
+// - chunked_cross_entropy(logits[..., :-1, :], ..., chunk_size=0) (litgpt/utils.py lines 311-314):
+//   reshape(-1, V) of the shifted view copies it unless one sequence makes it contiguous, and
+//   cross_entropy's log_softmax writes the log-probabilities beside it.
+// The blocks' moments are not counted: they hold the previous logits and one block's temporaries,
+// less than the head's.
+constexpr bytes litgpt_validation_peak(const layer_context& ctx, dtype computed) {
+  const model_spec& m = ctx.model;
+  const training_spec& run = ctx.run;
   const dtype out = logits_output_dtype(m, run, computed);
-  const std::uint64_t logits = detail::checked_mul(tokens, m.vocab, detail::quantity{"tokens x vocab"});
-  const std::uint64_t shifted = detail::checked_mul(tokens - run.micro_batch, m.vocab);
-  const bytes cast = storage(out, logits) + storage(computed, logits) + (out == computed ? bytes{} : storage(out, logits));
+  const std::uint64_t logits = detail::checked_mul(ctx.tokens, m.vocab, detail::quantity{"tokens x vocab"});
+  const std::uint64_t shifted = detail::checked_mul(ctx.tokens - run.micro_batch, m.vocab);
+  const bytes previous = storage(out, logits);
+  const base_weight weight = m.tied_embeddings ? tied_head_weight(ctx.adapters.base) : ctx.adapters.head;
+  const bytes head = storage(computed, detail::checked_mul(ctx.tokens, m.hidden)) +
+                     head_dequantized_bytes(weight, ctx.ops.precision(), m.vocab, m.hidden) + storage(computed, logits);
+  const bytes cast = storage(computed, logits) + (out == computed ? bytes{} : storage(out, logits));
   const bytes reshaped = run.micro_batch > 1 ? storage(out, shifted) : bytes{};
   const bytes loss = storage(out, logits) + reshaped + storage(out, shifted);
-  return cast > loss ? cast : loss;
+  return max(previous + max(head, cast), loss);
 }
 
 // What the loop still binds from the last training step while validate() runs after it: the
 // `logits` list of the chunked head, in the output dtype (lora.py line 304 rebinds it only at the
 // next step's forward).
-constexpr bytes litgpt_step_logits_bound(const model_spec& m, const training_spec& run, dtype computed,
-                                         std::uint64_t tokens) {
-  return storage(logits_output_dtype(m, run, computed), detail::checked_mul(tokens, m.vocab));
+constexpr bytes litgpt_step_logits_bound(const layer_context& ctx, dtype computed) {
+  return storage(logits_output_dtype(ctx.model, ctx.run, computed), detail::checked_mul(ctx.tokens, ctx.model.vocab));
 }
 
 }  // namespace memscale::graph_layers

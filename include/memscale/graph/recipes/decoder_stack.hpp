@@ -481,8 +481,8 @@ constexpr void build_decoder_stack(const model_spec& declared, const training_sp
     sections.set_carried(storage(carried, detail::checked_mul(tokens, model.vocab)));
   }
   if (graph_layers::litgpt_validates_whole_logits(model, run))
-    sections.set_validation(graph_layers::litgpt_validation_loss_peak(model, run, precision.matmul, tokens),
-                            graph_layers::litgpt_step_logits_bound(model, run, precision.matmul, tokens));
+    sections.set_validation(graph_layers::litgpt_validation_peak(ctx, precision.matmul),
+                            graph_layers::litgpt_step_logits_bound(ctx, precision.matmul));
   sections.set_held(base_model_held(model, run, precision, tokens) + hooked_lookup_held(run, lookups));
 }
 
