@@ -197,6 +197,20 @@ TEST_CASE("litgpt 0.4's validation after a step is the peak of a large-vocabular
   CHECK(fmt::format("{}", phase::validation) == "validation");
 }
 
+TEST_CASE("A CUDA run whose peak is litgpt 0.4's validation is not replayed: reserved by the rounding rule") {
+  training_spec run = lora_run(409, 207);
+  run.device = device_kind::cuda;
+  const device_estimate d = estimate_on_device(litgpt_llama(), run);
+  CHECK(d.tensors.steady.at == phase::validation);
+  CHECK(d.fallback == replay_fallback::validation);
+  CHECK(d.tensor == d.tensors.steady.tensor);
+  CHECK(d.reserved >= d.tensor);
+  // The 2023 scripts' step (no validation moment) is replayed.
+  training_spec scripts_2023 = lora_run(0, 207);
+  scripts_2023.device = device_kind::cuda;
+  CHECK(estimate_on_device(litgpt_llama(), scripts_2023).fallback == replay_fallback::none);
+}
+
 TEST_CASE("litgpt 0.4's validation of one sequence peaks at the second batch's output cast") {
   training_spec run = lora_run(409, 207);
   run.micro_batch = 1;
