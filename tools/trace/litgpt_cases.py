@@ -26,6 +26,9 @@ HalfPrecision.convert_output still casts to the default dtype): the same LoRA lo
 (litgpt/finetune/lora.py lines 304-307), RMSNorm in fp32 (litgpt/model.py lines 483-490: x.float(),
 mean(x * x), x * rsqrt, (x_normed * weight.float()).to(dtype)) and LoRAQKVLinear.zero_pad writing the
 conv1d output into new zeros with index_copy_ (litgpt/lora.py lines 288-342), no reshape copy.
+Its fit() also validates (lines 282, 349, 368-383): the 0.4.9 cases run validate() over two batches
+before step 1 and after step 1 (eval.interval 1): the whole logits under no_grad, Fabric's cast, and
+chunked_cross_entropy(logits[..., :-1, :], ..., chunk_size=0); measured_bytes covers both.
 Differences from the GPU runs: attention is eager math (torch 1.13 has no scaled_dot_product_attention),
 CPU dropout keeps a noise tensor of the input dtype instead of a bool mask, AdamW is the single-tensor loop.
 Run from the repository root:  /usr/bin/python3 tools/trace/litgpt_cases.py --out docs/data/cpu_traced_frameworks.json
