@@ -190,6 +190,13 @@ TEST_CASE("litgpt 0.4's validation after a step is the peak of a large-vocabular
   CHECK(e.steady.breakdown.activations.value == g.inputs.value + 8 * logits + 8 * shifted);
   // Before step 1 (the sanity check) the bare model validates: below the first step's peak here.
   CHECK(e.first_step.at != phase::validation);
+  // FSDPPrecision casts too: a sharded run validates over the same fp32 logits.
+  training_spec sharded = run;
+  sharded.shard = sharding::full;
+  sharded.data_parallel = 2;
+  const graph gs = build(litgpt_llama(), sharded).stacks.decoder;
+  CHECK(gs.validation == g.validation);
+  CHECK(gs.validation_after_step == g.validation_after_step);
   // The 2023 scripts' validation is not modelled (sec. 1.4): their peak stays the step's.
   const training_spec scripts_2023 = lora_run(0, 207);
   CHECK(build(litgpt_llama(), scripts_2023).stacks.decoder.validation.value == 0);

@@ -24,6 +24,14 @@ constexpr bool litgpt_validates_whole_logits(const model_spec& m, const training
          run.framework == framework_kind::litgpt && run.framework_version >= litgpt_v0_4;
 }
 
+// The dtype of the logits validate() reads: Fabric's 16-bit "-true" precisions (HalfPrecision,
+// BitsandbytesPrecision, FSDPPrecision) cast the output to the default dtype, fp32, sharded or
+// not (logits_output_dtype leaves sharded training steps uncast, for the placement of their peak).
+constexpr dtype fabric_logits_dtype(const model_spec& m, const training_spec& run, dtype computed) {
+  if (run.output_cast != output_cast_kind::framework_default) return logits_output_dtype(m, run, computed);
+  return run.prec == precision::pure_bf16 || run.prec == precision::pure_fp16 ? dtype::fp32 : computed;
+}
+
 // validate()'s peak beside the model (lines 368-383 @ b0ea1772), under no_grad: `logits =
 // model(input_ids)` is the whole head output in the compute dtype (no lm_head chunking), and the
 // previous batch's logits stay bound until model() returns (every validation runs at least two
@@ -39,7 +47,7 @@ constexpr bool litgpt_validates_whole_logits(const model_spec& m, const training
 constexpr bytes litgpt_validation_peak(const layer_context& ctx, dtype computed) {
   const model_spec& m = ctx.model;
   const training_spec& run = ctx.run;
-  const dtype out = logits_output_dtype(m, run, computed);
+  const dtype out = fabric_logits_dtype(m, run, computed);
   const std::uint64_t logits = detail::checked_mul(ctx.tokens, m.vocab, detail::quantity{"tokens x vocab"});
   const std::uint64_t shifted = detail::checked_mul(ctx.tokens - run.micro_batch, m.vocab);
   const bytes previous = storage(out, logits);
@@ -56,7 +64,7 @@ constexpr bytes litgpt_validation_peak(const layer_context& ctx, dtype computed)
 // `logits` list of the chunked head, in the output dtype (lora.py line 304 rebinds it only at the
 // next step's forward).
 constexpr bytes litgpt_step_logits_bound(const layer_context& ctx, dtype computed) {
-  return storage(logits_output_dtype(ctx.model, ctx.run, computed), detail::checked_mul(ctx.tokens, ctx.model.vocab));
+  return storage(fabric_logits_dtype(ctx.model, ctx.run, computed), detail::checked_mul(ctx.tokens, ctx.model.vocab));
 }
 
 }  // namespace memscale::graph_layers
