@@ -46,6 +46,7 @@ enum class replay_fallback : std::uint8_t {
   too_large,           // more tensors or blocks than the replay's tables hold
   no_stream,           // generate() without an event stream yet (a sliding-window cache, quantised weights)
   image_tower,         // a vision tower's forward on images: not in the step's event stream yet
+  validation,          // the peak is a validation pass between steps (litgpt 0.4): not in the stream yet
 };
 
 constexpr std::string_view to_string(replay_fallback f) noexcept {
@@ -59,6 +60,7 @@ constexpr std::string_view to_string(replay_fallback f) noexcept {
     case replay_fallback::too_large: return "too_large";
     case replay_fallback::no_stream: return "no_stream";
     case replay_fallback::image_tower: return "image_tower";
+    case replay_fallback::validation: return "validation";
   }
   return "none";
 }
@@ -83,6 +85,9 @@ constexpr std::string_view explain(replay_fallback f) noexcept {
     case replay_fallback::no_stream:
       return "no allocator stream for this generate() yet (a sliding-window or latent cache, quantised weights, "
              "sliding-window layers placed by no period): reserved by the rounding rule";
+    case replay_fallback::validation:
+      return "the peak is a validation pass between steps, which the step's allocator stream does not hold yet: "
+             "reserved by the rounding rule";
   }
   return "";
 }
@@ -139,6 +144,14 @@ constexpr replay_fallback replay_precondition(const model_graph& g) {
   if (run.shard != sharding::none || run.data_parallel != 1) return replay_fallback::distributed;
   if (run.offload_optimizer || run.offload_parameters || run.offload_activations) return replay_fallback::offloaded;
   return replay_fallback::none;
+}
+
+// The replay's precondition once the estimate `e` of `g` is known: a run whose peak is a
+// validation pass is not replayed (the step's stream would miss its allocations).
+constexpr replay_fallback replay_precondition(const model_graph& g, const estimate_result& e) {
+  const replay_fallback f = replay_precondition(g);
+  const bool validation_peak = e.steady.at == phase::validation || e.first_step.at == phase::validation;
+  return f == replay_fallback::none && validation_peak ? replay_fallback::validation : f;
 }
 
 // From PyTorch 2.0 the cuBLAS workspaces come from the caching allocator, one per thread that
@@ -258,7 +271,8 @@ constexpr device_estimate estimate_on_device(const model_spec& model, const trai
   const training_spec& run = g.run;
   d.tensors = estimate(g);
   d.context = detail::context_of(run, gpu, o, d.context_from);
-  detail::complete(d, detail::replay_precondition(g), [&] { return detail::replay_of(g.stack(), run, o, {}, false); });
+  detail::complete(d, detail::replay_precondition(g, d.tensors),
+                   [&] { return detail::replay_of(g.stack(), run, o, {}, false); });
   return d;
 }
 

@@ -75,8 +75,9 @@ struct digest {
     for (const bytes b : {out, extra, fwd, bwd, grad_in, grad_out}) add(b);
   }
   constexpr void add(const graph& g) {
-    const auto& [ops, size, begin, end, repeats, inputs, buffers, stream_grad, carried, held, kept_input_embeddings,
-                 waiting, waiting_count, tower_forward, tower_after, stacked_experts, first_layer_apart] = g;
+    const auto& [ops, size, begin, end, repeats, inputs, buffers, stream_grad, carried, validation, validation_after_step,
+                 held, kept_input_embeddings, waiting, waiting_count, tower_forward, tower_after, stacked_experts,
+                 first_layer_apart] = g;
     add(std::uint64_t{size});
     for (std::size_t i = 0; i < size; ++i) add(ops[i]);
     add(std::uint64_t{begin});
@@ -84,8 +85,12 @@ struct digest {
     add(repeats);
     for (const bytes b : {inputs, buffers, stream_grad, carried, held}) add(b);
     // Added only when set, so the pinned digests of graphs without stacked experts, a vision
-    // tower's forward or enable_input_require_grads' kept leaf stay.
+    // tower's forward, enable_input_require_grads' kept leaf or litgpt 0.4's validation stay.
     if (kept_input_embeddings.value > 0) add(kept_input_embeddings);
+    if (validation.value > 0) {
+      add(validation);
+      add(validation_after_step);
+    }
     if (tower_forward.value > 0) add(tower_forward);
     if (tower_forward.value > 0 && tower_after > 0) add(std::uint64_t{tower_after});
     if (stacked_experts) add(stacked_experts);

@@ -30,6 +30,9 @@ HalfPrecision.convert_output still casts to the default dtype): the same LoRA lo
 (litgpt/finetune/lora.py lines 304-307), RMSNorm in fp32 (litgpt/model.py lines 483-490: x.float(),
 mean(x * x), x * rsqrt, (x_normed * weight.float()).to(dtype)) and LoRAQKVLinear.zero_pad writing the
 conv1d output into new zeros with index_copy_ (litgpt/lora.py lines 288-342), no reshape copy.
+Its fit() also validates (lines 282, 349, 368-383): the 0.4.9 cases run validate() over two batches
+before step 1 and after step 1 (eval.interval 1): the whole logits under no_grad, Fabric's cast, and
+chunked_cross_entropy(logits[..., :-1, :], ..., chunk_size=0); measured_bytes covers both.
 Differences from the GPU runs: attention is eager math (torch 1.13 has no scaled_dot_product_attention),
 CPU dropout keeps a noise tensor of the input dtype instead of a bool mask, AdamW is the single-tensor loop.
 Run from the repository root:  /usr/bin/python3 tools/trace/litgpt_cases.py --out docs/data/cpu_traced_frameworks.json
@@ -52,6 +55,10 @@ MODELS = {
     "llama-v32k": dict(family="llama", layers=2, hidden=256, heads=4, kv_heads=4, ffn=688, vocab=32000,
                        norm="rmsnorm", activation="swiglu", parallel=False, shared_norm=False, bias=False,
                        lm_head_bias=False, rotary_pct=1.0),
+    # The same with a 4,000-token vocabulary: the training step outgrows validation's logits.
+    "llama-v4k": dict(family="llama", layers=2, hidden=256, heads=4, kv_heads=4, ffn=688, vocab=4000,
+                      norm="rmsnorm", activation="swiglu", parallel=False, shared_norm=False, bias=False,
+                      lm_head_bias=False, rotary_pct=1.0),
     # phi-1.5-style: LayerNorm shared by attention and MLP, parallel residual, half rotary, biases, tanh GELU.
     "phi": dict(family="phi", layers=2, hidden=256, heads=4, kv_heads=4, ffn=1024, vocab=16000, norm="layernorm",
                 activation="gelu_tanh", parallel=True, shared_norm=True, bias=True, lm_head_bias=True, rotary_pct=0.5),
@@ -315,11 +322,33 @@ def run_case(c):
             if n == 2:
                 ctx["grads_step2"] = tracer.tensor_bytes([p.grad for p in ctx["trainable"]])
 
+        def validate(mark):  # litgpt/finetune/lora.py validate() lines 368-383 @ b0ea1772, two batches
+            tr.mark(f"{mark}_start")
+            x_val, y_val = ctx["make_inputs"]()  # the val dataloader's batch: micro_batch_size, padded alike
+            ctx["model"].eval()
+            with torch.no_grad():
+                for _ in range(2):
+                    logits = ctx["fabric"](x_val)
+                    chunked_cross_entropy(logits[..., :-1, :], y_val[..., 1:], chunk_size=0).item()
+            del logits, x_val, y_val
+            ctx["model"].train()
+            tr.mark(f"{mark}_end")
+
+        # 0.4.9's fit(): the sanity check before step 1 (line 282) and, with eval.interval 1, a
+        # validation after step 1's optimizer step (line 349) while the step's logits are bound.
+        if validates and n == 1:
+            validate("v0")
         # fabric.backward(loss / gradient_accumulation_iters) adds nothing in bf16-true, and
         # zero_grad(set_to_none=True) is the torch 2.x default: the harness's step as it is
-        return tracer.train_step(tr, n, forward, ctx["optimizers"][0], grads_of_step2)
+        value = tracer.train_step(tr, n, forward, ctx["optimizers"][0], grads_of_step2)
+        if validates and n == 1:
+            validate("v1")
+        return value
 
-    r = T.run_two_steps(build, step)
+    validates = c["version"] == "0.4.9"
+    windows = (("validation_before_step1_peak", "v0_start", "v0_end"),
+               ("validation_after_step1_peak", "v1_start", "v1_end")) if validates else ()
+    r = T.run_two_steps(build, step, windows)
     model = {k: m[k] for k in ("family", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "norm")}
     model.update(activation="gelu" if m["activation"] == "gelu_tanh" else m["activation"], tied_embeddings=False,
                  params=r["nparams"] - (r["trainable"] if c["lora"] else 0), impl="litgpt",
@@ -343,7 +372,15 @@ def run_case(c):
     notes = ("measured_bytes = max live CPU tensor bytes in training step 2 (the step-1 logits list is still bound "
              "until step 2's forward returns, as in lit-gpt's loop); plain-torch re-implementation, eager attention.")
     lightning = "2.4.0 (emulated)" if c["version"] == "0.4.9" else "71aed751 (emulated)"
-    return T.record(c["id"], SOURCE, model, train, framework, r, notes, software={"lightning": lightning})
+    rec = T.record(c["id"], SOURCE, model, train, framework, r, notes, software={"lightning": lightning})
+    if validates:  # what max_memory_allocated over fit() covers: the validations beside the steps
+        rec["measured_bytes"] = max(r["s2_peak"], r["validation_after_step1_peak"])
+        rec["first_step_peak_bytes"] = max(r["s1_peak"], r["validation_before_step1_peak"])
+        rec["notes"] = ("measured_bytes = max live CPU tensor bytes over training step 2 and the validation after "
+                        "step 1 (two batches of the micro-batch's shape, the step-1 logits list still bound); "
+                        "first_step_peak_bytes over the sanity validation before step 1 and step 1; "
+                        "plain-torch re-implementation, eager attention.")
+    return rec
 
 
 def cases():
@@ -368,6 +405,10 @@ def cases():
     add("llama", "lora", version="0.4.9")
     add("llama", "lora", targets=("q", "k", "v", "proj", "mlp", "head"), r=16, version="0.4.9")
     add("llama-v32k", "lora", batch=4, version="0.4.9")
+    # One sequence: no reshape copy, validation peaks at the second batch's output cast.
+    add("llama-v32k", "lora", batch=1, version="0.4.9")
+    # A small vocabulary: the step is the peak.
+    add("llama-v4k", "lora", version="0.4.9")
     # litgpt v0.4.9's full fine-tune: the loss chunked by 128 rows over the whole fp32 logits.
     add("llama", "full", version="0.4.9")
     add("llama-v32k", "full", batch=4, version="0.4.9")

@@ -17,10 +17,11 @@ import tracer
 torch.set_num_threads(1)
 
 
-def run_two_steps(build, step):
+def run_two_steps(build, step, windows=()):
     """build() -> dict with model, optimizers (list), inputs (list), trainable (list);
     step(ctx, tracker, n) runs training step n and marks its phases (tracer.train_step where the
-    framework's step has the harness's shape); returns the loss."""
+    framework's step has the harness's shape); returns the loss. windows: (name, start mark, end
+    mark) of other moments step() marks; the reading's `name` is their peak."""
     tracer.reset_seed()
     times = []
     with tracer.Tracker() as tr:
@@ -48,6 +49,7 @@ def run_two_steps(build, step):
         gc.collect()
     r = dict(built=tr.live("built"), inputs_live=tr.live("inputs"))
     r.update(tracer.step_readings(tr))
+    r.update({name: tr.peak(a, b) for name, a, b in windows})
     r.update(params_enum=params, buffers_enum=buffers, opt_enum=opt, grads_enum=grads, inputs_bytes=inputs,
              nparams=nparams, trainable=ntrain, end_live=tr.live("__end__"), n_events=tr.n_events,
              step_seconds=times, loss=float(loss))

@@ -19,10 +19,17 @@
 
 namespace memscale {
 
-enum class phase : std::uint8_t { forward, backward, optimizer_step };
+// validation: a no_grad evaluation pass the training loop runs between steps (graph::validation).
+enum class phase : std::uint8_t { forward, backward, optimizer_step, validation };
 
 constexpr std::string_view to_string(phase p) noexcept {
-  return p == phase::forward ? "forward" : p == phase::backward ? "backward" : "optimizer_step";
+  switch (p) {
+    case phase::forward: return "forward";
+    case phase::backward: return "backward";
+    case phase::optimizer_step: return "optimizer_step";
+    case phase::validation: return "validation";
+  }
+  return "validation";
 }
 
 // What is on the device at one moment; total() is the tensor bytes at that moment.
@@ -561,9 +568,22 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
                                          workspace}};
     phase_candidate steady = best;
     if (!run.offload_optimizer) steady.breakdown.optimizer = device_state;
+    // Validation runs before step 1 on the bare model (no state, no gradients) and after later
+    // steps with the state made, the gradients freed by zero_grad(set_to_none=True) and the last
+    // step's logits still bound (graph::validation_after_step).
+    phase_candidate steady_peak = larger(steady, step);
+    phase_candidate first_peak = larger(best, step);
+    if (g.validation.value != 0) {
+      const phase_candidate before{phase::validation, {params, bytes{}, bytes{}, g.inputs + g.validation, workspace}};
+      phase_candidate after = before;
+      after.breakdown.optimizer = steady.breakdown.optimizer;
+      after.breakdown.activations += g.validation_after_step;
+      first_peak = larger(first_peak, before);
+      steady_peak = larger(steady_peak, after);
+    }
     const std::uint64_t large = cuda ? t.large_tensors : 0;
     const bytes saved_all = saved_p + saved_b_on_device * L + section_saved_bytes(g, epilogue_of(g), run, false);
-    return {finish_peak(larger(steady, step), run, large), finish_peak(larger(best, step), run, large), saved_all};
+    return {finish_peak(steady_peak, run, large), finish_peak(first_peak, run, large), saved_all};
   }
 }
 

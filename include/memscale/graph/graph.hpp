@@ -193,6 +193,10 @@ struct graph {
   bytes buffers{};              // registered buffers (causal masks, rotary caches)
   bytes stream_grad{};          // gradient of the residual stream, alive through a block's backward
   bytes carried{};              // what the training loop still references from the previous step: live through the forward
+  // litgpt 0.4's validate() (graph/layers/litgpt_validation.hpp): its loss code's peak under
+  // no_grad, and what the loop still binds from the step before it; zero when the loop does not validate.
+  bytes validation{};
+  bytes validation_after_step{};
   bytes held{};                 // the base model's masks and biases: live through the blocks' forward (and, when
                                 // checkpointed blocks keep them as inputs, until the bottom block's backward)
   bytes kept_input_embeddings{};  // enable_input_require_grads' leaf and its .grad: from the bottom block's

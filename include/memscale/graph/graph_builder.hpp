@@ -114,6 +114,10 @@ class graph_builder {
   constexpr void add_buffers(bytes b) { g_->buffers += b; }
   constexpr void set_stream_grad(bytes b) { g_->stream_grad = b; }
   constexpr void set_carried(bytes b) { g_->carried = b; }
+  constexpr void set_validation(bytes peak, bytes after_step) {
+    g_->validation = peak;
+    g_->validation_after_step = after_step;
+  }
   constexpr void set_held(bytes b) { g_->held = b; }
   constexpr void set_kept_input_embeddings(bytes b) { g_->kept_input_embeddings = b; }
   // The frozen vision tower runs here, after the ops written so far (tower_bytes adds its own moment).

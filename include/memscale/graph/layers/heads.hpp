@@ -256,6 +256,13 @@ constexpr void loop_loss(const layer_context& ctx, tensor logits, const lm_head_
   ops.keep_own_output(ops.emit(op{.kind = op_kind::loss, .grad_in = chunk, .grad_out = chunk}, loss_elements, logits.type));
 }
 
+// An untied head is an nn.Linear, quantized under QLoRA like the others: its matmul
+// dequantizes the whole V x h weight (two 16-bit copies) in forward and backward.
+constexpr bytes head_dequantized_bytes(const base_weight& weight, const precision_policy& p, std::uint64_t vocab,
+                                       std::uint64_t hidden) {
+  return weight.four_bit ? storage(p.matmul, detail::checked_mul(vocab, hidden, 2)) : bytes{};
+}
+
 // The output layer and cross-entropy: logits b*s*V, the shifted contiguous copy, and
 // log_softmax's output, which cross_entropy keeps for nll_loss's backward
 // (derivatives.yaml: _log_softmax_backward_data uses the result).
@@ -271,9 +278,7 @@ constexpr void lm_loss(const layer_context& ctx, tensor x, const lm_head_spec& s
   const tensor input = ops.matmul_input(x);
   op head = head_op(ctx, spec, weight, op_kind::linear);
   if (p.casts_weights() && !weight.four_bit) head.extra_saved = storage(p.matmul, detail::checked_mul(vocab, hidden));
-  // An untied head is an nn.Linear, quantized under QLoRA like the others: its matmul
-  // dequantizes the whole V x h weight (two 16-bit copies) in forward and backward.
-  const bytes dequantized = weight.four_bit ? storage(p.matmul, detail::checked_mul(vocab, hidden, 2)) : bytes{};
+  const bytes dequantized = head_dequantized_bytes(weight, p, vocab, hidden);
   head.bwd_temp = dequantized;
   if (spec.records_input_grad) head.grad_in = storage(input.type, input.elements);
   if (ctx.adapters.adapts(lora_target::head))

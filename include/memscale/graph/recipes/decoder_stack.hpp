@@ -26,6 +26,7 @@
 #include "memscale/graph/layers/input_require_grads.hpp"
 #include "memscale/graph/layers/latent_attention.hpp"
 #include "memscale/graph/layers/layer_pattern.hpp"
+#include "memscale/graph/layers/litgpt_validation.hpp"
 #include "memscale/graph/layers/mamba.hpp"
 #include "memscale/graph/layers/mamba2.hpp"
 #include "memscale/graph/layers/mlp.hpp"
@@ -479,6 +480,9 @@ constexpr void build_decoder_stack(const model_spec& declared, const training_sp
                               : precision.matmul;
     sections.set_carried(storage(carried, detail::checked_mul(tokens, model.vocab)));
   }
+  if (graph_layers::litgpt_validates_whole_logits(model, run))
+    sections.set_validation(graph_layers::litgpt_validation_peak(ctx, precision.matmul),
+                            graph_layers::litgpt_step_logits_bound(ctx, precision.matmul));
   sections.set_held(base_model_held(model, run, precision, tokens) + hooked_lookup_held(run, lookups));
 }
 
