@@ -79,6 +79,7 @@ inline vision::vision_spec timm_vit_from_args(const json& a, bool eva = false) {
                         .source = vision::model_source::timm};
   vision::vit_spec& s = v.vit;
   s.code = eva ? vision::vit_code::eva02 : vision::vit_code::timm;
+  s.mlp_norm = eva;  // scale_mlp, required above
   s.patch = get_count(a, "patch_size", path, 16, bad);
   s.hidden = get_count(a, "embed_dim", path, 768, bad);
   s.layers = get_count(a, "depth", path, 12, bad);
