@@ -146,7 +146,7 @@ TEST_CASE("timm ViT and EVA02: the CPU traces are within 0.25%", "[vision][timm]
       CHECK(error <= 0.25);
     }
   }
-  CHECK(timm_records == 6);
+  CHECK(timm_records == 8);
 }
 
 TEST_CASE("timm records: an argument memscale does not model is refused by name", "[vision][timm][error]") {
@@ -170,11 +170,16 @@ TEST_CASE("timm records: an argument memscale does not model is refused by name"
   record["model"]["timm_class"] = "Eva";
   record["model"]["timm_args"] = {{"embed_dim", 192}, {"depth", 2}, {"num_heads", 3}, {"img_size", 64},
                                   {"swiglu_mlp", true}, {"scale_mlp", true}, {"use_rot_pos_emb", true}};
+  CHECK(json_io::estimate_record(record).contains("estimated_bytes"));  // qkv_fused: Eva's default
+  record["model"]["timm_args"]["use_rot_pos_emb"] = false;
+  answer = json_io::estimate_record(record);
+  REQUIRE(answer.contains("error"));
+  CHECK(contains(answer.at("error").get<std::string>(), "model.timm_args.use_rot_pos_emb"));
+  record["model"]["timm_args"] = {{"embed_dim", 192}, {"depth", 2}, {"num_heads", 3}, {"img_size", 64},
+                                  {"qkv_fused", false}};
   answer = json_io::estimate_record(record);
   REQUIRE(answer.contains("error"));
   CHECK(contains(answer.at("error").get<std::string>(), "model.timm_args.qkv_fused"));
-  record["model"]["timm_args"]["qkv_fused"] = false;
-  CHECK(json_io::estimate_record(record).contains("estimated_bytes"));
   CHECK(contains(error_message([] {
                    auto v = *vision::presets::find("vit_small_patch16_224");
                    v.vit.code = vision::vit_code::torchvision;
