@@ -88,6 +88,10 @@ TEST_CASE("timm names: mechanisms not modelled are refused by name", "[vision][t
   CHECK_FALSE(vision::presets::find(eva_clip));
   CHECK(contains(std::string(vision::presets::refusal(eva_clip)), "scale_attn_inner"));
   CHECK(vision::presets::find("eva02_large_patch14_448.mim_m38m_ft_in22k_in1k"));
+  CHECK(vision::presets::find("eva02_tiny_patch14_336.mim_in22k_ft_in1k"));
+  CHECK(vision::presets::find("eva_giant_patch14_560.m30m_ft_in22k_in1k"));
+  CHECK(contains(std::string(vision::presets::refusal("eva_giant_patch14_clip_224.merged2b")), "tag"));
+  CHECK(contains(std::string(vision::presets::refusal("eva02_enormous_patch14_clip_224")), "post-norm"));
   CHECK(contains(std::string(vision::presets::refusal("resnet50d.ra2_in1k")), "stem"));
   CHECK(contains(std::string(vision::presets::refusal("vit_base_patch16_224.mae")), "tag"));
   CHECK(vision::presets::refusal("vit_base_patch16_224.augreg2_in21k_ft_in1k").empty());
@@ -123,6 +127,49 @@ TEST_CASE("timm ViT: each mechanism keeps what its code saves", "[vision][timm]"
   gap.vit.avg_pool = true;
   gap.vit.fc_norm = true;
   CHECK(vision::parameter_count(gap) == vision::parameter_count(small_vit()) - C - C);  // no class token or its position
+}
+
+TEST_CASE("timm Eva: the fused qkv with q/v biases and GluMlp keep what their code saves", "[vision][timm]") {
+  const std::uint64_t B = 4;
+  const std::uint64_t N = 65;
+  const std::uint64_t C = 192;
+  const std::uint64_t H = 512;
+  // EVA02 at the traces' shape, scale_mlp's SwiGLU and separate q/k/v (eva02_base's arguments).
+  auto eva = *vision::presets::find("eva02_base_patch14_224");
+  eva.vit.patch = 16;
+  eva.vit.hidden = runtime_value(C);
+  eva.vit.heads = 3;
+  eva.vit.layers = 4;
+  eva.vit.mlp = H;
+  eva.image_height = eva.image_width = 128;
+  auto glu = eva;
+  glu.vit.mlp_norm = false;
+  // GluMlp: fc1 (2H wide, one Linear) replaces fc1_g and fc1_x; no LayerNorm on the hidden.
+  CHECK(vision::parameter_count(eva) - vision::parameter_count(glu) == 4 * 2 * H);
+  // SwiGLU keeps gate, value, SiLU's output, the product and the norm's output, plus the norm's
+  // fp32 mean and rstd per token; GluMlp fc1's output (both halves), SiLU's output and the product.
+  const auto saved = [&](const vision::vision_spec& v, attention_impl attention) {
+    auto run = cpu_run(B);
+    run.attention = attention;
+    run.torch_version = 205;
+    return vision::estimate(v, run).saved_activation_bytes.value;
+  };
+  CHECK(saved(eva, attention_impl::eager) - saved(glu, attention_impl::eager) == 4 * B * N * (H + 2) * 4);
+  // The fused qkv has q_proj's and v_proj's parameters (k unbiased either way); under SDPA v is a
+  // view of the qkv output, which then stays saved instead of v_proj's output alone.
+  auto fused = glu;
+  fused.vit.qv_bias = true;
+  CHECK(vision::parameter_count(fused) == vision::parameter_count(glu));
+  CHECK(saved(fused, attention_impl::eager) == saved(glu, attention_impl::eager));
+  CHECK(saved(fused, attention_impl::sdpa) - saved(glu, attention_impl::sdpa) == 4 * B * N * 2 * C * 4);
+  // EVA-01 giant is timm's ViT-g/14 block with those biases, average pooling and fc_norm.
+  auto vit_g = *vision::presets::find("vit_giant_patch14_224");
+  vit_g.vit.avg_pool = vit_g.vit.fc_norm = true;
+  const auto eva01 = *vision::presets::find("eva_giant_patch14_224.clip_ft_in1k");
+  CHECK(vision::parameter_count(vit_g) - vision::parameter_count(eva01) == 40 * 1408);
+  const training_spec bf16{.micro_batch = runtime_value(std::uint64_t{2}), .seq_len = 1, .prec = precision::amp_bf16};
+  CHECK(vision::estimate(eva01, bf16).saved_activation_bytes.value ==
+        vision::estimate(vit_g, bf16).saved_activation_bytes.value);
 }
 
 // Every mechanism of these steps is modelled: the traced peaks are met within 0.25%.
