@@ -62,8 +62,8 @@ constexpr vision_spec timm_eva02(std::string_view name, std::uint64_t dim, std::
           .image_width = image};
 }
 
-// eva02_tiny and eva02_small leave qkv_fused and scale_mlp at Eva's defaults: the fused qkv with
-// q/v biases and GluMlp.
+// eva02_tiny and eva02_small (depth 12) leave qkv_fused and scale_mlp at Eva's defaults: the
+// fused qkv with q/v biases and GluMlp.
 constexpr vision_spec timm_eva02_small(std::string_view name, std::uint64_t dim, std::uint64_t heads,
                                        std::uint64_t image, std::uint64_t classes) {
   vision_spec v = timm_eva02(name, dim, 12, heads, image, classes);

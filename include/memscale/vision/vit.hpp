@@ -57,8 +57,8 @@ struct vit_spec {
   bool drop_path = false;       // drop_path_rate > 0
   bool avg_pool = false;        // global_pool 'avg' over the patch tokens (else the class token)
   bool fc_norm = false;         // the final LayerNorm after pooling instead of before
-  bool qv_bias = false;   // timm Eva's fused qkv: no Linear bias, q_bias and v_bias, a zero k_bias buffer
-  bool mlp_norm = false;  // eva02 only: scale_mlp's SwiGLU (LayerNorm on the hidden), else GluMlp
+  bool qv_bias = false;         // timm Eva's fused qkv: no Linear bias, q_bias and v_bias, a zero k_bias buffer
+  bool mlp_norm = false;        // eva02 only: scale_mlp's SwiGLU (LayerNorm on the hidden), else GluMlp
 };
 
 constexpr std::uint64_t prefix_tokens(const vit_spec& s) { return (s.class_token ? 1 : 0) + s.reg_tokens; }
