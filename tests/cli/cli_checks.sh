@@ -63,8 +63,8 @@ presets=(gpt2 gpt2-medium gpt2-large gpt2-xl bert-base-uncased bert-large-uncase
          resnet18 resnet34 resnet50 resnet101 resnet152 mobilenet_v3_large mobilenet_v3_small efficientnet_b0
          vit_b_16 vit_b_32 vit_l_16 convnext_tiny convnext_small convnext_base)
 timm=(vit_small_patch16_224 vit_base_patch16_224 vit_base_patch32_224 vit_large_patch16_224 vit_large_patch14_224
-      vit_huge_patch14_224 vit_giant_patch14_224 vit_large_patch14_clip_224 eva02_base_patch14_224
-      eva02_base_patch14_448 eva02_large_patch14_224 eva02_large_patch14_448 convnext_atto convnext_femto
+      vit_huge_patch14_224 vit_giant_patch14_224 vit_large_patch14_clip_224 eva02_tiny_patch14_224
+      eva02_small_patch14_336 eva02_base_patch14_224 eva02_base_patch14_448 eva02_large_patch14_224 eva02_large_patch14_448 eva_giant_patch14_560 convnext_atto convnext_femto
       convnext_pico convnext_nano convnext_tiny convnext_small convnext_base convnext_large convnext_xlarge
       resnet18 resnet34 resnet50 resnet101 resnet152)
 missing=()

@@ -88,6 +88,10 @@ TEST_CASE("timm names: mechanisms not modelled are refused by name", "[vision][t
   CHECK_FALSE(vision::presets::find(eva_clip));
   CHECK(contains(std::string(vision::presets::refusal(eva_clip)), "scale_attn_inner"));
   CHECK(vision::presets::find("eva02_large_patch14_448.mim_m38m_ft_in22k_in1k"));
+  CHECK(vision::presets::find("eva02_tiny_patch14_336.mim_in22k_ft_in1k"));
+  CHECK(vision::presets::find("eva_giant_patch14_560.m30m_ft_in22k_in1k"));
+  CHECK(contains(std::string(vision::presets::refusal("eva_giant_patch14_clip_224.merged2b")), "tag"));
+  CHECK(contains(std::string(vision::presets::refusal("eva02_enormous_patch14_clip_224")), "post-norm"));
   CHECK(contains(std::string(vision::presets::refusal("resnet50d.ra2_in1k")), "stem"));
   CHECK(contains(std::string(vision::presets::refusal("vit_base_patch16_224.mae")), "tag"));
   CHECK(vision::presets::refusal("vit_base_patch16_224.augreg2_in21k_ft_in1k").empty());
@@ -125,6 +129,49 @@ TEST_CASE("timm ViT: each mechanism keeps what its code saves", "[vision][timm]"
   CHECK(vision::parameter_count(gap) == vision::parameter_count(small_vit()) - C - C);  // no class token or its position
 }
 
+TEST_CASE("timm Eva: the fused qkv with q/v biases and GluMlp keep what their code saves", "[vision][timm]") {
+  const std::uint64_t B = 4;
+  const std::uint64_t N = 65;
+  const std::uint64_t C = 192;
+  const std::uint64_t H = 512;
+  // EVA02 at the traces' shape, scale_mlp's SwiGLU and separate q/k/v (eva02_base's arguments).
+  auto eva = *vision::presets::find("eva02_base_patch14_224");
+  eva.vit.patch = 16;
+  eva.vit.hidden = runtime_value(C);
+  eva.vit.heads = 3;
+  eva.vit.layers = 4;
+  eva.vit.mlp = H;
+  eva.image_height = eva.image_width = 128;
+  auto glu = eva;
+  glu.vit.mlp_norm = false;
+  // GluMlp: fc1 (2H wide, one Linear) replaces fc1_g and fc1_x; no LayerNorm on the hidden.
+  CHECK(vision::parameter_count(eva) - vision::parameter_count(glu) == 4 * 2 * H);
+  // SwiGLU keeps gate, value, SiLU's output, the product and the norm's output, plus the norm's
+  // fp32 mean and rstd per token; GluMlp fc1's output (both halves), SiLU's output and the product.
+  const auto saved = [&](const vision::vision_spec& v, attention_impl attention) {
+    auto run = cpu_run(B);
+    run.attention = attention;
+    run.torch_version = 205;
+    return vision::estimate(v, run).saved_activation_bytes.value;
+  };
+  CHECK(saved(eva, attention_impl::eager) - saved(glu, attention_impl::eager) == 4 * B * N * (H + 2) * 4);
+  // The fused qkv has q_proj's and v_proj's parameters (k unbiased either way); under SDPA v is a
+  // view of the qkv output, which then stays saved instead of v_proj's output alone.
+  auto fused = glu;
+  fused.vit.qv_bias = true;
+  CHECK(vision::parameter_count(fused) == vision::parameter_count(glu));
+  CHECK(saved(fused, attention_impl::eager) == saved(glu, attention_impl::eager));
+  CHECK(saved(fused, attention_impl::sdpa) - saved(glu, attention_impl::sdpa) == 4 * B * N * 2 * C * 4);
+  // EVA-01 giant is timm's ViT-g/14 block with those biases, average pooling and fc_norm.
+  auto vit_g = *vision::presets::find("vit_giant_patch14_224");
+  vit_g.vit.avg_pool = vit_g.vit.fc_norm = true;
+  const auto eva01 = *vision::presets::find("eva_giant_patch14_224.clip_ft_in1k");
+  CHECK(vision::parameter_count(vit_g) - vision::parameter_count(eva01) == 40 * 1408);
+  const training_spec bf16{.micro_batch = runtime_value(std::uint64_t{2}), .seq_len = 1, .prec = precision::amp_bf16};
+  CHECK(vision::estimate(eva01, bf16).saved_activation_bytes.value ==
+        vision::estimate(vit_g, bf16).saved_activation_bytes.value);
+}
+
 // Every mechanism of these steps is modelled: the traced peaks are met within 0.25%.
 TEST_CASE("timm ViT and EVA02: the CPU traces are within 0.25%", "[vision][timm][json]") {
   std::size_t timm_records = 0;
@@ -146,7 +193,7 @@ TEST_CASE("timm ViT and EVA02: the CPU traces are within 0.25%", "[vision][timm]
       CHECK(error <= 0.25);
     }
   }
-  CHECK(timm_records == 6);
+  CHECK(timm_records == 8);
 }
 
 TEST_CASE("timm records: an argument memscale does not model is refused by name", "[vision][timm][error]") {
@@ -170,11 +217,16 @@ TEST_CASE("timm records: an argument memscale does not model is refused by name"
   record["model"]["timm_class"] = "Eva";
   record["model"]["timm_args"] = {{"embed_dim", 192}, {"depth", 2}, {"num_heads", 3}, {"img_size", 64},
                                   {"swiglu_mlp", true}, {"scale_mlp", true}, {"use_rot_pos_emb", true}};
+  CHECK(json_io::estimate_record(record).contains("estimated_bytes"));  // qkv_fused: Eva's default
+  record["model"]["timm_args"]["use_rot_pos_emb"] = false;
+  answer = json_io::estimate_record(record);
+  REQUIRE(answer.contains("error"));
+  CHECK(contains(answer.at("error").get<std::string>(), "model.timm_args.use_rot_pos_emb"));
+  record["model"]["timm_args"] = {{"embed_dim", 192}, {"depth", 2}, {"num_heads", 3}, {"img_size", 64},
+                                  {"qkv_fused", false}};
   answer = json_io::estimate_record(record);
   REQUIRE(answer.contains("error"));
   CHECK(contains(answer.at("error").get<std::string>(), "model.timm_args.qkv_fused"));
-  record["model"]["timm_args"]["qkv_fused"] = false;
-  CHECK(json_io::estimate_record(record).contains("estimated_bytes"));
   CHECK(contains(error_message([] {
                    auto v = *vision::presets::find("vit_small_patch16_224");
                    v.vit.code = vision::vit_code::torchvision;

@@ -49,6 +49,36 @@ static_assert(count_of("eva02_base_patch14_224.mim_in22k") == 85'758'720);
 static_assert(find("eva02_large_patch14_448.mim_m38m_ft_in22k")->classes == 21841);
 static_assert(find("eva02_large_patch14_448")->image_height == 448);
 
+// EVA02 tiny and small (one qkv Linear without bias, q_bias and v_bias; GluMlp's fc1 twice the
+// 512 / 1024 hidden): per block 2E (norm1) + 3E^2 + 2E (qkv, q/v biases) + E^2 + E (proj) + 2E
+// (norm2) + 2hE + 2h (fc1) + hE + E (fc2); cards 5.8M / 22.1M at 336 px.
+constexpr std::uint64_t eva_block(std::uint64_t E, std::uint64_t h, bool glu) {
+  const std::uint64_t fc1 = glu ? 2 * h : h;
+  return 2 * E + 3 * E * E + 2 * E + E * E + E + 2 * E + fc1 * E + fc1 + h * E + E;
+}
+// conv 3 * 14 * 14 * E + E, cls_token, pos_embed, blocks, fc_norm (or norm), head.
+constexpr std::uint64_t eva_count(std::uint64_t E, std::uint64_t depth, std::uint64_t h, bool glu,
+                                  std::uint64_t image, std::uint64_t classes) {
+  const std::uint64_t tokens = (image / 14) * (image / 14) + 1;
+  return 588 * E + E + E + tokens * E + depth * eva_block(E, h, glu) + 2 * E + classes * E + classes;
+}
+static_assert(count_of("eva02_tiny_patch14_224.mim_in22k") == eva_count(192, 12, 512, true, 224, 0));
+static_assert(count_of("eva02_tiny_patch14_224.mim_in22k") == 5'502'144);
+static_assert(count_of("eva02_tiny_patch14_336") == 5'756'584);
+static_assert(count_of("eva02_small_patch14_224") == 21'621'120);
+static_assert(count_of("eva02_small_patch14_336.mim_in22k_ft_in1k") == eva_count(384, 12, 1024, true, 336, 1000));
+static_assert(count_of("eva02_small_patch14_336.mim_in22k_ft_in1k") == 22'129'000);
+static_assert(find("eva02_small_patch14_336")->image_height == 336);
+
+// EVA-01 giant (plain GELU Mlp 6144 wide, the same q/v biases): cards 1012.6M (224), 1013.0M
+// (336), 1014.4M (560); the CLIP tower pools the class token and has a 1024-wide head.
+static_assert(count_of("eva_giant_patch14_224.clip_ft_in1k") == eva_count(1408, 40, 6144, false, 224, 1000));
+static_assert(count_of("eva_giant_patch14_224.clip_ft_in1k") == 1'012'555'112);
+static_assert(count_of("eva_giant_patch14_336.m30m_ft_in22k_in1k") == 1'013'005'672);
+static_assert(count_of("timm/eva_giant_patch14_560") == 1'014'447'464);
+static_assert(count_of("eva_giant_patch14_clip_224") == 1'012'588'928);
+static_assert(!find("eva_giant_patch14_clip_224")->vit.avg_pool);
+
 // ConvNeXt: card figures 3.7 / 5.2 / 9.1 / 15.6 / 28.6 / 50.2 / 88.6 / 197.8 / 350.2M.
 static_assert(count_of("convnext_atto.d2_in1k") == 3'695'520);
 static_assert(count_of("convnext_femto") == 5'217'784);
@@ -75,7 +105,7 @@ static_assert(!find("convnext_tiny.fb_in1k")->convnext.drop_path);
 
 // Not modelled: refused with the missing mechanism, never estimated as something else.
 static_assert(!find("eva02_large_patch14_clip_224.merged2b"));
-static_assert(!memscale::vision::presets::refusal("eva02_small_patch14_336").empty());
+static_assert(!memscale::vision::presets::refusal("eva02_enormous_patch14_clip_224").empty());
 static_assert(!find("resnet50d.ra2_in1k"));
 static_assert(!find("vit_base_patch16_224.mae"));  // a tag whose head memscale does not know
 static_assert(!memscale::vision::presets::refusal("vit_base_patch16_224.mae").empty());

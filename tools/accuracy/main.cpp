@@ -95,8 +95,8 @@ const std::vector<data_set> data_sets{
      "modeling files' forward with images)",
      "CPU traced (images through a VLM)", 19},
     {"cpu_traced_timm_eva", false, true,
-     "timm EVA02 models (Eva with the EVA02 arguments: RoPE, SwiGLU with a LayerNorm on the hidden) traced with the "
-     "same Tracker (tools/trace/timm_eva_cases.py)",
+     "timm Eva models (the EVA02 arguments: RoPE, SwiGLU with a LayerNorm on the hidden or the fused qkv with "
+     "GluMlp; EVA-01's: fused qkv, GELU Mlp) traced with the same Tracker (tools/trace/timm_eva_cases.py)",
      "CPU traced (timm EVA02)", 16},
     {"cpu_traced_deepspeed", false, true,
      "DeepSpeed's own bf16/fp16 engine under ZeRO 1-3 on two ranks (tools/trace/deepspeed_cases.py: torch-only "

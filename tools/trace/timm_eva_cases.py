@@ -1,10 +1,12 @@
 #!/usr/bin/python3
-"""CPU traces of small timm EVA02 models (timm Eva with the EVA02 arguments).
+"""CPU traces of small timm Eva models (EVA02 and EVA-01 arguments).
 
 Plain-torch re-implementation of huggingface/pytorch-image-models timm/models/eva.py@0173a139
-(Eva, EvaBlock, EvaAttention with qkv_fused=False and the non-fused branch: torch 1.13 has no
+(Eva, EvaBlock, EvaAttention with qkv_fused False or True -- one qkv Linear without bias fed
+torch.cat((q_bias, k_bias, v_bias)) -- and the non-fused branch: torch 1.13 has no
 F.scaled_dot_product_attention, which timm's use_fused_attn() tests), timm/layers/mlp.py SwiGLU
-with norm_layer (scale_mlp), timm/layers/pos_embed_sincos.py apply_rot_embed_cat and
+with norm_layer (scale_mlp), GluMlp (swiglu_mlp without scale_mlp) or Mlp (GELU, EVA-01),
+timm/layers/pos_embed_sincos.py apply_rot_embed_cat and
 RotaryEmbeddingCat's cached (patches, 2 * head_dim) fp32 table (a non-persistent buffer; its
 values do not matter to memory), and timm.layers.drop.drop_path. Pooling: global_pool 'avg'
 with fc_norm.
@@ -44,33 +46,57 @@ def apply_rot_embed_cat(x, emb):  # pos_embed_sincos.apply_rot_embed_cat
 
 
 class EvaBlock(nn.Module):
-    def __init__(self, dim, heads, hidden, init_values, dp):
+    def __init__(self, dim, heads, hidden, init_values, dp, a):
         super().__init__()
         self.nh, self.dp = heads, dp
+        self.fused, self.swiglu, self.scale_mlp = a["qkv_fused"], a["swiglu_mlp"], a["scale_mlp"]
         self.scale = (dim // heads) ** -0.5
         self.norm1, self.norm2 = nn.LayerNorm(dim, eps=1e-6), nn.LayerNorm(dim, eps=1e-6)
-        self.q_proj, self.k_proj = nn.Linear(dim, dim), nn.Linear(dim, dim, bias=False)
-        self.v_proj, self.proj = nn.Linear(dim, dim), nn.Linear(dim, dim)
-        self.fc1_g, self.fc1_x = nn.Linear(dim, hidden), nn.Linear(dim, hidden)
-        self.mlp_norm, self.fc2 = nn.LayerNorm(hidden, eps=1e-6), nn.Linear(hidden, dim)
+        if self.fused:
+            self.qkv = nn.Linear(dim, 3 * dim, bias=False)
+            self.q_bias, self.v_bias = nn.Parameter(torch.zeros(dim)), nn.Parameter(torch.zeros(dim))
+            self.register_buffer("k_bias", torch.zeros(dim), persistent=False)
+        else:
+            self.q_proj, self.k_proj = nn.Linear(dim, dim), nn.Linear(dim, dim, bias=False)
+            self.v_proj = nn.Linear(dim, dim)
+        self.proj = nn.Linear(dim, dim)
+        if not self.swiglu:
+            self.fc1 = nn.Linear(dim, hidden)
+        elif self.scale_mlp:
+            self.fc1_g, self.fc1_x = nn.Linear(dim, hidden), nn.Linear(dim, hidden)
+            self.mlp_norm = nn.LayerNorm(hidden, eps=1e-6)
+        else:
+            self.fc1 = nn.Linear(dim, 2 * hidden)  # GluMlp(hidden_features=hidden * 2)
+        self.fc2 = nn.Linear(hidden, dim)
         self.gamma_1 = nn.Parameter(init_values * torch.ones(dim)) if init_values else None
         self.gamma_2 = nn.Parameter(init_values * torch.ones(dim)) if init_values else None
 
     def attn(self, x, rope):  # EvaAttention.forward, qkv_fused False, fused_attn False
         B, N, C = x.shape
-        q = self.q_proj(x).reshape(B, N, self.nh, -1).transpose(1, 2)
-        k = self.k_proj(x).reshape(B, N, self.nh, -1).transpose(1, 2)
-        v = self.v_proj(x).reshape(B, N, self.nh, -1).transpose(1, 2)
-        q = torch.cat([q[:, :, :1, :], apply_rot_embed_cat(q[:, :, 1:, :], rope)], 2).type_as(v)
-        k = torch.cat([k[:, :, :1, :], apply_rot_embed_cat(k[:, :, 1:, :], rope)], 2).type_as(v)
+        if self.fused:
+            qkv_bias = torch.cat((self.q_bias, self.k_bias, self.v_bias))
+            qkv = F.linear(input=x, weight=self.qkv.weight, bias=qkv_bias)
+            q, k, v = qkv.reshape(B, N, 3, self.nh, -1).permute(2, 0, 3, 1, 4).unbind(0)
+        else:
+            q = self.q_proj(x).reshape(B, N, self.nh, -1).transpose(1, 2)
+            k = self.k_proj(x).reshape(B, N, self.nh, -1).transpose(1, 2)
+            v = self.v_proj(x).reshape(B, N, self.nh, -1).transpose(1, 2)
+        if rope is not None:
+            q = torch.cat([q[:, :, :1, :], apply_rot_embed_cat(q[:, :, 1:, :], rope)], 2).type_as(v)
+            k = torch.cat([k[:, :, :1, :], apply_rot_embed_cat(k[:, :, 1:, :], rope)], 2).type_as(v)
         q = q * self.scale
         a = (q @ k.transpose(-2, -1)).softmax(dim=-1)
         x = a @ v
         return self.proj(x.transpose(1, 2).reshape(B, N, C))
 
-    def mlp(self, x):  # SwiGLU with norm_layer
-        x = F.silu(self.fc1_g(x)) * self.fc1_x(x)
-        return self.fc2(self.mlp_norm(x))
+    def mlp(self, x):
+        if not self.swiglu:  # Mlp
+            return self.fc2(F.gelu(self.fc1(x)))
+        if self.scale_mlp:  # SwiGLU with norm_layer
+            x = F.silu(self.fc1_g(x)) * self.fc1_x(x)
+            return self.fc2(self.mlp_norm(x))
+        x1, x2 = self.fc1(x).chunk(2, dim=-1)  # GluMlp, gate_last False
+        return self.fc2(F.silu(x1) * x2)
 
     def forward(self, x, rope):
         y = self.attn(self.norm1(x), rope)
@@ -93,10 +119,11 @@ class Eva02(nn.Module):
         self.pos_embed = nn.Parameter(torch.randn(1, patches + 1, dim) * 0.02)
         hd = dim // heads
         angles = torch.arange(patches, dtype=torch.float32)[:, None] * torch.linspace(0.1, 1.0, hd)[None, :]
-        self.register_buffer("rope", torch.cat([angles.sin(), angles.cos()], -1), persistent=False)
+        rope = torch.cat([angles.sin(), angles.cos()], -1) if a["use_rot_pos_emb"] else None
+        self.register_buffer("rope", rope, persistent=False)
         dpr = [x.item() for x in torch.linspace(0, a.get("drop_path_rate", 0.0), a["depth"])]
         hidden = int(dim * a["mlp_ratio"])
-        self.blocks = nn.ModuleList([EvaBlock(dim, heads, hidden, a.get("init_values"), dpr[i])
+        self.blocks = nn.ModuleList([EvaBlock(dim, heads, hidden, a.get("init_values"), dpr[i], a)
                                      for i in range(a["depth"])])
         self.fc_norm = nn.LayerNorm(dim, eps=1e-6)
         self.head = nn.Linear(dim, a.get("num_classes", 1000))
@@ -113,7 +140,11 @@ class Eva02(nn.Module):
 
 BASE = {"patch_size": 16, "embed_dim": 192, "depth": 4, "num_heads": 3, "mlp_ratio": 4 * 2 / 3, "qkv_fused": False,
         "swiglu_mlp": True, "scale_mlp": True, "use_rot_pos_emb": True, "img_size": 128}
-CASES = {"eva02_small": BASE, "eva02_small_ls_dp": dict(BASE, init_values=1e-5, drop_path_rate=0.1)}
+# eva02_tiny/small's arguments (qkv_fused and scale_mlp at Eva's defaults) and EVA-01's (plain
+# GELU Mlp, no rope), at the same small size.
+CASES = {"eva02_small": BASE, "eva02_small_ls_dp": dict(BASE, init_values=1e-5, drop_path_rate=0.1),
+         "eva02_fused_glu": dict(BASE, qkv_fused=True, scale_mlp=False),
+         "eva01": dict(BASE, mlp_ratio=4.0, qkv_fused=True, swiglu_mlp=False, scale_mlp=False, use_rot_pos_emb=False)}
 
 
 def run(name, B, prec):
@@ -144,14 +175,15 @@ def main():
     out = []
     # No CPU autocast case: torch 1.13's CPU autocast leaves layer_norm off its lists, and the
     # LayerNorm on SwiGLU's bf16 hidden then refuses its fp32 weight.
-    for name, B, prec in [("eva02_small", 4, "fp32"), ("eva02_small", 8, "fp32"), ("eva02_small_ls_dp", 4, "fp32")]:
+    for name, B, prec in [("eva02_small", 4, "fp32"), ("eva02_small", 8, "fp32"), ("eva02_small_ls_dp", 4, "fp32"),
+                          ("eva02_fused_glu", 4, "fp32"), ("eva01", 4, "fp32")]:
         t0 = time.time()
         c, d = run(name, B, prec)
         rec = {**tracer.record_head(f"cpu-timm_{name}-b{B}-{prec}-adamw",
                                     "tools/trace/timm_eva_cases.py (harness: shared/ground-truth/measure.py)"),
                "model": {"family": "vit", "name": "timm " + name, "timm_class": "Eva", "timm_args": c,
                          "params": d["nparams"],
-                         "impl": "torch-only re-implementation of timm Eva (EVA02 arguments, non-fused attention)"},
+                         "impl": "torch-only re-implementation of timm Eva (non-fused attention)"},
                "train": dict(batch=B, seq=None, image=c["img_size"], frozen="none", precision=prec, optimizer="adamw",
                              optimizer_impl="single_tensor (torch 1.13 CPU default)", checkpointing="none",
                              attention="eager", grad_accum=1),

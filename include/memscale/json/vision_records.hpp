@@ -31,9 +31,9 @@ inline bool is_vision_record(const json& record) {
 // reg_tokens 0, no_embed_class False, pre_norm False, init_values None, drop_path_rate 0,
 // global_pool 'token', fc_norm None (= global_pool == 'avg'), num_classes 1000, img_size 224).
 // A keyword memscale does not read is refused by name.
-// With `eva` (model.timm_class "Eva"): timm's Eva (eva.py@0173a139), whose EVA02 arguments
-// (qkv_fused False, swiglu_mlp and scale_mlp True, use_rot_pos_emb True, global_pool 'avg')
-// are the only ones memscale models; its class token and fc_norm follow from them.
+// With `eva` (model.timm_class "Eva"): timm's Eva (eva.py@0173a139) with the EVA02 arguments
+// (swiglu_mlp and use_rot_pos_emb; qkv_fused, scale_mlp either way; global_pool 'avg') or
+// EVA-01's (neither); its class token and fc_norm follow from them.
 inline vision::vision_spec timm_vit_from_args(const json& a, bool eva = false) {
   const std::string path = "model.timm_args";
   constexpr auto bad = error_code::invalid_model;
@@ -62,23 +62,31 @@ inline vision::vision_spec timm_vit_from_args(const json& a, bool eva = false) {
                       "num_heads, mlp_ratio, class_token, reg_tokens, no_embed_class, pre_norm, init_values, "
                       "drop_path_rate, global_pool, fc_norm, num_classes, img_size)");
   }
-  if (eva) {
-    const auto require_flag = [&](const char* key, bool wanted, bool fallback, const char* mechanism) {
-      if (get_bool(a, key, path, fallback, bad) != wanted)
-        bad_field(error_code::unsupported, path + "." + key, a.contains(key) ? a.at(key) : json(fallback),
-                  std::string("must be ") + (wanted ? "true" : "false") + ": " + mechanism + " is not modelled");
-    };
-    require_flag("qkv_fused", false, true, "Eva's fused qkv with q/v biases");
-    require_flag("swiglu_mlp", true, false, "Eva's plain GELU MLP");
-    require_flag("scale_mlp", true, false, "SwiGLU without the LayerNorm on the hidden (GluMlp)");
-    require_flag("use_rot_pos_emb", true, false, "Eva without rotary position embedding");
-    if (get_string(a, "global_pool", path, "avg", bad) != "avg")
-      bad_field(error_code::unsupported, path + ".global_pool", a.at("global_pool"), "must be avg for an EVA02 model");
-  }
-  vision::vision_spec v{.name = eva ? "timm Eva (EVA02)" : "timm VisionTransformer", .arch = vision::family::vit,
+  // EVA02 is swiglu_mlp with use_rot_pos_emb; EVA-01 neither (a plain GELU Mlp, no rope: timm's
+  // ViT block with Eva's qkv). qkv_fused defaults True (q/v biases), scale_mlp False (GluMlp).
+  const bool swiglu = eva && get_bool(a, "swiglu_mlp", path, false, bad);
+  const bool rope = eva && get_bool(a, "use_rot_pos_emb", path, false, bad);
+  const bool eva02 = swiglu && rope;
+  if (eva && swiglu != rope)
+    bad_field(error_code::unsupported, path + (swiglu ? ".use_rot_pos_emb" : ".swiglu_mlp"), json(!swiglu),
+              "must equal swiglu_mlp / use_rot_pos_emb: memscale models Eva with both (EVA02) or neither (EVA-01)");
+  const bool scale_mlp = eva && get_bool(a, "scale_mlp", path, false, bad);
+  if (eva && !eva02 && scale_mlp)
+    bad_field(error_code::unsupported, path + ".scale_mlp", json(true),
+              "must be false for EVA-01: Mlp's hidden norm is not modelled");
+  const bool qkv_fused = eva && get_bool(a, "qkv_fused", path, true, bad);
+  if (eva && !eva02 && !qkv_fused)
+    bad_field(error_code::unsupported, path + ".qkv_fused", json(false),
+              "must be true for EVA-01: separate q/k/v projections without rope are not modelled");
+  if (eva02 && get_string(a, "global_pool", path, "avg", bad) != "avg")
+    bad_field(error_code::unsupported, path + ".global_pool", a.at("global_pool"), "must be avg for an EVA02 model");
+  vision::vision_spec v{.name = eva02 ? "timm Eva (EVA02)" : eva ? "timm Eva (EVA-01)" : "timm VisionTransformer",
+                        .arch = vision::family::vit,
                         .source = vision::model_source::timm};
   vision::vit_spec& s = v.vit;
-  s.code = eva ? vision::vit_code::eva02 : vision::vit_code::timm;
+  s.code = eva02 ? vision::vit_code::eva02 : vision::vit_code::timm;
+  s.qv_bias = qkv_fused;
+  s.mlp_norm = scale_mlp;
   s.patch = get_count(a, "patch_size", path, 16, bad);
   s.hidden = get_count(a, "embed_dim", path, 768, bad);
   s.layers = get_count(a, "depth", path, 12, bad);
@@ -110,7 +118,7 @@ inline vision::vision_spec timm_vit_from_args(const json& a, bool eva = false) {
   s.fc_norm = get_bool(a, "fc_norm", path, s.avg_pool, bad);
   v.classes = get_count(a, "num_classes", path, 1000, bad);
   v.image_height = v.image_width = get_count(a, "img_size", path, 224, bad);
-  if (eva) vision::validate_eva02(s);
+  if (eva02) vision::validate_eva02(s);
   else vision::validate(s);
   return v;
 }

@@ -1,15 +1,19 @@
 // memscale/vision/eva.hpp: timm's Eva with the EVA02 arguments (huggingface/pytorch-image-models
-// timm/models/eva.py@0173a139: eva02_{base,large}_patch14_{224,448}).
+// timm/models/eva.py@0173a139: eva02_{tiny,small}_patch14_{224,336}, eva02_{base,large}_patch14_{224,448}).
 //
-// qkv_fused=False: q_proj, k_proj (no bias) and v_proj each read norm1's output. Rotary
-// position embedding (use_rot_pos_emb): the patch tokens of q and k are rotated by
+// qkv_fused=False (base, large): q_proj, k_proj (no bias) and v_proj each read norm1's output;
+// qkv_fused=True (tiny, small; vit_spec::qv_bias): one packed qkv whose unbind views q, k, v,
+// so v (and what saves it) keeps the whole qkv output. Rotary position embedding
+// (use_rot_pos_emb): the patch tokens of q and k are rotated by
 // apply_rot_embed_cat (timm/layers/pos_embed_sincos.py: x * cos + rot(x) * sin, rot a
 // torch.stack of the negated odd and the even halves; the sin/cos table is a buffer, so the
 // products save nothing an activation would) and torch.cat'ed behind the class token's row:
 // new contiguous q and k tensors. Then EvaAttention runs SDPA or the eager chain (q * scale
 // and k^T are views bmm can take; v, a transposed view of v_proj's output, is copied). The
 // MLP is SwiGLU with scale_mlp: fc1_g and fc1_x, SiLU(gate) * x (both saved), a LayerNorm on
-// the hidden, fc2. Pooling: the mean over the patch tokens, then fc_norm, then the head.
+// the hidden, fc2; without scale_mlp (tiny, small) GluMlp (timm/layers/mlp.py@0173a139): one
+// fc1 of twice the hidden whose chunk views feed SiLU and the product, no norm. Pooling: the
+// mean over the patch tokens, then fc_norm, then the head.
 // Under autocast, the rotation's products with the fp32 table are fp32 (type promotion) and
 // `.type_as(v)` casts the result back.
 #pragma once
@@ -45,9 +49,19 @@ constexpr tensor eva02_block(network& net, const tensor& x, const vit_spec& s, b
   const std::uint64_t S = x.height;
   const std::int32_t first = net.next_index();
   const tensor h = net.layer_norm(x);
-  const tensor q = eva_rotate(net, net.linear(h, E, true));
-  const tensor k = eva_rotate(net, net.linear(h, E, false));
-  const tensor v = net.linear(h, E, true);
+  tensor q{};
+  tensor k{};
+  tensor v{};
+  if (s.qv_bias) {
+    const tensor qkv = timm_qkv(net, h, s);
+    v = tensor{.storage = qkv.storage, .channels = E, .height = S, .type = qkv.type};  // unbind: views
+    q = eva_rotate(net, v);
+    k = eva_rotate(net, v);
+  } else {
+    q = eva_rotate(net, net.linear(h, E, true));
+    k = eva_rotate(net, net.linear(h, E, false));
+    v = net.linear(h, E, true);
+  }
   const tensor shape{.channels = E, .height = S};
   tensor context{};
   if (net.context().fused_attention) {
@@ -63,10 +77,17 @@ constexpr tensor eva02_block(network& net, const tensor& x, const vit_spec& s, b
   const tensor mid = timm_branch_end(net, context, x, first, s, drop_path);
   const std::int32_t second = net.next_index();
   const tensor h2 = net.layer_norm(mid);
-  const tensor gate = net.linear(h2, s.mlp, true);
-  const tensor value = net.linear(h2, s.mlp, true);
-  tensor y = net.mul(net.act(gate, activation::silu, false), value);
-  y = net.layer_norm(y);
+  tensor y{};
+  if (s.mlp_norm) {
+    const tensor gate = net.linear(h2, s.mlp, true);
+    const tensor value = net.linear(h2, s.mlp, true);
+    y = net.layer_norm(net.mul(net.act(gate, activation::silu, false), value));
+  } else {
+    // GluMlp(gate_last=False): one fc1 of twice the width, chunk views, SiLU(first) * second.
+    const tensor fc1 = net.linear(h2, 2 * s.mlp, true);
+    const tensor half{.storage = fc1.storage, .channels = s.mlp, .height = S, .type = fc1.type};
+    y = net.mul(net.act(half, activation::silu, false), half);
+  }
   return timm_branch_end(net, y, mid, second, s, drop_path);
 }
 

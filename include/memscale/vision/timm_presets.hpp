@@ -40,8 +40,9 @@ constexpr vision_spec timm_vit_clip(std::string_view name, std::uint64_t patch, 
   return v;
 }
 
-// timm Eva with the EVA02 model_args (eva.py@0173a139): qkv_fused False, mlp_ratio 4 * 2 / 3
-// (hidden int(dim * 8 / 3)), swiglu_mlp, scale_mlp, use_rot_pos_emb, global_pool 'avg'.
+// timm Eva with the EVA02 model_args (eva.py@0173a139): mlp_ratio 4 * 2 / 3 (hidden
+// int(dim * 8 / 3)), swiglu_mlp, use_rot_pos_emb, global_pool 'avg'; base and large add
+// qkv_fused False and scale_mlp (SwiGLU with the hidden LayerNorm).
 constexpr vision_spec timm_eva02(std::string_view name, std::uint64_t dim, std::uint64_t depth, std::uint64_t heads,
                                  std::uint64_t image, std::uint64_t classes) {
   return {.name = name,
@@ -54,10 +55,34 @@ constexpr vision_spec timm_eva02(std::string_view name, std::uint64_t dim, std::
                   .mlp = dim * 8 / 3,
                   .code = vit_code::eva02,
                   .avg_pool = true,
-                  .fc_norm = true},
+                  .fc_norm = true,
+                  .mlp_norm = true},
           .classes = classes,
           .image_height = image,
           .image_width = image};
+}
+
+// eva02_tiny and eva02_small (depth 12) leave qkv_fused and scale_mlp at Eva's defaults: the
+// fused qkv with q/v biases and GluMlp.
+constexpr vision_spec timm_eva02_small(std::string_view name, std::uint64_t dim, std::uint64_t heads,
+                                       std::uint64_t image, std::uint64_t classes) {
+  vision_spec v = timm_eva02(name, dim, 12, heads, image, classes);
+  v.vit.qv_bias = true;
+  v.vit.mlp_norm = false;
+  return v;
+}
+
+// timm Eva with the EVA-01 giant model_args (eva.py@0173a139 eva_giant_patch14_*): embed 1408,
+// depth 40, 16 heads, mlp_ratio 6144 / 1408 (plain GELU Mlp), Eva's defaults otherwise (fused
+// qkv with q/v biases, absolute position embedding, no rope). That is timm's ViT block with
+// Eva's qkv biases; global_pool 'avg' with fc_norm, or the CLIP tower's 'token' with the norm.
+constexpr vision_spec timm_eva01_giant(std::string_view name, std::uint64_t image, std::uint64_t classes,
+                                       bool avg_pool = true) {
+  vision_spec v = timm_vit(name, 14, 1408, 40, 16, 6144, classes);
+  v.vit.avg_pool = v.vit.fc_norm = avg_pool;
+  v.vit.qv_bias = true;
+  v.image_height = v.image_width = image;
+  return v;
 }
 
 // timm ConvNeXt: torchvision's block with the timm residual, DropPath rate 0 (create_model's
@@ -86,11 +111,21 @@ inline constexpr std::array all{
     timm_vit("vit_huge_patch14_224", 14, 1280, 32, 16, 5120, 0),
     timm_vit("vit_giant_patch14_224", 14, 1408, 40, 16, 6144),  // mlp_ratio 48/11: int(1408 * 48 / 11)
     timm_vit_clip("vit_large_patch14_clip_224", 14, 1024, 24, 16, 4096),
+    // The default tags: mim_in22k (224 px, no head); mim_in22k_ft_in1k (336 px, 1000 classes).
+    timm_eva02_small("eva02_tiny_patch14_224", 192, 3, 224, 0),
+    timm_eva02_small("eva02_tiny_patch14_336", 192, 3, 336, 1000),
+    timm_eva02_small("eva02_small_patch14_224", 384, 6, 224, 0),
+    timm_eva02_small("eva02_small_patch14_336", 384, 6, 336, 1000),
     // The default tags: mim_in22k_ft_in22k_in1k (448 px, 1000 classes); mim_in22k (224 px, no head).
     timm_eva02("eva02_base_patch14_224", 768, 12, 12, 224, 0),
     timm_eva02("eva02_base_patch14_448", 768, 12, 12, 448, 1000),
     timm_eva02("eva02_large_patch14_224", 1024, 24, 16, 224, 0),
     timm_eva02("eva02_large_patch14_448", 1024, 24, 16, 448, 1000),
+    // The default tags: clip_ft_in1k (224, 336), m30m_ft_in22k_in1k (560); laion400m (1024-wide head).
+    timm_eva01_giant("eva_giant_patch14_224", 224, 1000),
+    timm_eva01_giant("eva_giant_patch14_336", 336, 1000),
+    timm_eva01_giant("eva_giant_patch14_560", 560, 1000),
+    timm_eva01_giant("eva_giant_patch14_clip_224", 224, 1024, false),
     timm_convnext("convnext_atto", {2, 2, 6, 2}, {40, 80, 160, 320}, true),
     timm_convnext("convnext_femto", {2, 2, 6, 2}, {48, 96, 192, 384}, true),
     timm_convnext("convnext_pico", {2, 2, 6, 2}, {64, 128, 256, 512}, true),
@@ -113,16 +148,11 @@ struct unmodelled {
   std::string_view missing;
 };
 inline constexpr std::array unmodelled_architectures{
-    unmodelled{"eva02_tiny", "the fused qkv with q/v biases and the GluMlp without a norm of the small EVA02 models "
-                             "(timm eva.py) are not modelled"},
-    unmodelled{"eva02_small", "the fused qkv with q/v biases and the GluMlp without a norm of the small EVA02 models "
-                              "(timm eva.py) are not modelled"},
     unmodelled{"eva02_base_patch16_clip", "the EVA-CLIP towers' LayerNorm inside attention (scale_attn_inner) and "
                                           "class-token pooling are not modelled"},
     unmodelled{"eva02_large_patch14_clip", "the EVA-CLIP towers' LayerNorm inside attention (scale_attn_inner) and "
                                            "class-token pooling are not modelled"},
     unmodelled{"eva02_enormous", "EVA02-E's post-norm blocks (use_post_norm) are not modelled"},
-    unmodelled{"eva_", "EVA01's fused qkv with q/v biases and its pooling (timm eva.py) are not modelled"},
     unmodelled{"resnet50d", "the deep 3x3 stem and avg_down downsample of the ResNet-D models are not modelled"},
     unmodelled{"resnet26d", "the deep 3x3 stem and avg_down downsample of the ResNet-D models are not modelled"},
     unmodelled{"resnet101d", "the deep 3x3 stem and avg_down downsample of the ResNet-D models are not modelled"},

@@ -57,6 +57,8 @@ struct vit_spec {
   bool drop_path = false;       // drop_path_rate > 0
   bool avg_pool = false;        // global_pool 'avg' over the patch tokens (else the class token)
   bool fc_norm = false;         // the final LayerNorm after pooling instead of before
+  bool qv_bias = false;         // timm Eva's fused qkv: no Linear bias, q_bias and v_bias, a zero k_bias buffer
+  bool mlp_norm = false;        // eva02 only: scale_mlp's SwiGLU (LayerNorm on the hidden), else GluMlp
 };
 
 constexpr std::uint64_t prefix_tokens(const vit_spec& s) { return (s.class_token ? 1 : 0) + s.reg_tokens; }
@@ -68,8 +70,11 @@ constexpr const vit_spec& validate(const vit_spec& s) {
   detail::require(s.hidden % s.heads == 0, bad, "vit.heads", "must divide vit.hidden", s.heads);
   const bool torchvision = s.code == vit_code::torchvision;
   detail::require(!torchvision || (s.class_token && s.reg_tokens == 0 && !s.no_embed_class && s.patch_bias &&
-                                   !s.pre_norm && !s.layer_scale && !s.drop_path && !s.avg_pool && !s.fc_norm),
+                                   !s.pre_norm && !s.layer_scale && !s.drop_path && !s.avg_pool && !s.fc_norm &&
+                                   !s.qv_bias),
                   bad, "vit", "timm options need vit_code::timm (torchvision's ViT has none of them)", s.reg_tokens);
+  detail::require(s.code == vit_code::eva02 || !s.mlp_norm, bad, "vit.mlp_norm",
+                  "is an EVA02 option (timm's ViT MLP has no hidden norm)", s.mlp);
   detail::require(s.avg_pool || s.class_token, bad, "vit.avg_pool",
                   "must be set without a class token (the head reads the class token)", s.reg_tokens);
   return s;
@@ -166,6 +171,18 @@ constexpr tensor timm_branch_end(network& net, const tensor& branch, const tenso
   return net.add(y, skip, false);
 }
 
+// The packed qkv projection. timm Eva's (qv_bias) is F.linear with the weight and
+// torch.cat((q_bias, k_bias, v_bias)), k_bias a zero buffer (eva.py@0173a139 EvaAttention); the
+// cat is a 3 * E temporary freed right after the linear.
+constexpr tensor timm_qkv(network& net, const tensor& h, const vit_spec& s) {
+  const std::uint64_t E = h.channels;
+  if (!s.qv_bias) return net.linear(h, 3 * E, true);
+  const tensor qkv = net.linear(h, 3 * E, false);
+  net.parameter(2 * E);                                                               // q_bias, v_bias
+  net.buffer(storage(net.context().autocast ? dtype::fp32 : net.context().act, E));  // k_bias, with the weights
+  return qkv;
+}
+
 // timm Block: norm1, Attention, LayerScale?, DropPath?, x + ...; norm2, Mlp (fc1, GELU,
 // fc2), LayerScale?, DropPath?, x + ....
 constexpr tensor timm_vit_block(network& net, const tensor& x, const vit_spec& s, bool drop_path) {
@@ -173,7 +190,7 @@ constexpr tensor timm_vit_block(network& net, const tensor& x, const vit_spec& s
   const std::uint64_t S = x.height;
   const std::int32_t first = net.next_index();
   const tensor h = net.layer_norm(x);
-  const tensor qkv = net.linear(h, 3 * E, true);
+  const tensor qkv = timm_qkv(net, h, s);
   const tensor part{.storage = qkv.storage, .channels = E, .height = S, .type = qkv.type};  // q, k or v: a view
   tensor context{};
   if (net.context().fused_attention) {
