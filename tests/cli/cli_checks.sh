@@ -64,7 +64,9 @@ presets=(gpt2 gpt2-medium gpt2-large gpt2-xl bert-base-uncased bert-large-uncase
          vit_b_16 vit_b_32 vit_l_16 convnext_tiny convnext_small convnext_base)
 timm=(vit_small_patch16_224 vit_base_patch16_224 vit_base_patch32_224 vit_large_patch16_224 vit_large_patch14_224
       vit_huge_patch14_224 vit_giant_patch14_224 vit_large_patch14_clip_224 eva02_tiny_patch14_224
-      eva02_small_patch14_336 eva02_base_patch14_224 eva02_base_patch14_448 eva02_large_patch14_224 eva02_large_patch14_448 eva_giant_patch14_560 convnext_atto convnext_femto
+      eva02_tiny_patch14_336 eva02_small_patch14_224 eva02_small_patch14_336 eva02_base_patch14_224
+      eva02_base_patch14_448 eva02_large_patch14_224 eva02_large_patch14_448 eva_giant_patch14_224
+      eva_giant_patch14_336 eva_giant_patch14_560 eva_giant_patch14_clip_224 convnext_atto convnext_femto
       convnext_pico convnext_nano convnext_tiny convnext_small convnext_base convnext_large convnext_xlarge
       resnet18 resnet34 resnet50 resnet101 resnet152)
 missing=()
@@ -334,7 +336,7 @@ else
     "stdout: $(grep -A2 framework "$work/out" | head -c 600)" "stderr: $(head -c 300 "$work/err")"
 fi
 bad_input_says "torchtune's rules are read at 0.6.1" --framework torchtune@0.5.0
-bad_input_says 'lit-gpt is modelled from one commit' --framework litgpt@0.5
+bad_input_says 'main (0.5) is not' --framework litgpt@0.5
 bad_input_says '--framework does not apply to the vision model resnet50' --model resnet50 --framework torchtune
 bad_input_says 'framework "torchtune" does not apply to --inference' --inference --framework torchtune
 bad_input_says '--tp does not apply to --framework torchtune' --gpus 4 --tp 2 --framework torchtune

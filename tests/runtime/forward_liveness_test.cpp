@@ -230,10 +230,11 @@ bytes hand_layer_moment(const model_spec& m, const inference_spec& r, std::uint6
 // whose new row stays with the query in a decoding step (GPT2Attention.forward); in a decoding
 // step, Cohere's Python fp32 LayerNorm, whose temporaries are the largest moment at one row;
 // Llama 4, whose generate() is refused (layers that differ by position, experts on every token);
-// multi-head latent attention (DeepSeek: its projections, cache and fp32 routing are not this count's).
+// multi-head latent attention (DeepSeek: its projections, cache and fp32 routing are not this count's);
+// gpt-oss, walked since its sinks and experts are (the widened scores, the every-expert bmm).
 bool hand_counted(const model_spec& m, bool decode) {
   if (m.block_norms != branch_norms::pre || m.fused_qkv || m.experts_in_one_pass) return false;
-  if (has_latent_attention(m)) return false;
+  if (has_latent_attention(m) || m.attention_sinks || m.expert_weight_copies) return false;
   if (m.experts_on_every_token || m.nope_layer_interval > 0) return false;
   return !decode || m.norm != norm_kind::layernorm_fp32_python;
 }

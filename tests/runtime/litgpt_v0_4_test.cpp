@@ -105,7 +105,7 @@ TEST_CASE("litgpt 0.4's RMSNorm keeps the fp32 x where 2023's kept the bf16 one"
   CHECK(saved(lora_run(400, 207)) == saved(lora_run(409, 207)));
 }
 
-TEST_CASE("--framework litgpt@0.4.9 sets the version and bitsandbytes 0.42; main is refused, full needs the standard loss") {
+TEST_CASE("litgpt 0.4.9 as --framework sets the version and bitsandbytes 0.42, main is refused, full needs the standard loss") {
   training_spec run{};
   json_io::read_framework_option("litgpt@0.4.9", run, "--framework");
   CHECK(run.framework == framework_kind::litgpt);
