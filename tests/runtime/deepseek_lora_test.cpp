@@ -12,6 +12,7 @@
 #include <string>
 
 #include "error_capture.hpp"
+#include "memscale/inference.hpp"
 #include "memscale/json.hpp"
 #include "memscale/memscale.hpp"
 #include "test_inputs.hpp"
@@ -138,6 +139,45 @@ TEST_CASE("deepseek lora: targets the model lacks and the router are refused by 
   CHECK(contains(refusal(v3, experts_interface), "3-D parameters"));
   experts_interface.lora_targets = memscale::parse_lora_targets("o_proj");
   CHECK_NOTHROW(memscale::estimate(v3, experts_interface));
+}
+
+
+// DeepSeek's gate is a bare nn.Parameter (DeepseekV3TopkRouter), not an nn.Linear: a QLoRA load and
+// a 4-bit inference checkpoint leave it in 16 bits, as every linear they do replace is 4-bit.
+TEST_CASE("deepseek qlora: the router's weight is not quantized") {
+  const memscale::model_spec v3 = small("deepseek_v3");
+  auto qlora = lora_run("o_proj");
+  qlora.target = memscale::training_target::qlora;
+  qlora.prec = memscale::precision::pure_bf16;
+  const auto g = std::make_unique<memscale::model_graph>(memscale::build(v3, qlora));
+  const memscale::graph& stack = g->stack();
+  std::size_t routers = 0, quantized = 0;
+  for (std::size_t i = stack.block_begin; i < stack.block_end; ++i) {
+    const memscale::op& o = stack.ops[i];
+    if (o.role != memscale::param_role::matmul || !o.frozen) continue;
+    const bool is_router = o.weight.rows == experts && o.weight.cols == hidden && o.weight.count == 1;
+    if (is_router) {
+      ++routers;
+      CHECK_FALSE(memscale::quantized_base(o, qlora));
+    } else if (memscale::quantized_base(o, qlora)) {
+      ++quantized;
+    }
+  }
+  CHECK(routers == 1);
+  CHECK(quantized > 0);
+
+  memscale::inference_spec served{.weights = memscale::weight_format::bnb_nf4};
+  const auto weights = memscale::detail::weights_graph(v3);
+  const memscale::graph& w = weights.stack();
+  std::size_t served_routers = 0;
+  for (std::size_t i = w.block_begin; i < w.block_end; ++i) {
+    const memscale::op& o = w.ops[i];
+    if (o.kind != memscale::op_kind::linear || o.weight.rows != experts || o.weight.cols != hidden || o.weight.count != 1)
+      continue;
+    ++served_routers;
+    CHECK(memscale::inference_op_weight_bytes(w, i, served) == memscale::storage(served.compute, experts * hidden));
+  }
+  CHECK(served_routers == 1);
 }
 
 }  // namespace deepseek_lora_test

@@ -255,19 +255,24 @@ constexpr tensor router(const layer_context& ctx, tensor in) {
 // the hidden states and of the weight, which the matmul saves, and fp32 logits. The gate is never
 // adapted (validate.hpp check_deepseek_lora: the forward bypasses a wrapper); frozen under LoRA,
 // its weight takes no gradient, so the matmul keeps only the weight copy (for the input's).
+// The gate's weight is a bare nn.Parameter, not an nn.Linear, so no quantized load replaces it:
+// bitsandbytes, GPTQ, AWQ and FP8 swap nn.Linear modules only (integrations/bitsandbytes.py
+// _replace_with_bnb_linear, isinstance(module, (nn.Linear, Conv1D)), transformers v4.57.0).
 constexpr tensor fp32_router(const layer_context& ctx, tensor in) {
   op_writer& ops = ctx.ops;
   const model_spec& m = ctx.model;
   if (ops.precision().param == dtype::fp32)
     return ops.linear(in, {.rows = ctx.tokens, .in_features = m.hidden, .out_features = m.experts, .bias = m.router_bias},
-                      base_weight{.frozen = ctx.adapters.base.frozen, .keeps_input = !ctx.adapters.base.frozen});
+                      base_weight{.frozen = ctx.adapters.base.frozen, .keeps_input = !ctx.adapters.base.frozen,
+                                  .unquantized = true});
   const tensor x = ops.elementwise(in, in.elements, dtype::fp32);
   const op logits{.kind = op_kind::linear,
                   .weight = {m.experts, m.hidden, 1},
                   .role = param_role::matmul,
                   .frozen = ctx.adapters.base.frozen,
                   .extra_saved = storage(dtype::fp32, detail::checked_mul(m.experts, m.hidden)),
-                  .grad_in = storage(dtype::fp32, x.elements)};
+                  .grad_in = storage(dtype::fp32, x.elements),
+                  .unquantized_base = true};
   const tensor y = ops.emit(logits, detail::checked_mul(ctx.tokens, m.experts), dtype::fp32);
   if (!ctx.adapters.base.frozen) ops.keep(x, y);
   return y;
