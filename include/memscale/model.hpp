@@ -158,6 +158,10 @@ struct model_spec {
   // PhiMoE's sparsemixer picks two experts in two rounds of masked_fill and softmax, each saved for
   // its backward, in place of softmax and topk (modular_phimoe.py@0233e509 sparsemixer).
   bool sparsemixer_router = false;
+  // From transformers 5.0 the router module subclasses nn.Linear (modular_phimoe.py@0233e509
+  // PhimoeTopKRouter), so quantized loads replace it; the other families' XTopKRouter holds a bare
+  // nn.Parameter, which they leave in the load dtype.
+  bool router_subclasses_linear = false;
   bool experts_in_one_pass = false;     // every routed row through the experts at once, not one expert at a time (GraniteMoE)
   bool scale_embeddings = false;        // embeddings * sqrt(hidden) (Gemma)
   // RMSNorm scales the fp32 normalized x by (1 + weight.float()) and casts the product back

@@ -577,10 +577,14 @@ constexpr void require_gpt_oss_generate(const model_spec& model, const inference
 
 // The op graph that gives every weight matrix of `model` (one row, one sequence), the linears
 // the checkpoint keeps in 16 bits marked: the same for every run of one model and checkpoint,
-// so a plan builds it once for all its estimates.
-constexpr model_graph weights_graph(const model_spec& model, lora_modules unquantized = 0) {
+// so a plan builds it once for all its estimates. Modules differ by release only from
+// transformers 5.0 (a MoE's experts and router become bare parameters: graph/layers/mlp.hpp
+// stacked_expert_parameters, router_is_parameter), so an older release builds the 4.x layout.
+constexpr model_graph weights_graph(const model_spec& model, lora_modules unquantized = 0,
+                                    std::uint32_t transformers_version = 0) {
   training_spec t{.micro_batch = 1, .seq_len = 1, .dropout = false};
   t.unquantized = unquantized;
+  t.transformers_version = transformers_version >= 500 ? transformers_version : 0;
   return build(model, t);
 }
 
@@ -704,7 +708,8 @@ constexpr void check_inference(const model_spec& model, const inference_spec& ru
 // The weights graph an estimate of `run` reads: gpt-fast's model or the model itself. Only the
 // loop decides it, so a plan's searches over batch and prompt share one.
 constexpr model_graph inference_weights_graph(const model_spec& model, const inference_spec& run) {
-  return weights_graph(run.loop == generate_loop::gpt_fast ? gpt_fast_model(model) : model, run.unquantized);
+  return weights_graph(run.loop == generate_loop::gpt_fast ? gpt_fast_model(model) : model, run.unquantized,
+                       run.transformers_version);
 }
 
 // estimate_inference of a checked model and run (check_inference) over `weights`, the run's

@@ -120,6 +120,10 @@ struct inference_spec {
 };
 
 constexpr bool is_quantized(weight_format w) { return w != weight_format::native; }
+// The formats bitsandbytes loads (its Linear8bitLt / Linear4bit replace nn.Linear modules).
+constexpr bool is_bitsandbytes(weight_format w) {
+  return w == weight_format::bnb_int8 || w == weight_format::bnb_nf4 || w == weight_format::bnb_fp4;
+}
 
 constexpr const inference_spec& validate(const inference_spec& r) {
   using detail::require;

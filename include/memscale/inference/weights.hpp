@@ -68,8 +68,12 @@ constexpr bytes inference_op_weight_bytes(const graph& g, std::size_t index, con
     return detail::gpt_fast_linear_bytes(o.weight.rows, o.weight.cols, r) * o.weight.count +
            storage(r.compute, o.bias.elements());
   const bool in_block = index >= g.block_begin && index < g.block_end;
+  // Experts held as 3-D nn.Parameters: bitsandbytes replaces nn.Linear modules only and leaves them
+  // in the load dtype (bitsandbytes issue #1849; graph/layers/mlp.hpp with_unquantized_experts).
+  const bool bnb_skips = is_bitsandbytes(r.weights) && g.stacked_experts && o.weight.count > 1;
   // A linear the checkpoint keeps in 16 bits (modules_to_not_convert) is stored as any other weight.
-  const bool block_matmul = in_block && o.kind == op_kind::linear && o.role == param_role::matmul && !o.unquantized_base;
+  const bool block_matmul =
+      in_block && o.kind == op_kind::linear && o.role == param_role::matmul && !o.unquantized_base && !bnb_skips;
   // MXFP4 stores the 3-D experts alone; its Mxfp4GptOssExperts biases are loaded as the checkpoint
   // stores them (bf16, the compute dtype).
   const bool quantised = r.weights == weight_format::mxfp4 ? detail::mxfp4_experts_op(g, index, r) && !o.unquantized_base

@@ -239,9 +239,39 @@ constexpr tensor add_shared_expert(const layer_context& ctx, tensor in, tensor r
   return ops.add(routed, shared);
 }
 
+// A router whose weight is a bare nn.Parameter of its own module: GptOssTopKRouter in every
+// release and, from transformers 5.0, the experts interface's XTopKRouter (modeling_mixtral.py
+// MixtralTopKRouter, Qwen2MoeTopKRouter, OlmoeTopKRouter; PhiMoE's subclasses nn.Linear).
+// Quantized loads replace nn.Linear modules only (integrations/bitsandbytes.py
+// _replace_with_bnb_linear, transformers v4.57.0), so its weight stays in the load dtype.
+constexpr bool router_is_parameter(const layer_context& ctx) {
+  return ctx.model.expert_weight_copies || (grouped_mm_experts(ctx) && !ctx.model.router_subclasses_linear);
+}
+
+// Expert weights held as 3-D nn.Parameters (stacked_expert_parameters): bitsandbytes' 4-bit load
+// replaces nn.Linear modules only and leaves them in the load dtype (bitsandbytes issue #1849,
+// "Failed to quant MoE models with fused expert weights in transformers v5"), so a QLoRA base
+// keeps them 16-bit, without dequantization.
+constexpr layer_context with_unquantized_experts(const layer_context& ctx) {
+  layer_context experts = ctx;
+  if (experts.adapters.base.four_bit && stacked_expert_parameters(ctx.model, ctx.run)) {
+    experts.adapters.base.four_bit = false;
+    experts.adapters.base.unquantized = true;
+  }
+  return experts;
+}
+
 // The router: tokens x experts logits (model_spec::router_bias, LoRA's router target).
 constexpr tensor router(const layer_context& ctx, tensor in) {
   const model_spec& m = ctx.model;
+  if (router_is_parameter(ctx)) {
+    adapter_plan kept = ctx.adapters;
+    kept.unquantized = static_cast<lora_modules>(kept.unquantized | static_cast<lora_modules>(lora_target::router));
+    return projection(ctx.ops, kept, in,
+                      {.rows = ctx.tokens, .in_features = m.hidden, .out_features = m.experts, .bias = m.router_bias,
+                       .role = static_cast<lora_modules>(lora_target::router)},
+                      ctx.adapters.adapts(lora_target::router));
+  }
   return projection(ctx.ops, ctx.adapters, in,
                     {.rows = ctx.tokens, .in_features = m.hidden, .out_features = m.experts, .bias = m.router_bias,
                      .role = static_cast<lora_modules>(lora_target::router)},
@@ -674,10 +704,11 @@ constexpr tensor mixture_of_experts(const layer_context& ctx, tensor in) {
                            !ops.precision().casts_weights() &&
                            !ctx.run.liger_swiglu && !ctx.run.liger_geglu &&
                            !ctx.adapters.adapts(lora_target::gate) && !ctx.adapters.adapts(lora_target::up);
+  const layer_context experts_ctx = with_unquantized_experts(ctx);
   const tensor expert_out =
       one_gate_up
-          ? fused_gate_up_mlp(ctx, gathered, m.ffn, expert_rows, ctx.adapters.adapts(lora_target::down), true)
-          : expert_mlp(ctx, gathered, expert_rows);
+          ? fused_gate_up_mlp(experts_ctx, gathered, m.ffn, expert_rows, ctx.adapters.adapts(lora_target::down), true)
+          : expert_mlp(experts_ctx, gathered, expert_rows);
   // * routing weight: saves both factors (the product is fp32 when the weights are: type promotion)
   const tensor weighted =
       ops.elementwise(detail::checked_mul(expert_rows.rows, hidden), m.router_fp32 ? dtype::fp32 : expert_out.type);
@@ -732,6 +763,7 @@ constexpr tensor experts_on_every_token(const layer_context& ctx, tensor in) {
   ops.keep(column, scaled);
   layer_context parameters = ctx;
   parameters.adapters.targets = 0;
+  parameters.adapters.base.unquantized = parameters.adapters.base.four_bit;
   parameters.adapters.base.four_bit = false;
   const tensor expert_out = dense_mlp(parameters, scaled, m.ffn, {.rows = scores, .copies = m.experts});
   const tensor summed = ops.elementwise(expert_out, detail::checked_mul(tokens, m.hidden), expert_out.type);

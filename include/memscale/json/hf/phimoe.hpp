@@ -35,6 +35,7 @@ inline model_spec phimoe(const config& c) {
     bad_field(error_code::unsupported, c.field("num_experts_per_tok"), m.experts_per_token,
               "must be 2: PhiMoE's sparsemixer router picks exactly two experts");
   m.sparsemixer_router = true;
+  m.router_subclasses_linear = true;
   m.moe_input_jitter = c.number("input_jitter_noise", 0.0) > 0.0;  // PhimoeConfig default 0.0
   return m;
 }
