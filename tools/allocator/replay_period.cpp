@@ -166,6 +166,13 @@ periodicity find_period(const std::vector<std::string>& forms, std::size_t max_p
   return {};
 }
 
+// Cached (free) blocks in a form: every segment holding one is active, so this is all of them.
+std::size_t cached_blocks(const std::string& form) {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i + 1 < form.size(); ++i) n += (form[i] == ' ' || form[i] == '[') && form[i + 1] == 'f';
+  return n;
+}
+
 struct run_case {
   const model_spec* model;
   training_spec run;
@@ -202,6 +209,7 @@ int main(int argc, char** argv) {
   int walked = 0, refused = 0;
   std::array<int, 4> periodic{};  // forward and backward of step 1, then of step 2
   std::array<int, 4> decisions_periodic{};
+  int passes = 0, cached_changes = 0;  // passes whose cached blocks differ between the first and last middle layer
   const auto describe = [](const periodicity& p) {
     return p.found ? "from " + std::to_string(p.from) + " p " + std::to_string(p.period) : std::string("never");
   };
@@ -216,6 +224,14 @@ int main(int argc, char** argv) {
       ++walked;
       std::string found;
       for (std::size_t s = 0; s < 2; ++s) {
+        for (const std::vector<std::string>* forms : {&p.forward(s), &p.backward(s)}) {
+          if (forms->size() < 4) continue;
+          const std::size_t first = cached_blocks((*forms)[1]);
+          const std::size_t last = cached_blocks((*forms)[forms->size() - 2]);
+          ++passes;
+          cached_changes += first != last;
+          found += " | cached " + std::to_string(first) + " -> " + std::to_string(last);
+        }
         const periodicity f = find_period(p.forward(s), 16);
         const periodicity b = find_period(p.backward(s), 16);
         const periodicity fd = find_period(p.forward_decisions(s), 16);
@@ -245,10 +261,11 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("\n%d runs walked (%d refused: sequence past a learned position table)\n"
+              "passes whose cached blocks differ between the first and the last middle layer: %d of %d\n"
               "active form repeats to the last middle layer: step 1 forward %d, backward %d; step 2 forward %d, "
               "backward %d\nlayer decisions repeat:                       step 1 forward %d, backward %d; step 2 "
               "forward %d, backward %d\n",
-              walked, refused, periodic[0], periodic[1], periodic[2], periodic[3], decisions_periodic[0],
+              walked, refused, cached_changes, passes, periodic[0], periodic[1], periodic[2], periodic[3], decisions_periodic[0],
               decisions_periodic[1], decisions_periodic[2], decisions_periodic[3]);
   return 0;
 }
