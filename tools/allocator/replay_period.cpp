@@ -1,20 +1,21 @@
 // memscale-replay-period: does the caching allocator's state repeat from layer to layer? If it
 // did, a replay could walk until it repeats and advance the remaining layers by whole periods
 // (an exact skip). This tool replays preset runs unconstrained and, at each layer boundary of
-// forward and backward (steady step), writes a canonical form of the allocator's state:
+// forward and backward in step 1 and in the steady step 2, writes a canonical form of the state:
 //   segments newest first (each cudaMalloc'd segment lies below the ones before it), each as its
-//   pool and block list, a block as its size and either "free" or the live tensor's label: a
-//   block tensor's (layer offset from the current layer, pass, order made within that layer),
-//   any other tensor's (step, moment, order made). Addresses do not appear: with segments in
-//   creation order and blocks in address order, every best-fit tie-break is fixed by the form.
-// Two forms compare only the part that a skip could keep as it is ("active"): segments holding a
-// free block or a tensor of the current or previous layer. Equal active forms at k and k + p are
-// necessary for a skip whose older segments are inert; the summary says per run whether (and
-// from which layer, with which period) they repeat up to the last middle layer.
+//   pool and mapped blocks in address order, a block as its size and either "f" (cached) or the
+//   live tensor's label: a block tensor's (layer offset from the current layer, pass, order made
+//   within that layer), any other tensor's (step, moment, order made). Addresses do not appear:
+//   with segments in creation order and blocks in address order, every best-fit tie-break is
+//   fixed by the form.
+// Forms are compared on their active part: segments holding a cached block or a tensor of the
+// previous, current or next layer. Equal full forms have equal active parts, so an active part
+// that never repeats rules out an exact skip. Each layer's decisions (per event the change of
+// allocated, reserved and inactive split bytes) are compared too: they may repeat while the
+// state does not.
 //
 //   memscale-replay-period            one line per run, then the counts
 //   memscale-replay-period --dump N   the forms of run number N, one boundary a line
-#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -38,7 +39,6 @@ struct tensor_label {
   std::uint32_t step = 0;
   moment made_in = moment::setup;
   std::uint32_t order = 0;  // made this many tensors after the layer (or moment) began
-  bool recompute = false;
 };
 
 bool is_block(moment m) {
@@ -49,7 +49,7 @@ bool is_backward_block(moment m) {
   return m == moment::first_block_backward || m == moment::middle_block_backward || m == moment::last_block_backward;
 }
 
-// The allocator with each tensor's label, and the forms at the steady step's layer boundaries.
+// The allocator with each tensor's label, and the forms and decisions at the layer boundaries of steps 1 and 2.
 class probe {
  public:
   probe(const options& settings, std::uint64_t layers)
@@ -58,7 +58,7 @@ class probe {
   void alloc(std::uint32_t id, std::uint64_t size) {
     const allocator_stats before = a_->stats();
     a_->allocate(id, size);
-    labels_[id] = {is_block(moment_) ? layer_ : -1, step_, moment_, order_++, false};
+    labels_[id] = {is_block(moment_) ? layer_ : -1, step_, moment_, order_++};
     note_decision(before, 'a');
   }
   void free(std::uint32_t id) {
@@ -110,14 +110,12 @@ class probe {
   // Active segments in creation order (newest first), each "pool[blocks]".
   std::string form() const {
     struct seg {
-      std::uint64_t head = 0;
       std::string text;
       bool active = false;
     };
-    std::map<std::uint64_t, seg, std::greater<>> segs;  // newest (lowest address) first
+    std::map<std::uint64_t, seg> segs;  // by address: newest first (expandable ones grow upwards: oldest first)
     a_->for_each_block([&](const block_view& b) {
       seg& s = segs[b.segment];
-      s.head = b.segment;
       if (s.text.empty()) s.text = b.pool == pool_kind::small ? "S[" : "G[";
       if (!b.allocated) {
         s.text += "f" + std::to_string(b.size / 512) + " ";
@@ -129,7 +127,7 @@ class probe {
       s.text += std::to_string(b.size / 512) + ":" + label(b.owner) + " ";
     });
     std::string out;
-    for (auto& [head, s] : segs)
+    for (const auto& [address, s] : segs)
       if (s.active) out += s.text + "] ";
     return out;
   }
