@@ -37,10 +37,10 @@ std::vector<svg::reference_line> vram_and_budget(memscale::bytes vram, memscale:
 // Device peak of one mode at another sequence length (the micro-batch cliff's come from its plan_at).
 double mode_peak(const memscale::model_spec& model, const memscale::training_spec& run, const memscale::gpu_spec& gpu,
                  memscale::mode m, const memscale::plan_result& plan) {
-  // as the web page's cliff
   return gib(memscale::json_io::cliff_peak(model, run, run.micro_batch, gpu, m, plan.budget, plan.device));
 }
 
+// Device peak of one mode at another micro-batch, as the web page's cliff.
 double cliff_peak_at(const micro_batch_cliff& cliff, std::uint64_t micro_batch, memscale::mode m) {
   return gib(cliff.plan_at(micro_batch, m).peak);
 }
