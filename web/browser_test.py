@@ -55,7 +55,7 @@ GENERATE_RUN = {"task": "generate", "gen-loop": "hf", "model": "mistral-7b", "ba
 # A vision training step on a GPU: the plan, the peaks, the allocator section, the software (docs/web.md).
 VISION_RUN = {"task": "train", "model": "resnet50", "image": "384", "channels-last": False, "batch": 64, "grad-accum": 1,
               "precision": "fp32", "optimizer": "adamw", "optimizer-impl": "foreach", "checkpointing": "none",
-              "paged-optimizer": False, "gpu": "rtx3060-12gb", "headroom": 0.15}
+              "paged-optimizer": False, "sw-torch": "", "gpu": "rtx3060-12gb", "headroom": 0.15}
 
 # The "Kernels and batches" and torchtitan controls as the page opens: a run that sets some of
 # them starts from these, since the controls keep their values from one run to the next.
@@ -129,9 +129,13 @@ RUNS = [
     ("vision: timm eva02_base_patch14_448 (its own 448 input), amp_bf16, checkpointed stages, on an A100 40GB",
      {"task": "train", "model": "timm/eva02_base_patch14_448", "batch": 16, "grad-accum": 1, "precision": "amp_bf16",
       "optimizer": "adamw", "checkpointing": "full", "gpu": "a100-40gb", "headroom": 0.12}),
+    # The software stack's torch applies to a vision run (SDPA's kernels, the optimizer's defaults, the cuBLAS workspace).
+    ("vision: vit_b_16 under torch 2.1, amp_bf16, on an RTX 4090",
+     {"task": "train", "model": "vit_b_16", "image": "224", "channels-last": False, "batch": 32, "precision": "amp_bf16",
+      "optimizer": "adamw", "checkpointing": "none", "sw-torch": "2.1", "gpu": "rtx4090", "headroom": 0.15}),
     ("vision: convnext_tiny channels_last at 256x320 without a GPU, 8-bit AdamW",
      {"task": "train", "model": "convnext_tiny", "image": "256x320", "channels-last": True, "batch": 32,
-      "precision": "amp_fp16", "optimizer": "adamw_8bit", "checkpointing": "none", "gpu": ""}),
+      "precision": "amp_fp16", "optimizer": "adamw_8bit", "checkpointing": "none", "sw-torch": "", "gpu": ""}),
 ]
 
 # The run of the screenshot (docs/pictures/web-calculator.png): a mode is needed, and chosen.
@@ -151,6 +155,8 @@ INVALID = [
              precision="pure_bf16", gpu="h100-80gb")),
     ("a vision image under 32 pixels",
      {"task": "train", "model": "resnet50", "image": "16", "gpu": "rtx4090"}),
+    ("a CUDA vision run under torch 1.13 (cuDNN's v7 API, not modelled)",
+     {"task": "train", "model": "resnet50", "image": "224", "sw-torch": "1.13", "gpu": "rtx4090"}),
 ]
 
 # Sets controls in order, each followed by the event a user's change fires.

@@ -105,7 +105,9 @@ std::string_view unread_by_vision(const CLI::Option& opt) {
   const std::string g = opt.get_group();
   if (name == "--seq" || name == "--target-len") return "its input is sized by --image N or HxW, not a sequence length";
   if (g == group::lora) return "adapters are modelled on transformer layers only";
-  if (g == group::inference) return "inference is estimated for transformer models only";
+  // --svg and --svg-batch draw the vision plan's modes and its cliff (vision.cpp), though listed with inference.
+  if (g == group::inference && name != "--svg" && name != "--svg-batch")
+    return "inference is estimated for transformer models only";
   if (g == group::cluster) return "the multi-GPU estimate and planner take transformer models only";
   if (g == group::config) return "--config gives a transformer model";
   if (name == "--attention" || name == "--offload" || name == "--no-dropout" || name == "--use-cache" ||

@@ -199,9 +199,9 @@ std::string cliff_svg(const memscale::model_spec& model, const memscale::trainin
 std::string vision_cliff_svg(std::string_view model_name, const micro_batch_cliff& cliff,
                              const memscale::training_spec& run, const memscale::gpu_spec& gpu,
                              const memscale::plan_result& plan) {
+  // One panel is half the transformer figure's width: a shorter caption.
   return svg::figure({micro_batch_chart(cliff, run, plan)},
-                     fmt::format("memscale-plan: the OOM cliff of {} on {} (device peak, nvidia-smi)", model_name,
-                                 gpu.label));
+                     fmt::format("OOM cliff of {} on {}: device peak (nvidia-smi)", model_name, gpu.label));
 }
 
 std::string cliff_text(const micro_batch_cliff& cliff, const memscale::training_spec& run,
