@@ -130,6 +130,11 @@ TEST_CASE("vision document: the report is a run document that reads back to the 
   CHECK_FALSE(io::vision_report_json(read({{"model", "resnet18"}, {"run", {{"device", "cpu"}}}})).contains("allocator"));
 }
 
+// cuDNN's v8 API, the one the convolution workspace bound is read off, is the default from torch 2.0.
+static_assert(memscale::vision::cudnn_workspace_modelled({.device = memscale::device_kind::cuda, .torch_version = 200}));
+static_assert(!memscale::vision::cudnn_workspace_modelled({.device = memscale::device_kind::cuda, .torch_version = 113}));
+static_assert(memscale::vision::cudnn_workspace_modelled({.device = memscale::device_kind::cpu, .torch_version = 113}));
+
 TEST_CASE("vision document: the software stack is read, echoed, and refused where the estimate cannot model it",
           "[json][vision]") {
   // The versions the vision estimate reads: torch, bitsandbytes, CUDA's module loading.
