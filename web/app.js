@@ -116,6 +116,8 @@ function visionDocument() {
   if ($('paged-optimizer').checked) run.paged_optimizer = true;
   if ($('channels-last').checked) run.channels_last = true;
   const doc = {model: $('model').value, run: run};
+  const software = softwareStack(['torch']);  // a vision step runs no transformers code
+  if (software) doc.software = software;
   addGpu(doc);
   return doc;
 }
@@ -171,10 +173,10 @@ function addKernelsAndBatches(run, framework) {
   if ($('padded').checked) run.padded = true;
 }
 
-// The run document's "software": the versions typed, as typed (the library reads and checks them).
-function softwareStack() {
+// The run document's "software": the versions typed of `names`, as typed (the library reads and checks them).
+function softwareStack(names = ['transformers', 'torch']) {
   const stack = {};
-  for (const name of ['transformers', 'torch']) {
+  for (const name of names) {
     const version = $('sw-' + name).value.trim();
     if (version !== '') stack[name] = version;
   }
@@ -265,7 +267,9 @@ function stackedBars(id, rows, plan, restLabel, components) {
 }
 
 // Peak against micro-batch per mode (log2 x axis), capped at twice the VRAM.
+// The canvas carries the figures drawn (data-cliff), which web/browser_test.py compares with memscale-plan's.
 function cliffChart(id, cliff, plan, microBatch) {
+  $(id).dataset.cliff = JSON.stringify(cliff);
   const width = 760, height = 260, left = 56, right = 110, top = 12, bottom = 34;
   const g = canvas(id, width, height);
   const vram = plan.vram;
@@ -388,13 +392,14 @@ function renderAllocator(r) {
   return html + allocatorText(r.allocator);
 }
 
-// A vision report's model (its "architecture") and the software its estimate assumes (it has no --stack).
+// A vision report's model (its "architecture") and the software its estimate assumes.
 function renderVisionModel(r, stack) {
   const a = r.architecture;
   return `<p>Model: ${textFig('architecture.source', a.source)} ${textFig('architecture.family', a.family)}, ` +
          `${countFig('architecture.parameters', a.parameters)} parameters, ${countFig('architecture.classes', a.classes)} classes; ` +
          `image ${textFig('run.image', r.run.image)}${r.run.channels_last ? ' channels_last' : ''}; ` +
-         `software assumed: ${stack.join(', ')} <small>(the vision estimate assumes the current releases)</small></p>`;
+         `software assumed: ${stack.join(', ')} <small>(the software stack's torch, <code>--stack</code> or the run's ` +
+         '<code>software</code> changes it)</small></p>';
 }
 
 // The caching allocator's replay: reserved, CUDA context, device and, with a GPU, the band and the verdict.
@@ -509,7 +514,6 @@ function render(r, cliff) {
   $('peaks').innerHTML = renderPeaks(r);
   $('allocator').innerHTML = renderAllocator(r);
   $('modes').hidden = !plan;
-  // A vision report has no cliff (memscale_web.cpp).
   for (const id of ['cliff', 'cliff-title']) $(id).hidden = !plan || !cliff;
   $('no-gpu').hidden = !!plan;
   $('no-gpu').textContent = r.gpu ? 'No modes for this run: its layout and checkpointing policy are its framework\'s own.'

@@ -11,6 +11,8 @@ the page's controls as a user would, then checks that
     where run.json is the page's own run.json download;
   * every figure shown (each element with data-path) holds the value at that path of
     memscale-plan's JSON, and shows it formatted from that value (GiB, counts, percents);
+  * the OOM cliff drawn (training on a GPU, transformer or vision model) holds the points of
+    memscale-plan --run run.json --svg-batch's micro-batch panel, value for value;
   * an invalid setting shows memscale-plan's own error line;
   * every slider move is answered; how fast (computed, redrawn, laid out) is printed beside
     the target of one frame, 16 ms, and not judged: a timing on a shared CI machine measures
@@ -24,6 +26,7 @@ import functools
 import http.server
 import json
 import os
+import xml.etree.ElementTree as ET
 import statistics
 import subprocess
 import sys
@@ -52,7 +55,7 @@ GENERATE_RUN = {"task": "generate", "gen-loop": "hf", "model": "mistral-7b", "ba
 # A vision training step on a GPU: the plan, the peaks, the allocator section, the software (docs/web.md).
 VISION_RUN = {"task": "train", "model": "resnet50", "image": "384", "channels-last": False, "batch": 64, "grad-accum": 1,
               "precision": "fp32", "optimizer": "adamw", "optimizer-impl": "foreach", "checkpointing": "none",
-              "paged-optimizer": False, "gpu": "rtx3060-12gb", "headroom": 0.15}
+              "paged-optimizer": False, "sw-torch": "", "gpu": "rtx3060-12gb", "headroom": 0.15}
 
 # The "Kernels and batches" and torchtitan controls as the page opens: a run that sets some of
 # them starts from these, since the controls keep their values from one run to the next.
@@ -126,9 +129,13 @@ RUNS = [
     ("vision: timm eva02_base_patch14_448 (its own 448 input), amp_bf16, checkpointed stages, on an A100 40GB",
      {"task": "train", "model": "timm/eva02_base_patch14_448", "batch": 16, "grad-accum": 1, "precision": "amp_bf16",
       "optimizer": "adamw", "checkpointing": "full", "gpu": "a100-40gb", "headroom": 0.12}),
+    # The software stack's torch applies to a vision run (SDPA's kernels, the optimizer's defaults, the cuBLAS workspace).
+    ("vision: vit_b_16 under torch 2.1, amp_bf16, on an RTX 4090",
+     {"task": "train", "model": "vit_b_16", "image": "224", "channels-last": False, "batch": 32, "precision": "amp_bf16",
+      "optimizer": "adamw", "checkpointing": "none", "sw-torch": "2.1", "gpu": "rtx4090", "headroom": 0.15}),
     ("vision: convnext_tiny channels_last at 256x320 without a GPU, 8-bit AdamW",
      {"task": "train", "model": "convnext_tiny", "image": "256x320", "channels-last": True, "batch": 32,
-      "precision": "amp_fp16", "optimizer": "adamw_8bit", "checkpointing": "none", "gpu": ""}),
+      "precision": "amp_fp16", "optimizer": "adamw_8bit", "checkpointing": "none", "sw-torch": "", "gpu": ""}),
 ]
 
 # The run of the screenshot (docs/pictures/web-calculator.png): a mode is needed, and chosen.
@@ -148,6 +155,8 @@ INVALID = [
              precision="pure_bf16", gpu="h100-80gb")),
     ("a vision image under 32 pixels",
      {"task": "train", "model": "resnet50", "image": "16", "gpu": "rtx4090"}),
+    ("a CUDA vision run under torch 1.13 (cuDNN's v7 API, not modelled)",
+     {"task": "train", "model": "resnet50", "image": "224", "sw-torch": "1.13", "gpu": "rtx4090"}),
 ]
 
 # Sets controls in order, each followed by the event a user's change fires.
@@ -175,6 +184,7 @@ READ_PAGE = r"""
     plan: error.hidden ? await text('download-plan') : null,
     error: error.hidden ? null : error.textContent,
     figures: [...document.querySelectorAll('[data-path]')].map((e) => [e.dataset.path, e.dataset.value, e.textContent]),
+    cliff: document.getElementById('cliff').hidden ? null : JSON.parse(document.getElementById('cliff').dataset.cliff),
   };
 })()
 """
@@ -267,6 +277,34 @@ def check_run(failures, label, page, plan_binary, workdir):
     return checked
 
 
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def check_cliff(failures, label, page, plan_binary, workdir):
+    """The page's cliff against memscale-plan --svg-batch's micro-batch panel: the same micro-batches
+    and, per mode, the same device peaks (the SVG's data-y is GiB written to round-trip)."""
+    run_path, svg_path = os.path.join(workdir, "run.json"), os.path.join(workdir, "cliff.svg")
+    cli = subprocess.run([plan_binary, "--run", run_path, "--svg-batch", svg_path], capture_output=True, text=True)
+    if not failures.check(cli.returncode == 0, f"{label}: memscale-plan --svg-batch failed: {cli.stderr.strip()}"):
+        return 0
+    charts = [g for g in ET.parse(svg_path).getroot().iter(SVG + "g") if g.get("class") == "chart"]
+    panel = [c for c in charts if any((t.text or "").startswith("peak vs micro-batch") for t in c.iter(SVG + "text"))]
+    if not failures.check(len(panel) == 1, f"{label}: --svg-batch has {len(panel)} micro-batch panels"):
+        return 0
+    cliff = page["cliff"]
+    series = {g.get("data-label"): [(float(c.get("data-x")), float(c.get("data-y"))) for c in g.iter(SVG + "circle")]
+              for g in panel[0].iter(SVG + "g") if g.get("class") == "series"}
+    failures.check(sorted(series) == sorted(cliff["peak"]), f"{label}: the cliff's modes {sorted(cliff['peak'])} on the "
+                                                           f"page, {sorted(series)} in --svg-batch")
+    points = 0
+    for mode, peaks in cliff["peak"].items():
+        want = [(float(b), p / GIB) for b, p in zip(cliff["micro_batch"], peaks)]
+        if failures.check(series.get(mode) == want, f"{label}: the {mode} cliff is {want} on the page, "
+                                                    f"{series.get(mode)} in --svg-batch"):
+            points += len(want)
+    return points
+
+
 def serve(directory):
     class Quiet(http.server.SimpleHTTPRequestHandler):
         extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, ".wasm": "application/wasm"}
@@ -312,6 +350,13 @@ def main():
                         failures.check(written == typed, f"{label}: software.{name} is {written!r} in run.json, typed {typed!r}")
                 n = check_run(failures, label, page, args.memscale_plan, workdir)
                 print(f"ok    {label}: {n} figures equal memscale-plan's" if n else f"FAIL  {label}")
+                # A vision run on a GPU draws its cliff as a transformer's does.
+                if label.startswith("vision") and controls.get("gpu"):
+                    failures.check(page["cliff"] is not None, f"{label}: no OOM cliff on the page")
+                if n and page["cliff"] is not None:
+                    points = check_cliff(failures, label, page, args.memscale_plan, workdir)
+                    print(f"ok    {label}: the OOM cliff's {points} points equal memscale-plan --svg-batch's"
+                          if points else f"FAIL  {label}: the OOM cliff")
 
             # An invalid run: the page shows memscale-plan's error line (without its prefix).
             for label, controls in INVALID:

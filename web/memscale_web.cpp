@@ -106,9 +106,8 @@ EMSCRIPTEN_KEEPALIVE const char* memscale_model(const char* model) {
 
 // `document`: a run document. Answers {"ok": true, "report": TEXT, "cliff": {...}} where
 // TEXT is exactly memscale-plan's --json output for the document (for an "infer" document, one
-// describing generate(), the inference report and no cliff; for a vision model, its report and
-// no cliff), or {"ok": false,
-// "error": "one line naming the field"}.
+// describing generate(), the inference report and no cliff; for a vision model on a GPU, its
+// report and its cliff, json/vision_report.hpp), or {"ok": false, "error": "one line naming the field"}.
 EMSCRIPTEN_KEEPALIVE const char* memscale_report(const char* document) {
   try {
     const json doc = memscale::json_io::parse_document(document, "the run");
@@ -120,8 +119,15 @@ EMSCRIPTEN_KEEPALIVE const char* memscale_report(const char* document) {
     }
     memscale::json_io::run_input in;
     memscale::json_io::read_run_document(doc, in);
-    // A torchvision or timm model: its report (json/vision_report.hpp), with the plan on a GPU; no cliff.
-    if (in.vision) return reply({{"ok", true}, {"report", dump(memscale::json_io::vision_report_json(in))}});
+    // A torchvision or timm model: its report (json/vision_report.hpp), and on a GPU its plan and its cliff.
+    if (in.vision) {
+      const memscale::json_io::vision_outcome outcome = memscale::json_io::vision_outcome_of(in);
+      const json report = memscale::json_io::vision_report_json(in, outcome);
+      if (!outcome.plan) return reply({{"ok", true}, {"report", dump(report)}});
+      return reply({{"ok", true},
+                    {"report", dump(report)},
+                    {"cliff", memscale::json_io::vision_cliff_json(in, *memscale::json_io::gpu_of(in), *outcome.plan)}});
+    }
     const memscale::estimate_result result = memscale::json_io::estimate_run(in);
     const std::optional<memscale::gpu_spec> gpu = memscale::json_io::gpu_of(in);
     // An FSDP2 run (torchtitan, torchtune over several GPUs) is its own layout and policy: no plan

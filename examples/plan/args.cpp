@@ -105,8 +105,9 @@ std::string_view unread_by_vision(const CLI::Option& opt) {
   const std::string g = opt.get_group();
   if (name == "--seq" || name == "--target-len") return "its input is sized by --image N or HxW, not a sequence length";
   if (g == group::lora) return "adapters are modelled on transformer layers only";
-  if (name == "--svg" || name == "--svg-batch") return "the vision report writes no pictures yet";
-  if (g == group::inference) return "inference is estimated for transformer models only";
+  // --svg and --svg-batch draw the vision plan's modes and its cliff (vision.cpp), though listed with inference.
+  if (g == group::inference && name != "--svg" && name != "--svg-batch")
+    return "inference is estimated for transformer models only";
   if (g == group::cluster) return "the multi-GPU estimate and planner take transformer models only";
   if (g == group::config) return "--config gives a transformer model";
   if (name == "--attention" || name == "--offload" || name == "--no-dropout" || name == "--use-cache" ||
@@ -117,7 +118,6 @@ std::string_view unread_by_vision(const CLI::Option& opt) {
   if (name == "--framework" || name == "--loss" || name == "--loss-chunk" || name == "--loss-chunks" ||
       name == "--optimizer-in-backward")
     return "the vision estimate models torchvision's training step, not a language-model framework's";
-  if (name == "--stack") return "the vision report assumes the current releases (its software line says which)";
   return {};
 }
 

@@ -185,7 +185,7 @@ std::string run(const memscale_plan::options& opt) {
       return memscale_plan::text_report(opt.model, opt.run, shown) +
              memscale_plan::allocator_text(opt.model, on_device.run, &*gpu, opt.alloc_conf, opt.context_memory, plan.budget) +
              memscale_plan::plan_text(*gpu, plan) + memscale_plan::levers_text(opt.model, *gpu, opt.alloc_conf, opt.context_memory, plan) +
-             memscale_plan::cliff_text(opt.model, opt.run, *gpu, plan);
+             memscale_plan::cliff_text(memscale_plan::transformer_cliff(opt.model, opt.run, *gpu, plan), opt.run, plan);
     }
   }
   return {};

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "memscale/json/run_report.hpp"
+#include "memscale/json/vision_report.hpp"
 #include "memscale/svg.hpp"
 #include "output.hpp"
 #include "units.hpp"
@@ -33,11 +34,15 @@ std::vector<svg::reference_line> vram_and_budget(memscale::bytes vram, memscale:
           {.label = "budget", .value = gib(budget), .color = "#e67e22", .dashed = true}};
 }
 
-// Device peak of one mode at another micro-batch / sequence length.
+// Device peak of one mode at another sequence length (the micro-batch cliff's come from its plan_at).
 double mode_peak(const memscale::model_spec& model, const memscale::training_spec& run, const memscale::gpu_spec& gpu,
                  memscale::mode m, const memscale::plan_result& plan) {
-  // as the web page's cliff
   return gib(memscale::json_io::cliff_peak(model, run, run.micro_batch, gpu, m, plan.budget, plan.device));
+}
+
+// Device peak of one mode at another micro-batch, as the web page's cliff.
+double cliff_peak_at(const micro_batch_cliff& cliff, std::uint64_t micro_batch, memscale::mode m) {
+  return gib(cliff.plan_at(micro_batch, m).peak);
 }
 
 // Doubling steps from `first` up to `last` (both included).
@@ -56,12 +61,10 @@ std::uint64_t seq_range(const memscale::model_spec& model, const memscale::train
 }
 
 // The mode with the smallest device peak at micro-batch 1: what the cliff would start from.
-memscale::mode_plan least_at_one(const memscale::model_spec& model, const memscale::training_spec& run,
-                                 const memscale::gpu_spec& gpu, memscale::bytes budget,
-                                 const memscale::device_options& device) {
-  memscale::mode_plan least = memscale::json_io::cliff_plan(model, run, 1, gpu, memscale::mode::none, budget, device);
+memscale::mode_plan least_at_one(const micro_batch_cliff& cliff) {
+  memscale::mode_plan least = cliff.plan_at(1, memscale::mode::none);
   for (const auto m : all_modes) {
-    const memscale::mode_plan p = memscale::json_io::cliff_plan(model, run, 1, gpu, m, budget, device);
+    const memscale::mode_plan p = cliff.plan_at(1, m);
     if (p.peak < least.peak) least = p;
   }
   return least;
@@ -70,11 +73,10 @@ memscale::mode_plan least_at_one(const memscale::model_spec& model, const memsca
 // Why the micro-batch cliff is not drawn: not even micro-batch 1 fits in any mode. A point
 // estimate under the budget does not fit when its band's upper end is over it ("fits" needs
 // the upper end within the budget): the text names that figure.
-std::string no_micro_batch_fits(const memscale::model_spec& model, const memscale::training_spec& run,
-                                const memscale::gpu_spec& gpu, const memscale::plan_result& plan) {
-  const memscale::mode_plan least = least_at_one(model, run, gpu, plan.budget, plan.device);
-  const std::string where = fmt::format("no mode fits even micro-batch 1 at seq {}: the smallest peak, {:.1f} GiB ({})",
-                                        run.seq_len, gib(least.peak), memscale::to_string(least.m));
+std::string no_micro_batch_fits(const micro_batch_cliff& cliff, const memscale::plan_result& plan) {
+  const memscale::mode_plan least = least_at_one(cliff);
+  const std::string where = fmt::format("no mode fits even micro-batch 1 at {}: the smallest peak, {:.1f} GiB ({})",
+                                        cliff.fixed, gib(least.peak), memscale::to_string(least.m));
   if (plan.budget < least.peak) return fmt::format("{}, is over the budget of {:.1f} GiB", where, gib(plan.budget));
   return fmt::format("{}, could reach {:.1f} GiB (the upper end of its class's band), over the budget of {:.1f} GiB",
                      where, gib(least.range.high), gib(plan.budget));
@@ -96,12 +98,55 @@ std::string chosen_text(const memscale::plan_result& plan) {
   return out;
 }
 
+// Peak against micro-batch per mode, with VRAM, the budget and the plan's largest micro-batch.
+svg::chart micro_batch_chart(const micro_batch_cliff& cliff, const memscale::training_spec& run,
+                             const memscale::plan_result& plan) {
+  svg::chart by_batch{.title = fmt::format("peak vs micro-batch ({})", cliff.fixed),
+                      .x_label = "micro-batch",
+                      .y_label = std::string(size_unit_label())};
+  const auto batches = memscale::json_io::cliff_micro_batches(run, plan);
+  for (const auto m : all_modes) {
+    svg::series sb{.label = std::string(memscale::to_string(m))};
+    for (const auto b : batches) sb.points.push_back({static_cast<double>(b), cliff_peak_at(cliff, b, m)});
+    by_batch.lines.push_back(sb);
+  }
+  by_batch.references = vram_and_budget(plan.vram, plan.budget);
+  by_batch.y_cap = 2.0 * gib(plan.vram);  // the cliff, not the far end of the curve
+  // The plan's own largest micro-batch and the mode that reaches it, as the text report says.
+  if (plan.max_micro_batch > 0) {
+    by_batch.markers.push_back({.label = fmt::format("max micro-batch {} ({})", plan.max_micro_batch,
+                                                     memscale::to_string(plan.max_micro_batch_mode)),
+                                .x = static_cast<double>(plan.max_micro_batch)});
+  } else {
+    // Every curve would lie over the budget: a note says so instead of an empty chart.
+    by_batch.lines.clear();
+    by_batch.note = no_micro_batch_fits(cliff, plan);
+  }
+  return by_batch;
+}
 
 }  // namespace
 
-std::string plan_svg(const memscale::model_spec& model, const memscale::gpu_spec& gpu,
-                     const memscale::plan_result& plan) {
-  svg::chart c{.title = fmt::format("{} on {}: peak by mode", model.name, gpu.label), .y_label = std::string(size_unit_label())};
+micro_batch_cliff transformer_cliff(const memscale::model_spec& model, const memscale::training_spec& run,
+                                    const memscale::gpu_spec& gpu, const memscale::plan_result& plan) {
+  return {.plan_at = [model, run, gpu, budget = plan.budget, device = plan.device](std::uint64_t b, memscale::mode m) {
+            return memscale::json_io::cliff_plan(model, run, b, gpu, m, budget, device);
+          },
+          .fixed = fmt::format("seq {}", run.seq_len)};
+}
+
+micro_batch_cliff vision_cliff(const memscale::json_io::run_input& in, const memscale::gpu_spec& gpu,
+                               const memscale::plan_result& plan) {
+  const memscale::vision::vision_spec model = *in.vision;
+  return {.plan_at = [model, run = in.run, gpu, budget = plan.budget, device = plan.device](std::uint64_t b,
+                                                                                          memscale::mode m) {
+            return memscale::json_io::vision_cliff_plan(model, run, b, gpu, m, budget, device);
+          },
+          .fixed = fmt::format("image {}x{}", model.image_height, model.image_width)};
+}
+
+std::string plan_svg(std::string_view model_name, const memscale::gpu_spec& gpu, const memscale::plan_result& plan) {
+  svg::chart c{.title = fmt::format("{} on {}: peak by mode", model_name, gpu.label), .y_label = std::string(size_unit_label())};
   for (const auto& m : plan.modes) {
     const memscale::memory_breakdown& b = m.breakdown;
     // The breakdown is tensor bytes; the gap to the device peak is allocator rounding and the CUDA context.
@@ -121,22 +166,12 @@ std::string plan_svg(const memscale::model_spec& model, const memscale::gpu_spec
 
 std::string cliff_svg(const memscale::model_spec& model, const memscale::training_spec& run,
                       const memscale::gpu_spec& gpu, const memscale::plan_result& plan) {
-  svg::chart by_batch{.title = fmt::format("peak vs micro-batch (seq {})", run.seq_len),
-                      .x_label = "micro-batch",
-                      .y_label = std::string(size_unit_label())};
+  const svg::chart by_batch = micro_batch_chart(transformer_cliff(model, run, gpu, plan), run, plan);
   svg::chart by_seq{.title = fmt::format("peak vs sequence length (micro-batch {})", run.micro_batch),
                     .x_label = "sequence length",
                     .y_label = std::string(size_unit_label())};
-  const auto batches = memscale::json_io::cliff_micro_batches(run, plan);
   const auto seqs = doublings(std::min<std::uint64_t>(64, run.seq_len), seq_range(model, run));
   for (const auto m : all_modes) {
-    svg::series sb{.label = std::string(memscale::to_string(m))};
-    for (const auto b : batches) {
-      memscale::training_spec t = run;
-      t.micro_batch = b;
-      sb.points.push_back({static_cast<double>(b), mode_peak(model, t, gpu, m, plan)});
-    }
-    by_batch.lines.push_back(sb);
     svg::series ss{.label = std::string(memscale::to_string(m))};
     for (const auto s : seqs) {
       memscale::training_spec t = run;
@@ -145,19 +180,8 @@ std::string cliff_svg(const memscale::model_spec& model, const memscale::trainin
     }
     by_seq.lines.push_back(ss);
   }
-  by_batch.references = vram_and_budget(plan.vram, plan.budget);
   by_seq.references = by_batch.references;
-  by_batch.y_cap = by_seq.y_cap = 2.0 * gib(plan.vram);  // the cliff, not the far end of the curve
-  // The plan's own largest micro-batch and the mode that reaches it, as the text report says.
-  if (plan.max_micro_batch > 0) {
-    by_batch.markers.push_back({.label = fmt::format("max micro-batch {} ({})", plan.max_micro_batch,
-                                                     memscale::to_string(plan.max_micro_batch_mode)),
-                                .x = static_cast<double>(plan.max_micro_batch)});
-  } else {
-    // Every curve would lie over the budget: a note says so instead of an empty chart.
-    by_batch.lines.clear();
-    by_batch.note = no_micro_batch_fits(model, run, gpu, plan);
-  }
+  by_seq.y_cap = by_batch.y_cap;
   const memscale::longest_sequence max_seq = memscale::longest_sequence_that_fits(model, run, gpu, plan.budget, seqs.back(),
                                                                                   plan.device);
   if (max_seq.length > 0) {
@@ -172,12 +196,20 @@ std::string cliff_svg(const memscale::model_spec& model, const memscale::trainin
                                  gpu.label));
 }
 
-std::string cliff_text(const memscale::model_spec& model, const memscale::training_spec& run,
-                       const memscale::gpu_spec& gpu, const memscale::plan_result& plan) {
+std::string vision_cliff_svg(std::string_view model_name, const micro_batch_cliff& cliff,
+                             const memscale::training_spec& run, const memscale::gpu_spec& gpu,
+                             const memscale::plan_result& plan) {
+  // One panel is half the transformer figure's width: a shorter caption.
+  return svg::figure({micro_batch_chart(cliff, run, plan)},
+                     fmt::format("OOM cliff of {} on {}: device peak (nvidia-smi)", model_name, gpu.label));
+}
+
+std::string cliff_text(const micro_batch_cliff& cliff, const memscale::training_spec& run,
+                       const memscale::plan_result& plan) {
   // Rows are peak levels (top: 1.5 x VRAM), columns micro-batches 1, 2, 4, ...; each mode
   // plots its initial (N, C, B, A); '-' marks the budget row, '=' the VRAM row.
   if (plan.max_micro_batch == 0)
-    return fmt::format("\nOOM cliff: not drawn; {}\n", no_micro_batch_fits(model, run, gpu, plan));
+    return fmt::format("\nOOM cliff: not drawn; {}\n", no_micro_batch_fits(cliff, plan));
   constexpr int rows = 10;
   const auto batches = memscale::json_io::cliff_micro_batches(run, plan);
   const double vram = in_size_unit(plan.vram);
@@ -193,15 +225,13 @@ std::string cliff_text(const memscale::model_spec& model, const memscale::traini
   const char letters[] = {'N', 'C', 'B', 'A'};
   for (std::size_t i = 0; i < all_modes.size(); ++i)
     for (std::size_t k = 0; k < batches.size(); ++k) {
-      memscale::training_spec t = run;
-      t.micro_batch = batches[k];
-      const double peak = mode_peak(model, t, gpu, all_modes[i], plan);
+      const double peak = cliff_peak_at(cliff, batches[k], all_modes[i]);
       if (peak > top) continue;
       grid[static_cast<std::size_t>(row_of(peak))][k * 5 + 1 + i] = letters[i];
     }
-  std::string out = fmt::format("\nOOM cliff: device peak vs micro-batch (seq {}); N none, C conservative, B balanced, "
+  std::string out = fmt::format("\nOOM cliff: device peak vs micro-batch ({}); N none, C conservative, B balanced, "
                                 "A aggressive; '-' budget {:.1f} {}, '=' VRAM {:.1f} {}\n",
-                                run.seq_len, in_size_unit(plan.budget), size_unit_label(), vram, size_unit_label());
+                                cliff.fixed, in_size_unit(plan.budget), size_unit_label(), vram, size_unit_label());
   for (int r = 0; r <= rows; ++r)
     out += fmt::format("  {:>6.1f} |{}\n", top * (1.0 - static_cast<double>(r) / rows), grid[static_cast<std::size_t>(r)]);
   std::string axis;
@@ -318,7 +348,7 @@ void write_text_file(const std::string& option, const std::string& path, const s
 }
 
 void write_plan_pictures(const options& opt, const memscale::gpu_spec& gpu, const memscale::plan_result& plan) {
-  if (!opt.inference.svg.empty()) write_text_file("--svg", opt.inference.svg, plan_svg(opt.model, gpu, plan));
+  if (!opt.inference.svg.empty()) write_text_file("--svg", opt.inference.svg, plan_svg(opt.model.name, gpu, plan));
   if (!opt.inference.svg_batch.empty())
     write_text_file("--svg-batch", opt.inference.svg_batch, cliff_svg(opt.model, opt.run, gpu, plan));
 }

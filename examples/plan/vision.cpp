@@ -10,6 +10,7 @@
 #include "memscale/vision/planner.hpp"
 #include "memscale/vision/presets.hpp"
 #include "output.hpp"
+#include "pictures.hpp"
 #include "run_file.hpp"
 #include "units.hpp"
 
@@ -24,6 +25,17 @@ std::string vision_software_text(const memscale::training_spec& run) {
   const nlohmann::json j = memscale::json_io::vision_software_json(run);
   return fmt::format("torch {}, bitsandbytes {}, CUDA modules loaded {}", j.at("torch").get<std::string>(),
                      j.at("bitsandbytes").get<std::string>(), run.cuda_lazy_loading ? "lazily" : "eagerly");
+}
+
+// --svg and --svg-batch of a vision plan (parse_args checked that a GPU is given).
+void write_vision_pictures(const options& opt, const memscale::json_io::run_input& in, const memscale::gpu_spec& gpu,
+                           const memscale::plan_result& plan) {
+  const std::string name = in.model_description.is_string() ? in.model_description.get<std::string>()
+                                                             : std::string(in.vision->name);
+  if (!opt.inference.svg.empty()) write_text_file("--svg", opt.inference.svg, plan_svg(name, gpu, plan));
+  if (!opt.inference.svg_batch.empty())
+    write_text_file("--svg-batch", opt.inference.svg_batch,
+                    vision_cliff_svg(name, vision_cliff(in, gpu, plan), in.run, gpu, plan));
 }
 
 }  // namespace
@@ -58,8 +70,11 @@ std::string vision_report(const options& opt, const memscale::vision::vision_spe
   memscale::json_io::run_input in = run_input_of(opt);
   in.vision = model;
   in.model_description = opt.vision.name.empty() ? memscale::json_io::vision_lookup_name(model) : opt.vision.name;
+  // --stack, checked as a run document's "software" is (a --run document's was checked when read).
+  memscale::json_io::check_vision_stack(in.run, "--stack ");
   // The report (memscale/json/vision_report.hpp) is the web calculator's as well.
   const memscale::json_io::vision_outcome outcome = memscale::json_io::vision_outcome_of(in);
+  if (outcome.plan) write_vision_pictures(opt, in, *memscale::json_io::gpu_of(in), *outcome.plan);
   if (opt.json)
     return memscale::json_io::vision_report_json(in, outcome).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
            "\n";
@@ -91,6 +106,7 @@ std::string vision_report(const options& opt, const memscale::vision::vision_spe
   if (!plan) return out;
   out += plan_text(*gpu, *plan);
   out += "  (vision modes: conservative = checkpointed stages; balanced = + mixed precision; aggressive = + 8-bit AdamW)\n";
+  out += cliff_text(vision_cliff(in, *gpu, *plan), in.run, *plan);
   return out;
 }
 

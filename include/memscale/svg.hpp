@@ -3,10 +3,11 @@
 // Opt-in and run-time only: nothing in the estimators includes it. stacked_bars draws one
 // bar per category made of labelled segments, against horizontal reference lines (VRAM,
 // budget); line_chart draws series of (x, y) points on a log2 x axis, with reference lines
-// and marked x positions (the largest micro-batch that fits). A chart with nothing to plot
-// shows a note instead. A figure places charts side by side. Every text is XML-escaped, so the
-// output is well-formed whatever the labels hold; the legend is placed clear of the reference
-// labels, a marker's label stays inside the plot, and a long title is set smaller to fit.
+// and marked x positions (the largest micro-batch that fits); each point carries its values
+// exactly (data-x, data-y). A chart with nothing to plot shows a note instead. A figure places
+// charts side by side. Every text is XML-escaped, so the output is well-formed whatever the
+// labels hold; the legend is placed clear of the reference labels, a marker's label stays inside
+// the plot, and a long title is set smaller to fit.
 #pragma once
 
 #include <algorithm>
@@ -89,6 +90,13 @@ inline std::string escape(std::string_view text) {
 inline std::string num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+// A value as it round-trips (a point's data-x and data-y, for a program to read back).
+inline std::string exact(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
   return buf;
 }
 
@@ -314,7 +322,8 @@ inline std::string lines(const chart& c, double y_max, double plot_w, double plo
     out += "<path d=\"" + path + "\" fill=\"none\" stroke=\"" + color + "\" stroke-width=\"2\"/>\n";
     for (const auto& p : s.points)
       out += "<circle cx=\"" + num(to_x(p.x)) + "\" cy=\"" + num(to_y(p.y)) + "\" r=\"2.5\" fill=\"" + color +
-             "\"><title>" + escape(s.label) + ": " + value_text(p.x) + " -> " + value_text(p.y) + "</title></circle>\n";
+             "\" data-x=\"" + exact(p.x) + "\" data-y=\"" + exact(p.y) + "\"><title>" + escape(s.label) + ": " +
+             value_text(p.x) + " -> " + value_text(p.y) + "</title></circle>\n";
     out += "</g>\n";
     const double y = legend_block + 12 + 16.0 * static_cast<double>(k);
     out += "<rect class=\"legend-key\" x=\"" + num(left + plot_w + 6) + "\" y=\"" + num(y - 5) +

@@ -212,7 +212,8 @@ bad_input_says '--context-memory' --gpu rtx4090 --context-memory lots
 bad_input_says '--stack torch' --stack torch=two
 bad_input_says 'expected torch, transformers, bitsandbytes or cuda' --stack jax=0.4
 bad_input_says 'must be package=version' --stack torch
-bad_input_says '--stack does not apply to the vision model resnet50' --model resnet50 --stack torch=2.5
+bad_input_says '--stack torch must be 2.0 or later for a CUDA vision run' --model resnet50 --stack torch=1.13
+bad_input_says '--stack transformers does not apply to a vision model' --model resnet50 --stack transformers=4.46
 # --- the framework ---------------------------------------------------------------
 bad_input_says '--framework must be one of hf, litgpt, torchtune, torchtitan; did you mean torchtune?' --framework torchtun
 bad_input_says 'torchtitan is modelled with FSDP2' --framework torchtitan
@@ -669,6 +670,13 @@ else
   fail "--model resnet50 --checkpointing full --json: checkpointed stages replayed, device = reserved + context" "exit $rc" \
     "python: $(tail -n 1 "$work/py")"
 fi
+# A vision run's --stack: the report's software echoes it, and the text report's software line says it.
+run --model resnet50 --batch 32 --gpu a100-40gb --stack torch=2.1,cuda=11.6 --json
+if [[ $rc -eq 0 ]] && python3 -c 'import json,sys; d=json.load(sys.stdin); s=d["software"]; assert s["torch"] == "2.1" and s["cuda"] == "11.6" and "transformers" not in s, s' <"$work/out" 2>"$work/py"; then
+  pass "--model resnet50 --stack torch=2.1,cuda=11.6 --json: the software echoes the stack"
+else
+  fail "--model resnet50 --stack torch=2.1,cuda=11.6 --json: the software echoes the stack" "exit $rc" "python: $(tail -n 1 "$work/py")"
+fi
 run --model mobilenet_v3_large --batch 8 --json
 if [[ $rc -eq 0 ]] && python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["architecture"]["parameters"] == 5483032' <"$work/out"; then
   pass "--model mobilenet_v3_large --json: 5483032 parameters"
@@ -717,6 +725,7 @@ round_trip --model llama-2-7b --lora 8 --checkpointing full --use-reentrant true
 # and a document written by hand prints what the flags print, as JSON and as text.
 round_trip --model resnet50 --image 384x320 --batch 64 --gpu rtx3060-12gb --alloc-conf expandable_segments:True
 round_trip --model vit_large_patch16_224.augreg_in21k --channels-last --precision amp_bf16 --checkpointing full --gpu a100-40gb
+round_trip --model resnet50 --batch 32 --optimizer adamw_8bit --gpu a100-40gb --stack torch=2.1,bitsandbytes=0.43.1,cuda=11.6
 round_trip --model convnext_tiny --optimizer adamw_8bit --grad-accum 4
 cat >"$work/vision.json" <<'EOF2'
 {"model": "resnet50", "gpu": "rtx3060-12gb", "headroom": 0.12,

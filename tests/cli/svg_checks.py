@@ -172,6 +172,28 @@ r = run("--model", "llama-2-70b", "--inference", "--batch", "4", "--context", "1
 check(r.returncode == 0, f"llama-2-70b inference on a T4 exits 0 ({r.stderr})")
 check(labels(load(inf_nothing), "series") == [], "no inference curves where nothing fits")
 
+# A vision run: the plan's bars, and its cliff against micro-batch only (an image, no sequence):
+# the points are the vision planner's peaks, so at the run's micro-batch each mode's point is
+# that mode's peak in the JSON report; the text report draws the same cliff.
+vision_args = ["--model", "resnet50", "--image", "384", "--batch", "64", "--gpu", "rtx3060-12gb"]
+vision_bars, vision_cliff = os.path.join(work, "vision-plan.svg"), os.path.join(work, "vision-cliff.svg")
+r = run(*vision_args, "--svg", vision_bars, "--svg-batch", vision_cliff)
+check(r.returncode == 0, f"vision --svg --svg-batch exits 0 ({r.stderr})")
+check("OOM cliff: device peak vs micro-batch (image 384x384)" in r.stdout, "the vision text report draws the cliff")
+check_layout(vision_bars)
+check_layout(vision_cliff)
+root = load(vision_cliff)
+check(labels(root, "series") == ["none", "conservative", "balanced", "aggressive"], f"vision series: {labels(root, 'series')}")
+check(labels(root, "reference") == ["VRAM", "budget"], f"vision cliff references: {labels(root, 'reference')}")
+answer = plan_of(*vision_args)
+want = f"max micro-batch {answer.get('max_micro_batch')} ({answer.get('max_micro_batch_mode')})"
+check(labels(root, "marker") == [want], f"vision cliff markers {labels(root, 'marker')}, plan {want}")
+for g in (g for g in root.iter(NS + "g") if g.get("class") == "series"):
+    at_run = [float(c.get("data-y")) for c in g.iter(NS + "circle") if float(c.get("data-x")) == 64]
+    peak = [m["peak"] for m in answer.get("modes", []) if m["mode"] == g.get("data-label")]
+    check(len(at_run) == 1 and len(peak) == 1 and at_run[0] == peak[0] / (1 << 30),
+          f"vision cliff {g.get('data-label')} at micro-batch 64: {at_run} GiB, the plan's {peak}")
+
 # Usage errors: the cliff needs a GPU; an unwritable path is reported.
 r = run("--svg-batch", os.path.join(work, "x.svg"))
 check(r.returncode == 2 and "--svg-batch needs --gpu" in r.stderr, f"--svg-batch without --gpu: {r.stderr}")

@@ -375,7 +375,7 @@ inline void read_vision_document(const json& doc, vision::vision_spec spec, run_
   require_known_keys(doc, vision_document_fields, "", vision_report_fields);
   if (doc.contains("run")) read_vision_run(doc.at("run"), name, spec, in);
   read_device_fields(doc, in);
-  if (doc.contains("software")) check_vision_software(doc.at("software"), in.run);
+  if (doc.contains("software")) read_vision_software(doc.at("software"), in.run);
   validate(in.run);
   // The graph's own checks (a ViT's image a multiple of its patch) are errors of the document.
   (void)vision::build_graph(spec, in.run);

@@ -182,17 +182,24 @@ inline bytes cliff_peak(const model_spec& model, const training_spec& run, std::
   return cliff_plan(model, run, micro_batch, gpu, m, budget, device).peak;
 }
 
-// {"micro_batch": [1, 2, ...], "peak": {"none": [bytes, ...], "conservative": ..., ...}}.
-inline json cliff_json(const run_input& in, const gpu_spec& gpu, const plan_result& plan) {
+// {"micro_batch": [1, 2, ...], "peak": {"none": [bytes, ...], "conservative": ..., ...}}: `peak(b, m)`
+// is mode m's device peak at micro-batch b.
+template <class Peak>
+json cliff_json_of(const std::vector<std::uint64_t>& batches, Peak&& peak) {
   constexpr std::array modes{mode::none, mode::conservative, mode::balanced, mode::aggressive};
-  const auto batches = cliff_micro_batches(in.run, plan);
   json peaks = json::object();
   for (const auto m : modes) {
     json row = json::array();
-    for (const auto b : batches) row.push_back(cliff_peak(in.model, in.run, b, gpu, m, plan.budget, plan.device).value);
+    for (const auto b : batches) row.push_back(peak(b, m).value);
     peaks[std::string(to_string(m))] = row;
   }
   return {{"micro_batch", batches}, {"peak", peaks}};
+}
+
+inline json cliff_json(const run_input& in, const gpu_spec& gpu, const plan_result& plan) {
+  return cliff_json_of(cliff_micro_batches(in.run, plan), [&](std::uint64_t b, mode m) {
+    return cliff_peak(in.model, in.run, b, gpu, m, plan.budget, plan.device);
+  });
 }
 
 }  // namespace memscale::json_io

@@ -58,8 +58,9 @@ inline json vision_model_json(const vision::vision_spec& m) {
           {"parameters", vision::parameter_count(m)}};
 }
 
-// The stack a vision step reads: torch (the allocator, cuBLAS in it from 2.0), bitsandbytes (the
-// 8-bit AdamW of AGGRESSIVE) and how CUDA loads its modules; no transformers.
+// The stack a vision step reads: torch (the cuBLAS workspace in the allocator from 2.0, SDPA's
+// kernels, mean's saved input, the optimizer's defaults), bitsandbytes (the 8-bit AdamW's state
+// blocks) and how CUDA loads its modules; no transformers.
 inline json vision_software_json(const training_spec& run) {
   json j = software_json(run);
   j.erase("transformers");
@@ -77,26 +78,25 @@ inline json vision_run_json(const training_spec& run, const vision::vision_spec&
   return j;
 }
 
-// A vision document's "software" must be what the vision report assumes (it has no --stack):
-// an item that differs is an error naming it.
-inline void check_vision_software(const json& sw, const training_spec& run) {
-  if (sw.is_object() && sw.contains("transformers"))
-    bad_field(error_code::unsupported, "software.transformers", sw.at("transformers"),
+// The stack of a vision run, checked: no transformers release (its step runs no transformers
+// code) and, on CUDA, a torch whose cuDNN convolutions the estimate models
+// (vision::cudnn_workspace_modelled). `prefix` names where the stack came from ("software.",
+// "--stack ").
+inline void check_vision_stack(const training_spec& run, const std::string& prefix) {
+  if (run.transformers_version != 0)
+    bad_field(error_code::unsupported, prefix + "transformers", detail::two_parts(run.transformers_version),
               "does not apply to a vision model (its step runs no transformers code)");
-  training_spec given = run;
-  read_software(sw, given);
-  const json assumed = vision_software_json(run);
-  const json asked = vision_software_json(given);
-  for (const auto& item : asked.items()) {
-    const std::string field = "software." + item.key();
-    const json& value = sw.contains(item.key()) ? sw.at(item.key()) : item.value();
-    if (!assumed.contains(item.key()))
-      bad_field(error_code::unsupported, field, value,
-                "does not apply: the vision estimate assumes the current releases " + assumed.dump());
-    if (assumed.at(item.key()) != item.value())
-      bad_field(error_code::unsupported, field, value,
-                "must be " + assumed.at(item.key()).get<std::string>() + ": the vision estimate assumes the current releases");
-  }
+  if (!vision::cudnn_workspace_modelled(run))
+    bad_field(error_code::unsupported, prefix + "torch", detail::two_parts(run.torch_version),
+              "must be 2.0 or later for a CUDA vision run: torch 1.x runs cuDNN's convolutions through its v7 API, "
+              "whose workspaces the vision estimate does not model (it models the v8 API, the default from 2.0)");
+}
+
+// A vision document's "software": read as a transformer document's (json/software_stack.hpp),
+// then checked by check_vision_stack.
+inline void read_vision_software(const json& sw, training_spec& run) {
+  read_software(sw, run);
+  check_vision_stack(run, "software.");
 }
 
 }  // namespace memscale::json_io

@@ -59,4 +59,21 @@ inline json vision_report_json(const run_input& in, const vision_outcome& r) {
 
 inline json vision_report_json(const run_input& in) { return vision_report_json(in, vision_outcome_of(in)); }
 
+// The vision planner's own plan of mode `m` for the run at another micro-batch (as cliff_plan
+// for a transformer).
+inline mode_plan vision_cliff_plan(const vision::vision_spec& model, training_spec run, std::uint64_t micro_batch,
+                                   const gpu_spec& gpu, mode m, bytes budget, const device_options& device = {}) {
+  run.micro_batch = micro_batch;
+  return vision::plan_mode(model, run, gpu, m, budget, device);
+}
+
+// The OOM cliff of a vision run (in.vision set) on `gpu`, as cliff_json draws a transformer's: each
+// mode's device peak at the micro-batches of cliff_micro_batches. The web calculator draws it;
+// memscale-plan --svg-batch and its text report draw the same figures.
+inline json vision_cliff_json(const run_input& in, const gpu_spec& gpu, const plan_result& plan) {
+  return cliff_json_of(cliff_micro_batches(in.run, plan), [&](std::uint64_t b, mode m) {
+    return vision_cliff_plan(*in.vision, in.run, b, gpu, m, plan.budget, plan.device).peak;
+  });
+}
+
 }  // namespace memscale::json_io

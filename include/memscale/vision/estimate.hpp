@@ -157,6 +157,17 @@ constexpr walk_result walk(const layer_graph& g, const training_spec& run, bool 
 // workspace and reports the free memory the benchmark may fill.
 inline constexpr bytes cudnn_mandatory_workspace{0};
 
+// cuDNN's convolutions go through its v8 (frontend) API by default from torch 2.0 (pytorch PR
+// #91117 "cuDNN V8 API on by default"; aten/src/ATen/native/ConvUtils.h@v2.0.0
+// cudnnv8_enabled_check_debug, TORCH_CUDNN_V8_API_DISABLED); before, through the v7 API, whose
+// heuristics pick other algorithms. The workspace bound of layers.hpp (cudnn_workspace) is read
+// off v8 runs only: a CUDA step on an earlier torch is not modelled.
+inline constexpr std::uint32_t cudnn_v8_default_torch = 200;
+
+constexpr bool cudnn_workspace_modelled(const training_spec& run) {
+  return run.device != device_kind::cuda || run.torch_version >= cudnn_v8_default_torch;
+}
+
 constexpr estimate_result estimate(const layer_graph& g, const training_spec& run) {
   validate(run);
   const bool cuda = run.device == device_kind::cuda;

@@ -102,7 +102,9 @@ constexpr mode_plan plan_mode(const vision_spec& model, const training_spec& req
 // not fallbacks here).
 constexpr plan_result make_plan(const vision_spec& model, const training_spec& run, const gpu_spec& gpu,
                                 const plan_options& options = {}, const device_options& device = {}) {
-  return memscale::detail::plan_with(detail::vision_planning{model, gpu, device}, run, gpu, options);
+  plan_result r = memscale::detail::plan_with(detail::vision_planning{model, gpu, device}, run, gpu, options);
+  r.device = device;  // what its modes' device estimates used, as a transformer plan records it
+  return r;
 }
 
 // make_plan(...).fits from the modes' peaks at the request alone (as memscale::fits).
