@@ -92,7 +92,7 @@ def run_case(c):
         x, y = ctx["inputs"]
         model = ctx["model"]
 
-        def forward():  # finetune/lora.py fit() lines 356-360 @ 26857050
+        def forward():  # finetune/lora.py fit() lines 355-359 @ 26857050
             ctx["logits"] = ctx["fabric"](x, lm_head_chunk_size=128)
             ctx["logits"][-1] = ctx["logits"][-1][..., :-1, :]
             return LG.chunked_cross_entropy(ctx["logits"], y[..., 1:])
@@ -107,7 +107,7 @@ def run_case(c):
             if k == 2:
                 ctx["grads_step2"] = tracer.tensor_bytes([p.grad for p in ctx["trainable"]])
 
-        def validate(mark):  # validate() lines 442-462 @ 26857050: two batches of the sanity check
+        def validate(mark):  # validate() lines 443-462 @ 26857050: two batches of the sanity check
             tr.mark(f"{mark}_start")
             x_val, y_val = ctx["make_inputs"]()
             model.eval()
@@ -119,7 +119,7 @@ def run_case(c):
             model.train()
             tr.mark(f"{mark}_end")
 
-        # fit(): the sanity check before step 1 (line 315) and, with eval.interval 1, after step 1 (line 408)
+        # fit(): the sanity check before step 1 (line 315) and, with eval.interval 1, after step 1 (line 406)
         if k == 1:
             validate("v0")
         value = tracer.train_step(tr, k, forward, ctx["optimizers"][0], grads_of_step2, backward)

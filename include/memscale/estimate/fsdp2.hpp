@@ -50,7 +50,7 @@ struct fsdp2_units {
   bytes hook_step{};
   // What the training loop binds across the step: litgpt's `logits` list, the previous step's until
   // the model returns (graph::carried), this step's through backward (finetune/lora.py fit() binds it
-  // before fabric.backward, lines 356-360 @ 26857050).
+  // before fabric.backward, lines 355-359 @ 26857050).
   bytes carried{};
   bytes bound_in_backward{};
 };
