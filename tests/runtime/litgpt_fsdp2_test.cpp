@@ -159,6 +159,9 @@ TEST_CASE("what ModelParallelStrategy is not modelled for is refused by name") {
   training_spec offload = model_parallel(2);
   offload.offload_optimizer = offload.offload_parameters = true;
   CHECK_THAT(refusal_of(offload), Catch::Matchers::Contains("run.litgpt_model_parallel"));
+  training_spec scripts_2023 = model_parallel(2);
+  scripts_2023.framework_version = 0;
+  CHECK_THAT(refusal_of(scripts_2023), Catch::Matchers::Contains("run.framework_version"));
   training_spec hf = model_parallel(2);
   hf.framework = framework_kind::hf;
   CHECK_THAT(refusal_of(hf), Catch::Matchers::Contains("litgpt"));

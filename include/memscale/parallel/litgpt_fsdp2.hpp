@@ -38,6 +38,12 @@ constexpr void check_litgpt_model_parallel(const training_spec& t) {
           "litgpt's ModelParallelStrategy is modelled as FSDP2 (run.shard full) over data_parallel_size = devices x "
           "num_nodes > 1 ranks (finetune/lora.py lines 152-162)",
           t.data_parallel);
+  // The walk counts the loop of 0.4 and later (the logits list bound through backward, validate()'s
+  // moments: graph::validation); the 2023 scripts ran FSDPStrategy only.
+  require(t.framework_version >= litgpt_v0_4, unsupported, "run.framework_version",
+          "must be a litgpt release (0.4 or later): ModelParallelStrategy is litgpt main's (finetune/lora.py from "
+          "0.5.11), never the 2023 scripts'",
+          t.framework_version);
   // finetune/full.py and adapter*.py keep FSDPStrategy (FSDP1) at 26857050.
   require(t.target == training_target::lora && t.lora_kind == lora_variant::lora, unsupported, "run.target",
           "must be lora: only litgpt's finetune/lora.py shards with ModelParallelStrategy (full.py and adapter*.py "
