@@ -76,7 +76,7 @@ json records() {
   const json all = json::parse(std::ifstream(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/cpu_traced_frameworks.json"));
   json out = json::array();
   for (const json& r : all)
-    if (r.at("id").get<std::string>().rfind("cpu-litgpt-fsdp2-", 0) == 0) out.push_back(r);
+    if (r.at("id").get<std::string>().rfind("cpu-fsdp2-litgpt-", 0) == 0) out.push_back(r);
   return out;
 }
 

@@ -156,7 +156,7 @@ def cases():
 
     def add(model, ranks, targets=("q", "v"), r=8, batch=2, seq=256, layers=4, vocab=None):
         name = model if vocab is None else f"llama-v{vocab // 1000}k"
-        cid = f"cpu-litgpt-fsdp2-lora-{name}-l{layers}-n{ranks}-b{batch}-s{seq}-r{r}-{'-'.join(targets)}"
+        cid = f"cpu-fsdp2-litgpt-lora-{name}-l{layers}-n{ranks}-b{batch}-s{seq}-r{r}-{'-'.join(targets)}"
         L.append(dict(id=cid, model=model, ranks=ranks, lora=True, targets=targets, r=r, alpha=2 * r, batch=batch,
                       seq=seq, dropout=0.05, version="0.4.9", layers=layers,
                       geometry={} if vocab is None else {"vocab": vocab}))

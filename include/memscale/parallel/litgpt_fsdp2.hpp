@@ -19,9 +19,11 @@
 
 namespace memscale {
 
-// The run one rank executes when litgpt's LoRA script shards with FSDP2 (parallel.fsdp fsdp2).
+// The run one rank executes when a litgpt release's LoRA script shards with FSDP2 (parallel.fsdp
+// fsdp2). The 2023 scripts (framework_version 0) under fsdp2 stay the FSDP1 walk without flat views.
 constexpr training_spec litgpt_model_parallel_run(training_spec run, const parallel_spec& p) {
-  if (run.framework == framework_kind::litgpt && p.fsdp == fsdp_api::fsdp2 && run.shard != sharding::none)
+  if (run.framework == framework_kind::litgpt && run.framework_version >= litgpt_v0_4 && p.fsdp == fsdp_api::fsdp2 &&
+      run.shard != sharding::none)
     run.litgpt_model_parallel = true;
   return run;
 }
