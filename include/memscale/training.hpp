@@ -237,6 +237,10 @@ struct training_spec {
   selective_ac sac = selective_ac::none;
   std::uint64_t sac_every = 0;
   custom_sharded_layers custom_sharded{};  // torchtune's distributed recipes only
+  // litgpt's finetune/lora.py over > 1 devices from 0.5.11: Lightning Fabric's ModelParallelStrategy
+  // with the script's parallelize_fn, one rank's FSDP2 step (parallel/litgpt_fsdp2.hpp), instead of
+  // the FSDPStrategy (FSDP1) of its 0.4 releases and of its other scripts.
+  bool litgpt_model_parallel = false;
   cache_setting use_cache = cache_setting::config;
   batch_packing packing = batch_packing::none;
   // padding_free: the mean tokens of an example (0: seq_len, every example as long as the longest);
@@ -402,11 +406,13 @@ constexpr bool reentrant_checkpoint(const training_spec& t) {
          t.transformers_version < transformers_non_reentrant_default;
 }
 
-// The runs memscale models as one rank's FSDP2 step (estimate/fsdp2.hpp): torchtitan's, and
-// torchtune's distributed recipes (full_ and lora_finetune_distributed: fully_shard over > 1 ranks).
+// The runs memscale models as one rank's FSDP2 step (estimate/fsdp2.hpp): torchtitan's,
+// torchtune's distributed recipes (full_ and lora_finetune_distributed: fully_shard over > 1 ranks)
+// and litgpt's LoRA script under ModelParallelStrategy.
 constexpr bool runs_fsdp2(const training_spec& t) {
-  return t.framework == framework_kind::torchtitan ||
-         (t.framework == framework_kind::torchtune && t.shard == sharding::full && t.data_parallel > 1);
+  const bool sharded = t.shard == sharding::full && t.data_parallel > 1;
+  return t.framework == framework_kind::torchtitan || (t.framework == framework_kind::torchtune && sharded) ||
+         (t.framework == framework_kind::litgpt && t.litgpt_model_parallel && sharded);
 }
 
 constexpr const training_spec& validate(const training_spec& t) {

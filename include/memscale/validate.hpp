@@ -13,6 +13,7 @@
 #include "memscale/attention_kernel.hpp"
 #include "memscale/error.hpp"
 #include "memscale/model.hpp"
+#include "memscale/parallel/litgpt_fsdp2.hpp"
 #include "memscale/training.hpp"
 
 namespace memscale {
@@ -373,6 +374,7 @@ namespace detail {
 // 10,000 constant-evaluation steps, against clang's limit of 1,048,576 for a whole plan).
 constexpr void validate_run_of_valid_model(const model_spec& m, const training_spec& t) {
   validate(t);
+  check_litgpt_model_parallel(t);
   check_transformers_release(m, t.transformers_version);
   check_sequence(m, t.seq_len, "run.seq_len");
   check_framework(m, t);

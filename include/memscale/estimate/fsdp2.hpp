@@ -48,6 +48,11 @@ struct fsdp2_units {
   // none with host_shards, where the hook steps a host shard with the host copy of its gradient.
   bool stepped_in_backward = false;
   bytes hook_step{};
+  // What the training loop binds across the step: litgpt's `logits` list, the previous step's until
+  // the model returns (graph::carried), this step's through backward (finetune/lora.py fit() binds it
+  // before fabric.backward, lines 355-359 @ 26857050).
+  bytes carried{};
+  bytes bound_in_backward{};
 };
 
 // Where a moment is and what it holds besides the shards, the state and the inputs.
@@ -158,10 +163,10 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   // Forward: the root stays gathered from its pre-forward through the output projection.
   // The top block's all-gather: its unsharded parameters beside the flat output.
   const bytes stashed = ckpt_saved * offload_stashed_blocks(run, top);
-  consider({false, u.root + u.block * 2U, {}, g.held + saved_p + saved_below(top) + stashed});
+  consider({false, u.root + u.block * 2U, {}, u.carried + g.held + saved_p + saved_below(top) + stashed});
   const bool top_recomputed = fsdp2_block_checkpointed(run, top) || run.sac == selective_ac::op_save_list;
   consider({false, u.root + u.block, {},
-            g.held + saved_p + saved_below(top) + stashed +
+            u.carried + g.held + saved_p + saved_below(top) + stashed +
                 (top_recomputed ? saved_of(top) : bytes{}) +
                 section_forward_peak(g, block_of(g), run, false, !top_recomputed)});
   // The embedding as a unit of its own: its all-gather before the lookup.
@@ -169,7 +174,7 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   // The head and the loss, the root still gathered (and torchtitan's last block).
   const bytes after_blocks = u.root + (u.last_block_kept ? u.block : bytes{});
   const bytes head_saved = saved_p + all_blocks + section_forward_peak(g, head, run, true);
-  consider({false, after_blocks + u.output_unit, {}, head_saved});
+  consider({false, after_blocks + u.output_unit, {}, u.carried + head_saved});
   consider({false, after_blocks, {}, saved_p + all_blocks + section_forward_peak(g, epi, run, true)});
   // The output projection as a unit of its own is gathered around each chunk's call
   // (TransformerDecoder.chunked_output, modules/transformer.py @ v0.6.1): the last chunk's
@@ -207,7 +212,7 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   const bytes rerun = g.stream_grad + section_forward_peak(g, block_of(g), run, false, true);
   for (const std::uint64_t i : {top, std::uint64_t{0}}) {
     const bytes above = kept_block_shard * (L - 1 - i);
-    const bytes below = saved_p + saved_below(i);
+    const bytes below = u.bound_in_backward + saved_p + saved_below(i);
     const bool recomputed = fsdp2_block_checkpointed(run, i) || run.sac == selective_ac::op_save_list;
     const bytes stored = above + kept_output_shard;  // head_grads holds an output unit's shard
     consider_holding({true, u.root + u.block, u.head_grads + above + bp.grads_at_peak, below + local}, stored);
@@ -238,14 +243,14 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   // A first layer written in the prologue runs its backward there, its unit gathered.
   const bytes prologue_units = u.root + u.embedding_unit + (g.first_layer_apart ? u.block : bytes{});
   consider_holding({true, prologue_units, u.head_grads + kept_block_shard * block_units + pp.grads_at_peak,
-                    pp.peak - pp.grads_at_peak},
+                    u.bound_in_backward + pp.peak - pp.grads_at_peak},
                    blocks_stored);
   consider_holding({true, u.root + u.embedding_unit,
-                    u.embedding_grads + u.root_grads + u.root_grads_fp32 + blocks_stored, {}},
+                    u.embedding_grads + u.root_grads + u.root_grads_fp32 + blocks_stored, u.bound_in_backward},
                    blocks_stored);
-  consider_holding(
-      {true, u.root + u.embedding_unit, u.embedding_grads + u.root_grads_fp32 + root_shard + blocks_stored, {}},
-      blocks_stored);
+  consider_holding({true, u.root + u.embedding_unit,
+                    u.embedding_grads + u.root_grads_fp32 + root_shard + blocks_stored, u.bound_in_backward},
+                   blocks_stored);
   if (u.stepped_in_backward)
     consider({true, u.embedding_unit, u.embedding_grads + u.root_grads_fp32 + root_shard, {}, u.hook_step});
   // An embedding unit of its own has no post-backward hook (its input, the tokens, needs no

@@ -349,6 +349,10 @@ constexpr step_peaks fsdp2_step_peaks(const graph& g, const training_spec& run, 
                                      ? step_temporaries_of(ceil_div(t.largest_trainable, n),
                                                            ceil_div(t.largest_trainable, n), run)
                                      : bytes{}};
+  if (run.framework == framework_kind::litgpt) {
+    units.carried = g.carried;
+    units.bound_in_backward = g.validation_after_step;  // the step's logits list, in Fabric's output dtype
+  }
   if (g.first_layer_apart) {
     // The first layer, written in the prologue, is a block unit (fully_shard per layer), not the root's.
     units.root -= t.params_b;
@@ -386,7 +390,29 @@ constexpr step_peaks fsdp2_step_peaks(const graph& g, const training_spec& run, 
                                                             : section_saved_bytes(g, block_of(g), run, false);
   const bytes saved_all = section_saved_bytes(g, prologue_of(g), run, false) + saved_blocks +
                           section_saved_bytes(g, epilogue_of(g), run, false);
-  return {finish_peak(larger(steady, step), run, large), finish_peak(larger(best, step), run, large), saved_all};
+  phase_candidate steady_peak = larger(steady, step);
+  phase_candidate first_peak = larger(best, step);
+  // litgpt's validate() (graph::validation), under FSDP2: the root stays gathered after its
+  // forward (its post_forward_mesh_info is None, _fsdp_state.py _lazy_init, torch 2.4-2.6), so the
+  // loss code's peak sees the shards and the root. Each block is gathered in turn and runs under
+  // no_grad beside the previous batch's logits (as many bytes as a step's bound logits,
+  // graph::validation_after_step): with long rows and a small vocabulary, the larger moment. After
+  // a step, the state and that step's logits are there too.
+  if (g.validation.value != 0) {
+    const bytes block_moment = units.block + g.validation_after_step + g.stream_grad +
+                               section_forward_peak(g, block_of(g), run, false, false);
+    const bytes loss_moment = g.validation;
+    const bool in_block = block_moment > loss_moment;
+    const phase_candidate before{phase::validation,
+                                 {shards + units.root + (in_block ? units.block : bytes{}) + g.buffers, bytes{},
+                                  bytes{}, g.inputs + (in_block ? block_moment - units.block : loss_moment), workspace}};
+    phase_candidate after = before;
+    after.breakdown.optimizer = state;
+    after.breakdown.activations += g.validation_after_step;
+    first_peak = larger(first_peak, before);
+    steady_peak = larger(steady_peak, after);
+  }
+  return {finish_peak(steady_peak, run, large), finish_peak(first_peak, run, large), saved_all};
 }
 
 constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, const graph_totals& t) {

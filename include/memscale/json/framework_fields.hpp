@@ -350,6 +350,20 @@ inline void read_fsdp2_offload(const json& t, training_spec& run) {
               "must be none or optimizer+params (fsdp_cpu_offload: CPUOffloadPolicy) for an FSDP2 framework record");
 }
 
+// framework.strategy of a litgpt record: "ModelParallelStrategy" is finetune/lora.py over several
+// devices from 0.5.11 (parallel/litgpt_fsdp2.hpp), one rank's FSDP2 step; "FSDPStrategy" or none,
+// the multi-GPU layout of FSDP1.
+inline bool record_runs_litgpt_model_parallel(const json& record) {
+  if (!record.contains("framework") || !record.at("framework").is_object() ||
+      !record.at("framework").contains("strategy") || framework_of_record(record) != framework_kind::litgpt)
+    return false;
+  const std::string strategy = get_string(record.at("framework"), "strategy", "framework", "", error_code::invalid_run);
+  if (strategy != "ModelParallelStrategy" && strategy != "FSDPStrategy")
+    bad_field(error_code::unsupported, "framework.strategy", strategy,
+              "must be ModelParallelStrategy or FSDPStrategy (litgpt's multi-GPU strategies)");
+  return strategy == "ModelParallelStrategy";
+}
+
 // train.logits_upcast states what the loss upcast; it must be what memscale builds for the
 // framework and loss: per chunk (torchtune's chunked loss), the whole logits (output(h).float(),
 // HF >= 4.48, heads with logits.float()), or none.

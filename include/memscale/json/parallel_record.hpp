@@ -20,6 +20,7 @@ inline bool is_multi_gpu_record(const json& record) {
   try {
     const framework_kind f = detail::framework_of_record(record);
     if (f == framework_kind::torchtitan || f == framework_kind::torchtune) return false;
+    if (detail::record_runs_litgpt_model_parallel(record)) return false;  // litgpt's FSDP2 likewise
   } catch (const error&) {
     return false;  // estimate_record names the framework field that is wrong
   }

@@ -253,6 +253,7 @@ inline training_spec run_from_record(const json& record) {
                                                                                      : sharding::none;
   // A stage 2 or 3 outside DeepSpeed is FSDP1's, as json/parallel_record.hpp parallel_from_record
   // reads the layout (torchtitan and torchtune shard with FSDP2).
+  run.litgpt_model_parallel = detail::record_runs_litgpt_model_parallel(record);
   run.fsdp_flat_views = zero >= 2 && !detail::record_runs_deepspeed(record) && !runs_fsdp2(run);
   const std::string device = record.value("device", std::string("cuda"));
   run.device = device == "cpu" ? device_kind::cpu : device_kind::cuda;

@@ -13,6 +13,7 @@
 #include "memscale/graph/model_graph.hpp"
 #include "memscale/parallel/ddp.hpp"
 #include "memscale/parallel/deepspeed_zero.hpp"
+#include "memscale/parallel/litgpt_fsdp2.hpp"
 #include "memscale/parallel/pipeline.hpp"
 #include "memscale/parallel/rank_model.hpp"
 #include "memscale/parallel/strategy.hpp"
@@ -78,7 +79,7 @@ constexpr training_spec rank_run(training_spec run, const parallel_spec& p) {
     // (deepspeed/runtime/fp16/fused_optimizer.py v0.16.5: fp32_groups_flat = fp16 flat .clone().float()).
     if (!bf16) run.shard = sharding::none;
   }
-  return run;
+  return litgpt_model_parallel_run(run, p);
 }
 
 // DeepSpeed's fp16/bf16 engine as modelled: ZeRO stages 1-3 (DeepSpeedZeroOptimizer,
@@ -289,6 +290,7 @@ constexpr per_gpu_estimate estimate_per_gpu(const graph& g, const training_spec&
   per_gpu_estimate r = detail::layout_figures(run, p);
   const std::uint64_t n = r.shard;
   const training_spec rr = detail::rank_run(run, p);
+  detail::check_litgpt_model_parallel(rr);
   const auto policy = precision_policy_of(rr);
   const std::uint64_t model_element = storage(policy.param, 1).value;
   const std::uint64_t m = run.grad_accum;
