@@ -176,14 +176,6 @@ json read_json(const std::string& path) {
   return json::parse(in);
 }
 
-// Software-stack facts (torch / CUDA versions) stated by a record's source but not in its
-// fields: merged into the record before estimating. Inputs, never measured answers.
-json stack_of(const json& stacks, const std::string& id) {
-  for (const json& s : stacks)
-    if (s.at("id") == id) return s;
-  return json::object();
-}
-
 // The causal-LM loss of the transformers release a record's source ran with, when the
 // stack file names it: "transformers>=4.48" is loss/loss_utils.py ForCausalLMLoss (at
 // d0fed636): logits.float(), then labels padded and shifted instead of a shifted logits copy.
@@ -198,18 +190,8 @@ void apply_causal_lm_loss(memscale::model_spec& m, const json& stack) {
 std::vector<row> ground_truth_rows(const std::string& dir, const std::string& set, const json& stacks) {
   std::vector<row> rows;
   for (json record : read_json(dir + "/" + set + ".json")) {
-    const json stack = stack_of(stacks, record.at("id").get<std::string>());
-    for (const char* key : {"torch", "cuda"})
-      if (stack.contains(key) && !record.contains(key)) record[key] = stack.at(key);
-    if (stack.contains("bitsandbytes") && !record.contains("software")) record["software"]["bitsandbytes"] = stack.at("bitsandbytes");
-    if (stack.contains("zero_grad") && !record.at("train").contains("zero_grad"))
-      record["train"]["zero_grad"] = stack.at("zero_grad");
-    // The loss rule is the records' own (json_io::model_for_record): a release that has it.
-    if (stack.contains("causal_lm_loss") && !(record.contains("software") && record.at("software").contains("transformers"))) {
-      if (stack.at("causal_lm_loss") != "transformers>=4.48")
-        throw std::runtime_error("causal_lm_loss: unknown value " + stack.at("causal_lm_loss").dump());
-      record["software"]["transformers"] = "4.48";
-    }
+    // The versions its source states (record_stack.hpp).
+    record = memscale::json_io::with_stack(record, stacks);
     // A multi-GPU run is answered per GPU, as memscale-plan --cases answers it.
     const json answer = memscale::json_io::is_multi_gpu_record(record) ? memscale::json_io::estimate_parallel_record(record)
                                                                         : memscale::json_io::estimate_record(record);
@@ -269,7 +251,7 @@ std::vector<row> aggressive_rows(const std::string& path, const json& baselines,
         model = memscale::json_io::model_from_record(baseline.at("model"));
         run = memscale::json_io::run_from_record(baseline);
       }
-      apply_causal_lm_loss(model, stack_of(stacks, r.id));
+      apply_causal_lm_loss(model, memscale::json_io::stack_entry(stacks, r.id));
       const auto plan = memscale::make_plan(model, run, *gpu);
       r.estimated = static_cast<double>(plan.modes[3].tensor_peak.value);
       r.of = memscale::class_of(model, plan.modes[3].run);
