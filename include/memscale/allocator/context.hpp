@@ -81,12 +81,13 @@ struct context_estimate {
   bytes communication{};
   bytes other{};        // cuBLAS workspaces outside the allocator; or the user's override
   bool overridden = false;
+  bool eager_loading = false;  // the stack loads every kernel of a library with it (CUDA < 11.7 or torch < 1.13)
 
   [[nodiscard]] constexpr bytes total() const { return base + kernels + communication + other; }
 };
 
 constexpr context_estimate context_memory(const context_inputs& in) {
-  context_estimate c{};
+  context_estimate c{.eager_loading = !in.lazy_loading};
   if (in.override_total.value != 0) {
     c.other = in.override_total;
     c.overridden = true;
@@ -101,7 +102,7 @@ constexpr context_estimate context_memory(const context_inputs& in) {
   c.kernels = forward_kernels;
   if (in.work == workload::training) c.kernels += training_kernels;
   if (in.flash_attention || in.convolutions) c.kernels += fused_kernels;
-  if (!in.lazy_loading) {
+  if (c.eager_loading) {
     c.kernels += eager_loading_extra;
     if (in.half_precision) c.kernels += eager_half_precision_extra;
     if (in.convolutions) c.kernels += eager_cudnn_extra;
