@@ -177,12 +177,9 @@ json read_json(const std::string& path) {
 }
 
 // The causal-LM loss of the transformers release a record's source ran with, when the
-// stack file names it: "transformers>=4.48" is loss/loss_utils.py ForCausalLMLoss (at
-// d0fed636): logits.float(), then labels padded and shifted instead of a shifted logits copy.
+// stack file names it (json_io::names_shifted_labels_loss).
 void apply_causal_lm_loss(memscale::model_spec& m, const json& stack) {
-  if (m.head != memscale::head_kind::causal_lm || !stack.contains("causal_lm_loss")) return;
-  if (stack.at("causal_lm_loss") != "transformers>=4.48")
-    throw std::runtime_error("causal_lm_loss: unknown value " + stack.at("causal_lm_loss").dump());
+  if (m.head != memscale::head_kind::causal_lm || !memscale::json_io::names_shifted_labels_loss(stack)) return;
   m.upcast_logits = true;
   m.shift_labels = true;
 }

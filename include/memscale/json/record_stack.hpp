@@ -22,6 +22,16 @@ inline nlohmann::json stack_entry(const nlohmann::json& stacks, const std::strin
   return nlohmann::json::object();
 }
 
+// Whether a stack entry names the causal-LM loss of transformers >= 4.48 (loss/loss_utils.py
+// ForCausalLMLoss at d0fed636: logits.float(), then labels padded and shifted instead of a
+// shifted logits copy); any other value is refused.
+inline bool names_shifted_labels_loss(const nlohmann::json& stack) {
+  if (!stack.contains("causal_lm_loss")) return false;
+  if (stack.at("causal_lm_loss") != "transformers>=4.48")
+    bad_field(error_code::invalid_run, "causal_lm_loss", stack.at("causal_lm_loss"), "must be \"transformers>=4.48\"");
+  return true;
+}
+
 // `record` with its entry of `stacks` merged in.
 inline nlohmann::json with_stack(nlohmann::json record, const nlohmann::json& stacks) {
   if (!record.is_object() || !record.contains("id") || !record.at("id").is_string()) return record;
@@ -31,13 +41,9 @@ inline nlohmann::json with_stack(nlohmann::json record, const nlohmann::json& st
   if (stack.contains("bitsandbytes") && !record.contains("software")) record["software"]["bitsandbytes"] = stack.at("bitsandbytes");
   if (stack.contains("zero_grad") && record.contains("train") && !record.at("train").contains("zero_grad"))
     record["train"]["zero_grad"] = stack.at("zero_grad");
-  // "transformers>=4.48": loss/loss_utils.py ForCausalLMLoss (at d0fed636), which the records
-  // read from their transformers version (json_io::model_for_record).
-  if (stack.contains("causal_lm_loss") && !(record.contains("software") && record.at("software").contains("transformers"))) {
-    if (stack.at("causal_lm_loss") != "transformers>=4.48")
-      bad_field(error_code::invalid_run, "causal_lm_loss", stack.at("causal_lm_loss").dump(), "must be \"transformers>=4.48\"");
-    record["software"]["transformers"] = "4.48";
-  }
+  // The records read the loss from their transformers release (json_io::model_for_record).
+  const bool release_stated = record.contains("software") && record.at("software").contains("transformers");
+  if (!release_stated && names_shifted_labels_loss(stack)) record["software"]["transformers"] = "4.48";
   return record;
 }
 
