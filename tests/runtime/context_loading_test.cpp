@@ -113,7 +113,7 @@ TEST_CASE("context loading: the published V100 runs take their stack (torch 1.10
   CHECK(json_io::estimate_record(bare).at("replay").at("context").at("module_loading") == "lazy");
 }
 
-TEST_CASE("context loading: a record's own fields win over its stack entry; a bad entry is named", "[context]") {
+TEST_CASE("context loading: a record's own fields win over its stack entry, a bad entry is named", "[context]") {
   json record = published_record("hf-bertL-vanilla-b4");
   record["torch"] = "2.1";
   const json merged = json_io::with_stack(record, published_stacks());
