@@ -30,7 +30,15 @@ nlohmann::json answer(const nlohmann::json& record) {
 
 }  // namespace
 
-nlohmann::json run_cases(const std::string& path) {
+nlohmann::json run_cases(const std::string& path, const std::string& stack_path) {
+  nlohmann::json stacks = nlohmann::json::array();
+  if (!stack_path.empty()) {
+    stacks = memscale::json_io::parse_document(read_text_file("--cases-stack", stack_path),
+                                               "--cases-stack " + in_quotes(stack_path));
+    if (!stacks.is_array())
+      throw usage_error("--cases-stack " + in_quotes(stack_path) + " must hold a JSON array of stack entries (got " +
+                        std::string(stacks.type_name()) + ")");
+  }
   const std::string text = read_text_file("--cases", path);
   const nlohmann::json records = memscale::json_io::parse_document(text, "--cases " + in_quotes(path));
   if (!records.is_array())
@@ -42,7 +50,7 @@ nlohmann::json run_cases(const std::string& path) {
     if (!record.is_object())
       throw usage_error("--cases " + in_quotes(path) + ": element " + std::to_string(i) +
                         " must be a JSON object (got " + std::string(record.type_name()) + ")");
-    answers.push_back(answer(record));
+    answers.push_back(answer(memscale::json_io::with_stack(record, stacks)));
   }
   return answers;
 }
