@@ -2,7 +2,8 @@
 // do not carry (docs/data/gpu_published_stack.json: torch and CUDA versions, bitsandbytes, how
 // the era's Trainer zeroed gradients, the causal-LM loss of a transformers release), merged
 // into the record before it is estimated. Inputs, never measured answers; a field the record
-// has itself wins. The accuracy report and the budget sweep read records through this.
+// has itself wins. The accuracy report, the budget sweep and memscale-plan --cases-stack read
+// records through this.
 // IWYU pragma: private, include <memscale/json.hpp>
 #pragma once
 
