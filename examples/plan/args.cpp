@@ -78,6 +78,7 @@ void check_groups(const CLI::App& app) {
   const CLI::Option* first_run_opt = nullptr;
   const CLI::Option* adapter_opt = nullptr;
   for (const CLI::Option* opt : app.parse_order()) {
+    if (opt->get_name() == "--cases-stack") continue;  // a setting of --cases, checked in parse_args
     if (is_command(opt)) {
       if (command_opt != nullptr && command_opt != opt)
         throw usage_error(opt->get_name() + " cannot be combined with " + command_opt->get_name());
@@ -379,6 +380,7 @@ options parse_args(const std::vector<std::string_view>& args) {
   }
   if (const auto extras = app->remaining(); !extras.empty()) reject_extra(*app, extras.front());
   check_groups(*app);
+  if (!o.cases_stack_path.empty() && o.cmd != command::cases) throw usage_error("--cases-stack needs --cases");
   check_run(*app, o);
   return o;
 }

@@ -115,6 +115,7 @@ struct options {
   memscale::training_spec run = default_run();
   bool json = false;               // --json: one JSON document on stdout
   std::string cases_path;          // --cases FILE
+  std::string cases_stack_path;    // --cases-stack FILE: the versions the records' sources state
   std::string gpu;                 // --gpu NAME (a gpu_catalog slug); empty: no plan
   std::optional<memscale::gpu_spec> custom_gpu;  // --gpu-memory SIZE (a GPU described by its memory)
   std::optional<double> headroom;  // --headroom FRACTION

@@ -14,11 +14,12 @@ namespace {
 
 // estimate_record answers memscale and JSON errors itself; anything else a record can
 // provoke (an id that is not a string, a torch version that is not a number) becomes
-// that record's answer too.
-nlohmann::json answer(const nlohmann::json& record) {
+// that record's answer too, as does a record its stack entry cannot be merged into.
+nlohmann::json answer(const nlohmann::json& record, const nlohmann::json& stacks) {
   try {
-    return memscale::json_io::is_multi_gpu_record(record) ? memscale::json_io::estimate_parallel_record(record)
-                                                          : memscale::json_io::estimate_record(record);
+    const nlohmann::json merged = memscale::json_io::with_stack(record, stacks);
+    return memscale::json_io::is_multi_gpu_record(merged) ? memscale::json_io::estimate_parallel_record(merged)
+                                                          : memscale::json_io::estimate_record(merged);
   } catch (const std::exception& e) {
     const auto id = record.find("id");
     nlohmann::json out;
@@ -30,7 +31,15 @@ nlohmann::json answer(const nlohmann::json& record) {
 
 }  // namespace
 
-nlohmann::json run_cases(const std::string& path) {
+nlohmann::json run_cases(const std::string& path, const std::string& stack_path) {
+  nlohmann::json stacks = nlohmann::json::array();
+  if (!stack_path.empty()) {
+    stacks = memscale::json_io::parse_document(read_text_file("--cases-stack", stack_path),
+                                               "--cases-stack " + in_quotes(stack_path));
+    if (!stacks.is_array())
+      throw usage_error("--cases-stack " + in_quotes(stack_path) + " must hold a JSON array of stack entries (got " +
+                        std::string(stacks.type_name()) + ")");
+  }
   const std::string text = read_text_file("--cases", path);
   const nlohmann::json records = memscale::json_io::parse_document(text, "--cases " + in_quotes(path));
   if (!records.is_array())
@@ -42,7 +51,7 @@ nlohmann::json run_cases(const std::string& path) {
     if (!record.is_object())
       throw usage_error("--cases " + in_quotes(path) + ": element " + std::to_string(i) +
                         " must be a JSON object (got " + std::string(record.type_name()) + ")");
-    answers.push_back(answer(record));
+    answers.push_back(answer(record, stacks));
   }
   return answers;
 }

@@ -11,6 +11,8 @@ namespace memscale_plan {
 // input order: {"id","estimated_bytes","quantity"} or {"id","error"}. A record memscale
 // cannot estimate is an answer, not a failure. Throws usage_error when the file cannot
 // be read, is not valid JSON, is not an array, or holds something other than objects.
-nlohmann::json run_cases(const std::string& path);
+// A non-empty `stack_path` (--cases-stack) names a stack file whose entries are merged into
+// the records first (json_io::with_stack); it must be a JSON array.
+nlohmann::json run_cases(const std::string& path, const std::string& stack_path);
 
 }  // namespace memscale_plan

@@ -131,7 +131,7 @@ std::string run(const memscale_plan::options& opt) {
     case command::list_families:
       return opt.json ? dump(memscale_plan::family_list_json()) : memscale_plan::family_list_text();
     case command::list_gpus: return opt.json ? dump(memscale_plan::gpu_list_json()) : memscale_plan::gpu_list_text();
-    case command::cases: return dump(memscale_plan::run_cases(opt.cases_path));
+    case command::cases: return dump(memscale_plan::run_cases(opt.cases_path, opt.cases_stack_path));
     case command::run: {
       memscale_plan::check_multi_gpu_options(opt);  // cluster.cpp
       if (const auto vision = memscale_plan::vision_model_of(opt)) return memscale_plan::vision_report(opt, *vision);

@@ -19,6 +19,11 @@ void add_command_options(CLI::App& app, options& o) {
               o.cmd = command::cases;
               o.cases_path = v;
             });
+  // Goes with --cases (args.cpp check_groups lets the two meet).
+  add_value(app, g, "--cases-stack", "FILE",
+            "with --cases: merge each record's entry of a stack file (docs/data/gpu_published_stack.json: the "
+            "torch / CUDA versions its source states) before estimating it, as the accuracy report does",
+            [&o](const std::string& v) { o.cases_stack_path = v; });
   // Never reaches CLI11's parser: parse_args answers --help / -h before parsing.
   add_flag(app, g, "-h,--help", "show this help and exit", [&o] { o.cmd = command::help; });
 }

@@ -207,17 +207,21 @@ std::string device_figures_text(const device_figures& d, const memscale::gpu_spe
   else
     out += fmt::format("  reserved  {}  max_memory_reserved by the rounding rule\n", size_and_bytes(d.reserved));
   const memscale::bytes ctx = d.context.total();
+  // Eager loading (CUDA < 11.7 or torch < 1.13) brings every kernel of a library with it: a GiB more.
+  const std::string_view loading =
+      d.context.eager_loading ? "modules loaded eagerly: CUDA < 11.7 or torch < 1.13" : "modules loaded lazily";
   switch (d.context_from) {
     case memscale::context_source::measured:
       out += fmt::format("  context   {}  as given (--context-memory)\n", size_and_bytes(ctx));
       break;
     case memscale::context_source::flat:
-      out += fmt::format("  context   {}  CUDA context, flat (no GPU with SM figures named)\n", size_and_bytes(ctx));
+      out += fmt::format("  context   {}  CUDA context, flat (no GPU with SM figures named; {})\n", size_and_bytes(ctx),
+                         loading);
       break;
     case memscale::context_source::model:
-      out += fmt::format("  context   {}  CUDA context {} ({} SMs x {} threads) + kernels {}{}{}\n", size_and_bytes(ctx),
-                         size_text(d.context.base), gpu->multiprocessors, gpu->max_threads_per_multiprocessor,
-                         size_text(d.context.kernels),
+      out += fmt::format("  context   {}  CUDA context {} ({} SMs x {} threads) + kernels {} ({}){}{}\n",
+                         size_and_bytes(ctx), size_text(d.context.base), gpu->multiprocessors,
+                         gpu->max_threads_per_multiprocessor, size_text(d.context.kernels), loading,
                          d.context.communication.value != 0 ? " + NCCL " + size_text(d.context.communication) : "",
                          d.context.other.value != 0 ? " + cuBLAS workspace " + size_text(d.context.other) : "");
       break;

@@ -202,13 +202,14 @@ constexpr allocator::context_estimate context_of(const training_spec& run, const
   const bytes blas_outside = run.torch_version >= 200 ? bytes{} : run.blas_workspace;
   if (o.context_override.value != 0) {
     from = context_source::measured;
-    return allocator::context_memory({.override_total = o.context_override});
+    return allocator::context_memory({.lazy_loading = run.cuda_lazy_loading, .override_total = o.context_override});
   }
   if (gpu == nullptr || gpu->multiprocessors == 0 || gpu->max_threads_per_multiprocessor == 0 ||
       gpu->vendor != gpu_vendor::nvidia) {
     from = context_source::flat;
     allocator::context_estimate flat{};
     flat.base = cuda_context_bytes(run.cuda_lazy_loading);
+    flat.eager_loading = !run.cuda_lazy_loading;
     flat.other = blas_outside;
     return flat;
   }

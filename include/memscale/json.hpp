@@ -15,6 +15,7 @@
 #include "memscale/json/inference.hpp"  // IWYU pragma: export
 #include "memscale/json/read_file.hpp"  // IWYU pragma: export
 #include "memscale/json/records.hpp"  // IWYU pragma: export
+#include "memscale/json/record_stack.hpp"  // IWYU pragma: export
 #include "memscale/json/parallel_record.hpp"  // IWYU pragma: export
 #include "memscale/json/report.hpp"   // IWYU pragma: export
 #include "memscale/json/run_document.hpp"  // IWYU pragma: export

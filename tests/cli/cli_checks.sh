@@ -114,6 +114,23 @@ else
     "python: $(tail -n 1 "$work/py")"
 fi
 
+# --- --cases-stack: the published V100 runs with the versions their source states ---------
+stacks="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/docs/data/gpu_published_stack.json"
+run --cases "$truth/gpu_published_dev.json" --cases-stack "$stacks"
+if [[ $rc -eq 0 ]] && python3 - "$work/out" 2>"$work/py" <<'EOF'
+import json, sys
+answers = {a["id"]: a for a in json.load(open(sys.argv[1]))}
+context = answers["hf-bertL-fp16-b4"]["replay"]["context"]
+assert context["module_loading"] == "eager", context
+assert context["other"] > 0, context  # torch 1.10: cuBLAS's workspace outside the allocator
+EOF
+then
+  pass "--cases-stack: torch 1.10 / CUDA 11.2 runs load modules eagerly"
+else
+  fail "--cases-stack: torch 1.10 / CUDA 11.2 runs load modules eagerly" "exit $rc" \
+    "stderr: $(head -c 300 "$work/err")" "python: $(tail -n 1 "$work/py")"
+fi
+
 # --- --gpu / --list-gpus ------------------------------------------------------------
 run --model bert-base-uncased --batch 16 --seq 128 --gpu rtx3090 --json
 if [[ $rc -eq 0 ]] && python3 - "$work/out" 2>"$work/py" <<'EOF'
@@ -199,6 +216,7 @@ bad_input --optimizer adamx
 bad_input --checkpointing sometimes
 bad_input --attention quantum
 bad_input --cases /nonexistent
+bad_input_says '--cases-stack needs --cases' --cases-stack "$stacks"
 bad_input --gpu nope
 bad_input --gpu rtx3090 --headroom 0.5
 bad_input --gpu rtx3090 --headroom abc

@@ -8,7 +8,9 @@
 //       training record (transformer or vision) with an nvidia-smi figure M, 41 cards of 0.80 ... 1.20 x M,
 //       15% headroom (budget = 0.85 x card): "fits" with M over the budget is unsafe, "does not
 //       fit" with M within it a needless refusal; today's rule (rounding rule, class band)
-//       against the replay's (memscale/device_peak.hpp verdict_on_device).
+//       against the replay's (memscale/device_peak.hpp verdict_on_device). `--stack FILE` (before
+//       the record files) merges the versions the records' sources state (docs/data/gpu_published_stack.json), so
+//       the published V100 runs of torch 1.10 are answered with their own stack.
 //   memscale-allocator-check --events CASE FILES...   the replay's event stream of the training or
 //       generate() record whose id contains CASE, one event a line ("enter STEP MOMENT", "alloc ID SIZE",
 //       "free ID"), for tools/allocator/history_compare.py to line up with a recorded history.
@@ -86,13 +88,24 @@ void print(const char* rule, const sweep_count& c) {
 int sweep(int argc, char** argv) {
   sweep_count before{}, after{};
   int records = 0;
+  json stacks = json::array();
   for (int a = 2; a < argc; ++a) {
+    if (std::string(argv[a]) == "--stack" && a + 1 < argc) {
+      std::ifstream in(argv[++a]);
+      if (!in) {
+        std::fprintf(stderr, "cannot read %s\n", argv[a]);
+        return 2;
+      }
+      stacks = json::parse(in);
+      continue;
+    }
     std::ifstream in(argv[a]);
     if (!in) {
       std::fprintf(stderr, "cannot read %s\n", argv[a]);
       return 2;
     }
     for (json r : json::parse(in)) {
+      r = memscale::json_io::with_stack(r, stacks);
       if (r.at("measure") != "nvidia-smi" || r.contains("infer")) continue;
       const auto gpu = memscale::find_gpu(r.value("device", std::string()));
       if (!gpu) continue;

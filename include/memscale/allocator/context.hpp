@@ -46,7 +46,9 @@ inline constexpr bytes training_kernels{775946240ULL - 708837376ULL};
 inline constexpr bytes fused_kernels{794820608ULL - 775946240ULL};
 // CUDA_MODULE_LOADING=EAGER loads every kernel of a library when it loads: EAGER - LAZY at
 // fp32_matmul, 1,816,133,632 - 708,837,376 B (1,056 MiB: libtorch_cuda, cuBLAS, cuBLASLt).
-// (PR #86509's 362 MiB was torch 1.13 with CUDA 11.7.)
+// (PR #86509's 362 MiB was torch 1.13 with CUDA 11.7; torch 1.x builds read 639-1,439 MiB for
+// libtorch's image alone, by the CUDA toolkit they were built with: docs/allocator.md, "Eager
+// loading and torch 1.x". The probe's figure is kept: the records do not name their build.)
 inline constexpr bytes eager_loading_extra{1816133632ULL - 708837376ULL};
 // Eager, a 16-bit matmul loads more of cuBLASLt: EAGER bf16_matmul 1,853,882,368 -
 // fp32_matmul 1,816,133,632 B (36 MiB).
@@ -81,12 +83,13 @@ struct context_estimate {
   bytes communication{};
   bytes other{};        // cuBLAS workspaces outside the allocator; or the user's override
   bool overridden = false;
+  bool eager_loading = false;  // the stack loads every kernel of a library with it (CUDA < 11.7 or torch < 1.13)
 
   [[nodiscard]] constexpr bytes total() const { return base + kernels + communication + other; }
 };
 
 constexpr context_estimate context_memory(const context_inputs& in) {
-  context_estimate c{};
+  context_estimate c{.eager_loading = !in.lazy_loading};
   if (in.override_total.value != 0) {
     c.other = in.override_total;
     c.overridden = true;
@@ -101,7 +104,7 @@ constexpr context_estimate context_memory(const context_inputs& in) {
   c.kernels = forward_kernels;
   if (in.work == workload::training) c.kernels += training_kernels;
   if (in.flash_attention || in.convolutions) c.kernels += fused_kernels;
-  if (!in.lazy_loading) {
+  if (c.eager_loading) {
     c.kernels += eager_loading_extra;
     if (in.half_precision) c.kernels += eager_half_precision_extra;
     if (in.convolutions) c.kernels += eager_cudnn_extra;

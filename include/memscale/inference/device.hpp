@@ -85,7 +85,7 @@ constexpr allocator::context_estimate inference_context_of(const inference_spec&
                                                            const device_options& o, context_source& from) {
   if (o.context_override.value != 0) {
     from = context_source::measured;
-    return allocator::context_memory({.override_total = o.context_override});
+    return allocator::context_memory({.lazy_loading = run.cuda_lazy_loading, .override_total = o.context_override});
   }
   const bool half = run.compute != dtype::fp32;
   if (gpu == nullptr || gpu->multiprocessors == 0 || gpu->max_threads_per_multiprocessor == 0 ||
@@ -93,6 +93,7 @@ constexpr allocator::context_estimate inference_context_of(const inference_spec&
     from = context_source::flat;
     allocator::context_estimate flat{};
     flat.base = cuda_context_bytes(run.cuda_lazy_loading);
+    flat.eager_loading = !run.cuda_lazy_loading;
     return flat;
   }
   from = context_source::model;

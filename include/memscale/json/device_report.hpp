@@ -28,6 +28,7 @@ nlohmann::json context_json(const DeviceEstimate& d) {
           {"kernels", d.context.kernels.value},
           {"communication", d.context.communication.value},
           {"other", d.context.other.value},
+          {"module_loading", d.context.eager_loading ? "eager" : "lazy"},
           {"source", std::string(to_string(d.context_from))}};
 }
 

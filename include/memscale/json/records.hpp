@@ -17,6 +17,7 @@
 #include "memscale/gpus.hpp"
 #include "memscale/inference/device.hpp"
 #include "memscale/plan_result.hpp"
+#include "memscale/json/device_report.hpp"
 #include "memscale/json/fields.hpp"
 #include "memscale/json/framework_fields.hpp"
 #include "memscale/json/inference.hpp"
@@ -392,7 +393,8 @@ inline void add_class_and_verdict(json& out, const json& record, const model_spe
                      {"device", d.device.value},
                      {"band", {{"low", v.band.low}, {"high", v.band.high}, {"measured", v.band.measured}}},
                      {"verdict", std::string(to_string(v.v))},
-                     {"basis", std::string(to_string(v.point.basis))}};
+                     {"basis", std::string(to_string(v.point.basis))},
+                     {"context", context_json(d)}};
     if (record.contains("alloc_conf")) out["replay"]["alloc_conf"] = record.at("alloc_conf");
   } catch (const error& refused) {
     out["replay"] = {{"error", refused.what()}};
