@@ -128,6 +128,7 @@ void add_run_options(CLI::App& app, options& o) {
             "standard (the whole logits) | chunked (lit-gpt's, torchtune's) | fused_linear_ce (Liger's); default: the "
             "framework's",
             [&o](const std::string& v) {
+              o.loss_given = true;
               if (v == "standard") {
                 o.run.loss = memscale::loss_impl::standard;
                 o.run.loss_chunks = 0;
