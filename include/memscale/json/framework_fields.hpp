@@ -152,6 +152,15 @@ inline framework_kind framework_of_record(const json& record) {
   return named;
 }
 
+// Whether a run object states its loss (`loss_key`: "loss" in a run document, "loss_impl" in a
+// record) or its chunks, which name the chunked loss; otherwise the script's applies.
+inline bool states_loss(const json& run, const char* loss_key) {
+  if (!run.is_object()) return false;
+  for (const char* key : {loss_key, "loss_chunk", "loss_chunks"})
+    if (run.contains(key) && !run.at(key).is_null()) return true;
+  return false;
+}
+
 // train.loss_impl / loss_chunk / loss_chunks, over the framework's defaults.
 inline void read_loss_fields(const json& t, training_spec& run) {
   const std::string path = "train";
