@@ -35,7 +35,7 @@ before step 1 and after step 1 (eval.interval 1): the whole logits under no_grad
 chunked_cross_entropy(logits[..., :-1, :], ..., chunk_size=0); measured_bytes covers both.
 litgpt main (`version="0.5.13"` cases, Lightning-AI/litgpt @ 26857050 = v0.5.13, lightning >= 2.6.1 whose
 HalfPrecision.convert_output still casts to the default dtype): the 0.4.9 loops, norm, loss and validate() with
-CausalSelfAttention.forward as restructured in fabf765b (litgpt/model.py lines 430-600 @ 26857050): q, k, v
+CausalSelfAttention.forward as restructured in fabf765b (litgpt/model.py lines 430-560 @ 26857050): q, k, v
 split from a non-interleaved qkv as views, transposed views, RoPE on the query groups, torch.cat, then
 repeat_interleave of k and v to every query head when n_query_groups != n_head; LoRAQKVLinear's indices in
 that order and, for grouped queries, one conv1d per enabled part joined by torch.cat (litgpt/lora.py
