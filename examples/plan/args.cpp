@@ -261,6 +261,11 @@ void check_run(const CLI::App& app, options& o) {
   check_inference_options(o);
   apply_torchtitan(app, o);
   apply_torchtune_distributed(app, o);
+  if (memscale::litgpt_repeats_kv_after_rope(o.run) && o.cluster.gpus > 1)
+    throw usage_error("--gpus " + std::to_string(o.cluster.gpus) +
+                      " with litgpt main is not modelled: its multi-GPU scripts shard with FSDP2 under "
+                      "ModelParallelStrategy, which is not mapped; one GPU is");
+  if (!o.loss_given) o.run = memscale::with_script_loss(o.run);
   if ((!o.alloc_conf.empty() || o.context_memory.value != 0) && (o.cluster.gpus > 0 || o.config.generic))
     throw usage_error(std::string(o.alloc_conf.empty() ? "--context-memory" : "--alloc-conf") + " does not apply to " +
                       (o.cluster.gpus > 0 ? "--gpus" : "a generic --config model") +

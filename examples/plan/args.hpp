@@ -121,6 +121,7 @@ struct options {
   std::optional<double> headroom;  // --headroom FRACTION
   std::optional<double> lora_alpha;  // --lora-alpha: scales the adapter output; no memory of its own
   bool lora_targets_given = false;   // --lora-targets: needs --lora or --qlora
+  bool loss_given = false;  // --loss or --loss-chunk(s), or a --run document's: otherwise the script's (with_script_loss)
   std::string lora_setting_given;    // --lora-dropout, --lora-variant or --adapter-dtype, as given: needs --lora or --qlora
   // --adapter-dtype: applied after every option, so that a later --framework does not reset it.
   std::optional<memscale::adapter_dtype> adapter_dtype;

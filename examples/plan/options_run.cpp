@@ -113,8 +113,8 @@ void add_run_options(CLI::App& app, options& o) {
             "example); default --seq",
             [&o](const std::string& v) { o.run.example_tokens = parse_positive("--example-tokens", v); });
   add_value(app, g, "--framework", "NAME[@VERSION]",
-            "the training code: hf (transformers; @VERSION sets its release) | gpt-fast (with --inference: its generate()) | litgpt[@0.4.9] (its LoRA scripts, the model as "
-            "lit-gpt builds it; plain: the 2023 scripts, @0.4.x: the 2024 release, RMSNorm in fp32) | torchtune[@0.6.1] (with --gpus N: full_finetune_distributed, FSDP2) | torchtitan[@0.1.0] (FSDP2 over --gpus N, bf16 compute); its defaults "
+            "the training code: hf (transformers; @VERSION sets its release) | gpt-fast (with --inference: its generate()) | litgpt[@0.4.9|@main] (its fine-tuning scripts, the model as "
+            "lit-gpt builds it; plain: the 2023 scripts, @0.4.x: the 2024 release, RMSNorm in fp32, @main: v0.5.13 on one GPU) | torchtune[@0.6.1] (with --gpus N: full_finetune_distributed, FSDP2) | torchtitan[@0.1.0] (FSDP2 over --gpus N, bf16 compute); its defaults "
             "(loss, adapter dtype) apply; default hf",
             [&o](const std::string& v) {
               // gpt-fast is modelled for generate() only: check_inference_options refuses it without --inference.
@@ -128,6 +128,7 @@ void add_run_options(CLI::App& app, options& o) {
             "standard (the whole logits) | chunked (lit-gpt's, torchtune's) | fused_linear_ce (Liger's); default: the "
             "framework's",
             [&o](const std::string& v) {
+              o.loss_given = true;
               if (v == "standard") {
                 o.run.loss = memscale::loss_impl::standard;
                 o.run.loss_chunks = 0;
@@ -145,9 +146,15 @@ void add_run_options(CLI::App& app, options& o) {
            "linear cross-entropy, RMSNorm, SwiGLU, RoPE; Gemma: GEGLU for SwiGLU)",
            [&o] { o.liger = true; });
   add_value(app, g, "--loss-chunk", "TOKENS", "tokens per chunk of a chunked loss counted in tokens (lit-gpt: 128)",
-            [&o](const std::string& v) { o.run.loss_chunk = parse_positive("--loss-chunk", v); });
+            [&o](const std::string& v) {
+              o.loss_given = true;  // a chunk size names the chunked loss
+              o.run.loss_chunk = parse_positive("--loss-chunk", v);
+            });
   add_value(app, g, "--loss-chunks", "N", "chunks of torchtune's chunked loss (its default 8)",
-            [&o](const std::string& v) { o.run.loss_chunks = parse_positive("--loss-chunks", v); });
+            [&o](const std::string& v) {
+              o.loss_given = true;
+              o.run.loss_chunks = parse_positive("--loss-chunks", v);
+            });
   add_flag(app, g, "--paged-optimizer",
            "bitsandbytes' paged optimizer of --optimizer (adam, adamw, adamw_8bit, lion: Trainer's optim=\"paged_adamw_32bit\" "
            "and siblings): state of tensors of 1e5 elements or more in CUDA unified memory, outside PyTorch's allocator",

@@ -218,7 +218,8 @@ struct training_spec {
   stage0_optimizer stage0 = stage0_optimizer::none;
   // The framework's release as major * 10000 + minor * 100 + patch; 0: the release memscale
   // reads it at (framework_read_at). torchtune's and litgpt's are inputs (litgpt 0: the 2023
-  // scripts of the dev rows; 0.4.x: the config-hub release); Hugging Face's is transformers_version.
+  // scripts of the dev rows; 0.4.x: the config-hub release; 0.5.5 to 0.5.13: main as read at
+  // v0.5.13); Hugging Face's is transformers_version.
   std::uint32_t framework_version = 0;
   ssm_kernel_choice ssm_kernels = ssm_kernel_choice::framework_default;  // state-space mixers only
   // Liger's Triton RMSNorm and SwiGLU in place of the modeling file's (Liger-Kernel v0.5.10
@@ -286,12 +287,17 @@ constexpr std::uint32_t framework_read_at(framework_kind f) { return f == framew
 
 // litgpt 0.4 (Lightning-AI/litgpt @ b0ea1772, v0.4.9) as framework_version: its 0.4 releases.
 inline constexpr std::uint32_t litgpt_v0_4 = 400;
+// litgpt main, read at v0.5.13 (Lightning-AI/litgpt @ 26857050): its attention is the one
+// "Drop interleave placement in QKV matrix" (fabf765b) brought in 0.5.5, so 0.5.5 to 0.5.13 share it.
+inline constexpr std::uint32_t litgpt_v0_5_5 = 505;
+inline constexpr std::uint32_t litgpt_main = 513;
 
 // Whether `version` (major * 10000 + minor * 100 + patch) is a release whose memory rules are
-// the ones read: torchtune's 0.6 patch releases, litgpt's 0.4 releases.
+// the ones read: torchtune's 0.6 patch releases, litgpt's 0.4 releases and 0.5.5 to 0.5.13.
 constexpr bool framework_version_modelled(framework_kind f, std::uint32_t version) {
   if (version == 0) return true;
-  if (f == framework_kind::litgpt) return version >= litgpt_v0_4 && version < 500;
+  if (f == framework_kind::litgpt)
+    return (version >= litgpt_v0_4 && version < 500) || (version >= litgpt_v0_5_5 && version <= litgpt_main);
   return f == framework_kind::torchtune && version >= 600 && version < 700;
 }
 
@@ -299,6 +305,13 @@ constexpr bool framework_version_modelled(framework_kind f, std::uint32_t versio
 // scripts' in the input dtype (lit_gpt/rmsnorm.py @ 8641822; the upcast came in 6178c7cc).
 constexpr bool litgpt_rms_norm_in_fp32(const training_spec& t) {
   return t.framework == framework_kind::litgpt && t.framework_version >= litgpt_v0_4;
+}
+
+// litgpt main's CausalSelfAttention.forward splits q, k and v as views of the non-interleaved
+// qkv, rotates the query groups' keys, then copies k and v to every query head with
+// repeat_interleave (litgpt/model.py lines 472-539 @ 26857050); 0.4 expanded them before RoPE.
+constexpr bool litgpt_repeats_kv_after_rope(const training_spec& t) {
+  return t.framework == framework_kind::litgpt && t.framework_version >= litgpt_v0_5_5;
 }
 
 // The state-space kernels a run uses: framework_default resolved by the device.
@@ -359,6 +372,19 @@ constexpr training_spec with_framework(training_spec run, framework_kind f) {
     run.loss = loss_impl::chunked;
     run.loss_chunk = 128;
     run.no_sync = true;
+  }
+  return run;
+}
+
+// The loss a framework's script computes when the run states none. with_framework gives litgpt
+// the LoRA scripts' chunked head; finetune/full.py calls the model without lm_head_chunk_size and
+// takes the cross-entropy of the one logits tensor (finetune/full.py lines 169-171 @ 8641822,
+// litgpt/finetune/full.py line 256 @ b0ea1772, line 284 @ 26857050): run.loss standard, whose
+// 128-row chunks from 0.4 on are the graph's (loop_loss_chunk_rows).
+constexpr training_spec with_script_loss(training_spec run) {
+  if (run.framework == framework_kind::litgpt && run.target == training_target::full) {
+    run.loss = loss_impl::standard;
+    run.loss_chunks = 0;
   }
   return run;
 }
@@ -480,15 +506,23 @@ constexpr const training_spec& validate(const training_spec& t) {
     detail::fail(error_code::unsupported, "run.framework_version",
                  t.framework == framework_kind::torchtune ? "is not modelled: torchtune's rules are read at 0.6.1 (its 0.6 releases)"
                  : t.framework == framework_kind::litgpt
-                     ? "is not modelled: litgpt is read at 0.4.9 (0.4.x is 400 + x) and as the 2023 scripts (0)"
+                     ? "is not modelled: litgpt is read at 0.4.9 (0.4.x is 400 + x), at main (v0.5.13: 0.5.5 to 0.5.13 "
+                       "are 505 to 513) and as the 2023 scripts (0)"
                      : "is read for torchtune and litgpt only (hf: the transformers version)");
-  // litgpt 0.4's finetune/full.py calls the model without lm_head_chunk_size and chunks the loss
-  // over the whole logits itself (litgpt/finetune/full.py lines 254-256 @ b0ea1772): run.loss
-  // chunked is the LoRA scripts' chunked head, which full.py does not run.
+  // litgpt 0.4's and main's finetune/full.py call the model without lm_head_chunk_size and chunk
+  // the loss over the whole logits themselves (litgpt/finetune/full.py lines 254-256 @ b0ea1772,
+  // lines 282-284 @ 26857050): run.loss chunked is the LoRA scripts' chunked head, which full.py
+  // does not run.
   if (litgpt_rms_norm_in_fp32(t) && t.target == training_target::full && t.loss != loss_impl::standard)
     detail::fail(error_code::unsupported, "run.loss",
-                 "must be standard for litgpt 0.4's full fine-tune: finetune/full.py calls the model without "
-                 "lm_head_chunk_size and splits the whole logits' cross-entropy into 128-row chunks itself");
+                 "must be standard (its default) for litgpt 0.4's and main's full fine-tune: finetune/full.py calls "
+                 "the model without lm_head_chunk_size and splits the whole logits' cross-entropy into 128-row "
+                 "chunks itself");
+  // Main's LoRA scripts shard with FSDP2 under ModelParallelStrategy (litgpt/finetune/lora.py lines
+  // 152-162 @ 26857050), which is not mapped; one device is.
+  if (litgpt_repeats_kv_after_rope(t) && (t.data_parallel > 1 || t.shard != sharding::none))
+    detail::fail(error_code::unsupported, "run.data_parallel",
+                 "must be 1 for litgpt main: its multi-GPU scripts (FSDP2 under ModelParallelStrategy) are not mapped");
   if (t.sac != selective_ac::none && t.framework != framework_kind::torchtitan)
     detail::fail(error_code::unsupported, "run.sac", "is torchtitan's selective checkpointing: needs run.framework torchtitan");
   if (t.sac != selective_ac::none && t.ckpt != checkpointing::none)

@@ -355,7 +355,23 @@ else
     "stdout: $(grep -A2 framework "$work/out" | head -c 600)" "stderr: $(head -c 300 "$work/err")"
 fi
 bad_input_says "torchtune's rules are read at 0.6.1" --framework torchtune@0.5.0
-bad_input_says 'main (0.5) is not' --framework litgpt@0.5
+bad_input_says 'releases 0.5.5 to 0.5.13' --framework litgpt@0.5.2
+bad_input_says 'with litgpt main is not modelled' --model llama-2-7b --lora 8 --framework litgpt@main --gpus 4
+run --model llama-3-8b --lora 8 --precision pure_bf16 --framework litgpt@main
+if [[ $rc -eq 0 ]] && grep -q "framework litgpt 0.5.13 (main, read at v0.5.13, Lightning-AI/litgpt @ 26857050" "$work/out"; then
+  pass "--framework litgpt@main: today's litgpt on one GPU, the commit read named"
+else
+  fail "--framework litgpt@main: today's litgpt on one GPU, the commit read named" "exit $rc" \
+    "stdout: $(grep -A2 framework "$work/out" | head -c 600)" "stderr: $(head -c 300 "$work/err")"
+fi
+run --model llama-2-7b --precision pure_bf16 --framework litgpt@0.4.9
+if [[ $rc -eq 0 ]] && grep -q "loss over the whole logits" "$work/out"; then
+  pass "--framework litgpt@0.4.9 without --lora: full.py's loss is the default"
+else
+  fail "--framework litgpt@0.4.9 without --lora: full.py's loss is the default" "exit $rc" \
+    "stdout: $(grep -A2 framework "$work/out" | head -c 600)" "stderr: $(head -c 300 "$work/err")"
+fi
+bad_input_says "must be standard (its default)" --model llama-2-7b --framework litgpt@0.4.9 --loss chunked
 bad_input_says '--framework does not apply to the vision model resnet50' --model resnet50 --framework torchtune
 bad_input_says 'framework "torchtune" does not apply to --inference' --inference --framework torchtune
 bad_input_says '--tp does not apply to --framework torchtune' --gpus 4 --tp 2 --framework torchtune

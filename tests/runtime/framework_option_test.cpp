@@ -56,6 +56,11 @@ TEST_CASE("framework names and versions: what each sets", "[framework][json]") {
   CHECK(run.framework == framework_kind::litgpt);
   CHECK(run.no_sync);
   CHECK(json_io::framework_text(run) == "litgpt (scripts @ b96a5708): loss chunked every 128 tokens");
+  // main: the commit read, its release and the rule that differs from 0.4.
+  json_io::read_framework_option("litgpt@main", run, "--framework");
+  CHECK(json_io::framework_text(run) ==
+        "litgpt 0.5.13 (main, read at v0.5.13, Lightning-AI/litgpt @ 26857050: RMSNorm in fp32, k and v repeated per "
+        "query head after RoPE): loss chunked every 128 tokens");
 }
 
 TEST_CASE("framework errors name the input, the value and what is modelled", "[framework][json]") {
@@ -73,7 +78,7 @@ TEST_CASE("framework errors name the input, the value and what is modelled", "[f
   CHECK(contains(option("torchtune@0.5.0"), "read at 0.6.1 (its 0.6 releases) (got \"0.5.0\")"));
   CHECK(contains(option("torchtune@x"), "must be a version"));
   CHECK(contains(option("litgpt@1.0"), "litgpt is read at 0.4.9"));
-  CHECK(contains(option("litgpt@main"), "ModelParallelStrategy is not mapped"));
+  CHECK(contains(option("litgpt@0.5.2"), "0.5.5 to 0.5.13"));
   CHECK(contains(option("hf@"), "must be NAME or NAME@VERSION"));
   const auto document = [&](const json& f) { return error_message([&] { json_io::read_framework(f, run); }); };
   CHECK(contains(document(json{{"name", "torchtune"}, {"release", "0.6"}}), "framework.release is not a field"));

@@ -479,7 +479,11 @@ TEST_CASE("graph recipes: the graphs and errors of 40,000 random runs are the pi
   // And by the weights a bitsandbytes load leaves in 16 bits because they are bare nn.Parameters,
   // not nn.Linear modules (graph/layers/mlp.hpp router_is_parameter, with_unquantized_experts):
   // QLoRA's 3-D experts and such routers; 7432247676889345779 before, the pairs unchanged.
-  CHECK(stacks.value == 7325345884893030800ULL);
+  // And by lit-gpt's qkv adapter with q, k and v all adapted: zero_pad returns its input as it is,
+  // no reshaped copy and no pad (graph/layers/adapters.hpp litgpt_qkv_lora); with the copy and the
+  // pad written for every adapter the digest is 7325345884893030800 (4319757747562665322 with the
+  // bitsandbytes rule left out too); the pairs unchanged.
+  CHECK(stacks.value == 0ULL);
   CHECK(pairs_digest.value == 11764074077828971066ULL);
   // Each feature was reached often enough to mean something.
   CHECK(c.built > 20'000);

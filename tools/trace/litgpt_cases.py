@@ -33,6 +33,13 @@ conv1d output into new zeros with index_copy_ (litgpt/lora.py lines 288-342), no
 Its fit() also validates (lines 282, 349, 368-383): the 0.4.9 cases run validate() over two batches
 before step 1 and after step 1 (eval.interval 1): the whole logits under no_grad, Fabric's cast, and
 chunked_cross_entropy(logits[..., :-1, :], ..., chunk_size=0); measured_bytes covers both.
+litgpt main (`version="0.5.13"` cases, Lightning-AI/litgpt @ 26857050 = v0.5.13, lightning >= 2.6.1 whose
+HalfPrecision.convert_output still casts to the default dtype): the 0.4.9 loops, norm, loss and validate() with
+CausalSelfAttention.forward as restructured in fabf765b (litgpt/model.py lines 430-560 @ 26857050): q, k, v
+split from a non-interleaved qkv as views, transposed views, RoPE on the query groups, torch.cat, then
+repeat_interleave of k and v to every query head when n_query_groups != n_head; LoRAQKVLinear's indices in
+that order and, for grouped queries, one conv1d per enabled part joined by torch.cat (litgpt/lora.py
+LoRAQKVLinear.conv1d, zero_pad @ 26857050).
 Differences from the GPU runs: attention is eager math (torch 1.13 has no scaled_dot_product_attention),
 CPU dropout keeps a noise tensor of the input dtype instead of a bool mask, AdamW is the single-tensor loop.
 Run from the repository root:  /usr/bin/python3 tools/trace/litgpt_cases.py --out docs/data/cpu_traced_frameworks.json
@@ -55,6 +62,11 @@ MODELS = {
     "llama-v32k": dict(family="llama", layers=2, hidden=256, heads=4, kv_heads=4, ffn=688, vocab=32000,
                        norm="rmsnorm", activation="swiglu", parallel=False, shared_norm=False, bias=False,
                        lm_head_bias=False, rotary_pct=1.0),
+    # Grouped queries: 8 query heads over 2 key/value groups, with a 4,000-token vocabulary so that
+    # the training step (where the attention's saved tensors are) outgrows validation's logits.
+    "llama-gqa-v4k": dict(family="llama", layers=2, hidden=256, heads=8, kv_heads=2, ffn=688, vocab=4000,
+                          norm="rmsnorm", activation="swiglu", parallel=False, shared_norm=False, bias=False,
+                          lm_head_bias=False, rotary_pct=1.0),
     # The same with a 4,000-token vocabulary: the training step outgrows validation's logits.
     "llama-v4k": dict(family="llama", layers=2, hidden=256, heads=4, kv_heads=4, ffn=688, vocab=4000,
                       norm="rmsnorm", activation="swiglu", parallel=False, shared_norm=False, bias=False,
@@ -107,25 +119,28 @@ class LoRALinear(nn.Module):  # lit_gpt/lora.py LoRALinear.forward @ 8641822
         return pretrained + lora
 
 
-class LoRAQKVLinear(nn.Module):  # lit_gpt/lora.py LoRAQKVLinear @ 8641822 (n_head == n_query_groups here)
-    def __init__(self, inf, out, bias, r, alpha, p, enable, version):
+class LoRAQKVLinear(nn.Module):  # lit_gpt/lora.py LoRAQKVLinear @ 8641822 (main: grouped queries too)
+    def __init__(self, inf, out, bias, r, alpha, p, enable, version, kv_width=None):
         super().__init__()
         self.version = version
         self.linear = nn.Linear(inf, out, bias=bias)
         self.out, self.enable = out, enable
-        self.qkv_shapes = [inf for e in enable if e]
+        kv = inf if kv_width is None else kv_width
+        widths = (inf, kv, kv)
+        self.qkv_shapes = [w for w, e in zip(widths, enable) if e]
         self.lora_A = nn.Parameter(torch.empty(r * sum(enable), inf))
         self.lora_B = nn.Parameter(torch.empty(sum(self.qkv_shapes), r))
         nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))
         nn.init.normal_(self.lora_B, std=0.02)
         self.scaling = alpha / r
         self.lora_dropout = nn.Dropout(p) if p > 0 else (lambda x: x)
-        self.lora_ind = [i for k, e in enumerate(enable) if e for i in range(k * inf, (k + 1) * inf)]
+        starts = (0, inf, inf + kv)  # q, k, v one after another (main's non-interleaved qkv)
+        self.lora_ind = [i for k, e in enumerate(enable) if e for i in range(starts[k], starts[k] + widths[k])]
 
     def zero_pad(self, x):
         if all(self.enable):
             return x
-        if self.version == "0.4.9":  # litgpt/lora.py zero_pad @ b0ea1772
+        if self.version != "8641822":  # litgpt/lora.py zero_pad @ b0ea1772, the same @ 26857050
             result = x.new_zeros(*x.shape[:-1], self.out)
             return result.index_copy_(-1, torch.tensor(self.lora_ind), x)
         x = x.transpose(0, 1)
@@ -133,11 +148,16 @@ class LoRAQKVLinear(nn.Module):  # lit_gpt/lora.py LoRAQKVLinear @ 8641822 (n_he
         result = result.index_copy(1, torch.tensor(self.lora_ind), x.reshape(-1, sum(self.qkv_shapes)))
         return result.view((*x.shape[:-1], self.out)).transpose(0, 1)
 
+    def conv1d(self, a, w):  # litgpt/lora.py LoRAQKVLinear.conv1d @ 26857050: parts of unequal width
+        if len(set(self.qkv_shapes)) == 1:
+            return F.conv1d(a, w, groups=sum(self.enable))
+        return torch.cat([F.conv1d(x, y) for x, y in zip(a.chunk(sum(self.enable), dim=1), w.split(self.qkv_shapes))],
+                         dim=1)
+
     def forward(self, x):
         pretrained = self.linear(x)
         after_A = F.linear(self.lora_dropout(x), self.lora_A)
-        after_B = F.conv1d(after_A.transpose(-2, -1), self.lora_B.unsqueeze(-1),
-                           groups=sum(self.enable)).transpose(-2, -1)
+        after_B = self.conv1d(after_A.transpose(-2, -1), self.lora_B.unsqueeze(-1)).transpose(-2, -1)
         return pretrained + self.zero_pad(after_B) * self.scaling
 
 
@@ -152,18 +172,42 @@ class Attention(nn.Module):
     def __init__(self, c, m):
         super().__init__()
         H, nh = m["hidden"], m["heads"]
-        self.hs, self.nh = H // nh, nh
+        self.hs, self.nh, self.groups = H // nh, nh, m["kv_heads"]
         self.rope_n = int(m["rotary_pct"] * self.hs)
-        out = 3 * H
+        self.main = c["version"] == "0.5.13"
+        assert self.main or self.groups == nh, "the 2023 and 0.4.9 stand-ins are multi-head only"
+        kv = self.groups * self.hs
+        out = H + 2 * kv
         en = tuple(t in c["targets"] for t in ("q", "k", "v"))
         if c["lora"] and any(en):
-            self.attn = LoRAQKVLinear(H, out, m["bias"], c["r"], c["alpha"], c["dropout"], en, c["version"])
+            self.attn = LoRAQKVLinear(H, out, m["bias"], c["r"], c["alpha"], c["dropout"], en, c["version"], kv)
         else:
             self.attn = nn.Linear(H, out, bias=m["bias"])
         r = c["r"] if c["lora"] and "proj" in c["targets"] else 0
         self.proj = LoRALinear(H, H, m["bias"], r, c["alpha"], c["dropout"])
 
+    def forward_main(self, x, cos, sin, mask):  # CausalSelfAttention.forward @ 26857050 (no kv cache)
+        B, Tn, C = x.shape
+        qkv = self.attn(x)
+        q, k, v = qkv.split((C, self.groups * self.hs, self.groups * self.hs), dim=-1)
+        q = q.view(B, Tn, self.nh, self.hs).transpose(1, 2)
+        k = k.view(B, Tn, self.groups, self.hs).transpose(1, 2)
+        v = v.view(B, Tn, self.groups, self.hs).transpose(1, 2)
+        n = self.rope_n
+        q = torch.cat((apply_rope(q[..., :n], cos, sin), q[..., n:]), dim=-1)
+        k = torch.cat((apply_rope(k[..., :n], cos, sin), k[..., n:]), dim=-1)
+        if self.groups != self.nh:
+            k = k.repeat_interleave(self.nh // self.groups, dim=1)
+            v = v.repeat_interleave(self.nh // self.groups, dim=1)
+        # Stand-in for F.scaled_dot_product_attention(is_causal=True): eager math (torch 1.13).
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(self.hs))
+        att = F.softmax(att.masked_fill(mask, float("-inf")), dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(B, Tn, C)
+        return self.proj(y)
+
     def forward(self, x, cos, sin, mask):
+        if self.main:
+            return self.forward_main(x, cos, sin, mask)
         B, Tn, C = x.shape
         qkv = self.attn(x)
         qkv = qkv.view(B, Tn, self.nh, 3, self.hs).permute(0, 2, 3, 1, 4)
@@ -182,7 +226,7 @@ class Attention(nn.Module):
 
 
 def rms_norm(c, n):
-    return RMSNormFP32(n) if c["version"] == "0.4.9" else RMSNorm(n)
+    return RMSNorm(n) if c["version"] == "8641822" else RMSNormFP32(n)  # fp32 from 0.4.9, the same @ 26857050
 
 
 class Block(nn.Module):
@@ -315,7 +359,7 @@ def run_case(c):
             # finetune/full.py fit(): the 2023 script's whole-logits loss; v0.4.9's default
             # chunk_size=128 over the flattened rows (litgpt/finetune/full.py line 256 @ b0ea1772)
             ctx["logits"] = ctx["fabric"](x)
-            chunk_size = 128 if c["version"] == "0.4.9" else 0
+            chunk_size = 0 if c["version"] == "8641822" else 128  # the same @ 26857050 (full.py line 284)
             return chunked_cross_entropy(ctx["logits"][..., :-1, :], y[..., 1:], chunk_size=chunk_size)
 
         def grads_of_step2(n):
@@ -345,7 +389,7 @@ def run_case(c):
             validate("v1")
         return value
 
-    validates = c["version"] == "0.4.9"
+    validates = c["version"] != "8641822"
     windows = (("validation_before_step1_peak", "v0_start", "v0_end"),
                ("validation_after_step1_peak", "v1_start", "v1_end")) if validates else ()
     r = T.run_two_steps(build, step, windows)
@@ -363,7 +407,10 @@ def run_case(c):
                      lora_targets=",".join(c["targets"]), frozen="base", trainable_params=r["trainable"])
     else:
         train.update(lora_rank=0, frozen="none")
-    if c["version"] == "0.4.9":
+    if c["version"] == "0.5.13":
+        framework = dict(name="litgpt", version="0.5.13", script=f"litgpt/finetune/{c['script']}.py",
+                         source="Lightning-AI/litgpt@26857050 (v0.5.13) + Lightning-AI/pytorch-lightning 2.6")
+    elif c["version"] == "0.4.9":
         framework = dict(name="litgpt", version="0.4.9", script=f"litgpt/finetune/{c['script']}.py",
                          source="Lightning-AI/litgpt@b0ea1772 + Lightning-AI/pytorch-lightning 2.4.0")
     else:
@@ -371,7 +418,7 @@ def run_case(c):
                          source="Lightning-AI/lit-gpt@8641822 + Lightning-AI/pytorch-lightning@71aed751")
     notes = ("measured_bytes = max live CPU tensor bytes in training step 2 (the step-1 logits list is still bound "
              "until step 2's forward returns, as in lit-gpt's loop); plain-torch re-implementation, eager attention.")
-    lightning = "2.4.0 (emulated)" if c["version"] == "0.4.9" else "71aed751 (emulated)"
+    lightning = {"0.4.9": "2.4.0 (emulated)", "0.5.13": "2.6.1 (emulated)"}.get(c["version"], "71aed751 (emulated)")
     rec = T.record(c["id"], SOURCE, model, train, framework, r, notes, software={"lightning": lightning})
     if validates:  # what max_memory_allocated over fit() covers: the validations beside the steps
         rec["measured_bytes"] = max(r["s2_peak"], r["validation_after_step1_peak"])
@@ -389,7 +436,7 @@ def cases():
     def add(model, script, output_cast="fp32", targets=("q", "v"), r=8, batch=2, seq=256, dropout=0.05,
             version="8641822"):
         lora = script == "lora"
-        prefix = "cpu-litgpt-0.4.9" if version == "0.4.9" else "cpu-litgpt"
+        prefix = "cpu-litgpt" if version == "8641822" else f"cpu-litgpt-{version}"
         cid = f"{prefix}-{script}-{model}-b{batch}-s{seq}" + (f"-r{r}-{'-'.join(targets)}" if lora else "") + \
               ("" if output_cast == "fp32" else "-no-output-cast")
         L.append(dict(id=cid, model=model, script=script, output_cast=output_cast, lora=lora, targets=targets, r=r,
@@ -412,6 +459,13 @@ def cases():
     # litgpt v0.4.9's full fine-tune: the loss chunked by 128 rows over the whole fp32 logits.
     add("llama", "full", version="0.4.9")
     add("llama-v32k", "full", batch=4, version="0.4.9")
+    # litgpt main (v0.5.13): the restructured attention under LoRA and a full fine-tune, grouped
+    # queries (repeat_interleave after RoPE), and a larger vocabulary.
+    add("llama", "lora", version="0.5.13")
+    add("llama", "full", version="0.5.13")
+    add("llama-gqa-v4k", "lora", targets=("q", "k", "v"), version="0.5.13")
+    add("llama-gqa-v4k", "full", version="0.5.13")
+    add("llama-v32k", "lora", batch=4, version="0.5.13")
     return L
 
 

@@ -10,7 +10,8 @@ e.g. @ 8641822: lit_gpt/model.py, lit_gpt/lora.py, lit_gpt/rmsnorm.py, lit_gpt/u
   F.scaled_dot_product_attention); y.transpose(1,2).reshape -> proj.
 - RMSNorm (2023): x * rsqrt(mean(x*x) + eps) * weight, no fp32 upcast.
 - LoRALinear: linear(x) + (dropout(x) @ A.T @ B.T) * scaling.  LoRAQKVLinear: F.linear(dropout(x), A) -> grouped
-  conv1d with B -> zero_pad (transpose, new_zeros, index_copy of x.reshape) -> * scaling; added to linear(x).
+  conv1d with B -> zero_pad (transpose, new_zeros, index_copy of x.reshape; the result as it is when q, k and v
+  are all adapted) -> * scaling; added to linear(x).
 - Loop: logits = model(x, lm_head_chunk_size=128); logits[-1] = logits[-1][..., :-1, :];
   loss = chunked_cross_entropy(logits, targets[..., 1:]); backward; AdamW step; zero_grad. The logits list stays
   bound until the next step's forward returns (it is measured in the second step).
@@ -69,6 +70,8 @@ class LoRAQKVLinear(nn.Module):
         self.lora_ind = ind
 
     def zero_pad(self, x):
+        if all(self.enable):  # lit_gpt/lora.py zero_pad line 277 @ 8641822: nothing to pad
+            return x
         x = x.transpose(0, 1)
         result = x.new_zeros((*x.shape[:-1], self.out))
         result = result.view(-1, self.out)
@@ -272,7 +275,8 @@ def to_record(c, r):
     train = dict(batch=c["batch"], seq=c["seq"], precision=c["prec"], optimizer="adamw", optimizer_impl="for_loop",
                  checkpointing="none", attention="eager", grad_accum=1, lora_rank=c["r"], lora_alpha=c["alpha"],
                  lora_dropout=c["dropout"], lora_targets=",".join(c["targets"]),
-                 trainable_params=r["trainable"], frozen="base", zero_stage=0, dp=1, tp=1)
+                 trainable_params=r["trainable"], frozen="base", zero_stage=0, dp=1, tp=1,
+                 output_cast="none")  # no Fabric wrapper here: the logits stay in the compute dtype
     return {
         **tracer.record_head(cid, HARNESS), "model": m, "train": train,
         **tracer.peak_fields(r),

@@ -70,19 +70,19 @@ inline void refuse_torchtitan_toml(const json& toml) {
   }
 }
 
-// litgpt's version: a 0.4 release (the config hub, read at v0.4.9). Today's main (0.5) is refused:
-// its CausalSelfAttention.forward is restructured (litgpt/model.py @ 26857050: views of a
-// non-interleaved qkv, repeat_interleave after RoPE) and its multi-GPU scripts shard with FSDP2
-// under ModelParallelStrategy (litgpt/finetune/lora.py lines 158-162, 522-545 @ 26857050).
+// litgpt's version: a 0.4 release (the config hub, read at v0.4.9), or main: "main" and "0.5" are
+// the commit read (Lightning-AI/litgpt @ 26857050, tagged v0.5.13), and 0.5.5 to 0.5.13 share its
+// memory rules (the restructured attention came in 0.5.5: fabf765b). 0.5.0 to 0.5.4 kept 0.4's
+// interleaved qkv under other pins and are not read; later releases are not read either.
 inline std::uint32_t litgpt_version(const std::string& version, const std::string& field) {
-  const std::string why =
-      "is not modelled: litgpt is read at 0.4.9 (Lightning-AI/litgpt @ b0ea1772; its 0.4 releases) and, as plain "
-      "litgpt, at the 2023 scripts; main (0.5) is not: its restructured attention is not modelled and its FSDP2 "
-      "under ModelParallelStrategy is not mapped";
-  if (version == "main") bad_field(error_code::unsupported, field, version, why);
+  if (version == "main" || version == "0.5") return litgpt_main;
   const version_parts v = parse_version(version, field);
   const std::uint32_t n = v.major * 10000 + v.minor * 100 + v.patch;
-  if (!framework_version_modelled(framework_kind::litgpt, n)) bad_field(error_code::unsupported, field, version, why);
+  if (!framework_version_modelled(framework_kind::litgpt, n))
+    bad_field(error_code::unsupported, field, version,
+              "is not modelled: litgpt is read at 0.4.9 (Lightning-AI/litgpt @ b0ea1772; its 0.4 releases), at main "
+              "(26857050, v0.5.13; releases 0.5.5 to 0.5.13, \"main\" or \"0.5\") and, as plain litgpt, at the 2023 "
+              "scripts");
   return n;
 }
 
@@ -150,6 +150,15 @@ inline framework_kind framework_of_record(const json& record) {
     }
   }
   return named;
+}
+
+// Whether a run object states its loss (`loss_key`: "loss" in a run document, "loss_impl" in a
+// record) or its chunks, which name the chunked loss; otherwise the script's applies.
+inline bool states_loss(const json& run, const char* loss_key) {
+  if (!run.is_object()) return false;
+  for (const char* key : {loss_key, "loss_chunk", "loss_chunks"})
+    if (run.contains(key) && !run.at(key).is_null()) return true;
+  return false;
 }
 
 // train.loss_impl / loss_chunk / loss_chunks, over the framework's defaults.

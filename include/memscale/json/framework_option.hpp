@@ -59,8 +59,9 @@ inline void set_framework(training_spec& run, const std::string& name, const std
         break;
       case framework_kind::litgpt:
         next.framework_version = detail::litgpt_version(version, version_field);
-        // litgpt 0.4.9 pins bitsandbytes==0.42.0 (pyproject.toml @ b0ea1772), whose MatMul4Bit keeps its input.
-        next.bitsandbytes_version = 4200;
+        // litgpt 0.4.9 pins bitsandbytes==0.42.0 (pyproject.toml @ b0ea1772), whose MatMul4Bit keeps
+        // its input; main asks for >=0.45.2 on Linux (pyproject.toml line 46 @ 26857050), which does not.
+        next.bitsandbytes_version = next.framework_version >= litgpt_v0_5_5 ? 4502 : 4200;
         break;
       case framework_kind::torchtune: {
         const detail::version_parts v = detail::parse_version(version, version_field);
@@ -120,7 +121,11 @@ inline std::string framework_text(const training_spec& run) {
   const std::uint32_t v = run.framework_version != 0 ? run.framework_version : framework_read_at(run.framework);
   if (v != 0) out += " " + detail::version_text(v);
   if (run.framework == framework_kind::litgpt)
-    out += run.framework_version == 0 ? " (scripts @ b96a5708)" : " (read at v0.4.9, Lightning-AI/litgpt @ b0ea1772: RMSNorm in fp32)";
+    out += run.framework_version == 0 ? " (scripts @ b96a5708)"
+           : litgpt_repeats_kv_after_rope(run)
+               ? " (main, read at v0.5.13, Lightning-AI/litgpt @ 26857050: RMSNorm in fp32, k and v repeated per query "
+                 "head after RoPE)"
+               : " (read at v0.4.9, Lightning-AI/litgpt @ b0ea1772: RMSNorm in fp32)";
   if (run.framework == framework_kind::torchtitan && (run.tensor_parallel > 1 || run.context_parallel > 1)) {
     const bool cp = run.context_parallel > 1;
     out += " 0.1.0 (FSDP2 over " + std::to_string(run.data_parallel) +

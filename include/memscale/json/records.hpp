@@ -284,6 +284,7 @@ inline training_spec run_from_record(const json& record) {
   run.zero_grad_to_none = zero_grad == "none";
   const std::string opt_impl = get_string(t, "optimizer_impl", path, "", bad);
   if (!opt_impl.empty()) run.optimizer_impl = parse_optimizer_impl(opt_impl, path + ".optimizer_impl");
+  if (!detail::states_loss(t, "loss_impl")) run = with_script_loss(run);
   detail::read_loss_fields(t, run);
   detail::read_framework_knobs(t, run);
   detail::read_torchtitan_fields(t, run);

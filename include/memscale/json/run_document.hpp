@@ -441,6 +441,8 @@ inline void read_run_document(const json& doc, run_input& out) {
   else if (in.model.impl == implementation::litgpt && in.run.framework != framework_kind::litgpt)
     in.run = with_framework(in.run, framework_kind::litgpt);
   if (doc.contains("run")) detail::read_run_object(doc.at("run"), in);
+  // A run that states nothing of its loss computes its script's (with_script_loss: litgpt's full.py).
+  if (!doc.contains("run") || !detail::states_loss(doc.at("run"), "loss")) in.run = with_script_loss(in.run);
   detail::read_device_fields(doc, in);
   if (doc.contains("software")) read_software(doc.at("software"), in.run);
   in.model = model_for_framework(in.model, in.run);

@@ -190,10 +190,14 @@ constexpr tensor litgpt_qkv_lora(op_writer& ops, const adapter_plan& plan, tenso
   const tensor conv =
       ops.adapter_matrix({widths.enabled_width, plan.rank, 1}, detail::checked_mul(rows, widths.enabled_width), compute);
   ops.keep(a, conv);
-  const tensor source = ops.elementwise(detail::checked_mul(rows, widths.enabled_width), compute);  // x.reshape(-1, sum(qkv_shapes))
-  const op pad{.kind = op_kind::elementwise, .fwd_temp = storage(compute, detail::checked_mul(rows, widths.full_width))};  // new_zeros
-  const tensor padded = ops.emit(pad, detail::checked_mul(rows, widths.full_width), compute);
-  ops.keep(source, padded);
+  // With q, k and v all adapted zero_pad returns its input as it is (`if all(self.enable_lora):
+  // return x`: lit_gpt/lora.py @ 8641822, litgpt/lora.py @ b0ea1772 and @ 26857050): no copy, no pad.
+  if (widths.parts < 3) {
+    const tensor source = ops.elementwise(detail::checked_mul(rows, widths.enabled_width), compute);  // x.reshape(-1, sum(qkv_shapes))
+    const op pad{.kind = op_kind::elementwise, .fwd_temp = storage(compute, detail::checked_mul(rows, widths.full_width))};  // new_zeros
+    const tensor padded = ops.emit(pad, detail::checked_mul(rows, widths.full_width), compute);
+    ops.keep(source, padded);
+  }
   ops.elementwise(detail::checked_mul(rows, widths.full_width), compute);          // * scaling
   return ops.elementwise(detail::checked_mul(rows, widths.full_width), base.type);  // pretrained + lora
 }

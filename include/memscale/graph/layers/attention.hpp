@@ -39,8 +39,10 @@ constexpr attention_path attention_path_of(const model_spec& model, const traini
   // torchtune copies k and v to every query head itself before SDPA (k.unsqueeze(2).expand(...)
   // .flatten(1, 2), torchtune/modules/attention.py lines 290-291 @ v0.6.1), whatever the kernel.
   // torchtitan's repeat_kv copies them too (expand + reshape, models/llama3/model/model.py @ f7084fc7).
+  // litgpt main repeat_interleaves them after RoPE (litgpt_repeats_kv_after_rope, training.hpp).
   const bool torchtune = run.framework == framework_kind::torchtune || run.framework == framework_kind::torchtitan;
-  const bool gqa = kv_heads_of(model) != model.heads && (model.impl == implementation::hf_transformers || torchtune);
+  const bool gqa = kv_heads_of(model) != model.heads &&
+                   (model.impl == implementation::hf_transformers || torchtune || litgpt_repeats_kv_after_rope(run));
   const attention_kernel kernel = attention_kernel_of(model, run);
   const bool sdpa_gqa = !torchtune && sdpa_gets_grouped_kv(model, run) &&
                         (run.attention == attention_impl::sdpa || run.attention == attention_impl::flash);
