@@ -242,6 +242,36 @@ void apply_torchtune_distributed(const CLI::App& app, options& o) {
   o.cluster.emit = emit;          // --emit torchtune: the recipe config of that run
 }
 
+// litgpt main's finetune/lora.py over --gpus N: Fabric's ModelParallelStrategy, FSDP2 over N ranks
+// with every Block checkpointed (parallel/litgpt_fsdp2.hpp). The report is one rank's step, as for
+// torchtune's distributed recipes.
+void apply_litgpt_model_parallel(const CLI::App& app, options& o) {
+  if (o.run.framework != memscale::framework_kind::litgpt || o.cluster.gpus == 0) return;
+  // The 2023 scripts and 0.4 shard with FSDPStrategy (FSDP1): --strategy fsdp-full.
+  if (o.run.framework_version < memscale::litgpt_main) return;
+  if (o.cluster.gpus < 2)
+    throw usage_error("--framework litgpt@main with --gpus needs N > 1: finetune/lora.py shards with FSDP2 under "
+                      "ModelParallelStrategy over N ranks; for one GPU leave out --gpus");
+  if (o.run.target != memscale::training_target::lora)
+    throw usage_error("--framework litgpt@main with --gpus models finetune/lora.py only (ModelParallelStrategy); "
+                      "its full.py and adapter scripts keep FSDPStrategy at this release and lora.py refuses "
+                      "--quantize over several devices: use --lora, or one GPU");
+  for (const char* name : {"--tp", "--pp", "--sp", "--host-memory", "--global-batch", "--no-sync", "--strategy", "--emit"})
+    if (app.count(name) > 0)
+      throw usage_error(std::string(name) + " does not apply to --framework litgpt@main with --gpus: finetune/lora.py "
+                        "is modelled as FSDP2 over all --gpus with every Block checkpointed, without TP, PP or offload");
+  if (!o.inference.svg.empty() || !o.inference.svg_batch.empty())
+    throw usage_error(std::string(o.inference.svg.empty() ? "--svg-batch" : "--svg") +
+                      " draws a single-GPU plan's modes; litgpt's ModelParallelStrategy layout is fixed: leave it out");
+  // lora.py's default precision is bf16-true on a bf16 device; parallelize_fn always checkpoints.
+  if (app.count("--precision") == 0 && o.run_source.empty()) o.run.prec = memscale::precision::pure_bf16;
+  if (app.count("--checkpointing") == 0 && o.run_source.empty()) o.run.ckpt = memscale::checkpointing::full;
+  o.run.shard = memscale::sharding::full;
+  o.run.data_parallel = o.cluster.gpus;
+  o.run.litgpt_model_parallel = true;
+  o.cluster = cluster_options{};  // the report is one GPU's step of the whole run
+}
+
 // Checks that need every option (the plan options, adapter options, the run against the
 // model), and settings that depend on several options (--qlora-double-quant).
 void check_run(const CLI::App& app, options& o) {
@@ -261,10 +291,7 @@ void check_run(const CLI::App& app, options& o) {
   check_inference_options(o);
   apply_torchtitan(app, o);
   apply_torchtune_distributed(app, o);
-  if (memscale::litgpt_repeats_kv_after_rope(o.run) && o.cluster.gpus > 1)
-    throw usage_error("--gpus " + std::to_string(o.cluster.gpus) +
-                      " with litgpt main is not modelled: its multi-GPU scripts shard with FSDP2 under "
-                      "ModelParallelStrategy, which is not mapped; one GPU is");
+  apply_litgpt_model_parallel(app, o);
   if (!o.loss_given) o.run = memscale::with_script_loss(o.run);
   if ((!o.alloc_conf.empty() || o.context_memory.value != 0) && (o.cluster.gpus > 0 || o.config.generic))
     throw usage_error(std::string(o.alloc_conf.empty() ? "--context-memory" : "--alloc-conf") + " does not apply to " +

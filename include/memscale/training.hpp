@@ -518,11 +518,13 @@ constexpr const training_spec& validate(const training_spec& t) {
                  "must be standard (its default) for litgpt 0.4's and main's full fine-tune: finetune/full.py calls "
                  "the model without lm_head_chunk_size and splits the whole logits' cross-entropy into 128-row "
                  "chunks itself");
-  // Main's LoRA scripts shard with FSDP2 under ModelParallelStrategy (litgpt/finetune/lora.py lines
-  // 152-162 @ 26857050), which is not mapped; one device is.
-  if (litgpt_repeats_kv_after_rope(t) && (t.data_parallel > 1 || t.shard != sharding::none))
+  // Main's LoRA script shards with FSDP2 under ModelParallelStrategy (litgpt/finetune/lora.py lines
+  // 152-162 @ 26857050; run.litgpt_model_parallel, parallel/litgpt_fsdp2.hpp); its other scripts'
+  // FSDPStrategy at this release is not read.
+  if (litgpt_repeats_kv_after_rope(t) && !t.litgpt_model_parallel && (t.data_parallel > 1 || t.shard != sharding::none))
     detail::fail(error_code::unsupported, "run.data_parallel",
-                 "must be 1 for litgpt main: its multi-GPU scripts (FSDP2 under ModelParallelStrategy) are not mapped");
+                 "must be 1 for litgpt main without ModelParallelStrategy: its LoRA script over several devices is "
+                 "modelled (run.litgpt_model_parallel), its other scripts' FSDPStrategy is not");
   if (t.sac != selective_ac::none && t.framework != framework_kind::torchtitan)
     detail::fail(error_code::unsupported, "run.sac", "is torchtitan's selective checkpointing: needs run.framework torchtitan");
   if (t.sac != selective_ac::none && t.ckpt != checkpointing::none)

@@ -356,7 +356,15 @@ else
 fi
 bad_input_says "torchtune's rules are read at 0.6.1" --framework torchtune@0.5.0
 bad_input_says 'releases 0.5.5 to 0.5.13' --framework litgpt@0.5.2
-bad_input_says 'with litgpt main is not modelled' --model llama-2-7b --lora 8 --framework litgpt@main --gpus 4
+bad_input_says 'models finetune/lora.py only' --model llama-2-7b --framework litgpt@main --gpus 4
+bad_input_says '--strategy does not apply to --framework litgpt@main' --model llama-2-7b --lora 8 --framework litgpt@main --gpus 4 --strategy zero3
+run --model llama-2-7b --lora 8 --framework litgpt@main --gpus 4
+if [[ $rc -eq 0 ]] && grep -q "under ModelParallelStrategy: FSDP2 over 4 GPUs" "$work/out"; then
+  pass "--framework litgpt@main --lora --gpus 4: one rank of finetune/lora.py's FSDP2 layout, named"
+else
+  fail "--framework litgpt@main --lora --gpus 4: one rank of finetune/lora.py's FSDP2 layout" "exit $rc" \
+    "stdout: $(grep -A2 framework "$work/out" | head -c 600)" "stderr: $(head -c 300 "$work/err")"
+fi
 run --model llama-3-8b --lora 8 --precision pure_bf16 --framework litgpt@main
 if [[ $rc -eq 0 ]] && grep -q "framework litgpt 0.5.13 (main, read at v0.5.13, Lightning-AI/litgpt @ 26857050" "$work/out"; then
   pass "--framework litgpt@main: today's litgpt on one GPU, the commit read named"

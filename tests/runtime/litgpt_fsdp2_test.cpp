@@ -31,7 +31,7 @@ constexpr model_spec litgpt_llama() {
   return as_litgpt_model(presets::llama_base("litgpt-test", 4, 256, 4, 4, 688, 16000));
 }
 
-// finetune/lora.py's run, litgpt 0.4.9's model code (framework_version 409) as the traces run it.
+// finetune/lora.py's run at litgpt main (v0.5.13), as the traces run it.
 constexpr training_spec lora_run() {
   training_spec run = with_framework(training_spec{.micro_batch = 2,
                                                    .seq_len = 256,
@@ -40,7 +40,7 @@ constexpr training_spec lora_run() {
                                                    .target = training_target::lora,
                                                    .lora_rank = 8},
                                      framework_kind::litgpt);
-  run.framework_version = 409;
+  run.framework_version = litgpt_main;
   return run;
 }
 
@@ -129,9 +129,19 @@ TEST_CASE("estimate_per_gpu: fsdp-full with fsdp2 under litgpt is one rank's Mod
   const estimate_result rank = estimate(litgpt_llama(), model_parallel(4));
   CHECK(e.peak.tensor == rank.steady.tensor);
   CHECK(e.peak.breakdown.optimizer == rank.steady.breakdown.optimizer);
-  // FSDP1's walk (FSDPStrategy) of the same run answers differently.
-  const per_gpu_estimate fsdp1 =
-      estimate_per_gpu(litgpt_llama(), lora_run(), parallel_spec{.engine = strategy::fsdp_full, .gpus_per_node = 4});
+  // Main's lora.py never runs FSDPStrategy: FSDP1 of the same run is refused by name; 0.4's
+  // FSDPStrategy (FSDP1's walk) answers differently.
+  const parallel_spec fsdp1_layout{.engine = strategy::fsdp_full, .gpus_per_node = 4};
+  std::string fsdp1_refusal = "accepted";
+  try {
+    estimate_per_gpu(litgpt_llama(), lora_run(), fsdp1_layout);
+  } catch (const error& err) {
+    fsdp1_refusal = err.what();
+  }
+  CHECK_THAT(fsdp1_refusal, Catch::Matchers::Contains("run.data_parallel"));
+  training_spec release_0_4 = lora_run();
+  release_0_4.framework_version = 409;
+  const per_gpu_estimate fsdp1 = estimate_per_gpu(litgpt_llama(), release_0_4, fsdp1_layout);
   CHECK(fsdp1.peak.tensor != e.peak.tensor);
   // A full fine-tune runs finetune/full.py, which keeps FSDPStrategy: refused under fsdp2.
   training_spec full = lora_run();
@@ -162,6 +172,9 @@ TEST_CASE("what ModelParallelStrategy is not modelled for is refused by name") {
   training_spec scripts_2023 = model_parallel(2);
   scripts_2023.framework_version = 0;
   CHECK_THAT(refusal_of(scripts_2023), Catch::Matchers::Contains("run.framework_version"));
+  training_spec release_0_4 = model_parallel(2);
+  release_0_4.framework_version = 409;
+  CHECK_THAT(refusal_of(release_0_4), Catch::Matchers::Contains("run.framework_version"));
   training_spec hf = model_parallel(2);
   hf.framework = framework_kind::hf;
   CHECK_THAT(refusal_of(hf), Catch::Matchers::Contains("litgpt"));

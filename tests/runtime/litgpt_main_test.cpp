@@ -126,7 +126,7 @@ TEST_CASE("litgpt main repeats k and v per query head after RoPE; multi-head att
   CHECK(saved(litgpt_llama(2), cuda) - saved(litgpt_llama(2), cuda_0_4) == layers * tokens * (kept_main - kept_0_4) * 2);
 }
 
-TEST_CASE("litgpt main's multi-GPU scripts are refused by name; one device is modelled") {
+TEST_CASE("litgpt main over several devices is its LoRA script's ModelParallelStrategy, or refused by name") {
   training_spec run = lora_run(litgpt_main);
   CHECK(error_message([&] { validate(run); }).empty());
   run.data_parallel = 2;
@@ -134,6 +134,10 @@ TEST_CASE("litgpt main's multi-GPU scripts are refused by name; one device is mo
   const std::string refused = error_message([&] { validate(run); });
   CHECK(contains(refused, "run.data_parallel"));
   CHECK(contains(refused, "ModelParallelStrategy"));
+  run.litgpt_model_parallel = true;
+  run.ckpt = checkpointing::full;
+  run.prec = precision::pure_bf16;
+  CHECK(error_message([&] { validate(run); }).empty());
 }
 
 TEST_CASE("A litgpt full fine-tune computes full.py's loss unless told; a conflicting loss is refused") {

@@ -17,8 +17,8 @@ are local copies with FSDP2's buffers): the root keeps its parameters gathered a
 (FSDPState._lazy_init) and reduces in the final callback, as does block 0, whose input (the frozen
 embedding's output) needs no gradient, so no post-backward hook fires for it.
 The model, the LoRA loop (lm_head_chunk_size=128, Fabric's fp32 output cast, chunked_cross_entropy) and the
-validations before and after step 1 are tools/trace/litgpt_cases.py's v0.4.9 code: litgpt main's own model
-code (its restructured attention) is not re-implemented here, only its multi-GPU layout.
+validations before and after step 1 are tools/trace/litgpt_cases.py's main (v0.5.13) code; this script adds
+its multi-GPU layout.
 Harness: tracer.py (peak live CPU tensor bytes). Run from the repository root:
     /usr/bin/python3 tools/trace/litgpt_fsdp2_cases.py --out docs/data/cpu_traced_frameworks.json
 """
@@ -138,15 +138,15 @@ def run_case(c):
                  loss_impl="chunked", loss_chunk=128, output_cast="fp32",
                  lora_rank=c["r"], lora_alpha=c["alpha"], lora_dropout=c["dropout"],
                  lora_targets=",".join(c["targets"]), frozen="base", trainable_params=adapters["numel"])
-    framework = dict(name="litgpt", version="0.4.9", strategy="ModelParallelStrategy",
+    framework = dict(name="litgpt", version="0.5.13", strategy="ModelParallelStrategy",
                      script="litgpt/finetune/lora.py",
-                     source="Lightning-AI/litgpt@26857050 parallelize_fn over litgpt_cases.py's v0.4.9 model code")
+                     source="Lightning-AI/litgpt@26857050 (v0.5.13) parallelize_fn over litgpt_cases.py's main model code")
     rec = T.record(c["id"], SOURCE, model, train, framework, r, "", software={"lightning": "2.6.1 (emulated)"})
     rec["measured_bytes"] = max(r["s2_peak"], r["validation_after_step1_peak"])
     rec["first_step_peak_bytes"] = max(r["s1_peak"], r["validation_before_step1_peak"])
     rec["notes"] = (f"measured_bytes = max live CPU tensor bytes of one emulated rank (of {n}) over training step 2 "
                     "and the validation after step 1; FSDP2 collectives are local copies with the same buffers "
-                    "(torchtitan_cases.py Unit, bf16 shards and reduction); litgpt_cases.py's v0.4.9 model and LoRA "
+                    "(torchtitan_cases.py Unit, bf16 shards and reduction); litgpt_cases.py's main model and LoRA "
                     "loop; eager attention")
     return rec
 
@@ -158,7 +158,7 @@ def cases():
         name = model if vocab is None else f"llama-v{vocab // 1000}k"
         cid = f"cpu-fsdp2-litgpt-lora-{name}-l{layers}-n{ranks}-b{batch}-s{seq}-r{r}-{'-'.join(targets)}"
         L.append(dict(id=cid, model=model, ranks=ranks, lora=True, targets=targets, r=r, alpha=2 * r, batch=batch,
-                      seq=seq, dropout=0.05, version="0.4.9", layers=layers,
+                      seq=seq, dropout=0.05, version="0.5.13", layers=layers,
                       geometry={} if vocab is None else {"vocab": vocab}))
     add("llama", 2)
     add("llama", 4)

@@ -136,6 +136,9 @@ inline std::string framework_text(const training_spec& run) {
     out += ", fp32 shards, bf16 compute; one GPU's step)";
   } else if (run.framework == framework_kind::torchtitan)
     out += " 0.1.0 (FSDP2 over " + std::to_string(run.data_parallel) + " GPUs, fp32 shards, bf16 compute; one GPU's step)";
+  if (run.litgpt_model_parallel)
+    out += " (finetune/lora.py under ModelParallelStrategy: FSDP2 over " + std::to_string(run.data_parallel) +
+           " GPUs, bf16 shards, every Block checkpointed and resharded after forward; one GPU's step)";
   if (run.framework == framework_kind::torchtune && runs_fsdp2(run))
     out += std::string(is_lora(run) ? " (lora_finetune_distributed" : " (full_finetune_distributed") + ": FSDP2 over " +
            std::to_string(run.data_parallel) + " GPUs, bf16 shards, every layer resharded after forward" +

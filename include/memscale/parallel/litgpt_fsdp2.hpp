@@ -19,10 +19,10 @@
 
 namespace memscale {
 
-// The run one rank executes when a litgpt release's LoRA script shards with FSDP2 (parallel.fsdp
-// fsdp2). The 2023 scripts (framework_version 0) under fsdp2 stay the FSDP1 walk without flat views.
+// The run one rank executes when litgpt main's LoRA script shards with FSDP2 (parallel.fsdp fsdp2).
+// The 2023 scripts and 0.4 under fsdp2 stay the FSDP1 walk without flat views.
 constexpr training_spec litgpt_model_parallel_run(training_spec run, const parallel_spec& p) {
-  if (run.framework == framework_kind::litgpt && run.framework_version >= litgpt_v0_4 && p.fsdp == fsdp_api::fsdp2 &&
+  if (run.framework == framework_kind::litgpt && run.framework_version >= litgpt_main && p.fsdp == fsdp_api::fsdp2 &&
       run.shard != sharding::none)
     run.litgpt_model_parallel = true;
   return run;
@@ -40,11 +40,11 @@ constexpr void check_litgpt_model_parallel(const training_spec& t) {
           "litgpt's ModelParallelStrategy is modelled as FSDP2 (run.shard full) over data_parallel_size = devices x "
           "num_nodes > 1 ranks (finetune/lora.py lines 152-162)",
           t.data_parallel);
-  // The walk counts the loop of 0.4 and later (the logits list bound through backward, validate()'s
-  // moments: graph::validation); the 2023 scripts ran FSDPStrategy only.
-  require(t.framework_version >= litgpt_v0_4, unsupported, "run.framework_version",
-          "must be a litgpt release (0.4 or later): ModelParallelStrategy is litgpt main's (finetune/lora.py from "
-          "0.5.11), never the 2023 scripts'",
+  // ModelParallelStrategy came to finetune/lora.py in 0.5.11; the 2023 scripts and 0.4 ran
+  // FSDPStrategy only.
+  require(t.framework_version >= litgpt_main, unsupported, "run.framework_version",
+          "must be litgpt main (0.5.13): ModelParallelStrategy is its finetune/lora.py's (from 0.5.11), never the "
+          "2023 scripts' or 0.4's",
           t.framework_version);
   // finetune/full.py and adapter*.py keep FSDPStrategy (FSDP1) at 26857050.
   require(t.target == training_target::lora && t.lora_kind == lora_variant::lora, unsupported, "run.target",
