@@ -139,6 +139,9 @@ struct flat_view_unit {
   bool split_after = false;  // the unit's split backward runs when this section's backward ends
   bytes waiting{};           // view gradients of the unit's sections back-propagated before this one
   bytes flat{};              // split_after: the unit's flat gradient (stored tensors: a tied weight once)
+  // split_after: of `waiting`, the gradients of borrowed (tied) weights, to which their owners'
+  // gradients are added when this section's backward is done.
+  bytes borrowed{};
 };
 
 // Highest live bytes during one backward pass through a section, counted over: the
@@ -210,6 +213,11 @@ constexpr backward_profile section_backward_peak(const graph& g, section s, cons
     if (any_waiting) waiting -= bytes{waiting_until[k]};
   }
   if (flat_views && unit.split_after) {
+    // A tied weight's two gradients meet in its view's input buffer, summed out of place
+    // (torch/csrc/autograd/input_buffer.cpp@00d40e7f accumulate: dense + dense is old_var + var).
+    const bytes summing = unit.waiting + view_grads + unit.borrowed;
+    if (unit.borrowed.value != 0 && alive_outputs + alive_extra + carried_grad + summing > result.peak)
+      result = {alive_outputs + alive_extra + carried_grad + summing, summing};
     // The split's backward: the waiting gradients (a tied weight's summed into one) beside their
     // concatenation.
     const bytes live = alive_outputs + alive_extra + carried_grad + unit.flat * std::uint64_t{2};

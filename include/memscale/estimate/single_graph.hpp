@@ -521,6 +521,7 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
                   "(a trainable root unit beside it is not modelled)",
                   run.target);
   const bytes root_waiting = root_flat_views ? section_view_gradient_bytes(g, epilogue_of(g), run, true) : bytes{};
+  const bytes root_flat_epilogue = root_flat_views ? section_view_gradient_bytes(g, epilogue_of(g), run, false) : bytes{};
   const bytes grads_e_reduced = root_flat_views ? bytes{} : grads_e;  // held whole in root_waiting instead
 
   // Backward of the epilogue (loss, head): every block's tensors are still saved.
@@ -569,7 +570,8 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
                                         {.views = root_flat_views,
                                          .split_after = true,
                                          .waiting = root_waiting,
-                                         .flat = root_flat_gradient(g, run)});
+                                         .flat = root_flat_gradient(g, run),
+                                         .borrowed = root_waiting - root_flat_epilogue});
   const bytes grads_before_prologue =
       reduced_elsewhere ? bytes{} : ceil_div(grads_e_reduced + device_share_of_blocks(grads_b, L, streamed), grad_share);
   consider(phase::backward, g.kept_input_embeddings + pp.peak - pp.grads_at_peak,
