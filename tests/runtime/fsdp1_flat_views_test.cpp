@@ -83,7 +83,7 @@ TEST_CASE("FSDP1 flat views: the split's backward holds every weight gradient an
   // Without use_orig_params the frozen tensors keep no view of a flat parameter that trains.
   training_spec flat_only = run;
   flat_only.fsdp_use_orig_params = false;
-  const bytes trainable_flat = section_view_gradient_bytes(g, block_of(g), flat_only, false);
+  const bytes trainable_flat = section_view_gradient_bytes(g, block_of(g), flat_only, view_gradients::stored);
   const auto trainable_only = section_backward_peak(g, block_of(g), flat_only, true, g.stream_grad,
                                                     {.views = true, .split_after = true, .flat = trainable_flat});
   CHECK(trainable_only.grads_at_peak < block);
