@@ -140,8 +140,10 @@ static_assert(digest_of(recipes::build_decoder_stack(presets::gpt2, amp_bf16_run
 // Changed by the first layer of a LoRA or QLoRA run written apart on an input that needs no
 // gradient (recipes/decoder_stack.hpp first_layer_apart): 10090709840523101323 before. And by the
 // untied output projection a transformers QLoRA load keeps in 16 bits (graph/layers/adapters.hpp
-// untied_head_weight): 14063935976722473961 with it in 4 bits.
-static_assert(digest_of(recipes::build_decoder_stack(presets::mixtral_8x7b, qlora_run)) == 5495937215076241304ULL);
+// untied_head_weight): 14063935976722473961 with it in 4 bits. And by flash_attention_2 taking k
+// and v with their kv heads (graph/layers/attention.hpp attention_path_of: no repeat_kv copies):
+// 5495937215076241304 with them.
+static_assert(digest_of(recipes::build_decoder_stack(presets::mixtral_8x7b, qlora_run)) == 811273966599673194ULL);
 static_assert(digest_of(recipes::build_encoder_decoder(presets::flan_t5_base, amp_bf16_run)) == 3275507958549331664ULL);
 
 // ---- the random pairs -----------------------------------------------------------------
