@@ -47,15 +47,12 @@ constexpr attention_path attention_path_of(const model_spec& model, const traini
   // GPTBigCode's multi-query _attn folds the heads into the query's rows (query.reshape(b, s * heads,
   // head_dim)) and multiplies by the one k and v: nothing is repeated.
   const bool folds_heads = model.attention_keeps_fused_kv && !is_fused(kernel);
-  // Hugging Face's flash_attention_2 (a fused kernel asked for by an HF model) hands flash_attn_func
-  // k and v with kv_heads heads in every release: LlamaFlashAttention2.forward calls no repeat_kv
-  // (modeling_llama.py@00227283; integrations/flash_attention.py@0325dc46 neither), and a
-  // padding-free row goes to flash_attn_varlen_func with them as they are
+  // A padding-free row goes to flash_attn_varlen_func with k and v of kv_heads heads as they are
   // (modeling_flash_attention_utils.py@7713be1e prepare_fa2_from_position_ids: only views and
-  // .contiguous() of k and v), one (heads, tokens) log-sum-exp over the examples.
-  const bool flash_attention_2 = !torchtune && run.attention == attention_impl::flash;
+  // .contiguous() of k and v): no repeat_kv copies, one (heads, tokens) log-sum-exp over the examples.
+  const bool varlen = run.packing == batch_packing::padding_free && run.attention == attention_impl::flash;
   return {.kernel = kernel,
-          .repeats_kv = gqa && !folds_heads && !flash_attention_2 && (!sdpa_gqa || kernel == attention_kernel::math)};
+          .repeats_kv = gqa && !folds_heads && !varlen && (!sdpa_gqa || kernel == attention_kernel::math)};
 }
 
 // use_cache=True while training: each decoder layer puts its keys (after qk-norm and RoPE) and its
