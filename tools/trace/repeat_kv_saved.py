@@ -9,16 +9,16 @@ core saves for backward, in bytes. Cases:
 - hf: modeling_llama.py repeat_kv (`[:, :, None].expand(...)` then `.reshape`), on k after RoPE
   (contiguous (b, kv, s, d)) and on `v_proj(x).view(b, s, kv, d).transpose(1, 2)`;
 - torchtune: modules/attention.py @ v0.6.1 lines 290-291 (`unsqueeze(2).expand(...).flatten(1, 2)`),
-  same inputs;
-- flash_attention_2: LlamaFlashAttention2 passes k and v with kv heads to flash_attn_func, no repeat
-  (listed as the tensors flash_attn's FlashAttnFunc saves: q, k, v as passed, out, lse).
+  same inputs.
 
 With kv_heads 1 both repeats merge a size-1 dim with the expand's stride-0 one: a view, so a fused
 kernel (which saves its inputs as passed) keeps one head, while QK^T (eager, SDPA's math path) still
 copies it whole inside matmul. torch 1.13 has no F.scaled_dot_product_attention.
 
-Run from the repository root:  /usr/bin/python3 tools/trace/repeat_kv_saved.py
+Run from the repository root:
+  /usr/bin/python3 tools/trace/repeat_kv_saved.py --out docs/data/cpu_traced_repeat_kv.json
 """
+import argparse
 import json
 
 import torch
@@ -91,13 +91,19 @@ def case(repeat, kv):
 
 
 def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
     rows = {}
     for name, repeat in (("hf", hf_repeat), ("torchtune", torchtune_repeat)):
-        for kv in (HEADS, 2, 1):
-            rows[f"{name}-kv{kv}"] = case(repeat, kv) if kv != HEADS else None
-    rows = {k: v for k, v in rows.items() if v is not None}
-    print(json.dumps({"torch": torch.__version__, "shape": {"batch": B, "seq": S, "heads": HEADS, "head_dim": D},
-                      "cases": rows}, indent=1))
+        for kv in (2, 1):
+            rows[f"{name}-kv{kv}"] = case(repeat, kv)
+    result = {"source": "tools/trace/repeat_kv_saved.py", "torch": torch.__version__,
+              "shape": {"batch": B, "seq": S, "heads": HEADS, "head_dim": D, "dtype": "fp32"}, "cases": rows}
+    with open(a.out, "w") as f:
+        json.dump(result, f, indent=1)
+        f.write("\n")
+    print(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":
