@@ -49,6 +49,26 @@ TEST_CASE("repeat_kv: transformers' SDPA saves the copies before 5.0, the groupe
         saved(m, bf16_run(attention_impl::eager, 500, framework_kind::hf)));
 }
 
+TEST_CASE("repeat_kv: flash_attention_2 keeps k and v with their kv heads", "[attention][gqa]") {
+  const model_spec m = presets::llama_3_8b;
+  // flash alone stands for SDPA's fused kernels too, which before 5.0 get the copies.
+  const training_spec fused = bf16_run(attention_impl::flash, 440, framework_kind::hf);
+  training_spec fa2 = fused;
+  fa2.flash_attention_2 = true;
+  CHECK(saved(m, fused) == saved(m, bf16_run(attention_impl::sdpa, 440, framework_kind::hf)));
+  CHECK(saved(m, fused) - saved(m, fa2) == kv_bytes(m, m.heads) - kv_bytes(m, m.kv_heads));
+  CHECK(saved(m, fa2) == saved(m, bf16_run(attention_impl::sdpa, 500, framework_kind::hf)));
+  // The name reads as the flag, and the settings write it back under that name.
+  CHECK(json_io::names_flash_attention_2("flash_attention_2"));
+  CHECK_FALSE(json_io::names_flash_attention_2("flash"));
+  CHECK(json_io::run_to_json(fa2).at("attention") == "flash_attention_2");
+  CHECK(json_io::run_to_json(fused).at("attention") == "flash");
+  // flash-attn's kernels are fused ones.
+  training_spec eager = fa2;
+  eager.attention = attention_impl::eager;
+  CHECK_THROWS_AS(estimate(m, eager), error);
+}
+
 TEST_CASE("repeat_kv: one key/value head repeats as a view a fused kernel saves as it is", "[attention][gqa]") {
   // Hugging Face 4.x SDPA: repeat_kv's reshape merges the size-1 kv dim with the expand's stride-0
   // one (tools/trace/repeat_kv_saved.py: head stride 0), so the kernel keeps one head, as 5.0's

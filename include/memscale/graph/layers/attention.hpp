@@ -47,12 +47,16 @@ constexpr attention_path attention_path_of(const model_spec& model, const traini
   // GPTBigCode's multi-query _attn folds the heads into the query's rows (query.reshape(b, s * heads,
   // head_dim)) and multiplies by the one k and v: nothing is repeated.
   const bool folds_heads = model.attention_keeps_fused_kv && !is_fused(kernel);
-  // A padding-free row goes to flash_attn_varlen_func with k and v of kv_heads heads as they are
-  // (modeling_flash_attention_utils.py@7713be1e prepare_fa2_from_position_ids: only views and
-  // .contiguous() of k and v): no repeat_kv copies, one (heads, tokens) log-sum-exp over the examples.
+  // transformers' flash_attention_2 hands flash_attn_func k and v with kv_heads heads in every
+  // release: LlamaFlashAttention2.forward calls no repeat_kv (modeling_llama.py@00227283;
+  // integrations/flash_attention.py@0325dc46 neither). A padding-free row goes to
+  // flash_attn_varlen_func with them as they are (modeling_flash_attention_utils.py@7713be1e
+  // prepare_fa2_from_position_ids: only views and .contiguous() of k and v), one (heads, tokens)
+  // log-sum-exp over the examples; `flash` alone also names SDPA's fused kernels, which repeat them.
   const bool varlen = run.packing == batch_packing::padding_free && run.attention == attention_impl::flash;
+  const bool flash_attn = !torchtune && (run.flash_attention_2 || varlen);
   return {.kernel = kernel,
-          .repeats_kv = gqa && !folds_heads && !varlen && (!sdpa_gqa || kernel == attention_kernel::math)};
+          .repeats_kv = gqa && !folds_heads && !flash_attn && (!sdpa_gqa || kernel == attention_kernel::math)};
 }
 
 // use_cache=True while training: each decoder layer puts its keys (after qk-norm and RoPE) and its
