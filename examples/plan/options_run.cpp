@@ -82,8 +82,13 @@ void add_run_options(CLI::App& app, options& o) {
             "torchtitan's activation checkpointing: full (with --checkpointing full) | op (the per-op save list) | "
             "layer:K (every K-th block) (both with --checkpointing selective) | none",
             [&o](const std::string& v) { o.sac_policy = v; });
-  add_value(app, g, "--attention", "A", "eager | sdpa_math | sdpa (PyTorch picks the kernel) | flash; default flash",
-            [&o](const std::string& v) { o.run.attention = memscale::json_io::parse_attention(v, "--attention"); });
+  add_value(app, g, "--attention", "A",
+            "eager | sdpa_math | sdpa (PyTorch picks the kernel) | flash | flash_attention_2 (transformers' "
+            "flash-attn path); default flash",
+            [&o](const std::string& v) {
+              o.run.attention = memscale::json_io::parse_attention(v, "--attention");
+              o.run.flash_attention_2 = memscale::json_io::names_flash_attention_2(v);
+            });
   add_value(app, g, "--ssm-kernels", "K",
             "state-space (Mamba) mixers: fused (mamba-ssm) | torch (the modeling file's loop) | default (fused on "
             "cuda, torch on cpu)",

@@ -148,6 +148,9 @@ struct training_spec {
   checkpointing ckpt = checkpointing::none;
   checkpoint_variant ckpt_variant = checkpoint_variant::framework_default;  // with ckpt full
   attention_impl attention = attention_impl::flash;
+  // attention flash asked for as transformers' attn_implementation "flash_attention_2": flash-attn's
+  // own kernels, which take k and v with fewer heads, rather than SDPA's fused kernels.
+  bool flash_attention_2 = false;
   training_target target = training_target::full;
   std::uint64_t lora_rank = 0;
   lora_modules lora_targets = lora_target::q | lora_target::v;  // memscale/lora.hpp: parse_lora_targets
@@ -648,6 +651,9 @@ constexpr const training_spec& validate(const training_spec& t) {
                  "mask); before it the release that builds the mask is not pinned: use run.attention flash "
                  "(flash_attention_2's varlen kernel) or state software.transformers 5.0 or later",
                  t.transformers_version);
+  if (t.flash_attention_2 && t.attention != attention_impl::flash)
+    detail::fail(error_code::invalid_run, "run.attention",
+                 "must be flash when flash_attention_2 is asked for (flash-attn's kernels are fused ones)", t.attention);
   if (t.padded && t.packing != batch_packing::none)
     detail::fail(error_code::invalid_run, "run.padded",
                  "applies to rows padded to the longest example (run.packing none): packed and padding-free rows "

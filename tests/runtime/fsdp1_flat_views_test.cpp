@@ -73,7 +73,8 @@ TEST_CASE("FSDP1 flat views: the split's backward holds every weight gradient an
   const graph& g = built.stack();
   const training_spec& run = built.run;
   const bytes block = storage(dtype::bf16, block_elements(g));
-  const auto views = section_backward_peak(g, block_of(g), run, true, g.stream_grad, true);
+  const flat_view_unit unit{.views = true, .split_after = true, .flat = block};
+  const auto views = section_backward_peak(g, block_of(g), run, true, g.stream_grad, unit);
   CHECK(views.grads_at_peak == block * std::uint64_t{2});
   const auto plain = section_backward_peak(g, block_of(g), run, true, g.stream_grad);
   CHECK(plain.grads_at_peak < block);
@@ -82,7 +83,9 @@ TEST_CASE("FSDP1 flat views: the split's backward holds every weight gradient an
   // Without use_orig_params the frozen tensors keep no view of a flat parameter that trains.
   training_spec flat_only = run;
   flat_only.fsdp_use_orig_params = false;
-  const auto trainable_only = section_backward_peak(g, block_of(g), flat_only, true, g.stream_grad, true);
+  const bytes trainable_flat = section_view_gradient_bytes(g, block_of(g), flat_only, view_gradients::stored);
+  const auto trainable_only = section_backward_peak(g, block_of(g), flat_only, true, g.stream_grad,
+                                                    {.views = true, .split_after = true, .flat = trainable_flat});
   CHECK(trainable_only.grads_at_peak < block);
 }
 

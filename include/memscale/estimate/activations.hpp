@@ -109,29 +109,60 @@ struct backward_profile {
   bytes grads_at_peak{};     // the part of `peak` that is parameter gradients
 };
 
-// The gradient autograd computes for an op's weight and bias when they are views of an FSDP1
-// flat parameter that requires grad (training_spec::fsdp_flat_views), in the parameter dtype: a
-// frozen tensor gets one too when use_orig_params lets it share the flat parameter with trainable
-// ones (FSDP's docstring warns of it from torch 2.1, pytorch PR #104967).
-constexpr bytes flat_view_gradient_bytes(const op& o, const training_spec& run) {
-  if ((o.weight.rows == 0 && o.bias.rows == 0) || (o.frozen && !run.fsdp_use_orig_params)) return {};
-  return storage(precision_policy_of(run).param, stored_elements(o));
+// Which gradients of an FSDP1 unit's views to count: those autograd makes (a tied head's borrowed
+// weight gets a whole one; the embeddings' gradient of that weight is the op's bwd_temp, added to
+// it) or those the flat gradient stores (a tied weight once, as its owner's).
+enum class view_gradients : std::uint8_t { computed, stored };
+
+// The gradient of an op's weight and bias when they are views of an FSDP1 flat parameter that
+// requires grad (training_spec::fsdp_flat_views), in elements: a frozen tensor gets one too when
+// use_orig_params lets it share the flat parameter with trainable ones (FSDP's docstring warns of
+// it from torch 2.1, pytorch PR #104967).
+constexpr std::uint64_t flat_view_gradient_elements(const op& o, const training_spec& run, view_gradients which) {
+  if ((o.weight.rows == 0 && o.bias.rows == 0) || (o.frozen && !run.fsdp_use_orig_params)) return 0;
+  const op_elements n = elements_of(o);
+  const bool weight = which == view_gradients::computed ? !o.weight_grad_exists : !o.borrows_weight;
+  return detail::checked_add(weight ? n.weight : 0, n.bias);
 }
+
+// The view gradients of section `s`'s weights in the parameter dtype.
+constexpr bytes section_view_gradient_bytes(const graph& g, section s, const training_spec& run, view_gradients which) {
+  std::uint64_t elements = 0;
+  for (std::size_t i = s.begin; i < s.end; ++i)
+    elements = detail::checked_add(elements, flat_view_gradient_elements(g.ops[i], run, which));
+  return storage(precision_policy_of(run).param, elements);
+}
+
+// A section whose weights are views of one FSDP1 flat parameter that requires grad. A block is a
+// unit of its own; the root unit spans the epilogue (back-propagated first) and the prologue, so
+// the epilogue's view gradients wait through every block's backward for the split that follows
+// the prologue's.
+struct flat_view_unit {
+  bool views = false;
+  bool split_after = false;  // the unit's split backward runs when this section's backward ends
+  bytes waiting{};           // view gradients of the unit's sections back-propagated before this one
+  bytes flat{};              // split_after: the unit's flat gradient (stored tensors: a tied weight once)
+  // split_after: of `waiting`, the gradients of borrowed (tied) weights, to which their owners'
+  // gradients are added in this section's backward.
+  bytes borrowed{};
+};
 
 // Highest live bytes during one backward pass through a section, counted over: the
 // section's saved tensors still needed, gradients created so far in the section (when
 // gradients do not persist), the gradients of the op's output and input, its temporaries and
 // the gradients waiting in autograd's input buffers (graph.hpp waiting_gradient).
-// flat_views: the section is an FSDP1 unit whose flat parameter requires grad. Its weights are
-// split views of it (torch 2.1 _flat_param.py _get_unflat_views_aligned: torch.split, then
-// .view), so every weight gradient waits in the split's backward until the unit's last op is
-// done, which then concatenates them into the flat gradient (FunctionsManual.cpp
+// unit.views: the section belongs to an FSDP1 unit whose flat parameter requires grad. Its
+// weights are split views of it (torch 2.1 _flat_param.py _get_unflat_views_aligned: torch.split,
+// then .view), so every weight gradient waits in the split's backward until the unit's last op
+// is done, which then concatenates them into the flat gradient (FunctionsManual.cpp
 // split_with_sizes_backward: at::cat) before AccumulateGrad adds it to the one kept (or keeps
 // it). Traced: docs/data/cpu_traced_fsdp1_flat_views.json, 2.02 flat parameters at that moment.
 constexpr backward_profile section_backward_peak(const graph& g, section s, const training_spec& run,
-                                                 bool grads_persist, bytes carried_grad, bool flat_views = false) {
+                                                 bool grads_persist, bytes carried_grad, flat_view_unit unit = {}) {
+  const bool flat_views = unit.views;
   const std::size_t n = s.end - s.begin;
   const dtype trainable = precision_policy_of(run).trainable;
+  const dtype view_grad = precision_policy_of(run).param;  // flat_views: the flat parameter's dtype
   // Outputs and extra saved tensors still alive at the backward of op k are those released at
   // k or later: the section's totals less what the ops after k released (walked in reverse).
   // Outputs freed after the backward of index k. Only the section's n entries are zeroed: a
@@ -174,8 +205,8 @@ constexpr backward_profile section_backward_peak(const graph& g, section s, cons
     const op& o = g.ops[s.begin + k];
     const bytes own_grad = op_gradient_bytes(o, trainable);
     const bytes grad_out = o.grad_out.value != 0 ? o.grad_out : o.out;  // usually the output's size
-    if (flat_views) view_grads += flat_view_gradient_bytes(o, run);
-    const bytes created = flat_views ? view_grads : grads_persist ? own_grad : grads_after + own_grad;
+    if (flat_views) view_grads += storage(view_grad, flat_view_gradient_elements(o, run, view_gradients::computed));
+    const bytes created = flat_views ? unit.waiting + view_grads : grads_persist ? own_grad : grads_after + own_grad;
     if (any_waiting) waiting += bytes{waiting_from[k]};
     const bytes live = alive_outputs + alive_extra + grad_out + o.grad_in + o.bwd_temp + waiting + carried_grad + created;
     if (live > result.peak) result = {live, created};
@@ -185,10 +216,17 @@ constexpr backward_profile section_backward_peak(const graph& g, section s, cons
     alive_extra -= o.extra_saved;
     if (any_waiting) waiting -= bytes{waiting_until[k]};
   }
-  if (flat_views) {
-    // The split's backward: the waiting gradients beside their concatenation.
-    const bytes live = alive_outputs + alive_extra + carried_grad + view_grads * std::uint64_t{2};
-    if (live > result.peak) result = {live, view_grads * std::uint64_t{2}};
+  if (flat_views && unit.split_after) {
+    // A tied weight's two gradients meet in its view's input buffer, summed out of place
+    // (torch/csrc/autograd/input_buffer.cpp@00d40e7f accumulate: dense + dense is old_var + var):
+    // the waiting one, the embeddings' and the sum.
+    const bytes summing = unit.waiting + view_grads + unit.borrowed * std::uint64_t{2};
+    if (unit.borrowed.value != 0 && alive_outputs + alive_extra + carried_grad + summing > result.peak)
+      result = {alive_outputs + alive_extra + carried_grad + summing, summing};
+    // The split's backward: the waiting gradients (a tied weight's summed into one) beside their
+    // concatenation.
+    const bytes live = alive_outputs + alive_extra + carried_grad + unit.flat * std::uint64_t{2};
+    if (live > result.peak) result = {live, unit.flat * std::uint64_t{2}};
   }
   return result;
 }

@@ -204,6 +204,32 @@ constexpr gradient_residency gradient_residency_of(const training_spec& run) {
   return {.in_place = persist && !partitioned, .partitioned = partitioned};
 }
 
+// Whether FSDP1's root unit has any gradient: the prologue's less a first layer written in it (a
+// unit of its own, graph::first_layer_apart), and the epilogue's.
+constexpr bool root_trains(const graph& g, bytes grads_p, bytes grads_b, bytes grads_e) {
+  return (g.first_layer_apart ? grads_p - grads_b : grads_p).value != 0 || grads_e.value != 0;
+}
+
+// FSDP1's root unit (prologue and epilogue: embeddings, final norm, head) is one flat parameter.
+// When it trains (root_trains) its weights are views of it too, and the split that
+// gathers their gradients follows the embeddings' backward, the last of the step: the epilogue's
+// view gradients wait through every block's backward, and only then does AccumulateGrad run the
+// root's post-backward hook, which reduce-scatters the flat gradient
+// (torch/distributed/fsdp/_runtime_utils.py@00ae0bc9 _register_post_backward_hooks: the hook sits
+// on the flat parameter's AccumulateGrad; _post_backward_hook). The prologue's part of the unit;
+// views is false when the root does not train (training_spec::fsdp_flat_views).
+constexpr flat_view_unit root_flat_view_unit(const graph& g, const training_spec& run, bool trains) {
+  if (!run.fsdp_flat_views || !trains) return {};
+  const bytes epilogue_computed = section_view_gradient_bytes(g, epilogue_of(g), run, view_gradients::computed);
+  const bytes epilogue_stored = section_view_gradient_bytes(g, epilogue_of(g), run, view_gradients::stored);
+  // Under use_orig_params every tensor of the unit, frozen ones included (flat_view_gradient_elements).
+  return {.views = true,
+          .split_after = true,
+          .waiting = epilogue_computed,
+          .flat = section_view_gradient_bytes(g, prologue_of(g), run, view_gradients::stored) + epilogue_stored,
+          .borrowed = epilogue_computed - epilogue_stored};
+}
+
 // What one rank holds under sharding; zero fields mean "as without sharding".
 struct sharded_residency {
   bytes params{};  // parameter bytes resident
@@ -239,7 +265,9 @@ constexpr sharded_residency sharded_residency_of(const graph& g, const training_
       for (std::size_t i = g.block_begin; i < g.block_end; ++i) elements = checked_add(elements, stored_elements(g.ops[i]));
       block = storage(p.param, elements);
     }
-    r.grads = grads_p + grads_e + block * L;
+    // The root's kept gradient is its whole flat gradient likewise.
+    const flat_view_unit root_unit = root_flat_view_unit(g, run, root_trains(g, grads_p, grads_b, grads_e));
+    r.grads = (root_unit.views ? root_unit.flat : grads_p + grads_e) + block * L;
   }
   return r;
 }
@@ -524,8 +552,19 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   const bool in_backward = run.optimizer_in_backward;
   const bytes step_in_block = in_backward ? section_step_temporaries(g, block_of(g), run) : bytes{};
 
+  // FSDP1's root unit when it trains: the epilogue's view gradients wait for the root's split.
+  const flat_view_unit root_unit = root_flat_view_unit(g, run, root_trains(g, grads_p, grads_b, grads_e));
+  const bool root_flat_views = root_unit.views;
+  const bytes root_waiting = root_unit.waiting;
+  const bytes grads_e_reduced = root_flat_views ? bytes{} : grads_e;  // held whole in root_waiting instead
+  // A first layer written in the prologue is a unit of its own, whose ops the root's walk would take.
+  detail::require(!root_flat_views || !g.first_layer_apart, error_code::unsupported, "run.target",
+                  "must leave the embeddings and the head frozen under FSDP1 when the first layer is written apart "
+                  "(a trainable root unit beside it is not modelled)",
+                  run.target);
+
   // Backward of the epilogue (loss, head): every block's tensors are still saved.
-  const auto e = section_backward_peak(g, epilogue_of(g), run, persist, bytes{});
+  const auto e = section_backward_peak(g, epilogue_of(g), run, persist, bytes{}, {.views = root_flat_views});
   consider(phase::backward, held_after_blocks + saved_p + saved_b * L + (e.peak - e.grads_at_peak), e.grads_at_peak);
   if (in_backward)
     consider(phase::backward,
@@ -538,14 +577,19 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   // Under FSDP1 a block is a unit of its own (auto_wrap_policy): its weights' gradients meet in
   // its flat parameter when any of them trains (estimate/activations.hpp section_backward_peak).
   const bool block_flat_views = run.fsdp_flat_views && grads_b.value != 0;
-  const auto bp = section_backward_peak(g, block_of(g), run, persist, g.stream_grad, block_flat_views);
+  const auto bp = section_backward_peak(g, block_of(g), run, persist, g.stream_grad,
+                                        {.views = block_flat_views,
+                                         .split_after = true,
+                                         .flat = section_view_gradient_bytes(g, block_of(g), run, view_gradients::stored)});
   // The reentrant checkpoint keeps its rerun's output referenced while autograd.backward runs
   // through the block (torch/utils/checkpoint.py @ 0008d771, CheckpointFunction.backward: `outputs`).
   const bytes rerun_output = reentrant_checkpoint(run) ? g.ops[block_of(g).end - 1].out : bytes{};
   const bytes local_act = bp.peak - bp.grads_at_peak + rerun_output;
-  const bytes grads_before_top = reduced_elsewhere ? bytes{} : ceil_div(grads_e, grad_share);
+  const bytes grads_before_top = root_waiting + (reduced_elsewhere ? bytes{} : ceil_div(grads_e_reduced, grad_share));
   const bytes grads_before_bottom =
-      reduced_elsewhere ? bytes{} : ceil_div(grads_e + device_share_of_blocks(grads_b, L - 1, streamed), grad_share);
+      root_waiting +
+      (reduced_elsewhere ? bytes{}
+                         : ceil_div(grads_e_reduced + device_share_of_blocks(grads_b, L - 1, streamed), grad_share));
   consider(phase::backward, held_after_blocks + below_blocks + local_act + step_in_block,
            grads_before_top + bp.grads_at_peak);
   consider(phase::backward, held_after_blocks + saved_p + local_act + step_in_block,
@@ -561,9 +605,10 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
 
   // Backward of the prologue (embeddings), with enable_input_require_grads' leaf and its .grad
   // (graph/layers/input_require_grads.hpp).
-  const auto pp = section_backward_peak(g, prologue_of(g), run, persist, bytes{});
+  const auto pp = section_backward_peak(g, prologue_of(g), run, persist, bytes{},
+                                        root_unit);
   const bytes grads_before_prologue =
-      reduced_elsewhere ? bytes{} : ceil_div(grads_e + device_share_of_blocks(grads_b, L, streamed), grad_share);
+      reduced_elsewhere ? bytes{} : ceil_div(grads_e_reduced + device_share_of_blocks(grads_b, L, streamed), grad_share);
   consider(phase::backward, g.kept_input_embeddings + pp.peak - pp.grads_at_peak,
            grads_before_prologue + pp.grads_at_peak);
   if (in_backward) consider(phase::backward, section_step_temporaries(g, prologue_of(g), run), grads_p);

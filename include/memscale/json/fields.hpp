@@ -226,6 +226,9 @@ inline attention_impl parse_attention(const std::string& s, const std::string& f
   bad_field(error_code::invalid_run, field, s, "must be one of eager, sdpa_math, sdpa, flash");
 }
 
+// "flash_attention_2" names transformers' flash-attn path (training_spec::flash_attention_2).
+inline bool names_flash_attention_2(const std::string& s) { return s == "flash_attention_2"; }
+
 // The state-space kernels (training_spec::ssm_kernels): fused (mamba-ssm), torch (the modeling
 // file's slow path) or default (fused on CUDA, torch on CPU).
 inline ssm_kernel_choice parse_ssm_kernels(const std::string& s, const std::string& field) {

@@ -235,7 +235,9 @@ inline training_spec run_from_record(const json& record) {
   run.optimizer = parse_optimizer(get_string(t, "optimizer", path, "adamw", bad), path + ".optimizer");
   run.grad_accum = get_count(t, "grad_accum", path, 1, bad);
   run.ckpt = parse_checkpointing(get_string(t, "checkpointing", path, "none", bad), path + ".checkpointing");
-  run.attention = parse_attention(get_string(t, "attention", path, "sdpa", bad), path + ".attention");
+  const std::string attention = get_string(t, "attention", path, "sdpa", bad);
+  run.attention = parse_attention(attention, path + ".attention");
+  run.flash_attention_2 = names_flash_attention_2(attention);
   detail::read_adapters(t, run);
   detail::read_dropout_field(t, run);
   const auto dp = get_count(t, "dp", path, 1, bad);

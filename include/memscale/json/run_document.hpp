@@ -140,7 +140,10 @@ inline void read_run_object(const json& r, run_input& in) {
   if (const auto v = text("optimizer_impl"); !v.empty())
     run.optimizer_impl = parse_optimizer_impl(v, path + ".optimizer_impl");
   if (const auto v = text("checkpointing"); !v.empty()) run.ckpt = parse_checkpointing(v, path + ".checkpointing");
-  if (const auto v = text("attention"); !v.empty()) run.attention = parse_attention(v, path + ".attention");
+  if (const auto v = text("attention"); !v.empty()) {
+    run.attention = parse_attention(v, path + ".attention");
+    run.flash_attention_2 = names_flash_attention_2(v);
+  }
   if (const auto v = text("target"); !v.empty()) {
     if (v == "full") run.target = training_target::full;
     else if (v == "lora") run.target = training_target::lora;

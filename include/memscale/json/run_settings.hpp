@@ -264,7 +264,8 @@ inline nlohmann::json run_to_json(const training_spec& run) {
                       {"optimizer", std::string(to_string(run.optimizer))},
                       {"optimizer_impl", std::string(detail::name_of(run.optimizer_impl))},
                       {"checkpointing", std::string(to_string(run.ckpt))},
-                      {"attention", std::string(to_string(run.attention))},
+                      {"attention", run.flash_attention_2 ? std::string("flash_attention_2")
+                                                          : std::string(to_string(run.attention))},
                       {"target", std::string(detail::name_of(run.target))},
                       {"dropout", run.dropout},
                       {"device", std::string(detail::name_of(run.device))}};

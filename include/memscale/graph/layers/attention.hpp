@@ -49,12 +49,16 @@ constexpr attention_path attention_path_of(const model_spec& model, const traini
   // GPTBigCode's multi-query _attn folds the heads into the query's rows (query.reshape(b, s * heads,
   // head_dim)) and multiplies by the one k and v: nothing is repeated.
   const bool folds_heads = model.attention_keeps_fused_kv && !is_fused(kernel);
-  // A padding-free row goes to flash_attn_varlen_func with k and v of kv_heads heads as they are
-  // (modeling_flash_attention_utils.py@7713be1e prepare_fa2_from_position_ids: only views and
-  // .contiguous() of k and v): no repeat_kv copies, one (heads, tokens) log-sum-exp over the examples.
+  // transformers' flash_attention_2 hands flash_attn_func k and v with kv_heads heads in every
+  // release: LlamaFlashAttention2.forward calls no repeat_kv (modeling_llama.py@00227283;
+  // integrations/flash_attention.py@0325dc46 neither). A padding-free row goes to
+  // flash_attn_varlen_func with them as they are (modeling_flash_attention_utils.py@7713be1e
+  // prepare_fa2_from_position_ids: only views and .contiguous() of k and v), one (heads, tokens)
+  // log-sum-exp over the examples; `flash` alone also names SDPA's fused kernels, which repeat them.
   const bool varlen = run.packing == batch_packing::padding_free && run.attention == attention_impl::flash;
+  const bool flash_attn = !torchtune && (run.flash_attention_2 || varlen);
   return {.kernel = kernel,
-          .repeats_kv = gqa && !folds_heads && !varlen && (!sdpa_gqa || kernel == attention_kernel::math)};
+          .repeats_kv = gqa && !folds_heads && !flash_attn && (!sdpa_gqa || kernel == attention_kernel::math)};
 }
 
 // use_cache=True while training: each decoder layer puts its keys (after qk-norm and RoPE) and its
@@ -558,8 +562,10 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
   // repeat_kv's inputs, which a fused kernel saves in place of its outputs when those are views.
   const tensor k_heads = qkv.k;
   const tensor v_heads = qkv.v;
-  const bool repeat_is_view = path.repeats_kv && run.framework == framework_kind::torchtitan &&
-                              kv_heads_of(m) == 1 && is_fused(path.kernel);
+  // With one key/value head the repeat is a view (below), which a fused kernel saves as passed. A
+  // mask makes Hugging Face's 4.x SDPA copy k and v first (modeling_llama.py@00227283
+  // LlamaSdpaAttention: .contiguous() on CUDA with a causal_mask), so only a run without one.
+  const bool repeat_is_view = path.repeats_kv && kv_heads_of(m) == 1 && is_fused(path.kernel) && !padded_row_mask(run);
   if (path.repeats_kv) {
     // repeat_kv: expand + reshape materialises heads/kv_heads copies of k and v.
     const std::uint64_t kv_elements = k_elements;
@@ -569,8 +575,11 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
     // torchtitan's repeat_kv reshapes (bs, slen, kv_heads, n_rep, head_dim) into (bs, slen, heads,
     // head_dim) (models/llama3/model/model.py @ f7084fc7): with one key/value head (a TP rank's
     // share of few) it merges a size-1 dim with the expand's stride-0 one, which reshape does as a
-    // view. Nothing is copied; the kernel saves the one-head k and v, and the backward still sums
-    // a full-size gradient back onto them.
+    // view. Hugging Face's repeat_kv (expand, reshape) and torchtune's (unsqueeze(2).expand(...)
+    // .flatten(1, 2), modules/attention.py @ v0.6.1) do the same (traced: tools/trace/repeat_kv_saved.py,
+    // head stride 0). Nothing is copied; the kernel saves the one-head k and v, and the backward
+    // still sums a full-size gradient back onto them. Eager attention and SDPA's math kernel copy
+    // them inside matmul instead, as many bytes as the repeat's copies written here.
     if (repeat_is_view)
       for (const tensor repeated : {qkv.k, qkv.v}) {
         op& view = ops.at(repeated);
