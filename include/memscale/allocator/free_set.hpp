@@ -65,7 +65,8 @@ class free_set {
         n = half;
       }
     }
-    if (rank == ranks_ || sizes_[rank] != size) return {rank, 0};
+    // Best fit asks from address 0: the size's first entry, without searching its addresses.
+    if (rank == ranks_ || sizes_[rank] != size || address == 0) return {rank, 0};
     const slot& k = slots_[slot_of_[rank]];
     std::size_t stored = 0;  // the first stored (highest first) address below `address`
     for (std::size_t n = k.count; n > 0;) {
