@@ -9,16 +9,15 @@
 // cached block mostly returns among the lowest quarter (Llama-2-7B's replay), so both ends of
 // the moves are short.
 //
-// Each size's entries live in an array from std::allocator, which constant evaluation allows
-// when every element is begun by std::construct_at before it is assigned (clang 14 rejects an
-// assignment to allocated storage whose element was never constructed). A size's array is
-// kept for the next size that takes its slot, so a replay allocates a few dozen times.
+// Each size's entries live in an array from a new-expression, default-initialised: its elements
+// are alive (if unset), so constant evaluation accepts assigning them on g++ 12 and clang 14,
+// which rejects writes into allocated storage whose elements were never constructed. A size's
+// array is kept for the next size that takes its slot, so a replay allocates a few dozen times.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 
 #include "memscale/error.hpp"
 
@@ -43,11 +42,7 @@ class free_set {
   free_set(const free_set&) = delete;
   free_set& operator=(const free_set&) = delete;
   constexpr ~free_set() {
-    for (std::size_t s = 0; s < made_; ++s) {
-      slot& k = slots_[s];
-      std::destroy(k.items, k.items + k.count);
-      std::allocator<located>{}.deallocate(k.items, k.capacity);
-    }
+    for (std::size_t s = 0; s < made_; ++s) delete[] slots_[s].items;
   }
 
   [[nodiscard]] constexpr std::size_t size() const { return total_; }
@@ -141,13 +136,8 @@ class free_set {
     if (k.count == k.capacity) grow(k);
     const located entry{e.address, e.block};
     const std::size_t stored = k.count - offset;  // the lower addresses move up one
-    if (stored == k.count) {
-      std::construct_at(k.items + k.count, entry);
-    } else {
-      std::construct_at(k.items + k.count, k.items[k.count - 1]);
-      for (std::size_t i = k.count - 1; i > stored; --i) k.items[i] = k.items[i - 1];
-      k.items[stored] = entry;
-    }
+    for (std::size_t i = k.count; i > stored; --i) k.items[i] = k.items[i - 1];
+    k.items[stored] = entry;
     ++k.count;
     ++total_;
   }
@@ -155,7 +145,7 @@ class free_set {
   constexpr void erase(free_position p) {
     slot& k = slots_[slot_of_[p.rank]];
     for (std::size_t i = k.count - 1 - p.offset; i + 1 < k.count; ++i) k.items[i] = k.items[i + 1];
-    std::destroy_at(k.items + --k.count);
+    --k.count;
     --total_;
     if (k.count == 0) drop_size(p.rank);
   }
@@ -177,7 +167,6 @@ class free_set {
       }
       const std::size_t kept = k.count - to;
       for (std::size_t i = 0; i < kept; ++i) k.items[i] = k.items[to + i];
-      std::destroy(k.items + kept, k.items + k.count);
       total_ -= k.count - kept;
       k.count = kept;
       if (kept == 0) {
@@ -205,8 +194,7 @@ class free_set {
     std::uint64_t address;
     std::uint32_t block;
   };
-  // One size's entries: `count` constructed ones, highest address first, at the front of
-  // `capacity` allocated ones.
+  // One size's entries: `count` set ones, highest address first, at the front of `capacity`.
   struct slot {
     located* items;
     std::size_t count;
@@ -223,7 +211,7 @@ class free_set {
       s = spare_[--spare_count_];
     } else {
       s = static_cast<std::uint32_t>(made_++);  // at most Capacity: each size holds an entry
-      slots_[s] = {std::allocator<located>{}.allocate(first_capacity), 0, first_capacity};
+      slots_[s] = {new located[first_capacity], 0, first_capacity};
     }
     for (std::size_t r = ranks_; r > rank; --r) {
       sizes_[r] = sizes_[r - 1];
@@ -245,11 +233,9 @@ class free_set {
   }
 
   static constexpr void grow(slot& k) {
-    std::allocator<located> a;
-    located* const more = a.allocate(2 * k.capacity);
-    for (std::size_t i = 0; i < k.count; ++i) std::construct_at(more + i, k.items[i]);
-    std::destroy(k.items, k.items + k.count);
-    a.deallocate(k.items, k.capacity);
+    located* const more = new located[2 * k.capacity];
+    for (std::size_t i = 0; i < k.count; ++i) more[i] = k.items[i];
+    delete[] k.items;
     k.items = more;
     k.capacity *= 2;
   }
