@@ -1,7 +1,7 @@
 // The allocator's free set (memscale/allocator/free_set.hpp) against a sorted vector: random
-// inserts, erases, lower_bound queries and erase_if sweeps, with many equal sizes (as a
-// model's repeated layers cache them), so the chunk splits, merges and the kept last keys
-// of every chunk are exercised.
+// inserts, erases, replacements, lower_bound queries and erase_if sweeps, with many equal
+// sizes (as a model's repeated layers cache them), so sizes come and go, their arrays grow and
+// are reused, and replace() is taken both within a size and for a size of its own.
 #ifdef MEMSCALE_CATCH2_V2
 #include <catch2/catch.hpp>
 #else
@@ -60,7 +60,7 @@ void check_same(const free_set<capacity>& s, const std::vector<free_entry>& expe
     if (!expected.empty() && q % 2 == 0) {
       const free_entry& e = expected[rng.next(expected.size())];
       size = e.size;
-      address = e.address + (q % 4 == 0 ? 0 : 1);
+      address = q % 8 == 0 ? 0 : e.address + (q % 4 == 0 ? 0 : 1);  // 0: as best fit asks
     } else {
       size = rng.next(14) * 512;
       address = rng.next(1ULL << 20);
@@ -91,6 +91,7 @@ TEST_CASE("free set keeps the order of a sorted vector under random inserts and 
     lcg rng{seed};
     std::uint64_t next_address = 1;
     std::uint32_t next_block = 0;
+    std::size_t replaced = 0;
     for (int round = 0; round < 6000; ++round) {
       const std::uint64_t roll = rng.next(100);
       // Grow to a few thousand entries, then shrink, so chunks split and merge both ways.
@@ -103,6 +104,30 @@ TEST_CASE("free set keeps the order of a sorted vector under random inserts and 
         expected.insert(std::partition_point(expected.begin(), expected.end(),
                                               [&](const free_entry& x) { return before(x, e.size, e.address); }),
                         e);
+      } else if (roll < (grow ? 75U : 40U)) {
+        // A split block's rest (caching_allocator take_cached): replaced in place when it sorts
+        // there, else erased and inserted.
+        const std::size_t i = rng.next(expected.size());
+        const free_entry& old = expected[i];
+        const std::uint64_t size = rng.next(2) == 0 ? old.size : std::max<std::uint64_t>(512, old.size / 1024 * 512);
+        const free_entry e{size, rng.next(2) == 0 ? old.address : next_address++, old.block};
+        const free_position p = s->lower_bound(old.size, old.address);
+        REQUIRE(s->at(p).block == old.block);
+        expected.erase(expected.begin() + static_cast<std::ptrdiff_t>(i));
+        const auto to = std::partition_point(expected.begin(), expected.end(),
+                                             [&](const free_entry& x) { return before(x, e.size, e.address); });
+        if (to != expected.end() && to->size == e.size && to->address == e.address) {  // keys stay unique
+          s->erase(p);
+          continue;
+        }
+        if (s->sorts_at(p, e)) {
+          ++replaced;
+          s->replace(p, e);
+        } else {
+          s->erase(p);
+          s->insert(e);
+        }
+        expected.insert(to, e);
       } else if (roll < 99) {
         const std::size_t i = rng.next(expected.size());
         const free_position p = s->lower_bound(expected[i].size, expected[i].address);
@@ -117,6 +142,7 @@ TEST_CASE("free set keeps the order of a sorted vector under random inserts and 
       if (round % 50 == 0) check_same(*s, expected, rng);
     }
     check_same(*s, expected, rng);
+    REQUIRE(replaced > 100);
   }
 }
 

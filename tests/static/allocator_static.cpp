@@ -48,6 +48,27 @@ constexpr bool fits_at(std::uint64_t cap_mib) {
 static_assert(fits_at(80));
 static_assert(!fits_at(90));  // a larger cap, a later flush, a trapped 16 MiB: OOM
 
+// The free set in constant evaluation: one size's array grows past its first allocation, a
+// size that empties gives its array to the next new size, and the order is (size, address).
+constexpr bool free_set_in_order() {
+  free_set<64> s;
+  for (std::uint32_t i = 0; i < 20; ++i) s.insert({512, 1000 - 10ULL * i, i});
+  s.insert({1024, 5, 20});
+  s.erase(s.lower_bound(1024, 0));
+  s.insert({256, 7, 21});
+  s.erase_if([](const free_entry& e) { return e.address % 20 == 0; });
+  std::uint64_t last_size = 0;
+  std::uint64_t last_address = 0;
+  bool ordered = true;
+  s.for_each([&](const free_entry& e) {
+    ordered = ordered && (e.size > last_size || (e.size == last_size && e.address > last_address));
+    last_size = e.size;
+    last_address = e.address;
+  });
+  return ordered && s.size() == 11 && s.at(s.lower_bound(512, 0)).address == 810 && s.at({}).block == 21;
+}
+static_assert(free_set_in_order());
+
 // A training run of a small model, replayed in constant evaluation: two steps, every event.
 constexpr model_spec tiny = presets::llama_base("tiny", 2, 256, 4, 2, 688, 1000);
 constexpr training_spec tiny_run{.micro_batch = 2, .seq_len = 64, .prec = precision::amp_bf16};

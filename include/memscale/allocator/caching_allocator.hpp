@@ -423,7 +423,7 @@ class caching_allocator {
       const free_entry e = s.at(at);
       released += e.size;
       release_at(at);
-      at = s.lower_bound(e.size, e.address);  // erasing may move entries between chunks
+      at = s.lower_bound(e.size, e.address);  // erasing moves the entries after it (or their size)
     }
     return released >= key;
   }
