@@ -58,23 +58,15 @@ constexpr bool dropped_by_selective(const op& o, const training_spec& run) {
   return run.ckpt == checkpointing::selective && o.recomputed_by_selective;
 }
 
-// Saved bytes of one pass through a section, as seen by later sections.
-constexpr bytes section_saved_bytes(const graph& g, section s, const training_spec& run, bool checkpointed) {
-  bytes total{};
-  for (std::size_t i = s.begin; i < s.end; ++i) {
-    const op& o = g.ops[i];
-    // torch.utils.checkpoint keeps only the block's input (its first, stream op), whether
-    // or not an op inside the block would have saved it (a 16-bit RMSNorm input is upcast
-    // first and not saved itself): checkpoint.py saves the inputs for the recomputation.
-    if (checkpointed) {
-      if (o.kind == op_kind::stream) total += o.out;
-      continue;
-    }
-    if (dropped_by_selective(o, run)) continue;
-    total += op_saved_bytes(o);
-  }
-  return total;
-}
+// What one forward pass through a section yields, walked once (the estimate reads every figure
+// of a section; section_saved_bytes and section_forward_peak give one each).
+struct forward_pass {
+  bytes saved{};             // kept for backward, as later sections see it (section_saved_bytes)
+  bytes checkpoint_saved{};  // the same when the section is a checkpointed block: its input
+  bytes cache{};             // kept until the loss (section_cache_bytes)
+  bytes peak{};              // highest live bytes (section_forward_peak)
+  bytes peak_before_loss{};  // `peak` over the ops before the first loss op (until_loss)
+};
 
 // Highest live activation bytes inside one forward pass through a section, counted
 // from the section start: saved so far (and kept until the loss) + the running op's output,
@@ -83,25 +75,53 @@ constexpr bytes section_saved_bytes(const graph& g, section s, const training_sp
 // holds logits and their shifted copy in local variables until forward returns
 // (modeling_gpt2.py GPT2LMHeadModel.forward: lm_logits, shift_logits).
 // With `saving` false (a checkpointed block's forward) nothing accumulates for backward.
-constexpr bytes section_forward_peak(const graph& g, section s, const training_spec& run, bool held = false,
-                                     bool saving = true) {
-  bytes saved{};
+constexpr forward_pass forward_walk(const graph& g, section s, const training_spec& run, bool held,
+                                    bool saving = true) {
+  forward_pass f{};
+  bytes kept{};  // what the peak counts as saved so far: the saved bytes when saving, and the cache
   bytes loose{};
-  bytes peak{};
+  bool before_loss = true;
   for (std::size_t i = s.begin; i < s.end; ++i) {
     const op& o = g.ops[i];
-    const bool prev_loose =
-        i > s.begin && ((g.ops[i - 1].released_by == not_kept && !kept_until_loss(g.ops[i - 1])) || !saving);
-    const bool prev_transient = i > s.begin && g.ops[i - 1].transient && g.ops[i - 1].released_by == not_kept;
-    const bytes previous = held ? loose + (prev_transient ? g.ops[i - 1].out : bytes{})
-                                : (prev_loose ? g.ops[i - 1].out : bytes{});
-    const bytes live = saved + o.out + o.fwd_temp + o.extra_saved + previous;
-    peak = max(peak, live);
-    if (saving && !dropped_by_selective(o, run)) saved += op_saved_bytes(o);
-    if (kept_until_loss(o)) saved += o.out;
+    bytes previous{};
+    if (i > s.begin) {
+      const op& prev = g.ops[i - 1];
+      if (held)
+        previous = loose + (prev.transient && prev.released_by == not_kept ? prev.out : bytes{});
+      else if (!saving || (prev.released_by == not_kept && !kept_until_loss(prev)))
+        previous = prev.out;
+    }
+    f.peak = max(f.peak, kept + o.out + o.fwd_temp + o.extra_saved + previous);
+    if (o.kind == op_kind::loss) before_loss = false;
+    if (before_loss) f.peak_before_loss = f.peak;
+    // torch.utils.checkpoint keeps only the block's input (its first, stream op), whether
+    // or not an op inside the block would have saved it (a 16-bit RMSNorm input is upcast
+    // first and not saved itself): checkpoint.py saves the inputs for the recomputation.
+    if (o.kind == op_kind::stream) f.checkpoint_saved += o.out;
+    if (!dropped_by_selective(o, run)) {
+      const bytes own = op_saved_bytes(o);
+      f.saved += own;
+      if (saving) kept += own;
+    }
+    if (kept_until_loss(o)) {
+      f.cache += o.out;
+      kept += o.out;
+    }
     if (o.released_by == not_kept && !o.transient && !kept_until_loss(o)) loose += o.out;
   }
-  return peak;
+  return f;
+}
+
+// Saved bytes of one pass through a section, as seen by later sections.
+constexpr bytes section_saved_bytes(const graph& g, section s, const training_spec& run, bool checkpointed) {
+  const forward_pass f = forward_walk(g, s, run, false);
+  return checkpointed ? f.checkpoint_saved : f.saved;
+}
+
+// forward_walk's peak alone.
+constexpr bytes section_forward_peak(const graph& g, section s, const training_spec& run, bool held = false,
+                                     bool saving = true) {
+  return forward_walk(g, s, run, held, saving).peak;
 }
 
 struct backward_profile {
@@ -134,22 +154,24 @@ constexpr backward_profile section_backward_peak(const graph& g, section s, cons
   const dtype trainable = precision_policy_of(run).trainable;
   // Outputs and extra saved tensors still alive at the backward of op k are those released at
   // k or later: the section's totals less what the ops after k released (walked in reverse).
-  // Outputs freed after the backward of index k. Only the section's n entries are zeroed: a
-  // value-initialised array costs more than the walk (left uninitialised is allowed in constant
-  // evaluation since C++20, P1331, as no entry is read before it is written).
-  std::array<std::uint64_t, graph_capacity> out_released_at;
-  for (std::size_t k = 0; k < n; ++k) out_released_at[k] = 0;
-  bytes alive_outputs{};
-  bytes alive_extra{};
+  // Bytes freed after the backward of index k: the outputs it is the earliest reader of and its
+  // own extra saved tensors. Only the section's n entries are zeroed: a value-initialised array
+  // costs more than the walk (left uninitialised is allowed in constant evaluation since C++20,
+  // P1331, as no entry is read before it is written).
+  std::array<std::uint64_t, graph_capacity> freed_at;
+  for (std::size_t k = 0; k < n; ++k) freed_at[k] = 0;
+  bytes alive{};
+  // An entry of freed_at is a part of `alive`, whose sum is checked: it cannot overflow.
   for (std::size_t i = s.begin; i < s.end; ++i) {
     const op& o = g.ops[i];
-    alive_extra += o.extra_saved;
+    alive += o.extra_saved;
+    freed_at[i - s.begin] += o.extra_saved.value;
     if (o.released_by == not_kept || dropped_by_selective(o, run)) continue;
     // Kept for a later section's backward, which runs first: already freed here.
     const auto k = o.released_by.index() - s.begin;
     if (k >= n) continue;
-    out_released_at[k] = detail::checked_add(out_released_at[k], o.out.value);
-    alive_outputs += o.out;
+    alive += o.out;
+    freed_at[k] += o.out.value;
   }
   // Waiting gradients (graph.hpp waiting_gradient) alive from the backward of index k on (made as
   // k + 1's ends), and those freed after the backward of index k. Skipped for a graph without any:
@@ -177,17 +199,16 @@ constexpr backward_profile section_backward_peak(const graph& g, section s, cons
     if (flat_views) view_grads += flat_view_gradient_bytes(o, run);
     const bytes created = flat_views ? view_grads : grads_persist ? own_grad : grads_after + own_grad;
     if (any_waiting) waiting += bytes{waiting_from[k]};
-    const bytes live = alive_outputs + alive_extra + grad_out + o.grad_in + o.bwd_temp + waiting + carried_grad + created;
+    const bytes live = alive + grad_out + o.grad_in + o.bwd_temp + waiting + carried_grad + created;
     if (live > result.peak) result = {live, created};
     grads_after += own_grad;
     // Moving to op k - 1: what op k released and its own extra tensors are gone.
-    alive_outputs -= bytes{out_released_at[k]};
-    alive_extra -= o.extra_saved;
+    alive -= bytes{freed_at[k]};
     if (any_waiting) waiting -= bytes{waiting_until[k]};
   }
   if (flat_views) {
     // The split's backward: the waiting gradients beside their concatenation.
-    const bytes live = alive_outputs + alive_extra + carried_grad + view_grads * std::uint64_t{2};
+    const bytes live = alive + carried_grad + view_grads * std::uint64_t{2};
     if (live > result.peak) result = {live, view_grads * std::uint64_t{2}};
   }
   return result;
