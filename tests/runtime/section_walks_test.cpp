@@ -1,8 +1,8 @@
 // The estimate walks each section forward once (forward_walk: saved bytes, the checkpoint's
 // input, the cache, the peak and the peak before the loss) and backward once with one count of
 // the alive tensors (section_backward_peak). Property: on many runs every figure equals the
-// separate walk that defines it, written here one figure at a time as the estimate walked before
-// (docs/performance.md), so the folded walks cannot drift from the definitions.
+// separate walk that defines it (section_saved_bytes, section_cache_bytes, section_forward_peak;
+// the backward walk as it was before, written here), so the folded walks cannot drift.
 #ifdef MEMSCALE_CATCH2_V2
 #include <catch2/catch.hpp>
 #else
@@ -20,39 +20,6 @@ namespace section_walks_test {
 namespace {
 
 using namespace memscale;
-
-bytes saved_alone(const graph& g, section s, const training_spec& run, bool checkpointed) {
-  bytes total{};
-  for (std::size_t i = s.begin; i < s.end; ++i) {
-    const op& o = g.ops[i];
-    if (checkpointed) {
-      if (o.kind == op_kind::stream) total += o.out;
-      continue;
-    }
-    if (dropped_by_selective(o, run)) continue;
-    total += op_saved_bytes(o);
-  }
-  return total;
-}
-
-bytes forward_peak_alone(const graph& g, section s, const training_spec& run, bool held, bool saving) {
-  bytes saved{};
-  bytes loose{};
-  bytes peak{};
-  for (std::size_t i = s.begin; i < s.end; ++i) {
-    const op& o = g.ops[i];
-    const bool prev_loose =
-        i > s.begin && ((g.ops[i - 1].released_by == not_kept && !kept_until_loss(g.ops[i - 1])) || !saving);
-    const bool prev_transient = i > s.begin && g.ops[i - 1].transient && g.ops[i - 1].released_by == not_kept;
-    const bytes previous = held ? loose + (prev_transient ? g.ops[i - 1].out : bytes{})
-                                : (prev_loose ? g.ops[i - 1].out : bytes{});
-    peak = max(peak, saved + o.out + o.fwd_temp + o.extra_saved + previous);
-    if (saving && !dropped_by_selective(o, run)) saved += op_saved_bytes(o);
-    if (kept_until_loss(o)) saved += o.out;
-    if (o.released_by == not_kept && !o.transient && !kept_until_loss(o)) loose += o.out;
-  }
-  return peak;
-}
 
 // Outputs and extra saved tensors counted apart, each op's gradient computed where it is used.
 backward_profile backward_peak_alone(const graph& g, section s, const training_spec& run, bool grads_persist,
@@ -136,10 +103,10 @@ TEST_CASE("the folded section walks equal the walks of one figure each", "[estim
       for (const bool held : {false, true}) {
         for (const bool saving : {false, true}) {
           const forward_pass f = forward_walk(g, s, run, held, saving);
-          CHECK(f.peak == forward_peak_alone(g, s, run, held, saving));
-          CHECK(f.peak_before_loss == forward_peak_alone(g, head, run, held, saving));
-          CHECK(f.saved == saved_alone(g, s, run, false));
-          CHECK(f.checkpoint_saved == saved_alone(g, s, run, true));
+          CHECK(f.peak == section_forward_peak(g, s, run, held, saving));
+          CHECK(f.peak_before_loss == section_forward_peak(g, head, run, held, saving));
+          CHECK(f.saved == section_saved_bytes(g, s, run, false));
+          CHECK(f.checkpoint_saved == section_saved_bytes(g, s, run, true));
           CHECK(f.cache == section_cache_bytes(g, s));
         }
       }

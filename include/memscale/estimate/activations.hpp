@@ -58,15 +58,23 @@ constexpr bool dropped_by_selective(const op& o, const training_spec& run) {
   return run.ckpt == checkpointing::selective && o.recomputed_by_selective;
 }
 
-// What one forward pass through a section yields, walked once (the estimate reads every figure
-// of a section; section_saved_bytes and section_forward_peak give one each).
-struct forward_pass {
-  bytes saved{};             // kept for backward, as later sections see it (section_saved_bytes)
-  bytes checkpoint_saved{};  // the same when the section is a checkpointed block: its input
-  bytes cache{};             // kept until the loss (section_cache_bytes)
-  bytes peak{};              // highest live bytes (section_forward_peak)
-  bytes peak_before_loss{};  // `peak` over the ops before the first loss op (until_loss)
-};
+// Saved bytes of one pass through a section, as seen by later sections.
+constexpr bytes section_saved_bytes(const graph& g, section s, const training_spec& run, bool checkpointed) {
+  bytes total{};
+  for (std::size_t i = s.begin; i < s.end; ++i) {
+    const op& o = g.ops[i];
+    // torch.utils.checkpoint keeps only the block's input (its first, stream op), whether
+    // or not an op inside the block would have saved it (a 16-bit RMSNorm input is upcast
+    // first and not saved itself): checkpoint.py saves the inputs for the recomputation.
+    if (checkpointed) {
+      if (o.kind == op_kind::stream) total += o.out;
+      continue;
+    }
+    if (dropped_by_selective(o, run)) continue;
+    total += op_saved_bytes(o);
+  }
+  return total;
+}
 
 // Highest live activation bytes inside one forward pass through a section, counted
 // from the section start: saved so far (and kept until the loss) + the running op's output,
@@ -75,6 +83,39 @@ struct forward_pass {
 // holds logits and their shifted copy in local variables until forward returns
 // (modeling_gpt2.py GPT2LMHeadModel.forward: lm_logits, shift_logits).
 // With `saving` false (a checkpointed block's forward) nothing accumulates for backward.
+constexpr bytes section_forward_peak(const graph& g, section s, const training_spec& run, bool held = false,
+                                     bool saving = true) {
+  bytes saved{};
+  bytes loose{};
+  bytes peak{};
+  for (std::size_t i = s.begin; i < s.end; ++i) {
+    const op& o = g.ops[i];
+    const bool prev_loose =
+        i > s.begin && ((g.ops[i - 1].released_by == not_kept && !kept_until_loss(g.ops[i - 1])) || !saving);
+    const bool prev_transient = i > s.begin && g.ops[i - 1].transient && g.ops[i - 1].released_by == not_kept;
+    const bytes previous = held ? loose + (prev_transient ? g.ops[i - 1].out : bytes{})
+                                : (prev_loose ? g.ops[i - 1].out : bytes{});
+    const bytes live = saved + o.out + o.fwd_temp + o.extra_saved + previous;
+    peak = max(peak, live);
+    if (saving && !dropped_by_selective(o, run)) saved += op_saved_bytes(o);
+    if (kept_until_loss(o)) saved += o.out;
+    if (o.released_by == not_kept && !o.transient && !kept_until_loss(o)) loose += o.out;
+  }
+  return peak;
+}
+
+// What one forward pass through a section yields, walked once: the figures of section_saved_bytes,
+// section_cache_bytes and section_forward_peak above (and of the peak before the loss), which the
+// estimate reads together (tests/runtime/section_walks_test.cpp holds them equal).
+struct forward_pass {
+  bytes saved{};             // kept for backward, as later sections see it (section_saved_bytes)
+  bytes checkpoint_saved{};  // the same when the section is a checkpointed block: its input
+  bytes cache{};             // kept until the loss (section_cache_bytes)
+  bytes peak{};              // highest live bytes (section_forward_peak)
+  bytes peak_before_loss{};  // `peak` over the ops before the first loss op (until_loss)
+};
+
+// `held` and `saving` as in section_forward_peak.
 constexpr forward_pass forward_walk(const graph& g, section s, const training_spec& run, bool held,
                                     bool saving = true) {
   forward_pass f{};
@@ -94,10 +135,7 @@ constexpr forward_pass forward_walk(const graph& g, section s, const training_sp
     f.peak = max(f.peak, kept + o.out + o.fwd_temp + o.extra_saved + previous);
     if (o.kind == op_kind::loss) before_loss = false;
     if (before_loss) f.peak_before_loss = f.peak;
-    // torch.utils.checkpoint keeps only the block's input (its first, stream op), whether
-    // or not an op inside the block would have saved it (a 16-bit RMSNorm input is upcast
-    // first and not saved itself): checkpoint.py saves the inputs for the recomputation.
-    if (o.kind == op_kind::stream) f.checkpoint_saved += o.out;
+    if (o.kind == op_kind::stream) f.checkpoint_saved += o.out;  // the checkpoint's input
     if (!dropped_by_selective(o, run)) {
       const bytes own = op_saved_bytes(o);
       f.saved += own;
@@ -110,18 +148,6 @@ constexpr forward_pass forward_walk(const graph& g, section s, const training_sp
     if (o.released_by == not_kept && !o.transient && !kept_until_loss(o)) loose += o.out;
   }
   return f;
-}
-
-// Saved bytes of one pass through a section, as seen by later sections.
-constexpr bytes section_saved_bytes(const graph& g, section s, const training_spec& run, bool checkpointed) {
-  const forward_pass f = forward_walk(g, s, run, false);
-  return checkpointed ? f.checkpoint_saved : f.saved;
-}
-
-// forward_walk's peak alone.
-constexpr bytes section_forward_peak(const graph& g, section s, const training_spec& run, bool held = false,
-                                     bool saving = true) {
-  return forward_walk(g, s, run, held, saving).peak;
 }
 
 struct backward_profile {
