@@ -180,7 +180,7 @@ constexpr backward_profile section_backward_peak(const graph& g, section s, cons
   const dtype trainable = precision_policy_of(run).trainable;
   // Outputs and extra saved tensors still alive at the backward of op k are those released at
   // k or later: the section's totals less what the ops after k released (walked in reverse).
-  // Bytes freed after the backward of index k: the outputs it is the earliest reader of and its
+  // Bytes freed after the backward of index k: the outputs it is the last backward to need and its
   // own extra saved tensors. Only the section's n entries are zeroed: a value-initialised array
   // costs more than the walk (left uninitialised is allowed in constant evaluation since C++20,
   // P1331, as no entry is read before it is written).
