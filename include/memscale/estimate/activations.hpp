@@ -104,6 +104,52 @@ constexpr bytes section_forward_peak(const graph& g, section s, const training_s
   return peak;
 }
 
+// What one forward pass through a section yields, walked once: the figures of section_saved_bytes,
+// section_cache_bytes and section_forward_peak above (and of the peak before the loss), which the
+// estimate reads together (tests/runtime/section_walks_test.cpp holds them equal).
+struct forward_pass {
+  bytes saved{};             // kept for backward, as later sections see it (section_saved_bytes)
+  bytes checkpoint_saved{};  // the same when the section is a checkpointed block: its input
+  bytes cache{};             // kept until the loss (section_cache_bytes)
+  bytes peak{};              // highest live bytes (section_forward_peak)
+  bytes peak_before_loss{};  // `peak` over the ops before the first loss op (until_loss)
+};
+
+// `held` and `saving` as in section_forward_peak.
+constexpr forward_pass forward_walk(const graph& g, section s, const training_spec& run, bool held,
+                                    bool saving = true) {
+  forward_pass f{};
+  bytes kept{};  // what the peak counts as saved so far: the saved bytes when saving, and the cache
+  bytes loose{};
+  bool before_loss = true;
+  for (std::size_t i = s.begin; i < s.end; ++i) {
+    const op& o = g.ops[i];
+    bytes previous{};
+    if (i > s.begin) {
+      const op& prev = g.ops[i - 1];
+      if (held)
+        previous = loose + (prev.transient && prev.released_by == not_kept ? prev.out : bytes{});
+      else if (!saving || (prev.released_by == not_kept && !kept_until_loss(prev)))
+        previous = prev.out;
+    }
+    f.peak = max(f.peak, kept + o.out + o.fwd_temp + o.extra_saved + previous);
+    if (o.kind == op_kind::loss) before_loss = false;
+    if (before_loss) f.peak_before_loss = f.peak;
+    if (o.kind == op_kind::stream) f.checkpoint_saved += o.out;  // the checkpoint's input
+    if (!dropped_by_selective(o, run)) {
+      const bytes own = op_saved_bytes(o);
+      f.saved += own;
+      if (saving) kept += own;
+    }
+    if (kept_until_loss(o)) {
+      f.cache += o.out;
+      kept += o.out;
+    }
+    if (o.released_by == not_kept && !o.transient && !kept_until_loss(o)) loose += o.out;
+  }
+  return f;
+}
+
 struct backward_profile {
   bytes peak{};              // activations + transient gradients + gradients created in the section
   bytes grads_at_peak{};     // the part of `peak` that is parameter gradients
@@ -165,22 +211,24 @@ constexpr backward_profile section_backward_peak(const graph& g, section s, cons
   const dtype view_grad = precision_policy_of(run).param;  // flat_views: the flat parameter's dtype
   // Outputs and extra saved tensors still alive at the backward of op k are those released at
   // k or later: the section's totals less what the ops after k released (walked in reverse).
-  // Outputs freed after the backward of index k. Only the section's n entries are zeroed: a
-  // value-initialised array costs more than the walk (left uninitialised is allowed in constant
-  // evaluation since C++20, P1331, as no entry is read before it is written).
-  std::array<std::uint64_t, graph_capacity> out_released_at;
-  for (std::size_t k = 0; k < n; ++k) out_released_at[k] = 0;
-  bytes alive_outputs{};
-  bytes alive_extra{};
+  // Bytes freed after the backward of index k: the outputs it is the last backward to need and its
+  // own extra saved tensors. Only the section's n entries are zeroed: a value-initialised array
+  // costs more than the walk (left uninitialised is allowed in constant evaluation since C++20,
+  // P1331, as no entry is read before it is written).
+  std::array<std::uint64_t, graph_capacity> freed_at;
+  for (std::size_t k = 0; k < n; ++k) freed_at[k] = 0;
+  bytes alive{};
+  // An entry of freed_at is a part of `alive`, whose sum is checked: it cannot overflow.
   for (std::size_t i = s.begin; i < s.end; ++i) {
     const op& o = g.ops[i];
-    alive_extra += o.extra_saved;
+    alive += o.extra_saved;
+    freed_at[i - s.begin] += o.extra_saved.value;
     if (o.released_by == not_kept || dropped_by_selective(o, run)) continue;
     // Kept for a later section's backward, which runs first: already freed here.
     const auto k = o.released_by.index() - s.begin;
     if (k >= n) continue;
-    out_released_at[k] = detail::checked_add(out_released_at[k], o.out.value);
-    alive_outputs += o.out;
+    alive += o.out;
+    freed_at[k] += o.out.value;
   }
   // Waiting gradients (graph.hpp waiting_gradient) alive from the backward of index k on (made as
   // k + 1's ends), and those freed after the backward of index k. Skipped for a graph without any:
@@ -208,12 +256,11 @@ constexpr backward_profile section_backward_peak(const graph& g, section s, cons
     if (flat_views) view_grads += storage(view_grad, flat_view_gradient_elements(o, run, view_gradients::computed));
     const bytes created = flat_views ? unit.waiting + view_grads : grads_persist ? own_grad : grads_after + own_grad;
     if (any_waiting) waiting += bytes{waiting_from[k]};
-    const bytes live = alive_outputs + alive_extra + grad_out + o.grad_in + o.bwd_temp + waiting + carried_grad + created;
+    const bytes live = alive + grad_out + o.grad_in + o.bwd_temp + waiting + carried_grad + created;
     if (live > result.peak) result = {live, created};
     grads_after += own_grad;
     // Moving to op k - 1: what op k released and its own extra tensors are gone.
-    alive_outputs -= bytes{out_released_at[k]};
-    alive_extra -= o.extra_saved;
+    alive -= bytes{freed_at[k]};
     if (any_waiting) waiting -= bytes{waiting_until[k]};
   }
   if (flat_views && unit.split_after) {
@@ -221,11 +268,11 @@ constexpr backward_profile section_backward_peak(const graph& g, section s, cons
     // (torch/csrc/autograd/input_buffer.cpp@00d40e7f accumulate: dense + dense is old_var + var):
     // the waiting one, the embeddings' and the sum.
     const bytes summing = unit.waiting + view_grads + unit.borrowed * std::uint64_t{2};
-    if (unit.borrowed.value != 0 && alive_outputs + alive_extra + carried_grad + summing > result.peak)
-      result = {alive_outputs + alive_extra + carried_grad + summing, summing};
+    if (unit.borrowed.value != 0 && alive + carried_grad + summing > result.peak)
+      result = {alive + carried_grad + summing, summing};
     // The split's backward: the waiting gradients (a tied weight's summed into one) beside their
     // concatenation.
-    const bytes live = alive_outputs + alive_extra + carried_grad + unit.flat * std::uint64_t{2};
+    const bytes live = alive + carried_grad + unit.flat * std::uint64_t{2};
     if (live > result.peak) result = {live, unit.flat * std::uint64_t{2}};
   }
   return result;

@@ -121,9 +121,12 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   // What a unit keeps on the device of its reduce-scatter output once its reduce returned.
   const auto kept = [&](bytes shard) { return u.stepped_in_backward || u.host_shards ? bytes{} : shard; };
   const bytes kept_block_shard = kept(block_shard_grads);
-  const bytes full_saved = section_saved_bytes(g, block_of(g), run, false);
-  const bytes ckpt_saved = section_saved_bytes(g, block_of(g), run, true);
-  const bytes policy_saved = run.sac == selective_ac::op_save_list ? op_save_list_bytes(g) : full_saved;
+  const std::uint64_t top = L - 1;
+  // The top block's forward saves nothing when it is recomputed in backward.
+  const bool top_recomputed = fsdp2_block_checkpointed(run, top) || run.sac == selective_ac::op_save_list;
+  const forward_pass block = forward_walk(g, block_of(g), run, false, !top_recomputed);
+  const bytes ckpt_saved = block.checkpoint_saved;
+  const bytes policy_saved = run.sac == selective_ac::op_save_list ? op_save_list_bytes(g) : block.saved;
   // Offloaded activations (OffloadActivations: the recipes require activation checkpointing)
   // leave only what offload_stashed_blocks keeps during a block's forward.
   const bytes ckpt_kept = run.offload_activations ? bytes{} : ckpt_saved;
@@ -138,6 +141,8 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   const bytes all_blocks = saved_below(L);
   const section epi = epilogue_of(g);
   const section head = until_loss(g, epi);
+  // The loss code holds its outputs until forward returns (forward_walk's `held`).
+  const forward_pass epilogue = forward_walk(g, epi, run, true);
   const section loss{head.end, epi.end};
 
   fsdp2_moment best{};
@@ -159,23 +164,20 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
     if (m.ranked() > best.ranked()) best = m;
   };
   const auto consider = [&](const fsdp2_moment& m) { consider_holding(m, bytes{}); };
-  const std::uint64_t top = L - 1;
   // Forward: the root stays gathered from its pre-forward through the output projection.
   // The top block's all-gather: its unsharded parameters beside the flat output.
   const bytes stashed = ckpt_saved * offload_stashed_blocks(run, top);
   consider({false, u.root + u.block * 2U, {}, u.carried + g.held + saved_p + saved_below(top) + stashed});
-  const bool top_recomputed = fsdp2_block_checkpointed(run, top) || run.sac == selective_ac::op_save_list;
   consider({false, u.root + u.block, {},
-            u.carried + g.held + saved_p + saved_below(top) + stashed +
-                (top_recomputed ? saved_of(top) : bytes{}) +
-                section_forward_peak(g, block_of(g), run, false, !top_recomputed)});
+            u.carried + g.held + saved_p + saved_below(top) + stashed + (top_recomputed ? saved_of(top) : bytes{}) +
+                block.peak});
   // The embedding as a unit of its own: its all-gather before the lookup.
   if (u.embedding_unit.value != 0) consider({false, u.root + u.embedding_unit * 2U, {}, {}});
   // The head and the loss, the root still gathered (and torchtitan's last block).
   const bytes after_blocks = u.root + (u.last_block_kept ? u.block : bytes{});
-  const bytes head_saved = saved_p + all_blocks + section_forward_peak(g, head, run, true);
+  const bytes head_saved = saved_p + all_blocks + epilogue.peak_before_loss;
   consider({false, after_blocks + u.output_unit, {}, u.carried + head_saved});
-  consider({false, after_blocks, {}, saved_p + all_blocks + section_forward_peak(g, epi, run, true)});
+  consider({false, after_blocks, {}, saved_p + all_blocks + epilogue.peak});
   // The output projection as a unit of its own is gathered around each chunk's call
   // (TransformerDecoder.chunked_output, modules/transformer.py @ v0.6.1): the last chunk's
   // all-gather sees every earlier chunk's logits.

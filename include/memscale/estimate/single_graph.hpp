@@ -130,33 +130,42 @@ constexpr graph_totals totals_of(const graph& g, const training_spec& run) {
   const auto p = precision_policy_of(run);
   std::uint64_t largest_trainable = 0;  // elements of the largest trainable tensor
   std::uint64_t trainable_elements = 0;
-  for (std::size_t i = 0; i < g.size; ++i) {
-    const op& o = g.ops[i];
-    const auto r = repeats_of(g, i);
-    if (o.released_by != not_kept && o.out > cuda_small_size) t.large_tensors = checked_add(t.large_tensors, r);
-    if (o.weight.rows == 0 && o.bias.rows == 0) continue;  // most ops own no parameter
-    const op_elements n = elements_of(o);
-    const std::uint64_t stored = checked_mul(stored_elements(o, n), r, parameter_quantity);
-    t.parameters = checked_add(t.parameters, stored, parameter_quantity);
-    bytes& section_params = i < g.block_begin ? t.params_p : i < g.block_end ? t.params_b : t.params_e;
-    bytes& section_grads = i < g.block_begin ? t.grads_p : i < g.block_end ? t.grads_b : t.grads_e;
-    section_params += op_parameter_bytes(o, n, run, p);
-    section_grads += op_gradient_bytes(o, n, p.trainable);
-    const std::uint64_t weight_matrix = o.weight.largest();  // one copy
-    if (storage(p.param, weight_matrix) > cuda_small_size)
-      t.large_tensors = checked_add(t.large_tensors, checked_mul(r, o.weight.count, o.frozen ? 1 : 4));
-    if (o.frozen) continue;
-    t.trainable_parameters = checked_add(t.trainable_parameters, stored, parameter_quantity);
-    // The trainable tensors of for_each_trainable_tensor: the weight (unless borrowed) and the bias.
-    const auto tensor = [&](std::uint64_t rows, std::uint64_t cols, std::uint64_t one_copy, std::uint64_t copies) {
-      t.optimizer_state += tensor_state_bytes(rows, cols, one_copy, run, p.trainable) * copies;
-      if (run.paged_optimizer) t.paged_state += paged_state_bytes(one_copy, run) * copies;
-      largest_trainable = max(largest_trainable, one_copy);
-      trainable_elements = checked_add(trainable_elements, checked_mul(one_copy, copies));
-    };
-    if (!o.borrows_weight && o.weight.rows != 0)
-      tensor(o.weight.rows, o.weight.cols, weight_matrix, checked_mul(r, o.weight.count));
-    if (o.bias.rows != 0) tensor(o.bias.rows, 1, o.bias.rows, checked_mul(r, o.bias.count));
+  // Section by section: `r` runs of each op, its bytes added to the section's figures.
+  struct part {
+    section ops;
+    std::uint64_t r;
+    bytes& params;
+    bytes& grads;
+  };
+  for (const part& s : {part{prologue_of(g), 1, t.params_p, t.grads_p},
+                        part{block_of(g), g.block_repeats, t.params_b, t.grads_b},
+                        part{epilogue_of(g), 1, t.params_e, t.grads_e}}) {
+    const std::uint64_t r = s.r;
+    for (std::size_t i = s.ops.begin; i < s.ops.end; ++i) {
+      const op& o = g.ops[i];
+      if (o.released_by != not_kept && o.out > cuda_small_size) t.large_tensors = checked_add(t.large_tensors, r);
+      if (o.weight.rows == 0 && o.bias.rows == 0) continue;  // most ops own no parameter
+      const op_elements n = elements_of(o);
+      const std::uint64_t stored = checked_mul(stored_elements(o, n), r, parameter_quantity);
+      t.parameters = checked_add(t.parameters, stored, parameter_quantity);
+      s.params += op_parameter_bytes(o, n, run, p);
+      s.grads += op_gradient_bytes(o, n, p.trainable);
+      const std::uint64_t weight_matrix = o.weight.largest();  // one copy
+      if (storage(p.param, weight_matrix) > cuda_small_size)
+        t.large_tensors = checked_add(t.large_tensors, checked_mul(r, o.weight.count, o.frozen ? 1 : 4));
+      if (o.frozen) continue;
+      t.trainable_parameters = checked_add(t.trainable_parameters, stored, parameter_quantity);
+      // The trainable tensors of for_each_trainable_tensor: the weight (unless borrowed) and the bias.
+      const auto tensor = [&](std::uint64_t rows, std::uint64_t cols, std::uint64_t one_copy, std::uint64_t copies) {
+        t.optimizer_state += tensor_state_bytes(rows, cols, one_copy, run, p.trainable) * copies;
+        if (run.paged_optimizer) t.paged_state += paged_state_bytes(one_copy, run) * copies;
+        largest_trainable = max(largest_trainable, one_copy);
+        trainable_elements = checked_add(trainable_elements, checked_mul(one_copy, copies));
+      };
+      if (!o.borrows_weight && o.weight.rows != 0)
+        tensor(o.weight.rows, o.weight.cols, weight_matrix, checked_mul(r, o.weight.count));
+      if (o.bias.rows != 0) tensor(o.bias.rows, 1, o.bias.rows, checked_mul(r, o.bias.count));
+    }
   }
   t.step_temporaries = step_temporaries_of(largest_trainable, trainable_elements, run);
   t.largest_trainable = largest_trainable;
@@ -411,11 +420,11 @@ constexpr step_peaks fsdp2_step_peaks(const graph& g, const training_spec& run, 
                              {shards + g.buffers, in_backward ? bytes{} : step_grads, state, g.inputs,
                               workspace + (in_backward ? units.hook_step : step_temporaries)}};
   const std::uint64_t large = cuda ? t.large_tensors : 0;
+  const forward_pass block = forward_walk(g, block_of(g), run, false);
+  const bytes policy_saved = run.sac == selective_ac::op_save_list ? op_save_list_bytes(g) : block.saved;
   bytes saved_blocks{};
   for (std::uint64_t i = 0; i < L; ++i)
-    saved_blocks += fsdp2_block_checkpointed(run, i) ? section_saved_bytes(g, block_of(g), run, true)
-                    : run.sac == selective_ac::op_save_list ? op_save_list_bytes(g)
-                                                            : section_saved_bytes(g, block_of(g), run, false);
+    saved_blocks += fsdp2_block_checkpointed(run, i) ? block.checkpoint_saved : policy_saved;
   const bytes saved_all = section_saved_bytes(g, prologue_of(g), run, false) + saved_blocks +
                           section_saved_bytes(g, epilogue_of(g), run, false);
   phase_candidate steady_peak = larger(steady, step);
@@ -488,9 +497,15 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
       (persist ? all_grads : residency.partitioned ? ceil_div(all_grads, run.data_parallel) : bytes{}) + grad_buffer;
   const bytes carried = g.carried + stage0_carried_gradients(all_grads, run);
 
+  // Each section's forward walked once: its saved bytes, cache and forward peaks.
+  const forward_pass prologue = forward_walk(g, prologue_of(g), run, false);
+  // A checkpointed block's forward saves nothing for backward (its rerun does, below).
+  const forward_pass block = forward_walk(g, block_of(g), run, false, !ckpt);
+  // The loss code holds its outputs until forward returns (forward_walk's `held`).
+  const forward_pass epilogue = forward_walk(g, epilogue_of(g), run, true);
   // Saved activations per section pass.
-  const bytes saved_p = section_saved_bytes(g, prologue_of(g), run, false);
-  const bytes saved_b_on_device = section_saved_bytes(g, block_of(g), run, ckpt);
+  const bytes saved_p = prologue.saved;
+  const bytes saved_b_on_device = ckpt ? block.checkpoint_saved : block.saved;
   // Checkpointed inputs offloaded wait on the host.
   const bytes saved_b = ckpt && run.offload_activations ? bytes{} : saved_b_on_device;
   const bytes below_blocks = saved_p + saved_b * (L - 1);
@@ -500,9 +515,8 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   const bytes held_after_blocks = ckpt ? g.held : bytes{};
   // A KV cache built while training (use_cache) lives from each layer's attention until the loss
   // code returns: the lower blocks' part while a block runs, every block's through the epilogue.
-  const bytes cache_p = section_cache_bytes(g, prologue_of(g));
-  const bytes cache_below_block = cache_p + section_cache_bytes(g, block_of(g)) * (L - 1);
-  const bytes cache_at_loss = cache_below_block + section_cache_bytes(g, block_of(g));
+  const bytes cache_below_block = prologue.cache + block.cache * (L - 1);
+  const bytes cache_at_loss = cache_below_block + block.cache;
 
   // The moments below differ only in activations and gradients (parameters, persistent
   // gradients, inputs and workspace are common), so they are ranked by those two alone and
@@ -522,25 +536,23 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
 
   // Forward: the last block and the epilogue see the most saved tensors; the loop may
   // still hold tensors of the previous step (graph::carried).
-  consider(phase::forward, carried + section_forward_peak(g, prologue_of(g), run), {});
+  consider(phase::forward, carried + prologue.peak, {});
   // A frozen vision tower's forward on the images, between the embeddings and the blocks, beside
   // what the ops before it saved.
   if (g.tower_forward.value != 0)
     consider(phase::forward, carried + section_saved_bytes(g, {0, g.tower_after}, run, false) + g.tower_forward, {});
   consider(phase::forward,
-           carried + g.held + below_block_forward + cache_below_block +
-               section_forward_peak(g, block_of(g), run, false, !ckpt),
+           carried + g.held + below_block_forward + cache_below_block + block.peak,
            {});
   // The loop rebinds its logits when the model returns, before the loss is computed
   // (lit-gpt finetune/lora.py fit(): `logits = model(...)`, then chunked_cross_entropy),
   // so the previous step's tensors are live only up to the first loss op.
   consider(phase::forward,
-           carried + held_after_blocks + saved_p + saved_b * L + cache_at_loss +
-               section_forward_peak(g, until_loss(g, epilogue_of(g)), run, true),
+           carried + held_after_blocks + saved_p + saved_b * L + cache_at_loss + epilogue.peak_before_loss,
            {});
   consider(phase::forward,
            stage0_carried_gradients(all_grads, run) + held_after_blocks + saved_p + saved_b * L + cache_at_loss +
-               section_forward_peak(g, epilogue_of(g), run, true),
+               epilogue.peak,
            {});
 
   // An optimizer stepped inside backward runs each parameter's step in its post-accumulate-grad
@@ -653,7 +665,7 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
       steady_peak = larger(steady_peak, after);
     }
     const std::uint64_t large = cuda ? t.large_tensors : 0;
-    const bytes saved_all = saved_p + saved_b_on_device * L + section_saved_bytes(g, epilogue_of(g), run, false);
+    const bytes saved_all = saved_p + saved_b_on_device * L + epilogue.saved;
     return {finish_peak(steady_peak, run, large), finish_peak(first_peak, run, large), saved_all};
   }
 }
