@@ -97,7 +97,7 @@ void read_run_document(const json& doc, const std::string& source, options& out)
   }
   out.model = in.model;
   out.run = in.run;
-  out.loss_given = doc.contains("run") && memscale::json_io::detail::states_loss(doc.at("run"), "loss");
+  out.loss_given = doc.contains("run") && memscale::json_io::states_loss(doc.at("run"), "loss");
   out.gpu = std::move(in.gpu);
   out.custom_gpu = in.custom_gpu;
   out.headroom = in.headroom;

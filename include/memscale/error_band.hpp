@@ -49,10 +49,11 @@ struct error_band {
 
 // Measured bands rounded outwards to the next half per cent.
 inline constexpr std::array error_bands{
-    error_band{run_class::cpu_traced, -0.015, 0.045, true,
+    error_band{run_class::cpu_traced, -0.03, 0.045, true,
                "docs/accuracy.md cpu_traced_dev/extra/t5/families/lora (PEFT and lit-gpt)/frameworks (lit-gpt, torchtune, torchtitan FSDP2 emulated on one process)/"
-               "ssm (Mamba, Mamba-2)/vision_tower (text-only)/checkpoint_variants, tensor: worst -1.42% (Gemma 3 "
-               "text-only with its tower frozen) / +4.10% (PEFT LoRA over a pure bf16 LLaMA)"},
+               "ssm (Mamba, Mamba-2)/vision_tower (text-only)/checkpoint_variants, tensor: worst -2.58% (litgpt main's "
+               "LoRA under ModelParallelStrategy, a 1,000-token vocabulary, the top block's backward) / +4.10% (PEFT "
+               "LoRA over a pure bf16 LLaMA)"},
     error_band{run_class::gpu_published, -0.205, 0.125, true,
                "docs/accuracy.md gpu_published_dev, gpu_measured_h100, gpu_heldout_h100 and gpu_families_h100, "
                "allocated, and the rounding rule's reserved and nvidia-smi on the same runs (memscale-allocator-check's "

@@ -101,7 +101,7 @@ TEST_CASE("litgpt main as --framework: main, 0.5 and 0.5.5 to 0.5.13 read at 268
   CHECK(untouched.framework == framework_kind::hf);
 }
 
-TEST_CASE("litgpt main repeats k and v per query head after RoPE; multi-head attention keeps 0.4's bytes") {
+TEST_CASE("litgpt main repeats k and v per query head after RoPE, and multi-head attention keeps 0.4's bytes") {
   // Multi-head: the same tensors are saved (the traces agree to the byte: sec. 2).
   CHECK(saved(litgpt_llama(8), lora_run(litgpt_main)) == saved(litgpt_llama(8), lora_run(409)));
   const std::uint64_t q_width = hidden;
@@ -140,7 +140,7 @@ TEST_CASE("litgpt main over several devices is its LoRA script's ModelParallelSt
   CHECK(error_message([&] { validate(run); }).empty());
 }
 
-TEST_CASE("A litgpt full fine-tune computes full.py's loss unless told; a conflicting loss is refused") {
+TEST_CASE("A litgpt full fine-tune computes full.py's loss unless told, and a conflicting loss is refused") {
   for (const char* version : {"litgpt@0.4.9", "litgpt@main", "litgpt"}) {
     INFO(version);
     json doc = {{"model", "llama-2-7b"}, {"framework", version}, {"run", {{"micro_batch", 1}, {"seq_len", 512}}}};

@@ -417,4 +417,6 @@ namespace memscale::json_io {
 using detail::apply_sac_policy;
 using detail::parse_custom_sharded_layers;
 using detail::refuse_compile_or_float8;
+// Public: the command line keeps a run document's stated loss over the script's default.
+using detail::states_loss;
 }  // namespace memscale::json_io

@@ -565,7 +565,10 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
   // With one key/value head the repeat is a view (below), which a fused kernel saves as passed. A
   // mask makes Hugging Face's 4.x SDPA copy k and v first (modeling_llama.py@00227283
   // LlamaSdpaAttention: .contiguous() on CUDA with a causal_mask), so only a run without one.
-  const bool repeat_is_view = path.repeats_kv && kv_heads_of(m) == 1 && is_fused(path.kernel) && !padded_row_mask(run);
+  // Traced for a training step's saved tensors; generate() (no grad) keeps the copies it was
+  // walked with until a trace of its kernels' inputs says otherwise.
+  const bool repeat_is_view = path.repeats_kv && kv_heads_of(m) == 1 && is_fused(path.kernel) && !padded_row_mask(run) &&
+                              !ops.records_forward_liveness();
   if (path.repeats_kv) {
     // repeat_kv: expand + reshape materialises heads/kv_heads copies of k and v.
     const std::uint64_t kv_elements = k_elements;
