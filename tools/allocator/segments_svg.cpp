@@ -165,7 +165,8 @@ int main(int argc, char** argv) {
     const double x = left + static_cast<double>(m.t) * xs;
     out << "<line x1=\"" << x << "\" y1=\"" << y_of(0) << "\" x2=\"" << x << "\" y2=\"" << y_of(sink.top())
         << "\" stroke=\"#c0392b\" stroke-dasharray=\"3,3\"/>\n"
-        << "<text x=\"" << x + 2 << "\" y=\"" << y_of(sink.top()) + 10 + 12.0 * static_cast<double>(&m - sink.marks().data()) / 3.0
+        // Above the plot: inside it a label lands on the blocks (step 2's backward starts at the top).
+        << "<text x=\"" << x + 2 << "\" y=\"" << y_of(sink.top()) - 4
         << "\" fill=\"#c0392b\" font-size=\"9\">" << m.label << "</text>\n";
   }
   for (int gib = 0; gib <= static_cast<int>(sink.top() / 1024.0); ++gib) {
@@ -174,8 +175,9 @@ int main(int argc, char** argv) {
         << "<text x=\"" << left - 8 << "\" y=\"" << y + 4 << "\" text-anchor=\"end\">" << gib << " GiB</text>\n";
   }
   const auto& st = sink.state().stats();
-  out << "<text x=\"" << left << "\" y=\"" << height - 12 << "\">time (allocation events) &#8594;   blue: allocated "
-         "blocks   grey: cached free space in segments   reserved peak "
+  // SVG collapses runs of spaces, so the legend's parts are separated by bars.
+  out << "<text x=\"" << left << "\" y=\"" << height - 12 << "\">time (allocation events) &#8594; | blue: allocated "
+         "blocks | grey: cached free space in segments | reserved peak "
       << st.reserved_peak.value / 1048576 << " MiB, allocated peak " << st.allocated_peak.value / 1048576
       << " MiB</text>\n</svg>\n";
   std::printf("%zu rectangles, %zu columns, reserved %llu MiB\n", sink.rects().size(), sink.columns(),
