@@ -6,6 +6,7 @@
 'use strict';
 
 const GIB = 1073741824;
+const MIB = 1048576;
 const COMPONENTS = [
   ['parameters', 'parameters', '#4e79a7'],
   ['gradients', 'gradients', '#f28e2b'],
@@ -88,17 +89,22 @@ function inferenceDocument() {
   else if ($('kv-dtype').value !== '') infer.kv_dtype = $('kv-dtype').value;
   const doc = {model: modelDescription(), infer: infer};
   if (gptFast) doc.framework = 'gpt-fast';
-  const software = softwareStack();
+  const software = softwareStack(['transformers', 'torch', 'cuda']);  // generate() reads no bitsandbytes release
   if (software) doc.software = software;
   addGpu(doc);
   return doc;
 }
 
+// The GPU, and the allocator settings and measured context every kind of run document takes.
 function addGpu(doc) {
   const gpu = $('gpu').value;
   if (gpu === CUSTOM_GPU) doc.gpu = {memory: Math.round(Number($('gpu-memory').value) * GIB), bf16: true};
   else if (gpu !== '') doc.gpu = gpu;
   if (gpu !== '') doc.headroom = Number($('headroom').value);
+  const conf = $('alloc-conf').value.trim();
+  if (conf !== '') doc.alloc_conf = conf;
+  const context = $('context-memory').value.trim();
+  if (context !== '') doc.context_memory = Math.round(Number(context) * MIB);
 }
 
 // A vision model's run document: the shared training settings, the image and its memory format (docs/run-json.md).
@@ -116,7 +122,7 @@ function visionDocument() {
   if ($('paged-optimizer').checked) run.paged_optimizer = true;
   if ($('channels-last').checked) run.channels_last = true;
   const doc = {model: $('model').value, run: run};
-  const software = softwareStack(['torch']);  // a vision step runs no transformers code
+  const software = softwareStack(['torch', 'bitsandbytes', 'cuda']);  // a vision step runs no transformers code
   if (software) doc.software = software;
   addGpu(doc);
   return doc;
@@ -174,7 +180,7 @@ function addKernelsAndBatches(run, framework) {
 }
 
 // The run document's "software": the versions typed of `names`, as typed (the library reads and checks them).
-function softwareStack(names = ['transformers', 'torch']) {
+function softwareStack(names = ['transformers', 'torch', 'bitsandbytes', 'cuda']) {
   const stack = {};
   for (const name of names) {
     const version = $('sw-' + name).value.trim();
@@ -405,9 +411,11 @@ function renderVisionModel(r, stack) {
 // The caching allocator's replay: reserved, CUDA context, device and, with a GPU, the band and the verdict.
 function allocatorText(a) {
   if (!a) return '';
-  let html = `<p>Caching allocator: ${textFig('allocator.reason', a.reason)}. Tensors ${bytesFig('allocator.tensor', a.tensor)}, ` +
-          `reserved ${bytesFig('allocator.reserved', a.reserved)}, CUDA context ${bytesFig('allocator.context.total', a.context.total)}, ` +
-          `device ${bytesFig('allocator.device', a.device)}`;
+  const conf = a.alloc_conf ? `PYTORCH_CUDA_ALLOC_CONF=${textFig('allocator.alloc_conf', a.alloc_conf)}` : 'default settings';
+  let html = `<p>Caching allocator (${conf}): ${textFig('allocator.reason', a.reason)}. Tensors ${bytesFig('allocator.tensor', a.tensor)}, ` +
+          `reserved ${bytesFig('allocator.reserved', a.reserved)}, CUDA context ${bytesFig('allocator.context.total', a.context.total)} ` +
+          `(${textFig('allocator.context.source', a.context.source)}; modules loaded ` +
+          `${textFig('allocator.context.module_loading', a.context.module_loading)}), device ${bytesFig('allocator.device', a.device)}`;
   if (a.verdict) {  // with a GPU: the band of the run's class and the verdict at the budget
     html += ` (between ${bytesFig('allocator.range.low', a.range.low)} and ${bytesFig('allocator.range.high', a.range.high)}: ` +
             `band ${fig('allocator.band.low', a.band.low, percent(a.band.low))} .. ` +
@@ -728,7 +736,8 @@ function start() {
   $('framework').addEventListener('change', () => { frameworkChanged(); update(); });
   $('sac-policy').addEventListener('change', () => { sacPolicyChanged(); update(); });
   $('packing').addEventListener('change', () => { packingChanged(); update(); });
-  for (const id of ['data-parallel', 'tune-ranks', 'sac-every', 'example-tokens', 'sw-transformers', 'sw-torch']) $(id).addEventListener('input', update);
+  for (const id of ['data-parallel', 'tune-ranks', 'sac-every', 'example-tokens', 'sw-transformers', 'sw-torch', 'sw-bitsandbytes', 'sw-cuda',
+                    'alloc-conf', 'context-memory']) $(id).addEventListener('input', update);
   // A pasted or typed config.json is read when the typing pauses (and on leaving the box).
   let typing = 0;
   $('config').addEventListener('input', () => {

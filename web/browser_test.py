@@ -60,7 +60,8 @@ VISION_RUN = {"task": "train", "model": "resnet50", "image": "384", "channels-la
 # The "Kernels and batches" and torchtitan controls as the page opens: a run that sets some of
 # them starts from these, since the controls keep their values from one run to the next.
 KERNEL_DEFAULTS = {"framework": "hf", "paged-optimizer": False, "sac-policy": "none", "data-parallel": 8, "tune-ranks": 1, "liger": False, "packing": "none",
-                   "example-tokens": "", "padded": False, "sw-transformers": "", "sw-torch": "", "use-reentrant": ""}
+                   "example-tokens": "", "padded": False, "sw-transformers": "", "sw-torch": "", "sw-bitsandbytes": "", "sw-cuda": "",
+                   "use-reentrant": "", "alloc-conf": "", "context-memory": ""}
 
 
 def kernels(**controls):
@@ -136,6 +137,16 @@ RUNS = [
     ("vision: convnext_tiny channels_last at 256x320 without a GPU, 8-bit AdamW",
      {"task": "train", "model": "convnext_tiny", "image": "256x320", "channels-last": True, "batch": 32,
       "precision": "amp_fp16", "optimizer": "adamw_8bit", "checkpointing": "none", "sw-torch": "", "gpu": ""}),
+    # The allocator's options, a measured context and the whole stack (bitsandbytes, CUDA) reach the
+    # replay and are echoed: the allocator section names PYTORCH_CUDA_ALLOC_CONF and the context's source.
+    ("llama-3-8b LoRA r16 all-linear, pure bf16, 1 x 2048 on an RTX 4090: expandable segments, a 700 MiB context, CUDA 11.6",
+     kernels(task="train", model="llama-3-8b", target="lora", lora_rank=16, lora_targets="all-linear", precision="pure_bf16",
+             checkpointing="none", attention="flash", batch=1, seq=2048, grad_accum=1, sw_bitsandbytes="0.43.2", sw_cuda="11.6",
+             alloc_conf="expandable_segments:True", context_memory=700, gpu="rtx4090", headroom=0.15)),
+    ("generate(): llama-2-7b with max_split_size_mb:256 and a 650 MiB context, on an RTX 4090",
+     {"task": "generate", "gen-loop": "hf", "model": "llama-2-7b", "weights": "bf16", "kv-cache": "dynamic", "kv-dtype": "",
+      "gen-attention": "sdpa", "sw-transformers": "", "sw-torch": "", "sw-cuda": "", "alloc-conf": "max_split_size_mb:256",
+      "context-memory": 650, "batch": 4, "context": 1024, "new-tokens": 128, "gpu": "rtx4090", "headroom": 0.15}),
 ]
 
 # The run of the screenshot (docs/pictures/web-calculator.png): a mode is needed, and chosen.
@@ -145,6 +156,8 @@ SCREENSHOT_RUN = {"model": "gpt2-xl", "precision": "amp_bf16", "batch": 8, "seq"
 INVALID = [
     ("LoRA on a module gpt2 does not have",
      kernels(task="train", model="gpt2", target="lora", lora_rank=8, lora_targets="q,vv", gpu="rtx4090")),
+    ("an allocator option PyTorch does not accept",
+     kernels(task="train", model="gpt2", target="full", gpu="rtx4090", alloc_conf="expandable_segments:maybe")),
     ("Liger on gpt2 (a family Liger does not patch)",
      kernels(task="train", model="gpt2", target="full", liger=True, gpu="rtx4090")),
     ("torchtitan with gradient accumulation (not modelled under its FSDP2)",
@@ -343,7 +356,7 @@ def main():
                 browser.evaluate(f"({SET_CONTROLS})({json.dumps(list(controls.items()))})")
                 page = browser.evaluate(READ_PAGE)
                 # A version typed into the software stack is the run document's, training or generate().
-                for name in ("transformers", "torch"):
+                for name in ("transformers", "torch", "bitsandbytes", "cuda"):
                     typed = controls.get("sw-" + name, "")
                     if typed:
                         written = json.loads(page["run"]).get("software", {}).get(name)
@@ -353,6 +366,16 @@ def main():
                 # A vision run on a GPU draws its cliff as a transformer's does.
                 if label.startswith("vision") and controls.get("gpu"):
                     failures.check(page["cliff"] is not None, f"{label}: no OOM cliff on the page")
+                # The allocator settings typed are the run document's and are shown as the replay used them.
+                for control, field in (("alloc-conf", "alloc_conf"), ("context-memory", "context_memory")):
+                    typed = controls.get(control, "")
+                    if typed != "":
+                        written = json.loads(page["run"]).get(field)
+                        want = typed if control == "alloc-conf" else typed * (1 << 20)
+                        failures.check(written == want, f"{label}: {field} is {written!r} in run.json, typed {typed!r}")
+                        shown = {path for path, _, _ in page["figures"]}
+                        path = "allocator.alloc_conf" if control == "alloc-conf" else "allocator.context.source"
+                        failures.check(path in shown, f"{label}: the page does not show {path}")
                 if n and page["cliff"] is not None:
                     points = check_cliff(failures, label, page, args.memscale_plan, workdir)
                     print(f"ok    {label}: the OOM cliff's {points} points equal memscale-plan --svg-batch's"

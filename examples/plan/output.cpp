@@ -395,7 +395,7 @@ std::string plan_text(const memscale::gpu_spec& gpu, const memscale::plan_result
                        in_size_unit(b.parameters), in_size_unit(b.gradients), in_size_unit(b.optimizer),
                        in_size_unit(b.activations), in_size_unit(b.workspace), memscale::to_string(m.at), bar);
   }
-  out += fmt::format("Verdict: {} (the request as given; \"fits\" only when the band's upper end is within the budget)\n",
+  out += fmt::format("Verdict: {} (the request as given, in its best mode; \"fits\" only when the band's upper end is within the budget)\n",
                      memscale::to_string(plan.v));
   out += fmt::format("Chosen: {} — {} [{}]\n",
                      plan.has_chosen_mode() ? std::string(memscale::to_string(plan.chosen)) : "nothing",
