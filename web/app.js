@@ -507,7 +507,12 @@ function render(r, cliff) {
     $('breakdown-note').textContent = gen ? '(the prompt\'s forward pass, each decoding step, the whole call)'
                                           : '(steady state, step 2+)';
   }
-  if (gen) return renderInference(r);
+  if (gen) {
+    // The hidden training results keep no figures of an earlier plan.
+    $('mode-table').innerHTML = '';
+    $('cliff').hidden = true;
+    return renderInference(r);
+  }
   // VRAM is the GPU's memory: the catalog's, or the one typed (the report's "gpu").
   const vram = !r.gpu ? 0 : typeof r.gpu === 'string' ? state.gpus.find((g) => g.name === r.gpu).memory : r.gpu.memory;
   const plan = r.plan ? Object.assign({vram: vram}, r.plan) : null;
@@ -522,7 +527,11 @@ function render(r, cliff) {
   $('peaks').innerHTML = renderPeaks(r);
   $('allocator').innerHTML = renderAllocator(r);
   $('modes').hidden = !plan;
-  for (const id of ['cliff', 'cliff-title']) $(id).hidden = !plan || !cliff;
+  // Not even micro-batch 1 fits in any mode: a note instead of curves, as memscale-plan --svg-batch.
+  const curves = !!plan && !!cliff && plan.max_micro_batch > 0;
+  $('cliff-title').hidden = !plan || !cliff;
+  $('cliff').hidden = !curves;
+  $('cliff-note').hidden = !plan || !cliff || curves;
   $('no-gpu').hidden = !!plan;
   $('no-gpu').textContent = r.gpu ? 'No modes for this run: its layout and checkpointing policy are its framework\'s own.'
                                   : 'Pick a GPU to compare the modes and see where the run stops fitting.';
@@ -530,7 +539,7 @@ function render(r, cliff) {
     stackedBars('modes', plan.modes.map((m) => ({label: m.mode, breakdown: m.breakdown, peak: m.peak})), plan,
                 'allocator cache + CUDA context');
     $('mode-table').innerHTML = renderModeTable(plan);
-    if (cliff) cliffChart('cliff', cliff, plan, r.run.micro_batch);
+    if (curves) cliffChart('cliff', cliff, plan, r.run.micro_batch);
   } else {
     $('mode-table').innerHTML = '';
   }
