@@ -197,7 +197,7 @@ TEST_CASE("random streams: a larger cap fails where a smaller one fits only afte
     }
   }
   CHECK(capped_fits > 1000);  // the property was exercised
-  // The inversion is real but rare (6 of about 3,000 fitting replays with this seed).
+  // The inversion is real but rare (6 with this seed).
   CHECK(inversions > 0);
   CHECK(inversions * 100 < capped_fits);
 }
