@@ -166,7 +166,7 @@ TEST_CASE("random streams: at the unconstrained reserved peak nothing changes, b
 
 TEST_CASE("random streams: a larger cap fails where a smaller one fits only after the smaller one released its cache",
           "[allocator][property]") {
-  // A replay that fits without a retry never reached its cap, so every larger cap replays it
+  // A replay that fits without releasing anything never reached its cap, so every larger cap replays it
   // identically. An inversion (docs/allocator.md, "Properties") therefore needs the smaller cap
   // to have released cached segments, and the larger cap to lie below the unconstrained peak.
   std::mt19937_64 rng(4090);
