@@ -58,7 +58,7 @@ std::string generic_report(const options& o, const memscale::json_io::generic_ch
   if (o.json) {
     nlohmann::json j = json_report(o.model, o.run, r);
     j["generic"] = {{"model_type", g.model_type},
-                    {"band", {memscale::band_of(memscale::generic_run_class).low, memscale::band_of(memscale::generic_run_class).high}},
+                    {"band", {memscale::band_of(memscale::generic_run_class, memscale::band_quantity::tensor).low, memscale::band_of(memscale::generic_run_class, memscale::band_quantity::tensor).high}},
                     {"notes", g.notes},
                     {"checkpoint", memscale::json_io::checkpoint_summary_json(g.checkpoint)}};
     return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";

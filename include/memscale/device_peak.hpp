@@ -381,7 +381,7 @@ constexpr device_fit fit_on_device(const model_spec& model, const training_spec&
 inline constexpr error_band replayed_device_band{
     run_class::gpu_published, -0.05, 0.04, true,
     "docs/allocator.md, the 47 H100 training runs without experts with the allocator replay and the context model: "
-    "reserved and nvidia-smi worst -4.21% / +3.58%, the lower end widened by half a point"};
+    "reserved and nvidia-smi worst -4.21% / +3.58%, the lower end widened by half a point", band_quantity::device};
 
 // Hugging Face generate() under transformers 5 without experts, walked as its code makes its tensors
 // (the prompt copies, RMSNorm's and the rotation's temporaries, a padded batch's mask): the 16 H100
@@ -393,7 +393,7 @@ inline constexpr error_band replayed_device_band{
 inline constexpr error_band replayed_generate_band{
     run_class::gpu_published, -0.03, 0.04, true,
     "docs/allocator.md, the 16 H100 generate() runs under transformers 5 with the allocator replay: reserved and "
-    "nvidia-smi worst -0.36% / +3.55%, the lower end widened to -3%"};
+    "nvidia-smi worst -0.36% / +3.55%, the lower end widened to -3%", band_quantity::device};
 
 // Mixtures of experts whose stream stores the experts as the runs did (stacked, transformers 5):
 // the ten H100 steps with experts (olmoe, qwen3moe, qwen2moe, phimoe, gpt-oss, Llama 4 text,
@@ -403,7 +403,7 @@ inline constexpr error_band replayed_generate_band{
 inline constexpr error_band replayed_experts_band{
     run_class::gpu_published, -0.03, 0.01, true,
     "docs/allocator.md, the 10 H100 runs with stacked experts with the allocator replay and the context model: "
-    "reserved and nvidia-smi worst -1.54% / +0.89%, the lower end widened to -3%"};
+    "reserved and nvidia-smi worst -1.54% / +0.89%, the lower end widened to -3%", band_quantity::device};
 
 // A mixture of experts is of the unmeasured class (error_band.hpp class_of), but its replay is
 // measured where the stream stores its experts as the runs did: stacked. Such a run takes the
@@ -416,8 +416,8 @@ constexpr run_class replayed_class_of(const model_spec& model, const training_sp
 
 constexpr const error_band& replayed_band_of(const model_spec& model, const training_spec& run) {
   const run_class c = replayed_class_of(model, run);
-  if (c != run_class::gpu_published) return band_of(run_class::unmeasured);
-  if (run.torch_version < 200) return band_of(c);
+  if (c != run_class::gpu_published) return band_of(run_class::unmeasured, band_quantity::device);
+  if (run.torch_version < 200) return band_of(c, band_quantity::device);
   return model.experts > 0 ? replayed_experts_band : replayed_device_band;
 }
 
@@ -425,7 +425,7 @@ constexpr const error_band& replayed_band_of(const model_spec& model, const trai
 // class's own (the rounding rule's).
 constexpr const error_band& device_band_of(const model_spec& model, const training_spec& run, const device_estimate& d) {
   // The class reads no adapter dtype.
-  return d.replayed() ? replayed_band_of(model, run) : band_of(class_of(model, run));
+  return d.replayed() ? replayed_band_of(model, run) : band_of(class_of(model, run), band_quantity::device);
 }
 
 // The verdict with the band: "fits" needs the band's upper end within the budget and the

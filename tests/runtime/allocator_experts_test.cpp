@@ -159,7 +159,7 @@ TEST_CASE("a replayed mixture of experts takes the replayed band where its exper
   CHECK(replayed_band_of(model, json_io::run_from_record(run.record)).source == replayed_experts_band.source);
   run.record["software"]["transformers"] = "4.57.0";
   CHECK(replayed_band_of(model, json_io::run_from_record(run.record)).source ==
-        band_of(run_class::unmeasured).source);
+        band_of(run_class::unmeasured, band_quantity::device).source);
 }
 
 }  // namespace allocator_experts_test

@@ -268,7 +268,7 @@ TEST_CASE("generic model: an unknown model_type with weights is estimated from i
   CHECK(r.steady.tensor == r.steady.breakdown.total());
   CHECK(r.steady.breakdown.parameters == r.parameter_bytes);
   CHECK(r.steady.breakdown.optimizer == r.optimizer_bytes);
-  CHECK(memscale::band_of(memscale::generic_run_class).high == 0.35);
+  CHECK(memscale::band_of(memscale::generic_run_class, memscale::band_quantity::tensor).high == 0.35);
 }
 
 TEST_CASE("generic model: with a family's own shapes the checkpoint gives the family's exact state", "[checkpoint][generic][property]") {

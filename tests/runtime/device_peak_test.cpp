@@ -232,7 +232,7 @@ TEST_CASE("device verdict: the replayed band from torch 2.0, the class band befo
   old.torch_version = 113;
   const device_estimate d_old = estimate_on_device(presets::gpt2_medium, old, &h100());
   CHECK(verdict_on_device(presets::gpt2_medium, old, d_old, d_old.device).band.source ==
-        band_of(run_class::gpu_published).source);
+        band_of(run_class::gpu_published, band_quantity::device).source);
 }
 
 }  // namespace device_peak_test

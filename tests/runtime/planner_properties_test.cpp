@@ -169,7 +169,7 @@ TEST_CASE("planner: every mode's peak is the device estimate of the mode's run, 
 }
 
 TEST_CASE("error bands: measured bands contain zero, the unmeasured band is the widest", "[planner][bands]") {
-  const auto& unmeasured = memscale::band_of(memscale::run_class::unmeasured);
+  const auto& unmeasured = memscale::band_of(memscale::run_class::unmeasured, memscale::band_quantity::device);
   CHECK_FALSE(unmeasured.measured);
   for (const auto& b : memscale::error_bands) {
     INFO(std::string(memscale::to_string(b.of)));
@@ -195,7 +195,7 @@ TEST_CASE("error bands: measured bands contain zero, the unmeasured band is the 
 }
 
 TEST_CASE("error bands: the verdict of a peak range against a budget", "[planner][bands]") {
-  const auto& band = memscale::band_of(memscale::run_class::gpu_published);
+  const auto& band = memscale::band_of(memscale::run_class::gpu_published, memscale::band_quantity::device);
   const memscale::bytes peak{runtime_value(10'000'000'000)};
   const auto r = memscale::range_of(peak, band);
   CHECK(r.low < peak);

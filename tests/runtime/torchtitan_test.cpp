@@ -160,8 +160,8 @@ TEST_CASE("The torchtitan CPU traces are classed as CPU traces, one rank each") 
     CHECK_FALSE(json_io::is_multi_gpu_record(r));
     const json answer = json_io::estimate_record(r);
     CHECK(answer.at("class") == "cpu_traced");
-    CHECK(answer.at("band").at("low") == band_of(run_class::cpu_traced).low);
-    CHECK(answer.at("band").at("high") == band_of(run_class::cpu_traced).high);
+    CHECK(answer.at("band").at("low") == band_of(run_class::cpu_traced, band_quantity::tensor).low);
+    CHECK(answer.at("band").at("high") == band_of(run_class::cpu_traced, band_quantity::tensor).high);
   }
   // The same run on a GPU has no measurement.
   json on_gpu = titan_record("fsdp2r2-ac-op");

@@ -299,11 +299,20 @@ struct measured_band {
   double worst_over = 0;
 };
 
+// A row's quantity as the bands measure it: tensors (a CPU trace, max_memory_allocated) or the
+// card (max_memory_reserved, nvidia-smi).
+memscale::band_quantity band_quantity_of(const row& r) {
+  return r.quantity == "tensor" || r.quantity == "allocated" ? memscale::band_quantity::tensor
+                                                             : memscale::band_quantity::device;
+}
+
+const memscale::error_band& band_of_row(const row& r) { return memscale::band_of(r.of, band_quantity_of(r)); }
+
 std::vector<measured_band> measured_bands(const std::vector<row>& rows) {
   std::vector<measured_band> out(memscale::error_bands.size());
   for (const row& r : rows) {
     if (!r.error.empty() || !r.classified) continue;
-    auto& b = out[static_cast<std::size_t>(r.of)];
+    auto& b = out[static_cast<std::size_t>(&band_of_row(r) - memscale::error_bands.data())];
     ++b.cases;
     b.worst_under = std::min(b.worst_under, r.err_pct());
     b.worst_over = std::max(b.worst_over, r.err_pct());
@@ -372,13 +381,14 @@ void write_report(const std::vector<row>& rows, const std::string& out_dir) {
   md << "\n## Error bands by class of run\n\n"
         "The planner's verdict uses these bands (include/memscale/error_band.hpp, docs/planner.md); ctest\n"
         "`accuracy.error_bands` fails when a case falls outside its class's band.\n\n"
-        "| class | cases | measured worst under | measured worst over | band low | band high |\n|---|---|---|---|---|---|\n";
+        "| class | quantity | cases | measured worst under | measured worst over | band low | band high |\n|---|---|---|---|---|---|---|\n";
   {
     const auto measured = measured_bands(rows);
     for (std::size_t i = 0; i < measured.size(); ++i) {
       const auto& t = memscale::error_bands[i];
-      std::snprintf(buf, sizeof buf, "| %s | %zu | %+.2f%% | %+.2f%% | %+.1f%% | %+.1f%%%s |\n",
-                    std::string(memscale::to_string(t.of)).c_str(), measured[i].cases, measured[i].worst_under,
+      std::snprintf(buf, sizeof buf, "| %s | %s | %zu | %+.2f%% | %+.2f%% | %+.1f%% | %+.1f%%%s |\n",
+                    std::string(memscale::to_string(t.of)).c_str(), std::string(memscale::to_string(t.quantity)).c_str(),
+                    measured[i].cases, measured[i].worst_under,
                     measured[i].worst_over, t.low * 100.0, t.high * 100.0, t.measured ? "" : " (no measurement)");
       md << buf;
     }
@@ -442,13 +452,14 @@ void write_report(const std::vector<row>& rows, const std::string& out_dir) {
 int check_error_bands(const std::vector<row>& rows) {
   int failures = 0;
   const auto measured = measured_bands(rows);
-  const auto& unmeasured = memscale::band_of(memscale::run_class::unmeasured);
   for (std::size_t i = 0; i < measured.size(); ++i) {
     const auto& table = memscale::error_bands[i];
+    const auto& unmeasured = memscale::band_of(memscale::run_class::unmeasured, table.quantity);
     const auto& m = measured[i];
     const bool ok = table.low * 100.0 <= m.worst_under && m.worst_over <= table.high * 100.0;
-    std::printf("%-14s %3zu cases: measured %+.2f%% / %+.2f%%, table %+.1f%% / %+.1f%%%s\n",
-                std::string(memscale::to_string(table.of)).c_str(), m.cases, m.worst_under, m.worst_over,
+    std::printf("%-14s %-6s %3zu cases: measured %+.2f%% / %+.2f%%, table %+.1f%% / %+.1f%%%s\n",
+                std::string(memscale::to_string(table.of)).c_str(), std::string(memscale::to_string(table.quantity)).c_str(),
+                m.cases, m.worst_under, m.worst_over,
                 table.low * 100.0, table.high * 100.0, ok ? "" : "  NARROWER THAN MEASURED");
     if (!ok) ++failures;
     if (table.measured && m.cases == 0) {
@@ -462,7 +473,7 @@ int check_error_bands(const std::vector<row>& rows) {
   }
   for (const row& r : rows) {
     if (!r.error.empty() || !r.classified) continue;
-    const auto& band = memscale::band_of(r.of);
+    const auto& band = band_of_row(r);
     if (r.err_pct() < band.low * 100.0 || r.err_pct() > band.high * 100.0)
       std::printf("OUT OF ITS CLASS BAND %s %s (%s): %+.2f%%\n", r.set.c_str(), r.id.c_str(),
                   std::string(memscale::to_string(band.of)).c_str(), r.err_pct());

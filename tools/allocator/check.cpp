@@ -121,7 +121,7 @@ int sweep(int argc, char** argv) {
       if (vision) {
         const memscale::vision::vision_spec model = memscale::json_io::vision_model_from_record(r);
         e = memscale::vision::estimate(model, run);
-        band = &memscale::band_of(memscale::vision::class_of(model, run));
+        band = &memscale::band_of(memscale::vision::class_of(model, run), memscale::band_quantity::device);
         d = memscale::vision::estimate_on_device(model, run, &*gpu);
         replayed = [model, run, d](memscale::bytes budget) {
           return memscale::vision::verdict_on_device(model, run, d, budget).v;
@@ -129,7 +129,7 @@ int sweep(int argc, char** argv) {
       } else {
         const memscale::model_spec model = memscale::json_io::model_for_record(r);
         e = memscale::estimate(model, run);
-        band = &memscale::band_of(memscale::class_of(model, run));
+        band = &memscale::band_of(memscale::class_of(model, run), memscale::band_quantity::device);
         d = memscale::estimate_on_device(model, run, &*gpu);
         replayed = [model, run, d](memscale::bytes budget) { return memscale::verdict_on_device(model, run, d, budget).v; };
       }

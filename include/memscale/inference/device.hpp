@@ -161,7 +161,7 @@ constexpr device_fit fit_inference_on_device(const model_spec& model, const infe
 inline constexpr error_band replayed_gpt_fast_band{
     run_class::gpu_published, -0.05, 0.04, true,
     "docs/inference.md, gpt-fast's generate() on an H100 with the allocator replay and the context model (3 runs): "
-    "reserved and nvidia-smi +1.14% .. +3.37%, the ends those of the transformers replay"};
+    "reserved and nvidia-smi +1.14% .. +3.37%, the ends those of the transformers replay", band_quantity::device};
 
 // The band of d.device. Replayed transformers generate() of a dense Hugging Face decoder from torch
 // 2.0 under transformers 5 has the band its nine H100 runs measured (replayed_generate_band); before
@@ -179,7 +179,7 @@ constexpr const error_band& inference_band_of(const model_spec& model, const inf
                              model.impl == implementation::hf_transformers && run.kv == run.compute &&
                              (run.cache == kv_cache_kind::dynamic || run.cache == kv_cache_kind::static_preallocated ||
                               run.loop == generate_loop::gpt_fast);
-  if (!measured_path) return band_of(run_class::unmeasured);
+  if (!measured_path) return band_of(run_class::unmeasured, band_quantity::device);
   if (run.loop == generate_loop::gpt_fast) return replayed_gpt_fast_band;
   if (model.experts > 0) return replayed_generate_band;
   return run.transformers_version >= 500 ? replayed_generate_band : replayed_device_band;

@@ -129,7 +129,7 @@ inline generic_checkpoint generic_model_of(const json& config, checkpoint_summar
   g.model = generic_model{.decoder = m, .weights = checkpoint.inventory};
   g.model_type = model_type;
   g.quantization = hf::quantization_of(config);
-  const error_band& band = band_of(generic_run_class);
+  const error_band& band = band_of(generic_run_class, band_quantity::tensor);
   g.notes.push_back(std::string(generic_activation_note) + ": band +-" + std::to_string(static_cast<int>(band.high * 100 + 0.5)) + "%");
   g.notes.push_back("parameters, gradients and optimizer state from the checkpoint's headers (" +
                     std::to_string(checkpoint.files.size()) + " safetensors files), exact for a full fine-tune");

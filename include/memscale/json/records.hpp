@@ -371,9 +371,16 @@ bytes device_quantity(const DeviceEstimate& d, quantity q) {
 // device is a GPU of the catalog, the verdict the planner's rule gives at that GPU's budget
 // (default headroom) and the allocator replay's figures with the capped replay's point verdict.
 inline void add_class_and_verdict(json& out, const json& record, const model_spec& model, const training_spec& run) {
-  const error_band& band = band_of(class_of(model, run));
+  // The band of the quantity the record measured: its tensors, or what the card held.
+  const quantity measured = quantity_of(record.value("measure", std::string("max_memory_allocated")));
+  const bool tensors = measured == quantity::tensor || measured == quantity::allocated;
+  const run_class of = class_of(model, run);
+  const error_band& band = band_of(of, tensors ? band_quantity::tensor : band_quantity::device);
   out["class"] = std::string(to_string(band.of));
-  out["band"] = {{"low", band.low}, {"high", band.high}, {"measured", band.measured}};
+  out["band"] = {{"low", band.low},
+                 {"high", band.high},
+                 {"measured", band.measured},
+                 {"quantity", std::string(to_string(band.quantity))}};
   const auto gpu = find_gpu(record.value("device", std::string("cuda")));
   if (!gpu || run.device != device_kind::cuda) {
     out["verdict"] = nullptr;
@@ -385,7 +392,8 @@ inline void add_class_and_verdict(json& out, const json& record, const model_spe
   out["verdict"] = {{"gpu", std::string(gpu->name)},
                     {"budget", budget.value},
                     {"peak", overall_peak(e).device.value},
-                    {"verdict", std::string(to_string(verdict_of(range_of(overall_peak(e).device, band), budget)))}};
+                    {"verdict", std::string(to_string(verdict_of(
+                                    range_of(overall_peak(e).device, band_of(of, band_quantity::device)), budget)))}};
   const device_options o = record_device_options(record);
   try {  // the replay's own limits must not turn a modelled record into an error
     const device_estimate d = estimate_on_device(model, on_device, &*gpu, o);

@@ -84,14 +84,14 @@ constexpr device_fit fit_on_device(const vision_spec& model, const training_spec
 inline constexpr error_band replayed_vision_band{
     run_class::torchvision, -0.05, 0.04, true,
     "docs/allocator.md, resnet50 (fp32, autocast bf16) and vit_b_16 on an H100 with the allocator replay and the "
-    "context model: reserved -4.21% .. -3.88%, nvidia-smi -3.83% .. -3.22%, the ends those of the transformer replay"};
+    "context model: reserved -4.21% .. -3.88%, nvidia-smi -3.83% .. -3.22%, the ends those of the transformer replay", band_quantity::device};
 
 // The band of d.device: replayed from torch 2.0, the measured class takes the replayed band;
 // otherwise the class's own (the rounding rule's).
 constexpr const error_band& device_band_of(const vision_spec& model, const training_spec& run, const device_estimate& d) {
   const run_class c = class_of(model, run);
   if (d.replayed() && c == run_class::torchvision && run.torch_version >= 200) return replayed_vision_band;
-  return band_of(c);
+  return band_of(c, band_quantity::device);
 }
 
 constexpr device_verdict verdict_on_device(const vision_spec& model, const training_spec& run, const device_estimate& d,
