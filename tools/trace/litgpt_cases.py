@@ -30,6 +30,9 @@ HalfPrecision.convert_output still casts to the default dtype): the same LoRA lo
 (litgpt/finetune/lora.py lines 304-307), RMSNorm in fp32 (litgpt/model.py lines 483-490: x.float(),
 mean(x * x), x * rsqrt, (x_normed * weight.float()).to(dtype)) and LoRAQKVLinear.zero_pad writing the
 conv1d output into new zeros with index_copy_ (litgpt/lora.py lines 288-342), no reshape copy.
+Its CausalSelfAttention.forward (litgpt/model.py lines 227-292, `forward_v0_4`): the interleaved qkv viewed
+per query group, permuted and split; with grouped queries k and v expanded to every query head and q, k, v
+reshaped into copies before RoPE; LoRAQKVLinear's interleaved lora_ind (litgpt/lora.py lines 264-286: the property).
 Its fit() also validates (lines 282, 349, 368-383): the 0.4.9 cases run validate() over two batches
 before step 1 and after step 1 (eval.interval 1): the whole logits under no_grad, Fabric's cast, and
 chunked_cross_entropy(logits[..., :-1, :], ..., chunk_size=0); measured_bytes covers both.
@@ -161,7 +164,7 @@ class LoRAQKVLinear(nn.Module):  # lit_gpt/lora.py LoRAQKVLinear @ 8641822 (main
         return pretrained + self.zero_pad(after_B) * self.scaling
 
 
-def interleaved_lora_ind(enable, hs, q_per_kv, out):  # litgpt/lora.py LoRAQKVLinear.lora_ind @ b0ea1772
+def interleaved_lora_ind(enable, hs, q_per_kv, out):  # litgpt/lora.py LoRAQKVLinear.lora_ind lines 264-286 @ b0ea1772
     group = q_per_kv + 2  # each group's q_per_kv query heads, then its key head and its value head
     picks = (lambda h: h % group < group - 2, lambda h: h % group == group - 2, lambda h: h % group == group - 1)
     return [i for e, pick in zip(enable, picks) if e for i in range(out) if pick(i // hs)]
@@ -214,7 +217,7 @@ class Attention(nn.Module):
         y = (att @ v).transpose(1, 2).reshape(B, Tn, C)
         return self.proj(y)
 
-    def forward_v0_4(self, x, cos, sin, mask):  # CausalSelfAttention.forward lines 231-289 @ b0ea1772 (no kv cache)
+    def forward_v0_4(self, x, cos, sin, mask):  # CausalSelfAttention.forward lines 227-292 @ b0ea1772 (no kv cache)
         B, Tn, C = x.shape
         qkv = self.attn(x)
         q_per_kv = self.nh // self.groups

@@ -24,7 +24,7 @@
 
 namespace memscale::graph_layers {
 
-// litgpt 0.4's CausalSelfAttention.forward (litgpt/model.py lines 231-289 @ b0ea1772) views the
+// litgpt 0.4's CausalSelfAttention.forward (litgpt/model.py lines 227-292 @ b0ea1772) views the
 // interleaved qkv as (B, T, groups, q_per_kv + 2, hs), permutes it to (B, groups, q_per_kv + 2,
 // T, hs) and splits q, k and v off as views (line 246); k.expand and v.expand to every query head
 // (lines 251-253, always in training: input_pos is None), then reshape to (B, heads, T, hs)
