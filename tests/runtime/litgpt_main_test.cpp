@@ -31,7 +31,6 @@ using nlohmann::json;
 
 constexpr std::uint64_t layers = 2;
 constexpr std::uint64_t hidden = 256;
-constexpr std::uint64_t tokens = 2 * 256;
 
 // 8 query heads over `kv_heads` key/value groups (tools/trace/litgpt_cases.py "llama-gqa").
 constexpr model_spec litgpt_llama(std::uint64_t kv_heads) {
@@ -57,7 +56,7 @@ static_assert(framework_version_modelled(framework_kind::litgpt, litgpt_main) &&
               !framework_version_modelled(framework_kind::litgpt, 514));
 static_assert(litgpt_repeats_kv_after_rope(lora_run(litgpt_main)) && !litgpt_repeats_kv_after_rope(lora_run(409)));
 static_assert(graph_layers::attention_path_of(litgpt_llama(2), lora_run(litgpt_main)).repeats_kv &&
-              !graph_layers::attention_path_of(litgpt_llama(2), lora_run(409)).repeats_kv &&
+              !graph_layers::litgpt_expands_kv_before_rope(lora_run(litgpt_main)) &&
               !graph_layers::attention_path_of(litgpt_llama(8), lora_run(litgpt_main)).repeats_kv);
 static_assert(with_script_loss(with_framework(training_spec{}, framework_kind::litgpt)).loss == loss_impl::standard &&
               with_script_loss(lora_run(409)).loss == loss_impl::chunked);
@@ -94,29 +93,30 @@ TEST_CASE("litgpt main as --framework: main, 0.5 and 0.5.5 to 0.5.13 read at 268
   CHECK(untouched.framework == framework_kind::hf);
 }
 
-TEST_CASE("litgpt main repeats k and v per query head after RoPE, and multi-head attention keeps 0.4's bytes") {
+TEST_CASE("litgpt main repeats k and v per query head after RoPE, 0.4 before it: the same tensors are saved") {
   // Multi-head: the same tensors are saved (the traces agree to the byte: sec. 2).
   CHECK(saved(litgpt_llama(8), lora_run(litgpt_main)) == saved(litgpt_llama(8), lora_run(409)));
-  const std::uint64_t q_width = hidden;
-  const std::uint64_t kv_width = hidden / 4;  // two groups of eight heads
-  // Eager attention (the CPU traces' stand-in for SDPA): the context matmul saves the repeated v
-  // and the scores matmul the repeated k, q-wide where 0.4's model reads kv-wide copies:
-  // 2 x tokens x (q - kv) bf16 a layer.
+  // Grouped queries: main rotates the kv-wide k and copies it after, 0.4 copies it first; either
+  // way attention gets (and saves) heads-wide k and v: eager attention (the CPU traces' stand-in
+  // for SDPA) and a fused kernel on CUDA alike.
   training_spec cpu = lora_run(litgpt_main);
   cpu.device = device_kind::cpu;
   cpu.attention = attention_impl::eager;
   training_spec cpu_0_4 = cpu;
   cpu_0_4.framework_version = 409;
-  CHECK(saved(litgpt_llama(2), cpu) - saved(litgpt_llama(2), cpu_0_4) == layers * 2 * tokens * (q_width - kv_width) * 2);
-  // CUDA (a fused kernel): it saves the repeated k and v, where 0.4's model saves the rotated
-  // kv-wide k and, for v, the whole qkv output it is a view of.
+  CHECK(saved(litgpt_llama(2), cpu) == saved(litgpt_llama(2), cpu_0_4));
   training_spec cuda = lora_run(litgpt_main);
   cuda.device = device_kind::cuda;
   training_spec cuda_0_4 = lora_run(409);
   cuda_0_4.device = device_kind::cuda;
-  const std::uint64_t kept_main = 2 * q_width;
-  const std::uint64_t kept_0_4 = kv_width + q_width + 2 * kv_width;
-  CHECK(saved(litgpt_llama(2), cuda) - saved(litgpt_llama(2), cuda_0_4) == layers * tokens * (kept_main - kept_0_4) * 2);
+  CHECK(saved(litgpt_llama(2), cuda) == saved(litgpt_llama(2), cuda_0_4));
+  // A full fine-tune saves nothing else sized by the groups (the qkv linear saves its input): the
+  // repeated k and v are heads wide as in multi-head attention.
+  training_spec full = cpu;
+  full.target = training_target::full;
+  full.lora_rank = 0;
+  full.loss = loss_impl::standard;
+  CHECK(saved(litgpt_llama(2), full) == saved(litgpt_llama(8), full));
 }
 
 TEST_CASE("litgpt main over several devices is its LoRA script's ModelParallelStrategy, or refused by name") {

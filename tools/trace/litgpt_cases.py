@@ -30,6 +30,9 @@ HalfPrecision.convert_output still casts to the default dtype): the same LoRA lo
 (litgpt/finetune/lora.py lines 304-307), RMSNorm in fp32 (litgpt/model.py lines 483-490: x.float(),
 mean(x * x), x * rsqrt, (x_normed * weight.float()).to(dtype)) and LoRAQKVLinear.zero_pad writing the
 conv1d output into new zeros with index_copy_ (litgpt/lora.py lines 288-342), no reshape copy.
+Its CausalSelfAttention.forward (litgpt/model.py lines 227-292, `forward_v0_4`): the interleaved qkv viewed
+per query group, permuted and split; with grouped queries k and v expanded to every query head and q, k, v
+reshaped into copies before RoPE; LoRAQKVLinear's interleaved lora_ind (litgpt/lora.py lines 264-286: the property).
 Its fit() also validates (lines 282, 349, 368-383): the 0.4.9 cases run validate() over two batches
 before step 1 and after step 1 (eval.interval 1): the whole logits under no_grad, Fabric's cast, and
 chunked_cross_entropy(logits[..., :-1, :], ..., chunk_size=0); measured_bytes covers both.
@@ -161,6 +164,12 @@ class LoRAQKVLinear(nn.Module):  # lit_gpt/lora.py LoRAQKVLinear @ 8641822 (main
         return pretrained + self.zero_pad(after_B) * self.scaling
 
 
+def interleaved_lora_ind(enable, hs, q_per_kv, out):  # litgpt/lora.py LoRAQKVLinear.lora_ind lines 264-286 @ b0ea1772
+    group = q_per_kv + 2  # each group's q_per_kv query heads, then its key head and its value head
+    picks = (lambda h: h % group < group - 2, lambda h: h % group == group - 2, lambda h: h % group == group - 1)
+    return [i for e, pick in zip(enable, picks) if e for i in range(out) if pick(i // hs)]
+
+
 def apply_rope(x, cos, sin):  # lit_gpt/model.py @ 8641822
     hs = x.size(-1)
     x1, x2 = x[..., : hs // 2], x[..., hs // 2:]
@@ -175,12 +184,15 @@ class Attention(nn.Module):
         self.hs, self.nh, self.groups = H // nh, nh, m["kv_heads"]
         self.rope_n = int(m["rotary_pct"] * self.hs)
         self.main = c["version"] == "0.5.13"
-        assert self.main or self.groups == nh, "the 2023 and 0.4.9 stand-ins are multi-head only"
+        self.v0_4 = c["version"] == "0.4.9"
+        assert self.main or self.v0_4 or self.groups == nh, "the 2023 stand-in is multi-head only"
         kv = self.groups * self.hs
         out = H + 2 * kv
         en = tuple(t in c["targets"] for t in ("q", "k", "v"))
         if c["lora"] and any(en):
             self.attn = LoRAQKVLinear(H, out, m["bias"], c["r"], c["alpha"], c["dropout"], en, c["version"], kv)
+            if self.v0_4 and self.groups != nh:
+                self.attn.lora_ind = interleaved_lora_ind(en, self.hs, nh // self.groups, out)
         else:
             self.attn = nn.Linear(H, out, bias=m["bias"])
         r = c["r"] if c["lora"] and "proj" in c["targets"] else 0
@@ -205,9 +217,35 @@ class Attention(nn.Module):
         y = (att @ v).transpose(1, 2).reshape(B, Tn, C)
         return self.proj(y)
 
+    def forward_v0_4(self, x, cos, sin, mask):  # CausalSelfAttention.forward lines 227-292 @ b0ea1772 (no kv cache)
+        B, Tn, C = x.shape
+        qkv = self.attn(x)
+        q_per_kv = self.nh // self.groups
+        qkv = qkv.view(B, Tn, self.groups, q_per_kv + 2, self.hs)
+        qkv = qkv.permute(0, 2, 3, 1, 4)  # (B, groups, q_per_kv + 2, T, hs)
+        q, k, v = qkv.split((q_per_kv, 1, 1), dim=2)
+        if self.groups != self.nh:  # input_pos is None in training: k and v to every query head
+            k = k.expand(B, self.groups, q_per_kv, Tn, self.hs)
+            v = v.expand(B, self.groups, q_per_kv, Tn, self.hs)
+        q = q.reshape(B, -1, Tn, self.hs)
+        k = k.reshape(B, -1, Tn, self.hs)
+        v = v.reshape(B, -1, Tn, self.hs)
+        n = self.rope_n
+        q_roped = apply_rope(q[..., :n], cos, sin)
+        k_roped = apply_rope(k[..., :n], cos, sin)
+        q = torch.cat((q_roped, q[..., n:]), dim=-1)
+        k = torch.cat((k_roped, k[..., n:]), dim=-1)
+        # Stand-in for F.scaled_dot_product_attention(is_causal=True): eager math (torch 1.13).
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(self.hs))
+        att = F.softmax(att.masked_fill(mask, float("-inf")), dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(B, Tn, C)
+        return self.proj(y)
+
     def forward(self, x, cos, sin, mask):
         if self.main:
             return self.forward_main(x, cos, sin, mask)
+        if self.v0_4:
+            return self.forward_v0_4(x, cos, sin, mask)
         B, Tn, C = x.shape
         qkv = self.attn(x)
         qkv = qkv.view(B, Tn, self.nh, 3, self.hs).permute(0, 2, 3, 1, 4)
@@ -459,6 +497,13 @@ def cases():
     # litgpt v0.4.9's full fine-tune: the loss chunked by 128 rows over the whole fp32 logits.
     add("llama", "full", version="0.4.9")
     add("llama-v32k", "full", batch=4, version="0.4.9")
+    # litgpt v0.4.9's grouped queries: k and v expanded to every query head before RoPE, one and
+    # two sequences, LoRA on q and v (the default) and on q, k and v, and a full fine-tune.
+    add("llama-gqa-v4k", "lora", batch=1, version="0.4.9")
+    add("llama-gqa-v4k", "lora", version="0.4.9")
+    add("llama-gqa-v4k", "lora", targets=("q", "k", "v"), version="0.4.9")
+    add("llama-gqa-v4k", "full", batch=1, version="0.4.9")
+    add("llama-gqa-v4k", "full", version="0.4.9")
     # litgpt main (v0.5.13): the restructured attention under LoRA and a full fine-tune, grouped
     # queries (repeat_interleave after RoPE), and a larger vocabulary.
     add("llama", "lora", version="0.5.13")

@@ -24,6 +24,17 @@
 
 namespace memscale::graph_layers {
 
+// litgpt 0.4's CausalSelfAttention.forward (litgpt/model.py lines 227-292 @ b0ea1772) views the
+// interleaved qkv as (B, T, groups, q_per_kv + 2, hs), permutes it to (B, groups, q_per_kv + 2,
+// T, hs) and splits q, k and v off as views (line 246); k.expand and v.expand to every query head
+// (lines 251-253, always in training: input_pos is None), then reshape to (B, heads, T, hs)
+// (lines 255-257): a copy of each where groups and q_per_kv cannot merge (more than one group),
+// so RoPE and torch.cat (lines 259-262) run on heads key heads, not kv_heads.
+constexpr bool litgpt_expands_kv_before_rope(const training_spec& t) {
+  return t.framework == framework_kind::litgpt && t.framework_version >= litgpt_v0_4 &&
+         t.framework_version < litgpt_v0_5_5;
+}
+
 struct attention_path {
   attention_kernel kernel = attention_kernel::math;
   bool repeats_kv = false;  // k and v are copied per query head before attending
@@ -39,10 +50,12 @@ constexpr attention_path attention_path_of(const model_spec& model, const traini
   // torchtune copies k and v to every query head itself before SDPA (k.unsqueeze(2).expand(...)
   // .flatten(1, 2), torchtune/modules/attention.py lines 290-291 @ v0.6.1), whatever the kernel.
   // torchtitan's repeat_kv copies them too (expand + reshape, models/llama3/model/model.py @ f7084fc7).
-  // litgpt main repeat_interleaves them after RoPE (litgpt_repeats_kv_after_rope, training.hpp).
+  // litgpt main repeat_interleaves them after RoPE (litgpt_repeats_kv_after_rope, training.hpp),
+  // litgpt 0.4 expands them before it (litgpt_expands_kv_before_rope).
   const bool torchtune = run.framework == framework_kind::torchtune || run.framework == framework_kind::torchtitan;
   const bool gqa = kv_heads_of(model) != model.heads &&
-                   (model.impl == implementation::hf_transformers || torchtune || litgpt_repeats_kv_after_rope(run));
+                   (model.impl == implementation::hf_transformers || torchtune || litgpt_repeats_kv_after_rope(run) ||
+                    litgpt_expands_kv_before_rope(run));
   const attention_kernel kernel = attention_kernel_of(model, run);
   const bool sdpa_gqa = !torchtune && sdpa_gets_grouped_kv(model, run) &&
                         (run.attention == attention_impl::sdpa || run.attention == attention_impl::flash);
@@ -424,6 +437,43 @@ constexpr bytes memory_efficient_mask_bias(const layer_context& ctx, op& core) {
   return storage(type, detail::checked_mul(detail::checked_mul(rows, ctx.model.heads), padded));
 }
 
+// With one key/value head the repeat is a view (repeat_kv_heads), which a fused kernel saves as
+// passed. A mask makes Hugging Face's 4.x SDPA copy k and v first (modeling_llama.py@00227283
+// LlamaSdpaAttention: .contiguous() on CUDA with a causal_mask), so only a run without one.
+// Traced for a training step's saved tensors; generate() (no grad) keeps the copies it was
+// walked with until a trace of its kernels' inputs says otherwise.
+constexpr bool repeat_is_view_of(const layer_context& ctx, const attention_path& path) {
+  return path.repeats_kv && kv_heads_of(ctx.model) == 1 && is_fused(path.kernel) && !padded_row_mask(ctx.run) &&
+         !ctx.ops.records_forward_liveness();
+}
+
+// repeat_kv: expand + reshape materialises heads/kv_heads copies of k and v over every key
+// position; returns k's element count after it.
+constexpr std::uint64_t repeat_kv_heads(const layer_context& ctx, qkv_tensors& qkv, const qkv_grads& grads,
+                                        std::uint64_t kv_elements, std::uint64_t q_width, bool as_view) {
+  op_writer& ops = ctx.ops;
+  const dtype type = ops.precision().matmul;
+  const std::uint64_t k_elements = detail::checked_mul(ctx.run.micro_batch, ctx.keys(), q_width);
+  qkv.k = ops.tracked_if(grads.k, [&] { return ops.elementwise(qkv.k, k_elements, type); });
+  qkv.v = ops.tracked_if(grads.v, [&] { return ops.elementwise(qkv.v, k_elements, type); });
+  // torchtitan's repeat_kv reshapes (bs, slen, kv_heads, n_rep, head_dim) into (bs, slen, heads,
+  // head_dim) (models/llama3/model/model.py @ f7084fc7): with one key/value head (a TP rank's
+  // share of few) it merges a size-1 dim with the expand's stride-0 one, which reshape does as a
+  // view. Hugging Face's repeat_kv (expand, reshape) and torchtune's (unsqueeze(2).expand(...)
+  // .flatten(1, 2), modules/attention.py @ v0.6.1) do the same (traced: tools/trace/repeat_kv_saved.py,
+  // head stride 0). Nothing is copied; the kernel saves the one-head k and v, and the backward
+  // still sums a full-size gradient back onto them. Eager attention and SDPA's math kernel copy
+  // them inside matmul instead, as many bytes as the repeat's copies written here.
+  if (as_view)
+    for (const tensor repeated : {qkv.k, qkv.v}) {
+      op& view = ops.at(repeated);
+      view.grad_out = view.out;
+      view.grad_in = storage(type, kv_elements);
+      view.out = {};
+    }
+  return k_elements;
+}
+
 // The model's self-attention over every token, output projection included.
 constexpr tensor self_attention(const layer_context& ctx, tensor in) {
   op_writer& ops = ctx.ops;
@@ -463,6 +513,16 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
     // over head_dim; its scale is a 0-dim buffer, so nothing is kept for a weight gradient.
     qkv.v = unscaled_rms_norm(ctx, qkv.v, {.width = w.head_dim, .rows = detail::checked_mul(ctx.tokens, w.kv_heads),
                                           .site = norm_site::qk});
+  }
+  const attention_path path = attention_path_of(m, run);
+  const bool repeat_is_view = repeat_is_view_of(ctx, path);
+  tensor v_heads = qkv.v;
+  const bool kv_before_rope = path.repeats_kv && litgpt_expands_kv_before_rope(run);
+  if (kv_before_rope) {
+    // q.reshape (litgpt/model.py line 255 @ b0ea1772) copies the (B, groups, q_per_kv, T, hs) view
+    // unless there is one group; then k and v to every query head.
+    if (w.kv_heads > 1) qkv.q = ops.tracked_if(grads.q, [&] { return ops.elementwise(qkv.q, q_elements, p.matmul); });
+    k_elements = repeat_kv_heads(ctx, qkv, grads, k_elements, w.q, repeat_is_view);
   }
   bytes rope_backward_copies{};
   if (m.positions == position_kind::rotary && run.liger_rope) {
@@ -540,7 +600,6 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
     qkv.k = ops.elementwise(qkv.k, k_elements, p.matmul);
     qkv.v = ops.elementwise(qkv.v, k_elements, p.matmul);
   }
-  const attention_path path = attention_path_of(m, run);
   if (ops.records_forward_liveness()) {
     ops.at(qkv.k).kv_cached = true;
     ops.at(qkv.v).kv_cached = true;
@@ -559,38 +618,11 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
     ops.at(qkv.k).kv_cached = !legacy_opt && !legacy_neox;
     ops.at(qkv.v).kv_cached = !legacy_opt;
   }
-  // repeat_kv's inputs, which a fused kernel saves in place of its outputs when those are views.
+  // repeat_kv's inputs, which a fused kernel saves in place of its outputs when those are views
+  // (keys expanded before RoPE are saved as RoPE made them).
   const tensor k_heads = qkv.k;
-  const tensor v_heads = qkv.v;
-  // With one key/value head the repeat is a view (below), which a fused kernel saves as passed. A
-  // mask makes Hugging Face's 4.x SDPA copy k and v first (modeling_llama.py@00227283
-  // LlamaSdpaAttention: .contiguous() on CUDA with a causal_mask), so only a run without one.
-  // Traced for a training step's saved tensors; generate() (no grad) keeps the copies it was
-  // walked with until a trace of its kernels' inputs says otherwise.
-  const bool repeat_is_view = path.repeats_kv && kv_heads_of(m) == 1 && is_fused(path.kernel) && !padded_row_mask(run) &&
-                              !ops.records_forward_liveness();
-  if (path.repeats_kv) {
-    // repeat_kv: expand + reshape materialises heads/kv_heads copies of k and v.
-    const std::uint64_t kv_elements = k_elements;
-    k_elements = detail::checked_mul(run.micro_batch, keys, w.q);
-    qkv.k = ops.tracked_if(grads.k, [&] { return ops.elementwise(qkv.k, k_elements, p.matmul); });
-    qkv.v = ops.tracked_if(grads.v, [&] { return ops.elementwise(qkv.v, k_elements, p.matmul); });
-    // torchtitan's repeat_kv reshapes (bs, slen, kv_heads, n_rep, head_dim) into (bs, slen, heads,
-    // head_dim) (models/llama3/model/model.py @ f7084fc7): with one key/value head (a TP rank's
-    // share of few) it merges a size-1 dim with the expand's stride-0 one, which reshape does as a
-    // view. Hugging Face's repeat_kv (expand, reshape) and torchtune's (unsqueeze(2).expand(...)
-    // .flatten(1, 2), modules/attention.py @ v0.6.1) do the same (traced: tools/trace/repeat_kv_saved.py,
-    // head stride 0). Nothing is copied; the kernel saves the one-head k and v, and the backward
-    // still sums a full-size gradient back onto them. Eager attention and SDPA's math kernel copy
-    // them inside matmul instead, as many bytes as the repeat's copies written here.
-    if (repeat_is_view)
-      for (const tensor repeated : {qkv.k, qkv.v}) {
-        op& view = ops.at(repeated);
-        view.grad_out = view.out;
-        view.grad_in = storage(p.matmul, kv_elements);
-        view.out = {};
-      }
-  }
+  if (!kv_before_rope) v_heads = qkv.v;
+  if (path.repeats_kv && !kv_before_rope) k_elements = repeat_kv_heads(ctx, qkv, grads, k_elements, w.q, repeat_is_view);
   const auto batch_heads =
       detail::checked_mul(run.micro_batch, m.heads, detail::quantity{"attention scores (micro_batch x heads x seq_len^2)"});
   const auto scores = detail::checked_mul(batch_heads, run.seq_len, keys,
