@@ -56,7 +56,7 @@ static_assert(framework_version_modelled(framework_kind::litgpt, litgpt_main) &&
               !framework_version_modelled(framework_kind::litgpt, 514));
 static_assert(litgpt_repeats_kv_after_rope(lora_run(litgpt_main)) && !litgpt_repeats_kv_after_rope(lora_run(409)));
 static_assert(graph_layers::attention_path_of(litgpt_llama(2), lora_run(litgpt_main)).repeats_kv &&
-              !graph_layers::litgpt_expands_kv_before_rope(lora_run(litgpt_main)) &&
+              !graph_layers::litgpt_expands_kv_before_rope(litgpt_llama(2), lora_run(litgpt_main)) &&
               !graph_layers::attention_path_of(litgpt_llama(8), lora_run(litgpt_main)).repeats_kv);
 static_assert(with_script_loss(with_framework(training_spec{}, framework_kind::litgpt)).loss == loss_impl::standard &&
               with_script_loss(lora_run(409)).loss == loss_impl::chunked);

@@ -73,9 +73,14 @@ constexpr model_spec litgpt_grouped(std::uint64_t kv_heads) {
   return as_litgpt_model(presets::llama_base("litgpt-gqa", layers, hidden, 8, kv_heads, 688, 4000));
 }
 
-static_assert(graph_layers::litgpt_expands_kv_before_rope(lora_run(409, 207)) &&
-              !graph_layers::litgpt_expands_kv_before_rope(lora_run(0, 207)) &&
-              !graph_layers::litgpt_expands_kv_before_rope(lora_run(litgpt_main, 207)));
+static_assert(graph_layers::litgpt_expands_kv_before_rope(litgpt_grouped(2), lora_run(409, 207)) &&
+              !graph_layers::litgpt_expands_kv_before_rope(litgpt_grouped(2), lora_run(litgpt_main, 207)));
+// The 2023 scripts expand grouped k and v before RoPE too, but keep a multi-query model's one head.
+static_assert(graph_layers::litgpt_expands_kv_before_rope(litgpt_grouped(2), lora_run(0, 207)) &&
+              !graph_layers::litgpt_expands_kv_before_rope(litgpt_grouped(1), lora_run(0, 207)) &&
+              graph_layers::litgpt_expands_kv_before_rope(litgpt_grouped(1), lora_run(409, 207)));
+static_assert(graph_layers::attention_path_of(litgpt_grouped(2), lora_run(0, 207)).repeats_kv &&
+              !graph_layers::attention_path_of(litgpt_grouped(1), lora_run(0, 207)).repeats_kv);
 static_assert(graph_layers::attention_path_of(litgpt_grouped(2), lora_run(409, 207)).repeats_kv &&
               !graph_layers::attention_path_of(litgpt_grouped(8), lora_run(409, 207)).repeats_kv);
 

@@ -29,10 +29,13 @@ namespace memscale::graph_layers {
 // T, hs) and splits q, k and v off as views (line 246); k.expand and v.expand to every query head
 // (lines 251-253, always in training: input_pos is None), then reshape to (B, heads, T, hs)
 // (lines 255-257): a copy of each where groups and q_per_kv cannot merge (more than one group),
-// so RoPE and torch.cat (lines 259-262) run on heads key heads, not kv_heads.
-constexpr bool litgpt_expands_kv_before_rope(const training_spec& t) {
-  return t.framework == framework_kind::litgpt && t.framework_version >= litgpt_v0_4 &&
-         t.framework_version < litgpt_v0_5_5;
+// so RoPE and torch.cat (lines 259-262) run on heads key heads, not kv_heads. The 2023 scripts
+// (framework_version 0) do the same, but only with more than one group (lit_gpt/model.py lines
+// 203-214 @ 8641822: `if n_query_groups != 1`): their multi-query k and v keep one head.
+constexpr bool litgpt_expands_kv_before_rope(const model_spec& model, const training_spec& t) {
+  if (t.framework != framework_kind::litgpt) return false;
+  if (t.framework_version == 0) return kv_heads_of(model) != 1;
+  return t.framework_version >= litgpt_v0_4 && t.framework_version < litgpt_v0_5_5;
 }
 
 struct attention_path {
@@ -55,7 +58,7 @@ constexpr attention_path attention_path_of(const model_spec& model, const traini
   const bool torchtune = run.framework == framework_kind::torchtune || run.framework == framework_kind::torchtitan;
   const bool gqa = kv_heads_of(model) != model.heads &&
                    (model.impl == implementation::hf_transformers || torchtune || litgpt_repeats_kv_after_rope(run) ||
-                    litgpt_expands_kv_before_rope(run));
+                    litgpt_expands_kv_before_rope(model, run));
   const attention_kernel kernel = attention_kernel_of(model, run);
   const bool sdpa_gqa = !torchtune && sdpa_gets_grouped_kv(model, run) &&
                         (run.attention == attention_impl::sdpa || run.attention == attention_impl::flash);
@@ -517,7 +520,7 @@ constexpr tensor self_attention(const layer_context& ctx, tensor in) {
   const attention_path path = attention_path_of(m, run);
   const bool repeat_is_view = repeat_is_view_of(ctx, path);
   tensor v_heads = qkv.v;
-  const bool kv_before_rope = path.repeats_kv && litgpt_expands_kv_before_rope(run);
+  const bool kv_before_rope = path.repeats_kv && litgpt_expands_kv_before_rope(m, run);
   if (kv_before_rope) {
     // q.reshape (litgpt/model.py line 255 @ b0ea1772) copies the (B, groups, q_per_kv, T, hs) view
     // unless there is one group; then k and v to every query head.
