@@ -185,7 +185,9 @@ class Attention(nn.Module):
         self.rope_n = int(m["rotary_pct"] * self.hs)
         self.main = c["version"] == "0.5.13"
         self.v0_4 = c["version"] == "0.4.9"
-        assert self.main or self.v0_4 or self.groups == nh, "the 2023 stand-in is multi-head only"
+        # The 2023 attention is 0.4.9's with another expand condition; its multi-head path below.
+        self.v2023_grouped = c["version"] == "8641822" and self.groups != self.nh
+        assert self.main or self.v0_4 or self.groups == nh or not c["lora"], "the 2023 LoRA stand-in is multi-head only"
         kv = self.groups * self.hs
         out = H + 2 * kv
         en = tuple(t in c["targets"] for t in ("q", "k", "v"))
@@ -224,7 +226,10 @@ class Attention(nn.Module):
         qkv = qkv.view(B, Tn, self.groups, q_per_kv + 2, self.hs)
         qkv = qkv.permute(0, 2, 3, 1, 4)  # (B, groups, q_per_kv + 2, T, hs)
         q, k, v = qkv.split((q_per_kv, 1, 1), dim=2)
-        if self.groups != self.nh:  # input_pos is None in training: k and v to every query head
+        # input_pos is None in training: k and v to every query head; the 2023 scripts (lit_gpt/model.py
+        # lines 203-209 @ 8641822) only with more than one group.
+        expands = self.groups != 1 if self.v2023_grouped else self.groups != self.nh
+        if expands:
             k = k.expand(B, self.groups, q_per_kv, Tn, self.hs)
             v = v.expand(B, self.groups, q_per_kv, Tn, self.hs)
         q = q.reshape(B, -1, Tn, self.hs)
@@ -244,7 +249,7 @@ class Attention(nn.Module):
     def forward(self, x, cos, sin, mask):
         if self.main:
             return self.forward_main(x, cos, sin, mask)
-        if self.v0_4:
+        if self.v0_4 or self.v2023_grouped:
             return self.forward_v0_4(x, cos, sin, mask)
         B, Tn, C = x.shape
         qkv = self.attn(x)
@@ -504,6 +509,9 @@ def cases():
     add("llama-gqa-v4k", "lora", targets=("q", "k", "v"), version="0.4.9")
     add("llama-gqa-v4k", "full", batch=1, version="0.4.9")
     add("llama-gqa-v4k", "full", version="0.4.9")
+    # The 2023 full fine-tune with grouped queries: k and v expanded before RoPE as in 0.4.9.
+    add("llama-gqa-v4k", "full", batch=1)
+    add("llama-gqa-v4k", "full")
     # litgpt main (v0.5.13): the restructured attention under LoRA and a full fine-tune, grouped
     # queries (repeat_interleave after RoPE), and a larger vocabulary.
     add("llama", "lora", version="0.5.13")
