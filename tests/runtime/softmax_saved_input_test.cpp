@@ -1,0 +1,69 @@
+// Before torch 1.11 eager attention's softmax kept its input for backward as well as its output
+// (attention.hpp softmax_saves_input): the exact bytes it adds to the saved activations of BERT.
+#ifdef MEMSCALE_CATCH2_V2
+#include <catch2/catch.hpp>
+#else
+#include <catch2/catch_test_macros.hpp>
+#endif
+
+#include <cstdint>
+
+#include "memscale/json.hpp"
+#include "memscale/memscale.hpp"
+
+namespace softmax_saved_input_test {
+namespace {
+
+using namespace memscale;
+using json = json_io::json;
+
+// bert-large's widths over 2 layers (the CPU trace's, tools/trace/bert_softmax_input.py).
+model_spec bert_large_2_layers() {
+  return json_io::model_from_hf_config(json{{"model_type", "bert"},
+                                            {"architectures", {"BertForSequenceClassification"}},
+                                            {"num_hidden_layers", 2},
+                                            {"hidden_size", 1024},
+                                            {"num_attention_heads", 16},
+                                            {"intermediate_size", 4096},
+                                            {"vocab_size", 30522},
+                                            {"max_position_embeddings", 512}});
+}
+
+std::uint64_t saved(const model_spec& m, training_spec r, std::uint32_t torch) {
+  r.torch_version = torch;
+  return estimate(m, r).saved_activation_bytes.value;
+}
+
+// One layer's b x heads x s^2 scores in fp32.
+constexpr std::uint64_t fp32_scores(std::uint64_t batch) { return batch * 16 * 512 * 512 * 4; }
+
+}  // namespace
+
+TEST_CASE("torch 1.10 keeps each layer's fp32 softmax input; 1.11 does not", "[attention][torch]") {
+  const model_spec bert = bert_large_2_layers();
+  for (const std::uint64_t batch : {1U, 4U}) {
+    for (const device_kind device : {device_kind::cuda, device_kind::cpu}) {
+      const training_spec run{.micro_batch = batch, .seq_len = 512, .prec = precision::fp32,
+                              .attention = attention_impl::eager, .device = device};
+      CHECK(saved(bert, run, 110) - saved(bert, run, 111) == 2 * fp32_scores(batch));
+      CHECK(saved(bert, run, 111) == saved(bert, run, 205));
+    }
+  }
+}
+
+TEST_CASE("under CUDA autocast fp16 the kept softmax input is fp32", "[attention][torch]") {
+  // The fp16 scores plus the fp32 extended mask promote to fp32, and autocast runs softmax in fp32.
+  const training_spec run{.micro_batch = 4, .seq_len = 512, .prec = precision::amp_fp16,
+                          .attention = attention_impl::eager, .device = device_kind::cuda};
+  const model_spec bert = bert_large_2_layers();
+  CHECK(saved(bert, run, 110) - saved(bert, run, 111) == 2 * fp32_scores(4));
+}
+
+TEST_CASE("a fused kernel keeps no scores in any torch", "[attention][torch]") {
+  const training_spec run{.micro_batch = 4, .seq_len = 512, .prec = precision::amp_bf16,
+                          .attention = attention_impl::flash, .device = device_kind::cuda};
+  const model_spec bert = bert_large_2_layers();
+  CHECK(saved(bert, run, 110) == saved(bert, run, 205));
+}
+
+}  // namespace softmax_saved_input_test
