@@ -7,6 +7,8 @@
 #endif
 
 #include <cstdint>
+#include <fstream>
+#include <string>
 
 #include "memscale/json.hpp"
 #include "memscale/memscale.hpp"
@@ -32,6 +34,21 @@ model_spec bert_large_2_layers() {
 std::uint64_t saved(const model_spec& m, training_spec r, std::uint32_t torch) {
   r.torch_version = torch;
   return estimate(m, r).saved_activation_bytes.value;
+}
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  return json::parse(in);
+}
+
+// A published V100 record with the stack its source states merged in (torch 1.10).
+json published_with_stack(const std::string& id) {
+  const json stacks = read_json(std::string(MEMSCALE_SOURCE_DIR) + "/docs/data/gpu_published_stack.json");
+  for (const json& r : read_json(std::string(MEMSCALE_GROUND_TRUTH_DIR) + "/gpu_published_dev.json"))
+    if (r.at("id") == id) return json_io::with_stack(r, stacks);
+  FAIL("no record " << id);
+  return {};
 }
 
 // One layer's b x heads x s^2 scores in fp32.
@@ -64,6 +81,16 @@ TEST_CASE("a fused kernel keeps no scores in any torch", "[attention][torch]") {
                           .attention = attention_impl::flash, .device = device_kind::cuda};
   const model_spec bert = bert_large_2_layers();
   CHECK(saved(bert, run, 110) == saved(bert, run, 205));
+}
+
+TEST_CASE("the published V100 BERT-large runs keep 24 layers of fp32 softmax inputs", "[attention][torch]") {
+  for (const char* id : {"hf-bertL-vanilla-b4", "hf-bertL-fp16-b4"}) {
+    const json record = published_with_stack(id);
+    const model_spec model = json_io::model_for_record(record);
+    const training_spec run = json_io::run_from_record(record);
+    REQUIRE(run.torch_version == 110);
+    CHECK(saved(model, run, 110) - saved(model, run, 111) == 24 * fp32_scores(4));
+  }
 }
 
 }  // namespace softmax_saved_input_test
