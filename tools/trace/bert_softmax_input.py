@@ -11,7 +11,7 @@ published V100 runs' dataset of input_ids and labels only; get_extended_attentio
     only the output; the input was kept for the double backward).
 The difference of the live bytes at the end of forward is the input softmax kept per layer.
 
-  /usr/bin/python3 tools/trace/bert_softmax_input.py [LAYERS] > result.json
+  /usr/bin/python3 tools/trace/bert_softmax_input.py [LAYERS] > docs/data/cpu_traced_softmax_input.json
 """
 import json
 import math

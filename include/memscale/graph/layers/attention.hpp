@@ -181,7 +181,7 @@ constexpr bool softmax_saves_input(const training_spec& run) { return run.torch_
 
 // The tensor softmax reads, in the dtype softmax takes it: the scaled and masked scores (the mask
 // is in the model's dtype, so fp32 under autocast; autocast runs softmax in fp32 anyway), a
-// copy when softmax(dtype=float32) converts it (aten/src/ATen/native/SoftMax.cpp@768cfaa8
+// copy when softmax(dtype=float32) converts it (aten/src/ATen/native/SoftMax.cpp@52644650, as in 1.x:
 // softmax: input.toType(dtype)), but the 16-bit scores themselves when CUDA's half_to_float
 // kernel takes fp16 without autocast (same function).
 constexpr dtype softmax_input_type(const layer_context& ctx, dtype prob_type, bool softmax_fp32) {
