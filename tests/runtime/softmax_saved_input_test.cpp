@@ -51,6 +51,9 @@ json published_with_stack(const std::string& id) {
   return {};
 }
 
+static_assert(graph_layers::softmax_saves_input(training_spec{.torch_version = 110}));
+static_assert(!graph_layers::softmax_saves_input(training_spec{.torch_version = 111}));
+
 // One layer's b x heads x s^2 scores in fp32.
 constexpr std::uint64_t fp32_scores(std::uint64_t batch) { return batch * 16 * 512 * 512 * 4; }
 
