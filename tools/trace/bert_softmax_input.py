@@ -11,7 +11,7 @@ published V100 runs' dataset of input_ids and labels only; get_extended_attentio
     only the output; the input was kept for the double backward).
 The difference of the live bytes at the end of forward is the input softmax kept per layer.
 
-  /usr/bin/python3 tools/trace/bert_softmax_input.py [LAYERS] > docs/data/cpu_traced_softmax_input.json
+  OMP_NUM_THREADS=1 /usr/bin/python3 tools/trace/bert_softmax_input.py [LAYERS, default 1] > docs/data/cpu_traced_softmax_input.json
 """
 import json
 import math
@@ -115,7 +115,7 @@ def trace(layers, batch, seq, old_softmax):
 
 
 def main():
-    layers = int(sys.argv[1]) if len(sys.argv) > 1 else 2
+    layers = int(sys.argv[1]) if len(sys.argv) > 1 else 1
     heads, seq, out = 16, 512, []
     for batch in (1, 4):
         new, old = trace(layers, batch, seq, False), trace(layers, batch, seq, True)
