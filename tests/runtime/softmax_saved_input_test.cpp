@@ -19,7 +19,7 @@ namespace {
 using namespace memscale;
 using json = json_io::json;
 
-// bert-large's widths over 2 layers (the CPU trace's, tools/trace/bert_softmax_input.py).
+// bert-large's widths over 2 layers (tools/trace/bert_softmax_input.py traced one: the same bytes per layer).
 model_spec bert_large_2_layers() {
   return json_io::model_from_hf_config(json{{"model_type", "bert"},
                                             {"architectures", {"BertForSequenceClassification"}},
@@ -59,7 +59,7 @@ constexpr std::uint64_t fp32_scores(std::uint64_t batch) { return batch * 16 * 5
 
 }  // namespace
 
-TEST_CASE("torch 1.10 keeps each layer's fp32 softmax input; 1.11 does not", "[attention][torch]") {
+TEST_CASE("torch 1.10 keeps each layer's fp32 softmax input, and 1.11 does not", "[attention][torch]") {
   const model_spec bert = bert_large_2_layers();
   for (const std::uint64_t batch : {1U, 4U}) {
     for (const device_kind device : {device_kind::cuda, device_kind::cpu}) {
