@@ -190,6 +190,22 @@ constexpr void softmax_temporaries(const layer_context& ctx, tensor probs, std::
   if (ctx.run.device == device_kind::cuda) ctx.ops.at(probs).bwd_temp += storage(probs.type, scores);
 }
 
+// Before torch 1.11 softmax's backward took its input as well as its output, so autograd saved
+// both (tools/autograd/derivatives.yaml@768cfaa8 _softmax: _softmax_backward_data(grad, result,
+// dim, self)); 1.11 saves only the input's dtype (derivatives.yaml@e47a5a64, pytorch PR #65242).
+constexpr bool softmax_saves_input(const training_spec& run) { return run.torch_version < 111; }
+
+// The tensor softmax reads, in the dtype softmax takes it: the scaled and masked scores (the mask
+// is in the model's dtype, so fp32 under autocast; autocast runs softmax in fp32 anyway), a
+// copy when softmax(dtype=float32) converts it (aten/src/ATen/native/SoftMax.cpp@52644650, as in 1.x:
+// softmax: input.toType(dtype)), but the 16-bit scores themselves when CUDA's half_to_float
+// kernel takes fp16 without autocast (same function).
+constexpr dtype softmax_input_type(const layer_context& ctx, dtype prob_type, bool softmax_fp32) {
+  const precision_policy& p = ctx.ops.precision();
+  const bool half_to_float = softmax_fp32 && !p.autocast && p.matmul == dtype::fp16 && ctx.run.device == device_kind::cuda;
+  return half_to_float ? dtype::fp16 : prob_type;
+}
+
 // Eager attention with sinks (modeling_gpt_oss.py@00d4b3d2 eager_attention_forward): after the
 // mask, cat([scores, sinks]) (b, H, s, s + 1, the H sink logits a parameter); minus
 // max(-1).values (max keeps its int64 indices, (b, H, s, 1)); softmax(dtype=combined.dtype),
@@ -293,8 +309,17 @@ constexpr tensor eager_attention(const layer_context& ctx, const qkv_tensors& qk
   const dtype prob_type =
       (softmax_fp32 || (p.autocast && ctx.run.device == device_kind::cuda)) ? dtype::fp32 : p.matmul;
   if (m.attention_sinks) return sink_softmax_and_context(ctx, qkv, path, q_elements, kv_width, scores, score_rows);
+  const bool saves_input = scores_grad && softmax_saves_input(ctx.run);
+  if (saves_input) {
+    const dtype input_type = softmax_input_type(ctx, prob_type, softmax_fp32);
+    if (softmax_input.op_index == qk.op_index || softmax_input.type != input_type) {
+      softmax_input = ops.elementwise(softmax_input, scores, input_type);
+      ops.at(softmax_input).recomputed_by_selective = true;
+    }
+  }
   tensor probs = ops.emit(op{.kind = op_kind::attention, .recomputed_by_selective = true}, scores, prob_type);
   ops.keep_own_output(probs);
+  if (saves_input) ops.keep(softmax_input, probs);
   softmax_temporaries(ctx, probs, scores);
   if (m.attention_keeps_locals) ops.hold_in_frame(ops.at(softmax_input).out);  // attn_weights
   if (softmax_fp32 && p.matmul != dtype::fp32) {
