@@ -76,8 +76,8 @@ inline constexpr std::array error_bands{
                band_quantity::tensor},
     error_band{run_class::gpu_published, -0.205, 0.125, true,
                "memscale-allocator-check's rounding-rule columns over the same runs (reserved and nvidia-smi): worst "
-               "-20.22% / +11.90%; the replayed device figures of the published V100 runs (torch 1.x, their band) "
-               "within it, worst -12.43%",
+               "-20.22% / +11.90%; the replayed device figures of the published V100 runs (torch 1.10, their band) "
+               "within it, worst -6.65% / +6.16%",
                band_quantity::device},
     error_band{run_class::memscale_mode, -0.005, 0.05, true,
                "docs/accuracy.md memscale_aggressive, allocated: worst +0.38% / +4.47% (5 cases)", band_quantity::tensor},
