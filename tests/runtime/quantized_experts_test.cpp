@@ -104,11 +104,14 @@ TEST_CASE("quantized experts: Llama 4's experts under bitsandbytes before 5.0, q
   const expert_bytes loaded = served_experts(scout, at_load);
   REQUIRE(loaded.matrices > 0);
   CHECK(loaded.stored == loaded.sixteen);
+  // tools/trace/llama4_quantized_experts.py walks both module trees with bitsandbytes' rule
+  // (docs/data/cpu_traced_llama4_quantized_experts.json).
+  CHECK(loaded.stored.value == 193'273'528'320ULL);
   // A pre-quantised bitsandbytes checkpoint: SequentialLlama4TextExperts' per-expert Linear4bit.
   memscale::inference_spec stored = at_load;
   stored.prequantized = true;
   const expert_bytes patched = served_experts(scout, stored);
-  CHECK(patched.stored.value * 3 < patched.sixteen.value);
+  CHECK(patched.stored.value == 54'358'327'296ULL);
   // Only the experts differ (generate() itself is refused for Llama 4's layer pattern; its weights are read).
   const auto weights = [&](const memscale::inference_spec& r) {
     const auto g = std::make_unique<memscale::model_graph>(memscale::detail::inference_weights_graph(scout, r));
@@ -149,6 +152,7 @@ TEST_CASE("quantized experts: flash_attention_2 in generate() keeps k and v with
   const std::uint64_t saved = (a.decode.tensor - b.decode.tensor).value;
   CHECK(saved >= per_cached_token * sdpa_flash.context);
   CHECK(saved <= per_cached_token * (sdpa_flash.context + sdpa_flash.new_tokens));
+  CHECK(saved == 134'889'984ULL);  // docs/inference.md
   CHECK(b.weight_bytes == a.weight_bytes);
 
   // The document reader tells the two apart, and the report names the one asked for.
