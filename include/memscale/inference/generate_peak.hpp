@@ -690,12 +690,13 @@ constexpr void check_inference(const model_spec& model, const inference_spec& ru
                   error_code::unsupported, "infer.kv_cache",
                   "quantized needs transformers >= 4.42 and a model that takes a Cache object (not tuples)",
                   run.transformers_version);
-  // GPTQ and AWQ replace nn.Linear modules only (optimum gptq/quantizer.py convert_model over the
-  // blocks' nn.Linear layers; integrations/awq.py replace_with_awq_linear): experts held as bare
-  // nn.Parameters (transformers 5's stacked experts, gpt-oss's, GraniteMoE's, Llama 4's) get no
-  // quantised module, and the checkpoint's per-expert qweight, qzeros and scales match neither them
-  // nor 5.x's expert converters (conversion_mapping.py@000c33fd merges mlp.experts.*.gate_proj.weight
-  // only; quantizers/base.py@302dcb5e patches Llama 4's for compressed-tensors and bitsandbytes only).
+  // GPTQ and AWQ replace nn.Linear modules only (optimum gptq/quantizer.py convert_model: get_layers'
+  // Conv1D, Conv2d and nn.Linear under the blocks; integrations/awq.py@027f76a8 replace_with_awq_linear):
+  // experts held as bare nn.Parameters (transformers 5's stacked experts, gpt-oss's, GraniteMoE's,
+  // Llama 4's) get no quantised module, and the checkpoint's per-expert qweight, qzeros and scales
+  // match neither them nor 5.x's expert converters (conversion_mapping.py@000c33fd merges
+  // mlp.experts.*.gate_proj.weight only; quantizers/base.py@302dcb5e patches Llama 4's for
+  // compressed-tensors and bitsandbytes only).
   if (run.weights == weight_format::gptq_4bit || run.weights == weight_format::awq_4bit) {
     training_spec layout{};
     layout.transformers_version = run.transformers_version;

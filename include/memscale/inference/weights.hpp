@@ -67,7 +67,8 @@ constexpr bool mxfp4_experts_op(const graph& g, std::size_t index, const inferen
 // (quantizers/base.py@302dcb5e _convert_model_for_quantization, MODULES_TO_PATCH_FOR_QUANTIZATION:
 // SequentialLlama4TextExperts for compressed-tensors and bitsandbytes, pre_quantized only;
 // transformers PR #37348). MXFP4 stores gpt-oss's 3-D experts itself; GPTQ and AWQ over them are
-// refused (check_inference); fp8-block and compressed-tensors count them as their Linears.
+// refused (check_inference); fp8-block and compressed-tensors keep counting them per expert, as
+// before (their loaders over these experts are not re-read here).
 constexpr bool expert_parameters_quantized(const graph& g, const inference_spec& r) {
   if (!is_bitsandbytes(r.weights)) return true;
   const bool llama4_experts_patched = r.prequantized && !g.stacked_experts;
