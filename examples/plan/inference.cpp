@@ -48,7 +48,8 @@ std::string inference_text(const memscale::model_spec& model, const memscale::in
   const std::string attention =
       spec.attention == memscale::attention_impl::sdpa
           ? fmt::format("sdpa ({} kernel)", memscale::to_string(memscale::attention_kernel_of(model, spec)))
-          : std::string(memscale::to_string(spec.attention));
+          : spec.flash_attention_2 ? std::string("flash_attention_2")
+                                   : std::string(memscale::to_string(spec.attention));
   out += fmt::format("inference      batch {} x context {} + {} new tokens, dtype {}, weights {}, attention {}\n",
                      spec.batch, spec.context, spec.new_tokens, memscale::to_string(spec.compute),
                      memscale::to_string(spec.weights), attention);
@@ -96,6 +97,7 @@ std::string inference_command(const options& opt) {
   memscale::inference_spec spec = opt.inference.spec;
   spec.batch = opt.run.micro_batch;
   spec.attention = opt.run.attention;
+  spec.flash_attention_2 = opt.run.flash_attention_2;
   if (opt.inference.gpt_fast) {
     // gpt-fast's model.py KVCache is static (setup_caches); nothing else to choose.
     if (spec.cache != memscale::kv_cache_kind::dynamic && spec.cache != memscale::kv_cache_kind::static_preallocated)

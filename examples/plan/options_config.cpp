@@ -89,6 +89,14 @@ void apply_config_quantization(options& o) {
   if (kept.vision_tower || kept.vision_projector)
     throw usage_error(stored + " keeps the vision tower unquantised; a QLoRA run of a model with a vision tower is not "
                       "modelled yet");
+  // Before transformers 5.0 the quantizer of a pre-quantised bitsandbytes checkpoint swaps Llama 4's
+  // Llama4TextExperts for per-expert Linear4bit MLPs (quantizers/base.py@302dcb5e
+  // SequentialLlama4TextExperts, pre_quantized only): a base and an expert loop the QLoRA graph does
+  // not build (it holds the 16-bit parameters a BitsAndBytesConfig load keeps).
+  if (o.model.experts_on_every_token && o.run.transformers_version < 500)
+    throw usage_error(stored + " is a pre-quantised Llama 4 checkpoint, whose experts load as per-expert 4-bit Linears "
+                      "(SequentialLlama4TextExperts) before transformers 5.0: not modelled for training; --qlora "
+                      "over the bf16 checkpoint (BitsAndBytesConfig at load) keeps them 16-bit and is");
   o.run.unquantized = kept.roles;
   if (o.run.target != memscale::training_target::qlora)
     throw usage_error(stored + " stores the linear layers in bitsandbytes 4-bit, which do not train: add --qlora RANK "

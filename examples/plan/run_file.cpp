@@ -63,6 +63,7 @@ void read_inference_run(const json& doc, const std::string& source, options& out
   out.inference.kv_dtype = quantized ? "int" + std::to_string(spec.kv_bits) : std::string(memscale::to_string(spec.kv));
   out.run.micro_batch = spec.batch;
   out.run.attention = spec.attention;
+  out.run.flash_attention_2 = spec.flash_attention_2;
   out.gpu = std::move(in.gpu);
   out.custom_gpu = in.custom_gpu;
   out.headroom = in.headroom;

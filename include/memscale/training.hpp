@@ -660,8 +660,8 @@ constexpr const training_spec& validate(const training_spec& t) {
                  "carry no padding", t.packing);
   if (t.padded && t.attention == attention_impl::flash)
     detail::fail(error_code::unsupported, "run.padded",
-                 "is modelled under sdpa and eager attention; flash_attention_2's unpadding copies (_upad_input) "
-                 "are not modelled yet", 1);
+                 "is modelled under sdpa and eager attention, not under flash (a fused kernel asked for by name) "
+                 "nor flash_attention_2 (its unpadding copies, _upad_input)", 1);
   if (t.padded && t.framework != framework_kind::hf)
     detail::fail(error_code::unsupported, "run.padded",
                  "is modelled for Hugging Face models (run.framework hf): other frameworks build their masks "

@@ -120,7 +120,8 @@ TEST_CASE("bnb parameter weights: a 4-bit checkpoint served by generate() keeps 
   CHECK(v5.experts_16bit > 0);
   CHECK(v5.routers_16bit == 1);
   CHECK(v5.other_4bit == v4.other_4bit);
-  // A format that does not go through bitsandbytes' Linear replacement is unchanged for the experts.
+  // A format that does not go through bitsandbytes' Linear replacement is unchanged for the experts
+  // (GPTQ's estimate over them is refused: tests/runtime/quantized_experts_test.cpp).
   const stored gptq = served_storage(mixtral, 517, memscale::weight_format::gptq_4bit);
   CHECK(gptq.experts_16bit == 0);
   CHECK(gptq.routers_16bit == 1);

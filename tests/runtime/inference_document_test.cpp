@@ -78,6 +78,20 @@ TEST_CASE("inference document: the same report as the --inference flags", "[json
     CHECK(document_report(doc) ==
           flags_report(memscale::presets::mistral_7b, spec, memscale::find_gpu("a100-40gb"), "expandable_segments:True"));
   }
+  SECTION("flash_attention_2: its own kernel, named back in the report") {
+    const nlohmann::json doc = {{"model", "llama-3-8b"},
+                                {"infer", {{"attention", "flash_attention_2"}, {"dtype", "bf16"}, {"context", 1024}}},
+                                {"software", {{"transformers", "4.45"}}}};
+    memscale::inference_spec spec{
+        .batch = 4, .context = 1024, .new_tokens = 128, .compute = memscale::dtype::bf16, .kv = memscale::dtype::bf16};
+    spec.flash_attention_2 = true;
+    io::read_inference_stack("transformers=4.45", spec, "--stack");
+    const nlohmann::json report = document_report(doc);
+    CHECK(report == flags_report(memscale::presets::llama_3_8b, spec, std::nullopt));
+    CHECK(report.at("inference").at("attention") == "flash_attention_2");
+    spec.flash_attention_2 = false;  // SDPA's flash: repeat_kv's copies before 5.0
+    CHECK(report != flags_report(memscale::presets::llama_3_8b, spec, std::nullopt));
+  }
   SECTION("gpt-fast's generate(), an int8 cache, torch 2.4") {
     const nlohmann::json doc = {{"model", "llama-3-8b"},
                                 {"framework", "gpt-fast"},

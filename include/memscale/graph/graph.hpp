@@ -210,6 +210,9 @@ struct graph {
   // (and a gated MLP's gate and up projections as one), not one tensor per expert: its
   // gradient and optimizer state are one tensor each too (allocator/step_events.hpp).
   bool stacked_experts = false;
+  // The experts are bare nn.Parameters (stacked ones, Llama 4's in every release), which no
+  // nn.Linear-replacing quantiser converts (graph/layers/mlp.hpp expert_parameters).
+  bool parameter_experts = false;
   // The prologue ends with the stack's first layer, written apart from the repeated block
   // (recipes/decoder_stack.hpp first_layer_apart): one block's parameters, and under FSDP2 a unit
   // of its own, not the root's. block_repeats then counts the layers after it.

@@ -70,6 +70,7 @@ constexpr model_graph build(const model_spec& model, const training_spec& reques
   // The images' frozen tower runs before the decoder's blocks, in the same forward.
   graph_layers::add_image_tower(model, g.run, g.stacks.decoder);
   g.stacks.decoder.stacked_experts = graph_layers::stacked_expert_parameters(model, g.run);
+  g.stacks.decoder.parameter_experts = graph_layers::expert_parameters(model, g.run);
   return g;
 }
 

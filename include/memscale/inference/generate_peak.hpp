@@ -104,6 +104,7 @@ constexpr training_spec forward_run(const inference_spec& r, std::uint64_t rows)
   t.padded = r.padded && r.cache != kv_cache_kind::static_preallocated;
   t.mxfp4_experts = r.weights == weight_format::mxfp4;
   t.unquantized = r.unquantized;
+  t.flash_attention_2 = r.flash_attention_2;
   return t;
 }
 
@@ -500,8 +501,8 @@ constexpr void require_padded_prompts_modelled(const model_spec& model, const in
   require(run.loop == generate_loop::transformers, error_code::unsupported, "infer.padded",
           "applies to Hugging Face generate() only (gpt-fast's generate.py takes unpadded prompts)", 1);
   require(run.attention != attention_impl::flash, error_code::unsupported, "infer.padded",
-          "is modelled under sdpa and eager attention; flash_attention_2's unpadding copies (_upad_input) are not "
-          "modelled yet", 1);
+          "is modelled under sdpa and eager attention, not under flash (a fused kernel asked for by name) nor "
+          "flash_attention_2 (its unpadding copies, _upad_input)", 1);
   require(!model.builds_attention_mask && !model.alibi, error_code::unsupported, "infer.padded",
           "is not modelled for a model that builds its own attention mask (OPT, BLOOM, ALiBi): its mask is made "
           "whatever the padding", 1);
@@ -689,6 +690,22 @@ constexpr void check_inference(const model_spec& model, const inference_spec& ru
                   error_code::unsupported, "infer.kv_cache",
                   "quantized needs transformers >= 4.42 and a model that takes a Cache object (not tuples)",
                   run.transformers_version);
+  // GPTQ and AWQ replace nn.Linear modules only (optimum gptq/quantizer.py convert_model: get_layers'
+  // Conv1D, Conv2d and nn.Linear under the blocks; integrations/awq.py@027f76a8 replace_with_awq_linear):
+  // experts held as bare nn.Parameters (transformers 5's stacked experts, gpt-oss's, GraniteMoE's,
+  // Llama 4's) get no quantised module, and the checkpoint's per-expert qweight, qzeros and scales
+  // match neither them nor 5.x's expert converters (conversion_mapping.py@000c33fd merges
+  // mlp.experts.*.gate_proj.weight only; quantizers/base.py@302dcb5e patches Llama 4's for
+  // compressed-tensors and bitsandbytes only).
+  if (run.weights == weight_format::gptq_4bit || run.weights == weight_format::awq_4bit) {
+    training_spec layout{};
+    layout.transformers_version = run.transformers_version;
+    detail::require(!graph_layers::expert_parameters(model, layout), error_code::unsupported, "infer.weights",
+                    "must not be GPTQ or AWQ for a model whose experts are bare nn.Parameters in this transformers "
+                    "release (5.x's stacked experts, gpt-oss's, GraniteMoE's, Llama 4's): GPTQ and AWQ replace "
+                    "nn.Linear modules only, so the checkpoint's per-expert quantised tensors load into nothing",
+                    run.weights);
+  }
   require_gpt_fast_weights_loop(run);
   if (run.loop == generate_loop::gpt_fast) {
     detail::require(run.weights == weight_format::native || is_gpt_fast_weights(run.weights), error_code::unsupported,

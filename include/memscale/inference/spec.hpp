@@ -117,6 +117,15 @@ struct inference_spec {
   // The checkpoint keeps the vision tower and its projector in the compute dtype (they are
   // counted so: graph/layers/idle_tower.hpp), as AWQ and GPTQ checkpoints of VLMs list them.
   bool unquantized_tower = false;
+  // The checkpoint stores the weights quantised (its config carries a quantization_config:
+  // from_pretrained's pre_quantized), against quantised as a 16-bit checkpoint loads
+  // (BitsAndBytesConfig passed to from_pretrained). They differ for Llama 4's experts before
+  // transformers 5.0 (inference/weights.hpp expert_parameters_quantized).
+  bool prequantized = false;
+  // attention flash asked for as transformers' attn_implementation "flash_attention_2": flash-attn's
+  // flash_attn_func takes k and v with their kv heads (no repeat_kv copies); `flash` alone is
+  // SDPA's fused kernel (training_spec::flash_attention_2).
+  bool flash_attention_2 = false;
 };
 
 constexpr bool is_quantized(weight_format w) { return w != weight_format::native; }
@@ -158,6 +167,16 @@ constexpr const inference_spec& validate(const inference_spec& r) {
     // The residual window and the dequantised keys and values are in the keys' own dtype.
     require(r.kv == r.compute, bad, "infer.kv_dtype",
             "must be the compute dtype with a quantized cache (its packed width is infer.kv_bits)", bits_of(r.kv));
+  }
+  if (r.flash_attention_2) {
+    require(r.attention == attention_impl::flash, bad, "infer.attention",
+            "must be flash when flash_attention_2 is asked for (flash-attn's kernels are fused ones)", r.attention);
+    // _flash_attention_forward casts fp32 q, k and v to a 16-bit copy (flash-attn runs fp16 and bf16 only).
+    require(r.compute != dtype::fp32, error_code::unsupported, "infer.dtype",
+            "must be fp16 or bf16 with flash_attention_2: its casts of fp32 q, k and v are not modelled",
+            bits_of(r.compute));
+    require(r.loop == generate_loop::transformers, error_code::unsupported, "infer.attention",
+            "flash_attention_2 is transformers' attn_implementation; gpt-fast's model.py calls SDPA (flash)", r.loop);
   }
   if (r.loop == generate_loop::gpt_fast) {
     require(r.cache == kv_cache_kind::static_preallocated, bad, "infer.kv_cache",

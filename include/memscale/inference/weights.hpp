@@ -59,6 +59,22 @@ constexpr bool mxfp4_experts_op(const graph& g, std::size_t index, const inferen
          o.kind == op_kind::linear && o.role == param_role::matmul && o.weight.count > 1;
 }
 
+// Whether the served format quantises the experts `g` holds as bare nn.Parameters
+// (graph::parameter_experts). bitsandbytes replaces nn.Linear modules only and leaves them in the
+// load dtype (bitsandbytes issue #1849; graph/layers/mlp.hpp with_unquantized_experts), except
+// Llama 4's before transformers 5.0 from a pre-quantised bitsandbytes checkpoint: its quantizer
+// swaps Llama4TextExperts for per-expert Llama4TextMLP Linears before the weights load
+// (quantizers/base.py@302dcb5e _convert_model_for_quantization, MODULES_TO_PATCH_FOR_QUANTIZATION:
+// SequentialLlama4TextExperts for compressed-tensors and bitsandbytes, pre_quantized only;
+// transformers PR #37348). MXFP4 stores gpt-oss's 3-D experts itself; GPTQ and AWQ over them are
+// refused (check_inference); fp8-block and compressed-tensors keep counting them per expert, as
+// before (their loaders over these experts are not re-read here).
+constexpr bool expert_parameters_quantized(const graph& g, const inference_spec& r) {
+  if (!is_bitsandbytes(r.weights)) return true;
+  const bool llama4_experts_patched = r.prequantized && !g.stacked_experts;
+  return llama4_experts_patched;
+}
+
 }  // namespace detail
 
 // Bytes op `index` of `g` stores on the device when served under `r`.
@@ -68,12 +84,12 @@ constexpr bytes inference_op_weight_bytes(const graph& g, std::size_t index, con
     return detail::gpt_fast_linear_bytes(o.weight.rows, o.weight.cols, r) * o.weight.count +
            storage(r.compute, o.bias.elements());
   const bool in_block = index >= g.block_begin && index < g.block_end;
-  // Experts held as 3-D nn.Parameters: bitsandbytes replaces nn.Linear modules only and leaves them
-  // in the load dtype (bitsandbytes issue #1849; graph/layers/mlp.hpp with_unquantized_experts).
-  const bool bnb_skips = is_bitsandbytes(r.weights) && g.stacked_experts && o.weight.count > 1;
+  // Experts held as bare nn.Parameters the format leaves in the load dtype.
+  const bool unconverted_experts =
+      g.parameter_experts && o.weight.count > 1 && !detail::expert_parameters_quantized(g, r);
   // A linear the checkpoint keeps in 16 bits (modules_to_not_convert) is stored as any other weight.
-  const bool block_matmul =
-      in_block && o.kind == op_kind::linear && o.role == param_role::matmul && !o.unquantized_base && !bnb_skips;
+  const bool block_matmul = in_block && o.kind == op_kind::linear && o.role == param_role::matmul &&
+                            !o.unquantized_base && !unconverted_experts;
   // MXFP4 stores the 3-D experts alone; its Mxfp4GptOssExperts biases are loaded as the checkpoint
   // stores them (bf16, the compute dtype).
   const bool quantised = r.weights == weight_format::mxfp4 ? detail::mxfp4_experts_op(g, index, r) && !o.unquantized_base

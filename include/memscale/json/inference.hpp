@@ -172,7 +172,9 @@ inline inference_spec inference_from_record(const json& record) {
     r.kv = parse_dtype(kv_dtype, path + ".kv_dtype");
   }
   if (gpt_fast_record(record)) r.loop = generate_loop::gpt_fast;
-  r.attention = parse_attention(get_string(t, "attention", path, "sdpa", bad), path + ".attention");
+  const std::string attention = get_string(t, "attention", path, "sdpa", bad);
+  r.attention = parse_attention(attention, path + ".attention");
+  r.flash_attention_2 = names_flash_attention_2(attention);
   r.max_cache_len = get_count(t, "max_cache_len", path, 0, bad);
   r.sliding_window = get_count(t, "sliding_window", path, 0, bad);
   r.group_size = get_count(t, "group_size", path, 128, bad);

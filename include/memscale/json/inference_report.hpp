@@ -174,7 +174,7 @@ inline json inference_spec_json(const inference_spec& s) {
          {"weights", std::string(to_string(s.weights))},
          {"kv_dtype", quantized ? "int" + std::to_string(s.kv_bits) : std::string(to_string(s.kv))},
          {"kv_cache", std::string(to_string(s.cache))},
-         {"attention", std::string(to_string(s.attention))}};
+         {"attention", s.flash_attention_2 ? std::string("flash_attention_2") : std::string(to_string(s.attention))}};
   if (s.loop == generate_loop::gpt_fast) j["loop"] = std::string(to_string(s.loop));
   if (s.weights == weight_format::gptfast_int4) j["group_size"] = s.group_size;  // the layers' groupsize
   if (s.padded) j["padded"] = true;

@@ -60,6 +60,14 @@ constexpr bool stacked_expert_parameters(const model_spec& m, const training_spe
   return experts_interface || m.experts_in_one_pass || m.expert_weight_copies;
 }
 
+// Experts held as bare nn.Parameters, not nn.Linear modules: the stacked ones above and Llama 4's
+// in every release (modeling_llama4.py@000c33fd Llama4TextExperts: gate_up_proj and down_proj are
+// 3-D nn.Parameters). The quantisers that replace nn.Linear modules (bitsandbytes, GPTQ, AWQ) make
+// nothing of them (inference/weights.hpp, inference/generate_peak.hpp check_inference).
+constexpr bool expert_parameters(const model_spec& m, const training_spec& run) {
+  return stacked_expert_parameters(m, run) || m.experts_on_every_token;
+}
+
 // grouped_mm copies no expert's weight (docs/source/en/experts_interface.md@0409b2f0: "avoids
 // duplicating expert parameters"): its matmul saves the parameter itself.
 constexpr bool copies_expert_weights(const layer_context& ctx) {

@@ -297,6 +297,7 @@ inline unquantized_modules unquantized_of(const quantization& q, const model_spe
 // bitsandbytes NF4/FP4, LLM.int8, MXFP4 experts, fine-grained FP8 and compressed-tensors
 // (float-quantized fp8, pack-quantized int), whose scheme travels in spec.quant_scheme.
 inline void apply_quantization(const quantization& q, inference_spec& spec) {
+  spec.prequantized = true;  // the config's quantization_config: from_pretrained's pre_quantized
   switch (q.format.method) {
     case quant_method::gptq:
     case quant_method::awq:
