@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "memscale/estimate/activations.hpp"
+#include "memscale/estimate/fsdp1_padding.hpp"
 #include "memscale/estimate/fsdp2.hpp"
 #include "memscale/estimate/gradients.hpp"
 #include "memscale/estimate/host_bytes.hpp"
@@ -243,6 +244,7 @@ constexpr flat_view_unit root_flat_view_unit(const graph& g, const training_spec
 struct sharded_residency {
   bytes params{};  // parameter bytes resident
   bytes grads{};   // gradient bytes once backward is done (before the optimizer step)
+  bytes grad_padding{};  // FSDP1's flat gradients' padding (fsdp1_padding.hpp), in every gradient figure
 };
 
 constexpr sharded_residency sharded_residency_of(const graph& g, const training_spec& run, bytes params_p,
@@ -252,7 +254,15 @@ constexpr sharded_residency sharded_residency_of(const graph& g, const training_
   if (run.shard == sharding::none) return r;
   const auto n = run.data_parallel;
   const auto L = g.block_repeats;
-  const bytes all_params = params_p + params_b * L + params_e;
+  // FSDP1 (its flat views) of a full fine-tune: each unit's flat parameter and gradient carry
+  // padding. Adapters' and quantized weights' places in the flat parameter are not walked.
+  const bool flat_padding = run.fsdp_flat_views && run.target == training_target::full;
+  const auto policy = precision_policy_of(run);
+  const std::uint64_t root_pad = flat_padding ? fsdp1_unit_padding(g, prologue_of(g), epilogue_of(g), run) : 0;
+  const std::uint64_t block_pad = flat_padding ? fsdp1_unit_padding(g, block_of(g), section{}, run) : 0;
+  const std::uint64_t pad = checked_add(root_pad, checked_mul(block_pad, L));
+  const bytes all_params = params_p + params_b * L + params_e + storage(policy.param, pad);
+  r.grad_padding = storage(policy.trainable, pad);
   if (run.shard == sharding::full) {
     // FSDP FULL_SHARD: each rank stores 1/N; the root unit (embeddings, head) stays
     // gathered through forward and backward, and limit_all_gathers allows the running
@@ -261,13 +271,14 @@ constexpr sharded_residency sharded_residency_of(const graph& g, const training_
     // the rank's shard lives in host memory and only the gathered working set is on the device
     // (deepspeed/runtime/zero/partition_parameters.py v0.16.5: partitions on the offload device).
     const bytes resident_shard = run.offload_parameters ? bytes{} : ceil_div(all_params, n);
-    r.params = resident_shard + params_p + params_e + params_b * (L < 2 ? L : std::uint64_t{2});
+    r.params = resident_shard + params_p + params_e + storage(policy.param, root_pad) +
+               (params_b + storage(policy.param, block_pad)) * (L < 2 ? L : std::uint64_t{2});
   }
   if (unsharded_accumulation(run)) {
     // Accumulating under no_sync keeps unsharded gradients until the last micro-step
     // (FSDP no_sync docs); with use_orig_params every tensor of a block's flat parameter
     // gets one when any of them trains.
-    const auto p = precision_policy_of(run);
+    const auto& p = policy;
     bytes block = grads_b;
     if (run.fsdp_use_orig_params && grads_b.value != 0) {
       std::uint64_t elements = 0;
@@ -483,7 +494,8 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
                            ? shards.params + g.buffers
                            : params_p + params_e + device_share_of_blocks(params_b, L, streamed) + g.buffers;
   const bytes all_grads =
-      shards.grads.value != 0 ? shards.grads : grads_p + grads_e + device_share_of_blocks(grads_b, L, streamed);
+      (shards.grads.value != 0 ? shards.grads : grads_p + grads_e + device_share_of_blocks(grads_b, L, streamed)) +
+      shards.grad_padding;
   const bytes device_state =
       run.shard != sharding::none ? ceil_div(t.optimizer_state, run.data_parallel) : t.optimizer_state;
   // From PyTorch 2.0 the cuBLAS workspace comes from the caching allocator (pytorch PR
