@@ -269,8 +269,8 @@ void apply_litgpt_model_parallel(const CLI::App& app, options& o) {
   // The 2023 scripts and 0.4 shard with FSDPStrategy (FSDP1): --strategy fsdp-full.
   if (o.run.framework_version < memscale::litgpt_main) return;
   if (o.cluster.gpus < 2)
-    throw usage_error("--framework litgpt@main with --gpus needs N > 1: finetune/lora.py shards with FSDP2 under "
-                      "ModelParallelStrategy over N ranks; for one GPU leave out --gpus");
+    throw usage_error("--framework litgpt@main with --gpus needs N > 1: finetune/lora.py (ModelParallelStrategy) "
+                      "and full.py (FSDPStrategy) shard over N ranks; for one GPU leave out --gpus");
   if (o.run.target == memscale::training_target::full) return apply_litgpt_full_fsdp(app, o);
   if (o.run.target != memscale::training_target::lora)
     throw usage_error("--framework litgpt@main with --gpus models finetune/lora.py (--lora, ModelParallelStrategy) "
