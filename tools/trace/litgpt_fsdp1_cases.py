@@ -9,7 +9,7 @@ activation_checkpointing_policy={Block}, state_dict_type="full", limit_all_gathe
 Block in the non-reentrant checkpoint_wrapper inside its FSDP unit (_setup_activation_checkpointing). Under
 bf16-true the module is bf16 and MixedPrecision(param_dtype=reduce_dtype=bfloat16) casts nothing.
 
-FSDP1 as emulated here (torch/distributed/fsdp/_flat_param.py, _runtime_utils.py @ 01caf79e), one process
+FSDP1 as emulated here (torch/distributed/fsdp/_flat_param.py @ 01caf79e, _runtime_utils.py @ 00ae0bc9), one process
 holding rank 0's shards, the collectives as local copies with FSDP's buffers:
 - each unit (every Block; the root: lm_head, wte, ln_f) is one flat parameter: its tensors in named_modules()
   order, each starting at a multiple of 16 bytes (8 bf16 elements) under use_orig_params, the whole padded to a
@@ -22,8 +22,8 @@ holding rank 0's shards, the collectives as local copies with FSDP's buffers:
   each Block unshards before and reshards after its forward (forward_prefetch off).
 - backward: a Block's pre-backward hook (on its output) unshards it and, BACKWARD_PRE being the default
   backward_prefetch, prefetches the next Block in backward order; the post-backward hook on the flat parameter's
-  AccumulateGrad reduce-scatters the flat gradient into a new shard (torch.empty_like(chunks[0])), keeps it as
-  the sharded gradient and reshards the unit. The root's hook fires after the embedding's backward, the last.
+  AccumulateGrad reshards the unit, then reduce-scatters the flat gradient into a new shard
+  (torch.empty_like(chunks[0])) and keeps it as the sharded gradient. The root's hook fires after the embedding's backward, the last.
 - zero_grad(set_to_none=True) clears the original parameters' gradient views; the flat sharded gradient is
   dropped at the next root pre-forward (_reset_flat_param_grad_info_if_needed).
 The model, full.py's loop (Fabric's fp32 output cast, chunked_cross_entropy over the whole logits with 128-row
@@ -117,7 +117,8 @@ class FlatUnit:
         self.flat.storage().resize_(0)
         self.gathered = False
 
-    def post_backward(self):  # _post_backward_hook -> _reduce_grad
+    def post_backward(self):  # _post_backward_hook: reshard, then reduce-scatter the flat gradient
+        self.reshard()
         unsharded = self.flat.grad
         self.flat.grad = None
         with torch.no_grad():
@@ -129,7 +130,6 @@ class FlatUnit:
             else:
                 self.shard_grad += new
             del new
-        self.reshard()
 
     def finalize(self):  # _finalize_params with use_orig_params: the parameters' gradient views
         for p, (a, b) in zip(self.params, self.ranges):

@@ -683,7 +683,7 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
       // Under FSDP1 FULL_SHARD (litgpt's FSDPStrategy) validate()'s no_grad forward gathers one
       // block at a time (forward_prefetch off, no backward to prefetch for) and the root stays
       // gathered after its forward (_post_forward_reshard frees no root unit,
-      // torch/distributed/fsdp/_runtime_utils.py@01caf79e): the loss code's peak sees the shards
+      // torch/distributed/fsdp/_runtime_utils.py@00ae0bc9): the loss code's peak sees the shards
       // and the root; a block's moment, beside the previous batch's logits, one block more.
       if (run.fsdp_flat_views && shards.shard_and_root.value != 0) {
         const bytes block_moment = g.validation_after_step + g.stream_grad +
