@@ -126,11 +126,14 @@ TEST_CASE("FSDP1's flat parameters are padded: shards, gathered units and gradie
   const std::uint64_t block = detail::fsdp1_unit_padding(s, block_of(s), {}, g.run);
   CHECK(root > 0);
   CHECK(block > 0);
-  // The same run with the padding out of reach: a world of one never pads.
+  // The same rank's walk without flat views counts no padding; both peak in the step (short rows,
+  // a small vocabulary), where the root and two blocks are gathered.
   training_spec unpadded = g.run;
-  unpadded.fsdp_flat_views = false;  // FSDP2-like per-tensor accounting, otherwise the same walk
+  unpadded.fsdp_flat_views = false;
   const estimate_result padded = estimate(s, g.run);
   const estimate_result plain = estimate(s, unpadded);
+  REQUIRE(padded.steady.at != phase::validation);
+  REQUIRE(plain.steady.at != phase::validation);
   const std::uint64_t L = s.block_repeats;
   // bf16: 2 bytes an element. Resident: the shard grows by the padding / 4; the gathered root and two blocks by theirs.
   const std::uint64_t whole_pad = root + block * L;
