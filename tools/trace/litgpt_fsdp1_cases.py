@@ -25,7 +25,7 @@ holding rank 0's shards, the collectives as local copies with FSDP's buffers:
   AccumulateGrad reshards the unit, then reduce-scatters the flat gradient into a new shard
   (torch.empty_like(chunks[0])) and keeps it as the sharded gradient. The root's hook fires after the embedding's backward, the last.
 - zero_grad(set_to_none=True) clears the original parameters' gradient views; the flat sharded gradient is
-  dropped at the next root pre-forward (_reset_flat_param_grad_info_if_needed).
+  dropped at the next root pre-forward (_root_pre_forward: _clear_grads_if_needed).
 The model, full.py's loop (Fabric's fp32 output cast, chunked_cross_entropy over the whole logits with 128-row
 chunks) and the validations before and after step 1 are tools/trace/litgpt_cases.py's main (v0.5.13) code.
 Harness: tracer.py (peak live CPU tensor bytes). Run from the repository root:
@@ -135,7 +135,7 @@ class FlatUnit:
         for p, (a, b) in zip(self.params, self.ranges):
             p.grad = None if self.shard_grad is None else self.shard_grad[a:b]
 
-    def reset_grad_if_cleared(self):  # _reset_flat_param_grad_info_if_needed
+    def reset_grad_if_cleared(self):  # _clear_grads_if_needed
         if all(p.grad is None for p in self.params):
             self.shard_grad = None
 
