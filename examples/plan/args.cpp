@@ -242,6 +242,25 @@ void apply_torchtune_distributed(const CLI::App& app, options& o) {
   o.cluster.emit = emit;          // --emit torchtune: the recipe config of that run
 }
 
+// litgpt main's finetune/full.py over --gpus N: Fabric's FSDPStrategy, FSDP1 FULL_SHARD with every
+// Block checkpointed and no CPU offload (litgpt/finetune/full.py lines 107-114 @ 26857050), the
+// cluster path's per-GPU estimate under --strategy fsdp-full.
+void apply_litgpt_full_fsdp(const CLI::App& app, options& o) {
+  if (o.cluster.engine && *o.cluster.engine != memscale::strategy::fsdp_full)
+    throw usage_error("--strategy " + std::string(memscale::to_string(*o.cluster.engine)) +
+                      " does not apply to --framework litgpt@main without --lora: full.py shards with FSDPStrategy's "
+                      "FULL_SHARD (--strategy fsdp-full)");
+  for (const char* name : {"--tp", "--pp", "--sp", "--offload", "--emit"})
+    if (app.count(name) > 0)
+      throw usage_error(std::string(name) + " does not apply to --framework litgpt@main without --lora: full.py "
+                        "is modelled as FSDPStrategy's FULL_SHARD over all --gpus with every Block checkpointed, "
+                        "without TP, PP or offload");
+  // full.py's default precision is bf16-true on a bf16 device; activation_checkpointing_policy={Block}.
+  if (app.count("--precision") == 0 && o.run_source.empty()) o.run.prec = memscale::precision::pure_bf16;
+  if (app.count("--checkpointing") == 0 && o.run_source.empty()) o.run.ckpt = memscale::checkpointing::full;
+  o.cluster.engine = memscale::strategy::fsdp_full;
+}
+
 // litgpt main's finetune/lora.py over --gpus N: Fabric's ModelParallelStrategy, FSDP2 over N ranks
 // with every Block checkpointed (parallel/litgpt_fsdp2.hpp). The report is one rank's step, as for
 // torchtune's distributed recipes.
@@ -250,12 +269,13 @@ void apply_litgpt_model_parallel(const CLI::App& app, options& o) {
   // The 2023 scripts and 0.4 shard with FSDPStrategy (FSDP1): --strategy fsdp-full.
   if (o.run.framework_version < memscale::litgpt_main) return;
   if (o.cluster.gpus < 2)
-    throw usage_error("--framework litgpt@main with --gpus needs N > 1: finetune/lora.py shards with FSDP2 under "
-                      "ModelParallelStrategy over N ranks; for one GPU leave out --gpus");
+    throw usage_error("--framework litgpt@main with --gpus needs N > 1: finetune/lora.py (ModelParallelStrategy) "
+                      "and full.py (FSDPStrategy) shard over N ranks; for one GPU leave out --gpus");
+  if (o.run.target == memscale::training_target::full) return apply_litgpt_full_fsdp(app, o);
   if (o.run.target != memscale::training_target::lora)
-    throw usage_error("--framework litgpt@main with --gpus models finetune/lora.py only (ModelParallelStrategy); "
-                      "its full.py and adapter scripts keep FSDPStrategy at this release and lora.py refuses "
-                      "--quantize over several devices: use --lora, or one GPU");
+    throw usage_error("--framework litgpt@main with --gpus models finetune/lora.py (--lora, ModelParallelStrategy) "
+                      "and full.py (FSDPStrategy); lora.py refuses --quantize over several devices: use --lora, "
+                      "leave out --qlora, or one GPU");
   for (const char* name : {"--tp", "--pp", "--sp", "--host-memory", "--global-batch", "--no-sync", "--strategy", "--emit"})
     if (app.count(name) > 0)
       throw usage_error(std::string(name) + " does not apply to --framework litgpt@main with --gpus: finetune/lora.py "

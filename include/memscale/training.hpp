@@ -522,12 +522,31 @@ constexpr const training_spec& validate(const training_spec& t) {
                  "the model without lm_head_chunk_size and splits the whole logits' cross-entropy into 128-row "
                  "chunks itself");
   // Main's LoRA script shards with FSDP2 under ModelParallelStrategy (litgpt/finetune/lora.py lines
-  // 152-162 @ 26857050; run.litgpt_model_parallel, parallel/litgpt_fsdp2.hpp); its other scripts'
-  // FSDPStrategy at this release is not read.
-  if (litgpt_repeats_kv_after_rope(t) && !t.litgpt_model_parallel && (t.data_parallel > 1 || t.shard != sharding::none))
+  // 152-162 @ 26857050; run.litgpt_model_parallel, parallel/litgpt_fsdp2.hpp); finetune/full.py keeps
+  // 0.4's FSDPStrategy (auto_wrap_policy and activation_checkpointing_policy {Block}, limit_all_gathers,
+  // no cpu_offload: lines 107-114 @ 26857050, lines 98-105 @ b0ea1772), FSDP1's walk.
+  const bool litgpt_main_sharded = litgpt_repeats_kv_after_rope(t) && !t.litgpt_model_parallel &&
+                                   (t.data_parallel > 1 || t.shard != sharding::none);
+  if (litgpt_main_sharded && t.target != training_target::full)
     detail::fail(error_code::unsupported, "run.data_parallel",
-                 "must be 1 for litgpt main without ModelParallelStrategy: its LoRA script over several devices is "
-                 "modelled (run.litgpt_model_parallel), its other scripts' FSDPStrategy is not");
+                 "must be 1 for litgpt main's LoRA without ModelParallelStrategy: finetune/lora.py shards with FSDP2 "
+                 "(run.litgpt_model_parallel) and refuses --quantize over several devices; full.py's FSDPStrategy "
+                 "(run.target full) is modelled");
+  if (litgpt_main_sharded && (t.shard != sharding::full || t.data_parallel < 2 || t.ckpt != checkpointing::full ||
+                              t.offload_optimizer || t.offload_parameters || t.offload_activations))
+    detail::fail(error_code::unsupported, "run.shard",
+                 "litgpt main's full.py over several devices is FSDPStrategy's FULL_SHARD (run.shard full, "
+                 "run.data_parallel > 1) with every Block checkpointed (run.ckpt full) and cpu_offload=False: no other "
+                 "layout is modelled");
+  // Fabric 2.6's FSDPPrecision gives bf16-mixed MixedPrecision(param_dtype=bfloat16)
+  // (lightning/fabric/plugins/precision/fsdp.py mixed_precision_config @ 2.6.1; 2.4 kept fp32
+  // parameters): bf16 gathered copies of fp32 shards under autocast, not modelled.
+  if (litgpt_main_sharded && uses_autocast(t.prec))
+    detail::fail(error_code::unsupported, "run.prec",
+                 "must be pure_bf16 (bf16-true) or fp32 (32-true) for litgpt main's full.py over several devices: "
+                 "Fabric 2.6's FSDPStrategy under bf16-mixed or 16-mixed gathers 16-bit copies of fp32 shards, which "
+                 "is not modelled",
+                 t.prec);
   if (t.sac != selective_ac::none && t.framework != framework_kind::torchtitan)
     detail::fail(error_code::unsupported, "run.sac", "is torchtitan's selective checkpointing: needs run.framework torchtitan");
   if (t.sac != selective_ac::none && t.ckpt != checkpointing::none)

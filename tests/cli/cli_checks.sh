@@ -356,7 +356,14 @@ else
 fi
 bad_input_says "torchtune's rules are read at 0.6.1" --framework torchtune@0.5.0
 bad_input_says 'releases 0.5.5 to 0.5.13' --framework litgpt@0.5.2
-bad_input_says 'models finetune/lora.py only' --model llama-2-7b --framework litgpt@main --gpus 4
+bad_input_says 'does not apply to --framework litgpt@main without --lora' --model llama-2-7b --framework litgpt@main --gpus 4 --strategy zero3
+run --model llama-2-7b --framework litgpt@main --gpus 4
+if [[ $rc -eq 0 ]] && grep -q "fsdp-full" "$work/out" && grep -q "checkpointing full" "$work/out"; then
+  pass "--framework litgpt@main --gpus 4 without --lora: full.py's FSDPStrategy, FSDP1 full shard, Blocks checkpointed"
+else
+  fail "--framework litgpt@main --gpus 4 without --lora: full.py's FSDPStrategy" "exit $rc" \
+    "stdout: $(head -c 600 "$work/out")" "stderr: $(head -c 300 "$work/err")"
+fi
 bad_input_says '--strategy does not apply to --framework litgpt@main' --model llama-2-7b --lora 8 --framework litgpt@main --gpus 4 --strategy zero3
 run --model llama-2-7b --lora 8 --framework litgpt@main --gpus 4
 if [[ $rc -eq 0 ]] && grep -q "under ModelParallelStrategy: FSDP2 over 4 GPUs" "$work/out"; then

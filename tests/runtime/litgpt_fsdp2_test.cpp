@@ -129,8 +129,9 @@ TEST_CASE("estimate_per_gpu: fsdp-full with fsdp2 under litgpt is one rank's Mod
   const estimate_result rank = estimate(litgpt_llama(), model_parallel(4));
   CHECK(e.peak.tensor == rank.steady.tensor);
   CHECK(e.peak.breakdown.optimizer == rank.steady.breakdown.optimizer);
-  // Main's lora.py never runs FSDPStrategy: FSDP1 of the same run is refused by name; 0.4's
-  // FSDPStrategy (FSDP1's walk) answers differently.
+  // Main's lora.py never runs FSDPStrategy: FSDP1 of the same run is refused by name. 0.4's
+  // FSDPStrategy (FSDP1's walk) peaks in validate() after a step too, with the shards and the
+  // gathered root and no block (estimate/single_graph.hpp): the same bytes.
   const parallel_spec fsdp1_layout{.engine = strategy::fsdp_full, .gpus_per_node = 4};
   std::string fsdp1_refusal = "accepted";
   try {
@@ -142,7 +143,8 @@ TEST_CASE("estimate_per_gpu: fsdp-full with fsdp2 under litgpt is one rank's Mod
   training_spec release_0_4 = lora_run();
   release_0_4.framework_version = 409;
   const per_gpu_estimate fsdp1 = estimate_per_gpu(litgpt_llama(), release_0_4, fsdp1_layout);
-  CHECK(fsdp1.peak.tensor != e.peak.tensor);
+  CHECK(fsdp1.peak.at == phase::validation);
+  CHECK(fsdp1.peak.tensor == e.peak.tensor);
   // A full fine-tune runs finetune/full.py, which keeps FSDPStrategy: refused under fsdp2.
   training_spec full = lora_run();
   full.target = training_target::full;

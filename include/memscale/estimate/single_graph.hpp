@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "memscale/estimate/activations.hpp"
+#include "memscale/estimate/fsdp1_padding.hpp"
 #include "memscale/estimate/fsdp2.hpp"
 #include "memscale/estimate/gradients.hpp"
 #include "memscale/estimate/host_bytes.hpp"
@@ -243,6 +244,10 @@ constexpr flat_view_unit root_flat_view_unit(const graph& g, const training_spec
 struct sharded_residency {
   bytes params{};  // parameter bytes resident
   bytes grads{};   // gradient bytes once backward is done (before the optimizer step)
+  bytes grad_padding{};  // FSDP1's flat gradients' padding (fsdp1_padding.hpp), in every gradient figure
+  // FULL_SHARD: the resident shard with the gathered root, and one gathered block.
+  bytes shard_and_root{};
+  bytes block_unit{};
 };
 
 constexpr sharded_residency sharded_residency_of(const graph& g, const training_spec& run, bytes params_p,
@@ -252,7 +257,15 @@ constexpr sharded_residency sharded_residency_of(const graph& g, const training_
   if (run.shard == sharding::none) return r;
   const auto n = run.data_parallel;
   const auto L = g.block_repeats;
-  const bytes all_params = params_p + params_b * L + params_e;
+  // FSDP1 (its flat views) of a full fine-tune: each unit's flat parameter and gradient carry
+  // padding. Adapters' and quantized weights' places in the flat parameter are not walked.
+  const bool flat_padding = run.fsdp_flat_views && run.target == training_target::full;
+  const auto policy = precision_policy_of(run);
+  const std::uint64_t root_pad = flat_padding ? fsdp1_unit_padding(g, prologue_of(g), epilogue_of(g), run) : 0;
+  const std::uint64_t block_pad = flat_padding ? fsdp1_unit_padding(g, block_of(g), section{}, run) : 0;
+  const std::uint64_t pad = checked_add(root_pad, checked_mul(block_pad, L));
+  const bytes all_params = params_p + params_b * L + params_e + storage(policy.param, pad);
+  r.grad_padding = storage(policy.trainable, pad);
   if (run.shard == sharding::full) {
     // FSDP FULL_SHARD: each rank stores 1/N; the root unit (embeddings, head) stays
     // gathered through forward and backward, and limit_all_gathers allows the running
@@ -261,13 +274,15 @@ constexpr sharded_residency sharded_residency_of(const graph& g, const training_
     // the rank's shard lives in host memory and only the gathered working set is on the device
     // (deepspeed/runtime/zero/partition_parameters.py v0.16.5: partitions on the offload device).
     const bytes resident_shard = run.offload_parameters ? bytes{} : ceil_div(all_params, n);
-    r.params = resident_shard + params_p + params_e + params_b * (L < 2 ? L : std::uint64_t{2});
+    r.shard_and_root = resident_shard + params_p + params_e + storage(policy.param, root_pad);
+    r.block_unit = params_b + storage(policy.param, block_pad);
+    r.params = r.shard_and_root + r.block_unit * (L < 2 ? L : std::uint64_t{2});
   }
   if (unsharded_accumulation(run)) {
     // Accumulating under no_sync keeps unsharded gradients until the last micro-step
     // (FSDP no_sync docs); with use_orig_params every tensor of a block's flat parameter
     // gets one when any of them trains.
-    const auto p = precision_policy_of(run);
+    const auto& p = policy;
     bytes block = grads_b;
     if (run.fsdp_use_orig_params && grads_b.value != 0) {
       std::uint64_t elements = 0;
@@ -483,7 +498,8 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
                            ? shards.params + g.buffers
                            : params_p + params_e + device_share_of_blocks(params_b, L, streamed) + g.buffers;
   const bytes all_grads =
-      shards.grads.value != 0 ? shards.grads : grads_p + grads_e + device_share_of_blocks(grads_b, L, streamed);
+      (shards.grads.value != 0 ? shards.grads : grads_p + grads_e + device_share_of_blocks(grads_b, L, streamed)) +
+      shards.grad_padding;
   const bytes device_state =
       run.shard != sharding::none ? ceil_div(t.optimizer_state, run.data_parallel) : t.optimizer_state;
   // From PyTorch 2.0 the cuBLAS workspace comes from the caching allocator (pytorch PR
@@ -584,6 +600,12 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
                  section_step_temporaries(g, epilogue_of(g), run),
              grads_e);
 
+  // litgpt's fit() (0.4 and main, the loops that validate) binds `logits = model(...)` and runs
+  // fabric.backward(loss) in the same scope (finetune/full.py lines 282-285, lora.py lines 355-359
+  // @ 26857050): the step's logits stay referenced through the blocks' and the embeddings' backward.
+  // The 2023 scripts bind them alike; their rows' placement (docs/research/frameworks.md 1.5) is left.
+  const bytes bound_logits = g.validation_after_step.value != 0 ? g.carried : bytes{};
+
   // Backward of a block: the top block (all lower blocks saved, no block gradients yet)
   // or the bottom block (nothing below, all other block gradients created).
   // Under FSDP1 a block is a unit of its own (auto_wrap_policy): its weights' gradients meet in
@@ -602,17 +624,17 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
       root_waiting +
       (reduced_elsewhere ? bytes{}
                          : ceil_div(grads_e_reduced + device_share_of_blocks(grads_b, L - 1, streamed), grad_share));
-  consider(phase::backward, held_after_blocks + below_blocks + local_act + step_in_block,
+  consider(phase::backward, bound_logits + held_after_blocks + below_blocks + local_act + step_in_block,
            grads_before_top + bp.grads_at_peak);
-  consider(phase::backward, held_after_blocks + saved_p + local_act + step_in_block,
+  consider(phase::backward, bound_logits + held_after_blocks + saved_p + local_act + step_in_block,
            grads_before_bottom + bp.grads_at_peak);
 
   // A checkpointed block's backward first runs its forward again, saving as it goes, with the
   // gradient of its output waiting (torch/utils/checkpoint.py).
   if (ckpt) {
     const bytes rerun = g.stream_grad + section_forward_peak(g, block_of(g), run, false, true);
-    consider(phase::backward, held_after_blocks + below_blocks + rerun, grads_before_top);
-    consider(phase::backward, held_after_blocks + saved_p + rerun, grads_before_bottom);
+    consider(phase::backward, bound_logits + held_after_blocks + below_blocks + rerun, grads_before_top);
+    consider(phase::backward, bound_logits + held_after_blocks + saved_p + rerun, grads_before_bottom);
   }
 
   // Backward of the prologue (embeddings), with enable_input_require_grads' leaf and its .grad
@@ -621,7 +643,7 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
                                         root_unit);
   const bytes grads_before_prologue =
       reduced_elsewhere ? bytes{} : ceil_div(grads_e_reduced + device_share_of_blocks(grads_b, L, streamed), grad_share);
-  consider(phase::backward, g.kept_input_embeddings + pp.peak - pp.grads_at_peak,
+  consider(phase::backward, bound_logits + g.kept_input_embeddings + pp.peak - pp.grads_at_peak,
            grads_before_prologue + pp.grads_at_peak);
   if (in_backward) consider(phase::backward, section_step_temporaries(g, prologue_of(g), run), grads_p);
 
@@ -657,7 +679,19 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
     phase_candidate steady_peak = larger(steady, step);
     phase_candidate first_peak = larger(best, step);
     if (g.validation.value != 0) {
-      const phase_candidate before{phase::validation, {params, bytes{}, bytes{}, g.inputs + g.validation, workspace}};
+      phase_candidate before{phase::validation, {params, bytes{}, bytes{}, g.inputs + g.validation, workspace}};
+      // Under FSDP1 FULL_SHARD (litgpt's FSDPStrategy) validate()'s no_grad forward gathers one
+      // block at a time (forward_prefetch off, no backward to prefetch for) and the root stays
+      // gathered after its forward (_post_forward_reshard frees no root unit,
+      // torch/distributed/fsdp/_runtime_utils.py@00ae0bc9): the loss code's peak sees the shards
+      // and the root; a block's moment, beside the previous batch's logits, one block more.
+      if (run.fsdp_flat_views && shards.shard_and_root.value != 0) {
+        const bytes block_moment = g.validation_after_step + g.stream_grad +
+                                   section_forward_peak(g, block_of(g), run, false, false);
+        const bool in_block = shards.block_unit + block_moment > g.validation;
+        before.breakdown.parameters = shards.shard_and_root + (in_block ? shards.block_unit : bytes{}) + g.buffers;
+        before.breakdown.activations = g.inputs + (in_block ? block_moment : g.validation);
+      }
       phase_candidate after = before;
       after.breakdown.optimizer = steady.breakdown.optimizer;
       after.breakdown.activations += g.validation_after_step;

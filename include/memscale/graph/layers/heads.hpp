@@ -85,9 +85,11 @@ constexpr dtype logits_output_dtype(const model_spec& m, const training_spec& ru
   // Under FSDP (FSDPPrecision casts too) the sharded estimate places its peak at the start of
   // backward, where the cast list over-predicts the lit-gpt FSDP rows (phi-1.5 mb4 +16%): their
   // peak is later in backward (docs/research/frameworks.md sec. 1.5), so the default casts
-  // unsharded runs only until that placement is modelled.
-  const bool unsharded = run.shard == sharding::none;
-  return m.impl == implementation::litgpt && fabric_true_16bit && loss_in_loop && unsharded ? dtype::fp32 : computed;
+  // unsharded runs only until that placement is modelled. litgpt main's FSDPStrategy (full.py) is
+  // placed: its step's logits stay bound through backward (estimate/single_graph.hpp bound_logits),
+  // as tools/trace/litgpt_fsdp1_cases.py traces them, so the cast is kept there.
+  const bool placed = run.shard == sharding::none || (litgpt_repeats_kv_after_rope(run) && run.fsdp_flat_views);
+  return m.impl == implementation::litgpt && fabric_true_16bit && loss_in_loop && placed ? dtype::fp32 : computed;
 }
 
 // The model's LM head over every token (causal_lm, or masked_lm's decoder).
