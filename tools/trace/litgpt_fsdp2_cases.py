@@ -47,21 +47,32 @@ class ShardedGPT(LG.GPT):
         return [s for u in self.all_units() for s in u.shards]
 
     def forward(self, idx, lm_head_chunk_size=0):
-        self.root.gather()  # stays gathered until the final callback
+        forward_state = TN.AllGatherState()
+        self.root.gather(forward_state)  # stays gathered until the final callback
         Tn = idx.size(1)
         cos, sin, mask = self.cos[:Tn], self.sin[:Tn], self.causal[:Tn, :Tn]
         x = self.wte(idx)
-        for unit, b in zip(self.units, self.h):
-            unit.gather()
+        for i, (unit, b) in enumerate(zip(self.units, self.h)):
+            unit.gather(forward_state)
             x = TN._PostBackward.apply(x, unit)
             # checkpoint_wrapper(el, preserve_rng_state=False): the non-reentrant checkpoint
             x = torch.utils.checkpoint.checkpoint(b, x, cos, sin, mask, use_reentrant=False, preserve_rng_state=False)
             unit.reshard()
-            x = TN._PreBackward.apply(x, unit)
+            # Backward prefetches the block below; block 0's target is the root (no-op, it stays gathered).
+            x = TN._PreBackwardPrefetch.apply(x, unit, self.units[i - 1] if i > 0 else None)
         x = self.ln_f(x)
         if lm_head_chunk_size > 0:
-            return [self.lm_head(x_i) for x_i in x.split(lm_head_chunk_size, dim=1)]
-        return self.lm_head(x)
+            out = [self.lm_head(x_i) for x_i in x.split(lm_head_chunk_size, dim=1)]
+        else:
+            out = [self.lm_head(x)]
+        forward_state.free()  # the root's post-forward frees the last block's flat all-gather output
+        # The root's pre-backward hook on every output tensor: the first gradient to arrive prefetches
+        # the top block (the root's post-forward index comes last, FSDPState._register_pre_backward_hook).
+        if torch.is_grad_enabled():
+            top = self.units[-1]
+            for t in out:
+                t.register_hook(lambda g: top.unshard())
+        return out if lm_head_chunk_size > 0 else out[0]
 
 
 def run_case(c):
