@@ -606,7 +606,7 @@ class _PreBackward(torch.autograd.Function):
 class AllGatherState:
     """FSDPCommContext.all_gather_state: in forward (the implicit prefetch) wait_for_unshard keeps the flat
     all-gather output after its copy-out and frees it in the next unit's wait_for_unshard, before that copy-out,
-    or in the root's post-forward (_fsdp_param_group.py, _fsdp_state.py _post_forward @ v2.6.0)."""
+    or in the root's post-forward (_fsdp_param_group.py @ pytorch 002a76fb, _fsdp_state.py _post_forward @ 01c9f4fc)."""
 
     def __init__(self):
         self.output = None
@@ -618,7 +618,7 @@ class AllGatherState:
 class _PreBackwardPrefetch(torch.autograd.Function):
     """FSDPParamGroup.pre_backward with the default prefetch: the unit's own unshard and copy-out, then
     _backward_prefetch issues the all-gather of `target`, the unit before it in post-forward order, whose
-    copy-out waits for that unit's own pre-backward (_fsdp_param_group.py @ v2.6.0)."""
+    copy-out waits for that unit's own pre-backward (_fsdp_param_group.py @ pytorch 002a76fb)."""
 
     @staticmethod
     def forward(ctx, x, unit, target):

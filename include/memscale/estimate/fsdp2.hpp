@@ -54,8 +54,8 @@ struct fsdp2_units {
   // before fabric.backward, lines 355-359 @ 26857050).
   bytes carried{};
   bytes bound_in_backward{};
-  // FSDP2's own overlap of all-gathers with compute (_fsdp_param_group.py @ pytorch 002a76fb, as
-  // from torch 2.4): in forward, wait_for_unshard keeps a unit's flat all-gather output after its
+  // FSDP2's own overlap of all-gathers with compute (_fsdp_param_group.py @ pytorch 002a76fb, the
+  // same at 012c62d6): in forward, wait_for_unshard keeps a unit's flat all-gather output after its
   // copy-out (comm_ctx.all_gather_state) until the next unit's copy-out or the root's post-forward,
   // so a block runs beside its own flat output; in backward, pre_backward's _backward_prefetch
   // all-gathers the unit before it in post-forward order (the root prefetches the top block, each
