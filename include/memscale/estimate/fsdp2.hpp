@@ -182,6 +182,9 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   consider({false, u.root + u.block + forward_flat, {},
             u.carried + g.held + saved_p + saved_below(top) + stashed + (top_recomputed ? saved_of(top) : bytes{}) +
                 block.peak});
+  // Block 0's all-gather where the root's flat output is still kept: the root twice, beside the
+  // embedding's output (a step whose forward gathers the root; after validate() it stays gathered).
+  if (u.overlapped_all_gathers) consider({false, u.root * 2U + u.block, {}, u.carried + g.held + g.stream_grad});
   // The embedding as a unit of its own: its all-gather before the lookup.
   if (u.embedding_unit.value != 0) consider({false, u.root + u.embedding_unit * 2U, {}, {}});
   // The head and the loss, the root still gathered (and torchtitan's last block).
