@@ -288,6 +288,7 @@ class Block(nn.Module):
             self.fc = LoRALinear(H, f, m["bias"], r, c["alpha"], c["dropout"])
         self.mproj = LoRALinear(f, H, m["bias"], r, c["alpha"], c["dropout"])
         self.m = m
+        self.main = c["version"] == "0.5.13"
 
     def mlp(self, x):
         if self.m["activation"] == "swiglu":  # LLaMAMLP
@@ -297,6 +298,12 @@ class Block(nn.Module):
     def forward(self, x, cos, sin, mask):
         n_1 = self.norm_1(x)
         h = self.attn(n_1, cos, sin, mask)
+        if self.main and not self.m["parallel"]:
+            # Block.forward @ 26857050 rebinds x_normed = self.norm_2(x) after the residual add: norm_1's
+            # output is dropped before the MLP, attention_output and x stay bound through it (lines 375-387).
+            x = h + x
+            n_1 = self.norm_2(x)
+            return self.mlp(n_1) + x
         if self.m["parallel"]:
             n_2 = n_1 if self.m["shared_norm"] else self.norm_2(x)
             return x + h + self.mlp(n_2)

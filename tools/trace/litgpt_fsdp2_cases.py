@@ -16,6 +16,10 @@ FSDP2 is tools/trace/torchtitan_cases.py's emulation (one process holds rank 0's
 are local copies with FSDP2's buffers): the root keeps its parameters gathered after forward
 (FSDPState._lazy_init) and reduces in the final callback, as does block 0, whose input (the frozen
 embedding's output) needs no gradient, so no post-backward hook fires for it.
+FSDP2's overlap of all-gathers with compute is emulated (_fsdp_param_group.py @ pytorch 002a76fb): in forward each
+unit's flat all-gather output stays until the next unit's copy-out or the root's post-forward (AllGatherState);
+in backward each unit's pre-backward all-gathers the unit before it in post-forward order (_PreBackwardPrefetch; the
+root's hook on the output chunks prefetches the top block, block 0 prefetches nothing).
 The model, the LoRA loop (lm_head_chunk_size=128, Fabric's fp32 output cast, chunked_cross_entropy) and the
 validations before and after step 1 are tools/trace/litgpt_cases.py's main (v0.5.13) code; this script adds
 its multi-GPU layout.
@@ -47,21 +51,33 @@ class ShardedGPT(LG.GPT):
         return [s for u in self.all_units() for s in u.shards]
 
     def forward(self, idx, lm_head_chunk_size=0):
-        self.root.gather()  # stays gathered until the final callback
+        forward_state = TN.AllGatherState()
+        self.root.gather(forward_state)  # stays gathered until the final callback
         Tn = idx.size(1)
         cos, sin, mask = self.cos[:Tn], self.sin[:Tn], self.causal[:Tn, :Tn]
         x = self.wte(idx)
-        for unit, b in zip(self.units, self.h):
-            unit.gather()
+        for i, (unit, b) in enumerate(zip(self.units, self.h)):
+            unit.gather(forward_state)
             x = TN._PostBackward.apply(x, unit)
             # checkpoint_wrapper(el, preserve_rng_state=False): the non-reentrant checkpoint
             x = torch.utils.checkpoint.checkpoint(b, x, cos, sin, mask, use_reentrant=False, preserve_rng_state=False)
             unit.reshard()
-            x = TN._PreBackward.apply(x, unit)
+            # Backward prefetches the block below; block 0's target is the root (no-op, it stays gathered).
+            x = TN._PreBackwardPrefetch.apply(x, unit, self.units[i - 1] if i > 0 else None)
         x = self.ln_f(x)
         if lm_head_chunk_size > 0:
-            return [self.lm_head(x_i) for x_i in x.split(lm_head_chunk_size, dim=1)]
-        return self.lm_head(x)
+            out = [self.lm_head(x_i) for x_i in x.split(lm_head_chunk_size, dim=1)]
+        else:
+            out = [self.lm_head(x)]
+        forward_state.free()  # the root's post-forward frees the last block's flat all-gather output
+        # The root's pre-backward hook on every output tensor (FSDPState._register_pre_backward_hook,
+        # _fsdp_state.py @ pytorch 01c9f4fc): the first gradient to arrive prefetches the top block, the
+        # unit before the root in post-forward order.
+        if torch.is_grad_enabled():
+            top = self.units[-1]
+            for t in out:
+                t.register_hook(lambda g: top.unshard())
+        return out if lm_head_chunk_size > 0 else out[0]
 
 
 def run_case(c):
@@ -146,7 +162,8 @@ def run_case(c):
     rec["first_step_peak_bytes"] = max(r["s1_peak"], r["validation_before_step1_peak"])
     rec["notes"] = (f"measured_bytes = max live CPU tensor bytes of one emulated rank (of {n}) over training step 2 "
                     "and the validation after step 1; FSDP2 collectives are local copies with the same buffers "
-                    "(torchtitan_cases.py Unit, bf16 shards and reduction); litgpt_cases.py's main model and LoRA "
+                    "(torchtitan_cases.py Unit, bf16 shards and reduction), its forward's kept all-gather output "
+                    "and backward prefetch emulated; litgpt_cases.py's main model and LoRA "
                     "loop; eager attention")
     return rec
 

@@ -517,21 +517,35 @@ class Unit:
                 self.shards.append(shard)
         self.total = sum(u.numel() for u in self.entries)
         self.gathered = False
+        self.all_gather_output = None  # an all-gather issued (a prefetch) and not yet copied out
 
-    def gather(self):  # foreach_all_gather + foreach_all_gather_copy_out
-        if self.gathered:
+    def unshard(self):  # FSDPParamGroup.unshard: foreach_all_gather into one flat output, no copy-out yet
+        if self.gathered or self.all_gather_output is not None:
             return
         with torch.no_grad():
             inp = torch.cat([s.to(BF16) for s in self.shards])
             out = torch.empty(self.total, dtype=BF16)
             out[: inp.numel()].copy_(inp)
             del inp
+        self.all_gather_output = out
+
+    def gather(self, forward_state=None):  # unshard, then wait_for_unshard's foreach_all_gather_copy_out
+        """forward_state: an AllGatherState where FSDP2's forward defers freeing the flat output."""
+        if self.gathered:
+            return
+        self.unshard()
+        if forward_state is not None:
+            forward_state.free()
+        out, self.all_gather_output = self.all_gather_output, None
+        with torch.no_grad():
             off = 0
             for u in self.entries:
                 u.storage().resize_(u.numel())
                 u.data.view(-1).copy_(out[off: off + u.numel()])  # .data: no version bump (FSDP2 preserves it too)
                 off += u.numel()
-            del out
+        if forward_state is not None:
+            forward_state.output = out
+        del out
         self.gathered = True
 
     def reshard(self):
@@ -587,6 +601,36 @@ class _PreBackward(torch.autograd.Function):
     def backward(ctx, g):
         ctx.unit.gather()
         return g, None
+
+
+class AllGatherState:
+    """FSDPCommContext.all_gather_state: in forward (the implicit prefetch) wait_for_unshard keeps the flat
+    all-gather output after its copy-out and frees it in the next unit's wait_for_unshard, before that copy-out,
+    or in the root's post-forward (_fsdp_param_group.py @ pytorch 002a76fb, _fsdp_state.py _post_forward @ 01c9f4fc)."""
+
+    def __init__(self):
+        self.output = None
+
+    def free(self):
+        self.output = None
+
+
+class _PreBackwardPrefetch(torch.autograd.Function):
+    """FSDPParamGroup.pre_backward with the default prefetch: the unit's own unshard and copy-out, then
+    _backward_prefetch issues the all-gather of `target`, the unit before it in post-forward order, whose
+    copy-out waits for that unit's own pre-backward (_fsdp_param_group.py @ pytorch 002a76fb)."""
+
+    @staticmethod
+    def forward(ctx, x, unit, target):
+        ctx.unit, ctx.target = unit, target
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        ctx.unit.gather()
+        if ctx.target is not None:
+            ctx.target.unshard()
+        return g, None, None
 
 
 class _PostBackward(torch.autograd.Function):

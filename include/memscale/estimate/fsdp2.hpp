@@ -5,6 +5,7 @@
 // gradients, activations); single_graph.hpp adds the shards, the optimizer state and the step.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "memscale/estimate/activations.hpp"
@@ -53,6 +54,14 @@ struct fsdp2_units {
   // before fabric.backward, lines 355-359 @ 26857050).
   bytes carried{};
   bytes bound_in_backward{};
+  // FSDP2's own overlap of all-gathers with compute (_fsdp_param_group.py @ pytorch 002a76fb, the
+  // same at 012c62d6): in forward, wait_for_unshard keeps a unit's flat all-gather output after its
+  // copy-out (comm_ctx.all_gather_state) until the next unit's copy-out or the root's post-forward,
+  // so a block runs beside its own flat output; in backward, pre_backward's _backward_prefetch
+  // all-gathers the unit before it in post-forward order (the root prefetches the top block, each
+  // block the one below, block 0 none) and that flat output waits for the unit's own pre-backward.
+  // Modelled where the traces emulate it (litgpt's ModelParallelStrategy).
+  bool overlapped_all_gathers = false;
 };
 
 // Where a moment is and what it holds besides the shards, the state and the inputs.
@@ -168,15 +177,21 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   // The top block's all-gather: its unsharded parameters beside the flat output.
   const bytes stashed = ckpt_saved * offload_stashed_blocks(run, top);
   consider({false, u.root + u.block * 2U, {}, u.carried + g.held + saved_p + saved_below(top) + stashed});
-  consider({false, u.root + u.block, {},
+  // A block's forward, beside its own flat all-gather output where it is kept.
+  const bytes forward_flat = u.overlapped_all_gathers ? u.block : bytes{};
+  consider({false, u.root + u.block + forward_flat, {},
             u.carried + g.held + saved_p + saved_below(top) + stashed + (top_recomputed ? saved_of(top) : bytes{}) +
                 block.peak});
+  // Block 0's all-gather where the root's flat output is still kept: the root twice, beside the
+  // embedding's output (a step whose forward gathers the root; after validate() it stays gathered).
+  if (u.overlapped_all_gathers) consider({false, u.root * 2U + u.block, {}, u.carried + g.held + g.stream_grad});
   // The embedding as a unit of its own: its all-gather before the lookup.
   if (u.embedding_unit.value != 0) consider({false, u.root + u.embedding_unit * 2U, {}, {}});
   // The head and the loss, the root still gathered (and torchtitan's last block).
   const bytes after_blocks = u.root + (u.last_block_kept ? u.block : bytes{});
   const bytes head_saved = saved_p + all_blocks + epilogue.peak_before_loss;
-  consider({false, after_blocks + u.output_unit, {}, u.carried + head_saved});
+  // The output projection runs inside the root's forward: the top block's flat output is still kept.
+  consider({false, after_blocks + u.output_unit + forward_flat, {}, u.carried + head_saved});
   consider({false, after_blocks, {}, saved_p + all_blocks + epilogue.peak});
   // The output projection as a unit of its own is gathered around each chunk's call
   // (TransformerDecoder.chunked_output, modules/transformer.py @ v0.6.1): the last chunk's
@@ -184,11 +199,16 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   if (u.output_unit.value != 0)
     consider({false, after_blocks + u.output_unit * 2U, {}, head_saved - last_output_chunk(g, head, run)});
 
-  // Backward of the loss (`del pred` first: only what the loss saved), then of the head.
+  // The flat all-gather output of the unit block i prefetched in its pre-backward (the block below;
+  // the top block's, from the root's pre-backward, through the head's backward).
+  const auto prefetched = [&](std::uint64_t i) { return u.overlapped_all_gathers && i > 0 ? u.block : bytes{}; };
+  // Backward of the loss (`del pred` first: only what the loss saved): every loss chunk's backward
+  // runs before the first logits gradient reaches the root's pre-backward hook. Then the head's.
   const auto lb = section_backward_peak(g, loss, run, false, bytes{});
   consider({true, after_blocks, {}, saved_p + all_blocks + section_saved_bytes(g, head, run, false) + lb.peak});
   const auto hb = section_backward_peak(g, head, run, false, bytes{});
-  consider({true, after_blocks + u.output_unit, hb.grads_at_peak, saved_p + all_blocks + (hb.peak - hb.grads_at_peak)});
+  consider({true, after_blocks + u.output_unit + prefetched(L), hb.grads_at_peak,
+            saved_p + all_blocks + (hb.peak - hb.grads_at_peak)});
   // An output unit of its own is gathered again before each chunk's backward and reduce-scatters
   // that chunk's gradient into its shard right after it (post_backward, _fsdp_param_group.py @ v2.6.0).
   if (u.output_unit.value != 0) {
@@ -212,27 +232,32 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   const auto bp = section_backward_peak(g, block_of(g), run, false, g.stream_grad);
   const bytes local = bp.peak - bp.grads_at_peak;
   const bytes rerun = g.stream_grad + section_forward_peak(g, block_of(g), run, false, true);
-  for (const std::uint64_t i : {top, std::uint64_t{0}}) {
+  // Block 1 besides: the lowest block that runs beside a prefetched unit.
+  for (const std::uint64_t i : {top, std::min(top, std::uint64_t{1}), std::uint64_t{0}}) {
     const bytes above = kept_block_shard * (L - 1 - i);
-    const bytes below = u.bound_in_backward + saved_p + saved_below(i);
     const bool recomputed = fsdp2_block_checkpointed(run, i) || run.sac == selective_ac::op_save_list;
+    // A checkpointed block's own input stays referenced by its checkpoint until its backward ends.
+    const bytes own_input = fsdp2_block_checkpointed(run, i) ? ckpt_kept : bytes{};
+    const bytes below = u.bound_in_backward + saved_p + saved_below(i) + own_input;
+    // post_backward reshards block i before its reduce-scatter; the prefetched output stays.
+    const bytes units = u.root + u.block + prefetched(i);
     const bytes stored = above + kept_output_shard;  // head_grads holds an output unit's shard
-    consider_holding({true, u.root + u.block, u.head_grads + above + bp.grads_at_peak, below + local}, stored);
-    if (recomputed) consider_holding({true, u.root + u.block, u.head_grads + above, below + rerun}, stored);
+    consider_holding({true, units, u.head_grads + above + bp.grads_at_peak, below + local}, stored);
+    if (recomputed) consider_holding({true, units, u.head_grads + above, below + rerun}, stored);
     // Its reduce-scatter: the bf16 gradients copied into the input (foreach_reduce_scatter_copy_in),
     // then, the gradients dropped (`unsharded_grads.clear()`), the input and the 1/N output
     // (foreach_reduce, _fsdp_collectives.py @ v2.6.0).
-    consider_holding({true, u.root + u.block, u.head_grads + above + u.block_grads + u.block_grads_fp32,
+    consider_holding({true, units, u.head_grads + above + u.block_grads + u.block_grads_fp32,
                       below + g.stream_grad},
                      stored);
-    consider_holding({true, u.root + u.block, u.head_grads + above + u.block_grads_fp32 + block_shard_grads,
+    consider_holding({true, units, u.head_grads + above + u.block_grads_fp32 + block_shard_grads,
                       below + g.stream_grad},
                      stored);
     // optimizer_in_bwd: each shard's hook steps beside the output (post_backward resharded the unit
     // before foreach_reduce, _fsdp_param_group.py @ v2.6.0).
     if (u.stepped_in_backward)
-      consider({true, u.root, u.head_grads + above + u.block_grads_fp32 + block_shard_grads, below + g.stream_grad,
-                u.hook_step});
+      consider({true, u.root + prefetched(i), u.head_grads + above + u.block_grads_fp32 + block_shard_grads,
+                below + g.stream_grad, u.hook_step});
   }
   // The embeddings' backward (an embedding unit of its own is all-gathered first), then the
   // root's reduce-scatter in the final callback.

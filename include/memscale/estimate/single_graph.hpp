@@ -404,6 +404,7 @@ constexpr step_peaks fsdp2_step_peaks(const graph& g, const training_spec& run, 
   if (run.framework == framework_kind::litgpt) {
     units.carried = g.carried;
     units.bound_in_backward = g.validation_after_step;  // the step's logits list, in Fabric's output dtype
+    units.overlapped_all_gathers = true;
   }
   if (g.first_layer_apart) {
     // The first layer, written in the prologue, is a block unit (fully_shard per layer), not the root's.
@@ -451,13 +452,15 @@ constexpr step_peaks fsdp2_step_peaks(const graph& g, const training_spec& run, 
   // graph::validation_after_step): with long rows and a small vocabulary, the larger moment. After
   // a step, the state and that step's logits are there too.
   if (g.validation.value != 0) {
-    const bytes block_moment = units.block + g.validation_after_step + g.stream_grad +
+    // Each block runs beside its own flat all-gather output, kept until the next copy-out.
+    const bytes gathered = units.block * (units.overlapped_all_gathers ? 2U : 1U);
+    const bytes block_moment = gathered + g.validation_after_step + g.stream_grad +
                                section_forward_peak(g, block_of(g), run, false, false);
     const bytes loss_moment = g.validation;
     const bool in_block = block_moment > loss_moment;
     const phase_candidate before{phase::validation,
-                                 {shards + units.root + (in_block ? units.block : bytes{}) + g.buffers, bytes{},
-                                  bytes{}, g.inputs + (in_block ? block_moment - units.block : loss_moment), workspace}};
+                                 {shards + units.root + (in_block ? gathered : bytes{}) + g.buffers, bytes{}, bytes{},
+                                  g.inputs + (in_block ? block_moment - gathered : loss_moment), workspace}};
     phase_candidate after = before;
     after.breakdown.optimizer = state;
     after.breakdown.activations += g.validation_after_step;

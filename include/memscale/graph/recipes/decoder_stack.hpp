@@ -26,6 +26,7 @@
 #include "memscale/graph/layers/input_require_grads.hpp"
 #include "memscale/graph/layers/latent_attention.hpp"
 #include "memscale/graph/layers/layer_pattern.hpp"
+#include "memscale/graph/layers/litgpt_rope_cache.hpp"
 #include "memscale/graph/layers/litgpt_validation.hpp"
 #include "memscale/graph/layers/mamba.hpp"
 #include "memscale/graph/layers/mamba2.hpp"
@@ -464,6 +465,8 @@ constexpr void build_decoder_stack(const model_spec& declared, const training_sp
     const std::uint64_t copies = run.context_parallel > 1 ? 2 : 1;
     sections.add_buffers(storage(dtype::fp32, detail::checked_mul(copies, requested.seq_len, head_dim_of(model))));
   }
+  if (graph_layers::litgpt_keeps_rope_cache(model, run))
+    sections.add_buffers(graph_layers::litgpt_rope_cache_bytes(model, requested, precision.param));
   if (rotary_tables_per_layer(model, ctx.run.transformers_version))
     sections.add_buffers(rotary_table_buffers(model, precision.param));
   if (mask_buffers_per_layer(model, ctx.run.transformers_version))
