@@ -181,7 +181,7 @@ class caching_allocator {
   constexpr void for_each_block(Fn&& fn) const {
     for (std::uint32_t i = 0; i < used_; ++i) {
       const block& k = blocks_[i];
-      if (!live_[i] || k.prev != no_block) continue;  // start at segment heads
+      if (k.size == 0 || k.prev != no_block) continue;  // start at segment heads (size 0: recycled)
       for (std::uint32_t j = i; j != no_block; j = blocks_[j].next)
         if (blocks_[j].mapped)
           fn(block_view{k.address, blocks_[j].address, blocks_[j].size, blocks_[j].owner, blocks_[j].pool,
@@ -239,12 +239,12 @@ class caching_allocator {
       b = used_++;
     }
     blocks_[b] = k;
-    live_[b] = true;
     return b;
   }
 
+  // A recycled slot reads size 0 (every block holds bytes) until new_block writes it again.
   constexpr void delete_block(std::uint32_t b) {
-    live_[b] = false;
+    blocks_[b].size = 0;
     recycled_[recycled_count_++] = b;
   }
 
@@ -553,7 +553,6 @@ class caching_allocator {
   std::uint64_t events_ = 0;
   allocator_stats stats_{};
   std::array<block, BlockCapacity> blocks_;
-  std::array<bool, BlockCapacity> live_;
   std::array<std::uint32_t, BlockCapacity> recycled_;
   std::uint32_t used_ = 0;
   std::uint32_t recycled_count_ = 0;
