@@ -63,11 +63,16 @@ class free_set {
     // Best fit asks from address 0: the size's first entry, without searching its addresses.
     if (rank == ranks_ || sizes_[rank] != size || address == 0) return {rank, 0};
     const slot& k = slots_[slot_of_[rank]];
-    // The first stored (highest first) address below `address`, scanned from the lowest: a block
-    // is mostly sought among its size's lowest quarter, where a scan's branch is predicted and a
-    // binary search's probes (a mispredicted branch each) cost more.
-    std::size_t stored = k.count;
-    while (stored > 0 && k.items[stored - 1].address < address) --stored;
+    std::size_t stored = 0;  // the first stored (highest first) address below `address`
+    for (std::size_t n = k.count; n > 0;) {
+      const std::size_t half = n / 2;
+      if (k.items[stored + half].address >= address) {
+        stored += half + 1;
+        n -= half + 1;
+      } else {
+        n = half;
+      }
+    }
     if (stored == 0) return {rank + 1, 0};
     return {rank, k.count - stored};
   }
