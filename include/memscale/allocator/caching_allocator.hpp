@@ -150,13 +150,13 @@ class caching_allocator {
   constexpr void release(std::uint32_t id) {
     ++events_;
     if (id >= id_high_ || owner_of_[id].block == no_block) detail_fail("tensor id freed but not allocated", id);
-    const live_tensor o = owner_of_[id];
+    const live_tensor t = owner_of_[id];
     owner_of_[id].block = no_block;
-    block& k = blocks_[o.block];
+    const std::uint32_t b = t.block;
+    block& k = blocks_[b];
     k.allocated = false;
     stats_.allocated -= bytes{k.size};
-    stats_.requested -= bytes{o.requested};
-    const std::uint32_t b = o.block;
+    stats_.requested -= bytes{t.requested};
     const std::uint32_t merged = merge(b, blocks_[b].prev);
     insert_free(merge(merged, blocks_[merged].next));
   }
@@ -216,16 +216,20 @@ class caching_allocator {
     }
   }
 
-  constexpr void erase_free_at(pool_set& s, free_position at) {
-    const block& k = blocks_[s.at(at).block];
+  // A block that leaves the cache: count_inactive_split undone.
+  constexpr void uncount_inactive_split(const block& k) {
     if (!k.expandable && is_split(k)) stats_.inactive_split -= bytes{k.size};
+  }
+
+  constexpr void erase_free_at(pool_set& s, free_position at) {
+    uncount_inactive_split(blocks_[s.at(at).block]);
     s.erase(at);
   }
 
   // A cached block leaves its pool's set (its own fields find it; no entry is read back).
   constexpr void erase_free(std::uint32_t b) {
     const block& k = blocks_[b];
-    if (!k.expandable && is_split(k)) stats_.inactive_split -= bytes{k.size};
+    uncount_inactive_split(k);
     pool_set& s = free_of(k.pool);
     s.erase(s.lower_bound(k.size, k.address));
   }
@@ -284,8 +288,7 @@ class caching_allocator {
       erase_free_at(s, at);
       return found;
     }
-    const block& k = blocks_[found];
-    if (!k.expandable && is_split(k)) stats_.inactive_split -= bytes{k.size};
+    uncount_inactive_split(blocks_[found]);
     const std::uint32_t b = split_off(found, size);
     const free_entry rest{blocks_[found].size, blocks_[found].address, found};
     if (s.sorts_at(at, rest)) {
