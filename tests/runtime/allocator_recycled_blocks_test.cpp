@@ -51,8 +51,8 @@ static_assert(merged_back_in_constant_evaluation());
 TEST_CASE("merged blocks leave the segment picture; requested bytes leave with their tensor",
           "[allocator][recycled]") {
   const auto a = std::make_unique<sim>();
-  a->allocate(7, 1000);  // a small-pool segment next to the large one
   REQUIRE(merged_back(*a));
+  a->allocate(7, 1000);  // a small-pool segment next to the large one
   CHECK(a->stats().requested.value == 1000);
   CHECK(a->stats().reserved.value == 22 * MiB);
 
