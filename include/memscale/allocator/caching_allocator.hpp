@@ -45,11 +45,11 @@ inline constexpr std::uint32_t no_block = 0xffffffffU;
 
 // One block: part (or all) of a segment, allocated or cached. No default member
 // initialisers: slots are written before they are read (P1331), so an allocator costs
-// nothing for the slots it never uses.
+// nothing for the slots it never uses. 32 bytes, two to a cache line: an allocation's
+// requested size is kept by tensor id (caching_allocator::live_tensor), not here.
 struct block {
   std::uint64_t address;
   std::uint64_t size;
-  std::uint64_t requested;  // the request's own size while allocated
   std::uint32_t prev;       // neighbours in the same segment, or no_block
   std::uint32_t next;
   std::uint32_t owner;      // tensor id while allocated
@@ -110,8 +110,8 @@ class caching_allocator {
   constexpr bool allocate(std::uint32_t id, std::uint64_t size) {
     ++events_;
     if (id >= IdCapacity) detail_fail("tensor id is beyond the id capacity", id);
-    for (; id_high_ <= id; ++id_high_) owner_of_[id_high_] = no_block;
-    if (owner_of_[id] != no_block) detail_fail("tensor id allocated twice", id);
+    for (; id_high_ <= id; ++id_high_) owner_of_[id_high_].block = no_block;
+    if (owner_of_[id].block != no_block) detail_fail("tensor id allocated twice", id);
     const std::uint64_t rounded = round_size(opts_, size);
     const pool_kind pool = pool_for(rounded);
     const std::uint64_t alloc_size = allocation_size(rounded);
@@ -137,9 +137,8 @@ class caching_allocator {
     }
     block& k = blocks_[b];
     k.allocated = true;
-    k.requested = size;
     k.owner = id;
-    owner_of_[id] = b;
+    owner_of_[id] = {b, size};
     stats_.allocated += bytes{k.size};
     stats_.requested += bytes{size};
     stats_.allocated_peak = max(stats_.allocated_peak, stats_.allocated);
@@ -150,13 +149,14 @@ class caching_allocator {
   // Frees tensor `id` (allocated before and not freed since).
   constexpr void release(std::uint32_t id) {
     ++events_;
-    if (id >= id_high_ || owner_of_[id] == no_block) detail_fail("tensor id freed but not allocated", id);
-    const std::uint32_t b = owner_of_[id];
-    owner_of_[id] = no_block;
+    if (id >= id_high_ || owner_of_[id].block == no_block) detail_fail("tensor id freed but not allocated", id);
+    const live_tensor t = owner_of_[id];
+    owner_of_[id].block = no_block;
+    const std::uint32_t b = t.block;
     block& k = blocks_[b];
     k.allocated = false;
     stats_.allocated -= bytes{k.size};
-    stats_.requested -= bytes{k.requested};
+    stats_.requested -= bytes{t.requested};
     const std::uint32_t merged = merge(b, blocks_[b].prev);
     insert_free(merge(merged, blocks_[merged].next));
   }
@@ -181,7 +181,7 @@ class caching_allocator {
   constexpr void for_each_block(Fn&& fn) const {
     for (std::uint32_t i = 0; i < used_; ++i) {
       const block& k = blocks_[i];
-      if (!live_[i] || k.prev != no_block) continue;  // start at segment heads
+      if (k.size == 0 || k.prev != no_block) continue;  // start at segment heads (size 0: recycled)
       for (std::uint32_t j = i; j != no_block; j = blocks_[j].next)
         if (blocks_[j].mapped)
           fn(block_view{k.address, blocks_[j].address, blocks_[j].size, blocks_[j].owner, blocks_[j].pool,
@@ -216,15 +216,22 @@ class caching_allocator {
     }
   }
 
-  constexpr void erase_free_at(pool_set& s, free_position at) {
-    const block& k = blocks_[s.at(at).block];
+  // A block that leaves the cache: count_inactive_split undone.
+  constexpr void uncount_inactive_split(const block& k) {
     if (!k.expandable && is_split(k)) stats_.inactive_split -= bytes{k.size};
+  }
+
+  constexpr void erase_free_at(pool_set& s, free_position at) {
+    uncount_inactive_split(blocks_[s.at(at).block]);
     s.erase(at);
   }
 
+  // A cached block leaves its pool's set (its own fields find it; no entry is read back).
   constexpr void erase_free(std::uint32_t b) {
-    pool_set& s = free_of(blocks_[b].pool);
-    erase_free_at(s, s.lower_bound(blocks_[b].size, blocks_[b].address));
+    const block& k = blocks_[b];
+    uncount_inactive_split(k);
+    pool_set& s = free_of(k.pool);
+    s.erase(s.lower_bound(k.size, k.address));
   }
 
   constexpr std::uint32_t new_block(const block& k) {
@@ -236,12 +243,12 @@ class caching_allocator {
       b = used_++;
     }
     blocks_[b] = k;
-    live_[b] = true;
     return b;
   }
 
+  // A recycled slot reads size 0 (every block holds bytes) until new_block writes it again.
   constexpr void delete_block(std::uint32_t b) {
-    live_[b] = false;
+    blocks_[b].size = 0;
     recycled_[recycled_count_++] = b;
   }
 
@@ -281,8 +288,7 @@ class caching_allocator {
       erase_free_at(s, at);
       return found;
     }
-    const block& k = blocks_[found];
-    if (!k.expandable && is_split(k)) stats_.inactive_split -= bytes{k.size};
+    uncount_inactive_split(blocks_[found]);
     const std::uint32_t b = split_off(found, size);
     const free_entry rest{blocks_[found].size, blocks_[found].address, found};
     if (s.sorts_at(at, rest)) {
@@ -318,7 +324,7 @@ class caching_allocator {
     if (alloc_size > segment_floor_) detail_fail("ran out of simulated address space at a segment of", alloc_size);
     segment_floor_ -= alloc_size;
     const std::uint32_t b =
-        new_block(block{segment_floor_, alloc_size, 0, no_block, no_block, 0, pool, false, true, false});
+        new_block(block{segment_floor_, alloc_size, no_block, no_block, 0, pool, false, true, false});
     add_reserved(alloc_size);
     return b;
   }
@@ -340,7 +346,7 @@ class caching_allocator {
   // The split itself: a new block for the front, `rest` keeps the tail (not yet cached).
   constexpr std::uint32_t split_off(std::uint32_t rest, std::uint64_t size) {
     const block r = blocks_[rest];
-    const std::uint32_t b = new_block(block{r.address, size, 0, r.prev, rest, 0, r.pool, false, true, r.expandable});
+    const std::uint32_t b = new_block(block{r.address, size, r.prev, rest, 0, r.pool, false, true, r.expandable});
     if (r.prev != no_block) blocks_[r.prev].next = b;
     block& k = blocks_[rest];
     k.prev = b;
@@ -464,7 +470,7 @@ class caching_allocator {
     }
     const std::uint64_t base = next_address_;
     next_address_ = memscale::detail::checked_add(next_address_, expandable_range);
-    const std::uint32_t b = new_block(block{base, expandable_range, 0, no_block, no_block, 0, pool, false, false, true});
+    const std::uint32_t b = new_block(block{base, expandable_range, no_block, no_block, 0, pool, false, false, true});
     segment_base_[pool == pool_kind::small ? 0 : 1] = base;
     insert_unmapped(b);
     return b;
@@ -483,7 +489,7 @@ class caching_allocator {
     if (mapped < blocks_[b].size) {
       const block k = blocks_[b];
       const std::uint32_t rest =
-          new_block(block{k.address + mapped, k.size - mapped, 0, b, k.next, 0, k.pool, false, false, true});
+          new_block(block{k.address + mapped, k.size - mapped, b, k.next, 0, k.pool, false, false, true});
       if (k.next != no_block) blocks_[k.next].prev = rest;
       blocks_[b].next = rest;
       blocks_[b].size = mapped;
@@ -522,14 +528,14 @@ class caching_allocator {
     erase_free(b);
     if (begin > k.address) {
       const std::uint32_t before_free =
-          new_block(block{k.address, begin - k.address, 0, k.prev, b, 0, k.pool, false, true, true});
+          new_block(block{k.address, begin - k.address, k.prev, b, 0, k.pool, false, true, true});
       if (k.prev != no_block) blocks_[k.prev].next = before_free;
       blocks_[b].prev = before_free;
       insert_free(before_free);
     }
     if (end < k.address + k.size) {
       const std::uint32_t after_free =
-          new_block(block{end, k.address + k.size - end, 0, b, k.next, 0, k.pool, false, true, true});
+          new_block(block{end, k.address + k.size - end, b, k.next, 0, k.pool, false, true, true});
       if (k.next != no_block) blocks_[k.next].prev = after_free;
       blocks_[b].next = after_free;
       insert_free(after_free);
@@ -550,11 +556,15 @@ class caching_allocator {
   std::uint64_t events_ = 0;
   allocator_stats stats_{};
   std::array<block, BlockCapacity> blocks_;
-  std::array<bool, BlockCapacity> live_;
   std::array<std::uint32_t, BlockCapacity> recycled_;
   std::uint32_t used_ = 0;
   std::uint32_t recycled_count_ = 0;
-  std::array<std::uint32_t, IdCapacity> owner_of_;  // written up to id_high_
+  // A live tensor's block and the size it asked for.
+  struct live_tensor {
+    std::uint32_t block;
+    std::uint64_t requested;
+  };
+  std::array<live_tensor, IdCapacity> owner_of_;  // written up to id_high_
   std::uint32_t id_high_ = 0;
   pool_set small_free_;
   pool_set large_free_;
