@@ -22,7 +22,10 @@ constexpr std::uint64_t greatest_common_divisor(std::uint64_t a, std::uint64_t b
   return a;
 }
 
+// A model without a pattern has periods of 1: those take no division (detail::ceil_div says why).
 constexpr std::uint64_t least_common_multiple(std::uint64_t a, std::uint64_t b) {
+  if (a == 1) return b;
+  if (b == 1) return a;
   return a / greatest_common_divisor(a, b) * b;
 }
 
