@@ -52,6 +52,9 @@ static_assert(ceil_div(bytes{10}, 3U) == bytes{4});
 static_assert(ceil_div(bytes{9}, 3U) == bytes{3});
 static_assert(ceil_div(bytes{1}, 1000U) == bytes{1});
 static_assert(ceil_div(bytes{0}, 7U) == bytes{0});
+// By 1 it returns without dividing: the same value, the largest included.
+static_assert(ceil_div(bytes{10}, 1U) == bytes{10});
+static_assert(ceil_div(bytes{~0ULL}, 1U) == bytes{~0ULL});
 static_assert(ceil_div(1_GiB, 1024U) == 1_MiB);
 
 // round_up to a granule (the CUDA allocator's 512 B / 2 MiB rounding).

@@ -485,4 +485,25 @@ struct paged_sgd {
 };
 static_assert(!folds<paged_sgd>);
 
+// A graph's waiting gradients (graph.hpp waiting_slots) are written one by one and read back; a
+// graph holding one is a complete constant, its unused slots holding the empty marker.
+constexpr memscale::graph graph_with_a_waiting_gradient() {
+  memscale::graph g;
+  memscale::graph_builder b(g);
+  b.append(memscale::op_kind::elementwise);
+  b.append(memscale::op_kind::elementwise);
+  b.wait(1, 0, memscale::bytes{8});
+  return g;
+}
+constexpr memscale::graph waiting_graph = graph_with_a_waiting_gradient();
+static_assert(waiting_graph.waiting_count == 1);
+static_assert(waiting_graph.waiting[0].made_by == 1 && waiting_graph.waiting[0].used_by == 0);
+static_assert(waiting_graph.waiting[0].size == memscale::bytes{8});
+
+// A period of 1 (no layer pattern) leaves the other: no division taken, the same multiple.
+static_assert(memscale::graph_layers::least_common_multiple(1, 1) == 1);
+static_assert(memscale::graph_layers::least_common_multiple(1, 6) == 6);
+static_assert(memscale::graph_layers::least_common_multiple(4, 1) == 4);
+static_assert(memscale::graph_layers::least_common_multiple(4, 6) == 12);
+
 }  // namespace

@@ -614,10 +614,11 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   // Under FSDP1 a block is a unit of its own (auto_wrap_policy): its weights' gradients meet in
   // its flat parameter when any of them trains (estimate/activations.hpp section_backward_peak).
   const bool block_flat_views = run.fsdp_flat_views && grads_b.value != 0;
+  // The flat gradient is read only with views: without them its walk over the block is skipped.
+  const bytes block_flat =
+      block_flat_views ? section_view_gradient_bytes(g, block_of(g), run, view_gradients::stored) : bytes{};
   const auto bp = section_backward_peak(g, block_of(g), run, persist, g.stream_grad,
-                                        {.views = block_flat_views,
-                                         .split_after = true,
-                                         .flat = section_view_gradient_bytes(g, block_of(g), run, view_gradients::stored)});
+                                        {.views = block_flat_views, .split_after = true, .flat = block_flat});
   // The reentrant checkpoint keeps its rerun's output referenced while autograd.backward runs
   // through the block (torch/utils/checkpoint.py @ 0008d771, CheckpointFunction.backward: `outputs`).
   const bytes rerun_output = reentrant_checkpoint(run) ? g.ops[block_of(g).end - 1].out : bytes{};

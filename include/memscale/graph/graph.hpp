@@ -138,6 +138,32 @@ struct waiting_gradient {
 // of seven Mamba layers and one attention layer has 15.
 inline constexpr std::size_t waiting_gradient_capacity = 64;
 
+// A graph's waiting gradients, stored as op_slots stores ops: only the first waiting_count are
+// ever written at run time (zeroing the 1 KB array was 3% of an estimate, twice: a model_graph
+// holds two stacks); in constant evaluation an unused slot holds an empty marker.
+class waiting_slots {
+ public:
+  constexpr waiting_slots() {}  // NOLINT: user-provided, so a value-initialised graph does not zero the slots
+  constexpr void set(std::size_t i, const waiting_gradient& w) {
+    if (std::is_constant_evaluated())
+      slots_[i] = slot{w};
+    else
+      ::new (static_cast<void*>(&slots_[i].value)) waiting_gradient(w);
+  }
+  constexpr const waiting_gradient& operator[](std::size_t i) const { return slots_[i].value; }
+
+ private:
+  union slot {
+    unsigned char none;
+    waiting_gradient value;
+    constexpr slot() {  // NOLINT: deliberately no member initialiser (op_slots' slot says why)
+      if (__builtin_is_constant_evaluated()) none = 0;
+    }
+    constexpr explicit slot(const waiting_gradient& w) : value(w) {}
+  };
+  std::array<slot, waiting_gradient_capacity> slots_;
+};
+
 // A block may hold a period of layers that differ by position (graph/layers/layer_pattern.hpp):
 // Llama 4 Scout's four layers under LoRA on every Linear are 391 ops.
 inline constexpr std::size_t graph_capacity = 512;
@@ -201,7 +227,7 @@ struct graph {
                                 // checkpointed blocks keep them as inputs, until the bottom block's backward)
   bytes kept_input_embeddings{};  // enable_input_require_grads' leaf and its .grad: from the bottom block's
                                   // backward to the end of backward (graph/layers/input_require_grads.hpp)
-  std::array<waiting_gradient, waiting_gradient_capacity> waiting{};  // the first waiting_count are written
+  waiting_slots waiting;  // the first waiting_count are written
   std::size_t waiting_count = 0;
   bytes tower_forward{};        // a frozen vision tower's forward on the step's images at its largest moment, with
                                 // the text embeddings beside it (graph/layers/vision_tower.hpp); before the blocks

@@ -96,9 +96,9 @@ class graph_builder {
     const std::size_t section_begin = g_->block_end != 0 ? g_->block_end : g_->block_begin;
     if (used_by < section_begin && made_by >= section_begin)
       detail::fail(error_code::unsupported, "waiting gradient", "must be made and used in one section; used_by", used_by);
-    g_->waiting[g_->waiting_count++] = {.made_by = static_cast<std::uint32_t>(made_by),
-                                        .used_by = static_cast<std::uint32_t>(used_by),
-                                        .size = size};
+    g_->waiting.set(g_->waiting_count++, {.made_by = static_cast<std::uint32_t>(made_by),
+                                          .used_by = static_cast<std::uint32_t>(used_by),
+                                          .size = size});
   }
 
   [[nodiscard]] constexpr std::size_t last() const { return g_->size - 1; }

@@ -22,7 +22,10 @@ constexpr std::uint64_t greatest_common_divisor(std::uint64_t a, std::uint64_t b
   return a;
 }
 
+// A model without a pattern has periods of 1: those take no division (detail::ceil_div says why).
 constexpr std::uint64_t least_common_multiple(std::uint64_t a, std::uint64_t b) {
+  if (a == 1) return b;
+  if (b == 1) return a;
   return a / greatest_common_divisor(a, b) * b;
 }
 
@@ -100,11 +103,16 @@ constexpr bool rope_only_layer_pattern(const model_spec& m) {
          m.moe_layer_step <= 1 && m.attention_layer_period <= 1 && !m.single_mixer_blocks;
 }
 
-// The model as a run writes its layers: a rope-only pattern (above) under checkpointing, selective
-// checkpointing or a no-grad forward becomes every layer rotating.
+// Whether a run writes the model's layers otherwise than declared: a rope-only pattern (above) under
+// checkpointing, selective checkpointing or a no-grad forward becomes every layer rotating.
+constexpr bool rewrites_layers(const model_spec& m, bool checkpointed_or_no_grad) {
+  return checkpointed_or_no_grad && rope_only_layer_pattern(m);
+}
+
+// The model as a run writes its layers (rewrites_layers).
 constexpr model_spec layers_as_written(const model_spec& m, bool checkpointed_or_no_grad) {
   model_spec written = m;
-  if (checkpointed_or_no_grad && rope_only_layer_pattern(m)) {
+  if (rewrites_layers(m, checkpointed_or_no_grad)) {
     written.nope_layer_interval = 0;
     written.nope_keeps_qk_norm = false;
   }

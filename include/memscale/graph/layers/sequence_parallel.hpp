@@ -23,8 +23,9 @@ namespace memscale::graph_layers {
 constexpr bool sequence_parallel(const training_spec& run) { return run.tensor_parallel > 1; }
 
 // The rows of the residual stream one rank holds: its 1/tp of the sequence.
+// Without TP no division (detail::ceil_div says why).
 constexpr std::uint64_t stream_rows(const layer_context& ctx) {
-  return ctx.tokens / ctx.run.tensor_parallel;
+  return ctx.run.tensor_parallel == 1 ? ctx.tokens : ctx.tokens / ctx.run.tensor_parallel;
 }
 
 // The model one TP rank computes: its heads, key/value heads, MLP width and vocabulary rows

@@ -354,30 +354,12 @@ constexpr void generation_forward(const graph_layers::layer_context& ctx) {
   generation_head(ctx, x);
 }
 
-// The op sequence of one training step of `model` under `run`, written into `out` (empty).
-// With `no_grad_forward`, each op also records its last forward reader (op::last_reader) and
-// the attention reads `cached_keys` positions per sequence a KV cache holds (a generate()
-// decoding step) besides the new rows. `model_validated`: the caller ran validate(model).
-constexpr void build_decoder_stack(const model_spec& declared, const training_spec& requested, graph& out,
-                                   bool no_grad_forward = false, std::uint64_t cached_keys = 0,
-                                   bool model_validated = false) {
+// The op sequence of one training step of `model` (one TP rank's share) under `run` (the rows and
+// positions its layers see; `requested` as given), written into `out` (empty). build_decoder_stack
+// below checks the run first.
+constexpr void write_decoder_stack(const model_spec& model, const training_spec& run, const training_spec& requested,
+                                   graph& out, bool no_grad_forward, std::uint64_t cached_keys) {
   using namespace graph_layers;
-  const model_spec whole_model = layers_as_written(
-      declared, no_grad_forward || requested.ckpt != checkpointing::none || requested.sac != selective_ac::none);
-  if (whole_model.arch == architecture::encoder_decoder)
-    detail::fail(error_code::unsupported, "model.arch",
-                 "is encoder_decoder: the decoder-stack recipe writes one stack (build() writes an "
-                 "encoder-decoder's two)");
-  if (model_validated)
-    detail::validate_run_of_valid_model(whole_model, requested);
-  else
-    validate(whole_model, requested);
-  // The layers see the rows the collator makes: a padding-free micro-batch is one row of all its
-  // tokens (training.hpp as_rows); the attention reads the example boundaries (attention.hpp).
-  // torchtitan's CP: the layers see the rank's seq_len / cp positions (context_parallel.hpp).
-  const training_spec run = context_parallel_local(as_rows(requested));
-  // torchtitan's TP: the layers build the rank's share of the model (sequence_parallel.hpp).
-  const model_spec model = tensor_parallel_local(whole_model, run);
   const precision_policy precision = precision_policy_of(run);
   const auto tokens = detail::checked_mul(run.micro_batch, run.seq_len, detail::quantity{"tokens (micro_batch x seq_len)"});
   op_writer ops(out, precision, run.device);
@@ -487,6 +469,47 @@ constexpr void build_decoder_stack(const model_spec& declared, const training_sp
     sections.set_validation(graph_layers::litgpt_validation_peak(ctx, precision.matmul),
                             graph_layers::litgpt_step_logits_bound(ctx, precision.matmul));
   sections.set_held(base_model_held(model, run, precision, tokens) + hooked_lookup_held(run, lookups));
+}
+
+// `whole_model`'s stack, as the run writes its layers (layers_as_written): the run checked, then one
+// TP rank's share written. The 1 KB model is copied only where TP changes it (two copies were 2% of
+// an estimate).
+constexpr void decoder_stack_of(const model_spec& whole_model, const training_spec& requested, graph& out,
+                                bool no_grad_forward, std::uint64_t cached_keys, bool model_validated) {
+  using namespace graph_layers;
+  if (whole_model.arch == architecture::encoder_decoder)
+    detail::fail(error_code::unsupported, "model.arch",
+                 "is encoder_decoder: the decoder-stack recipe writes one stack (build() writes an "
+                 "encoder-decoder's two)");
+  if (model_validated)
+    detail::validate_run_of_valid_model(whole_model, requested);
+  else
+    validate(whole_model, requested);
+  // The layers see the rows the collator makes: a padding-free micro-batch is one row of all its
+  // tokens (training.hpp as_rows); the attention reads the example boundaries (attention.hpp).
+  // torchtitan's CP: the layers see the rank's seq_len / cp positions (context_parallel.hpp).
+  const training_spec run = context_parallel_local(as_rows(requested));
+  // torchtitan's TP: the layers build the rank's share of the model (sequence_parallel.hpp).
+  if (run.tensor_parallel == 1)
+    write_decoder_stack(whole_model, run, requested, out, no_grad_forward, cached_keys);
+  else
+    write_decoder_stack(tensor_parallel_local(whole_model, run), run, requested, out, no_grad_forward, cached_keys);
+}
+
+// The op sequence of one training step of `model` under `run`, written into `out` (empty).
+// With `no_grad_forward`, each op also records its last forward reader (op::last_reader) and
+// the attention reads `cached_keys` positions per sequence a KV cache holds (a generate()
+// decoding step) besides the new rows. `model_validated`: the caller ran validate(model).
+constexpr void build_decoder_stack(const model_spec& declared, const training_spec& requested, graph& out,
+                                   bool no_grad_forward = false, std::uint64_t cached_keys = 0,
+                                   bool model_validated = false) {
+  const bool checkpointed_or_no_grad =
+      no_grad_forward || requested.ckpt != checkpointing::none || requested.sac != selective_ac::none;
+  if (graph_layers::rewrites_layers(declared, checkpointed_or_no_grad))
+    decoder_stack_of(graph_layers::layers_as_written(declared, true), requested, out, no_grad_forward, cached_keys,
+                     model_validated);
+  else
+    decoder_stack_of(declared, requested, out, no_grad_forward, cached_keys, model_validated);
 }
 
 constexpr graph build_decoder_stack(const model_spec& model, const training_spec& run) {
