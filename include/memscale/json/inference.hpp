@@ -107,6 +107,8 @@ inline std::string inference_software_text(const model_spec& m, const inference_
   std::string out = "torch " + detail::two_parts(r.torch_version) + ", transformers " +
                     detail::two_parts(r.transformers_version) + ", CUDA modules loaded " +
                     (r.cuda_lazy_loading ? "lazily" : "eagerly");
+  if (r.torch_version == current_torch_release && r.transformers_version == current_transformers_release)
+    out += " (assumed: the current releases, unless stated)";
   if (keeps_tuple_cache(m, r))
     out += "; the model returns tuple caches (before transformers " + detail::two_parts(m.generate_tuple_cache_before) +
            "): generate() holds the previous step's while the next is built";

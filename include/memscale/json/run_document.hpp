@@ -448,6 +448,7 @@ inline void read_run_document(const json& doc, run_input& out) {
   if (!doc.contains("run") || !detail::states_loss(doc.at("run"), "loss")) in.run = with_script_loss(in.run);
   detail::read_device_fields(doc, in);
   if (doc.contains("software")) read_software(doc.at("software"), in.run);
+  in.run = with_current_transformers(in.run);
   in.model = model_for_framework(in.model, in.run);
   validate(in.model);
   validate(in.run);
