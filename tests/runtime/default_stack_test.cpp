@@ -50,6 +50,11 @@ TEST_CASE("default stack: a run document without software runs the current relea
   const nlohmann::json back = io::run_document_json(in);
   CHECK(back.at("software").at("transformers") == "5.17");
   CHECK(read(back).run.transformers_version == 517);
+  // The report says it was assumed; read back, that result field is ignored.
+  const io::run_input bare = read({{"model", "gpt2"}, {"run", {{"seq_len", 128}, {"device", "cpu"}}}});
+  const nlohmann::json report = io::run_report_json(bare, io::estimate_run(bare), nullptr);
+  CHECK(report.at("software_assumed") == "the current releases");
+  CHECK(read(report).run.torch_version == current_torch_release);
 }
 
 TEST_CASE("default stack: a stated package keeps its value, the others the current releases", "[json][software]") {
@@ -58,6 +63,8 @@ TEST_CASE("default stack: a stated package keeps its value, the others the curre
   CHECK(in.run.transformers_version == 446);
   CHECK(in.run.torch_version == current_torch_release);
   CHECK_FALSE(says(io::software_text(in.run), "assumed"));
+  const nlohmann::json report = io::run_report_json(in, io::estimate_run(in), nullptr);
+  CHECK_FALSE(report.contains("software_assumed"));
   const io::run_input old_torch =
       read({{"model", "llama-2-7b"}, {"run", {{"seq_len", 512}}}, {"software", {{"torch", "2.5"}}}});
   CHECK(old_torch.run.torch_version == 205);
@@ -73,6 +80,7 @@ TEST_CASE("default stack: only a Hugging Face run takes the current transformers
   const io::run_input vision = read({{"model", "resnet50"}});
   CHECK(vision.run.transformers_version == 0);
   CHECK(vision.run.torch_version == current_torch_release);
+  CHECK(io::vision_report_json(vision).at("software_assumed") == "the current releases");
 }
 
 TEST_CASE("default stack: a ground-truth record without software keeps today's behaviour", "[json][software]") {
@@ -94,11 +102,13 @@ TEST_CASE("default stack: generate() without software runs the current releases"
   CHECK(plain.spec.transformers_version == current_transformers_release);
   CHECK(plain.spec.torch_version == current_torch_release);
   CHECK(says(io::inference_software_text(plain.model, plain.spec), "assumed: the current releases"));
+  CHECK(io::inference_software_json(plain.model, plain.spec).at("assumed") == "the current releases");
   const io::inference_input stated = read_inference(
       {{"model", "llama-2-7b"}, {"infer", nlohmann::json::object()}, {"software", {{"transformers", "4.32"}}}});
   CHECK(stated.spec.transformers_version == 432);
   CHECK(stated.spec.torch_version == current_torch_release);
   CHECK_FALSE(says(io::inference_software_text(stated.model, stated.spec), "assumed"));
+  CHECK_FALSE(io::inference_software_json(stated.model, stated.spec).contains("assumed"));
   // A record's infer keeps the reader's own defaults.
   CHECK(io::inference_from_record({{"infer", {{"context", 512}, {"new_tokens", 128}}}}).transformers_version ==
         memscale::inference_spec{}.transformers_version);

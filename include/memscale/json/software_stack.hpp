@@ -147,6 +147,14 @@ inline training_spec with_current_transformers(training_spec run) {
   return run;
 }
 
+// Whether a stack is the current releases' (torch and transformers), which a run that states
+// none assumes: the reports say so (current_releases_text, the JSON's "software_assumed").
+constexpr bool on_current_releases(std::uint32_t torch_version, std::uint32_t transformers_version) {
+  return torch_version == current_torch_release && transformers_version == current_transformers_release;
+}
+inline constexpr std::string_view current_releases_text = " (assumed: the current releases, unless stated)";
+inline constexpr std::string_view current_releases_json = "the current releases";
+
 // The stack as a run document writes it back.
 inline json software_json(const training_spec& run) {
   json j;
@@ -170,8 +178,7 @@ inline std::string software_text(const training_spec& run) {
                          : "not stated (4.x attention and experts; no use_cache cache in training, as from 5.0)") +
                     ", bitsandbytes " + std::to_string(b / 10000) + "." + std::to_string(b / 100 % 100) + "." +
                     std::to_string(b % 100) + ", CUDA modules loaded " + (run.cuda_lazy_loading ? "lazily" : "eagerly");
-  if (run.torch_version == current_torch_release && run.transformers_version == current_transformers_release)
-    out += " (assumed: the current releases, unless stated)";
+  if (on_current_releases(run.torch_version, run.transformers_version)) out += current_releases_text;
   return out;
 }
 
