@@ -388,7 +388,7 @@ function renderAllocator(r) {
   let html = `<p>Framework: ${textFig('framework.name', fw.name)}` +
              (fw.version ? ` ${textFig('framework.version', fw.version)}` : '') +
              ' <small>(<code>--framework</code> or the run\'s <code>framework</code>)</small>; ';
-  html += `software assumed: ${stack.length ? stack.join(', ') : 'the current releases'}`;
+  html += `software assumed: ${stack.length ? stack.join(', ') : 'the current releases'}${assumedNote('software_assumed', r.software_assumed)}`;
   html += ' <small>(<code>--stack</code> or the run\'s <code>software</code> changes it)</small>';
   const run = r.run || {};
   if (typeof run.use_reentrant === 'boolean')
@@ -398,13 +398,18 @@ function renderAllocator(r) {
   return html + allocatorText(r.allocator);
 }
 
+// The report's word on a stack nobody stated ("the current releases"), after the versions.
+function assumedNote(path, assumed) {
+  return assumed ? ` (${textFig(path, assumed)})` : '';
+}
+
 // A vision report's model (its "architecture") and the software its estimate assumes.
 function renderVisionModel(r, stack) {
   const a = r.architecture;
   return `<p>Model: ${textFig('architecture.source', a.source)} ${textFig('architecture.family', a.family)}, ` +
          `${countFig('architecture.parameters', a.parameters)} parameters, ${countFig('architecture.classes', a.classes)} classes; ` +
          `image ${textFig('run.image', r.run.image)}${r.run.channels_last ? ' channels_last' : ''}; ` +
-         `software assumed: ${stack.join(', ')} <small>(the software stack's torch, <code>--stack</code> or the run's ` +
+         `software assumed: ${stack.join(', ')}${assumedNote('software_assumed', r.software_assumed)} <small>(the software stack's torch, <code>--stack</code> or the run's ` +
          '<code>software</code> changes it)</small></p>';
 }
 
@@ -475,6 +480,7 @@ function renderInferenceSoftware(r) {
   let html = `<p>Software assumed: torch ${textFig('inference.software.torch', sw.torch)}, transformers ` +
              `${textFig('inference.software.transformers', sw.transformers)}, CUDA modules loaded ` +
              `${sw.cuda_lazy_loading ? 'lazily' : 'eagerly'}` +
+             assumedNote('inference.software.assumed', sw.assumed) +
              (sw.tuple_cache ? '; the model returns tuple caches: generate() holds the previous step\'s while the next is built' : '') +
              ' <small>(the software stack above, <code>--stack</code> or the run\'s <code>software</code> changes it)</small></p>';
   return html + allocatorText(r.allocator);

@@ -313,6 +313,8 @@ void check_run(const CLI::App& app, options& o) {
   apply_torchtune_distributed(app, o);
   apply_litgpt_model_parallel(app, o);
   if (!o.loss_given) o.run = memscale::with_script_loss(o.run);
+  // A vision model's step runs no transformers code (check_vision_stack refuses a release).
+  if (!o.vision.model) o.run = memscale::json_io::with_current_transformers(o.run);
   if ((!o.alloc_conf.empty() || o.context_memory.value != 0) && (o.cluster.gpus > 0 || o.config.generic))
     throw usage_error(std::string(o.alloc_conf.empty() ? "--context-memory" : "--alloc-conf") + " does not apply to " +
                       (o.cluster.gpus > 0 ? "--gpus" : "a generic --config model") +

@@ -97,7 +97,11 @@ struct inference_options {
   bool enabled = false;             // --inference: estimate generate() instead of a training step
   // --context, --new-tokens, --kv-dtype, --kv-cache, --weights; batch and attention come from
   // --batch and --attention (options_run.cpp).
-  memscale::inference_spec spec{.batch = 1, .context = 512, .new_tokens = 128};
+  memscale::inference_spec spec{.batch = 1,
+                                .context = 512,
+                                .new_tokens = 128,
+                                .transformers_version = memscale::current_transformers_release,
+                                .torch_version = memscale::current_torch_release};
   bool kv_dtype_given = false;      // otherwise the KV cache takes the weights' dtype
   std::string kv_dtype;             // --kv-dtype as given: a dtype, or a quantized cache's int2 / int4
   bool gpt_fast = false;            // --framework gpt-fast: gpt-fast's generate() (training with it is refused)

@@ -72,8 +72,8 @@ void add_gpu_options(CLI::App& app, options& o) {
               o.context_memory = memscale::bytes{size};
             });
   add_value(app, g, "--stack", "LIST",
-            "the software assumed, e.g. torch=2.5,transformers=4.46,bitsandbytes=0.43.2,cuda=12.4; default torch 2.5, "
-            "transformers 4.x, bitsandbytes 0.49.2, CUDA >= 12.2",
+            "the software assumed, e.g. torch=2.5,transformers=4.46,bitsandbytes=0.43.2,cuda=12.4; default: the current "
+            "releases, torch 2.11, transformers 5.17, bitsandbytes 0.49.2, CUDA >= 12.2",
             [&o](const std::string& v) {
               memscale::json_io::read_stack_option(v, o.run, "--stack");
               o.stack = v;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <string>
+#include <string_view>
 
 #include "memscale/json.hpp"
 #include "memscale/vision/device.hpp"
@@ -23,8 +24,11 @@ using memscale::json_io::vision_model_json;
 
 std::string vision_software_text(const memscale::training_spec& run) {
   const nlohmann::json j = memscale::json_io::vision_software_json(run);
-  return fmt::format("torch {}, bitsandbytes {}, CUDA modules loaded {}", j.at("torch").get<std::string>(),
-                     j.at("bitsandbytes").get<std::string>(), run.cuda_lazy_loading ? "lazily" : "eagerly");
+  return fmt::format("torch {}, bitsandbytes {}, CUDA modules loaded {}{}", j.at("torch").get<std::string>(),
+                     j.at("bitsandbytes").get<std::string>(), run.cuda_lazy_loading ? "lazily" : "eagerly",
+                     run.torch_version == memscale::current_torch_release
+                         ? memscale::json_io::current_releases_text
+                         : std::string_view{});
 }
 
 // --svg and --svg-batch of a vision plan (parse_args checked that a GPU is given).

@@ -4,6 +4,7 @@
 
 #include "memscale/attention_kernel.hpp"
 #include "memscale/bytes.hpp"
+#include "memscale/current_releases.hpp"
 #include "memscale/dtype.hpp"
 #include "memscale/error.hpp"
 #include "memscale/estimate.hpp"

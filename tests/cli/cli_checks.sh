@@ -641,6 +641,18 @@ else
   fail "--inference --stack transformers=4.32: tuple caches" "exit $rc" "$(head -c 400 "$work/py")" "stderr: $(head -c 300 "$work/err")"
 fi
 bad_input_says 'does not change generate()' --model llama-2-7b --inference --stack bitsandbytes=0.43.2
+run --model gpt2 --batch 2 --seq 512
+if [[ $rc -eq 0 ]] && grep -q "^software       torch 2.11, transformers 5.17, .*(assumed: the current releases, unless stated)$" "$work/out"; then
+  pass "no --stack: the current releases, said to be assumed"
+else
+  fail "no --stack: the current releases, said to be assumed" "exit $rc" "stdout: $(grep software "$work/out" | head -c 300)"
+fi
+run --model llama-2-7b --inference --context 256 --new-tokens 16
+if [[ $rc -eq 0 ]] && grep -q "^software       torch 2.11, transformers 5.17, CUDA modules loaded lazily (assumed: the current releases" "$work/out"; then
+  pass "--inference without --stack: the current releases, said to be assumed"
+else
+  fail "--inference without --stack: the current releases, said to be assumed" "exit $rc" "stdout: $(grep software "$work/out" | head -c 300)"
+fi
 run --model gpt2 --batch 2 --seq 512 --gpu h100-80gb --context-memory 1GiB --alloc-conf expandable_segments:True --json
 if [[ $rc -eq 0 ]] && python3 - "$work/out" 2>"$work/py" <<'EOF2'
 import json, sys
@@ -650,7 +662,9 @@ assert a["replayed"] and a["context"]["source"] == "measured", a
 assert a["device"] == a["reserved"] + 2**30, a
 assert a["fit"]["budget"] == r["plan"]["budget"], a
 assert r["alloc_conf"] == "expandable_segments:True" and r["context_memory"] == 2**30, r
-assert r["software"]["torch"] == "2.5", r["software"]
+# No --stack: the current releases, and the report says they were assumed.
+assert r["software"]["torch"] == "2.11" and r["software"]["transformers"] == "5.17", r["software"]
+assert r["software_assumed"] == "the current releases", r
 EOF2
 then
   pass "--json: the allocator object, alloc_conf, context_memory and software"

@@ -6,9 +6,11 @@
 #include <catch2/catch_test_macros.hpp>
 #endif
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
+#include <memscale/current_releases.hpp>
 #include <memscale/gpus.hpp>
 #include <memscale/json.hpp>
 #include <memscale/json/inference_report.hpp>
@@ -36,6 +38,15 @@ nlohmann::json document_report(const nlohmann::json& doc) {
   return io::inference_report_json(in.model, io::report_inference(in), in.alloc_conf);
 }
 
+// The call memscale-plan's --inference flags start from (args.hpp): its sizes, on the current releases.
+memscale::inference_spec flags_spec(std::uint64_t batch, std::uint64_t context, std::uint64_t new_tokens) {
+  return {.batch = batch,
+          .context = context,
+          .new_tokens = new_tokens,
+          .transformers_version = memscale::current_transformers_release,
+          .torch_version = memscale::current_torch_release};
+}
+
 // The report of the call built as memscale-plan's --inference flags build it (inference.cpp).
 nlohmann::json flags_report(const memscale::model_spec& model, const memscale::inference_spec& spec,
                             const std::optional<memscale::gpu_spec>& gpu, const std::string& alloc_conf = "") {
@@ -50,7 +61,7 @@ TEST_CASE("inference document: the same report as the --inference flags", "[json
   SECTION("batch, context and new tokens on a catalog GPU") {
     const nlohmann::json doc = {
         {"model", "llama-2-7b"}, {"infer", {{"batch", 8}, {"context", 2048}, {"new_tokens", 128}}}, {"gpu", "h100-80gb"}};
-    const memscale::inference_spec spec{.batch = 8, .context = 2048, .new_tokens = 128};
+    const memscale::inference_spec spec = flags_spec(8, 2048, 128);
     const nlohmann::json report = document_report(doc);
     CHECK(report == flags_report(llama, spec, memscale::find_gpu("h100-80gb")));
     CHECK(report.at("inference").at("attention") == "flash");  // --attention's default
@@ -59,7 +70,7 @@ TEST_CASE("inference document: the same report as the --inference flags", "[json
   }
   SECTION("defaults: --batch's 4, context 512, 128 new tokens, no GPU") {
     const nlohmann::json report = document_report({{"model", "llama-2-7b"}, {"infer", nlohmann::json::object()}});
-    CHECK(report == flags_report(llama, memscale::inference_spec{.batch = 4}, std::nullopt));
+    CHECK(report == flags_report(llama, flags_spec(4, 512, 128), std::nullopt));
     CHECK(report.at("inference").at("batch") == 4);
     CHECK(report.at("inference").at("context") == 512);
     CHECK(report.at("inference").at("new_tokens") == 128);
@@ -71,7 +82,7 @@ TEST_CASE("inference document: the same report as the --inference flags", "[json
                                   {"kv_cache", "quantized"}, {"kv_dtype", "int2"}}},
                                 {"gpu", "a100-40gb"},
                                 {"alloc_conf", "expandable_segments:True"}};
-    memscale::inference_spec spec{.batch = 2, .context = 4096, .new_tokens = 256};
+    memscale::inference_spec spec = flags_spec(2, 4096, 256);
     spec.weights = memscale::weight_format::bnb_nf4;
     spec.cache = memscale::kv_cache_kind::quantized;
     spec.kv_bits = 2;
@@ -97,7 +108,7 @@ TEST_CASE("inference document: the same report as the --inference flags", "[json
                                 {"framework", "gpt-fast"},
                                 {"infer", {{"weights", "bf16"}, {"kv_dtype", "int8"}, {"context", 256}, {"new_tokens", 64}}},
                                 {"software", {{"torch", "2.4"}}}};
-    memscale::inference_spec spec{.batch = 4, .context = 256, .new_tokens = 64};
+    memscale::inference_spec spec = flags_spec(4, 256, 64);
     spec.compute = memscale::dtype::bf16;
     spec.kv = memscale::dtype::int8;
     spec.cache = memscale::kv_cache_kind::static_preallocated;

@@ -107,18 +107,22 @@ inline std::string inference_software_text(const model_spec& m, const inference_
   std::string out = "torch " + detail::two_parts(r.torch_version) + ", transformers " +
                     detail::two_parts(r.transformers_version) + ", CUDA modules loaded " +
                     (r.cuda_lazy_loading ? "lazily" : "eagerly");
+  if (on_current_releases(r.torch_version, r.transformers_version)) out += current_releases_text;
   if (keeps_tuple_cache(m, r))
     out += "; the model returns tuple caches (before transformers " + detail::two_parts(m.generate_tuple_cache_before) +
            "): generate() holds the previous step's while the next is built";
   return out;
 }
 
-// {"torch", "transformers", "cuda_lazy_loading", "tuple_cache"}: the stack a generate() estimate assumed.
+// {"torch", "transformers", "cuda_lazy_loading", "tuple_cache"} and, on the current releases,
+// "assumed": the stack a generate() estimate assumed.
 inline json inference_software_json(const model_spec& m, const inference_spec& r) {
-  return {{"torch", detail::two_parts(r.torch_version)},
-          {"transformers", detail::two_parts(r.transformers_version)},
-          {"cuda_lazy_loading", r.cuda_lazy_loading},
-          {"tuple_cache", keeps_tuple_cache(m, r)}};
+  json j = {{"torch", detail::two_parts(r.torch_version)},
+            {"transformers", detail::two_parts(r.transformers_version)},
+            {"cuda_lazy_loading", r.cuda_lazy_loading},
+            {"tuple_cache", keeps_tuple_cache(m, r)}};
+  if (on_current_releases(r.torch_version, r.transformers_version)) j["assumed"] = current_releases_json;
+  return j;
 }
 
 // "4.44.2" -> 444.

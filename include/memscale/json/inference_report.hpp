@@ -111,6 +111,9 @@ inline void read_inference_document(const json& doc, inference_input& out) {
   in.model = validate(detail::model_of(doc.at("model"), device));
   in.model_description = device.model_description;
   inference_spec spec = detail::infer_object(doc.at("infer"));
+  // A document that states no stack runs the current releases (a record keeps its own).
+  spec.transformers_version = current_transformers_release;
+  spec.torch_version = current_torch_release;
   if (doc.contains("framework") && !doc.at("framework").is_null())
     detail::read_inference_framework(doc.at("framework"), spec);
   if (doc.contains("software")) {

@@ -67,10 +67,10 @@ inline constexpr auto bad_run = error_code::invalid_run;
 // Input fields of the run document, and the result fields --json adds (read back and ignored).
 inline constexpr std::array<std::string_view, 8> document_fields{"model",      "run",            "gpu",      "headroom",
                                                                  "alloc_conf", "context_memory", "software", "framework"};
-inline constexpr std::array<std::string_view, 10> result_fields{"parameters", "trainable_parameters", "breakdown",
+inline constexpr std::array<std::string_view, 11> result_fields{"parameters", "trainable_parameters", "breakdown",
                                                                 "peak",       "first_step",           "static",
                                                                 "plan",       "attention_kernel",     "allocator",
-                                                                "ssm_kernels"};
+                                                                "ssm_kernels", "software_assumed"};
 inline constexpr std::array<std::string_view, 46> run_fields{
     "micro_batch", "seq_len",   "grad_accum",   "precision",  "optimizer",    "optimizer_impl",
     "checkpointing", "attention", "target",     "lora_rank",  "lora_targets", "lora_alpha",
@@ -335,8 +335,9 @@ inline void read_device_fields(const json& doc, run_input& in) {
 inline constexpr std::array<std::string_view, 7> vision_document_fields{"model",      "run",            "gpu",     "headroom",
                                                                         "alloc_conf", "context_memory", "software"};
 // (json/vision_report.hpp: "architecture" is the model's description).
-inline constexpr std::array<std::string_view, 9> vision_report_fields{
-    "parameters", "trainable_parameters", "breakdown", "peak", "first_step", "static", "plan", "allocator", "architecture"};
+inline constexpr std::array<std::string_view, 10> vision_report_fields{
+    "parameters", "trainable_parameters", "breakdown", "peak",         "first_step",
+    "static",     "plan",                 "allocator", "architecture", "software_assumed"};
 
 template <std::size_t N>
 bool listed(const std::array<std::string_view, N>& names, std::string_view key) {
@@ -448,6 +449,7 @@ inline void read_run_document(const json& doc, run_input& out) {
   if (!doc.contains("run") || !detail::states_loss(doc.at("run"), "loss")) in.run = with_script_loss(in.run);
   detail::read_device_fields(doc, in);
   if (doc.contains("software")) read_software(doc.at("software"), in.run);
+  in.run = with_current_transformers(in.run);
   in.model = model_for_framework(in.model, in.run);
   validate(in.model);
   validate(in.run);

@@ -23,6 +23,7 @@
 #include "memscale/json/report.hpp"
 #include "memscale/json/run_document.hpp"
 #include "memscale/json/run_settings.hpp"
+#include "memscale/json/software_stack.hpp"
 #include "memscale/planner.hpp"
 
 namespace memscale::json_io {
@@ -139,6 +140,8 @@ inline json run_report_json(const run_input& in, const estimate_result& result, 
   const std::optional<device_estimate> d = cuda ? std::optional<device_estimate>(device_estimate_of(in)) : std::nullopt;
   json j = estimate_report_json(in.model, in.run, d ? with_device_figures(result, *d) : result);
   j.update(run_document_json(in));
+  if (on_current_releases(in.run.torch_version, in.run.transformers_version))
+    j["software_assumed"] = current_releases_json;
   if (d) j["allocator"] = allocator_report_json(in, *d, plan);
   if (plan != nullptr) {
     j["plan"] = plan_report_json(*plan);

@@ -19,6 +19,7 @@
 #include "memscale/detail/nearest_name.hpp"
 #include "memscale/detail/math.hpp"
 #include "memscale/detail/printable.hpp"
+#include "memscale/current_releases.hpp"
 #include "memscale/error.hpp"
 #include "memscale/gpus.hpp"
 #include "memscale/json/custom_sharded_layers.hpp"
@@ -43,7 +44,8 @@ class input_error : public std::runtime_error {
 inline std::string in_quotes(std::string_view text) { return memscale::detail::quoted(text); }
 
 // The run estimated when a run document (or the command line) sets nothing: GPT-2 small's
-// default in memscale-plan, 4 x 512 tokens, fp32, AdamW (foreach), flash attention.
+// default in memscale-plan, 4 x 512 tokens, fp32, AdamW (foreach), flash attention, under the
+// current torch (a Hugging Face run's transformers release: with_current_transformers).
 constexpr training_spec default_run() {
   return training_spec{.micro_batch = 4,
                        .seq_len = 512,
@@ -52,7 +54,8 @@ constexpr training_spec default_run() {
                        .optimizer_impl = optimizer_implementation::foreach,
                        .grad_accum = 1,
                        .ckpt = checkpointing::none,
-                       .attention = attention_impl::flash};
+                       .attention = attention_impl::flash,
+                       .torch_version = current_torch_release};
 }
 
 // "SIZE" as bytes: a number with a unit, 24GiB, 80GB, 23.5GiB, 512MiB (binary for ...iB,

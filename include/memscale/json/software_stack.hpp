@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "memscale/current_releases.hpp"
 #include "memscale/error.hpp"
 #include "memscale/json/fields.hpp"
 #include "memscale/training.hpp"
@@ -137,6 +138,23 @@ inline void read_stack_option(std::string_view text, training_spec& run, const s
                       });
 }
 
+// A Hugging Face run that states no transformers release runs the current one. Applied by the
+// doors (run documents, memscale-plan) once the framework is known; a record keeps "not stated"
+// (it describes an older run), and the other frameworks run no transformers code.
+inline training_spec with_current_transformers(training_spec run) {
+  if (run.framework == framework_kind::hf && run.transformers_version == 0)
+    run.transformers_version = current_transformers_release;
+  return run;
+}
+
+// Whether a stack is the current releases' (torch and transformers), which a run that states
+// none assumes: the reports say so (current_releases_text, the JSON's "software_assumed").
+constexpr bool on_current_releases(std::uint32_t torch_version, std::uint32_t transformers_version) {
+  return torch_version == current_torch_release && transformers_version == current_transformers_release;
+}
+inline constexpr std::string_view current_releases_text = " (assumed: the current releases, unless stated)";
+inline constexpr std::string_view current_releases_json = "the current releases";
+
 // The stack as a run document writes it back.
 inline json software_json(const training_spec& run) {
   json j;
@@ -160,6 +178,7 @@ inline std::string software_text(const training_spec& run) {
                          : "not stated (4.x attention and experts; no use_cache cache in training, as from 5.0)") +
                     ", bitsandbytes " + std::to_string(b / 10000) + "." + std::to_string(b / 100 % 100) + "." +
                     std::to_string(b % 100) + ", CUDA modules loaded " + (run.cuda_lazy_loading ? "lazily" : "eagerly");
+  if (on_current_releases(run.torch_version, run.transformers_version)) out += current_releases_text;
   return out;
 }
 

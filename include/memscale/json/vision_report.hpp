@@ -13,6 +13,7 @@
 #include "memscale/json/report.hpp"
 #include "memscale/json/run_document.hpp"
 #include "memscale/json/run_report.hpp"
+#include "memscale/json/software_stack.hpp"
 #include "memscale/planner.hpp"
 #include "memscale/vision/device.hpp"
 #include "memscale/vision/planner.hpp"
@@ -51,6 +52,8 @@ inline json vision_report_json(const run_input& in, const vision_outcome& r) {
   json j = estimate_to_json(r.device.tensors);
   j["architecture"] = vision_model_json(*in.vision);
   j.update(run_document_json(in));
+  // Its step runs no transformers code: the current torch is the current stack.
+  if (in.run.torch_version == current_torch_release) j["software_assumed"] = current_releases_json;
   if (r.run.device == device_kind::cuda)
     j["allocator"] = allocator_json(r.device, in.alloc_conf, r.verdict ? &*r.verdict : nullptr);
   if (r.plan) j["plan"] = plan_report_json(*r.plan);
