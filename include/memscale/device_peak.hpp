@@ -425,7 +425,7 @@ constexpr const error_band& replayed_band_of(const model_spec& model, const trai
 // class's own (the rounding rule's).
 constexpr const error_band& device_band_of(const model_spec& model, const training_spec& run, const device_estimate& d) {
   // The class reads no adapter dtype.
-  return d.replayed() ? replayed_band_of(model, run) : band_of(class_of(model, run), band_quantity::device);
+  return d.replayed() ? replayed_band_of(model, run) : band_of(class_of(model, run), verdict_quantity_of(run));
 }
 
 // The verdict with the band: "fits" needs the band's upper end within the budget and the

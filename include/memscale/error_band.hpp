@@ -102,6 +102,12 @@ inline constexpr std::array error_bands{
                band_quantity::device},
 };
 
+// What a verdict compares: on a CPU the peak is the live tensors (no caching allocator, no CUDA
+// context), so the tensor band; on a GPU what the card holds.
+constexpr band_quantity verdict_quantity_of(const training_spec& run) {
+  return run.device == device_kind::cpu ? band_quantity::tensor : band_quantity::device;
+}
+
 // A class without a measurement of the quantity (a CPU trace has no device figure) takes the
 // unmeasured band of it.
 constexpr const error_band& band_of(run_class c, band_quantity q) {

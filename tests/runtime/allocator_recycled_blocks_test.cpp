@@ -48,7 +48,7 @@ constexpr bool merged_back_in_constant_evaluation() {
 }
 static_assert(merged_back_in_constant_evaluation());
 
-TEST_CASE("merged blocks leave the segment picture; requested bytes leave with their tensor",
+TEST_CASE("merged blocks leave the segment picture, and requested bytes leave with their tensor",
           "[allocator][recycled]") {
   const auto a = std::make_unique<sim>();
   REQUIRE(merged_back(*a));

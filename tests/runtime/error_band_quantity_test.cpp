@@ -10,7 +10,9 @@
 #include <fstream>
 #include <string>
 
+#include "memscale/device_peak.hpp"
 #include "memscale/json.hpp"
+#include "memscale/presets.hpp"
 
 namespace error_band_quantity_test {
 namespace {
@@ -54,6 +56,21 @@ TEST_CASE("the published GPU class's tensors are measured much closer than its r
       CHECK(b.quantity == q);
       CHECK((b.of == c || b.of == run_class::unmeasured));
     }
+}
+
+TEST_CASE("a CPU run's verdict takes its class's tensor band: a CPU holds no allocator cache and no context",
+          "[bands]") {
+  training_spec cpu{.micro_batch = 2, .seq_len = 512};
+  cpu.device = device_kind::cpu;
+  CHECK(verdict_quantity_of(cpu) == band_quantity::tensor);
+  const device_estimate not_replayed{.fallback = replay_fallback::not_cuda};
+  REQUIRE_FALSE(not_replayed.replayed());
+  const error_band& on_cpu = device_band_of(presets::gpt2, cpu, not_replayed);
+  CHECK(on_cpu.of == run_class::cpu_traced);
+  CHECK(on_cpu.quantity == band_quantity::tensor);
+  training_spec gpu = cpu;
+  gpu.device = device_kind::cuda;
+  CHECK(device_band_of(presets::gpt2, gpu, not_replayed).quantity == band_quantity::device);
 }
 
 TEST_CASE("a record's answer carries the band of the quantity it measured", "[bands][records]") {

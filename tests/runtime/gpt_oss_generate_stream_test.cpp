@@ -154,12 +154,12 @@ TEST_CASE("The H100 gpt-oss generate() record is replayed, in the band of replay
   older.transformers_version = 457;
   const memscale::inference_device_estimate o = memscale::estimate_inference_on_device(m, older);
   CHECK(o.replayed());
-  CHECK(&memscale::inference_band_of(m, older, o) == &memscale::band_of(memscale::run_class::unmeasured));
+  CHECK(&memscale::inference_band_of(m, older, o) == &memscale::band_of(memscale::run_class::unmeasured, memscale::band_quantity::device));
   inference_spec mx = r;
   mx.weights = weight_format::mxfp4;
   const memscale::inference_device_estimate x = memscale::estimate_inference_on_device(m, mx);
   CHECK(x.replayed());
-  CHECK(&memscale::inference_band_of(m, mx, x) == &memscale::band_of(memscale::run_class::unmeasured));
+  CHECK(&memscale::inference_band_of(m, mx, x) == &memscale::band_of(memscale::run_class::unmeasured, memscale::band_quantity::device));
 }
 
 TEST_CASE("MXFP4's stream stores each expert projection as uint8 blocks and scales") {

@@ -93,8 +93,9 @@ TEST_CASE("inference document: the same report as the --inference flags", "[json
     const nlohmann::json doc = {{"model", "llama-3-8b"},
                                 {"infer", {{"attention", "flash_attention_2"}, {"dtype", "bf16"}, {"context", 1024}}},
                                 {"software", {{"transformers", "4.45"}}}};
-    memscale::inference_spec spec{
-        .batch = 4, .context = 1024, .new_tokens = 128, .compute = memscale::dtype::bf16, .kv = memscale::dtype::bf16};
+    memscale::inference_spec spec = flags_spec(4, 1024, 128);
+    spec.compute = memscale::dtype::bf16;
+    spec.kv = memscale::dtype::bf16;
     spec.flash_attention_2 = true;
     io::read_inference_stack("transformers=4.45", spec, "--stack");
     const nlohmann::json report = document_report(doc);

@@ -91,7 +91,7 @@ inline constexpr error_band replayed_vision_band{
 constexpr const error_band& device_band_of(const vision_spec& model, const training_spec& run, const device_estimate& d) {
   const run_class c = class_of(model, run);
   if (d.replayed() && c == run_class::torchvision && run.torch_version >= 200) return replayed_vision_band;
-  return band_of(c, band_quantity::device);
+  return band_of(c, verdict_quantity_of(run));
 }
 
 constexpr device_verdict verdict_on_device(const vision_spec& model, const training_spec& run, const device_estimate& d,
