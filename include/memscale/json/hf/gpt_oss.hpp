@@ -52,10 +52,15 @@ inline model_spec gpt_oss(const config& c) {
     alternates = alternates && last_sliding == (i % 2 == 0);
   }
   // generate() is described with a full-attention last layer (its cache's torch.cat moment).
-  if (last_sliding && sliding < m.layers)
+  if (last_sliding && sliding < m.layers) {
+    if (!c.has("layer_types"))  // the default alternation over an odd count ends on a sliding layer
+      bad_field(error_code::unsupported, c.field("num_hidden_layers"), m.layers,
+                "must be even without layer_types (even layers sliding, odd full): a sliding last layer after "
+                "full ones is not modelled");
     bad_field(error_code::unsupported, c.field("layer_types"), c.raw().at("layer_types").back(),
               "must end with full_attention when some layer is full attention: a sliding last layer after full "
               "ones is not modelled");
+  }
   m.sliding_layers = m.sliding_window == 0 ? 0 : sliding;
   if (m.sliding_layers == 0) m.sliding_window = 0;
   // The alternation places each sliding layer for the allocator's generate() walk (model_spec::
