@@ -380,6 +380,38 @@ class FabricModule(nn.Module):
         return out.to(to) if out.is_floating_point() else out
 
 
+VALIDATION_WINDOWS = (("validation_before_step1_peak", "v0_start", "v0_end"),
+                      ("validation_after_step1_peak", "v1_start", "v1_end"))
+
+
+def validate(ctx, tr, mark):
+    """validate(): two batches of the sanity check (finetune/lora.py lines 368-383 @ b0ea1772, lines
+    443-462 @ 26857050), the val dataloader's batch of micro_batch_size, padded alike."""
+    tr.mark(f"{mark}_start")
+    x_val, y_val = ctx["make_inputs"]()
+    ctx["model"].eval()
+    with torch.no_grad():
+        for _ in range(2):
+            logits = ctx["fabric"](x_val)
+            chunked_cross_entropy(logits[..., :-1, :], y_val[..., 1:], chunk_size=0).item()
+    del logits, x_val, y_val
+    ctx["model"].train()
+    tr.mark(f"{mark}_end")
+
+
+def fit_step(ctx, tr, n, forward, grads_of_step2, backward=None):
+    """fit() of 0.4.9 and main: the sanity check before step 1 (lines 282 @ b0ea1772, 315 @ 26857050) and,
+    with eval.interval 1, a validation after step 1's optimizer step (lines 349, 406) while the step's
+    logits are bound. fabric.backward adds nothing in bf16-true, and zero_grad(set_to_none=True) is the
+    torch 2.x default: the harness's step as it is."""
+    if n == 1:
+        validate(ctx, tr, "v0")
+    value = tracer.train_step(tr, n, forward, ctx["optimizers"][0], grads_of_step2, backward)
+    if n == 1:
+        validate(ctx, tr, "v1")
+    return value
+
+
 def run_case(c):
     m = MODELS[c["model"]]
     B, S = c["batch"], c["seq"]
@@ -416,32 +448,12 @@ def run_case(c):
             if n == 2:
                 ctx["grads_step2"] = tracer.tensor_bytes([p.grad for p in ctx["trainable"]])
 
-        def validate(mark):  # litgpt/finetune/lora.py validate() lines 368-383 @ b0ea1772, two batches
-            tr.mark(f"{mark}_start")
-            x_val, y_val = ctx["make_inputs"]()  # the val dataloader's batch: micro_batch_size, padded alike
-            ctx["model"].eval()
-            with torch.no_grad():
-                for _ in range(2):
-                    logits = ctx["fabric"](x_val)
-                    chunked_cross_entropy(logits[..., :-1, :], y_val[..., 1:], chunk_size=0).item()
-            del logits, x_val, y_val
-            ctx["model"].train()
-            tr.mark(f"{mark}_end")
-
-        # 0.4.9's fit(): the sanity check before step 1 (line 282) and, with eval.interval 1, a
-        # validation after step 1's optimizer step (line 349) while the step's logits are bound.
-        if validates and n == 1:
-            validate("v0")
-        # fabric.backward(loss / gradient_accumulation_iters) adds nothing in bf16-true, and
-        # zero_grad(set_to_none=True) is the torch 2.x default: the harness's step as it is
-        value = tracer.train_step(tr, n, forward, ctx["optimizers"][0], grads_of_step2)
-        if validates and n == 1:
-            validate("v1")
-        return value
+        if not validates:  # the 2023 scripts: no validation around the traced steps
+            return tracer.train_step(tr, n, forward, ctx["optimizers"][0], grads_of_step2)
+        return fit_step(ctx, tr, n, forward, grads_of_step2)
 
     validates = c["version"] != "8641822"
-    windows = (("validation_before_step1_peak", "v0_start", "v0_end"),
-               ("validation_after_step1_peak", "v1_start", "v1_end")) if validates else ()
+    windows = VALIDATION_WINDOWS if validates else ()
     r = T.run_two_steps(build, step, windows)
     model = {k: m[k] for k in ("family", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "norm")}
     model.update(activation="gelu" if m["activation"] == "gelu_tanh" else m["activation"], tied_embeddings=False,

@@ -221,28 +221,9 @@ def run_case(c):
             if k == 2:
                 ctx["grads_step2"] = tracer.tensor_bytes([u.shard_grad for u in model.all_units()])
 
-        def validate(mark):  # validate(): two batches of the sanity check
-            tr.mark(f"{mark}_start")
-            x_val, y_val = ctx["make_inputs"]()
-            model.eval()
-            with torch.no_grad():
-                for _ in range(2):
-                    logits = ctx["fabric"](x_val)
-                    LG.chunked_cross_entropy(logits[..., :-1, :], y_val[..., 1:], chunk_size=0).item()
-            del logits, x_val, y_val
-            model.train()
-            tr.mark(f"{mark}_end")
+        return LG.fit_step(ctx, tr, k, forward, grads_of_step2, backward)
 
-        if k == 1:
-            validate("v0")
-        value = tracer.train_step(tr, k, forward, ctx["optimizers"][0], grads_of_step2, backward)
-        if k == 1:
-            validate("v1")
-        return value
-
-    windows = (("validation_before_step1_peak", "v0_start", "v0_end"),
-               ("validation_after_step1_peak", "v1_start", "v1_end"))
-    r = T.run_two_steps(build, step, windows)
+    r = T.run_two_steps(build, step, LG.VALIDATION_WINDOWS)
     model = {k: m[k] for k in ("family", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "norm")}
     model.update(activation=m["activation"], tied_embeddings=False, params=info["numel"], impl="litgpt",
                  rotary_pct=m["rotary_pct"], parallel_residual=m["parallel"], qkv_bias=m["bias"])
