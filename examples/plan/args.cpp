@@ -383,6 +383,8 @@ bool looks_like_option(const std::string& arg) { return arg.size() > 2 && arg.co
 
 std::string in_quotes(std::string_view text) { return memscale::json_io::in_quotes(text); }
 
+std::string path_in_quotes(std::string_view path) { return memscale::json_io::path_in_quotes(path); }
+
 CLI::Option* add_value(CLI::App& app, std::string_view group, const std::string& name, const std::string& placeholder,
                        const std::string& help, std::function<void(const std::string&)> handle) {
   // CLI11 gives a required value the next argument even when it is an option ("--batch --seq 4").

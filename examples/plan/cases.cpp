@@ -35,21 +35,21 @@ nlohmann::json run_cases(const std::string& path, const std::string& stack_path)
   nlohmann::json stacks = nlohmann::json::array();
   if (!stack_path.empty()) {
     stacks = memscale::json_io::parse_document(read_text_file("--cases-stack", stack_path),
-                                               "--cases-stack " + in_quotes(stack_path));
+                                               "--cases-stack " + path_in_quotes(stack_path));
     if (!stacks.is_array())
-      throw usage_error("--cases-stack " + in_quotes(stack_path) + " must hold a JSON array of stack entries (got " +
+      throw usage_error("--cases-stack " + path_in_quotes(stack_path) + " must hold a JSON array of stack entries (got " +
                         std::string(stacks.type_name()) + ")");
   }
   const std::string text = read_text_file("--cases", path);
-  const nlohmann::json records = memscale::json_io::parse_document(text, "--cases " + in_quotes(path));
+  const nlohmann::json records = memscale::json_io::parse_document(text, "--cases " + path_in_quotes(path));
   if (!records.is_array())
-    throw usage_error("--cases " + in_quotes(path) + " must hold a JSON array of records (got " +
+    throw usage_error("--cases " + path_in_quotes(path) + " must hold a JSON array of records (got " +
                       std::string(records.type_name()) + ")");
   nlohmann::json answers = nlohmann::json::array();
   for (std::size_t i = 0; i < records.size(); ++i) {
     const nlohmann::json& record = records[i];
     if (!record.is_object())
-      throw usage_error("--cases " + in_quotes(path) + ": element " + std::to_string(i) +
+      throw usage_error("--cases " + path_in_quotes(path) + ": element " + std::to_string(i) +
                         " must be a JSON object (got " + std::string(record.type_name()) + ")");
     answers.push_back(answer(record, stacks));
   }

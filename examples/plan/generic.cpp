@@ -46,14 +46,14 @@ std::string checkpoint_line(const memscale::json_io::generic_checkpoint& g) {
 
 std::string generic_report(const options& o, const memscale::json_io::generic_checkpoint& g) {
   if (o.cluster.gpus > 0 || o.inference.enabled || !o.gpu.empty() || o.custom_gpu)
-    throw usage_error("--config " + in_quotes(o.config.source) + ": model_type " + in_quotes(g.model_type) +
+    throw usage_error("--config " + path_in_quotes(o.config.source) + ": model_type " + in_quotes(g.model_type) +
                       " has no family reader; its estimate comes from the checkpoint and a generic decoder, which "
                       "--gpu, --gpu-memory, --gpus and --inference do not take yet");
   memscale::estimate_result r{};
   try {
     r = memscale::estimate(g.model, o.run);
   } catch (const memscale::error& e) {
-    throw usage_error("--config " + in_quotes(o.config.source) + ": " + e.what());
+    throw usage_error("--config " + path_in_quotes(o.config.source) + ": " + e.what());
   }
   if (o.json) {
     nlohmann::json j = json_report(o.model, o.run, r);

@@ -72,4 +72,7 @@ std::uint64_t parse_size(std::string_view text, const std::string& field);
 // "\"text\"": how messages quote a value as typed.
 std::string in_quotes(std::string_view text);
 
+// How messages quote a file path: a long one keeps its end, the file name.
+std::string path_in_quotes(std::string_view path);
+
 }  // namespace memscale_plan

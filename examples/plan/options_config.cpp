@@ -25,7 +25,7 @@ void add_config_options(CLI::App& app, options& o) {
                                                   : nullptr;
                 o.config.quantization = std::move(loaded.quantization);
               } catch (const memscale::error& e) {
-                throw usage_error("--config " + in_quotes(v) + ": " + e.what());
+                throw usage_error("--config " + path_in_quotes(v) + ": " + e.what());
               }
               o.config.source = v;
               o.vision.model.reset();  // the config's model replaces a vision --model given before it
@@ -39,7 +39,7 @@ void add_config_options(CLI::App& app, options& o) {
 void apply_config_quantization(options& o) {
   if (!o.config.quantization) return;
   const memscale::json_io::hf::quantization& q = *o.config.quantization;
-  const std::string config = "--config " + in_quotes(o.config.source);
+  const std::string config = "--config " + path_in_quotes(o.config.source);
   const std::string stored = config + ": config.quantization_config (" + in_quotes(q.method) + ")";
   if (q.format.method == memscale::quant_method::mxfp4) {
     // generate() reads the stored format: MXFP4 experts (0.53125 B per expert weight), or bf16

@@ -342,9 +342,9 @@ namespace memscale_plan {
 
 void write_text_file(const std::string& option, const std::string& path, const std::string& text) {
   const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "wb"), &std::fclose);
-  if (!file) throw usage_error(option + " cannot write " + in_quotes(path) + ": " + std::strerror(errno));
+  if (!file) throw usage_error(option + " cannot write " + path_in_quotes(path) + ": " + std::strerror(errno));
   if (std::fwrite(text.data(), 1, text.size(), file.get()) != text.size() || std::fflush(file.get()) != 0)
-    throw usage_error(option + " cannot write " + in_quotes(path) + ": " + std::strerror(errno));
+    throw usage_error(option + " cannot write " + path_in_quotes(path) + ": " + std::strerror(errno));
 }
 
 void write_plan_pictures(const options& opt, const memscale::gpu_spec& gpu, const memscale::plan_result& plan) {

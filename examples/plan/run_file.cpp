@@ -28,7 +28,7 @@ memscale::json_io::run_input run_input_of(const options& o) {
 
 std::string read_text_file(const std::string& option, const std::string& path) {
   // The library's reader: a regular file only, at most 64 MiB, errors naming the file.
-  return memscale::json_io::read_input_file(path, option + " " + in_quotes(path));
+  return memscale::json_io::read_input_file(path, option + " " + path_in_quotes(path));
 }
 
 namespace {
@@ -118,7 +118,7 @@ void read_run_document(const json& doc, const std::string& source, options& out)
 }
 
 void read_run_file(const std::string& path, options& o) {
-  const std::string source = "--run " + in_quotes(path);
+  const std::string source = "--run " + path_in_quotes(path);
   const std::string text = read_text_file("--run", path);
   json doc;
   try {

@@ -87,6 +87,14 @@ while IFS=$'\t' read -r file text; do
   [[ "$file" == configs/* ]] && option=--config
   check "$here/$file" "$option" "$text"
 done <"$here/EXPECTED"
+# However deep the clone, a message names the file: a long path keeps its end. Every reader
+# is checked from a folder 200 characters deep.
+deep="$work/$(printf 'deep-folder-%02d/' $(seq 1 16))"
+mkdir -p "$deep"
+cp "$here/configs/gpt_oss_odd_layers_without_layer_types.json" "$here/cases/not_array.json" "$here/runs/batch_negative.json" "$deep"
+check "$deep/gpt_oss_odd_layers_without_layer_types.json" --config "config.num_hidden_layers must be even without layer_types"
+check "$deep/not_array.json" --cases "must hold a JSON array of records"
+check "$deep/batch_negative.json" --run "run.micro_batch"
 check "$work/huge_key.json" --run "is not a field"
 check "$work/huge_string.json" --run "run.precision"
 

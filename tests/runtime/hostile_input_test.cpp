@@ -189,6 +189,27 @@ TEST_CASE("quoted: a value in quotes, escaped, cut to 80 characters with its len
   CHECK(escapes.size() < 120);
 }
 
+TEST_CASE("quoted_path: a long path keeps its end, the file name, after ...", "[hostile]") {
+  using memscale::detail::quoted_path;
+  CHECK(quoted_path("configs/llama.json") == "\"configs/llama.json\"");
+  const std::string deep = "/check/work/main/tests/malformed/configs/gpt_oss_odd_layers_without_layer_types.json";
+  const std::string shown = quoted_path(deep);
+  CHECK(shown == "\"..." + deep.substr(deep.size() - 77) + "\"(" + std::to_string(deep.size()) + " bytes)");
+  CHECK(contains(shown, "gpt_oss_odd_layers_without_layer_types.json\"("));
+  // Escapes and UTF-8 characters are kept whole at the cut, and a huge value stays one short line.
+  std::string accents;
+  for (int i = 0; i < 100; ++i) accents += "\xc3\xa9";
+  const std::string path = accents + "/\x1b[2J.json";
+  const std::string cut = quoted_path(path);
+  CHECK(terminal_safe(cut));
+  CHECK(contains(cut, "\"...\xc3\xa9"));
+  CHECK(contains(cut, "/\\x1b[2J.json\"(" + std::to_string(path.size()) + " bytes)"));
+  const std::string huge = quoted_path(std::string(131'072, 'x') + "/name.json");
+  CHECK(contains(huge, "/name.json\"(131082 bytes)"));
+  CHECK(huge.size() < 110);
+  CHECK(memscale::json_io::path_in_quotes(deep) == shown);
+}
+
 TEST_CASE("memscale::error and input_error store a message safe to print", "[hostile]") {
   const memscale::error e(memscale::error_code::invalid_run, "run.\x1b[2J\xc2\x9b is not a field");
   CHECK(std::string(e.what()) == "[memscale.invalid_run] run.\\x1b[2J\\u009b is not a field");

@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace memscale::detail {
 
@@ -137,6 +139,45 @@ inline std::string quoted(std::string_view text, std::size_t max_chars = max_quo
   }
   out += '"';
   if (at < text.size()) out += "...(" + std::to_string(text.size()) + " bytes)";
+  return out;
+}
+
+// How a message shows a file path: quoted() keeps the start of a long value, but a path's
+// file name is at its end, and a deep folder would push it out of the message. A path
+// longer than `max_chars` characters keeps its last characters after "...", followed by
+// "(N bytes)", N its whole length; escaped as quoted() does.
+inline std::string quoted_path(std::string_view text, std::size_t max_chars = max_quoted_chars) {
+  struct piece {
+    std::size_t at, size;
+    std::string escape;
+  };
+  std::vector<piece> pieces;
+  std::size_t width = 0;
+  for (std::size_t at = 0; at < text.size();) {
+    std::size_t consumed = 1;
+    std::string escape = printable_detail::escape_at(text, at, consumed, true);
+    width += escape.empty() ? 1 : escape.size();
+    pieces.push_back({at, consumed, std::move(escape)});
+    at += consumed;
+  }
+  if (width <= max_chars) return quoted(text, max_chars);
+  static constexpr std::string_view elided = "...";
+  const std::size_t room = max_chars > elided.size() ? max_chars - elided.size() : 0;
+  std::size_t first = pieces.size();
+  for (std::size_t shown = 0; first > 0;) {
+    const piece& p = pieces[first - 1];
+    const std::size_t w = p.escape.empty() ? 1 : p.escape.size();
+    if (shown + w > room) break;
+    shown += w;
+    --first;
+  }
+  std::string out = "\"";
+  out += elided;
+  for (std::size_t i = first; i < pieces.size(); ++i) {
+    if (pieces[i].escape.empty()) out.append(text.substr(pieces[i].at, pieces[i].size));
+    else out += pieces[i].escape;
+  }
+  out += "\"(" + std::to_string(text.size()) + " bytes)";
   return out;
 }
 

@@ -85,8 +85,8 @@ inline checkpoint_summary summarize(const std::vector<safetensors_header>& heade
 // memscale read a file outside the model directory.
 inline void check_shard_name(const std::string& index, const std::string& tensor, const std::string& shard) {
   const auto refuse = [&](const std::string& why) {
-    throw error(error_code::invalid_model, "safetensors index " + quote_for_message(index, 200) + ": weight_map[" + quote_for_message(tensor) +
-                                               "] = " + quote_for_message(shard) + " " + why);
+    throw error(error_code::invalid_model, "safetensors index " + memscale::detail::quoted_path(index) + ": weight_map[" + memscale::detail::quoted(tensor) +
+                                               "] = " + memscale::detail::quoted(shard) + " " + why);
   };
   if (shard.empty()) refuse("is empty; it must name a shard file beside the index");
   if (shard.front() == '/' || (shard.size() > 1 && shard[1] == ':'))
@@ -121,8 +121,8 @@ inline checkpoint_summary read_safetensors_index(const std::filesystem::path& in
   if (size > max_safetensors_index)
     bad_field(error_code::invalid_model, "safetensors index", name,
               "is " + std::to_string(size) + " bytes, above the " + std::to_string(max_safetensors_index) + "-byte limit");
-  const json doc = parse_document(detail::read_start(index, size, "safetensors index"), "safetensors index " + detail::quote_for_message(name, 200));
-  const std::string where = "safetensors index " + detail::quote_for_message(name, 200);
+  const json doc = parse_document(detail::read_start(index, size, "safetensors index"), "safetensors index " + memscale::detail::quoted_path(name));
+  const std::string where = "safetensors index " + memscale::detail::quoted_path(name);
   if (!doc.is_object()) bad_field(error_code::invalid_model, where, doc, "must be a JSON object");
   if (!doc.contains("weight_map") || !doc.at("weight_map").is_object())
     bad_field(error_code::invalid_model, where + ": weight_map", doc.value("weight_map", json()), "must be an object of tensor -> shard file");
@@ -138,7 +138,7 @@ inline checkpoint_summary read_safetensors_index(const std::filesystem::path& in
   std::map<std::string, std::vector<std::string>> by_shard;  // shard -> tensors the index puts there
   for (const auto& item : doc.at("weight_map").items()) {
     if (!item.value().is_string())
-      bad_field(error_code::invalid_model, where + ": weight_map[" + detail::quote_for_message(item.key()) + "]", item.value(), "must be a shard file name");
+      bad_field(error_code::invalid_model, where + ": weight_map[" + memscale::detail::quoted(item.key()) + "]", item.value(), "must be a shard file name");
     const std::string shard = item.value().get<std::string>();
     detail::check_shard_name(name, item.key(), shard);
     by_shard[shard].push_back(item.key());
@@ -155,13 +155,13 @@ inline checkpoint_summary read_safetensors_index(const std::filesystem::path& in
       held.insert(t.name);
       const auto [at, fresh] = stored_in.emplace(t.name, shard);
       if (!fresh)
-        throw error(error_code::invalid_model, where + ": tensor " + detail::quote_for_message(t.name) + " is stored in both " +
-                                                   detail::quote_for_message(at->second) + " and " + detail::quote_for_message(shard));
+        throw error(error_code::invalid_model, where + ": tensor " + memscale::detail::quoted(t.name) + " is stored in both " +
+                                                   memscale::detail::quoted(at->second) + " and " + memscale::detail::quoted(shard));
     }
     for (const auto& t : tensors)
       if (held.count(t) == 0)
-        throw error(error_code::invalid_model, where + ": weight_map puts tensor " + detail::quote_for_message(t) + " in " +
-                                                   detail::quote_for_message(shard) + ", whose header does not hold it");
+        throw error(error_code::invalid_model, where + ": weight_map puts tensor " + memscale::detail::quoted(t) + " in " +
+                                                   memscale::detail::quoted(shard) + ", whose header does not hold it");
     unlisted += headers.back().tensors.size() - tensors.size();
   }
   checkpoint_summary s = detail::summarize(headers);
@@ -192,9 +192,9 @@ inline std::optional<checkpoint_summary> read_checkpoint(const std::filesystem::
   if (fs::is_regular_file(path, ec)) {
     if (detail::ends_with(name, ".safetensors.index.json")) return read_safetensors_index(path);
     if (detail::ends_with(name, ".safetensors")) return read_safetensors_file(path);
-    bad_field(error_code::invalid_model, "checkpoint", path.string(), "is neither a *.safetensors file nor a *.safetensors.index.json index");
+    bad_path(error_code::invalid_model, "checkpoint", path.string(), "is neither a *.safetensors file nor a *.safetensors.index.json index");
   }
-  if (!fs::is_directory(path, ec)) bad_field(error_code::invalid_model, "checkpoint", path.string(), "is neither a file nor a directory");
+  if (!fs::is_directory(path, ec)) bad_path(error_code::invalid_model, "checkpoint", path.string(), "is neither a file nor a directory");
   if (fs::is_regular_file(path / "model.safetensors.index.json", ec)) return read_safetensors_index(path / "model.safetensors.index.json");
   if (fs::is_regular_file(path / "model.safetensors", ec)) return read_safetensors_file(path / "model.safetensors");
   std::vector<fs::path> indexes;
@@ -208,15 +208,15 @@ inline std::optional<checkpoint_summary> read_checkpoint(const std::filesystem::
   const auto listing = [](std::vector<fs::path> v) {
     std::sort(v.begin(), v.end());
     std::string s;
-    for (std::size_t i = 0; i < v.size() && i < 5; ++i) s += (i ? ", " : "") + detail::quote_for_message(v[i].filename().string());
+    for (std::size_t i = 0; i < v.size() && i < 5; ++i) s += (i ? ", " : "") + memscale::detail::quoted(v[i].filename().string());
     return v.size() > 5 ? s + ", ..." : s;
   };
   if (indexes.size() == 1) return read_safetensors_index(indexes.front());
   if (indexes.size() > 1)
-    bad_field(error_code::invalid_model, "checkpoint", path.string(), "holds several indexes (" + listing(indexes) + "); name one");
+    bad_path(error_code::invalid_model, "checkpoint", path.string(), "holds several indexes (" + listing(indexes) + "); name one");
   if (files.size() == 1) return read_safetensors_file(files.front());
   if (files.size() > 1)
-    bad_field(error_code::invalid_model, "checkpoint", path.string(),
+    bad_path(error_code::invalid_model, "checkpoint", path.string(),
               "holds several *.safetensors files and no index (" + listing(files) + "); name one");
   return std::nullopt;
 }

@@ -53,6 +53,12 @@ inline std::string field_name(const std::string& path, const std::string& key) {
   throw error(code, field + " " + std::string(requirement) + " (got " + shown(value) + ")");
 }
 
+// As bad_field, for a file path: a long path keeps its end, the file name.
+[[noreturn]] inline void bad_path(error_code code, const std::string& field, std::string_view path,
+                                  std::string_view requirement) {
+  throw error(code, field + " " + std::string(requirement) + " (got " + memscale::detail::quoted_path(path) + ")");
+}
+
 // A model cannot take a sequence longer than its max_position_embeddings or its learned
 // position table (e.g. GPT-2's wpe, 1024): the same refusal for --cases records, --run
 // files, --config and the command line; `field` names where the length came from

@@ -209,7 +209,7 @@ inline std::string python_constants_as_strings(std::string text) {
 }
 
 inline json read_json_file(const std::filesystem::path& file) {
-  const std::string source = "config " + memscale::detail::quoted(file.string());
+  const std::string source = "config " + memscale::detail::quoted_path(file.string());
   // parse_document limits the nesting depth (a 10^5-deep document would exhaust the stack).
   return parse_document(python_constants_as_strings(read_input_file(file, source)), source);
 }
@@ -232,7 +232,7 @@ inline std::filesystem::path hub_config(std::string_view id) {
   const fs::path repo = hub_cache_dir() / folder;
   std::error_code ec;
   if (const fs::path ref = repo / "refs" / "main"; fs::exists(ref, ec)) {
-    const std::string text = read_input_file(ref, "Hub cache ref " + memscale::detail::quoted(ref.string()));
+    const std::string text = read_input_file(ref, "Hub cache ref " + memscale::detail::quoted_path(ref.string()));
     const std::string rev = text.substr(0, text.find_first_of("\r\n"));
     const fs::path p = repo / "snapshots" / rev / "config.json";
     if (!rev.empty() && fs::is_regular_file(p, ec)) return p;

@@ -43,6 +43,10 @@ class input_error : public std::runtime_error {
 // not UTF-8 escaped, cut after 80 characters ("...(N bytes)" follows).
 inline std::string in_quotes(std::string_view text) { return memscale::detail::quoted(text); }
 
+// How messages quote a file path: as in_quotes, but a long path keeps its end (the file
+// name) after "...".
+inline std::string path_in_quotes(std::string_view path) { return memscale::detail::quoted_path(path); }
+
 // The run estimated when a run document (or the command line) sets nothing: GPT-2 small's
 // default in memscale-plan, 4 x 512 tokens, fp32, AdamW (foreach), flash attention, under the
 // current torch (a Hugging Face run's transformers release: with_current_transformers).

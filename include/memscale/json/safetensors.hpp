@@ -60,36 +60,12 @@ struct safetensors_header {
 
 namespace detail {
 
-// A name or path as it appears in a message: in double quotes, with quotes, backslashes,
-// control characters and non-ASCII bytes escaped (\xNN), cut to `limit` characters, so a
-// hostile 10 MB tensor name still gives a one-line message.
-inline std::string quote_for_message(std::string_view text, std::size_t limit = 80) {
-  constexpr char hex[] = "0123456789abcdef";
-  std::string out = "\"";
-  for (std::size_t i = 0; i < text.size() && i < limit; ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c >= 0x7f) {
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 0xf];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  out += '"';
-  if (text.size() > limit) out += "... (" + std::to_string(text.size()) + " bytes)";
-  return out;
-}
-
 [[noreturn]] inline void bad_safetensors(const std::string& file, const std::string& what) {
-  throw error(error_code::invalid_model, "safetensors file " + quote_for_message(file, 200) + ": " + what);
+  throw error(error_code::invalid_model, "safetensors file " + memscale::detail::quoted_path(file) + ": " + what);
 }
 
 [[noreturn]] inline void bad_tensor(const std::string& file, const std::string& tensor, const std::string& what) {
-  bad_safetensors(file, "tensor " + quote_for_message(tensor) + ": " + what);
+  bad_safetensors(file, "tensor " + memscale::detail::quoted(tensor) + ": " + what);
 }
 
 inline std::string dtype_names() {
@@ -121,7 +97,7 @@ inline json parse_safetensors_json(std::string_view text, const std::string& fil
   std::unordered_set<std::string> names;
   const json::parser_callback_t no_repeats = [&](int depth, json::parse_event_t event, json& parsed) {
     if (depth == 1 && event == json::parse_event_t::key && !names.insert(parsed.get<std::string>()).second)
-      bad_safetensors(file, "header names " + quote_for_message(parsed.get<std::string>()) + " twice (duplicate keys are not allowed)");
+      bad_safetensors(file, "header names " + memscale::detail::quoted(parsed.get<std::string>()) + " twice (duplicate keys are not allowed)");
     return true;
   };
   try {
@@ -137,7 +113,7 @@ inline safetensors_tensor read_tensor_entry(const std::string& file, const std::
     bad_tensor(file, name, "must be an object {\"dtype\", \"shape\", \"data_offsets\"} (got " + shown(entry) + ")");
   for (const auto& item : entry.items())
     if (item.key() != "dtype" && item.key() != "shape" && item.key() != "data_offsets")
-      bad_tensor(file, name, "has the field " + quote_for_message(item.key()) + "; a tensor has only dtype, shape and data_offsets");
+      bad_tensor(file, name, "has the field " + memscale::detail::quoted(item.key()) + "; a tensor has only dtype, shape and data_offsets");
   safetensors_tensor t{};
   t.name = name;
   if (!entry.contains("dtype") || !entry.at("dtype").is_string())
@@ -169,7 +145,7 @@ inline safetensors_tensor read_tensor_entry(const std::string& file, const std::
   } catch (const error& e) {
     const std::string what = e.what();  // "[memscale.<id>] <message>": the id is kept by the code
     const auto id_end = what.find("] ");
-    throw error(e.code(), "safetensors file " + quote_for_message(file, 200) + ": tensor " + quote_for_message(name) + ": shape " +
+    throw error(e.code(), "safetensors file " + memscale::detail::quoted_path(file) + ": tensor " + memscale::detail::quoted(name) + ": shape " +
                               shown(entry.at("shape")) + " of " + std::string(to_string(t.type)) + ": " +
                               (id_end == std::string::npos ? what : what.substr(id_end + 2)));
   }
@@ -233,7 +209,7 @@ inline safetensors_header parse_safetensors_header(std::string_view prefix, std:
       if (!item.value().is_object()) detail::bad_safetensors(file, "__metadata__ must be an object of strings (got " + shown(item.value()) + ")");
       for (const auto& m : item.value().items()) {
         if (!m.value().is_string())
-          detail::bad_safetensors(file, "__metadata__." + detail::quote_for_message(m.key()) + " must be a string (got " + shown(m.value()) + ")");
+          detail::bad_safetensors(file, "__metadata__." + memscale::detail::quoted(m.key()) + " must be a string (got " + shown(m.value()) + ")");
         h.metadata.emplace(m.key(), m.value().get<std::string>());
       }
       continue;
@@ -250,17 +226,17 @@ namespace detail {
 inline std::uint64_t regular_file_size(const std::filesystem::path& path, const std::string& what) {
   std::error_code ec;
   const auto st = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(st)) bad_field(error_code::invalid_model, what, path.string(), "does not exist");
-  if (!std::filesystem::is_regular_file(st)) bad_field(error_code::invalid_model, what, path.string(), "is not a regular file");
+  if (ec || !std::filesystem::exists(st)) bad_path(error_code::invalid_model, what, path.string(), "does not exist");
+  if (!std::filesystem::is_regular_file(st)) bad_path(error_code::invalid_model, what, path.string(), "is not a regular file");
   const auto size = std::filesystem::file_size(path, ec);
-  if (ec) bad_field(error_code::invalid_model, what, path.string(), "cannot be read (" + ec.message() + ")");
+  if (ec) bad_path(error_code::invalid_model, what, path.string(), "cannot be read (" + ec.message() + ")");
   return size;
 }
 
 // At most `limit` bytes from the start of `path`.
 inline std::string read_start(const std::filesystem::path& path, std::uint64_t limit, const std::string& what) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) bad_field(error_code::invalid_model, what, path.string(), "cannot be opened");
+  if (!in) bad_path(error_code::invalid_model, what, path.string(), "cannot be opened");
   std::string data(static_cast<std::size_t>(limit), '\0');
   in.read(data.data(), static_cast<std::streamsize>(limit));
   data.resize(static_cast<std::size_t>(in.gcount()));
