@@ -351,7 +351,7 @@ function renderVerdict(r) {
     const at = levers ? 'plan.lever_plan' : `plan.modes.${chosen}`;
     html += ` — peak ${bytesFig(at + '.peak', m.peak)}, between ${bytesFig(at + '.peak_range.low', m.peak_range.low)} and ` +
             `${bytesFig(at + '.peak_range.high', m.peak_range.high)} (error band ${fig(at + '.band.low', m.band.low, percent(m.band.low))} .. ` +
-            `${fig(at + '.band.high', m.band.high, percent(m.band.high))}, ${textFig(at + '.band.class', m.band.class)})` +
+            `${fig(at + '.band.high', m.band.high, percent(m.band.high))}, ${textFig(at + '.band.class', m.band.class)}, ${textFig(at + '.band.quantity', m.band.quantity)})` +
             ` against a budget of ${bytesFig('plan.budget', p.budget)}`;
   }
   html += '</p>';
@@ -424,7 +424,7 @@ function allocatorText(a) {
   if (a.verdict) {  // with a GPU: the band of the run's class and the verdict at the budget
     html += ` (between ${bytesFig('allocator.range.low', a.range.low)} and ${bytesFig('allocator.range.high', a.range.high)}: ` +
             `band ${fig('allocator.band.low', a.band.low, percent(a.band.low))} .. ` +
-            `${fig('allocator.band.high', a.band.high, percent(a.band.high))}, ${textFig('allocator.band.class', a.band.class)}); ` +
+            `${fig('allocator.band.high', a.band.high, percent(a.band.high))}, ${textFig('allocator.band.class', a.band.class)}, ${textFig('allocator.band.quantity', a.band.quantity)}); ` +
             `at the budget: <b class="v-${esc(a.verdict)}">${textFig('allocator.verdict', a.verdict)}</b>`;
   }
   return html + '.</p>';

@@ -231,9 +231,9 @@ std::string device_figures_text(const device_figures& d, const memscale::gpu_spe
   const memscale::device_fit& f = v->point;
   out += fmt::format("  at the budget {}: point estimate {} ({})\n", size_text(f.budget), f.fits ? "fits" : "does not fit",
                      fit_reason(f));
-  out += fmt::format("  verdict with the band {:+.1f}% .. {:+.1f}% ({}{}): {}", v->band.low * 100.0, v->band.high * 100.0,
-                     memscale::to_string(v->band.of), v->band.measured ? "" : ", no measurement: policy",
-                     memscale::to_string(v->v));
+  out += fmt::format("  verdict with the band {:+.1f}% .. {:+.1f}% ({}, {}{}): {}", v->band.low * 100.0, v->band.high * 100.0,
+                     memscale::to_string(v->band.of), memscale::to_string(v->band.quantity),
+                     v->band.measured ? "" : ", no measurement: policy", memscale::to_string(v->v));
   if (v->v == memscale::verdict::borderline && v->at_budget <= f.budget && f.fits)
     out += fmt::format(" (likely fits: estimate {}{}, could reach {:.2f}; watch max_memory_reserved in the first steps, "
                        "expandable_segments:True, {})",
@@ -335,10 +335,10 @@ std::string techniques_text(memscale::technique_set set) {
   return out.empty() ? "-" : out;
 }
 
-// "-16.5% .. +12.5% (gpu_published)"
+// "-20.5% .. +12.5% (gpu_published, device)": the class and the quantity it bounds.
 std::string band_text(const memscale::error_band& b) {
-  return fmt::format("{:+.1f}% .. {:+.1f}% ({}{})", b.low * 100.0, b.high * 100.0, memscale::to_string(b.of),
-                     b.measured ? "" : ", no measurement");
+  return fmt::format("{:+.1f}% .. {:+.1f}% ({}, {}{})", b.low * 100.0, b.high * 100.0, memscale::to_string(b.of),
+                     memscale::to_string(b.quantity), b.measured ? "" : ", no measurement");
 }
 
 // What the answer changes in the run: one line, or empty when nothing changes.

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "memscale/json/checkpoint.hpp"  // IWYU pragma: export
+#include "memscale/json/band_json.hpp"  // IWYU pragma: export
 #include "memscale/json/device_report.hpp"  // IWYU pragma: export
 #include "memscale/json/fields.hpp"   // IWYU pragma: export
 #include "memscale/json/generic_model.hpp"  // IWYU pragma: export

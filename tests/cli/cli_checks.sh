@@ -720,7 +720,7 @@ fi
 run --model resnet50 --batch 64 --gpu h100-80gb --alloc-conf expandable_segments:True
 if [[ $rc -eq 0 ]] && grep -qF "caching allocator (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)" "$work/out" &&
   grep -q "reserved .*setup and two steps replayed through the allocator" "$work/out" &&
-  grep -q "verdict with the band -5.0% .. +4.0% (torchvision): fits" "$work/out"; then
+  grep -q "verdict with the band -5.0% .. +4.0% (torchvision, device): fits" "$work/out"; then
   pass "--model resnet50 --gpu --alloc-conf: the allocator section, replayed with the option"
 else
   fail "--model resnet50 --gpu --alloc-conf: the allocator section, replayed with the option" "exit $rc" \

@@ -82,6 +82,10 @@ TEST_CASE("a record's answer carries the band of the quantity it measured", "[ba
   CHECK(allocated.at("class") == "gpu_published");
   CHECK(allocated.at("band").at("quantity") == "tensor");
   CHECK(allocated.at("band").at("low") == band_of(run_class::gpu_published, band_quantity::tensor).low);
+  // The replay's verdict weighs the device figure, whatever the record measured.
+  REQUIRE(allocated.contains("replay"));
+  CHECK(allocated.at("replay").at("band").at("quantity") == "device");
+  CHECK(allocated.at("replay").at("band").at("class") == "gpu_published");
 }
 
 }  // namespace error_band_quantity_test

@@ -62,6 +62,7 @@ TEST_CASE("plan JSON: each mode shows what it switches on and its error band", "
   CHECK(modes[2].at("band").at("class") == "unmeasured");
   CHECK(modes[2].at("band").at("measured") == false);
   for (const auto& m : modes) {
+    CHECK(m.at("band").at("quantity") == "device");  // the plan weighs the device figure against the budget
     CHECK(m.at("peak_range").at("high").get<std::uint64_t>() >= m.at("peak").get<std::uint64_t>());
     if (m.at("verdict") == "fits")
       CHECK(m.at("peak_range").at("high").get<std::uint64_t>() <= plan.at("budget").get<std::uint64_t>());

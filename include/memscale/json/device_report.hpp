@@ -9,6 +9,7 @@
 
 #include "memscale/allocator/alloc_conf.hpp"
 #include "memscale/device_peak.hpp"
+#include "memscale/json/band_json.hpp"
 
 namespace memscale::json_io {
 
@@ -59,11 +60,7 @@ nlohmann::json allocator_json(const DeviceEstimate& d, const std::string& alloc_
   if (verdict == nullptr) return j;
   j["fit"] = device_fit_json(verdict->point);
   j["verdict"] = std::string(to_string(verdict->v));
-  j["band"] = {{"class", std::string(to_string(verdict->band.of))},
-               {"low", verdict->band.low},
-               {"high", verdict->band.high},
-               {"measured", verdict->band.measured},
-               {"source", std::string(verdict->band.source)}};
+  j["band"] = band_json(verdict->band);
   j["range"] = {{"low", verdict->range.low.value}, {"high", verdict->range.high.value}};
   j["at_budget"] = verdict->at_budget.value;
   return j;

@@ -402,7 +402,7 @@ inline void add_class_and_verdict(json& out, const json& record, const model_spe
                      {"fallback", std::string(to_string(d.fallback))},
                      {"reserved", d.reserved.value},
                      {"device", d.device.value},
-                     {"band", {{"low", v.band.low}, {"high", v.band.high}, {"measured", v.band.measured}}},
+                     {"band", band_json(v.band)},
                      {"verdict", std::string(to_string(v.v))},
                      {"basis", std::string(to_string(v.point.basis))},
                      {"context", context_json(d)}};

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "memscale/estimate.hpp"
+#include "memscale/json/band_json.hpp"
 #include "memscale/json/run_settings.hpp"
 #include "memscale/planner.hpp"
 
@@ -54,14 +55,6 @@ inline json techniques_json(technique_set set) {
   for (const auto t : all_techniques)
     if (set.has(t)) list.push_back(std::string(to_string(t)));
   return list;
-}
-
-inline json band_json(const error_band& b) {
-  return {{"class", std::string(to_string(b.of))},
-          {"low", b.low},
-          {"high", b.high},
-          {"measured", b.measured},
-          {"source", std::string(b.source)}};
 }
 
 inline json mode_json(const mode_plan& m) {
