@@ -168,7 +168,7 @@ constexpr graph_totals totals_of(const graph& g, const training_spec& run) {
       if (o.bias.rows != 0) tensor(o.bias.rows, 1, o.bias.rows, checked_mul(r, o.bias.count));
     }
   }
-  t.step_temporaries = step_temporaries_of(largest_trainable, trainable_elements, run);
+  t.step_temporaries = step_temporaries_of(largest_trainable, trainable_elements, adam_loop_elements(g, run), run);
   t.largest_trainable = largest_trainable;
   return t;
 }
@@ -669,8 +669,13 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
         : run.shard != sharding::none && run.optimizer_impl == optimizer_implementation::foreach
             ? ceil_div(all_temporaries, run.data_parallel)
             : all_temporaries;
+    // Every litgpt loop calls optimizer.step() in the scope that bound `logits = model(...)`
+    // (finetune/full.py lines 254-262, lora.py lines 304-313 @ b0ea1772; full.py lines 169-175,
+    // lora.py lines 216-223 @ 8641822): the step's logits are alive through it (graph::carried).
+    // The HF Trainer's training_step returns loss.detach(), torchtune's and torchtitan's steps
+    // `del` their logits before backward.
     phase_candidate step{phase::optimizer_step,
-                         {params, grads_to_host ? bytes{} : step_grads, step_state, g.inputs,
+                         {params, grads_to_host ? bytes{} : step_grads, step_state, g.inputs + g.carried,
                           workspace + step_temporaries}};
     // Steady state: the state is on the device through forward and backward too.
     const phase_candidate best{lead.at, {params, lead.grads + persistent_grads, bytes{}, lead.activations + g.inputs,
