@@ -189,28 +189,36 @@ constexpr void each_trainable_tensor_of(const Graph& g, std::size_t i, Fn&& fn) 
   for (std::uint64_t c = 0; o.bias.rows != 0 && c < o.bias.count; ++c) fn(o.bias.rows);
 }
 
-// adam_loop_live over the one group of model.parameters() (the loops the frameworks modelled run:
-// litgpt finetune/*.py instantiate_torch_optimizer(optimizer, model.parameters()) @ b0ea1772,
-// torch.optim.AdamW(model.parameters()) in the traced loops), op by op. A repeated block is walked
-// twice, which meets every pair of neighbours: within a layer and across two. litgpt's GPT registers
-// lm_head before transformer (wte, h, ln_f) (litgpt/model.py GPT.__init__ lines 25-26 @ b0ea1772,
-// lit_gpt/model.py @ 8641822): its head's tensors come first.
-// (The HF Trainer's second group of biases and norm weights only moves small tensors out from
-// between the matrices; not modelled.)
-constexpr std::uint64_t adam_loop_elements(const graph& g, const training_spec& run) {
-  adam_loop_live live{};
-  const auto feed = [&](std::size_t i) { each_trainable_tensor_of(g, i, [&](std::uint64_t n) { live.next(n); }); };
+// Calls fn(i) for the ops of `g` in the order model.parameters() yields their tensors, the block
+// `layers` times: the one group the loops modelled step (litgpt finetune/*.py
+// instantiate_torch_optimizer(optimizer, model.parameters()) @ b0ea1772; torch.optim.AdamW over
+// model.parameters() in the traced loops). Modules register in forward order except litgpt's GPT,
+// which registers lm_head before transformer (wte, h, ln_f) (litgpt/model.py GPT.__init__ lines
+// 25-26 @ b0ea1772, lit_gpt/model.py @ 8641822): its head comes first. The HF Trainer's second group
+// (biases and norm weights) only takes small tensors from between the matrices; not modelled.
+template <class Fn>
+constexpr void for_each_op_in_parameter_order(const graph& g, const training_spec& run, std::uint64_t layers,
+                                              Fn&& fn) {
   const bool head_first = run.framework == framework_kind::litgpt;
   const auto registered_first = [&](std::size_t i) {
     return head_first && i >= g.block_end && g.ops[i].kind == op_kind::linear;
   };
   for (std::size_t i = g.block_end; i < g.size; ++i)
-    if (registered_first(i)) feed(i);
-  for (std::size_t i = 0; i < g.block_end; ++i) feed(i);
-  if (g.block_repeats > 1)
-    for (std::size_t i = g.block_begin; i < g.block_end; ++i) feed(i);
+    if (registered_first(i)) fn(i);
+  for (std::size_t i = 0; i < g.block_begin; ++i) fn(i);
+  for (std::uint64_t l = 0; l < layers; ++l)
+    for (std::size_t i = g.block_begin; i < g.block_end; ++i) fn(i);
   for (std::size_t i = g.block_end; i < g.size; ++i)
-    if (!registered_first(i)) feed(i);
+    if (!registered_first(i)) fn(i);
+}
+
+// adam_loop_live over the parameter order. Two layers meet every pair of neighbours: within a
+// layer and across two.
+constexpr std::uint64_t adam_loop_elements(const graph& g, const training_spec& run) {
+  adam_loop_live live{};
+  for_each_op_in_parameter_order(g, run, detail::min(g.block_repeats, std::uint64_t{2}), [&](std::size_t i) {
+    each_trainable_tensor_of(g, i, [&](std::uint64_t n) { live.next(n); });
+  });
   return live.peak;
 }
 
