@@ -257,6 +257,9 @@ def cases():
                         ("liger-flce-rmsnorm-swiglu", {"flce": True, "rms_norm": True, "swiglu": True}),
                         ("liger-rmsnorm-swiglu", {"rms_norm": True, "swiglu": True})):
         L.append(dict(id=f"cpu-{name}-llama-b2-s256", liger=liger, batch=2, seq=256))
+    # A short step over a wide MLP: step 1 peaks inside the for-loop AdamW, at up_proj's temporaries
+    # beside gate_proj's denom (model.parameters() order; the embedding, first, is smaller).
+    L.append(dict(id="cpu-hf-llama-wide-v1k-b1-s64", liger={}, batch=1, seq=64, geometry=dict(ffn=2048, vocab=1000)))
     return L
 
 

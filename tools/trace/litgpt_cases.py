@@ -74,6 +74,11 @@ MODELS = {
     "llama-v4k": dict(family="llama", layers=2, hidden=256, heads=4, kv_heads=4, ffn=688, vocab=4000,
                       norm="rmsnorm", activation="swiglu", parallel=False, shared_norm=False, bias=False,
                       lm_head_bias=False, rotary_pct=1.0),
+    # A wide MLP and a 1,000-token vocabulary: the largest tensors (fc_1, fc_2) are neither first nor
+    # alone in the for-loop AdamW's order, which steps lm_head first.
+    "llama-wide-v1k": dict(family="llama", layers=2, hidden=256, heads=8, kv_heads=2, ffn=2048, vocab=1000,
+                           norm="rmsnorm", activation="swiglu", parallel=False, shared_norm=False, bias=False,
+                           lm_head_bias=False, rotary_pct=1.0),
     # phi-1.5-style: LayerNorm shared by attention and MLP, parallel residual, half rotary, biases, tanh GELU.
     "phi": dict(family="phi", layers=2, hidden=256, heads=4, kv_heads=4, ffn=1024, vocab=16000, norm="layernorm",
                 activation="gelu_tanh", parallel=True, shared_norm=True, bias=True, lm_head_bias=True, rotary_pct=0.5),
@@ -531,6 +536,10 @@ def cases():
     # The 2023 full fine-tune with grouped queries: k and v expanded before RoPE as in 0.4.9.
     add("llama-gqa-v4k", "full", batch=1)
     add("llama-gqa-v4k", "full")
+    # Short steps whose peak is inside optimizer.step(): the previous tensor's denom beside the
+    # current one's two temporaries, and the step's bound logits (lm_head, wte: the head first; fc_1, fc_2).
+    add("llama-wide-v1k", "full", batch=1, seq=64, version="0.4.9")
+    add("llama-wide-v1k", "full", batch=1, seq=64)
     # litgpt main (v0.5.13): the restructured attention under LoRA and a full fine-tune, grouped
     # queries (repeat_interleave after RoPE), and a larger vocabulary.
     add("llama", "lora", version="0.5.13")

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "memscale/allocator/events.hpp"
 #include "memscale/dtype.hpp"
 #include "memscale/error.hpp"
 #include "memscale/estimate/optimizer.hpp"
@@ -74,10 +75,11 @@ constexpr void create_state(std::uint64_t rows, std::uint64_t cols, std::uint64_
 }
 
 // optimizer.step(): the state in the first step, then the temporaries. `temps` holds the ids
-// of a foreach list while it lives.
-template <class Each, class Ids, std::size_t N>
-constexpr void optimizer_step_events(const training_spec& run, dtype trainable, bool first, Each&& each, Ids& ids,
-                                     std::array<std::uint32_t, N>& temps) {
+// of a foreach list while it lives. `each_stepped` walks the tensors in the order the for-loop
+// steps them (estimate/optimizer.hpp for_each_op_in_parameter_order).
+template <class Each, class EachStepped, class Ids, std::size_t N>
+constexpr void optimizer_step_events(const training_spec& run, dtype trainable, bool first, Each&& each,
+                                     EachStepped&& each_stepped, Ids& ids, std::array<std::uint32_t, N>& temps) {
   if (run.offload_optimizer) return;
   if (run.paged_optimizer) {  // bitsandbytes' kernels step in place: no temporaries
     if (first)
@@ -102,8 +104,22 @@ constexpr void optimizer_step_events(const training_spec& run, dtype trainable, 
   switch (run.optimizer_impl) {
     case optimizer_implementation::fused: return;
     case optimizer_implementation::for_loop:
-      // _single_tensor_adam: exp_avg_sq.sqrt() / bias_correction2_sqrt, one parameter at a time.
-      if (adam_like || two_of_largest) each(two_at_a_time);
+      if (adam_like) {
+        // _single_tensor_adam: exp_avg_sq.sqrt(), its quotient (then `denom`, the sqrt dropped), the
+        // previous tensor's denom dropped only when the name is rebound (adam_loop_live).
+        std::uint32_t denom = no_tensor;
+        each_stepped([&](std::uint64_t rows, std::uint64_t cols, std::uint64_t stack) {
+          const std::uint64_t b = storage(trainable, memscale::detail::checked_mul(rows, cols, stack)).value;
+          std::uint32_t root = ids.alloc(b);
+          std::uint32_t quotient = ids.alloc(b);
+          ids.free(root);
+          ids.free(denom);
+          denom = quotient;
+        });
+        ids.free(denom);
+      } else if (two_of_largest) {
+        each(two_at_a_time);
+      }
       return;
     case optimizer_implementation::foreach:
       if (adam_like) {
@@ -126,6 +142,13 @@ constexpr void optimizer_step_events(const training_spec& run, dtype trainable, 
       }
       return;
   }
+}
+
+// A walk whose tensors are created and stepped in one order.
+template <class Each, class Ids, std::size_t N>
+constexpr void optimizer_step_events(const training_spec& run, dtype trainable, bool first, Each&& each, Ids& ids,
+                                     std::array<std::uint32_t, N>& temps) {
+  optimizer_step_events(run, trainable, first, each, each, ids, temps);
 }
 
 }  // namespace memscale::allocator::detail

@@ -281,7 +281,8 @@ class step_walker {
   // ---- one training step -------------------------------------------------------------
   constexpr void training_step(std::uint32_t s) {
     step_ = s;
-    if (g_.carried.value != 0) carried_ = alloc(g_.carried.value);
+    // The previous step's logits (step 1: a stand-in of their size, as before any step).
+    if (g_.carried.value != 0 && carried_ == no_tensor) carried_ = alloc(g_.carried.value);
     const bool ckpt = run_.ckpt == checkpointing::full;
     enter(s, moment::prologue_forward);
     held_tensor carry{};
@@ -332,6 +333,12 @@ class step_walker {
     backward_section(prologue_of(g_), 0, 0);
     free(hooked);
 
+    // litgpt's loop keeps this step's logits bound through optimizer.step() until the next step's
+    // forward rebinds them (estimate/single_graph.hpp, the optimizer-step candidate).
+    if (g_.carried.value != 0) {
+      free(carried_);
+      carried_ = alloc(g_.carried.value);
+    }
     enter(s, moment::optimizer_step);
     optimizer_step(s == 1);
     if (!persist_) {
@@ -570,7 +577,26 @@ class step_walker {
   // ---- optimizer ------------------------------------------------------------------------
   constexpr void optimizer_step(bool first) {
     optimizer_step_events(
-        run_, p_.trainable, first, [&](auto&& fn) { each_trainable_tensor(fn); }, events_, temps_);
+        run_, p_.trainable, first, [&](auto&& fn) { each_trainable_tensor(fn); },
+        [&](auto&& fn) {
+          for_each_op_in_parameter_order(g_, run_, layers_, [&](std::size_t i) { tensors_of(i, 1, fn); });
+        },
+        events_, temps_);
+  }
+
+  // Op i's trainable tensors, `repeats` times each: fn(rows, cols, stack), stack > 1 for stacked experts.
+  template <class Fn>
+  constexpr void tensors_of(std::size_t i, std::uint64_t repeats, Fn&& fn) const {
+    const op& o = g_.ops[i];
+    if (o.frozen) return;
+    const stored_layout n = layout_of(g_, stack_role_, i);
+    const bool stacked = stack_role_[i] != stack_role::none;
+    const std::uint64_t weight_stack = stacked ? o.weight.count : 1;
+    const std::uint64_t bias_stack = stacked ? o.bias.count : 1;
+    if (!o.borrows_weight && o.weight.rows != 0 && n.weight != 0)
+      for (std::uint64_t c = 0; c < repeats * n.weight_tensors; ++c) fn(n.weight_rows, o.weight.cols, weight_stack);
+    if (o.bias.rows != 0 && n.bias != 0)
+      for (std::uint64_t c = 0; c < repeats * n.bias_tensors; ++c) fn(n.bias_rows, std::uint64_t{1}, bias_stack);
   }
 
   // for_each_trainable_tensor (estimate/optimizer.hpp) with the walk's layer count, tensor by
@@ -582,26 +608,14 @@ class step_walker {
   // before the next layer's).
   template <class Fn>
   constexpr void each_trainable_tensor(Fn&& fn) const {
-    auto tensors_of = [&](std::size_t i, std::uint64_t repeats) {
-      const op& o = g_.ops[i];
-      if (o.frozen) return;
-      const stored_layout n = layout_of(g_, stack_role_, i);
-      const bool stacked = stack_role_[i] != stack_role::none;
-      const std::uint64_t weight_stack = stacked ? o.weight.count : 1;
-      const std::uint64_t bias_stack = stacked ? o.bias.count : 1;
-      if (!o.borrows_weight && o.weight.rows != 0 && n.weight != 0)
-        for (std::uint64_t c = 0; c < repeats * n.weight_tensors; ++c) fn(n.weight_rows, o.weight.cols, weight_stack);
-      if (o.bias.rows != 0 && n.bias != 0)
-        for (std::uint64_t c = 0; c < repeats * n.bias_tensors; ++c) fn(n.bias_rows, std::uint64_t{1}, bias_stack);
-    };
     if (g_.stacked_experts) {
-      for (std::size_t i = 0; i < g_.block_begin; ++i) tensors_of(i, 1);
+      for (std::size_t i = 0; i < g_.block_begin; ++i) tensors_of(i, 1, fn);
       for (std::uint64_t l = 0; l < layers_; ++l)
-        for (std::size_t i = g_.block_begin; i < g_.block_end; ++i) tensors_of(i, 1);
-      for (std::size_t i = g_.block_end; i < g_.size; ++i) tensors_of(i, 1);
+        for (std::size_t i = g_.block_begin; i < g_.block_end; ++i) tensors_of(i, 1, fn);
+      for (std::size_t i = g_.block_end; i < g_.size; ++i) tensors_of(i, 1, fn);
       return;
     }
-    for (std::size_t i = 0; i < g_.size; ++i) tensors_of(i, (i >= g_.block_begin && i < g_.block_end) ? layers_ : 1);
+    for (std::size_t i = 0; i < g_.size; ++i) tensors_of(i, (i >= g_.block_begin && i < g_.block_end) ? layers_ : 1, fn);
   }
 
   const graph& g_;

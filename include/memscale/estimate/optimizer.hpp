@@ -126,9 +126,25 @@ constexpr bytes paged_optimizer_bytes(const Graph& g, const training_spec& run) 
   return total;
 }
 
+// The for-loop Adam steps the group's tensors in order and binds each one's
+// `denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)`, so the previous tensor's denom
+// is still referenced while the next one's sqrt and quotient are made (torch/optim/adamw.py
+// _single_tensor_adamw lines 251-318 @ v1.13.0; adam.py _single_tensor_adam @ dc80ccde): at most
+// previous + 2 x current elements at once, over consecutive tensors of one group.
+struct adam_loop_live {
+  std::uint64_t previous = 0;  // elements of the denom still bound
+  std::uint64_t peak = 0;      // the most elements alive at once so far
+  constexpr void next(std::uint64_t n) {
+    peak = detail::max(peak, detail::checked_add(previous, detail::checked_mul(n, 2)));
+    previous = n;
+  }
+};
+
 // Temporaries alive inside optimizer.step() beyond parameters, gradients and state, given
-// the elements of the largest trainable tensor and of all of them.
-constexpr bytes step_temporaries_of(std::uint64_t largest, std::uint64_t all, const training_spec& run) {
+// the elements of the largest trainable tensor, of all of them, and the for-loop Adam's most
+// elements alive at once (adam_loop_live over the group in its order).
+constexpr bytes step_temporaries_of(std::uint64_t largest, std::uint64_t all, std::uint64_t adam_loop,
+                                    const training_spec& run) {
   // bitsandbytes steps each tensor in one kernel (F.optimizer_update_32bit / _8bit_blockwise).
   if (run.offload_optimizer || run.paged_optimizer) return {};
   const auto p = precision_policy_of(run);
@@ -138,10 +154,10 @@ constexpr bytes step_temporaries_of(std::uint64_t largest, std::uint64_t all, co
   switch (run.optimizer_impl) {
     case optimizer_implementation::fused: return {};
     case optimizer_implementation::for_loop:
-      // _single_tensor_adam: exp_avg_sq.sqrt() / bias_correction2_sqrt holds two
-      // parameter-sized temporaries; Adafactor's update (grad**2 + eps, then the
-      // factored update) and Lion's sign(update) likewise hold two.
-      if (adam_like || run.optimizer == optimizer_kind::adafactor || run.optimizer == optimizer_kind::lion)
+      if (adam_like) return storage(stepped, adam_loop);
+      // Adafactor's update (grad**2 + eps, then the factored update) and Lion's sign(update)
+      // hold two temporaries of the tensor being stepped.
+      if (run.optimizer == optimizer_kind::adafactor || run.optimizer == optimizer_kind::lion)
         return storage(stepped, detail::checked_mul(largest, 2));
       return {};
     case optimizer_implementation::foreach:
@@ -156,6 +172,64 @@ constexpr bytes step_temporaries_of(std::uint64_t largest, std::uint64_t all, co
   return {};
 }
 
+// A group whose largest tensor is stepped with no tensor before it: one tensor (an optimizer per
+// parameter, a flat partition) or the largest stepped first.
+constexpr bytes step_temporaries_of(std::uint64_t largest, std::uint64_t all, const training_spec& run) {
+  return step_temporaries_of(largest, all, detail::checked_mul(largest, 2), run);
+}
+
+// Calls fn(elements) for every trainable tensor of op i, in the order its module registers them
+// (the weight's copies, then the bias's).
+template <class Graph, class Fn>
+constexpr void each_trainable_tensor_of(const Graph& g, std::size_t i, Fn&& fn) {
+  const op& o = g.ops[i];
+  if (o.frozen) return;
+  if (!o.borrows_weight && o.weight.rows != 0)
+    for (std::uint64_t c = 0; c < o.weight.count; ++c) fn(detail::checked_mul(o.weight.rows, o.weight.cols));
+  for (std::uint64_t c = 0; o.bias.rows != 0 && c < o.bias.count; ++c) fn(o.bias.rows);
+}
+
+// Calls fn(i) for the ops of `g` in the order model.parameters() yields their tensors, the block
+// `layers` times: the one group the loops modelled step (litgpt finetune/*.py
+// instantiate_torch_optimizer(optimizer, model.parameters()) @ b0ea1772; torch.optim.AdamW over
+// model.parameters() in the traced loops). Modules register in forward order except litgpt's GPT,
+// which registers lm_head before transformer (wte, h, ln_f) (litgpt/model.py GPT.__init__ lines
+// 25-26 @ b0ea1772, lit_gpt/model.py @ 8641822): its head comes first. The HF Trainer's second group
+// (biases and norm weights) only takes small tensors from between the matrices; not modelled.
+template <class Fn>
+constexpr void for_each_op_in_parameter_order(const graph& g, const training_spec& run, std::uint64_t layers,
+                                              Fn&& fn) {
+  const bool head_first = run.framework == framework_kind::litgpt;
+  const auto registered_first = [&](std::size_t i) {
+    return head_first && i >= g.block_end && g.ops[i].kind == op_kind::linear;
+  };
+  for (std::size_t i = g.block_end; i < g.size; ++i)
+    if (registered_first(i)) fn(i);
+  for (std::size_t i = 0; i < g.block_begin; ++i) fn(i);
+  for (std::uint64_t l = 0; l < layers; ++l)
+    for (std::size_t i = g.block_begin; i < g.block_end; ++i) fn(i);
+  for (std::size_t i = g.block_end; i < g.size; ++i)
+    if (!registered_first(i)) fn(i);
+}
+
+// adam_loop_live over the parameter order. Two layers meet every pair of neighbours: within a
+// layer and across two.
+constexpr std::uint64_t adam_loop_elements(const graph& g, const training_spec& run) {
+  adam_loop_live live{};
+  for_each_op_in_parameter_order(g, run, detail::min(g.block_repeats, std::uint64_t{2}), [&](std::size_t i) {
+    each_trainable_tensor_of(g, i, [&](std::uint64_t n) { live.next(n); });
+  });
+  return live.peak;
+}
+
+// A graph whose ops run once (vision::layer_graph): its ops in order.
+template <class Graph>
+constexpr std::uint64_t adam_loop_elements(const Graph& g, const training_spec&) {
+  adam_loop_live live{};
+  for (std::size_t i = 0; i < g.size; ++i) each_trainable_tensor_of(g, i, [&](std::uint64_t n) { live.next(n); });
+  return live.peak;
+}
+
 template <class Graph>
 constexpr bytes optimizer_step_temporaries(const Graph& g, const training_spec& run) {
   if (run.offload_optimizer) return {};
@@ -165,7 +239,7 @@ constexpr bytes optimizer_step_temporaries(const Graph& g, const training_spec& 
     largest = detail::max(largest, detail::checked_mul(rows, cols));
     all = detail::checked_add(all, detail::checked_mul(rows, cols, copies));
   });
-  return step_temporaries_of(largest, all, run);
+  return step_temporaries_of(largest, all, adam_loop_elements(g, run), run);
 }
 
 }  // namespace memscale

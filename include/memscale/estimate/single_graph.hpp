@@ -168,7 +168,7 @@ constexpr graph_totals totals_of(const graph& g, const training_spec& run) {
       if (o.bias.rows != 0) tensor(o.bias.rows, 1, o.bias.rows, checked_mul(r, o.bias.count));
     }
   }
-  t.step_temporaries = step_temporaries_of(largest_trainable, trainable_elements, run);
+  t.step_temporaries = step_temporaries_of(largest_trainable, trainable_elements, adam_loop_elements(g, run), run);
   t.largest_trainable = largest_trainable;
   return t;
 }
@@ -432,8 +432,10 @@ constexpr step_peaks fsdp2_step_peaks(const graph& g, const training_spec& run, 
   // optimizer_in_bwd has no step after backward: its candidate is the end of the first backward,
   // every shard's state made and every gradient dropped (as the single-device walk's).
   const bool in_backward = run.optimizer_in_backward;
+  // litgpt's loop still binds the step's logits at optimizer.step() (estimate_peaks' step candidate).
   const phase_candidate step{phase::optimizer_step,
-                             {shards + g.buffers, in_backward ? bytes{} : step_grads, state, g.inputs,
+                             {shards + g.buffers, in_backward ? bytes{} : step_grads, state,
+                              g.inputs + units.bound_in_backward,
                               workspace + (in_backward ? units.hook_step : step_temporaries)}};
   const std::uint64_t large = cuda ? t.large_tensors : 0;
   const forward_pass block = forward_walk(g, block_of(g), run, false);
@@ -669,8 +671,14 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
         : run.shard != sharding::none && run.optimizer_impl == optimizer_implementation::foreach
             ? ceil_div(all_temporaries, run.data_parallel)
             : all_temporaries;
+    // Every litgpt loop calls optimizer.step() in the scope that bound `logits = model(...)`
+    // (finetune/full.py lines 254-262, lora.py lines 304-313 @ b0ea1772; full.py lines 169-175,
+    // lora.py lines 216-223 @ 8641822): the step's logits are alive through it (graph::carried).
+    // The HF Trainer's training_step returns loss.detach(); torchtune's _loss_step does `del logits`
+    // (recipes/lora_finetune_single_device.py line 659 @ a6290a5b), torchtitan `del pred` before
+    // backward (train.py line 412 @ f7084fc7).
     phase_candidate step{phase::optimizer_step,
-                         {params, grads_to_host ? bytes{} : step_grads, step_state, g.inputs,
+                         {params, grads_to_host ? bytes{} : step_grads, step_state, g.inputs + g.carried,
                           workspace + step_temporaries}};
     // Steady state: the state is on the device through forward and backward too.
     const phase_candidate best{lead.at, {params, lead.grads + persistent_grads, bytes{}, lead.activations + g.inputs,
