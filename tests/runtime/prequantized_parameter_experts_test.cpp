@@ -138,7 +138,8 @@ TEST_CASE("prequantized parameter experts: compressed-tensors experts are decomp
   const expert_bytes v5 = served_experts(qwen, ct_w4a16(517));
   CHECK(v5.stored == v5.sixteen);
   CHECK(v5.sixteen == v4.sixteen);
-  // Qwen3-30B-A3B: 48 layers x 128 experts x 3 matrices of 2048 x 768, bf16.
+  // Qwen3-30B-A3B: 48 layers x 128 experts x 3 matrices of 2048 x 768, bf16
+  // (tools/trace/fused_quantized_experts.py, docs/data/cpu_traced_fused_quantized_experts.json).
   CHECK(v5.stored.value == 48ULL * 128 * 3 * 2048 * 768 * 2);
   // No converter fills GraniteMoE's experts from per-expert tensors (gpt-oss's generate() takes
   // native and MXFP4 weights only).
@@ -150,7 +151,8 @@ TEST_CASE("prequantized parameter experts: compressed-tensors experts are decomp
 TEST_CASE("prequantized parameter experts: fine-grained FP8 experts in float8 with fp32 block scales") {
   const memscale::model_spec qwen = memscale::json_io::load_hf_model(config_path("Qwen--Qwen3-30B-A3B"));
   // FP8Expert: gate_up_proj [128, 1536, 2048] and down_proj [128, 2048, 768] in float8, one fp32
-  // scale per 128 x 128 tile (gate_up 12 x 16, down 16 x 6), over 48 layers.
+  // scale per 128 x 128 tile (gate_up 12 x 16, down 16 x 6), over 48 layers: per-expert FP8Linear
+  // at 4.x and FP8Expert at 5.x hold the same bytes (docs/data/cpu_traced_fused_quantized_experts.json).
   const std::uint64_t per_expert = 1536ULL * 2048 + 4ULL * 12 * 16 + 2048ULL * 768 + 4ULL * 16 * 6;
   for (const std::uint32_t release : {451u, 517u}) {
     const expert_bytes experts = served_experts(qwen, fp8_block(release));
