@@ -676,7 +676,8 @@ constexpr void check_quantized_parameter_experts(const model_spec& model, const 
           "must be 5.0 or later for a pre-quantised bitsandbytes checkpoint of this MoE under transformers 5.x: a "
           "checkpoint saved before 5.0 (or one that does not say) holds per-expert quantised Linears, which 5.x's "
           "expert converters merge as 16-bit weights into parameters of the wrong shape, dropping their quantisation "
-          "statistics (the model does not load into anything worth estimating)",
+          "statistics (the model does not load into anything worth estimating); the value is major x 100 + minor, 0 "
+          "when the config does not say",
           run.saved_by_transformers);
   if (!graph_layers::experts_parameters_in_every_release(model)) return;
   // FP8Linear replaces nn.Linear modules, and FP8Expert (integrations/finegrained_fp8.py@0095b976,
