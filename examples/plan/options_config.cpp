@@ -104,8 +104,8 @@ void apply_config_quantization(options& o) {
     throw usage_error(stored + " was saved by transformers " +
                       (q.saved_by == 0 ? std::string("(config.transformers_version not stated)")
                                        : memscale::json_io::detail::two_parts(q.saved_by)) +
-                      ": its experts are per-expert 4-bit Linears, which transformers 5.x's expert converters merge "
-                      "as 16-bit weights into parameters of the wrong shape (the model does not load); --stack "
+                      ": its experts are per-expert 4-bit Linears, whose packed codes transformers 5.x's expert "
+                      "converters merge as 16-bit weights of another shape (the model does not load); --stack "
                       "transformers=4.57 trains it as it was saved");
   o.run.unquantized = kept.roles;
   if (o.run.target != memscale::training_target::qlora)

@@ -665,19 +665,19 @@ constexpr void check_quantized_parameter_experts(const model_spec& model, const 
   training_spec layout{};
   layout.transformers_version = run.transformers_version;
   // A bitsandbytes checkpoint saved before 5.0 stores each expert's nn.Linear in 4 or 8 bits
-  // (packed uint8 or int8 plus absmax, quant_map, quant_state or SCB). 5.x's converters
-  // (conversion_mapping.py@000c33fd) come before the quantizer's, so they stack those bytes into
-  // the 3-D 16-bit parameters, cast to the parameter's dtype and of another shape, and drop the
-  // statistics as unexpected keys (unslothai/unsloth-zoo PR #856). A checkpoint saved by 5.x
-  // stores the experts as bitsandbytes left them, 16-bit, and loads.
+  // (packed uint8 plus absmax, quant_map and quant_state; int8 plus SCB). 5.x's converters
+  // (conversion_mapping.py@000c33fd) come before the quantizer's, so they stack those codes into
+  // the 3-D 16-bit parameters, cast to the parameter's dtype (NF4's packed bytes in another shape),
+  // and drop the statistics as unexpected keys (unslothai/unsloth-zoo PR #856). A checkpoint saved
+  // by 5.x stores the experts as bitsandbytes left them, 16-bit, and loads.
   require(!(is_bitsandbytes(run.weights) && run.prequantized && run.saved_by_transformers < 500 &&
             graph_layers::experts_merged_at_load(model, layout)),
           error_code::unsupported, "config.transformers_version",
           "must be 5.0 or later for a pre-quantised bitsandbytes checkpoint of this MoE under transformers 5.x: a "
-          "checkpoint saved before 5.0 (or one that does not say) holds per-expert quantised Linears, which 5.x's "
-          "expert converters merge as 16-bit weights into parameters of the wrong shape, dropping their quantisation "
-          "statistics (the model does not load into anything worth estimating); the value is major x 100 + minor, 0 "
-          "when the config does not say",
+          "checkpoint saved before 5.0 (or one that does not say) holds per-expert quantised Linears, whose codes "
+          "5.x's expert converters merge as 16-bit weights (NF4's packed bytes in another shape), dropping their "
+          "quantisation statistics (the model does not load into anything worth estimating); the value is major x 100 "
+          "+ minor, 0 when the config does not say",
           run.saved_by_transformers);
   if (!graph_layers::experts_parameters_in_every_release(model)) return;
   // FP8Linear replaces nn.Linear modules, and FP8Expert (integrations/finegrained_fp8.py@0095b976,
