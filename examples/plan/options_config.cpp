@@ -89,14 +89,24 @@ void apply_config_quantization(options& o) {
   if (kept.vision_tower || kept.vision_projector)
     throw usage_error(stored + " keeps the vision tower unquantised; a QLoRA run of a model with a vision tower is not "
                       "modelled yet");
-  // Before transformers 5.0 the quantizer of a pre-quantised bitsandbytes checkpoint swaps Llama 4's
-  // Llama4TextExperts for per-expert Linear4bit MLPs (quantizers/base.py@302dcb5e
-  // SequentialLlama4TextExperts, pre_quantized only): a base and an expert loop the QLoRA graph does
-  // not build (it holds the 16-bit parameters a BitsAndBytesConfig load keeps).
-  if (o.model.experts_on_every_token && o.run.transformers_version < 500)
+  // The quantizer of a pre-quantised bitsandbytes checkpoint swaps Llama 4's Llama4TextExperts for
+  // per-expert Linear4bit MLPs, in 5.x too (graph/layers/mlp.hpp experts_swapped_for_prequantized):
+  // a base and an expert loop the QLoRA graph does not build (it holds the 16-bit parameters a
+  // BitsAndBytesConfig load keeps).
+  if (memscale::graph_layers::experts_swapped_for_prequantized(o.model))
     throw usage_error(stored + " is a pre-quantised Llama 4 checkpoint, whose experts load as per-expert 4-bit Linears "
-                      "(SequentialLlama4TextExperts) before transformers 5.0: not modelled for training; --qlora "
-                      "over the bf16 checkpoint (BitsAndBytesConfig at load) keeps them 16-bit and is");
+                      "(SequentialLlama4TextExperts): not modelled for training; --qlora over the bf16 checkpoint "
+                      "(BitsAndBytesConfig at load) keeps them 16-bit and is");
+  // A checkpoint saved before 5.0 holds per-expert 4-bit Linears, which 5.x's expert converters
+  // merge as 16-bit weights (inference/generate_peak.hpp check_quantized_parameter_experts).
+  if (q.saved_by < 500 &&
+      memscale::graph_layers::experts_merged_at_load(o.model, memscale::json_io::with_current_transformers(o.run)))
+    throw usage_error(stored + " was saved by transformers " +
+                      (q.saved_by == 0 ? std::string("(config.transformers_version not stated)")
+                                       : memscale::json_io::detail::two_parts(q.saved_by)) +
+                      ": its experts are per-expert 4-bit Linears, whose packed codes transformers 5.x's expert "
+                      "converters merge as 16-bit weights of another shape (the model does not load); --stack "
+                      "transformers=4.57 trains it as it was saved");
   o.run.unquantized = kept.roles;
   if (o.run.target != memscale::training_target::qlora)
     throw usage_error(stored + " stores the linear layers in bitsandbytes 4-bit, which do not train: add --qlora RANK "

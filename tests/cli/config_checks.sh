@@ -117,6 +117,29 @@ if [[ $rc -eq 2 ]] && grep -q -- "--weights" "$work/err" && grep -q "quantizatio
   pass "--weights beside a quantization_config: refused, naming both"
 else fail "--weights beside a quantization_config" "exit $rc" "$(head -c 300 "$work/err")"; fi
 
+# --- a pre-quantised bitsandbytes MoE under transformers 5.x: the release that saved it decides ---
+saved_moe() {  # saved_moe NAME VERSION: Qwen3-30B-A3B's config, NF4, saved by transformers VERSION
+  mkdir -p "$work/$1"
+  python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); c["quantization_config"]={"quant_method":"bitsandbytes","load_in_4bit":True,"bnb_4bit_quant_type":"nf4"}; c["transformers_version"]=sys.argv[2]; json.dump(c, open(sys.argv[3], "w"))' \
+    "$configs/Qwen--Qwen3-30B-A3B.json" "$2" "$work/$1/config.json"
+}
+saved_moe moe_v4 4.51.0
+saved_moe moe_v5 5.17.0
+run --config "$work/moe_v4" --inference --json
+if [[ $rc -eq 2 ]] && grep -q "config.transformers_version" "$work/err" && grep -q "expert converters" "$work/err"; then
+  pass "--inference on a 4.51-saved bitsandbytes MoE under 5.x: refused, naming config.transformers_version"
+else fail "--inference on a 4.51-saved bitsandbytes MoE" "exit $rc" "$(head -c 300 "$work/err")"; fi
+run --config "$work/moe_v4" --inference --stack transformers=4.51 --json
+if [[ $rc -eq 0 ]] && is_json; then pass "--inference on a 4.51-saved bitsandbytes MoE under 4.51: estimated"; else
+  fail "--inference on a 4.51-saved bitsandbytes MoE under 4.51" "exit $rc" "$(head -c 300 "$work/err")"; fi
+run --config "$work/moe_v5" --inference --json
+if [[ $rc -eq 0 ]] && is_json; then pass "--inference on a 5.17-saved bitsandbytes MoE: estimated (16-bit experts)"; else
+  fail "--inference on a 5.17-saved bitsandbytes MoE" "exit $rc" "$(head -c 300 "$work/err")"; fi
+run --config "$work/moe_v4" --batch 1 --seq 128 --qlora 8
+if [[ $rc -eq 2 ]] && grep -q "4.51" "$work/err" && grep -q "expert converters" "$work/err"; then
+  pass "--qlora over a 4.51-saved bitsandbytes MoE under 5.x: refused"
+else fail "--qlora over a 4.51-saved bitsandbytes MoE" "exit $rc" "$(head -c 300 "$work/err")"; fi
+
 # --- modules_to_not_convert: the linears it keeps stay 16-bit; a name memscale cannot place is refused ---
 quantized awq '{"quant_method":"awq","bits":4,"group_size":128,"version":"gemm"}'
 quantized awq_head '{"quant_method":"awq","bits":4,"group_size":128,"version":"gemm","modules_to_not_convert":["lm_head"]}'

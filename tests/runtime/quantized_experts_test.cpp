@@ -1,7 +1,7 @@
 // Quantised checkpoints over experts held as bare nn.Parameters (graph/layers/mlp.hpp
 // expert_parameters; inference/weights.hpp expert_parameters_quantized): GPTQ and AWQ refused over
-// them, Llama 4's experts 16-bit under a bitsandbytes load of a 16-bit checkpoint before transformers
-// 5.0 and per-expert 4-bit Linears from a pre-quantised one; and flash_attention_2 in generate() as
+// them, Llama 4's experts 16-bit under a bitsandbytes load of a 16-bit checkpoint and per-expert
+// 4-bit Linears from a pre-quantised one; and flash_attention_2 in generate() as
 // a kernel of its own (no repeat_kv copies), refused where it is not modelled.
 #ifdef MEMSCALE_CATCH2_V2
 #include <catch2/catch.hpp>
@@ -96,7 +96,7 @@ TEST_CASE("quantized experts: GPTQ over experts that are parameters in every rel
                  "infer.weights"));
 }
 
-TEST_CASE("quantized experts: Llama 4's experts under bitsandbytes before 5.0, quantised at load or stored") {
+TEST_CASE("quantized experts: Llama 4's experts under bitsandbytes, quantised at load or stored") {
   const memscale::model_spec scout = scout_text();
   // BitsAndBytesConfig over the bf16 checkpoint: Llama4TextExperts' parameters are no nn.Linear, so they
   // stay bf16 (gate_up_proj and down_proj of the 48 MoE layers).
@@ -118,11 +118,11 @@ TEST_CASE("quantized experts: Llama 4's experts under bitsandbytes before 5.0, q
     return memscale::inference_weight_bytes(g->stack(), r);
   };
   CHECK(weights(at_load) == weights(stored) + (loaded.stored - patched.stored));
-  // From 5.0 the experts are stacked parameters either way (graph/layers/mlp.hpp stacked_expert_parameters).
+  // 5.x keeps Llama4TextExperts and the quantizer's swap: the same two figures
+  // (tests/runtime/prequantized_parameter_experts_test.cpp).
   memscale::inference_spec v5 = stored;
   v5.transformers_version = 517;
-  const expert_bytes stacked = served_experts(scout, v5);
-  CHECK(stacked.stored == stacked.sixteen);
+  CHECK(served_experts(scout, v5).stored == patched.stored);
 }
 
 TEST_CASE("quantized experts: a config's quantization_config marks the checkpoint pre-quantised") {

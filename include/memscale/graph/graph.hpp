@@ -239,6 +239,9 @@ struct graph {
   // The experts are bare nn.Parameters (stacked ones, Llama 4's in every release), which no
   // nn.Linear-replacing quantiser converts (graph/layers/mlp.hpp expert_parameters).
   bool parameter_experts = false;
+  // A pre-quantised checkpoint's quantizer swaps the experts for per-expert nn.Linear MLPs before
+  // loading (Llama 4's: graph/layers/mlp.hpp experts_swapped_for_prequantized).
+  bool experts_swapped_for_prequantized = false;
   // The prologue ends with the stack's first layer, written apart from the repeated block
   // (recipes/decoder_stack.hpp first_layer_apart): one block's parameters, and under FSDP2 a unit
   // of its own, not the root's. block_repeats then counts the layers after it.

@@ -71,6 +71,7 @@ constexpr model_graph build(const model_spec& model, const training_spec& reques
   graph_layers::add_image_tower(model, g.run, g.stacks.decoder);
   g.stacks.decoder.stacked_experts = graph_layers::stacked_expert_parameters(model, g.run);
   g.stacks.decoder.parameter_experts = graph_layers::expert_parameters(model, g.run);
+  g.stacks.decoder.experts_swapped_for_prequantized = graph_layers::experts_swapped_for_prequantized(model);
   return g;
 }
 

@@ -659,6 +659,47 @@ constexpr inference_result estimate_generate(const model_spec& model, const infe
 
 namespace detail {
 
+// Quantised checkpoints over experts held as bare nn.Parameters whose load leaves nothing to
+// estimate (inference/weights.hpp expert_parameters_quantized counts the others).
+constexpr void check_quantized_parameter_experts(const model_spec& model, const inference_spec& run) {
+  training_spec layout{};
+  layout.transformers_version = run.transformers_version;
+  // A bitsandbytes checkpoint saved before 5.0 stores each expert's nn.Linear in 4 or 8 bits
+  // (packed uint8 plus absmax, quant_map and quant_state; int8 plus SCB). 5.x's converters
+  // (conversion_mapping.py@000c33fd) come before the quantizer's, so they stack those codes into
+  // the 3-D 16-bit parameters, cast to the parameter's dtype (NF4's packed bytes in another shape),
+  // and drop the statistics as unexpected keys (unslothai/unsloth-zoo PR #856). A checkpoint saved
+  // by 5.x stores the experts as bitsandbytes left them, 16-bit, and loads.
+  require(!(is_bitsandbytes(run.weights) && run.prequantized && run.saved_by_transformers < 500 &&
+            graph_layers::experts_merged_at_load(model, layout)),
+          error_code::unsupported, "config.transformers_version",
+          "must be 5.0 or later for a pre-quantised bitsandbytes checkpoint of this MoE under transformers 5.x: a "
+          "checkpoint saved before 5.0 (or one that does not say) holds per-expert quantised Linears, whose codes "
+          "5.x's expert converters merge as 16-bit weights (NF4's packed bytes in another shape), dropping their "
+          "quantisation statistics (the model does not load into anything worth estimating); the value is major x 100 "
+          "+ minor, 0 when the config does not say",
+          run.saved_by_transformers);
+  if (!graph_layers::experts_parameters_in_every_release(model)) return;
+  // FP8Linear replaces nn.Linear modules, and FP8Expert (integrations/finegrained_fp8.py@0095b976,
+  // transformers PR #42654) the experts interface's [E, 2F, H] gate_up_proj and [E, H, F] down_proj
+  // without biases, run on routed rows. gpt-oss's biased [E, H, 2F] experts, GraniteMoE's
+  // input_linear and output_linear and Llama 4's bmm over every expert are none of them.
+  require(run.weights != weight_format::fp8_block, error_code::unsupported, "infer.weights",
+          "must not be fp8-block for gpt-oss, GraniteMoE or Llama 4: fine-grained FP8's FP8Linear and FP8Expert fit "
+          "neither these experts' layout nor their forward (not modelled)",
+          run.weights);
+  // compressed-tensors quantises nn.Linear modules (its config groups target "Linear"), and 5.x
+  // decompresses per-expert tensors only through a family's expert converters, which gpt-oss and
+  // GraniteMoE have none of (conversion_mapping.py@000c33fd); Llama 4's experts are swapped for
+  // per-expert Linears first (graph/layers/mlp.hpp experts_swapped_for_prequantized).
+  require((run.weights != weight_format::ct_float && run.weights != weight_format::ct_int) ||
+              graph_layers::experts_swapped_for_prequantized(model),
+          error_code::unsupported, "infer.weights",
+          "must not be compressed-tensors for gpt-oss or GraniteMoE: their experts are 3-D parameters, no "
+          "compressed-tensors module replaces them and no converter takes a checkpoint's per-expert tensors",
+          run.weights);
+}
+
 // estimate_inference's checks of a model and a run.
 constexpr void check_inference(const model_spec& model, const inference_spec& run) {
   validate(model);
@@ -706,6 +747,7 @@ constexpr void check_inference(const model_spec& model, const inference_spec& ru
                     "nn.Linear modules only, so the checkpoint's per-expert quantised tensors load into nothing",
                     run.weights);
   }
+  check_quantized_parameter_experts(model, run);
   require_gpt_fast_weights_loop(run);
   if (run.loop == generate_loop::gpt_fast) {
     detail::require(run.weights == weight_format::native || is_gpt_fast_weights(run.weights), error_code::unsupported,

@@ -119,9 +119,13 @@ struct inference_spec {
   bool unquantized_tower = false;
   // The checkpoint stores the weights quantised (its config carries a quantization_config:
   // from_pretrained's pre_quantized), against quantised as a 16-bit checkpoint loads
-  // (BitsAndBytesConfig passed to from_pretrained). They differ for Llama 4's experts before
-  // transformers 5.0 (inference/weights.hpp expert_parameters_quantized).
+  // (BitsAndBytesConfig passed to from_pretrained). They differ for Llama 4's experts
+  // (inference/weights.hpp expert_parameters_quantized).
   bool prequantized = false;
+  // The transformers release that saved the pre-quantised checkpoint (its config.json's
+  // transformers_version as major * 100 + minor; 0 when it does not say): what a release stored
+  // decides whether 5.x's merged experts can load it (generate_peak.hpp check_quantized_parameter_experts).
+  std::uint32_t saved_by_transformers = 0;
   // attention flash asked for as transformers' attn_implementation "flash_attention_2": flash-attn's
   // flash_attn_func takes k and v with their kv heads (no repeat_kv copies); `flash` alone is
   // SDPA's fused kernel (training_spec::flash_attention_2).

@@ -60,19 +60,25 @@ constexpr bool mxfp4_experts_op(const graph& g, std::size_t index, const inferen
 }
 
 // Whether the served format quantises the experts `g` holds as bare nn.Parameters
-// (graph::parameter_experts). bitsandbytes replaces nn.Linear modules only and leaves them in the
-// load dtype (bitsandbytes issue #1849; graph/layers/mlp.hpp with_unquantized_experts), except
-// Llama 4's before transformers 5.0 from a pre-quantised bitsandbytes checkpoint: its quantizer
-// swaps Llama4TextExperts for per-expert Llama4TextMLP Linears before the weights load
-// (quantizers/base.py@302dcb5e _convert_model_for_quantization, MODULES_TO_PATCH_FOR_QUANTIZATION:
-// SequentialLlama4TextExperts for compressed-tensors and bitsandbytes, pre_quantized only;
-// transformers PR #37348). MXFP4 stores gpt-oss's 3-D experts itself; GPTQ and AWQ over them are
-// refused (check_inference); fp8-block and compressed-tensors keep counting them per expert, as
-// before (their loaders over these experts are not re-read here).
+// (graph::parameter_experts); formats and layouts whose load is broken are refused before
+// (generate_peak.hpp check_inference: GPTQ, AWQ, FP8 and compressed-tensors where no loader
+// fills the parameters, 4.x-saved bitsandbytes checkpoints of 5.x's merged experts).
+// - bitsandbytes replaces nn.Linear modules only and leaves them in the load dtype (bitsandbytes
+//   issue #1849; graph/layers/mlp.hpp with_unquantized_experts), except Llama 4's from a
+//   pre-quantised checkpoint, whose quantizer swaps in per-expert nn.Linear MLPs first
+//   (graph::experts_swapped_for_prequantized).
+// - compressed-tensors quantises Llama 4's swapped experts too. The experts interface's 3-D
+//   parameters take the checkpoint's per-expert tensors decompressed: DecompressExperts
+//   (integrations/compressed_tensors.py@039570ae) dequantises each expert before the merge, so
+//   they are held in the compute dtype.
+// - fine-grained FP8 replaces the experts interface's parameters with FP8Expert's float8 3-D
+//   weights and fp32 block scales (integrations/finegrained_fp8.py@0095b976, transformers PR
+//   #42654): per expert, the bytes of an FP8Linear of that matrix.
+// - MXFP4 stores gpt-oss's 3-D experts itself (mxfp4_experts_op).
 constexpr bool expert_parameters_quantized(const graph& g, const inference_spec& r) {
-  if (!is_bitsandbytes(r.weights)) return true;
-  const bool llama4_experts_patched = r.prequantized && !g.stacked_experts;
-  return llama4_experts_patched;
+  if (is_bitsandbytes(r.weights)) return r.prequantized && g.experts_swapped_for_prequantized;
+  if (r.weights == weight_format::ct_float || r.weights == weight_format::ct_int) return g.experts_swapped_for_prequantized;
+  return true;
 }
 
 }  // namespace detail

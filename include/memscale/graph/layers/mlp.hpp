@@ -68,6 +68,29 @@ constexpr bool expert_parameters(const model_spec& m, const training_spec& run) 
   return stacked_expert_parameters(m, run) || m.experts_on_every_token;
 }
 
+// Experts that are 3-D parameters in every release, whatever the checkpoint: gpt-oss's
+// GptOssExperts, GraniteMoE's ParallelExperts and Llama 4's Llama4TextExperts.
+constexpr bool experts_parameters_in_every_release(const model_spec& m) {
+  return m.experts > 0 && (m.expert_weight_copies || m.experts_in_one_pass || m.experts_on_every_token);
+}
+
+// From transformers 5.0 the experts interface's 3-D parameters are filled from checkpoints that
+// store one tensor per expert: the family's converters stack each expert's matrix and concatenate
+// gate and up (conversion_mapping.py@000c33fd MergeModulelist, Concatenate: Mixtral, PhiMoE,
+// Qwen2/3-MoE, OLMoE, DeepSeek-V2/V3, ...). The families whose experts are parameters in every
+// release load their checkpoints' 3-D tensors as they are.
+constexpr bool experts_merged_at_load(const model_spec& m, const training_spec& run) {
+  return stacked_expert_parameters(m, run) && !experts_parameters_in_every_release(m);
+}
+
+// The experts' module is one MODULES_TO_PATCH_FOR_QUANTIZATION lists: the quantizer of a
+// pre-quantised bitsandbytes or compressed-tensors checkpoint swaps Llama4TextExperts for
+// SequentialLlama4TextExperts, one Llama4TextMLP of nn.Linear gate, up and down projections per
+// expert, before the weights load (quantizers/base.py@302dcb5e _convert_model_for_quantization,
+// pre_quantized only; the 5.x base.py keeps the table, and Llama4TextExperts stays that bmm
+// module in modeling_llama4.py@000c33fd).
+constexpr bool experts_swapped_for_prequantized(const model_spec& m) { return m.experts > 0 && m.experts_on_every_token; }
+
 // grouped_mm copies no expert's weight (docs/source/en/experts_interface.md@0409b2f0: "avoids
 // duplicating expert parameters"): its matmul saves the parameter itself.
 constexpr bool copies_expert_weights(const layer_context& ctx) {

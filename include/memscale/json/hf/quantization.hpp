@@ -24,6 +24,7 @@
 #include "memscale/error.hpp"
 #include "memscale/inference/spec.hpp"
 #include "memscale/json/fields.hpp"
+#include "memscale/json/software_stack.hpp"
 #include "memscale/quant_format.hpp"
 #include "memscale/training.hpp"
 #include "memscale/unquantized_modules.hpp"
@@ -41,6 +42,7 @@ struct quantization {
   bool desc_act = false;                    // GPTQ act-order (g_idx permutes columns; same bytes)
   bool dequantize_at_load = false;          // mxfp4 dequantize=True: experts become bf16 at load
   bool experts_only = false;                // mxfp4: only the MoE experts are quantised
+  std::uint32_t saved_by = 0;               // config.transformers_version (major * 100 + minor), 0: not stated
 };
 
 namespace detail {
@@ -269,6 +271,12 @@ inline std::optional<quantization> quantization_of(const json& config) {
     bad_field(error_code::unsupported, detail::qc + ".quant_method", q.value("quant_method", json()),
               "is not a format memscale models (gptq, awq, bitsandbytes, fp8, compressed-tensors, mxfp4)");
   memscale::detail::check_format(r->format);
+  // save_pretrained writes the release that stored the weights (inference_spec::saved_by_transformers).
+  const std::string saved_by = get_string(config, "transformers_version", "config", "", error_code::invalid_model);
+  if (!saved_by.empty()) {
+    const auto v = json_io::detail::parse_version(saved_by, "config.transformers_version");
+    r->saved_by = v.major * 100 + v.minor;
+  }
   const std::string type = get_string(config, "model_type", "config", "", error_code::invalid_model);
   if (type == "mixtral" || type == "phimoe") r->names = {.gate = "w1", .up = "w3", .down = "w2", .router = "gate"};
   if (type == "gpt_oss") r->names.router = "router";
@@ -298,6 +306,7 @@ inline unquantized_modules unquantized_of(const quantization& q, const model_spe
 // (float-quantized fp8, pack-quantized int), whose scheme travels in spec.quant_scheme.
 inline void apply_quantization(const quantization& q, inference_spec& spec) {
   spec.prequantized = true;  // the config's quantization_config: from_pretrained's pre_quantized
+  spec.saved_by_transformers = q.saved_by;
   switch (q.format.method) {
     case quant_method::gptq:
     case quant_method::awq:
