@@ -97,6 +97,7 @@ TEST_CASE("prequantized parameter experts: a bitsandbytes checkpoint saved befor
     const std::string why = refusal(qwen, prequantized(nf4, 517, saved_by));
     CHECK(contains(why, "config.transformers_version"));
     CHECK(contains(why, "expert converters"));
+    CHECK(contains(why, saved_by == 0 ? "(got not stated)" : "(got 4.51)"));  // the release as written, not its code
   }
   CHECK(contains(refusal(qwen, prequantized(memscale::weight_format::bnb_int8, 517, 446)), "config.transformers_version"));
   // Served by the release that saved it, the experts are per-expert 4-bit Linears.

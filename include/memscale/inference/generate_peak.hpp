@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "memscale/attention_kernel.hpp"
@@ -659,6 +660,13 @@ constexpr inference_result estimate_generate(const model_spec& model, const infe
 
 namespace detail {
 
+// A saving release as a message shows it: "4.51" (stored as major x 100 + minor), or "not
+// stated" when the config has no transformers_version. Run time only, as fail() is.
+inline std::string saved_release_text(std::uint32_t release) {
+  if (release == 0) return "not stated";
+  return std::to_string(release / 100) + "." + std::to_string(release % 100);
+}
+
 // Quantised checkpoints over experts held as bare nn.Parameters whose load leaves nothing to
 // estimate (inference/weights.hpp expert_parameters_quantized counts the others).
 constexpr void check_quantized_parameter_experts(const model_spec& model, const inference_spec& run) {
@@ -670,15 +678,14 @@ constexpr void check_quantized_parameter_experts(const model_spec& model, const 
   // the 3-D 16-bit parameters, cast to the parameter's dtype (NF4's packed bytes in another shape),
   // and drop the statistics as unexpected keys (unslothai/unsloth-zoo PR #856). A checkpoint saved
   // by 5.x stores the experts as bitsandbytes left them, 16-bit, and loads.
-  require(!(is_bitsandbytes(run.weights) && run.prequantized && run.saved_by_transformers < 500 &&
-            graph_layers::experts_merged_at_load(model, layout)),
-          error_code::unsupported, "config.transformers_version",
-          "must be 5.0 or later for a pre-quantised bitsandbytes checkpoint of this MoE under transformers 5.x: a "
-          "checkpoint saved before 5.0 (or one that does not say) holds per-expert quantised Linears, whose codes "
-          "5.x's expert converters merge as 16-bit weights (NF4's packed bytes in another shape), dropping their "
-          "quantisation statistics (the model does not load into anything worth estimating); the value is major x 100 "
-          "+ minor, 0 when the config does not say",
-          run.saved_by_transformers);
+  if (is_bitsandbytes(run.weights) && run.prequantized && run.saved_by_transformers < 500 &&
+      graph_layers::experts_merged_at_load(model, layout))
+    fail(error_code::unsupported, "config.transformers_version",
+         "must be 5.0 or later for a pre-quantised bitsandbytes checkpoint of this MoE under transformers 5.x: a "
+         "checkpoint saved before 5.0 (or one that does not say) holds per-expert quantised Linears, whose codes "
+         "5.x's expert converters merge as 16-bit weights (NF4's packed bytes in another shape), dropping their "
+         "quantisation statistics (the model does not load into anything worth estimating)",
+         saved_release_text(run.saved_by_transformers));
   if (!graph_layers::experts_parameters_in_every_release(model)) return;
   // FP8Linear replaces nn.Linear modules, and FP8Expert (integrations/finegrained_fp8.py@0095b976,
   // transformers PR #42654) the experts interface's [E, 2F, H] gate_up_proj and [E, H, F] down_proj
