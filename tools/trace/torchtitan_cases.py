@@ -655,8 +655,10 @@ class _PreBackwardPrefetch(torch.autograd.Function):
 
 class PostForwardOrder:
     """FSDPCommContext.post_forward_order with each group's _post_forward_indices, FSDP2's default backward
-    prefetch at torch v2.6.0 (torch/distributed/_composable/fsdp/_fsdp_param_group.py _record_post_forward,
-    pre_backward, _backward_prefetch, finalize_backward; _fsdp_state.py _root_post_backward_final_callback):
+    prefetch (_fsdp_param_group.py _record_post_forward, pre_backward, _backward_prefetch, finalize_backward
+    @ pytorch 002a76fb; _fsdp_state.py _root_post_backward_final_callback; the same in torch 2.6, whose
+    records these are: the target's backward unchecked since pytorch PR 125269, a stray prefetch freed in
+    finalize_backward since PR 137348):
     every post-forward appends its unit (a unit called several times, several times); a pre-backward, once until
     the unit's post-backward, gathers the unit, pops its latest index and all-gathers the unit one before it.
     Nothing checks that the target runs a backward: a flat output nobody copies out stays until the final

@@ -54,8 +54,9 @@ struct fsdp2_units {
   // before fabric.backward, lines 355-359 @ 26857050).
   bytes carried{};
   bytes bound_in_backward{};
-  // FSDP2's own overlap of all-gathers with compute (_fsdp_param_group.py at torch v2.6.0 and
-  // @ pytorch 002a76fb): in forward, wait_for_unshard keeps a unit's flat all-gather output after its
+  // FSDP2's own overlap of all-gathers with compute (_fsdp_param_group.py @ pytorch 002a76fb, the
+  // same in torch 2.6: the prefetch target unchecked since 2.4, a stray one freed in
+  // finalize_backward since 2.6): in forward, wait_for_unshard keeps a unit's flat all-gather output after its
   // copy-out (comm_ctx.all_gather_state) until the next unit's copy-out or the root's post-forward,
   // so a unit runs beside its own flat output; in backward, pre_backward's _backward_prefetch
   // all-gathers the unit before it in post-forward order (the root's pre-backward the top block or
@@ -214,7 +215,7 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   // The flat all-gather output block i's pre-backward prefetched: the block below; below block 0 a
   // first layer written apart or an embedding unit of its own (even a frozen one, which runs no
   // backward: _backward_prefetch does not ask, and the final callback's finalize_backward frees it,
-  // _fsdp_param_group.py @ v2.6.0); i == L: the top block's, from the root's pre-backward (an
+  // _fsdp_param_group.py @ 002a76fb); i == L: the top block's, from the root's pre-backward (an
   // output unit's, from its first chunk's), through the head's backward, unless torchtitan kept the
   // top block gathered after forward (the prefetch is then a no-op).
   const auto prefetched = [&](std::uint64_t i) {
