@@ -611,18 +611,6 @@ class Unit:
             sh.grad = sh.grad + g
 
 
-class _PreBackward(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, unit):
-        ctx.unit = unit
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        ctx.unit.gather()
-        return g, None
-
-
 class AllGatherState:
     """FSDPCommContext.all_gather_state: in forward (the implicit prefetch) wait_for_unshard keeps the flat
     all-gather output after its copy-out and frees it in the next unit's wait_for_unshard, before that copy-out,

@@ -56,13 +56,13 @@ struct fsdp2_units {
   bytes bound_in_backward{};
   // FSDP2's own overlap of all-gathers with compute (_fsdp_param_group.py @ pytorch 002a76fb, the
   // same in torch 2.6: the prefetch target unchecked since 2.4, a stray one freed in
-  // finalize_backward since 2.6): in forward, wait_for_unshard keeps a unit's flat all-gather output after its
-  // copy-out (comm_ctx.all_gather_state) until the next unit's copy-out or the root's post-forward,
-  // so a unit runs beside its own flat output; in backward, pre_backward's _backward_prefetch
-  // all-gathers the unit before it in post-forward order (the root's pre-backward the top block or
-  // an output unit's last chunk, each block the one below, block 0 an embedding unit of its own) and
-  // that flat output waits for the unit's own pre-backward. None of the three frameworks sets an
-  // explicit prefetch (set_modules_to_backward_prefetch), so all run this default.
+  // finalize_backward since 2.6): in forward, wait_for_unshard keeps a unit's flat all-gather
+  // output after its copy-out (comm_ctx.all_gather_state) until the next unit's copy-out or the
+  // root's post-forward, so a unit runs beside its own flat output; in backward, pre_backward's
+  // _backward_prefetch all-gathers the unit before it in post-forward order (the root's pre-backward
+  // the top block or an output unit's last chunk, each block the one below, block 0 an embedding
+  // unit of its own) and that flat output waits for the unit's own pre-backward. None of the three
+  // frameworks sets an explicit prefetch (set_modules_to_backward_prefetch): all run this default.
   bool overlapped_all_gathers = false;
 };
 
