@@ -289,12 +289,52 @@ TEST_CASE("optimizer_in_bwd over FSDP2 is estimated within 0.5% and drops the st
       const json plain = records(id.substr(0, id.size() - suffix.size())).at(0);
       const double measured_drop = plain.at("measured_bytes").get<double>() - measured;
       const double estimated_drop = json_io::estimate_record(plain).at("estimated_bytes").get<double>() - estimated;
-      CHECK(measured_drop > 0.1 * measured);
+      CHECK(measured_drop > 0.05 * measured);
       CHECK(std::abs(estimated_drop / measured_drop - 1.0) < 0.01);
     }
     ++n;
   }
   CHECK(n == 10);
+}
+
+// FSDP2's default backward prefetch at torch 2.6 (fsdp2_units::overlapped_all_gathers; shard_model sets
+// no explicit one): each layer's pre-backward all-gathers the layer below, whose flat output waits beside
+// this layer's backward. The deep records (more parameters than activations, a 512-token vocabulary) peak
+// in a layer's backward: their peak moment holds one layer's bf16 parameters more than a serial walk's,
+// at another moment of the walk (3.4 MB more at 2 ranks, 4.8 MB at 4, for a 5.8 MB layer), as traced.
+TEST_CASE("torchtune's deep layers run their backward beside the prefetched layer below, as traced") {
+  int n = 0;
+  for (const json& r : records("cpu-torchtune-full-distributed-llama-deep-")) {
+    const std::string id = r.at("id").get<std::string>();
+    if (id.find("-optim-in-bwd") != std::string::npos) continue;
+    const model_spec m = json_io::model_for_record(r);
+    const training_spec run = json_io::run_from_record(r);
+    const model_graph built = build(m, run);
+    const graph& g = built.stacks.decoder;
+    const detail::graph_totals t = detail::totals_of(g, run);
+    // torchtune's units: bf16 throughout, every layer resharded after forward.
+    detail::fsdp2_units units{.block = t.params_b,
+                              .root = t.params_p + t.params_e,
+                              .block_grads = t.grads_b,
+                              .block_grads_fp32 = t.grads_b,
+                              .head_grads = t.grads_e,
+                              .root_grads = t.grads_p + t.grads_e,
+                              .root_grads_fp32 = t.grads_p + t.grads_e,
+                              .ranks = run.data_parallel,
+                              .last_block_kept = false};
+    const detail::fsdp2_moment serial = detail::fsdp2_largest_moment(g, run, units);
+    units.overlapped_all_gathers = true;
+    const detail::fsdp2_moment overlapped = detail::fsdp2_largest_moment(g, run, units);
+    INFO(id);
+    REQUIRE(overlapped.backward);
+    CHECK(overlapped.gathered.value - serial.gathered.value == t.params_b.value);
+    CHECK(overlapped.ranked() > serial.ranked());
+    CHECK(overlapped.ranked().value - serial.ranked().value < t.params_b.value);
+    const double measured = r.at("measured_bytes").get<double>();
+    CHECK(std::abs(json_io::estimate_record(r).at("estimated_bytes").get<double>() / measured - 1.0) < 0.0005);
+    ++n;
+  }
+  CHECK(n == 2);
 }
 
 TEST_CASE("torchtune's distributed recipes refuse what is not modelled, by name") {

@@ -18,6 +18,10 @@ Written from:
   out into the unsharded parameters, and freed after forward (storage resized to 0) and gathered again
   before the unit's backward; after it, the bf16 unsharded grads are copied into one fp32
   reduce-scatter input of the unit's full size, freed, and the 1/N fp32 output becomes the sharded grads.
+  FSDP2's overlap at torch 2.6 (PostForwardOrder, AllGatherState): in forward the flat output stays until the
+  next unit's copy-out or the root's post-forward; in backward each pre-backward all-gathers the unit before it
+  in post-forward order (apply_fsdp sets no explicit prefetch): the root's targets the top block, left gathered
+  (a no-op), each block the one below.
 - Tensor parallelism (apply_tp, models/llama3/infra/parallelize.py @ f7084fc7, over the 2-D mesh
   dp_shard x tp): wq/wk/wv/w1/w3 ColwiseParallel, wo/w2 RowwiseParallel(output_layouts=Shard(1)), the norms
   SequenceParallel, PrepareModuleInput Shard(1) -> Replicate before attention and feed_forward, tok_embeddings
@@ -197,23 +201,34 @@ def _slice_attention(q, k, v, causal):  # FlashEmulation.compute for a (q rows) 
     return out, lse
 
 
+_BACKWARD_ROWS = 64  # query rows per tile of the emulated kernel's backward
+
+
 def _slice_attention_backward(q, k, v, out, lse, g, causal):  # FlashEmulation.backward for the same block
+    """In tiles of query rows: the flash kernel's backward holds no (q rows) x (k rows) scores, and whole-slice fp32
+    scores (several at once, 1 MiB each at 512 rows) would sit on top of the ring's buffers in a block's backward, an
+    artefact of the emulation that no GPU run has."""
     b, h, s, d = q.shape
     gq, gk, gv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     mask = torch.ones(s, k.shape[2], dtype=torch.bool).triu(1) if causal else None
     with torch.no_grad():
         for i in range(b):
             for j in range(h):
-                qf, kf, vf, gf = q[i, j].float(), k[i, j].float(), v[i, j].float(), g[i, j].float()
-                sc = (qf @ kf.t()) / math.sqrt(d)
-                if mask is not None:
-                    sc.masked_fill_(mask, float("-inf"))
-                p = torch.exp(sc - lse[i, j, :, None])
-                gv[i, j] = (p.t() @ gf).to(v.dtype)
-                ds = p * (gf @ vf.t() - (gf * out[i, j].float()).sum(-1, keepdim=True)) / math.sqrt(d)
-                gq[i, j] = (ds @ kf).to(q.dtype)
-                gk[i, j] = (ds.t() @ qf).to(k.dtype)
-                del sc, p, ds
+                kf, vf = k[i, j].float(), v[i, j].float()
+                gk_acc, gv_acc = torch.zeros_like(kf), torch.zeros_like(vf)
+                for r in range(0, s, _BACKWARD_ROWS):
+                    rows = slice(r, r + _BACKWARD_ROWS)
+                    qf, gf = q[i, j, rows].float(), g[i, j, rows].float()
+                    sc = (qf @ kf.t()) / math.sqrt(d)
+                    if mask is not None:
+                        sc.masked_fill_(mask[rows], float("-inf"))
+                    p = torch.exp(sc - lse[i, j, rows, None])
+                    gv_acc += p.t() @ gf
+                    ds = p * (gf @ vf.t() - (gf * out[i, j, rows].float()).sum(-1, keepdim=True)) / math.sqrt(d)
+                    gq[i, j, rows] = (ds @ kf).to(q.dtype)
+                    gk_acc += ds.t() @ qf
+                    del sc, p, ds
+                gk[i, j], gv[i, j] = gk_acc.to(k.dtype), gv_acc.to(v.dtype)
     return gq, gk, gv
 
 
@@ -518,6 +533,7 @@ class Unit:
         self.total = sum(u.numel() for u in self.entries)
         self.gathered = False
         self.all_gather_output = None  # an all-gather issued (a prefetch) and not yet copied out
+        self.in_pre_backward = False  # PostForwardOrder.pre_backward ran and post_backward has not
 
     def unshard(self):  # FSDPParamGroup.unshard: foreach_all_gather into one flat output, no copy-out yet
         if self.gathered or self.all_gather_output is not None:
@@ -538,22 +554,26 @@ class Unit:
             forward_state.free()
         out, self.all_gather_output = self.all_gather_output, None
         with torch.no_grad():
-            off = 0
-            for u in self.entries:
-                u.storage().resize_(u.numel())
-                u.data.view(-1).copy_(out[off: off + u.numel()])  # .data: no version bump (FSDP2 preserves it too)
-                off += u.numel()
+            self.copy_out(out)
         if forward_state is not None:
             forward_state.output = out
         del out
         self.gathered = True
+
+    def copy_out(self, out):  # foreach_all_gather_copy_out into the unsharded parameters
+        off = 0
+        for u in self.entries:
+            u.storage().resize_(u.numel())
+            u.data.view(-1).copy_(out[off: off + u.numel()])  # .data: no version bump (FSDP2 preserves it too)
+            off += u.numel()
 
     def reshard(self):
         for u in self.entries:
             u.storage().resize_(0)
         self.gathered = False
 
-    def reduce(self):  # foreach_reduce: the reduce-scatter input in reduce_dtype
+    def reduce(self):  # post_backward, then foreach_reduce: the reduce-scatter input in reduce_dtype
+        self.in_pre_backward = False
         # Only the parameters that got a gradient are reduced (post_backward's fsdp_params_with_grad,
         # _fsdp_param_group.py @ v2.6.0): frozen ones are gathered but never reduce-scattered.
         pairs = [(u, sh) for u, sh in zip(self.entries, self.shards) if u.grad is not None]
@@ -591,18 +611,6 @@ class Unit:
             sh.grad = sh.grad + g
 
 
-class _PreBackward(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, unit):
-        ctx.unit = unit
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        ctx.unit.gather()
-        return g, None
-
-
 class AllGatherState:
     """FSDPCommContext.all_gather_state: in forward (the implicit prefetch) wait_for_unshard keeps the flat
     all-gather output after its copy-out and frees it in the next unit's wait_for_unshard, before that copy-out,
@@ -630,6 +638,60 @@ class _PreBackwardPrefetch(torch.autograd.Function):
         ctx.unit.gather()
         if ctx.target is not None:
             ctx.target.unshard()
+        return g, None, None
+
+
+class PostForwardOrder:
+    """FSDPCommContext.post_forward_order with each group's _post_forward_indices, FSDP2's default backward
+    prefetch (_fsdp_param_group.py _record_post_forward, pre_backward, _backward_prefetch, finalize_backward
+    @ pytorch 002a76fb; _fsdp_state.py _root_post_backward_final_callback; the same in torch 2.6, whose
+    records these are: the target's backward unchecked since pytorch PR 125269, a stray prefetch freed in
+    finalize_backward since PR 137348):
+    every post-forward appends its unit (a unit called several times, several times); a pre-backward, once until
+    the unit's post-backward, gathers the unit, pops its latest index and all-gathers the unit one before it.
+    Nothing checks that the target runs a backward: a flat output nobody copies out stays until the final
+    callback's finalize_backward, unit by unit in named_modules() order."""
+
+    def __init__(self):
+        self.order, self.indices = [], {}
+
+    def post_forward(self, unit):
+        self.indices.setdefault(unit, []).append(len(self.order))
+        self.order.append(unit)
+
+    def pre_backward(self, unit):
+        if unit.in_pre_backward:
+            return
+        unit.in_pre_backward = True
+        unit.gather()
+        indices = self.indices.get(unit)
+        if indices:
+            target = indices.pop() - 1
+            if target >= 0:
+                self.order[target].unshard()
+
+    def final_callback(self, units):
+        """units: the root's named_modules() order. A unit still gathered runs its post-backward there (one
+        whose input needed no gradient had no hook); then finalize_backward drops any unconsumed all-gather."""
+        for unit in units:
+            if unit.gathered:
+                unit.reduce()
+            unit.all_gather_output = None
+        self.order.clear()
+        self.indices.clear()
+
+
+class _PreBackwardHook(torch.autograd.Function):
+    """FSDPState's pre-backward hook on a unit's forward outputs: PostForwardOrder.pre_backward."""
+
+    @staticmethod
+    def forward(ctx, x, unit, order):
+        ctx.unit, ctx.order = unit, order
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        ctx.order.pre_backward(ctx.unit)
         return g, None, None
 
 
@@ -670,9 +732,9 @@ class Model(nn.Module):
     def shards(self):
         return [s for u in self.units + [self.root] for s in u.shards]
 
-    def block(self, i, x):
+    def block(self, i, x, forward_state, order):
         unit, blk, ac = self.units[i], self.layers[i], self.c["ac"]
-        unit.gather()
+        unit.gather(forward_state)
         x = _PostBackward.apply(x, unit)
         if ac == "full" or (ac.isdigit() and (i + 1) % int(ac) == 0):
             y = checkpoint(blk, x)
@@ -682,10 +744,12 @@ class Model(nn.Module):
             y = blk(x)
         if unit.reshard_after_forward:
             unit.reshard()
-        return _PreBackward.apply(y, unit)
+        order.post_forward(unit)
+        return _PreBackwardHook.apply(y, unit, order)
 
-    def forward(self, tokens):
-        self.root.gather()
+    def forward(self, tokens, order):
+        forward_state = AllGatherState()
+        self.root.gather(forward_state)
         if self.tp > 1:
             # The lookup of the rank's vocabulary rows (rank 0's: offset 0), the others masked out
             # (_MaskPartial._partition_value / _reduce_value, tensor/_ops/_embedding_ops.py, torch 2.6),
@@ -699,12 +763,16 @@ class Model(nn.Module):
         else:
             h = self.tok_embeddings(tokens)
         for i in range(len(self.layers)):
-            h = self.block(i, h)
+            h = self.block(i, h, forward_state, order)
         out = self.output(self.norm_and_gather(h))
         # The root keeps its parameters gathered after forward: FSDPState._lazy_init sets the root
         # group's post_forward_mesh_info = None (torch/distributed/_composable/fsdp/_fsdp_state.py,
-        # torch 2.4-2.6), whatever reshard_after_forward says; its post-backward reshards it.
-        return _PreBackward.apply(out, self.root)
+        # torch 2.4-2.6), whatever reshard_after_forward says; its post-backward reshards it. Its
+        # post-forward frees the top block's kept all-gather output. Its pre-backward prefetches the top
+        # block, which apply_fsdp left gathered (reshard_after_forward False for the last block).
+        forward_state.free()
+        order.post_forward(self.root)
+        return _PreBackwardHook.apply(out, self.root, order)
 
 
 def run_case(c):
@@ -724,7 +792,7 @@ def run_case(c):
         shards = model.shards()
         opt = torch.optim.AdamW(shards, lr=8e-4, betas=(0.9, 0.95), weight_decay=0.1)
         return dict(model=model, optimizers=[opt], trainable=shards, param_tensors=shards,
-                    param_count=whole_params,
+                    param_count=whole_params, order=PostForwardOrder(),
                     make_inputs=lambda: (torch.randint(0, m["vocab"], (B, S)), torch.randint(0, m["vocab"], (B, S))))
 
     def step(ctx, tr, n):
@@ -736,14 +804,14 @@ def run_case(c):
         def forward():
             if cp_ctx:
                 cp_ctx.enter()
-            pred = model(tokens)
+            pred = model(tokens, ctx["order"])
             if tp > 1:  # loss_parallel: the logits stay sharded over the vocabulary
                 return ParallelCrossEntropy.apply(pred.flatten(0, 1).float(), labels.flatten(0, 1))
             return F.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))
 
         def backward(loss):
             loss.backward()
-            model.root.reduce()  # the root's post-backward runs in FSDP2's final callback
+            ctx["order"].final_callback([model.root] + model.units)  # the root's post-backward runs there
             if cp_ctx:  # train_context ends after backward: freqs_cis restored
                 cp_ctx.exit()
 
@@ -782,7 +850,9 @@ def run_case(c):
                            "parallelism.data_parallel_shard_degree": c["ranks"],
                            "parallelism.tensor_parallel_degree": tp, "parallelism.context_parallel_degree": cp})
     notes = (f"measured_bytes = max live CPU tensor bytes of one emulated rank (of {c['ranks']} x tp {tp} x cp {cp}) in "
-             "training step 2; FSDP2, TP and CP collectives are local copies with the same buffers; attention is FlashEmulation (saved set of "
+             "training step 2; FSDP2, TP and CP collectives are local copies with the same buffers; FSDP2's forward keeps each "
+             "unit's flat all-gather output until the next copy-out and its backward prefetches the unit before in "
+             "post-forward order (torch 2.6's default); attention is FlashEmulation (saved set of "
              "the flash kernel); selective per-op checkpointing written out for torch 1.13.")
     model = LB.model_fields(m, "torchtitan", r["nparams"])
     return T.record(c["id"], SOURCE, model, train, framework, r, notes)

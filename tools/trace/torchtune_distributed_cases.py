@@ -28,6 +28,13 @@ output projection is gathered and resharded around each of the recipe's chunk ca
 (TransformerDecoder.chunked_output) and, in backward, around each chunk's backward, which reduce-scatters
 its gradient into the sharded one. The root keeps the final norm only. The final callback walks the units
 in named_modules() order: root, tok_embeddings, layers, output.
+FSDP2's overlap of all-gathers with compute at torch 2.6 (torchtitan_cases.py PostForwardOrder, AllGatherState;
+shard_model sets no explicit prefetch, training/_distributed.py @ v0.6.1): in forward each unit's flat all-gather
+output stays until the next unit's copy-out or the root's post-forward (an output unit's chunks each keep their
+own); in backward each unit's pre-backward all-gathers the unit before it in post-forward order: the root's hook
+on the output chunks the top layer (with custom_sharded_layers the output unit, whose first chunk's backward
+then prefetches the top layer), each layer the one below, layer 0 the embedding unit, even a frozen one under
+LoRA, whose flat output nobody copies out until the final callback's finalize_backward.
 gradient_accumulation_steps (records "-ga2"): the recipe runs forward and backward per micro-batch with no
 no_sync, so every backward reduce-scatters; from the second on FSDP2 adds the output into the stored shard in
 place (foreach_reduce, _fsdp_collectives.py @ v2.6.0), as these units then do.
@@ -164,8 +171,8 @@ class NF4Unit(TN.Unit):
                 setattr(w, name, full)
                 self.nf4.append(full)
 
-    def gather(self):
-        if self.gathered:
+    def unshard(self):
+        if self.gathered or self.all_gather_output is not None:
             return
         with torch.no_grad():
             inputs = [t.reshape(-1).view(torch.uint8) for t in self.shards + self.nf4_shards]
@@ -175,12 +182,13 @@ class NF4Unit(TN.Unit):
             for t in inputs:
                 out[off: off + t.numel()].copy_(t)
                 off += t.numel()
-            for u in self.entries + self.nf4:  # foreach_all_gather_copy_out into each output
-                u.storage().resize_(u.numel())
-                u.data.view(-1).view(torch.uint8)[: u.numel() * u.element_size() // self.n].copy_(
-                    out[: u.numel() * u.element_size() // self.n])
-            del out
-        self.gathered = True
+        self.all_gather_output = out
+
+    def copy_out(self, out):  # foreach_all_gather_copy_out into each output
+        for u in self.entries + self.nf4:
+            u.storage().resize_(u.numel())
+            u.data.view(-1).view(torch.uint8)[: u.numel() * u.element_size() // self.n].copy_(
+                out[: u.numel() * u.element_size() // self.n])
 
     def reshard(self):
         for u in self.nf4:
@@ -215,44 +223,56 @@ class ShardedDecoder(TT.Decoder):
     def shards(self):
         return [s for u in self.all_units() for s in u.shards]
 
-    def output_chunk(self, chunk):
+    def output_chunk(self, chunk, forward_state, order):
         if self.offload is not None:  # NoOpManager around the output layer
             self.offload.paused = True
         try:
-            return self._output_chunk(chunk)
+            return self._output_chunk(chunk, forward_state, order)
         finally:
             if self.offload is not None:
                 self.offload.paused = False
 
-    def _output_chunk(self, chunk):
+    def _output_chunk(self, chunk, forward_state, order):
         if not self.custom:
             return self.output(chunk)
-        self.out_unit.gather()
+        self.out_unit.gather(forward_state)
         chunk = TN._PostBackward.apply(chunk, self.out_unit)
         y = self.output(chunk)
         self.out_unit.reshard()
-        return TN._PreBackward.apply(y, self.out_unit)
+        order.post_forward(self.out_unit)
+        return TN._PreBackwardHook.apply(y, self.out_unit, order)
 
-    def forward(self, tokens):
-        self.root.gather()
+    def forward(self, tokens, order):
+        forward_state = TN.AllGatherState()
+        self.root.gather(forward_state)
         if self.custom:
-            self.emb_unit.gather()
+            self.emb_unit.gather(forward_state)
             h = self.tok_embeddings(tokens)
             self.emb_unit.reshard()
-            h = TN._PreBackward.apply(h, self.emb_unit)
+            order.post_forward(self.emb_unit)
+            h = TN._PreBackwardHook.apply(h, self.emb_unit, order)
         else:
             h = self.tok_embeddings(tokens)
         for unit, layer in zip(self.units, self.layers):
-            unit.gather()
+            unit.gather(forward_state)
             h = TN._PostBackward.apply(h, unit)
             if self.ckpt:
                 h = torch.utils.checkpoint.checkpoint(layer, h, self.cache, use_reentrant=False)
             else:
                 h = layer(h, self.cache)
             unit.reshard()
-            h = TN._PreBackward.apply(h, unit)
+            order.post_forward(unit)
+            h = TN._PreBackwardHook.apply(h, unit, order)
         h = self.norm(h)
-        return [self.output_chunk(chunk) for chunk in h.chunk(self.num_output_chunks, dim=1)]
+        out = [self.output_chunk(chunk, forward_state, order) for chunk in h.chunk(self.num_output_chunks, dim=1)]
+        # The root's post-forward: the last kept all-gather output freed; its pre-backward hook on every
+        # output chunk (the first gradient to arrive prefetches the unit before it in post-forward order).
+        forward_state.free()
+        order.post_forward(self.root)
+        if torch.is_grad_enabled():
+            for t in out:
+                t.register_hook(lambda g: order.pre_backward(self.root))
+        return out
 
 
 def run_case(c):
@@ -312,6 +332,7 @@ def run_case(c):
                 host_adamw_state(optimizers[0])
         return dict(model=model, optimizers=optimizers, trainable=trainable, param_tensors=shards,
                     param_count=sum(u.numel() for unit in model.all_units() for u in unit.entries) + nf4_numel,
+                    order=TN.PostForwardOrder(),
                     loss_fn=TT.CEWithChunkedOutputLoss(8),
                     make_inputs=lambda: (torch.randint(0, m["vocab"], (B, S)), torch.randint(0, m["vocab"], (B, S))))
 
@@ -325,9 +346,9 @@ def run_case(c):
             num_tokens = (labels != TT.IGNORE).sum()
             if model.offload is not None:
                 with model.offload.hooks():
-                    logits = model(tokens)
+                    logits = model(tokens, ctx["order"])
             else:
-                logits = model(tokens)
+                logits = model(tokens, ctx["order"])
             shifted = torch.hstack((labels[..., 1:], torch.full((labels.shape[0], 1), TT.IGNORE, dtype=labels.dtype)))
             loss = ctx["loss_fn"](logits, shifted)
             del logits
@@ -340,9 +361,7 @@ def run_case(c):
             loss.backward()
             # FSDP2's final callback: the root's post-backward, and that of any unit still gathered
             # (layer 0 under LoRA: its input needs no gradient, so no hook fired).
-            for unit in model.all_units():
-                if unit.gathered:
-                    unit.reduce()
+            ctx["order"].final_callback(model.all_units())
 
         def backward(loss):
             # gradient_accumulation_steps: the recipe runs forward and backward per micro-batch and
@@ -385,7 +404,8 @@ def run_case(c):
                      source="pytorch/torchtune@a6290a5b")
     notes = (f"measured_bytes = max live CPU tensor bytes of one emulated rank (of {n}) in training step 2; "
              "FSDP2 collectives are local copies with the same buffers (torchtitan_cases.py Unit, bf16 shards and "
-             "reduction); the recipe's model, chunked loss and loop from torchtune_cases.py; eager attention" +
+             "reduction), its forward's kept all-gather output and backward prefetch emulated (torch 2.6's "
+             "default); the recipe's model, chunked loss and loop from torchtune_cases.py; eager attention" +
              ("; activation offloading emulated with uncounted host buffers" if act_offload else "") +
              ("; fsdp_cpu_offload: shards, gradients and AdamW state in uncounted host buffers" if host else ""))
     model = LB.model_fields(m, "torchtune", r["nparams"] - (train["trainable_params"] if lora else 0))

@@ -55,12 +55,14 @@ struct fsdp2_units {
   bytes carried{};
   bytes bound_in_backward{};
   // FSDP2's own overlap of all-gathers with compute (_fsdp_param_group.py @ pytorch 002a76fb, the
-  // same at 012c62d6): in forward, wait_for_unshard keeps a unit's flat all-gather output after its
-  // copy-out (comm_ctx.all_gather_state) until the next unit's copy-out or the root's post-forward,
-  // so a block runs beside its own flat output; in backward, pre_backward's _backward_prefetch
-  // all-gathers the unit before it in post-forward order (the root prefetches the top block, each
-  // block the one below, block 0 none) and that flat output waits for the unit's own pre-backward.
-  // Modelled where the traces emulate it (litgpt's ModelParallelStrategy).
+  // same in torch 2.6: the prefetch target unchecked since 2.4, a stray one freed in
+  // finalize_backward since 2.6): in forward, wait_for_unshard keeps a unit's flat all-gather
+  // output after its copy-out (comm_ctx.all_gather_state) until the next unit's copy-out or the
+  // root's post-forward, so a unit runs beside its own flat output; in backward, pre_backward's
+  // _backward_prefetch all-gathers the unit before it in post-forward order (the root's pre-backward
+  // the top block or an output unit's last chunk, each block the one below, block 0 an embedding
+  // unit of its own) and that flat output waits for the unit's own pre-backward. None of the three
+  // frameworks sets an explicit prefetch (set_modules_to_backward_prefetch): all run this default.
   bool overlapped_all_gathers = false;
 };
 
@@ -182,16 +184,27 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   consider({false, u.root + u.block + forward_flat, {},
             u.carried + g.held + saved_p + saved_below(top) + stashed + (top_recomputed ? saved_of(top) : bytes{}) +
                 block.peak});
-  // Block 0's all-gather where the root's flat output is still kept: the root twice, beside the
-  // embedding's output (a step whose forward gathers the root; after validate() it stays gathered).
-  if (u.overlapped_all_gathers) consider({false, u.root * 2U + u.block, {}, u.carried + g.held + g.stream_grad});
-  // The embedding as a unit of its own: its all-gather before the lookup.
-  if (u.embedding_unit.value != 0) consider({false, u.root + u.embedding_unit * 2U, {}, {}});
+  // Block 0's all-gather where the flat output of the unit before it is still kept (the root's, or an
+  // embedding unit's), beside the embedding's output (a step whose forward gathers the root; after
+  // validate() it stays gathered).
+  const bool embedding_apart = u.embedding_unit.value != 0;
+  if (u.overlapped_all_gathers)
+    consider({false, u.root + (embedding_apart ? u.embedding_unit : u.root) + u.block, {},
+              u.carried + g.held + g.stream_grad});
+  // The embedding as a unit of its own: its all-gather before the lookup (its flat output and its
+  // unsharded parameters), where the overlap keeps the root's flat output until its copy-out.
+  if (embedding_apart) {
+    consider({false, u.root + u.embedding_unit * 2U, {}, {}});
+    if (u.overlapped_all_gathers) consider({false, u.root * 2U + u.embedding_unit, {}, {}});
+  }
   // The head and the loss, the root still gathered (and torchtitan's last block).
   const bytes after_blocks = u.root + (u.last_block_kept ? u.block : bytes{});
   const bytes head_saved = saved_p + all_blocks + epilogue.peak_before_loss;
-  // The output projection runs inside the root's forward: the top block's flat output is still kept.
-  consider({false, after_blocks + u.output_unit + forward_flat, {}, u.carried + head_saved});
+  // The output projection runs inside the root's forward beside the last flat output kept: an output
+  // unit's own, else the top block's. (An output unit's first all-gather, beside the top block's flat
+  // output and before any logits, stays below this moment while that unit is the larger.)
+  const bytes projection_flat = u.overlapped_all_gathers && u.output_unit.value != 0 ? u.output_unit : forward_flat;
+  consider({false, after_blocks + u.output_unit + projection_flat, {}, u.carried + head_saved});
   consider({false, after_blocks, {}, saved_p + all_blocks + epilogue.peak});
   // The output projection as a unit of its own is gathered around each chunk's call
   // (TransformerDecoder.chunked_output, modules/transformer.py @ v0.6.1): the last chunk's
@@ -199,9 +212,17 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   if (u.output_unit.value != 0)
     consider({false, after_blocks + u.output_unit * 2U, {}, head_saved - last_output_chunk(g, head, run)});
 
-  // The flat all-gather output of the unit block i prefetched in its pre-backward (the block below;
-  // the top block's, from the root's pre-backward, through the head's backward).
-  const auto prefetched = [&](std::uint64_t i) { return u.overlapped_all_gathers && i > 0 ? u.block : bytes{}; };
+  // The flat all-gather output block i's pre-backward prefetched: the block below; below block 0 a
+  // first layer written apart or an embedding unit of its own (even a frozen one, which runs no
+  // backward: _backward_prefetch does not ask, and the final callback's finalize_backward frees it,
+  // _fsdp_param_group.py @ 002a76fb); i == L: the top block's, from the root's pre-backward (an
+  // output unit's, from its first chunk's), through the head's backward, unless torchtitan kept the
+  // top block gathered after forward (the prefetch is then a no-op).
+  const auto prefetched = [&](std::uint64_t i) {
+    if (!u.overlapped_all_gathers) return bytes{};
+    if (i == 0) return g.first_layer_apart ? u.block : u.embedding_unit;
+    return i == L && u.last_block_kept ? bytes{} : u.block;
+  };
   // Backward of the loss (`del pred` first: only what the loss saved): every loss chunk's backward
   // runs before the first logits gradient reaches the root's pre-backward hook. Then the head's.
   const auto lb = section_backward_peak(g, loss, run, false, bytes{});
@@ -214,16 +235,16 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   if (u.output_unit.value != 0) {
     const bytes head_kept = saved_p + all_blocks + section_saved_bytes(g, head, run, false);
     consider_holding({true, after_blocks + u.output_unit * 2U, kept_output_shard, head_kept}, output_shard);
-    // Its reduce-scatter's two moments, as a block's (below).
-    consider_holding({true, after_blocks + u.output_unit, u.output_grads * 2U + kept_output_shard, head_kept},
+    // Its reduce-scatter's two moments, as a block's (below); the first chunk's beside the top block's
+    // prefetched flat output.
+    const bytes output_units = after_blocks + u.output_unit + prefetched(L);
+    consider_holding({true, output_units, u.output_grads * 2U + kept_output_shard, head_kept}, output_shard);
+    consider_holding({true, output_units, u.output_grads + output_shard + kept_output_shard, head_kept},
                      output_shard);
-    consider_holding(
-        {true, after_blocks + u.output_unit, u.output_grads + output_shard + kept_output_shard, head_kept},
-        output_shard);
     // optimizer_in_bwd: the hook steps beside the reduce-scatter input and output (post_backward
     // resharded the unit before foreach_reduce, _fsdp_param_group.py @ v2.6.0).
     if (u.stepped_in_backward)
-      consider({true, after_blocks, u.output_grads + output_shard, head_kept, u.hook_step});
+      consider({true, after_blocks + prefetched(L), u.output_grads + output_shard, head_kept, u.hook_step});
   }
 
   // A block's backward: the root and this block gathered, the head's bf16 gradients waiting

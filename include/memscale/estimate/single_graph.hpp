@@ -400,11 +400,14 @@ constexpr step_peaks fsdp2_step_peaks(const graph& g, const training_spec& run, 
                     .hook_step = run.optimizer_in_backward && !run.offload_parameters
                                      ? step_temporaries_of(ceil_div(t.largest_trainable, n),
                                                            ceil_div(t.largest_trainable, n), run)
-                                     : bytes{}};
+                                     : bytes{},
+                    // torch's default prefetch: no framework sets one of its own (apply_fsdp,
+                    // infra/parallelize.py @ f7084fc7; shard_model, training/_distributed.py @ v0.6.1;
+                    // litgpt's parallelize_fn, finetune/lora.py @ 26857050).
+                    .overlapped_all_gathers = true};
   if (run.framework == framework_kind::litgpt) {
     units.carried = g.carried;
     units.bound_in_backward = g.validation_after_step;  // the step's logits list, in Fabric's output dtype
-    units.overlapped_all_gathers = true;
   }
   if (g.first_layer_apart) {
     // The first layer, written in the prologue, is a block unit (fully_shard per layer), not the root's.
