@@ -8,6 +8,7 @@
 // that fails the bound is walked checked, where an overflow names its quantity.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
