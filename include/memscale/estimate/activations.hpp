@@ -18,9 +18,11 @@
 
 namespace memscale {
 
-// Bytes an op keeps from forward until backward.
-constexpr bytes op_saved_bytes(const op& o) {
-  return (o.released_by != not_kept ? o.out : bytes{}) + o.extra_saved;
+// Bytes an op keeps from forward until backward. `Sum`: bytes, or detail::unchecked_bytes where
+// the caller proved the walk's sums fit (estimate/walk_bound.hpp).
+template <class Sum = bytes>
+constexpr Sum op_saved_bytes(const op& o) {
+  return Sum{o.released_by != not_kept ? o.out : bytes{}} + o.extra_saved;
 }
 
 // A cached key or value (op::kv_cached) in a training graph that autograd does not save: the
@@ -115,16 +117,21 @@ struct forward_pass {
   bytes peak_before_loss{};  // `peak` over the ops before the first loss op (until_loss)
 };
 
-// `held` and `saving` as in section_forward_peak.
+// `held` and `saving` as in section_forward_peak; `Sum` as in op_saved_bytes.
+template <class Sum = bytes>
 constexpr forward_pass forward_walk(const graph& g, section s, const training_spec& run, bool held,
                                     bool saving = true) {
-  forward_pass f{};
-  bytes kept{};  // what the peak counts as saved so far: the saved bytes when saving, and the cache
-  bytes loose{};
+  Sum saved{};
+  Sum checkpoint_saved{};
+  Sum cache{};
+  Sum peak{};
+  Sum peak_before_loss{};
+  Sum kept{};  // what the peak counts as saved so far: the saved bytes when saving, and the cache
+  Sum loose{};
   bool before_loss = true;
   for (std::size_t i = s.begin; i < s.end; ++i) {
     const op& o = g.ops[i];
-    bytes previous{};
+    Sum previous{};
     if (i > s.begin) {
       const op& prev = g.ops[i - 1];
       if (held)
@@ -132,22 +139,26 @@ constexpr forward_pass forward_walk(const graph& g, section s, const training_sp
       else if (!saving || (prev.released_by == not_kept && !kept_until_loss(prev)))
         previous = prev.out;
     }
-    f.peak = max(f.peak, kept + o.out + o.fwd_temp + o.extra_saved + previous);
+    peak = max(peak, kept + o.out + o.fwd_temp + o.extra_saved + previous);
     if (o.kind == op_kind::loss) before_loss = false;
-    if (before_loss) f.peak_before_loss = f.peak;
-    if (o.kind == op_kind::stream) f.checkpoint_saved += o.out;  // the checkpoint's input
+    if (before_loss) peak_before_loss = peak;
+    if (o.kind == op_kind::stream) checkpoint_saved += o.out;  // the checkpoint's input
     if (!dropped_by_selective(o, run)) {
-      const bytes own = op_saved_bytes(o);
-      f.saved += own;
+      const Sum own = op_saved_bytes<Sum>(o);
+      saved += own;
       if (saving) kept += own;
     }
     if (kept_until_loss(o)) {
-      f.cache += o.out;
+      cache += o.out;
       kept += o.out;
     }
     if (o.released_by == not_kept && !o.transient && !kept_until_loss(o)) loose += o.out;
   }
-  return f;
+  return {.saved = bytes{saved.value},
+          .checkpoint_saved = bytes{checkpoint_saved.value},
+          .cache = bytes{cache.value},
+          .peak = bytes{peak.value},
+          .peak_before_loss = bytes{peak_before_loss.value}};
 }
 
 struct backward_profile {
@@ -203,6 +214,9 @@ struct flat_view_unit {
 // is done, which then concatenates them into the flat gradient (FunctionsManual.cpp
 // split_with_sizes_backward: at::cat) before AccumulateGrad adds it to the one kept (or keeps
 // it). Traced: docs/data/cpu_traced_fsdp1_flat_views.json, 2.02 flat parameters at that moment.
+// `Sum` as in op_saved_bytes, for the sums of tensors alive (the gradients' stay checked), and only
+// without flat views (unit.views false), whose gradients estimate/walk_bound.hpp does not bound.
+template <class Sum = bytes>
 constexpr backward_profile section_backward_peak(const graph& g, section s, const training_spec& run,
                                                  bool grads_persist, bytes carried_grad, flat_view_unit unit = {}) {
   const bool flat_views = unit.views;
@@ -217,8 +231,8 @@ constexpr backward_profile section_backward_peak(const graph& g, section s, cons
   // P1331, as no entry is read before it is written).
   std::array<std::uint64_t, graph_capacity> freed_at;
   for (std::size_t k = 0; k < n; ++k) freed_at[k] = 0;
-  bytes alive{};
-  // An entry of freed_at is a part of `alive`, whose sum is checked: it cannot overflow.
+  Sum alive{};
+  // An entry of freed_at is a part of `alive`, whose sum is checked or bounded: it cannot overflow.
   for (std::size_t i = s.begin; i < s.end; ++i) {
     const op& o = g.ops[i];
     alive += o.extra_saved;
@@ -245,7 +259,7 @@ constexpr backward_profile section_backward_peak(const graph& g, section s, cons
     waiting_from[from] = detail::checked_add(waiting_from[from], wg.size.value);
     waiting_until[wg.used_by - s.begin] = detail::checked_add(waiting_until[wg.used_by - s.begin], wg.size.value);
   }
-  bytes waiting{};
+  Sum waiting{};
   backward_profile result{};
   bytes grads_after{};  // gradients created by ops later in the section (already processed)
   bytes view_grads{};   // flat_views: the weight gradients waiting for the split's backward
@@ -255,24 +269,25 @@ constexpr backward_profile section_backward_peak(const graph& g, section s, cons
     const bytes grad_out = o.grad_out.value != 0 ? o.grad_out : o.out;  // usually the output's size
     if (flat_views) view_grads += storage(view_grad, flat_view_gradient_elements(o, run, view_gradients::computed));
     const bytes created = flat_views ? unit.waiting + view_grads : grads_persist ? own_grad : grads_after + own_grad;
-    if (any_waiting) waiting += bytes{waiting_from[k]};
-    const bytes live = alive + grad_out + o.grad_in + o.bwd_temp + waiting + carried_grad + created;
+    if (any_waiting) waiting += Sum{waiting_from[k]};
+    const bytes live = bytes{(alive + grad_out + o.grad_in + o.bwd_temp + waiting + carried_grad).value} + created;
     if (live > result.peak) result = {live, created};
     grads_after += own_grad;
     // Moving to op k - 1: what op k released and its own extra tensors are gone.
-    alive -= bytes{freed_at[k]};
-    if (any_waiting) waiting -= bytes{waiting_until[k]};
+    alive -= Sum{freed_at[k]};
+    if (any_waiting) waiting -= Sum{waiting_until[k]};
   }
+  const bytes left{alive.value};  // what the section's backward leaves alive
   if (flat_views && unit.split_after) {
     // A tied weight's two gradients meet in its view's input buffer, summed out of place
     // (torch/csrc/autograd/input_buffer.cpp@00d40e7f accumulate: dense + dense is old_var + var):
     // the waiting one, the embeddings' and the sum.
     const bytes summing = unit.waiting + view_grads + unit.borrowed * std::uint64_t{2};
-    if (unit.borrowed.value != 0 && alive + carried_grad + summing > result.peak)
-      result = {alive + carried_grad + summing, summing};
+    if (unit.borrowed.value != 0 && left + carried_grad + summing > result.peak)
+      result = {left + carried_grad + summing, summing};
     // The split's backward: the waiting gradients (a tied weight's summed into one) beside their
     // concatenation.
-    const bytes live = alive + carried_grad + unit.flat * std::uint64_t{2};
+    const bytes live = left + carried_grad + unit.flat * std::uint64_t{2};
     if (live > result.peak) result = {live, unit.flat * std::uint64_t{2}};
   }
   return result;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "memscale/detail/unchecked_bytes.hpp"
 #include "memscale/estimate/activations.hpp"
 #include "memscale/estimate/fsdp1_padding.hpp"
 #include "memscale/estimate/fsdp2.hpp"
@@ -13,6 +14,7 @@
 #include "memscale/estimate/optimizer.hpp"
 #include "memscale/estimate/parameters.hpp"
 #include "memscale/estimate/stage0_optimizers.hpp"
+#include "memscale/estimate/walk_bound.hpp"
 #include "memscale/estimate/workspace.hpp"
 #include "memscale/graph/graph.hpp"
 #include "memscale/model.hpp"
@@ -521,12 +523,22 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
       (persist ? all_grads : residency.partitioned ? ceil_div(all_grads, run.data_parallel) : bytes{}) + grad_buffer;
   const bytes carried = g.carried + stage0_carried_gradients(all_grads, run);
 
+  // The walks below add unchecked when a bound on the graph proves their sums fit (walk_bound.hpp).
+  const bool unchecked = walk_sums_fit(g, run);
+  const auto forward = [&](section s, bool held, bool saving) {
+    return unchecked ? forward_walk<unchecked_bytes>(g, s, run, held, saving) : forward_walk(g, s, run, held, saving);
+  };
+  const auto backward = [&](section s, bytes carried_grad, const flat_view_unit& unit) {
+    return unchecked ? section_backward_peak<unchecked_bytes>(g, s, run, persist, carried_grad, unit)
+                     : section_backward_peak(g, s, run, persist, carried_grad, unit);
+  };
+
   // Each section's forward walked once: its saved bytes, cache and forward peaks.
-  const forward_pass prologue = forward_walk(g, prologue_of(g), run, false);
+  const forward_pass prologue = forward(prologue_of(g), false, true);
   // A checkpointed block's forward saves nothing for backward (its rerun does, below).
-  const forward_pass block = forward_walk(g, block_of(g), run, false, !ckpt);
+  const forward_pass block = forward(block_of(g), false, !ckpt);
   // The loss code holds its outputs until forward returns (forward_walk's `held`).
-  const forward_pass epilogue = forward_walk(g, epilogue_of(g), run, true);
+  const forward_pass epilogue = forward(epilogue_of(g), true, true);
   // Saved activations per section pass.
   const bytes saved_p = prologue.saved;
   const bytes saved_b_on_device = ckpt ? block.checkpoint_saved : block.saved;
@@ -600,7 +612,7 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
                   run.target);
 
   // Backward of the epilogue (loss, head): every block's tensors are still saved.
-  const auto e = section_backward_peak(g, epilogue_of(g), run, persist, bytes{}, {.views = root_flat_views});
+  const auto e = backward(epilogue_of(g), bytes{}, {.views = root_flat_views});
   consider(phase::backward, held_after_blocks + saved_p + saved_b * L + (e.peak - e.grads_at_peak), e.grads_at_peak);
   if (in_backward)
     consider(phase::backward,
@@ -622,8 +634,7 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   // The flat gradient is read only with views: without them its walk over the block is skipped.
   const bytes block_flat =
       block_flat_views ? section_view_gradient_bytes(g, block_of(g), run, view_gradients::stored) : bytes{};
-  const auto bp = section_backward_peak(g, block_of(g), run, persist, g.stream_grad,
-                                        {.views = block_flat_views, .split_after = true, .flat = block_flat});
+  const auto bp = backward(block_of(g), g.stream_grad, {.views = block_flat_views, .split_after = true, .flat = block_flat});
   // The reentrant checkpoint keeps its rerun's output referenced while autograd.backward runs
   // through the block (torch/utils/checkpoint.py @ 0008d771, CheckpointFunction.backward: `outputs`).
   const bytes rerun_output = reentrant_checkpoint(run) ? g.ops[block_of(g).end - 1].out : bytes{};
@@ -648,8 +659,7 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
 
   // Backward of the prologue (embeddings), with enable_input_require_grads' leaf and its .grad
   // (graph/layers/input_require_grads.hpp).
-  const auto pp = section_backward_peak(g, prologue_of(g), run, persist, bytes{},
-                                        root_unit);
+  const auto pp = backward(prologue_of(g), bytes{}, root_unit);
   const bytes grads_before_prologue =
       reduced_elsewhere ? bytes{} : ceil_div(grads_e_reduced + device_share_of_blocks(grads_b, L, streamed), grad_share);
   consider(phase::backward, bound_logits + g.kept_input_embeddings + pp.peak - pp.grads_at_peak,
