@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Audit: does every memscale-plan option change the answer, or is it refused, on every path?
+
+    tools/audit/ignored_inputs.py PATH/TO/memscale-plan [--table]
+
+For each path (a base command line: single-GPU training, with a plan, a cluster layout, the
+cluster planner, --emit, torchtitan, torchtune and litgpt distributed runs, --inference, a
+vision model) and each option (with a value chosen so that a path reading it must answer
+differently), runs the base line with and without the option and compares the figures of
+--json (every number outside the echo of the input: "run", "software", "framework", ...) and
+the text report. An option is
+  used     the figures differ,
+  refused  exit 2 with one line (the message is printed with --table),
+  n/a      the options the probe needs are refused on the path already, or
+  ignored  neither: the guide's "never an input silently ignored" broken, unless NO_EFFECT
+           below lists the pair with the reason the option cannot matter there.
+Exits 1 when an ignored pair is not listed; --table prints every pair's verdict.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+# The base command line of each path. --batch 2 so that a later --batch changes it.
+GPT2 = ["--model", "gpt2", "--batch", "8", "--seq", "512"]
+LLAMA = ["--model", "llama-2-7b", "--batch", "2", "--seq", "512"]
+PATHS = {
+    "train": GPT2,
+    "train+gpu": GPT2 + ["--gpu", "a100-80gb"],
+    "train-llama": LLAMA + ["--precision", "pure_bf16"],
+    "cluster": GPT2 + ["--gpus", "8", "--strategy", "zero3"],
+    "planner": GPT2 + ["--gpus", "8", "--gpu", "a100-80gb"],
+    "emit": GPT2 + ["--gpus", "8", "--strategy", "zero2", "--emit", "deepspeed"],
+    "torchtitan": LLAMA + ["--framework", "torchtitan", "--gpus", "8"],
+    "torchtune": LLAMA + ["--framework", "torchtune", "--gpus", "8"],
+    "litgpt-lora": LLAMA + ["--framework", "litgpt@main", "--gpus", "4", "--lora", "8"],
+    "inference": ["--model", "gpt2", "--batch", "8", "--inference"],
+    "inference+gpu": ["--model", "gpt2", "--batch", "8", "--inference", "--gpu", "a100-80gb"],
+    "vision": ["--model", "resnet50", "--batch", "8"],
+    "vision+gpu": ["--model", "resnet50", "--batch", "8", "--gpu", "a100-80gb"],
+}
+
+# Each option: (the options it is probed with, those it needs on every path first). A value
+# differs from the default so that a path that reads it answers differently.
+OPTIONS = [
+    (["--batch", "16"], []),
+    (["--seq", "1000"], []),
+    (["--target-len", "64"], []),
+    (["--precision", "amp_bf16"], []),
+    (["--optimizer", "sgd"], []),
+    (["--optimizer-impl", "for_loop"], []),
+    (["--grad-accum", "4"], []),
+    (["--checkpointing", "full"], []),
+    (["--use-reentrant", "true"], ["--checkpointing", "full"]),
+    (["--sac-policy", "op"], ["--checkpointing", "selective"]),
+    (["--attention", "eager"], []),
+    (["--ssm-kernels", "torch"], []),
+    (["--no-dropout"], []),
+    (["--use-cache", "on"], []),
+    (["--packing", "padding_free"], ["--attention", "flash_attention_2"]),
+    (["--padded"], ["--attention", "sdpa"]),
+    (["--example-tokens", "64"], ["--attention", "flash_attention_2", "--packing", "padding_free"]),
+    (["--framework", "litgpt"], []),
+    (["--loss", "chunked"], []),
+    (["--liger"], []),
+    (["--loss-chunk", "64"], ["--loss", "chunked"]),
+    (["--loss-chunks", "4"], ["--loss", "chunked"]),
+    (["--paged-optimizer"], []),
+    (["--custom-sharded-layers", "tok_embeddings,output"], []),
+    (["--optimizer-in-backward"], []),
+    (["--offload", "optimizer"], []),
+    (["--lora", "8"], []),
+    (["--qlora", "8"], []),
+    (["--lora-targets", "all-linear"], ["--lora", "8"]),
+    (["--lora-alpha", "32"], ["--lora", "8"]),
+    (["--qlora-double-quant"], ["--qlora", "8"]),
+    (["--lora-dropout", "0"], ["--lora", "8"]),
+    (["--lora-variant", "dora"], ["--lora", "8"]),
+    (["--adapter-dtype", "base"], ["--lora", "8"]),
+    (["--gpu", "rtx3090"], []),
+    (["--gpu-memory", "24GiB"], []),
+    (["--headroom", "0.10"], ["--gpu-memory", "24GiB"]),
+    (["--alloc-conf", "expandable_segments:True"], []),
+    (["--context-memory", "2GiB"], []),
+    (["--stack", "torch=2.1"], []),
+    (["--stack", "transformers=4.40"], []),
+    (["--stack", "bitsandbytes=0.43.1"], []),
+    (["--stack", "cuda=11.6"], []),
+    (["--stack", "cuda=12.4"], []),
+    (["--gpus", "2"], []),
+    (["--nodes", "2"], []),
+    (["--host-memory", "64GiB"], []),
+    (["--strategy", "zero1"], []),
+    (["--tp", "2"], []),
+    (["--pp", "2"], []),
+    (["--cp", "2"], []),
+    (["--sp"], ["--tp", "2"]),
+    (["--no-sync"], ["--grad-accum", "4"]),
+    (["--global-batch", "64"], []),
+    (["--ds-precision", "bf16"], ["--precision", "pure_bf16"]),
+    (["--emit", "accelerate-fsdp"], []),
+    (["--image", "128"], []),
+    (["--images", "1"], []),
+    (["--image-size", "448"], []),
+    (["--frozen-tower"], []),
+    (["--channels-last"], []),
+    (["--inference"], []),
+    (["--context", "256"], []),
+    (["--new-tokens", "64"], []),
+    (["--weights", "bf16"], []),
+    (["--group-size", "64"], ["--weights", "gptfast-int4", "--framework", "gpt-fast"]),
+    (["--kv-dtype", "fp32"], []),
+    (["--kv-quant-backend", "quanto"], ["--kv-cache", "quantized"]),
+    (["--kv-group-size", "32"], ["--kv-cache", "quantized"]),
+    (["--kv-residual-length", "64"], ["--kv-cache", "quantized"]),
+    (["--kv-cache", "static"], []),
+    (["--svg", "FILE"], []),
+    (["--svg-batch", "FILE"], []),
+    (["--units", "mib"], []),
+]
+
+# (option, path) pairs that are read but cannot change this probe's figures, with why. Each is
+# checked by hand in the code; "echo" means the value is written back (report, JSON) but holds
+# no memory by design.
+NO_EFFECT = {
+    ("--lora-alpha", "*"): "alpha / rank scales the adapter output: no tensor of its own (echoed in the JSON run)",
+    ("--lora-alpha", "litgpt-lora"): "alpha / rank scales the adapter output: no tensor of its own",
+    ("--units", "*"): "text sizes only; the figures compared are the JSON's bytes",
+    ("--kv-quant-backend", "*"): "quanto is the default backend (hqq is refused by name)",
+    ("--svg", "*"): "writes the picture to FILE; the report is unchanged",
+    ("--svg-batch", "*"): "writes the picture to FILE; the report is unchanged",
+}
+
+
+def figures(value, path=()):
+    """Every number of a JSON report outside the echo of the input."""
+    echo = {"run", "software", "framework", "model", "software_assumed", "inference", "input", "stack"}
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if not path and k in echo:
+                continue
+            out.update(figures(v, path + (k,)))
+        return out
+    if isinstance(value, list):
+        out = {}
+        for i, v in enumerate(value):
+            out.update(figures(v, path + (str(i),)))
+        return out
+    return {"/".join(path): value} if isinstance(value, (int, float)) and not isinstance(value, bool) else {}
+
+
+def run(plan, args):
+    p = subprocess.run([plan] + args, capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr.strip()
+
+
+def verdict(plan, base, probe, needs, scratch):
+    probe = [os.path.join(scratch, "out.svg") if a == "FILE" else a for a in probe]
+    before_args = base + needs
+    rc0, text0, err0 = run(plan, before_args)
+    if rc0 != 0:
+        return "n/a", err0  # what the probe needs is refused on this path already
+    rc1, text1, err1 = run(plan, before_args + probe)
+    if rc1 != 0:
+        return "refused", err1
+    j0 = run(plan, before_args + ["--json"])
+    j1 = run(plan, before_args + probe + ["--json"])
+    try:
+        f0, f1 = figures(json.loads(j0[1])), figures(json.loads(j1[1]))
+    except ValueError:  # --emit prints a config, not a report
+        f0, f1 = text0, text1
+    if f0 != f1 or text0 != text1:
+        return "used", ""
+    return "ignored", ""
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 64
+    plan = sys.argv[1]
+    table = "--table" in sys.argv[2:]
+    unexplained = []
+    with tempfile.TemporaryDirectory() as scratch:
+        rows = []
+        messages = []
+        for probe, needs in OPTIONS:
+            name = probe[0]
+            row = [" ".join(probe)]
+            for path, base in PATHS.items():
+                v, why = verdict(plan, base, probe, needs, scratch)
+                if v == "ignored":
+                    reason = NO_EFFECT.get((name, path)) or NO_EFFECT.get((name, "*"))
+                    if reason:
+                        v = "no-effect"
+                    else:
+                        unexplained.append(f"{' '.join(probe)} on {path}: {' '.join(base + needs + probe)}")
+                row.append(v)
+                if why:
+                    messages.append(f"{path:14} {' '.join(probe)}: {why}")
+            rows.append(row)
+    if table:
+        print("option | " + " | ".join(PATHS))
+        for row in rows:
+            print(" | ".join(row))
+        print()
+        print("\n".join(messages))
+    for u in unexplained:
+        print("IGNORED  " + u)
+    print(f"{len(rows) * len(PATHS)} pairs, {len(unexplained)} ignored without a reason")
+    return 1 if unexplained else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
