@@ -308,8 +308,8 @@ void apply_loss_options(options& o) {
   if (o.loss_chunks != 0) o.run.loss_chunks = o.loss_chunks;
   if (o.loss_chunk == 0) return;
   if (o.run.loss != memscale::loss_impl::chunked)
-    throw usage_error("--loss-chunk needs a chunked loss (--loss chunked, or --framework litgpt's); the loss is " +
-                      std::string(memscale::to_string(o.run.loss)));
+    throw usage_error("--loss-chunk needs a chunked loss (--loss chunked, or --framework litgpt's): this run's loss "
+                      "is not chunked");
   if (o.run.loss_chunks != 0)
     throw usage_error("--loss-chunk counts tokens per chunk (lit-gpt's loss); torchtune's chunked loss is cut into "
                       "--loss-chunks N pieces (" + std::to_string(o.run.loss_chunks) + " here)");

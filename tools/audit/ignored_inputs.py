@@ -77,7 +77,7 @@ OPTIONS = [
     (["--qlora-double-quant"], ["--qlora", "8"]),
     (["--lora-dropout", "0"], ["--lora", "8"]),
     (["--lora-variant", "dora"], ["--lora", "8"]),
-    (["--adapter-dtype", "base"], ["--lora", "8"]),
+    (["--adapter-dtype", "base"], ["--precision", "pure_bf16", "--lora", "8"]),
     (["--gpu", "rtx3090"], []),
     (["--gpu-memory", "24GiB"], []),
     (["--headroom", "0.10"], ["--gpu-memory", "24GiB"]),
@@ -97,7 +97,7 @@ OPTIONS = [
     (["--cp", "2"], []),
     (["--sp"], ["--tp", "2"]),
     (["--no-sync"], ["--grad-accum", "4"]),
-    (["--global-batch", "64"], []),
+    (["--global-batch", "48"], []),
     (["--ds-precision", "bf16"], ["--precision", "pure_bf16"]),
     (["--emit", "accelerate-fsdp"], []),
     (["--image", "128"], []),
@@ -120,17 +120,51 @@ OPTIONS = [
     (["--units", "mib"], []),
 ]
 
-# (option, path) pairs that are read but cannot change this probe's figures, with why. Each is
-# checked by hand in the code; "echo" means the value is written back (report, JSON) but holds
-# no memory by design.
+# Pairs (the probe as typed or its option, the path or "*") whose figures cannot change, with
+# why; each was read in the code. The others must be used or refused.
+PEAK_ONLY = ("the per-GPU layout reports the peak, which this probe leaves as it is: the setting reaches the same "
+             "graph (the single-GPU columns show it read)")
+EMIT = ("the engine config holds micro-batch, accumulation, stage, offload and 16-bit engine only; the run's other "
+        "settings reach --emit through the fit check with --gpu")
+FSDP2_NODES = "FSDP2 over every rank: one rank's memory does not depend on how the ranks spread over nodes"
 NO_EFFECT = {
     ("--lora-alpha", "*"): "alpha / rank scales the adapter output: no tensor of its own (echoed in the JSON run)",
-    ("--lora-alpha", "litgpt-lora"): "alpha / rank scales the adapter output: no tensor of its own",
     ("--units", "*"): "text sizes only; the figures compared are the JSON's bytes",
     ("--kv-quant-backend", "*"): "quanto is the default backend (hqq is refused by name)",
     ("--svg", "*"): "writes the picture to FILE; the report is unchanged",
     ("--svg-batch", "*"): "writes the picture to FILE; the report is unchanged",
+    ("--inference", "inference"): "given twice",
+    ("--inference", "inference+gpu"): "given twice",
+    ("--optimizer-impl", "cluster"): "DeepSpeed ZeRO steps its optimizer over one flat fp32 partition per group",
+    ("--use-reentrant", "cluster"): PEAK_ONLY,
+    ("--use-reentrant", "planner"): PEAK_ONLY,
+    ("--use-cache", "cluster"): PEAK_ONLY,
+    ("--use-cache", "planner"): PEAK_ONLY,
+    ("--optimizer-impl", "planner"): PEAK_ONLY,
+    ("--stack", "cluster"): PEAK_ONLY + "; the layout report prints no software line",
+    ("--stack", "planner"): PEAK_ONLY + "; the layout report prints no software line",
+    ("--stack cuda=12.4", "*"): "CUDA >= 11.7 is the stack assumed (lazy module loading); the version is echoed",
+    ("--adapter-dtype", "cluster"): PEAK_ONLY,
+    ("--adapter-dtype", "planner"): PEAK_ONLY,
+    ("--sp", "planner"): "the planner pairs every tensor-parallel degree with sequence parallelism (cluster_planner.hpp)",
+    ("--no-sync", "planner"): "read per candidate (cluster_planner.hpp r.no_sync); the chosen layouts accumulate no "
+                              "micro-steps at this global batch",
+    ("--nodes", "torchtitan"): FSDP2_NODES,
+    ("--nodes", "torchtune"): FSDP2_NODES,
+    ("--nodes", "litgpt-lora"): FSDP2_NODES,
+    ("--loss chunked", "torchtune"): "the recipe's loss is chunked already (CEWithChunkedOutputLoss)",
+    ("--loss chunked", "litgpt-lora"): "lora.py's loss is chunked already",
+    ("--qlora-double-quant", "torchtune"): "torchao's to_nf4 quantises the scales too: the only 4-bit base torchtune builds",
+    ("--adapter-dtype", "torchtune"): "torchtune builds its adapters in the base dtype already",
+    ("--adapter-dtype", "litgpt-lora"): "lit-gpt builds its adapters in the base dtype already",
+    ("--checkpointing full", "litgpt-lora"): "lora.py's parallelize_fn checkpoints every Block (other values are refused)",
+    ("--lora 8", "litgpt-lora"): "given twice",
 }
+for option in ["--seq", "--optimizer", "--optimizer-impl", "--use-reentrant", "--attention", "--no-dropout", "--use-cache",
+               "--loss", "--loss-chunk", "--lora", "--qlora", "--lora-targets", "--qlora-double-quant", "--lora-dropout",
+               "--lora-variant", "--adapter-dtype", "--gpu", "--gpu-memory", "--headroom", "--stack", "--nodes",
+               "--host-memory", "--ds-precision"]:
+    NO_EFFECT[(option, "emit")] = EMIT
 
 
 def figures(value, path=()):
@@ -192,7 +226,9 @@ def main():
             for path, base in PATHS.items():
                 v, why = verdict(plan, base, probe, needs, scratch)
                 if v == "ignored":
-                    reason = NO_EFFECT.get((name, path)) or NO_EFFECT.get((name, "*"))
+                    text = " ".join(probe)
+                    reason = next((NO_EFFECT[k] for k in [(text, path), (name, path), (text, "*"), (name, "*")]
+                                   if k in NO_EFFECT), None)
                     if reason:
                         v = "no-effect"
                     else:
