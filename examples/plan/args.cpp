@@ -477,6 +477,9 @@ options parse_args(const std::vector<std::string_view>& args) {
   if (const auto extras = app->remaining(); !extras.empty()) reject_extra(*app, extras.front());
   check_groups(*app);
   if (!o.cases_stack_path.empty() && o.cmd != command::cases) throw usage_error("--cases-stack needs --cases");
+  if (app->count("--units") > 0 && (o.json || o.cmd == command::cases))
+    throw usage_error(std::string("--units sets the sizes of a text report; ") +
+                      (o.cmd == command::cases ? "--cases prints JSON, in bytes" : "--json gives bytes"));
   check_run(*app, o);
   return o;
 }

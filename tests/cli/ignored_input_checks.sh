@@ -45,9 +45,14 @@ refused "--ds-precision does not apply to --framework litgpt@main" \
   --model llama-2-7b --framework litgpt@main --gpus 4 --lora 8 --ds-precision bf16
 # ds_config.json has no tensor-parallel degree: a given --strategy does not make one appear.
 refused "--tp and --pp must be 1 with --emit" --gpus 8 --strategy zero2 --tp 2 --emit deepspeed
+# Sizes in a report that has none in text.
+refused "--units sets the sizes of a text report; --json gives bytes" --model gpt2 --units mib --json
+refused "--cases prints JSON, in bytes" --cases /dev/null --units mib
 # A chunk size no loss reads.
 refused "--loss-chunk needs a chunked loss" --model gpt2 --loss-chunk 64
 refused "--loss-chunk counts tokens per chunk" --model llama-2-7b --framework torchtune --loss-chunk 64
+echo '{"model": "gpt2", "run": {"loss_chunk": 64}}' >"$work/chunk.json"
+refused "run.loss_chunk" --run "$work/chunk.json"
 
 # --loss before --framework is kept (the framework's defaults used to reset it).
 run --model llama-2-7b --batch 1 --seq 512 --precision pure_bf16 --loss standard --framework torchtune --json

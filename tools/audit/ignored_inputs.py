@@ -129,7 +129,7 @@ EMIT = ("the engine config holds micro-batch, accumulation, stage, offload and 1
 FSDP2_NODES = "FSDP2 over every rank: one rank's memory does not depend on how the ranks spread over nodes"
 NO_EFFECT = {
     ("--lora-alpha", "*"): "alpha / rank scales the adapter output: no tensor of its own (echoed in the JSON run)",
-    ("--units", "*"): "text sizes only; the figures compared are the JSON's bytes",
+    ("--units", "emit"): "sets the sizes of a text report; the engine config has none",
     ("--kv-quant-backend", "*"): "quanto is the default backend (hqq is refused by name)",
     ("--svg", "*"): "writes the picture to FILE; the report is unchanged",
     ("--svg-batch", "*"): "writes the picture to FILE; the report is unchanged",
