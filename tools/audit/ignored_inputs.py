@@ -120,6 +120,33 @@ OPTIONS = [
     (["--units", "mib"], []),
 ]
 
+# Run documents (--run FILE): each field of "run" (and the document's own) over a base document.
+DOC_BASE = {"model": "llama-2-7b", "run": {"micro_batch": 2, "seq_len": 512, "precision": "pure_bf16"}}
+DOC_PATHS = {"doc": [], "doc+gpu": ["--gpu", "a100-80gb"]}
+LORA = {"target": "lora", "lora_rank": 8}
+DOC_FIELDS = [
+    ({"micro_batch": 4}, {}), ({"seq_len": 1024}, {}), ({"grad_accum": 4}, {}), ({"precision": "amp_bf16"}, {}),
+    ({"optimizer": "sgd"}, {}), ({"optimizer_impl": "for_loop"}, {}), ({"checkpointing": "full"}, {}),
+    ({"attention": "eager"}, {}), (LORA, {}), ({"lora_targets": "all-linear"}, LORA), ({"lora_alpha": 32}, LORA),
+    ({"lora_variant": "dora"}, LORA), ({"lora_dropout": 0}, LORA), ({"adapter_dtype": "base"}, LORA),
+    ({"quant": "nf4_double_quant"}, {"target": "qlora", "lora_rank": 8}), ({"dropout": False}, {}),
+    ({"device": "cpu"}, {}), ({"offload": ["optimizer"]}, {}), ({"no_sync": True}, {"grad_accum": 4}),
+    ({"output_cast": "fp32"}, {}), ({"loss": "chunked"}, {}), ({"loss_chunk": 64}, {"loss": "chunked"}),
+    ({"loss_chunks": 4}, {"loss": "chunked"}), ({"optimizer_in_backward": True}, {}), ({"ssm_kernels": "torch"}, {}),
+    ({"liger": True}, {}), ({"fused_rmsnorm": True}, {}), ({"fused_swiglu": True}, {}), ({"fused_rope": True}, {}),
+    ({"fused_geglu": True}, {}), ({"fused_layernorm": True}, {}), ({"liger_patching": "class"}, {"fused_rmsnorm": True}),
+    ({"data_parallel": 2}, {}), ({"sac_policy": "op"}, {"checkpointing": "selective"}), ({"compile": True}, {}),
+    ({"float8": True}, {}), ({"use_cache": True}, {}), ({"packing": "padding_free"}, {"attention": "flash_attention_2"}),
+    ({"example_tokens": 64}, {"attention": "flash_attention_2", "packing": "padding_free"}), ({"padded": True}, {"attention": "sdpa"}),
+    ({"paged_optimizer": True}, {}), ({"tensor_parallel": 2}, {}), ({"context_parallel": 2}, {}),
+    ({"custom_sharded_layers": "tok_embeddings,output"}, {}), ({"use_reentrant": True}, {"checkpointing": "full"}),
+]
+# Document-level fields, as (the document's key, value).
+DOC_TOP = [("gpu", "rtx3090"), ("headroom", 0.10), ("alloc_conf", "expandable_segments:True"),
+           ("context_memory", "2GiB"), ("software", {"torch": "2.1"}), ("software", {"transformers": "4.40"}),
+           ("software", {"bitsandbytes": "0.43.1"}), ("software", {"cuda": "11.6"}), ("software", {"cuda": "12.4"}),
+           ("framework", "litgpt")]
+
 # Pairs (the probe as typed or its option, the path or "*") whose figures cannot change, with
 # why; each was read in the code. The others must be used or refused.
 PEAK_ONLY = ("the per-GPU layout reports the peak, which this probe leaves as it is: the setting reaches the same "
@@ -160,6 +187,11 @@ NO_EFFECT = {
     ("--checkpointing full", "litgpt-lora"): "lora.py's parallelize_fn checkpoints every Block (other values are refused)",
     ("--lora 8", "litgpt-lora"): "given twice",
 }
+# Document fields as labelled in the table, with why they cannot matter.
+DOC_NO_EFFECT = {
+    "run.lora_alpha=32": "alpha / rank scales the adapter output: no tensor of its own",
+    'software={"cuda": "12.4"}': "CUDA >= 11.7 is the stack assumed (lazy module loading); the version is echoed",
+}
 for option in ["--seq", "--optimizer", "--optimizer-impl", "--use-reentrant", "--attention", "--no-dropout", "--use-cache",
                "--loss", "--loss-chunk", "--lora", "--qlora", "--lora-targets", "--qlora-double-quant", "--lora-dropout",
                "--lora-variant", "--adapter-dtype", "--gpu", "--gpu-memory", "--headroom", "--stack", "--nodes",
@@ -190,17 +222,18 @@ def run(plan, args):
     return p.returncode, p.stdout, p.stderr.strip()
 
 
-def verdict(plan, base, probe, needs, scratch):
+def verdict(plan, base, probe, needs, scratch, after=None):
     probe = [os.path.join(scratch, "out.svg") if a == "FILE" else a for a in probe]
     before_args = base + needs
+    after_args = after if after is not None else before_args + probe
     rc0, text0, err0 = run(plan, before_args)
     if rc0 != 0:
         return "n/a", err0  # what the probe needs is refused on this path already
-    rc1, text1, err1 = run(plan, before_args + probe)
+    rc1, text1, err1 = run(plan, after_args)
     if rc1 != 0:
         return "refused", err1
     j0 = run(plan, before_args + ["--json"])
-    j1 = run(plan, before_args + probe + ["--json"])
+    j1 = run(plan, after_args + ["--json"])
     try:
         f0, f1 = figures(json.loads(j0[1])), figures(json.loads(j1[1]))
     except ValueError:  # --emit prints a config, not a report
@@ -208,6 +241,22 @@ def verdict(plan, base, probe, needs, scratch):
     if f0 != f1 or text0 != text1:
         return "used", ""
     return "ignored", ""
+
+
+def doc_verdict(plan, extra, probe_run, needs_run, probe_top, scratch):
+    """The verdict of a document field: the base document with `needs_run` against it with the probe too."""
+    def write(name, with_probe):
+        doc = json.loads(json.dumps(DOC_BASE))
+        doc["run"].update(needs_run)
+        if with_probe:
+            doc["run"].update(probe_run)
+            for k, v in probe_top:
+                doc[k] = v
+        path = os.path.join(scratch, name)
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        return ["--run", path] + extra
+    return verdict(plan, write("before.json", False), [], [], scratch, after=write("after.json", True))
 
 
 def main():
@@ -237,15 +286,37 @@ def main():
                 if why:
                     messages.append(f"{path:14} {' '.join(probe)}: {why}")
             rows.append(row)
+        doc_rows = []
+        for field, needs in [(f, n) for f, n in DOC_FIELDS] + [({}, {"__top": t}) for t in DOC_TOP]:
+            top = [needs.pop("__top")] if "__top" in needs else []
+            label = "run." + ",".join(f"{k}={json.dumps(v)}" for k, v in field.items()) if field else \
+                ",".join(f"{k}={json.dumps(v)}" for k, v in top)
+            row = [label]
+            for path, extra in DOC_PATHS.items():
+                v, why = doc_verdict(plan, extra, field, needs, top, scratch)
+                if v == "ignored":
+                    reason = DOC_NO_EFFECT.get(label)
+                    if reason:
+                        v = "no-effect"
+                    else:
+                        unexplained.append(f"{label} in a --run document on {path}")
+                row.append(v)
+                if why:
+                    messages.append(f"{path:14} {label}: {why}")
+            doc_rows.append(row)
     if table:
         print("option | " + " | ".join(PATHS))
         for row in rows:
             print(" | ".join(row))
         print()
+        print("document field | " + " | ".join(DOC_PATHS))
+        for row in doc_rows:
+            print(" | ".join(row))
+        print()
         print("\n".join(messages))
     for u in unexplained:
         print("IGNORED  " + u)
-    print(f"{len(rows) * len(PATHS)} pairs, {len(unexplained)} ignored without a reason")
+    print(f"{len(rows) * len(PATHS) + len(doc_rows) * len(DOC_PATHS)} pairs, {len(unexplained)} ignored without a reason")
     return 1 if unexplained else 0
 
 
