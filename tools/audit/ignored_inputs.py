@@ -53,7 +53,7 @@ OPTIONS = [
     (["--grad-accum", "4"], []),
     (["--checkpointing", "full"], []),
     (["--use-reentrant", "true"], ["--checkpointing", "full"]),
-    (["--sac-policy", "op"], ["--checkpointing", "selective"]),
+    (["--sac-policy", "layer:2", "--checkpointing", "selective"], []),
     (["--attention", "eager"], []),
     (["--ssm-kernels", "torch"], []),
     (["--no-dropout"], []),
@@ -109,7 +109,7 @@ OPTIONS = [
     (["--context", "256"], []),
     (["--new-tokens", "64"], []),
     (["--weights", "bf16"], []),
-    (["--group-size", "64"], ["--weights", "gptfast-int4", "--framework", "gpt-fast"]),
+    (["--group-size", "64"], ["--model", "llama-2-7b", "--weights", "gptfast-int4", "--framework", "gpt-fast"]),
     (["--kv-dtype", "fp32"], []),
     (["--kv-quant-backend", "quanto"], ["--kv-cache", "quantized"]),
     (["--kv-group-size", "32"], ["--kv-cache", "quantized"]),
@@ -187,10 +187,11 @@ NO_EFFECT = {
     ("--checkpointing full", "litgpt-lora"): "lora.py's parallelize_fn checkpoints every Block (other values are refused)",
     ("--lora 8", "litgpt-lora"): "given twice",
 }
-# Document fields as labelled in the table, with why they cannot matter.
+# Document fields as labelled in the table, and the path or "*", with why they cannot matter.
 DOC_NO_EFFECT = {
-    "run.lora_alpha=32": "alpha / rank scales the adapter output: no tensor of its own",
-    'software={"cuda": "12.4"}': "CUDA >= 11.7 is the stack assumed (lazy module loading); the version is echoed",
+    ("run.lora_alpha=32", "*"): "alpha / rank scales the adapter output: no tensor of its own",
+    ('software={"cuda": "12.4"}', "*"): "CUDA >= 11.7 is the stack assumed (lazy module loading); the version is echoed",
+    ('gpu="rtx3090"', "doc+gpu"): "--gpu after --run replaces the document's (options after it override it)",
 }
 for option in ["--seq", "--optimizer", "--optimizer-impl", "--use-reentrant", "--attention", "--no-dropout", "--use-cache",
                "--loss", "--loss-chunk", "--lora", "--qlora", "--lora-targets", "--qlora-double-quant", "--lora-dropout",
@@ -295,7 +296,7 @@ def main():
             for path, extra in DOC_PATHS.items():
                 v, why = doc_verdict(plan, extra, field, needs, top, scratch)
                 if v == "ignored":
-                    reason = DOC_NO_EFFECT.get(label)
+                    reason = DOC_NO_EFFECT.get((label, path)) or DOC_NO_EFFECT.get((label, "*"))
                     if reason:
                         v = "no-effect"
                     else:
