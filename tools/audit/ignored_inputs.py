@@ -5,7 +5,7 @@
 
 For each path (a base command line: single-GPU training, with a plan, a cluster layout, the
 cluster planner, --emit, torchtitan, torchtune and litgpt distributed runs, --inference, a
-vision model) and each option (with a value chosen so that a path reading it must answer
+vision model, a generic checkpoint) and each option (with a value chosen so that a path reading it must answer
 differently), runs the base line with and without the option and compares the figures of
 --json (every number outside the echo of the input: "run", "software", "framework", ...) and
 the text report. An option is
@@ -39,7 +39,7 @@ PATHS = {
     "inference+gpu": ["--model", "gpt2", "--batch", "8", "--inference", "--gpu", "a100-80gb"],
     "vision": ["--model", "resnet50", "--batch", "8"],
     "vision+gpu": ["--model", "resnet50", "--batch", "8", "--gpu", "a100-80gb"],
-}
+}  # and "generic": --config of a checkpoint whose model_type no reader knows (written by main)
 
 # Each option: (the options it is probed with, those it needs on every path first). A value
 # differs from the default so that a path that reads it answers differently.
@@ -186,6 +186,8 @@ NO_EFFECT = {
     ("--adapter-dtype", "litgpt-lora"): "lit-gpt builds its adapters in the base dtype already",
     ("--checkpointing full", "litgpt-lora"): "lora.py's parallelize_fn checkpoints every Block (other values are refused)",
     ("--lora 8", "litgpt-lora"): "given twice",
+    ("--stack bitsandbytes=0.43.1", "generic"): "bitsandbytes holds a QLoRA run's 4-bit base only; the generic report "
+                                                "prints no software line",
 }
 # Document fields as labelled in the table, and the path or "*", with why they cannot matter.
 DOC_NO_EFFECT = {
@@ -260,6 +262,36 @@ def doc_verdict(plan, extra, probe_run, needs_run, probe_top, scratch):
     return verdict(plan, write("before.json", False), [], [], scratch, after=write("after.json", True))
 
 
+def write_generic_checkpoint(folder):
+    """A two-layer model of a model_type no reader knows, with its safetensors headers (the data a
+    sparse hole), as tests/cli/checkpoint_checks.sh builds it: the generic checkpoint path."""
+    import struct
+    os.makedirs(folder)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump({"model_type": "newfamily", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                   "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 1000,
+                   "tie_word_embeddings": False}, f)
+    tensors = [("model.embed_tokens.weight", [1000, 64]), ("lm_head.weight", [1000, 64]), ("model.norm.weight", [64])]
+    for layer in range(2):
+        p = f"model.layers.{layer}."
+        tensors += [(p + "self_attn.q_proj.weight", [64, 64]), (p + "self_attn.k_proj.weight", [32, 64]),
+                    (p + "self_attn.v_proj.weight", [32, 64]), (p + "self_attn.o_proj.weight", [64, 64]),
+                    (p + "mlp.gate_proj.weight", [128, 64]), (p + "mlp.up_proj.weight", [128, 64]),
+                    (p + "mlp.down_proj.weight", [64, 128]), (p + "input_layernorm.weight", [64]),
+                    (p + "post_attention_layernorm.weight", [64])]
+    header, at = {}, 0
+    for name, shape in tensors:
+        size = 2
+        for d in shape:
+            size *= d
+        header[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [at, at + size]}
+        at += size
+    h = json.dumps(header).encode()
+    with open(os.path.join(folder, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h)
+        f.truncate(8 + len(h) + at)
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__, file=sys.stderr)
@@ -268,6 +300,8 @@ def main():
     table = "--table" in sys.argv[2:]
     unexplained = []
     with tempfile.TemporaryDirectory() as scratch:
+        write_generic_checkpoint(os.path.join(scratch, "generic"))
+        PATHS["generic"] = ["--config", os.path.join(scratch, "generic"), "--batch", "8", "--seq", "512"]
         rows = []
         messages = []
         for probe, needs in OPTIONS:
