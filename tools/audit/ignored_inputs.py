@@ -1,19 +1,19 @@
 #!/usr/bin/env python3
-"""Audit: does every memscale-plan option change the answer, or is it refused, on every path?
+"""Audit: does every memscale-plan input change the answer, or is it refused, on every path?
 
     tools/audit/ignored_inputs.py PATH/TO/memscale-plan [--table]
 
 For each path (a base command line: single-GPU training, with a plan, a cluster layout, the
 cluster planner, --emit, torchtitan, torchtune and litgpt distributed runs, --inference, a
-vision model, a generic checkpoint) and each option (with a value chosen so that a path reading it must answer
-differently), runs the base line with and without the option and compares the figures of
---json (every number outside the echo of the input: "run", "software", "framework", ...) and
-the text report. An option is
-  used     the figures differ,
+vision model, a generic checkpoint) and each option (with a value chosen so that a path reading
+it must answer differently), runs the base line with and without the option and compares the
+figures of --json (every number outside the echo of the input: "run", "software", "framework",
+...) and the text report; then each field of a --run document the same way. An input is
+  used     the figures or the text differ,
   refused  exit 2 with one line (the message is printed with --table),
   n/a      the options the probe needs are refused on the path already, or
   ignored  neither: the guide's "never an input silently ignored" broken, unless NO_EFFECT
-           below lists the pair with the reason the option cannot matter there.
+           (DOC_NO_EFFECT) below lists the pair with the reason it cannot matter there.
 Exits 1 when an ignored pair is not listed; --table prints every pair's verdict.
 """
 import json
