@@ -14,7 +14,8 @@ figures of --json (every number outside the echo of the input: "run", "software"
   n/a      the options the probe needs are refused on the path already, or
   ignored  neither: the guide's "never an input silently ignored" broken, unless NO_EFFECT
            (DOC_NO_EFFECT) below lists the pair with the reason it cannot matter there.
-Exits 1 when an ignored pair is not listed; --table prints every pair's verdict.
+Exits 1 when an ignored pair is not listed, or a listed reason no pair needs any more; --table
+prints every pair's verdict.
 """
 import json
 import os
@@ -22,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 
-# The base command line of each path. --batch 2 so that a later --batch changes it.
+# The base command line of each path; the probes' values differ from its (--batch 16 over 8, ...).
 GPT2 = ["--model", "gpt2", "--batch", "8", "--seq", "512"]
 LLAMA = ["--model", "llama-2-7b", "--batch", "2", "--seq", "512"]
 PATHS = {
@@ -171,8 +172,6 @@ NO_EFFECT = {
     ("--stack", "cluster"): PEAK_ONLY + "; the layout report prints no software line",
     ("--stack", "planner"): PEAK_ONLY + "; the layout report prints no software line",
     ("--stack cuda=12.4", "*"): "CUDA >= 11.7 is the stack assumed (lazy module loading); the version is echoed",
-    ("--adapter-dtype", "cluster"): PEAK_ONLY,
-    ("--adapter-dtype", "planner"): PEAK_ONLY,
     ("--sp", "planner"): "the planner pairs every tensor-parallel degree with sequence parallelism (cluster_planner.hpp)",
     ("--no-sync", "planner"): "read per candidate (cluster_planner.hpp r.no_sync); the chosen layouts accumulate no "
                               "micro-steps at this global batch",
@@ -192,7 +191,6 @@ NO_EFFECT = {
 # Document fields as labelled in the table, and the path or "*", with why they cannot matter.
 DOC_NO_EFFECT = {
     ("run.lora_alpha=32", "*"): "alpha / rank scales the adapter output: no tensor of its own",
-    ('software={"cuda": "12.4"}', "*"): "CUDA >= 11.7 is the stack assumed (lazy module loading); the version is echoed",
     ('gpu="rtx3090"', "doc+gpu"): "--gpu after --run replaces the document's (options after it override it)",
 }
 for option in ["--seq", "--optimizer", "--optimizer-impl", "--use-reentrant", "--attention", "--no-dropout", "--use-cache",
@@ -299,6 +297,7 @@ def main():
     plan = sys.argv[1]
     table = "--table" in sys.argv[2:]
     unexplained = []
+    matched = set()
     with tempfile.TemporaryDirectory() as scratch:
         write_generic_checkpoint(os.path.join(scratch, "generic"))
         PATHS["generic"] = ["--config", os.path.join(scratch, "generic"), "--batch", "8", "--seq", "512"]
@@ -311,8 +310,9 @@ def main():
                 v, why = verdict(plan, base, probe, needs, scratch)
                 if v == "ignored":
                     text = " ".join(probe)
-                    reason = next((NO_EFFECT[k] for k in [(text, path), (name, path), (text, "*"), (name, "*")]
-                                   if k in NO_EFFECT), None)
+                    key = next((k for k in [(text, path), (name, path), (text, "*"), (name, "*")] if k in NO_EFFECT), None)
+                    reason = NO_EFFECT[key] if key else None
+                    matched.add(key)
                     if reason:
                         v = "no-effect"
                     else:
@@ -330,7 +330,9 @@ def main():
             for path, extra in DOC_PATHS.items():
                 v, why = doc_verdict(plan, extra, field, needs, top, scratch)
                 if v == "ignored":
-                    reason = DOC_NO_EFFECT.get((label, path)) or DOC_NO_EFFECT.get((label, "*"))
+                    key = next((k for k in [(label, path), (label, "*")] if k in DOC_NO_EFFECT), None)
+                    reason = DOC_NO_EFFECT[key] if key else None
+                    matched.add(key)
                     if reason:
                         v = "no-effect"
                     else:
@@ -351,8 +353,10 @@ def main():
         print("\n".join(messages))
     for u in unexplained:
         print("IGNORED  " + u)
+    for k in [k for k in list(NO_EFFECT) + list(DOC_NO_EFFECT) if k not in matched]:
+        print(f"UNUSED   {k}: no pair needs this reason any more")
     print(f"{len(rows) * len(PATHS) + len(doc_rows) * len(DOC_PATHS)} pairs, {len(unexplained)} ignored without a reason")
-    return 1 if unexplained else 0
+    return 1 if unexplained or len(matched - {None}) < len(NO_EFFECT) + len(DOC_NO_EFFECT) else 0
 
 
 if __name__ == "__main__":
