@@ -336,6 +336,8 @@ void check_run(const CLI::App& app, options& o) {
   if (o.cmd != command::run) return;
   check_path(app, o);
   if (o.headroom && o.gpu.empty() && !o.custom_gpu) throw usage_error("--headroom needs --gpu or --gpu-memory");
+  if (app.count("--gpu") > 0 && app.count("--gpu-memory") > 0)
+    throw usage_error("--gpu and --gpu-memory both describe the GPU: give one");
   if (o.lora_targets_given && !memscale::is_lora(o.run)) throw usage_error("--lora-targets needs --lora or --qlora");
   if (o.lora_alpha && !memscale::is_lora(o.run)) throw usage_error("--lora-alpha needs --lora or --qlora");
   if (!o.lora_setting_given.empty() && !memscale::is_lora(o.run))

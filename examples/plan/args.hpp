@@ -137,7 +137,7 @@ struct options {
   bool double_quant = false;         // --qlora-double-quant: needs --qlora
   std::string units = "gib";         // --units gib | gb | mib: sizes in the text report
   std::string alloc_conf;            // --alloc-conf: PYTORCH_CUDA_ALLOC_CONF for the allocator replay
-  std::string stack;                 // --stack as given: --inference reads it into its own spec
+  std::string stack;                 // every --stack list, joined: --inference reads it into its own spec
   memscale::bytes context_memory{};  // --context-memory SIZE: a measured context; zero: modelled
   std::string sac_policy;            // --sac-policy: torchtitan's checkpointing policy, applied in check_run
   bool emit_torchtitan = false;      // --emit torchtitan with --framework torchtitan: the job TOML, not the report

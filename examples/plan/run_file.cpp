@@ -56,6 +56,7 @@ void read_inference_run(const json& doc, const std::string& source, options& out
   out.model_description = std::move(in.model_description);
   out.inference.enabled = true;
   out.inference.spec = spec;
+  out.stack.clear();  // a --stack before the document is replaced by its software
   out.inference.weights_given = true;
   out.inference.gpt_fast = spec.loop == memscale::generate_loop::gpt_fast;
   const bool quantized = spec.cache == memscale::kv_cache_kind::quantized;

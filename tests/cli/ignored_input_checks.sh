@@ -68,6 +68,16 @@ else
   fail "--loss-chunk 64 --framework litgpt keeps 64 tokens per chunk" "exit $rc" "$(tail -n 1 "$work/py")" "$(head -c 300 "$work/err")"
 fi
 
+# Two options for one GPU: neither silently replaces the other.
+refused "--gpu and --gpu-memory both describe the GPU" --gpu a100-80gb --gpu-memory 24GiB
+# A second --stack adds to the first on --inference too (it kept only the last list).
+run --model gpt2 --inference --stack torch=2.1 --stack transformers=4.40
+if [[ $rc -eq 0 ]] && grep -q "^software .*torch 2.1, transformers 4.40" "$work/out"; then
+  pass "--inference --stack torch=2.1 --stack transformers=4.40: both apply"
+else
+  fail "--inference --stack torch=2.1 --stack transformers=4.40: both apply" "exit $rc" "$(grep software "$work/out")" "$(head -c 300 "$work/err")"
+fi
+
 # --stack cuda=V is echoed in the software line and the JSON, as torch and transformers are.
 for path in "--model gpt2" "--inference" "--model resnet50"; do
   # shellcheck disable=SC2086

@@ -144,7 +144,7 @@ DOC_FIELDS = [
 ]
 # Document-level fields, as (the document's key, value).
 DOC_TOP = [("gpu", "rtx3090"), ("headroom", 0.10), ("alloc_conf", "expandable_segments:True"),
-           ("context_memory", "2GiB"), ("software", {"torch": "2.1"}), ("software", {"transformers": "4.40"}),
+           ("context_memory", 2147483648), ("software", {"torch": "2.1"}), ("software", {"transformers": "4.40"}),
            ("software", {"bitsandbytes": "0.43.1"}), ("software", {"cuda": "11.6"}), ("software", {"cuda": "12.4"}),
            ("framework", "litgpt")]
 
