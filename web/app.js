@@ -478,7 +478,8 @@ function renderInferencePeaks(r) {
 function renderInferenceSoftware(r) {
   const sw = r.inference.software;
   let html = `<p>Software assumed: torch ${textFig('inference.software.torch', sw.torch)}, transformers ` +
-             `${textFig('inference.software.transformers', sw.transformers)}, CUDA modules loaded ` +
+             `${textFig('inference.software.transformers', sw.transformers)}, CUDA ` +
+             (sw.cuda ? `${textFig('inference.software.cuda', sw.cuda)}, modules` : 'modules') + ' loaded ' +
              `${sw.cuda_lazy_loading ? 'lazily' : 'eagerly'}` +
              assumedNote('inference.software.assumed', sw.assumed) +
              (sw.tuple_cache ? '; the model returns tuple caches: generate() holds the previous step\'s while the next is built' : '') +

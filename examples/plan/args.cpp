@@ -9,8 +9,10 @@
 #include <system_error>
 #include <utility>
 
+#include "memscale/graph/model_layout.hpp"
 #include "memscale/json.hpp"
 #include "memscale/liger.hpp"
+#include "memscale/model.hpp"
 #include "memscale/training.hpp"
 #include "memscale/validate.hpp"
 #include "emit_torchtune.hpp"
@@ -112,7 +114,7 @@ std::string_view unread_by_vision(const CLI::Option& opt) {
   if (g == group::cluster) return "the multi-GPU estimate and planner take transformer models only";
   if (g == group::config) return "--config gives a transformer model";
   if (name == "--attention" || name == "--offload" || name == "--no-dropout" || name == "--use-cache" ||
-      name == "--packing" || name == "--example-tokens" || name == "--padded")
+      name == "--packing" || name == "--example-tokens" || name == "--padded" || name == "--ssm-kernels")
     return "the vision estimate has no such setting";
   // torchvision's stages run under the non-reentrant checkpoint (vision/estimate.hpp).
   if (name == "--use-reentrant") return "the vision estimate checkpoints stages with the non-reentrant checkpoint";
@@ -132,8 +134,10 @@ std::string_view unread_by_inference(const CLI::Option& opt) {
   if (name == "--optimizer" || name == "--optimizer-impl" || name == "--grad-accum" || name == "--checkpointing" ||
       name == "--offload" || name == "--no-dropout" || name == "--loss" || name == "--loss-chunk" ||
       name == "--loss-chunks" || name == "--optimizer-in-backward" || name == "--use-cache" || name == "--packing" ||
-      name == "--example-tokens" || name == "--use-reentrant")
+      name == "--example-tokens" || name == "--use-reentrant" || name == "--paged-optimizer")
     return "generate() runs no training step";
+  if (name == "--images" || name == "--image-size" || name == "--frozen-tower")
+    return "images through a multimodal model's vision tower are modelled for training steps only";
   return {};
 }
 
@@ -187,7 +191,7 @@ void apply_torchtitan(const CLI::App& app, options& o) {
   if (o.cluster.emit != emit_format::none && o.cluster.emit != emit_format::torchtitan)
     throw usage_error("--emit deepspeed and accelerate-fsdp do not apply to --framework torchtitan: its config is "
                       "--emit torchtitan");
-  for (const char* name : {"--pp", "--sp", "--host-memory", "--global-batch", "--no-sync"})
+  for (const char* name : {"--pp", "--sp", "--host-memory", "--global-batch", "--no-sync", "--ds-precision"})
     if (app.count(name) > 0)
       throw usage_error(std::string(name) + " does not apply to --framework torchtitan: it is modelled as FSDP2 over "
                         "--gpus / (--tp x --cp) ranks with --tp tensor parallelism (its sequence parallelism included) and --cp "
@@ -225,7 +229,8 @@ void apply_torchtune_distributed(const CLI::App& app, options& o) {
   if (o.cluster.emit != emit_format::none && o.cluster.emit != emit_format::torchtune)
     throw usage_error("--emit deepspeed and accelerate-fsdp do not apply to --framework torchtune: its distributed "
                       "recipes run FSDP2 themselves");
-  for (const char* name : {"--tp", "--pp", "--sp", "--host-memory", "--global-batch", "--no-sync", "--strategy"})
+  for (const char* name : {"--tp", "--pp", "--sp", "--host-memory", "--global-batch", "--no-sync", "--strategy",
+                           "--ds-precision"})
     if (app.count(name) > 0)
       throw usage_error(std::string(name) + " does not apply to --framework torchtune: its distributed recipe is "
                         "modelled as FSDP2 over all --gpus (full_ or lora_finetune_distributed), without TP, PP or "
@@ -250,7 +255,7 @@ void apply_litgpt_full_fsdp(const CLI::App& app, options& o) {
     throw usage_error("--strategy " + std::string(memscale::to_string(*o.cluster.engine)) +
                       " does not apply to --framework litgpt@main without --lora: full.py shards with FSDPStrategy's "
                       "FULL_SHARD (--strategy fsdp-full)");
-  for (const char* name : {"--tp", "--pp", "--sp", "--offload", "--emit"})
+  for (const char* name : {"--tp", "--pp", "--sp", "--offload", "--emit", "--ds-precision"})
     if (app.count(name) > 0)
       throw usage_error(std::string(name) + " does not apply to --framework litgpt@main without --lora: full.py "
                         "is modelled as FSDPStrategy's FULL_SHARD over all --gpus with every Block checkpointed, "
@@ -276,7 +281,8 @@ void apply_litgpt_model_parallel(const CLI::App& app, options& o) {
     throw usage_error("--framework litgpt@main with --gpus models finetune/lora.py (--lora, ModelParallelStrategy) "
                       "and full.py (FSDPStrategy); lora.py refuses --quantize over several devices: use --lora, "
                       "leave out --qlora, or one GPU");
-  for (const char* name : {"--tp", "--pp", "--sp", "--host-memory", "--global-batch", "--no-sync", "--strategy", "--emit"})
+  for (const char* name : {"--tp", "--pp", "--sp", "--host-memory", "--global-batch", "--no-sync", "--strategy", "--emit",
+                           "--ds-precision"})
     if (app.count(name) > 0)
       throw usage_error(std::string(name) + " does not apply to --framework litgpt@main with --gpus: finetune/lora.py "
                         "is modelled as FSDP2 over all --gpus with every Block checkpointed, without TP, PP or offload");
@@ -292,17 +298,52 @@ void apply_litgpt_model_parallel(const CLI::App& app, options& o) {
   o.cluster = cluster_options{};  // the report is one GPU's step of the whole run
 }
 
+// --loss, --loss-chunk and --loss-chunks over the framework's defaults, whichever came first. A
+// chunk size is refused where no loss reads it rather than dropped.
+void apply_loss_options(options& o) {
+  if (o.loss) {
+    o.run.loss = *o.loss;
+    if (*o.loss != memscale::loss_impl::chunked) o.run.loss_chunks = 0;
+  }
+  if (o.loss_chunks != 0) o.run.loss_chunks = o.loss_chunks;
+  if (o.loss_chunk == 0) return;
+  if (o.run.loss != memscale::loss_impl::chunked)
+    throw usage_error("--loss-chunk needs a chunked loss (--loss chunked, or --framework litgpt's): this run's loss "
+                      "is not chunked");
+  if (o.run.loss_chunks != 0)
+    throw usage_error("--loss-chunk counts tokens per chunk (lit-gpt's loss); torchtune's chunked loss is cut into "
+                      "--loss-chunks N pieces (" + std::to_string(o.run.loss_chunks) + " here)");
+  o.run.loss_chunk = o.loss_chunk;
+}
+
+// Settings that only some models read, refused by name on a model that has nothing for them.
+void check_model_settings(const CLI::App& app, const options& o) {
+  const std::string model = in_quotes(std::string(o.model.name));
+  if (o.run.target_len != 0 && memscale::layout_of(o.model) != memscale::model_layout::encoder_decoder)
+    throw usage_error("--target-len sizes an encoder-decoder's (T5's) decoder; " + model +
+                      " has one stack, whose tokens are --seq");
+  if (o.run.ssm_kernels != memscale::ssm_kernel_choice::framework_default && !memscale::has_state_space_mixer(o.model))
+    throw usage_error(std::string(app.count("--ssm-kernels") > 0 ? "--ssm-kernels" : "run.ssm_kernels") +
+                      " chooses the code of state-space (Mamba) mixers; " + model + " has none");
+  if (o.run.images.per_sample == 0 && (o.run.images.height != 0 || o.run.images.tower_frozen))
+    throw usage_error(std::string(o.run.images.height != 0 ? "--image-size" : "--frozen-tower") +
+                      " needs --images N: it describes the images through a multimodal model's vision tower");
+}
+
 // Checks that need every option (the plan options, adapter options, the run against the
 // model), and settings that depend on several options (--qlora-double-quant).
 void check_run(const CLI::App& app, options& o) {
   if (o.cmd != command::run) return;
   check_path(app, o);
   if (o.headroom && o.gpu.empty() && !o.custom_gpu) throw usage_error("--headroom needs --gpu or --gpu-memory");
+  if (app.count("--gpu") > 0 && app.count("--gpu-memory") > 0)
+    throw usage_error("--gpu and --gpu-memory both describe the GPU: give one");
   if (o.lora_targets_given && !memscale::is_lora(o.run)) throw usage_error("--lora-targets needs --lora or --qlora");
   if (o.lora_alpha && !memscale::is_lora(o.run)) throw usage_error("--lora-alpha needs --lora or --qlora");
   if (!o.lora_setting_given.empty() && !memscale::is_lora(o.run))
     throw usage_error(o.lora_setting_given + " needs --lora or --qlora");
   if (o.adapter_dtype) o.run.adapters = *o.adapter_dtype;
+  apply_loss_options(o);
   if (o.double_quant) {
     if (o.run.target != memscale::training_target::qlora) throw usage_error("--qlora-double-quant needs --qlora");
     o.run.quant = memscale::base_quant::nf4_double_quant;
@@ -331,6 +372,7 @@ void check_run(const CLI::App& app, options& o) {
     if (o.liger) memscale::apply_liger(o.run, o.model);  // the family's defaults, once the model is known
     memscale::validate(o.run);
     if (!o.vision.model) {
+      check_model_settings(app, o);
       o.model = memscale::json_io::model_for_framework(o.model, o.run);  // lit-gpt runs lit-gpt's model code
       memscale::check_framework(o.model, o.run);
     }
@@ -437,6 +479,9 @@ options parse_args(const std::vector<std::string_view>& args) {
   if (const auto extras = app->remaining(); !extras.empty()) reject_extra(*app, extras.front());
   check_groups(*app);
   if (!o.cases_stack_path.empty() && o.cmd != command::cases) throw usage_error("--cases-stack needs --cases");
+  if (app->count("--units") > 0 && (o.json || o.cmd == command::cases))
+    throw usage_error(std::string("--units sets the sizes of a text report; ") +
+                      (o.cmd == command::cases ? "--cases prints JSON, in bytes" : "--json gives bytes"));
   check_run(*app, o);
   return o;
 }

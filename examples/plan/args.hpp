@@ -126,13 +126,18 @@ struct options {
   std::optional<double> lora_alpha;  // --lora-alpha: scales the adapter output; no memory of its own
   bool lora_targets_given = false;   // --lora-targets: needs --lora or --qlora
   bool loss_given = false;  // --loss or --loss-chunk(s), or a --run document's: otherwise the script's (with_script_loss)
+  // --loss, --loss-chunk, --loss-chunks: applied after every option, so that a later --framework
+  // (whose defaults set the loss) does not reset them; 0: not given.
+  std::optional<memscale::loss_impl> loss;
+  std::uint64_t loss_chunk = 0;
+  std::uint64_t loss_chunks = 0;
   std::string lora_setting_given;    // --lora-dropout, --lora-variant or --adapter-dtype, as given: needs --lora or --qlora
   // --adapter-dtype: applied after every option, so that a later --framework does not reset it.
   std::optional<memscale::adapter_dtype> adapter_dtype;
   bool double_quant = false;         // --qlora-double-quant: needs --qlora
   std::string units = "gib";         // --units gib | gb | mib: sizes in the text report
   std::string alloc_conf;            // --alloc-conf: PYTORCH_CUDA_ALLOC_CONF for the allocator replay
-  std::string stack;                 // --stack as given: --inference reads it into its own spec
+  std::string stack;                 // every --stack list, joined: --inference reads it into its own spec
   memscale::bytes context_memory{};  // --context-memory SIZE: a measured context; zero: modelled
   std::string sac_policy;            // --sac-policy: torchtitan's checkpointing policy, applied in check_run
   bool emit_torchtitan = false;      // --emit torchtitan with --framework torchtitan: the job TOML, not the report

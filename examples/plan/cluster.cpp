@@ -228,6 +228,10 @@ std::string run_cluster(const options& opt) {
   const auto& c = opt.cluster;
   const std::optional<memscale::gpu_spec> gpu = gpu_of(opt);
   const double headroom = opt.headroom.value_or(memscale::default_headroom);
+  // ds_config.json and Accelerate's FSDP config carry no tensor or pipeline degree (those need
+  // Megatron-DeepSpeed / a PipelineModule): a config for such a layout would run another one.
+  if (c.emit != emit_format::none && (c.tp > 1 || c.pp > 1))
+    throw usage_error("--emit writes a config without tensor or pipeline degrees: --tp and --pp must be 1 with --emit");
   if (c.engine) {
     const memscale::parallel_spec p = layout_of(opt, *c.engine);
     if (gpu) memscale::check_precision_support(opt.run.prec, *gpu);
@@ -269,16 +273,13 @@ std::string run_cluster(const options& opt) {
                       "SIZE (the cluster planner chooses)");
   if (c.gpus % c.nodes != 0)
     throw usage_error("--gpus " + std::to_string(c.gpus) + " must be a multiple of --nodes " + std::to_string(c.nodes));
-  if (c.emit != emit_format::none && (c.tp > 1 || c.pp > 1))
-    throw usage_error("--emit writes a config without tensor or pipeline degrees: --tp and --pp must be 1 with --emit");
   const memscale::cluster_spec cluster{.gpu = *gpu, .gpus_per_node = c.gpus / c.nodes, .nodes = c.nodes,
                                        .host_memory_per_node = c.host_memory};
   const auto plan = std::make_unique<memscale::cluster_plan>(memscale::plan_cluster(
       opt.model, opt.run, cluster,
       {.global_batch = c.global_batch,
        .headroom = headroom,
-       // ds_config.json and Accelerate's FSDP config carry no tensor or pipeline degree
-       // (those need Megatron-DeepSpeed / a PipelineModule): an emitted plan uses neither.
+       // An emitted plan uses neither tensor nor pipeline parallelism (checked above).
        .allow_tensor_parallel = c.emit == emit_format::none,
        .allow_pipeline_parallel = c.emit == emit_format::none,
        // An emitted config must be one the engine runs: only its own strategies are candidates.

@@ -76,7 +76,7 @@ void add_gpu_options(CLI::App& app, options& o) {
             "releases, torch 2.11, transformers 5.17, bitsandbytes 0.49.2, CUDA >= 12.2",
             [&o](const std::string& v) {
               memscale::json_io::read_stack_option(v, o.run, "--stack");
-              o.stack = v;
+              o.stack += (o.stack.empty() ? "" : ",") + v;  // a later --stack adds to an earlier one
             });
 }
 

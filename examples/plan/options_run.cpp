@@ -135,13 +135,11 @@ void add_run_options(CLI::App& app, options& o) {
             [&o](const std::string& v) {
               o.loss_given = true;
               if (v == "standard") {
-                o.run.loss = memscale::loss_impl::standard;
-                o.run.loss_chunks = 0;
+                o.loss = memscale::loss_impl::standard;
               } else if (v == "chunked") {
-                o.run.loss = memscale::loss_impl::chunked;
+                o.loss = memscale::loss_impl::chunked;
               } else if (v == "fused_linear_ce") {
-                o.run.loss = memscale::loss_impl::fused_linear;
-                o.run.loss_chunks = 0;
+                o.loss = memscale::loss_impl::fused_linear;
               } else {
                 throw usage_error("--loss must be standard, chunked or fused_linear_ce (got " + in_quotes(v) + ")");
               }
@@ -153,12 +151,12 @@ void add_run_options(CLI::App& app, options& o) {
   add_value(app, g, "--loss-chunk", "TOKENS", "tokens per chunk of a chunked loss counted in tokens (lit-gpt: 128)",
             [&o](const std::string& v) {
               o.loss_given = true;  // a chunk size names the chunked loss
-              o.run.loss_chunk = parse_positive("--loss-chunk", v);
+              o.loss_chunk = parse_positive("--loss-chunk", v);
             });
   add_value(app, g, "--loss-chunks", "N", "chunks of torchtune's chunked loss (its default 8)",
             [&o](const std::string& v) {
               o.loss_given = true;
-              o.run.loss_chunks = parse_positive("--loss-chunks", v);
+              o.loss_chunks = parse_positive("--loss-chunks", v);
             });
   add_flag(app, g, "--paged-optimizer",
            "bitsandbytes' paged optimizer of --optimizer (adam, adamw, adamw_8bit, lion: Trainer's optim=\"paged_adamw_32bit\" "

@@ -56,6 +56,7 @@ void read_inference_run(const json& doc, const std::string& source, options& out
   out.model_description = std::move(in.model_description);
   out.inference.enabled = true;
   out.inference.spec = spec;
+  out.stack.clear();  // a --stack before the document is replaced by its software
   out.inference.weights_given = true;
   out.inference.gpt_fast = spec.loop == memscale::generate_loop::gpt_fast;
   const bool quantized = spec.cache == memscale::kv_cache_kind::quantized;
@@ -99,6 +100,9 @@ void read_run_document(const json& doc, const std::string& source, options& out)
   out.model = in.model;
   out.run = in.run;
   out.loss_given = doc.contains("run") && memscale::json_io::states_loss(doc.at("run"), "loss");
+  out.loss.reset();  // a --loss, --loss-chunk or --loss-chunks before the document is replaced by it
+  out.loss_chunk = 0;
+  out.loss_chunks = 0;
   out.gpu = std::move(in.gpu);
   out.custom_gpu = in.custom_gpu;
   out.headroom = in.headroom;

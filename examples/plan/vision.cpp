@@ -24,8 +24,9 @@ using memscale::json_io::vision_model_json;
 
 std::string vision_software_text(const memscale::training_spec& run) {
   const nlohmann::json j = memscale::json_io::vision_software_json(run);
-  return fmt::format("torch {}, bitsandbytes {}, CUDA modules loaded {}{}", j.at("torch").get<std::string>(),
-                     j.at("bitsandbytes").get<std::string>(), run.cuda_lazy_loading ? "lazily" : "eagerly",
+  return fmt::format("torch {}, bitsandbytes {}, {}{}", j.at("torch").get<std::string>(),
+                     j.at("bitsandbytes").get<std::string>(),
+                     memscale::json_io::cuda_text(run.cuda_version, run.cuda_lazy_loading),
                      run.torch_version == memscale::current_torch_release
                          ? memscale::json_io::current_releases_text
                          : std::string_view{});
@@ -52,8 +53,8 @@ std::optional<memscale::vision::vision_spec> vision_model_of(const options& opt)
                         " needs a vision --model (resnet50, vit_b_16, ... see --list-models)");
     return std::nullopt;
   }
-  if (opt.run.images.per_sample != 0 || opt.run.images.height != 0)
-    throw usage_error("--images and --image-size feed a multimodal language model's vision tower (Qwen2-VL, "
+  if (opt.run.images.per_sample != 0 || opt.run.images.height != 0 || opt.run.images.tower_frozen)
+    throw usage_error("--images, --image-size and --frozen-tower describe a multimodal language model's vision tower (Qwen2-VL, "
                       "Qwen2.5-VL, Qwen3-VL); "
                       "a vision --model takes --image");
   // vision/estimate.hpp and the replay checkpoint whole stages whatever the setting (as a vision run document says).

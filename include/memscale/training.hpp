@@ -186,6 +186,7 @@ struct training_spec {
   std::uint32_t transformers_version = 0;
   bytes blas_workspace = pytorch_cublas_workspace_default;  // the GPU's BLAS workspace (gpu_spec::cublas_workspace)
   bool cuda_lazy_loading = true;          // CUDA >= 11.7 loads kernels lazily: smaller context
+  std::uint32_t cuda_version = 0;         // major * 100 + minor as stated (software.cuda); 0: not stated
   lora_variant lora_kind = lora_variant::lora;
   image_inputs images{};  // a multimodal run's images (graph/layers/vision_tower.hpp)
   adapter_dtype adapters = adapter_dtype::framework_default;  // resolved by build() (graph/model_graph.hpp)

@@ -690,7 +690,7 @@ bad_input_says '--image needs a vision --model' --image 224
 bad_input_says 'multiple of the ViT patch size' --model vit_b_16 --image 100
 bad_input_says '--image must be' --model resnet18 --image 224x224x3
 # --images feed a multimodal language model's vision tower (Qwen2.5-VL), not a vision --model.
-bad_input_says '--images and --image-size feed' --model resnet50 --images 1 --image-size 224
+bad_input_says '--images, --image-size and --frozen-tower describe' --model resnet50 --images 1 --image-size 224
 qwen_vl="$(dirname "$0")/../data/hf_configs/ssm-multimodal/Qwen--Qwen2.5-VL-7B-Instruct.json"
 run --config "$qwen_vl" --batch 1 --seq 1024 --precision bf16 --images 2 --image-size 448x448 --frozen-tower
 if [[ $rc -eq 0 ]] && grep -qF "run on 2 image(s) of 448x448 per sample: 256 tokens each" "$work/out"; then

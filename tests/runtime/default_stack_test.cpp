@@ -114,4 +114,43 @@ TEST_CASE("default stack: generate() without software runs the current releases"
         memscale::inference_spec{}.transformers_version);
 }
 
+TEST_CASE("default stack: a stated CUDA release is echoed, an unstated one is not", "[json][software]") {
+  const io::run_input stated =
+      read({{"model", "llama-2-7b"}, {"run", {{"seq_len", 512}}}, {"software", {{"cuda", "12.4"}}}});
+  CHECK(stated.run.cuda_version == 1204);
+  CHECK(io::software_json(stated.run).at("cuda") == "12.4");
+  CHECK(says(io::software_text(stated.run), "CUDA 12.4, modules loaded lazily"));
+  CHECK(read({{"model", "llama-2-7b"}, {"software", io::software_json(stated.run)}}).run.cuda_version == 1204);
+  const io::run_input plain = read({{"model", "llama-2-7b"}, {"run", {{"seq_len", 512}}}});
+  CHECK_FALSE(io::software_json(plain.run).contains("cuda"));
+  CHECK(says(io::software_text(plain.run), "CUDA modules loaded lazily"));
+  // An old release: echoed as stated, and the modules load eagerly.
+  const io::run_input old =
+      read({{"model", "llama-2-7b"}, {"run", {{"seq_len", 512}}}, {"software", {{"cuda", "11.2"}}}});
+  CHECK(io::software_json(old.run).at("cuda") == "11.2");
+  CHECK(says(io::software_text(old.run), "CUDA 11.2, modules loaded eagerly"));
+  // generate() too.
+  const io::inference_input infer = read_inference(
+      {{"model", "llama-2-7b"}, {"infer", nlohmann::json::object()}, {"software", {{"cuda", "12.4"}}}});
+  CHECK(io::inference_software_json(infer.model, infer.spec).at("cuda") == "12.4");
+  CHECK(says(io::inference_software_text(infer.model, infer.spec), "CUDA 12.4, modules loaded lazily"));
+  CHECK_FALSE(io::inference_software_json(infer.model, read_inference({{"model", "llama-2-7b"}, {"infer", nlohmann::json::object()}}).spec)
+                  .contains("cuda"));
+}
+
+TEST_CASE("run documents: a loss_chunk no loss reads is refused, not dropped", "[json]") {
+  const auto message = [](const nlohmann::json& doc) {
+    try {
+      (void)read(doc);
+    } catch (const memscale::error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(says(message({{"model", "llama-2-7b"}, {"run", {{"loss_chunk", 64}}}}), "run.loss_chunk"));
+  CHECK(says(message({{"model", "llama-2-7b"}, {"framework", "torchtune"}, {"run", {{"loss_chunk", 64}}}}),
+             "loss_chunks pieces"));
+  CHECK(read({{"model", "llama-2-7b"}, {"run", {{"loss", "chunked"}, {"loss_chunk", 64}}}}).run.loss_chunk == 64);
+}
+
 }  // namespace default_stack_test

@@ -92,6 +92,7 @@ struct inference_spec {
   device_kind device = device_kind::cuda;
   bytes blas_workspace = pytorch_cublas_workspace_default;
   bool cuda_lazy_loading = true;
+  std::uint32_t cuda_version = 0;  // major * 100 + minor as stated (software.cuda); 0: not stated
   std::uint32_t torch_version = 205;  // major * 100 + minor: which kernel SDPA picks (attention_kernel.hpp)
   // gpt-fast: its static KVCache buffers in the model dtype (kv int8: torchao's int8 cache with
   // a per-token scale), a (max_seq, max_seq) bool mask; cache must be static_preallocated.

@@ -224,6 +224,14 @@ inline void read_run_object(const json& r, run_input& in) {
   run.loss_chunk = positive(r, "loss_chunk", path, run.loss_chunk);
   if (r.contains("loss_chunks") && !r.at("loss_chunks").is_null())
     run.loss_chunks = positive(r, "loss_chunks", path, run.loss_chunks);
+  // A chunk size in tokens is read by lit-gpt's chunked loss only: refused where nothing reads it.
+  if (r.contains("loss_chunk") && !r.at("loss_chunk").is_null()) {
+    if (run.loss != loss_impl::chunked)
+      bad_field(bad_run, path + ".loss_chunk", r.at("loss_chunk"), "needs a chunked loss (loss \"chunked\", or litgpt's)");
+    if (run.loss_chunks != 0)
+      bad_field(bad_run, path + ".loss_chunk", r.at("loss_chunk"),
+                "counts tokens per chunk (lit-gpt's loss); torchtune's chunked loss is cut into loss_chunks pieces");
+  }
   run.optimizer_in_backward = get_bool(r, "optimizer_in_backward", path, run.optimizer_in_backward, bad_run);
   run.paged_optimizer = get_bool(r, "paged_optimizer", path, run.paged_optimizer, bad_run);
   if (const auto v = text("ssm_kernels"); !v.empty()) run.ssm_kernels = parse_ssm_kernels(v, path + ".ssm_kernels");

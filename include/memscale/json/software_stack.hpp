@@ -71,8 +71,9 @@ bool set_torch_transformers_cuda(Spec& spec, std::string_view key, const detail:
   } else if (key == "transformers") {
     spec.transformers_version = v.major * 100 + v.minor;
   } else if (key == "cuda") {
+    spec.cuda_version = v.major * 100 + v.minor;  // echoed by the reports
     // Lazy module loading needs CUDA 11.7 (CUDA C++ Programming Guide, "Lazy Loading").
-    spec.cuda_lazy_loading = v.major * 100 + v.minor >= 1107 && spec.torch_version >= 113;
+    spec.cuda_lazy_loading = spec.cuda_version >= 1107 && spec.torch_version >= 113;
   } else {
     return false;
   }
@@ -162,9 +163,17 @@ inline json software_json(const training_spec& run) {
   if (run.transformers_version != 0) j["transformers"] = detail::two_parts(run.transformers_version);
   const std::uint32_t b = run.bitsandbytes_version;
   j["bitsandbytes"] = std::to_string(b / 10000) + "." + std::to_string(b / 100 % 100) + "." + std::to_string(b % 100);
-  // Only what changes an estimate: CUDA before 11.7 loads every module eagerly.
-  if (!run.cuda_lazy_loading && run.torch_version >= 113) j["cuda"] = "11.6";
+  // A stated release as stated; otherwise only what changes an estimate: CUDA before 11.7 loads
+  // every module eagerly.
+  if (run.cuda_version != 0) j["cuda"] = detail::two_parts(run.cuda_version);
+  else if (!run.cuda_lazy_loading && run.torch_version >= 113) j["cuda"] = "11.6";
   return j;
+}
+
+// "CUDA 12.4, modules loaded lazily", or "CUDA modules loaded lazily" when no release is stated.
+inline std::string cuda_text(std::uint32_t cuda_version, bool lazy_loading) {
+  return "CUDA " + (cuda_version != 0 ? detail::two_parts(cuda_version) + ", modules" : std::string("modules")) +
+         " loaded " + (lazy_loading ? "lazily" : "eagerly");
 }
 
 // "torch 2.5, transformers not stated (...), bitsandbytes 0.49.2, CUDA modules loaded lazily". An
@@ -177,7 +186,7 @@ inline std::string software_text(const training_spec& run) {
                          ? detail::two_parts(run.transformers_version)
                          : "not stated (4.x attention and experts; no use_cache cache in training, as from 5.0)") +
                     ", bitsandbytes " + std::to_string(b / 10000) + "." + std::to_string(b / 100 % 100) + "." +
-                    std::to_string(b % 100) + ", CUDA modules loaded " + (run.cuda_lazy_loading ? "lazily" : "eagerly");
+                    std::to_string(b % 100) + ", " + cuda_text(run.cuda_version, run.cuda_lazy_loading);
   if (on_current_releases(run.torch_version, run.transformers_version)) out += current_releases_text;
   return out;
 }
