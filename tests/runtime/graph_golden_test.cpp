@@ -77,7 +77,7 @@ struct digest {
   constexpr void add(const graph& g) {
     const auto& [ops, size, begin, end, repeats, inputs, buffers, stream_grad, carried, validation, validation_after_step,
                  held, kept_input_embeddings, waiting, waiting_count, tower_forward, tower_after, stacked_experts,
-                 parameter_experts, first_layer_apart] = g;
+                 parameter_experts, experts_swapped_for_prequantized, first_layer_apart] = g;
     add(std::uint64_t{size});
     for (std::size_t i = 0; i < size; ++i) add(ops[i]);
     add(std::uint64_t{begin});
@@ -96,6 +96,7 @@ struct digest {
     if (stacked_experts) add(stacked_experts);
     // Stacked experts are parameter experts: the flag adds something for Llama 4's alone.
     if (parameter_experts && !stacked_experts) add(parameter_experts);
+    if (experts_swapped_for_prequantized) add(experts_swapped_for_prequantized);
     if (first_layer_apart) add(first_layer_apart);
     for (std::size_t w = 0; w < waiting_count; ++w) {
       add(std::uint64_t{waiting[w].made_by});
