@@ -637,11 +637,10 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   // FSDP1 FULL_SHARD: a block's pre-backward hook prefetches the unit before it in post-forward order
   // (BACKWARD_PRE, the default), so block i > 0 runs beside block i - 1 gathered and block 0 beside
   // none (torch/distributed/fsdp/_exec_order_utils.py@008ec6b1 get_handle_to_backward_prefetch:
-  // current index - 1, nothing below 0): block 1 can outweigh the bottom block. The checkpoint keeps
-  // the running block's own input referenced until its backward ends (the non-reentrant frame's
-  // saved inputs, the reentrant one's save_for_backward: torch/utils/checkpoint.py@0008d771).
+  // current index - 1, nothing below 0): block 1 can outweigh the bottom block.
   const bool fsdp1_prefetch = run.fsdp_flat_views && run.shard == sharding::full && L > 1;
-  const bytes own_input = run.fsdp_flat_views && ckpt ? saved_b : bytes{};
+  // A checkpointed block's own input, where no op of the block saves it (checkpoint_input_unsaved).
+  const bytes own_input = ckpt && !run.offload_activations ? checkpoint_input_unsaved(g, block_of(g), run) : bytes{};
   // Backward of a checkpointed block first runs its forward again, saving as it goes, with the
   // gradient of its output waiting (torch/utils/checkpoint.py).
   const bytes rerun = ckpt ? g.stream_grad + section_forward_peak(g, block_of(g), run, false, true) : bytes{};
