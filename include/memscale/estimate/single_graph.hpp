@@ -614,7 +614,8 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   const bytes bound_logits = g.validation_after_step.value != 0 ? g.carried : bytes{};
 
   // Backward of a block: the top block (all lower blocks saved, no block gradients yet)
-  // or the bottom block (nothing below, all other block gradients created).
+  // or the bottom block (nothing below, all other block gradients created), and under FSDP1
+  // block 1 (below).
   // Under FSDP1 a block is a unit of its own (auto_wrap_policy): its weights' gradients meet in
   // its flat parameter when any of them trains (estimate/activations.hpp section_backward_peak).
   const bool block_flat_views = run.fsdp_flat_views && grads_b.value != 0;
@@ -684,8 +685,8 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
                          {params, grads_to_host ? bytes{} : step_grads, step_state, g.inputs,
                           workspace + step_temporaries}};
     // Steady state: the state is on the device through forward and backward too.
-    const phase_candidate best{lead.at, {params - lead.ungathered, lead.grads + persistent_grads, bytes{}, lead.activations + g.inputs,
-                                         workspace}};
+    const phase_candidate best{lead.at, {params - lead.ungathered, lead.grads + persistent_grads, bytes{},
+                                         lead.activations + g.inputs, workspace}};
     phase_candidate steady = best;
     if (!run.offload_optimizer) steady.breakdown.optimizer = device_state;
     // Validation runs before step 1 on the bare model (no state, no gradients) and after later
