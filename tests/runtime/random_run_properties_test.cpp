@@ -1,7 +1,7 @@
 // Properties of the estimates and plans over random runs of every transformer and vision
 // preset (precisions, optimizers, attention kernels, LoRA/QLoRA, checkpointing): the peak
-// never falls when the micro-batch, the sequence or the image grows; checkpointing never
-// raises it (a vision network's by at most the replay of one stage: largest_stage_replay); a
+// never falls when the micro-batch, the sequence or the image grows; checkpointing raises it by
+// at most one block input (a vision network's by at most the replay of one stage: largest_stage_replay); a
 // larger GPU never makes the verdict worse nor the largest micro-batch smaller.
 // The runs come from a fixed seed, so a failure names a run that fails again.
 #ifdef MEMSCALE_CATCH2_V2
@@ -125,7 +125,8 @@ void check_budget(const Plan& plan_on, std::uint64_t small, const std::string& w
 
 }  // namespace
 
-TEST_CASE("random transformer runs: peak monotone in micro-batch and sequence, checkpointing never raises it, "
+TEST_CASE("random transformer runs: peak monotone in micro-batch and sequence, checkpointing raises it by one "
+          "block input at most, "
           "a larger GPU never worsens the verdict",
           "[planner][property]") {
   random_source r;
@@ -167,8 +168,15 @@ TEST_CASE("random transformer runs: peak monotone in micro-batch and sequence, c
     checkpointed.ckpt = checkpointing::full;
     const peak_pair without = peak_of(estimate(model, plain));
     const peak_pair with = peak_of(estimate(model, checkpointed));
-    CHECK(with.device <= without.device);
-    CHECK(with.tensor <= without.tensor);
+    // Checkpointing can raise the peak by one block input: where the bottom block's backward, with
+    // every gradient made, is the peak, its recomputed saves are plain training's, and beside them
+    // its checkpoint keeps the input that no op of the block saves (checkpoint_input_unsaved).
+    const model_graph built = build(model, checkpointed);
+    const bytes kept_input = built.is_encoder_decoder()
+                                 ? bytes{}
+                                 : checkpoint_input_unsaved(built.stack(), block_of(built.stack()), built.run);
+    CHECK(with.device <= without.device + round_up(kept_input, cuda_round_large));
+    CHECK(with.tensor <= without.tensor + kept_input);
 
     if (checked % 12 == 0) {
       // A GPU around the run's own peak, where verdicts change (every twelfth run: a plan replays

@@ -20,8 +20,9 @@ holding rank 0's shards, the collectives as local copies with FSDP's buffers:
   the flat parameter through the split's backward, one concatenated flat gradient.
 - forward: the root unshards first and is not resharded after forward (the root's _post_forward_reshard);
   each Block unshards before and reshards after its forward (forward_prefetch off).
-- backward: a Block's pre-backward hook (on its output) unshards it and, BACKWARD_PRE being the default
-  backward_prefetch, prefetches the next Block in backward order; the post-backward hook on the flat parameter's
+- backward: a unit's pre-backward hook (on its outputs) unshards it and, BACKWARD_PRE being the default
+  backward_prefetch, prefetches the unit before it in post-forward order (_exec_order_utils.py @ 008ec6b1
+  get_handle_to_backward_prefetch): the root's the top Block, a Block's the one below, Block 0's none; the post-backward hook on the flat parameter's
   AccumulateGrad reshards the unit, then reduce-scatters the flat gradient into a new shard
   (torch.empty_like(chunks[0])) and keeps it as the sharded gradient. The root's hook fires after the embedding's backward, the last.
 - zero_grad(set_to_none=True) clears the original parameters' gradient views; the flat sharded gradient is
@@ -179,7 +180,9 @@ class ShardedGPT(LG.GPT):
             unit.reshard()
             x = _PreBackward.apply(x, unit, self.units[i - 1] if i > 0 else None)
         x = self.ln_f(x)
-        return self.lm_head(x)
+        # The root's pre-backward hook, on its outputs, prefetches the top block (the unit before it in
+        # post-forward order) once the loss's backward reaches the logits.
+        return _PreBackward.apply(self.lm_head(x), self.root, self.units[-1])
 
 
 def run_case(c):

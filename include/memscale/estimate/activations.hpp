@@ -78,6 +78,19 @@ constexpr bytes section_saved_bytes(const graph& g, section s, const training_sp
   return total;
 }
 
+// The part of a checkpointed block's input that no op of the block saves as it is (a 16-bit
+// RMSNorm upcasts it first): the block's walks do not count it, yet the checkpoint keeps it
+// referenced until the block's backward ends (the non-reentrant frame's saved inputs, the reentrant
+// function's save_for_backward: torch/utils/checkpoint.py@0008d771).
+constexpr bytes checkpoint_input_unsaved(const graph& g, section s, const training_spec& run) {
+  bytes total{};
+  for (std::size_t i = s.begin; i < s.end; ++i) {
+    const op& o = g.ops[i];
+    if (o.kind == op_kind::stream && (o.released_by == not_kept || dropped_by_selective(o, run))) total += o.out;
+  }
+  return total;
+}
+
 // Highest live activation bytes inside one forward pass through a section, counted
 // from the section start: saved so far (and kept until the loss) + the running op's output,
 // temporaries and its input when nothing keeps that input.

@@ -257,8 +257,10 @@ constexpr fsdp2_moment fsdp2_largest_moment(const graph& g, const training_spec&
   for (const std::uint64_t i : {top, std::min(top, std::uint64_t{1}), std::uint64_t{0}}) {
     const bytes above = kept_block_shard * (L - 1 - i);
     const bool recomputed = fsdp2_block_checkpointed(run, i) || run.sac == selective_ac::op_save_list;
-    // A checkpointed block's own input stays referenced by its checkpoint until its backward ends.
-    const bytes own_input = fsdp2_block_checkpointed(run, i) ? ckpt_kept : bytes{};
+    // A checkpointed block's own input, where no op of the block saves it (checkpoint_input_unsaved).
+    const bytes own_input = fsdp2_block_checkpointed(run, i) && !run.offload_activations
+                                ? checkpoint_input_unsaved(g, block_of(g), run)
+                                : bytes{};
     const bytes below = u.bound_in_backward + saved_p + saved_below(i) + own_input;
     // post_backward reshards block i before its reduce-scatter; the prefetched output stays.
     const bytes units = u.root + u.block + prefetched(i);

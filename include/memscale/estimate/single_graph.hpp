@@ -557,16 +557,20 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   // The moments below differ only in activations and gradients (parameters, persistent
   // gradients, inputs and workspace are common), so they are ranked by those two alone and
   // the winner's breakdown is written once.
+  // A moment may also see fewer gathered units than `params` counts (`ungathered`: FSDP1's bottom
+  // block, below).
   struct leading_moment {
     phase at = phase::forward;
     bytes activations{};
     bytes grads{};
     bytes ranked{};  // activations + grads
+    bytes ungathered{};
   } lead{};
   bool first_moment = true;
-  auto consider = [&](phase at, bytes activations, bytes grads) {
+  auto consider = [&](phase at, bytes activations, bytes grads, bytes ungathered = bytes{}) {
     const bytes ranked = activations + grads;
-    if (first_moment || ranked > lead.ranked) lead = {at, activations, grads, ranked};
+    if (first_moment || ranked + lead.ungathered > lead.ranked + ungathered)
+      lead = {at, activations, grads, ranked, ungathered};
     first_moment = false;
   };
 
@@ -627,7 +631,8 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   const bytes bound_logits = g.validation_after_step.value != 0 ? g.carried : bytes{};
 
   // Backward of a block: the top block (all lower blocks saved, no block gradients yet)
-  // or the bottom block (nothing below, all other block gradients created).
+  // or the bottom block (nothing below, all other block gradients created), and under FSDP1
+  // block 1 (below).
   // Under FSDP1 a block is a unit of its own (auto_wrap_policy): its weights' gradients meet in
   // its flat parameter when any of them trains (estimate/activations.hpp section_backward_peak).
   const bool block_flat_views = run.fsdp_flat_views && grads_b.value != 0;
@@ -639,22 +644,29 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
   // through the block (torch/utils/checkpoint.py @ 0008d771, CheckpointFunction.backward: `outputs`).
   const bytes rerun_output = reentrant_checkpoint(run) ? g.ops[block_of(g).end - 1].out : bytes{};
   const bytes local_act = bp.peak - bp.grads_at_peak + rerun_output;
-  const bytes grads_before_top = root_waiting + (reduced_elsewhere ? bytes{} : ceil_div(grads_e_reduced, grad_share));
-  const bytes grads_before_bottom =
-      root_waiting +
-      (reduced_elsewhere ? bytes{}
-                         : ceil_div(grads_e_reduced + device_share_of_blocks(grads_b, L - 1, streamed), grad_share));
-  consider(phase::backward, bound_logits + held_after_blocks + below_blocks + local_act + step_in_block,
-           grads_before_top + bp.grads_at_peak);
-  consider(phase::backward, bound_logits + held_after_blocks + saved_p + local_act + step_in_block,
-           grads_before_bottom + bp.grads_at_peak);
-
-  // A checkpointed block's backward first runs its forward again, saving as it goes, with the
+  // The gradients present while block i runs its backward: the blocks above it are reduced.
+  const auto grads_before_block = [&](std::uint64_t i) {
+    return root_waiting +
+           (reduced_elsewhere
+                ? bytes{}
+                : ceil_div(grads_e_reduced + device_share_of_blocks(grads_b, L - 1 - i, streamed), grad_share));
+  };
+  // FSDP1 FULL_SHARD: a block's pre-backward hook prefetches the unit before it in post-forward order
+  // (BACKWARD_PRE, the default), so block i > 0 runs beside block i - 1 gathered and block 0 beside
+  // none (torch/distributed/fsdp/_exec_order_utils.py@008ec6b1 get_handle_to_backward_prefetch:
+  // current index - 1, nothing below 0): block 1 can outweigh the bottom block.
+  const bool fsdp1_prefetch = run.fsdp_flat_views && run.shard == sharding::full && L > 1;
+  // A checkpointed block's own input, where no op of the block saves it (checkpoint_input_unsaved).
+  const bytes own_input = ckpt && !run.offload_activations ? checkpoint_input_unsaved(g, block_of(g), run) : bytes{};
+  // Backward of a checkpointed block first runs its forward again, saving as it goes, with the
   // gradient of its output waiting (torch/utils/checkpoint.py).
-  if (ckpt) {
-    const bytes rerun = g.stream_grad + section_forward_peak(g, block_of(g), run, false, true);
-    consider(phase::backward, bound_logits + held_after_blocks + below_blocks + rerun, grads_before_top);
-    consider(phase::backward, bound_logits + held_after_blocks + saved_p + rerun, grads_before_bottom);
+  const bytes rerun = ckpt ? g.stream_grad + section_forward_peak(g, block_of(g), run, false, true) : bytes{};
+  for (const std::uint64_t i : {L - 1, fsdp1_prefetch ? std::uint64_t{1} : L - 1, std::uint64_t{0}}) {
+    const bytes below = bound_logits + held_after_blocks + saved_p + saved_b * i + own_input;
+    const bytes ungathered = fsdp1_prefetch && i == 0 ? shards.block_unit : bytes{};
+    consider(phase::backward, below + local_act + step_in_block, grads_before_block(i) + bp.grads_at_peak,
+             ungathered);
+    if (ckpt) consider(phase::backward, below + rerun, grads_before_block(i), ungathered);
   }
 
   // Backward of the prologue (embeddings), with enable_input_require_grads' leaf and its .grad
@@ -694,8 +706,8 @@ constexpr step_peaks estimate_peaks(const graph& g, const training_spec& run, co
                          {params, grads_to_host ? bytes{} : step_grads, step_state, g.inputs + g.carried,
                           workspace + step_temporaries}};
     // Steady state: the state is on the device through forward and backward too.
-    const phase_candidate best{lead.at, {params, lead.grads + persistent_grads, bytes{}, lead.activations + g.inputs,
-                                         workspace}};
+    const phase_candidate best{lead.at, {params - lead.ungathered, lead.grads + persistent_grads, bytes{},
+                                         lead.activations + g.inputs, workspace}};
     phase_candidate steady = best;
     if (!run.offload_optimizer) steady.breakdown.optimizer = device_state;
     // Validation runs before step 1 on the bare model (no state, no gradients) and after later
