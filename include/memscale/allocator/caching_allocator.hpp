@@ -440,7 +440,7 @@ class caching_allocator {
   static constexpr std::uint64_t expandable_range = 1ULL << 46;
 
   constexpr void insert_unmapped(std::uint32_t b) {
-    if (unmapped_count_ >= unmapped_.size()) detail_fail("has more unmapped ranges than its capacity", unmapped_count_);
+    if (unmapped_count_ >= unmapped_capacity) detail_fail("has more unmapped ranges than its capacity", unmapped_count_);
     std::size_t at = 0;
     while (at < unmapped_count_ && blocks_[unmapped_[at]].address < blocks_[b].address) ++at;
     for (std::size_t i = unmapped_count_; i > at; --i) unmapped_[i] = unmapped_[i - 1];
@@ -555,8 +555,8 @@ class caching_allocator {
   std::uint64_t segment_floor_ = 1ULL << 62;  // cudaMalloc'd segments, each below the last
   std::uint64_t events_ = 0;
   allocator_stats stats_{};
-  std::array<block, BlockCapacity> blocks_;
-  std::array<std::uint32_t, BlockCapacity> recycled_;
+  block blocks_[BlockCapacity];
+  std::uint32_t recycled_[BlockCapacity];
   std::uint32_t used_ = 0;
   std::uint32_t recycled_count_ = 0;
   // A live tensor's block and the size it asked for.
@@ -564,14 +564,15 @@ class caching_allocator {
     std::uint32_t block;
     std::uint64_t requested;
   };
-  std::array<live_tensor, IdCapacity> owner_of_;  // written up to id_high_
+  live_tensor owner_of_[IdCapacity];  // written up to id_high_
   std::uint32_t id_high_ = 0;
   pool_set small_free_;
   pool_set large_free_;
-  std::array<std::uint32_t, BlockCapacity> unmap_queue_;
-  std::array<std::uint32_t, 64> unmapped_{};
+  std::uint32_t unmap_queue_[BlockCapacity];
+  static constexpr std::size_t unmapped_capacity = 64;
+  std::uint32_t unmapped_[unmapped_capacity]{};
   std::size_t unmapped_count_ = 0;
-  std::array<std::uint64_t, 2> segment_base_{};
+  std::uint64_t segment_base_[2]{};
 };
 
 }  // namespace memscale::allocator
