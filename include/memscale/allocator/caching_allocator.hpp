@@ -139,10 +139,8 @@ class caching_allocator {
     k.allocated = true;
     k.owner = id;
     owner_of_[id] = {b, size};
-    stats_.allocated += bytes{k.size};
-    stats_.requested += bytes{size};
-    stats_.allocated_peak = max(stats_.allocated_peak, stats_.allocated);
-    stats_.requested_peak = max(stats_.requested_peak, stats_.requested);
+    grow(stats_.allocated, stats_.allocated_peak, k.size);
+    grow(stats_.requested, stats_.requested_peak, size);
     return true;
   }
 
@@ -155,8 +153,8 @@ class caching_allocator {
     const std::uint32_t b = t.block;
     block& k = blocks_[b];
     k.allocated = false;
-    stats_.allocated -= bytes{k.size};
-    stats_.requested -= bytes{t.requested};
+    shrink(stats_.allocated, k.size);
+    shrink(stats_.requested, t.requested);
     const std::uint32_t merged = merge(b, blocks_[b].prev);
     insert_free(merge(merged, blocks_[merged].next));
   }
@@ -196,6 +194,16 @@ class caching_allocator {
     memscale::detail::fail(error_code::unsupported, "allocator simulation", what, value);
   }
 
+  // The statistics count with plain arithmetic: each figure is at most the address space
+  // handed out (cudaMalloc'd segments below 2^62, expandable ranges by checked_add), so none
+  // overflows or goes below zero, and in constant evaluation the checked operators of `bytes`
+  // cost g++ several calls per event.
+  static constexpr void grow(bytes& now, bytes& peak, std::uint64_t n) {
+    now = bytes{now.value + n};
+    if (peak.value < now.value) peak = now;
+  }
+  static constexpr void shrink(bytes& now, std::uint64_t n) { now = bytes{now.value - n}; }
+
   constexpr pool_set& free_of(pool_kind p) { return p == pool_kind::small ? small_free_ : large_free_; }
 
   [[nodiscard]] constexpr bool is_split(const block& k) const { return k.prev != no_block || k.next != no_block; }
@@ -210,15 +218,12 @@ class caching_allocator {
   // of a split (non-expandable) segment.
   constexpr void count_inactive_split(std::uint32_t b) {
     const block& k = blocks_[b];
-    if (!k.expandable && is_split(k)) {
-      stats_.inactive_split += bytes{k.size};
-      stats_.inactive_split_peak = max(stats_.inactive_split_peak, stats_.inactive_split);
-    }
+    if (!k.expandable && is_split(k)) grow(stats_.inactive_split, stats_.inactive_split_peak, k.size);
   }
 
   // A block that leaves the cache: count_inactive_split undone.
   constexpr void uncount_inactive_split(const block& k) {
-    if (!k.expandable && is_split(k)) stats_.inactive_split -= bytes{k.size};
+    if (!k.expandable && is_split(k)) shrink(stats_.inactive_split, k.size);
   }
 
   constexpr void erase_free_at(pool_set& s, free_position at) {
@@ -311,8 +316,7 @@ class caching_allocator {
   }
 
   constexpr void add_reserved(std::uint64_t n) {
-    stats_.reserved += bytes{n};
-    stats_.reserved_peak = max(stats_.reserved_peak, stats_.reserved);
+    grow(stats_.reserved, stats_.reserved_peak, n);
     ++stats_.segment_allocations;
   }
 
@@ -392,7 +396,7 @@ class caching_allocator {
           return false;
         }
         if (is_split(k)) return false;
-        stats_.reserved -= bytes{k.size};
+        shrink(stats_.reserved, k.size);
         ++stats_.segment_releases;
         delete_block(e.block);
         return true;
@@ -411,7 +415,7 @@ class caching_allocator {
     free_position at = s.lower_bound(key, 0);
     auto release_at = [&](free_position p) {
       const std::uint32_t b = s.at(p).block;
-      stats_.reserved -= bytes{blocks_[b].size};
+      shrink(stats_.reserved, blocks_[b].size);
       ++stats_.segment_releases;
       erase_free_at(s, p);
       delete_block(b);
@@ -545,7 +549,7 @@ class caching_allocator {
     blocks_[b].mapped = false;
     const std::uint32_t m = merge(merge(b, blocks_[b].prev), blocks_[b].next);
     insert_unmapped(m);
-    stats_.reserved -= bytes{end - begin};
+    shrink(stats_.reserved, end - begin);
     ++stats_.segment_releases;
   }
 
