@@ -118,7 +118,7 @@ class caching_allocator {
     const cached_block cached = get_free_block(pool, rounded);
     std::uint32_t b = cached.block;
     if (b != no_block) {
-      b = take_cached(free_of(pool), cached.at, rounded);
+      b = take_cached(free_of(pool), cached, rounded);
     } else {
       b = alloc_block(pool, rounded, alloc_size);
       if (b == no_block && release_available_cached_blocks(pool, rounded)) b = alloc_block(pool, rounded, alloc_size);
@@ -275,20 +275,21 @@ class caching_allocator {
            !s.is_end(n) && expandable_size(s.at(n).block) < expandable_size(s.at(at).block); n = s.next(n))
         at = n;
     }
-    const std::uint64_t found = s.at(at).size;
+    const free_entry found = s.at(at);
     const std::uint64_t max_split = opts_.max_split_size.value;
-    if (size < max_split && found >= max_split) return {};
-    if (size >= max_split && found >= memscale::detail::checked_add(size, opts_.max_non_split_rounding.value))
+    if (size < max_split && found.size >= max_split) return {};
+    if (size >= max_split && found.size >= memscale::detail::checked_add(size, opts_.max_non_split_rounding.value))
       return {};
-    return {s.at(at).block, at};
+    return {found.block, at};
   }
 
-  // The cached block at `at` serves a request of `size`: it leaves the free set
+  // The cached block serves a request of `size`: it leaves the free set
   // (get_free_block) and is split when it should be (alloc_found_block), the rest cached again.
   // The rest is smaller than the block, so it often sorts where the block's entry was: then it
   // takes that entry's place (the set's contents and the statistics as erase, then insert).
-  constexpr std::uint32_t take_cached(pool_set& s, free_position at, std::uint64_t size) {
-    const std::uint32_t found = s.at(at).block;
+  constexpr std::uint32_t take_cached(pool_set& s, const cached_block& cached, std::uint64_t size) {
+    const std::uint32_t found = cached.block;
+    const free_position at = cached.at;
     if (!should_split(found, size)) {
       erase_free_at(s, at);
       return found;

@@ -66,10 +66,11 @@ class allocator_sink {
       oom_moment_ = moment_;
       return;
     }
-    auto& al = f_.allocated[slot_];
-    al = al < a_.stats().allocated.value ? a_.stats().allocated.value : al;
-    auto& rq = f_.requested[slot_];
-    rq = rq < a_.stats().requested.value ? a_.stats().requested.value : rq;
+    const allocator_stats& now = a_.stats();
+    std::uint64_t& al = f_.allocated[slot_];
+    if (al < now.allocated.value) al = now.allocated.value;
+    std::uint64_t& rq = f_.requested[slot_];
+    if (rq < now.requested.value) rq = now.requested.value;
   }
   constexpr void free(std::uint32_t id) {
     if (!oom_) a_.release(id);
