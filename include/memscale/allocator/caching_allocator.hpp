@@ -27,10 +27,13 @@
 // of all thirteen recorded histories to the byte (docs/data/gpu_allocator_history/; with
 // growing addresses four of them miss by -6.87% ... +0.23%). Expandable segments grow upwards.
 //
-// Storage is fixed (template capacities); exceeding it is a memscale::error, never UB.
+// Storage is fixed (template capacities); exceeding it is a memscale::error, never UB. The
+// tables here, in free_set and in the event walk are built-in arrays: libstdc++ 12's
+// std::array subscript is two calls (operator[], then __array_traits::_S_ref), which g++'s
+// constant evaluator makes eight times slower than a built-in subscript; they were most of a
+// static_assert's replay (docs/performance.md).
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 

@@ -15,7 +15,6 @@
 // array is kept for the next size that takes its slot, so a replay allocates a few dozen times.
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 

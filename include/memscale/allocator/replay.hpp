@@ -11,7 +11,6 @@
 // the line (within 0.01% at n = 8).
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 
