@@ -121,8 +121,7 @@ struct owned {
 
 // The largest figure of a step over its moments (the middle-layer moments are bounded by the
 // first and last layer's, which grow with the layer index in a straight line).
-constexpr std::uint64_t step_peak(const std::uint64_t (&v)[moment_figures::slots],
-                                  std::uint32_t step) {
+constexpr std::uint64_t step_peak(const std::uint64_t (&v)[moment_figures::slots], std::uint32_t step) {
   std::uint64_t best = 0;
   for (std::size_t m = 0; m < moment_count; ++m) best = best < v[step * moment_count + m] ? v[step * moment_count + m] : best;
   return best;
