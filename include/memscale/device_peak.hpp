@@ -132,7 +132,7 @@ inline constexpr std::size_t run_time_replay_capacity = 16384;
 inline constexpr std::size_t constant_replay_capacity = 512;
 // The largest walk (ops x layers) replayed in constant evaluation: a two-layer decoder (63) replays
 // within clang's default step limit in about 2 s; BERT-base (205) would hold more blocks than the
-// tables at this capacity, and g++'s default limit is reached between 8 and 16 layers
+// tables at this capacity, and g++'s default limit is reached between 24 and 32 layers
 // (docs/allocator.md "Speed and limits"), so larger walks take the rounding rule there.
 inline constexpr std::uint64_t constant_replay_ops = 128;
 

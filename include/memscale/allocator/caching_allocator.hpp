@@ -27,10 +27,13 @@
 // of all thirteen recorded histories to the byte (docs/data/gpu_allocator_history/; with
 // growing addresses four of them miss by -6.87% ... +0.23%). Expandable segments grow upwards.
 //
-// Storage is fixed (template capacities); exceeding it is a memscale::error, never UB.
+// Storage is fixed (template capacities); exceeding it is a memscale::error, never UB. The
+// tables here, in free_set and in the event walk are built-in arrays: libstdc++ 12's
+// std::array subscript is two calls (operator[], then __array_traits::_S_ref), which g++'s
+// constant evaluator makes eight times slower than a built-in subscript; they were most of a
+// static_assert's replay (docs/performance.md).
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -118,7 +121,7 @@ class caching_allocator {
     const cached_block cached = get_free_block(pool, rounded);
     std::uint32_t b = cached.block;
     if (b != no_block) {
-      b = take_cached(free_of(pool), cached.at, rounded);
+      b = take_cached(free_of(pool), cached, rounded);
     } else {
       b = alloc_block(pool, rounded, alloc_size);
       if (b == no_block && release_available_cached_blocks(pool, rounded)) b = alloc_block(pool, rounded, alloc_size);
@@ -139,10 +142,8 @@ class caching_allocator {
     k.allocated = true;
     k.owner = id;
     owner_of_[id] = {b, size};
-    stats_.allocated += bytes{k.size};
-    stats_.requested += bytes{size};
-    stats_.allocated_peak = max(stats_.allocated_peak, stats_.allocated);
-    stats_.requested_peak = max(stats_.requested_peak, stats_.requested);
+    grow(stats_.allocated, stats_.allocated_peak, k.size);
+    grow(stats_.requested, stats_.requested_peak, size);
     return true;
   }
 
@@ -155,8 +156,8 @@ class caching_allocator {
     const std::uint32_t b = t.block;
     block& k = blocks_[b];
     k.allocated = false;
-    stats_.allocated -= bytes{k.size};
-    stats_.requested -= bytes{t.requested};
+    shrink(stats_.allocated, k.size);
+    shrink(stats_.requested, t.requested);
     const std::uint32_t merged = merge(b, blocks_[b].prev);
     insert_free(merge(merged, blocks_[merged].next));
   }
@@ -196,6 +197,16 @@ class caching_allocator {
     memscale::detail::fail(error_code::unsupported, "allocator simulation", what, value);
   }
 
+  // The statistics count with plain arithmetic: each figure is at most the address space
+  // handed out (cudaMalloc'd segments below 2^62, expandable ranges by checked_add), so none
+  // overflows or goes below zero, and in constant evaluation the checked operators of `bytes`
+  // cost g++ several calls per event.
+  static constexpr void grow(bytes& now, bytes& peak, std::uint64_t n) {
+    now = bytes{now.value + n};
+    if (peak.value < now.value) peak = now;
+  }
+  static constexpr void shrink(bytes& now, std::uint64_t n) { now = bytes{now.value - n}; }
+
   constexpr pool_set& free_of(pool_kind p) { return p == pool_kind::small ? small_free_ : large_free_; }
 
   [[nodiscard]] constexpr bool is_split(const block& k) const { return k.prev != no_block || k.next != no_block; }
@@ -210,15 +221,12 @@ class caching_allocator {
   // of a split (non-expandable) segment.
   constexpr void count_inactive_split(std::uint32_t b) {
     const block& k = blocks_[b];
-    if (!k.expandable && is_split(k)) {
-      stats_.inactive_split += bytes{k.size};
-      stats_.inactive_split_peak = max(stats_.inactive_split_peak, stats_.inactive_split);
-    }
+    if (!k.expandable && is_split(k)) grow(stats_.inactive_split, stats_.inactive_split_peak, k.size);
   }
 
   // A block that leaves the cache: count_inactive_split undone.
   constexpr void uncount_inactive_split(const block& k) {
-    if (!k.expandable && is_split(k)) stats_.inactive_split -= bytes{k.size};
+    if (!k.expandable && is_split(k)) shrink(stats_.inactive_split, k.size);
   }
 
   constexpr void erase_free_at(pool_set& s, free_position at) {
@@ -270,20 +278,21 @@ class caching_allocator {
            !s.is_end(n) && expandable_size(s.at(n).block) < expandable_size(s.at(at).block); n = s.next(n))
         at = n;
     }
-    const std::uint64_t found = s.at(at).size;
+    const free_entry found = s.at(at);
     const std::uint64_t max_split = opts_.max_split_size.value;
-    if (size < max_split && found >= max_split) return {};
-    if (size >= max_split && found >= memscale::detail::checked_add(size, opts_.max_non_split_rounding.value))
+    if (size < max_split && found.size >= max_split) return {};
+    if (size >= max_split && found.size >= memscale::detail::checked_add(size, opts_.max_non_split_rounding.value))
       return {};
-    return {s.at(at).block, at};
+    return {found.block, at};
   }
 
-  // The cached block at `at` serves a request of `size`: it leaves the free set
+  // The cached block serves a request of `size`: it leaves the free set
   // (get_free_block) and is split when it should be (alloc_found_block), the rest cached again.
   // The rest is smaller than the block, so it often sorts where the block's entry was: then it
   // takes that entry's place (the set's contents and the statistics as erase, then insert).
-  constexpr std::uint32_t take_cached(pool_set& s, free_position at, std::uint64_t size) {
-    const std::uint32_t found = s.at(at).block;
+  constexpr std::uint32_t take_cached(pool_set& s, const cached_block& cached, std::uint64_t size) {
+    const std::uint32_t found = cached.block;
+    const free_position at = cached.at;
     if (!should_split(found, size)) {
       erase_free_at(s, at);
       return found;
@@ -311,8 +320,7 @@ class caching_allocator {
   }
 
   constexpr void add_reserved(std::uint64_t n) {
-    stats_.reserved += bytes{n};
-    stats_.reserved_peak = max(stats_.reserved_peak, stats_.reserved);
+    grow(stats_.reserved, stats_.reserved_peak, n);
     ++stats_.segment_allocations;
   }
 
@@ -392,7 +400,7 @@ class caching_allocator {
           return false;
         }
         if (is_split(k)) return false;
-        stats_.reserved -= bytes{k.size};
+        shrink(stats_.reserved, k.size);
         ++stats_.segment_releases;
         delete_block(e.block);
         return true;
@@ -411,7 +419,7 @@ class caching_allocator {
     free_position at = s.lower_bound(key, 0);
     auto release_at = [&](free_position p) {
       const std::uint32_t b = s.at(p).block;
-      stats_.reserved -= bytes{blocks_[b].size};
+      shrink(stats_.reserved, blocks_[b].size);
       ++stats_.segment_releases;
       erase_free_at(s, p);
       delete_block(b);
@@ -440,7 +448,7 @@ class caching_allocator {
   static constexpr std::uint64_t expandable_range = 1ULL << 46;
 
   constexpr void insert_unmapped(std::uint32_t b) {
-    if (unmapped_count_ >= unmapped_.size()) detail_fail("has more unmapped ranges than its capacity", unmapped_count_);
+    if (unmapped_count_ >= unmapped_capacity) detail_fail("has more unmapped ranges than its capacity", unmapped_count_);
     std::size_t at = 0;
     while (at < unmapped_count_ && blocks_[unmapped_[at]].address < blocks_[b].address) ++at;
     for (std::size_t i = unmapped_count_; i > at; --i) unmapped_[i] = unmapped_[i - 1];
@@ -545,7 +553,7 @@ class caching_allocator {
     blocks_[b].mapped = false;
     const std::uint32_t m = merge(merge(b, blocks_[b].prev), blocks_[b].next);
     insert_unmapped(m);
-    stats_.reserved -= bytes{end - begin};
+    shrink(stats_.reserved, end - begin);
     ++stats_.segment_releases;
   }
 
@@ -555,8 +563,8 @@ class caching_allocator {
   std::uint64_t segment_floor_ = 1ULL << 62;  // cudaMalloc'd segments, each below the last
   std::uint64_t events_ = 0;
   allocator_stats stats_{};
-  std::array<block, BlockCapacity> blocks_;
-  std::array<std::uint32_t, BlockCapacity> recycled_;
+  block blocks_[BlockCapacity];
+  std::uint32_t recycled_[BlockCapacity];
   std::uint32_t used_ = 0;
   std::uint32_t recycled_count_ = 0;
   // A live tensor's block and the size it asked for.
@@ -564,14 +572,15 @@ class caching_allocator {
     std::uint32_t block;
     std::uint64_t requested;
   };
-  std::array<live_tensor, IdCapacity> owner_of_;  // written up to id_high_
+  live_tensor owner_of_[IdCapacity];  // written up to id_high_
   std::uint32_t id_high_ = 0;
   pool_set small_free_;
   pool_set large_free_;
-  std::array<std::uint32_t, BlockCapacity> unmap_queue_;
-  std::array<std::uint32_t, 64> unmapped_{};
+  std::uint32_t unmap_queue_[BlockCapacity];
+  static constexpr std::size_t unmapped_capacity = 64;
+  std::uint32_t unmapped_[unmapped_capacity]{};
   std::size_t unmapped_count_ = 0;
-  std::array<std::uint64_t, 2> segment_base_{};
+  std::uint64_t segment_base_[2]{};
 };
 
 }  // namespace memscale::allocator

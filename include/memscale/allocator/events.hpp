@@ -133,7 +133,7 @@ class id_pool {
   [[nodiscard]] constexpr std::uint32_t high_water() const { return next_; }
 
  private:
-  std::array<std::uint32_t, IdCapacity> free_;  // written before read (P1331)
+  std::uint32_t free_[IdCapacity];  // written before read (P1331)
   std::uint32_t free_count_ = 0;
   std::uint32_t next_ = 0;
 };

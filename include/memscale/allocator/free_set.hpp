@@ -15,7 +15,6 @@
 // array is kept for the next size that takes its slot, so a replay allocates a few dozen times.
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -241,10 +240,10 @@ class free_set {
   }
 
   // Written before read (P1331): a set costs nothing for the sizes it never holds.
-  std::array<std::uint64_t, Capacity> sizes_;       // by rank
-  std::array<std::uint32_t, Capacity> slot_of_;     // by rank
-  std::array<std::uint32_t, Capacity> spare_;       // slots with no size
-  std::array<slot, Capacity> slots_;
+  std::uint64_t sizes_[Capacity];    // by rank
+  std::uint32_t slot_of_[Capacity];  // by rank
+  std::uint32_t spare_[Capacity];    // slots with no size
+  slot slots_[Capacity];
   std::size_t ranks_ = 0;
   std::size_t made_ = 0;
   std::size_t spare_count_ = 0;

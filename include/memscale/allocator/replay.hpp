@@ -11,7 +11,6 @@
 // the line (within 0.01% at n = 8).
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -46,8 +45,9 @@ namespace detail {
 // Figures per step and moment, gathered while a stream plays into the allocator.
 struct moment_figures {
   static constexpr std::size_t steps = 3;  // setup (0), step 1, step 2
-  std::array<std::uint64_t, steps * moment_count> allocated{};
-  std::array<std::uint64_t, steps * moment_count> requested{};
+  static constexpr std::size_t slots = steps * moment_count;
+  std::uint64_t allocated[slots]{};
+  std::uint64_t requested[slots]{};
   std::uint64_t reserved = 0;
   std::uint64_t inactive_split = 0;
 };
@@ -65,10 +65,11 @@ class allocator_sink {
       oom_moment_ = moment_;
       return;
     }
-    auto& al = f_.allocated[slot_];
-    al = al < a_.stats().allocated.value ? a_.stats().allocated.value : al;
-    auto& rq = f_.requested[slot_];
-    rq = rq < a_.stats().requested.value ? a_.stats().requested.value : rq;
+    const allocator_stats& now = a_.stats();
+    std::uint64_t& al = f_.allocated[slot_];
+    if (al < now.allocated.value) al = now.allocated.value;
+    std::uint64_t& rq = f_.requested[slot_];
+    if (rq < now.requested.value) rq = now.requested.value;
   }
   constexpr void free(std::uint32_t id) {
     if (!oom_) a_.release(id);
@@ -120,8 +121,7 @@ struct owned {
 
 // The largest figure of a step over its moments (the middle-layer moments are bounded by the
 // first and last layer's, which grow with the layer index in a straight line).
-constexpr std::uint64_t step_peak(const std::array<std::uint64_t, moment_figures::steps * moment_count>& v,
-                                  std::uint32_t step) {
+constexpr std::uint64_t step_peak(const std::uint64_t (&v)[moment_figures::slots], std::uint32_t step) {
   std::uint64_t best = 0;
   for (std::size_t m = 0; m < moment_count; ++m) best = best < v[step * moment_count + m] ? v[step * moment_count + m] : best;
   return best;
@@ -189,7 +189,7 @@ constexpr replay_result replay_training(const graph& g, const training_spec& run
   const auto a = detail::walk_figures<BlockCapacity, IdCapacity, SavedCapacity>(g, run, o.settings, {}, n, o.stream, oom);
   const auto b = detail::walk_figures<BlockCapacity, IdCapacity, SavedCapacity>(g, run, o.settings, {}, n2, o.stream, oom);
   detail::moment_figures out{};
-  for (std::size_t i = 0; i < out.allocated.size(); ++i) {
+  for (std::size_t i = 0; i < detail::moment_figures::slots; ++i) {
     out.allocated[i] = detail::extend(a.allocated[i], b.allocated[i], n, n2, layers);
     out.requested[i] = detail::extend(a.requested[i], b.requested[i], n, n2, layers);
   }

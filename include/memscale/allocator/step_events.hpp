@@ -273,7 +273,7 @@ class step_walker {
   }
   constexpr void push_grad(std::uint32_t id) {
     if (id == no_tensor) return;
-    if (grad_count_ >= grads_.size())
+    if (grad_count_ >= IdCapacity)
       memscale::detail::fail(error_code::unsupported, "event stream", "has more gradients than its capacity", grad_count_);
     grads_[grad_count_++] = id;
   }
@@ -458,7 +458,7 @@ class step_walker {
       free(id);
       return;
     }
-    if (bound_count_ >= bound_.size())
+    if (bound_count_ >= bound_capacity)
       memscale::detail::fail(error_code::unsupported, "op.last_reader", "at most 4 outputs waiting at once; got",
                              bound_count_ + 1);
     bound_[bound_count_++] = {id, reader.index()};
@@ -629,27 +629,28 @@ class step_walker {
   bool recompute_ = false;
   std::uint32_t step_ = 0;
   std::uint64_t tied_copy_ = 0;
-  std::array<std::uint32_t, SavedCapacity> saved_out_;    // written in setup()
-  std::array<std::uint32_t, SavedCapacity> saved_extra_;
-  std::array<std::uint32_t, IdCapacity> grads_;
+  std::uint32_t saved_out_[SavedCapacity];  // written in setup()
+  std::uint32_t saved_extra_[SavedCapacity];
+  std::uint32_t grads_[IdCapacity];
   std::size_t grad_count_ = 0;
   std::array<std::uint32_t, IdCapacity> temps_;
-  std::array<std::uint32_t, graph_capacity> loose_;
+  std::uint32_t loose_[graph_capacity];
   struct bound_output {
     std::uint32_t id = no_tensor;
     std::size_t reader = 0;
   };
-  std::array<bound_output, 4> bound_{};  // outputs waiting for a later reader (free_after_readers)
+  static constexpr std::size_t bound_capacity = 4;
+  bound_output bound_[bound_capacity]{};  // outputs waiting for a later reader (free_after_readers)
   std::size_t bound_count_ = 0;
   frame_locals frame_{};
-  std::array<std::uint32_t, SavedCapacity> checkpoint_input_;
+  std::uint32_t checkpoint_input_[SavedCapacity];
   std::uint32_t pending_input_ = no_tensor;
-  std::array<std::uint32_t, 4> workspace_{no_tensor, no_tensor, no_tensor, no_tensor};
-  std::array<std::uint32_t, 2> inputs_{no_tensor, no_tensor};
+  std::uint32_t workspace_[4]{no_tensor, no_tensor, no_tensor, no_tensor};
+  std::uint32_t inputs_[2]{no_tensor, no_tensor};
   static constexpr std::uint16_t no_op = 0xffff;
   static constexpr std::size_t max_bwd_pieces = 4;
-  std::array<std::uint16_t, graph_capacity> release_head_;  // first op whose output op i releases
-  std::array<std::uint16_t, graph_capacity> release_next_;  // the next one released by the same op
+  std::uint16_t release_head_[graph_capacity];  // first op whose output op i releases
+  std::uint16_t release_next_[graph_capacity];  // the next one released by the same op
   std::uint32_t carried_ = no_tensor;
   std::array<stack_role, graph_capacity> stack_role_;  // written in the constructor
 };
