@@ -103,7 +103,7 @@ void apply_config_quantization(options& o) {
       memscale::graph_layers::experts_merged_at_load(o.model, memscale::json_io::with_current_transformers(o.run)))
     throw usage_error(stored + " was saved by transformers " +
                       (q.saved_by == 0 ? std::string("(config.transformers_version not stated)")
-                                       : memscale::json_io::detail::two_parts(q.saved_by)) +
+                                       : memscale::release_text(q.saved_by)) +
                       ": its experts are per-expert 4-bit Linears, whose packed codes transformers 5.x's expert "
                       "converters merge as 16-bit weights of another shape (the model does not load); --stack "
                       "transformers=4.57 trains it as it was saved");

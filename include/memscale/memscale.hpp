@@ -14,5 +14,6 @@
 #include "memscale/model.hpp"
 #include "memscale/planner.hpp"
 #include "memscale/presets.hpp"
+#include "memscale/release_text.hpp"
 #include "memscale/training.hpp"
 #include "memscale/graph/model_graph.hpp"

@@ -8,7 +8,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 #include <string_view>
 
 #include "memscale/attention_kernel.hpp"
@@ -23,6 +22,7 @@
 #include "memscale/graph/layers/rotary_tables.hpp"
 #include "memscale/graph/model_graph.hpp"
 #include "memscale/precision_policy.hpp"
+#include "memscale/release_text.hpp"
 #include "memscale/validate.hpp"
 
 namespace memscale {
@@ -660,13 +660,6 @@ constexpr inference_result estimate_generate(const model_spec& model, const infe
 
 namespace detail {
 
-// A saving release as a message shows it: "4.51" (stored as major x 100 + minor), or "not
-// stated" when the config has no transformers_version. Run time only, as fail() is.
-inline std::string saved_release_text(std::uint32_t release) {
-  if (release == 0) return "not stated";
-  return std::to_string(release / 100) + "." + std::to_string(release % 100);
-}
-
 // Quantised checkpoints over experts held as bare nn.Parameters whose load leaves nothing to
 // estimate (inference/weights.hpp expert_parameters_quantized counts the others).
 constexpr void check_quantized_parameter_experts(const model_spec& model, const inference_spec& run) {
@@ -685,7 +678,7 @@ constexpr void check_quantized_parameter_experts(const model_spec& model, const 
          "checkpoint saved before 5.0 (or one that does not say) holds per-expert quantised Linears, whose codes "
          "5.x's expert converters merge as 16-bit weights (NF4's packed bytes in another shape), dropping their "
          "quantisation statistics (the model does not load into anything worth estimating)",
-         saved_release_text(run.saved_by_transformers));
+         release_text(run.saved_by_transformers));
   if (!graph_layers::experts_parameters_in_every_release(model)) return;
   // FP8Linear replaces nn.Linear modules, and FP8Expert (integrations/finegrained_fp8.py@0095b976,
   // transformers PR #42654) the experts interface's [E, 2F, H] gate_up_proj and [E, H, F] down_proj

@@ -104,11 +104,11 @@ inline void read_inference_stack(std::string_view text, inference_spec& r, const
 // "torch 2.5, transformers 4.45, CUDA modules loaded lazily; generate() holds the previous
 // step's cache tuples" (the last part only when it does).
 inline std::string inference_software_text(const model_spec& m, const inference_spec& r) {
-  std::string out = "torch " + detail::two_parts(r.torch_version) + ", transformers " +
-                    detail::two_parts(r.transformers_version) + ", " + cuda_text(r.cuda_version, r.cuda_lazy_loading);
+  std::string out = "torch " + release_text(r.torch_version) + ", transformers " +
+                    release_text(r.transformers_version) + ", " + cuda_text(r.cuda_version, r.cuda_lazy_loading);
   if (on_current_releases(r.torch_version, r.transformers_version)) out += current_releases_text;
   if (keeps_tuple_cache(m, r))
-    out += "; the model returns tuple caches (before transformers " + detail::two_parts(m.generate_tuple_cache_before) +
+    out += "; the model returns tuple caches (before transformers " + release_text(m.generate_tuple_cache_before) +
            "): generate() holds the previous step's while the next is built";
   return out;
 }
@@ -116,11 +116,11 @@ inline std::string inference_software_text(const model_spec& m, const inference_
 // {"torch", "transformers", "cuda_lazy_loading", "tuple_cache"}, "cuda" when stated and, on the
 // current releases, "assumed": the stack a generate() estimate assumed.
 inline json inference_software_json(const model_spec& m, const inference_spec& r) {
-  json j = {{"torch", detail::two_parts(r.torch_version)},
-            {"transformers", detail::two_parts(r.transformers_version)},
+  json j = {{"torch", release_text(r.torch_version)},
+            {"transformers", release_text(r.transformers_version)},
             {"cuda_lazy_loading", r.cuda_lazy_loading},
             {"tuple_cache", keeps_tuple_cache(m, r)}};
-  if (r.cuda_version != 0) j["cuda"] = detail::two_parts(r.cuda_version);
+  if (r.cuda_version != 0) j["cuda"] = release_text(r.cuda_version);
   if (on_current_releases(r.torch_version, r.transformers_version)) j["assumed"] = current_releases_json;
   return j;
 }

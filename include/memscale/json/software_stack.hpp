@@ -15,6 +15,7 @@
 #include "memscale/current_releases.hpp"
 #include "memscale/error.hpp"
 #include "memscale/json/fields.hpp"
+#include "memscale/release_text.hpp"
 #include "memscale/training.hpp"
 
 namespace memscale::json_io {
@@ -55,8 +56,6 @@ inline version_parts parse_version(const std::string& text, const std::string& f
   if (count < 2 || (i < text.size() && text[i] >= '0' && text[i] <= '9')) refuse();
   return {part[0], part[1], part[2]};
 }
-
-inline std::string two_parts(std::uint32_t v) { return std::to_string(v / 100) + "." + std::to_string(v % 100); }
 
 }  // namespace detail
 
@@ -159,20 +158,20 @@ inline constexpr std::string_view current_releases_json = "the current releases"
 // The stack as a run document writes it back.
 inline json software_json(const training_spec& run) {
   json j;
-  j["torch"] = detail::two_parts(run.torch_version);
-  if (run.transformers_version != 0) j["transformers"] = detail::two_parts(run.transformers_version);
+  j["torch"] = release_text(run.torch_version);
+  if (run.transformers_version != 0) j["transformers"] = release_text(run.transformers_version);
   const std::uint32_t b = run.bitsandbytes_version;
   j["bitsandbytes"] = std::to_string(b / 10000) + "." + std::to_string(b / 100 % 100) + "." + std::to_string(b % 100);
   // A stated release as stated; otherwise only what changes an estimate: CUDA before 11.7 loads
   // every module eagerly.
-  if (run.cuda_version != 0) j["cuda"] = detail::two_parts(run.cuda_version);
+  if (run.cuda_version != 0) j["cuda"] = release_text(run.cuda_version);
   else if (!run.cuda_lazy_loading && run.torch_version >= 113) j["cuda"] = "11.6";
   return j;
 }
 
 // "CUDA 12.4, modules loaded lazily", or "CUDA modules loaded lazily" when no release is stated.
 inline std::string cuda_text(std::uint32_t cuda_version, bool lazy_loading) {
-  return "CUDA " + (cuda_version != 0 ? detail::two_parts(cuda_version) + ", modules" : std::string("modules")) +
+  return "CUDA " + (cuda_version != 0 ? release_text(cuda_version) + ", modules" : std::string("modules")) +
          " loaded " + (lazy_loading ? "lazily" : "eagerly");
 }
 
@@ -181,9 +180,9 @@ inline std::string cuda_text(std::uint32_t cuda_version, bool lazy_loading) {
 // (graph/layers/attention.hpp): the text says both, so a 4.x run without checkpointing states it.
 inline std::string software_text(const training_spec& run) {
   const std::uint32_t b = run.bitsandbytes_version;
-  std::string out = "torch " + detail::two_parts(run.torch_version) + ", transformers " +
+  std::string out = "torch " + release_text(run.torch_version) + ", transformers " +
                     (run.transformers_version != 0
-                         ? detail::two_parts(run.transformers_version)
+                         ? release_text(run.transformers_version)
                          : "not stated (4.x attention and experts; no use_cache cache in training, as from 5.0)") +
                     ", bitsandbytes " + std::to_string(b / 10000) + "." + std::to_string(b / 100 % 100) + "." +
                     std::to_string(b % 100) + ", " + cuda_text(run.cuda_version, run.cuda_lazy_loading);

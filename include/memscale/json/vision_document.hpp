@@ -84,10 +84,10 @@ inline json vision_run_json(const training_spec& run, const vision::vision_spec&
 // "--stack ").
 inline void check_vision_stack(const training_spec& run, const std::string& prefix) {
   if (run.transformers_version != 0)
-    bad_field(error_code::unsupported, prefix + "transformers", detail::two_parts(run.transformers_version),
+    bad_field(error_code::unsupported, prefix + "transformers", release_text(run.transformers_version),
               "does not apply to a vision model (its step runs no transformers code)");
   if (!vision::cudnn_workspace_modelled(run))
-    bad_field(error_code::unsupported, prefix + "torch", detail::two_parts(run.torch_version),
+    bad_field(error_code::unsupported, prefix + "torch", release_text(run.torch_version),
               "must be 2.0 or later for a CUDA vision run: torch 1.x runs cuDNN's convolutions through its v7 API, "
               "whose workspaces the vision estimate does not model (it models the v8 API, the default from 2.0)");
 }
