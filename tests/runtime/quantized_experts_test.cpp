@@ -10,11 +10,10 @@
 #endif
 
 #include <cstdint>
-#include <fstream>
-#include <memory>
 #include <string>
 
 #include "error_capture.hpp"
+#include "expert_weights.hpp"
 #include "memscale/inference.hpp"
 #include "memscale/json.hpp"
 #include "memscale/json/inference_report.hpp"
@@ -28,42 +27,10 @@ namespace {
 using memscale_test::config_path;
 using memscale_test::contains;
 using memscale_test::error_message;
-
-memscale::inference_spec served(memscale::weight_format format, std::uint32_t transformers_version) {
-  memscale::inference_spec r{.batch = 1, .context = 128, .new_tokens = 2, .compute = memscale::dtype::bf16,
-                             .weights = format};
-  r.transformers_version = transformers_version;
-  return r;
-}
-
-// Scout's language model alone (Llama4ForCausalLM).
-memscale::model_spec scout_text() {
-  std::ifstream file(config_path("meta-llama--Llama-4-Scout-17B-16E"));
-  REQUIRE(file.good());
-  memscale::json_io::json text = memscale::json_io::json::parse(file).at("text_config");
-  text["model_type"] = "llama4_text";
-  return memscale::json_io::model_from_hf_config(text);
-}
-
-struct expert_bytes {
-  memscale::bytes stored{};    // the expert matrices as served
-  memscale::bytes sixteen{};   // the same in the compute dtype
-  std::size_t matrices = 0;
-};
-
-expert_bytes served_experts(const memscale::model_spec& m, const memscale::inference_spec& r) {
-  const auto g = std::make_unique<memscale::model_graph>(memscale::detail::inference_weights_graph(m, r));
-  const memscale::graph& s = g->stack();
-  expert_bytes out;
-  for (std::size_t i = s.block_begin; i < s.block_end; ++i) {
-    const memscale::op& o = s.ops[i];
-    if (o.kind != memscale::op_kind::linear || o.role != memscale::param_role::matmul || o.weight.count <= 1) continue;
-    out.stored += memscale::inference_op_weight_bytes(s, i, r) * memscale::repeats_of(s, i);
-    out.sixteen += memscale::storage(r.compute, o.weight.elements()) * memscale::repeats_of(s, i);
-    ++out.matrices;
-  }
-  return out;
-}
+using memscale_test::expert_bytes;
+using memscale_test::scout_text;
+using memscale_test::served;
+using memscale_test::served_experts;
 
 }  // namespace
 
